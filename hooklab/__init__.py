@@ -1,0 +1,26 @@
+"""hooklab: helpers for the bilingual hands-on course on PyTorch hooks.
+
+The notebooks show raw PyTorch first; hooklab holds what a learner would otherwise
+retype in every notebook, and tools worth keeping after the course.
+"""
+from .env import setup
+from .export import export_notebook, export_notebooks
+from .inventory import HookEntry, hook_inventory, hook_name, show_hooks
+from .lookup import UnknownModuleError, get_module
+from .scope import HookScope, named_scope
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "HookEntry",
+    "HookScope",
+    "UnknownModuleError",
+    "export_notebook",
+    "export_notebooks",
+    "get_module",
+    "hook_inventory",
+    "hook_name",
+    "named_scope",
+    "setup",
+    "show_hooks",
+]

@@ -1,0 +1,128 @@
+"""List the hooks currently registered on a module tree, a tensor, and globally.
+
+Use it to see what a cell left behind::
+
+    >>> show_hooks(model)
+    where        kind          hook
+    fc           forward       print_shape
+    fc.bias      tensor        <lambda>
+
+Node hooks (``grad_fn.register_hook``) live inside the autograd graph and cannot be
+listed from outside; register them through a :class:`~hooklab.HookScope` to track them.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+from torch import nn
+from torch.nn.modules import module as module_globals
+
+__all__ = ["HookEntry", "hook_inventory", "show_hooks", "hook_name"]
+
+# attribute on nn.Module -> kind shown in the inventory
+_MODULE_DICTS = {
+    "_forward_pre_hooks": "forward_pre",
+    "_forward_hooks": "forward",
+    "_backward_pre_hooks": "backward_pre",
+    "_backward_hooks": "backward",
+    "_state_dict_pre_hooks": "state_dict_pre",
+    "_state_dict_hooks": "state_dict",
+    "_load_state_dict_pre_hooks": "load_state_dict_pre",
+    "_load_state_dict_post_hooks": "load_state_dict_post",
+}
+_GLOBAL_DICTS = {
+    "_global_forward_pre_hooks": "forward_pre",
+    "_global_forward_hooks": "forward",
+    "_global_backward_pre_hooks": "backward_pre",
+    "_global_backward_hooks": "backward",
+    "_global_module_registration_hooks": "module_registration",
+    "_global_parameter_registration_hooks": "parameter_registration",
+    "_global_buffer_registration_hooks": "buffer_registration",
+}
+
+
+@dataclass(frozen=True)
+class HookEntry:
+    """One registered hook: where it sits, what kind it is, and the hook's name."""
+
+    where: str
+    kind: str
+    hook: str
+
+
+def hook_name(fn: Any) -> str:
+    """A stable, address-free name for a hook callable."""
+    if isinstance(fn, functools.partial):
+        return f"partial({hook_name(fn.func)})"
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if name is None:
+        return type(fn).__name__
+    return name.replace(".<locals>", "")
+
+
+def _backward_kind(full: bool | None) -> str:
+    return "backward (old-style)" if full is False else "backward"
+
+
+def _dict_entries(where: str, owner: Any, attrs: dict[str, str], full: bool | None) -> Iterator[HookEntry]:
+    for attr, kind in attrs.items():
+        hooks = getattr(owner, attr, None) or {}
+        if kind == "backward":
+            kind = _backward_kind(full)
+        for fn in hooks.values():
+            yield HookEntry(where, kind, hook_name(fn))
+
+
+def _tensor_entries(where: str, tensor: torch.Tensor) -> Iterator[HookEntry]:
+    for fn in (getattr(tensor, "_backward_hooks", None) or {}).values():
+        yield HookEntry(where, "tensor", hook_name(fn))
+    if tensor.retains_grad:
+        yield HookEntry(where, "retain_grad", "(built in)")
+    for fn in (getattr(tensor, "_post_accumulate_grad_hooks", None) or {}).values():
+        yield HookEntry(where, "post_accumulate_grad", hook_name(fn))
+
+
+def _module_entries(model: nn.Module, root: str) -> Iterator[HookEntry]:
+    for name, mod in model.named_modules():
+        where = ".".join(p for p in (root, name) if p) or type(mod).__name__
+        full = getattr(mod, "_is_full_backward_hook", None)
+        yield from _dict_entries(where, mod, _MODULE_DICTS, full)
+        for pname, tensor in [*mod.named_parameters(recurse=False), *mod.named_buffers(recurse=False)]:
+            yield from _tensor_entries(f"{where}.{pname}" if where else pname, tensor)
+
+
+def hook_inventory(obj: nn.Module | torch.Tensor | None = None, *, include_global: bool = True,
+                   name: str = "") -> list[HookEntry]:
+    """Every hook registered on ``obj`` (a module tree or a tensor) and, by default, the global ones.
+
+    Entries come in firing order within each place and kind. ``name`` prefixes the
+    places (``""`` uses the submodule names as ``named_modules()`` gives them).
+    """
+    entries: list[HookEntry] = []
+    if isinstance(obj, nn.Module):
+        entries.extend(_module_entries(obj, name))
+    elif isinstance(obj, torch.Tensor):
+        entries.extend(_tensor_entries(name or "tensor", obj))
+    elif obj is not None:
+        raise TypeError(f"hook_inventory takes an nn.Module, a tensor or None, got {type(obj).__name__}")
+    if include_global:
+        full = getattr(module_globals, "_global_is_full_backward_hook", None)
+        entries.extend(_dict_entries("(global)", module_globals, _GLOBAL_DICTS, full))
+    return entries
+
+
+def show_hooks(obj: nn.Module | torch.Tensor | None = None, *, include_global: bool = True,
+               name: str = "", print_fn: Callable[[str], Any] = print) -> list[HookEntry]:
+    """Print :func:`hook_inventory` as a table (or say there are none) and return it."""
+    entries = hook_inventory(obj, include_global=include_global, name=name)
+    if not entries:
+        print_fn("no hooks registered")
+        return entries
+    rows = [("where", "kind", "hook")] + [(e.where, e.kind, e.hook) for e in entries]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for row in rows:
+        print_fn("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    return entries

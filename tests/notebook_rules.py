@@ -1,0 +1,80 @@
+"""The course's notebook format, as checks that return readable problems (empty list = fine)."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+KERNEL_NAME = "hooklab"
+NAME_RE = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")
+CJK_RE = re.compile(r"[\u4e00-\u9fff]")
+ADDRESS_RE = re.compile(r"0x[0-9a-fA-F]{8,}")
+IMPORT_RE = re.compile(r"^\s*(import hooklab|from hooklab[\s.])", re.MULTILINE)
+LANG_TAGS = {"lang-zh", "lang-en", "lang-both"}
+
+
+def _text(value: Any) -> str:
+    return "".join(value) if isinstance(value, list) else (value or "")
+
+
+def _lang(cell: dict[str, Any]) -> list[str]:
+    return [t for t in cell.get("metadata", {}).get("tags", []) if t.startswith("lang-")]
+
+
+def check_notebook(path: Path) -> list[str]:
+    """Every way ``path`` breaks the course's format, one message each."""
+    problems: list[str] = []
+    if not NAME_RE.match(path.name):
+        problems.append(f"file name {path.name!r} is not NN_slug.ipynb (two digits, lowercase ASCII)")
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return problems + [f"not a readable notebook: {exc}"]
+    cells = nb.get("cells", [])
+
+    kernel = nb.get("metadata", {}).get("kernelspec", {}).get("name")
+    if kernel != KERNEL_NAME:
+        problems.append(f"kernel name is {kernel!r}, expected {KERNEL_NAME!r}")
+
+    for i, cell in enumerate(cells):
+        if cell.get("cell_type") != "markdown":
+            continue
+        tags = _lang(cell)
+        if len(tags) != 1 or tags[0] not in LANG_TAGS:
+            problems.append(f"cell {i}: markdown cell needs exactly one of {sorted(LANG_TAGS)}, has {tags}")
+            continue
+        if tags[0] == "lang-zh":
+            if not CJK_RE.search(_text(cell.get("source"))):
+                problems.append(f"cell {i}: lang-zh cell has no Chinese text")
+            nxt = cells[i + 1] if i + 1 < len(cells) else {}
+            if nxt.get("cell_type") != "markdown" or _lang(nxt) != ["lang-en"]:
+                problems.append(f"cell {i}: lang-zh cell is not followed by its lang-en twin")
+        if tags[0] == "lang-en":
+            prev = cells[i - 1] if i > 0 else {}
+            if prev.get("cell_type") != "markdown" or _lang(prev) != ["lang-zh"]:
+                problems.append(f"cell {i}: lang-en cell does not follow a lang-zh twin")
+            if CJK_RE.search(_text(cell.get("source"))) and "lang-both" not in tags:
+                problems.append(f"cell {i}: lang-en cell contains Chinese text")
+
+    code = [(i, c) for i, c in enumerate(cells) if c.get("cell_type") == "code"]
+    counts = [c.get("execution_count") for _, c in code]
+    if counts != list(range(1, len(counts) + 1)):
+        problems.append(f"execution counts are {counts}, expected 1..{len(counts)} (regenerate the notebook)")
+    for i, cell in code:
+        if _lang(cell):
+            problems.append(f"cell {i}: code cell carries a language tag")
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if out.get("output_type") == "error":
+                problems.append(f"cell {i}: error output ({out.get('ename')})")
+            if "image/svg+xml" in data:
+                problems.append(f"cell {i}: SVG output (nbval compares it as text; use PNG)")
+            if out.get("name") == "stderr":
+                problems.append(f"cell {i}: stderr output (a warning that can come and go)")
+            text = _text(out.get("text")) + _text(data.get("text/plain"))
+            if ADDRESS_RE.search(text):
+                problems.append(f"cell {i}: output shows a memory address")
+    if not any(IMPORT_RE.search(_text(c.get("source"))) for _, c in code):
+        problems.append("no code cell imports hooklab")
+    return problems
