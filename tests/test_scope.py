@@ -1,0 +1,112 @@
+import pytest
+import torch
+from torch import nn
+
+import hooklab
+from hooklab import HookScope, hook_inventory, named_scope
+
+
+def noop(*args, **kwargs):
+    return None
+
+
+@pytest.fixture
+def model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+
+
+def test_scope_removes_its_hooks_on_exit(model):
+    with HookScope() as scope:
+        scope.add(model[0].register_forward_hook(noop))
+        scope.add(model[2].weight.register_hook(noop))
+        assert len(scope) == 2
+        assert len(hook_inventory(model)) == 2
+    assert hook_inventory(model) == []
+    assert len(scope) == 0
+
+
+def test_scope_removes_hooks_when_body_raises(model):
+    with pytest.raises(RuntimeError, match="boom"):
+        with HookScope() as scope:
+            scope.add(model[0].register_forward_pre_hook(noop))
+            scope.add(model.register_full_backward_hook(noop))
+            raise RuntimeError("boom")
+    assert hook_inventory(model) == []
+
+
+def test_removed_hooks_no_longer_fire(model):
+    calls = []
+    with HookScope() as scope:
+        scope.add(model[0].register_forward_hook(lambda m, i, o: calls.append("fired")))
+        model(torch.randn(1, 3))
+    model(torch.randn(1, 3))
+    assert calls == ["fired"]
+
+
+def test_nested_scopes_remove_only_their_own(model):
+    with HookScope() as outer:
+        outer.add(model[0].register_forward_hook(noop))
+        with HookScope() as inner:
+            inner.add(model[2].register_forward_hook(noop))
+            assert len(hook_inventory(model)) == 2
+        remaining = hook_inventory(model)
+        assert [(e.where, e.kind) for e in remaining] == [("0", "forward")]
+    assert hook_inventory(model) == []
+
+
+def test_add_returns_the_handle_and_remove_counts(model):
+    scope = HookScope()
+    handle = model[0].register_forward_hook(noop)
+    assert scope.add(handle) is handle
+    scope.add(model[1].register_forward_hook(noop))
+    assert scope.remove() == 2
+    assert scope.remove() == 0
+
+
+def test_scope_owns_node_and_global_hooks():
+    x = torch.randn(3, requires_grad=True)
+    y = (x * 2).sum()
+    seen = []
+    with HookScope() as scope:
+        scope.add(y.grad_fn.register_prehook(lambda grad_outputs: seen.append("node")))
+        scope.add(nn.modules.module.register_module_forward_hook(noop))
+        assert len(hook_inventory(None)) == 1
+    assert hook_inventory(None) == []
+    y.backward()
+    assert seen == []
+
+
+def test_add_rejects_a_function_with_a_hint(model):
+    with pytest.raises(TypeError, match="register it first"):
+        HookScope().add(noop)
+    with pytest.raises(TypeError, match="got int"):
+        HookScope().add(3)
+
+
+def test_named_scope_rerun_replaces_instead_of_stacking(model):
+    calls = []
+
+    def cell():  # what a notebook cell would run, twice
+        scope = named_scope("test-cell")
+        scope.add(model[0].register_forward_hook(lambda m, i, o: calls.append(1)))
+
+    cell()
+    cell()
+    model(torch.randn(1, 3))
+    assert calls == [1]
+    assert len(hook_inventory(model)) == 1
+    assert named_scope("test-cell") is named_scope("test-cell")
+    assert hook_inventory(model) == []
+
+
+def test_named_scope_needs_a_name():
+    with pytest.raises(TypeError, match="non-empty string"):
+        named_scope("")
+
+
+def test_repr_has_no_address(model):
+    scope = HookScope("demo")
+    scope.add(model[0].register_forward_hook(noop))
+    assert repr(scope) == "HookScope 'demo'(1 hooks)"
+    scope.remove()
