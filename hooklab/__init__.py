@@ -4,6 +4,7 @@ The notebooks show raw PyTorch first; hooklab holds what a learner would otherwi
 retype in every notebook, and tools worth keeping after the course.
 """
 from .env import setup
+from .exercises import check, hint, solution
 from .export import export_notebook, export_notebooks
 from .inventory import HookEntry, hook_inventory, hook_name, show_hooks
 from .lookup import UnknownModuleError, get_module
@@ -15,12 +16,15 @@ __all__ = [
     "HookEntry",
     "HookScope",
     "UnknownModuleError",
+    "check",
     "export_notebook",
     "export_notebooks",
     "get_module",
     "hook_inventory",
+    "hint",
     "hook_name",
     "named_scope",
     "setup",
     "show_hooks",
+    "solution",
 ]

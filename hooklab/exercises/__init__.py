@@ -1,0 +1,125 @@
+"""Checked exercises: ``check(key, answer)`` runs the learner's answer on fresh inputs.
+
+In a notebook::
+
+    def count_relu_zeros(model, x):
+        ...                                 # the learner's code
+    hooklab.check("00.1", count_relu_zeros) # says right / wrong and why, in both languages
+    hooklab.hint("00.1")                    # a nudge
+    hooklab.solution("00.1")                # a reference answer, only when asked for
+
+Each notebook's exercises live in their own module (``nb00.py``, ...) and register
+themselves with :func:`exercise`.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+__all__ = ["Exercise", "NotSolved", "Wrong", "check", "exercise", "hint", "solution", "verdict"]
+
+
+class Wrong(Exception):
+    """Raised by a checker: the answer is wrong; carries the reason in both languages."""
+
+    def __init__(self, zh: str, en: str) -> None:
+        super().__init__(en)
+        self.zh, self.en = zh, en
+
+
+class NotSolved(Wrong):
+    """Raised by a checker when the answer is still the blank starting point."""
+
+
+@dataclass(frozen=True)
+class Exercise:
+    key: str
+    checker: Callable[[Any], None]
+    hint: tuple[str, str]  # (zh, en)
+    solution: str          # reference code
+
+
+_REGISTRY: dict[str, Exercise] = {}
+
+
+def exercise(key: str, *, hint: tuple[str, str], solution: str) -> Callable:
+    """Register the decorated function as the checker of exercise ``key`` (e.g. ``"00.1"``)."""
+    def register(checker: Callable[[Any], None]) -> Callable[[Any], None]:
+        if key in _REGISTRY:
+            raise ValueError(f"exercise {key!r} is registered twice")
+        _REGISTRY[key] = Exercise(key, checker, hint, solution.strip("\n"))
+        return checker
+    return register
+
+
+def _load_all() -> None:
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("nb"):
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
+def _get(key: str) -> Exercise:
+    _load_all()
+    if key not in _REGISTRY:
+        raise KeyError(f"no exercise {key!r}; exercises that exist: {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[key]
+
+
+def verdict(key: str, answer: Any) -> tuple[str, str, str]:
+    """Run exercise ``key``'s checker on ``answer``: ``("correct" | "not solved" | "wrong", zh, en)``."""
+    ex = _get(key)
+    try:
+        with torch.random.fork_rng(devices=[]):  # checkers seed their own inputs; the learner's RNG is untouched
+            ex.checker(answer)
+    except NotSolved as why:
+        return "not solved", why.zh, why.en
+    except Wrong as why:
+        return "wrong", why.zh, why.en
+    return "correct", "", ""
+
+
+def check(key: str, answer: Any) -> None:
+    """Check ``answer`` to exercise ``key`` and print the verdict, and why, in both languages."""
+    status, zh, en = verdict(key, answer)
+    if status == "correct":
+        print(f"[{key}] 正确！\n[{key}] correct!")
+    elif status == "not solved":
+        print(f"[{key}] 尚未完成：{zh}\n[{key}] not solved yet: {en}")
+    else:
+        print(f"[{key}] 还不对：{zh}\n[{key}] not right yet: {en}")
+
+
+def hint(key: str) -> None:
+    """Print the hint of exercise ``key`` in both languages."""
+    zh, en = _get(key).hint
+    print(f"[{key}] 提示：{zh}\n[{key}] hint: {en}")
+
+
+def solution(key: str) -> None:
+    """Print a reference solution of exercise ``key``."""
+    print(f"# [{key}] reference solution / 参考答案\n{_get(key).solution}")
+
+
+def require_callable(answer: Any, name: str) -> None:
+    """The usual first step of a checker: a blank answer is 'not solved', a non-function is wrong."""
+    if answer is None or answer is ...:
+        raise NotSolved(f"请先实现 `{name}`。", f"implement `{name}` first.")
+    if not callable(answer):
+        raise Wrong(f"需要传入函数 `{name}`，收到的是 {type(answer).__name__}。",
+                    f"pass the function `{name}`, not a {type(answer).__name__}.")
+
+
+def call_answer(answer: Callable, *args: Any) -> Any:
+    """Call the learner's function; its exceptions become a readable verdict."""
+    try:
+        result = answer(*args)
+    except Exception as exc:  # the learner's code failed: say how, in both languages
+        raise Wrong(f"你的函数抛出了 {type(exc).__name__}: {exc}",
+                    f"your function raised {type(exc).__name__}: {exc}") from exc
+    if result is None:
+        raise NotSolved("你的函数还没有返回任何值（返回了 None）。", "your function returns None so far.")
+    return result

@@ -1,0 +1,192 @@
+"""Every exercise checker accepts right answers written differently and rejects the typical wrong ones."""
+import pytest
+import torch
+
+import hooklab
+from hooklab import exercises
+from hooklab.exercises import NotSolved, Wrong
+
+
+def verdict(key, answer):
+    """'correct', 'not solved' or 'wrong', from the checker itself."""
+    return exercises.verdict(key, answer)[0]
+
+
+def run_solution(key):
+    namespace = {"hooklab": hooklab, "torch": torch}
+    exec(exercises._get(key).solution, namespace)
+    return namespace
+
+
+# ---- 00.1 count the zeros of the ReLU output ----------------------------------------------
+
+def zeros_by_hook_then_remove(model, x):
+    found = {}
+    def hook(module, args, out):
+        found["n"] = (out == 0).sum()  # returns None: a returned value would replace the output
+
+    handle = model[1].register_forward_hook(hook)
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return found["n"]  # a 0-d integer tensor is accepted too
+
+
+def zeros_without_hooks(model, x):
+    return int((torch.relu(model[0](x)) == 0).sum())
+
+
+def zeros_leaving_hook(model, x):
+    found = []
+    model[1].register_forward_hook(lambda m, a, out: found.append(int((out == 0).sum())))
+    model(x)
+    return found[0]
+
+
+def zeros_hook_returning_value(model, x):
+    found = []
+    with hooklab.HookScope() as scope:
+        # this hook RETURNS the count, which replaces the ReLU output: the next layer then fails
+        scope.add(model[1].register_forward_hook(lambda m, a, out: (out == 0).sum()))
+        scope.add(model[1].register_forward_hook(lambda m, a, out: found.append(out)))
+        model(x)
+    return int(found[0])
+
+
+def zeros_of_final_output(model, x):
+    return int((model(x) == 0).sum())
+
+
+def zero_fraction(model, x):
+    return float((torch.relu(model[0](x)) == 0).float().mean())
+
+
+def zeros_of_input(model, x):
+    return int((x == 0).sum())
+
+
+@pytest.mark.parametrize("answer", [run_solution("00.1")["count_relu_zeros"], zeros_by_hook_then_remove,
+                                    zeros_without_hooks])
+def test_00_1_accepts_right_answers(answer):
+    assert verdict("00.1", answer) == "correct"
+
+
+@pytest.mark.parametrize("answer", [zeros_leaving_hook, zeros_hook_returning_value, zeros_of_final_output, zero_fraction, zeros_of_input,
+                                    "count_relu_zeros"])
+def test_00_1_rejects_wrong_answers(answer):
+    assert verdict("00.1", answer) == "wrong"
+
+
+def test_00_1_blank_start_is_not_solved():
+    def count_relu_zeros(model, x):
+        pass
+    assert verdict("00.1", count_relu_zeros) == "not solved"
+    assert verdict("00.1", None) == "not solved"
+
+
+# ---- 00.2 predict the firing order ------------------------------------------------------
+
+def test_00_2_accepts_the_real_order_as_list_or_tuple():
+    order = run_solution("00.2")["my_order"]
+    assert verdict("00.2", order) == "correct"
+    assert verdict("00.2", tuple(order)) == "correct"
+
+
+@pytest.mark.parametrize("answer", [
+    ["tensor", "post_accumulate_grad", "node_pre", "node_post"],  # leaf first: the usual wrong guess
+    ["node_post", "node_pre", "tensor", "post_accumulate_grad"],
+    ["node_pre", "node_post", "post_accumulate_grad", "tensor"],
+    ["node_pre", "node_post", "tensor"],                          # one missing
+    ["node_pre", "node_post", "tensor", "tensor"],
+])
+def test_00_2_rejects_wrong_orders(answer):
+    assert verdict("00.2", answer) == "wrong"
+
+
+def test_00_2_blank_start_is_not_solved():
+    assert verdict("00.2", []) == "not solved"
+
+
+# ---- 00.3 count saved tensors -------------------------------------------------------------
+
+def saved_with_counter_object(model, x):
+    class Counter:
+        n = 0
+
+        def pack(self, t):
+            self.n += 1
+            return t
+
+    counter = Counter()
+    with torch.autograd.graph.saved_tensors_hooks(counter.pack, lambda t: t):
+        model(x)
+    return counter.n
+
+
+def saved_counting_unpacks(model, x):
+    n = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: n.append(1) or t):
+        model(x)
+    return len(n)  # unpack never runs without backward
+
+
+def saved_counting_parameters(model, x):
+    return len(list(model.parameters()))
+
+
+def saved_always_with_grad(model, x):
+    return saved_with_counter_object(model, x.detach().requires_grad_(True))
+
+
+@pytest.mark.parametrize("answer", [run_solution("00.3")["count_saved"], saved_with_counter_object])
+def test_00_3_accepts_right_answers(answer):
+    assert verdict("00.3", answer) == "correct"
+
+
+@pytest.mark.parametrize("answer", [saved_counting_unpacks, saved_counting_parameters, saved_always_with_grad])
+def test_00_3_rejects_wrong_answers(answer):
+    assert verdict("00.3", answer) == "wrong"
+
+
+# ---- the framework ------------------------------------------------------------------------
+
+def test_check_prints_the_verdict_in_both_languages(capsys):
+    hooklab.check("00.2", [])
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["[00.2] 尚未完成：把四个名字按你预测的顺序填进 `my_order`。",
+                   "[00.2] not solved yet: put the four names into `my_order` in the order you predict."]
+    hooklab.check("00.2", run_solution("00.2")["my_order"])
+    assert capsys.readouterr().out.splitlines() == ["[00.2] 正确！", "[00.2] correct!"]
+
+
+def test_learner_errors_become_a_verdict_not_a_traceback(capsys):
+    def broken(model, x):
+        raise ValueError("oops")
+    hooklab.check("00.1", broken)
+    assert "[00.1] not right yet: your function raised ValueError: oops" in capsys.readouterr().out
+
+
+def test_checking_leaves_the_learners_random_state_alone():
+    torch.manual_seed(42)
+    expected = torch.rand(3)
+    torch.manual_seed(42)
+    assert verdict("00.1", run_solution("00.1")["count_relu_zeros"]) == "correct"
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_hint_and_solution_print(capsys):
+    hooklab.hint("00.3")
+    hooklab.solution("00.3")
+    out = capsys.readouterr().out
+    assert "[00.3] 提示：" in out and "[00.3] hint:" in out and "def count_saved" in out
+
+
+def test_unknown_exercise_lists_existing_ones():
+    with pytest.raises(KeyError, match="00.1, 00.2, 00.3"):
+        hooklab.check("99.9", None)
+
+
+def test_duplicate_registration_is_refused():
+    with pytest.raises(ValueError, match="registered twice"):
+        exercises.exercise("00.1", hint=("", ""), solution="")(lambda answer: None)
