@@ -9,10 +9,13 @@ from .export import export_notebook, export_notebooks
 from .inventory import HookEntry, hook_inventory, hook_name, show_hooks
 from .lookup import UnknownModuleError, get_module
 from .scope import HookScope, named_scope
+from .tracer import Event, Tracer
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Event",
+    "Tracer",
     "HookEntry",
     "HookScope",
     "UnknownModuleError",

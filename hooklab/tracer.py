@@ -1,0 +1,421 @@
+"""Record every hook firing of one forward + backward pass, in the order PyTorch runs them.
+
+Register observing hooks *through* a :class:`Tracer`; each firing becomes an :class:`Event`
+(step, phase, kind, name, detail). Every hook the tracer added is removed when the ``with``
+block ends, also when it raises. The hooks only look: they return ``None`` and never change
+a value::
+
+    with Tracer() as tr:
+        with tr.saved_tensors():          # pack / unpack of saved tensors
+            y = w * x
+        tr.tensor(y, "y")                 # tensor hook
+        tr.node(y.grad_fn, "mul")         # Node pre-hook and post-hook
+        tr.post_accumulate(w, "w")        # leaf: after .grad was written
+        y.sum().backward()
+    print(tr.table())
+    tr.plot()
+
+``retain_grad`` has no hook object in PyTorch. ``tr.retain_grad(t, name)`` calls
+``t.retain_grad()`` and records a ``retain_grad`` event at the first moment the tracer can
+*see* that ``t.grad`` was written: its own pre-hook on ``t.grad_fn`` (which PyTorch runs right
+after it writes ``.grad``), or any later traced event, whichever comes first. Such an event is
+an observation, not a hook call, and its detail says so.
+"""
+from __future__ import annotations
+
+import itertools
+import weakref
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Sequence
+
+import torch
+from torch import nn
+
+from .lookup import get_module
+from .scope import HookScope
+
+__all__ = ["KINDS", "Event", "Tracer", "describe"]
+
+# Every kind of event, in the order the timeline stacks its lanes (top to bottom).
+KINDS = (
+    "module_forward_pre",
+    "module_forward",
+    "pack",
+    "module_backward_pre",
+    "tensor",
+    "retain_grad",
+    "node_pre",
+    "unpack",
+    "node_post",
+    "post_accumulate",
+    "multi_grad",
+    "module_backward",
+)
+_FORWARD_KINDS = {"module_forward_pre", "module_forward", "pack"}
+
+
+@dataclass(frozen=True)
+class Event:
+    """One hook firing: its position, the pass it happened in, what fired and on what."""
+
+    step: int
+    phase: str  # "forward" or "backward"
+    kind: str  # one of KINDS
+    name: str  # the label given when registering
+    detail: str  # shapes of what the hook received (never values)
+
+
+def describe(value: Any) -> str:
+    """A short, stable description of what a hook received: shapes, never values.
+
+    >>> describe((torch.ones(2, 3), None))
+    '[(2, 3), None]'
+    """
+    if value is None:
+        return "None"
+    if isinstance(value, torch.Tensor):
+        return str(tuple(value.shape))
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(describe(v) for v in value) + "]"
+    return type(value).__name__
+
+
+def _phase(kind: str) -> str:
+    # The autograd engine sets a graph-task id while it runs a backward pass (-1 otherwise).
+    task_id = getattr(torch._C, "_current_graph_task_id", None)
+    if task_id is not None:
+        return "backward" if task_id() != -1 else "forward"
+    return "forward" if kind in _FORWARD_KINDS else "backward"
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty string (the label shown in the table), got {name!r}")
+    return name
+
+
+def _check_tensor(t: Any, what: str) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{what} expects a tensor, got {type(t).__name__}")
+    if not t.requires_grad:
+        raise ValueError(
+            f"{what}: this tensor does not require grad, so no gradient will ever reach it. "
+            "Call .requires_grad_() on a leaf, or trace a tensor computed from one."
+        )
+    return t
+
+
+class Tracer:
+    """Context manager that records hook firings as :class:`Event` s (see the module doc).
+
+    >>> w = torch.ones(3, requires_grad=True)
+    >>> with Tracer() as tr:
+    ...     y = w * 2
+    ...     tr.tensor(y, "y")
+    ...     tr.post_accumulate(w, "w")
+    ...     y.sum().backward()
+    >>> tr.sequence()
+    [('tensor', 'y'), ('post_accumulate', 'w')]
+    """
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._scope = HookScope("tracer")
+        self._closed = False
+        self._known: list[tuple[weakref.ref, str]] = []  # tensors the tracer can name
+        self._retained: list[list[Any]] = []  # [tensor ref, name, ref to the .grad last seen, version]
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> Tracer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove every hook the tracer registered; later firings are no longer recorded."""
+        if not self._closed:
+            self._poll_retained("observed at close")
+        self._closed = True
+        self._scope.remove()
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self._scope)} hooks"
+        return f"Tracer({len(self.events)} events, {state})"
+
+    def clear(self) -> None:
+        """Forget the recorded events (the hooks stay registered)."""
+        self.events.clear()
+
+    # ------------------------------------------------------------------ recording
+    def _open(self, what: str) -> None:
+        if self._closed:
+            raise RuntimeError(f"this Tracer is closed; {what} must be called inside its 'with' block")
+
+    def _record(self, kind: str, name: str, detail: str) -> None:
+        if self._closed:
+            return
+        self._poll_retained()
+        self._append(kind, name, detail)
+
+    def _append(self, kind: str, name: str, detail: str, phase: str | None = None) -> None:
+        self.events.append(Event(len(self.events) + 1, phase or _phase(kind), kind, name, detail))
+
+    def _poll_retained(self, when: str = "observed") -> None:
+        for entry in self._retained:
+            tensor = entry[0]()
+            if tensor is None or tensor.grad is None:
+                continue
+            grad = tensor.grad
+            if entry[2]() is grad and entry[3] == grad._version:
+                continue
+            entry[2], entry[3] = weakref.ref(grad), grad._version
+            # .grad is only ever written by a backward pass, even when seen after it ended
+            self._append("retain_grad", entry[1], f"{describe(grad)} .grad written ({when})", "backward")
+
+    def _remember(self, t: torch.Tensor, name: str) -> None:
+        self._known.append((weakref.ref(t), name))
+
+    def _name_of(self, t: torch.Tensor) -> str | None:
+        for ref, name in self._known:
+            if ref() is t:
+                return name
+        return None
+
+    # ------------------------------------------------------------------ tensors and Nodes
+    def name(self, t: torch.Tensor, name: str) -> torch.Tensor:
+        """Give ``t`` a label for saved-tensor events without registering any hook; return ``t``."""
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"name() expects a tensor, got {type(t).__name__}")
+        self._remember(t, _check_name(name))
+        return t
+
+    def tensor(self, t: torch.Tensor, name: str) -> torch.utils.hooks.RemovableHandle:
+        """Trace ``t.register_hook``: fires when the gradient with respect to ``t`` is computed."""
+        self._open("tensor()")
+        _check_name(name)
+        _check_tensor(t, "tensor()")
+        self._remember(t, name)
+
+        def tensor_hook(grad: torch.Tensor) -> None:
+            self._record("tensor", name, describe(grad))
+
+        return self._scope.add(t.register_hook(tensor_hook))
+
+    def retain_grad(self, t: torch.Tensor, name: str) -> None:
+        """Call ``t.retain_grad()`` and record when ``t.grad`` gets written (an observation).
+
+        PyTorch cannot undo ``retain_grad``: ``t`` keeps its ``.grad`` after the tracer closes.
+        """
+        self._open("retain_grad()")
+        _check_name(name)
+        _check_tensor(t, "retain_grad()")
+        if t.is_leaf:
+            raise ValueError(
+                f"retain_grad(): {name!r} is a leaf tensor; leaves keep .grad anyway. "
+                "Trace it with tensor() or post_accumulate() instead."
+            )
+        t.retain_grad()
+        self._remember(t, name)
+        grad = t.grad
+        self._retained.append([weakref.ref(t), name, weakref.ref(grad) if grad is not None else (lambda: None),
+                               grad._version if grad is not None else -1])
+
+        def observe(grad_outputs: Any) -> None:  # runs right after PyTorch writes t.grad
+            if not self._closed:
+                self._poll_retained()
+
+        self._scope.add(t.grad_fn.register_prehook(observe))
+
+    def node(self, node: Any, name: str | None = None) -> tuple[Any, Any]:
+        """Trace a Node (``y.grad_fn``, or a non-leaf tensor ``y``): its pre-hook and post-hook.
+
+        ``node_pre`` fires just before the Node computes, ``node_post`` just after;
+        together they bracket the Node's own execution.
+        """
+        self._open("node()")
+        if isinstance(node, torch.Tensor):
+            if node.grad_fn is None:
+                raise ValueError(
+                    "node(): this tensor has no grad_fn (it is a leaf or does not require grad). "
+                    "A leaf's gradient is written by an AccumulateGrad Node, reachable as "
+                    "y.grad_fn.next_functions[i][0] from a tensor y computed from it; "
+                    "or trace the leaf with tensor() / post_accumulate()."
+                )
+            node = node.grad_fn
+        if not isinstance(node, torch.autograd.graph.Node):
+            raise TypeError(f"node() expects an autograd Node such as y.grad_fn, got {type(node).__name__}")
+        label = _check_name(name) if name is not None else node.name()
+
+        def node_pre(grad_outputs: Any) -> None:
+            self._record("node_pre", label, f"grad_outputs {describe(grad_outputs)}")
+
+        def node_post(grad_inputs: Any, grad_outputs: Any) -> None:
+            self._record("node_post", label, f"grad_inputs {describe(grad_inputs)}")
+
+        return self._scope.add(node.register_prehook(node_pre)), self._scope.add(node.register_hook(node_post))
+
+    def post_accumulate(self, p: torch.Tensor, name: str) -> torch.utils.hooks.RemovableHandle:
+        """Trace ``p.register_post_accumulate_grad_hook`` (leaf tensors only)."""
+        self._open("post_accumulate()")
+        _check_name(name)
+        _check_tensor(p, "post_accumulate()")
+        if not p.is_leaf:
+            raise ValueError(
+                f"post_accumulate(): {name!r} is not a leaf (it was made by {p.grad_fn.name()}). "
+                "Only leaves accumulate into .grad, so PyTorch refuses this hook on them. "
+                "Use tensor() or retain_grad() for intermediate tensors."
+            )
+        self._remember(p, name)
+
+        def post_accumulate_hook(param: torch.Tensor) -> None:
+            self._record("post_accumulate", name, f".grad {describe(param.grad)}")
+
+        return self._scope.add(p.register_post_accumulate_grad_hook(post_accumulate_hook))
+
+    def multi_grad(self, tensors: Sequence[torch.Tensor], name: str, mode: str = "all") -> Any:
+        """Trace ``torch.autograd.graph.register_multi_grad_hook(tensors, ..., mode=mode)``."""
+        self._open("multi_grad()")
+        _check_name(name)
+        if mode not in ("all", "any"):
+            raise ValueError(f"multi_grad(): mode must be 'all' or 'any', got {mode!r}")
+        tensors = list(tensors)
+        if not tensors:
+            raise ValueError("multi_grad(): give at least one tensor")
+        for t in tensors:
+            _check_tensor(t, "multi_grad()")
+
+        def multi_hook(grads: Any) -> None:
+            self._record("multi_grad", name, f"mode={mode} {describe(grads)}")
+
+        handle = torch.autograd.graph.register_multi_grad_hook(tensors, multi_hook, mode=mode)
+        return self._scope.add(handle)
+
+    # ------------------------------------------------------------------ modules
+    def module(self, m: nn.Module, name: str | None = None, *, forward: bool = True,
+               backward: bool = True) -> None:
+        """Trace a module's forward pre/post hooks and full backward pre/post hooks.
+
+        PyTorch's full backward hooks wrap the module's outputs; an in-place op applied to
+        them later (``nn.ReLU(inplace=True)`` after a traced layer, as in torchvision's
+        ResNets) then fails in PyTorch. Trace such models with ``backward=False``.
+        """
+        self._open("module()")
+        if not isinstance(m, nn.Module):
+            raise TypeError(f"module() expects an nn.Module, got {type(m).__name__}")
+        label = _check_name(name) if name is not None else type(m).__name__
+        if forward:
+            def forward_pre(mod: nn.Module, args: Any) -> None:
+                self._record("module_forward_pre", label, f"input {describe(args)}")
+
+            def forward_post(mod: nn.Module, args: Any, output: Any) -> None:
+                self._record("module_forward", label, f"output {describe(output)}")
+
+            self._scope.add(m.register_forward_pre_hook(forward_pre))
+            self._scope.add(m.register_forward_hook(forward_post))
+        if backward:
+            def backward_pre(mod: nn.Module, grad_output: Any) -> None:
+                self._record("module_backward_pre", label, f"grad_output {describe(grad_output)}")
+
+            def backward_post(mod: nn.Module, grad_input: Any, grad_output: Any) -> None:
+                self._record("module_backward", label, f"grad_input {describe(grad_input)}")
+
+            self._scope.add(m.register_full_backward_pre_hook(backward_pre))
+            self._scope.add(m.register_full_backward_hook(backward_post))
+
+    def modules(self, model: nn.Module, names: Iterable[str] | None = None, *, forward: bool = True,
+                backward: bool = True) -> list[str]:
+        """Trace several submodules of ``model`` by name (default: every module without children).
+
+        Unknown names raise an error listing the names that exist. Returns the names traced.
+        """
+        self._open("modules()")
+        if names is None:
+            chosen = [n for n, mod in model.named_modules() if n and not any(True for _ in mod.children())]
+        else:
+            chosen = list(names)
+        for n in chosen:
+            self.module(get_module(model, n), n or type(model).__name__, forward=forward, backward=backward)
+        return chosen
+
+    # ------------------------------------------------------------------ saved tensors
+    @contextmanager
+    def saved_tensors(self) -> Iterator[Tracer]:
+        """Record pack (forward) and unpack (backward) of tensors saved for backward inside this block.
+
+        A saved tensor is named after a tensor the tracer knows (same object), else ``saved<i>``.
+        """
+        self._open("saved_tensors()")
+        counter = itertools.count()
+
+        def pack(t: torch.Tensor) -> tuple[str, torch.Tensor]:
+            label = self._name_of(t) or f"saved{next(counter)}"
+            self._record("pack", label, describe(t))
+            return label, t
+
+        def unpack(packed: tuple[str, torch.Tensor]) -> torch.Tensor:
+            label, t = packed
+            self._record("unpack", self._name_of(t) or label, describe(t))
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            yield self
+
+    # ------------------------------------------------------------------ reading
+    def sequence(self, kinds: Iterable[str] | None = None) -> list[tuple[str, str]]:
+        """``(kind, name)`` of each event in order, optionally only the given kinds."""
+        wanted = set(kinds) if kinds is not None else None
+        return [(e.kind, e.name) for e in self.events if wanted is None or e.kind in wanted]
+
+    def table(self, kinds: Iterable[str] | None = None) -> str:
+        """The events as a fixed-width text table (``print(tr.table())``)."""
+        wanted = set(kinds) if kinds is not None else None
+        rows = [("step", "phase", "kind", "name", "detail")]
+        rows += [(str(e.step), e.phase, e.kind, e.name, e.detail)
+                 for e in self.events if wanted is None or e.kind in wanted]
+        if len(rows) == 1:
+            return "no events recorded"
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+    def plot(self, ax: Any = None, title: str = "hook firing order", annotate: bool = True) -> Any:
+        """Draw the events as a timeline (x: step, one lane per kind); return the matplotlib Axes."""
+        import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
+
+        if not self.events:
+            raise ValueError("nothing to plot: no events were recorded")
+        lanes = [k for k in KINDS if any(e.kind == k for e in self.events)]
+        if ax is None:
+            height = 1.0 + 0.45 * len(lanes)
+            _, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(self.events) + 2.5), height))
+        cmap = plt.get_cmap("tab20")
+        colour = {k: cmap(i % 20) for i, k in enumerate(KINDS)}
+        back = [e.step for e in self.events if e.phase == "backward"]
+        if back:
+            ax.axvspan(min(back) - 0.5, max(back) + 0.5, color="0.93", zorder=0)
+            ax.text(min(back) - 0.4, len(lanes) - 0.45, "backward", fontsize=8, color="0.4", va="top")
+        for e in self.events:
+            y = len(lanes) - 1 - lanes.index(e.kind)
+            ax.scatter([e.step], [y], color=colour[e.kind], s=60, zorder=3, edgecolors="black", linewidths=0.5)
+            if annotate:
+                ax.annotate(e.name, (e.step, y), textcoords="offset points", xytext=(0, 7),
+                            ha="center", fontsize=8, rotation=30)
+        ax.set_yticks(range(len(lanes)))
+        ax.set_yticklabels(list(reversed(lanes)), fontsize=8)
+        ax.set_ylim(-0.6, len(lanes) - 0.1)
+        ax.set_xlim(0.3, len(self.events) + 1.2)  # room for the last, rotated label
+        if len(self.events) <= 30:
+            ax.set_xticks(range(1, len(self.events) + 1))
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("step (order of firing)")
+        ax.set_title(title)
+        ax.grid(axis="x", alpha=0.3)
+        ax.figure.tight_layout()
+        return ax
+

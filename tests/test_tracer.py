@@ -1,0 +1,287 @@
+"""Tests of hooklab.tracer: what it records, in which order, and that it cleans up."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from hooklab import hook_inventory  # noqa: E402
+from hooklab.lookup import UnknownModuleError  # noqa: E402
+from hooklab.tracer import KINDS, Event, Tracer, describe  # noqa: E402
+
+
+def small_graph():
+    """w (leaf) -> y = w * x (non-leaf) -> loss = y.sin().sum()."""
+    torch.manual_seed(0)
+    w = torch.randn(3, requires_grad=True)
+    x = torch.randn(3)
+    y = w * x
+    loss = y.sin().sum()
+    return w, x, y, loss
+
+
+def raw_order():
+    """The same hooks registered with plain PyTorch: the reference order the tracer must match."""
+    w, x, y, loss = small_graph()
+    log: list[tuple[str, str]] = []
+    acc = y.grad_fn.next_functions[0][0]
+    y.register_hook(lambda g: log.append(("tensor", "y")))
+    y.grad_fn.register_prehook(lambda go: log.append(("node_pre", "mul")))
+    y.grad_fn.register_hook(lambda gi, go: log.append(("node_post", "mul")))
+    w.register_hook(lambda g: log.append(("tensor", "w")))
+    acc.register_prehook(lambda go: log.append(("node_pre", "acc_w")))
+    acc.register_hook(lambda gi, go: log.append(("node_post", "acc_w")))
+    w.register_post_accumulate_grad_hook(lambda p: log.append(("post_accumulate", "w")))
+    loss.backward()
+    return log, w.grad.clone()
+
+
+def test_order_matches_plain_pytorch():
+    expected, _ = raw_order()
+    w, x, y, loss = small_graph()
+    with Tracer() as tr:
+        tr.tensor(y, "y")
+        tr.node(y.grad_fn, "mul")
+        tr.tensor(w, "w")
+        tr.node(y.grad_fn.next_functions[0][0], "acc_w")
+        tr.post_accumulate(w, "w")
+        loss.backward()
+    assert tr.sequence() == expected
+    assert [e.step for e in tr.events] == list(range(1, len(expected) + 1))
+    assert {e.phase for e in tr.events} == {"backward"}
+
+
+def test_observing_hooks_do_not_change_gradients():
+    _, reference = raw_order()
+    w, x, y, loss = small_graph()
+    with Tracer() as tr:
+        tr.tensor(y, "y")
+        tr.node(y, "mul")
+        tr.post_accumulate(w, "w")
+        with tr.saved_tensors():
+            pass
+        loss.backward()
+    assert torch.equal(w.grad, reference)
+
+
+def test_retain_grad_is_observed_after_tensor_hooks_and_before_node_pre_hooks():
+    w, x, y, loss = small_graph()
+    with Tracer() as tr:
+        tr.node(y.grad_fn, "mul")  # registered first on purpose
+        tr.retain_grad(y, "y")
+        tr.tensor(y, "y")
+        loss.backward()
+    assert tr.sequence()[:3] == [("tensor", "y"), ("retain_grad", "y"), ("node_pre", "mul")]
+    assert y.grad is not None and y.retains_grad
+
+
+def test_retain_grad_seen_at_close_when_node_does_not_run():
+    w, x, y, loss = small_graph()
+    with Tracer() as tr:
+        tr.retain_grad(y, "y")
+        torch.autograd.grad(loss, inputs=y)
+    assert tr.sequence() == [("retain_grad", "y")]
+    assert tr.events[0].phase == "backward" and "at close" in tr.events[0].detail
+
+
+def test_retain_grad_recorded_again_on_second_backward():
+    torch.manual_seed(0)
+    w = torch.randn(3, requires_grad=True)
+    y = w * 2
+    with Tracer() as tr:
+        tr.retain_grad(y, "y")
+        tr.tensor(w, "w")
+        y.sum().backward(retain_graph=True)
+        y.sum().backward()
+    assert tr.sequence().count(("retain_grad", "y")) == 2
+
+
+def test_post_accumulate_fires_after_grad_is_written():
+    w, x, y, loss = small_graph()
+    seen = []
+    with Tracer() as tr:
+        tr.post_accumulate(w, "w")
+        w.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad is not None))
+        loss.backward()
+    assert tr.events[0].detail == ".grad (3,)" and seen == [True]
+
+
+def test_multi_grad_all_and_any():
+    a = torch.ones(2, requires_grad=True)
+    b = torch.ones(2, requires_grad=True)
+    c = torch.ones(2, requires_grad=True)
+    with Tracer() as tr:
+        tr.multi_grad([a, b, c], "all", mode="all")
+        tr.multi_grad([a, b, c], "any", mode="any")
+        (a * 2 + b * 3).sum().backward()
+    assert sorted(tr.sequence()) == [("multi_grad", "all"), ("multi_grad", "any")]
+    all_event = next(e for e in tr.events if e.name == "all")
+    assert all_event.detail == "mode=all [(2,), (2,), None]"
+
+
+def test_module_and_saved_tensor_events():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    x = torch.randn(2, 4, requires_grad=True)
+    with Tracer() as tr:
+        traced = tr.modules(model)
+        tr.name(x, "x")
+        with tr.saved_tensors():
+            out = model(x)
+        out.sum().backward()
+    assert traced == ["0", "1", "2"]
+    forward = [e for e in tr.events if e.phase == "forward"]
+    backward = [e for e in tr.events if e.phase == "backward"]
+    assert {e.kind for e in forward} == {"module_forward_pre", "module_forward", "pack"}
+    assert [e.name for e in forward if e.kind == "module_forward"] == ["0", "1", "2"]
+    assert [e.name for e in backward if e.kind == "module_backward"] == ["2", "1", "0"]
+    packs = [e.name for e in tr.events if e.kind == "pack"]
+    unpacks = [e.name for e in tr.events if e.kind == "unpack"]
+    assert len(packs) > 0 and sorted(packs) == sorted(unpacks)
+    assert max(e.step for e in forward) < min(e.step for e in backward)
+
+
+def test_saved_tensors_are_named_after_known_tensors():
+    a = torch.ones(2, requires_grad=True)
+    b = torch.full((2,), 3.0, requires_grad=True)
+    with Tracer() as tr:
+        tr.name(a, "a")
+        tr.tensor(b, "b")
+        with tr.saved_tensors():
+            y = a * b  # mul saves both factors
+            z = y.exp()  # exp saves its output
+        z.sum().backward()
+    packs = tr.sequence(["pack"])
+    assert sorted(packs) == [("pack", "a"), ("pack", "b"), ("pack", "saved0")]
+    assert sorted(tr.sequence(["unpack"])) == [("unpack", "a"), ("unpack", "b"), ("unpack", "saved0")]
+    assert torch.allclose(a.grad, 3 * torch.exp(torch.full((2,), 3.0)))
+
+
+def test_modules_by_name_and_unknown_name():
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    with Tracer() as tr:
+        assert tr.modules(model, ["0"], backward=False) == ["0"]
+        model(torch.ones(1, 2))
+        with pytest.raises(UnknownModuleError, match="Names that exist: 0, 1"):
+            tr.modules(model, ["fc"])
+    assert tr.sequence() == [("module_forward_pre", "0"), ("module_forward", "0")]
+
+
+def test_everything_removed_on_exit_even_after_an_exception():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    w = torch.ones(2, requires_grad=True)
+    y = w * 2
+    calls = []
+    with pytest.raises(ZeroDivisionError):
+        with Tracer() as tr:
+            tr.module(model, "model")
+            tr.tensor(w, "w")
+            tr.post_accumulate(w, "w")
+            tr.node(y, "mul")
+            tr.multi_grad([w], "m")
+            with tr.saved_tensors():
+                1 / 0
+    assert hook_inventory(model) == [] and hook_inventory(w, include_global=False) == []
+    assert len(tr._scope) == 0
+    # Node hooks cannot be listed from outside: check that they no longer fire.
+    y.grad_fn.register_prehook(lambda go: calls.append("still here"))
+    before = len(tr.events)
+    y.sum().backward()
+    model(torch.ones(1, 2))
+    assert len(tr.events) == before and calls == ["still here"]
+
+
+def test_saved_tensor_hooks_do_not_outlive_the_block():
+    w = torch.ones(2, requires_grad=True)
+    with Tracer() as tr:
+        with tr.saved_tensors():
+            pass
+        (w * w).sum().backward()
+    assert tr.events == []
+
+
+def test_events_after_close_are_not_recorded():
+    w = torch.ones(2, requires_grad=True)
+    with Tracer() as tr:
+        with tr.saved_tensors():
+            y = (w * w).sum()
+    y.backward()  # the unpack hook travels with the graph, but the tracer is closed
+    assert [e.kind for e in tr.events] == ["pack", "pack"]
+    with pytest.raises(RuntimeError, match="closed"):
+        tr.tensor(w, "w")
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda tr, t, y: tr.tensor(torch.ones(2), "t"), ValueError, "does not require grad"),
+    (lambda tr, t, y: tr.tensor([1.0], "t"), TypeError, "expects a tensor"),
+    (lambda tr, t, y: tr.tensor(t, ""), TypeError, "non-empty string"),
+    (lambda tr, t, y: tr.post_accumulate(y, "y"), ValueError, "not a leaf"),
+    (lambda tr, t, y: tr.retain_grad(t, "t"), ValueError, "leaf tensor"),
+    (lambda tr, t, y: tr.node(t, "t"), ValueError, "AccumulateGrad"),
+    (lambda tr, t, y: tr.node("MulBackward0"), TypeError, "autograd Node"),
+    (lambda tr, t, y: tr.module(t, "t"), TypeError, "nn.Module"),
+    (lambda tr, t, y: tr.multi_grad([t], "m", mode="some"), ValueError, "'all' or 'any'"),
+    (lambda tr, t, y: tr.multi_grad([], "m"), ValueError, "at least one"),
+    (lambda tr, t, y: tr.name(3, "x"), TypeError, "expects a tensor"),
+])
+def test_bad_input_gets_a_clear_error(call, error, match):
+    t = torch.ones(2, requires_grad=True)
+    y = t * 2
+    with Tracer() as tr:
+        with pytest.raises(error, match=match):
+            call(tr, t, y)
+        assert len(tr._scope) == 0
+
+
+def test_node_accepts_a_tensor_and_defaults_to_the_node_name():
+    t = torch.ones(2, requires_grad=True)
+    y = t * 2
+    with Tracer() as tr:
+        tr.node(y)
+        y.sum().backward()
+    assert tr.sequence() == [("node_pre", "MulBackward0"), ("node_post", "MulBackward0")]
+
+
+def test_table_and_describe():
+    assert describe((torch.ones(2, 3), None)) == "[(2, 3), None]"
+    assert describe(None) == "None" and describe(3) == "int"
+    tr = Tracer()
+    assert tr.table() == "no events recorded"
+    w = torch.ones(3, requires_grad=True)
+    tr.tensor(w, "w")
+    (w * 2).sum().backward()
+    tr.close()
+    lines = tr.table().splitlines()
+    assert lines[0].split() == ["step", "phase", "kind", "name", "detail"]
+    assert lines[1].split() == ["1", "backward", "tensor", "w", "(3,)"]
+    assert tr.table(kinds=["pack"]) == "no events recorded"
+    assert repr(tr) == "Tracer(1 events, closed)"
+    tr.clear()
+    assert len(tr) == 0
+
+
+def test_plot_draws_one_lane_per_kind_seen():
+    w, x, y, loss = small_graph()
+    with Tracer() as tr:
+        tr.tensor(y, "y")
+        tr.post_accumulate(w, "w")
+        loss.backward()
+    ax = tr.plot()
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert sorted(labels) == ["post_accumulate", "tensor"]
+    assert all(label in KINDS for label in labels)
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="nothing to plot"):
+        Tracer().plot()
+
+
+def test_event_is_a_frozen_record():
+    e = Event(1, "backward", "tensor", "y", "(3,)")
+    with pytest.raises(AttributeError):
+        e.step = 2  # type: ignore[misc]
