@@ -1,0 +1,227 @@
+"""Watch training through hooks: gradient norms per parameter / layer, activation statistics per layer.
+
+    with GradientMonitor(model) as gm:
+        for x, y in batches:
+            opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+    gm.plot()                       # one line per layer: gradient norm over steps
+
+    with ActivationStats(model, ["act1", "act2"]) as st:
+        ...                         # train
+    st.plot()                       # mean, std and fraction near zero per layer over steps
+
+Both record 0-d tensors inside the hooks (no ``.item()``, so no device sync per step) and
+convert them only when asked. Both remove their hooks on exit or on ``remove()``.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from .capture import _as_names
+from .lookup import get_module
+from .scope import HookScope
+
+__all__ = ["ActivationStats", "GradientMonitor"]
+
+
+def _owner(param_name: str) -> str:
+    """'layer1.0.conv1.weight' -> 'layer1.0.conv1' (the module that owns the parameter)."""
+    return param_name.rpartition(".")[0] or "(model)"
+
+
+class GradientMonitor:
+    """Record the norm of every parameter's gradient at each backward, through hooks.
+
+    It uses ``Tensor.register_post_accumulate_grad_hook``: the hook fires once per backward,
+    after the gradient is accumulated into ``.grad``, so it sees what the optimizer will see
+    (with gradient accumulation over several backwards, the running sum).
+
+    Args:
+        model: the model to watch.
+        layers: module names whose parameters to watch (default: every parameter that
+            requires a gradient). Unknown names raise, listing the names that exist.
+        norm_type: the vector norm (2 = Euclidean).
+
+    >>> with GradientMonitor(model) as gm:
+    ...     model(x).sum().backward()
+    >>> gm.norms()["fc"]          # per layer; gm.norms(per="parameter") per tensor
+    [0.53]
+    """
+
+    def __init__(self, model: nn.Module, layers: str | Iterable[str] | None = None, *,
+                 norm_type: float = 2.0) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"GradientMonitor needs an nn.Module, got {type(model).__name__}")
+        if layers is None:
+            params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        else:
+            params = []
+            for layer in _as_names(layers):
+                prefix = f"{layer}." if layer else ""
+                params += [(prefix + n, p) for n, p in get_module(model, layer).named_parameters()
+                           if p.requires_grad]
+            params = list(dict((n, p) for n, p in params).items())
+        if not params:
+            raise ValueError("no parameter that requires a gradient to watch; "
+                             "check `layers` and `requires_grad`")
+        self.norm_type = float(norm_type)
+        self.history: dict[str, list[torch.Tensor]] = {n: [] for n, _ in params}
+        self.scope = HookScope("GradientMonitor")
+        try:
+            for name, param in params:
+                self.scope.add(param.register_post_accumulate_grad_hook(self._hook(name)))
+        except BaseException:
+            self.scope.remove()
+            raise
+
+    def _hook(self, name: str):
+        record, norm_type = self.history[name], self.norm_type
+
+        def record_grad_norm(param: torch.Tensor) -> None:
+            record.append(torch.linalg.vector_norm(param.grad.detach(), norm_type))
+
+        return record_grad_norm
+
+    @property
+    def steps(self) -> int:
+        """How many backward passes were recorded (for the parameter seen most often)."""
+        return max(len(v) for v in self.history.values())
+
+    def norms(self, per: str = "layer") -> dict[str, list[float]]:
+        """Norms per step, as floats: ``per="parameter"`` (one per tensor) or ``"layer"``.
+
+        A layer's norm combines its parameters' norms (for the 2-norm:
+        ``sqrt(|dW|^2 + |db|^2)``), step by step, over the steps all of them were seen.
+        """
+        if per not in ("layer", "parameter"):
+            raise ValueError(f"per must be 'layer' or 'parameter', got {per!r}")
+        as_float = {n: torch.stack(v).tolist() if v else [] for n, v in self.history.items()}
+        if per == "parameter":
+            return as_float
+        layers: dict[str, list[list[float]]] = {}
+        for name, values in as_float.items():
+            layers.setdefault(_owner(name), []).append(values)
+        p = self.norm_type
+        out = {}
+        for layer, series in layers.items():
+            steps = min(len(s) for s in series)
+            if p == float("inf"):
+                out[layer] = [max(s[i] for s in series) for i in range(steps)]
+            else:
+                out[layer] = [sum(s[i] ** p for s in series) ** (1 / p) for i in range(steps)]
+        return out
+
+    def plot(self, per: str = "layer", ax: Any = None, logy: bool = True, title: str | None = None) -> Any:
+        """Plot the norms over steps (one line per layer or parameter); return the axes."""
+        import matplotlib.pyplot as plt
+
+        data = self.norms(per)
+        if ax is None:
+            _, ax = plt.subplots()
+        for name, values in data.items():
+            ax.plot(range(1, len(values) + 1), values, label=name)
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel("step (backward pass)")
+        ax.set_ylabel(f"gradient {self.norm_type:g}-norm")
+        ax.set_title(title or f"gradient norm per {per}")
+        if len(data) <= 12:
+            ax.legend(fontsize="small")
+        return ax
+
+    def remove(self) -> int:
+        """Remove the hooks (what was recorded stays); return how many there were."""
+        return self.scope.remove()
+
+    def __enter__(self) -> GradientMonitor:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.remove()
+
+    def __repr__(self) -> str:
+        return f"GradientMonitor({len(self.history)} parameters, {self.steps} steps, hooks={len(self.scope)})"
+
+
+class ActivationStats:
+    """Record mean, standard deviation and fraction of near-zero values of layer outputs.
+
+    One record per forward call of each named module (a module used twice per forward
+    records twice). ``eps`` sets "near zero": ``|x| <= eps``.
+
+    >>> with ActivationStats(model, ["act1"]) as st:
+    ...     model(x)
+    >>> st.stats()["act1"]["near_zero"]
+    [0.48]
+    """
+
+    STATS = ("mean", "std", "near_zero")
+
+    def __init__(self, model: nn.Module, layers: str | Iterable[str], *, eps: float = 1e-3) -> None:
+        names = _as_names(layers)
+        modules = {n: get_module(model, n) for n in names}
+        if not eps >= 0:
+            raise ValueError(f"eps must be >= 0, got {eps!r}")
+        self.eps = float(eps)
+        self.records: dict[str, list[torch.Tensor]] = {n: [] for n in names}
+        self.scope = HookScope("ActivationStats")
+        try:
+            for name, module in modules.items():
+                self.scope.add(module.register_forward_hook(self._hook(name)))
+        except BaseException:
+            self.scope.remove()
+            raise
+
+    def _hook(self, name: str):
+        record, eps = self.records[name], self.eps
+
+        def record_activation_stats(module: nn.Module, args: Any, output: Any) -> None:
+            if not isinstance(output, torch.Tensor):
+                raise TypeError(f"ActivationStats needs tensor outputs; {name!r} returned {type(output).__name__}")
+            with torch.no_grad():
+                x = output.detach().float()
+                record.append(torch.stack([x.mean(), x.std(), (x.abs() <= eps).float().mean()]))
+
+        return record_activation_stats
+
+    def stats(self) -> dict[str, dict[str, list[float]]]:
+        """``{layer: {"mean": [...], "std": [...], "near_zero": [...]}}``, one value per call."""
+        out = {}
+        for name, rec in self.records.items():
+            cols = torch.stack(rec).T.tolist() if rec else [[], [], []]
+            out[name] = dict(zip(self.STATS, cols))
+        return out
+
+    def plot(self, axes: Any = None, title: str | None = None) -> Any:
+        """Three panels (mean, std, near-zero fraction) over calls, one line per layer."""
+        import matplotlib.pyplot as plt
+
+        data = self.stats()
+        if axes is None:
+            fig, axes = plt.subplots(1, 3, figsize=(10, 3))
+            if title:
+                fig.suptitle(title)
+        labels = {"mean": "mean", "std": "std", "near_zero": f"fraction |x| <= {self.eps:g}"}
+        for ax, stat in zip(axes, self.STATS):
+            for name, values in data.items():
+                ax.plot(range(1, len(values[stat]) + 1), values[stat], label=name)
+            ax.set_title(labels[stat])
+            ax.set_xlabel("step (forward call)")
+        axes[0].legend(fontsize="small")
+        return axes
+
+    def remove(self) -> int:
+        """Remove the hooks (what was recorded stays); return how many there were."""
+        return self.scope.remove()
+
+    def __enter__(self) -> ActivationStats:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.remove()
+
+    def __repr__(self) -> str:
+        return f"ActivationStats({list(self.records)}, hooks={len(self.scope)})"

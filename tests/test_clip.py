@@ -1,0 +1,216 @@
+"""hooklab.clip: gradient clipping through hooks, against torch.nn.utils.clip_grad_*."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import hooklab
+from hooklab.clip import clip_grad_norm_hooks, clip_grad_value_hooks
+
+
+def make_model() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+
+
+@pytest.fixture
+def xb() -> torch.Tensor:
+    torch.manual_seed(1)
+    return torch.randn(8, 6) * 10
+
+
+def loss_of(model: nn.Module, xb: torch.Tensor) -> torch.Tensor:
+    return model(xb).pow(2).sum()
+
+
+def grads(model: nn.Module) -> list[torch.Tensor]:
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def no_hooks(model: nn.Module) -> bool:
+    return hooklab.hook_inventory(model, include_global=False) == []
+
+
+class Shared(nn.Module):
+    """One Linear used twice: its gradient arrives in two contributions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(torch.tanh(self.lin(x)))
+
+
+@pytest.mark.parametrize("stage", ["incoming", "accumulated"])
+def test_value_hooks_match_clip_grad_value(xb, stage):
+    ref = make_model()
+    loss_of(ref, xb).backward()
+    assert max(g.abs().max().item() for g in grads(ref)) > 0.5  # clipping has work to do
+    torch.nn.utils.clip_grad_value_(ref.parameters(), 0.5)
+
+    model = make_model()
+    with clip_grad_value_hooks(model, 0.5, stage=stage) as scope:
+        assert len(scope) == 4
+        loss_of(model, xb).backward()
+    for a, b in zip(grads(model), grads(ref)):
+        assert torch.equal(a, b)
+    assert no_hooks(model)
+
+
+def test_shared_weight_is_clipped_once_on_the_sum_of_its_uses():
+    torch.manual_seed(0)
+    x = torch.randn(4, 3) * 20
+    torch.manual_seed(0)
+    ref = Shared()
+    ref(x).sum().backward()
+    assert ref.lin.weight.grad.abs().max() > 0.1
+    torch.nn.utils.clip_grad_value_(ref.parameters(), 0.1)
+    for stage in ("incoming", "accumulated"):
+        torch.manual_seed(0)
+        model = Shared()
+        with clip_grad_value_hooks(model, 0.1, stage=stage):
+            model(x).sum().backward()
+        assert torch.equal(model.lin.weight.grad, ref.lin.weight.grad)
+
+
+def test_gradient_accumulation_differs_from_clip_grad_value():
+    w = nn.Parameter(torch.zeros(3))
+    c1, c2 = torch.tensor([3.0, 3.0, -0.5]), torch.tensor([3.0, -3.0, -0.5])
+    with clip_grad_value_hooks([w], 1.0):
+        (w * c1).sum().backward()
+        (w * c2).sum().backward()
+    assert torch.equal(w.grad, torch.tensor([2.0, 0.0, -1.0]))  # clip(c1) + clip(c2)
+    w.grad = None
+    with clip_grad_value_hooks([w], 1.0, stage="accumulated"):
+        (w * c1).sum().backward()
+        (w * c2).sum().backward()
+    assert torch.equal(w.grad, torch.tensor([1.0, -1.0, -1.0]))  # clip(clip(c1) + c2)
+    w.grad = None
+    (w * c1).sum().backward()
+    (w * c2).sum().backward()
+    torch.nn.utils.clip_grad_value_([w], 1.0)
+    assert torch.equal(w.grad, torch.tensor([1.0, 0.0, -1.0]))  # clip(c1 + c2)
+
+
+def test_value_hook_does_not_touch_a_gradient_shared_with_another_branch():
+    # autograd gives both operands of `a + b` the same gradient tensor; the hook must not
+    # change it in place, or b's gradient would be clipped too
+    a = nn.Parameter(torch.tensor([3.0, -3.0, 0.5]))
+    b = nn.Parameter(torch.ones(3))
+    w = torch.tensor([5.0, -5.0, 0.2])
+    with clip_grad_value_hooks([a], 1.0):
+        ((a + b) * w).sum().backward()
+    assert torch.equal(a.grad, torch.tensor([1.0, -1.0, 0.2]))
+    assert torch.equal(b.grad, w)
+
+
+def test_value_hooks_keep_clipping_until_removed(xb):
+    model = make_model()
+    scope = clip_grad_value_hooks(model, 1e-3)
+    for _ in range(2):
+        model.zero_grad()
+        loss_of(model, xb).backward()
+        assert max(g.abs().max().item() for g in grads(model)) == pytest.approx(1e-3)
+    assert scope.remove() == 4 and no_hooks(model)
+    model.zero_grad()
+    loss_of(model, xb).backward()
+    assert max(g.abs().max().item() for g in grads(model)) > 2e-3
+
+
+def test_norm_hooks_equal_clip_grad_norm_for_a_single_parameter(xb):
+    torch.manual_seed(0)
+    w_ref = nn.Parameter(torch.randn(6, 3))
+    w = nn.Parameter(w_ref.detach().clone())
+    (xb @ w_ref).pow(2).sum().backward()
+    torch.nn.utils.clip_grad_norm_([w_ref], 1.0)
+    with clip_grad_norm_hooks([w], 1.0):
+        (xb @ w).pow(2).sum().backward()
+    assert torch.allclose(w.grad, w_ref.grad)
+    assert w.grad.norm().item() == pytest.approx(1.0, rel=1e-5)
+
+
+@pytest.mark.parametrize("stage", ["incoming", "accumulated"])
+def test_norm_hooks_clip_each_parameter_not_the_global_norm(xb, stage):
+    ref = make_model()
+    loss_of(ref, xb).backward()
+    raw = grads(ref)
+    torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
+    model = make_model()
+    with clip_grad_norm_hooks(model, 1.0, stage=stage):
+        loss_of(model, xb).backward()
+    for g, r in zip(grads(model), raw):
+        expected = r * min(1.0, 1.0 / (r.norm().item() + 1e-6))
+        assert torch.allclose(g, expected, rtol=1e-5, atol=1e-7)
+    total = torch.stack([g.norm() for g in grads(model)]).norm().item()
+    assert total > 1.0 + 1e-3  # each tensor <= 1, together more than 1: not what clip_grad_norm_ gives
+    assert torch.stack([g.norm() for g in grads(ref)]).norm().item() == pytest.approx(1.0, rel=1e-4)
+
+
+def test_norm_hooks_inf_norm(xb):
+    model = make_model()
+    with clip_grad_norm_hooks(model, 0.5, norm_type=float("inf")):
+        loss_of(model, xb).backward()
+    assert max(g.abs().max().item() for g in grads(model)) == pytest.approx(0.5, rel=1e-5)
+
+
+def test_norm_hooks_leave_small_gradients_alone():
+    model = make_model()
+    ref = make_model()
+    torch.manual_seed(3)
+    x = torch.randn(2, 6) * 1e-3
+    loss_of(ref, x).backward()
+    with clip_grad_norm_hooks(model, 100.0):
+        loss_of(model, x).backward()
+    for a, b in zip(grads(model), grads(ref)):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("make", [clip_grad_value_hooks, clip_grad_norm_hooks])
+def test_hooks_removed_after_exception(make, xb):
+    model = make_model()
+    with pytest.raises(ZeroDivisionError):
+        with make(model, 1.0):
+            loss_of(model, xb).backward()
+            1 / 0
+    assert no_hooks(model)
+
+
+@pytest.mark.parametrize("make", [clip_grad_value_hooks, clip_grad_norm_hooks])
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "1", True])
+def test_bad_threshold(make, bad):
+    model = make_model()
+    with pytest.raises(ValueError, match="positive finite"):
+        make(model, bad)
+    assert no_hooks(model)
+
+
+@pytest.mark.parametrize("make", [clip_grad_value_hooks, clip_grad_norm_hooks])
+def test_bad_params_and_stage(make):
+    frozen = make_model().requires_grad_(False)
+    with pytest.raises(ValueError, match="nothing to clip"):
+        make(frozen, 1.0)
+    with pytest.raises(TypeError, match="iterable of parameters"):
+        make(3, 1.0)
+    with pytest.raises(TypeError, match="parameters"):
+        make(["w"], 1.0)
+    leaf = torch.ones(2, requires_grad=True)
+    with pytest.raises(ValueError, match="leaf"):
+        make([leaf * 2], 1.0)
+    with pytest.raises(ValueError, match="stage"):
+        make(make_model(), 1.0, stage="before")
+
+
+def test_norm_type_must_be_positive():
+    with pytest.raises(ValueError, match="norm_type"):
+        clip_grad_norm_hooks(make_model(), 1.0, norm_type=0)
+
+
+def test_single_tensor_accepted():
+    w = torch.ones(3, requires_grad=True)
+    with clip_grad_value_hooks(w, 0.25):
+        (w * 10).sum().backward()
+    assert torch.equal(w.grad, torch.full((3,), 0.25))

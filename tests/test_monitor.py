@@ -1,0 +1,191 @@
+"""hooklab.monitor: GradientMonitor and ActivationStats."""
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+import torch
+from torch import nn
+
+import hooklab
+from hooklab.monitor import ActivationStats, GradientMonitor
+
+
+def make_mlp() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+@pytest.fixture
+def batches() -> list[torch.Tensor]:
+    torch.manual_seed(1)
+    return [torch.randn(5, 4) for _ in range(3)]
+
+
+def no_hooks(model: nn.Module) -> bool:
+    return hooklab.hook_inventory(model, include_global=False) == []
+
+
+def train(model: nn.Module, batches: list[torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+    """Plain SGD steps; return a copy of every parameter's .grad after each backward."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    seen = []
+    for xb in batches:
+        opt.zero_grad()
+        model(xb).pow(2).mean().backward()
+        seen.append({n: p.grad.clone() for n, p in model.named_parameters()})
+        opt.step()
+    return seen
+
+
+# ---- GradientMonitor -----------------------------------------------------------------------
+
+def test_gradient_monitor_matches_grad_norms(batches):
+    model = make_mlp()
+    with GradientMonitor(model) as gm:
+        seen = train(model, batches)
+    per_param = gm.norms(per="parameter")
+    assert list(per_param) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    for name, values in per_param.items():
+        assert values == pytest.approx([g[name].norm().item() for g in seen], rel=1e-6)
+    per_layer = gm.norms()
+    assert list(per_layer) == ["0", "2"]
+    expected = [math.hypot(g["2.weight"].norm().item(), g["2.bias"].norm().item()) for g in seen]
+    assert per_layer["2"] == pytest.approx(expected, rel=1e-6)
+    assert gm.steps == 3
+
+
+def test_gradient_monitor_layers_and_norm_type(batches):
+    model = make_mlp()
+    with GradientMonitor(model, "2", norm_type=float("inf")) as gm:
+        seen = train(model, batches)
+    assert list(gm.history) == ["2.weight", "2.bias"]
+    expected = [max(g["2.weight"].abs().max().item(), g["2.bias"].abs().max().item()) for g in seen]
+    assert gm.norms()["2"] == pytest.approx(expected)
+
+
+def test_gradient_monitor_sees_accumulated_grad():
+    model = make_mlp()
+    torch.manual_seed(2)
+    a, b = torch.randn(5, 4), torch.randn(5, 4)
+    with GradientMonitor(model, "2") as gm:
+        model(a).sum().backward()
+        model(b).sum().backward()  # no zero_grad: .grad holds the sum
+    assert gm.norms(per="parameter")["2.bias"][1] == pytest.approx(model[2].bias.grad.norm().item())
+
+
+def test_gradient_monitor_removes_hooks_on_exit_and_after_exception(batches):
+    model = make_mlp()
+    with GradientMonitor(model) as gm:
+        assert len(hooklab.hook_inventory(model, include_global=False)) == 4
+    assert no_hooks(model) and gm.remove() == 0
+    with pytest.raises(ZeroDivisionError):
+        with GradientMonitor(model):
+            model(batches[0]).sum().backward()
+            1 / 0
+    assert no_hooks(model)
+
+
+def test_gradient_monitor_remove_keeps_history(batches):
+    model = make_mlp()
+    gm = GradientMonitor(model)
+    model(batches[0]).sum().backward()
+    assert gm.remove() == 4
+    model(batches[1]).sum().backward()
+    assert gm.steps == 1 and no_hooks(model)
+
+
+def test_gradient_monitor_errors():
+    model = make_mlp()
+    with pytest.raises(hooklab.UnknownModuleError, match="0, 1, 2"):
+        GradientMonitor(model, ["9"])
+    with pytest.raises(ValueError, match="no parameter"):
+        GradientMonitor(model, "1")  # ReLU has no parameters
+    with pytest.raises(TypeError, match="nn.Module"):
+        GradientMonitor([torch.ones(1)])
+    assert no_hooks(model)  # failed constructors leave nothing behind
+    with GradientMonitor(model) as gm, pytest.raises(ValueError, match="per must be"):
+        gm.norms(per="module")
+    with pytest.raises(ValueError, match="requires"):
+        GradientMonitor(nn.Linear(2, 2).requires_grad_(False))
+
+
+def test_gradient_monitor_plot(batches):
+    model = make_mlp()
+    with GradientMonitor(model) as gm:
+        train(model, batches)
+    ax = gm.plot()
+    assert [line.get_label() for line in ax.get_lines()] == ["0", "2"]
+    assert len(ax.get_lines()[0].get_xdata()) == 3 and ax.get_yscale() == "log"
+    ax = gm.plot(per="parameter", logy=False)
+    assert len(ax.get_lines()) == 4 and ax.get_yscale() == "linear"
+
+
+# ---- ActivationStats -----------------------------------------------------------------------
+
+def test_activation_stats_values(batches):
+    model = make_mlp()
+    with ActivationStats(model, ["0", "1"], eps=0.0) as st:
+        for xb in batches:
+            model(xb)
+    stats = st.stats()
+    assert list(stats) == ["0", "1"] and len(stats["1"]["mean"]) == 3
+    with torch.no_grad():
+        relu_out = model[1](model[0](batches[2]))
+    assert stats["1"]["mean"][2] == pytest.approx(relu_out.mean().item())
+    assert stats["1"]["std"][2] == pytest.approx(relu_out.std().item())
+    assert stats["1"]["near_zero"][2] == pytest.approx((relu_out == 0).float().mean().item())
+    assert stats["1"]["near_zero"][2] > 0  # a ReLU zeroes something
+
+
+def test_activation_stats_records_each_call():
+    torch.manual_seed(0)
+    relu = nn.ReLU()
+    model = nn.Sequential(nn.Linear(3, 3), relu, nn.Linear(3, 3), relu)
+    with ActivationStats(model, "1") as st:
+        model(torch.randn(2, 3))
+    assert len(st.stats()["1"]["mean"]) == 2
+
+
+def test_activation_stats_removes_hooks_after_exception(batches):
+    model = make_mlp()
+    with pytest.raises(ZeroDivisionError):
+        with ActivationStats(model, ["0", "2"]):
+            model(batches[0])
+            1 / 0
+    assert no_hooks(model)
+
+
+def test_activation_stats_errors():
+    model = make_mlp()
+    with pytest.raises(hooklab.UnknownModuleError, match="Names that exist"):
+        ActivationStats(model, ["3"])
+    with pytest.raises(ValueError, match="eps"):
+        ActivationStats(model, "0", eps=-1)
+    assert no_hooks(model)
+
+
+def test_activation_stats_non_tensor_output():
+    class Pair(nn.Module):
+        def forward(self, x):
+            return x, x
+
+    model = nn.Sequential(Pair())
+    with pytest.raises(TypeError, match="tensor outputs"):
+        with ActivationStats(model, "0"):
+            model(torch.ones(2))
+    assert no_hooks(model)
+
+
+def test_activation_stats_plot(batches):
+    model = make_mlp()
+    with ActivationStats(model, ["0", "1"]) as st:
+        for xb in batches:
+            model(xb)
+    axes = st.plot(title="t")
+    assert len(axes) == 3 and all(len(ax.get_lines()) == 2 for ax in axes)
+    assert axes[2].get_title().startswith("fraction")
