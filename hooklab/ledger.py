@@ -1,0 +1,402 @@
+"""Account for the memory autograd keeps for backward.
+
+:class:`SavedTensorLedger` records every tensor saved for backward inside a ``with`` block
+(op, shape, dtype, bytes, module), counting a storage once when several saved tensors share
+it and keeping parameters apart from activations::
+
+    with SavedTensorLedger(model) as ledger:
+        loss = model(x).sum()
+    ledger.label_ops(loss)        # optional: name the op that saved each tensor
+    ledger.summary()              # per-module table
+    loss.backward()
+
+:class:`MemoryMeter` measures, op by op, the bytes of CPU/GPU tensors created inside its
+block that are still alive (and their peak), which also covers what a ledger cannot see
+(activation checkpointing, tensors recomputed or loaded back during backward).
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import torch
+from torch import nn
+from torch.autograd.graph import saved_tensors_hooks
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from .scope import HookScope
+
+__all__ = ["MemoryMeter", "SavedRecord", "SavedTensorLedger", "format_bytes"]
+
+UNLABELED = "?"
+_NO_RECOMPUTE = "hooklab.SavedTensorLedger.label_ops reads saved tensors without recomputing checkpoints"
+
+
+def format_bytes(n: float) -> str:
+    """``1536 -> '1.5 KiB'`` (binary units, one decimal)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _storage_key(t: torch.Tensor) -> int:
+    return t.untyped_storage()._cdata
+
+
+@dataclass
+class SavedRecord:
+    """One tensor saved for backward.
+
+    ``nbytes`` is the tensor's own size; ``storage_bytes`` the size of the storage it views,
+    which is what stays in memory. ``shared`` is True when an earlier record already holds
+    the same storage (then it adds nothing to the totals).
+    """
+
+    index: int
+    op: str
+    module: str
+    shape: tuple[int, ...]
+    dtype: str
+    nbytes: int
+    storage_bytes: int
+    kind: str  # "activation", "parameter" (parameters and buffers) or "input" (the model's inputs)
+    shared: bool
+
+
+class _Saved:
+    """What the ledger's pack hook stores in the graph instead of the tensor itself."""
+
+    __slots__ = ("tensor", "index", "__weakref__")
+
+    def __init__(self, tensor: torch.Tensor, index: int) -> None:
+        self.tensor = tensor
+        self.index = index
+
+
+class SavedTensorLedger:
+    """Record every tensor saved for backward while the ``with`` block runs.
+
+    Pass the model to attribute each record to the innermost module running when the tensor
+    was saved (``"(top)"`` = code outside any submodule) and to sort what is saved into
+    ``"parameter"`` (the model's parameters and buffers, e.g. batch norm's running stats),
+    ``"input"`` (tensors passed to the model's forward) and ``"activation"`` (everything the
+    forward pass created). Parameters and inputs are alive anyway; activations are the memory
+    that training costs on top of inference. Without a model, a leaf tensor that requires grad
+    (or a view of one) counts as a parameter and everything else as an activation.
+
+    How the op is found: a pack hook is not told which op is saving. :meth:`label_ops` walks
+    the graph from the outputs after forward and reads every ``grad_fn._saved_*`` attribute;
+    each read runs the ledger's unpack hook, which says which record it was. Tensors saved
+    by a node the walk cannot reach (a graph already freed, another output) stay ``"?"``.
+
+    Limits: only the innermost ``saved_tensors_hooks`` context runs, so the ledger sees
+    nothing saved inside an inner context (``save_on_cpu``, activation checkpointing, the
+    offloading helpers). Use :meth:`note` to add tensors kept alive some other way (the
+    inputs a checkpointed block holds), or :class:`MemoryMeter` to measure everything.
+
+    The pack hook stores the tensor detached (returning the tensor itself would make a
+    reference cycle through its ``grad_fn`` when an op saves its own output), so memory and
+    gradients are exactly as without the ledger. ``live_bytes`` / ``peak_bytes`` follow the
+    activation bytes the graph still holds: they drop as backward frees each saved tensor.
+
+    >>> with SavedTensorLedger() as ledger:
+    ...     h = x.exp()
+    ...     y = (h * h).sum()        # h saved by exp (its output) and twice by mul
+    >>> ledger.activation_bytes == h.numel() * h.element_size()   # one storage, counted once
+    True
+    """
+
+    def __init__(self, model: nn.Module | None = None) -> None:
+        if model is not None and not isinstance(model, nn.Module):
+            raise TypeError(f"SavedTensorLedger takes an nn.Module or None, got {type(model).__name__}")
+        self.model = model
+        self.records: list[SavedRecord] = []
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self._stack: list[str] = []
+        self._scope = HookScope("SavedTensorLedger")
+        self._hooks = saved_tensors_hooks(self._pack, self._unpack)
+        self._entered = False
+        self._param_keys: set[int] = set()
+        self._input_keys: set[int] = set()
+        self._live: dict[int, int] = {}  # storage key -> number of live handles
+        self._key_bytes: dict[int, int] = {}
+        self._key_refs: dict[int, StorageWeakRef] = {}
+        self._probe: list[int] | None = None
+
+    # -- context manager -------------------------------------------------------------
+    def __enter__(self) -> SavedTensorLedger:
+        if self._entered:
+            raise RuntimeError("this SavedTensorLedger is already recording; create a new one per region")
+        self._entered = True
+        if self.model is not None:
+            self._param_keys = {_storage_key(p) for p in (*self.model.parameters(), *self.model.buffers())}
+            try:
+                self._scope.add(self.model.register_forward_pre_hook(self._note_inputs, with_kwargs=True))
+                for name, mod in self.model.named_modules():
+                    self._scope.add(mod.register_forward_pre_hook(self._enter_module(name)))
+                    self._scope.add(mod.register_forward_hook(self._leave_module, always_call=True))
+            except BaseException:
+                self._scope.remove()
+                raise
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self._hooks.__exit__(*exc_info)
+        finally:
+            self._scope.remove()
+            self._stack.clear()
+
+    def _enter_module(self, name: str) -> Callable[..., None]:
+        def pre_hook(module: nn.Module, args: Any) -> None:
+            self._stack.append(name)
+        return pre_hook
+
+    def _note_inputs(self, module: nn.Module, args: Any, kwargs: Any) -> None:
+        self._input_keys.update(_storage_key(t) for t in tree_flatten((args, kwargs))[0]
+                                if isinstance(t, torch.Tensor))
+
+    def _leave_module(self, module: nn.Module, args: Any, output: Any) -> None:
+        if self._stack:
+            self._stack.pop()
+
+    # -- hooks -------------------------------------------------------------------------
+    def _kind(self, t: torch.Tensor, key: int) -> str:
+        if self.model is not None:
+            if key in self._param_keys:
+                return "parameter"
+            return "input" if key in self._input_keys else "activation"
+        base = t._base if t._is_view() and t._base is not None else t
+        return "parameter" if (base.is_leaf and base.requires_grad) else "activation"
+
+    def _add(self, t: torch.Tensor, op: str, module: str | None) -> SavedRecord:
+        key = _storage_key(t)
+        storage_bytes = t.untyped_storage().nbytes()
+        kind = self._kind(t, key)
+        ref = self._key_refs.get(key)
+        shared = ref is not None and not ref.expired()
+        if not shared:
+            self._key_refs[key] = StorageWeakRef(t.untyped_storage())
+            self._key_bytes[key] = storage_bytes
+        record = SavedRecord(
+            index=len(self.records), op=op,
+            module=self._stack[-1] if module is None and self._stack else (module or ""),
+            shape=tuple(t.shape), dtype=str(t.dtype).replace("torch.", ""),
+            nbytes=t.numel() * t.element_size(), storage_bytes=storage_bytes, kind=kind, shared=shared,
+        )
+        self.records.append(record)
+        return record
+
+    def _hold(self, key: int, kind: str) -> None:
+        if kind != "activation":
+            return
+        self._live[key] = self._live.get(key, 0) + 1
+        if self._live[key] == 1:
+            self.live_bytes += self._key_bytes[key]
+            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+
+    def _release(self, key: int) -> None:
+        self._live[key] -= 1
+        if self._live[key] == 0:
+            del self._live[key]
+            self.live_bytes -= self._key_bytes[key]
+
+    def _pack(self, t: torch.Tensor) -> _Saved:
+        record = self._add(t, UNLABELED, None)
+        key = _storage_key(t)
+        handle = _Saved(t.detach(), record.index)
+        self._hold(key, record.kind)
+        if record.kind == "activation":
+            weakref.finalize(handle, self._release, key)
+        return handle
+
+    def _unpack(self, handle: _Saved) -> torch.Tensor:
+        if self._probe is not None:
+            self._probe.append(handle.index)
+        return handle.tensor
+
+    # -- after forward -------------------------------------------------------------------
+    def note(self, tensor: torch.Tensor, op: str = "noted", module: str = "") -> SavedRecord:
+        """Count ``tensor`` as kept for backward by other means (e.g. a checkpointed block's input).
+
+        Its bytes count in the totals (once per storage) but not in ``live_bytes``.
+        """
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"note() takes a tensor, got {type(tensor).__name__}")
+        return self._add(tensor.detach(), op, module)
+
+    def label_ops(self, *outputs: torch.Tensor) -> int:
+        """Name the op of each record by walking the graph behind ``outputs``; return how many got a name.
+
+        Call it after forward and before backward (backward frees the saved tensors). Reading a
+        saved tensor of a checkpointed region would normally recompute the region; the walk
+        forbids that (``disable_saved_tensors_hooks``), and the inputs such a region keeps are
+        labelled ``"checkpoint input"`` instead.
+        """
+        if not outputs:
+            raise ValueError("label_ops needs the output tensor(s) of the recorded forward, e.g. label_ops(loss)")
+        roots = []
+        for out in outputs:
+            if not isinstance(out, torch.Tensor):
+                raise TypeError(f"label_ops takes tensors, got {type(out).__name__}")
+            if out.grad_fn is None:
+                raise ValueError("an output has no grad_fn: it was not computed from tensors that require grad "
+                                 "(or the graph was built under torch.no_grad())")
+            roots.append(out.grad_fn)
+        seen: set[int] = set()
+        labelled = 0
+        stack = list(roots)
+        with torch.autograd.graph.disable_saved_tensors_hooks(_NO_RECOMPUTE):
+            while stack:
+                node = stack.pop()
+                if node is None or id(node) in seen:
+                    continue
+                seen.add(id(node))
+                labelled += self._label_node(node)
+                stack.extend(fn for fn, _ in node.next_functions)
+        return labelled
+
+    def _label_node(self, node: Any) -> int:
+        count = 0
+        for attr in dir(node):
+            if not attr.startswith("_saved_"):
+                continue
+            self._probe = []
+            op = node.name()
+            try:
+                getattr(node, attr)
+            except RuntimeError as exc:
+                # a checkpointed region unpacks its inputs, then tries to recompute (refused);
+                # anything else (e.g. already freed by backward) names nothing
+                op = "checkpoint input" if _NO_RECOMPUTE in str(exc) else ""
+            finally:
+                hits, self._probe = self._probe, None
+            for index in hits:
+                if op and self.records[index].op == UNLABELED:
+                    self.records[index].op = op
+                    count += 1
+        return count
+
+    # -- reports -------------------------------------------------------------------------
+    @property
+    def input_bytes(self) -> int:
+        """Bytes of the model's inputs saved (alive anyway while the caller holds them)."""
+        return self._unique_bytes("input")
+
+    def _unique_bytes(self, kind: str) -> int:
+        return sum(r.storage_bytes for r in self.records if r.kind == kind and not r.shared)
+
+    @property
+    def activation_bytes(self) -> int:
+        """Bytes of activations saved (each storage counted once)."""
+        return self._unique_bytes("activation")
+
+    @property
+    def parameter_bytes(self) -> int:
+        """Bytes of parameters saved (they live on anyway; saving them costs nothing extra)."""
+        return self._unique_bytes("parameter")
+
+    def by_module(self) -> list[tuple[str, int, int, int]]:
+        """``(module, n_saved, activation_bytes, parameter_and_input_bytes)`` per module, first-seen order."""
+        rows: dict[str, list[int]] = {}
+        for r in self.records:
+            row = rows.setdefault(r.module, [0, 0, 0])
+            row[0] += 1
+            if not r.shared:
+                row[1 if r.kind == "activation" else 2] += r.storage_bytes
+        return [(name or "(top)", n, act, other) for name, (n, act, other) in rows.items()]
+
+    def summary(self, print_fn: Callable[[str], Any] = print) -> None:
+        """Print the per-module table and the totals."""
+        rows = [("module", "saved", "activation", "param/input")]
+        rows += [(m, str(n), format_bytes(a), format_bytes(p)) for m, n, a, p in self.by_module()]
+        rows.append(("total", str(len(self.records)), format_bytes(self.activation_bytes),
+                     format_bytes(self.parameter_bytes + self.input_bytes)))
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        for row in rows:
+            print_fn("  ".join([row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]))
+
+    def show(self, limit: int | None = None, print_fn: Callable[[str], Any] = print) -> None:
+        """Print one line per record (the first ``limit`` ones)."""
+        for r in self.records[:limit]:
+            mark = " (shared)" if r.shared else ""
+            print_fn(f"{r.index:3d} {r.module or '(top)':<14} {r.op:<24} {str(list(r.shape)):<18} "
+                     f"{r.dtype:<8} {r.kind:<10} {format_bytes(r.nbytes)}{mark}")
+
+    def plot(self, ax: Any = None, top: int = 15) -> Any:
+        """Horizontal bar chart of activation bytes per module (the ``top`` largest); returns the axes."""
+        import matplotlib.pyplot as plt
+
+        rows = sorted((r for r in self.by_module() if r[2] > 0), key=lambda r: r[2], reverse=True)[:top]
+        if ax is None:
+            _, ax = plt.subplots(figsize=(7, 0.3 * len(rows) + 1.2))
+        names = [r[0] for r in rows][::-1]
+        ax.barh(names, [r[2] / 1024 for r in rows][::-1], color="tab:orange")
+        ax.set_xlabel("activation bytes saved for backward (KiB)")
+        ax.set_title("Saved activations per module")
+        return ax
+
+
+class MemoryMeter(TorchDispatchMode):
+    """Track the bytes of tensor storages created inside the block that are still alive, and their peak.
+
+    Every op that runs inside the block is seen (it is a ``TorchDispatchMode``), so this also
+    counts what a :class:`SavedTensorLedger` cannot: recomputation in activation checkpointing,
+    tensors loaded back during backward, gradients. Storages alive before the block (pass the
+    parameters, buffers and the input batch as ``ignore``) are not counted. Call :meth:`mark`
+    to read the current bytes at a point (e.g. after forward). It slows every op down: measure
+    memory and time in separate runs.
+
+    >>> with MemoryMeter(ignore=[*model.parameters(), x]) as meter:
+    ...     loss = model(x).sum(); held = meter.mark(); loss.backward()
+    >>> meter.peak_bytes >= held
+    True
+    """
+
+    def __init__(self, ignore: Iterable[torch.Tensor] = ()) -> None:
+        super().__init__()
+        self._ignore = {_storage_key(t) for t in ignore}
+        self._live: dict[int, tuple[StorageWeakRef, int]] = {}
+        self.current_bytes = 0
+        self.peak_bytes = 0
+
+    def _track(self, objs: Iterable[Any]) -> None:
+        for t in objs:
+            if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+                continue
+            storage = t.untyped_storage()
+            key = storage._cdata
+            if key in self._ignore:
+                continue
+            if key in self._live:
+                ref, nbytes = self._live[key]
+                if not ref.expired():
+                    continue
+                self.current_bytes -= nbytes  # same address, new storage: the old one died
+            self._live[key] = (StorageWeakRef(storage), storage.nbytes())
+            self.current_bytes += storage.nbytes()
+
+    def mark(self) -> int:
+        """Forget storages that died, update the peak, and return the bytes alive now."""
+        for key in [k for k, (ref, _) in self._live.items() if ref.expired()]:
+            self.current_bytes -= self._live.pop(key)[1]
+        return self.current_bytes
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        self._track(tree_flatten((args, kwargs))[0])
+        self._track(tree_flatten(out)[0])
+        self.peak_bytes = max(self.peak_bytes, self.mark())
+        return out
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        result = super().__exit__(*exc_info)
+        self.mark()
+        return result

@@ -1,0 +1,233 @@
+"""Tests of hooklab.ledger: SavedTensorLedger, MemoryMeter, format_bytes."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+import torch
+from torch import nn
+
+import hooklab
+from hooklab.ledger import MemoryMeter, SavedTensorLedger, format_bytes
+
+F32 = 4
+
+
+def small_net() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+def test_format_bytes():
+    assert format_bytes(0) == "0 B"
+    assert format_bytes(1023) == "1023 B"
+    assert format_bytes(1536) == "1.5 KiB"
+    assert format_bytes(3 * 1024**2) == "3.0 MiB"
+    assert format_bytes(5 * 1024**3) == "5.0 GiB"
+
+
+def test_records_dedup_and_op_labels():
+    x = torch.randn(5, requires_grad=True)
+    with SavedTensorLedger() as ledger:
+        h = x.exp()
+        y = (h * h).sum()
+    # exp saves its output h; mul saves h twice: three records, one storage
+    assert len(ledger.records) == 3
+    assert [r.shared for r in ledger.records] == [False, True, True]
+    assert ledger.activation_bytes == 5 * F32
+    assert ledger.parameter_bytes == 0
+    assert all(r.op == "?" for r in ledger.records)
+    assert ledger.label_ops(y) == 3
+    assert sorted(r.op for r in ledger.records) == ["ExpBackward0", "MulBackward0", "MulBackward0"]
+
+
+def test_leaf_requiring_grad_counts_as_parameter_without_model():
+    w = torch.randn(3, requires_grad=True)
+    with SavedTensorLedger() as ledger:
+        (w * torch.sin(w)).sum()  # sin saves w; mul saves w and sin(w)
+    kinds = sorted(r.kind for r in ledger.records)
+    assert kinds == ["activation", "parameter", "parameter"]
+    assert ledger.parameter_bytes == 3 * F32
+    assert ledger.activation_bytes == 3 * F32
+
+
+def test_model_attribution_and_kinds():
+    net = small_net()
+    x = torch.randn(2, 4)
+    with SavedTensorLedger(net) as ledger:
+        out = net(x).sum()
+    ledger.label_ops(out)
+    by = {(r.module, r.kind) for r in ledger.records}
+    assert ("0", "input") in by          # Linear 0 saves the batch (for its weight's grad)
+    assert ("0", "parameter") not in by  # no grad for the batch needed: its weight is not saved
+    assert ("1", "activation") in by     # ReLU saves its output
+    assert ("2", "activation") in by     # Linear 2 saves ReLU's output again
+    assert ("2", "parameter") in by      # and weight.t(), a view of its weight
+    # only ReLU's output is an activation, counted once although saved twice
+    assert ledger.activation_bytes == 2 * 8 * F32
+    assert ledger.input_bytes == 2 * 4 * F32
+    assert ledger.parameter_bytes == 8 * 3 * F32
+    rows = {m: (n, act, other) for m, n, act, other in ledger.by_module()}
+    assert rows["1"] == (1, 2 * 8 * F32, 0)
+    assert rows["2"][1] == 0  # its activation is ReLU's storage, already counted
+    ops = {r.op for r in ledger.records}
+    assert "ReluBackward0" in ops and "?" not in ops
+
+
+def test_ledger_does_not_change_gradients():
+    net = small_net()
+    x = torch.randn(2, 4)
+    net(x).square().sum().backward()
+    ref = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad()
+    with SavedTensorLedger(net):
+        loss = net(x).square().sum()
+    loss.backward()
+    assert all(torch.equal(a, p.grad) for a, p in zip(ref, net.parameters()))
+
+
+def test_live_and_peak_bytes_follow_backward_and_del():
+    x = torch.randn(100, requires_grad=True)
+    with SavedTensorLedger() as ledger:
+        y = x.exp().exp().sum()
+    assert ledger.live_bytes == 2 * 100 * F32
+    y.backward()
+    assert ledger.live_bytes == 0
+    assert ledger.peak_bytes == 2 * 100 * F32
+    with SavedTensorLedger() as ledger2:
+        y = x.exp().exp().sum()
+    assert ledger2.live_bytes > 0
+    del y  # graph freed without backward
+    assert ledger2.live_bytes == 0
+
+
+def test_hooks_removed_on_exit_and_on_exception():
+    net = small_net()
+    with SavedTensorLedger(net):
+        assert hooklab.hook_inventory(net, include_global=False) != []
+        net(torch.randn(1, 4))
+    assert hooklab.hook_inventory(net, include_global=False) == []
+    with pytest.raises(RuntimeError, match="shape|size|mat"):
+        with SavedTensorLedger(net):
+            net(torch.randn(1, 5))  # wrong width: Linear raises
+    assert hooklab.hook_inventory(net, include_global=False) == []
+    # the saved-tensor hooks are gone too: a new graph is not recorded
+    ledger = SavedTensorLedger()
+    with ledger:
+        pass
+    (torch.randn(3, requires_grad=True).exp()).sum()
+    assert ledger.records == []
+
+
+def test_bad_input():
+    with pytest.raises(TypeError, match="nn.Module"):
+        SavedTensorLedger("resnet")
+    ledger = SavedTensorLedger()
+    with ledger:
+        with pytest.raises(RuntimeError, match="already recording"):
+            ledger.__enter__()
+        y = torch.randn(3, requires_grad=True).exp().sum()
+    with pytest.raises(ValueError, match="needs the output"):
+        ledger.label_ops()
+    with pytest.raises(TypeError, match="tensors"):
+        ledger.label_ops([y])
+    with pytest.raises(ValueError, match="no grad_fn"):
+        ledger.label_ops(torch.ones(2))
+    with pytest.raises(TypeError, match="tensor"):
+        ledger.note(3.0)
+
+
+def test_label_ops_after_backward_leaves_unknown():
+    x = torch.randn(3, requires_grad=True)
+    with SavedTensorLedger() as ledger:
+        y = x.exp().sum()
+    y.backward()
+    assert ledger.label_ops(y) == 0
+    assert ledger.records[0].op == "?"
+
+
+def test_note_counts_once_and_not_live():
+    x = torch.randn(10)
+    with SavedTensorLedger() as ledger:
+        pass
+    rec = ledger.note(x, op="checkpoint input", module="block")
+    ledger.note(x[:5])  # same storage
+    assert rec.op == "checkpoint input" and rec.module == "block"
+    assert ledger.activation_bytes == 10 * F32
+    assert ledger.live_bytes == 0
+
+
+def test_summary_show_plot():
+    net = small_net()
+    with SavedTensorLedger(net) as ledger:
+        out = net(torch.randn(2, 4)).sum()
+    ledger.label_ops(out)
+    lines: list[str] = []
+    ledger.summary(print_fn=lines.append)
+    assert lines[0].split() == ["module", "saved", "activation", "param/input"]
+    assert lines[-1].split()[:2] == ["total", str(len(ledger.records))]
+    shown: list[str] = []
+    ledger.show(limit=2, print_fn=shown.append)
+    assert len(shown) == 2
+    assert "AddmmBackward0" in shown[0]  # nn.Linear on a 2-d batch is addmm
+    ax = ledger.plot()
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["1"]
+
+
+def test_memory_meter_matches_ledger_and_sees_peak():
+    net = small_net()
+    x = torch.randn(16, 4)
+    with MemoryMeter(ignore=[*net.parameters(), x]) as meter:
+        with SavedTensorLedger(net) as ledger:
+            loss = net(x).sum()
+        held = meter.mark()
+        loss.backward()
+    # alive after forward: ReLU's output (saved) and the scalar loss
+    assert held == ledger.activation_bytes + loss.element_size()
+    assert meter.peak_bytes >= held
+    # after backward: the loss and the parameters' gradients remain
+    grads = sum(p.numel() * F32 for p in net.parameters())
+    assert meter.current_bytes == grads + loss.element_size()
+    del loss
+    net.zero_grad(set_to_none=True)
+    assert meter.mark() == 0
+
+
+def test_memory_meter_counts_checkpointed_recompute():
+    torch.manual_seed(0)
+    x = torch.randn(64, 32, requires_grad=True)
+
+    def block(t):
+        return t.exp().exp().exp()
+
+    with MemoryMeter(ignore=[x]) as plain:
+        y = block(x).sum()
+        held_plain = plain.mark()
+        y.backward()
+    with MemoryMeter(ignore=[x]) as ckpt:
+        y = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False).sum()
+        held_ckpt = ckpt.mark()
+        y.backward()
+    assert held_ckpt < held_plain
+    assert ckpt.peak_bytes > held_ckpt  # the recomputed activations show up during backward
+
+
+def test_label_ops_does_not_recompute_checkpoints():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh())
+    x = torch.randn(4, 8, requires_grad=True)
+    calls = []
+    with hooklab.HookScope() as scope:
+        scope.add(net[0].register_forward_hook(lambda *args: calls.append("fwd")))
+        with SavedTensorLedger(net) as ledger:
+            out = torch.utils.checkpoint.checkpoint(net, x, use_reentrant=False)
+        assert calls == ["fwd"]
+        assert ledger.label_ops(out) == 1
+        assert calls == ["fwd"]  # reading the saved tensors did not rerun the region
+        # the only tensor the outer ledger sees is the input the checkpoint keeps
+        assert [r.op for r in ledger.records] == ["checkpoint input"]
+        out.sum().backward()     # the real backward still recomputes
+        assert calls == ["fwd", "fwd"]
+    assert x.grad is not None

@@ -1,0 +1,432 @@
+"""Tests of hooklab.offload: CPU / disk / compressed saved tensors, module helpers, gradient_error."""
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+
+import pytest
+import torch
+from torch import nn
+
+import hooklab
+from hooklab.offload import (
+    CompressSaved,
+    OffloadWrapper,
+    SaveOnCpu,
+    SaveOnDisk,
+    gradient_error,
+    is_parameter_like,
+    offload_module,
+)
+
+
+def net_and_batch(seed: int = 0):
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 4))
+    return net, torch.randn(8, 16)
+
+
+def grads_of(net, x, context=None):
+    net.zero_grad(set_to_none=True)
+    with context if context is not None else contextlib.nullcontext():
+        loss = net(x).square().sum()
+    loss.backward()
+    return [p.grad.clone() for p in net.parameters()]
+
+
+def files_in(path) -> list[str]:
+    return os.listdir(path) if os.path.isdir(path) else []
+
+
+# ------------------------------------------------------------------ shared rules
+@pytest.mark.parametrize("bad", [-1, 1.5, "1k", True])
+def test_min_bytes_must_be_a_nonnegative_int(bad):
+    for cls in (SaveOnCpu, SaveOnDisk, CompressSaved):
+        with pytest.raises(ValueError, match="min_bytes"):
+            cls(min_bytes=bad)
+
+
+def test_is_parameter_like():
+    w = nn.Parameter(torch.randn(3, 2))
+    assert is_parameter_like(w) and is_parameter_like(w.t())
+    assert not is_parameter_like(w.exp()) and not is_parameter_like(torch.randn(2))
+
+
+def test_parameters_are_kept_unless_asked():
+    x = torch.randn(100, requires_grad=True)
+    with CompressSaved("bf16", min_bytes=0) as comp:
+        (x * x).sum()
+    assert comp.stats.offloaded == 0 and comp.stats.kept == 2
+    with CompressSaved("bf16", min_bytes=0, include_parameters=True) as comp:
+        (x * x).sum()
+    assert comp.stats.offloaded == 1 and comp.stats.reused == 1  # x saved twice, packed once
+
+
+def test_keep_leaves_model_buffers_and_inputs_alone():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(16, 32), nn.BatchNorm1d(32))
+    x = torch.randn(8, 16)
+    with CompressSaved("bf16", min_bytes=0) as comp:
+        net(x)
+    # by default the batch and batch norm's running stats are copied too
+    assert comp.stats.offloaded_bytes >= x.numel() * 4 + 2 * 32 * 4
+    with CompressSaved("bf16", min_bytes=0, keep=[net, x]) as kept:
+        net(x)
+    assert kept.stats.offloaded_bytes == comp.stats.offloaded_bytes - x.numel() * 4 - 2 * 32 * 4
+    with pytest.raises(TypeError, match="keep takes tensors and modules"):
+        CompressSaved("bf16", keep=["x"])
+
+
+def test_shared_storage_is_packed_once():
+    x = torch.randn(100, requires_grad=True)
+    with CompressSaved("bf16", min_bytes=0) as comp:
+        h = torch.relu(x.exp())  # relu saves its output h ...
+        (h * 2.0 * h).sum()      # ... and mul saves h again
+    assert comp.stats.reused >= 1
+    assert comp.stats.offloaded_bytes == comp.stats.stored_bytes * 2
+
+
+def test_inplace_change_is_not_confused_with_the_old_version():
+    x = torch.randn(50, requires_grad=True)
+    with CompressSaved("bf16", min_bytes=0) as comp:
+        h = x.exp()
+        a = h.sin()              # saves h (version 0)
+        h.mul_(3)                # h changes: exp's saved output is now stale -> error at backward
+        b = h.cos()              # saves h (version 1): must be a fresh packed copy
+    assert comp.stats.offloaded == 2 and comp.stats.reused == 1  # sin reused exp's copy, cos did not
+    del a, b
+
+
+# ------------------------------------------------------------------------ CPU
+def test_save_on_cpu_on_cpu_moves_nothing_and_keeps_gradients():
+    net, x = net_and_batch()
+    ref = grads_of(net, x)
+    ctx = SaveOnCpu(pin_memory=True)
+    got = grads_of(net, x, ctx)
+    assert ctx.stats.offloaded == 0 and ctx.stats.kept == ctx.stats.packed > 0
+    assert all(torch.equal(a, b) for a, b in zip(ref, got))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_save_on_cpu_moves_gpu_tensors():
+    x = torch.randn(1000, device="cuda", requires_grad=True)
+    with SaveOnCpu(pin_memory=True) as ctx:
+        y = x.exp().sin().sum()
+    assert ctx.stats.offloaded >= 1
+    y.backward()
+    torch.testing.assert_close(x.grad, (x.exp().cos() * x.exp()))
+
+
+# ------------------------------------------------------------------------ disk
+def test_disk_files_exist_until_backward_then_everything_is_removed(tmp_path):
+    net, x = net_and_batch()
+    ref = grads_of(net, x)
+    net.zero_grad(set_to_none=True)
+    with SaveOnDisk(directory=tmp_path, keep=[x]) as disk:
+        loss = net(x).square().sum()
+    private = disk.directory
+    assert os.path.dirname(private) == str(tmp_path)
+    assert disk.files_alive == disk.stats.offloaded > 0
+    assert len(files_in(private)) == disk.files_alive
+    loss.backward()
+    assert disk.files_alive == 0
+    assert not os.path.exists(private)
+    assert os.listdir(tmp_path) == []
+    assert all(torch.equal(a, p.grad) for a, p in zip(ref, net.parameters()))
+
+
+def test_disk_unpack_twice_works(tmp_path):
+    x = torch.ones(5, requires_grad=True)
+    with SaveOnDisk(directory=tmp_path):
+        h = x.exp()
+        y = h.pow(2)
+    first = y.grad_fn._saved_self
+    second = y.grad_fn._saved_self  # the tutorial's "incorrect version" fails here
+    assert torch.equal(first, second) and torch.equal(first, x.exp())
+    del first, second, h, y
+    assert os.listdir(tmp_path) == []
+
+
+def test_disk_graph_freed_without_backward(tmp_path):
+    net, x = net_and_batch()
+    with SaveOnDisk(directory=tmp_path) as disk:
+        loss = net(x).sum()
+    assert disk.files_alive > 0
+    del loss
+    gc.collect()
+    assert disk.files_alive == 0
+    assert os.listdir(tmp_path) == []
+
+
+def test_disk_exception_inside_context_removes_files(tmp_path):
+    net, x = net_and_batch()
+    with pytest.raises(ZeroDivisionError):
+        with SaveOnDisk(directory=tmp_path) as disk:
+            loss = net(x).sum()
+            1 / 0
+    assert os.listdir(tmp_path) == []  # even though `loss` (and its graph) is still alive
+    assert disk.files_alive == 0
+    with pytest.raises(RuntimeError, match="exception left the SaveOnDisk"):
+        loss.backward()
+    del loss
+
+
+def test_disk_threshold_keeps_small_tensors_in_memory(tmp_path):
+    x = torch.randn(10, requires_grad=True)
+    with SaveOnDisk(min_bytes=1000, directory=tmp_path) as disk:
+        small = x.exp()                         # 40 bytes, saved by exp
+        big = x.repeat(100).exp()               # 4000 bytes
+        y = (small.sum() + big.sum())
+    assert disk.stats.kept == 1 and disk.stats.offloaded == 1
+    assert disk.stats.offloaded_bytes == 4000 and disk.stats.kept_bytes == 40
+    y.backward()
+    assert os.listdir(tmp_path) == []
+
+
+def test_disk_writes_only_the_view_not_its_whole_storage(tmp_path):
+    x = torch.randn(10_000, requires_grad=True)
+    with SaveOnDisk(directory=tmp_path) as disk:
+        big = x * 2.0                           # saves nothing
+        y = big[:10].sin().sum()                # sin saves a 10-element view of a 10k storage
+    (name,) = [f for f in files_in(disk.directory)]
+    assert os.path.getsize(os.path.join(disk.directory, name)) < 10_000  # not 40 kB
+    y.backward()
+    torch.testing.assert_close(x.grad[:10], (2 * (2 * x[:10]).cos()).detach())
+
+
+def test_disk_loads_with_weights_only(tmp_path, monkeypatch):
+    calls = []
+    real_load = torch.load
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("weights_only"))
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", spy)
+    x = torch.randn(10, requires_grad=True)
+    with SaveOnDisk(directory=tmp_path):
+        y = x.exp().sum()
+    y.backward()
+    assert calls == [True]
+
+
+def test_disk_bad_input_and_reentry(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        SaveOnDisk(directory=tmp_path / "missing")
+    disk = SaveOnDisk(directory=tmp_path)
+    with pytest.raises(RuntimeError, match="before it is entered"):
+        disk.directory
+    with disk:
+        with pytest.raises(RuntimeError, match="already active"):
+            disk.__enter__()
+    assert os.listdir(tmp_path) == []
+
+
+# ----------------------------------------------------------------- compression
+def test_compress_default_threshold_skips_small_tensors():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(16, 64), nn.BatchNorm1d(64), nn.Tanh())
+    x = torch.randn(32, 16)
+    with CompressSaved("bf16", keep=[net, x]) as ctx:
+        net(x)
+    # linear output (8 kB, saved by batch norm) and tanh output (8 kB) are compressed;
+    # batch norm's saved mean and inverse std (256 B each) are not; nor are x, the bn weight and
+    # the running stats (parameters and `keep`)
+    assert ctx.stats.offloaded == 2 and ctx.stats.offloaded_bytes == 2 * 32 * 64 * 4
+    assert ctx.stats.kept == 6 and ctx.stats.kept_bytes == 32 * 16 * 4 + 5 * 64 * 4
+
+
+def test_compress_bad_format():
+    with pytest.raises(ValueError, match="bf16, int8"):
+        CompressSaved("fp8")
+
+
+@pytest.mark.parametrize("fmt,ratio", [("bf16", 2), ("int8", 4)])
+def test_compress_sizes_and_small_gradient_error(fmt, ratio):
+    net, _ = net_and_batch()
+    x = torch.randn(256, 16)
+    ctx = CompressSaved(fmt, min_bytes=0)
+    ref = grads_of(net, x)
+    got = grads_of(net, x, ctx)
+    assert ctx.stats.offloaded > 0
+    # int8 adds one float32 scale per channel (64 per 256 x 64 tensor)
+    assert ctx.stats.offloaded_bytes / ctx.stats.stored_bytes == pytest.approx(ratio, rel=0.15)
+    err = max(((a - b).norm() / a.norm()).item() for a, b in zip(ref, got))
+    assert 0 < err < 5e-2
+
+
+def test_int8_keeps_relu_mask_exactly():
+    torch.manual_seed(0)
+    h = torch.randn(1000, requires_grad=True)
+    x = h * torch.logspace(-6, 0, 1000)  # many tiny values: plain rounding would zero them
+    with CompressSaved("int8", min_bytes=0) as ctx:
+        y = torch.relu(x)
+    y.sum().backward()
+    assert ctx.stats.offloaded == 1
+    assert torch.equal(h.grad, (x > 0).float() * torch.logspace(-6, 0, 1000))
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "int8"])
+def test_integer_tensors_are_narrowed_losslessly(fmt):
+    torch.manual_seed(0)
+    x = torch.randn(1, 4, 16, 16, requires_grad=True)
+    h = x.exp()
+    ref = torch.autograd.grad(nn.functional.max_pool2d(h, 2).sum(), x, retain_graph=True)[0]
+    with CompressSaved(fmt, min_bytes=0, keep=[h]) as ctx:  # keep the float input: only the indices are packed
+        y = nn.functional.max_pool2d(h, 2)     # saves its input and the int64 indices of the maxima
+    (got,) = torch.autograd.grad(y.sum(), x)
+    assert ctx.stats.offloaded == 1 and ctx.stats.kept == 1
+    assert ctx.stats.offloaded_bytes == 4 * 8 * 8 * 8  # 256 int64 indices
+    assert ctx.stats.stored_bytes == 4 * 8 * 8 * 2     # indices into a 16x16 plane (< 256) fit in int16
+    assert torch.equal(got, ref)
+
+
+def test_integer_tensor_too_wide_is_kept_as_is():
+    big = torch.tensor([0, 2**40])
+    assert CompressSaved("bf16")._encode(big) is big  # no type narrower than int64 holds 2**40
+    small = CompressSaved("bf16")._encode(torch.tensor([-300, 300]))
+    assert small.data.dtype == torch.int16 and small.dtype == torch.int64
+
+
+# --------------------------------------------------------------- module helpers
+def test_offload_module_uses_a_context_per_call_and_removes_hooks(tmp_path):
+    net, x = net_and_batch()
+    keys = list(net.state_dict())
+    ref = grads_of(net, x)
+    with offload_module(net[2], lambda: SaveOnDisk(directory=tmp_path)) as scope:
+        assert net.state_dict().keys() == set(keys) or list(net.state_dict()) == keys
+        net.zero_grad(set_to_none=True)
+        loss = net(x).square().sum()
+        net(x)  # a second call gets its own context
+        assert len(scope.contexts) == 2
+        assert scope.contexts[0].stats.offloaded >= 1
+        assert scope.contexts[0].files_alive >= 1
+        loss.backward()
+    assert hooklab.hook_inventory(net, include_global=False) == []
+    assert all(torch.equal(a, p.grad) for a, p in zip(ref, net.parameters()))
+    gc.collect()
+    assert os.listdir(tmp_path) == []
+
+
+def test_offload_module_hooks_removed_after_exception():
+    net, _ = net_and_batch()
+    with pytest.raises(RuntimeError):
+        with offload_module(net[2], lambda: CompressSaved("bf16")):
+            net(torch.randn(2, 5))  # wrong width
+    assert hooklab.hook_inventory(net, include_global=False) == []
+    # and no saved-tensor hooks were left pushed: a new graph saves plain tensors
+    y = torch.randn(3, requires_grad=True).exp()
+    assert torch.equal(y.grad_fn._saved_result, y)
+
+
+def test_offload_wrapper_and_dataparallel_on_cpu():
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.Linear(16, 64), nn.Tanh())
+    x = torch.randn(8, 16)
+    wrapped = OffloadWrapper(inner, lambda: CompressSaved("bf16", min_bytes=0, keep=[x]))
+    out = nn.DataParallel(wrapped)(x)  # on CPU DataParallel just calls the module
+    assert wrapped.last_hooks.stats.offloaded == 1  # tanh's output
+    out.sum().backward()
+    assert inner[0].weight.grad is not None
+
+
+@pytest.mark.parametrize("factory", [SaveOnDisk(), "SaveOnDisk", None])
+def test_module_helpers_reject_bad_factories(factory):
+    with pytest.raises(TypeError, match="make_hooks|fresh context"):
+        offload_module(nn.Linear(2, 2), factory)
+    with pytest.raises(TypeError, match="make_hooks|fresh context"):
+        OffloadWrapper(nn.Linear(2, 2), factory)
+
+
+def test_module_helpers_reject_non_modules():
+    with pytest.raises(TypeError, match="nn.Module"):
+        offload_module(lambda x: x, SaveOnDisk)
+    with pytest.raises(TypeError, match="nn.Module"):
+        OffloadWrapper("layer1", SaveOnDisk)
+
+
+# ---------------------------------------------------------------- gradient_error
+def test_gradient_error_zero_for_lossless_and_positive_for_lossy():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(16, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, 2))
+    x = torch.randn(8, 16)
+    step = lambda: net(x).square().mean()  # noqa: E731
+    assert gradient_error(net, step, contextlib.nullcontext) == 0.0  # same seed: same dropout mask
+    assert gradient_error(net, step, SaveOnDisk) == 0.0
+    assert 0 < gradient_error(net, step, lambda: CompressSaved("bf16", min_bytes=0)) < 1e-2
+
+
+def test_gradient_error_restores_grads_and_buffers():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+    x = torch.randn(8, 4)
+    net[0].weight.grad = torch.full_like(net[0].weight, 7.0)
+    stats = net[1].running_mean.clone()
+    gradient_error(net, lambda: net(x).sum(), lambda: CompressSaved("bf16"))
+    assert torch.equal(net[0].weight.grad, torch.full_like(net[0].weight, 7.0))
+    assert net[0].bias.grad is None
+    assert torch.equal(net[1].running_mean, stats)
+
+
+def test_gradient_error_bad_input():
+    net = nn.Linear(3, 2)
+    x = torch.randn(4, 3)
+    with pytest.raises(ValueError, match="scalar loss"):
+        gradient_error(net, lambda: net(x), contextlib.nullcontext)
+    with pytest.raises(ValueError, match="no parameters"):
+        gradient_error(nn.ReLU(), lambda: x.sum(), contextlib.nullcontext)
+    with pytest.raises(TypeError, match="nn.Module"):
+        gradient_error("net", lambda: x.sum(), contextlib.nullcontext)
+    assert net.weight.grad is None
+
+
+# ------------------------------------------------------------ checkpoint_modules
+def test_checkpoint_modules_same_gradients_less_memory_and_restored():
+    from hooklab import MemoryMeter, checkpoint_modules
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Sequential(nn.Linear(16, 256), nn.Tanh(), nn.Linear(256, 256), nn.Tanh(),
+                                      nn.Linear(256, 256), nn.Tanh()),
+                        nn.Linear(256, 4))
+    x = torch.randn(32, 16)
+    ref = grads_of(net, x)
+
+    def held(context):
+        net.zero_grad(set_to_none=True)
+        with MemoryMeter(ignore=[*net.parameters(), x]) as meter:
+            with context:
+                loss = net(x).square().sum()
+            alive = meter.mark()
+            loss.backward()
+        return alive
+
+    plain = held(contextlib.nullcontext())
+    ckpt = held(checkpoint_modules(net, ["0"]))
+    # plain keeps three tanh outputs; checkpointed, only the block's output (saved by the head)
+    assert ckpt < plain / 2
+    assert all(torch.equal(a, p.grad) for a, p in zip(ref, net.parameters()))
+    assert "forward" not in net[0].__dict__  # the patch is gone
+
+
+def test_checkpoint_modules_restores_after_exception_and_checks_names():
+    from hooklab import UnknownModuleError, checkpoint_modules
+
+    net, _ = net_and_batch()
+    with pytest.raises(RuntimeError):
+        with checkpoint_modules(net, ["0", "2"]):
+            net(torch.randn(2, 5))  # wrong width
+    assert all("forward" not in m.__dict__ for m in net)
+    with pytest.raises(UnknownModuleError, match="Names that exist: 0, 1, 2"):
+        with checkpoint_modules(net, ["0", "layer9"]):
+            pass
+    with pytest.raises(RuntimeError, match="already has a patched forward"):
+        with checkpoint_modules(net, ["0", "0"]):
+            pass
+    assert all("forward" not in m.__dict__ for m in net)
+    with pytest.raises(TypeError, match="list of module names"):
+        with checkpoint_modules(net, "0"):
+            pass
+    with pytest.raises(TypeError, match="nn.Module"):
+        with checkpoint_modules("net", ["0"]):
+            pass
