@@ -32,7 +32,23 @@ def _owner(param_name: str) -> str:
     return param_name.rpartition(".")[0] or "(model)"
 
 
-class GradientMonitor:
+class _RecordsWithHooks:
+    """Shared lifetime of the recorders below: hooks in ``self.scope``, removed on exit."""
+
+    scope: HookScope
+
+    def remove(self) -> int:
+        """Remove the hooks (what was recorded stays); return how many there were."""
+        return self.scope.remove()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.remove()
+
+
+class GradientMonitor(_RecordsWithHooks):
     """Record the norm of every parameter's gradient at each backward, through hooks.
 
     It uses ``Tensor.register_post_accumulate_grad_hook``: the hook fires once per backward,
@@ -132,21 +148,11 @@ class GradientMonitor:
             ax.legend(fontsize="small")
         return ax
 
-    def remove(self) -> int:
-        """Remove the hooks (what was recorded stays); return how many there were."""
-        return self.scope.remove()
-
-    def __enter__(self) -> GradientMonitor:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.remove()
-
     def __repr__(self) -> str:
         return f"GradientMonitor({len(self.history)} parameters, {self.steps} steps, hooks={len(self.scope)})"
 
 
-class ActivationStats:
+class ActivationStats(_RecordsWithHooks):
     """Record mean, standard deviation and fraction of near-zero values of layer outputs.
 
     One record per forward call of each named module (a module used twice per forward
@@ -212,16 +218,6 @@ class ActivationStats:
             ax.set_xlabel("step (forward call)")
         axes[0].legend(fontsize="small")
         return axes
-
-    def remove(self) -> int:
-        """Remove the hooks (what was recorded stays); return how many there were."""
-        return self.scope.remove()
-
-    def __enter__(self) -> ActivationStats:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.remove()
 
     def __repr__(self) -> str:
         return f"ActivationStats({list(self.records)}, hooks={len(self.scope)})"
