@@ -3,6 +3,7 @@
 The notebooks show raw PyTorch first; hooklab holds what a learner would otherwise
 retype in every notebook, and tools worth keeping after the course.
 """
+from .attempt import attempt
 from .capture import Capture, FeatureExtractor, ShapeRow, ShapeTable, capture, layer_shapes
 from .clip import clip_grad_norm_hooks, clip_grad_value_hooks
 from .env import setup
@@ -39,6 +40,7 @@ __all__ = [
     "ShapeTable",
     "Tracer",
     "UnknownModuleError",
+    "attempt",
     "capture",
     "check",
     "checkpoint_modules",

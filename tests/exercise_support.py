@@ -1,0 +1,18 @@
+"""Shared by the exercise tests: a checker's verdict, and the reference solution run as a learner would."""
+import torch
+from torch import nn
+
+import hooklab
+from hooklab import exercises
+
+
+def verdict(key, answer):
+    """'correct', 'not solved' or 'wrong', from the checker itself."""
+    return exercises.verdict(key, answer)[0]
+
+
+def run_solution(key):
+    """Execute exercise ``key``'s reference solution in a fresh namespace and return that namespace."""
+    namespace = {"hooklab": hooklab, "torch": torch, "nn": nn}
+    exec(exercises._get(key).solution, namespace)
+    return namespace
