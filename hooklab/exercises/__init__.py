@@ -113,13 +113,16 @@ def require_callable(answer: Any, name: str) -> None:
                     f"pass the function `{name}`, not a {type(answer).__name__}.")
 
 
-def call_answer(answer: Callable, *args: Any) -> Any:
-    """Call the learner's function; its exceptions become a readable verdict."""
+def call_answer(answer: Callable, *args: Any, allow_none: bool = False) -> Any:
+    """Call the learner's function; its exceptions become a readable verdict.
+
+    Returning ``None`` means "not solved yet", unless ``allow_none`` (a hook that may observe).
+    """
     try:
         result = answer(*args)
     except Exception as exc:  # the learner's code failed: say how, in both languages
         raise Wrong(f"你的函数抛出了 {type(exc).__name__}: {exc}",
                     f"your function raised {type(exc).__name__}: {exc}") from exc
-    if result is None:
+    if result is None and not allow_none:
         raise NotSolved("你的函数还没有返回任何值（返回了 None）。", "your function returns None so far.")
     return result

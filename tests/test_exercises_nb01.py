@@ -1,0 +1,245 @@
+"""Notebook 01's checkers accept right answers written differently and reject the typical wrong ones."""
+import pytest
+import torch
+
+import hooklab
+
+from exercise_support import run_solution, verdict
+
+
+# ---- 01.1 gradient noise --------------------------------------------------------------------
+
+def noise_with_normal(t, std):
+    # torch.normal makes float32 noise; adding it to a float64 gradient still gives float64
+    return t.register_hook(lambda g: g + torch.normal(0.0, std, size=tuple(g.shape)))
+
+
+def noise_via_named_function_and_scope(t, std):
+    def add_noise(grad):
+        noise = torch.empty_like(grad).normal_(mean=0.0, std=std)   # in place on a NEW tensor: fine
+        return grad + noise
+    handle = t.register_hook(add_noise)
+    return handle
+
+
+def noise_in_place(t, std):
+    def hook(g):
+        g.add_(torch.randn_like(g) * std)          # edits the gradient shared with the sibling branch
+        return g
+    return t.register_hook(hook)
+
+
+def noise_not_returned(t, std):
+    def hook(g):
+        g = g + torch.randn_like(g) * std          # computed, then dropped: the hook returns None
+    return t.register_hook(hook)
+
+
+def noise_with_variance(t, std):
+    return t.register_hook(lambda g: g + torch.randn_like(g) * std ** 2)
+
+
+def noise_uniform(t, std):
+    return t.register_hook(lambda g: g + torch.rand_like(g) * std)
+
+
+def noise_one_number_for_all(t, std):
+    return t.register_hook(lambda g: g + torch.randn(()) * std)
+
+
+def noise_returns_tensor_not_handle(t, std):
+    t.register_hook(lambda g: g + torch.randn_like(g) * std)
+    return t
+
+
+def noise_registered_twice(t, std):
+    t.register_hook(lambda g: g + torch.randn_like(g) * std / 2 ** 0.5)   # std right overall, but left behind
+    return t.register_hook(lambda g: g + torch.randn_like(g) * std / 2 ** 0.5)
+
+
+@pytest.mark.parametrize("answer", [run_solution("01.1")["add_grad_noise"], noise_with_normal,
+                                    noise_via_named_function_and_scope])
+def test_01_1_accepts_right_answers(answer):
+    assert verdict("01.1", answer) == "correct"
+
+
+@pytest.mark.parametrize("answer", [noise_in_place, noise_not_returned, noise_with_variance, noise_uniform,
+                                    noise_one_number_for_all, noise_returns_tensor_not_handle,
+                                    noise_registered_twice, "add_grad_noise"])
+def test_01_1_rejects_wrong_answers(answer):
+    assert verdict("01.1", answer) == "wrong"
+
+
+def test_01_1_blank_start_is_not_solved():
+    def add_grad_noise(t, std):
+        # your code here
+        pass
+    assert verdict("01.1", add_grad_noise) == "not solved"
+    assert verdict("01.1", None) == "not solved"
+
+
+def test_01_1_says_why_an_in_place_edit_is_wrong():
+    from hooklab import exercises
+    status, zh, en = exercises.verdict("01.1", noise_in_place)
+    assert status == "wrong" and "in place" in en and "原地" in zh
+
+
+# ---- 01.2 replace nan gradients by 0 and count them -----------------------------------------
+
+def nan_with_nan_to_num(t, replaced):
+    def hook(grad):
+        replaced.append(int((grad != grad).sum()))      # nan is the only value not equal to itself
+        return torch.nan_to_num(grad, nan=0.0)
+    return t.register_hook(hook)
+
+
+def nan_with_masked_fill_on_a_copy(t, replaced):
+    def hook(grad):
+        mask = grad.isnan()
+        replaced.append(mask.sum())                     # a 0-d integer tensor is accepted too
+        return grad.masked_fill(mask, 0)
+    return t.register_hook(hook)
+
+
+def nan_in_place(t, replaced):
+    def hook(grad):
+        mask = torch.isnan(grad)
+        replaced.append(int(mask.sum()))
+        grad[mask] = 0                                  # the sibling branch sees the zeros too
+        return grad
+    return t.register_hook(hook)
+
+
+def nan_compared_with_equals(t, replaced):
+    def hook(grad):
+        mask = grad == float("nan")                     # always False
+        replaced.append(int(mask.sum()))
+        return torch.where(mask, torch.zeros_like(grad), grad)
+    return t.register_hook(hook)
+
+
+def nan_fraction_instead_of_count(t, replaced):
+    def hook(grad):
+        mask = torch.isnan(grad)
+        replaced.append(mask.float().mean().item())
+        return torch.where(mask, torch.zeros_like(grad), grad)
+    return t.register_hook(hook)
+
+
+def nan_counted_but_not_replaced(t, replaced):
+    def hook(grad):
+        replaced.append(int(torch.isnan(grad).sum()))
+    return t.register_hook(hook)
+
+
+def nan_replaced_by_one(t, replaced):
+    def hook(grad):
+        mask = torch.isnan(grad)
+        replaced.append(int(mask.sum()))
+        return torch.where(mask, torch.ones_like(grad), grad)
+    return t.register_hook(hook)
+
+
+def nan_counted_only_when_present(t, replaced):
+    def hook(grad):
+        mask = torch.isnan(grad)
+        if mask.any():
+            replaced.append(int(mask.sum()))
+        return torch.where(mask, torch.zeros_like(grad), grad)
+    return t.register_hook(hook)
+
+
+@pytest.mark.parametrize("answer", [run_solution("01.2")["zero_nan_grads"], nan_with_nan_to_num,
+                                    nan_with_masked_fill_on_a_copy])
+def test_01_2_accepts_right_answers(answer):
+    assert verdict("01.2", answer) == "correct"
+
+
+@pytest.mark.parametrize("answer", [nan_in_place, nan_compared_with_equals, nan_fraction_instead_of_count,
+                                    nan_counted_but_not_replaced, nan_replaced_by_one,
+                                    nan_counted_only_when_present])
+def test_01_2_rejects_wrong_answers(answer):
+    assert verdict("01.2", answer) == "wrong"
+
+
+def test_01_2_blank_start_is_not_solved():
+    def zero_nan_grads(t, replaced):
+        # your code here
+        pass
+    assert verdict("01.2", zero_nan_grads) == "not solved"
+    assert verdict("01.2", None) == "not solved"
+
+
+# ---- 01.3 clip one parameter's gradient by its norm ------------------------------------------
+
+def clip_with_get_parameter_and_tensor_min(model, name, max_norm):
+    param = model.get_parameter(name)
+    return param.register_hook(lambda g: g * torch.clamp(max_norm / g.norm(), max=1.0))
+
+
+def clip_with_branch(model, name, max_norm):
+    for pname, param in model.named_parameters():
+        if pname == name:
+            def clip(grad):
+                norm = grad.norm()
+                if norm > max_norm:
+                    return grad / norm * max_norm
+                return grad
+            return param.register_hook(clip)
+
+
+def clip_elementwise(model, name, max_norm):
+    param = dict(model.named_parameters())[name]
+    return param.register_hook(lambda g: g.clamp(-max_norm, max_norm))
+
+
+def clip_always_rescale(model, name, max_norm):
+    param = dict(model.named_parameters())[name]
+    return param.register_hook(lambda g: g / g.norm() * max_norm)      # also scales small gradients UP
+
+
+def clip_hard_coded_one(model, name, max_norm):
+    param = dict(model.named_parameters())[name]
+    return param.register_hook(lambda g: g * min(1.0, 1.0 / g.norm().item()))
+
+
+def clip_every_parameter(model, name, max_norm):
+    scope = hooklab.HookScope()
+    for param in model.parameters():
+        scope.add(param.register_hook(lambda g: g * min(1.0, max_norm / g.norm().item())))
+    return scope                                        # has remove()... but clips the wrong parameters
+
+
+def clip_late_binding_lambda(model, name, max_norm):
+    handles = {}
+    for pname, param in model.named_parameters():
+        # `pname` is looked up when the hook RUNS: by then it is the last parameter's name
+        handles[pname] = param.register_hook(
+            lambda g: g * min(1.0, max_norm / g.norm().item()) if pname == name else g)
+    return handles[name]
+
+
+def clip_reading_dot_grad(model, name, max_norm):
+    param = dict(model.named_parameters())[name]
+    return param.register_hook(lambda g: param.grad * min(1.0, max_norm / param.grad.norm().item()))
+
+
+@pytest.mark.parametrize("answer", [run_solution("01.3")["clip_param_grad"], clip_with_get_parameter_and_tensor_min,
+                                    clip_with_branch])
+def test_01_3_accepts_right_answers(answer):
+    assert verdict("01.3", answer) == "correct"
+
+
+@pytest.mark.parametrize("answer", [clip_elementwise, clip_always_rescale, clip_hard_coded_one, clip_every_parameter,
+                                    clip_late_binding_lambda, clip_reading_dot_grad])
+def test_01_3_rejects_wrong_answers(answer):
+    assert verdict("01.3", answer) == "wrong"
+
+
+def test_01_3_blank_start_is_not_solved():
+    def clip_param_grad(model, name, max_norm):
+        # your code here
+        pass
+    assert verdict("01.3", clip_param_grad) == "not solved"
+    assert verdict("01.3", None) == "not solved"
+
