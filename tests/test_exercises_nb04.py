@@ -1,0 +1,242 @@
+"""Notebook 04's exercise checkers accept right answers written differently and reject the typical wrong ones."""
+import pytest
+import torch
+import torch.nn.modules.module as module_globals
+
+import hooklab
+
+from exercise_support import run_solution, verdict
+
+
+@pytest.fixture(autouse=True)
+def no_global_hooks_leak():
+    """A checker must clean up the global hooks a wrong answer leaves behind."""
+    before = len(hooklab.hook_inventory(None))
+    yield
+    assert len(hooklab.hook_inventory(None)) == before
+
+
+# ---- 04.1 clamp grad_input in a full backward hook ---------------------------------------
+
+def clip_with_a_list(module, grad_input, grad_output):
+    clipped = []
+    for g in grad_input:
+        clipped.append(g if g is None else torch.clamp(g, min=-0.1, max=0.1))
+    return clipped  # a list as long as grad_input works too
+
+
+def clip_with_minimum_maximum(module, grad_input, grad_output):
+    limit = torch.tensor(0.1)
+    return tuple(g if g is None else torch.maximum(torch.minimum(g, limit), -limit) for g in grad_input)
+
+
+def clip_in_place(module, grad_input, grad_output):
+    for g in grad_input:
+        if g is not None:
+            g.clamp_(-0.1, 0.1)  # works today, but hooks must not modify their arguments
+
+
+def clip_returning_a_tensor(module, grad_input, grad_output):
+    return grad_input[0].clamp(-0.1, 0.1)
+
+
+def clip_ignoring_none(module, grad_input, grad_output):
+    return tuple(g.clamp(-0.1, 0.1) for g in grad_input)
+
+
+def clip_grad_output(module, grad_input, grad_output):
+    return tuple(g.clamp(-0.1, 0.1) for g in grad_output)
+
+
+def scale_instead_of_clip(module, grad_input, grad_output):
+    return tuple(None if g is None else g * 0.1 for g in grad_input)
+
+
+def clip_wrong_range(module, grad_input, grad_output):
+    return tuple(None if g is None else g.clamp(0.0, 0.1) for g in grad_input)
+
+
+def clip_by_norm(module, grad_input, grad_output):
+    return tuple(None if g is None else g * (0.1 / g.norm()).clamp(max=1.0) for g in grad_input)
+
+
+@pytest.mark.parametrize("answer", [run_solution("04.1")["clip_grad_input"], clip_with_a_list,
+                                    clip_with_minimum_maximum])
+def test_04_1_accepts_right_answers(answer):
+    assert verdict("04.1", answer) == "correct"
+
+
+@pytest.mark.parametrize("answer", [clip_in_place, clip_returning_a_tensor, clip_ignoring_none, clip_grad_output,
+                                    scale_instead_of_clip, clip_wrong_range, clip_by_norm, 0.1])
+def test_04_1_rejects_wrong_answers(answer):
+    assert verdict("04.1", answer) == "wrong"
+
+
+def test_04_1_explains_none_entries_and_in_place_edits():
+    assert "`None` in `grad_input`" in hooklab.exercises.verdict("04.1", clip_ignoring_none)[2]
+    assert "in place" in hooklab.exercises.verdict("04.1", clip_in_place)[2]
+
+
+def test_04_1_blank_start_is_not_solved():
+    def clip_grad_input(module, grad_input, grad_output):
+        pass
+    assert verdict("04.1", clip_grad_input) == "not solved"
+    assert verdict("04.1", None) == "not solved"
+
+
+# ---- 04.2 predict the factors --------------------------------------------------------------
+
+def factors(pre, post):
+    names = ("fc2.weight.grad", "fc1.weight.grad", "x.grad")
+    return {"pre-hook on fc2": dict(zip(names, pre)), "backward hook on fc2": dict(zip(names, post))}
+
+
+def test_04_2_accepts_the_recorded_factors_written_differently():
+    assert verdict("04.2", run_solution("04.2")["my_factors"]) == "correct"
+    assert verdict("04.2", factors((1 / 2, 0.5, 0.50), (1, 0.5, 0.5))) == "correct"  # ints and fractions are numbers too
+
+
+@pytest.mark.parametrize("answer", [
+    factors((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),  # thinks the backward hook also changes fc2's own parameter grads
+    factors((1.0, 0.5, 0.5), (1.0, 0.5, 0.5)),  # thinks the pre-hook leaves fc2's own parameter grads alone
+    factors((0.5, 0.5, 0.5), (1.0, 1.0, 0.5)),  # thinks a returned grad_input reaches only x
+    factors((0.5, 0.25, 0.25), (1.0, 0.5, 0.5)),  # compounds the halving
+    factors((2.0, 2.0, 2.0), (1.0, 2.0, 2.0)),  # inverse factors
+    {"pre-hook on fc2": {"fc2.weight.grad": 0.5, "fc1.weight.grad": 0.5, "x.grad": 0.5}},  # a row missing
+    factors(("0.5", 0.5, 0.5), (1.0, 0.5, 0.5)),  # a string is not a number
+    [0.5, 0.5, 0.5, 1.0, 0.5, 0.5],
+])
+def test_04_2_rejects_wrong_predictions(answer):
+    assert verdict("04.2", answer) == "wrong"
+
+
+def test_04_2_blank_start_is_not_solved():
+    assert verdict("04.2", factors((None,) * 3, (None,) * 3)) == "not solved"
+    assert verdict("04.2", factors((0.5, 0.5, 0.5), (None, 0.5, 0.5))) == "not solved"
+    assert verdict("04.2", None) == "not solved"
+
+
+# ---- 04.3 block gradient norms in firing order ---------------------------------------------
+
+def norms_with_default_argument_and_handles(model, x):
+    from torchvision.models.resnet import BasicBlock
+    norms, handles = [], []
+    for name, module in model.named_modules():
+        if isinstance(module, BasicBlock):
+            handles.append(module.register_full_backward_hook(
+                lambda m, gi, go, name=name: norms.append((name, go[0].norm()))))  # 0-d tensors are fine
+    try:
+        model(x).sum().backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return dict(norms)  # a dict keeps the firing order too
+
+
+def norms_with_tensor_hooks_on_the_outputs(model, x):
+    from torchvision.models.resnet import BasicBlock
+    norms = []
+
+    def on_output(name):
+        def forward_hook(module, args, output):
+            output.register_hook(lambda grad: norms.append((name, grad.norm().item())))
+        return forward_hook
+
+    with hooklab.HookScope() as scope:
+        for name, module in model.named_modules():
+            if isinstance(module, BasicBlock):
+                scope.add(module.register_forward_hook(on_output(name)))
+        model(x).sum().backward()
+    return norms
+
+
+def _blocks(model):
+    from torchvision.models.resnet import BasicBlock
+    return [(name, m) for name, m in model.named_modules() if isinstance(m, BasicBlock)]
+
+
+def norms_late_binding(model, x):
+    norms = []
+    with hooklab.HookScope() as scope:
+        for name, module in _blocks(model):
+            scope.add(module.register_full_backward_hook(lambda m, gi, go: norms.append((name, go[0].norm().item()))))
+        model(x).sum().backward()
+    return norms
+
+
+def norms_of_grad_input(model, x):
+    norms = []
+    with hooklab.HookScope() as scope:
+        for name, module in _blocks(model):
+            scope.add(module.register_full_backward_hook(
+                lambda m, gi, go, name=name: norms.append((name, gi[0].norm().item()))))
+        model(x).sum().backward()
+    return norms
+
+
+def norms_in_forward_order(model, x):
+    return sorted(run_solution("04.3")["block_grad_norms"](model, x))
+
+
+def norms_leaving_hooks(model, x):
+    norms = []
+    for name, module in _blocks(model):
+        module.register_full_backward_hook(lambda m, gi, go, name=name: norms.append((name, go[0].norm().item())))
+    model(x).sum().backward()
+    return norms
+
+
+def norms_on_bn2(model, x):
+    norms = []
+    with hooklab.HookScope() as scope:
+        for name, module in _blocks(model):
+            scope.add(module.bn2.register_full_backward_hook(
+                lambda m, gi, go, name=name: norms.append((name, go[0].norm().item()))))
+        model(x).sum().backward()  # out += identity modifies bn2's output in place: RuntimeError
+    return norms
+
+
+def norms_hard_coded_resnet18_names(model, x):
+    norms = []
+    with hooklab.HookScope() as scope:
+        for name in ["layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer3.0", "layer3.1", "layer4.0", "layer4.1"]:
+            scope.add(hooklab.get_module(model, name).register_full_backward_hook(
+                lambda m, gi, go, name=name: norms.append((name, go[0].norm().item()))))
+        model(x).sum().backward()
+    return norms
+
+
+def norms_without_backward(model, x):
+    norms = []
+    with hooklab.HookScope() as scope:
+        for name, module in _blocks(model):
+            scope.add(module.register_full_backward_hook(
+                lambda m, gi, go, name=name: norms.append((name, go[0].norm().item()))))
+        model(x)
+    return norms
+
+
+@pytest.mark.parametrize("answer", [run_solution("04.3")["block_grad_norms"], norms_with_default_argument_and_handles,
+                                    norms_with_tensor_hooks_on_the_outputs])
+def test_04_3_accepts_right_answers(answer):
+    assert verdict("04.3", answer) == "correct"
+
+
+@pytest.mark.parametrize("answer", [norms_late_binding, norms_of_grad_input, norms_in_forward_order,
+                                    norms_leaving_hooks, norms_on_bn2, norms_hard_coded_resnet18_names,
+                                    norms_without_backward])
+def test_04_3_rejects_wrong_answers(answer):
+    assert verdict("04.3", answer) == "wrong"
+
+
+def test_04_3_names_the_typical_mistakes():
+    assert "name=name" in hooklab.exercises.verdict("04.3", norms_late_binding)[2]
+    assert "`grad_input[0]`" in hooklab.exercises.verdict("04.3", norms_of_grad_input)[2]
+    assert "firing order" in hooklab.exercises.verdict("04.3", norms_in_forward_order)[2]
+
+
+def test_04_3_blank_start_is_not_solved():
+    def block_grad_norms(model, x):
+        pass
+    assert verdict("04.3", block_grad_norms) == "not solved"
+    assert verdict("04.3", None) == "not solved"
