@@ -113,7 +113,7 @@ def test_05_1_messages_name_the_mistake():
     from hooklab import exercises
     assert "pre_hook" in exercises.verdict("05.1", shapes_of_outputs)[2]
     assert "late binding" in exercises.verdict("05.1", shapes_late_binding)[2]
-    assert "still attached" in exercises.verdict("05.1", shapes_leaving_hooks)[2]
+    assert "still registered" in exercises.verdict("05.1", shapes_leaving_hooks)[2]
 
 
 def test_05_1_blank_start_is_not_solved():

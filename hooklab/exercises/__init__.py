@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
+from torch.nn.modules import module as module_globals
+
+from ..inventory import hook_inventory
 
 __all__ = ["Exercise", "NotSolved", "Wrong", "check", "exercise", "hint", "solution", "verdict"]
 
@@ -126,3 +130,44 @@ def call_answer(answer: Callable, *args: Any, allow_none: bool = False) -> Any:
     if result is None and not allow_none:
         raise NotSolved("你的函数还没有返回任何值（返回了 None）。", "your function returns None so far.")
     return result
+
+
+# every dict in which torch keeps global module hooks (a handle's id is the key in each)
+_GLOBAL_HOOK_DICTS = ("_global_forward_pre_hooks", "_global_forward_hooks", "_global_forward_hooks_always_called",
+                      "_global_forward_hooks_with_kwargs", "_global_backward_pre_hooks", "_global_backward_hooks")
+
+
+def global_hook_ids() -> set[int]:
+    """The ids of the global module hooks registered right now."""
+    return {key for attr in _GLOBAL_HOOK_DICTS for key in getattr(module_globals, attr, {})}
+
+
+def drop_global_hooks_added_since(before: set[int]) -> bool:
+    """Remove the global hooks registered after ``before`` was taken (a learner forgot them); True if any."""
+    found = False
+    for attr in _GLOBAL_HOOK_DICTS:
+        hooks = getattr(module_globals, attr, {})
+        for key in [k for k in hooks if k not in before]:
+            del hooks[key]
+            found = True
+    return found
+
+
+@contextmanager
+def no_hooks_left(*owners: Any) -> Iterator[None]:
+    """Around a call of the learner's function: afterwards it is wrong to have left a hook on an
+    ``owner`` (module or tensor) or a global module hook; leaked global hooks are removed at once."""
+    on_owners = [len(hook_inventory(owner, include_global=False)) for owner in owners]
+    globals_before = global_hook_ids()
+    try:
+        yield
+    finally:
+        leaked_global = drop_global_hooks_added_since(globals_before)
+    if leaked_global:
+        raise Wrong("函数返回后还留着一个全局钩子（它会影响之后的每个模块！）；把句柄交给 `hooklab.HookScope` 或调用 `handle.remove()`。",
+                    "a global hook is still registered after your function returned (it affects every module from "
+                    "then on!); hand its handle to a `hooklab.HookScope` or call `handle.remove()`.")
+    if any(len(hook_inventory(owner, include_global=False)) > n for owner, n in zip(owners, on_owners)):
+        raise Wrong("函数返回后还留着钩子；把句柄交给 `hooklab.HookScope` 或调用 `handle.remove()`。",
+                    "a hook is still registered after your function returned; hand its handle to a "
+                    "`hooklab.HookScope` or call `handle.remove()`.")

@@ -4,21 +4,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..inventory import hook_inventory
-from . import NotSolved, Wrong, call_answer, exercise, require_callable
+from . import NotSolved, Wrong, call_answer, exercise, no_hooks_left, require_callable
 
 
 def _relu_model(seed: int, width: int) -> tuple[nn.Sequential, torch.Tensor]:
     torch.manual_seed(seed)
     return nn.Sequential(nn.Linear(4, width), nn.ReLU(), nn.Linear(width, 2)), torch.randn(10, 4)
-
-
-def _no_hooks_left(model: nn.Module, globals_before: int) -> None:
-    left = hook_inventory(model, include_global=False)
-    if left or len(hook_inventory(None)) != globals_before:
-        raise Wrong("函数返回后模型上还留着钩子；用 `HookScope` 或 `handle.remove()` 移除它。",
-                    "a hook is still attached after your function returned; remove it "
-                    "with a `HookScope` or `handle.remove()`.")
 
 
 @exercise("00.1",
@@ -41,9 +32,8 @@ def count_relu_zeros(answer) -> None:
         model, x = _relu_model(seed, width)
         with torch.no_grad():
             truth = int((model[1](model[0](x)) == 0).sum())
-        globals_before = len(hook_inventory(None))
-        result = call_answer(answer, model, x)
-        _no_hooks_left(model, globals_before)
+        with no_hooks_left(model):
+            result = call_answer(answer, model, x)
         if not isinstance(result, (int, torch.Tensor)) or isinstance(result, bool):
             raise Wrong(f"应返回整数个数，收到的是 {type(result).__name__}。",
                         f"return the count as an int, not a {type(result).__name__}.")

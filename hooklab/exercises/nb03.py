@@ -12,31 +12,11 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.modules import module as module_globals
 
 from ..attempt import first_sentence
 from ..inventory import hook_inventory
-from . import NotSolved, Wrong, call_answer, exercise, require_callable
-
-# every dict in which torch keeps global module hooks (a handle's id is the key in each)
-_GLOBAL_HOOK_DICTS = ("_global_forward_pre_hooks", "_global_forward_hooks", "_global_forward_hooks_always_called",
-                      "_global_forward_hooks_with_kwargs", "_global_backward_pre_hooks", "_global_backward_hooks")
-
-
-def _global_hook_ids() -> set[int]:
-    return {key for attr in _GLOBAL_HOOK_DICTS for key in getattr(module_globals, attr, {})}
-
-
-def _drop_global_hooks_added_since(before: set[int]) -> bool:
-    """Remove the global hooks registered after ``before`` was taken (a learner forgot them); True if any."""
-    found = False
-    for attr in _GLOBAL_HOOK_DICTS:
-        hooks = getattr(module_globals, attr, {})
-        for key in [k for k in hooks if k not in before]:
-            del hooks[key]
-            found = True
-    return found
-
+from . import (NotSolved, Wrong, call_answer, drop_global_hooks_added_since, exercise, global_hook_ids,
+               no_hooks_left, require_callable)
 
 def _short(exc: BaseException) -> str:
     """An exception's first sentence, without the value reprs some torch messages append."""
@@ -72,7 +52,7 @@ def clamp_inputs(answer) -> None:
         module = nn.Linear(n_in, n_out)
         inputs = [torch.randn(4, n_in) * scale, torch.randn(2, n_in) * scale]
         where = f"nn.Linear({n_in}, {n_out}), low={low}, high={high}"
-        globals_before = _global_hook_ids()
+        globals_before = global_hook_ids()
         try:
             try:
                 handle = call_answer(answer, module, low, high)
@@ -83,7 +63,7 @@ def clamp_inputs(answer) -> None:
                                 "`register_forward_pre_hook` gives you.") from None
                 raise
         finally:
-            leaked_global = _drop_global_hooks_added_since(globals_before)
+            leaked_global = drop_global_hooks_added_since(globals_before)
         if leaked_global:
             raise Wrong("你的函数注册了全局钩子；这里只需要在 `module` 上注册一个前向预钩子。",
                         "your function registered a global hook; register one forward pre-hook on `module` only.")
@@ -292,15 +272,8 @@ def count_calls(model, x):
 def count_calls(answer) -> None:
     require_callable(answer, "count_calls")
     for (what_zh, what_en), model, x, truth in _call_count_cases():
-        globals_before = _global_hook_ids()
-        try:
+        with no_hooks_left(model):
             result = call_answer(answer, model, x)
-        finally:
-            leaked_global = _drop_global_hooks_added_since(globals_before)
-        if leaked_global or hook_inventory(model, include_global=False):
-            raise Wrong("函数返回后还留着钩子（全局钩子会影响之后的每个模块！）；把句柄交给 `HookScope` 或调用 `handle.remove()`。",
-                        "a hook is still registered after your function returned (a global one affects every module "
-                        "from then on!); hand its handle to a `HookScope` or call `handle.remove()`.")
         if not isinstance(result, Mapping):
             raise Wrong(f"应返回一个字典 {{类名: 调用次数}}，收到的是 {type(result).__name__}。",
                         f"return a dict {{class name: number of calls}}, not a {type(result).__name__}.")

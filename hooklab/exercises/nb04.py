@@ -15,9 +15,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..inventory import hook_inventory
-from . import NotSolved, Wrong, call_answer, exercise, require_callable
-from .nb03 import _drop_global_hooks_added_since, _global_hook_ids, _short
+from . import NotSolved, Wrong, call_answer, exercise, no_hooks_left, require_callable
+from .nb03 import _short
 
 LIMIT = 0.1
 
@@ -308,15 +307,8 @@ def block_grad_norms(answer) -> None:
         x = torch.randn(2, 3, 16, 16)
         forward_names, out_norms, in_norms = _block_gradients(model, x)
         names, norms = forward_names[::-1], out_norms[::-1]  # backward reaches the last block first
-        globals_before = _global_hook_ids()
-        try:
+        with no_hooks_left(model):
             result = call_answer(answer, model, x)
-        finally:
-            leaked_global = _drop_global_hooks_added_since(globals_before)
-        if leaked_global or hook_inventory(model, include_global=False):
-            raise Wrong("函数返回后还留着钩子；把句柄交给 `HookScope` 或调用 `handle.remove()`。",
-                        "a hook is still registered after your function returned; hand its handle to a `HookScope` "
-                        "or call `handle.remove()`.")
         pairs = _as_pairs(result)
         got_names = [p[0] for p in pairs]
         shape_zh, shape = f"各阶段块数为 {blocks}", f"blocks per stage {blocks}"

@@ -12,17 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..clip import clip_grad_norm_hooks
-from ..inventory import hook_inventory
-from . import Wrong, call_answer, exercise, require_callable
-
-
-def _hooks_left(model: nn.Module, on_model_before: int, globals_before: int) -> None:
-    """Wrong if the learner's function left a hook on the model or a global one."""
-    if (len(hook_inventory(model, include_global=False)) != on_model_before
-            or len(hook_inventory(None)) != globals_before):
-        raise Wrong("函数返回后模型上还留着钩子；把句柄交给 `hooklab.HookScope`（或 `handle.remove()`）。",
-                    "a hook is still attached after your function returned; hand the handles to a "
-                    "`hooklab.HookScope` (or call `handle.remove()`).")
+from . import Wrong, call_answer, exercise, no_hooks_left, require_callable
 
 
 # ---- 05.1 the input shape of every top-level call --------------------------------------------
@@ -115,9 +105,8 @@ def input_shapes(model, x):
 def input_shapes(answer) -> None:
     require_callable(answer, "input_shapes")
     for label, model, x, truth, output_rows in _input_shape_cases():
-        on_model, globals_before = len(hook_inventory(model, include_global=False)), len(hook_inventory(None))
-        result = call_answer(answer, model, x)
-        _hooks_left(model, on_model, globals_before)
+        with no_hooks_left(model):
+            result = call_answer(answer, model, x)
         rows = _as_rows(result)
         if rows == truth:
             continue
@@ -230,9 +219,8 @@ def grad_norms(answer) -> None:
         what_en = (f"a network with {depth} hidden layers of width {width}, weights {scale:g}x the Kaiming scale"
                    + (f", with `clip_grad_norm_hooks(model, {max_norm:g})` attached" if clip else ""))
         try:
-            on_model, globals_before = len(hook_inventory(model, include_global=False)), len(hook_inventory(None))
-            result = call_answer(answer, model, x.clone(), y.clone())
-            _hooks_left(model, on_model, globals_before)
+            with no_hooks_left(model):
+                result = call_answer(answer, model, x.clone(), y.clone())
         finally:
             if clip is not None:
                 clip.remove()
@@ -325,9 +313,8 @@ def grad_cam(answer) -> None:
                    "*not* predicted", "mixed": "a different target class per image"}[which]
         where_zh, where_en = f"层 `\"{layer}\"`、{what_zh}", f"layer `\"{layer}\"`, {what_en}"
 
-        on_model, globals_before = len(hook_inventory(model, include_global=False)), len(hook_inventory(None))
-        result = call_answer(answer, model, layer, x.clone(), target.clone())
-        _hooks_left(model, on_model, globals_before)
+        with no_hooks_left(model):
+            result = call_answer(answer, model, layer, x.clone(), target.clone())
         if not isinstance(result, torch.Tensor):
             raise Wrong(f"应返回一个张量（N×h×w），收到的是 {type(result).__name__}。",
                         f"return a tensor (N x h x w), not a {type(result).__name__}.")

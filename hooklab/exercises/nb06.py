@@ -19,10 +19,9 @@ import torch
 from torch import nn
 from torch.autograd.graph import save_on_cpu, saved_tensors_hooks
 
-from ..inventory import hook_inventory
 from ..ledger import SavedTensorLedger
 from ..offload import SaveOnDisk
-from . import NotSolved, Wrong, call_answer, exercise, require_callable
+from . import NotSolved, Wrong, call_answer, exercise, no_hooks_left, require_callable
 
 
 # ---- shared checks ----------------------------------------------------------------------------
@@ -45,13 +44,6 @@ def no_saved_tensor_hooks_left() -> None:
                     "让它在函数结束前退出。",
                     "a pair of saved-tensor hooks is still active after your function returned; enter it "
                     "with `with saved_tensors_hooks(...):` so that it exits before your function ends.")
-
-
-def no_module_hooks_left(model: nn.Module, globals_before: int) -> None:
-    if hook_inventory(model, include_global=False) or len(hook_inventory(None)) != globals_before:
-        raise Wrong("函数返回后模型上还留着钩子；用 `hooklab.HookScope` 或 `handle.remove()` 移除它。",
-                    "a hook is still attached after your function returned; remove it with a "
-                    "`hooklab.HookScope` or `handle.remove()`.")
 
 
 def _still_alive(refs: list[weakref.ref]) -> bool:
@@ -136,12 +128,11 @@ def saved_activation_bytes(answer: Any) -> None:
         model, x = _bytes_case(seed, kind, batch, input_grad)  # a fresh copy for the learner
         outputs: list[weakref.ref] = []
         spy = model[-1].register_forward_hook(lambda m, args, out: outputs.append(weakref.ref(out)))
-        globals_before = len(hook_inventory(None))
         try:
-            result = call_answer(answer, model, x)
+            with no_hooks_left(model):
+                result = call_answer(answer, model, x)
         finally:
             spy.remove()
-        no_module_hooks_left(model, globals_before)
         no_saved_tensor_hooks_left()
         if _still_alive(outputs):
             raise Wrong("函数返回后，模型最后一层的输出仍然活着：pack 钩子返回了张量本身。保存自己输出的运算（如 "

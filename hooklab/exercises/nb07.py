@@ -13,11 +13,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..inventory import hook_inventory
 from ..ledger import MemoryMeter
 from ..offload import checkpoint_modules
-from . import Wrong, call_answer, exercise, require_callable
-from .nb06 import no_module_hooks_left, no_saved_tensor_hooks_left
+from . import Wrong, call_answer, exercise, no_hooks_left, require_callable
+from .nb06 import no_saved_tensor_hooks_left
 
 
 def _run(what_zh: str, what_en: str, fn: Any) -> Any:
@@ -103,11 +102,10 @@ def count_forward_calls(answer: Any) -> None:
         model, x = _calls_case(seed, kind)
         truth = _count_calls(model, lambda: model(x))  # a plain forward pass, no checkpoint
         model, x = _calls_case(seed, kind)
-        globals_before = len(hook_inventory(None))
         results: list[Any] = []
-        total = _count_calls(model, lambda: results.append(call_answer(answer, model, x)))  # with the recomputation
+        with no_hooks_left(model):
+            total = _count_calls(model, lambda: results.append(call_answer(answer, model, x)))  # with the recomputation
         result = results[0]
-        no_module_hooks_left(model, globals_before)
         no_saved_tensor_hooks_left()
         if any(p.grad is None for p in model.parameters()):
             raise Wrong("函数返回后参数还没有梯度：要跑完整的一步训练，包括 `loss.backward()`。",
@@ -176,16 +174,14 @@ def compressed_checkpoint_loss(answer: Any) -> None:
 
         calls = [0]
         spy = block[0].register_forward_hook(lambda m, args, out: calls.__setitem__(0, calls[0] + 1))
-        globals_before = len(hook_inventory(None))
         try:
-            with MemoryMeter(ignore=[*block.parameters(), x]) as meter:
+            with no_hooks_left(block), MemoryMeter(ignore=[*block.parameters(), x]) as meter:
                 loss = call_answer(answer, block, x)
                 held = meter.mark()
                 if isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.requires_grad:
                     _run("`loss.backward()`", "`loss.backward()`", loss.backward)
         finally:
             spy.remove()
-        no_module_hooks_left(block, globals_before)
         no_saved_tensor_hooks_left()
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             raise Wrong("应返回标量损失 `out.square().sum()`（一个张量）。",
@@ -291,10 +287,9 @@ def choose_blocks(answer: Any) -> None:
         names = [str(i) for i in range(len(spec))]
         kept = {choice: kept_after_forward(model, x, list(choice)) for choice in itertools.combinations(names, k)}
         best = min(kept.values())
-        globals_before = len(hook_inventory(None))
         modules_before = list(model.modules())
-        result = call_answer(answer, model, x, k)
-        no_module_hooks_left(model, globals_before)
+        with no_hooks_left(model):
+            result = call_answer(answer, model, x, k)
         no_saved_tensor_hooks_left()
         if list(model.modules()) != modules_before or any("forward" in m.__dict__ for m in model.modules()):
             raise Wrong("函数返回后模型被改变了（模块被替换，或 `forward` 仍被替换着）：只在 "

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from ..inventory import hook_inventory
-from . import NotSolved, Wrong, call_answer, exercise, require_callable
+from . import NotSolved, Wrong, call_answer, exercise, no_hooks_left, require_callable
 
 
 class _Branchy(nn.Module):
@@ -19,15 +19,6 @@ class _Branchy(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.act(self.encoder(x)))
-
-
-def _hooks_left(model: nn.Module, globals_before: int) -> bool:
-    return bool(hook_inventory(model, include_global=False)) or len(hook_inventory(None)) != globals_before
-
-
-_LEFT_BEHIND = Wrong("函数返回后模型上还留着钩子；用 `hooklab.HookScope` 或 `handle.remove()` 移除它们。",
-                     "hooks are still attached after your function returned; remove them with a "
-                     "`hooklab.HookScope` or `handle.remove()`.")
 
 
 @exercise("08.1",
@@ -53,10 +44,8 @@ def linear_output_shapes(answer) -> None:
         torch.manual_seed(seed)
         model, x = _Branchy(width), torch.randn(batch, 3)
         truth = {"encoder.0": (batch, width), "encoder.2": (batch, width + 2), "head": (batch, 1)}
-        globals_before = len(hook_inventory(None))
-        result = call_answer(answer, model, x)
-        if _hooks_left(model, globals_before):
-            raise _LEFT_BEHIND
+        with no_hooks_left(model):
+            result = call_answer(answer, model, x)
         if not isinstance(result, dict):
             raise Wrong(f"应返回字典 {{层名: 形状}}，收到的是 {type(result).__name__}。",
                         f"return a dict {{layer name: shape}}, not a {type(result).__name__}.")
@@ -161,10 +150,8 @@ def keep_relu_outputs(answer) -> None:
         with torch.no_grad():
             first = torch.relu(model.fc1(x))
             truth = [first, torch.relu(model.fc2(first))]
-        globals_before = len(hook_inventory(None))
-        result = call_answer(answer, model, x)
-        if _hooks_left(model, globals_before):
-            raise _LEFT_BEHIND
+        with no_hooks_left(model):
+            result = call_answer(answer, model, x)
         if not isinstance(result, (list, tuple)) or not all(isinstance(t, torch.Tensor) for t in result):
             raise Wrong("应返回张量列表（按调用顺序，每个 ReLU 一个）。", "return a list of tensors, one per ReLU, in call order.")
         if len(result) != len(truth):
