@@ -23,6 +23,20 @@ def normalise(nb: nbformat.NotebookNode) -> None:
     nb.metadata = nbformat.from_dict({"kernelspec": KERNEL, "language_info": {"name": "python"}})
     for cell in nb.cells:
         cell.metadata = nbformat.from_dict({k: v for k, v in cell.metadata.items() if k in CELL_KEYS})
+        if cell.cell_type == "code":
+            cell.outputs = coalesce_streams(cell.outputs)
+
+
+def coalesce_streams(outputs: list) -> list:
+    """One stream output per run of stdout (or stderr) text: how the kernel chunked it is noise in a diff."""
+    merged: list = []
+    for out in outputs:
+        if (out.output_type == "stream" and merged and merged[-1].output_type == "stream"
+                and merged[-1].name == out.name):
+            merged[-1].text += out.text
+        else:
+            merged.append(out)
+    return merged
 
 
 def regen(path: Path) -> float:
