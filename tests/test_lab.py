@@ -1,15 +1,16 @@
 """The main job: `./course lab` serves the course, and its kernel can import and use hooklab."""
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
 import urllib.request
-import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import websocket
+from jupyter_client import BlockingKernelClient
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "hooklab-test-token"
@@ -32,10 +33,21 @@ def api(port, path, method="GET", body=None):
         return response.status, (json.loads(raw) if raw and is_json else raw)
 
 
+@dataclass
+class LabServer:
+    port: int
+    runtime_dir: Path
+    log: Path
+
+    def log_tail(self, chars: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-chars:]
+
+
 @pytest.fixture
 def lab_server(tmp_path):
     port = free_port()
-    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
+    runtime_dir = tmp_path / "runtime"
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime_dir))
     log = open(tmp_path / "lab.log", "w+")
     proc = subprocess.Popen(
         [str(ROOT / "course"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
@@ -52,47 +64,67 @@ def lab_server(tmp_path):
                     log.seek(0)
                     pytest.fail(f"JupyterLab did not start:\n{log.read()[-3000:]}")
                 time.sleep(0.5)
-        yield port
+        yield LabServer(port, runtime_dir, tmp_path / "lab.log")
     finally:
-        proc.terminate()
+        # the server runs in its own session: end it and its kernels together
         try:
+            os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        except ProcessLookupError:
+            pass
         log.close()
 
 
-def execute(port, kernel_id, code):
-    ws = websocket.create_connection(
-        f"ws://127.0.0.1:{port}/api/kernels/{kernel_id}/channels?token={TOKEN}", timeout=60)
+def kernel_client(runtime_dir: Path, kernel_id: str, deadline_s: float = 60.0) -> BlockingKernelClient:
+    """A maintained client (jupyter_client) connected to the kernel the server started, via its connection file."""
+    connection_file = runtime_dir / f"kernel-{kernel_id}.json"
+    deadline = time.monotonic() + deadline_s
+    while not connection_file.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the server wrote no connection file {connection_file.name} "
+                               f"within {deadline_s:.0f} s")
+        time.sleep(0.2)
+    client = BlockingKernelClient(connection_file=str(connection_file))
+    client.load_connection_file()
+    client.start_channels()
     try:
-        msg_id = uuid.uuid4().hex
-        ws.send(json.dumps({
-            "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test",
-                       "session": uuid.uuid4().hex, "version": "5.3"},
-            "parent_header": {}, "metadata": {}, "channel": "shell",
-            "content": {"code": code, "silent": False, "store_history": False,
-                        "user_expressions": {}, "allow_stdin": False}}))
-        stdout, status, stdout_done = [], None, False
-        while status is None or not stdout_done:
-            msg = json.loads(ws.recv())
-            if msg.get("parent_header", {}).get("msg_id") != msg_id:
-                continue
-            kind = msg["header"]["msg_type"]
-            if kind == "stream":
-                stdout.append(msg["content"]["text"])
-            elif kind == "error":
-                pytest.fail(f"cell raised {msg['content']['ename']}: {msg['content']['evalue']}")
-            elif kind == "execute_reply":
-                status = msg["content"]["status"]
-            stdout_done = kind == "status" and msg["content"]["execution_state"] == "idle"
-        return status, "".join(stdout)
-    finally:
-        ws.close()
+        client.wait_for_ready(timeout=deadline_s)
+    except RuntimeError as error:
+        client.stop_channels()
+        raise TimeoutError(f"kernel {kernel_id} did not answer kernel_info within {deadline_s:.0f} s") from error
+    return client
+
+
+def execute(client: BlockingKernelClient, code: str, deadline_s: float = 120.0):
+    """Run `code` in the kernel; return (reply status, stdout).
+
+    `execute_interactive` waits for this request's iopub `status: idle` and its shell `execute_reply`,
+    each on its own channel, so the order in which they arrive cannot matter; one deadline bounds both.
+    """
+    stdout, errors = [], []
+
+    def on_output(msg):
+        kind = msg["header"]["msg_type"]
+        if kind == "stream" and msg["content"]["name"] == "stdout":
+            stdout.append(msg["content"]["text"])
+        elif kind == "error":
+            errors.append(f"{msg['content']['ename']}: {msg['content']['evalue']}")
+
+    try:
+        reply = client.execute_interactive(code, timeout=deadline_s, output_hook=on_output, allow_stdin=False)
+    except TimeoutError as error:
+        raise TimeoutError(f"no status: idle and execute_reply within {deadline_s:.0f} s "
+                           f"for the code:\n{code}") from error
+    if errors:
+        pytest.fail("cell raised " + "; ".join(errors))
+    return reply["content"]["status"], "".join(stdout)
 
 
 def test_lab_serves_the_course_and_its_kernel_uses_hooklab(lab_server):
-    port = lab_server
+    port = lab_server.port
     status, page = api(port, "/lab")
     assert status == 200 and b"JupyterLab" in page
     _, listing = api(port, "/api/contents")
@@ -102,15 +134,21 @@ def test_lab_serves_the_course_and_its_kernel_uses_hooklab(lab_server):
     assert "hooklab" in specs["kernelspecs"]
 
     _, kernel = api(port, "/api/kernels", "POST", {"name": "hooklab"})
+    client = None
     try:
-        status, out = execute(port, kernel["id"], (
+        client = kernel_client(lab_server.runtime_dir, kernel["id"])
+        status, out = execute(client, (
             "import torch, hooklab\n"
             "m = torch.nn.Linear(2, 2)\n"
             "scope = hooklab.named_scope('lab-test')\n"
             "scope.add(m.register_forward_hook(lambda *a: None))\n"
             "print(len(hooklab.hook_inventory(m)), hooklab.hook_inventory(m)[0].kind)\n"
             "scope.remove(); print(hooklab.hook_inventory(m))\n"))
+    except TimeoutError as error:
+        pytest.fail(f"{error}\n--- server log (tail) ---\n{lab_server.log_tail()}")
     finally:
+        if client is not None:
+            client.stop_channels()
         api(port, f"/api/kernels/{kernel['id']}", "DELETE")
     assert status == "ok"
     assert out.splitlines() == ["1 forward", "[]"]
