@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -68,7 +69,7 @@ def pytest_collect_file(file_path, parent):
     if (file_path.suffix != ".ipynb" or not getattr(config.option, "nbval", False)
             or config.option.cpu_kernels == "native"):
         return None
-    nodeid = file_path.relative_to(config.rootpath).as_posix() + SCALAR_SUFFIX
+    nodeid = Path(os.path.relpath(file_path, config.rootpath)).as_posix() + SCALAR_SUFFIX
     return _scalar_notebook_class().from_parent(parent, path=file_path, nodeid=nodeid)
 
 

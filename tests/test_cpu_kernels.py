@@ -1,5 +1,6 @@
 """`--cpu-kernels=scalar` (part of `./course test`) really starts the notebook kernels with the scalar CPU kernels."""
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,12 +27,14 @@ def probe_notebook(path: Path, expected: str) -> Path:
 
 
 def validate(notebook: Path, kernels: str) -> subprocess.CompletedProcess:
-    # the repository's conftest.py is loaded as a plugin so that the notebook in tmp_path gets --cpu-kernels
+    # the repository's conftest.py is loaded as a plugin so that the notebook in tmp_path gets --cpu-kernels;
+    # run from the notebook's folder so that nothing else on the machine (another *.ipynb in /tmp) is collected
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n0", "-p", "no:cacheprovider", "-p", "conftest",
          f"--cpu-kernels={kernels}", "--rootdir", str(notebook.parent), "-c", "/dev/null",
          "--nbval", "--nbval-current-env", str(notebook)],
-        cwd=ROOT, capture_output=True, text=True, timeout=240)
+        cwd=notebook.parent, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True, text=True, timeout=240)
 
 
 def test_scalar_configuration_reaches_the_kernel(tmp_path):
