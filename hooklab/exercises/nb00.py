@@ -83,8 +83,8 @@ def predict_order(answer) -> None:
     truth = _recorded_order()
     if list(answer) != truth:
         first = next(i for i, (a, b) in enumerate(zip(answer, truth)) if a != b)
-        raise Wrong(f"第 {first + 1} 个触发的是 `{truth[first]}`，不是 `{answer[first]}`。用第 3 节的办法记录一次看看。",
-                    f"position {first + 1} is `{truth[first]}`, not `{answer[first]}`. Record it as in section 3 to see.")
+        raise Wrong(f"第 {first + 1} 个触发的是 `{truth[first]}`，不是 `{answer[first]}`。像第 4 节那样记录一次看看。",
+                    f"position {first + 1} is `{truth[first]}`, not `{answer[first]}`. Record it as in section 4 to see.")
 
 
 class _Tiny(nn.Module):
