@@ -14,14 +14,30 @@ asking for the same name again first removes what the previous run registered.
 """
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+import inspect
+from typing import Any, Protocol, TypeVar
 
 __all__ = ["HookScope", "named_scope"]
 
 
-@runtime_checkable
 class Removable(Protocol):
     def remove(self) -> None: ...
+
+
+H = TypeVar("H", bound=Removable)
+
+
+def _removable_without_arguments(handle: Any) -> bool:
+    remove = getattr(handle, "remove", None)
+    if isinstance(handle, (list, tuple, set, dict)) or not callable(remove):
+        return False
+    try:
+        inspect.signature(remove).bind()
+    except TypeError:  # list.remove(value), set.remove(elem): not a handle
+        return False
+    except ValueError:  # no signature available (some builtins): trust the attribute
+        return True
+    return True
 
 
 class HookScope:
@@ -29,31 +45,41 @@ class HookScope:
 
     def __init__(self, name: str | None = None) -> None:
         self.name = name
-        self._handles: list[Removable] = []
+        self._handles: list[Any] = []
 
-    def add(self, handle: Any) -> Any:
+    def add(self, handle: H) -> H:
         """Take ownership of ``handle`` (what a ``register_*hook`` call returned) and return it."""
-        if not isinstance(handle, Removable):
+        if not _removable_without_arguments(handle):
             what = type(handle).__name__
-            hint = (
-                " You passed a function: register it first, e.g. "
-                "scope.add(module.register_forward_hook(fn))."
-                if callable(handle)
-                else ""
-            )
+            if callable(handle):
+                hint = " You passed a function: register it first, e.g. scope.add(module.register_forward_hook(fn))."
+            elif isinstance(handle, (list, tuple, set, dict)):
+                hint = " You passed a collection: add each handle on its own (for h in handles: scope.add(h))."
+            else:
+                hint = ""
             raise TypeError(
                 f"HookScope.add expects the handle returned by a register_*hook call "
-                f"(an object with .remove()), got {what}.{hint}"
+                f"(an object whose .remove() takes no arguments), got {what}.{hint}"
             )
         self._handles.append(handle)
         return handle
 
     def remove(self) -> int:
-        """Remove every hook this scope owns; return how many there were."""
-        count = 0
+        """Remove every hook this scope owns; return how many there were.
+
+        A handle whose ``remove()`` raises does not stop the others from being removed;
+        the first such error is raised once all of them have been tried.
+        """
+        count, first_error = 0, None
         while self._handles:
-            self._handles.pop().remove()
+            handle = self._handles.pop()
             count += 1
+            try:
+                handle.remove()
+            except Exception as error:  # keep removing the rest, report afterwards
+                first_error = first_error or error
+        if first_error is not None:
+            raise first_error
         return count
 
     def __len__(self) -> int:

@@ -84,6 +84,35 @@ def test_add_rejects_a_function_with_a_hint(model):
         HookScope().add(3)
 
 
+def test_add_rejects_a_collection_of_handles_and_keeps_nothing(model):
+    handles = [model[0].register_forward_hook(noop), model[2].register_forward_hook(noop)]
+    scope = HookScope()
+    with pytest.raises(TypeError, match="add each handle on its own"):
+        scope.add(handles)  # a list has .remove, but .remove(value) is not a handle's remove()
+    with pytest.raises(TypeError, match="got set"):
+        scope.add(set())
+    assert len(scope) == 0
+    for handle in handles:
+        handle.remove()
+    assert hook_inventory(model, include_global=False) == []
+
+
+class FailingHandle:
+    def remove(self):
+        raise RuntimeError("this handle cannot be removed")
+
+
+def test_a_failing_handle_does_not_stop_the_others_from_being_removed(model):
+    scope = HookScope()
+    scope.add(model[0].register_forward_hook(noop))
+    scope.add(FailingHandle())
+    scope.add(model[2].register_forward_hook(noop))
+    with pytest.raises(RuntimeError, match="cannot be removed"):
+        scope.remove()
+    assert hook_inventory(model, include_global=False) == []  # both real hooks are gone
+    assert len(scope) == 0 and scope.remove() == 0  # and nothing is retried later
+
+
 def test_named_scope_rerun_replaces_instead_of_stacking(model):
     calls = []
 
