@@ -139,9 +139,12 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model, names
         self.grads, self.detach, self.to_cpu, self.clone = grads, detach, to_cpu, clone
         self.store = Capture(self.names)
         self.scope = HookScope("capture")
+        # one gradient hook per name, on the output held now: older outputs' hooks are removed,
+        # so the number of live handles stays len(names) however many forward passes run
+        self._grad_hooks: dict[str, Any] = {}
 
     def _hook(self, name: str):
-        store, scope = self.store, self.scope
+        store, grad_hooks = self.store, self._grad_hooks
         grads, detach, to_cpu, clone = self.grads, self.detach, self.to_cpu, self.clone
 
         def capture_output(module: nn.Module, args: Any, output: Any) -> None:
@@ -151,6 +154,9 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model, names
             # a detached tensor shares the output's memory and version counter: remember the
             # version to tell later if an in-place op overwrote what we hold
             store._versions[name] = _version(kept) if shared else None
+            previous = grad_hooks.pop(name, None)
+            if previous is not None:  # only the gradient of the output held now is recorded
+                previous.remove()
             if grads and torch.is_grad_enabled():
                 if not isinstance(output, torch.Tensor):
                     raise TypeError(
@@ -158,12 +164,9 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model, names
                         f"{type(output).__name__}; capture a submodule that returns a tensor"
                     )
                 if output.requires_grad:
-                    call = store.calls[name]
-
                     def capture_grad(grad: torch.Tensor) -> None:
-                        if store.calls[name] == call:  # only the gradient of the output we hold
-                            store.grads[name] = _store(grad, detach, to_cpu, clone)
-                    scope.add(output.register_hook(capture_grad))
+                        store.grads[name] = _store(grad, detach, to_cpu, clone)
+                    grad_hooks[name] = output.register_hook(capture_grad)
 
         return capture_output
 
@@ -177,7 +180,11 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model, names
         return self.store
 
     def __exit__(self, *exc_info: object) -> None:
-        self.scope.remove()
+        try:
+            self.scope.remove()
+        finally:
+            while self._grad_hooks:
+                self._grad_hooks.popitem()[1].remove()
 
 
 class FeatureExtractor(nn.Module):

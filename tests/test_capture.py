@@ -295,3 +295,33 @@ def test_layer_shapes_bad_depth(net, x, depth):
 def test_layer_shapes_needs_a_module():
     with pytest.raises(TypeError, match="nn.Module"):
         layer_shapes(lambda t: t, torch.ones(1))
+
+
+def test_capture_state_stays_bounded_over_1000_training_steps():
+    """One gradient hook per captured name at any time, and no objects that pile up with the steps."""
+    import gc
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    x = torch.randn(3, 4)
+    tool = capture(net, ["0", "2"], grads=True)
+    optimizer = torch.optim.SGD(net.parameters(), lr=1e-3)
+
+    def step():
+        optimizer.zero_grad()
+        net(x).square().mean().backward()
+        optimizer.step()
+
+    with tool as store:
+        for _ in range(100):
+            step()
+        gc.collect()
+        objects_before = len(gc.get_objects())
+        for _ in range(900):
+            step()
+            assert len(tool.scope) == 2 and len(tool._grad_hooks) == 2
+        gc.collect()
+        growth = len(gc.get_objects()) - objects_before
+        assert store.calls["2"] == 1000 and set(store.grads) == {"0", "2"}
+    assert growth < 50, f"{growth} more Python objects after 900 more steps"
+    assert hooklab.hook_inventory(net, include_global=False) == [] and not tool._grad_hooks
