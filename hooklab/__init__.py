@@ -13,8 +13,8 @@ from .inventory import HookEntry, hook_inventory, hook_name, show_hooks
 from .ledger import MemoryMeter, SavedRecord, SavedTensorLedger, format_bytes
 from .lookup import UnknownModuleError, get_module
 from .monitor import ActivationStats, GradientMonitor
-from .offload import (CompressSaved, OffloadStats, OffloadWrapper, SaveOnCpu, SaveOnDisk,
-                      checkpoint_modules, gradient_error, offload_module)
+from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper, SaveOnCpu,
+                      SaveOnDisk, checkpoint_modules, gradient_error, offload_module)
 from .scope import HookScope, named_scope
 from .tracer import Event, Tracer
 
@@ -30,6 +30,7 @@ __all__ = [
     "HookEntry",
     "HookScope",
     "MemoryMeter",
+    "OffloadScope",
     "OffloadStats",
     "OffloadWrapper",
     "SavedRecord",

@@ -40,6 +40,7 @@ from .scope import HookScope
 
 __all__ = [
     "CompressSaved",
+    "OffloadScope",
     "OffloadStats",
     "OffloadWrapper",
     "SaveOnCpu",
@@ -67,6 +68,11 @@ class OffloadStats:
     offloaded_bytes: int = 0
     stored_bytes: int = 0
     kept_bytes: int = 0
+
+    def __iadd__(self, other: OffloadStats) -> OffloadStats:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        return self
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -446,12 +452,28 @@ class OffloadWrapper(nn.Module):
             return self.module(*args, **kwargs)
 
 
-def offload_module(module: nn.Module, make_hooks: HooksFactory) -> HookScope:
+class OffloadScope(HookScope):
+    """What :func:`offload_module` returns: its two hooks, and a bounded summary of the calls.
+
+    ``calls``: forward calls so far; ``stats``: the :class:`OffloadStats` of every call's context
+    added up (contexts without ``stats``, e.g. torch's ``save_on_cpu``, are not counted);
+    ``last``: the context of the latest call. Nothing here grows with the number of calls.
+    """
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self.calls = 0
+        self.stats = OffloadStats()
+        self.last: ContextManager | None = None
+
+
+def offload_module(module: nn.Module, make_hooks: HooksFactory) -> OffloadScope:
     """Make every forward call of ``module`` run under a fresh ``make_hooks()`` context.
 
     Uses a forward pre-hook to enter and an always-called forward hook to leave, so the
-    model and its state_dict are unchanged. Returns a :class:`HookScope`; ``.remove()`` it
-    (or use it in ``with``) to stop. The contexts of the calls are in ``scope.contexts``.
+    model and its state_dict are unchanged. Returns an :class:`OffloadScope`; ``.remove()`` it
+    (or use it in ``with``) to stop. ``scope.stats`` sums the counters of every call and
+    ``scope.last`` is the latest call's context.
     If the module's forward raises, its context is left as after a normal exit (a hook cannot
     tell the exception apart from one already being handled around the call); a
     :class:`SaveOnDisk` context then deletes its files when the partial graph is freed.
@@ -462,8 +484,7 @@ def offload_module(module: nn.Module, make_hooks: HooksFactory) -> HookScope:
     if not isinstance(module, nn.Module):
         raise TypeError(f"offload_module takes an nn.Module, got {type(module).__name__}")
     _check_factory(make_hooks)
-    scope = HookScope("offload_module")
-    scope.contexts = []  # type: ignore[attr-defined]
+    scope = OffloadScope("offload_module")
     local = threading.local()
 
     def enter(mod: nn.Module, args: Any) -> None:
@@ -472,12 +493,16 @@ def offload_module(module: nn.Module, make_hooks: HooksFactory) -> HookScope:
         stack = getattr(local, "stack", None) or []
         stack.append(hooks)
         local.stack = stack
-        scope.contexts.append(hooks)  # type: ignore[attr-defined]
+        scope.calls += 1
+        scope.last = hooks
 
     def leave(mod: nn.Module, args: Any, output: Any) -> None:
         stack = getattr(local, "stack", None)
         if stack:
-            stack.pop().__exit__(None, None, None)
+            hooks = stack.pop()
+            hooks.__exit__(None, None, None)
+            if isinstance(getattr(hooks, "stats", None), OffloadStats):
+                scope.stats += hooks.stats  # packing is over once the call has returned
 
     scope.add(module.register_forward_pre_hook(enter))
     scope.add(module.register_forward_hook(leave, always_call=True))

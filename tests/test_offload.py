@@ -298,15 +298,35 @@ def test_offload_module_uses_a_context_per_call_and_removes_hooks(tmp_path):
         assert net.state_dict().keys() == set(keys) or list(net.state_dict()) == keys
         net.zero_grad(set_to_none=True)
         loss = net(x).square().sum()
+        first = scope.last
         net(x)  # a second call gets its own context
-        assert len(scope.contexts) == 2
-        assert scope.contexts[0].stats.offloaded >= 1
-        assert scope.contexts[0].files_alive >= 1
+        assert scope.calls == 2 and scope.last is not first
+        assert scope.stats.offloaded == first.stats.offloaded + scope.last.stats.offloaded >= 2
+        assert first.files_alive >= 1
         loss.backward()
     assert hooklab.hook_inventory(net, include_global=False) == []
     assert all(torch.equal(a, p.grad) for a, p in zip(ref, net.parameters()))
     gc.collect()
     assert os.listdir(tmp_path) == []
+
+
+def test_offload_module_state_stays_bounded_over_1000_steps():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1))
+    x = torch.randn(4, 8)
+    with offload_module(net[0], lambda: CompressSaved("bf16", min_bytes=0)) as scope:
+        for _ in range(100):
+            net(x).sum().backward()
+        gc.collect()
+        objects_before = len(gc.get_objects())
+        for _ in range(900):
+            net(x).sum().backward()
+        gc.collect()
+        growth = len(gc.get_objects()) - objects_before
+        assert scope.calls == 1000 and len(scope) == 2
+        assert scope.stats.offloaded == 1000 * scope.last.stats.offloaded > 0
+    assert growth < 50, f"{growth} more Python objects after 900 more steps"
+    assert hooklab.hook_inventory(net, include_global=False) == []
 
 
 def test_offload_module_hooks_removed_after_exception():
