@@ -47,6 +47,10 @@ def export_notebooks(lang: str, out_dir: str | Path, paths: Iterable[str | Path]
     missing = [str(p) for p in sources if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"no such notebook: {', '.join(missing)}")
+    overwritten = [str(p) for p in sources if (out_dir / p.name).resolve() == p.resolve()]
+    if overwritten:
+        raise ValueError(f"--out {out_dir} would overwrite the bilingual source {', '.join(overwritten)}; "
+                         "choose another folder (the default is build/<lang>)")
     exported = [(p, export_notebook(json.loads(p.read_text(encoding="utf-8")), lang)) for p in sources]
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

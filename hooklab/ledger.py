@@ -209,6 +209,9 @@ class SavedTensorLedger:
             self.live_bytes -= self._key_bytes[key]
 
     def _pack(self, t: torch.Tensor) -> _Saved:
+        if t.numel() == 0:
+            # torch < 2.12's checkpoint(use_reentrant=False) saves an empty placeholder: no bytes, no record
+            return _Saved(t, -1)
         record = self._add(t, UNLABELED, None)
         key = _storage_key(t)
         handle = _Saved(t.detach(), record.index)
@@ -218,7 +221,7 @@ class SavedTensorLedger:
         return handle
 
     def _unpack(self, handle: _Saved) -> torch.Tensor:
-        if self._probe is not None:
+        if self._probe is not None and handle.index >= 0:
             self._probe.append(handle.index)
         return handle.tensor
 
@@ -250,7 +253,9 @@ class SavedTensorLedger:
                 raise ValueError("an output has no grad_fn: it was not computed from tensors that require grad "
                                  "(or the graph was built under torch.no_grad())")
             roots.append(out.grad_fn)
-        seen: set[int] = set()
+        # keep the visited nodes alive: on torch < 2.13 a Node's Python wrapper dies when it is dropped
+        # and the next wrapper may reuse its id(), so a set of ids would silently skip real nodes
+        seen: dict[int, Any] = {}
         labelled = 0
         stack = list(roots)
         with torch.autograd.graph.disable_saved_tensors_hooks(_NO_RECOMPUTE):
@@ -258,7 +263,7 @@ class SavedTensorLedger:
                 node = stack.pop()
                 if node is None or id(node) in seen:
                     continue
-                seen.add(id(node))
+                seen[id(node)] = node
                 labelled += self._label_node(node)
                 stack.extend(fn for fn, _ in node.next_functions)
         return labelled

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Iterable, Iterator
 
 import torch
+import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 from torch.multiprocessing.reductions import StorageWeakRef

@@ -47,6 +47,19 @@ def test_export_notebooks_writes_files_and_checks_paths(tmp_path):
     assert not (tmp_path / "out2").exists()  # nothing written when an input is bad
 
 
+def test_export_refuses_to_overwrite_its_sources(tmp_path):
+    src = tmp_path / "99_demo.ipynb"
+    text = json.dumps(GOOD, ensure_ascii=False)
+    src.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match="would overwrite the bilingual source"):
+        export_notebooks("en", tmp_path, [src])
+    assert src.read_text(encoding="utf-8") == text
+    result = subprocess.run([sys.executable, "-m", "hooklab", "export", "--lang", "en", "--out", str(tmp_path), str(src)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "would overwrite" in result.stderr
+    assert src.read_text(encoding="utf-8") == text
+
+
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_command_line_exports_every_course_notebook(tmp_path, lang):
     result = subprocess.run([sys.executable, "-m", "hooklab", "export", "--lang", lang, "--out", str(tmp_path)],

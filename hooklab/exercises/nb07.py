@@ -11,6 +11,7 @@ import itertools
 from typing import Any
 
 import torch
+import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
 from torch import nn
 
 from ..ledger import MemoryMeter
