@@ -16,6 +16,7 @@ from .monitor import ActivationStats, GradientMonitor
 from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper, SaveOnCpu,
                       SaveOnDisk, checkpoint_modules, gradient_error, offload_module)
 from .scope import HookScope, named_scope
+from .selective import OpCounter, selective_checkpoint_modules
 from .tracer import Event, Tracer
 
 __version__ = "0.1.0"
@@ -33,6 +34,7 @@ __all__ = [
     "OffloadScope",
     "OffloadStats",
     "OffloadWrapper",
+    "OpCounter",
     "SavedRecord",
     "SavedTensorLedger",
     "SaveOnCpu",
@@ -58,6 +60,7 @@ __all__ = [
     "layer_shapes",
     "named_scope",
     "offload_module",
+    "selective_checkpoint_modules",
     "setup",
     "show_hooks",
     "solution",
