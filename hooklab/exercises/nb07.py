@@ -1,5 +1,5 @@
 """Exercises of notebook 07 (activation checkpointing): count real forward calls, compress around a
-checkpoint, choose which blocks to checkpoint.
+checkpoint, choose which blocks to checkpoint, write a selective-checkpointing policy.
 
 Every checker builds tiny seeded models, computes the truth itself (a plain forward pass, its own
 ``MemoryMeter`` measurements), runs the learner's answer and says what differs. Nothing depends on
@@ -7,6 +7,7 @@ timing: the memory figures are counted op by op and are the same on every machin
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any
 
@@ -16,13 +17,16 @@ from torch import nn
 
 from ..ledger import MemoryMeter
 from ..offload import checkpoint_modules
-from . import Wrong, call_answer, exercise, no_hooks_left, require_callable
+from ..selective import OpCounter
+from . import NotSolved, Wrong, call_answer, exercise, no_hooks_left, require_callable
 from .nb06 import no_saved_tensor_hooks_left
 
 
 def _run(what_zh: str, what_en: str, fn: Any) -> Any:
     try:
         return fn()
+    except Wrong:
+        raise
     except Exception as exc:
         raise Wrong(f"{what_zh}时出错：{type(exc).__name__}: {exc}",
                     f"{what_en} failed: {type(exc).__name__}: {exc}") from exc
@@ -312,3 +316,125 @@ def choose_blocks(answer: Any) -> None:
                         f"最好的选择 {right[0]} 只保留 {best} 字节。",
                         f"on a fresh model ({len(names)} blocks, k={k}) checkpointing {chosen} keeps {mine} bytes "
                         f"after forward; the best choice, {right[0]}, keeps only {best}.")
+
+
+# ---- 07.4 a selective-checkpointing policy: keep the matmuls, recompute the rest -------------------
+
+_MATMULS = ("mm", "addmm", "bmm")
+
+
+class _TinyAttention(nn.Module):
+    """One attention head: a bias-free projection (mm), two batched products (bmm), a Linear (addmm)."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.d = d
+        self.qkv, self.out = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).chunk(3, -1)
+        weights = torch.softmax(q @ k.transpose(-2, -1) / self.d ** 0.5, -1)
+        return self.out(torch.relu(weights @ v))
+
+
+def _policy_case(seed: int, kind: str) -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(seed)
+    if kind == "mlp":  # Linear with bias on a 2-D input: addmm
+        model: nn.Module = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 8))
+        return model, torch.randn(12, 16, requires_grad=True)
+    if kind == "nobias":  # Linear without bias: mm
+        model = nn.Sequential(nn.Linear(12, 32, bias=False), nn.ReLU(), nn.Linear(32, 32, bias=False), nn.Sigmoid())
+        return model, torch.randn(10, 12)
+    return _TinyAttention(8), torch.randn(2, 5, 8, requires_grad=True)
+
+
+def _reference_policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+    policy = torch.utils.checkpoint.CheckpointPolicy
+    return policy.MUST_SAVE if op.overloadpacket.__name__ in _MATMULS else policy.PREFER_RECOMPUTE
+
+
+def _sac_step(model: nn.Module, x: torch.Tensor, policy: Any) -> tuple[int, Any, list[torch.Tensor]]:
+    """Bytes kept after forward, ops run in backward, gradients (``policy=None``: no checkpoint)."""
+    model.zero_grad(set_to_none=True)
+    with MemoryMeter(ignore=[*model.parameters(), x]) as meter:
+        if policy is None:
+            out = model(x)
+        else:
+            context_fn = functools.partial(torch.utils.checkpoint.create_selective_checkpoint_contexts, policy)
+            out = torch.utils.checkpoint.checkpoint(model, x, use_reentrant=False, context_fn=context_fn)
+        loss = out.square().sum()
+        kept = meter.mark()
+        with OpCounter() as ran:
+            loss.backward()
+    return kept, ran.counts, [p.grad.clone() for p in model.parameters()]
+
+
+@exercise("07.4",
+          hint=("`op` 是一个具体的重载，例如 `torch.ops.aten.addmm.default`；`op == torch.ops.aten.addmm`（重载包）永远是 "
+                "False。比较 `op.overloadpacket`，或者列出 `.default` 重载。`nn.Linear` 有偏置时用 `addmm`，没有偏置时用 `mm`，"
+                "三维张量的 `@` 用 `bmm`；`aten.linear`、`aten.matmul` 会先分解，策略函数根本见不到它们。",
+                "`op` is a concrete overload such as `torch.ops.aten.addmm.default`; `op == torch.ops.aten.addmm` (the "
+                "packet) is always False. Compare `op.overloadpacket`, or list the `.default` overloads. `nn.Linear` "
+                "uses `addmm` with a bias and `mm` without, `@` on 3-D tensors uses `bmm`; `aten.linear` and "
+                "`aten.matmul` are decomposed first, so the policy never sees them."),
+          solution='''
+def keep_matmuls(ctx, op, *args, **kwargs):
+    matmuls = {torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm}
+    if op.overloadpacket in matmuls:
+        return torch.utils.checkpoint.CheckpointPolicy.MUST_SAVE
+    return torch.utils.checkpoint.CheckpointPolicy.PREFER_RECOMPUTE
+''')
+def keep_matmuls(answer: Any) -> None:
+    require_callable(answer, "keep_matmuls")
+    policy_type = torch.utils.checkpoint.CheckpointPolicy
+    for seed, kind in [(1, "mlp"), (2, "nobias"), (3, "attention")]:
+        decisions: list[tuple[Any, Any]] = []
+
+        def recorded(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                decision = answer(ctx, op, *args, **kwargs)
+            except Exception as exc:
+                raise Wrong(f"你的策略函数对 `{op}` 抛出了 {type(exc).__name__}: {exc}",
+                            f"your policy raised {type(exc).__name__} for `{op}`: {exc}") from exc
+            decisions.append((op, decision))
+            ok = isinstance(decision, policy_type)
+            return decision if ok else policy_type.PREFER_RECOMPUTE
+
+        model, x = _policy_case(seed, kind)
+        plain_kept, plain_ops, plain_grads = _sac_step(model, x, None)
+        model, x = _policy_case(seed, kind)
+        ref_kept, _, _ = _sac_step(model, x, _reference_policy)
+        model, x = _policy_case(seed, kind)
+        kept, ops, grads = _run("用你的策略做选择性检查点", "selective checkpointing with your policy",
+                                lambda: _sac_step(model, x, recorded))
+        if all(decision is None for _, decision in decisions):
+            raise NotSolved("你的策略函数还没有返回任何值（返回了 None）。", "your policy returns None so far.")
+        for op, decision in decisions:
+            if not isinstance(decision, policy_type):
+                raise Wrong(f"对 `{op}` 你的策略返回了 {decision!r}；应返回 `CheckpointPolicy` 的成员，例如 "
+                            "`CheckpointPolicy.MUST_SAVE` 或 `CheckpointPolicy.PREFER_RECOMPUTE`（torch 为了兼容仍接受 "
+                            "True / False，但不要依赖它）。",
+                            f"for `{op}` your policy returned {decision!r}; return a member of `CheckpointPolicy`, "
+                            "such as `CheckpointPolicy.MUST_SAVE` or `CheckpointPolicy.PREFER_RECOMPUTE` (torch "
+                            "still accepts True / False for backward compatibility; do not rely on it).")
+        if not all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(plain_grads, grads)):
+            raise Wrong("梯度与不做检查点时不同。", "the gradients differ from those without checkpointing.")
+        recomputed = {name: ops[name] - plain_ops[name] for name in _MATMULS if ops[name] > plain_ops[name]}
+        if recomputed:
+            listed = ", ".join(f"`{name}` ×{n}" for name, n in sorted(recomputed.items()))
+            raise Wrong(f"反向时重算了矩阵乘法（{listed}）：你的策略没有保存它们的输出（`mm`、`addmm`、`bmm` 三个都包括了吗？）。注意 `op` 是具体的重载，例如 "
+                        "`torch.ops.aten.addmm.default`，与重载包 `torch.ops.aten.addmm` 比较永远不相等；"
+                        "`aten.linear`、`aten.matmul` 也到不了策略函数（它们先被分解成 mm / addmm / bmm）。",
+                        f"backward ran matrix multiplications again ({listed}): your policy did not keep their "
+                        "outputs (are all three of `mm`, `addmm` and `bmm` in it?). Note that `op` is a concrete overload such as `torch.ops.aten.addmm.default`, "
+                        "which never equals the packet `torch.ops.aten.addmm`; `aten.linear` and `aten.matmul` "
+                        "never reach the policy either (they are decomposed into mm / addmm / bmm first).")
+        if kept != ref_kept:
+            more = kept > ref_kept
+            raise Wrong(f"前向后保留了 {kept} 字节，只保存矩阵乘法的输出时是 {ref_kept} 字节（不做检查点时 {plain_kept} 字节）。"
+                        + ("你还保存了便宜的逐元素运算的输出：它们应该重算（`PREFER_RECOMPUTE`）。" if more else ""),
+                        f"{kept} bytes are kept after forward; keeping only the matmul outputs keeps {ref_kept} "
+                        f"(without checkpointing: {plain_kept})."
+                        + (" You also keep the outputs of cheap pointwise ops: recompute those "
+                           "(`PREFER_RECOMPUTE`)." if more else ""))
+
