@@ -195,7 +195,7 @@ def robust_grad_cam(answer: Any) -> None:
                             "the CAM you return is still attached to the graph (`requires_grad=True`); return "
                             "`cam.detach()`.")
             if not torch.allclose(cam, truth, atol=1e-5, rtol=1e-4):
-                no_relu = (truth.new_zeros(()) + _true_cam_no_relu(model, index, x, target))
+                no_relu = _true_cam_no_relu(model, index, x, target)
                 if torch.allclose(cam, no_relu, atol=1e-5, rtol=1e-4):
                     raise Wrong("结果里有负值：CAM 最后要取 `relu`。", "your CAM has negative values: apply `relu` at the end.")
                 raise Wrong(f"{where}，{how_zh}：CAM 与正确结果最大相差 {(cam - truth).abs().max().item():.3g}。"
