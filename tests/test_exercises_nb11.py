@@ -199,3 +199,93 @@ def test_11_2_blank_start_is_not_solved():
         pass
     assert verdict("11.2", robust_grad_cam) == "not solved"
     assert verdict("11.2", None) == "not solved"
+
+
+# ---- 11.3 a monitoring hook that stays compiled -----------------------------------------------
+
+def monitor_with_attribute_style(store):
+    def hook(module, args, output):
+        store.update(last=output.detach())
+        store["calls"] += 1  # in place on the 0-d tensor
+    return hook
+
+
+def monitor_appending(store):
+    store["history"] = []
+
+    def hook(module, args, output):
+        store["history"].append(output.detach())
+        store["last"] = output.detach()
+        store["calls"].add_(1)
+    return hook
+
+
+def monitor_printing(store):
+    def hook(module, args, output):
+        print("seen", tuple(output.shape))
+        store["last"] = output.detach()
+        store["calls"].add_(1)
+    return hook
+
+
+def monitor_item(store):
+    def hook(module, args, output):
+        store["last"] = output.detach()
+        store["calls"].add_(1)
+        store["max"] = output.abs().max().item()
+    return hook
+
+
+def monitor_python_int(store):
+    store["calls"] = 0
+
+    def hook(module, args, output):
+        store["last"] = output.detach()
+        store["calls"] += 1
+    return hook
+
+
+def monitor_not_detached(store):
+    def hook(module, args, output):
+        store["last"] = output
+        store["calls"].add_(1)
+    return hook
+
+
+def monitor_returning_output(store):
+    def hook(module, args, output):
+        store["last"] = output.detach()
+        store["calls"].add_(1)
+        return output * 1.5
+    return hook
+
+
+def monitor_not_counting(store):
+    def hook(module, args, output):
+        store["last"] = output.detach()
+    return hook
+
+
+@pytest.mark.parametrize("answer", [run_solution("11.3")["make_monitor"], monitor_with_attribute_style])
+def test_11_3_accepts_right_answers(answer):
+    assert verdict("11.3", answer) == "correct"
+
+
+@pytest.mark.parametrize("answer", [monitor_appending, monitor_printing, monitor_item, monitor_python_int,
+                                    monitor_not_detached, monitor_returning_output, monitor_not_counting,
+                                    lambda store: 3])
+def test_11_3_rejects_wrong_answers(answer):
+    assert verdict("11.3", answer) == "wrong"
+
+
+def test_11_3_says_why():
+    assert "compiled 6 times" in hooklab.exercises.verdict("11.3", monitor_appending)[2]
+    assert "graph break" in hooklab.exercises.verdict("11.3", monitor_printing)[2]
+    assert "graph break" in hooklab.exercises.verdict("11.3", monitor_item)[2]
+
+
+def test_11_3_blank_start_is_not_solved():
+    def make_monitor(store):
+        pass
+    assert verdict("11.3", make_monitor) == "not solved"
+    assert verdict("11.3", None) == "not solved"

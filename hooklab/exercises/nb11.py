@@ -211,3 +211,98 @@ def _true_cam_no_relu(model: nn.Sequential, index: int, x: torch.Tensor, target:
         out = model[index + 1:](act)
         g, = torch.autograd.grad(out[:, target].sum(), act)
     return (g.mean(dim=(2, 3), keepdim=True) * act).sum(1).detach()
+
+
+# ---- 11.3 a monitoring hook that a compiled model keeps compiled ----------------------------
+
+_CALLS = 6
+
+
+def _monitor_run(answer: Any, seed: int, widths: tuple[int, int, int]) -> dict[str, Any]:
+    """Compile a fresh model with the learner's hook on its first layer and call it ``_CALLS`` times."""
+    import torch._dynamo as dynamo
+    from torch._dynamo.utils import counters
+
+    compilations: list[int] = []
+
+    def counting_backend(gm: Any, example_inputs: Any) -> Callable:
+        compilations.append(1)
+        return gm.forward
+
+    torch.manual_seed(seed)
+    n_in, hidden, n_out = widths
+    model = nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, n_out))
+    x = torch.randn(2, n_in)
+    with torch.no_grad():
+        plain = model(x)
+        first = model[0](x)
+    store: dict[str, Any] = {"calls": torch.zeros((), dtype=torch.long)}
+    hook = call_answer(answer, store)
+    if not callable(hook):
+        raise Wrong(f"`make_monitor(store)` 应返回一个钩子函数，收到的是 {type(hook).__name__}。",
+                    f"`make_monitor(store)` should return a hook function, not a {type(hook).__name__}.")
+    dynamo.reset()
+    counters.clear()
+    handle = model[0].register_forward_hook(hook)
+    try:
+        compiled = torch.compile(model, backend=counting_backend)
+        outputs = []
+        for _ in range(_CALLS):
+            try:
+                outputs.append(compiled(x))
+            except Exception as exc:  # the learner's hook failed inside the compiled call
+                raise Wrong(f"编译后的模型带着你的钩子调用时抛出了 {type(exc).__name__}: {_short(exc)}",
+                            f"the compiled model raised {type(exc).__name__} with your hook: {_short(exc)}") from exc
+    finally:
+        handle.remove()
+        breaks = sorted({reason.splitlines()[0] for reason in counters["graph_break"]})
+        dynamo.reset()
+    return {"store": store, "plain": plain, "first": first, "outputs": outputs,
+            "compilations": len(compilations), "breaks": breaks}
+
+
+@exercise("11.3",
+          hint=("钩子里只做张量运算：`store[\"last\"] = output.detach()`（字典的同一个键，不要 `append` 到列表），"
+                "`store[\"calls\"].add_(1)`（在张量上原地加一，不要用 Python 整数，也不要 `.item()`），不要 `print`，"
+                "也不要返回值。",
+                "keep the hook to tensor operations: `store[\"last\"] = output.detach()` (the same dict key, no `append` "
+                "to a list), `store[\"calls\"].add_(1)` (add one in place on the tensor; no Python int, no `.item()`), "
+                "no `print`, and return nothing."),
+          solution='''
+def make_monitor(store):
+    def monitor(module, args, output):
+        store["last"] = output.detach()   # a fixed key: no guard on a growing list
+        store["calls"].add_(1)            # a tensor op: no .item(), no Python int
+    return monitor
+''')
+def make_monitor(answer: Any) -> None:
+    require_callable(answer, "make_monitor")
+    for seed, widths in [(41, (3, 4, 1)), (42, (5, 3, 2))]:
+        run = _monitor_run(answer, seed, widths)
+        store = run["store"]
+        if run["breaks"]:
+            raise Wrong(f"你的钩子造成了图中断（{'; '.join(run['breaks'])}）：钩子里不要 `print`，也不要 `.item()` / `float()`。",
+                        f"your hook causes a graph break ({'; '.join(run['breaks'])}): no `print`, and no `.item()` / "
+                        f"`float()` in the hook.")
+        if not all(torch.allclose(out, run["plain"]) for out in run["outputs"]):
+            raise Wrong("模型的输出被改变了：监视用的钩子应返回 None。",
+                        "the model's output changed: a monitoring hook should return None.")
+        last = store.get("last")
+        if not isinstance(last, torch.Tensor) or not torch.allclose(last, run["first"]):
+            raise Wrong("`store[\"last\"]` 应是第一层最近一次的输出。",
+                        "`store[\"last\"]` should hold the first layer's latest output.")
+        if last.requires_grad:
+            raise Wrong("`store[\"last\"]` 连着计算图：存 `output.detach()`。",
+                        "`store[\"last\"]` is attached to the graph: store `output.detach()`.")
+        calls = store.get("calls")
+        count = int(calls) if isinstance(calls, (int, torch.Tensor)) and getattr(calls, "numel", lambda: 1)() == 1 else None
+        if count != _CALLS:
+            raise Wrong(f"调用了 {_CALLS} 次，`store[\"calls\"]` 却是 {calls!r}：在张量上原地加一（`store[\"calls\"].add_(1)`）。",
+                        f"the model was called {_CALLS} times but `store[\"calls\"]` is {calls!r}: add one in place on "
+                        f"the tensor (`store[\"calls\"].add_(1)`).")
+        if run["compilations"] > 2:
+            raise Wrong(f"{_CALLS} 次调用编译了 {run['compilations']} 次：钩子改变的 Python 状态（变长的列表、变化的整数）"
+                        "成了守卫，每次都失败。把结果存进固定的键，计数用张量。",
+                        f"{_CALLS} calls compiled {run['compilations']} times: the Python state your hook changes (a "
+                        "growing list, a changing int) became a guard that fails every time. Store under a fixed key, and "
+                        "count in a tensor.")
