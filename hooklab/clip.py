@@ -80,17 +80,29 @@ def _norm_type(norm_type: float) -> float:
     return float(norm_type)
 
 
+def _scale_of(scaler: object | None):
+    """A function giving the current loss scale: hooks run on scaled gradients under ``GradScaler``."""
+    if scaler is None:
+        return lambda: 1.0
+    if not callable(getattr(scaler, "get_scale", None)):
+        raise TypeError(f"scaler must be a torch.amp.GradScaler (the one whose scale() the loss goes through), "
+                        f"got {type(scaler).__name__}")
+    return scaler.get_scale  # a float; on a GPU reading it waits for the device
+
+
 def _check_stage(stage: str) -> None:
     if stage not in _STAGES:
         raise ValueError(f"stage must be one of {_STAGES}, got {stage!r}")
 
 
 def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: float, *,
-                          stage: str = "incoming") -> HookScope:
+                          stage: str = "incoming", scaler: object | None = None) -> HookScope:
     """Clamp every gradient of ``params`` to ``[-value, value]`` from now on, through hooks.
 
     Returns a :class:`~hooklab.HookScope` owning the hooks: call ``.remove()`` or use it
-    as a context manager.
+    as a context manager. Under mixed precision pass the ``GradScaler`` as ``scaler``: the hooks
+    see gradients multiplied by its scale and clamp to ``value * scale``, which after
+    ``scaler.unscale_`` is clamping the true gradients to ``value``.
 
     >>> with clip_grad_value_hooks(model, 0.01):
     ...     model(x).sum().backward()
@@ -99,28 +111,33 @@ def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: flo
     """
     value = _positive(value, "value")
     _check_stage(stage)
+    scale_now = _scale_of(scaler)
     found = _params(params)
     scope = HookScope("clip_grad_value")
     if stage == "incoming":
         def clip_value(grad: torch.Tensor) -> torch.Tensor:
-            return grad.clamp(-value, value)  # a new tensor: never clamp_ here
+            limit = value * scale_now()
+            return grad.clamp(-limit, limit)  # a new tensor: never clamp_ here
         for p in found:
             scope.add(p.register_hook(clip_value))
     else:
         def clip_value_accumulated(param: torch.Tensor) -> None:
-            param.grad.clamp_(-value, value)  # .grad belongs to the parameter: in place is fine
+            limit = value * scale_now()
+            param.grad.clamp_(-limit, limit)  # .grad belongs to the parameter: in place is fine
         for p in found:
             scope.add(p.register_post_accumulate_grad_hook(clip_value_accumulated))
     return scope
 
 
 def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: float,
-                         norm_type: float = 2.0, *, stage: str = "incoming") -> HookScope:
+                         norm_type: float = 2.0, *, stage: str = "incoming",
+                         scaler: object | None = None) -> HookScope:
     """Rescale each parameter's gradient so that *its own* norm is at most ``max_norm``.
 
     Unlike ``torch.nn.utils.clip_grad_norm_`` (one scale factor from the norm of all
     gradients together), each tensor is scaled on its own; the two agree when there is a
-    single parameter. Returns a :class:`~hooklab.HookScope` owning the hooks.
+    single parameter. Returns a :class:`~hooklab.HookScope` owning the hooks. Under mixed
+    precision pass the ``GradScaler`` as ``scaler`` (see :func:`clip_grad_value_hooks`).
 
     >>> scope = clip_grad_norm_hooks(model, 1.0)
     >>> model(x).sum().backward()
@@ -132,10 +149,12 @@ def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: f
     max_norm = _positive(max_norm, "max_norm")
     norm_type = _norm_type(norm_type)
     _check_stage(stage)
+    scale_now = _scale_of(scaler)
     found = _params(params)
 
     def scale(grad: torch.Tensor) -> torch.Tensor:
-        norm = torch.linalg.vector_norm(grad, norm_type)
+        loss_scale = scale_now()
+        norm = torch.linalg.vector_norm(grad, norm_type) / loss_scale  # the norm of the true gradient
         # same formula as clip_grad_norm_: no branch, so no device sync
         return grad * torch.clamp(max_norm / (norm + 1e-6), max=1.0)
 
@@ -154,7 +173,7 @@ def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: f
 
 
 def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: float, *,
-                                norm_type: float = 2.0) -> HookScope:
+                                norm_type: float = 2.0, scaler: object | None = None) -> HookScope:
     """Clip by the *global* gradient norm inside backward, as ``torch.nn.utils.clip_grad_norm_``.
 
     A post-accumulate-grad hook on every parameter counts down; the hook of the last parameter
@@ -177,6 +196,9 @@ def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_
       the scope around the *last* micro-batch's backward only: its hooks then see the
       accumulated sum, and the result is ``clip_grad_norm_`` of the sum.
     * ``torch.autograd.grad`` does not write ``.grad`` and does not run these hooks.
+    * Mixed precision: pass the ``GradScaler`` as ``scaler``. The hooks then see scaled
+      gradients and compute the norm of the true ones (divided by the scale), so after
+      ``scaler.unscale_(optimizer)`` the result is ``clip_grad_norm_`` of the true gradients.
 
     >>> import torch
     >>> from torch import nn
@@ -191,6 +213,7 @@ def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_
     """
     max_norm = _positive(max_norm, "max_norm")
     norm_type = _norm_type(norm_type)
+    scale_now = _scale_of(scaler)
     found = _params(params)
     if len({id(p) for p in found}) != len(found):
         raise ValueError("a parameter appears more than once in params: pass each parameter once "
@@ -204,6 +227,7 @@ def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_
             return
         norms = [torch.linalg.vector_norm(g, norm_type) for g in grads]
         total = torch.linalg.vector_norm(torch.stack([n.to(grads[0].device) for n in norms]), norm_type)
+        total = total / scale_now()  # the norm of the true gradients under a GradScaler
         factor = torch.clamp(max_norm / (total + 1e-6), max=1.0)  # no branch: no device sync
         for g in grads:
             g.mul_(factor.to(g.device))

@@ -399,3 +399,51 @@ def test_global_hooks_docstring_example_runs():
     assert test.examples
     result = doctest.DocTestRunner().run(test)
     assert result.failed == 0 and result.attempted == len(test.examples)
+
+
+def _scaled_run(make_scope):
+    """Grads after a GradScaler backward and unscale_, with the hooks make_scope(model, scaler) registers."""
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2))
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**12)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(16, 6) * 5
+    scope = make_scope(model, scaler) if make_scope else None
+    try:
+        scaler.scale(model(x).square().sum()).backward()
+    finally:
+        if scope is not None:
+            scope.remove()
+    scaler.unscale_(optimizer)
+    return model, [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("kind", ["value", "norm", "global"])
+def test_scaler_makes_hook_clipping_equal_to_clipping_after_unscale(kind):
+    reference_model, _ = _scaled_run(None)
+    if kind == "value":
+        torch.nn.utils.clip_grad_value_(reference_model.parameters(), 0.05)
+        tool = lambda m, s: clip_grad_value_hooks(m, 0.05, scaler=s)
+        unaware = lambda m, s: clip_grad_value_hooks(m, 0.05)
+    elif kind == "norm":
+        for p in reference_model.parameters():
+            torch.nn.utils.clip_grad_norm_([p], 0.5)
+        tool = lambda m, s: clip_grad_norm_hooks(m, 0.5, scaler=s)
+        unaware = lambda m, s: clip_grad_norm_hooks(m, 0.5)
+    else:
+        torch.nn.utils.clip_grad_norm_(reference_model.parameters(), 0.5)
+        tool = lambda m, s: clip_grad_norm_global_hooks(m, 0.5, scaler=s)
+        unaware = lambda m, s: clip_grad_norm_global_hooks(m, 0.5)
+    reference = [p.grad for p in reference_model.parameters()]
+    _, with_scaler = _scaled_run(tool)
+    _, without = _scaled_run(unaware)
+    assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(with_scaler, reference))
+    assert not all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(without, reference))
+
+
+def test_scaler_must_be_a_grad_scaler():
+    model = nn.Linear(2, 2)
+    for tool in (clip_grad_value_hooks, clip_grad_norm_hooks, clip_grad_norm_global_hooks):
+        with pytest.raises(TypeError, match="scaler must be a torch.amp.GradScaler"):
+            tool(model, 1.0, scaler=2.0**16)
+    assert not model.weight._backward_hooks and not model.weight._post_accumulate_grad_hooks
