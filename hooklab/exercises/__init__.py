@@ -4,7 +4,7 @@ In a notebook::
 
     def count_relu_zeros(model, x):
         ...                                 # the learner's code
-    hooklab.check("00.1", count_relu_zeros) # says right / wrong and why, in both languages
+    hooklab.check("00.1", count_relu_zeros) # says right / wrong and why (in zh, en or both: hooklab.lang)
     hooklab.hint("00.1")                    # a nudge
     hooklab.solution("00.1")                # a reference answer, only when asked for
 
@@ -23,6 +23,7 @@ import torch
 from torch.nn.modules import module as module_globals
 
 from ..inventory import hook_inventory
+from ..lang import say
 
 __all__ = ["Exercise", "NotSolved", "Wrong", "check", "exercise", "hint", "solution", "verdict"]
 
@@ -87,25 +88,28 @@ def verdict(key: str, answer: Any) -> tuple[str, str, str]:
 
 
 def check(key: str, answer: Any) -> None:
-    """Check ``answer`` to exercise ``key`` and print the verdict, and why, in both languages."""
+    """Check ``answer`` to exercise ``key`` and print the verdict, and why, in the course language
+    (:func:`hooklab.lang.course_language`: both by default)."""
     status, zh, en = verdict(key, answer)
     if status == "correct":
-        print(f"[{key}] 正确！\n[{key}] correct!")
+        print(say(f"[{key}] 正确！", f"[{key}] correct!"))
     elif status == "not solved":
-        print(f"[{key}] 尚未完成：{zh}\n[{key}] not solved yet: {en}")
+        print(say(f"[{key}] 尚未完成：{zh}", f"[{key}] not solved yet: {en}"))
     else:
-        print(f"[{key}] 还不对：{zh}\n[{key}] not right yet: {en}")
+        print(say(f"[{key}] 还不对：{zh}", f"[{key}] not right yet: {en}"))
 
 
 def hint(key: str) -> None:
-    """Print the hint of exercise ``key`` in both languages."""
+    """Print the hint of exercise ``key`` in the course language."""
     zh, en = _get(key).hint
-    print(f"[{key}] 提示：{zh}\n[{key}] hint: {en}")
+    print(say(f"[{key}] 提示：{zh}", f"[{key}] hint: {en}"))
 
 
 def solution(key: str) -> None:
-    """Print a reference solution of exercise ``key``."""
-    print(f"# [{key}] reference solution / 参考答案\n{_get(key).solution}")
+    """Print a reference solution of exercise ``key`` (the header in the course language)."""
+    header = say(f"# [{key}] 参考答案", f"# [{key}] reference solution",
+                 both=f"# [{key}] reference solution / 参考答案")
+    print(f"{header}\n{_get(key).solution}")
 
 
 def require_callable(answer: Any, name: str) -> None:
