@@ -4,7 +4,7 @@ In a notebook::
 
     def count_relu_zeros(model, x):
         ...                                 # the learner's code
-    hooklab.check("00.1", count_relu_zeros) # says right / wrong and why, in both languages
+    hooklab.check("00.1", count_relu_zeros) # says right / wrong and why (in zh, en or both: hooklab.lang)
     hooklab.hint("00.1")                    # a nudge
     hooklab.solution("00.1")                # a reference answer, only when asked for
 
@@ -23,6 +23,7 @@ import torch
 from torch.nn.modules import module as module_globals
 
 from ..inventory import hook_inventory
+from ..lang import say
 
 __all__ = ["Exercise", "NotSolved", "UnknownExercise", "Wrong", "check", "exercise", "hint", "hint_text", "solution",
            "solution_text", "verdict"]
@@ -74,8 +75,10 @@ class UnknownExercise(KeyError):
         self.key, self.known = key, known
         guess = _close_key(key, known)
         zh_guess, en_guess = (f"（是不是“{guess}”？）", f" (did you mean {guess!r}?)") if guess else ("", "")
-        self.message = (f"[{key}] 没有这道练习{zh_guess} / no such exercise{en_guess}. "
-                        f"可用的 / valid keys: {', '.join(known)}")
+        keys = ", ".join(known)
+        self.message = say(f"[{key}] 没有这道练习{zh_guess}。可用的：{keys}",
+                           f"[{key}] no such exercise{en_guess}. Valid keys: {keys}",
+                           both=f"[{key}] 没有这道练习{zh_guess} / no such exercise{en_guess}. 可用的 / valid keys: {keys}")
         super().__init__(self.message)
 
     def __str__(self) -> str:  # KeyError would print the message with quotes around it
@@ -111,7 +114,8 @@ def verdict(key: str, answer: Any) -> tuple[str, str, str]:
 
 
 def check(key: str, answer: Any) -> None:
-    """Check ``answer`` to exercise ``key`` and print the verdict, and why, in both languages.
+    """Check ``answer`` to exercise ``key`` and print the verdict, and why, in the course language
+    (:func:`hooklab.lang.course_language`: both by default).
 
     A key that names no exercise prints one line listing the keys that exist (no traceback).
     """
@@ -121,11 +125,11 @@ def check(key: str, answer: Any) -> None:
         print(unknown.message)
         return
     if status == "correct":
-        print(f"[{key}] 正确！\n[{key}] correct!")
+        print(say(f"[{key}] 正确！", f"[{key}] correct!"))
     elif status == "not solved":
-        print(f"[{key}] 尚未完成：{zh}\n[{key}] not solved yet: {en}")
+        print(say(f"[{key}] 尚未完成：{zh}", f"[{key}] not solved yet: {en}"))
     else:
-        print(f"[{key}] 还不对：{zh}\n[{key}] not right yet: {en}")
+        print(say(f"[{key}] 还不对：{zh}", f"[{key}] not right yet: {en}"))
 
 
 def _in_notebook() -> bool:
@@ -150,15 +154,18 @@ def _show(plain: str, markdown: str) -> None:
 def hint_text(key: str) -> tuple[str, str]:
     """Exercise ``key``'s hint as ``(plain text, Markdown)``: one line per language, never a raw line break inside one."""
     zh, en = (" ".join(part.split()) for part in _get(key).hint)
-    return (f"[{key}] 提示：{zh}\n[{key}] hint: {en}",
-            f"**[{key}] 提示**：{zh}\n\n**[{key}] hint**: {en}")
+    return (say(f"[{key}] 提示：{zh}", f"[{key}] hint: {en}"),
+            say(f"**[{key}] 提示**：{zh}", f"**[{key}] hint**: {en}",
+                both=f"**[{key}] 提示**：{zh}\n\n**[{key}] hint**: {en}"))
 
 
 def solution_text(key: str) -> tuple[str, str]:
     """Exercise ``key``'s reference solution as ``(plain text, Markdown)``."""
     code = _get(key).solution
-    return (f"# [{key}] reference solution / 参考答案\n{code}",
-            f"**[{key}] 参考答案 / reference solution**\n\n```python\n{code}\n```")
+    plain = say(f"# [{key}] 参考答案", f"# [{key}] reference solution", both=f"# [{key}] reference solution / 参考答案")
+    title = say(f"**[{key}] 参考答案**", f"**[{key}] reference solution**",
+                both=f"**[{key}] 参考答案 / reference solution**")
+    return f"{plain}\n{code}", f"{title}\n\n```python\n{code}\n```"
 
 
 def hint(key: str) -> None:
