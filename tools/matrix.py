@@ -70,6 +70,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--with", dest="extra", action="append", default=[], metavar="REQ",
                         help="another requirement, replacing the lock's pin of that package (e.g. 'numpy<2')")
     parser.add_argument("--notebooks", nargs="+", metavar="NB", help="only these notebooks (default: all)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="write the report again from the last run's results, running nothing")
     parser.add_argument("--fresh-baseline", action="store_true", help="re-run the baseline even if cached")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per notebook cell (default 300)")
 
@@ -100,7 +102,7 @@ def env_name(torch: str, vision: str, extra: list[str]) -> str:
     for req in extra:
         slug = req.replace("<=", "-le").replace(">=", "-ge").replace("==", "-eq").replace("!=", "-ne")
         slug = slug.replace("<", "-lt").replace(">", "-gt").replace("~=", "-compat")
-        name += "-with-" + re.sub(r"[^A-Za-z0-9.]+", "_", slug).strip("_")
+        name += "-with-" + re.sub(r"[^A-Za-z0-9.-]+", "_", slug).strip("_-")
     return name
 
 
@@ -108,6 +110,11 @@ def requirements(torch: str, vision: str, extra: list[str]) -> str:
     """The lock's course requirements with the torch set (and any --with package) replaced."""
     exported = run_checked([str(UV), "export", "--frozen", "--no-hashes", "--no-emit-project", "--no-header"],
                            "uv could not export the lock")
+    return replace_torch_set(exported, torch, vision, extra)
+
+
+def replace_torch_set(exported: str, torch: str, vision: str, extra: list[str]) -> str:
+    """Drop the exact pins of the torch set and of every --with package; add the build under test."""
     replaced = {normal(REQ_NAME.match(r).group(1)) for r in extra}
     kept = []
     for line in exported.splitlines():
@@ -245,11 +252,20 @@ def main(argv: list[str]) -> int:
         args = parse_args(argv)
         name = env_name(args.torch, args.vision, args.extra)
         folder = BUILD / name
-        python = build_env(folder, requirements(args.torch, args.vision, args.extra), args.extra)
-        versions = describe(python)
-        if not versions["torch"].startswith(args.torch):
-            raise UsageError(f"asked for torch {args.torch}, the environment has {versions['torch']}")
-        units = unit_tests(python, folder)
+        if args.report_only:
+            if not (folder / "unit-tests.xml").exists():
+                raise UsageError(f"--report-only: no earlier run in {folder.relative_to(ROOT)}")
+            python = folder / "venv" / "bin" / "python"
+            versions = describe(python)
+            units = matrix_report.read_junit(folder / "unit-tests.xml", returncode=0)
+            units.summary_line = last_summary_line(folder / "unit-tests.log")
+            units.returncode = 1 if units.failed else 0
+        else:
+            python = build_env(folder, requirements(args.torch, args.vision, args.extra), args.extra)
+            versions = describe(python)
+            if not versions["torch"].startswith(args.torch):
+                raise UsageError(f"asked for torch {args.torch}, the environment has {versions['torch']}")
+            units = unit_tests(python, folder)
         all_notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
         if args.notebooks:
             chosen = [ROOT / n if not Path(n).is_absolute() else Path(n) for n in args.notebooks]
@@ -265,13 +281,17 @@ def main(argv: list[str]) -> int:
         needs_vision = {p: matrix_report.needs_torchvision(matrix_report.read_nb(p)) for p in all_notebooks}
         runnable = [p for p in all_notebooks if not (args.vision == "none" and needs_vision[p])]
         fresh_dir = folder / "executed"
-        if fresh_dir.exists():
-            shutil.rmtree(fresh_dir)
-        say(f"notebooks: running {len(runnable)} in {name} ...")
-        execute(python, runnable, fresh_dir, args.timeout)
-        base_dir = baseline(runnable, args.timeout, args.fresh_baseline)
+        if args.report_only:
+            base_dir = BUILD / "baseline" if (BUILD / "baseline").exists() else None
+        else:
+            if fresh_dir.exists():
+                shutil.rmtree(fresh_dir)
+            say(f"notebooks: running {len(runnable)} in {name} ...")
+            execute(python, runnable, fresh_dir, args.timeout)
+            base_dir = baseline(runnable, args.timeout, args.fresh_baseline)
         results = matrix_report.compare_all(
             all_notebooks, fresh_dir, base_dir, ROOT / "tests" / "sanitize.cfg",
+            fresh_label=f"fresh (torch {versions['torch']})",
             skipped={p.name: "needs torchvision, and this run has none (--vision none)"
                      for p in all_notebooks if p not in runnable})
     meta = {"name": name, "requested": {"torch": args.torch, "vision": args.vision, "with": args.extra},

@@ -285,7 +285,8 @@ def _distinctive(words: list[str]) -> bool:
     if len(words) == 1:
         return strong(words[0]) and (len(words[0]) >= 8 or bool(re.search(r"[a-z][A-Z]|_|\d", words[0])))
     solid = [w for w in words if len(w) >= 4 and w.lower() not in COMMON]
-    return len(solid) >= 2 or (bool(solid) and any(re.search(r"\d", w) for w in words))
+    numbered = any(re.search(r"\d", w) for w in words) and any(len(w) >= 4 and w.isalpha() for w in words)
+    return len(solid) >= 2 or numbered
 
 
 def vanished_phrases(committed: str, fresh: str, max_words: int = 5) -> list[str]:
@@ -440,26 +441,35 @@ def compare_notebook(name: str, committed: dict, fresh: dict, baseline: dict | N
 
 def compare_all(notebooks: list[Path], fresh_dir: Path, base_dir: Path | None, sanitize_cfg: Path | None,
                 *, skipped: dict[str, str] | None = None, fresh_label: str = "fresh") -> list[NotebookResult]:
-    rules = load_sanitizer(sanitize_cfg)
+    """Compare the committed notebooks with their executed copies in fresh_dir (and base_dir, the baseline)."""
     committed = {p.name: read_nb(p) for p in notebooks}
+    fresh, base, info = {}, {}, {}
+    for p in notebooks:
+        if (fresh_dir / p.name).exists():
+            fresh[p.name] = read_nb(fresh_dir / p.name)
+        if (fresh_dir / (p.stem + ".json")).exists():
+            info[p.name] = json.loads((fresh_dir / (p.stem + ".json")).read_text())
+        if base_dir is not None and (base_dir / p.name).exists():
+            base[p.name] = read_nb(base_dir / p.name)
+    return compare_all_from(committed, fresh, base if base_dir is not None else None, load_sanitizer(sanitize_cfg),
+                            skipped=skipped, fresh_label=fresh_label, info=info)
+
+
+def compare_all_from(committed: dict[str, dict], fresh: dict[str, dict], baseline: dict[str, dict] | None,
+                     rules: list[tuple[str, str]], *, skipped: dict[str, str] | None = None,
+                     fresh_label: str = "fresh", info: dict[str, dict] | None = None) -> list[NotebookResult]:
     results = []
-    for path in notebooks:
-        if skipped and path.name in skipped:
-            results.append(NotebookResult(path.name, skipped=skipped[path.name],
-                                          code_cells=sum(c["cell_type"] == "code" for c in committed[path.name]["cells"])))
+    for name, nb in committed.items():
+        if skipped and name in skipped:
+            results.append(NotebookResult(name, skipped=skipped[name],
+                                          code_cells=sum(c["cell_type"] == "code" for c in nb["cells"])))
             continue
-        fresh_path = fresh_dir / path.name
-        if not fresh_path.exists():
-            results.append(NotebookResult(path.name, aborted="the notebook was not executed (see the log above)"))
+        if name not in fresh:
+            results.append(NotebookResult(name, aborted="the notebook was not executed (see the command's output)"))
             continue
-        base_path = base_dir / path.name if base_dir else None
-        base = read_nb(base_path) if base_path and base_path.exists() else None
-        result = compare_notebook(path.name, committed[path.name], read_nb(fresh_path), base, rules,
-                                  fresh_label=fresh_label)
-        info_path = fresh_dir / (path.stem + ".json")
-        if info_path.exists():
-            info = json.loads(info_path.read_text())
-            result.seconds, result.aborted = info.get("seconds"), info.get("aborted")
+        result = compare_notebook(name, nb, fresh[name], (baseline or {}).get(name), rules, fresh_label=fresh_label)
+        if info and name in info:
+            result.seconds, result.aborted = info[name].get("seconds"), info[name].get("aborted")
         for change in result.changes:
             change.prose = prose_quoting(committed, change.vanished)
         results.append(result)
