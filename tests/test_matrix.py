@@ -106,7 +106,10 @@ def test_vanished_token_is_found_in_the_prose_of_both_languages():
     report = mr.render_report({"name": "t"}, None, results)
     assert "06" not in report.split("## Changed cells")[0]
     assert "quotes `ViewBackward0`: **In fact**: the module's last Node becomes a `ViewBackward0`." in report
-    assert "The old hook sees that Node." not in report  # only the lines that quote it
+    quotes = report.split("Prose that quotes what is gone")[1]
+    assert "The old hook sees that Node." not in quotes  # only the lines that quote it
+    # and the claim itself, the paragraph the cell proves, is quoted above the diff
+    assert "> **In fact**: the module's last Node becomes a `ViewBackward0`. The old hook sees that Node." in report
 
 
 def test_a_phrase_split_over_punctuation_in_prose_is_found():

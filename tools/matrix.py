@@ -221,11 +221,14 @@ def notebook_key(path: Path) -> str:
 
 
 def execute(python: Path, notebooks: list[Path], out: Path, timeout: int) -> None:
+    """Run the notebooks in that Python's kernel; one line per notebook here, the kernels' chatter in a log."""
     if not notebooks:
         return
     out.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(python), str(ROOT / "tools" / "matrix_run.py"), "--out", str(out),
-                    "--timeout", str(timeout), *map(str, notebooks)], cwd=ROOT, env=matrix_env(), check=False)
+    with open(out / "kernels.log", "w") as log:
+        subprocess.run([str(python), str(ROOT / "tools" / "matrix_run.py"), "--out", str(out),
+                        "--timeout", str(timeout), *map(str, notebooks)],
+                       cwd=ROOT, env=matrix_env(), check=False, stderr=log)
 
 
 def baseline(notebooks: list[Path], timeout: int, fresh: bool) -> Path | None:

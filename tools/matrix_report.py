@@ -189,6 +189,18 @@ def context(nb: dict, cell_index: int) -> tuple[str, str | None, str | None]:
     return "(before the first heading)", None, correction
 
 
+def paragraph_before(nb: dict, cell_index: int, limit: int = 400) -> str:
+    """The prose right before a code cell (the nearest English markdown cell, headings left out), shortened."""
+    for cell in reversed(nb["cells"][:cell_index]):
+        if cell["cell_type"] == "markdown" and is_english_or_both(cell):
+            text = " ".join(l.strip() for l in source(cell).splitlines() if l.strip() and not HEADING.match(l))
+            text = re.sub(r"\s+", " ", text)
+            return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
+        if cell["cell_type"] == "code":
+            return ""
+    return ""
+
+
 def claim_label(nb_name: str, nb: dict, cell_index: int) -> tuple[str, str | None]:
     """(heading, claim) where claim names a numbered correction or pitfall: notebook 08 numbers its pitfalls
     1.x and its corrections 2.x / 3.x in the headings; other notebooks quote "**Correction N**" in the prose."""
@@ -362,6 +374,7 @@ class CellChange:
     vanished: list[str]
     machine_drift: bool = False
     baseline_note: str = ""
+    paragraph: str = ""
     prose: list[tuple[str, int, str, str, str]] = field(default_factory=list)
 
 
@@ -415,7 +428,8 @@ def compare_notebook(name: str, committed: dict, fresh: dict, baseline: dict | N
                 kind, why = guess_kind(old_text, new_text, new_outputs, after_error=first_error)
                 change = CellChange(name, num, index, heading, claim, kind, why,
                                     unified_diff(old_text, new_text, fresh_label),
-                                    vanished_phrases(old_text, new_text))
+                                    vanished_phrases(old_text, new_text),
+                                    paragraph=paragraph_before(committed, index))
                 if base_outputs is not None:
                     base_view = comparable(base_outputs, rules)
                     if base_view != old_view:
@@ -632,6 +646,8 @@ def _cell_section(c: CellChange) -> list[str]:
            f"- guessed kind: **{c.kind}**: {c.why}"]
     if c.machine_drift:
         out.append(f"- baseline: {c.baseline_note}")
+    if c.paragraph:
+        out += ["", f"> {c.paragraph}"]
     out += ["", fence(c.diff, "diff"), ""]
     if c.vanished:
         gone = maximal(c.vanished)
@@ -640,6 +656,7 @@ def _cell_section(c: CellChange) -> list[str]:
         if c.prose:
             out += ["Prose that quotes what is gone (a claim `./course regen` would leave stale):", ""]
             for nb, index, tag, phrase, line in c.prose:
+                line = re.sub(r"^([-*>]|\d+\.)\s+", "", line)
                 clipped = line if len(line) <= 400 else line[:400] + " …"
                 out.append(f"- {_nb_short(nb)} · markdown cell {index} ({tag}), quotes `{phrase}`: {clipped}")
             out.append("")
