@@ -85,6 +85,7 @@ def test_pitfalls_and_quoted_corrections_are_numbered_too():
     fresh7 = with_outputs(seven, {0: "UserWarning: In a future release, calling ...\n"})
     change, = mr.compare_notebook("07_checkpointing.ipynb", seven, fresh7, None, RULES).changes
     assert change.heading == "2. Today's argument" and change.claim == "correction 1"
+    assert change.paragraph == "**Correction 1**: the post says ..."  # the quote's '>' left out
     assert change.kind == "cosmetic" and "warning" in change.why
 
 

@@ -193,7 +193,8 @@ def paragraph_before(nb: dict, cell_index: int, limit: int = 400) -> str:
     """The prose right before a code cell (the nearest English markdown cell, headings left out), shortened."""
     for cell in reversed(nb["cells"][:cell_index]):
         if cell["cell_type"] == "markdown" and is_english_or_both(cell):
-            text = " ".join(l.strip() for l in source(cell).splitlines() if l.strip() and not HEADING.match(l))
+            lines = (re.sub(r"^(>\s*)+", "", l.strip()) for l in source(cell).splitlines() if not HEADING.match(l))
+            text = " ".join(l for l in lines if l)
             text = re.sub(r"\s+", " ", text)
             return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
         if cell["cell_type"] == "code":
