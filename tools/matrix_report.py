@@ -588,7 +588,8 @@ def render_report(meta: dict, units: UnitResult | None, results: list[NotebookRe
             lines += [f"Could not run: {units.error}", ""]
         else:
             lines += [f"`{units.summary_line or f'{units.passed} passed, {len(units.failed)} failed'}`"
-                      + (f" ({units.seconds:.0f} s)" if units.seconds else ""), ""]
+                      + (f" ({units.seconds:.0f} s)" if units.seconds and " in " not in units.summary_line else ""),
+                      ""]
         if units.failed:
             lines += ["Failed:", ""] + [f"- `{t}`: {m}" for t, m in units.failed] + [""]
         if units.skipped:
