@@ -206,14 +206,17 @@ def test_junit_results_and_exit_codes(tmp_path):
       <testcase classname="tests.test_a" name="test_bad"><failure message="assert 2 == 1">trace</failure></testcase>
       <testcase classname="tests.test_b" name="test_tv"><skipped message="needs torchvision"/></testcase>
       <testcase classname="tests.test_b" name="test_tv2"><skipped message="needs torchvision"/></testcase>
+      <testcase classname="" name="tests.test_c"><skipped message="collection skipped">('/r/tests/test_c.py', 11, \
+"Skipped: needs torchvision")</skipped></testcase>
     </testsuite></testsuites>""")
     units = mr.read_junit(xml, returncode=1)
-    assert (units.tests, units.passed) == (4, 1)
+    assert (units.tests, units.passed) == (5, 1)
+    assert ("tests/test_c.py", "needs torchvision") in units.skipped  # a module skipped at collection
     assert units.failed == [("tests/test_a.py::test_bad", "assert 2 == 1")]
     assert mr.exit_code(units, []) == 1
     report = mr.render_report({"name": "t", "unit_only": True}, units, [])
     assert "`tests/test_a.py::test_bad`: assert 2 == 1" in report
-    assert "2 × needs torchvision" in report and "Notebooks not run" in report
+    assert "3 × needs torchvision" in report and "Notebooks not run" in report
     clean = mr.UnitResult(returncode=0, tests=3)
     assert mr.exit_code(clean, []) == 0
     assert mr.exit_code(clean, [mr.NotebookResult("00.ipynb", aborted="DeadKernelError")]) == 1

@@ -517,9 +517,16 @@ def read_junit(path: Path, *, returncode: int) -> UnitResult:
     root = ET.parse(path).getroot()
     for case in root.iter("testcase"):
         result.tests += 1
-        test_id = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}".replace("tests/", "tests/", 1)
+        if case.get("classname"):
+            test_id = f"{case.get('classname').replace('.', '/')}.py::{case.get('name')}"
+        else:  # a whole module skipped or failed at collection
+            test_id = f"{(case.get('name') or '?').replace('.', '/')}.py"
         for child in case:
-            message = (child.get("message") or child.text or "").strip().splitlines()
+            text = child.get("message") or child.text or ""
+            if text == "collection skipped" and child.text:  # the reason is in the text: (path, line, 'Skipped: ...')
+                found = re.search(r"Skipped: (.*?)['\"]\)\s*$", child.text.strip())
+                text = found.group(1) if found else child.text
+            message = text.strip().splitlines()
             first = message[0][:300] if message else ""
             if child.tag in ("failure", "error"):
                 result.failed.append((test_id, first))
