@@ -5,7 +5,7 @@ retype in every notebook, and tools worth keeping after the course.
 """
 from .attempt import attempt
 from .capture import Capture, FeatureExtractor, ShapeRow, ShapeTable, capture, layer_shapes
-from .clip import clip_grad_norm_hooks, clip_grad_value_hooks
+from .clip import clip_grad_norm_global_hooks, clip_grad_norm_hooks, clip_grad_value_hooks
 from .env import setup
 from .exercises import check, hint, solution
 from .export import export_notebook, export_notebooks
@@ -45,6 +45,7 @@ __all__ = [
     "capture",
     "check",
     "checkpoint_modules",
+    "clip_grad_norm_global_hooks",
     "clip_grad_norm_hooks",
     "clip_grad_value_hooks",
     "export_notebook",

@@ -20,8 +20,15 @@ The hooks return a new tensor (``grad.clamp(...)``), never ``grad.clamp_(...)``:
 hand the *same* tensor to several branches (``a + b`` gives both the same gradient), so an
 in-place change would also clip a gradient the hook does not own.
 
-Norm clipping here is *per parameter*: a hook sees one tensor at a time and cannot know the
-global norm over all parameters that ``torch.nn.utils.clip_grad_norm_`` uses.
+Norm clipping comes in two kinds:
+
+* :func:`clip_grad_norm_hooks` -- *per parameter*: each tensor hook sees one gradient and
+  scales it by its own norm, so the result is not what ``torch.nn.utils.clip_grad_norm_``
+  gives (one factor from the norm of all gradients together).
+* :func:`clip_grad_norm_global_hooks` -- the *global* norm, inside backward: a
+  post-accumulate-grad hook on every parameter counts down, and the hook of the last
+  parameter to receive its gradient computes the norm over every ``.grad`` and rescales them
+  all. For one backward per step this is ``clip_grad_norm_`` (equal up to float rounding).
 """
 from __future__ import annotations
 
@@ -33,7 +40,7 @@ from torch import nn
 
 from .scope import HookScope
 
-__all__ = ["clip_grad_norm_hooks", "clip_grad_value_hooks"]
+__all__ = ["clip_grad_norm_global_hooks", "clip_grad_norm_hooks", "clip_grad_value_hooks"]
 
 _STAGES = ("incoming", "accumulated")
 
@@ -67,17 +74,35 @@ def _positive(value: float, what: str) -> float:
     return float(value)
 
 
+def _norm_type(norm_type: float) -> float:
+    if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float)) or not float(norm_type) > 0:
+        raise ValueError(f"norm_type must be > 0 (or inf), got {norm_type!r}")
+    return float(norm_type)
+
+
+def _scale_of(scaler: object | None):
+    """A function giving the current loss scale: hooks run on scaled gradients under ``GradScaler``."""
+    if scaler is None:
+        return lambda: 1.0
+    if not callable(getattr(scaler, "get_scale", None)):
+        raise TypeError(f"scaler must be a torch.amp.GradScaler (the one whose scale() the loss goes through), "
+                        f"got {type(scaler).__name__}")
+    return scaler.get_scale  # a float; on a GPU reading it waits for the device
+
+
 def _check_stage(stage: str) -> None:
     if stage not in _STAGES:
         raise ValueError(f"stage must be one of {_STAGES}, got {stage!r}")
 
 
 def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: float, *,
-                          stage: str = "incoming") -> HookScope:
+                          stage: str = "incoming", scaler: object | None = None) -> HookScope:
     """Clamp every gradient of ``params`` to ``[-value, value]`` from now on, through hooks.
 
     Returns a :class:`~hooklab.HookScope` owning the hooks: call ``.remove()`` or use it
-    as a context manager.
+    as a context manager. Under mixed precision pass the ``GradScaler`` as ``scaler``: the hooks
+    see gradients multiplied by its scale and clamp to ``value * scale``, which after
+    ``scaler.unscale_`` is clamping the true gradients to ``value``.
 
     >>> with clip_grad_value_hooks(model, 0.01):
     ...     model(x).sum().backward()
@@ -86,28 +111,33 @@ def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: flo
     """
     value = _positive(value, "value")
     _check_stage(stage)
+    scale_now = _scale_of(scaler)
     found = _params(params)
     scope = HookScope("clip_grad_value")
     if stage == "incoming":
         def clip_value(grad: torch.Tensor) -> torch.Tensor:
-            return grad.clamp(-value, value)  # a new tensor: never clamp_ here
+            limit = value * scale_now()
+            return grad.clamp(-limit, limit)  # a new tensor: never clamp_ here
         for p in found:
             scope.add(p.register_hook(clip_value))
     else:
         def clip_value_accumulated(param: torch.Tensor) -> None:
-            param.grad.clamp_(-value, value)  # .grad belongs to the parameter: in place is fine
+            limit = value * scale_now()
+            param.grad.clamp_(-limit, limit)  # .grad belongs to the parameter: in place is fine
         for p in found:
             scope.add(p.register_post_accumulate_grad_hook(clip_value_accumulated))
     return scope
 
 
 def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: float,
-                         norm_type: float = 2.0, *, stage: str = "incoming") -> HookScope:
+                         norm_type: float = 2.0, *, stage: str = "incoming",
+                         scaler: object | None = None) -> HookScope:
     """Rescale each parameter's gradient so that *its own* norm is at most ``max_norm``.
 
     Unlike ``torch.nn.utils.clip_grad_norm_`` (one scale factor from the norm of all
     gradients together), each tensor is scaled on its own; the two agree when there is a
-    single parameter. Returns a :class:`~hooklab.HookScope` owning the hooks.
+    single parameter. Returns a :class:`~hooklab.HookScope` owning the hooks. Under mixed
+    precision pass the ``GradScaler`` as ``scaler`` (see :func:`clip_grad_value_hooks`).
 
     >>> scope = clip_grad_norm_hooks(model, 1.0)
     >>> model(x).sum().backward()
@@ -117,14 +147,14 @@ def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: f
     62
     """
     max_norm = _positive(max_norm, "max_norm")
-    norm_type = float(norm_type)
-    if not norm_type > 0:
-        raise ValueError(f"norm_type must be > 0 (or inf), got {norm_type!r}")
+    norm_type = _norm_type(norm_type)
     _check_stage(stage)
+    scale_now = _scale_of(scaler)
     found = _params(params)
 
     def scale(grad: torch.Tensor) -> torch.Tensor:
-        norm = torch.linalg.vector_norm(grad, norm_type)
+        loss_scale = scale_now()
+        norm = torch.linalg.vector_norm(grad, norm_type) / loss_scale  # the norm of the true gradient
         # same formula as clip_grad_norm_: no branch, so no device sync
         return grad * torch.clamp(max_norm / (norm + 1e-6), max=1.0)
 
@@ -139,4 +169,83 @@ def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: f
             param.grad.copy_(scale(param.grad))
         for p in found:
             scope.add(p.register_post_accumulate_grad_hook(clip_norm_accumulated))
+    return scope
+
+
+def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: float, *,
+                                norm_type: float = 2.0, scaler: object | None = None) -> HookScope:
+    """Clip by the *global* gradient norm inside backward, as ``torch.nn.utils.clip_grad_norm_``.
+
+    A post-accumulate-grad hook on every parameter counts down; the hook of the last parameter
+    to receive its gradient in a backward takes the norm over every ``.grad`` (the norms of all
+    tensors together, ``norm_type`` as in ``clip_grad_norm_``, ``inf`` included) and multiplies
+    each ``.grad`` in place by ``min(1, max_norm / (total + 1e-6))``, the factor
+    ``clip_grad_norm_`` uses. Returns a :class:`~hooklab.HookScope` owning the hooks.
+
+    * One backward per optimizer step: the result equals ``clip_grad_norm_`` called after
+      ``backward()`` (up to float rounding in the norm), and the clipping is already done
+      when ``backward()`` returns.
+    * A parameter that gets no gradient in a backward (a branch the loss did not use, a
+      frozen part) cannot count down, so the countdown would never end. The tool notices
+      (the first hook of each backward asks autograd to call it back when that backward
+      ends) and then clips at the end of the backward instead. Either way the norm covers
+      exactly the parameters whose ``.grad`` is set, the ones ``clip_grad_norm_`` would use;
+      a ``.grad`` that is ``None`` stays ``None``.
+    * Gradient accumulation (several backwards per step): each backward clips the
+      accumulated ``.grad``, which gives ``clip(clip(g1) + g2)``, not ``clip(g1 + g2)``. Enter
+      the scope around the *last* micro-batch's backward only: its hooks then see the
+      accumulated sum, and the result is ``clip_grad_norm_`` of the sum.
+    * ``torch.autograd.grad`` does not write ``.grad`` and does not run these hooks.
+    * Mixed precision: pass the ``GradScaler`` as ``scaler``. The hooks then see scaled
+      gradients and compute the norm of the true ones (divided by the scale), so after
+      ``scaler.unscale_(optimizer)`` the result is ``clip_grad_norm_`` of the true gradients.
+
+    >>> import torch
+    >>> from torch import nn
+    >>> torch.manual_seed(0) and None
+    >>> model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    >>> x = torch.randn(16, 4) * 10
+    >>> with clip_grad_norm_global_hooks(model, 0.5):
+    ...     model(x).pow(2).sum().backward()
+    >>> total = torch.stack([p.grad.norm() for p in model.parameters()]).norm()
+    >>> round(total.item(), 4)
+    0.5
+    """
+    max_norm = _positive(max_norm, "max_norm")
+    norm_type = _norm_type(norm_type)
+    scale_now = _scale_of(scaler)
+    found = _params(params)
+    if len({id(p) for p in found}) != len(found):
+        raise ValueError("a parameter appears more than once in params: pass each parameter once "
+                         "(model.parameters() already removes shared ones)")
+    state = {"task": None, "left": 0, "done": False}
+
+    def clip_all() -> None:
+        grads = [p.grad for p in found if p.grad is not None]
+        state["done"] = True
+        if not grads:
+            return
+        norms = [torch.linalg.vector_norm(g, norm_type) for g in grads]
+        total = torch.linalg.vector_norm(torch.stack([n.to(grads[0].device) for n in norms]), norm_type)
+        total = total / scale_now()  # the norm of the true gradients under a GradScaler
+        factor = torch.clamp(max_norm / (total + 1e-6), max=1.0)  # no branch: no device sync
+        for g in grads:
+            g.mul_(factor.to(g.device))
+
+    def at_end_of_backward() -> None:
+        if not state["done"]:   # some parameter got no gradient: the countdown never reached 0
+            clip_all()
+
+    def count_down(param: torch.Tensor) -> None:
+        task = torch._C._current_graph_task_id()
+        if task != state["task"]:  # the first hook of a new backward
+            state.update(task=task, left=len(found), done=False)
+            torch.autograd.Variable._execution_engine.queue_callback(at_end_of_backward)
+        state["left"] -= 1
+        if state["left"] == 0:
+            clip_all()
+
+    scope = HookScope("clip_grad_norm_global")
+    for p in found:
+        scope.add(p.register_post_accumulate_grad_hook(count_down))
     return scope

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import copy
+import doctest
 
 import pytest
 import torch
 from torch import nn
 
 import hooklab
-from hooklab.clip import clip_grad_norm_hooks, clip_grad_value_hooks
+from hooklab.clip import clip_grad_norm_global_hooks, clip_grad_norm_hooks, clip_grad_value_hooks
 
 
 def make_model() -> nn.Sequential:
@@ -214,3 +215,235 @@ def test_single_tensor_accepted():
     with clip_grad_value_hooks(w, 0.25):
         (w * 10).sum().backward()
     assert torch.equal(w.grad, torch.full((3,), 0.25))
+
+
+# --- clip_grad_norm_global_hooks: the global norm, inside backward -------------------------------------------
+
+def global_norm(model: nn.Module, norm_type: float = 2.0) -> float:
+    return torch.linalg.vector_norm(
+        torch.stack([torch.linalg.vector_norm(p.grad, norm_type) for p in model.parameters()]), norm_type).item()
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, float("inf")])
+def test_global_hooks_match_clip_grad_norm_over_several_steps(norm_type):
+    torch.manual_seed(1)
+    batches = [torch.randn(8, 6) * 10 for _ in range(3)]
+    ref, model = make_model(), make_model()
+    opt_ref = torch.optim.SGD(ref.parameters(), lr=1e-3)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    with clip_grad_norm_global_hooks(model, 0.5, norm_type=norm_type) as scope:
+        assert len(scope) == 4
+        for xb in batches:                      # three optimizer steps, the hooks stay on
+            opt_ref.zero_grad()
+            loss_of(ref, xb).backward()
+            raw_norm = global_norm(ref, norm_type)
+            torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5, norm_type=norm_type)
+            opt.zero_grad()
+            loss_of(model, xb).backward()
+            assert raw_norm > 1.0               # clipping has work to do at every step
+            for a, b in zip(grads(model), grads(ref)):
+                assert torch.allclose(a, b, rtol=1e-5, atol=1e-8)
+            assert global_norm(model, norm_type) == pytest.approx(0.5, rel=1e-4)
+            opt_ref.step()
+            opt.step()
+    assert no_hooks(model)
+
+
+def test_global_hooks_are_not_the_per_parameter_hooks(xb):
+    per_param, global_ = make_model(), make_model()
+    with clip_grad_norm_hooks(per_param, 1.0):
+        loss_of(per_param, xb).backward()
+    with clip_grad_norm_global_hooks(global_, 1.0):
+        loss_of(global_, xb).backward()
+    assert global_norm(per_param) > 1.5                      # each tensor <= 1, together more
+    assert global_norm(global_) == pytest.approx(1.0, rel=1e-4)
+
+
+def test_global_hooks_leave_small_gradients_alone():
+    ref, model = make_model(), make_model()
+    torch.manual_seed(3)
+    x = torch.randn(2, 6) * 1e-3
+    loss_of(ref, x).backward()
+    with clip_grad_norm_global_hooks(model, 100.0):
+        loss_of(model, x).backward()
+    for a, b in zip(grads(model), grads(ref)):
+        assert torch.equal(a, b)
+
+
+class TwoHeads(nn.Module):
+    """A trunk and two heads: a loss that uses one head gives the other no gradient."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.trunk, self.a, self.b = nn.Linear(6, 8), nn.Linear(8, 2), nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor, head: str) -> torch.Tensor:
+        return getattr(self, head)(torch.tanh(self.trunk(x)))
+
+
+def test_a_parameter_without_gradient_this_step_does_not_stop_the_clipping(xb):
+    ref, model = TwoHeads(), TwoHeads()
+    ref(xb, "a").pow(2).sum().backward()
+    torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
+    with clip_grad_norm_global_hooks(model, 0.5):
+        model(xb, "a").pow(2).sum().backward()           # head b gets no gradient
+        assert model.b.weight.grad is None and model.b.bias.grad is None
+        for name, p in ref.named_parameters():
+            if p.grad is not None:
+                assert torch.allclose(dict(model.named_parameters())[name].grad, p.grad, rtol=1e-5, atol=1e-8)
+        # the next step uses both heads: the countdown starts afresh and completes
+        model.zero_grad()
+        ref.zero_grad()
+        (model(xb, "a") + model(xb, "b")).pow(2).sum().backward()
+        (ref(xb, "a") + ref(xb, "b")).pow(2).sum().backward()
+        torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
+        for a, b in zip(grads(model), grads(ref)):
+            assert torch.allclose(a, b, rtol=1e-5, atol=1e-8)
+
+
+def test_a_stale_grad_counts_as_clip_grad_norm_counts_it(xb):
+    # zero_grad(set_to_none=False) leaves zeros; a .grad left from an earlier step is part of the norm
+    ref, model = TwoHeads(), TwoHeads()
+    for m in (ref, model):
+        m(xb, "b").sum().backward()                     # head b now holds a .grad
+        m.trunk.zero_grad()
+        m.a.zero_grad()
+    ref(xb, "a").pow(2).sum().backward()
+    torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
+    with clip_grad_norm_global_hooks(model, 0.5):
+        model(xb, "a").pow(2).sum().backward()
+    for a, b in zip(grads(model), grads(ref)):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-8)
+
+
+def test_global_hooks_with_accumulation(xb):
+    torch.manual_seed(4)
+    micro = [torch.randn(8, 6) * 10 for _ in range(2)]
+    ref = make_model()
+    for m in micro:
+        loss_of(ref, m).backward()
+    torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
+    every = make_model()                                   # hooks on for both backwards
+    with clip_grad_norm_global_hooks(every, 0.5):
+        for m in micro:
+            loss_of(every, m).backward()
+    assert global_norm(every) == pytest.approx(0.5, rel=1e-4)   # clip(clip(g1) + g2): norm right ...
+    assert not all(torch.allclose(a, b, rtol=1e-5, atol=1e-8) for a, b in zip(grads(every), grads(ref)))
+    last = make_model()                                    # ... direction not; hooks on the last backward only
+    loss_of(last, micro[0]).backward()
+    with clip_grad_norm_global_hooks(last, 0.5):
+        loss_of(last, micro[1]).backward()
+    for a, b in zip(grads(last), grads(ref)):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-8)
+
+
+def test_global_hooks_after_a_backward_that_raised(xb):
+    # a backward that fails halfway must not leave the countdown half done for the next one
+    model, ref = make_model(), make_model()
+
+    def fail(param):
+        raise RuntimeError("boom")
+
+    with clip_grad_norm_global_hooks(model, 0.5):
+        handle = model[2].bias.register_post_accumulate_grad_hook(fail)   # the first parameter to get its grad
+        with pytest.raises(RuntimeError, match="boom"):
+            loss_of(model, xb).backward()
+        handle.remove()
+        model.zero_grad()
+        loss_of(model, xb).backward()
+    loss_of(ref, xb).backward()
+    torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
+    for a, b in zip(grads(model), grads(ref)):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-8)
+
+
+def test_global_hooks_removed_on_exit_and_on_exception(xb):
+    model = make_model()
+    with clip_grad_norm_global_hooks(model, 1.0):
+        loss_of(model, xb).backward()
+    assert no_hooks(model)
+    with pytest.raises(ZeroDivisionError):
+        with clip_grad_norm_global_hooks(model, 1.0):
+            assert len(hooklab.hook_inventory(model, include_global=False)) == 4
+            1 / 0
+    assert no_hooks(model)
+    model.zero_grad()
+    loss_of(model, xb).backward()
+    assert global_norm(model) > 2.0                          # no clipping left behind
+
+
+def test_global_hooks_bad_input():
+    for bad in (0, -1.0, float("nan"), float("inf"), "1", True):
+        with pytest.raises(ValueError, match="positive finite"):
+            clip_grad_norm_global_hooks(make_model(), bad)
+    for bad in (0, -2.0, True, "2"):
+        with pytest.raises(ValueError, match="norm_type"):
+            clip_grad_norm_global_hooks(make_model(), 1.0, norm_type=bad)
+    with pytest.raises(TypeError):
+        clip_grad_norm_global_hooks(make_model(), 1.0, 2.0)     # norm_type is keyword-only
+    with pytest.raises(ValueError, match="nothing to clip"):
+        clip_grad_norm_global_hooks(make_model().requires_grad_(False), 1.0)
+    w = nn.Parameter(torch.ones(2))
+    with pytest.raises(ValueError, match="more than once"):
+        clip_grad_norm_global_hooks([w, w], 1.0)
+    leaf = torch.ones(2, requires_grad=True)
+    with pytest.raises(ValueError, match="leaf"):
+        clip_grad_norm_global_hooks([leaf * 2], 1.0)
+
+
+def test_global_hooks_docstring_example_runs():
+    finder = doctest.DocTestFinder()
+    (test,) = finder.find(clip_grad_norm_global_hooks, "clip_grad_norm_global_hooks",
+                          globs={"clip_grad_norm_global_hooks": clip_grad_norm_global_hooks})
+    assert test.examples
+    result = doctest.DocTestRunner().run(test)
+    assert result.failed == 0 and result.attempted == len(test.examples)
+
+
+def _scaled_run(make_scope):
+    """Grads after a GradScaler backward and unscale_, with the hooks make_scope(model, scaler) registers."""
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2))
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**12)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(16, 6) * 5
+    scope = make_scope(model, scaler) if make_scope else None
+    try:
+        scaler.scale(model(x).square().sum()).backward()
+    finally:
+        if scope is not None:
+            scope.remove()
+    scaler.unscale_(optimizer)
+    return model, [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("kind", ["value", "norm", "global"])
+def test_scaler_makes_hook_clipping_equal_to_clipping_after_unscale(kind):
+    reference_model, _ = _scaled_run(None)
+    if kind == "value":
+        torch.nn.utils.clip_grad_value_(reference_model.parameters(), 0.05)
+        tool = lambda m, s: clip_grad_value_hooks(m, 0.05, scaler=s)
+        unaware = lambda m, s: clip_grad_value_hooks(m, 0.05)
+    elif kind == "norm":
+        for p in reference_model.parameters():
+            torch.nn.utils.clip_grad_norm_([p], 0.5)
+        tool = lambda m, s: clip_grad_norm_hooks(m, 0.5, scaler=s)
+        unaware = lambda m, s: clip_grad_norm_hooks(m, 0.5)
+    else:
+        torch.nn.utils.clip_grad_norm_(reference_model.parameters(), 0.5)
+        tool = lambda m, s: clip_grad_norm_global_hooks(m, 0.5, scaler=s)
+        unaware = lambda m, s: clip_grad_norm_global_hooks(m, 0.5)
+    reference = [p.grad for p in reference_model.parameters()]
+    _, with_scaler = _scaled_run(tool)
+    _, without = _scaled_run(unaware)
+    assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(with_scaler, reference))
+    assert not all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(without, reference))
+
+
+def test_scaler_must_be_a_grad_scaler():
+    model = nn.Linear(2, 2)
+    for tool in (clip_grad_value_hooks, clip_grad_norm_hooks, clip_grad_norm_global_hooks):
+        with pytest.raises(TypeError, match="scaler must be a torch.amp.GradScaler"):
+            tool(model, 1.0, scaler=2.0**16)
+    assert not model.weight._backward_hooks and not model.weight._post_accumulate_grad_hooks

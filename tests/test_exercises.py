@@ -172,9 +172,54 @@ def test_hint_and_solution_print(capsys):
     assert "[00.3] 提示：" in out and "[00.3] hint:" in out and "def count_saved" in out
 
 
-def test_unknown_exercise_lists_existing_ones():
-    with pytest.raises(KeyError, match="00.1, 00.2, 00.3"):
-        hooklab.check("99.9", None)
+def test_a_mistyped_key_gives_one_bilingual_line_listing_the_keys(capsys):
+    hooklab.check("1.3", None)                           # the learner meant "01.3"
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1
+    line = out[0]
+    assert line.startswith("[1.3] 没有这道练习") and "no such exercise" in line
+    assert "“01.3”" in line and "did you mean '01.3'" in line
+    assert line.endswith(", ".join(sorted(exercises._REGISTRY)))   # every valid key, in order
+
+
+@pytest.mark.parametrize("show", [hooklab.hint, hooklab.solution])
+def test_hint_and_solution_with_an_unknown_key_print_one_line(show, capsys):
+    show("01.9")
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and out[0].startswith("[01.9] 没有这道练习 / no such exercise.") and "01.3" in out[0]
+
+
+def test_verdict_with_an_unknown_key_raises_a_key_error_with_that_line():
+    with pytest.raises(KeyError, match="no such exercise") as raised:
+        exercises.verdict("99.9", None)
+    assert isinstance(raised.value, exercises.UnknownExercise)
+    assert str(raised.value).count("\n") == 0 and "00.1, 00.2, 00.3" in str(raised.value)
+
+
+def test_hints_have_no_raw_line_breaks():
+    exercises._load_all()
+    for key in exercises._REGISTRY:
+        plain, markdown = exercises.hint_text(key)
+        zh_line, en_line = plain.split("\n")               # exactly one line per language
+        assert zh_line.startswith(f"[{key}] 提示：") and en_line.startswith(f"[{key}] hint: ")
+        paragraphs = markdown.split("\n\n")
+        assert len(paragraphs) == 2 and not any("\n" in p for p in paragraphs)
+        assert all(p.count("`") % 2 == 0 for p in paragraphs), f"{key}: unpaired backtick in the hint"
+
+
+def test_in_a_notebook_hints_and_solutions_render_as_markdown(monkeypatch, capsys):
+    import IPython.display
+    shown = []
+    monkeypatch.setattr(exercises, "_in_notebook", lambda: True)
+    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False: shown.append((obj, raw)))
+    hooklab.hint("01.2")
+    hooklab.solution("01.2")
+    assert capsys.readouterr().out == ""                 # nothing printed as raw text
+    (hint_obj, raw1), (solution_obj, raw2) = shown
+    assert raw1 and raw2
+    assert hint_obj["text/markdown"] == exercises.hint_text("01.2")[1]
+    assert hint_obj["text/plain"] == exercises.hint_text("01.2")[0]
+    assert solution_obj["text/markdown"].count("```") == 2 and "def zero_nan_grads" in solution_obj["text/markdown"]
 
 
 def test_duplicate_registration_is_refused():

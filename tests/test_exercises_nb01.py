@@ -96,7 +96,15 @@ def nan_with_nan_to_num(t, replaced):
 def nan_with_masked_fill_on_a_copy(t, replaced):
     def hook(grad):
         mask = grad.isnan()
-        replaced.append(mask.sum())                     # a 0-d integer tensor is accepted too
+        replaced.append(mask.sum().item())              # .item() of an integer tensor is a Python int
+        return grad.masked_fill(mask, 0)
+    return t.register_hook(hook)
+
+
+def nan_count_left_as_a_tensor(t, replaced):
+    def hook(grad):
+        mask = grad.isnan()
+        replaced.append(mask.sum())                     # a 0-d tensor where the exercise asks for an int
         return grad.masked_fill(mask, 0)
     return t.register_hook(hook)
 
@@ -157,9 +165,16 @@ def test_01_2_accepts_right_answers(answer):
 
 @pytest.mark.parametrize("answer", [nan_in_place, nan_compared_with_equals, nan_fraction_instead_of_count,
                                     nan_counted_but_not_replaced, nan_replaced_by_one,
-                                    nan_counted_only_when_present])
+                                    nan_counted_only_when_present, nan_count_left_as_a_tensor])
 def test_01_2_rejects_wrong_answers(answer):
     assert verdict("01.2", answer) == "wrong"
+
+
+def test_01_2_says_an_int_is_asked_for_not_a_tensor():
+    from hooklab import exercises
+    status, zh, en = exercises.verdict("01.2", nan_count_left_as_a_tensor)
+    assert status == "wrong" and "not the tensor" in en and "int(mask.sum())" in en
+    assert "张量" in zh and "int(mask.sum())" in zh
 
 
 def test_01_2_blank_start_is_not_solved():
@@ -219,21 +234,67 @@ def clip_late_binding_lambda(model, name, max_norm):
     return handles[name]
 
 
+def clip_in_place_returning_grad(model, name, max_norm):
+    param = dict(model.named_parameters())[name]
+    def clip(grad):
+        return grad.mul_(min(1.0, max_norm / grad.norm().item()))   # right values, but edits the shared tensor
+    return param.register_hook(clip)
+
+
+def clip_in_place_returning_none(model, name, max_norm):
+    param = dict(model.named_parameters())[name]
+    def clip(grad):
+        norm = grad.norm()
+        if norm > max_norm:
+            grad.mul_(max_norm / norm)                  # returns None: relies on the in-place edit alone
+    return param.register_hook(clip)
+
+
+def clip_on_a_copy_in_place(model, name, max_norm):
+    param = dict(model.named_parameters())[name]
+    def clip(grad):
+        new = grad.clone()
+        new.mul_(min(1.0, max_norm / new.norm().item()))   # in place on a NEW tensor: fine
+        return new
+    return param.register_hook(clip)
+
+
 def clip_reading_dot_grad(model, name, max_norm):
     param = dict(model.named_parameters())[name]
     return param.register_hook(lambda g: param.grad * min(1.0, max_norm / param.grad.norm().item()))
 
 
 @pytest.mark.parametrize("answer", [run_solution("01.3")["clip_param_grad"], clip_with_get_parameter_and_tensor_min,
-                                    clip_with_branch])
+                                    clip_with_branch, clip_on_a_copy_in_place])
 def test_01_3_accepts_right_answers(answer):
     assert verdict("01.3", answer) == "correct"
 
 
 @pytest.mark.parametrize("answer", [clip_elementwise, clip_always_rescale, clip_hard_coded_one, clip_every_parameter,
-                                    clip_late_binding_lambda, clip_reading_dot_grad])
+                                    clip_late_binding_lambda, clip_reading_dot_grad, clip_in_place_returning_grad,
+                                    clip_in_place_returning_none])
 def test_01_3_rejects_wrong_answers(answer):
     assert verdict("01.3", answer) == "wrong"
+
+
+@pytest.mark.parametrize("answer", [clip_in_place_returning_grad, clip_in_place_returning_none])
+def test_01_3_says_why_an_in_place_edit_is_wrong(answer):
+    from hooklab import exercises
+    status, zh, en = exercises.verdict("01.3", answer)
+    assert status == "wrong" and "in place" in en and "原地" in zh
+
+
+def test_01_3_checker_removes_its_own_watching_hook(monkeypatch):
+    from hooklab.exercises import nb01
+    cases = nb01._clip_cases()
+    monkeypatch.setattr(nb01, "_clip_cases", lambda: cases)   # keep the checker's models to inspect them
+    assert verdict("01.3", run_solution("01.3")["clip_param_grad"]) == "correct"
+    assert all(hooklab.hook_inventory(model, include_global=False) == [] for model, *_ in cases)
+
+    cases = nb01._clip_cases()
+    assert verdict("01.3", clip_in_place_returning_grad) == "wrong"     # stops at the first case
+    left = hooklab.hook_inventory(cases[0][0], include_global=False)
+    assert [entry.kind for entry in left] == ["tensor"]                 # the learner's hook only, not the watcher
 
 
 def test_01_3_blank_start_is_not_solved():

@@ -18,9 +18,9 @@ def sources(nb):
 def test_keeps_one_language_and_all_code():
     zh = export_notebook(GOOD, "zh")
     en = export_notebook(GOOD, "en")
-    assert sources(zh) == ["# 99 · 标题 / Title", "钩子（hook）让我们观察梯度。",
+    assert sources(zh) == ["# 99 · 标题", "钩子（hook）让我们观察梯度。",
                            "import hooklab\nhooklab.setup()", "print(1 + 1)"]
-    assert sources(en) == ["# 99 · 标题 / Title", "A hook lets us watch a gradient.",
+    assert sources(en) == ["# 99 · Title", "A hook lets us watch a gradient.",
                            "import hooklab\nhooklab.setup()", "print(1 + 1)"]
     assert zh["cells"][3]["outputs"] == GOOD["cells"][4]["outputs"]
     assert zh["metadata"]["hooklab_language"] == "zh"
@@ -41,7 +41,7 @@ def test_export_notebooks_writes_files_and_checks_paths(tmp_path):
     out = tmp_path / "out"
     written = export_notebooks("en", out, [src])
     assert written == [out / "99_demo.ipynb"]
-    assert "钩子" not in written[0].read_text(encoding="utf-8").replace("标题", "")
+    assert "钩子" not in written[0].read_text(encoding="utf-8")
     with pytest.raises(FileNotFoundError, match="missing.ipynb"):
         export_notebooks("en", tmp_path / "out2", [src, tmp_path / "missing.ipynb"])
     assert not (tmp_path / "out2").exists()  # nothing written when an input is bad

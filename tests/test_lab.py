@@ -92,15 +92,22 @@ def kernel_client(runtime_dir: Path, kernel_id: str, deadline_s: float = 60.0) -
             raise TimeoutError(f"the server wrote no connection file {connection_file.name} "
                                f"within {deadline_s:.0f} s")
         time.sleep(0.2)
-    client = BlockingKernelClient(connection_file=str(connection_file))
-    client.load_connection_file()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=deadline_s)
-    except RuntimeError as error:
-        client.stop_channels()
-        raise TimeoutError(f"kernel {kernel_id} did not answer kernel_info within {deadline_s:.0f} s") from error
-    return client
+    # The connection file is written before the kernel is up. wait_for_ready() calls a kernel "dead" when its
+    # heartbeat has not answered within 1 s, which a kernel still importing (on a loaded machine) cannot do:
+    # retry with a fresh client until the deadline.
+    while True:
+        client = BlockingKernelClient(connection_file=str(connection_file))
+        client.load_connection_file()
+        client.start_channels()
+        try:
+            client.wait_for_ready(timeout=max(1.0, deadline - time.monotonic()))
+            return client
+        except RuntimeError as error:
+            client.stop_channels()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"kernel {kernel_id} did not answer kernel_info within {deadline_s:.0f} s "
+                                   f"({error})") from error
+            time.sleep(1)
 
 
 def execute(client: BlockingKernelClient, code: str, deadline_s: float = 120.0):

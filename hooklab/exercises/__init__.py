@@ -4,7 +4,7 @@ In a notebook::
 
     def count_relu_zeros(model, x):
         ...                                 # the learner's code
-    hooklab.check("00.1", count_relu_zeros) # says right / wrong and why, in both languages
+    hooklab.check("00.1", count_relu_zeros) # says right / wrong and why (in zh, en or both: hooklab.lang)
     hooklab.hint("00.1")                    # a nudge
     hooklab.solution("00.1")                # a reference answer, only when asked for
 
@@ -23,8 +23,10 @@ import torch
 from torch.nn.modules import module as module_globals
 
 from ..inventory import hook_inventory
+from ..lang import say
 
-__all__ = ["Exercise", "NotSolved", "Wrong", "check", "exercise", "hint", "solution", "verdict"]
+__all__ = ["Exercise", "NotSolved", "UnknownExercise", "Wrong", "check", "exercise", "hint", "hint_text", "solution",
+           "solution_text", "verdict"]
 
 
 class Wrong(Exception):
@@ -66,10 +68,35 @@ def _load_all() -> None:
             importlib.import_module(f"{__name__}.{info.name}")
 
 
+class UnknownExercise(KeyError):
+    """``key`` names no exercise; the message (one line, both languages) lists the keys that exist."""
+
+    def __init__(self, key: object, known: list[str]) -> None:
+        self.key, self.known = key, known
+        guess = _close_key(key, known)
+        zh_guess, en_guess = (f"（是不是“{guess}”？）", f" (did you mean {guess!r}?)") if guess else ("", "")
+        keys = ", ".join(known)
+        self.message = say(f"[{key}] 没有这道练习{zh_guess}。可用的：{keys}",
+                           f"[{key}] no such exercise{en_guess}. Valid keys: {keys}",
+                           both=f"[{key}] 没有这道练习{zh_guess} / no such exercise{en_guess}. 可用的 / valid keys: {keys}")
+        super().__init__(self.message)
+
+    def __str__(self) -> str:  # KeyError would print the message with quotes around it
+        return self.message
+
+
+def _close_key(key: object, known: list[str]) -> str | None:
+    """"1.3" -> "01.3", "01,3" -> "01.3": the key the learner most likely meant, if any."""
+    text = str(key).strip().replace(",", ".").replace(" ", "")
+    head, _, tail = text.partition(".")
+    candidate = f"{head.zfill(2)}.{tail}" if head.isdigit() and tail.isdigit() else text
+    return candidate if candidate in known and candidate != key else None
+
+
 def _get(key: str) -> Exercise:
     _load_all()
     if key not in _REGISTRY:
-        raise KeyError(f"no exercise {key!r}; exercises that exist: {', '.join(sorted(_REGISTRY))}")
+        raise UnknownExercise(key, sorted(_REGISTRY))
     return _REGISTRY[key]
 
 
@@ -87,25 +114,74 @@ def verdict(key: str, answer: Any) -> tuple[str, str, str]:
 
 
 def check(key: str, answer: Any) -> None:
-    """Check ``answer`` to exercise ``key`` and print the verdict, and why, in both languages."""
-    status, zh, en = verdict(key, answer)
+    """Check ``answer`` to exercise ``key`` and print the verdict, and why, in the course language
+    (:func:`hooklab.lang.course_language`: both by default).
+
+    A key that names no exercise prints one line listing the keys that exist (no traceback).
+    """
+    try:
+        status, zh, en = verdict(key, answer)
+    except UnknownExercise as unknown:
+        print(unknown.message)
+        return
     if status == "correct":
-        print(f"[{key}] 正确！\n[{key}] correct!")
+        print(say(f"[{key}] 正确！", f"[{key}] correct!"))
     elif status == "not solved":
-        print(f"[{key}] 尚未完成：{zh}\n[{key}] not solved yet: {en}")
+        print(say(f"[{key}] 尚未完成：{zh}", f"[{key}] not solved yet: {en}"))
     else:
-        print(f"[{key}] 还不对：{zh}\n[{key}] not right yet: {en}")
+        print(say(f"[{key}] 还不对：{zh}", f"[{key}] not right yet: {en}"))
+
+
+def _in_notebook() -> bool:
+    """True inside a Jupyter kernel, where output can be rendered as Markdown."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _show(plain: str, markdown: str) -> None:
+    """Markdown in a notebook (code in backticks renders as code, long lines wrap between words), plain text elsewhere."""
+    if _in_notebook():
+        from IPython.display import display
+        display({"text/markdown": markdown, "text/plain": plain}, raw=True)
+    else:
+        print(plain)
+
+
+def hint_text(key: str) -> tuple[str, str]:
+    """Exercise ``key``'s hint as ``(plain text, Markdown)``: one line per language, never a raw line break inside one."""
+    zh, en = (" ".join(part.split()) for part in _get(key).hint)
+    return (say(f"[{key}] 提示：{zh}", f"[{key}] hint: {en}"),
+            say(f"**[{key}] 提示**：{zh}", f"**[{key}] hint**: {en}",
+                both=f"**[{key}] 提示**：{zh}\n\n**[{key}] hint**: {en}"))
+
+
+def solution_text(key: str) -> tuple[str, str]:
+    """Exercise ``key``'s reference solution as ``(plain text, Markdown)``."""
+    code = _get(key).solution
+    plain = say(f"# [{key}] 参考答案", f"# [{key}] reference solution", both=f"# [{key}] reference solution / 参考答案")
+    title = say(f"**[{key}] 参考答案**", f"**[{key}] reference solution**",
+                both=f"**[{key}] 参考答案 / reference solution**")
+    return f"{plain}\n{code}", f"{title}\n\n```python\n{code}\n```"
 
 
 def hint(key: str) -> None:
-    """Print the hint of exercise ``key`` in both languages."""
-    zh, en = _get(key).hint
-    print(f"[{key}] 提示：{zh}\n[{key}] hint: {en}")
+    """Show the hint of exercise ``key`` in both languages (rendered as Markdown in a notebook)."""
+    try:
+        _show(*hint_text(key))
+    except UnknownExercise as unknown:
+        print(unknown.message)
 
 
 def solution(key: str) -> None:
-    """Print a reference solution of exercise ``key``."""
-    print(f"# [{key}] reference solution / 参考答案\n{_get(key).solution}")
+    """Show a reference solution of exercise ``key`` (a Python code block in a notebook)."""
+    try:
+        _show(*solution_text(key))
+    except UnknownExercise as unknown:
+        print(unknown.message)
 
 
 def require_callable(answer: Any, name: str) -> None:

@@ -5,6 +5,8 @@ The checker builds a fresh graph in which the hooked tensor ``d`` shares its gra
 a sibling branch ``c`` (``e = c + d``, ``c`` made first), so an in-place edit of ``grad``
 shows up in the sibling's leaf; it then backpropagates, compares with gradients computed
 without hooks, removes the hook through the returned handle and checks that it is gone.
+For 01.3 (a parameter's gradient) the checker puts a hook of its own on the parameter first: it keeps the
+gradient tensor that the learner's hook receives next, so an in-place edit shows there too.
 """
 from __future__ import annotations
 
@@ -128,14 +130,10 @@ def add_grad_noise(answer: Any) -> None:
 # ---- 01.2 replace nan gradients by 0 and count them ---------------------------------------
 
 def _as_count(value: Any) -> int | None:
-    if isinstance(value, bool):
+    """An int (not a bool, not a tensor: the exercise asks for an int, as `int(mask.sum())` gives)."""
+    if isinstance(value, bool) or not isinstance(value, int):
         return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point() \
-            and value.dtype != torch.bool:
-        return int(value)
-    return None
+    return value
 
 
 @exercise("01.2",
@@ -170,6 +168,10 @@ def zero_nan_grads(answer: Any) -> None:
                         f"after one backward pass `replaced` should hold exactly one number; it holds "
                         f"{len(replaced)}: {replaced!r}.")
         count = _as_count(replaced[0])
+        if isinstance(replaced[0], torch.Tensor):
+            raise Wrong(f"`replaced` 里应是 Python 整数，收到的是一个张量 {replaced[0]!r}；题目要的是整数，用 `int(mask.sum())` 转换。",
+                        f"`replaced` should get a Python int, not the tensor {replaced[0]!r}; the exercise asks for an int: "
+                        "convert it with `int(mask.sum())`.")
         if count is None:
             raise Wrong(f"`replaced` 里应是被替换元素的个数（整数），收到的是 {replaced[0]!r}。",
                         f"`replaced` should get the number of replaced elements (an int), not {replaced[0]!r}.")
@@ -227,6 +229,20 @@ def _grads(model: nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor]:
     return {name: p.grad.clone() for name, p in model.named_parameters()}
 
 
+def _watch_incoming_grad(param: torch.Tensor) -> tuple[Any, dict[str, torch.Tensor]]:
+    """A hook registered BEFORE the learner's: it keeps the gradient tensor that every later hook on ``param``
+    receives, and a copy of its values, so that an in-place edit by a later hook shows as a difference."""
+    seen: dict[str, torch.Tensor] = {}
+
+    def remember(grad: torch.Tensor) -> None:
+        seen["grad"], seen["copy"] = grad, grad.detach().clone()
+    return param.register_hook(remember), seen
+
+
+def _edited_in_place(seen: dict[str, torch.Tensor]) -> bool:
+    return "grad" in seen and not torch.equal(seen["grad"], seen["copy"])
+
+
 @exercise("01.3",
           hint=("`param = dict(model.named_parameters())[name]`，钩子返回 "
                 "`grad * min(1.0, max_norm / grad.norm().item())`；交回 `param.register_hook(...)` 的句柄。",
@@ -246,9 +262,19 @@ def clip_param_grad(answer: Any) -> None:
         norm = clean[name].norm().item()
         expected = clean[name] * min(1.0, max_norm / norm)
         globals_before = hooks_count()
-        handle = call_answer(answer, model, name, max_norm)
-        require_handle(handle, "clip_param_grad")
-        got = _grads(model, x)
+        watch, seen = _watch_incoming_grad(dict(model.named_parameters())[name])
+        try:
+            handle = call_answer(answer, model, name, max_norm)
+            require_handle(handle, "clip_param_grad")
+            got = _grads(model, x)
+        finally:
+            watch.remove()
+        if _edited_in_place(seen):
+            raise Wrong(f"你在钩子里原地修改了 `{name}` 收到的 `grad`（比如 `grad.mul_(...)`）。钩子收到的梯度可能与别处共用"
+                        "（第 4 节），要改就返回一个新张量，比如 `grad * factor`。",
+                        f"your hook edits the `grad` that `{name}` receives in place (`grad.mul_(...)`, say). The gradient "
+                        "a hook receives may be shared with other parts of the graph (section 4): return a new tensor "
+                        "instead, such as `grad * factor`.")
         others = [other for other in clean if other != name and not torch.equal(got[other], clean[other])]
         if others:
             raise Wrong(f"只应改动 `{name}` 的梯度，但 {', '.join(others)} 的梯度也变了。",

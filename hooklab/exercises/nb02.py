@@ -104,7 +104,7 @@ def clip_at_node(answer: Any) -> None:
         handle = call_answer(answer, y, limit)
         require_handle(handle, "clip_at_node")
         if any(e.kind == "tensor" for e in hook_inventory(y, include_global=False)):
-            raise Wrong("你在 `y` 上注册了张量钩子；这道题要用 Node 前置钩子：`y.grad_fn.register_prehook`。",
+            raise Wrong("你在 `y` 上注册了张量钩子；这道题要用节点的前置钩子：`y.grad_fn.register_prehook`。",
                         "you registered a tensor hook on `y`; this exercise asks for a Node pre-hook: "
                         "`y.grad_fn.register_prehook`.")
         run_backward(loss, retain_graph=True)
@@ -128,7 +128,7 @@ def clip_at_node(answer: Any) -> None:
                        f"it should be `dL/dy` clipped to [-{limit}, {limit}], times `x`.")
             raise Wrong(f"`w.grad` 不对：{why[0]}", f"`w.grad` is wrong: {why[1]}")
         if not torch.allclose(y.grad, v):
-            raise Wrong("`y.grad` 被改动了；`retain_grad` 在 Node 前置钩子之前写入 `.grad`，应保持未裁剪的梯度。",
+            raise Wrong("`y.grad` 被改动了；`retain_grad` 在节点的前置钩子之前写入 `.grad`，应保持未裁剪的梯度。",
                         "`y.grad` changed; `retain_grad` writes `.grad` before the Node pre-hook runs, so it "
                         "must keep the unclipped gradient.")
         handle.remove()

@@ -31,7 +31,7 @@ def _tensors_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 # ---- 03.1 clamp the input with a forward pre-hook, return the handle -----------------------
 
 @exercise("03.1",
-          hint=("在函数里定义一个预钩子 `def clamp(module, args): return args[0].clamp(low, high)`（返回新张量，"
+          hint=("在函数里定义一个前向前置钩子 `def clamp(module, args): return args[0].clamp(low, high)`（返回新张量，"
                 "不要用原地的 `clamp_`），用 `module.register_forward_pre_hook(clamp)` 注册，并把它返回的句柄 `return` 出去；"
                 "不要放进 `with HookScope()`，否则函数返回时钩子已被移除。",
                 "inside the function define a pre-hook `def clamp(module, args): return args[0].clamp(low, high)` "
@@ -65,7 +65,7 @@ def clamp_inputs(answer) -> None:
         finally:
             leaked_global = drop_global_hooks_added_since(globals_before)
         if leaked_global:
-            raise Wrong("你的函数注册了全局钩子；这里只需要在 `module` 上注册一个前向预钩子。",
+            raise Wrong("你的函数注册了全局钩子；这里只需要在 `module` 上注册一个前向前置钩子。",
                         "your function registered a global hook; register one forward pre-hook on `module` only.")
         if not callable(getattr(handle, "remove", None)):
             raise Wrong(f"应返回 `register_forward_pre_hook` 给出的句柄（有 `.remove()` 方法），收到的是 {type(handle).__name__}。",
@@ -97,7 +97,7 @@ def clamp_inputs(answer) -> None:
                 if isinstance(out, torch.Tensor) and _tensors_equal(out, truth):
                     continue
                 if isinstance(out, torch.Tensor) and _tensors_equal(out, F.linear(x, module.weight, module.bias)):
-                    raise Wrong("有钩子时输出没变：预钩子要**返回**裁剪后的输入，返回值才会替换 `args`。",
+                    raise Wrong("有钩子时输出没变：前向前置钩子要**返回**裁剪后的输入，返回值才会替换 `args`。",
                                 "the output did not change with your hook: the pre-hook must *return* the clamped input, "
                                 "which then replaces `args`.")
                 if isinstance(out, torch.Tensor) and _tensors_equal(out, F.linear(x.clamp(-1, 1), module.weight, module.bias)):

@@ -174,7 +174,7 @@ def _recorded_factors() -> dict[str, dict[str, float]]:
 
 
 @exercise("04.2",
-          hint=("预钩子的返回值替换 `grad_output`：fc2 之后算的一切（包括它自己的参数梯度）都用新值。"
+          hint=("反向前置钩子的返回值替换 `grad_output`：fc2 之后算的一切（包括它自己的参数梯度）都用新值。"
                 "反向钩子的返回值替换 `grad_input`：只影响继续往前（往 fc1 和 x）传的梯度，fc2 自己的参数梯度已经算完了。",
                 "a pre-hook's return value replaces `grad_output`: everything fc2 computes afterwards (its own parameter "
                 "gradients included) uses the new value. A backward hook's return value replaces `grad_input`: it only "
@@ -211,7 +211,7 @@ def predict_factors(answer) -> None:
     for kind in _HOOKS:
         for name in _GRADS:
             if abs(answer[kind][name] - truth[kind][name]) > 1e-6:
-                raise Wrong(f"挂{'预钩子' if kind == _HOOKS[0] else '反向钩子'}时，`{name}` 乘以了 {truth[kind][name]:g}，"
+                raise Wrong(f"挂{'反向前置钩子' if kind == _HOOKS[0] else '完整反向钩子'}时，`{name}` 乘以了 {truth[kind][name]:g}，"
                             f"你预测的是 {answer[kind][name]:g}。按第 3 节的做法记录一次看看。",
                             f"with the {kind}, `{name}` is multiplied by {truth[kind][name]:g}; you predicted "
                             f"{answer[kind][name]:g}. Record it as in section 3 to see.")

@@ -1,0 +1,212 @@
+"""Exercises of notebook 10 (distributed and mixed precision): a comm hook, an unscaled norm, hook runs.
+
+10.1 runs the learner's communication hook under DDP in two local ``gloo`` processes
+(:func:`hooklab.workers.run_workers`, killed after a deadline); 10.2 and 10.3 run in this process.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
+from torch import nn
+
+from ..workers import WorkerError, run_workers
+from . import NotSolved, Wrong, call_answer, exercise, require_callable
+
+
+# ---- 10.1 an fp32 communication hook --------------------------------------------------------
+
+def _train_with_hook(rank: int, world_size: int, hook: Any) -> dict:
+    """Two DDP steps with ``hook``; what it returned, and .grad against the exact mean."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(10)
+    model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3))
+    plain = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3))
+    plain.load_state_dict(model.state_dict())
+    ddp = DDP(model)
+    report: dict = {"calls": 0, "problem": None, "match": True}
+
+    def checked(state, bucket):  # no annotations: DDP rejects a bucket annotated with anything but GradBucket
+        report["calls"] += 1
+        try:
+            future = hook(state, bucket)
+        except Exception as exc:  # noqa: BLE001 - reported as the verdict
+            future = None
+            report["problem"] = report["problem"] or (f"抛出了 {type(exc).__name__}: {exc}",
+                                                      f"raised {type(exc).__name__}: {exc}")
+        if future is None and report["problem"] is None:
+            report["problem"] = "none"
+        elif future is not None and not (hasattr(future, "then") and hasattr(future, "wait")):
+            name = type(future).__name__
+            report["problem"] = report["problem"] or (f"返回了 {name}，而不是 Future", f"returned a {name}, not a Future")
+            future = None
+        if future is None:  # keep DDP going so that the verdict, not a hang, comes back
+            buf = bucket.buffer().div_(dist.get_world_size())
+            return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])
+        return future
+
+    ddp.register_comm_hook(None, checked)
+    for step in range(2):
+        ddp.zero_grad()
+        plain.zero_grad()
+        torch.manual_seed(100 * step + rank)
+        x = torch.randn(7, 6)
+        ddp(x).square().mean().backward()
+        plain(x).square().mean().backward()
+        for p, q in zip(model.parameters(), plain.parameters()):
+            mean = q.grad.clone()
+            dist.all_reduce(mean)
+            mean /= world_size
+            if p.grad is None or p.grad.dtype != torch.float32 or not torch.allclose(p.grad, mean, rtol=1e-5, atol=1e-7):
+                report["match"] = False
+    return report
+
+
+def _blank(state, bucket):
+    pass
+
+
+@exercise("10.1",
+          hint=("先把 `bucket.buffer()` 除以 `dist.get_world_size()`，再用 `dist.all_reduce(..., async_op=True)` 求和；"
+                "`.get_future()` 得到 Future，用 `.then(lambda fut: fut.value()[0])` 取出结果张量。",
+                "divide `bucket.buffer()` by `dist.get_world_size()`, then sum it with "
+                "`dist.all_reduce(..., async_op=True)`; `.get_future()` gives the Future, and "
+                "`.then(lambda fut: fut.value()[0])` takes the result tensor out of it."),
+          solution='''
+import torch.distributed as dist
+
+def mean_hook(state, bucket):
+    grads = bucket.buffer().div_(dist.get_world_size())
+    return dist.all_reduce(grads, async_op=True).get_future().then(lambda fut: fut.value()[0])
+''')
+def comm_hook(answer: Any) -> None:
+    require_callable(answer, "mean_hook")
+    code = getattr(answer, "__code__", None)
+    if code is not None and code.co_code == _blank.__code__.co_code:  # only `pass`: no processes needed to say so
+        raise NotSolved("你的钩子还没有返回任何值（返回了 None）；它要返回一个 Future。",
+                        "your hook returns None so far; it must return a Future.")
+    try:
+        reports = run_workers(_train_with_hook, answer, world_size=2, timeout=90)
+    except WorkerError as err:
+        last = err.details.strip().splitlines()[-1]
+        raise Wrong(f"运行 DDP 时出错：{last}", f"DDP failed with your hook: {last}") from None
+    except TimeoutError:
+        raise Wrong("两个进程在 90 秒内没有完成两步训练：你的 Future 是否永远不会完成（比如没有发起 all_reduce）？",
+                    "the two processes did not finish two training steps within 90 s: does your Future never "
+                    "complete (no all_reduce started, say)?") from None
+    report = reports[0]
+    if report["problem"] == "none":
+        raise NotSolved("你的钩子还没有返回任何值（返回了 None）；它要返回一个 Future。",
+                        "your hook returns None so far; it must return a Future.")
+    if report["problem"]:
+        zh, en = report["problem"]
+        raise Wrong(f"你的钩子{zh}。", f"your hook {en}.")
+    if report["calls"] == 0:
+        raise Wrong("DDP 没有调用你的钩子。", "DDP never called your hook.")
+    if not all(r["match"] for r in reports):
+        raise Wrong("反向之后的 `.grad` 不是两个进程梯度的 float32 平均值：是不是忘了除以进程数，或者返回了别的 dtype？",
+                    "`.grad` after backward is not the float32 mean of the two processes' gradients: did you forget "
+                    "to divide by the number of processes, or return another dtype?")
+
+
+# ---- 10.2 a gradient norm the scale cannot fool -----------------------------------------------
+
+def _scaled_backward(hooks_for: Any) -> tuple[list, list, list]:
+    """Scaled backward of a fresh model; (scaled grads, unscaled norms, what the hooks recorded)."""
+    torch.manual_seed(12)
+    model = nn.Sequential(nn.Linear(5, 6), nn.ReLU(), nn.Linear(6, 2))
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    norms: list = []
+    handles = []
+    try:
+        if hooks_for is not None:
+            for p in model.parameters():
+                hook = call_answer(hooks_for, scaler, norms)
+                if not callable(hook):
+                    raise Wrong(f"`unscaled_norm_hook` 应返回一个钩子函数，收到的是 {type(hook).__name__}。",
+                                f"`unscaled_norm_hook` must return a hook function, got a {type(hook).__name__}.")
+                handles.append(p.register_hook(hook))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(torch.randn(9, 5)).float().square().mean()
+        try:
+            scaler.scale(loss).backward()
+        except Exception as exc:
+            raise Wrong(f"反向时你的钩子抛出了 {type(exc).__name__}: {exc}",
+                        f"your hook raised {type(exc).__name__} during backward: {exc}") from exc
+        scaled = [p.grad.clone() for p in model.parameters()]
+        scaler.unscale_(optimizer)
+        return scaled, [p.grad.norm().item() for p in model.parameters()], norms
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@exercise("10.2",
+          hint=("钩子里 `g` 是放大后的梯度：`(g / scaler.get_scale()).norm().item()` 是真实范数；"
+                "用 `norms.append(...)` 记录，不要写 `return`。",
+                "inside the hook `g` is the scaled gradient: `(g / scaler.get_scale()).norm().item()` is the true "
+                "norm; record it with `norms.append(...)` and do not `return` anything."),
+          solution='''
+def unscaled_norm_hook(scaler, norms):
+    def hook(g):
+        norms.append((g / scaler.get_scale()).norm().item())
+    return hook
+''')
+def unscaled_norm(answer: Any) -> None:
+    require_callable(answer, "unscaled_norm_hook")
+    reference_scaled, true_norms, _ = _scaled_backward(None)
+    scaled, _, norms = _scaled_backward(answer)
+    if any(not torch.equal(a, b) for a, b in zip(scaled, reference_scaled)):
+        raise Wrong("你的钩子改变了梯度：观察用的钩子要返回 None。",
+                    "your hook changed the gradients: an observing hook must return None.")
+    if len(norms) != len(true_norms):
+        raise Wrong(f"`norms` 里有 {len(norms)} 个值，模型有 {len(true_norms)} 个参数，每个参数的钩子应追加一个。",
+                    f"`norms` holds {len(norms)} values for {len(true_norms)} parameters; each parameter's hook "
+                    "should append one.")
+    if not all(isinstance(n, float) for n in norms):
+        raise Wrong("`norms` 里应是 Python float（用 `.item()`）。", "`norms` should hold Python floats (use `.item()`).")
+    if not torch.allclose(torch.tensor(sorted(norms)), torch.tensor(sorted(true_norms)), rtol=1e-4):
+        scale_hint = torch.allclose(torch.tensor(sorted(norms)), torch.tensor(sorted(true_norms)) * 2.0**10, rtol=1e-4)
+        raise Wrong("记录的范数与 `unscale_` 之后的不一致" + ("：它们正好大了缩放因子倍，忘了除以 `scaler.get_scale()`。" if scale_hint else "。"),
+                    "the recorded norms differ from those after `unscale_`" +
+                    (": they are exactly the scale too large; divide by `scaler.get_scale()`." if scale_hint else "."))
+
+
+# ---- 10.3 how many runs -----------------------------------------------------------------------
+
+def _tensor_hook_runs(uses: int, reentrant: bool) -> int:
+    torch.manual_seed(13)
+    layer = nn.Linear(4, 4)
+    runs = [0]
+    layer.weight.register_hook(lambda g: runs.__setitem__(0, runs[0] + 1))
+    h = torch.randn(2, 4, requires_grad=True)
+    for _ in range(uses):
+        h = torch.utils.checkpoint.checkpoint(layer, h, use_reentrant=reentrant).tanh()
+    h.sum().backward()
+    return runs[0]
+
+
+@exercise("10.3",
+          hint=("非可重入检查点属于同一次反向传播：三份梯度在到达 `AccumulateGrad` 之前已经相加；"
+                "可重入检查点的每一段各自调用一次 `backward`。",
+                "a non-reentrant checkpoint is part of the same backward pass: the three gradients are summed before "
+                "they reach `AccumulateGrad`; each reentrant segment calls `backward` on its own."),
+          solution='''
+my_runs = [1, 3]
+''')
+def predict_runs(answer: Any) -> None:
+    if answer is None or (isinstance(answer, (list, tuple)) and len(answer) == 0):
+        raise NotSolved("把两个预测（非可重入、可重入各一个整数）按顺序填进 `my_runs`。",
+                        "put your two predictions (one int each for non-reentrant and reentrant) into `my_runs`.")
+    if (not isinstance(answer, (list, tuple)) or len(answer) != 2
+            or not all(isinstance(n, int) and not isinstance(n, bool) for n in answer)):
+        raise Wrong("`my_runs` 应是两个整数组成的列表：先非可重入，后可重入。",
+                    "`my_runs` must be a list of two ints: non-reentrant first, then reentrant.")
+    truth = [_tensor_hook_runs(3, reentrant=False), _tensor_hook_runs(3, reentrant=True)]
+    if list(answer) != truth:
+        raise Wrong(f"不对：你预测 {list(answer)}。用第 7 节的 `hook_runs` 改成三段试一试。",
+                    f"not quite: you predicted {list(answer)}. Try it with section 7's `hook_runs` extended to three uses.")

@@ -1,0 +1,207 @@
+"""Notebook 09's exercise checkers accept right answers written differently and reject the typical wrong ones."""
+import pytest
+import torch
+import torch.optim.optimizer as optim_globals
+
+import hooklab
+
+from exercise_support import run_solution, verdict
+
+
+@pytest.fixture(autouse=True)
+def no_global_optimizer_hooks_leak():
+    """A checker must clean up the global optimizer hooks a wrong answer leaves behind."""
+    before = (len(optim_globals._global_optimizer_pre_hooks), len(optim_globals._global_optimizer_post_hooks))
+    yield
+    assert (len(optim_globals._global_optimizer_pre_hooks), len(optim_globals._global_optimizer_post_hooks)) == before
+
+
+# ---- 09.1 upgrade a version-1 checkpoint --------------------------------------------------
+
+def upgrade_by_rebuilding(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+    if local_metadata.get("version", 1) < 2:
+        old = {k: state_dict.pop(k) for k in list(state_dict) if k.startswith(prefix + "fc.")}
+        for k, v in old.items():
+            state_dict[k.replace(prefix + "fc.", prefix + "head.", 1)] = v.reshape(2, 4) if k.endswith("weight") else v
+        if prefix + "temperature" not in state_dict:
+            state_dict[prefix + "temperature"] = torch.tensor(1.0)
+
+
+def upgrade_by_key_test(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+    # no version check, but it only acts when the old keys are there
+    if prefix + "fc.weight" in state_dict:
+        state_dict[prefix + "head.weight"] = state_dict.pop(prefix + "fc.weight")[..., 0]
+        state_dict[prefix + "head.bias"] = state_dict.pop(prefix + "fc.bias")
+        state_dict[prefix + "temperature"] = torch.ones(())
+
+
+def upgrade_ignoring_prefix(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+    if "fc.weight" in state_dict:
+        state_dict["head.weight"] = state_dict.pop("fc.weight").squeeze(-1)
+        state_dict["head.bias"] = state_dict.pop("fc.bias")
+        state_dict["temperature"] = torch.ones(())
+
+
+def upgrade_without_squeeze(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+    if local_metadata.get("version", 1) < 2:
+        state_dict[prefix + "head.weight"] = state_dict.pop(prefix + "fc.weight")
+        state_dict[prefix + "head.bias"] = state_dict.pop(prefix + "fc.bias")
+        state_dict[prefix + "temperature"] = torch.ones(())
+
+
+def upgrade_forgets_temperature(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                error_msgs):
+    if local_metadata.get("version", 1) < 2:
+        state_dict[prefix + "head.weight"] = state_dict.pop(prefix + "fc.weight").squeeze(-1)
+        state_dict[prefix + "head.bias"] = state_dict.pop(prefix + "fc.bias")
+
+
+def upgrade_always_resets_temperature(module, state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs):
+    if prefix + "fc.weight" in state_dict:
+        state_dict[prefix + "head.weight"] = state_dict.pop(prefix + "fc.weight").squeeze(-1)
+        state_dict[prefix + "head.bias"] = state_dict.pop(prefix + "fc.bias")
+    state_dict[prefix + "temperature"] = torch.ones(())  # also overwrites a version-2 temperature
+
+
+def upgrade_swapping_weight_dims(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                 error_msgs):
+    if local_metadata.get("version", 1) < 2:
+        w = state_dict.pop(prefix + "fc.weight").squeeze(-1)
+        state_dict[prefix + "head.weight"] = w.flip(0)  # right shape, wrong values
+        state_dict[prefix + "head.bias"] = state_dict.pop(prefix + "fc.bias")
+        state_dict[prefix + "temperature"] = torch.ones(())
+
+
+def upgrade_that_raises(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+    state_dict[prefix + "head.weight"] = state_dict.pop(prefix + "fc.weight").squeeze(-1)  # KeyError on version 2
+
+
+@pytest.mark.parametrize("answer", [run_solution("09.1")["upgrade"], upgrade_by_rebuilding, upgrade_by_key_test])
+def test_09_1_accepts_right_answers(answer):
+    assert verdict("09.1", answer) == "correct"
+
+
+@pytest.mark.parametrize("answer", [upgrade_ignoring_prefix, upgrade_without_squeeze, upgrade_forgets_temperature,
+                                    upgrade_always_resets_temperature, upgrade_swapping_weight_dims,
+                                    upgrade_that_raises, "upgrade"])
+def test_09_1_rejects_wrong_answers(answer):
+    assert verdict("09.1", answer) == "wrong"
+
+
+def test_09_1_explains_prefix_and_version():
+    assert "prefix" in hooklab.exercises.verdict("09.1", upgrade_ignoring_prefix)[2]
+    assert "version" in hooklab.exercises.verdict("09.1", upgrade_always_resets_temperature)[2]
+
+
+def test_09_1_blank_start_is_not_solved():
+    def upgrade(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+        pass
+    assert verdict("09.1", upgrade) == "not solved"
+    assert verdict("09.1", None) == "not solved"
+
+
+# ---- 09.2 skip a step with non-finite gradients ------------------------------------------
+
+def skip_with_any_nonfinite_check(optimizer):
+    def hook(opt, args, kwargs):
+        grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
+        if any(not bool(torch.isfinite(g).all()) for g in grads):
+            for g in opt.param_groups:
+                for p in g["params"]:
+                    p.grad = None
+        return None
+    return optimizer.register_step_pre_hook(hook)
+
+
+def skip_by_zeroing(optimizer):
+    def hook(opt, args, kwargs):
+        if any(not torch.isfinite(p.grad).all() for g in opt.param_groups for p in g["params"] if p.grad is not None):
+            for g in opt.param_groups:
+                for p in g["params"]:
+                    if p.grad is not None:
+                        p.grad.zero_()
+    return optimizer.register_step_pre_hook(hook)
+
+
+def skip_by_returning_false(optimizer):
+    def hook(opt, args, kwargs):
+        if any(not torch.isfinite(p.grad).all() for g in opt.param_groups for p in g["params"] if p.grad is not None):
+            return False
+    return optimizer.register_step_pre_hook(hook)
+
+
+def skip_by_raising(optimizer):
+    def hook(opt, args, kwargs):
+        if any(not torch.isfinite(p.grad).all() for g in opt.param_groups for p in g["params"] if p.grad is not None):
+            raise FloatingPointError("bad step")
+    return optimizer.register_step_pre_hook(hook)
+
+
+def skip_checks_only_nan(optimizer):
+    def hook(opt, args, kwargs):
+        if any(torch.isnan(p.grad).any() for g in opt.param_groups for p in g["params"] if p.grad is not None):
+            for g in opt.param_groups:
+                for p in g["params"]:
+                    p.grad = None
+    return optimizer.register_step_pre_hook(hook)
+
+
+def skip_drops_only_bad_tensor(optimizer):
+    def hook(opt, args, kwargs):
+        for g in opt.param_groups:
+            for p in g["params"]:
+                if p.grad is not None and not torch.isfinite(p.grad).all():
+                    p.grad = None  # the other parameters still step
+    return optimizer.register_step_pre_hook(hook)
+
+
+def skip_always(optimizer):
+    def hook(opt, args, kwargs):
+        for g in opt.param_groups:
+            for p in g["params"]:
+                p.grad = None
+    return optimizer.register_step_pre_hook(hook)
+
+
+def skip_returning_the_hook(optimizer):
+    def hook(opt, args, kwargs):
+        if any(not torch.isfinite(p.grad).all() for g in opt.param_groups for p in g["params"] if p.grad is not None):
+            for g in opt.param_groups:
+                for p in g["params"]:
+                    p.grad = None
+    optimizer.register_step_pre_hook(hook)
+    return hook
+
+
+def skip_with_global_hook(optimizer):
+    def hook(opt, args, kwargs):
+        if any(not torch.isfinite(p.grad).all() for g in opt.param_groups for p in g["params"] if p.grad is not None):
+            for g in opt.param_groups:
+                for p in g["params"]:
+                    p.grad = None
+    return optim_globals.register_optimizer_step_pre_hook(hook)
+
+
+@pytest.mark.parametrize("answer", [run_solution("09.2")["skip_nonfinite"], skip_with_any_nonfinite_check])
+def test_09_2_accepts_right_answers(answer):
+    assert verdict("09.2", answer) == "correct"
+
+
+@pytest.mark.parametrize("answer", [skip_by_zeroing, skip_by_returning_false, skip_by_raising, skip_checks_only_nan,
+                                    skip_drops_only_bad_tensor, skip_always, skip_returning_the_hook,
+                                    skip_with_global_hook, "skip_nonfinite"])
+def test_09_2_rejects_wrong_answers(answer):
+    assert verdict("09.2", answer) == "wrong"
+
+
+def test_09_2_explains_zeroing_and_returning():
+    assert "Zeroing is not skipping" in hooklab.exercises.verdict("09.2", skip_by_zeroing)[2]
+    assert "None or (args, kwargs)" in hooklab.exercises.verdict("09.2", skip_by_returning_false)[2]
+
+
+def test_09_2_blank_start_is_not_solved():
+    def skip_nonfinite(optimizer):
+        pass
+    assert verdict("09.2", skip_nonfinite) == "not solved"
+    assert verdict("09.2", None) == "not solved"

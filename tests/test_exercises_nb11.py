@@ -1,0 +1,291 @@
+"""Notebook 11's exercise checkers accept right answers written differently and reject the typical wrong ones."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad, vmap
+
+import hooklab
+
+from exercise_support import run_solution, verdict
+
+
+@pytest.fixture(autouse=True)
+def no_global_hooks_leak():
+    before = len(hooklab.hook_inventory(None))
+    yield
+    assert len(hooklab.hook_inventory(None)) == before
+
+
+# ---- 11.1 per-sample gradient norms -----------------------------------------------------------
+
+def norms_by_autograd_grad_loop(model, x, y):
+    params = list(model.parameters())
+    out = []
+    for xi, yi in zip(x, y):
+        grads = torch.autograd.grad(F.mse_loss(model(xi), yi), params)
+        out.append(torch.sqrt(sum((g ** 2).sum() for g in grads)))
+    return torch.stack(out)
+
+
+def norms_with_jacrev_style_dict(model, x, y):
+    params = dict(model.named_parameters())
+
+    def loss(p, xi, yi):
+        return F.mse_loss(functional_call(model, p, (xi.unsqueeze(0),)), yi.unsqueeze(0))
+    grads = vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)
+    return torch.linalg.vector_norm(torch.cat([g.flatten(1) for g in grads.values()], 1), dim=1)
+
+
+def norms_of_batch_gradient(model, x, y):
+    params = list(model.parameters())
+    grads = torch.autograd.grad(F.mse_loss(model(x), y), params)
+    return torch.cat([g.flatten() for g in grads]).norm().repeat(len(x))
+
+
+def norms_weights_only(model, x, y):
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss(p, xi, yi):
+        return F.mse_loss(functional_call(model, p, (xi,)), yi)
+    grads = vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)
+    return torch.cat([g.flatten(1) for k, g in grads.items() if k.endswith("weight")], 1).norm(dim=1)
+
+
+def norms_with_sum_loss(model, x, y):
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss(p, xi, yi):
+        return F.mse_loss(functional_call(model, p, (xi,)), yi, reduction="sum")
+    grads = vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)
+    return torch.cat([g.flatten(1) for g in grads.values()], 1).norm(dim=1)
+
+
+def norms_by_backward_loop(model, x, y):  # right numbers, but writes .grad
+    out = []
+    for xi, yi in zip(x, y):
+        model.zero_grad()
+        F.mse_loss(model(xi), yi).backward()
+        out.append(torch.cat([p.grad.flatten() for p in model.parameters()]).norm())
+    return torch.stack(out)
+
+
+def norms_as_dict(model, x, y):
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss(p, xi, yi):
+        return F.mse_loss(functional_call(model, p, (xi,)), yi)
+    return {k: g.flatten(1).norm(dim=1) for k, g in vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y).items()}
+
+
+def norms_leaving_a_hook(model, x, y):
+    model.register_forward_hook(lambda m, a, o: None)
+    return norms_by_autograd_grad_loop(model, x, y)
+
+
+@pytest.mark.parametrize("answer", [run_solution("11.1")["per_sample_grad_norms"], norms_by_autograd_grad_loop,
+                                    norms_with_jacrev_style_dict])
+def test_11_1_accepts_right_answers(answer):
+    assert verdict("11.1", answer) == "correct"
+
+
+@pytest.mark.parametrize("answer", [norms_of_batch_gradient, norms_weights_only, norms_with_sum_loss,
+                                    norms_by_backward_loop, norms_as_dict, norms_leaving_a_hook, "norms"])
+def test_11_1_rejects_wrong_answers(answer):
+    assert verdict("11.1", answer) == "wrong"
+
+
+def test_11_1_says_why():
+    assert "batch loss" in hooklab.exercises.verdict("11.1", norms_of_batch_gradient)[2]
+    assert "`.grad`" in hooklab.exercises.verdict("11.1", norms_by_backward_loop)[2]
+    assert "times the right ones" in hooklab.exercises.verdict("11.1", norms_with_sum_loss)[2]
+
+
+def test_11_1_blank_start_is_not_solved():
+    def per_sample_grad_norms(model, x, y):
+        pass
+    assert verdict("11.1", per_sample_grad_norms) == "not solved"
+    assert verdict("11.1", None) == "not solved"
+
+
+# ---- 11.2 a Grad-CAM that works anywhere ------------------------------------------------------
+
+def _cam(model, layer, x, target, *, relu=True, mean=True):
+    store = {}
+
+    def keep(module, args, output):
+        store["act"] = output
+        output.register_hook(lambda g: store.__setitem__("grad", g))
+    with hooklab.HookScope() as scope:
+        scope.add(layer.register_forward_hook(keep))
+        model(x)[:, target].sum().backward()
+    weights = store["grad"].mean(dim=(2, 3), keepdim=True) if mean else store["grad"].sum(dim=(2, 3), keepdim=True)
+    cam = (weights * store["act"]).sum(1)
+    return (cam.relu() if relu else cam).detach()
+
+
+def cam_with_autograd_grad(model, layer, x, target):
+    with torch.inference_mode(False), torch.enable_grad():
+        x = x.clone()
+        acts = {}
+        with hooklab.HookScope() as scope:
+            scope.add(layer.register_forward_hook(lambda m, a, o: acts.__setitem__("a", o)))
+            out = model(x)
+        g, = torch.autograd.grad(out[:, target].sum(), acts["a"])
+        return (g.mean((2, 3), keepdim=True) * acts["a"]).sum(1).clamp(min=0).detach()
+
+
+def cam_enable_grad_only(model, layer, x, target):  # the notebook's grad_cam: fails in inference_mode
+    with torch.enable_grad():
+        return _cam(model, layer, x, target)
+
+
+def cam_inference_mode_false_no_clone(model, layer, x, target):
+    with torch.inference_mode(False), torch.enable_grad():
+        return _cam(model, layer, x, target)
+
+
+def cam_no_relu(model, layer, x, target):
+    with torch.inference_mode(False), torch.enable_grad():
+        return _cam(model, layer, x.clone(), target, relu=False)
+
+
+def cam_summed_weights(model, layer, x, target):
+    with torch.inference_mode(False), torch.enable_grad():
+        return _cam(model, layer, x.clone(), target, mean=False)
+
+
+def cam_not_detached(model, layer, x, target):
+    with torch.inference_mode(False), torch.enable_grad():
+        x = x.clone()
+        store = {}
+        with hooklab.HookScope() as scope:
+            scope.add(layer.register_forward_hook(lambda m, a, o: store.__setitem__("a", o)))
+            out = model(x)
+        g, = torch.autograd.grad(out[:, target].sum(), store["a"], create_graph=True)
+        return (g.mean((2, 3), keepdim=True) * store["a"]).sum(1).relu()
+
+
+def cam_leaving_hooks(model, layer, x, target):
+    store = {}
+
+    def keep(module, args, output):
+        store["act"] = output
+        output.register_hook(lambda g: store.__setitem__("grad", g))
+    with torch.inference_mode(False), torch.enable_grad():
+        layer.register_forward_hook(keep)  # handle thrown away
+        model(x.clone())[:, target].sum().backward()
+    return (store["grad"].mean((2, 3), keepdim=True) * store["act"]).sum(1).relu().detach()
+
+
+@pytest.mark.parametrize("answer", [run_solution("11.2")["robust_grad_cam"], cam_with_autograd_grad])
+def test_11_2_accepts_right_answers(answer):
+    assert verdict("11.2", answer) == "correct"
+
+
+@pytest.mark.parametrize("answer", [cam_enable_grad_only, cam_inference_mode_false_no_clone, cam_no_relu,
+                                    cam_summed_weights, cam_not_detached, cam_leaving_hooks, 42])
+def test_11_2_rejects_wrong_answers(answer):
+    assert verdict("11.2", answer) == "wrong"
+
+
+def test_11_2_says_why():
+    assert "inference_mode(False)" in hooklab.exercises.verdict("11.2", cam_enable_grad_only)[2]
+    assert "clone()" in hooklab.exercises.verdict("11.2", cam_inference_mode_false_no_clone)[2]
+    assert "relu" in hooklab.exercises.verdict("11.2", cam_no_relu)[2]
+
+
+def test_11_2_blank_start_is_not_solved():
+    def robust_grad_cam(model, layer, x, target):
+        pass
+    assert verdict("11.2", robust_grad_cam) == "not solved"
+    assert verdict("11.2", None) == "not solved"
+
+
+# ---- 11.3 a monitoring hook that stays compiled -----------------------------------------------
+
+def monitor_with_attribute_style(store):
+    def hook(module, args, output):
+        store.update(last=output.detach())
+        store["calls"] += 1  # in place on the 0-d tensor
+    return hook
+
+
+def monitor_appending(store):
+    store["history"] = []
+
+    def hook(module, args, output):
+        store["history"].append(output.detach())
+        store["last"] = output.detach()
+        store["calls"].add_(1)
+    return hook
+
+
+def monitor_printing(store):
+    def hook(module, args, output):
+        print("seen", tuple(output.shape))
+        store["last"] = output.detach()
+        store["calls"].add_(1)
+    return hook
+
+
+def monitor_item(store):
+    def hook(module, args, output):
+        store["last"] = output.detach()
+        store["calls"].add_(1)
+        store["max"] = output.abs().max().item()
+    return hook
+
+
+def monitor_python_int(store):
+    store["calls"] = 0
+
+    def hook(module, args, output):
+        store["last"] = output.detach()
+        store["calls"] += 1
+    return hook
+
+
+def monitor_not_detached(store):
+    def hook(module, args, output):
+        store["last"] = output
+        store["calls"].add_(1)
+    return hook
+
+
+def monitor_returning_output(store):
+    def hook(module, args, output):
+        store["last"] = output.detach()
+        store["calls"].add_(1)
+        return output * 1.5
+    return hook
+
+
+def monitor_not_counting(store):
+    def hook(module, args, output):
+        store["last"] = output.detach()
+    return hook
+
+
+@pytest.mark.parametrize("answer", [run_solution("11.3")["make_monitor"], monitor_with_attribute_style])
+def test_11_3_accepts_right_answers(answer):
+    assert verdict("11.3", answer) == "correct"
+
+
+@pytest.mark.parametrize("answer", [monitor_appending, monitor_printing, monitor_item, monitor_python_int,
+                                    monitor_not_detached, monitor_returning_output, monitor_not_counting,
+                                    lambda store: 3])
+def test_11_3_rejects_wrong_answers(answer):
+    assert verdict("11.3", answer) == "wrong"
+
+
+def test_11_3_says_why():
+    assert "compiled 6 times" in hooklab.exercises.verdict("11.3", monitor_appending)[2]
+    assert "graph break" in hooklab.exercises.verdict("11.3", monitor_printing)[2]
+    assert "graph break" in hooklab.exercises.verdict("11.3", monitor_item)[2]
+
+
+def test_11_3_blank_start_is_not_solved():
+    def make_monitor(store):
+        pass
+    assert verdict("11.3", make_monitor) == "not solved"
+    assert verdict("11.3", None) == "not solved"

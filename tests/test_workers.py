@@ -1,0 +1,91 @@
+"""Tests of hooklab.workers.run_workers: results by rank, errors and deadlines, nothing left behind."""
+from __future__ import annotations
+
+import glob
+import multiprocessing
+import os
+import tempfile
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from hooklab.workers import WorkerError, run_workers
+
+
+@pytest.fixture(autouse=True)
+def private_tempdir(tmp_path, monkeypatch):
+    """run_workers' rendezvous folders land here, apart from those of other processes running now."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
+def _leftovers() -> tuple[list, list]:
+    return multiprocessing.active_children(), glob.glob(os.path.join(tempfile.gettempdir(), "hooklab-workers-*"))
+
+
+def average(rank, world_size, base):
+    t = torch.tensor([base + rank], dtype=torch.float64)
+    dist.all_reduce(t)
+    print("noise that must not reach the caller")
+    return rank, world_size, t.item() / world_size
+
+
+def fail_on_rank_one(rank, world_size):
+    if rank == 1:
+        print("worker 1 was here")
+        raise ValueError("rank one refuses")
+    dist.barrier()  # rank 0 waits for a peer that is gone: must not hang the caller
+    return rank
+
+
+def sleep_forever(rank, world_size):
+    time.sleep(3600)
+
+
+def test_results_come_back_ordered_by_rank(capfd):
+    assert run_workers(average, 10.0, world_size=3) == [(0, 3, 11.0), (1, 3, 11.0), (2, 3, 11.0)]
+    assert "noise" not in capfd.readouterr().out
+    assert _leftovers() == ([], [])
+
+
+def test_a_worker_error_comes_back_with_its_traceback_and_output():
+    start = time.monotonic()
+    with pytest.raises(WorkerError) as info:
+        run_workers(fail_on_rank_one, world_size=2, timeout=60)
+    assert info.value.rank == 1
+    assert "ValueError: rank one refuses" in info.value.details and "worker 1 was here" in info.value.details
+    assert time.monotonic() - start < 30  # did not wait for the stranded rank 0
+    assert _leftovers() == ([], [])
+
+
+def test_a_hanging_worker_is_killed_at_the_deadline():
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"waited 3 s for sleep_forever to finish on rank\(s\) \[0, 1\]"):
+        run_workers(sleep_forever, world_size=2, timeout=3)
+    assert time.monotonic() - start < 20
+    assert _leftovers() == ([], [])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"world_size": 0}, "world_size must be a positive int"),
+    ({"world_size": 2.0}, "world_size must be a positive int"),
+    ({"timeout": 0}, "timeout must be a positive number"),
+])
+def test_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        run_workers(average, 0.0, **kwargs)
+
+
+def test_not_a_function():
+    with pytest.raises(TypeError, match="needs a function"):
+        run_workers("average")
+
+
+def tensors(rank, world_size):
+    return {"grad": torch.full((3,), float(rank))}
+
+
+def test_tensors_come_back_after_the_workers_are_gone():
+    out = run_workers(tensors, world_size=2)
+    assert [o["grad"].tolist() for o in out] == [[0.0] * 3, [1.0] * 3]

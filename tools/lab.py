@@ -1,0 +1,221 @@
+"""`./course lab [--lang zh|en|both] [JupyterLab options]`: start JupyterLab on the course, quietly.
+
+- ``--lang both`` (the default) serves ``notebooks/``; ``--lang zh`` / ``--lang en`` serve one-language copies
+  exported to ``build/<lang>/`` (``python -m hooklab export``), and the course's messages (exercise verdicts,
+  hints, solutions) follow the language: the kernels inherit ``HOOKLAB_LANG``.
+  A copy the learner has edited is kept (a fresh one is written when the copy is missing or untouched).
+- A root folder given by the user (``--ServerApp.root_dir=DIR``, ``--notebook-dir=DIR``) replaces the default
+  instead of clashing with it ("root_dir only accepts one value").
+- Quieter start: kernels get CurveZMQ transport encryption (no "Kernel is running over TCP without
+  encryption" warning on every kernel start), the served notebooks are signed as trusted (no "Notebook ... is
+  not trusted"; they hold only text and PNG outputs), and JupyterLab's settings defaults (``build/lab/<lang>/``,
+  read through ``JUPYTER_CONFIG_PATH``) turn off the news pop-up and pick the interface language
+  (Chinese with ``--lang zh``, from the language pack in the lock).
+
+``--print-command`` prints the command and the environment variables it sets instead of starting.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LANGS = ("zh", "en", "both")
+# JupyterLab locale per course language (None: JupyterLab's own default)
+LOCALES = {"zh": "zh_CN", "en": "en", "both": None}
+ROOT_OPTIONS = ("--ServerApp.root_dir", "--notebook-dir", "--ServerApp.notebook_dir", "--NotebookApp.notebook_dir",
+                "--root-dir")
+STAMPS = ".hooklab-export.json"  # sha256 of each copy as exported, to tell untouched copies from edited ones
+
+
+class UsageError(Exception):
+    pass
+
+
+@dataclass
+class LabPlan:
+    lang: str
+    root_dir: Path                # the folder JupyterLab serves
+    argv: list[str]               # the jupyter lab command line
+    env: dict[str, str]           # variables set on top of the caller's environment
+    export: bool                  # write build/<lang>/ copies first
+    settings_dir: Path            # holds labconfig/default_setting_overrides.json
+    notes: list[str] = field(default_factory=list)
+
+
+def split_lang(args: list[str]) -> tuple[str, list[str], bool]:
+    """Take ``--lang X`` / ``--lang=X`` and ``--print-command`` out of ``args``."""
+    lang, rest, print_only = "both", [], False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--lang" or arg.startswith("--lang="):
+            if arg == "--lang":
+                if i + 1 >= len(args):
+                    raise UsageError("--lang needs a value: zh, en or both")
+                value, i = args[i + 1], i + 1
+            else:
+                value = arg.split("=", 1)[1]
+            if value not in LANGS:
+                raise UsageError(f"--lang must be zh, en or both, got {value!r}")
+            lang = value
+        elif arg == "--print-command":
+            print_only = True
+        else:
+            rest.append(arg)
+        i += 1
+    return lang, rest, print_only
+
+
+def user_root(args: list[str]) -> str | None:
+    """The root folder the user passed, if any (``--opt=DIR`` or ``--opt DIR``)."""
+    for i, arg in enumerate(args):
+        for option in ROOT_OPTIONS:
+            if arg.startswith(option + "="):
+                return arg.split("=", 1)[1]
+            if arg == option and i + 1 < len(args):
+                return args[i + 1]
+    return None
+
+
+def settings_overrides(lang: str) -> dict:
+    """JupyterLab settings defaults for the course (the learner's own settings still win)."""
+    overrides: dict = {
+        # "Would you like to get notified about official Jupyter news?": no, and no update checks
+        "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
+    }
+    if LOCALES[lang]:
+        overrides["@jupyterlab/translation-extension:plugin"] = {"locale": LOCALES[lang]}
+    return overrides
+
+
+def plan(args: list[str], *, root: Path = ROOT, is_root_user: bool | None = None,
+         has_curve: bool | None = None) -> tuple[LabPlan, bool]:
+    """The command, environment and preparation for ``./course lab ARGS``; also whether to only print it."""
+    lang, rest, print_only = split_lang(args)
+    given_root = user_root(rest)
+    if given_root is not None and lang != "both":
+        raise UsageError(f"--lang {lang} serves build/{lang}/; do not also give a root folder ({given_root})")
+    export = lang != "both"
+    if given_root is not None:
+        root_dir = (root / given_root) if not Path(given_root).is_absolute() else Path(given_root)
+    else:
+        root_dir = root / "build" / lang if export else root / "notebooks"
+    settings_dir = root / "build" / "lab" / lang
+    argv = [str(root / ".venv" / "bin" / "jupyter"), "lab"]
+    if given_root is None:
+        argv.append(f"--ServerApp.root_dir={root_dir}")
+    if has_curve is None:
+        import zmq
+        has_curve = bool(zmq.has("curve"))
+    if has_curve:
+        argv.append("--KernelManager.transport_encryption=auto")
+    if is_root_user is None:
+        is_root_user = hasattr(os, "getuid") and os.getuid() == 0
+    if is_root_user and "--allow-root" not in rest:
+        argv.append("--allow-root")  # containers and CI machines often run as root
+    argv += rest
+    config_path = [str(settings_dir / "config")]
+    if os.environ.get("JUPYTER_CONFIG_PATH"):
+        config_path.append(os.environ["JUPYTER_CONFIG_PATH"])
+    env = {"HOOKLAB_LANG": lang, "JUPYTER_CONFIG_PATH": os.pathsep.join(config_path)}
+    return LabPlan(lang, root_dir, argv, env, export, settings_dir), print_only
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def export_copies(lang: str, out_dir: Path, sources: list[Path]) -> list[str]:
+    """Write one-language copies into ``out_dir``; keep a copy the learner changed. Return notes to print."""
+    from hooklab.export import export_notebook
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamps_file = out_dir / STAMPS
+    try:
+        stamps = json.loads(stamps_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        stamps = {}
+    notes = []
+    for src in sources:
+        target = out_dir / src.name
+        text = json.dumps(export_notebook(json.loads(src.read_text(encoding="utf-8")), lang),
+                          ensure_ascii=False, indent=1) + "\n"
+        if target.exists():
+            current = _sha256(target)
+            if current == hashlib.sha256(text.encode()).hexdigest():
+                stamps[src.name] = current
+                continue
+            if stamps.get(src.name) != current:
+                notes.append(f"keeping your edited {target.relative_to(out_dir.parent.parent)} "
+                             "(delete it to get a fresh copy)")
+                continue
+        target.write_text(text, encoding="utf-8")
+        stamps[src.name] = _sha256(target)
+    stamps_file.write_text(json.dumps(stamps, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return notes
+
+
+def write_settings(settings_dir: Path, lang: str) -> Path:
+    """``labconfig/default_setting_overrides.json`` under ``settings_dir`` (JupyterLab reads it from every
+    folder of ``JUPYTER_CONFIG_PATH``)."""
+    path = settings_dir / "config" / "labconfig" / "default_setting_overrides.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings_overrides(lang), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def trust(notebooks: list[Path]) -> None:
+    """Sign the served notebooks in the user's Jupyter signature store, as saving them in the lab would."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    notary = NotebookNotary()
+    for path in notebooks:
+        nb = nbformat.read(path, as_version=4)
+        if not notary.check_signature(nb):
+            notary.sign(nb)
+
+
+def prepare(lab: LabPlan, *, root: Path = ROOT) -> list[str]:
+    notes = []
+    if lab.export:
+        sources = sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+        notes += export_copies(lab.lang, lab.root_dir, sources)
+    write_settings(lab.settings_dir, lab.lang)
+    if lab.root_dir.is_dir():
+        try:
+            trust(sorted(lab.root_dir.glob("*.ipynb")))
+        except Exception as exc:  # a broken signature store must not stop the lab
+            notes.append(f"could not mark the notebooks as trusted ({type(exc).__name__}: {exc})")
+    return notes
+
+
+def main(args: list[str]) -> int:
+    try:
+        lab, print_only = plan(args)
+    except UsageError as exc:
+        print(f"[course] error: {exc}", file=sys.stderr)
+        return 2
+    if print_only:
+        for name, value in sorted(lab.env.items()):
+            print(f"{name}={shlex.quote(value)}")
+        print(shlex.join(lab.argv))
+        return 0
+    if not {"--version", "-h", "--help", "--help-all"} & set(lab.argv):
+        for note in prepare(lab):
+            print(f"[course] {note}", file=sys.stderr)
+        if lab.lang != "both":
+            print(f"[course] serving the {lab.lang} copies in build/{lab.lang}/ "
+                  f"(checker messages in {'Chinese' if lab.lang == 'zh' else 'English'})", file=sys.stderr)
+    os.execve(lab.argv[0], lab.argv, {**os.environ, **lab.env})
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
