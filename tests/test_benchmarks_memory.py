@@ -6,6 +6,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
+pytest.importorskip("torchvision", reason="the benchmark runs torchvision's ResNet-18, and torchvision is not installed")
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "bench_memory.py"
 ROWS = ["baseline", "ledger", "disk", "bf16", "int8", "checkpoint"]

@@ -5,6 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytest.importorskip("torchvision", reason="the benchmark runs torchvision's ResNet-18, and torchvision is not installed")
+
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = {
     "baseline (no hooks)": "-",

@@ -1,7 +1,10 @@
 """environment.yml (conda / Binder) pins the same versions as uv.lock and pyproject's course group."""
+import os
 import re
 import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PIN = re.compile(r"^\s*-\s*([A-Za-z0-9_.\-]+)==([^\s#]+)", re.MULTILINE)
@@ -56,6 +59,8 @@ def test_conda_env_installs_hooklab_and_graphviz():
     assert re.search(r"^\s*-\s*python=3\.11\s*$", text, re.MULTILINE)
 
 
+@pytest.mark.skipif(os.environ.get("COURSE_MATRIX") == "1",
+                    reason="COURSE_MATRIX=1: ./course matrix installs another torch on purpose")
 def test_installed_environment_matches_the_lock():
     from importlib.metadata import version
     locked = lock_versions()
