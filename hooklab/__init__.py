@@ -3,12 +3,8 @@
 The notebooks show raw PyTorch first; hooklab holds what a learner would otherwise
 retype in every notebook, and tools worth keeping after the course.
 """
-from .attempt import attempt
 from .capture import Capture, FeatureExtractor, ShapeRow, ShapeTable, capture, layer_shapes
 from .clip import clip_grad_norm_global_hooks, clip_grad_norm_hooks, clip_grad_value_hooks
-from .env import setup
-from .exercises import check, hint, solution
-from .export import export_notebook, export_notebooks
 from .inventory import HookEntry, hook_inventory, hook_name, show_hooks
 from .ledger import MemoryMeter, SavedRecord, SavedTensorLedger, format_bytes
 from .lookup import UnknownModuleError, get_module
@@ -43,26 +39,19 @@ __all__ = [
     "ShapeTable",
     "Tracer",
     "UnknownModuleError",
-    "attempt",
     "capture",
-    "check",
     "checkpoint_modules",
     "clip_grad_norm_global_hooks",
     "clip_grad_norm_hooks",
     "clip_grad_value_hooks",
-    "export_notebook",
-    "export_notebooks",
     "format_bytes",
     "get_module",
     "gradient_error",
-    "hint",
     "hook_inventory",
     "hook_name",
     "layer_shapes",
     "named_scope",
     "offload_module",
     "selective_checkpoint_modules",
-    "setup",
     "show_hooks",
-    "solution",
 ]

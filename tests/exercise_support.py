@@ -3,7 +3,8 @@ import torch
 from torch import nn
 
 import hooklab
-from hooklab import exercises
+import hooklab.course
+from hooklab.course import exercises
 
 
 def verdict(key, answer):
@@ -13,6 +14,6 @@ def verdict(key, answer):
 
 def run_solution(key):
     """Execute exercise ``key``'s reference solution in a fresh namespace and return that namespace."""
-    namespace = {"hooklab": hooklab, "torch": torch, "nn": nn}
+    namespace = {"hooklab": hooklab, "course": hooklab.course, "torch": torch, "nn": nn}
     exec(exercises._get(key).solution, namespace)
     return namespace

@@ -4,10 +4,11 @@ import pytest
 import torch
 
 import hooklab
+import hooklab.course
 
 
 def test_prints_the_error_type_and_first_sentence_and_returns_none(capsys):
-    assert hooklab.attempt(lambda: torch.ones(2).backward()) is None
+    assert hooklab.course.attempt(lambda: torch.ones(2).backward()) is None
     out = capsys.readouterr().out
     assert out.startswith("RuntimeError: element 0 of tensors does not require grad")
     assert out.count("\n") == 1
@@ -19,20 +20,20 @@ def test_prints_each_warning_and_returns_the_result(capsys):
         warnings.warn("second thing", DeprecationWarning)
         return x * scale
 
-    assert hooklab.attempt(warns_twice, 2, scale=3) == 6
+    assert hooklab.course.attempt(warns_twice, 2, scale=3) == 6
     assert capsys.readouterr().out.splitlines() == ["UserWarning: first thing", "DeprecationWarning: second thing"]
 
 
 def test_says_when_nothing_happened_unless_quiet(capsys):
-    assert hooklab.attempt(lambda: 5) == 5
+    assert hooklab.course.attempt(lambda: 5) == 5
     assert capsys.readouterr().out == "ran without error\n"
-    hooklab.attempt(lambda: 5, quiet=True)
+    hooklab.course.attempt(lambda: 5, quiet=True)
     assert capsys.readouterr().out == ""
 
 
 def test_warnings_filters_are_restored():
     before = list(warnings.filters)
-    hooklab.attempt(lambda: warnings.warn("x"))
+    hooklab.course.attempt(lambda: warnings.warn("x"))
     assert warnings.filters == before
 
 
@@ -41,9 +42,9 @@ def test_keyboard_interrupt_is_not_swallowed():
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        hooklab.attempt(interrupt)
+        hooklab.course.attempt(interrupt)
 
 
 def test_a_non_callable_is_a_clear_error():
     with pytest.raises(TypeError, match="needs something to call"):
-        hooklab.attempt(torch.ones(2))
+        hooklab.course.attempt(torch.ones(2))

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from hooklab import exercises
+from hooklab.course import exercises
 
 from exercise_support import run_solution, verdict
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-CHECK_CALL = re.compile(r'hooklab\.check\("(\d\d\.\d+)"')
+CHECK_CALL = re.compile(r'\bcourse\.check\("(\d\d\.\d+)"')
 
 
 def code_cells(path):
@@ -28,7 +28,7 @@ def test_notebook_checks_its_own_exercises_from_a_blank_start(path):
     checked = []
     for cell in code_cells(path):
         source = "".join(cell["source"])
-        assert "hooklab.solution(" not in source, "a committed notebook must not print solutions"
+        assert "course.solution(" not in source, "a committed notebook must not print solutions"
         keys = CHECK_CALL.findall(source)
         if keys:
             out = "".join("".join(o.get("text", "")) for o in cell.get("outputs", []))
@@ -46,6 +46,6 @@ def test_every_reference_solution_passes_its_checker(key):
     if "torchvision" in exercises._get(key).solution:
         pytest.importorskip("torchvision", reason=f"exercise {key} uses torchvision, which is not installed")
     namespace = run_solution(key)
-    answers = [v for name, v in namespace.items() if not name.startswith("__") and name not in ("hooklab", "torch", "nn")]
+    answers = [v for name, v in namespace.items() if not name.startswith("__") and name not in ("hooklab", "course", "torch", "nn")]
     assert answers, f"the solution of {key} defines nothing"
     assert verdict(key, answers[-1]) == "correct"

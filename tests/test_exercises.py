@@ -3,7 +3,8 @@ import pytest
 import torch
 
 import hooklab
-from hooklab import exercises
+import hooklab.course
+from hooklab.course import exercises
 
 from exercise_support import run_solution, verdict
 
@@ -142,18 +143,18 @@ def test_00_3_rejects_wrong_answers(answer):
 # ---- the framework ------------------------------------------------------------------------
 
 def test_check_prints_the_verdict_in_both_languages(capsys):
-    hooklab.check("00.2", [])
+    hooklab.course.check("00.2", [])
     out = capsys.readouterr().out.splitlines()
     assert out == ["[00.2] 尚未完成：把四个名字按你预测的顺序填进 `my_order`。",
                    "[00.2] not solved yet: put the four names into `my_order` in the order you predict."]
-    hooklab.check("00.2", run_solution("00.2")["my_order"])
+    hooklab.course.check("00.2", run_solution("00.2")["my_order"])
     assert capsys.readouterr().out.splitlines() == ["[00.2] 正确！", "[00.2] correct!"]
 
 
 def test_learner_errors_become_a_verdict_not_a_traceback(capsys):
     def broken(model, x):
         raise ValueError("oops")
-    hooklab.check("00.1", broken)
+    hooklab.course.check("00.1", broken)
     assert "[00.1] not right yet: your function raised ValueError: oops" in capsys.readouterr().out
 
 
@@ -166,14 +167,14 @@ def test_checking_leaves_the_learners_random_state_alone():
 
 
 def test_hint_and_solution_print(capsys):
-    hooklab.hint("00.3")
-    hooklab.solution("00.3")
+    hooklab.course.hint("00.3")
+    hooklab.course.solution("00.3")
     out = capsys.readouterr().out
     assert "[00.3] 提示：" in out and "[00.3] hint:" in out and "def count_saved" in out
 
 
 def test_a_mistyped_key_gives_one_bilingual_line_listing_the_keys(capsys):
-    hooklab.check("1.3", None)                           # the learner meant "01.3"
+    hooklab.course.check("1.3", None)                           # the learner meant "01.3"
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 1
     line = out[0]
@@ -182,7 +183,7 @@ def test_a_mistyped_key_gives_one_bilingual_line_listing_the_keys(capsys):
     assert line.endswith(", ".join(sorted(exercises._REGISTRY)))   # every valid key, in order
 
 
-@pytest.mark.parametrize("show", [hooklab.hint, hooklab.solution])
+@pytest.mark.parametrize("show", [hooklab.course.hint, hooklab.course.solution])
 def test_hint_and_solution_with_an_unknown_key_print_one_line(show, capsys):
     show("01.9")
     out = capsys.readouterr().out.splitlines()
@@ -212,8 +213,8 @@ def test_in_a_notebook_hints_and_solutions_render_as_markdown(monkeypatch, capsy
     shown = []
     monkeypatch.setattr(exercises, "_in_notebook", lambda: True)
     monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False: shown.append((obj, raw)))
-    hooklab.hint("01.2")
-    hooklab.solution("01.2")
+    hooklab.course.hint("01.2")
+    hooklab.course.solution("01.2")
     assert capsys.readouterr().out == ""                 # nothing printed as raw text
     (hint_obj, raw1), (solution_obj, raw2) = shown
     assert raw1 and raw2

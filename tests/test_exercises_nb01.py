@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import hooklab
+import hooklab.course
 
 from exercise_support import run_solution, verdict
 
@@ -79,7 +80,7 @@ def test_01_1_blank_start_is_not_solved():
 
 
 def test_01_1_says_why_an_in_place_edit_is_wrong():
-    from hooklab import exercises
+    from hooklab.course import exercises
     status, zh, en = exercises.verdict("01.1", noise_in_place)
     assert status == "wrong" and "in place" in en and "原地" in zh
 
@@ -171,7 +172,7 @@ def test_01_2_rejects_wrong_answers(answer):
 
 
 def test_01_2_says_an_int_is_asked_for_not_a_tensor():
-    from hooklab import exercises
+    from hooklab.course import exercises
     status, zh, en = exercises.verdict("01.2", nan_count_left_as_a_tensor)
     assert status == "wrong" and "not the tensor" in en and "int(mask.sum())" in en
     assert "张量" in zh and "int(mask.sum())" in zh
@@ -279,13 +280,13 @@ def test_01_3_rejects_wrong_answers(answer):
 
 @pytest.mark.parametrize("answer", [clip_in_place_returning_grad, clip_in_place_returning_none])
 def test_01_3_says_why_an_in_place_edit_is_wrong(answer):
-    from hooklab import exercises
+    from hooklab.course import exercises
     status, zh, en = exercises.verdict("01.3", answer)
     assert status == "wrong" and "in place" in en and "原地" in zh
 
 
 def test_01_3_checker_removes_its_own_watching_hook(monkeypatch):
-    from hooklab.exercises import nb01
+    from hooklab.course.exercises import nb01
     cases = nb01._clip_cases()
     monkeypatch.setattr(nb01, "_clip_cases", lambda: cases)   # keep the checker's models to inspect them
     assert verdict("01.3", run_solution("01.3")["clip_param_grad"]) == "correct"

@@ -4,7 +4,8 @@ import torch
 from torch import nn
 
 import hooklab
-from hooklab import exercises
+import hooklab.course
+from hooklab.course import exercises
 
 from exercise_support import run_solution, verdict
 

@@ -4,6 +4,7 @@ import torch
 import torch.nn.modules.module as module_globals
 
 import hooklab
+import hooklab.course
 
 from exercise_support import run_solution, verdict
 
@@ -89,9 +90,9 @@ def test_03_1_rejects_wrong_answers(answer):
 
 
 def test_03_1_explains_the_with_block_and_the_missing_return():
-    _, zh, en = hooklab.exercises.verdict("03.1", clamp_inside_with_block)
+    _, zh, en = hooklab.course.exercises.verdict("03.1", clamp_inside_with_block)
     assert "HookScope" in en and "HookScope" in zh
-    assert "returns None" in hooklab.exercises.verdict("03.1", clamp_forgot_return)[2]
+    assert "returns None" in hooklab.course.exercises.verdict("03.1", clamp_forgot_return)[2]
 
 
 def test_03_1_blank_start_is_not_solved():
@@ -173,9 +174,9 @@ def test_03_2_rejects_wrong_answers(answer):
 
 
 def test_03_2_says_what_forward_received():
-    assert "`c` multiplied by 10" in hooklab.exercises.verdict("03.2", double_c_by_ten)[2]
-    assert "in place" in hooklab.exercises.verdict("03.2", double_c_in_place)[2]
-    assert "`c` unchanged" in hooklab.exercises.verdict("03.2", double_c_keyword_only)[2]
+    assert "`c` multiplied by 10" in hooklab.course.exercises.verdict("03.2", double_c_by_ten)[2]
+    assert "in place" in hooklab.course.exercises.verdict("03.2", double_c_in_place)[2]
+    assert "`c` unchanged" in hooklab.course.exercises.verdict("03.2", double_c_keyword_only)[2]
 
 
 def test_03_2_blank_start_is_not_solved():
@@ -278,7 +279,7 @@ def test_03_3_rejects_wrong_answers(answer):
 
 def test_03_3_removes_a_leaked_global_hook_and_says_so():
     before = len(hooklab.hook_inventory(None))
-    _, zh, en = hooklab.exercises.verdict("03.3", count_leaving_global_hook)
+    _, zh, en = hooklab.course.exercises.verdict("03.3", count_leaving_global_hook)
     assert "still registered" in en and "钩子" in zh
     assert len(hooklab.hook_inventory(None)) == before
 

@@ -4,6 +4,7 @@ import torch
 import torch.nn.modules.module as module_globals
 
 import hooklab
+import hooklab.course
 
 from exercise_support import run_solution, verdict
 
@@ -73,8 +74,8 @@ def test_04_1_rejects_wrong_answers(answer):
 
 
 def test_04_1_explains_none_entries_and_in_place_edits():
-    assert "`None` in `grad_input`" in hooklab.exercises.verdict("04.1", clip_ignoring_none)[2]
-    assert "in place" in hooklab.exercises.verdict("04.1", clip_in_place)[2]
+    assert "`None` in `grad_input`" in hooklab.course.exercises.verdict("04.1", clip_ignoring_none)[2]
+    assert "in place" in hooklab.course.exercises.verdict("04.1", clip_in_place)[2]
 
 
 def test_04_1_blank_start_is_not_solved():
@@ -238,9 +239,9 @@ def test_04_3_rejects_wrong_answers(answer):
 
 def test_04_3_names_the_typical_mistakes():
     needs_torchvision()
-    assert "name=name" in hooklab.exercises.verdict("04.3", norms_late_binding)[2]
-    assert "`grad_input[0]`" in hooklab.exercises.verdict("04.3", norms_of_grad_input)[2]
-    assert "firing order" in hooklab.exercises.verdict("04.3", norms_in_forward_order)[2]
+    assert "name=name" in hooklab.course.exercises.verdict("04.3", norms_late_binding)[2]
+    assert "`grad_input[0]`" in hooklab.course.exercises.verdict("04.3", norms_of_grad_input)[2]
+    assert "firing order" in hooklab.course.exercises.verdict("04.3", norms_in_forward_order)[2]
 
 
 def test_04_3_blank_start_is_not_solved():

@@ -7,7 +7,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import hooklab
-from hooklab.exercises import nb05
+import hooklab.course
+from hooklab.course.exercises import nb05
 
 from exercise_support import run_solution, verdict
 
@@ -110,7 +111,7 @@ def test_05_1_rejects_wrong_answers(answer):
 
 
 def test_05_1_messages_name_the_mistake():
-    from hooklab import exercises
+    from hooklab.course import exercises
     assert "pre_hook" in exercises.verdict("05.1", shapes_of_outputs)[2]
     assert "late binding" in exercises.verdict("05.1", shapes_late_binding)[2]
     assert "still registered" in exercises.verdict("05.1", shapes_leaving_hooks)[2]
@@ -228,7 +229,7 @@ def test_05_2_rejects_wrong_answers(answer):
 
 
 def test_05_2_reversed_order_is_named():
-    from hooklab import exercises
+    from hooklab.course import exercises
     assert "reversed" in exercises.verdict("05.2", norms_in_firing_order)[2]
 
 
@@ -347,7 +348,7 @@ def test_05_3_rejects_wrong_answers(answer):
 
 
 def test_05_3_messages_name_the_mistake():
-    from hooklab import exercises
+    from hooklab.course import exercises
     assert "*predicted*" in exercises.verdict("05.3", cam_of_predicted_class)[2]
     assert "ReLU" in exercises.verdict("05.3", cam_without_relu)[2]
     assert "upsampled" in exercises.verdict("05.3", cam_upsampled)[2]

@@ -12,7 +12,8 @@ import torch
 from torch.autograd.graph import saved_tensors_hooks
 
 import hooklab
-from hooklab.exercises import nb06
+import hooklab.course
+from hooklab.course.exercises import nb06
 
 from exercise_support import run_solution, verdict
 
@@ -317,15 +318,15 @@ def test_06_2_a_wrong_answer_with_a_fragile_del_prints_nothing_afterwards(capsys
 
 
 def test_06_2_says_why():
-    _, zh, en = hooklab.exercises.verdict("06.2", disk_hooks_threshold_in_elements)
+    _, zh, en = hooklab.course.exercises.verdict("06.2", disk_hooks_threshold_in_elements)
     assert "elements, not bytes" in en and "元素个数" in zh
-    _, _, en = hooklab.exercises.verdict("06.2", disk_hooks_strict_threshold)
+    _, _, en = hooklab.course.exercises.verdict("06.2", disk_hooks_strict_threshold)
     assert "`>=`, not `>`" in en
-    _, _, en = hooklab.exercises.verdict("06.2", disk_hooks_unguarded_del)
+    _, _, en = hooklab.course.exercises.verdict("06.2", disk_hooks_unguarded_del)
     assert "FileNotFoundError" in en and "__del__" in en
-    _, _, en = hooklab.exercises.verdict("06.2", disk_hooks_never_delete)
+    _, _, en = hooklab.course.exercises.verdict("06.2", disk_hooks_never_delete)
     assert "files are left in `directory` after backward" in en
-    _, _, en = hooklab.exercises.verdict("06.2", disk_hooks_delete_on_unpack)
+    _, _, en = hooklab.course.exercises.verdict("06.2", disk_hooks_delete_on_unpack)
     assert "FileNotFoundError" in en
 
 

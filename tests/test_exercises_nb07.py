@@ -8,7 +8,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 import hooklab
-from hooklab.exercises import nb07
+import hooklab.course
+from hooklab.course.exercises import nb07
 
 from exercise_support import run_solution, verdict
 
@@ -161,7 +162,7 @@ def test_07_1_rejects_wrong_answers(answer):
 
 
 def test_07_1_names_the_recomputation():
-    _, zh, en = hooklab.exercises.verdict("07.1", calls_including_recomputation)
+    _, zh, en = hooklab.course.exercises.verdict("07.1", calls_including_recomputation)
     assert "recomputation during backward" in en and "重算" in zh
 
 
@@ -256,7 +257,7 @@ def test_07_2_rejects_wrong_answers(answer):
 ])
 @pytest.mark.filterwarnings("ignore:None of the inputs have requires_grad")
 def test_07_2_says_why(answer, says):
-    assert says in hooklab.exercises.verdict("07.2", answer)[2]
+    assert says in hooklab.course.exercises.verdict("07.2", answer)[2]
 
 
 def test_07_2_blank_start_is_not_solved():
@@ -426,7 +427,7 @@ def test_07_4_accepts_right_answers(answer):
     (policy_returning_none_for_the_rest, "returned None"),
 ])
 def test_07_4_rejects_wrong_answers_and_says_why(answer, says):
-    status, _, en = hooklab.exercises.verdict("07.4", answer)
+    status, _, en = hooklab.course.exercises.verdict("07.4", answer)
     assert status == "wrong"
     assert says in en
 
@@ -453,7 +454,7 @@ def test_07_4_blank_start_and_errors():
 
     def raises(ctx, op, *args, **kwargs):
         raise KeyError(op)
-    status, _, en = hooklab.exercises.verdict("07.4", raises)
+    status, _, en = hooklab.course.exercises.verdict("07.4", raises)
     assert status == "wrong" and "your policy raised KeyError" in en
     assert torch._C._autograd._top_saved_tensors_default_hooks(False) is None
     assert not torch._C._len_torch_dispatch_stack()

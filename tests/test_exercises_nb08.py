@@ -4,6 +4,7 @@ import torch
 from torch import nn
 
 import hooklab
+import hooklab.course
 
 from exercise_support import run_solution, verdict
 
@@ -101,7 +102,7 @@ def test_08_1_rejects_wrong_answers(answer):
 
 
 def test_08_1_names_late_binding_in_its_verdict():
-    assert "late binding" in hooklab.exercises.verdict("08.1", shapes_late_binding)[2]
+    assert "late binding" in hooklab.course.exercises.verdict("08.1", shapes_late_binding)[2]
 
 
 def test_08_1_blank_start_is_not_solved():
@@ -241,7 +242,7 @@ def test_08_3_rejects_wrong_answers(answer):
 
 
 def test_08_3_explains_the_in_place_overwrite():
-    assert "overwrote it in place" in hooklab.exercises.verdict("08.3", keep_detached_only)[2]
+    assert "overwrote it in place" in hooklab.course.exercises.verdict("08.3", keep_detached_only)[2]
 
 
 def test_08_3_blank_start_is_not_solved():

@@ -4,6 +4,7 @@ import torch
 import torch.optim.optimizer as optim_globals
 
 import hooklab
+import hooklab.course
 
 from exercise_support import run_solution, verdict
 
@@ -90,8 +91,8 @@ def test_09_1_rejects_wrong_answers(answer):
 
 
 def test_09_1_explains_prefix_and_version():
-    assert "prefix" in hooklab.exercises.verdict("09.1", upgrade_ignoring_prefix)[2]
-    assert "version" in hooklab.exercises.verdict("09.1", upgrade_always_resets_temperature)[2]
+    assert "prefix" in hooklab.course.exercises.verdict("09.1", upgrade_ignoring_prefix)[2]
+    assert "version" in hooklab.course.exercises.verdict("09.1", upgrade_always_resets_temperature)[2]
 
 
 def test_09_1_blank_start_is_not_solved():
@@ -196,8 +197,8 @@ def test_09_2_rejects_wrong_answers(answer):
 
 
 def test_09_2_explains_zeroing_and_returning():
-    assert "Zeroing is not skipping" in hooklab.exercises.verdict("09.2", skip_by_zeroing)[2]
-    assert "None or (args, kwargs)" in hooklab.exercises.verdict("09.2", skip_by_returning_false)[2]
+    assert "Zeroing is not skipping" in hooklab.course.exercises.verdict("09.2", skip_by_zeroing)[2]
+    assert "None or (args, kwargs)" in hooklab.course.exercises.verdict("09.2", skip_by_returning_false)[2]
 
 
 def test_09_2_blank_start_is_not_solved():

@@ -5,6 +5,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
 import hooklab
+import hooklab.course
 
 from exercise_support import run_solution, verdict
 
@@ -95,9 +96,9 @@ def test_11_1_rejects_wrong_answers(answer):
 
 
 def test_11_1_says_why():
-    assert "batch loss" in hooklab.exercises.verdict("11.1", norms_of_batch_gradient)[2]
-    assert "`.grad`" in hooklab.exercises.verdict("11.1", norms_by_backward_loop)[2]
-    assert "times the right ones" in hooklab.exercises.verdict("11.1", norms_with_sum_loss)[2]
+    assert "batch loss" in hooklab.course.exercises.verdict("11.1", norms_of_batch_gradient)[2]
+    assert "`.grad`" in hooklab.course.exercises.verdict("11.1", norms_by_backward_loop)[2]
+    assert "times the right ones" in hooklab.course.exercises.verdict("11.1", norms_with_sum_loss)[2]
 
 
 def test_11_1_blank_start_is_not_solved():
@@ -189,9 +190,9 @@ def test_11_2_rejects_wrong_answers(answer):
 
 
 def test_11_2_says_why():
-    assert "inference_mode(False)" in hooklab.exercises.verdict("11.2", cam_enable_grad_only)[2]
-    assert "clone()" in hooklab.exercises.verdict("11.2", cam_inference_mode_false_no_clone)[2]
-    assert "relu" in hooklab.exercises.verdict("11.2", cam_no_relu)[2]
+    assert "inference_mode(False)" in hooklab.course.exercises.verdict("11.2", cam_enable_grad_only)[2]
+    assert "clone()" in hooklab.course.exercises.verdict("11.2", cam_inference_mode_false_no_clone)[2]
+    assert "relu" in hooklab.course.exercises.verdict("11.2", cam_no_relu)[2]
 
 
 def test_11_2_blank_start_is_not_solved():
@@ -279,9 +280,9 @@ def test_11_3_rejects_wrong_answers(answer):
 
 
 def test_11_3_says_why():
-    assert "compiled 6 times" in hooklab.exercises.verdict("11.3", monitor_appending)[2]
-    assert "graph break" in hooklab.exercises.verdict("11.3", monitor_printing)[2]
-    assert "graph break" in hooklab.exercises.verdict("11.3", monitor_item)[2]
+    assert "compiled 6 times" in hooklab.course.exercises.verdict("11.3", monitor_appending)[2]
+    assert "graph break" in hooklab.course.exercises.verdict("11.3", monitor_printing)[2]
+    assert "graph break" in hooklab.course.exercises.verdict("11.3", monitor_item)[2]
 
 
 def test_11_3_blank_start_is_not_solved():

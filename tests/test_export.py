@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from hooklab import export_notebook, export_notebooks
+from hooklab.course import export_notebook, export_notebooks
 from test_notebook_structure import GOOD, md
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,7 +54,7 @@ def test_export_refuses_to_overwrite_its_sources(tmp_path):
     with pytest.raises(ValueError, match="would overwrite the bilingual source"):
         export_notebooks("en", tmp_path, [src])
     assert src.read_text(encoding="utf-8") == text
-    result = subprocess.run([sys.executable, "-m", "hooklab", "export", "--lang", "en", "--out", str(tmp_path), str(src)],
+    result = subprocess.run([sys.executable, "-m", "hooklab.course", "export", "--lang", "en", "--out", str(tmp_path), str(src)],
                             cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "would overwrite" in result.stderr
     assert src.read_text(encoding="utf-8") == text
@@ -62,7 +62,7 @@ def test_export_refuses_to_overwrite_its_sources(tmp_path):
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_command_line_exports_every_course_notebook(tmp_path, lang):
-    result = subprocess.run([sys.executable, "-m", "hooklab", "export", "--lang", lang, "--out", str(tmp_path)],
+    result = subprocess.run([sys.executable, "-m", "hooklab.course", "export", "--lang", lang, "--out", str(tmp_path)],
                             cwd=ROOT, capture_output=True, text=True, check=True)
     course = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert sorted(p.name for p in tmp_path.iterdir()) == course
@@ -76,6 +76,6 @@ def test_command_line_exports_every_course_notebook(tmp_path, lang):
 
 
 def test_command_line_rejects_bad_language():
-    result = subprocess.run([sys.executable, "-m", "hooklab", "export", "--lang", "fr"],
+    result = subprocess.run([sys.executable, "-m", "hooklab.course", "export", "--lang", "fr"],
                             cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 2 and "invalid choice: 'fr'" in result.stderr

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-import hooklab.export
-import hooklab.lang
-from hooklab import exercises
-from hooklab.export import export_notebook, one_language_output
-from hooklab.lang import ENV_VAR, cjk_ratio, course_language, has_cjk, say
+import hooklab.course.export
+import hooklab.course.lang
+from hooklab.course import exercises
+from hooklab.course.export import export_notebook, one_language_output
+from hooklab.course.lang import ENV_VAR, cjk_ratio, course_language, has_cjk, say
 
 ROOT = Path(__file__).resolve().parent.parent
-EXERCISE_MODULES = sorted((ROOT / "hooklab" / "exercises").glob("nb*.py"))
+EXERCISE_MODULES = sorted((ROOT / "hooklab" / "course" / "exercises").glob("nb*.py"))
 # Chinese messages name APIs and give an English term in brackets on first use ("句柄（handle）");
 # the Chinese prose still dominates. English messages contain no CJK character at all.
 MIN_CJK_RATIO = 0.6
@@ -41,7 +41,7 @@ def lang(monkeypatch):
     return lambda value: monkeypatch.setenv(ENV_VAR, value)
 
 
-@pytest.mark.parametrize("module", [hooklab.lang, hooklab.export], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [hooklab.course.lang, hooklab.course.export], ids=lambda m: m.__name__)
 def test_docstring_examples_run(module):
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
@@ -98,7 +98,7 @@ def _message_literals():
         return None
 
     found = []
-    for path in EXERCISE_MODULES + [ROOT / "hooklab" / "exercises" / "__init__.py"]:
+    for path in EXERCISE_MODULES + [ROOT / "hooklab" / "course" / "exercises" / "__init__.py"]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             pair = None
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("Wrong", "NotSolved"):
@@ -145,10 +145,10 @@ def test_export_puts_title_and_checker_output_into_one_language():
         {"cell_type": "markdown", "metadata": {"tags": ["lang-both"]},
          "source": "# 07 · 激活检查点 / Activation checkpointing\n\n**用时间换内存 · Trading time for memory**\n\n"
                    "不保存，反向时重算。\nKeep nothing, recompute in backward."},
-        {"cell_type": "code", "metadata": {}, "execution_count": 1, "source": 'hooklab.check("07.1", f)',
+        {"cell_type": "code", "metadata": {}, "execution_count": 1, "source": 'hooklab.course.check("07.1", f)',
          "outputs": [{"output_type": "stream", "name": "stdout",
                       "text": ["[07.1] 尚未完成：请先实现 `f`。\n", "[07.1] not solved yet: implement `f` first.\n"]}]},
-        {"cell_type": "code", "metadata": {}, "execution_count": 2, "source": 'hooklab.solution("07.1")',
+        {"cell_type": "code", "metadata": {}, "execution_count": 2, "source": 'hooklab.course.solution("07.1")',
          "outputs": [{"output_type": "stream", "name": "stdout",
                       "text": "# [07.1] reference solution / 参考答案\ndef f():\n    return 1\n"}]},
         {"cell_type": "code", "metadata": {}, "execution_count": 3, "source": "print('[x] 中文')",

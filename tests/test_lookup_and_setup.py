@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 import hooklab
+import hooklab.course
 from hooklab import UnknownModuleError, get_module
 
 
@@ -38,9 +39,9 @@ def test_get_module_bad_types(model):
 def test_setup_seeds_and_fixes_threads(capsys):
     previous = torch.get_num_threads()
     try:
-        hooklab.setup(seed=123)
+        hooklab.course.setup(seed=123)
         a, r = torch.rand(3), random.random()
-        hooklab.setup(seed=123)
+        hooklab.course.setup(seed=123)
         assert torch.equal(a, torch.rand(3)) and r == random.random()
         assert torch.get_num_threads() == 1
         assert "seed=123" in capsys.readouterr().out
@@ -51,13 +52,13 @@ def test_setup_seeds_and_fixes_threads(capsys):
 def test_setup_makes_figures_png():
     import graphviz
     import matplotlib
-    hooklab.setup(verbose=False)
+    hooklab.course.setup(verbose=False)
     assert set(graphviz.Digraph()._repr_mimebundle_()) == {"image/png"}
     assert matplotlib.rcParams["figure.dpi"] == 80
 
 
 def test_setup_rejects_bad_arguments():
     with pytest.raises(TypeError, match="seed"):
-        hooklab.setup(seed="0")
+        hooklab.course.setup(seed="0")
     with pytest.raises(ValueError, match="threads"):
-        hooklab.setup(threads=0)
+        hooklab.course.setup(threads=0)

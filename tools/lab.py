@@ -1,7 +1,7 @@
 """`./course lab [--lang zh|en|both] [JupyterLab options]`: start JupyterLab on the course, quietly.
 
 - ``--lang both`` (the default) serves ``notebooks/``; ``--lang zh`` / ``--lang en`` serve one-language copies
-  exported to ``build/<lang>/`` (``python -m hooklab export``), and the course's messages (exercise verdicts,
+  exported to ``build/<lang>/`` (``python -m hooklab.course export``), and the course's messages (exercise verdicts,
   hints, solutions) follow the language: the kernels inherit ``HOOKLAB_LANG``.
   A copy the learner has edited is kept (a fresh one is written when the copy is missing or untouched).
 - A root folder given by the user (``--ServerApp.root_dir=DIR``, ``--notebook-dir=DIR``) replaces the default
@@ -133,7 +133,7 @@ def _sha256(path: Path) -> str:
 
 def export_copies(lang: str, out_dir: Path, sources: list[Path]) -> list[str]:
     """Write one-language copies into ``out_dir``; keep a copy the learner changed. Return notes to print."""
-    from hooklab.export import export_notebook
+    from hooklab.course.export import export_notebook
 
     out_dir.mkdir(parents=True, exist_ok=True)
     stamps_file = out_dir / STAMPS

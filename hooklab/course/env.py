@@ -20,7 +20,7 @@ def setup(seed: int = 0, threads: int = 1, precision: int = 4, verbose: bool = T
     Also picks a CJK font for matplotlib when one is installed, so Chinese labels render.
 
     >>> setup(seed=0)
-    hooklab.setup: seed=0, threads=1, precision=4
+    course.setup: seed=0, threads=1, precision=4
     """
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
@@ -40,7 +40,7 @@ def setup(seed: int = 0, threads: int = 1, precision: int = 4, verbose: bool = T
     _configure_matplotlib()
     _configure_graphviz()
     if verbose:
-        print(f"hooklab.setup: seed={seed}, threads={threads}, precision={precision}")
+        print(f"course.setup: seed={seed}, threads={threads}, precision={precision}")
 
 
 def _configure_matplotlib() -> None:

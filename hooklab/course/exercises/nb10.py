@@ -12,7 +12,7 @@ import torch.distributed as dist
 import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
 from torch import nn
 
-from ..workers import WorkerError, run_workers
+from ...workers import WorkerError, run_workers
 from . import NotSolved, Wrong, call_answer, exercise, require_callable
 
 

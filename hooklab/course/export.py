@@ -1,7 +1,7 @@
 """Write one-language copies of the bilingual notebooks (code cells and outputs kept).
 
-    python -m hooklab export --lang zh            # notebooks/*.ipynb -> build/zh/
-    python -m hooklab export --lang en --out /tmp/en notebooks/00_introduction.ipynb
+    python -m hooklab.course export --lang zh            # notebooks/*.ipynb -> build/zh/
+    python -m hooklab.course export --lang en --out /tmp/en notebooks/00_introduction.ipynb
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _lang_tag(cell: dict[str, Any]) -> str | None:
 
 _TITLE = re.compile(r"^(#+\s+\d+\s*·\s*)(.+?)\s+/\s+(.+?)\s*$")        # "# 01 · 张量钩子 / Tensor hooks"
 _SUBTITLE = re.compile(r"^(\*\*|_|\*)(.+?)\s+·\s+(.+?)(\1)\s*$")       # "**中文副标题 · English subtitle**"
-_MESSAGE = re.compile(r"^\[(\d+\.\d+)\] ")                               # "[01.2] ..." (hooklab.check / hint)
+_MESSAGE = re.compile(r"^\[(\d+\.\d+)\] ")                               # "[01.2] ..." (course.check / hint)
 _SOLUTION = re.compile(r"^# \[(\d+\.\d+)\] reference solution / 参考答案$")
 
 
@@ -58,7 +58,7 @@ def one_language_title(text: str, lang: str) -> str:
 
 
 def one_language_output(text: str, lang: str) -> str:
-    r"""Printed output of ``hooklab.check`` / ``hint`` / ``solution`` in one language.
+    r"""Printed output of ``course.check`` / ``hint`` / ``solution`` in one language.
 
     The course prints a message as two lines with the same ``[NN.x]`` prefix, Chinese first; keep one.
 
@@ -94,7 +94,7 @@ def export_notebook(nb: dict[str, Any], lang: str) -> dict[str, Any]:
 
     The title cell and the printed output of the course's exercise tools are put into ``lang`` too, and
     ``metadata.hooklab_language`` records it (the checkers then answer in that language, see
-    :mod:`hooklab.lang`)."""
+    :mod:`hooklab.course.lang`)."""
     if lang not in LANGS:
         raise ValueError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
     keep = {f"lang-{lang}", "lang-both"}

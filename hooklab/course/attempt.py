@@ -3,7 +3,7 @@
 Teaching a pitfall means showing its error or warning; a traceback is long and full of
 paths, so ``attempt`` prints one line per event instead::
 
-    hooklab.attempt(lambda: torch.ones(2).backward())
+    course.attempt(lambda: torch.ones(2).backward())
     # RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn
 """
 from __future__ import annotations

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..clip import clip_grad_norm_hooks
+from ...clip import clip_grad_norm_hooks
 from . import Wrong, call_answer, exercise, no_hooks_left, require_callable
 
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..attempt import first_sentence
-from ..inventory import hook_inventory
+from ...inventory import hook_inventory
 from . import (NotSolved, Wrong, call_answer, drop_global_hooks_added_since, exercise, global_hook_ids,
                no_hooks_left, require_callable)
 

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..inventory import hook_inventory
+from ...inventory import hook_inventory
 from . import Wrong, call_answer, exercise, require_callable
 
 

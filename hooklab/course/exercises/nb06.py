@@ -19,8 +19,8 @@ import torch
 from torch import nn
 from torch.autograd.graph import save_on_cpu, saved_tensors_hooks
 
-from ..ledger import SavedTensorLedger
-from ..offload import SaveOnDisk
+from ...ledger import SavedTensorLedger
+from ...offload import SaveOnDisk
 from . import NotSolved, Wrong, call_answer, exercise, no_hooks_left, require_callable
 
 

@@ -4,9 +4,9 @@ In a notebook::
 
     def count_relu_zeros(model, x):
         ...                                 # the learner's code
-    hooklab.check("00.1", count_relu_zeros) # says right / wrong and why (in zh, en or both: hooklab.lang)
-    hooklab.hint("00.1")                    # a nudge
-    hooklab.solution("00.1")                # a reference answer, only when asked for
+    course.check("00.1", count_relu_zeros) # says right / wrong and why (in zh, en or both: hooklab.course.lang)
+    course.hint("00.1")                    # a nudge
+    course.solution("00.1")                # a reference answer, only when asked for
 
 Each notebook's exercises live in their own module (``nb00.py``, ...) and register
 themselves with :func:`exercise`.
@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.nn.modules import module as module_globals
 
-from ..inventory import hook_inventory
+from ...inventory import hook_inventory
 from ..lang import say
 
 __all__ = ["Exercise", "NotSolved", "UnknownExercise", "Wrong", "check", "exercise", "hint", "hint_text", "solution",
@@ -115,7 +115,7 @@ def verdict(key: str, answer: Any) -> tuple[str, str, str]:
 
 def check(key: str, answer: Any) -> None:
     """Check ``answer`` to exercise ``key`` and print the verdict, and why, in the course language
-    (:func:`hooklab.lang.course_language`: both by default).
+    (:func:`hooklab.course.lang.course_language`: both by default).
 
     A key that names no exercise prints one line listing the keys that exist (no traceback).
     """

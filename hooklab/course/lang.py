@@ -4,7 +4,7 @@ One setting, read in one place, :func:`course_language`:
 
 1. ``HOOKLAB_LANG=zh|en|both`` in the environment (``./course lab --lang en`` sets it for its kernels);
 2. otherwise, when Jupyter started the kernel for a notebook (it names the file in ``JPY_SESSION_NAME``),
-   the ``hooklab_language`` that ``python -m hooklab export`` writes into a one-language copy's metadata;
+   the ``hooklab_language`` that ``python -m hooklab.course export`` writes into a one-language copy's metadata;
 3. otherwise ``both``: Chinese first, then English, as the committed notebooks show.
 
 >>> say("正确！", "correct!", lang="en")

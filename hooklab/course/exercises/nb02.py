@@ -12,8 +12,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..inventory import hook_inventory
-from ..tracer import Tracer
+from ...inventory import hook_inventory
+from ...tracer import Tracer
 from . import NotSolved, Wrong, call_answer, exercise, require_callable
 from .nb01 import hooks_count, require_handle, run_backward
 

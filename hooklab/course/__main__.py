@@ -1,4 +1,4 @@
-"""Command line: ``python -m hooklab export --lang zh|en [--out DIR] [NOTEBOOK ...]``."""
+"""Command line: ``python -m hooklab.course export --lang zh|en [--out DIR] [NOTEBOOK ...]``."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,7 @@ from .export import LANGS, export_notebooks
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hooklab")
+    parser = argparse.ArgumentParser(prog="python -m hooklab.course")
     commands = parser.add_subparsers(dest="command", required=True)
     export = commands.add_parser("export", help="write one-language copies of the notebooks")
     export.add_argument("--lang", required=True, choices=LANGS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..inventory import hook_inventory
+from ...inventory import hook_inventory
 from . import NotSolved, Wrong, call_answer, exercise, no_hooks_left, require_callable
 
 
