@@ -23,10 +23,9 @@ from typing import Any, Callable, Iterable
 import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
-from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
+from ._torch_internals import (StorageWeakRef, TorchDispatchMode, is_parameter_like, saved_tensor_attrs,
+                               storage_key, tree_flatten)
 from .scope import HookScope
 
 __all__ = ["MemoryMeter", "SavedRecord", "SavedTensorLedger", "format_bytes"]
@@ -42,10 +41,6 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     raise AssertionError("unreachable")
-
-
-def _storage_key(t: torch.Tensor) -> int:
-    return t.untyped_storage()._cdata
 
 
 @dataclass
@@ -135,7 +130,7 @@ class SavedTensorLedger:
             raise RuntimeError("this SavedTensorLedger is already recording; create a new one per region")
         self._entered = True
         if self.model is not None:
-            self._param_keys = {_storage_key(p) for p in (*self.model.parameters(), *self.model.buffers())}
+            self._param_keys = {storage_key(p) for p in (*self.model.parameters(), *self.model.buffers())}
             try:
                 self._scope.add(self.model.register_forward_pre_hook(self._note_inputs, with_kwargs=True))
                 for name, mod in self.model.named_modules():
@@ -160,7 +155,7 @@ class SavedTensorLedger:
         return pre_hook
 
     def _note_inputs(self, module: nn.Module, args: Any, kwargs: Any) -> None:
-        self._input_keys.update(_storage_key(t) for t in tree_flatten((args, kwargs))[0]
+        self._input_keys.update(storage_key(t) for t in tree_flatten((args, kwargs))
                                 if isinstance(t, torch.Tensor))
 
     def _leave_module(self, module: nn.Module, args: Any, output: Any) -> None:
@@ -173,11 +168,10 @@ class SavedTensorLedger:
             if key in self._param_keys:
                 return "parameter"
             return "input" if key in self._input_keys else "activation"
-        base = t._base if t._is_view() and t._base is not None else t
-        return "parameter" if (base.is_leaf and base.requires_grad) else "activation"
+        return "parameter" if is_parameter_like(t) else "activation"
 
     def _add(self, t: torch.Tensor, op: str, module: str | None) -> SavedRecord:
-        key = _storage_key(t)
+        key = storage_key(t)
         storage_bytes = t.untyped_storage().nbytes()
         kind = self._kind(t, key)
         ref = self._key_refs.get(key)
@@ -213,7 +207,7 @@ class SavedTensorLedger:
             # torch < 2.12's checkpoint(use_reentrant=False) saves an empty placeholder: no bytes, no record
             return _Saved(t, -1)
         record = self._add(t, UNLABELED, None)
-        key = _storage_key(t)
+        key = storage_key(t)
         handle = _Saved(t.detach(), record.index)
         self._hold(key, record.kind)
         if record.kind == "activation":
@@ -270,9 +264,7 @@ class SavedTensorLedger:
 
     def _label_node(self, node: Any) -> int:
         count = 0
-        for attr in dir(node):
-            if not attr.startswith("_saved_"):
-                continue
+        for attr in saved_tensor_attrs(node):
             self._probe = []
             op = node.name()
             try:
@@ -367,7 +359,7 @@ class MemoryMeter(TorchDispatchMode):
 
     def __init__(self, ignore: Iterable[torch.Tensor] = ()) -> None:
         super().__init__()
-        self._ignore = {_storage_key(t) for t in ignore}
+        self._ignore = {storage_key(t) for t in ignore}
         self._live: dict[int, tuple[StorageWeakRef, int]] = {}
         self.current_bytes = 0
         self.peak_bytes = 0
@@ -377,7 +369,7 @@ class MemoryMeter(TorchDispatchMode):
             if not isinstance(t, torch.Tensor) or t.device.type == "meta":
                 continue
             storage = t.untyped_storage()
-            key = storage._cdata
+            key = storage_key(t)
             if key in self._ignore:
                 continue
             if key in self._live:
@@ -396,8 +388,8 @@ class MemoryMeter(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        self._track(tree_flatten((args, kwargs))[0])
-        self._track(tree_flatten(out)[0])
+        self._track(tree_flatten((args, kwargs)))
+        self._track(tree_flatten(out))
         self.peak_bytes = max(self.peak_bytes, self.mark())
         return out
 

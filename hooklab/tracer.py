@@ -32,6 +32,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import torch
 from torch import nn
 
+from ._torch_internals import current_graph_task_id, version
 from .lookup import get_module
 from .scope import HookScope
 
@@ -83,9 +84,9 @@ def describe(value: Any) -> str:
 
 def _phase(kind: str) -> str:
     # The autograd engine sets a graph-task id while it runs a backward pass (-1 otherwise).
-    task_id = getattr(torch._C, "_current_graph_task_id", None)
+    task_id = current_graph_task_id()
     if task_id is not None:
-        return "backward" if task_id() != -1 else "forward"
+        return "backward" if task_id != -1 else "forward"
     return "forward" if kind in _FORWARD_KINDS else "backward"
 
 
@@ -171,9 +172,9 @@ class Tracer:
             if tensor is None or tensor.grad is None:
                 continue
             grad = tensor.grad
-            if entry[2]() is grad and entry[3] == grad._version:
+            if entry[2]() is grad and entry[3] == version(grad):
                 continue
-            entry[2], entry[3] = weakref.ref(grad), grad._version
+            entry[2], entry[3] = weakref.ref(grad), version(grad)
             # .grad is only ever written by a backward pass, even when seen after it ended
             self._append("retain_grad", entry[1], f"{describe(grad)} .grad written ({when})", "backward")
 
@@ -223,7 +224,7 @@ class Tracer:
         self._remember(t, name)
         grad = t.grad
         self._retained.append([weakref.ref(t), name, weakref.ref(grad) if grad is not None else (lambda: None),
-                               grad._version if grad is not None else -1])
+                               version(grad) if grad is not None else -1])
 
         def observe(grad_outputs: Any) -> None:  # runs right after PyTorch writes t.grad
             if not self._closed:
