@@ -36,6 +36,7 @@ __all__ = [
     "tensor_hook_dicts",
     "tree_flatten",
     "unwrap_compiled",
+    "was_compiled",
     "version",
 ]
 
@@ -93,6 +94,9 @@ INTERNALS: dict[str, Internal] = {
     "torch._dynamo.eval_frame.OptimizedModule": Internal(
         "recognising a torch.compile'd model", "fallback",
         "a compiled wrapper is recognised by its _orig_mod attribute"),
+    "Module._is_torch_compile (set by torch.compile on the eager model)": Internal(
+        "warning that hooks on a compiled model's eager copy recorded nothing", "fallback",
+        "no such warning; the tools' no-call messages still list compiling as a cause"),
 }
 
 
@@ -258,6 +262,11 @@ def is_compiled_module(m: Any) -> bool:
     if isinstance(m, torch.nn.Module) and isinstance(getattr(m, "_orig_mod", None), torch.nn.Module):
         return True
     return getattr(m, "_compiled_call_impl", None) is not None  # nn.Module.compile()
+
+
+def was_compiled(m: Any) -> bool:
+    """True when ``torch.compile(m)`` was called: its wrapper marks the eager model (a hint, not a promise)."""
+    return bool(getattr(m, "_is_torch_compile", False)) or is_compiled_module(m)
 
 
 def unwrap_compiled(m: torch.nn.Module) -> torch.nn.Module:

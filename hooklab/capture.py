@@ -20,7 +20,7 @@ import warnings
 import torch
 from torch import nn
 
-from ._torch_internals import is_compiled_module
+from ._torch_internals import is_compiled_module, was_compiled
 from ._torch_internals import version as _version
 from .lookup import get_modules
 from .scope import HookScope
@@ -84,6 +84,13 @@ def needs_tensor(output: Any, name: str, tool: str) -> torch.Tensor:
                     f"choose the tensor with output= ({how})")
 
 
+class NotRecorded(KeyError):
+    """A name that was captured but has nothing recorded (the message says why)."""
+
+    def __str__(self) -> str:  # KeyError would print the message with quotes around it
+        return str(self.args[0])
+
+
 class _Grads(dict):
     """``store.grads``: a dict whose missing keys say why no gradient arrived."""
 
@@ -93,8 +100,8 @@ class _Grads(dict):
 
     def __missing__(self, name: str) -> Any:
         if name not in self._names:
-            raise KeyError(f"{name!r} was not captured; captured names: {', '.join(self._names)}")
-        raise KeyError(
+            raise NotRecorded(f"{name!r} was not captured; captured names: {', '.join(self._names)}")
+        raise NotRecorded(
             f"no gradient reached {name!r}: capture it with grads=True and run backward inside the block; "
             "its output must require grad (not a frozen layer, not under torch.no_grad() / inference_mode())")
 
@@ -132,12 +139,16 @@ class Capture(Mapping[str, Any]):
         self.grads: dict[str, torch.Tensor] = _Grads(self.names)
         self.calls: dict[str, int] = {n: 0 for n in names}
         self._versions: dict[str, int | None] = {}
+        self.compiled = False  # the model has a torch.compile wrapper (set by capture)
 
     def __getitem__(self, name: str) -> Any:
         if name not in self.outputs:
             if name in self.calls:
-                raise KeyError(f"{name!r} has not run yet. Possible causes: {NO_CALL_CAUSES}")
-            raise KeyError(f"{name!r} was not captured; captured names: {', '.join(self.names)}")
+                first = ("this model has been torch.compile'd: hooks added after compiling do not run in the "
+                         "compiled code; call the eager model inside the block. Other possible causes: "
+                         if self.compiled else "Possible causes: ")
+                raise NotRecorded(f"{name!r} has not run yet. {first}{NO_CALL_CAUSES}")
+            raise NotRecorded(f"{name!r} was not captured; captured names: {', '.join(self.names)}")
         out = self.outputs[name]
         before, now = self._versions.get(name), _version(out)
         if before is not None and now is not None and now != before:
@@ -199,6 +210,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model, names
         self.grads, self.detach, self.to_cpu, self.clone = grads, detach, to_cpu, clone
         self.output = output
         self.store = Capture(self.names)
+        self.store.compiled = was_compiled(model)
         self.scope = HookScope("capture")
         # one gradient hook per name, on the output held now: older outputs' hooks are removed,
         # so the number of live handles stays len(names) however many forward passes run

@@ -63,7 +63,11 @@ def get_modules(model: nn.Module, names: Iterable[str]) -> dict[str, nn.Module]:
     modules = dict(model.named_modules(remove_duplicate=False))
     out = {}
     for name in names:
-        if name not in modules:
-            raise _unknown(model, name, modules)
-        out[name] = modules[name]
+        if name in modules:
+            out[name] = modules[name]
+            continue
+        try:  # what named_modules() does not list but attribute access finds (a compile wrapper's names)
+            out[name] = model.get_submodule(name)
+        except AttributeError:
+            raise _unknown(model, name, modules) from None
     return out

@@ -21,6 +21,7 @@ original tensor, so memory really is released.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import shutil
@@ -511,6 +512,17 @@ def offload_module(module: nn.Module, make_hooks: HooksFactory) -> OffloadScope:
 
 
 # --------------------------------------------------------------------- recomputation
+def _copy_containers(value: Any) -> Any:
+    """A copy of the lists, tuples and dicts in ``value`` (the objects inside are shared)."""
+    if isinstance(value, list):
+        return [_copy_containers(v) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_copy_containers(v) for v in value)
+    if type(value) in (dict, collections.OrderedDict):
+        return type(value)((k, _copy_containers(v)) for k, v in value.items())
+    return value
+
+
 @contextlib.contextmanager
 def checkpoint_modules(model: nn.Module, names: list[str], *, use_reentrant: bool = False,
                        **checkpoint_kwargs: Any) -> Iterator[list[nn.Module]]:
@@ -540,6 +552,10 @@ def checkpoint_modules(model: nn.Module, names: list[str], *, use_reentrant: boo
             original = module.forward
 
             def forward(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
+                # copy lists / dicts / tuples now: the recompute in backward must see the arguments as
+                # they are at this call, not as the caller changed them later (DenseNet appends to the
+                # list it passed to each layer); the tensors themselves are not copied
+                args, kwargs = _copy_containers((args, kwargs))
                 return torch.utils.checkpoint.checkpoint(_original, *args, use_reentrant=use_reentrant,
                                                          **checkpoint_kwargs, **kwargs)
 
