@@ -33,6 +33,7 @@ __all__ = [
     "module_hook_dicts",
     "saved_tensor_attrs",
     "storage_key",
+    "top_saved_tensors_hooks",
     "tensor_hook_dicts",
     "tree_flatten",
     "unwrap_compiled",
@@ -89,6 +90,9 @@ INTERNALS: dict[str, Internal] = {
         "listing module hooks (hook_inventory)", "required", "hook_inventory raises MissingTorchInternal"),
     "Tensor._backward_hooks, Tensor._post_accumulate_grad_hooks": Internal(
         "listing tensor hooks (hook_inventory)", "fallback", "tensor hooks are not listed"),
+    "torch._C._autograd._top_saved_tensors_default_hooks": Internal(
+        "noticing saved-tensor contexts exited out of order (SavedTensorLedger)", "fallback",
+        "no such warning"),
     "torch._C._current_graph_task_id": Internal(
         "the phase of a Tracer event", "fallback", "the phase is inferred from the kind of event"),
     "torch._dynamo.eval_frame.OptimizedModule": Internal(
@@ -185,6 +189,12 @@ _graph_task_id: Callable[[], int] | None = getattr(torch._C, "_current_graph_tas
 def current_graph_task_id() -> int | None:
     """The autograd engine's id of the running backward pass (-1 outside one); None if unknown."""
     return _graph_task_id() if _graph_task_id is not None else None
+
+
+def top_saved_tensors_hooks() -> tuple[Any, Any] | None:
+    """The (pack, unpack) pair on top of the saved-tensor hook stack; None when empty or unknown."""
+    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+    return top(False) if top is not None else None
 
 
 # ---------------------------------------------------------------------------------- hook dicts

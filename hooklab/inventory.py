@@ -83,6 +83,8 @@ def hook_inventory(obj: nn.Module | torch.Tensor | None = None, *, include_globa
     Entries come in firing order within each place and kind. ``name`` prefixes the
     places (``""`` uses the submodule names as ``named_modules()`` gives them).
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name is a prefix for the places listed (a string such as 'model'), got {name!r}")
     entries: list[HookEntry] = []
     if isinstance(obj, nn.Module):
         entries.extend(_module_entries(obj, name))
@@ -98,6 +100,8 @@ def hook_inventory(obj: nn.Module | torch.Tensor | None = None, *, include_globa
 def show_hooks(obj: nn.Module | torch.Tensor | None = None, *, include_global: bool = True,
                name: str = "", print_fn: Callable[[str], Any] = print) -> list[HookEntry]:
     """Print :func:`hook_inventory` as a table (or say there are none) and return it."""
+    if not callable(print_fn):
+        raise TypeError(f"print_fn must be a function taking one string (e.g. print), got {print_fn!r}")
     entries = hook_inventory(obj, include_global=include_global, name=name)
     if not entries:
         print_fn("no hooks registered")

@@ -16,6 +16,7 @@ block that are still alive (and their peak), which also covers what a ledger can
 """
 from __future__ import annotations
 
+import warnings
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -25,7 +26,7 @@ from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
 from ._torch_internals import (StorageWeakRef, TorchDispatchMode, is_parameter_like, saved_tensor_attrs,
-                               storage_key, tree_flatten)
+                               storage_key, top_saved_tensors_hooks, tree_flatten)
 from .scope import HookScope
 
 __all__ = ["MemoryMeter", "SavedRecord", "SavedTensorLedger", "format_bytes"]
@@ -127,7 +128,8 @@ class SavedTensorLedger:
     # -- context manager -------------------------------------------------------------
     def __enter__(self) -> SavedTensorLedger:
         if self._entered:
-            raise RuntimeError("this SavedTensorLedger is already recording; create a new one per region")
+            raise RuntimeError("this SavedTensorLedger was already entered (it records one region); "
+                               "create a new one per region")
         self._entered = True
         if self.model is not None:
             self._param_keys = {storage_key(p) for p in (*self.model.parameters(), *self.model.buffers())}
@@ -143,6 +145,12 @@ class SavedTensorLedger:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        top = top_saved_tensors_hooks()
+        if top is not None and top[0] != self._pack:
+            warnings.warn("SavedTensorLedger exited while a saved-tensor hooks context entered inside it is still "
+                          "active: exit them in reverse order (nested `with` blocks do). The ledger's exit removes "
+                          "that context's hooks instead of its own, so each recorded the other's tensors.",
+                          RuntimeWarning, stacklevel=2)
         try:
             self._hooks.__exit__(*exc_info)
         finally:
@@ -359,6 +367,11 @@ class MemoryMeter(TorchDispatchMode):
 
     def __init__(self, ignore: Iterable[torch.Tensor] = ()) -> None:
         super().__init__()
+        ignore = list(ignore)
+        bad = [t for t in ignore if not isinstance(t, torch.Tensor)]
+        if bad:
+            raise TypeError(f"MemoryMeter(ignore=...) takes tensors (e.g. [*model.parameters(), x]), "
+                            f"got {type(bad[0]).__name__}")
         self._ignore = {storage_key(t) for t in ignore}
         self._live: dict[int, tuple[StorageWeakRef, int]] = {}
         self.current_bytes = 0
