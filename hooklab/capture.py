@@ -344,10 +344,14 @@ def layer_shapes(model: nn.Module, *args: Any, depth: int = 1, **kwargs: Any) ->
     under ``torch.no_grad()`` in eval mode (so BatchNorm statistics are not updated); each
     module's train / eval flag is restored afterwards, and every hook is removed.
 
-    >>> print(layer_shapes(resnet, torch.zeros(1, 3, 64, 64)))   # doctest: +SKIP
-    layer    type         output shape      params
-    conv1    Conv2d       [1, 64, 32, 32]    9,408
-    ...
+    >>> model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Sequential(nn.Flatten(), nn.Linear(8 * 6 * 6, 2)))
+    >>> print(layer_shapes(model, torch.zeros(1, 3, 8, 8), depth=2))
+    layer  type        output shape  params
+    0      Conv2d      [1, 8, 6, 6]     224
+    1      ReLU        [1, 8, 6, 6]       0
+    2      Sequential  [1, 2]           578
+      2.0  Flatten     [1, 288]           0
+      2.1  Linear      [1, 2]           578
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"layer_shapes needs an nn.Module, got {type(model).__name__}")

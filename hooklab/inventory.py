@@ -1,11 +1,18 @@
 """List the hooks currently registered on a module tree, a tensor, and globally.
 
-Use it to see what a cell left behind::
+Use it to see what a cell left behind:
 
-    >>> show_hooks(model)
-    where        kind          hook
-    fc           forward       print_shape
-    fc.bias      tensor        <lambda>
+>>> model = nn.Sequential(nn.Linear(2, 2))
+>>> def print_shape(module, args, output):
+...     print(output.shape)
+>>> h1 = model[0].register_forward_hook(print_shape)
+>>> h2 = model[0].bias.register_hook(lambda grad: None)
+>>> _ = show_hooks(model, include_global=False)
+where   kind     hook
+0       forward  print_shape
+0.bias  tensor   <lambda>
+>>> h1.remove(); h2.remove(); hook_inventory(model, include_global=False)
+[]
 
 Node hooks (``grad_fn.register_hook``) live inside the autograd graph and cannot be
 listed from outside; register them through a :class:`~hooklab.HookScope` to track them.

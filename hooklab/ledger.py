@@ -100,11 +100,27 @@ class SavedTensorLedger:
     gradients are exactly as without the ledger. ``live_bytes`` / ``peak_bytes`` follow the
     activation bytes the graph still holds: they drop as backward frees each saved tensor.
 
+    >>> x = torch.ones(1000, requires_grad=True)
     >>> with SavedTensorLedger() as ledger:
     ...     h = x.exp()
     ...     y = (h * h).sum()        # h saved by exp (its output) and twice by mul
-    >>> ledger.activation_bytes == h.numel() * h.element_size()   # one storage, counted once
-    True
+    >>> len(ledger.records), ledger.activation_bytes   # 3 records, one storage of 4000 bytes counted once
+    (3, 4000)
+    >>> ledger.label_ops(y), [r.op for r in ledger.records]
+    (3, ['ExpBackward0', 'MulBackward0', 'MulBackward0'])
+
+    With a model, records are attributed to modules, and parameters and inputs are kept apart
+    (``Tanh`` saves its output, which is also what the last layer saves: counted once):
+
+    >>> _ = torch.manual_seed(0); model = nn.Sequential(nn.Linear(10, 20), nn.Tanh(), nn.Linear(20, 1))
+    >>> with SavedTensorLedger(model) as ledger:
+    ...     loss = model(torch.ones(4, 10)).sum()
+    >>> print(ledger.table())
+    module  saved  activation  param/input
+    0           1         0 B        160 B
+    1           1       320 B          0 B
+    2           2         0 B         80 B
+    total       4       320 B        240 B
     """
 
     def __init__(self, model: nn.Module | None = None) -> None:
@@ -318,15 +334,23 @@ class SavedTensorLedger:
                 row[1 if r.kind == "activation" else 2] += r.storage_bytes
         return [(name or "(top)", n, act, other) for name, (n, act, other) in rows.items()]
 
-    def summary(self, print_fn: Callable[[str], Any] = print) -> None:
-        """Print the per-module table and the totals."""
+    def table(self) -> str:
+        """The per-module table and the totals, as text (``print(ledger)`` prints it too)."""
         rows = [("module", "saved", "activation", "param/input")]
         rows += [(m, str(n), format_bytes(a), format_bytes(p)) for m, n, a, p in self.by_module()]
         rows.append(("total", str(len(self.records)), format_bytes(self.activation_bytes),
                      format_bytes(self.parameter_bytes + self.input_bytes)))
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        for row in rows:
-            print_fn("  ".join([row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]))
+        return "\n".join("  ".join([row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])])
+                         for row in rows)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def summary(self, print_fn: Callable[[str], Any] = print) -> None:
+        """Print the per-module table and the totals (line by line through ``print_fn``)."""
+        for line in self.table().split("\n"):
+            print_fn(line)
 
     def show(self, limit: int | None = None, print_fn: Callable[[str], Any] = print) -> None:
         """Print one line per record (the first ``limit`` ones)."""
@@ -359,10 +383,11 @@ class MemoryMeter(TorchDispatchMode):
     to read the current bytes at a point (e.g. after forward). It slows every op down: measure
     memory and time in separate runs.
 
+    >>> model, x = nn.Sequential(nn.Linear(100, 100), nn.Tanh()), torch.ones(8, 100)
     >>> with MemoryMeter(ignore=[*model.parameters(), x]) as meter:
     ...     loss = model(x).sum(); held = meter.mark(); loss.backward()
-    >>> meter.peak_bytes >= held
-    True
+    >>> held >= 8 * 100 * 4, meter.peak_bytes >= held   # at least tanh's saved output was alive
+    (True, True)
     """
 
     def __init__(self, ignore: Iterable[torch.Tensor] = ()) -> None:
