@@ -44,6 +44,28 @@ def _image(size: int = 64) -> Callable[[], Inputs]:
     return lambda: ((torch.randn(1, 3, size, size),), {})
 
 
+def _small(kind: str) -> Callable[[], nn.Module]:
+    """torchvision's own classes, narrower and shallower: the same modules and patterns, 10-1000x cheaper."""
+    def build() -> nn.Module:
+        from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+        from torchvision.models.densenet import DenseNet
+        from torchvision.models.swin_transformer import SwinTransformer
+        from torchvision.models.vision_transformer import VisionTransformer
+        if kind == "convnext":
+            return ConvNeXt([CNBlockConfig(16, 32, 1), CNBlockConfig(32, 64, 1), CNBlockConfig(64, 128, 1),
+                             CNBlockConfig(128, None, 1)], stochastic_depth_prob=0.1)
+        if kind == "vit":
+            model = VisionTransformer(image_size=64, patch_size=16, num_layers=2, num_heads=2, hidden_dim=32,
+                                      mlp_dim=64)
+            nn.init.normal_(model.heads.head.weight, std=0.02)  # zero-initialised by torchvision
+            return model
+        if kind == "swin":
+            return SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[1, 1, 2, 1], num_heads=[1, 2, 4, 8],
+                                   window_size=[4, 4], stochastic_depth_prob=0.1)
+        return DenseNet(growth_rate=8, block_config=(2, 2, 2, 2), num_init_features=16)
+    return build
+
+
 def _tv(name: str, **kwargs: Any) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
         import torchvision
@@ -79,8 +101,8 @@ class Encoder(nn.Module):
 
 def _encoder_inputs() -> Inputs:
     pad = torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
-    return (torch.randn(2, 6, 32),), {"mask": nn.Transformer.generate_square_subsequent_mask(6),
-                                      "src_key_padding_mask": pad}
+    causal = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)  # True: may not attend
+    return (torch.randn(2, 6, 32),), {"mask": causal, "src_key_padding_mask": pad}
 
 
 class Attention(nn.Module):
@@ -135,16 +157,23 @@ SPECS: list[Spec] = [
     Spec("resnet18", _tv("resnet18"), _image(), ["layer1", "layer4"], "layer2.0"),
     Spec("mobilenet_v3_small", _tv("mobilenet_v3_small"), _image(), ["features.1", "features.12"], "features.2"),
     Spec("efficientnet_b0", _tv("efficientnet_b0"), _image(), ["features.1", "features.8"], "features.2.0"),
+    Spec("convnext (small: ConvNeXt class, 1 block per stage)", _small("convnext"), _image(),
+         ["features.1", "features.7"], "features.1.0"),
+    Spec("vit (small: VisionTransformer class, 2 layers)", _small("vit"), _image(),
+         ["encoder.layers.encoder_layer_0", "encoder.ln"], "encoder.layers.encoder_layer_1"),
+    Spec("swin (small: SwinTransformer class)", _small("swin"), _image(), ["features.1", "norm"], "features.1.0"),
+    Spec("regnet_y_400mf", _tv("regnet_y_400mf"), _image(), ["stem", "trunk_output.block4"],
+         "trunk_output.block1"),
+    Spec("densenet (small: DenseNet class, 2 layers per block)", _small("densenet"), _image(),
+         ["features.denseblock1", "features.norm5"], "features.denseblock1.denselayer1",
+         note="checkpoint_modules on a _DenseLayer: its list argument is appended to after the call"),
     Spec("convnext_tiny", _tv("convnext_tiny"), _image(), ["features.1", "features.7"], "features.1.0",
          heavy=True),
     Spec("vit_b_16 (64x64)", _tv("vit_b_16", image_size=64), _image(), ["encoder.layers.encoder_layer_0",
          "encoder.ln"], "encoder.layers.encoder_layer_1", heavy=True),
     Spec("swin_t", _tv("swin_t"), _image(), ["features.1", "norm"], "features.1.0", heavy=True),
-    Spec("regnet_y_400mf", _tv("regnet_y_400mf"), _image(), ["stem", "trunk_output.block4"],
-         "trunk_output.block1"),
     Spec("densenet121", _tv("densenet121"), _image(), ["features.denseblock1", "features.norm5"],
-         "features.denseblock1.denselayer1", heavy=True,
-         note="checkpoint_modules on a _DenseLayer: its list argument is appended to after the call"),
+         "features.denseblock1.denselayer1", heavy=True),
     Spec("nn.LSTM", LSTMNet, lambda: ((torch.randn(2, 5, 8),), {}), ["rnn", "head"], "rnn", output={"rnn": 0},
          note="the LSTM returns (output, (h, c)): capture / ActivationStats take output=0"),
     Spec("nn.TransformerEncoder (keyword masks)", Encoder, _encoder_inputs, ["enc.layers.0", "head"],
@@ -164,6 +193,16 @@ SPECS: list[Spec] = [
          expect={"GradientMonitor": _NO_BACKWARD, "clip hooks": _NO_BACKWARD}),
     Spec("resnet18 under inference_mode", _tv("resnet18"), _image(), ["layer1", "layer4"], "layer2.0",
          mode="inference_mode", expect={"GradientMonitor": _NO_BACKWARD, "clip hooks": _NO_BACKWARD}),
+]
+
+
+# general notes printed under the README table
+NOTES = [
+    "`Tracer` on the CNNs (in-place ReLU / `out += identity`) traces backward through tensor hooks on module "
+    "outputs: `module_backward_pre` events, no `module_backward` (PyTorch forbids full backward hooks there), "
+    "and it warns saying so.",
+    "Modules that return tuples (`nn.LSTM`, `nn.MultiheadAttention`) are captured with `output=0`; without it "
+    "`capture(grads=True)` and `ActivationStats` refuse and say so.",
 ]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from zoo import EXPLAIN, SPECS, TOOLS, expected  # noqa: E402
+from zoo import EXPLAIN, NOTES, SPECS, TOOLS, expected  # noqa: E402
 
 MARKS = {"works": "✓", "refuses": "refuses", "n/a": "–", "xfail": "✗"}
 
@@ -26,10 +26,14 @@ def main() -> None:
     print("| model | " + " | ".join(f"`{t}`" if " " not in t else t for t in tools) + " |")
     print("|---|" + "---|" * len(tools))
     for spec in SPECS:
-        print(f"| {spec.name} | " + " | ".join(cell(spec, t) for t in tools) + " |")
+        name = f"{spec.name} †" if spec.heavy else spec.name
+        print(f"| {name} | " + " | ".join(cell(spec, t) for t in tools) + " |")
     print()
     print("✓ works (the test checks what it recorded against plain PyTorch) · refuses: a clear error saying "
-          "why and what to do instead · – not applicable · ✗ known defect")
+          "why and what to do instead · – not applicable · ✗ known defect · † full size: run with "
+          "HOOKLAB_ZOO_HEAVY=1 (about 10 minutes on 2 busy cores)")
+    for note in NOTES:
+        print(f"- {note}")
     notes = {}
     for spec in SPECS:
         for tool in tools:
