@@ -173,3 +173,92 @@ def test_body_raising_leaves_nothing(tool):
                 model(torch.randn(2, 3))
                 1 / 0
     assert state(model) == before
+
+
+# ---------------------------------------------------------------- offloading faults (offload.py)
+def _net():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh())
+
+
+def test_save_on_disk_removes_folders_left_by_a_killed_process(tmp_path):
+    import subprocess
+    import sys
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True, timeout=60)
+    stale = tmp_path / f"hooklab-saved-{int(dead.stdout)}-abc"
+    stale.mkdir()
+    (stale / "000001.pt").write_bytes(b"x")
+    mine = tmp_path / f"hooklab-saved-{__import__('os').getpid()}-live"  # this process's: still in use
+    mine.mkdir()
+    other = tmp_path / "hooklab-saved-notapid"
+    other.mkdir()
+    net, x = _net(), torch.randn(8, 64)
+    with hooklab.SaveOnDisk(directory=tmp_path, keep=[net, x]):
+        loss = net(x).sum()
+    loss.backward()
+    assert not stale.exists() and mine.exists() and other.exists()
+
+
+def test_save_on_disk_full_disk_names_the_folder_and_cleans_up(tmp_path, monkeypatch):
+    from collections import namedtuple
+
+    from hooklab import offload
+
+    def full(obj, path):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+
+    monkeypatch.setattr(offload.torch, "save", full)
+    monkeypatch.setattr(offload.shutil, "disk_usage", lambda p: namedtuple("u", "total used free")(1, 1, 100))
+    net, x = _net(), torch.randn(8, 64)
+    with pytest.raises(OSError, match=r"SaveOnDisk could not write .* to .*hooklab-saved-.*disk full\?") as info:
+        with hooklab.SaveOnDisk(directory=tmp_path, keep=[net, x]):
+            net(x).sum()
+    assert info.value.errno == __import__("errno").ENOSPC
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_interrupt_while_deleting_a_file_does_not_leave_the_folder(tmp_path, monkeypatch):
+    import gc
+    import os
+
+    from hooklab import offload
+
+    class FakeOs:  # os.remove raises KeyboardInterrupt on its 2nd call (review B6)
+        calls = 0
+
+        def remove(self, path):
+            FakeOs.calls += 1
+            if FakeOs.calls == 2:
+                raise KeyboardInterrupt
+            os.remove(path)
+
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+    net, x = _net(), torch.randn(32, 64)
+    monkeypatch.setattr(offload, "os", FakeOs())
+    with hooklab.SaveOnDisk(directory=tmp_path, keep=[net, x]) as disk:
+        loss = net(x).sum()
+    loss.backward()
+    del loss
+    gc.collect()
+    assert disk._store.live == 0
+    assert not os.path.isdir(disk.directory)
+
+
+@pytest.mark.parametrize("step", ["non-scalar", "raises"])
+def test_gradient_error_restores_batch_norm_statistics_when_step_fails(step):
+    torch.manual_seed(0)
+    net, x = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)), torch.randn(8, 4)
+    before = net[1].running_mean.clone()
+
+    def run():
+        out = net(x)
+        if step == "raises":
+            raise ValueError("boom")
+        return out
+
+    with pytest.raises(ValueError):
+        hooklab.gradient_error(net, run, lambda: hooklab.CompressSaved("bf16"))
+    assert torch.equal(before, net[1].running_mean)
