@@ -30,6 +30,16 @@ from .scope import HookScope
 __all__ = ["ActivationStats", "GradientMonitor"]
 
 
+def _format_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """Left-aligned first column, the others right-aligned (numbers)."""
+    if not rows:
+        return "nothing recorded"
+    rows = [header, *rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join("  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])])
+                     for r in rows)
+
+
 def _owner(param_name: str) -> str:
     """'layer1.0.conv1.weight' -> 'layer1.0.conv1' (the module that owns the parameter)."""
     return param_name.rpartition(".")[0] or "(model)"
@@ -147,6 +157,23 @@ class GradientMonitor(_RecordsWithHooks):
                 out[layer] = [sum(s[i] ** p for s in series) ** (1 / p) for i in range(steps)]
         return out
 
+    def table(self, per: str = "layer") -> str:
+        """The latest norm and the range over steps, one row per layer (or parameter), as text.
+
+        >>> layer = nn.Linear(2, 1)
+        >>> with GradientMonitor(layer) as gm:
+        ...     layer(torch.ones(3, 2)).sum().backward()
+        >>> print(gm)
+        layer    steps   last    min    max
+        (model)      1  5.196  5.196  5.196
+        """
+        rows = [(name, str(len(v)), f"{v[-1]:.4g}", f"{min(v):.4g}", f"{max(v):.4g}")
+                for name, v in self.norms(per).items() if v]
+        return _format_table(("layer" if per == "layer" else "parameter", "steps", "last", "min", "max"), rows)
+
+    def __str__(self) -> str:
+        return self.table()
+
     def plot(self, per: str = "layer", ax: Any = None, logy: bool = True, title: str | None = None) -> Any:
         """Plot the norms over steps (one line per layer or parameter); return the axes."""
         import matplotlib.pyplot as plt
@@ -183,6 +210,9 @@ class ActivationStats(_RecordsWithHooks):
     ...     _ = model(torch.tensor([[0.0, 0.0], [1.0, 2.0]]))
     >>> st.stats()["1"]
     {'mean': [1.0], 'std': [1.0690449476242065], 'near_zero': [0.5]}
+    >>> print(st)
+    layer  calls  mean    std  near_zero
+    1          1     1  1.069      0.500
     """
 
     STATS = ("mean", "std", "near_zero")
@@ -227,6 +257,15 @@ class ActivationStats(_RecordsWithHooks):
             cols = torch.stack(rec).T.tolist() if rec else [[], [], []]
             out[name] = dict(zip(self.STATS, cols))
         return out
+
+    def table(self) -> str:
+        """The latest call's statistics per layer, as text (``print(stats)`` prints it too)."""
+        rows = [(name, str(len(v["mean"])), f"{v['mean'][-1]:.4g}", f"{v['std'][-1]:.4g}", f"{v['near_zero'][-1]:.3f}")
+                for name, v in self.stats().items() if v["mean"]]
+        return _format_table(("layer", "calls", "mean", "std", "near_zero"), rows)
+
+    def __str__(self) -> str:
+        return self.table()
 
     def plot(self, axes: Any = None, title: str | None = None) -> Any:
         """Three panels (mean, std, near-zero fraction) over calls, one line per layer."""

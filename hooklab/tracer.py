@@ -497,6 +497,9 @@ class Tracer:
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
+    def __str__(self) -> str:
+        return self.table()
+
     def plot(self, ax: Any = None, title: str = "hook firing order", annotate: bool = True) -> Any:
         """Draw the events as a timeline (x: step, one lane per kind); return the matplotlib Axes."""
         import matplotlib.pyplot as plt
