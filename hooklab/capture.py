@@ -385,4 +385,7 @@ def layer_shapes(model: nn.Module, *args: Any, depth: int = 1, **kwargs: Any) ->
         finally:
             for module, training in modes.items():
                 module.training = training
+    if not rows:
+        warnings.warn(f"layer_shapes: no module at depth <= {depth} was called (a container such as nn.ModuleList "
+                      f"is never called itself); try depth={depth + 1}", UserWarning, stacklevel=2)
     return ShapeTable(ShapeRow(*row) for row in rows)

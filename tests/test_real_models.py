@@ -309,3 +309,11 @@ def test_feature_extractor_warns_on_a_module_called_twice():
     with pytest.warns(UserWarning, match="'1' ran more than once"):
         out = hooklab.FeatureExtractor(net, ["1"])(torch.ones(1, 2))
     assert out["1"].shape == (1, 2)
+
+
+def test_layer_shapes_says_when_no_module_ran_at_that_depth():
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, batch_first=True), 2, enable_nested_tensor=False)
+    with pytest.warns(UserWarning, match="no module at depth <= 1 was called.*try depth=2"):
+        table = hooklab.layer_shapes(enc, torch.randn(2, 3, 16), depth=1)
+    assert len(table) == 0
+    assert len(hooklab.layer_shapes(enc, torch.randn(2, 3, 16), depth=2)) == 2
