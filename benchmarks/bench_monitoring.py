@@ -12,7 +12,8 @@ time (one torch thread by default), which other jobs on the same cores disturb f
 elapsed time; ``--clock wall`` measures elapsed time instead. A hooked row includes registering and
 removing its hooks each step, as a learner's ``with`` block does.
 
-Targets (from the course's issue): capture <= 1.05x, gradient monitor <= 1.10x. Small inputs
+The "floor:" rows run the same hooks with empty bodies (registered and removed the same way): the
+cost of hooks as such, beside which each tool's own cost shows. Targets (from the course's issue): capture <= 1.05x, gradient monitor <= 1.10x. Small inputs
 make every fixed cost look bigger (the forward+backward is short but the gradient norms
 still read every weight), so judge the targets on the full run, not on --quick.
 """
@@ -33,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hooklab.capture import capture  # noqa: E402
 from hooklab.clip import clip_grad_value_hooks  # noqa: E402
 from hooklab.monitor import ActivationStats, GradientMonitor  # noqa: E402
+from hooklab.scope import HookScope  # noqa: E402
 
 STAGES = ["layer1", "layer2", "layer3", "layer4"]
 TOP = ["conv1", "bn1", "relu", "maxpool", *STAGES, "avgpool", "fc"]
@@ -78,11 +80,29 @@ def cases(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, tuple
         step()
         torch.nn.utils.clip_grad_value_(model.parameters(), 0.01)
 
+    # the floor: the same hooks with empty bodies, registered and removed the same way
+    def noop_forward_hooks(names: list[str]) -> Callable[[], None]:
+        def run() -> None:
+            with HookScope() as scope:
+                for n in names:
+                    scope.add(model.get_submodule(n).register_forward_hook(lambda m, a, o: None))
+                step()
+        return run
+
+    def noop_post_accumulate_hooks() -> None:
+        with HookScope() as scope:
+            for p in model.parameters():
+                scope.add(p.register_post_accumulate_grad_hook(lambda p: None))
+            step()
+
     return {
         "baseline (no hooks)": (None, step),
+        "floor: no-op forward hooks layer1-4": (None, noop_forward_hooks(STAGES)),
         "capture layer1-4": ("capture", with_capture(STAGES)),
+        "floor: no-op forward hooks 10 top-level": (None, noop_forward_hooks(TOP)),
         "capture 10 top-level": ("capture", with_capture(TOP)),
         "capture layer1-4 + grads": ("capture", with_capture(STAGES, grads=True)),
+        "floor: no-op post-accumulate hooks": (None, noop_post_accumulate_hooks),
         "gradient monitor, 62 params": ("gradient monitor", with_monitor),
         "activation stats layer1-4": (None, with_stats),
         "clip value hooks": (None, with_clip_hooks),

@@ -15,10 +15,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import warnings
+
 import torch
 from torch import nn
 
-from .lookup import get_module
+from ._torch_internals import is_compiled_module, was_compiled
+from ._torch_internals import version as _version
+from .lookup import get_modules
 from .scope import HookScope
 
 __all__ = ["Capture", "FeatureExtractor", "ShapeRow", "ShapeTable", "capture", "layer_shapes"]
@@ -40,6 +44,68 @@ def _as_names(names: str | Iterable[str]) -> list[str]:
     return out
 
 
+def refuse_compiled(model: nn.Module, tool: str) -> None:
+    """Raise a clear error for a ``torch.compile`` wrapper: hooks added to it later never fire."""
+    if is_compiled_module(model):
+        raise TypeError(
+            f"{tool} got a torch.compile'd model ({type(model).__name__}). Hooks registered after compiling "
+            "do not run inside the compiled code, so nothing would be recorded. Pass the eager model "
+            "(model._orig_mod) and call that one inside the block; its results are the same.")
+
+
+NO_CALL_CAUSES = (
+    "the model was not called inside the block; or the model was torch.compile'd (hooks added after "
+    "compiling do not run in the compiled code: call the eager model, model._orig_mod); or the module "
+    "is a container that is never called itself (nn.ModuleList, nn.ModuleDict: name one of its "
+    "children); or its weights are used functionally (e.g. MultiheadAttention.out_proj)")
+
+
+def select_output(output: Any, selector: Any, name: str) -> Any:
+    """The part of a module's output chosen by ``output=`` (an index, a key, or a function)."""
+    if selector is None:
+        return output
+    try:
+        return selector(output) if callable(selector) else output[selector]
+    except (IndexError, KeyError, TypeError) as exc:
+        raise TypeError(f"output={selector!r} does not select anything from what {name!r} returned "
+                        f"({type(output).__name__}): {exc}") from None
+
+
+def needs_tensor(output: Any, name: str, tool: str) -> torch.Tensor:
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, dict):
+        how = f"a key, e.g. output={next(iter(output), 'key')!r}"
+    elif isinstance(output, (tuple, list)):
+        how = "an index, e.g. output=0 (an LSTM's output sequence, MultiheadAttention's attn_output)"
+    else:
+        how = "a function that returns a tensor from it"
+    raise TypeError(f"{tool} needs a tensor output, but {name!r} returned {type(output).__name__}; "
+                    f"choose the tensor with output= ({how})")
+
+
+class NotRecorded(KeyError):
+    """A name that was captured but has nothing recorded (the message says why)."""
+
+    def __str__(self) -> str:  # KeyError would print the message with quotes around it
+        return str(self.args[0])
+
+
+class _Grads(dict):
+    """``store.grads``: a dict whose missing keys say why no gradient arrived."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__()
+        self._names = names
+
+    def __missing__(self, name: str) -> Any:
+        if name not in self._names:
+            raise NotRecorded(f"{name!r} was not captured; captured names: {', '.join(self._names)}")
+        raise NotRecorded(
+            f"no gradient reached {name!r}: capture it with grads=True and run backward inside the block; "
+            "its output must require grad (not a frozen layer, not under torch.no_grad() / inference_mode())")
+
+
 def _store(t: Any, detach: bool, to_cpu: bool, clone: bool) -> Any:
     """Apply detach / to CPU / clone to every tensor in a (nested) output."""
     if isinstance(t, torch.Tensor):
@@ -58,12 +124,6 @@ def _store(t: Any, detach: bool, to_cpu: bool, clone: bool) -> Any:
     return t
 
 
-def _version(t: Any) -> int | None:
-    if not isinstance(t, torch.Tensor) or t.is_inference():
-        return None  # inference tensors keep no version counter
-    return t._version
-
-
 class Capture(Mapping[str, Any]):
     """What :func:`capture` recorded; ``store[name]`` is that module's latest output.
 
@@ -76,15 +136,19 @@ class Capture(Mapping[str, Any]):
     def __init__(self, names: list[str]) -> None:
         self.names = list(names)
         self.outputs: dict[str, Any] = {}
-        self.grads: dict[str, torch.Tensor] = {}
+        self.grads: dict[str, torch.Tensor] = _Grads(self.names)
         self.calls: dict[str, int] = {n: 0 for n in names}
         self._versions: dict[str, int | None] = {}
+        self.compiled = False  # the model has a torch.compile wrapper (set by capture)
 
     def __getitem__(self, name: str) -> Any:
         if name not in self.outputs:
             if name in self.calls:
-                raise KeyError(f"{name!r} has not run yet: call the model inside the `with capture(...)` block")
-            raise KeyError(f"{name!r} was not captured; captured names: {', '.join(self.names)}")
+                first = ("this model has been torch.compile'd: hooks added after compiling do not run in the "
+                         "compiled code; call the eager model inside the block. Other possible causes: "
+                         if self.compiled else "Possible causes: ")
+                raise NotRecorded(f"{name!r} has not run yet. {first}{NO_CALL_CAUSES}")
+            raise NotRecorded(f"{name!r} was not captured; captured names: {', '.join(self.names)}")
         out = self.outputs[name]
         before, now = self._versions.get(name), _version(out)
         if before is not None and now is not None and now != before:
@@ -125,19 +189,28 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model, names
         to_cpu: move what is stored to the CPU.
         clone: store copies; needed when a later in-place op overwrites the output
             (reading such an output without ``clone=True`` raises a ``RuntimeError``).
+        output: for modules that return a tuple or dict (``nn.LSTM``, ``nn.MultiheadAttention``),
+            which part to keep: an index, a key, or a function of the output (needed with ``grads=True``).
 
-    >>> with capture(model, "fc") as store:
-    ...     _ = model(x)
-    >>> store["fc"].shape
-    torch.Size([2, 10])
+    >>> model, x = nn.Sequential(nn.Linear(4, 3), nn.ReLU()), torch.ones(2, 4)
+    >>> with capture(model, ["0", "1"], grads=True) as store:
+    ...     model(x).sum().backward()
+    >>> store["0"].shape, store.grads["1"].tolist(), store.calls
+    (torch.Size([2, 3]), [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]], {'0': 1, '1': 1})
+
+    A torch.compile'd model is refused (hooks added after compiling never fire); capture on
+    ``model._orig_mod`` and call that one.
     """
 
     def __init__(self, model: nn.Module, names: str | Iterable[str], *, grads: bool = False,
-                 detach: bool = True, to_cpu: bool = False, clone: bool = False) -> None:
+                 detach: bool = True, to_cpu: bool = False, clone: bool = False, output: Any = None) -> None:
+        refuse_compiled(model, "capture")
         self.names = _as_names(names)
-        self.modules = {n: get_module(model, n) for n in self.names}
+        self.modules = get_modules(model, self.names)
         self.grads, self.detach, self.to_cpu, self.clone = grads, detach, to_cpu, clone
+        self.output = output
         self.store = Capture(self.names)
+        self.store.compiled = was_compiled(model)
         self.scope = HookScope("capture")
         # one gradient hook per name, on the output held now: older outputs' hooks are removed,
         # so the number of live handles stays len(names) however many forward passes run
@@ -145,9 +218,10 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model, names
 
     def _hook(self, name: str):
         store, grad_hooks = self.store, self._grad_hooks
-        grads, detach, to_cpu, clone = self.grads, self.detach, self.to_cpu, self.clone
+        grads, detach, to_cpu, clone, selector = self.grads, self.detach, self.to_cpu, self.clone, self.output
 
         def capture_output(module: nn.Module, args: Any, output: Any) -> None:
+            output = select_output(output, selector, name)
             store.calls[name] += 1
             kept = store.outputs[name] = _store(output, detach, to_cpu, clone)
             shared = isinstance(output, torch.Tensor) and kept.data_ptr() == output.data_ptr()
@@ -158,11 +232,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model, names
             if previous is not None:  # only the gradient of the output held now is recorded
                 previous.remove()
             if grads and torch.is_grad_enabled():
-                if not isinstance(output, torch.Tensor):
-                    raise TypeError(
-                        f"capture(grads=True) needs a tensor output, but {name!r} returned "
-                        f"{type(output).__name__}; capture a submodule that returns a tensor"
-                    )
+                needs_tensor(output, name, "capture(grads=True)")
                 if output.requires_grad:
                     def capture_grad(grad: torch.Tensor) -> None:
                         store.grads[name] = _store(grad, detach, to_cpu, clone)
@@ -193,23 +263,31 @@ class FeatureExtractor(nn.Module):
     Hooks exist only while the wrapper runs, so ``model`` stays hook-free and can be used
     on its own; each call returns a new dict (earlier results are not overwritten).
 
-    >>> features = FeatureExtractor(resnet, ["layer4", "avgpool"])(x)
+    A module called more than once per forward gives its last call's output (with a warning).
+
+    >>> model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+    >>> features = FeatureExtractor(model, ["0", "2"])(torch.zeros(2, 3, 8, 8))
     >>> {k: tuple(v.shape) for k, v in features.items()}
-    {'layer4': (2, 512, 2, 2), 'avgpool': (2, 512, 1, 1)}
+    {'0': (2, 4, 6, 6), '2': (2, 4, 1, 1)}
     """
 
     def __init__(self, model: nn.Module, layers: str | Iterable[str], *, detach: bool = True,
-                 clone: bool = False) -> None:
+                 clone: bool = False, output: Any = None) -> None:
         super().__init__()
+        refuse_compiled(model, "FeatureExtractor")
         self.model = model
         self.layers = _as_names(layers)
-        for name in self.layers:
-            get_module(model, name)  # fail now, with the list of names, not at the first call
-        self.detach, self.clone = detach, clone
+        get_modules(model, self.layers)  # fail now, with the list of names, not at the first call
+        self.detach, self.clone, self.output = detach, clone, output
 
     def forward(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        with capture(self.model, self.layers, detach=self.detach, clone=self.clone) as store:
+        with capture(self.model, self.layers, detach=self.detach, clone=self.clone, output=self.output) as store:
             self.model(*args, **kwargs)
+        twice = [n for n in self.layers if store.calls[n] > 1]
+        if twice:
+            warnings.warn(f"FeatureExtractor: {', '.join(map(repr, twice))} ran more than once in one forward "
+                          "(e.g. a ReLU reused in a ResNet block); the result is its last call. Use capture() "
+                          "to see the call count, or name a module that runs once.", stacklevel=2)
         return {name: store[name] for name in self.layers}
 
     def extra_repr(self) -> str:
@@ -229,6 +307,8 @@ class ShapeRow:
 
 def _shape(out: Any) -> str:
     if isinstance(out, torch.Tensor):
+        if out.is_nested:  # one shape per component: a nested tensor has no single .shape
+            return "nested[" + ", ".join(str(list(c.shape)) for c in out.unbind()) + "]"
         return str(list(out.shape))
     if isinstance(out, (tuple, list)):
         return "(" + ", ".join(_shape(o) for o in out) + ")"
@@ -264,10 +344,14 @@ def layer_shapes(model: nn.Module, *args: Any, depth: int = 1, **kwargs: Any) ->
     under ``torch.no_grad()`` in eval mode (so BatchNorm statistics are not updated); each
     module's train / eval flag is restored afterwards, and every hook is removed.
 
-    >>> print(layer_shapes(resnet, torch.zeros(1, 3, 64, 64)))   # doctest: +SKIP
-    layer    type         output shape      params
-    conv1    Conv2d       [1, 64, 32, 32]    9,408
-    ...
+    >>> model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Sequential(nn.Flatten(), nn.Linear(8 * 6 * 6, 2)))
+    >>> print(layer_shapes(model, torch.zeros(1, 3, 8, 8), depth=2))
+    layer  type        output shape  params
+    0      Conv2d      [1, 8, 6, 6]     224
+    1      ReLU        [1, 8, 6, 6]       0
+    2      Sequential  [1, 2]           578
+      2.0  Flatten     [1, 288]           0
+      2.1  Linear      [1, 2]           578
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"layer_shapes needs an nn.Module, got {type(model).__name__}")
@@ -301,4 +385,7 @@ def layer_shapes(model: nn.Module, *args: Any, depth: int = 1, **kwargs: Any) ->
         finally:
             for module, training in modes.items():
                 module.training = training
+    if not rows:
+        warnings.warn(f"layer_shapes: no module at depth <= {depth} was called (a container such as nn.ModuleList "
+                      f"is never called itself); try depth={depth + 1}", UserWarning, stacklevel=2)
     return ShapeTable(ShapeRow(*row) for row in rows)

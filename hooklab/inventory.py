@@ -1,11 +1,18 @@
 """List the hooks currently registered on a module tree, a tensor, and globally.
 
-Use it to see what a cell left behind::
+Use it to see what a cell left behind:
 
-    >>> show_hooks(model)
-    where        kind          hook
-    fc           forward       print_shape
-    fc.bias      tensor        <lambda>
+>>> model = nn.Sequential(nn.Linear(2, 2))
+>>> def print_shape(module, args, output):
+...     print(output.shape)
+>>> h1 = model[0].register_forward_hook(print_shape)
+>>> h2 = model[0].bias.register_hook(lambda grad: None)
+>>> _ = show_hooks(model, include_global=False)
+where   kind     hook
+0       forward  print_shape
+0.bias  tensor   <lambda>
+>>> h1.remove(); h2.remove(); hook_inventory(model, include_global=False)
+[]
 
 Node hooks (``grad_fn.register_hook``) live inside the autograd graph and cannot be
 listed from outside; register them through a :class:`~hooklab.HookScope` to track them.
@@ -18,31 +25,10 @@ from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
-from torch.nn.modules import module as module_globals
+
+from . import _torch_internals as internals
 
 __all__ = ["HookEntry", "hook_inventory", "show_hooks", "hook_name"]
-
-# attribute on nn.Module -> kind shown in the inventory
-_MODULE_DICTS = {
-    "_forward_pre_hooks": "forward_pre",
-    "_forward_hooks": "forward",
-    "_backward_pre_hooks": "backward_pre",
-    "_backward_hooks": "backward",
-    "_state_dict_pre_hooks": "state_dict_pre",
-    "_state_dict_hooks": "state_dict",
-    "_load_state_dict_pre_hooks": "load_state_dict_pre",
-    "_load_state_dict_post_hooks": "load_state_dict_post",
-}
-_GLOBAL_DICTS = {
-    "_global_forward_pre_hooks": "forward_pre",
-    "_global_forward_hooks": "forward",
-    "_global_backward_pre_hooks": "backward_pre",
-    "_global_backward_hooks": "backward",
-    "_global_module_registration_hooks": "module_registration",
-    "_global_parameter_registration_hooks": "parameter_registration",
-    "_global_buffer_registration_hooks": "buffer_registration",
-}
-
 
 @dataclass(frozen=True)
 class HookEntry:
@@ -67,9 +53,8 @@ def _backward_kind(full: bool | None) -> str:
     return "backward (old-style)" if full is False else "backward"
 
 
-def _dict_entries(where: str, owner: Any, attrs: dict[str, str], full: bool | None) -> Iterator[HookEntry]:
-    for attr, kind in attrs.items():
-        hooks = getattr(owner, attr, None) or {}
+def _dict_entries(where: str, dicts: list[tuple[str, str, dict]], full: bool | None) -> Iterator[HookEntry]:
+    for _attr, kind, hooks in dicts:
         if kind == "backward":
             kind = _backward_kind(full)
         for fn in hooks.values():
@@ -77,20 +62,24 @@ def _dict_entries(where: str, owner: Any, attrs: dict[str, str], full: bool | No
 
 
 def _tensor_entries(where: str, tensor: torch.Tensor) -> Iterator[HookEntry]:
-    for fn in (getattr(tensor, "_backward_hooks", None) or {}).values():
+    (_, grad_hooks), (_, post_hooks) = internals.tensor_hook_dicts(tensor)
+    for fn in grad_hooks.values():
         yield HookEntry(where, "tensor", hook_name(fn))
     if tensor.retains_grad:
         yield HookEntry(where, "retain_grad", "(built in)")
-    for fn in (getattr(tensor, "_post_accumulate_grad_hooks", None) or {}).values():
+    for fn in post_hooks.values():
         yield HookEntry(where, "post_accumulate_grad", hook_name(fn))
 
 
 def _module_entries(model: nn.Module, root: str) -> Iterator[HookEntry]:
+    seen: dict[int, str] = {}  # a tied tensor is listed once, under its first name
     for name, mod in model.named_modules():
         where = ".".join(p for p in (root, name) if p) or type(mod).__name__
-        full = getattr(mod, "_is_full_backward_hook", None)
-        yield from _dict_entries(where, mod, _MODULE_DICTS, full)
+        yield from _dict_entries(where, internals.module_hook_dicts(mod), internals.module_full_backward(mod))
         for pname, tensor in [*mod.named_parameters(recurse=False), *mod.named_buffers(recurse=False)]:
+            if id(tensor) in seen:
+                continue
+            seen[id(tensor)] = where
             yield from _tensor_entries(f"{where}.{pname}" if where else pname, tensor)
 
 
@@ -101,6 +90,8 @@ def hook_inventory(obj: nn.Module | torch.Tensor | None = None, *, include_globa
     Entries come in firing order within each place and kind. ``name`` prefixes the
     places (``""`` uses the submodule names as ``named_modules()`` gives them).
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name is a prefix for the places listed (a string such as 'model'), got {name!r}")
     entries: list[HookEntry] = []
     if isinstance(obj, nn.Module):
         entries.extend(_module_entries(obj, name))
@@ -109,14 +100,15 @@ def hook_inventory(obj: nn.Module | torch.Tensor | None = None, *, include_globa
     elif obj is not None:
         raise TypeError(f"hook_inventory takes an nn.Module, a tensor or None, got {type(obj).__name__}")
     if include_global:
-        full = getattr(module_globals, "_global_is_full_backward_hook", None)
-        entries.extend(_dict_entries("(global)", module_globals, _GLOBAL_DICTS, full))
+        entries.extend(_dict_entries("(global)", internals.global_hook_dicts(), internals.global_full_backward()))
     return entries
 
 
 def show_hooks(obj: nn.Module | torch.Tensor | None = None, *, include_global: bool = True,
                name: str = "", print_fn: Callable[[str], Any] = print) -> list[HookEntry]:
     """Print :func:`hook_inventory` as a table (or say there are none) and return it."""
+    if not callable(print_fn):
+        raise TypeError(f"print_fn must be a function taking one string (e.g. print), got {print_fn!r}")
     entries = hook_inventory(obj, include_global=include_global, name=name)
     if not entries:
         print_fn("no hooks registered")

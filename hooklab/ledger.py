@@ -16,6 +16,7 @@ block that are still alive (and their peak), which also covers what a ledger can
 """
 from __future__ import annotations
 
+import warnings
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -23,10 +24,9 @@ from typing import Any, Callable, Iterable
 import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
-from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
+from ._torch_internals import (StorageWeakRef, TorchDispatchMode, is_parameter_like, saved_tensor_attrs,
+                               storage_key, top_saved_tensors_hooks, tree_flatten)
 from .scope import HookScope
 
 __all__ = ["MemoryMeter", "SavedRecord", "SavedTensorLedger", "format_bytes"]
@@ -42,10 +42,6 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     raise AssertionError("unreachable")
-
-
-def _storage_key(t: torch.Tensor) -> int:
-    return t.untyped_storage()._cdata
 
 
 @dataclass
@@ -104,11 +100,27 @@ class SavedTensorLedger:
     gradients are exactly as without the ledger. ``live_bytes`` / ``peak_bytes`` follow the
     activation bytes the graph still holds: they drop as backward frees each saved tensor.
 
+    >>> x = torch.ones(1000, requires_grad=True)
     >>> with SavedTensorLedger() as ledger:
     ...     h = x.exp()
     ...     y = (h * h).sum()        # h saved by exp (its output) and twice by mul
-    >>> ledger.activation_bytes == h.numel() * h.element_size()   # one storage, counted once
-    True
+    >>> len(ledger.records), ledger.activation_bytes   # 3 records, one storage of 4000 bytes counted once
+    (3, 4000)
+    >>> ledger.label_ops(y), [r.op for r in ledger.records]
+    (3, ['ExpBackward0', 'MulBackward0', 'MulBackward0'])
+
+    With a model, records are attributed to modules, and parameters and inputs are kept apart
+    (``Tanh`` saves its output, which is also what the last layer saves: counted once):
+
+    >>> _ = torch.manual_seed(0); model = nn.Sequential(nn.Linear(10, 20), nn.Tanh(), nn.Linear(20, 1))
+    >>> with SavedTensorLedger(model) as ledger:
+    ...     loss = model(torch.ones(4, 10)).sum()
+    >>> print(ledger.table())
+    module  saved  activation  param/input
+    0           1         0 B        160 B
+    1           1       320 B          0 B
+    2           2         0 B         80 B
+    total       4       320 B        240 B
     """
 
     def __init__(self, model: nn.Module | None = None) -> None:
@@ -132,10 +144,11 @@ class SavedTensorLedger:
     # -- context manager -------------------------------------------------------------
     def __enter__(self) -> SavedTensorLedger:
         if self._entered:
-            raise RuntimeError("this SavedTensorLedger is already recording; create a new one per region")
+            raise RuntimeError("this SavedTensorLedger was already entered (it records one region); "
+                               "create a new one per region")
         self._entered = True
         if self.model is not None:
-            self._param_keys = {_storage_key(p) for p in (*self.model.parameters(), *self.model.buffers())}
+            self._param_keys = {storage_key(p) for p in (*self.model.parameters(), *self.model.buffers())}
             try:
                 self._scope.add(self.model.register_forward_pre_hook(self._note_inputs, with_kwargs=True))
                 for name, mod in self.model.named_modules():
@@ -148,6 +161,12 @@ class SavedTensorLedger:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        top = top_saved_tensors_hooks()
+        if top is not None and top[0] != self._pack:
+            warnings.warn("SavedTensorLedger exited while a saved-tensor hooks context entered inside it is still "
+                          "active: exit them in reverse order (nested `with` blocks do). The ledger's exit removes "
+                          "that context's hooks instead of its own, so each recorded the other's tensors.",
+                          RuntimeWarning, stacklevel=2)
         try:
             self._hooks.__exit__(*exc_info)
         finally:
@@ -160,7 +179,7 @@ class SavedTensorLedger:
         return pre_hook
 
     def _note_inputs(self, module: nn.Module, args: Any, kwargs: Any) -> None:
-        self._input_keys.update(_storage_key(t) for t in tree_flatten((args, kwargs))[0]
+        self._input_keys.update(storage_key(t) for t in tree_flatten((args, kwargs))
                                 if isinstance(t, torch.Tensor))
 
     def _leave_module(self, module: nn.Module, args: Any, output: Any) -> None:
@@ -173,11 +192,10 @@ class SavedTensorLedger:
             if key in self._param_keys:
                 return "parameter"
             return "input" if key in self._input_keys else "activation"
-        base = t._base if t._is_view() and t._base is not None else t
-        return "parameter" if (base.is_leaf and base.requires_grad) else "activation"
+        return "parameter" if is_parameter_like(t) else "activation"
 
     def _add(self, t: torch.Tensor, op: str, module: str | None) -> SavedRecord:
-        key = _storage_key(t)
+        key = storage_key(t)
         storage_bytes = t.untyped_storage().nbytes()
         kind = self._kind(t, key)
         ref = self._key_refs.get(key)
@@ -213,7 +231,7 @@ class SavedTensorLedger:
             # torch < 2.12's checkpoint(use_reentrant=False) saves an empty placeholder: no bytes, no record
             return _Saved(t, -1)
         record = self._add(t, UNLABELED, None)
-        key = _storage_key(t)
+        key = storage_key(t)
         handle = _Saved(t.detach(), record.index)
         self._hold(key, record.kind)
         if record.kind == "activation":
@@ -270,9 +288,7 @@ class SavedTensorLedger:
 
     def _label_node(self, node: Any) -> int:
         count = 0
-        for attr in dir(node):
-            if not attr.startswith("_saved_"):
-                continue
+        for attr in saved_tensor_attrs(node):
             self._probe = []
             op = node.name()
             try:
@@ -318,15 +334,23 @@ class SavedTensorLedger:
                 row[1 if r.kind == "activation" else 2] += r.storage_bytes
         return [(name or "(top)", n, act, other) for name, (n, act, other) in rows.items()]
 
-    def summary(self, print_fn: Callable[[str], Any] = print) -> None:
-        """Print the per-module table and the totals."""
+    def table(self) -> str:
+        """The per-module table and the totals, as text (``print(ledger)`` prints it too)."""
         rows = [("module", "saved", "activation", "param/input")]
         rows += [(m, str(n), format_bytes(a), format_bytes(p)) for m, n, a, p in self.by_module()]
         rows.append(("total", str(len(self.records)), format_bytes(self.activation_bytes),
                      format_bytes(self.parameter_bytes + self.input_bytes)))
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        for row in rows:
-            print_fn("  ".join([row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]))
+        return "\n".join("  ".join([row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])])
+                         for row in rows)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def summary(self, print_fn: Callable[[str], Any] = print) -> None:
+        """Print the per-module table and the totals (line by line through ``print_fn``)."""
+        for line in self.table().split("\n"):
+            print_fn(line)
 
     def show(self, limit: int | None = None, print_fn: Callable[[str], Any] = print) -> None:
         """Print one line per record (the first ``limit`` ones)."""
@@ -359,15 +383,21 @@ class MemoryMeter(TorchDispatchMode):
     to read the current bytes at a point (e.g. after forward). It slows every op down: measure
     memory and time in separate runs.
 
+    >>> model, x = nn.Sequential(nn.Linear(100, 100), nn.Tanh()), torch.ones(8, 100)
     >>> with MemoryMeter(ignore=[*model.parameters(), x]) as meter:
     ...     loss = model(x).sum(); held = meter.mark(); loss.backward()
-    >>> meter.peak_bytes >= held
-    True
+    >>> held >= 8 * 100 * 4, meter.peak_bytes >= held   # at least tanh's saved output was alive
+    (True, True)
     """
 
     def __init__(self, ignore: Iterable[torch.Tensor] = ()) -> None:
         super().__init__()
-        self._ignore = {_storage_key(t) for t in ignore}
+        ignore = list(ignore)
+        bad = [t for t in ignore if not isinstance(t, torch.Tensor)]
+        if bad:
+            raise TypeError(f"MemoryMeter(ignore=...) takes tensors (e.g. [*model.parameters(), x]), "
+                            f"got {type(bad[0]).__name__}")
+        self._ignore = {storage_key(t) for t in ignore}
         self._live: dict[int, tuple[StorageWeakRef, int]] = {}
         self.current_bytes = 0
         self.peak_bytes = 0
@@ -377,7 +407,7 @@ class MemoryMeter(TorchDispatchMode):
             if not isinstance(t, torch.Tensor) or t.device.type == "meta":
                 continue
             storage = t.untyped_storage()
-            key = storage._cdata
+            key = storage_key(t)
             if key in self._ignore:
                 continue
             if key in self._live:
@@ -396,8 +426,8 @@ class MemoryMeter(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        self._track(tree_flatten((args, kwargs))[0])
-        self._track(tree_flatten(out)[0])
+        self._track(tree_flatten((args, kwargs)))
+        self._track(tree_flatten(out))
         self.peak_bytes = max(self.peak_bytes, self.mark())
         return out
 

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 
 from torch import nn
 
-__all__ = ["UnknownModuleError", "get_module"]
+from ._torch_internals import is_compiled_module
+
+__all__ = ["UnknownModuleError", "get_module", "get_modules"]
 
 
 class UnknownModuleError(KeyError):
@@ -15,21 +18,56 @@ class UnknownModuleError(KeyError):
         return str(self.args[0])
 
 
+def _unknown(model: nn.Module, name: str, modules: dict[str, nn.Module]) -> UnknownModuleError:
+    names = [n for n in modules if n]
+    close = difflib.get_close_matches(name, names, n=3)
+    if f"_orig_mod.{name}" in modules and f"_orig_mod.{name}" not in close:
+        close.insert(0, f"_orig_mod.{name}")  # a torch.compile wrapper: its names gain a prefix
+    hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+    if is_compiled_module(model):
+        hint += (" This is a torch.compile wrapper: hooks added now do not run inside the compiled code; "
+                 "pass the eager model (model._orig_mod) and call that one.")
+    shown = ", ".join(names[:40]) + (f", ... ({len(names)} in all)" if len(names) > 40 else "")
+    return UnknownModuleError(f"{type(model).__name__} has no submodule {name!r}.{hint} Names that exist: {shown}")
+
+
+def _check(model: nn.Module, name: object) -> None:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"expected an nn.Module, got {type(model).__name__}")
+    if not isinstance(name, str):
+        raise TypeError(f"module names are strings like 'layer1.0.conv1', got {type(name).__name__}")
+
+
 def get_module(model: nn.Module, name: str) -> nn.Module:
     """Return ``model``'s submodule called ``name`` (as in ``named_modules()``; ``""`` is the model).
 
     >>> get_module(nn.Sequential(nn.Linear(2, 2)), "0")
     Linear(in_features=2, out_features=2, bias=True)
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"expected an nn.Module, got {type(model).__name__}")
-    if not isinstance(name, str):
-        raise TypeError(f"module names are strings like 'layer1.0.conv1', got {type(name).__name__}")
-    modules = dict(model.named_modules())
-    if name in modules:
-        return modules[name]
-    names = [n for n in modules if n]
-    close = difflib.get_close_matches(name, names, n=3)
-    hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-    shown = ", ".join(names[:40]) + (f", ... ({len(names)} in all)" if len(names) > 40 else "")
-    raise UnknownModuleError(f"{type(model).__name__} has no submodule {name!r}.{hint} Names that exist: {shown}")
+    _check(model, name)
+    try:
+        return model.get_submodule(name)
+    except AttributeError:
+        raise _unknown(model, name, dict(model.named_modules())) from None
+
+
+def get_modules(model: nn.Module, names: Iterable[str]) -> dict[str, nn.Module]:
+    """``{name: submodule}`` for several names, walking the model once (unknown names raise as above).
+
+    >>> list(get_modules(nn.Sequential(nn.Linear(2, 2), nn.ReLU()), ["1", "0"]))
+    ['1', '0']
+    """
+    names = list(names)
+    for name in names:
+        _check(model, name)
+    modules = dict(model.named_modules(remove_duplicate=False))
+    out = {}
+    for name in names:
+        if name in modules:
+            out[name] = modules[name]
+            continue
+        try:  # what named_modules() does not list but attribute access finds (a compile wrapper's names)
+            out[name] = model.get_submodule(name)
+        except AttributeError:
+            raise _unknown(model, name, modules) from None
+    return out

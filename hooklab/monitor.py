@@ -14,17 +14,30 @@ convert them only when asked. Both remove their hooks on exit or on ``remove()``
 """
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
 import torch
 from torch import nn
 
-from .capture import _as_names
-from .lookup import get_module
+from ._torch_internals import was_compiled
+from .capture import _as_names, needs_tensor, refuse_compiled, select_output
+from .lookup import get_modules
 from .scope import HookScope
 
 __all__ = ["ActivationStats", "GradientMonitor"]
+
+
+def _format_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """Left-aligned first column, the others right-aligned (numbers)."""
+    if not rows:
+        return "nothing recorded"
+    rows = [header, *rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join("  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])])
+                     for r in rows)
 
 
 def _owner(param_name: str) -> str:
@@ -61,24 +74,35 @@ class GradientMonitor(_RecordsWithHooks):
             requires a gradient). Unknown names raise, listing the names that exist.
         norm_type: the vector norm (2 = Euclidean).
 
+    Sparse gradients (``nn.Embedding(sparse=True)``) are measured on their stored values.
+
+    >>> model, x = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1)), torch.ones(8, 4)
+    >>> _ = nn.init.constant_(model[0].weight, 0.5), nn.init.zeros_(model[0].bias)
+    >>> _ = nn.init.constant_(model[2].weight, 1.0), nn.init.zeros_(model[2].bias)
     >>> with GradientMonitor(model) as gm:
     ...     model(x).sum().backward()
-    >>> gm.norms()["fc"]          # per layer; gm.norms(per="parameter") per tensor
-    [0.53]
+    >>> {k: [round(v, 2) for v in vals] for k, vals in gm.norms().items()}   # per layer
+    {'0': [30.98], '2': [28.84]}
+    >>> gm.steps, sorted(gm.norms(per="parameter"))
+    (1, ['0.bias', '0.weight', '2.bias', '2.weight'])
     """
 
     def __init__(self, model: nn.Module, layers: str | Iterable[str] | None = None, *,
                  norm_type: float = 2.0) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"GradientMonitor needs an nn.Module, got {type(model).__name__}")
+        if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float)):
+            raise TypeError(f"norm_type must be a number such as 2.0 or float('inf'), got {norm_type!r}")
+        if not norm_type > 0:
+            raise ValueError(f"norm_type must be > 0 (2 = Euclidean, float('inf') = largest entry), "
+                             f"got {norm_type!r}")
         if layers is None:
             params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         else:
             params = []
-            for layer in _as_names(layers):
+            for layer, module in get_modules(model, _as_names(layers)).items():
                 prefix = f"{layer}." if layer else ""
-                params += [(prefix + n, p) for n, p in get_module(model, layer).named_parameters()
-                           if p.requires_grad]
+                params += [(prefix + n, p) for n, p in module.named_parameters() if p.requires_grad]
             params = list(dict((n, p) for n, p in params).items())
         if not params:
             raise ValueError("no parameter that requires a gradient to watch; "
@@ -97,7 +121,10 @@ class GradientMonitor(_RecordsWithHooks):
         record, norm_type = self.history[name], self.norm_type
 
         def record_grad_norm(param: torch.Tensor) -> None:
-            record.append(torch.linalg.vector_norm(param.grad.detach(), norm_type))
+            grad = param.grad.detach()
+            if grad.is_sparse:  # the norm of a sparse gradient is that of its (summed) stored values
+                grad = grad.coalesce().values()
+            record.append(torch.linalg.vector_norm(grad, norm_type))
 
         return record_grad_norm
 
@@ -130,6 +157,23 @@ class GradientMonitor(_RecordsWithHooks):
                 out[layer] = [sum(s[i] ** p for s in series) ** (1 / p) for i in range(steps)]
         return out
 
+    def table(self, per: str = "layer") -> str:
+        """The latest norm and the range over steps, one row per layer (or parameter), as text.
+
+        >>> layer = nn.Linear(2, 1)
+        >>> with GradientMonitor(layer) as gm:
+        ...     layer(torch.ones(3, 2)).sum().backward()
+        >>> print(gm)
+        layer    steps   last    min    max
+        (model)      1  5.196  5.196  5.196
+        """
+        rows = [(name, str(len(v)), f"{v[-1]:.4g}", f"{min(v):.4g}", f"{max(v):.4g}")
+                for name, v in self.norms(per).items() if v]
+        return _format_table(("layer" if per == "layer" else "parameter", "steps", "last", "min", "max"), rows)
+
+    def __str__(self) -> str:
+        return self.table()
+
     def plot(self, per: str = "layer", ax: Any = None, logy: bool = True, title: str | None = None) -> Any:
         """Plot the norms over steps (one line per layer or parameter); return the axes."""
         import matplotlib.pyplot as plt
@@ -156,22 +200,33 @@ class ActivationStats(_RecordsWithHooks):
     """Record mean, standard deviation and fraction of near-zero values of layer outputs.
 
     One record per forward call of each named module (a module used twice per forward
-    records twice). ``eps`` sets "near zero": ``|x| <= eps``.
+    records twice). ``eps`` sets "near zero": ``|x| <= eps``. For modules that return a tuple
+    or dict (``nn.LSTM``), ``output=`` picks the tensor: an index, a key or a function.
+    A nested tensor's statistics are those of all its components' values together.
 
-    >>> with ActivationStats(model, ["act1"]) as st:
-    ...     model(x)
-    >>> st.stats()["act1"]["near_zero"]
-    [0.48]
+    >>> model = nn.Sequential(nn.Linear(2, 4), nn.ReLU())
+    >>> _ = nn.init.constant_(model[0].weight, 1.0), nn.init.constant_(model[0].bias, -1.0)
+    >>> with ActivationStats(model, ["1"]) as st:
+    ...     _ = model(torch.tensor([[0.0, 0.0], [1.0, 2.0]]))
+    >>> st.stats()["1"]
+    {'mean': [1.0], 'std': [1.0690449476242065], 'near_zero': [0.5]}
+    >>> print(st)
+    layer  calls  mean    std  near_zero
+    1          1     1  1.069      0.500
     """
 
     STATS = ("mean", "std", "near_zero")
 
-    def __init__(self, model: nn.Module, layers: str | Iterable[str], *, eps: float = 1e-3) -> None:
+    def __init__(self, model: nn.Module, layers: str | Iterable[str], *, eps: float = 1e-3,
+                 output: Any = None) -> None:
+        refuse_compiled(model, "ActivationStats")
         names = _as_names(layers)
-        modules = {n: get_module(model, n) for n in names}
-        if not eps >= 0:
-            raise ValueError(f"eps must be >= 0, got {eps!r}")
+        modules = get_modules(model, names)
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0 or math.isinf(eps):
+            raise ValueError(f"eps must be a finite number >= 0 (|x| <= eps counts as near zero), got {eps!r}")
         self.eps = float(eps)
+        self.output = output
+        self._compiled = was_compiled(model)
         self.records: dict[str, list[torch.Tensor]] = {n: [] for n in names}
         self.scope = HookScope("ActivationStats")
         try:
@@ -182,13 +237,15 @@ class ActivationStats(_RecordsWithHooks):
             raise
 
     def _hook(self, name: str):
-        record, eps = self.records[name], self.eps
+        record, eps, selector = self.records[name], self.eps, self.output
 
         def record_activation_stats(module: nn.Module, args: Any, output: Any) -> None:
-            if not isinstance(output, torch.Tensor):
-                raise TypeError(f"ActivationStats needs tensor outputs; {name!r} returned {type(output).__name__}")
+            output = needs_tensor(select_output(output, selector, name), name, "ActivationStats")
             with torch.no_grad():
-                x = output.detach().float()
+                x = output.detach()
+                if x.is_nested:  # e.g. TransformerEncoder with a padding mask under no_grad
+                    x = torch.cat([c.flatten() for c in x.unbind()])
+                x = x.float()
                 record.append(torch.stack([x.mean(), x.std(), (x.abs() <= eps).float().mean()]))
 
         return record_activation_stats
@@ -200,6 +257,15 @@ class ActivationStats(_RecordsWithHooks):
             cols = torch.stack(rec).T.tolist() if rec else [[], [], []]
             out[name] = dict(zip(self.STATS, cols))
         return out
+
+    def table(self) -> str:
+        """The latest call's statistics per layer, as text (``print(stats)`` prints it too)."""
+        rows = [(name, str(len(v["mean"])), f"{v['mean'][-1]:.4g}", f"{v['std'][-1]:.4g}", f"{v['near_zero'][-1]:.3f}")
+                for name, v in self.stats().items() if v["mean"]]
+        return _format_table(("layer", "calls", "mean", "std", "near_zero"), rows)
+
+    def __str__(self) -> str:
+        return self.table()
 
     def plot(self, axes: Any = None, title: str | None = None) -> Any:
         """Three panels (mean, std, near-zero fraction) over calls, one line per layer."""
@@ -218,6 +284,16 @@ class ActivationStats(_RecordsWithHooks):
             ax.set_xlabel("step (forward call)")
         axes[0].legend(fontsize="small")
         return axes
+
+    def remove(self) -> int:
+        """Remove the hooks (what was recorded stays); return how many there were."""
+        count = self.scope.remove()
+        if count and self._compiled and not any(self.records.values()):
+            warnings.warn(
+                "ActivationStats recorded no call: the model has been torch.compile'd, and hooks added after "
+                "compiling do not run in the compiled code. Call the eager model (not the compiled wrapper) "
+                "inside the block.", RuntimeWarning, stacklevel=3)
+        return count
 
     def __repr__(self) -> str:
         return f"ActivationStats({list(self.records)}, hooks={len(self.scope)})"

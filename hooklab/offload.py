@@ -21,7 +21,9 @@ original tensor, so memory really is released.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -210,11 +212,37 @@ class SaveOnCpu(_OffloadHooks):
 
 
 # ---------------------------------------------------------------------------------- disk
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists (another user's) or unknown: leave it alone
+    return True
+
+
+def _sweep_stale(directory: str | os.PathLike | None) -> None:
+    """Remove ``hooklab-saved-<pid>-*`` folders whose process is gone (killed before it could clean up)."""
+    base = directory if directory is not None else tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(base):
+            parts = entry.name.split("-")
+            if (entry.name.startswith("hooklab-saved-") and len(parts) >= 4 and parts[2].isdigit()
+                    and int(parts[2]) != os.getpid() and not _pid_alive(int(parts[2]))):
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
 class _DiskStore:
-    """A private temp directory; removed when the context has exited and no file is left."""
+    """A private temp directory; removed when the context has exited and no file is left.
+
+    Its name carries the process id, so that the next SaveOnDisk of any process removes the
+    folders a killed process left behind.
+    """
 
     def __init__(self, directory: str | os.PathLike | None) -> None:
-        self.path = tempfile.mkdtemp(prefix="hooklab-saved-", dir=directory)
+        _sweep_stale(directory)
+        self.path = tempfile.mkdtemp(prefix=f"hooklab-saved-{os.getpid()}-", dir=directory)
         self.live = 0
         self.count = 0
         self.exited = False
@@ -230,13 +258,15 @@ class _DiskStore:
             return os.path.join(self.path, f"{self.count:06d}.pt")
 
     def file_gone(self, path: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
-        with self.lock:
-            self.live -= 1
-            done = self.exited and self.live == 0
-        if done:
-            self.cleanup()
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+        finally:  # an interrupt inside os.remove must not leave the count (and the folder) behind
+            with self.lock:
+                self.live -= 1
+                done = self.exited and self.live == 0
+            if done:
+                self.cleanup()
 
     def cleanup(self) -> None:
         self._finalizer()  # runs rmtree once
@@ -323,7 +353,14 @@ class SaveOnDisk(_OffloadHooks):
         if t.untyped_storage().nbytes() > _nbytes(t):
             t = t.clone()  # torch.save writes a view's whole storage: copy just the view
         packed = _OnDisk(store, t.device, _nbytes(t))
-        torch.save(t.cpu(), packed.path)
+        try:
+            torch.save(t.cpu(), packed.path)
+        except (RuntimeError, OSError) as exc:
+            free = shutil.disk_usage(store.path).free
+            raise OSError(errno.ENOSPC if free < _nbytes(t) + (1 << 20) else errno.EIO,
+                          f"SaveOnDisk could not write a {_nbytes(t)}-byte tensor to {store.path} "
+                          f"({free} bytes free: disk full?); pass directory= on a disk with room, or raise "
+                          f"min_bytes") from exc
         return packed
 
     def _decode(self, packed: _OnDisk) -> torch.Tensor:
@@ -511,6 +548,17 @@ def offload_module(module: nn.Module, make_hooks: HooksFactory) -> OffloadScope:
 
 
 # --------------------------------------------------------------------- recomputation
+def _copy_containers(value: Any) -> Any:
+    """A copy of the lists, tuples and dicts in ``value`` (the objects inside are shared)."""
+    if isinstance(value, list):
+        return [_copy_containers(v) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_copy_containers(v) for v in value)
+    if type(value) in (dict, collections.OrderedDict):
+        return type(value)((k, _copy_containers(v)) for k, v in value.items())
+    return value
+
+
 @contextlib.contextmanager
 def checkpoint_modules(model: nn.Module, names: list[str], *, use_reentrant: bool = False,
                        **checkpoint_kwargs: Any) -> Iterator[list[nn.Module]]:
@@ -540,6 +588,10 @@ def checkpoint_modules(model: nn.Module, names: list[str], *, use_reentrant: boo
             original = module.forward
 
             def forward(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
+                # copy lists / dicts / tuples now: the recompute in backward must see the arguments as
+                # they are at this call, not as the caller changed them later (DenseNet appends to the
+                # list it passed to each layer); the tensors themselves are not copied
+                args, kwargs = _copy_containers((args, kwargs))
                 return torch.utils.checkpoint.checkpoint(_original, *args, use_reentrant=use_reentrant,
                                                          **checkpoint_kwargs, **kwargs)
 
@@ -595,6 +647,9 @@ def gradient_error(model: nn.Module, step: Callable[[], torch.Tensor], make_hook
     finally:
         for p, g in zip(params, old_grads):
             p.grad = g
+        with torch.no_grad():  # also when step() raised (the docstring promises the buffers back)
+            for name, b in model.named_buffers():
+                b.copy_(buffers[name])
     norm = reference.norm().item()
     diff = (approx - reference).norm().item()
     return diff / norm if norm > 0 else diff

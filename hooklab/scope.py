@@ -41,7 +41,17 @@ def _removable_without_arguments(handle: Any) -> bool:
 
 
 class HookScope:
-    """A set of hook handles that are removed together (on ``remove()`` or on exit)."""
+    """A set of hook handles that are removed together (on ``remove()`` or on exit).
+
+    >>> from torch import nn
+    >>> layer = nn.Linear(2, 2)
+    >>> with HookScope() as scope:
+    ...     _ = scope.add(layer.register_forward_hook(lambda m, args, out: None))
+    ...     len(scope), len(layer._forward_hooks)
+    (1, 1)
+    >>> len(layer._forward_hooks)          # removed on exit, also when the block raises
+    0
+    """
 
     def __init__(self, name: str | None = None) -> None:
         self.name = name
@@ -104,6 +114,15 @@ def named_scope(name: str) -> HookScope:
 
     Use it in a notebook cell that registers hooks: running the cell again
     replaces its hooks instead of stacking a second copy.
+
+    >>> from torch import nn
+    >>> layer = nn.Linear(2, 2)
+    >>> for run in range(2):                # the same cell, run twice
+    ...     _ = named_scope("cell-3").add(layer.register_forward_hook(lambda m, args, out: None))
+    >>> len(layer._forward_hooks)          # one hook, not two
+    1
+    >>> named_scope("cell-3").remove()
+    0
     """
     if not isinstance(name, str) or not name:
         raise TypeError(f"named_scope needs a non-empty string name, got {name!r}")

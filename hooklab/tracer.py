@@ -23,19 +23,23 @@ an observation, not a hook call, and its detail says so.
 """
 from __future__ import annotations
 
+import inspect
 import itertools
+import re
+import warnings
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Literal, Sequence
 
 import torch
 from torch import nn
 
-from .lookup import get_module
+from ._torch_internals import current_graph_task_id, is_compiled_module, version, was_compiled
+from .lookup import get_modules
 from .scope import HookScope
 
-__all__ = ["KINDS", "Event", "Tracer", "describe"]
+__all__ = ["KINDS", "Event", "Tracer", "describe", "in_place_on_outputs"]
 
 # Every kind of event, in the order the timeline stacks its lanes (top to bottom).
 KINDS = (
@@ -75,6 +79,8 @@ def describe(value: Any) -> str:
     if value is None:
         return "None"
     if isinstance(value, torch.Tensor):
+        if value.is_nested:  # no single shape: one per component
+            return "nested[" + ", ".join(str(tuple(c.shape)) for c in value.unbind()) + "]"
         return str(tuple(value.shape))
     if isinstance(value, (tuple, list)):
         return "[" + ", ".join(describe(v) for v in value) + "]"
@@ -83,9 +89,9 @@ def describe(value: Any) -> str:
 
 def _phase(kind: str) -> str:
     # The autograd engine sets a graph-task id while it runs a backward pass (-1 otherwise).
-    task_id = getattr(torch._C, "_current_graph_task_id", None)
+    task_id = current_graph_task_id()
     if task_id is not None:
-        return "backward" if task_id() != -1 else "forward"
+        return "backward" if task_id != -1 else "forward"
     return "forward" if kind in _FORWARD_KINDS else "backward"
 
 
@@ -106,17 +112,54 @@ def _check_tensor(t: Any, what: str) -> torch.Tensor:
     return t
 
 
+Backward = Literal["full", "outputs"]
+# an augmented assignment to a local or an item (``out += identity``), not to an attribute
+_AUGMENTED = re.compile(r"^\s*(?!self\.)[A-Za-z_]\w*(?:\[[^\]]*\])?\s*[-+*/]=", re.M)
+_SOURCE_CHECKED: dict[type, bool] = {}
+
+
+def _forward_writes_in_place(cls: type) -> bool:
+    """True when a module class's forward has an in-place update like ``out += identity`` (cached)."""
+    if cls not in _SOURCE_CHECKED:
+        found = False
+        if not cls.__module__.startswith("torch.nn."):  # PyTorch's own layers update only their buffers
+            try:
+                found = bool(_AUGMENTED.search(inspect.getsource(cls.forward)))
+            except (OSError, TypeError):
+                found = False
+        _SOURCE_CHECKED[cls] = found
+    return _SOURCE_CHECKED[cls]
+
+
+def in_place_on_outputs(model: nn.Module) -> list[str]:
+    """Where ``model`` may modify a module's output in place (which forbids full backward hooks).
+
+    Finds modules with ``inplace=True`` (``nn.ReLU(inplace=True)`` overwrites the previous
+    layer's output) and forwards that update a local in place (``out += identity``). A
+    static guess: it can miss in-place tensor methods (``x.add_(y)``) on outputs.
+    """
+    found = []
+    for name, m in model.named_modules():
+        if getattr(m, "inplace", False) is True or _forward_writes_in_place(type(m)):
+            found.append(name or type(m).__name__)
+    return found
+
+
 class Tracer:
     """Context manager that records hook firings as :class:`Event` s (see the module doc).
 
     >>> w = torch.ones(3, requires_grad=True)
     >>> with Tracer() as tr:
     ...     y = w * 2
-    ...     tr.tensor(y, "y")
-    ...     tr.post_accumulate(w, "w")
+    ...     _ = tr.tensor(y, "y")
+    ...     _ = tr.post_accumulate(w, "w")
     ...     y.sum().backward()
     >>> tr.sequence()
     [('tensor', 'y'), ('post_accumulate', 'w')]
+    >>> print(tr.table())
+    step  phase     kind             name  detail
+    1     backward  tensor           y     (3,)
+    2     backward  post_accumulate  w     .grad (3,)
     """
 
     def __init__(self) -> None:
@@ -125,6 +168,8 @@ class Tracer:
         self._closed = False
         self._known: list[tuple[weakref.ref, str]] = []  # tensors the tracer can name
         self._retained: list[list[Any]] = []  # [tensor ref, name, ref to the .grad last seen, version]
+        self._output_hooks: list[Any] = []  # handles of output-tensor hooks (backward="outputs")
+        self._compiled_roots: list[str] = []  # traced models that have a torch.compile wrapper
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> Tracer:
@@ -135,10 +180,20 @@ class Tracer:
 
     def close(self) -> None:
         """Remove every hook the tracer registered; later firings are no longer recorded."""
-        if not self._closed:
+        first = not self._closed
+        if first:
             self._poll_retained("observed at close")
         self._closed = True
-        self._scope.remove()
+        try:
+            self._scope.remove()
+        finally:
+            while self._output_hooks:
+                self._output_hooks.pop().remove()
+        if first and self._compiled_roots and not any(e.kind.startswith("module") for e in self.events):
+            warnings.warn(
+                f"Tracer recorded no module event: {', '.join(self._compiled_roots)} has been torch.compile'd, "
+                "and hooks added after compiling do not run in the compiled code. Call the eager model "
+                "(not the compiled wrapper) inside the Tracer block.", RuntimeWarning, stacklevel=3)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -171,9 +226,9 @@ class Tracer:
             if tensor is None or tensor.grad is None:
                 continue
             grad = tensor.grad
-            if entry[2]() is grad and entry[3] == grad._version:
+            if entry[2]() is grad and entry[3] == version(grad):
                 continue
-            entry[2], entry[3] = weakref.ref(grad), grad._version
+            entry[2], entry[3] = weakref.ref(grad), version(grad)
             # .grad is only ever written by a backward pass, even when seen after it ended
             self._append("retain_grad", entry[1], f"{describe(grad)} .grad written ({when})", "backward")
 
@@ -223,7 +278,7 @@ class Tracer:
         self._remember(t, name)
         grad = t.grad
         self._retained.append([weakref.ref(t), name, weakref.ref(grad) if grad is not None else (lambda: None),
-                               grad._version if grad is not None else -1])
+                               version(grad) if grad is not None else -1])
 
         def observe(grad_outputs: Any) -> None:  # runs right after PyTorch writes t.grad
             if not self._closed:
@@ -297,27 +352,43 @@ class Tracer:
 
     # ------------------------------------------------------------------ modules
     def module(self, m: nn.Module, name: str | None = None, *, forward: bool = True,
-               backward: bool = True) -> None:
-        """Trace a module's forward pre/post hooks and full backward pre/post hooks.
+               backward: bool | Backward = True) -> None:
+        """Trace a module's forward pre/post hooks and its backward.
 
-        PyTorch's full backward hooks wrap the module's outputs; an in-place op applied to
-        them later (``nn.ReLU(inplace=True)`` after a traced layer, as in torchvision's
-        ResNets) then fails in PyTorch. Trace such models with ``backward=False``.
+        ``backward=True`` (or ``"full"``) uses PyTorch's full backward pre/post hooks: events
+        ``module_backward_pre`` (grad_output) and ``module_backward`` (grad_input). Those hooks
+        wrap the module's outputs, and PyTorch then forbids an in-place op on them
+        (``nn.ReLU(inplace=True)`` after a traced layer, as in torchvision's ResNets).
+        ``backward="outputs"`` traces such models: a tensor hook on each output records
+        ``module_backward_pre`` (the gradient with respect to that output, also when a later op
+        overwrites it in place); there is no ``module_backward`` event then (grad_input needs the
+        full hooks). ``backward=False`` traces the forward only.
         """
         self._open("module()")
         if not isinstance(m, nn.Module):
             raise TypeError(f"module() expects an nn.Module, got {type(m).__name__}")
+        if is_compiled_module(m):
+            raise TypeError(
+                "module(): this is a torch.compile'd model; hooks added after compiling do not run inside "
+                "the compiled code. Trace the eager model (model._orig_mod) and call that one in the block.")
+        if backward not in (True, False, "full", "outputs"):
+            raise ValueError(f"module(): backward must be True, False, 'full' or 'outputs', got {backward!r}")
         label = _check_name(name) if name is not None else type(m).__name__
+        if was_compiled(m) and label not in self._compiled_roots:
+            self._compiled_roots.append(label)
         if forward:
-            def forward_pre(mod: nn.Module, args: Any) -> None:
-                self._record("module_forward_pre", label, f"input {describe(args)}")
+            def forward_pre(mod: nn.Module, args: Any, kwargs: Any) -> None:
+                extra = f" kwargs {{{', '.join(f'{k}: {describe(v)}' for k, v in kwargs.items())}}}" if kwargs else ""
+                self._record("module_forward_pre", label, f"input {describe(args)}{extra}")
 
             def forward_post(mod: nn.Module, args: Any, output: Any) -> None:
                 self._record("module_forward", label, f"output {describe(output)}")
 
-            self._scope.add(m.register_forward_pre_hook(forward_pre))
+            self._scope.add(m.register_forward_pre_hook(forward_pre, with_kwargs=True))
             self._scope.add(m.register_forward_hook(forward_post))
-        if backward:
+        if backward == "outputs":
+            self._scope.add(m.register_forward_hook(self._output_grad_hooks(label)))
+        elif backward:
             def backward_pre(mod: nn.Module, grad_output: Any) -> None:
                 self._record("module_backward_pre", label, f"grad_output {describe(grad_output)}")
 
@@ -327,19 +398,63 @@ class Tracer:
             self._scope.add(m.register_full_backward_pre_hook(backward_pre))
             self._scope.add(m.register_full_backward_hook(backward_post))
 
+    def _output_grad_hooks(self, label: str) -> Any:
+        def hook_outputs(mod: nn.Module, args: Any, output: Any) -> None:
+            if self._closed or not torch.is_grad_enabled():
+                return
+            outs = [t for t in (output if isinstance(output, (tuple, list)) else (output,))
+                    if isinstance(t, torch.Tensor) and t.requires_grad]
+            # keep only the handles of graphs still alive, so nothing grows step after step
+            self._output_hooks[:] = [h for h in self._output_hooks if h.hooks_dict_ref() is not None]
+            for i, t in enumerate(outs):
+                what = "grad_output" if len(outs) == 1 else f"grad_output[{i}]"
+
+                def output_grad(grad: torch.Tensor, what: str = what) -> None:
+                    self._record("module_backward_pre", label, f"{what} {describe(grad)} (output tensor hook)")
+
+                self._output_hooks.append(t.register_hook(output_grad))
+        return hook_outputs
+
     def modules(self, model: nn.Module, names: Iterable[str] | None = None, *, forward: bool = True,
-                backward: bool = True) -> list[str]:
+                backward: bool | Backward | Literal["auto"] = "auto") -> list[str]:
         """Trace several submodules of ``model`` by name (default: every module without children).
 
         Unknown names raise an error listing the names that exist. Returns the names traced.
+        ``backward="auto"`` (the default) uses full backward hooks unless the model modifies
+        module outputs in place (``ReLU(inplace=True)``, ``out += identity``: see
+        :func:`in_place_on_outputs`); then it uses ``backward="outputs"`` and warns (see
+        :meth:`module`). Pass ``backward=`` explicitly to choose.
         """
         self._open("modules()")
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"modules() expects an nn.Module, got {type(model).__name__}")
+        if is_compiled_module(model):
+            raise TypeError(
+                "modules(): this is a torch.compile'd model; hooks added after compiling do not run inside "
+                "the compiled code. Trace the eager model (model._orig_mod) and call that one in the block.")
         if names is None:
             chosen = [n for n, mod in model.named_modules() if n and not any(True for _ in mod.children())]
+        elif isinstance(names, str):
+            raise TypeError(f"names must be a list of module names, got the string {names!r}; wrap it in a list")
         else:
             chosen = list(names)
+        found = get_modules(model, chosen)  # one walk of the model, however many names
+        if backward == "auto":
+            in_place = in_place_on_outputs(model)
+            backward = "outputs" if in_place else True
+            if in_place:
+                shown = ", ".join(in_place[:3]) + (", ..." if len(in_place) > 3 else "")
+                warnings.warn(
+                    f"Tracer.modules: this model modifies module outputs in place ({shown}), where PyTorch "
+                    "forbids full backward hooks; backward is traced through tensor hooks on the outputs "
+                    "(module_backward_pre events, no module_backward). Pass backward='outputs' or False to "
+                    "choose explicitly.", UserWarning, stacklevel=2)
+        if was_compiled(model):
+            label = type(model).__name__
+            if label not in self._compiled_roots:
+                self._compiled_roots.append(label)
         for n in chosen:
-            self.module(get_module(model, n), n or type(model).__name__, forward=forward, backward=backward)
+            self.module(found[n], n or type(model).__name__, forward=forward, backward=backward)
         return chosen
 
     # ------------------------------------------------------------------ saved tensors
@@ -381,6 +496,9 @@ class Tracer:
             return "no events recorded"
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+    def __str__(self) -> str:
+        return self.table()
 
     def plot(self, ax: Any = None, title: str = "hook firing order", annotate: bool = True) -> Any:
         """Draw the events as a timeline (x: step, one lane per kind); return the matplotlib Axes."""

@@ -12,9 +12,12 @@ pytest.importorskip("torchvision", reason="the benchmark runs torchvision's ResN
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = {
     "baseline (no hooks)": "-",
+    "floor: no-op forward hooks layer1-4": "-",
     "capture layer1-4": "1.05",
+    "floor: no-op forward hooks 10 top-level": "-",
     "capture 10 top-level": "1.05",
     "capture layer1-4 + grads": "1.05",
+    "floor: no-op post-accumulate hooks": "-",
     "gradient monitor, 62 params": "1.10",
     "activation stats layer1-4": "-",
     "clip value hooks": "-",

@@ -126,7 +126,7 @@ def test_bad_input():
         SavedTensorLedger("resnet")
     ledger = SavedTensorLedger()
     with ledger:
-        with pytest.raises(RuntimeError, match="already recording"):
+        with pytest.raises(RuntimeError, match="already entered"):
             ledger.__enter__()
         y = torch.randn(3, requires_grad=True).exp().sum()
     with pytest.raises(ValueError, match="needs the output"):

@@ -175,7 +175,7 @@ def test_activation_stats_non_tensor_output():
             return x, x
 
     model = nn.Sequential(Pair())
-    with pytest.raises(TypeError, match="tensor outputs"):
+    with pytest.raises(TypeError, match="needs a tensor output.*choose the tensor with output="):
         with ActivationStats(model, "0"):
             model(torch.ones(2))
     assert no_hooks(model)

@@ -1,0 +1,285 @@
+"""Every place hooklab depends on a private part of PyTorch, in one module.
+
+PyTorch keeps no promise about names that start with an underscore, so hooklab touches them
+only through the functions below. ``tests/test_torch_internals.py`` asserts that each one
+still exists on the installed torch (run it first after an upgrade: a rename fails there,
+by name, instead of as a silently empty inventory somewhere else).
+
+When a private name is gone, each function either falls back to a documented public
+equivalent (``fallback``) or raises :class:`MissingTorchInternal`, which names the torch
+version and the hooklab feature that needs it (``required``). :data:`INTERNALS` lists them all.
+
+>>> INTERNALS["Storage._cdata"].kind, INTERNALS["torch._C._current_graph_task_id"].kind
+('required', 'fallback')
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Literal
+
+import torch
+from torch.nn.modules import module as _module_globals
+
+__all__ = [
+    "INTERNALS",
+    "MissingTorchInternal",
+    "TorchDispatchMode",
+    "StorageWeakRef",
+    "current_graph_task_id",
+    "global_hook_dicts",
+    "is_compiled_module",
+    "is_parameter_like",
+    "module_hook_dicts",
+    "saved_tensor_attrs",
+    "storage_key",
+    "top_saved_tensors_hooks",
+    "tensor_hook_dicts",
+    "tree_flatten",
+    "unwrap_compiled",
+    "was_compiled",
+    "version",
+]
+
+
+class MissingTorchInternal(RuntimeError):
+    """A private PyTorch name that hooklab needs is missing from the installed torch."""
+
+    def __init__(self, name: str, feature: str) -> None:
+        super().__init__(
+            f"hooklab's {feature} needs {name}, which torch {torch.__version__} does not have "
+            f"(PyTorch renamed or removed a private API). Use a torch version hooklab was tested with "
+            f"(see pyproject.toml), or report it at the hooklab repository with this message."
+        )
+        self.name, self.feature = name, feature
+
+
+@dataclass(frozen=True)
+class Internal:
+    """One private dependency: what it is used for and what happens without it."""
+
+    feature: str
+    kind: Literal["required", "fallback"]
+    without: str  # what hooklab does when it is missing
+
+
+INTERNALS: dict[str, Internal] = {
+    "Storage._cdata": Internal(
+        "storage identity (SavedTensorLedger, MemoryMeter, offloading)", "required", "raises MissingTorchInternal"),
+    "Tensor._version": Internal(
+        "in-place detection (capture, Tracer.retain_grad)", "fallback",
+        "in-place overwrites of captured outputs are no longer detected"),
+    "Tensor._base / Tensor._is_view": Internal(
+        "telling parameters from activations without a model", "fallback",
+        "views of parameters count as activations"),
+    "torch.multiprocessing.reductions.StorageWeakRef": Internal(
+        "counting a storage once while it lives (ledger, meter, offloading)", "required",
+        "raises MissingTorchInternal"),
+    "torch.utils._python_dispatch.TorchDispatchMode": Internal(
+        "MemoryMeter (sees every op)", "required", "MemoryMeter raises MissingTorchInternal"),
+    "torch.utils._pytree.tree_flatten": Internal(
+        "finding tensors in nested inputs and outputs", "fallback",
+        "the public torch.utils.pytree, or a small walk of tuples / lists / dicts"),
+    "Node._saved_* attributes": Internal(
+        "SavedTensorLedger.label_ops (naming the op that saved a tensor)", "required",
+        "label_ops names nothing and says so"),
+    "torch.nn.modules.module._global_* hook dicts": Internal(
+        "listing global module hooks (hook_inventory)", "fallback",
+        "global hooks are not listed (a missing dict reads as empty)"),
+    "Module._forward_hooks etc., Module._is_full_backward_hook": Internal(
+        "listing module hooks (hook_inventory)", "required", "hook_inventory raises MissingTorchInternal"),
+    "Tensor._backward_hooks, Tensor._post_accumulate_grad_hooks": Internal(
+        "listing tensor hooks (hook_inventory)", "fallback", "tensor hooks are not listed"),
+    "torch._C._autograd._top_saved_tensors_default_hooks": Internal(
+        "noticing saved-tensor contexts exited out of order (SavedTensorLedger)", "fallback",
+        "no such warning"),
+    "torch._C._current_graph_task_id": Internal(
+        "the phase of a Tracer event", "fallback", "the phase is inferred from the kind of event"),
+    "torch._dynamo.eval_frame.OptimizedModule": Internal(
+        "recognising a torch.compile'd model", "fallback",
+        "a compiled wrapper is recognised by its _orig_mod attribute"),
+    "Module._is_torch_compile (set by torch.compile on the eager model)": Internal(
+        "warning that hooks on a compiled model's eager copy recorded nothing", "fallback",
+        "no such warning; the tools' no-call messages still list compiling as a cause"),
+}
+
+
+def _need(name: str) -> MissingTorchInternal:
+    return MissingTorchInternal(name, INTERNALS[name].feature)
+
+
+# ---------------------------------------------------------------------------------- tensors
+def storage_key(t: torch.Tensor) -> int:
+    """An integer that identifies ``t``'s storage while it lives (the C++ storage pointer).
+
+    ``data_ptr()`` is no substitute: every 0-byte storage has data pointer 0.
+    """
+    try:
+        return t.untyped_storage()._cdata
+    except AttributeError:
+        raise _need("Storage._cdata") from None
+
+
+def version(t: Any) -> int | None:
+    """``t``'s version counter (bumped by every in-place op), or None when there is none to read."""
+    if not isinstance(t, torch.Tensor) or t.is_inference():
+        return None  # inference tensors keep no version counter
+    return getattr(t, "_version", None)
+
+
+def is_parameter_like(t: torch.Tensor) -> bool:
+    """True for a leaf that requires grad, or a view of one (``F.linear`` saves ``weight.t()``)."""
+    is_view, base = getattr(t, "_is_view", None), getattr(t, "_base", None)
+    if is_view is not None and is_view() and base is not None:
+        t = base
+    return t.is_leaf and t.requires_grad
+
+
+def _import(module: str, name: str) -> Any:
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+StorageWeakRef: Any = _import("torch.multiprocessing.reductions", "StorageWeakRef")
+if StorageWeakRef is None:  # pragma: no cover - only on a torch without it
+    class StorageWeakRef:  # type: ignore[no-redef]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise _need("torch.multiprocessing.reductions.StorageWeakRef")
+
+TorchDispatchMode: Any = _import("torch.utils._python_dispatch", "TorchDispatchMode")
+if TorchDispatchMode is None:  # pragma: no cover - only on a torch without it
+    class TorchDispatchMode:  # type: ignore[no-redef]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise _need("torch.utils._python_dispatch.TorchDispatchMode")
+
+
+def _walk(tree: Any) -> Iterator[Any]:
+    if isinstance(tree, (tuple, list)):
+        for v in tree:
+            yield from _walk(v)
+    elif isinstance(tree, dict):
+        for v in tree.values():
+            yield from _walk(v)
+    else:
+        yield tree
+
+
+_tree_flatten = (_import("torch.utils._pytree", "tree_flatten")
+                 or _import("torch.utils.pytree", "tree_flatten"))
+
+
+def tree_flatten(tree: Any) -> list[Any]:
+    """The leaves of a nested structure of tuples, lists, dicts (and what torch's pytree knows)."""
+    if _tree_flatten is not None:
+        return _tree_flatten(tree)[0]
+    return list(_walk(tree))
+
+
+# ---------------------------------------------------------------------------------- autograd
+def saved_tensor_attrs(node: Any) -> list[str]:
+    """The names of a Node's ``_saved_*`` attributes (each read runs the unpack hook)."""
+    return [a for a in dir(node) if a.startswith("_saved_")]
+
+
+_graph_task_id: Callable[[], int] | None = getattr(torch._C, "_current_graph_task_id", None)
+
+
+def current_graph_task_id() -> int | None:
+    """The autograd engine's id of the running backward pass (-1 outside one); None if unknown."""
+    return _graph_task_id() if _graph_task_id is not None else None
+
+
+def top_saved_tensors_hooks() -> tuple[Any, Any] | None:
+    """The (pack, unpack) pair on top of the saved-tensor hook stack; None when empty or unknown."""
+    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+    return top(False) if top is not None else None
+
+
+# ---------------------------------------------------------------------------------- hook dicts
+_GLOBAL = {
+    "_global_forward_pre_hooks": "forward_pre",
+    "_global_forward_hooks": "forward",
+    "_global_backward_pre_hooks": "backward_pre",
+    "_global_backward_hooks": "backward",
+    "_global_module_registration_hooks": "module_registration",
+    "_global_parameter_registration_hooks": "parameter_registration",
+    "_global_buffer_registration_hooks": "buffer_registration",
+}
+# bookkeeping dicts keyed by the same handle ids (flags of the hooks above)
+GLOBAL_HOOK_FLAGS = ("_global_forward_hooks_always_called", "_global_forward_hooks_with_kwargs")
+
+_MODULE = {
+    "_forward_pre_hooks": "forward_pre",
+    "_forward_hooks": "forward",
+    "_backward_pre_hooks": "backward_pre",
+    "_backward_hooks": "backward",
+    "_state_dict_pre_hooks": "state_dict_pre",
+    "_state_dict_hooks": "state_dict",
+    "_load_state_dict_pre_hooks": "load_state_dict_pre",
+    "_load_state_dict_post_hooks": "load_state_dict_post",
+}
+
+
+def global_hook_dicts() -> list[tuple[str, str, dict]]:
+    """``(attribute, kind, dict)`` for each of PyTorch's global module-hook dicts (missing ones skipped)."""
+    return [(attr, kind, d) for attr, kind in _GLOBAL.items()
+            if isinstance(d := getattr(_module_globals, attr, None), dict)]
+
+
+def global_full_backward() -> bool | None:
+    """Whether the global backward hooks are full ones (None: none registered / unknown)."""
+    return getattr(_module_globals, "_global_is_full_backward_hook", None)
+
+
+def module_hook_dicts(m: torch.nn.Module) -> list[tuple[str, str, dict]]:
+    """``(attribute, kind, dict)`` for each hook dict of one module (its own hooks, not its children's)."""
+    out = []
+    for attr, kind in _MODULE.items():
+        d = m.__dict__.get(attr, getattr(m, attr, None))
+        if d is None and attr in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks"):
+            raise _need("Module._forward_hooks etc., Module._is_full_backward_hook")
+        out.append((attr, kind, d or {}))
+    return out
+
+
+def module_full_backward(m: torch.nn.Module) -> bool | None:
+    """True / False: the module's backward hooks are full / old-style ones; None: none registered."""
+    return getattr(m, "_is_full_backward_hook", None)
+
+
+def tensor_hook_dicts(t: torch.Tensor) -> list[tuple[str, dict]]:
+    """``(kind, dict)`` of a tensor's gradient hooks and post-accumulate-grad hooks."""
+    return [("tensor", getattr(t, "_backward_hooks", None) or {}),
+            ("post_accumulate_grad", getattr(t, "_post_accumulate_grad_hooks", None) or {})]
+
+
+# ---------------------------------------------------------------------------------- torch.compile
+def _optimized_module_type() -> type | None:
+    try:
+        from torch._dynamo.eval_frame import OptimizedModule
+    except Exception:  # pragma: no cover - no dynamo on this build
+        return None
+    return OptimizedModule
+
+
+def is_compiled_module(m: Any) -> bool:
+    """True for the wrapper that ``torch.compile(model)`` returns (or a module compiled in place)."""
+    opt = _optimized_module_type()
+    if opt is not None and isinstance(m, opt):
+        return True
+    if isinstance(m, torch.nn.Module) and isinstance(getattr(m, "_orig_mod", None), torch.nn.Module):
+        return True
+    return getattr(m, "_compiled_call_impl", None) is not None  # nn.Module.compile()
+
+
+def was_compiled(m: Any) -> bool:
+    """True when ``torch.compile(m)`` was called: its wrapper marks the eager model (a hint, not a promise)."""
+    return bool(getattr(m, "_is_torch_compile", False)) or is_compiled_module(m)
+
+
+def unwrap_compiled(m: torch.nn.Module) -> torch.nn.Module:
+    """The eager model inside a ``torch.compile`` wrapper (``m`` itself otherwise)."""
+    inner = getattr(m, "_orig_mod", None)
+    return inner if isinstance(inner, torch.nn.Module) else m

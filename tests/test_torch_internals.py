@@ -1,0 +1,152 @@
+"""The tripwire: every private PyTorch name hooklab uses still exists on the installed torch.
+
+After a torch upgrade, run this file first: a failure names the internal that moved, and
+hooklab/_torch_internals.py is the one place to adapt.
+"""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+from torch import nn
+
+from hooklab import _torch_internals as internals
+
+
+def test_every_internal_is_listed_with_what_happens_without_it():
+    for name, info in internals.INTERNALS.items():
+        assert info.kind in ("required", "fallback"), name
+        assert info.feature and info.without, name
+
+
+def test_storage_cdata_exists_and_identifies_a_storage():
+    a = torch.ones(4)
+    assert isinstance(a.untyped_storage()._cdata, int)
+    assert internals.storage_key(a[1:]) == internals.storage_key(a)
+    assert internals.storage_key(torch.ones(4)) != internals.storage_key(a)
+
+
+def test_version_counter_exists_and_counts_in_place_ops():
+    a = torch.ones(3)
+    assert isinstance(a._version, int)
+    before = internals.version(a)
+    a.add_(1)
+    assert internals.version(a) == before + 1
+    with torch.inference_mode():
+        assert internals.version(torch.ones(2)) is None
+
+
+def test_view_base_exists():
+    w = nn.Parameter(torch.ones(2, 3))
+    assert w.t()._is_view() and w.t()._base is w
+    assert internals.is_parameter_like(w.t())
+    assert not internals.is_parameter_like(w.detach() * 2)
+
+
+@pytest.mark.parametrize("module, name", [
+    ("torch.multiprocessing.reductions", "StorageWeakRef"),
+    ("torch.utils._python_dispatch", "TorchDispatchMode"),
+    ("torch.utils._pytree", "tree_flatten"),
+    ("torch._dynamo.eval_frame", "OptimizedModule"),
+])
+def test_private_imports_exist(module, name):
+    assert getattr(importlib.import_module(module), name) is not None
+
+
+def test_private_imports_are_the_ones_hooklab_uses():
+    from torch.multiprocessing.reductions import StorageWeakRef
+    from torch.utils._python_dispatch import TorchDispatchMode
+    assert internals.StorageWeakRef is StorageWeakRef
+    assert internals.TorchDispatchMode is TorchDispatchMode
+    assert internals.tree_flatten(((torch.ones(1), 2), {"k": 3})) [1:] == [2, 3]
+
+
+def test_saved_attributes_of_a_node_exist():
+    a = torch.ones(3, requires_grad=True)
+    y = a * 2
+    assert "_saved_self" in internals.saved_tensor_attrs(y.grad_fn) or \
+        "_saved_other" in internals.saved_tensor_attrs(y.grad_fn)
+    z = a * a
+    assert z.grad_fn._saved_self is not None
+
+
+@pytest.mark.parametrize("attr", [a for a, _ in internals._GLOBAL.items()] + list(internals.GLOBAL_HOOK_FLAGS))
+def test_global_hook_dicts_exist(attr):
+    assert isinstance(getattr(torch.nn.modules.module, attr), dict)
+
+
+def test_global_hook_dicts_see_a_registered_hook():
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda *a: None)
+    try:
+        found = [kind for _, kind, d in internals.global_hook_dicts() if handle.id in d]
+        assert found == ["forward"]
+    finally:
+        handle.remove()
+
+
+@pytest.mark.parametrize("attr", list(internals._MODULE))
+def test_module_hook_dicts_exist(attr):
+    assert isinstance(getattr(nn.Linear(1, 1), attr), dict)
+
+
+def test_module_full_backward_flag_exists():
+    m = nn.Linear(1, 1)
+    assert internals.module_full_backward(m) is None
+    h = m.register_full_backward_hook(lambda *a: None)
+    try:
+        assert internals.module_full_backward(m) is True
+    finally:
+        h.remove()
+
+
+def test_tensor_hook_dicts_exist():
+    w = torch.ones(2, requires_grad=True)
+    h1 = w.register_hook(lambda g: None)
+    h2 = w.register_post_accumulate_grad_hook(lambda p: None)
+    try:
+        assert [(kind, len(d)) for kind, d in internals.tensor_hook_dicts(w)] == \
+            [("tensor", 1), ("post_accumulate_grad", 1)]
+    finally:
+        h1.remove(), h2.remove()
+
+
+def test_graph_task_id_exists_and_is_minus_one_outside_backward():
+    assert callable(torch._C._current_graph_task_id)
+    assert internals.current_graph_task_id() == -1
+    seen = []
+    a = torch.ones(1, requires_grad=True)
+    y = a * 2
+    y.register_hook(lambda g: seen.append(internals.current_graph_task_id()))
+    y.sum().backward()
+    assert seen and seen[0] != -1
+
+
+def test_compiled_module_is_recognised():
+    net = nn.Linear(2, 2)
+    compiled = torch.compile(net, backend="eager")
+    assert internals.is_compiled_module(compiled) and not internals.is_compiled_module(net)
+    assert internals.unwrap_compiled(compiled) is net and internals.unwrap_compiled(net) is net
+
+
+def test_a_missing_internal_names_the_torch_version_and_the_feature(monkeypatch):
+    class NoCdata:
+        pass
+
+    class Fake:
+        def untyped_storage(self):
+            return NoCdata()
+
+    with pytest.raises(internals.MissingTorchInternal) as info:
+        internals.storage_key(Fake())
+    assert torch.__version__ in str(info.value) and "Storage._cdata" in str(info.value)
+    assert "storage identity" in str(info.value)
+
+
+def test_fallbacks_when_optional_internals_are_missing(monkeypatch):
+    monkeypatch.setattr(internals, "_graph_task_id", None)
+    assert internals.current_graph_task_id() is None
+    monkeypatch.setattr(internals, "_tree_flatten", None)
+    assert internals.tree_flatten(((1, [2]), {"a": 3})) == [1, 2, 3]
+    monkeypatch.setattr(internals, "_GLOBAL", {"_global_no_such_dict": "forward"})
+    assert internals.global_hook_dicts() == []

@@ -1,0 +1,79 @@
+"""Every public hooklab tool on a zoo of real models (tests/zoo.py holds the models and the expectations).
+
+Each cell either works (its runner checks what the tool recorded against plain PyTorch) or
+refuses with the message the table expects. ``tools/zoo_table.py`` prints the same table for
+the README. The full-size ConvNeXt-T, ViT-B/16, Swin-T and DenseNet-121 (about 10 minutes on 2
+busy cores) are marked ``zoo_heavy`` and run only with ``HOOKLAB_ZOO_HEAVY=1``; by default their
+small variants (the same torchvision classes, narrower) stand in for them.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+import torch
+
+import hooklab
+
+pytest.importorskip("torchvision")
+
+from zoo import SPECS, TOOLS, Case, expected  # noqa: E402
+
+_cases: dict[str, Case] = {}
+
+
+def case_for(spec) -> Case:
+    if spec.name not in _cases:
+        _cases.clear()  # one model alive at a time (tests run model by model)
+        _cases[spec.name] = Case(spec)
+    return _cases[spec.name]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    _cases.clear()
+    torch._dynamo.reset()
+
+
+_HEAVY = [pytest.mark.zoo_heavy,
+          pytest.mark.skipif(os.environ.get("HOOKLAB_ZOO_HEAVY") != "1",
+                             reason="full-size model: set HOOKLAB_ZOO_HEAVY=1 to run it")]
+PARAMS = [pytest.param(spec, tool, id=f"{spec.name.split(' (')[0]}-{tool}", marks=_HEAVY if spec.heavy else [])
+          for spec in SPECS for tool in TOOLS]
+
+
+@pytest.mark.filterwarnings("ignore:Full backward hook is firing")
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+@pytest.mark.filterwarnings("ignore:Tracer.modules. this model modifies")
+@pytest.mark.parametrize("spec, tool", PARAMS)
+def test_zoo(spec, tool):
+    case = case_for(spec)
+    want = expected(spec, tool)
+    run = TOOLS[tool]
+    if want.startswith("n/a"):
+        pytest.skip(want)
+    if want.startswith("xfail"):
+        pytest.xfail(want)  # a known defect, listed in the README table
+    if want.startswith("refuses: "):
+        with pytest.raises(Exception) as info:
+            run(case)
+        assert re.search(want.removeprefix("refuses: "), str(info.value)), str(info.value)
+    else:
+        note = run(case)
+        assert isinstance(note, str) and note
+    # whatever happened, no hook is left on the model
+    assert hooklab.hook_inventory(case.eager, include_global=False) == []
+
+
+def test_readme_table_is_the_one_this_data_prints():
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    table = subprocess.run([sys.executable, str(root / "tools" / "zoo_table.py")], capture_output=True, text=True,
+                           check=True, timeout=120).stdout.strip()
+    assert table in (root / "README.md").read_text(encoding="utf-8"), \
+        "README's 'what works where' table is out of date: paste the output of tools/zoo_table.py"
