@@ -107,3 +107,16 @@ def pytest_terminal_summary(terminalreporter):
         total = sum(times.values())
         flag = "  OVER BUDGET" if total > COURSE_BUDGET_S else ""
         write(f"{total:7.1f} s  all notebooks, {label}{flag}")
+
+
+@pytest.fixture(autouse=True)
+def _process_settings_restored():
+    """Whatever a test or a docstring example changes process-wide (``course.setup()`` does: threads,
+    print options), the next test starts from the same settings."""
+    import torch
+    threads, grad = torch.get_num_threads(), torch.is_grad_enabled()
+    options = {k: getattr(torch._tensor_str.PRINT_OPTS, k) for k in ("precision", "threshold", "edgeitems", "linewidth", "sci_mode")}
+    yield
+    torch.set_num_threads(threads)
+    torch.set_grad_enabled(grad)
+    torch.set_printoptions(**options)

@@ -184,6 +184,8 @@ class SaveOnCpu(_OffloadHooks):
     copies those too). ``pin_memory=True`` uses page-locked memory when CUDA is available
     (faster, asynchronous copies) and is skipped otherwise.
 
+    >>> import torch
+    >>> x = torch.randn(100, requires_grad=True)
     >>> with SaveOnCpu() as cpu:
     ...     y = (x * x).sum()          # on a CPU-only machine nothing moves
     >>> cpu.stats.offloaded
@@ -297,6 +299,11 @@ class SaveOnDisk(_OffloadHooks):
     keep the half-built graph alive for a long time) and unpacking then raises. Files are read
     with ``torch.load(..., weights_only=True)``: only tensors, no pickled code.
 
+    >>> import torch
+    >>> from torch import nn
+    >>> _ = torch.manual_seed(0)
+    >>> model = nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh())
+    >>> x = torch.randn(32, 64)
     >>> with SaveOnDisk(min_bytes=1024, keep=[model, x]) as disk:
     ...     loss = model(x).sum()
     >>> disk.files_alive > 0
@@ -396,6 +403,11 @@ class CompressSaved(_OffloadHooks):
     number per channel) would save next to nothing, and they are where precision matters most
     (on a ResNet-18, compressing them too doubles the gradient error).
 
+    >>> import torch
+    >>> from torch import nn
+    >>> _ = torch.manual_seed(0)
+    >>> model = nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh())
+    >>> x = torch.randn(32, 64)
     >>> with CompressSaved("bf16", keep=[model, x]) as comp:
     ...     loss = model(x).sum()
     >>> comp.stats.stored_bytes * 2 == comp.stats.offloaded_bytes     # float32 -> bf16 (no ints saved)
@@ -516,7 +528,12 @@ def offload_module(module: nn.Module, make_hooks: HooksFactory) -> OffloadScope:
     tell the exception apart from one already being handled around the call); a
     :class:`SaveOnDisk` context then deletes its files when the partial graph is freed.
 
-    >>> with offload_module(model.layer1, lambda: CompressSaved("bf16")) as scope:
+    >>> import torch
+    >>> from torch import nn
+    >>> _ = torch.manual_seed(0)
+    >>> model = nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh())
+    >>> x = torch.randn(32, 64)
+    >>> with offload_module(model[0], lambda: CompressSaved("bf16")) as scope:
     ...     loss = model(x).sum()
     """
     if not isinstance(module, nn.Module):
@@ -570,9 +587,16 @@ def checkpoint_modules(model: nn.Module, names: list[str], *, use_reentrant: boo
     and state_dict are untouched and the module's own hooks still run outside the
     checkpoint. Unknown names raise an error listing the names that exist.
 
-    >>> with checkpoint_modules(resnet, ["layer1.0", "layer1.1"]):
-    ...     loss = resnet(x).sum()
-    >>> loss.backward()           # layer1's blocks run their forward again here
+    >>> import torch
+    >>> from torch import nn
+    >>> _ = torch.manual_seed(0)
+    >>> model = nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh())
+    >>> x = torch.randn(32, 64)
+    >>> with checkpoint_modules(model, ["0", "2"]):
+    ...     loss = model(x).sum()
+    >>> loss.backward()           # the two Linear layers run their forward again here
+    >>> all(p.grad is not None for p in model.parameters())
+    True
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"checkpoint_modules takes an nn.Module, got {type(model).__name__}")
@@ -611,6 +635,11 @@ def gradient_error(model: nn.Module, step: Callable[[], torch.Tensor], make_hook
     ``step`` runs the forward pass and returns a scalar loss. Both runs use the same RNG seed;
     the model's gradients and buffers (e.g. batch-norm statistics) are restored afterwards.
 
+    >>> import torch
+    >>> from torch import nn
+    >>> _ = torch.manual_seed(0)
+    >>> model = nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh())
+    >>> x = torch.randn(32, 64)
     >>> gradient_error(model, lambda: model(x).sum(), lambda: CompressSaved("bf16")) < 1e-2
     True
     """
