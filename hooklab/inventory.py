@@ -19,6 +19,9 @@ listed from outside; register them through a :class:`~hooklab.HookScope` to trac
 """
 from __future__ import annotations
 
+from collections import Counter
+from contextlib import contextmanager
+
 import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -28,7 +31,7 @@ from torch import nn
 
 from . import _torch_internals as internals
 
-__all__ = ["HookEntry", "hook_inventory", "show_hooks", "hook_name"]
+__all__ = ["HookEntry", "HooksLeftBehind", "hook_inventory", "hook_name", "no_hooks_left_behind", "show_hooks"]
 
 @dataclass(frozen=True)
 class HookEntry:
@@ -118,3 +121,57 @@ def show_hooks(obj: nn.Module | torch.Tensor | None = None, *, include_global: b
     for row in rows:
         print_fn("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     return entries
+
+
+class HooksLeftBehind(AssertionError):
+    """Raised by :func:`no_hooks_left_behind`; ``entries`` lists the hooks the block added and kept."""
+
+    def __init__(self, entries: list[HookEntry]) -> None:
+        lines = "\n".join(f"  {e.where}  {e.kind}  {e.hook}" for e in entries)
+        super().__init__(f"{len(entries)} hook(s) left registered by the block (remove them in a finally, "
+                         f"or hand their handles to a hooklab.HookScope):\n{lines}")
+        self.entries = entries
+
+
+@contextmanager
+def no_hooks_left_behind(*owners: nn.Module | torch.Tensor, include_global: bool = True) -> Iterator[None]:
+    """Fail when the block leaves a hook registered: the test helper for code that registers hooks.
+
+    Compares :func:`hook_inventory` of every ``owner`` (module trees or tensors) and, by default, the
+    global module hooks before and after the block; hooks that were there before are allowed. On
+    a leak it raises :class:`HooksLeftBehind` (an ``AssertionError``, so pytest shows it as a
+    failure) listing each extra hook, also when the block itself raised (its error is chained).
+
+    >>> import torch
+    >>> from torch import nn
+    >>> model = nn.Linear(2, 2)
+    >>> with no_hooks_left_behind(model):
+    ...     handle = model.register_forward_hook(lambda m, args, out: None)
+    ...     handle.remove()
+    >>> try:
+    ...     with no_hooks_left_behind(model):
+    ...         handle = model.register_forward_hook(print)
+    ... except HooksLeftBehind as leak:
+    ...     print(leak.entries[0].kind, leak.entries[0].hook)
+    forward print
+    >>> handle.remove()
+    """
+    for owner in owners:
+        if not isinstance(owner, (nn.Module, torch.Tensor)):
+            raise TypeError(f"no_hooks_left_behind watches modules and tensors, got {type(owner).__name__}")
+
+    def snapshot() -> Counter:
+        seen: Counter = Counter()
+        for owner in owners:
+            seen.update(hook_inventory(owner, include_global=False))
+        if include_global:
+            seen.update(hook_inventory(None, include_global=True))
+        return seen
+
+    before = snapshot()
+    try:
+        yield
+    finally:
+        extra = list((snapshot() - before).elements())
+        if extra:
+            raise HooksLeftBehind(extra)

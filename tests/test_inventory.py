@@ -111,3 +111,40 @@ def test_show_hooks_prints_a_table_or_none(model):
 def test_bad_input():
     with pytest.raises(TypeError, match="nn.Module, a tensor or None"):
         hook_inventory("model")
+
+
+def test_no_hooks_left_behind_passes_clean_code_and_names_a_leak():
+    from torch import nn
+
+    from hooklab import HooksLeftBehind, no_hooks_left_behind
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    kept = model[0].register_forward_hook(lambda m, a, o: None)   # there before: allowed
+    with no_hooks_left_behind(model):
+        with HookScope() as scope:
+            scope.add(model[1].register_forward_pre_hook(lambda m, a: None))
+    with pytest.raises(HooksLeftBehind, match=r"1 hook\(s\) left registered") as info:
+        with no_hooks_left_behind(model):
+            leaked = model[1].register_full_backward_hook(lambda m, gi, go: None)
+    assert [(e.where, e.kind, e.hook) for e in info.value.entries] == [("1", "backward", "<lambda>")]
+    leaked.remove()
+    kept.remove()
+
+
+def test_no_hooks_left_behind_sees_global_and_tensor_hooks_and_keeps_the_block_error():
+    import torch
+    from torch.nn.modules.module import register_module_forward_hook
+
+    from hooklab import HooksLeftBehind, no_hooks_left_behind
+    t = torch.ones(2, requires_grad=True)
+    with pytest.raises(HooksLeftBehind) as info:
+        with no_hooks_left_behind(t):
+            g = register_module_forward_hook(lambda m, a, o: None)
+            h = t.register_hook(lambda grad: None)
+            raise ValueError("the block failed")
+    assert len(info.value.entries) == 2
+    assert isinstance(info.value.__context__, ValueError)
+    g.remove()
+    h.remove()
+    with pytest.raises(TypeError, match="watches modules and tensors"):
+        with no_hooks_left_behind("model"):
+            pass
