@@ -33,7 +33,7 @@ Norm clipping comes in two kinds:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
@@ -80,7 +80,7 @@ def _norm_type(norm_type: float) -> float:
     return float(norm_type)
 
 
-def _scale_of(scaler: object | None):
+def loss_scale_reader(scaler: object | None) -> Callable[[], float]:
     """A function giving the current loss scale: hooks run on scaled gradients under ``GradScaler``."""
     if scaler is None:
         return lambda: 1.0
@@ -115,7 +115,7 @@ def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: flo
     """
     value = _positive(value, "value")
     _check_stage(stage)
-    scale_now = _scale_of(scaler)
+    scale_now = loss_scale_reader(scaler)
     found = _params(params)
     scope = HookScope("clip_grad_value")
     if stage == "incoming":
@@ -157,7 +157,7 @@ def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: f
     max_norm = _positive(max_norm, "max_norm")
     norm_type = _norm_type(norm_type)
     _check_stage(stage)
-    scale_now = _scale_of(scaler)
+    scale_now = loss_scale_reader(scaler)
     found = _params(params)
 
     def scale(grad: torch.Tensor) -> torch.Tensor:
@@ -221,7 +221,7 @@ def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_
     """
     max_norm = _positive(max_norm, "max_norm")
     norm_type = _norm_type(norm_type)
-    scale_now = _scale_of(scaler)
+    scale_now = loss_scale_reader(scaler)
     found = _params(params)
     if len({id(p) for p in found}) != len(found):
         raise ValueError("a parameter appears more than once in params: pass each parameter once "

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .clip import loss_scale_reader
 from ._torch_internals import was_compiled
 from .capture import _as_names, needs_tensor, refuse_compiled, select_output
 from .lookup import get_modules
@@ -73,6 +74,10 @@ class GradientMonitor(_RecordsWithHooks):
         layers: module names whose parameters to watch (default: every parameter that
             requires a gradient). Unknown names raise, listing the names that exist.
         norm_type: the vector norm (2 = Euclidean).
+        scaler: under mixed precision, the ``torch.amp.GradScaler`` the loss is scaled with: the
+            hooks run on scaled gradients, and the recorded norms are divided by its scale (the
+            norms of the true gradients). In a step whose gradients overflowed (the scaler skips
+            that step) the recorded norm is inf or nan.
 
     Sparse gradients (``nn.Embedding(sparse=True)``) are measured on their stored values.
 
@@ -88,9 +93,10 @@ class GradientMonitor(_RecordsWithHooks):
     """
 
     def __init__(self, model: nn.Module, layers: str | Iterable[str] | None = None, *,
-                 norm_type: float = 2.0) -> None:
+                 norm_type: float = 2.0, scaler: object | None = None) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"GradientMonitor needs an nn.Module, got {type(model).__name__}")
+        self._loss_scale = loss_scale_reader(scaler)
         if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float)):
             raise TypeError(f"norm_type must be a number such as 2.0 or float('inf'), got {norm_type!r}")
         if not norm_type > 0:
@@ -124,7 +130,7 @@ class GradientMonitor(_RecordsWithHooks):
             grad = param.grad.detach()
             if grad.is_sparse:  # the norm of a sparse gradient is that of its (summed) stored values
                 grad = grad.coalesce().values()
-            record.append(torch.linalg.vector_norm(grad, norm_type))
+            record.append(torch.linalg.vector_norm(grad, norm_type) / self._loss_scale())
 
         return record_grad_norm
 

@@ -189,3 +189,27 @@ def test_activation_stats_plot(batches):
     axes = st.plot(title="t")
     assert len(axes) == 3 and all(len(ax.get_lines()) == 2 for ax in axes)
     assert axes[2].get_title().startswith("fraction")
+
+
+def test_gradient_monitor_records_true_norms_under_a_grad_scaler():
+    import torch
+    from torch import nn
+
+    from hooklab import GradientMonitor
+
+    def run(with_scaler):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+        with GradientMonitor(model, scaler=scaler if with_scaler else None) as gm:
+            scaler.scale(model(torch.randn(8, 4)).square().sum()).backward()
+        scaler.unscale_(torch.optim.SGD(model.parameters(), lr=0.1))
+        true = {n: p.grad.norm().item() for n, p in model.named_parameters()}
+        return gm.norms(per="parameter"), true
+
+    recorded, true = run(True)
+    assert all(abs(recorded[n][0] - true[n]) <= 1e-5 * max(1.0, true[n]) for n in true)
+    recorded, true = run(False)
+    assert all(abs(recorded[n][0] - 2.0**10 * true[n]) <= 1e-3 * 2.0**10 * true[n] for n in true)
+    with pytest.raises(TypeError, match="scaler must be a torch.amp.GradScaler"):
+        GradientMonitor(nn.Linear(2, 2), scaler=1024)
