@@ -1,7 +1,25 @@
-"""hooklab: helpers for the bilingual hands-on course on PyTorch hooks.
+"""hooklab: tools for working with PyTorch hooks, and the helpers of the bilingual course built on them.
 
-The notebooks show raw PyTorch first; hooklab holds what a learner would otherwise
-retype in every notebook, and tools worth keeping after the course.
+The library (everything importable from ``hooklab``) is for practitioners: recorders (``capture``,
+``FeatureExtractor``, ``GradientMonitor``, ``ActivationStats``, ``Tracer``, ``SavedTensorLedger``),
+gradient clipping inside backward, offloading and (selective) checkpointing of saved tensors,
+inventories of registered hooks and a test helper that fails when code leaves hooks behind.
+``import hooklab`` changes no process-wide setting; the course's own helpers live in
+:mod:`hooklab.course` and are not imported by it.
+
+One lifecycle for every tool that registers hooks:
+
+* It registers when it is created (a function call or a constructor) and owns what it registered
+  in a :class:`HookScope` (functions such as ``clip_grad_value_hooks`` and ``offload_module``
+  return that scope).
+* Use it as a context manager: leaving the ``with`` block removes every hook it added, also when
+  the block raised; ``remove()`` does the same outside a ``with`` and may be called again.
+* Tools that change a model for a while (``checkpoint_modules``, ``selective_checkpoint_modules``)
+  restore it on exit in the same way.
+* Options after the first one or two arguments are keyword-only; ``layers``/``names`` are module
+  names as ``named_modules()`` gives them, and an unknown name raises an error listing the
+  names that exist.
+* Nothing grows per step beyond what a recorder is asked to record.
 """
 from .capture import Capture, FeatureExtractor, ShapeRow, ShapeTable, capture, layer_shapes
 from .clip import clip_grad_norm_global_hooks, clip_grad_norm_hooks, clip_grad_value_hooks
