@@ -9,11 +9,13 @@ inventories of registered hooks and a test helper that fails when code leaves ho
 
 One lifecycle for every tool that registers hooks:
 
-* It registers when it is created (a function call or a constructor) and owns what it registered
-  in a :class:`HookScope` (functions such as ``clip_grad_value_hooks`` and ``offload_module``
-  return that scope).
-* Use it as a context manager: leaving the ``with`` block removes every hook it added, also when
-  the block raised; ``remove()`` does the same outside a ``with`` and may be called again.
+* Every one is a context manager: leaving the ``with`` block removes every hook it added, also
+  when the block raised.
+* Those that register when they are called or constructed (the clipping functions and
+  ``offload_module`` return a :class:`HookScope`; ``GradientMonitor``, ``ActivationStats``,
+  ``Tracer``) also have ``remove()`` for use without a ``with``; calling it again does nothing.
+  ``capture()`` and ``SavedTensorLedger`` register when the block is entered and record that
+  block only.
 * Tools that change a model for a while (``checkpoint_modules``, ``selective_checkpoint_modules``)
   restore it on exit in the same way.
 * Options after the first one or two arguments are keyword-only; ``layers``/``names`` are module

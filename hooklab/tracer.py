@@ -178,6 +178,10 @@ class Tracer:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def remove(self) -> None:
+        """Remove every hook this tracer registered (the same as :meth:`close`); safe to call again."""
+        self.close()
+
     def close(self) -> None:
         """Remove every hook the tracer registered; later firings are no longer recorded."""
         first = not self._closed

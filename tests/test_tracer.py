@@ -285,3 +285,13 @@ def test_event_is_a_frozen_record():
     e = Event(1, "backward", "tensor", "y", "(3,)")
     with pytest.raises(AttributeError):
         e.step = 2  # type: ignore[misc]
+
+
+def test_remove_is_close_and_can_be_called_again():
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    tracer = Tracer()
+    tracer.modules(model)
+    assert hook_inventory(model, include_global=False)
+    tracer.remove()
+    tracer.remove()
+    assert hook_inventory(model, include_global=False) == []
