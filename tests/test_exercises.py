@@ -226,3 +226,38 @@ def test_in_a_notebook_hints_and_solutions_render_as_markdown(monkeypatch, capsy
 def test_duplicate_registration_is_refused():
     with pytest.raises(ValueError, match="registered twice"):
         exercises.exercise("00.1", hint=("", ""), solution="")(lambda answer: None)
+
+
+def test_a_check_runs_with_gradients_even_under_no_grad_or_inference_mode():
+    key, answer = "00.2", run_solution("00.2")["my_order"]
+    for mode in (torch.no_grad, torch.inference_mode):
+        with mode():
+            assert verdict(key, answer) == "correct"
+            assert not torch.is_grad_enabled()   # the learner's mode is back afterwards
+
+
+def test_a_check_puts_back_what_the_answer_changed_and_stops_a_slow_answer(monkeypatch):
+    import time
+
+    from hooklab.course import exercises as ex
+    threads = torch.get_num_threads()
+
+    def meddling(model, x):
+        torch.set_num_threads(threads + 1)
+        torch.set_grad_enabled(False)
+        torch.set_default_dtype(torch.float64)
+        return 0
+
+    verdict("00.1", meddling)
+    assert torch.get_num_threads() == threads and torch.is_grad_enabled()
+    assert torch.get_default_dtype() == torch.float32
+
+    def endless(model, x):
+        while True:
+            time.sleep(0.05)
+
+    monkeypatch.setattr(ex, "CHECK_TIME_LIMIT", 1)
+    start = time.monotonic()
+    status, zh, en = ex.verdict("00.1", endless)
+    assert status == "wrong" and "did not finish within 1 s" in en and "1 秒" in zh
+    assert time.monotonic() - start < 10

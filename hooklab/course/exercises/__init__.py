@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import signal
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -100,16 +102,69 @@ def _get(key: str) -> Exercise:
     return _REGISTRY[key]
 
 
+# A check runs the learner's code: it gets this long (seconds) before it is judged too slow.
+CHECK_TIME_LIMIT = 120
+
+
+class _TooSlow(BaseException):
+    """Raised by the alarm inside a check that ran past :data:`CHECK_TIME_LIMIT`."""
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Interrupt the block after ``seconds`` (main thread on Unix; elsewhere no limit is possible)."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise _TooSlow
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextmanager
+def _learner_settings_kept() -> Iterator[None]:
+    """Checkers run with gradients on (a cell under ``no_grad`` or ``inference_mode`` must not make a
+    right answer wrong), and whatever the learner's answer changes process-wide is put back."""
+    threads, grad, dtype = torch.get_num_threads(), torch.is_grad_enabled(), torch.get_default_dtype()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
+            yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.set_grad_enabled(grad)
+        torch.set_default_dtype(dtype)
+        torch.use_deterministic_algorithms(deterministic)
+
+
 def verdict(key: str, answer: Any) -> tuple[str, str, str]:
-    """Run exercise ``key``'s checker on ``answer``: ``("correct" | "not solved" | "wrong", zh, en)``."""
+    """Run exercise ``key``'s checker on ``answer``: ``("correct" | "not solved" | "wrong", zh, en)``.
+
+    The check runs with gradients enabled (also when called under ``no_grad`` / ``inference_mode``),
+    leaves the learner's RNG, thread count, grad mode and default dtype as they were, and gives the
+    learner's code :data:`CHECK_TIME_LIMIT` seconds.
+    """
     ex = _get(key)
     try:
-        with torch.random.fork_rng(devices=[]):  # checkers seed their own inputs; the learner's RNG is untouched
+        # checkers seed their own inputs; the learner's RNG is untouched
+        with torch.random.fork_rng(devices=[]), _learner_settings_kept(), _time_limit(CHECK_TIME_LIMIT):
             ex.checker(answer)
     except NotSolved as why:
         return "not solved", why.zh, why.en
     except Wrong as why:
         return "wrong", why.zh, why.en
+    except _TooSlow:
+        return ("wrong", f"检查在 {CHECK_TIME_LIMIT} 秒内没有结束：你的代码是不是陷入了死循环，或者在等一个永远不会来的结果？",
+                f"the check did not finish within {CHECK_TIME_LIMIT} s: does your code loop for ever, or wait for "
+                "something that never comes?")
     return "correct", "", ""
 
 
