@@ -11,6 +11,9 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
+import nbformat
+from nbconvert.preprocessors import TagRemovePreprocessor
+
 from .lang import has_cjk
 
 __all__ = ["LANGS", "export_notebook", "export_notebooks"]
@@ -97,26 +100,23 @@ def export_notebook(nb: dict[str, Any], lang: str) -> dict[str, Any]:
     :mod:`hooklab.course.lang`)."""
     if lang not in LANGS:
         raise ValueError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
-    keep = {f"lang-{lang}", "lang-both"}
-    out = copy.deepcopy(nb)
-    cells = []
+    other = {"zh": "lang-en", "en": "lang-zh"}[lang]
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "markdown" and _lang_tag(cell) is None:
+            raise ValueError("a markdown cell has no lang-* tag; run the structure tests first")
+    # nbconvert drops the other language's cells (it works on a copy: the source stays untouched)
+    node, _ = TagRemovePreprocessor(remove_cell_tags={other}).preprocess(nbformat.from_dict(copy.deepcopy(nb)), {})
+    out = json.loads(json.dumps(node))  # plain dicts and lists again, strings kept as they were
     for index, cell in enumerate(out.get("cells", [])):
-        if cell.get("cell_type") == "markdown":
-            tag = _lang_tag(cell)
-            if tag is None:
-                raise ValueError("a markdown cell has no lang-* tag; run the structure tests first")
-            if tag not in keep:
-                continue
-            if index == 0 and tag == "lang-both" and _source(cell).startswith("#"):
-                cell["source"] = one_language_title(_source(cell), lang)
+        if index == 0 and cell.get("cell_type") == "markdown" and _lang_tag(cell) == "lang-both" \
+                and _source(cell).startswith("#"):
+            cell["source"] = one_language_title(_source(cell), lang)
         elif cell.get("cell_type") == "code":
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "stream":
                     text = _source({"source": output.get("text", "")})
                     if (single := one_language_output(text, lang)) != text:
                         output["text"] = single
-        cells.append(cell)
-    out["cells"] = cells
     out.setdefault("metadata", {})["hooklab_language"] = lang
     return out
 
