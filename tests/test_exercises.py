@@ -21,7 +21,7 @@ def zeros_by_hook_then_remove(model, x):
         model(x)
     finally:
         handle.remove()
-    return found["n"]  # a 0-d integer tensor is accepted too
+    return int(found["n"])
 
 
 def zeros_without_hooks(model, x):
@@ -67,6 +67,14 @@ def test_00_1_accepts_right_answers(answer):
                                     "count_relu_zeros"])
 def test_00_1_rejects_wrong_answers(answer):
     assert verdict("00.1", answer) == "wrong"
+
+
+def test_00_1_asks_for_an_int_not_a_tensor():
+    def zeros_as_tensor(model, x):
+        return int(zeros_by_hook_then_remove(model, x)) * torch.ones((), dtype=torch.long)
+
+    status, zh, en = hooklab.course.exercises.verdict("00.1", zeros_as_tensor)
+    assert status == "wrong" and "not a tensor" in en and "张量" in zh
 
 
 def test_00_1_blank_start_is_not_solved():

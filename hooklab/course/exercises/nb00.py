@@ -34,11 +34,13 @@ def count_relu_zeros(answer) -> None:
             truth = int((model[1](model[0](x)) == 0).sum())
         with no_hooks_left(model):
             result = call_answer(answer, model, x)
-        if not isinstance(result, (int, torch.Tensor)) or isinstance(result, bool):
+        if isinstance(result, torch.Tensor):  # as 01.2: the exercise asks for an int
+            raise Wrong("应返回 Python 整数，而不是张量：用 `int((output == 0).sum())` 或 `.item()` 取出个数。",
+                        "return a Python int, not a tensor: take the count out with `int((output == 0).sum())` "
+                        "or `.item()`.")
+        if not isinstance(result, int) or isinstance(result, bool):
             raise Wrong(f"应返回整数个数，收到的是 {type(result).__name__}。",
                         f"return the count as an int, not a {type(result).__name__}.")
-        if isinstance(result, torch.Tensor) and (result.numel() != 1 or result.is_floating_point()):
-            raise Wrong("应返回一个整数个数，而不是比例或整张张量。", "return one integer count, not a fraction or a whole tensor.")
         if int(result) != truth:
             raise Wrong(f"对一个新的模型（宽度 {width}），ReLU 输出中有 {truth} 个 0，你的函数返回 {int(result)}。",
                         f"on a fresh model (width {width}) the ReLU output has {truth} zeros; your function returned {int(result)}.")
