@@ -90,6 +90,21 @@ def loss_scale_reader(scaler: object | None) -> Callable[[], float]:
     return scaler.get_scale  # a float; on a GPU reading it waits for the device
 
 
+def _clamped(grad: torch.Tensor, limit: float) -> torch.Tensor:
+    """``grad.clamp(-limit, limit)`` as a new tensor; a sparse gradient (``nn.Embedding(sparse=True)``)
+    is coalesced first (repeated rows summed), then its stored values are clamped."""
+    if grad.is_sparse:
+        g = grad.coalesce()
+        return torch.sparse_coo_tensor(g.indices(), g.values().clamp(-limit, limit), g.shape,
+                                       check_invariants=False, is_coalesced=True)  # built from a coalesced one
+    return grad.clamp(-limit, limit)
+
+
+def _norm(grad: torch.Tensor, norm_type: float) -> torch.Tensor:
+    """The vector norm of a gradient; a sparse one is measured on its coalesced values."""
+    return torch.linalg.vector_norm(grad.coalesce().values() if grad.is_sparse else grad, norm_type)
+
+
 def _check_stage(stage: str) -> None:
     if stage not in _STAGES:
         raise ValueError(f"stage must be one of {_STAGES}, got {stage!r}")
@@ -120,14 +135,16 @@ def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: flo
     scope = HookScope("clip_grad_value")
     if stage == "incoming":
         def clip_value(grad: torch.Tensor) -> torch.Tensor:
-            limit = value * scale_now()
-            return grad.clamp(-limit, limit)  # a new tensor: never clamp_ here
+            return _clamped(grad, value * scale_now())  # a new tensor: never clamp_ here
         for p in found:
             scope.add(p.register_hook(clip_value))
     else:
         def clip_value_accumulated(param: torch.Tensor) -> None:
             limit = value * scale_now()
-            param.grad.clamp_(-limit, limit)  # .grad belongs to the parameter: in place is fine
+            if param.grad.is_sparse:
+                param.grad = _clamped(param.grad, limit)
+            else:
+                param.grad.clamp_(-limit, limit)  # .grad belongs to the parameter: in place is fine
         for p in found:
             scope.add(p.register_post_accumulate_grad_hook(clip_value_accumulated))
     return scope
@@ -162,7 +179,7 @@ def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: f
 
     def scale(grad: torch.Tensor) -> torch.Tensor:
         loss_scale = scale_now()
-        norm = torch.linalg.vector_norm(grad, norm_type) / loss_scale  # the norm of the true gradient
+        norm = _norm(grad, norm_type) / loss_scale  # the norm of the true gradient
         # same formula as clip_grad_norm_: no branch, so no device sync
         return grad * torch.clamp(max_norm / (norm + 1e-6), max=1.0)
 
@@ -233,7 +250,7 @@ def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_
         state["done"] = True
         if not grads:
             return
-        norms = [torch.linalg.vector_norm(g, norm_type) for g in grads]
+        norms = [_norm(g, norm_type) for g in grads]
         total = torch.linalg.vector_norm(torch.stack([n.to(grads[0].device) for n in norms]), norm_type)
         total = total / scale_now()  # the norm of the true gradients under a GradScaler
         factor = torch.clamp(max_norm / (total + 1e-6), max=1.0)  # no branch: no device sync

@@ -447,3 +447,23 @@ def test_scaler_must_be_a_grad_scaler():
         with pytest.raises(TypeError, match="scaler must be a torch.amp.GradScaler"):
             tool(model, 1.0, scaler=2.0**16)
     assert not model.weight._backward_hooks and not model.weight._post_accumulate_grad_hooks
+
+
+@pytest.mark.parametrize("stage", ["incoming", "accumulated"])
+def test_sparse_gradients_are_clipped_like_their_dense_version(stage):
+    def grads(tool):
+        torch.manual_seed(0)
+        emb = nn.Embedding(10, 3, sparse=True)
+        dense = nn.Embedding(10, 3)
+        dense.load_state_dict(emb.state_dict())
+        idx = torch.tensor([1, 2, 2, 7])  # row 2 twice: the sparse gradient has a repeated index
+        with tool(emb), tool(dense):
+            (emb(idx) * 100).sum().backward()
+            (dense(idx) * 100).sum().backward()
+        return emb.weight.grad.to_dense(), dense.weight.grad
+
+    for tool in (lambda m: clip_grad_value_hooks(m, 0.5, stage=stage),
+                 lambda m: clip_grad_norm_hooks(m, 1.0, stage=stage),
+                 lambda m: clip_grad_norm_global_hooks(m, 1.0)):
+        sparse, dense = grads(tool)
+        assert torch.allclose(sparse, dense)
