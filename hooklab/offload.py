@@ -28,6 +28,7 @@ import os
 import shutil
 import tempfile
 import threading
+import warnings
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Iterable, Iterator
@@ -515,6 +516,14 @@ class OffloadScope(HookScope):
         self.calls = 0
         self.stats = OffloadStats()
         self.last: ContextManager | None = None
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+        super().__exit__(exc_type, *rest)
+        if exc_type is None and self.calls == 0:
+            warnings.warn(
+                "offload_module: the module never ran inside the block, so nothing was offloaded. If the model "
+                "is torch.compile'd, hooks added after compiling do not run in the compiled code: call the "
+                "eager model (model._orig_mod) inside the block.", RuntimeWarning, stacklevel=2)
 
 
 def offload_module(module: nn.Module, make_hooks: HooksFactory) -> OffloadScope:

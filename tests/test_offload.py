@@ -450,3 +450,17 @@ def test_checkpoint_modules_restores_after_exception_and_checks_names():
     with pytest.raises(TypeError, match="nn.Module"):
         with checkpoint_modules("net", ["0"]):
             pass
+
+
+def test_offload_module_warns_when_the_module_never_ran():
+    import warnings as _warnings
+
+    import hooklab
+    model = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+    with pytest.warns(RuntimeWarning, match="never ran inside the block"):
+        with hooklab.offload_module(model[0], lambda: hooklab.CompressSaved("bf16")):
+            pass
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error")
+        with hooklab.offload_module(model[0], lambda: hooklab.CompressSaved("bf16")):
+            model(torch.randn(2, 4, requires_grad=True)).sum().backward()
