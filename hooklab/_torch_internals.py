@@ -27,6 +27,7 @@ __all__ = [
     "TorchDispatchMode",
     "StorageWeakRef",
     "current_graph_task_id",
+    "queue_backward_callback",
     "global_hook_dicts",
     "is_compiled_module",
     "is_parameter_like",
@@ -94,7 +95,11 @@ INTERNALS: dict[str, Internal] = {
         "noticing saved-tensor contexts exited out of order (SavedTensorLedger)", "fallback",
         "no such warning"),
     "torch._C._current_graph_task_id": Internal(
-        "the phase of a Tracer event", "fallback", "the phase is inferred from the kind of event"),
+        "the phase of a Tracer event; telling backward passes apart in clip_grad_norm_global_hooks", "fallback",
+        "the Tracer infers the phase from the kind of event; the global-norm clipping raises MissingTorchInternal"),
+    "torch.autograd.Variable._execution_engine.queue_callback": Internal(
+        "clip_grad_norm_global_hooks: clip at the end of a backward in which a parameter got no gradient",
+        "required", "raises MissingTorchInternal"),
     "torch._dynamo.eval_frame.OptimizedModule": Internal(
         "recognising a torch.compile'd model", "fallback",
         "a compiled wrapper is recognised by its _orig_mod attribute"),
@@ -189,6 +194,14 @@ _graph_task_id: Callable[[], int] | None = getattr(torch._C, "_current_graph_tas
 def current_graph_task_id() -> int | None:
     """The autograd engine's id of the running backward pass (-1 outside one); None if unknown."""
     return _graph_task_id() if _graph_task_id is not None else None
+
+
+def queue_backward_callback(fn: Any) -> None:
+    """Ask the autograd engine to call ``fn()`` when the running backward pass ends (as DDP does)."""
+    engine = getattr(getattr(torch.autograd, "Variable", None), "_execution_engine", None)
+    if engine is None or not hasattr(engine, "queue_callback"):
+        raise _need("torch.autograd.Variable._execution_engine.queue_callback")
+    engine.queue_callback(fn)
 
 
 def top_saved_tensors_hooks() -> tuple[Any, Any] | None:

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import nn
 
+from ._torch_internals import _need, current_graph_task_id, queue_backward_callback
 from .scope import HookScope
 
 __all__ = ["clip_grad_norm_global_hooks", "clip_grad_norm_hooks", "clip_grad_value_hooks"]
@@ -262,10 +263,12 @@ def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_
             clip_all()
 
     def count_down(param: torch.Tensor) -> None:
-        task = torch._C._current_graph_task_id()
+        task = current_graph_task_id()
+        if task is None:
+            raise _need("torch._C._current_graph_task_id")
         if task != state["task"]:  # the first hook of a new backward
             state.update(task=task, left=len(found), done=False)
-            torch.autograd.Variable._execution_engine.queue_callback(at_end_of_backward)
+            queue_backward_callback(at_end_of_backward)
         state["left"] -= 1
         if state["left"] == 0:
             clip_all()

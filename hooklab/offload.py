@@ -37,8 +37,8 @@ import torch
 import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
-from torch.multiprocessing.reductions import StorageWeakRef
 
+from ._torch_internals import StorageWeakRef, is_parameter_like, storage_key, version
 from .lookup import get_module
 from .scope import HookScope
 
@@ -83,12 +83,6 @@ def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-def is_parameter_like(t: torch.Tensor) -> bool:
-    """True for a leaf that requires grad, or a view of one (``F.linear`` saves ``weight.t()``)."""
-    base = t._base if t._is_view() and t._base is not None else t
-    return base.is_leaf and base.requires_grad
-
-
 Keep = Iterable["torch.Tensor | nn.Module"]
 
 
@@ -98,9 +92,9 @@ def _keep_keys(keep: Keep) -> set[int]:
     keys = set()
     for item in keep:
         if isinstance(item, nn.Module):
-            keys.update(t.untyped_storage()._cdata for t in (*item.parameters(), *item.buffers()))
+            keys.update(storage_key(t) for t in (*item.parameters(), *item.buffers()))
         elif isinstance(item, torch.Tensor):
-            keys.add(item.untyped_storage()._cdata)
+            keys.add(storage_key(item))
         else:
             raise TypeError(f"keep takes tensors and modules, got {type(item).__name__}")
     return keys
@@ -142,12 +136,12 @@ class _OffloadHooks(saved_tensors_hooks):
         with self._lock:
             self.stats.packed += 1
         if (nbytes < self.min_bytes or (not self.include_parameters and is_parameter_like(t))
-                or t.untyped_storage()._cdata in self._keep or not self._applies(t)):
+                or storage_key(t) in self._keep or not self._applies(t)):
             with self._lock:
                 self.stats.kept += 1
                 self.stats.kept_bytes += nbytes
             return t.detach()  # detached: returning t itself would make a reference cycle
-        key = (t.untyped_storage()._cdata, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t._version)
+        key = (storage_key(t), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, version(t))
         with self._lock:
             hit = self._cache.get(key)
             packed = hit[1]() if hit is not None and not hit[0].expired() else None

@@ -150,3 +150,21 @@ def test_fallbacks_when_optional_internals_are_missing(monkeypatch):
     assert internals.tree_flatten(((1, [2]), {"a": 3})) == [1, 2, 3]
     monkeypatch.setattr(internals, "_GLOBAL", {"_global_no_such_dict": "forward"})
     assert internals.global_hook_dicts() == []
+
+
+def test_engine_callback_runs_at_the_end_of_backward():
+    assert hasattr(torch.autograd.Variable._execution_engine, "queue_callback")
+    order = []
+    w = torch.ones(2, requires_grad=True)
+
+    def hook(p):
+        order.append("hook")
+        internals.queue_backward_callback(lambda: order.append("end"))
+
+    w.register_post_accumulate_grad_hook(hook)
+    (w * 2).sum().backward()
+    assert order == ["hook", "end"]
+    task = []
+    w.register_hook(lambda g: task.append(internals.current_graph_task_id()) or None)
+    (w * 3).sum().backward()
+    assert task and task[0] is not None and task[0] >= 0 and internals.current_graph_task_id() == -1
