@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.nn.modules import module as module_globals
 
+from ..._torch_internals import GLOBAL_HOOK_FLAGS, global_hook_dicts
 from ...inventory import hook_inventory
 from ..lang import say
 
@@ -263,21 +264,21 @@ def call_answer(answer: Callable, *args: Any, allow_none: bool = False) -> Any:
     return result
 
 
-# every dict in which torch keeps global module hooks (a handle's id is the key in each)
-_GLOBAL_HOOK_DICTS = ("_global_forward_pre_hooks", "_global_forward_hooks", "_global_forward_hooks_always_called",
-                      "_global_forward_hooks_with_kwargs", "_global_backward_pre_hooks", "_global_backward_hooks")
+def _global_dicts() -> list[dict]:
+    """Every dict in which torch keeps global module hooks and their flags (a handle's id is the key in each)."""
+    flags = [d for attr in GLOBAL_HOOK_FLAGS if isinstance(d := getattr(module_globals, attr, None), dict)]
+    return [d for _, _, d in global_hook_dicts()] + flags
 
 
 def global_hook_ids() -> set[int]:
     """The ids of the global module hooks registered right now."""
-    return {key for attr in _GLOBAL_HOOK_DICTS for key in getattr(module_globals, attr, {})}
+    return {key for hooks in _global_dicts() for key in hooks}
 
 
 def drop_global_hooks_added_since(before: set[int]) -> bool:
     """Remove the global hooks registered after ``before`` was taken (a learner forgot them); True if any."""
     found = False
-    for attr in _GLOBAL_HOOK_DICTS:
-        hooks = getattr(module_globals, attr, {})
+    for hooks in _global_dicts():
         for key in [k for k in hooks if k not in before]:
             del hooks[key]
             found = True
