@@ -35,7 +35,8 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 import torch
 from torch import nn
 
-from ._torch_internals import current_graph_task_id, is_compiled_module, version, was_compiled
+from ._torch_internals import current_graph_task_id, version, was_compiled
+from .capture import refuse_compiled
 from .lookup import get_modules
 from .scope import HookScope
 
@@ -371,10 +372,7 @@ class Tracer:
         self._open("module()")
         if not isinstance(m, nn.Module):
             raise TypeError(f"module() expects an nn.Module, got {type(m).__name__}")
-        if is_compiled_module(m):
-            raise TypeError(
-                "module(): this is a torch.compile'd model; hooks added after compiling do not run inside "
-                "the compiled code. Trace the eager model (model._orig_mod) and call that one in the block.")
+        refuse_compiled(m, "Tracer.module()")
         if backward not in (True, False, "full", "outputs"):
             raise ValueError(f"module(): backward must be True, False, 'full' or 'outputs', got {backward!r}")
         label = _check_name(name) if name is not None else type(m).__name__
@@ -432,10 +430,7 @@ class Tracer:
         self._open("modules()")
         if not isinstance(model, nn.Module):
             raise TypeError(f"modules() expects an nn.Module, got {type(model).__name__}")
-        if is_compiled_module(model):
-            raise TypeError(
-                "modules(): this is a torch.compile'd model; hooks added after compiling do not run inside "
-                "the compiled code. Trace the eager model (model._orig_mod) and call that one in the block.")
+        refuse_compiled(model, "Tracer.modules()")
         if names is None:
             chosen = [n for n, mod in model.named_modules() if n and not any(True for _ in mod.children())]
         elif isinstance(names, str):
