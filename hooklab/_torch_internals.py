@@ -27,6 +27,8 @@ __all__ = [
     "TorchDispatchMode",
     "StorageWeakRef",
     "current_graph_task_id",
+    "global_optimizer_hook_dicts",
+    "optimizer_hook_dicts",
     "queue_backward_callback",
     "global_hook_dicts",
     "is_compiled_module",
@@ -94,6 +96,8 @@ INTERNALS: dict[str, Internal] = {
     "torch._C._autograd._top_saved_tensors_default_hooks": Internal(
         "noticing saved-tensor contexts exited out of order (SavedTensorLedger)", "fallback",
         "no such warning"),
+    "Optimizer._optimizer_*_hooks, torch.optim.optimizer._global_optimizer_*_hooks": Internal(
+        "hook_inventory of an optimizer", "fallback", "a missing hook dict is left out of the inventory"),
     "torch._C._current_graph_task_id": Internal(
         "the phase of a Tracer event; telling backward passes apart in clip_grad_norm_global_hooks", "fallback",
         "the Tracer infers the phase from the kind of event; the global-norm clipping raises MissingTorchInternal"),
@@ -255,6 +259,30 @@ def module_hook_dicts(m: torch.nn.Module) -> list[tuple[str, str, dict]]:
             raise _need("Module._forward_hooks etc., Module._is_full_backward_hook")
         out.append((attr, kind, d or {}))
     return out
+
+
+_OPTIMIZER = {
+    "_optimizer_step_pre_hooks": "step_pre",
+    "_optimizer_step_post_hooks": "step_post",
+    "_optimizer_state_dict_pre_hooks": "state_dict_pre",
+    "_optimizer_state_dict_post_hooks": "state_dict",
+    "_optimizer_load_state_dict_pre_hooks": "load_state_dict_pre",
+    "_optimizer_load_state_dict_post_hooks": "load_state_dict_post",
+}
+_GLOBAL_OPTIMIZER = {"_global_optimizer_pre_hooks": "optimizer_step_pre",
+                     "_global_optimizer_post_hooks": "optimizer_step_post"}
+
+
+def optimizer_hook_dicts(opt: torch.optim.Optimizer) -> list[tuple[str, str, dict]]:
+    """``(attribute, kind, dict)`` for each hook dict of one optimizer (missing ones skipped)."""
+    return [(attr, kind, d) for attr, kind in _OPTIMIZER.items() if isinstance(d := getattr(opt, attr, None), dict)]
+
+
+def global_optimizer_hook_dicts() -> list[tuple[str, str, dict]]:
+    """``(attribute, kind, dict)`` for the global optimizer step hooks of ``torch.optim.optimizer``."""
+    import torch.optim.optimizer as optimizer_globals
+    return [(attr, kind, d) for attr, kind in _GLOBAL_OPTIMIZER.items()
+            if isinstance(d := getattr(optimizer_globals, attr, None), dict)]
 
 
 def module_full_backward(m: torch.nn.Module) -> bool | None:

@@ -86,12 +86,20 @@ def _module_entries(model: nn.Module, root: str) -> Iterator[HookEntry]:
             yield from _tensor_entries(f"{where}.{pname}" if where else pname, tensor)
 
 
-def hook_inventory(obj: nn.Module | torch.Tensor | None = None, *, include_global: bool = True,
-                   name: str = "") -> list[HookEntry]:
-    """Every hook registered on ``obj`` (a module tree or a tensor) and, by default, the global ones.
+def hook_inventory(obj: nn.Module | torch.Tensor | torch.optim.Optimizer | None = None, *,
+                   include_global: bool = True, name: str = "") -> list[HookEntry]:
+    """Every hook registered on ``obj`` (a module tree, a tensor or an optimizer) and, by default, the
+    global ones (module hooks, and for an optimizer the global optimizer step hooks).
 
     Entries come in firing order within each place and kind. ``name`` prefixes the
     places (``""`` uses the submodule names as ``named_modules()`` gives them).
+
+    >>> import torch
+    >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    >>> handle = opt.register_step_pre_hook(lambda opt, args, kwargs: None)
+    >>> [(e.where, e.kind) for e in hook_inventory(opt)]
+    [('optimizer', 'step_pre')]
+    >>> handle.remove()
     """
     if not isinstance(name, str):
         raise TypeError(f"name is a prefix for the places listed (a string such as 'model'), got {name!r}")
@@ -100,14 +108,19 @@ def hook_inventory(obj: nn.Module | torch.Tensor | None = None, *, include_globa
         entries.extend(_module_entries(obj, name))
     elif isinstance(obj, torch.Tensor):
         entries.extend(_tensor_entries(name or "tensor", obj))
+    elif isinstance(obj, torch.optim.Optimizer):
+        entries.extend(_dict_entries(name or "optimizer", internals.optimizer_hook_dicts(obj), None))
+        if include_global:
+            entries.extend(_dict_entries("(global)", internals.global_optimizer_hook_dicts(), None))
+        return entries
     elif obj is not None:
-        raise TypeError(f"hook_inventory takes an nn.Module, a tensor or None, got {type(obj).__name__}")
+        raise TypeError(f"hook_inventory takes an nn.Module, a tensor, an optimizer or None, got {type(obj).__name__}")
     if include_global:
         entries.extend(_dict_entries("(global)", internals.global_hook_dicts(), internals.global_full_backward()))
     return entries
 
 
-def show_hooks(obj: nn.Module | torch.Tensor | None = None, *, include_global: bool = True,
+def show_hooks(obj: nn.Module | torch.Tensor | torch.optim.Optimizer | None = None, *, include_global: bool = True,
                name: str = "", print_fn: Callable[[str], Any] = print) -> list[HookEntry]:
     """Print :func:`hook_inventory` as a table (or say there are none) and return it."""
     if not callable(print_fn):
@@ -134,11 +147,12 @@ class HooksLeftBehind(AssertionError):
 
 
 @contextmanager
-def no_hooks_left_behind(*owners: nn.Module | torch.Tensor, include_global: bool = True) -> Iterator[None]:
+def no_hooks_left_behind(*owners: nn.Module | torch.Tensor | torch.optim.Optimizer,
+                         include_global: bool = True) -> Iterator[None]:
     """Fail when the block leaves a hook registered: the test helper for code that registers hooks.
 
-    Compares :func:`hook_inventory` of every ``owner`` (module trees or tensors) and, by default, the
-    global module hooks before and after the block; hooks that were there before are allowed. On
+    Compares :func:`hook_inventory` of every ``owner`` (module trees, tensors or optimizers) and, by
+    default, the global module and optimizer hooks before and after the block; hooks that were there before are allowed. On
     a leak it raises :class:`HooksLeftBehind` (an ``AssertionError``, so pytest shows it as a
     failure) listing each extra hook, also when the block itself raised (its error is chained).
 
@@ -157,8 +171,8 @@ def no_hooks_left_behind(*owners: nn.Module | torch.Tensor, include_global: bool
     >>> handle.remove()
     """
     for owner in owners:
-        if not isinstance(owner, (nn.Module, torch.Tensor)):
-            raise TypeError(f"no_hooks_left_behind watches modules and tensors, got {type(owner).__name__}")
+        if not isinstance(owner, (nn.Module, torch.Tensor, torch.optim.Optimizer)):
+            raise TypeError(f"no_hooks_left_behind watches modules, tensors and optimizers, got {type(owner).__name__}")
 
     def snapshot() -> Counter:
         seen: Counter = Counter()
@@ -166,6 +180,7 @@ def no_hooks_left_behind(*owners: nn.Module | torch.Tensor, include_global: bool
             seen.update(hook_inventory(owner, include_global=False))
         if include_global:
             seen.update(hook_inventory(None, include_global=True))
+            seen.update(_dict_entries("(global)", internals.global_optimizer_hook_dicts(), None))
         return seen
 
     before = snapshot()

@@ -109,7 +109,7 @@ def test_show_hooks_prints_a_table_or_none(model):
 
 
 def test_bad_input():
-    with pytest.raises(TypeError, match="nn.Module, a tensor or None"):
+    with pytest.raises(TypeError, match="nn.Module, a tensor, an optimizer or None"):
         hook_inventory("model")
 
 
@@ -145,6 +145,36 @@ def test_no_hooks_left_behind_sees_global_and_tensor_hooks_and_keeps_the_block_e
     assert isinstance(info.value.__context__, ValueError)
     g.remove()
     h.remove()
-    with pytest.raises(TypeError, match="watches modules and tensors"):
+    with pytest.raises(TypeError, match="watches modules, tensors and optimizers"):
         with no_hooks_left_behind("model"):
             pass
+
+
+def test_optimizer_hooks_are_listed_and_a_leaked_one_is_caught():
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    from hooklab import HooksLeftBehind, no_hooks_left_behind
+    opt = torch.optim.SGD(nn.Linear(2, 2).parameters(), lr=0.1)
+    assert hook_inventory(opt, include_global=False) == []
+    pre = opt.register_step_pre_hook(lambda o, args, kwargs: None)
+    sd = opt.register_state_dict_post_hook(lambda o, state: None)
+    g = register_optimizer_step_post_hook(lambda o, args, kwargs: None)
+    try:
+        kinds = [(e.where, e.kind) for e in hook_inventory(opt)]
+        assert ("optimizer", "step_pre") in kinds and ("optimizer", "state_dict") in kinds
+        assert ("(global)", "optimizer_step_post") in kinds
+        assert ("(global)", "optimizer_step_post") not in [(e.where, e.kind) for e in hook_inventory(opt, include_global=False)]
+    finally:
+        pre.remove()
+        sd.remove()
+        g.remove()
+    with pytest.raises(HooksLeftBehind):
+        with no_hooks_left_behind(opt):
+            leaked = opt.register_step_post_hook(lambda o, args, kwargs: None)
+    leaked.remove()
+    with pytest.raises(HooksLeftBehind):
+        with no_hooks_left_behind():
+            leaked = register_optimizer_step_post_hook(lambda o, args, kwargs: None)
+    leaked.remove()
+    with pytest.raises(TypeError, match="an optimizer"):
+        hook_inventory("opt")
