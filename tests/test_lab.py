@@ -1,7 +1,6 @@
 """The main job: `./course lab` serves the course, and its kernel can import and use hooklab."""
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -10,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from process_group import stop_process_group
 from jupyter_client import BlockingKernelClient
 
 # `./course lab` always serves the locked .venv, so under ./course matrix it would test the pin, not the torch
@@ -72,14 +72,7 @@ def lab_server(tmp_path):
         yield LabServer(port, runtime_dir, tmp_path / "lab.log")
     finally:
         # the server runs in its own session: end it and its kernels together
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        except ProcessLookupError:
-            pass
+        stop_process_group(proc)
         log.close()
 
 
