@@ -22,6 +22,7 @@ import torch
 from torch.nn.modules import module as _module_globals
 
 __all__ = [
+    "ATEN_OP_TYPES",
     "INTERNALS",
     "MissingTorchInternal",
     "TorchDispatchMode",
@@ -80,6 +81,9 @@ INTERNALS: dict[str, Internal] = {
         "raises MissingTorchInternal"),
     "torch.utils._python_dispatch.TorchDispatchMode": Internal(
         "MemoryMeter (sees every op)", "required", "MemoryMeter raises MissingTorchInternal"),
+    "torch._ops.OpOverload / OpOverloadPacket": Internal(
+        "checking the ops listed in a selective-checkpointing policy", "fallback",
+        "any object is accepted as an op (a wrong one then simply never matches)"),
     "torch.utils._pytree.tree_flatten": Internal(
         "finding tensors in nested inputs and outputs", "fallback",
         "the public torch.utils.pytree, or a small walk of tuples / lists / dicts"),
@@ -94,8 +98,8 @@ INTERNALS: dict[str, Internal] = {
     "Tensor._backward_hooks, Tensor._post_accumulate_grad_hooks": Internal(
         "listing tensor hooks (hook_inventory)", "fallback", "tensor hooks are not listed"),
     "torch._C._autograd._top_saved_tensors_default_hooks": Internal(
-        "noticing saved-tensor contexts exited out of order (SavedTensorLedger)", "fallback",
-        "no such warning"),
+        "noticing saved-tensor contexts exited out of order (SavedTensorLedger) or left active (hook_inventory)",
+        "fallback", "no such warning, and an active context is not listed"),
     "Optimizer._optimizer_*_hooks, torch.optim.optimizer._global_optimizer_*_hooks": Internal(
         "hook_inventory of an optimizer", "fallback", "a missing hook dict is left out of the inventory"),
     "torch._C._current_graph_task_id": Internal(
@@ -162,6 +166,11 @@ if TorchDispatchMode is None:  # pragma: no cover - only on a torch without it
     class TorchDispatchMode:  # type: ignore[no-redef]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             raise _need("torch.utils._python_dispatch.TorchDispatchMode")
+
+
+# the types of torch.ops.aten.mm.default (an overload) and torch.ops.aten.mm (its packet)
+ATEN_OP_TYPES: tuple[type, ...] = tuple(t for t in (_import("torch._ops", "OpOverload"),
+                                                    _import("torch._ops", "OpOverloadPacket")) if t is not None)
 
 
 def _walk(tree: Any) -> Iterator[Any]:

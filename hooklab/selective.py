@@ -23,15 +23,24 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
+from ._torch_internals import ATEN_OP_TYPES, TorchDispatchMode
 from .offload import checkpoint_modules
 
 __all__ = ["OpCounter", "selective_checkpoint_modules"]
 
 Policy = Callable[..., "CheckpointPolicy | bool"]
-_OPS = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)
+_OPS = ATEN_OP_TYPES or (object,)
+
+
+def _sac_api() -> tuple[Any, Any]:
+    """``CheckpointPolicy`` and ``create_selective_checkpoint_contexts`` (public since torch 2.4)."""
+    try:
+        from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+    except ImportError:
+        raise RuntimeError(f"selective checkpointing needs torch >= 2.4 (torch.utils.checkpoint.CheckpointPolicy); "
+                           f"this is torch {torch.__version__}. hooklab's other tools work on it.") from None
+    return CheckpointPolicy, create_selective_checkpoint_contexts
 
 
 def _policy_from_ops(ops: Iterable[Any]) -> Policy:
@@ -41,6 +50,7 @@ def _policy_from_ops(ops: Iterable[Any]) -> Policy:
             raise TypeError(f"policy lists ATen ops such as torch.ops.aten.mm or torch.ops.aten.mm.default, "
                             f"got {op!r} ({type(op).__name__})")
     saved = frozenset(ops)
+    CheckpointPolicy, _ = _sac_api()
 
     def policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
         # an op arrives as an overload (aten.mm.default): match it and its packet (aten.mm)
@@ -52,6 +62,8 @@ def _policy_from_ops(ops: Iterable[Any]) -> Policy:
 
 
 def _checked_policy(fn: Policy) -> Policy:
+    CheckpointPolicy, _ = _sac_api()
+
     @functools.wraps(fn)
     def policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy | bool:
         decision = fn(ctx, op, *args, **kwargs)
@@ -76,7 +88,7 @@ def _as_policy(policy: Any) -> Policy:
 
 
 @contextlib.contextmanager
-def selective_checkpoint_modules(model: nn.Module, names: list[str], *, policy: Any,
+def selective_checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, policy: Any,
                                  **checkpoint_kwargs: Any) -> Iterator[list[nn.Module]]:
     """Inside the block, every call of the named submodules runs under selective activation checkpointing.
 
@@ -107,6 +119,7 @@ def selective_checkpoint_modules(model: nn.Module, names: list[str], *, policy: 
             raise TypeError(f"selective_checkpoint_modules sets {key} itself (selective checkpointing needs "
                             "use_reentrant=False and a context_fn made from the policy); use "
                             "hooklab.checkpoint_modules for full checkpointing with your own options")
+    _, create_selective_checkpoint_contexts = _sac_api()
     policy_fn = _as_policy(policy)
     context_fn = functools.partial(create_selective_checkpoint_contexts, policy_fn)
     with checkpoint_modules(model, names, use_reentrant=False, context_fn=context_fn,

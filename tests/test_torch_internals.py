@@ -49,9 +49,17 @@ def test_view_base_exists():
     ("torch.utils._python_dispatch", "TorchDispatchMode"),
     ("torch.utils._pytree", "tree_flatten"),
     ("torch._dynamo.eval_frame", "OptimizedModule"),
+    ("torch._ops", "OpOverload"),
+    ("torch._ops", "OpOverloadPacket"),
 ])
 def test_private_imports_exist(module, name):
     assert getattr(importlib.import_module(module), name) is not None
+
+
+def test_aten_op_types_are_what_torch_ops_aten_gives():
+    assert isinstance(torch.ops.aten.mm, internals.ATEN_OP_TYPES)
+    assert isinstance(torch.ops.aten.mm.default, internals.ATEN_OP_TYPES)
+    assert not isinstance("mm", internals.ATEN_OP_TYPES)
 
 
 def test_private_imports_are_the_ones_hooklab_uses():
