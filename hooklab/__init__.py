@@ -9,19 +9,24 @@ inventories of registered hooks and a test helper that fails when code leaves ho
 
 One lifecycle for every tool that registers hooks:
 
-* Every one is a context manager: leaving the ``with`` block removes every hook it added, also
-  when the block raised.
-* Those that register when they are called or constructed (the clipping functions and
-  ``offload_module`` return a :class:`HookScope`; ``GradientMonitor``, ``ActivationStats``,
-  ``Tracer``) also have ``remove()`` for use without a ``with``; calling it again does nothing.
-  ``capture()`` and ``SavedTensorLedger`` register when the block is entered and record that
-  block only.
+* Functions that register (``clip_grad_*_hooks``, ``offload_module``) do it when called and
+  return a :class:`HookScope`, the handle of everything they added: ``remove()`` it (calling it
+  again does nothing) or use it as a ``with`` block, like the handle of a ``register_*hook`` call.
+* Recorders (``capture``, ``GradientMonitor``, ``ActivationStats``, ``Tracer``,
+  ``SavedTensorLedger``; see :class:`hooklab.scope.Recorder`) check their arguments when made,
+  register when their ``with`` block is entered and remove every hook when it ends, also when
+  it raised. One recorder records one block: entering it again raises, and so does asking a
+  recorder that never recorded for its results. What it recorded stays readable after the
+  block; ``remove()`` ends the recording early.
 * Tools that change a model for a while (``checkpoint_modules``, ``selective_checkpoint_modules``)
-  restore it on exit in the same way.
-* Options after the first one or two arguments are keyword-only; ``layers``/``names`` are module
-  names as ``named_modules()`` gives them, and an unknown name raises an error listing the
-  names that exist.
-* Nothing grows per step beyond what a recorder is asked to record.
+  are ``with`` blocks that restore it on exit in the same way; ``FeatureExtractor`` holds hooks
+  only while it runs; ``OpCounter`` and ``MemoryMeter`` register no hooks (they are dispatch
+  modes, active inside their block).
+* ``names`` is always one module name or several, as ``named_modules()`` gives them; an unknown
+  name raises an error listing the names that exist. Options after the first one or two
+  arguments are keyword-only, and string options are ``Literal`` types checked at run time.
+* Nothing grows per step beyond what a recorder is asked to record; every report is a
+  ``table()`` string that ``print(recorder)`` prints.
 """
 from .capture import Capture, FeatureExtractor, ShapeRow, ShapeTable, capture, layer_shapes
 from .clip import clip_grad_norm_global_hooks, clip_grad_norm_hooks, clip_grad_value_hooks
@@ -31,7 +36,7 @@ from .lookup import UnknownModuleError, get_module
 from .monitor import ActivationStats, GradientMonitor
 from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper, SaveOnCpu,
                       SaveOnDisk, checkpoint_modules, gradient_error, offload_module)
-from .scope import HookScope, named_scope
+from .scope import HookScope, Recorder, named_scope
 from .selective import OpCounter, selective_checkpoint_modules
 from .tracer import Event, Tracer
 from .workers import WorkerError, run_workers
@@ -53,6 +58,7 @@ __all__ = [
     "OffloadStats",
     "OffloadWrapper",
     "OpCounter",
+    "Recorder",
     "SaveOnCpu",
     "SaveOnDisk",
     "SavedRecord",

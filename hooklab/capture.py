@@ -22,26 +22,11 @@ from torch import nn
 
 from ._torch_internals import is_compiled_module, was_compiled
 from ._torch_internals import version as _version
-from .lookup import get_modules
-from .scope import HookScope
+from ._table import format_table
+from .lookup import as_names, get_modules
+from .scope import HookScope, Recorder
 
 __all__ = ["Capture", "FeatureExtractor", "ShapeRow", "ShapeTable", "capture", "layer_shapes"]
-
-
-def _as_names(names: str | Iterable[str]) -> list[str]:
-    """One name or several, as a list without duplicates (order kept)."""
-    if isinstance(names, str):
-        names = [names]
-    try:
-        out = list(dict.fromkeys(names))
-    except TypeError:
-        raise TypeError(f"names must be a module name or an iterable of names, got {type(names).__name__}") from None
-    bad = [n for n in out if not isinstance(n, str)]
-    if bad:
-        raise TypeError(f"module names are strings like 'layer1.0.conv1', got {bad[0]!r}")
-    if not out:
-        raise ValueError("no module names given; pass at least one name from model.named_modules()")
-    return out
 
 
 def refuse_compiled(model: nn.Module, tool: str) -> None:
@@ -176,7 +161,7 @@ class Capture(Mapping[str, Any]):
         return f"Capture(names={self.names}, captured={sorted(self.outputs)}, grads={sorted(self.grads)})"
 
 
-class capture:  # noqa: N801 - used like a function: ``with capture(model, names) as store``
+class capture(Recorder):  # noqa: N801 - used like a function: ``with capture(model, names) as store``
     """Context manager recording the outputs (and optionally output gradients) of named submodules.
 
     Args:
@@ -199,19 +184,20 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model, names
     (torch.Size([2, 3]), [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]], {'0': 1, '1': 1})
 
     A torch.compile'd model is refused (hooks added after compiling never fire); capture on
-    ``model._orig_mod`` and call that one.
+    ``model._orig_mod`` and call that one. Like every recorder (:class:`~hooklab.scope.Recorder`)
+    it registers when the block is entered and records that one block.
     """
 
     def __init__(self, model: nn.Module, names: str | Iterable[str], *, grads: bool = False,
                  detach: bool = True, to_cpu: bool = False, clone: bool = False, output: Any = None) -> None:
+        super().__init__()
         refuse_compiled(model, "capture")
-        self.names = _as_names(names)
+        self.names = as_names(names)
         self.modules = get_modules(model, self.names)
         self.grads, self.detach, self.to_cpu, self.clone = grads, detach, to_cpu, clone
         self.output = output
         self.store = Capture(self.names)
         self.store.compiled = was_compiled(model)
-        self.scope = HookScope("capture")
         # one gradient hook per name, on the output held now: older outputs' hooks are removed,
         # so the number of live handles stays len(names) however many forward passes run
         self._grad_hooks: dict[str, Any] = {}
@@ -240,21 +226,20 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model, names
 
         return capture_output
 
-    def __enter__(self) -> Capture:
-        try:
-            for name, module in self.modules.items():
-                self.scope.add(module.register_forward_hook(self._hook(name)))
-        except BaseException:
-            self.scope.remove()
-            raise
-        return self.store
+    def _register(self) -> None:
+        for name, module in self.modules.items():
+            self.scope.add(module.register_forward_hook(self._hook(name)))
 
-    def __exit__(self, *exc_info: object) -> None:
+    def _unregister(self) -> None:
         try:
             self.scope.remove()
         finally:
             while self._grad_hooks:
                 self._grad_hooks.popitem()[1].remove()
+
+    def __enter__(self) -> Capture:
+        super().__enter__()
+        return self.store
 
 
 class FeatureExtractor(nn.Module):
@@ -271,27 +256,27 @@ class FeatureExtractor(nn.Module):
     {'0': (2, 4, 6, 6), '2': (2, 4, 1, 1)}
     """
 
-    def __init__(self, model: nn.Module, layers: str | Iterable[str], *, detach: bool = True,
+    def __init__(self, model: nn.Module, names: str | Iterable[str], *, detach: bool = True,
                  clone: bool = False, output: Any = None) -> None:
         super().__init__()
         refuse_compiled(model, "FeatureExtractor")
         self.model = model
-        self.layers = _as_names(layers)
-        get_modules(model, self.layers)  # fail now, with the list of names, not at the first call
+        self.names = as_names(names)
+        get_modules(model, self.names)  # fail now, with the list of names, not at the first call
         self.detach, self.clone, self.output = detach, clone, output
 
     def forward(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        with capture(self.model, self.layers, detach=self.detach, clone=self.clone, output=self.output) as store:
+        with capture(self.model, self.names, detach=self.detach, clone=self.clone, output=self.output) as store:
             self.model(*args, **kwargs)
-        twice = [n for n in self.layers if store.calls[n] > 1]
+        twice = [n for n in self.names if store.calls[n] > 1]
         if twice:
             warnings.warn(f"FeatureExtractor: {', '.join(map(repr, twice))} ran more than once in one forward "
                           "(e.g. a ReLU reused in a ResNet block); the result is its last call. Use capture() "
                           "to see the call count, or name a module that runs once.", stacklevel=2)
-        return {name: store[name] for name in self.layers}
+        return {name: store[name] for name in self.names}
 
     def extra_repr(self) -> str:
-        return f"layers={self.layers}, detach={self.detach}"
+        return f"names={self.names}, detach={self.detach}"
 
 
 @dataclass(frozen=True)
@@ -321,15 +306,8 @@ class ShapeTable(list):
     """A list of :class:`ShapeRow` that prints as an aligned table."""
 
     def table(self) -> str:
-        rows = [("layer", "type", "output shape", "params")]
-        rows += [("  " * (r.depth - 1) + r.name, r.kind, r.shape, f"{r.params:,}") for r in self]
-        widths = [max(len(row[i]) for row in rows) for i in range(4)]
-        lines = []
-        for row in rows:
-            cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].ljust(widths[2]),
-                     row[3].rjust(widths[3])]
-            lines.append("  ".join(cells).rstrip())
-        return "\n".join(lines)
+        rows = [("  " * (r.depth - 1) + r.name, r.kind, r.shape, f"{r.params:,}") for r in self]
+        return format_table(("layer", "type", "output shape", "params"), rows, right=[3], empty="no module ran")
 
     def __str__(self) -> str:
         return self.table()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from typing import Literal, get_args
 
 import torch
 from torch import nn
@@ -43,7 +44,8 @@ from .scope import HookScope
 
 __all__ = ["clip_grad_norm_global_hooks", "clip_grad_norm_hooks", "clip_grad_value_hooks"]
 
-_STAGES = ("incoming", "accumulated")
+Stage = Literal["incoming", "accumulated"]
+_STAGES: tuple[Stage, ...] = get_args(Stage)
 
 
 def _params(params: nn.Module | Iterable[torch.Tensor]) -> list[torch.Tensor]:
@@ -106,13 +108,13 @@ def _norm(grad: torch.Tensor, norm_type: float) -> torch.Tensor:
     return torch.linalg.vector_norm(grad.coalesce().values() if grad.is_sparse else grad, norm_type)
 
 
-def _check_stage(stage: str) -> None:
+def _check_stage(stage: object) -> None:
     if stage not in _STAGES:
-        raise ValueError(f"stage must be one of {_STAGES}, got {stage!r}")
+        raise ValueError(f"stage must be {' or '.join(map(repr, _STAGES))}, got {stage!r}")
 
 
 def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: float, *,
-                          stage: str = "incoming", scaler: object | None = None) -> HookScope:
+                          stage: Stage = "incoming", scaler: object | None = None) -> HookScope:
     """Clamp every gradient of ``params`` to ``[-value, value]`` from now on, through hooks.
 
     Returns a :class:`~hooklab.HookScope` owning the hooks: call ``.remove()`` or use it
@@ -151,8 +153,8 @@ def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: flo
     return scope
 
 
-def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: float,
-                         norm_type: float = 2.0, *, stage: str = "incoming",
+def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: float, *,
+                         norm_type: float = 2.0, stage: Stage = "incoming",
                          scaler: object | None = None) -> HookScope:
     """Rescale each parameter's gradient so that *its own* norm is at most ``max_norm``.
 

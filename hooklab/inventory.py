@@ -24,12 +24,13 @@ from contextlib import contextmanager
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import torch
 from torch import nn
 
 from . import _torch_internals as internals
+from ._table import format_table
 
 __all__ = ["HookEntry", "HooksLeftBehind", "hook_inventory", "hook_name", "no_hooks_left_behind", "show_hooks"]
 
@@ -89,7 +90,8 @@ def _module_entries(model: nn.Module, root: str) -> Iterator[HookEntry]:
 def hook_inventory(obj: nn.Module | torch.Tensor | torch.optim.Optimizer | None = None, *,
                    include_global: bool = True, name: str = "") -> list[HookEntry]:
     """Every hook registered on ``obj`` (a module tree, a tensor or an optimizer) and, by default, the
-    global ones (module hooks, and for an optimizer the global optimizer step hooks).
+    global ones: global module hooks and the innermost active ``saved_tensors_hooks`` context (its
+    pack / unpack pair), and for an optimizer the global optimizer step hooks.
 
     Entries come in firing order within each place and kind. ``name`` prefixes the
     places (``""`` uses the submodule names as ``named_modules()`` gives them).
@@ -117,22 +119,32 @@ def hook_inventory(obj: nn.Module | torch.Tensor | torch.optim.Optimizer | None 
         raise TypeError(f"hook_inventory takes an nn.Module, a tensor, an optimizer or None, got {type(obj).__name__}")
     if include_global:
         entries.extend(_dict_entries("(global)", internals.global_hook_dicts(), internals.global_full_backward()))
+        entries.extend(_saved_tensors_entries())
     return entries
 
 
+def _saved_tensors_entries() -> Iterator[HookEntry]:
+    """The innermost ``saved_tensors_hooks`` context active in this thread (PyTorch shows only that one)."""
+    top = internals.top_saved_tensors_hooks()
+    if top is not None:
+        yield HookEntry("(this thread)", "saved_tensors", f"{hook_name(top[0])} / {hook_name(top[1])}")
+
+
 def show_hooks(obj: nn.Module | torch.Tensor | torch.optim.Optimizer | None = None, *, include_global: bool = True,
-               name: str = "", print_fn: Callable[[str], Any] = print) -> list[HookEntry]:
-    """Print :func:`hook_inventory` as a table (or say there are none) and return it."""
-    if not callable(print_fn):
-        raise TypeError(f"print_fn must be a function taking one string (e.g. print), got {print_fn!r}")
+               name: str = "") -> list[HookEntry]:
+    """Print :func:`hook_inventory` as a table (or say there are none) and return it.
+
+    >>> from torch import nn
+    >>> layer = nn.Linear(2, 2)
+    >>> handle = layer.register_forward_hook(print)
+    >>> _ = show_hooks(layer, include_global=False)
+    where   kind     hook
+    Linear  forward  print
+    >>> handle.remove()
+    """
     entries = hook_inventory(obj, include_global=include_global, name=name)
-    if not entries:
-        print_fn("no hooks registered")
-        return entries
-    rows = [("where", "kind", "hook")] + [(e.where, e.kind, e.hook) for e in entries]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    for row in rows:
-        print_fn("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    print(format_table(("where", "kind", "hook"), [(e.where, e.kind, e.hook) for e in entries],
+                       empty="no hooks registered"))
     return entries
 
 
@@ -152,7 +164,8 @@ def no_hooks_left_behind(*owners: nn.Module | torch.Tensor | torch.optim.Optimiz
     """Fail when the block leaves a hook registered: the test helper for code that registers hooks.
 
     Compares :func:`hook_inventory` of every ``owner`` (module trees, tensors or optimizers) and, by
-    default, the global module and optimizer hooks before and after the block; hooks that were there before are allowed. On
+    default, the global module and optimizer hooks and the active saved-tensor hooks context before
+    and after the block; hooks that were there before are allowed. On
     a leak it raises :class:`HooksLeftBehind` (an ``AssertionError``, so pytest shows it as a
     failure) listing each extra hook, also when the block itself raised (its error is chained).
 

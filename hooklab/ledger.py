@@ -7,7 +7,7 @@ it and keeping parameters apart from activations::
     with SavedTensorLedger(model) as ledger:
         loss = model(x).sum()
     ledger.label_ops(loss)        # optional: name the op that saved each tensor
-    ledger.summary()              # per-module table
+    print(ledger)                 # per-module table (ledger.records_table(): one row per tensor)
     loss.backward()
 
 :class:`MemoryMeter` measures, op by op, the bytes of CPU/GPU tensors created inside its
@@ -27,7 +27,8 @@ from torch.autograd.graph import saved_tensors_hooks
 
 from ._torch_internals import (StorageWeakRef, TorchDispatchMode, is_parameter_like, saved_tensor_attrs,
                                storage_key, top_saved_tensors_hooks, tree_flatten)
-from .scope import HookScope
+from ._table import format_table
+from .scope import Recorder
 
 __all__ = ["MemoryMeter", "SavedRecord", "SavedTensorLedger", "format_bytes"]
 
@@ -74,7 +75,7 @@ class _Saved:
         self.index = index
 
 
-class SavedTensorLedger:
+class SavedTensorLedger(Recorder):
     """Record every tensor saved for backward while the ``with`` block runs.
 
     Pass the model to attribute each record to the innermost module running when the tensor
@@ -124,6 +125,7 @@ class SavedTensorLedger:
     """
 
     def __init__(self, model: nn.Module | None = None) -> None:
+        super().__init__()
         if model is not None and not isinstance(model, nn.Module):
             raise TypeError(f"SavedTensorLedger takes an nn.Module or None, got {type(model).__name__}")
         self.model = model
@@ -131,9 +133,8 @@ class SavedTensorLedger:
         self.live_bytes = 0
         self.peak_bytes = 0
         self._stack: list[str] = []
-        self._scope = HookScope("SavedTensorLedger")
         self._hooks = saved_tensors_hooks(self._pack, self._unpack)
-        self._entered = False
+        self._hooks_entered = False
         self._param_keys: set[int] = set()
         self._input_keys: set[int] = set()
         self._live: dict[int, int] = {}  # storage key -> number of live handles
@@ -141,36 +142,32 @@ class SavedTensorLedger:
         self._key_refs: dict[int, StorageWeakRef] = {}
         self._probe: list[int] | None = None
 
-    # -- context manager -------------------------------------------------------------
-    def __enter__(self) -> SavedTensorLedger:
-        if self._entered:
-            raise RuntimeError("this SavedTensorLedger was already entered (it records one region); "
-                               "create a new one per region")
-        self._entered = True
+    # -- lifecycle (hooklab.scope.Recorder) ----------------------------------------------
+    def _register(self) -> None:
         if self.model is not None:
             self._param_keys = {storage_key(p) for p in (*self.model.parameters(), *self.model.buffers())}
-            try:
-                self._scope.add(self.model.register_forward_pre_hook(self._note_inputs, with_kwargs=True))
-                for name, mod in self.model.named_modules():
-                    self._scope.add(mod.register_forward_pre_hook(self._enter_module(name)))
-                    self._scope.add(mod.register_forward_hook(self._leave_module, always_call=True))
-            except BaseException:
-                self._scope.remove()
-                raise
+            self.scope.add(self.model.register_forward_pre_hook(self._note_inputs, with_kwargs=True))
+            for name, mod in self.model.named_modules():
+                self.scope.add(mod.register_forward_pre_hook(self._enter_module(name)))
+                self.scope.add(mod.register_forward_hook(self._leave_module, always_call=True))
         self._hooks.__enter__()
-        return self
+        self._hooks_entered = True
 
-    def __exit__(self, *exc_info: object) -> None:
+    def _unregister(self) -> None:
+        if not self._hooks_entered:  # registering the module hooks failed before the context was entered
+            self.scope.remove()
+            return
+        self._hooks_entered = False
         top = top_saved_tensors_hooks()
         if top is not None and top[0] != self._pack:
             warnings.warn("SavedTensorLedger exited while a saved-tensor hooks context entered inside it is still "
                           "active: exit them in reverse order (nested `with` blocks do). The ledger's exit removes "
                           "that context's hooks instead of its own, so each recorded the other's tensors.",
-                          RuntimeWarning, stacklevel=2)
+                          RuntimeWarning, stacklevel=4)
         try:
-            self._hooks.__exit__(*exc_info)
+            self._hooks.__exit__(None, None, None)
         finally:
-            self._scope.remove()
+            self.scope.remove()
             self._stack.clear()
 
     def _enter_module(self, name: str) -> Callable[..., None]:
@@ -326,6 +323,7 @@ class SavedTensorLedger:
 
     def by_module(self) -> list[tuple[str, int, int, int]]:
         """``(module, n_saved, activation_bytes, parameter_and_input_bytes)`` per module, first-seen order."""
+        self._check_used()
         rows: dict[str, list[int]] = {}
         for r in self.records:
             row = rows.setdefault(r.module, [0, 0, 0])
@@ -336,30 +334,33 @@ class SavedTensorLedger:
 
     def table(self) -> str:
         """The per-module table and the totals, as text (``print(ledger)`` prints it too)."""
-        rows = [("module", "saved", "activation", "param/input")]
-        rows += [(m, str(n), format_bytes(a), format_bytes(p)) for m, n, a, p in self.by_module()]
+        rows = [(m, str(n), format_bytes(a), format_bytes(p)) for m, n, a, p in self.by_module()]
         rows.append(("total", str(len(self.records)), format_bytes(self.activation_bytes),
                      format_bytes(self.parameter_bytes + self.input_bytes)))
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        return "\n".join("  ".join([row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])])
-                         for row in rows)
+        return format_table(("module", "saved", "activation", "param/input"), rows, right=range(1, 4))
 
     def __str__(self) -> str:
         return self.table()
 
-    def summary(self, print_fn: Callable[[str], Any] = print) -> None:
-        """Print the per-module table and the totals (line by line through ``print_fn``)."""
-        for line in self.table().split("\n"):
-            print_fn(line)
+    def records_table(self, limit: int | None = None) -> str:
+        """One row per saved tensor (the first ``limit`` ones), as text; ``(shared)`` marks a storage
+        already counted by an earlier record.
 
-    def show(self, limit: int | None = None, print_fn: Callable[[str], Any] = print) -> None:
-        """Print one line per record (the first ``limit`` ones)."""
-        for r in self.records[:limit]:
-            mark = " (shared)" if r.shared else ""
-            print_fn(f"{r.index:3d} {r.module or '(top)':<14} {r.op:<24} {str(list(r.shape)):<18} "
-                     f"{r.dtype:<8} {r.kind:<10} {format_bytes(r.nbytes)}{mark}")
+        >>> x = torch.ones(1000, requires_grad=True)
+        >>> with SavedTensorLedger() as ledger:
+        ...     y = x.exp().sum()
+        >>> _ = ledger.label_ops(y)
+        >>> print(ledger.records_table())
+        #  module  op            shape   dtype    kind        bytes
+        0  (top)   ExpBackward0  [1000]  float32  activation  3.9 KiB
+        """
+        self._check_used()
+        rows = [(str(r.index), r.module or "(top)", r.op, str(list(r.shape)), r.dtype, r.kind,
+                 format_bytes(r.nbytes) + (" (shared)" if r.shared else "")) for r in self.records[:limit]]
+        return format_table(("#", "module", "op", "shape", "dtype", "kind", "bytes"), rows,
+                            empty="no saved tensor recorded")
 
-    def plot(self, ax: Any = None, top: int = 15) -> Any:
+    def plot(self, *, ax: Any = None, top: int = 15) -> Any:
         """Horizontal bar chart of activation bytes per module (the ``top`` largest); returns the axes."""
         import matplotlib.pyplot as plt
 

@@ -8,7 +8,7 @@ from torch import nn
 
 from ._torch_internals import is_compiled_module
 
-__all__ = ["UnknownModuleError", "get_module", "get_modules"]
+__all__ = ["UnknownModuleError", "as_names", "get_module", "get_modules"]
 
 
 class UnknownModuleError(KeyError):
@@ -29,6 +29,26 @@ def _unknown(model: nn.Module, name: str, modules: dict[str, nn.Module]) -> Unkn
                  "pass the eager model (model._orig_mod) and call that one.")
     shown = ", ".join(names[:40]) + (f", ... ({len(names)} in all)" if len(names) > 40 else "")
     return UnknownModuleError(f"{type(model).__name__} has no submodule {name!r}.{hint} Names that exist: {shown}")
+
+
+def as_names(names: str | Iterable[str]) -> list[str]:
+    """What every tool's ``names`` argument accepts: one module name or several; a list without duplicates.
+
+    >>> as_names("layer1"), as_names(["fc", "layer1", "fc"])
+    (['layer1'], ['fc', 'layer1'])
+    """
+    if isinstance(names, str):
+        names = [names]
+    try:
+        out = list(dict.fromkeys(names))
+    except TypeError:
+        raise TypeError(f"names must be a module name or an iterable of names, got {type(names).__name__}") from None
+    bad = [n for n in out if not isinstance(n, str)]
+    if bad:
+        raise TypeError(f"module names are strings like 'layer1.0.conv1', got {bad[0]!r}")
+    if not out:
+        raise ValueError("no module names given; pass at least one name from model.named_modules()")
+    return out
 
 
 def _check(model: nn.Module, name: object) -> None:

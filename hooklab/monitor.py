@@ -10,35 +10,30 @@
     st.plot()                       # mean, std and fraction near zero per layer over steps
 
 Both record 0-d tensors inside the hooks (no ``.item()``, so no device sync per step) and
-convert them only when asked. Both remove their hooks on exit or on ``remove()``.
+convert them only when asked. Both are recorders (:class:`~hooklab.scope.Recorder`): they
+register when the ``with`` block is entered and remove their hooks when it ends.
 """
 from __future__ import annotations
 
 import math
 import warnings
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal, get_args
 
 import torch
 from torch import nn
 
 from .clip import loss_scale_reader
 from ._torch_internals import was_compiled
-from .capture import _as_names, needs_tensor, refuse_compiled, select_output
-from .lookup import get_modules
-from .scope import HookScope
+from ._table import format_table
+from .capture import needs_tensor, refuse_compiled, select_output
+from .lookup import as_names, get_modules
+from .scope import Recorder
 
 __all__ = ["ActivationStats", "GradientMonitor"]
 
 
-def _format_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    """Left-aligned first column, the others right-aligned (numbers)."""
-    if not rows:
-        return "nothing recorded"
-    rows = [header, *rows]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return "\n".join("  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])])
-                     for r in rows)
+Per = Literal["layer", "parameter"]
 
 
 def _owner(param_name: str) -> str:
@@ -46,23 +41,7 @@ def _owner(param_name: str) -> str:
     return param_name.rpartition(".")[0] or "(model)"
 
 
-class _RecordsWithHooks:
-    """Shared lifetime of the recorders below: hooks in ``self.scope``, removed on exit."""
-
-    scope: HookScope
-
-    def remove(self) -> int:
-        """Remove the hooks (what was recorded stays); return how many there were."""
-        return self.scope.remove()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.remove()
-
-
-class GradientMonitor(_RecordsWithHooks):
+class GradientMonitor(Recorder):
     """Record the norm of every parameter's gradient at each backward, through hooks.
 
     It uses ``Tensor.register_post_accumulate_grad_hook``: the hook fires once per backward,
@@ -71,8 +50,8 @@ class GradientMonitor(_RecordsWithHooks):
 
     Args:
         model: the model to watch.
-        layers: module names whose parameters to watch (default: every parameter that
-            requires a gradient). Unknown names raise, listing the names that exist.
+        names: the modules whose parameters to watch, one name or several (default: every
+            parameter that requires a gradient). Unknown names raise, listing the names that exist.
         norm_type: the vector norm (2 = Euclidean).
         scaler: under mixed precision, the ``torch.amp.GradScaler`` the loss is scaled with: the
             hooks run on scaled gradients, and the recorded norms are divided by its scale (the
@@ -92,8 +71,9 @@ class GradientMonitor(_RecordsWithHooks):
     (1, ['0.bias', '0.weight', '2.bias', '2.weight'])
     """
 
-    def __init__(self, model: nn.Module, layers: str | Iterable[str] | None = None, *,
+    def __init__(self, model: nn.Module, names: str | Iterable[str] | None = None, *,
                  norm_type: float = 2.0, scaler: object | None = None) -> None:
+        super().__init__()
         if not isinstance(model, nn.Module):
             raise TypeError(f"GradientMonitor needs an nn.Module, got {type(model).__name__}")
         self._loss_scale = loss_scale_reader(scaler)
@@ -102,26 +82,24 @@ class GradientMonitor(_RecordsWithHooks):
         if not norm_type > 0:
             raise ValueError(f"norm_type must be > 0 (2 = Euclidean, float('inf') = largest entry), "
                              f"got {norm_type!r}")
-        if layers is None:
+        if names is None:
             params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         else:
             params = []
-            for layer, module in get_modules(model, _as_names(layers)).items():
+            for layer, module in get_modules(model, as_names(names)).items():
                 prefix = f"{layer}." if layer else ""
                 params += [(prefix + n, p) for n, p in module.named_parameters() if p.requires_grad]
             params = list(dict((n, p) for n, p in params).items())
         if not params:
             raise ValueError("no parameter that requires a gradient to watch; "
-                             "check `layers` and `requires_grad`")
+                             "check `names` and `requires_grad`")
         self.norm_type = float(norm_type)
+        self._params = params
         self.history: dict[str, list[torch.Tensor]] = {n: [] for n, _ in params}
-        self.scope = HookScope("GradientMonitor")
-        try:
-            for name, param in params:
-                self.scope.add(param.register_post_accumulate_grad_hook(self._hook(name)))
-        except BaseException:
-            self.scope.remove()
-            raise
+
+    def _register(self) -> None:
+        for name, param in self._params:
+            self.scope.add(param.register_post_accumulate_grad_hook(self._hook(name)))
 
     def _hook(self, name: str):
         record, norm_type = self.history[name], self.norm_type
@@ -137,16 +115,18 @@ class GradientMonitor(_RecordsWithHooks):
     @property
     def steps(self) -> int:
         """How many backward passes were recorded (for the parameter seen most often)."""
+        self._check_used()
         return max(len(v) for v in self.history.values())
 
-    def norms(self, per: str = "layer") -> dict[str, list[float]]:
+    def norms(self, per: Per = "layer") -> dict[str, list[float]]:
         """Norms per step, as floats: ``per="parameter"`` (one per tensor) or ``"layer"``.
 
         A layer's norm combines its parameters' norms (for the 2-norm:
         ``sqrt(|dW|^2 + |db|^2)``), step by step, over the steps all of them were seen.
         """
-        if per not in ("layer", "parameter"):
-            raise ValueError(f"per must be 'layer' or 'parameter', got {per!r}")
+        self._check_used()
+        if per not in get_args(Per):
+            raise ValueError(f"per must be {' or '.join(map(repr, get_args(Per)))}, got {per!r}")
         as_float = {n: torch.stack(v).tolist() if v else [] for n, v in self.history.items()}
         if per == "parameter":
             return as_float
@@ -163,7 +143,7 @@ class GradientMonitor(_RecordsWithHooks):
                 out[layer] = [sum(s[i] ** p for s in series) ** (1 / p) for i in range(steps)]
         return out
 
-    def table(self, per: str = "layer") -> str:
+    def table(self, per: Per = "layer") -> str:
         """The latest norm and the range over steps, one row per layer (or parameter), as text.
 
         >>> layer = nn.Linear(2, 1)
@@ -175,12 +155,13 @@ class GradientMonitor(_RecordsWithHooks):
         """
         rows = [(name, str(len(v)), f"{v[-1]:.4g}", f"{min(v):.4g}", f"{max(v):.4g}")
                 for name, v in self.norms(per).items() if v]
-        return _format_table(("layer" if per == "layer" else "parameter", "steps", "last", "min", "max"), rows)
+        return format_table(("layer" if per == "layer" else "parameter", "steps", "last", "min", "max"), rows,
+                            right=range(1, 5))
 
     def __str__(self) -> str:
         return self.table()
 
-    def plot(self, per: str = "layer", ax: Any = None, logy: bool = True, title: str | None = None) -> Any:
+    def plot(self, per: Per = "layer", *, ax: Any = None, logy: bool = True, title: str | None = None) -> Any:
         """Plot the norms over steps (one line per layer or parameter); return the axes."""
         import matplotlib.pyplot as plt
 
@@ -199,10 +180,11 @@ class GradientMonitor(_RecordsWithHooks):
         return ax
 
     def __repr__(self) -> str:
-        return f"GradientMonitor({len(self.history)} parameters, {self.steps} steps, hooks={len(self.scope)})"
+        steps = max(len(v) for v in self.history.values())
+        return f"GradientMonitor({len(self.history)} parameters, {steps} steps, hooks={len(self.scope)})"
 
 
-class ActivationStats(_RecordsWithHooks):
+class ActivationStats(Recorder):
     """Record mean, standard deviation and fraction of near-zero values of layer outputs.
 
     One record per forward call of each named module (a module used twice per forward
@@ -223,27 +205,25 @@ class ActivationStats(_RecordsWithHooks):
 
     STATS = ("mean", "std", "near_zero")
 
-    def __init__(self, model: nn.Module, layers: str | Iterable[str], *, eps: float = 1e-3,
+    def __init__(self, model: nn.Module, names: str | Iterable[str], *, eps: float = 1e-3,
                  output: Any = None) -> None:
+        super().__init__()
         refuse_compiled(model, "ActivationStats")
-        names = _as_names(layers)
-        modules = get_modules(model, names)
+        names = as_names(names)
+        self._modules = get_modules(model, names)
         if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0 or math.isinf(eps):
             raise ValueError(f"eps must be a finite number >= 0 (|x| <= eps counts as near zero), got {eps!r}")
         self.eps = float(eps)
         self.output = output
         self._compiled = was_compiled(model)
-        self.records: dict[str, list[torch.Tensor]] = {n: [] for n in names}
-        self.scope = HookScope("ActivationStats")
-        try:
-            for name, module in modules.items():
-                self.scope.add(module.register_forward_hook(self._hook(name)))
-        except BaseException:
-            self.scope.remove()
-            raise
+        self.history: dict[str, list[torch.Tensor]] = {n: [] for n in names}
+
+    def _register(self) -> None:
+        for name, module in self._modules.items():
+            self.scope.add(module.register_forward_hook(self._hook(name)))
 
     def _hook(self, name: str):
-        record, eps, selector = self.records[name], self.eps, self.output
+        record, eps, selector = self.history[name], self.eps, self.output
 
         def record_activation_stats(module: nn.Module, args: Any, output: Any) -> None:
             output = needs_tensor(select_output(output, selector, name), name, "ActivationStats")
@@ -258,8 +238,9 @@ class ActivationStats(_RecordsWithHooks):
 
     def stats(self) -> dict[str, dict[str, list[float]]]:
         """``{layer: {"mean": [...], "std": [...], "near_zero": [...]}}``, one value per call."""
+        self._check_used()
         out = {}
-        for name, rec in self.records.items():
+        for name, rec in self.history.items():
             cols = torch.stack(rec).T.tolist() if rec else [[], [], []]
             out[name] = dict(zip(self.STATS, cols))
         return out
@@ -268,12 +249,12 @@ class ActivationStats(_RecordsWithHooks):
         """The latest call's statistics per layer, as text (``print(stats)`` prints it too)."""
         rows = [(name, str(len(v["mean"])), f"{v['mean'][-1]:.4g}", f"{v['std'][-1]:.4g}", f"{v['near_zero'][-1]:.3f}")
                 for name, v in self.stats().items() if v["mean"]]
-        return _format_table(("layer", "calls", "mean", "std", "near_zero"), rows)
+        return format_table(("layer", "calls", "mean", "std", "near_zero"), rows, right=range(1, 5))
 
     def __str__(self) -> str:
         return self.table()
 
-    def plot(self, axes: Any = None, title: str | None = None) -> Any:
+    def plot(self, *, axes: Any = None, title: str | None = None) -> Any:
         """Three panels (mean, std, near-zero fraction) over calls, one line per layer."""
         import matplotlib.pyplot as plt
 
@@ -291,15 +272,13 @@ class ActivationStats(_RecordsWithHooks):
         axes[0].legend(fontsize="small")
         return axes
 
-    def remove(self) -> int:
-        """Remove the hooks (what was recorded stays); return how many there were."""
-        count = self.scope.remove()
-        if count and self._compiled and not any(self.records.values()):
+    def _unregister(self) -> None:
+        self.scope.remove()
+        if self._compiled and not any(self.history.values()):
             warnings.warn(
                 "ActivationStats recorded no call: the model has been torch.compile'd, and hooks added after "
                 "compiling do not run in the compiled code. Call the eager model (not the compiled wrapper) "
-                "inside the block.", RuntimeWarning, stacklevel=3)
-        return count
+                "inside the block.", RuntimeWarning, stacklevel=4)
 
     def __repr__(self) -> str:
-        return f"ActivationStats({list(self.records)}, hooks={len(self.scope)})"
+        return f"ActivationStats({list(self.history)}, hooks={len(self.scope)})"

@@ -31,7 +31,7 @@ import threading
 import warnings
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Iterable, Iterator
+from typing import Any, Callable, ContextManager, Iterable, Iterator, Literal, get_args
 
 import torch
 import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
@@ -39,7 +39,7 @@ from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
 from ._torch_internals import StorageWeakRef, is_parameter_like, storage_key, version
-from .lookup import get_module
+from .lookup import as_names, get_modules
 from .scope import HookScope
 
 __all__ = [
@@ -103,7 +103,7 @@ def _keep_keys(keep: Keep) -> set[int]:
 class _OffloadHooks(saved_tensors_hooks):
     """Shared machinery: threshold, parameters and ``keep`` skipped, one packed copy per storage, counters."""
 
-    def __init__(self, min_bytes: int = 0, keep: Keep = (), include_parameters: bool = False) -> None:
+    def __init__(self, *, min_bytes: int = 0, keep: Keep = (), include_parameters: bool = False) -> None:
         if not isinstance(min_bytes, int) or isinstance(min_bytes, bool) or min_bytes < 0:
             raise ValueError(f"min_bytes must be an int >= 0 (a size in bytes), got {min_bytes!r}")
         super().__init__(self._pack, self._unpack)
@@ -187,9 +187,9 @@ class SaveOnCpu(_OffloadHooks):
     0
     """
 
-    def __init__(self, min_bytes: int = 0, pin_memory: bool = False, keep: Keep = (),
+    def __init__(self, *, min_bytes: int = 0, pin_memory: bool = False, keep: Keep = (),
                  include_parameters: bool = False) -> None:
-        super().__init__(min_bytes, keep, include_parameters)
+        super().__init__(min_bytes=min_bytes, keep=keep, include_parameters=include_parameters)
         self.pin_memory = pin_memory
 
     def _applies(self, t: torch.Tensor) -> bool:
@@ -307,9 +307,9 @@ class SaveOnDisk(_OffloadHooks):
     0
     """
 
-    def __init__(self, min_bytes: int = 0, directory: str | os.PathLike | None = None,
+    def __init__(self, *, min_bytes: int = 0, directory: str | os.PathLike | None = None,
                  keep: Keep = (), include_parameters: bool = False) -> None:
-        super().__init__(min_bytes, keep, include_parameters)
+        super().__init__(min_bytes=min_bytes, keep=keep, include_parameters=include_parameters)
         if directory is not None and not os.path.isdir(directory):
             raise FileNotFoundError(f"directory {str(directory)!r} does not exist; create it or pass None "
                                     "for the system temp dir")
@@ -383,6 +383,9 @@ class _Compressed:
         self.data, self.scale, self.dtype = data, scale, dtype
 
 
+Format = Literal["bf16", "int8"]
+
+
 class CompressSaved(_OffloadHooks):
     """Keep floating-point saved tensors in a smaller, lossy form: ``"bf16"`` or ``"int8"``.
 
@@ -409,13 +412,13 @@ class CompressSaved(_OffloadHooks):
     True
     """
 
-    FORMATS = ("bf16", "int8")
+    FORMATS: tuple[Format, ...] = get_args(Format)
 
-    def __init__(self, fmt: str = "bf16", min_bytes: int = 4096, keep: Keep = (),
+    def __init__(self, fmt: Format = "bf16", *, min_bytes: int = 4096, keep: Keep = (),
                  include_parameters: bool = False) -> None:
         if fmt not in self.FORMATS:
             raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(self.FORMATS)}")
-        super().__init__(min_bytes, keep, include_parameters)
+        super().__init__(min_bytes=min_bytes, keep=keep, include_parameters=include_parameters)
         self.fmt = fmt
 
     _INTS = (torch.int8, torch.int16, torch.int32)
@@ -579,8 +582,21 @@ def _copy_containers(value: Any) -> Any:
     return value
 
 
+def _refuse_nested(modules: dict[str, nn.Module]) -> None:
+    """Refuse a module and one of its descendants together (one checkpoint inside another)."""
+    for outer, parent in modules.items():
+        inside = {id(m) for m in parent.modules() if m is not parent}
+        for inner, child in modules.items():
+            if id(child) in inside:
+                raise ValueError(
+                    f"checkpoint_modules: {inner!r} is inside {outer!r}, which is checkpointed too. The recompute "
+                    f"of {outer!r} in backward would run {inner!r} without its checkpoint once the block has ended, "
+                    "so the two passes would not match. Name one of them: the outer one keeps less memory, "
+                    "the inner ones recompute less.")
+
+
 @contextlib.contextmanager
-def checkpoint_modules(model: nn.Module, names: list[str], *, use_reentrant: bool = False,
+def checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, use_reentrant: bool = False,
                        **checkpoint_kwargs: Any) -> Iterator[list[nn.Module]]:
     """Inside the block, every call of the named submodules runs under activation checkpointing.
 
@@ -588,7 +604,8 @@ def checkpoint_modules(model: nn.Module, names: list[str], *, use_reentrant: boo
     ``forward`` is wrapped in ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``
     (an instance attribute, removed on exit, also after an exception), so the model's code
     and state_dict are untouched and the module's own hooks still run outside the
-    checkpoint. Unknown names raise an error listing the names that exist.
+    checkpoint. Unknown names raise an error listing the names that exist; a module and one of
+    its descendants together are refused (a checkpoint inside another).
 
     >>> import torch
     >>> from torch import nn
@@ -603,15 +620,17 @@ def checkpoint_modules(model: nn.Module, names: list[str], *, use_reentrant: boo
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"checkpoint_modules takes an nn.Module, got {type(model).__name__}")
-    if isinstance(names, str):
-        raise TypeError(f"names must be a list of module names, got the string {names!r}; wrap it in a list")
-    modules = [get_module(model, name) for name in names]
+    # an empty list is allowed here (nothing checkpointed: the baseline of a comparison)
+    names = [] if isinstance(names, (list, tuple)) and not names else as_names(names)
+    found = get_modules(model, names)
+    _refuse_nested(found)
+    modules = list(found.values())
     patched: list[nn.Module] = []
     try:
-        for name, module in zip(names, modules):
+        for name, module in found.items():
             if "forward" in module.__dict__:
-                raise RuntimeError(f"module {name!r} already has a patched forward (listed twice, or "
-                                   "nested checkpoint_modules)")
+                raise RuntimeError(f"module {name!r} already has a patched forward (checkpoint_modules "
+                                   "entered again around the same module?)")
             original = module.forward
 
             def forward(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:

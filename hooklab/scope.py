@@ -1,4 +1,4 @@
-"""Own hook handles and remove them all together.
+"""Own hook handles and remove them all together; the one lifecycle of hooklab's recorders.
 
 Every ``register_*hook`` call in PyTorch returns a handle with ``.remove()``.
 A :class:`HookScope` keeps those handles and removes them on exit, also when the
@@ -11,13 +11,17 @@ body raises::
 
 :func:`named_scope` gives a scope that survives re-running a notebook cell:
 asking for the same name again first removes what the previous run registered.
+
+:class:`Recorder` is the lifecycle every hooklab recorder shares: arguments are checked when it
+is made, hooks are registered when its ``with`` block is entered and removed when the block
+ends (also when it raised), and one recorder records one block.
 """
 from __future__ import annotations
 
 import inspect
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["HookScope", "named_scope"]
+__all__ = ["HookScope", "Recorder", "named_scope"]
 
 
 class Removable(Protocol):
@@ -129,3 +133,80 @@ def named_scope(name: str) -> HookScope:
     scope = _NAMED.setdefault(name, HookScope(name))
     scope.remove()
     return scope
+
+
+class Recorder:
+    """Base of the recorders (``capture``, ``GradientMonitor``, ``ActivationStats``, ``Tracer``,
+    ``SavedTensorLedger``): one object records one ``with`` block.
+
+    ``__init__`` checks the arguments and registers nothing; entering the block registers the
+    hooks (``_register``, rolled back if it raises); leaving it, or :meth:`remove`, removes them
+    (``_unregister``). What was recorded stays readable afterwards. Entering a second time raises,
+    and so does reading the results of a recorder whose block was never entered, since it could
+    only answer "nothing".
+
+    >>> class Count(Recorder):
+    ...     def __init__(self, module):
+    ...         super().__init__()
+    ...         self.module, self.calls = module, 0
+    ...     def _register(self):
+    ...         self.scope.add(self.module.register_forward_hook(self._hook))
+    ...     def _hook(self, module, args, output):
+    ...         self.calls += 1
+    >>> from torch import nn
+    >>> import torch
+    >>> layer = nn.Linear(2, 2)
+    >>> with Count(layer) as count:
+    ...     _ = layer(torch.ones(1, 2))
+    >>> count.calls, len(layer._forward_hooks)
+    (1, 0)
+    >>> with count:
+    ...     pass
+    Traceback (most recent call last):
+    RuntimeError: this Count has already recorded its block; make a new one for another block (what it recorded stays readable)
+    """
+
+    def __init__(self) -> None:
+        self.scope = HookScope(type(self).__name__)
+        self._state = "new"  # "new" -> "recording" -> "done"
+
+    def _register(self) -> None:
+        """Register the hooks, adding each handle to ``self.scope``."""
+        raise NotImplementedError
+
+    def _unregister(self) -> None:
+        """Undo :meth:`_register` (by default: remove every handle in ``self.scope``)."""
+        self.scope.remove()
+
+    @property
+    def recording(self) -> bool:
+        """True inside the ``with`` block (the hooks are registered)."""
+        return self._state == "recording"
+
+    def __enter__(self) -> Any:
+        if self._state != "new":
+            raise RuntimeError(f"this {type(self).__name__} has already recorded its block; make a new one for "
+                               "another block (what it recorded stays readable)")
+        self._state = "recording"
+        try:
+            self._register()
+        except BaseException:
+            self.remove()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.remove()
+
+    def remove(self) -> None:
+        """Stop recording now, as leaving the ``with`` block does; calling it again does nothing."""
+        if self._state == "recording":
+            self._state = "done"
+            self._unregister()
+
+    def _check_used(self) -> None:
+        """Raise when asked for results of a recorder whose block never ran."""
+        if self._state == "new":
+            name = type(self).__name__
+            raise RuntimeError(f"this {name} has recorded nothing: it registers its hooks when its `with` block "
+                               f"is entered (with {name}(...) as recorder: ...), then records that block")

@@ -30,20 +30,21 @@ import warnings
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Literal, Sequence
+from typing import Any, Iterable, Iterator, Literal, Sequence, get_args
 
 import torch
 from torch import nn
 
+from ._table import format_table
 from ._torch_internals import current_graph_task_id, version, was_compiled
 from .capture import refuse_compiled
-from .lookup import get_modules
-from .scope import HookScope
+from .lookup import as_names, get_modules
+from .scope import Recorder
 
 __all__ = ["KINDS", "Event", "Tracer", "describe", "in_place_on_outputs"]
 
 # Every kind of event, in the order the timeline stacks its lanes (top to bottom).
-KINDS = (
+Kind = Literal[
     "module_forward_pre",
     "module_forward",
     "pack",
@@ -56,7 +57,8 @@ KINDS = (
     "post_accumulate",
     "multi_grad",
     "module_backward",
-)
+]
+KINDS: tuple[Kind, ...] = get_args(Kind)
 _FORWARD_KINDS = {"module_forward_pre", "module_forward", "pack"}
 
 
@@ -65,8 +67,8 @@ class Event:
     """One hook firing: its position, the pass it happened in, what fired and on what."""
 
     step: int
-    phase: str  # "forward" or "backward"
-    kind: str  # one of KINDS
+    phase: Literal["forward", "backward"]
+    kind: Kind
     name: str  # the label given when registering
     detail: str  # shapes of what the hook received (never values)
 
@@ -114,6 +116,7 @@ def _check_tensor(t: Any, what: str) -> torch.Tensor:
 
 
 Backward = Literal["full", "outputs"]
+MultiMode = Literal["all", "any"]
 # an augmented assignment to a local or an item (``out += identity``), not to an attribute
 _AUGMENTED = re.compile(r"^\s*(?!self\.)[A-Za-z_]\w*(?:\[[^\]]*\])?\s*[-+*/]=", re.M)
 _SOURCE_CHECKED: dict[type, bool] = {}
@@ -146,8 +149,12 @@ def in_place_on_outputs(model: nn.Module) -> list[str]:
     return found
 
 
-class Tracer:
+class Tracer(Recorder):
     """Context manager that records hook firings as :class:`Event` s (see the module doc).
+
+    A recorder (:class:`~hooklab.scope.Recorder`): the registering methods (``tensor()``,
+    ``module()``, ...) are called inside its ``with`` block, and every hook they added is removed
+    when the block ends; the events stay readable.
 
     >>> w = torch.ones(3, requires_grad=True)
     >>> with Tracer() as tr:
@@ -164,47 +171,35 @@ class Tracer:
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.events: list[Event] = []
-        self._scope = HookScope("tracer")
-        self._closed = False
         self._known: list[tuple[weakref.ref, str]] = []  # tensors the tracer can name
         self._retained: list[list[Any]] = []  # [tensor ref, name, ref to the .grad last seen, version]
         self._output_hooks: list[Any] = []  # handles of output-tensor hooks (backward="outputs")
         self._compiled_roots: list[str] = []  # traced models that have a torch.compile wrapper
 
     # ------------------------------------------------------------------ lifecycle
-    def __enter__(self) -> Tracer:
-        return self
+    def _register(self) -> None:
+        """Nothing yet: the methods below register, inside the block."""
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def remove(self) -> None:
-        """Remove every hook this tracer registered (the same as :meth:`close`); safe to call again."""
-        self.close()
-
-    def close(self) -> None:
-        """Remove every hook the tracer registered; later firings are no longer recorded."""
-        first = not self._closed
-        if first:
-            self._poll_retained("observed at close")
-        self._closed = True
+    def _unregister(self) -> None:
+        self._poll_retained("observed at the end of the block")
         try:
-            self._scope.remove()
+            self.scope.remove()
         finally:
             while self._output_hooks:
                 self._output_hooks.pop().remove()
-        if first and self._compiled_roots and not any(e.kind.startswith("module") for e in self.events):
+        if self._compiled_roots and not any(e.kind.startswith("module") for e in self.events):
             warnings.warn(
                 f"Tracer recorded no module event: {', '.join(self._compiled_roots)} has been torch.compile'd, "
                 "and hooks added after compiling do not run in the compiled code. Call the eager model "
-                "(not the compiled wrapper) inside the Tracer block.", RuntimeWarning, stacklevel=3)
+                "(not the compiled wrapper) inside the Tracer block.", RuntimeWarning, stacklevel=4)
 
     def __len__(self) -> int:
         return len(self.events)
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"{len(self._scope)} hooks"
+        state = f"{len(self.scope)} hooks" if self.recording else self._state
         return f"Tracer({len(self.events)} events, {state})"
 
     def clear(self) -> None:
@@ -213,11 +208,13 @@ class Tracer:
 
     # ------------------------------------------------------------------ recording
     def _open(self, what: str) -> None:
-        if self._closed:
-            raise RuntimeError(f"this Tracer is closed; {what} must be called inside its 'with' block")
+        if not self.recording:
+            where = "its block has ended" if self._state == "done" else "its block has not been entered"
+            raise RuntimeError(f"{what} registers hooks, so it is called inside the Tracer's `with` block "
+                               f"({where}): with Tracer() as tr: tr.{what.rstrip('()')}(...)")
 
     def _record(self, kind: str, name: str, detail: str) -> None:
-        if self._closed:
+        if not self.recording:
             return
         self._poll_retained()
         self._append(kind, name, detail)
@@ -264,12 +261,12 @@ class Tracer:
         def tensor_hook(grad: torch.Tensor) -> None:
             self._record("tensor", name, describe(grad))
 
-        return self._scope.add(t.register_hook(tensor_hook))
+        return self.scope.add(t.register_hook(tensor_hook))
 
     def retain_grad(self, t: torch.Tensor, name: str) -> None:
         """Call ``t.retain_grad()`` and record when ``t.grad`` gets written (an observation).
 
-        PyTorch cannot undo ``retain_grad``: ``t`` keeps its ``.grad`` after the tracer closes.
+        PyTorch cannot undo ``retain_grad``: ``t`` keeps its ``.grad`` after the block ends.
         """
         self._open("retain_grad()")
         _check_name(name)
@@ -286,10 +283,10 @@ class Tracer:
                                version(grad) if grad is not None else -1])
 
         def observe(grad_outputs: Any) -> None:  # runs right after PyTorch writes t.grad
-            if not self._closed:
+            if self.recording:
                 self._poll_retained()
 
-        self._scope.add(t.grad_fn.register_prehook(observe))
+        self.scope.add(t.grad_fn.register_prehook(observe))
 
     def node(self, node: Any, name: str | None = None) -> tuple[Any, Any]:
         """Trace a Node (``y.grad_fn``, or a non-leaf tensor ``y``): its pre-hook and post-hook.
@@ -317,7 +314,7 @@ class Tracer:
         def node_post(grad_inputs: Any, grad_outputs: Any) -> None:
             self._record("node_post", label, f"grad_inputs {describe(grad_inputs)}")
 
-        return self._scope.add(node.register_prehook(node_pre)), self._scope.add(node.register_hook(node_post))
+        return self.scope.add(node.register_prehook(node_pre)), self.scope.add(node.register_hook(node_post))
 
     def post_accumulate(self, p: torch.Tensor, name: str) -> torch.utils.hooks.RemovableHandle:
         """Trace ``p.register_post_accumulate_grad_hook`` (leaf tensors only)."""
@@ -335,14 +332,14 @@ class Tracer:
         def post_accumulate_hook(param: torch.Tensor) -> None:
             self._record("post_accumulate", name, f".grad {describe(param.grad)}")
 
-        return self._scope.add(p.register_post_accumulate_grad_hook(post_accumulate_hook))
+        return self.scope.add(p.register_post_accumulate_grad_hook(post_accumulate_hook))
 
-    def multi_grad(self, tensors: Sequence[torch.Tensor], name: str, mode: str = "all") -> Any:
+    def multi_grad(self, tensors: Sequence[torch.Tensor], name: str, *, mode: MultiMode = "all") -> Any:
         """Trace ``torch.autograd.graph.register_multi_grad_hook(tensors, ..., mode=mode)``."""
         self._open("multi_grad()")
         _check_name(name)
-        if mode not in ("all", "any"):
-            raise ValueError(f"multi_grad(): mode must be 'all' or 'any', got {mode!r}")
+        if mode not in get_args(MultiMode):
+            raise ValueError(f"multi_grad(): mode must be {' or '.join(map(repr, get_args(MultiMode)))}, got {mode!r}")
         tensors = list(tensors)
         if not tensors:
             raise ValueError("multi_grad(): give at least one tensor")
@@ -353,7 +350,7 @@ class Tracer:
             self._record("multi_grad", name, f"mode={mode} {describe(grads)}")
 
         handle = torch.autograd.graph.register_multi_grad_hook(tensors, multi_hook, mode=mode)
-        return self._scope.add(handle)
+        return self.scope.add(handle)
 
     # ------------------------------------------------------------------ modules
     def module(self, m: nn.Module, name: str | None = None, *, forward: bool = True,
@@ -386,10 +383,10 @@ class Tracer:
             def forward_post(mod: nn.Module, args: Any, output: Any) -> None:
                 self._record("module_forward", label, f"output {describe(output)}")
 
-            self._scope.add(m.register_forward_pre_hook(forward_pre, with_kwargs=True))
-            self._scope.add(m.register_forward_hook(forward_post))
+            self.scope.add(m.register_forward_pre_hook(forward_pre, with_kwargs=True))
+            self.scope.add(m.register_forward_hook(forward_post))
         if backward == "outputs":
-            self._scope.add(m.register_forward_hook(self._output_grad_hooks(label)))
+            self.scope.add(m.register_forward_hook(self._output_grad_hooks(label)))
         elif backward:
             def backward_pre(mod: nn.Module, grad_output: Any) -> None:
                 self._record("module_backward_pre", label, f"grad_output {describe(grad_output)}")
@@ -397,12 +394,12 @@ class Tracer:
             def backward_post(mod: nn.Module, grad_input: Any, grad_output: Any) -> None:
                 self._record("module_backward", label, f"grad_input {describe(grad_input)}")
 
-            self._scope.add(m.register_full_backward_pre_hook(backward_pre))
-            self._scope.add(m.register_full_backward_hook(backward_post))
+            self.scope.add(m.register_full_backward_pre_hook(backward_pre))
+            self.scope.add(m.register_full_backward_hook(backward_post))
 
     def _output_grad_hooks(self, label: str) -> Any:
         def hook_outputs(mod: nn.Module, args: Any, output: Any) -> None:
-            if self._closed or not torch.is_grad_enabled():
+            if not self.recording or not torch.is_grad_enabled():
                 return
             outs = [t for t in (output if isinstance(output, (tuple, list)) else (output,))
                     if isinstance(t, torch.Tensor) and t.requires_grad]
@@ -417,9 +414,9 @@ class Tracer:
                 self._output_hooks.append(t.register_hook(output_grad))
         return hook_outputs
 
-    def modules(self, model: nn.Module, names: Iterable[str] | None = None, *, forward: bool = True,
+    def modules(self, model: nn.Module, names: str | Iterable[str] | None = None, *, forward: bool = True,
                 backward: bool | Backward | Literal["auto"] = "auto") -> list[str]:
-        """Trace several submodules of ``model`` by name (default: every module without children).
+        """Trace submodules of ``model`` by name, one or several (default: every module without children).
 
         Unknown names raise an error listing the names that exist. Returns the names traced.
         ``backward="auto"`` (the default) uses full backward hooks unless the model modifies
@@ -433,10 +430,8 @@ class Tracer:
         refuse_compiled(model, "Tracer.modules()")
         if names is None:
             chosen = [n for n, mod in model.named_modules() if n and not any(True for _ in mod.children())]
-        elif isinstance(names, str):
-            raise TypeError(f"names must be a list of module names, got the string {names!r}; wrap it in a list")
         else:
-            chosen = list(names)
+            chosen = as_names(names)
         found = get_modules(model, chosen)  # one walk of the model, however many names
         if backward == "auto":
             in_place = in_place_on_outputs(model)
@@ -480,30 +475,37 @@ class Tracer:
             yield self
 
     # ------------------------------------------------------------------ reading
-    def sequence(self, kinds: Iterable[str] | None = None) -> list[tuple[str, str]]:
+    def _wanted(self, kinds: Iterable[Kind] | None) -> set[str] | None:
+        self._check_used()
+        if kinds is None:
+            return None
+        wanted = {kinds} if isinstance(kinds, str) else set(kinds)
+        unknown = sorted(wanted - set(KINDS))
+        if unknown:
+            raise ValueError(f"unknown event kind(s) {unknown}; kinds are {', '.join(KINDS)}")
+        return wanted
+
+    def sequence(self, kinds: Iterable[Kind] | None = None) -> list[tuple[str, str]]:
         """``(kind, name)`` of each event in order, optionally only the given kinds."""
-        wanted = set(kinds) if kinds is not None else None
+        wanted = self._wanted(kinds)
         return [(e.kind, e.name) for e in self.events if wanted is None or e.kind in wanted]
 
-    def table(self, kinds: Iterable[str] | None = None) -> str:
-        """The events as a fixed-width text table (``print(tr.table())``)."""
-        wanted = set(kinds) if kinds is not None else None
-        rows = [("step", "phase", "kind", "name", "detail")]
-        rows += [(str(e.step), e.phase, e.kind, e.name, e.detail)
-                 for e in self.events if wanted is None or e.kind in wanted]
-        if len(rows) == 1:
-            return "no events recorded"
-        widths = [max(len(r[i]) for r in rows) for i in range(5)]
-        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    def table(self, kinds: Iterable[Kind] | None = None) -> str:
+        """The events as a fixed-width text table (``print(tr)`` prints it too)."""
+        wanted = self._wanted(kinds)
+        rows = [(str(e.step), e.phase, e.kind, e.name, e.detail)
+                for e in self.events if wanted is None or e.kind in wanted]
+        return format_table(("step", "phase", "kind", "name", "detail"), rows, empty="no events recorded")
 
     def __str__(self) -> str:
         return self.table()
 
-    def plot(self, ax: Any = None, title: str = "hook firing order", annotate: bool = True) -> Any:
+    def plot(self, *, ax: Any = None, title: str = "hook firing order", annotate: bool = True) -> Any:
         """Draw the events as a timeline (x: step, one lane per kind); return the matplotlib Axes."""
         import matplotlib.pyplot as plt
         from matplotlib.ticker import MaxNLocator
 
+        self._check_used()
         if not self.events:
             raise ValueError("nothing to plot: no events were recorded")
         lanes = [k for k in KINDS if any(e.kind == k for e in self.events)]

@@ -126,7 +126,7 @@ def test_bad_input():
         SavedTensorLedger("resnet")
     ledger = SavedTensorLedger()
     with ledger:
-        with pytest.raises(RuntimeError, match="already entered"):
+        with pytest.raises(RuntimeError, match="already recorded its block; make a new one"):
             ledger.__enter__()
         y = torch.randn(3, requires_grad=True).exp().sum()
     with pytest.raises(ValueError, match="needs the output"):
@@ -159,19 +159,19 @@ def test_note_counts_once_and_not_live():
     assert ledger.live_bytes == 0
 
 
-def test_summary_show_plot():
+def test_tables_and_plot():
     net = small_net()
+    with pytest.raises(RuntimeError, match="has recorded nothing"):
+        SavedTensorLedger(net).table()
     with SavedTensorLedger(net) as ledger:
         out = net(torch.randn(2, 4)).sum()
     ledger.label_ops(out)
-    lines: list[str] = []
-    ledger.summary(print_fn=lines.append)
+    lines = str(ledger).splitlines()
     assert lines[0].split() == ["module", "saved", "activation", "param/input"]
     assert lines[-1].split()[:2] == ["total", str(len(ledger.records))]
-    shown: list[str] = []
-    ledger.show(limit=2, print_fn=shown.append)
-    assert len(shown) == 2
-    assert "AddmmBackward0" in shown[0]  # nn.Linear on a 2-d batch is addmm
+    shown = ledger.records_table(limit=2).splitlines()
+    assert len(shown) == 3 and shown[0].split() == ["#", "module", "op", "shape", "dtype", "kind", "bytes"]
+    assert "AddmmBackward0" in shown[1]  # nn.Linear on a 2-d batch is addmm
     ax = ledger.plot()
     assert [t.get_text() for t in ax.get_yticklabels()] == ["1"]
 

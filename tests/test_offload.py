@@ -440,16 +440,38 @@ def test_checkpoint_modules_restores_after_exception_and_checks_names():
     with pytest.raises(UnknownModuleError, match="Names that exist: 0, 1, 2"):
         with checkpoint_modules(net, ["0", "layer9"]):
             pass
+    with checkpoint_modules(net, ["0", "0"]) as modules:  # a name given twice is checkpointed once
+        assert modules == [net[0]]
     with pytest.raises(RuntimeError, match="already has a patched forward"):
-        with checkpoint_modules(net, ["0", "0"]):
+        with checkpoint_modules(net, ["0"]), checkpoint_modules(net, "0"):
             pass
     assert all("forward" not in m.__dict__ for m in net)
-    with pytest.raises(TypeError, match="list of module names"):
-        with checkpoint_modules(net, "0"):
+    with checkpoint_modules(net, "2") as modules:  # one name, as every tool's names= takes it
+        assert modules == [net[2]] and "forward" in net[2].__dict__
+    with pytest.raises(TypeError, match="module names are strings"):
+        with checkpoint_modules(net, [0]):
             pass
     with pytest.raises(TypeError, match="nn.Module"):
         with checkpoint_modules("net", ["0"]):
             pass
+
+
+def test_checkpoint_modules_refuses_a_module_with_one_of_its_descendants():
+    from hooklab import checkpoint_modules
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 4)), nn.Tanh())
+    x = torch.randn(3, 4)
+    for names in (["0", "0.0"], ["0.2", "0"]):
+        with pytest.raises(ValueError, match=r"is inside '0', which is checkpointed too.*Name one of them"):
+            with checkpoint_modules(net, names):
+                pass
+        assert all("forward" not in m.__dict__ for m in net.modules())
+    # each one alone works, also when backward runs after the block (the usage the docstring shows)
+    for names in (["0"], ["0.0", "0.2"]):
+        with checkpoint_modules(net, names):
+            loss = net(x).sum()
+        loss.backward()
 
 
 def test_offload_module_warns_when_the_module_never_ran():

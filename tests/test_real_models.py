@@ -120,12 +120,14 @@ def test_tracer_modules_registration_is_linear_in_the_number_of_modules():
     assert large / small < 8 * 3, (small, large)  # 8x the modules: quadratic would be ~64x
 
 
-def test_tracer_modules_rejects_a_string_and_a_non_module():
+def test_tracer_modules_takes_one_name_as_a_string_and_rejects_a_non_module():
+    model = nn.Sequential(nn.Linear(1, 1), nn.ReLU())
     with hooklab.Tracer() as tr:
         with pytest.raises(TypeError, match="expects an nn.Module"):
             tr.modules("model")
-        with pytest.raises(TypeError, match="wrap it in a list"):
-            tr.modules(nn.Linear(1, 1), "weight")
+        assert tr.modules(model, "0", backward=False) == ["0"]  # one name, as every tool's names= takes it
+        model(torch.ones(1, 1))
+    assert tr.sequence() == [("module_forward_pre", "0"), ("module_forward", "0")]
 
 
 def test_tracer_shows_keyword_inputs():

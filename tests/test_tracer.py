@@ -80,13 +80,13 @@ def test_retain_grad_is_observed_after_tensor_hooks_and_before_node_pre_hooks():
     assert y.grad is not None and y.retains_grad
 
 
-def test_retain_grad_seen_at_close_when_node_does_not_run():
+def test_retain_grad_seen_at_the_end_of_the_block_when_node_does_not_run():
     w, x, y, loss = small_graph()
     with Tracer() as tr:
         tr.retain_grad(y, "y")
         torch.autograd.grad(loss, inputs=y)
     assert tr.sequence() == [("retain_grad", "y")]
-    assert tr.events[0].phase == "backward" and "at close" in tr.events[0].detail
+    assert tr.events[0].phase == "backward" and "at the end of the block" in tr.events[0].detail
 
 
 def test_retain_grad_recorded_again_on_second_backward():
@@ -188,7 +188,7 @@ def test_everything_removed_on_exit_even_after_an_exception():
             with tr.saved_tensors():
                 1 / 0
     assert hook_inventory(model) == [] and hook_inventory(w, include_global=False) == []
-    assert len(tr._scope) == 0
+    assert len(tr.scope) == 0
     # Node hooks cannot be listed from outside: check that they no longer fire.
     y.grad_fn.register_prehook(lambda go: calls.append("still here"))
     before = len(tr.events)
@@ -206,15 +206,31 @@ def test_saved_tensor_hooks_do_not_outlive_the_block():
     assert tr.events == []
 
 
-def test_events_after_close_are_not_recorded():
+def test_events_after_the_block_are_not_recorded():
     w = torch.ones(2, requires_grad=True)
     with Tracer() as tr:
         with tr.saved_tensors():
             y = (w * w).sum()
-    y.backward()  # the unpack hook travels with the graph, but the tracer is closed
+    y.backward()  # the unpack hook travels with the graph, but the tracer's block has ended
     assert [e.kind for e in tr.events] == ["pack", "pack"]
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(RuntimeError, match=r"inside the Tracer's `with` block \(its block has ended\)"):
         tr.tensor(w, "w")
+
+
+def test_registering_outside_the_block_is_refused_and_registers_nothing():
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    tr = Tracer()
+    with pytest.raises(RuntimeError, match="block has not been entered"):
+        tr.modules(model)
+    assert hook_inventory(model, include_global=False) == []
+    with pytest.raises(RuntimeError, match="has recorded nothing"):
+        tr.table()
+    with tr:
+        tr.modules(model, "0")
+    with pytest.raises(RuntimeError, match="already recorded its block; make a new one"):
+        with tr:
+            pass
+    assert hook_inventory(model, include_global=False) == []
 
 
 @pytest.mark.parametrize("call, error, match", [
@@ -236,7 +252,7 @@ def test_bad_input_gets_a_clear_error(call, error, match):
     with Tracer() as tr:
         with pytest.raises(error, match=match):
             call(tr, t, y)
-        assert len(tr._scope) == 0
+        assert len(tr.scope) == 0
 
 
 def test_node_accepts_a_tensor_and_defaults_to_the_node_name():
@@ -251,17 +267,18 @@ def test_node_accepts_a_tensor_and_defaults_to_the_node_name():
 def test_table_and_describe():
     assert describe((torch.ones(2, 3), None)) == "[(2, 3), None]"
     assert describe(None) == "None" and describe(3) == "int"
-    tr = Tracer()
-    assert tr.table() == "no events recorded"
     w = torch.ones(3, requires_grad=True)
-    tr.tensor(w, "w")
-    (w * 2).sum().backward()
-    tr.close()
+    with Tracer() as tr:
+        assert tr.table() == "no events recorded"
+        tr.tensor(w, "w")
+        (w * 2).sum().backward()
     lines = tr.table().splitlines()
     assert lines[0].split() == ["step", "phase", "kind", "name", "detail"]
     assert lines[1].split() == ["1", "backward", "tensor", "w", "(3,)"]
     assert tr.table(kinds=["pack"]) == "no events recorded"
-    assert repr(tr) == "Tracer(1 events, closed)"
+    assert repr(tr) == "Tracer(1 events, done)"
+    with pytest.raises(ValueError, match="unknown event kind.*'grad'"):
+        tr.table(kinds=["grad"])
     tr.clear()
     assert len(tr) == 0
 
@@ -277,8 +294,10 @@ def test_plot_draws_one_lane_per_kind_seen():
     assert sorted(labels) == ["post_accumulate", "tensor"]
     assert all(label in KINDS for label in labels)
     plt.close(ax.figure)
+    with Tracer() as empty:
+        pass
     with pytest.raises(ValueError, match="nothing to plot"):
-        Tracer().plot()
+        empty.plot()
 
 
 def test_event_is_a_frozen_record():
@@ -287,11 +306,13 @@ def test_event_is_a_frozen_record():
         e.step = 2  # type: ignore[misc]
 
 
-def test_remove_is_close_and_can_be_called_again():
+def test_remove_ends_the_block_early_and_can_be_called_again():
     model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
-    tracer = Tracer()
-    tracer.modules(model)
-    assert hook_inventory(model, include_global=False)
-    tracer.remove()
-    tracer.remove()
-    assert hook_inventory(model, include_global=False) == []
+    with Tracer() as tracer:
+        tracer.modules(model)
+        assert hook_inventory(model, include_global=False)
+        tracer.remove()
+        tracer.remove()
+        assert hook_inventory(model, include_global=False) == []
+        model(torch.ones(1, 2))
+    assert tracer.events == []

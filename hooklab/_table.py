@@ -1,0 +1,24 @@
+"""The one text-table renderer behind every ``table()`` in hooklab."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+
+def format_table(header: Sequence[str], rows: Iterable[Sequence[str]], *, right: Iterable[int] = (),
+                 empty: str = "nothing recorded") -> str:
+    """Columns padded to their widest cell, two spaces apart; columns in ``right`` right-aligned.
+
+    >>> print(format_table(("layer", "norm"), [("fc1", "0.5"), ("head", "12.25")], right=[1]))
+    layer   norm
+    fc1      0.5
+    head   12.25
+    >>> format_table(("layer", "norm"), [])
+    'nothing recorded'
+    """
+    rows = [tuple(header), *(tuple(r) for r in rows)]
+    if len(rows) == 1:
+        return empty
+    right = set(right)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join("  ".join(c.rjust(w) if i in right else c.ljust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows)

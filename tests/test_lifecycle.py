@@ -1,0 +1,160 @@
+"""The one lifecycle of hooklab's tools (written down in hooklab's package docstring), checked on each tool.
+
+Recorders check their arguments when made, register when their ``with`` block is entered, remove on
+exit (also when it raised), record one block only, and refuse to report before they ever recorded.
+Functions that register return a HookScope whose ``remove()`` may be called twice.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import hooklab
+from hooklab.scope import Recorder
+
+
+def model_and_batch():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 2)), torch.randn(5, 4, requires_grad=True)
+
+
+def run(model, x):
+    model(x).sum().backward()
+
+
+# (name, make the recorder, read its results, what it recorded after one forward + backward)
+RECORDERS = [
+    ("capture", lambda m: hooklab.capture(m, ["0", "2"], grads=True), None,
+     lambda store: sorted(store) == ["0", "2"] and sorted(store.grads) == ["0", "2"]),
+    ("GradientMonitor", lambda m: hooklab.GradientMonitor(m), lambda r: r.norms(),
+     lambda r: r.steps == 1 and sorted(r.norms()) == ["0", "2"]),
+    ("ActivationStats", lambda m: hooklab.ActivationStats(m, "1"), lambda r: r.stats(),
+     lambda r: len(r.stats()["1"]["mean"]) == 1),
+    ("SavedTensorLedger", lambda m: hooklab.SavedTensorLedger(m), lambda r: r.table(),
+     lambda r: len(r.records) > 0 and r.activation_bytes > 0),
+    ("Tracer", lambda m: hooklab.Tracer(), lambda r: r.table(), lambda r: len(r.events) > 0),
+]
+IDS = [r[0] for r in RECORDERS]
+
+
+def hooks_on(model):
+    return hooklab.hook_inventory(model)  # global hooks and saved-tensor contexts included
+
+
+def enter(recorder, model):
+    result = recorder.__enter__()
+    if isinstance(recorder, hooklab.Tracer):
+        recorder.modules(model)
+    return result
+
+
+@pytest.mark.parametrize("name, make, read, recorded", RECORDERS, ids=IDS)
+def test_made_registers_nothing_entered_registers_exit_removes(name, make, read, recorded):
+    model, x = model_and_batch()
+    recorder = make(model)
+    assert isinstance(recorder, Recorder)
+    assert hooks_on(model) == [], "constructing a recorder must not register anything"
+    result = enter(recorder, model)
+    try:
+        assert hooks_on(model) != []
+        run(model, x)
+    finally:
+        recorder.__exit__(None, None, None)
+    assert hooks_on(model) == []
+    assert recorded(result), "what was recorded stays readable after the block"
+
+
+@pytest.mark.parametrize("name, make, read, recorded", RECORDERS, ids=IDS)
+def test_exit_after_an_exception_removes_everything(name, make, read, recorded):
+    model, x = model_and_batch()
+    with pytest.raises(ZeroDivisionError):
+        with make(model) as result:
+            if isinstance(result, hooklab.Tracer):
+                result.modules(model)
+            run(model, x)
+            1 / 0
+    assert hooks_on(model) == []
+
+
+@pytest.mark.parametrize("name, make, read, recorded", RECORDERS, ids=IDS)
+def test_one_recorder_records_one_block(name, make, read, recorded):
+    model, x = model_and_batch()
+    recorder = make(model)
+    enter(recorder, model)
+    recorder.__exit__(None, None, None)
+    with pytest.raises(RuntimeError, match=f"this {type(recorder).__name__} has already recorded its block; "
+                                           "make a new one"):
+        with recorder:
+            pass
+    assert hooks_on(model) == [], "a refused second block registers nothing"
+
+
+READERS = [r for r in RECORDERS if r[2] is not None]
+
+
+@pytest.mark.parametrize("name, make, read, recorded", READERS, ids=[r[0] for r in READERS])
+def test_reading_a_recorder_that_never_recorded_says_how_to_use_it(name, make, read, recorded):
+    model, _ = model_and_batch()
+    with pytest.raises(RuntimeError, match=r"has recorded nothing: it registers its hooks when its `with` block"):
+        read(make(model))
+
+
+@pytest.mark.parametrize("name, make, read, recorded", RECORDERS, ids=IDS)
+def test_remove_stops_recording_early_and_may_be_called_again(name, make, read, recorded):
+    model, x = model_and_batch()
+    recorder = make(model)
+    with recorder:
+        if isinstance(recorder, hooklab.Tracer):
+            recorder.modules(model)
+        recorder.remove()
+        recorder.remove()
+        assert hooks_on(model) == []
+        run(model, x)
+    recorder.remove()
+    assert not recorder.recording
+
+
+def test_a_failed_registration_is_rolled_back():
+    model, _ = model_and_batch()
+
+    class Fails(Recorder):
+        def _register(self):
+            self.scope.add(model.register_forward_hook(lambda *a: None))
+            raise RuntimeError("registration failed half way")
+
+    recorder = Fails()
+    with pytest.raises(RuntimeError, match="half way"):
+        with recorder:
+            pass
+    assert hooks_on(model) == [] and not recorder.recording
+
+
+@pytest.mark.parametrize("register", [
+    lambda m: hooklab.clip_grad_value_hooks(m, 0.1),
+    lambda m: hooklab.clip_grad_norm_hooks(m, 1.0),
+    lambda m: hooklab.clip_grad_norm_global_hooks(m, 1.0),
+    lambda m: hooklab.offload_module(m[0], lambda: hooklab.CompressSaved("bf16")),
+], ids=["clip_grad_value_hooks", "clip_grad_norm_hooks", "clip_grad_norm_global_hooks", "offload_module"])
+def test_functions_register_now_and_return_a_scope(register):
+    model, x = model_and_batch()
+    scope = register(model)
+    assert isinstance(scope, hooklab.HookScope) and hooks_on(model) != []
+    run(model, x)
+    scope.remove()
+    scope.remove()
+    assert hooks_on(model) == []
+    with register(model):
+        assert hooks_on(model) != []
+        run(model, x)
+    assert hooks_on(model) == []
+
+
+def test_options_after_the_first_arguments_are_keyword_only():
+    model, _ = model_and_batch()
+    with pytest.raises(TypeError, match="positional argument"):
+        hooklab.clip_grad_norm_hooks(model, 1.0, 2.0)
+    with pytest.raises(TypeError, match="positional argument"):
+        hooklab.SaveOnDisk(1024)
+    with pytest.raises(TypeError, match="positional argument"):
+        hooklab.CompressSaved("bf16", 1024)
