@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.nn.modules import module as module_globals
 
-from ..._torch_internals import GLOBAL_HOOK_FLAGS, global_hook_dicts
+from ..._torch_internals import GLOBAL_HOOK_FLAGS, global_hook_dicts, global_optimizer_hook_dicts
 from ...inventory import hook_inventory
 from ..lang import say
 
@@ -265,13 +265,14 @@ def call_answer(answer: Callable, *args: Any, allow_none: bool = False) -> Any:
 
 
 def _global_dicts() -> list[dict]:
-    """Every dict in which torch keeps global module hooks and their flags (a handle's id is the key in each)."""
+    """Every dict in which torch keeps global module and optimizer hooks and their flags (a handle's id,
+    unique across all of them, is the key in each)."""
     flags = [d for attr in GLOBAL_HOOK_FLAGS if isinstance(d := getattr(module_globals, attr, None), dict)]
-    return [d for _, _, d in global_hook_dicts()] + flags
+    return [d for _, _, d in (*global_hook_dicts(), *global_optimizer_hook_dicts())] + flags
 
 
 def global_hook_ids() -> set[int]:
-    """The ids of the global module hooks registered right now."""
+    """The ids of the global module and optimizer hooks registered right now."""
     return {key for hooks in _global_dicts() for key in hooks}
 
 

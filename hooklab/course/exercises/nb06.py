@@ -19,6 +19,8 @@ import torch
 from torch import nn
 from torch.autograd.graph import save_on_cpu, saved_tensors_hooks
 
+from ..._torch_internals import saved_tensor_attrs
+from ...inventory import hook_inventory
 from ...ledger import SavedTensorLedger
 from ...offload import SaveOnDisk
 from . import NotSolved, Wrong, call_answer, exercise, no_hooks_left, require_callable
@@ -27,15 +29,8 @@ from . import NotSolved, Wrong, call_answer, exercise, no_hooks_left, require_ca
 # ---- shared checks ----------------------------------------------------------------------------
 
 def saved_tensor_hooks_left() -> bool:
-    """True when a ``saved_tensors_hooks`` context is still active (entered and never exited).
-
-    Without hooks, ``(a * b).grad_fn._saved_self is a`` for a leaf ``a``; a pack hook that detaches,
-    copies or wraps the tensor makes it another object.
-    """
-    a, b = torch.ones(1, requires_grad=True), torch.ones(1, requires_grad=True)
-    with torch.enable_grad():
-        y = a * b
-    return y.grad_fn._saved_self is not a
+    """True when a ``saved_tensors_hooks`` context is still active (entered and never exited)."""
+    return any(e.kind == "saved_tensors" for e in hook_inventory(None))
 
 
 def no_saved_tensor_hooks_left() -> None:
@@ -76,9 +71,8 @@ def _graph_nodes(root: Any) -> list[Any]:
 def _read_saved_tensors(loss: torch.Tensor) -> None:
     """Read every ``grad_fn._saved_*`` of the graph once (each read runs the unpack hook)."""
     for node in _graph_nodes(loss.grad_fn):
-        for attr in dir(node):
-            if attr.startswith("_saved_"):
-                getattr(node, attr)
+        for attr in saved_tensor_attrs(node):
+            getattr(node, attr)
 
 
 # ---- 06.1 bytes of activations saved for backward -------------------------------------------------

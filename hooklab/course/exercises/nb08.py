@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..._torch_internals import module_hook_dicts
 from ...inventory import hook_inventory
 from . import NotSolved, Wrong, call_answer, exercise, no_hooks_left, require_callable
 
@@ -108,8 +109,8 @@ def install_call_counter(answer) -> None:
                         f"{': the first run’s hook was not removed, so hooks stacked up.' if calls == 6 else '.'}")
     finally:
         other_handle.remove()
-        for hook_id in list(model._forward_hooks):  # the learner's hook must not outlive the check
-            model._forward_hooks.pop(hook_id)
+        for _attr, _kind, hooks in module_hook_dicts(model):  # the learner's hooks must not outlive the check
+            hooks.clear()
 
 
 class _InPlaceAfterReLU(nn.Module):

@@ -9,11 +9,12 @@ import copy
 from typing import Any, Callable
 
 import torch
-import torch.optim.optimizer as optim_globals
 from torch import nn
 
 from ..attempt import first_sentence
-from . import NotSolved, Wrong, call_answer, exercise, require_callable
+from ...inventory import hook_inventory
+from . import (NotSolved, Wrong, call_answer, drop_global_hooks_added_since, exercise, global_hook_ids,
+               require_callable)
 
 
 # ---- 09.1 upgrade a version-1 checkpoint with a load pre-hook ----------------------------
@@ -159,18 +160,6 @@ def _state(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
     return [v.detach().clone() for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
 
 
-def _global_ids() -> set[tuple[str, int]]:
-    return {(name, key) for name in ("_global_optimizer_pre_hooks", "_global_optimizer_post_hooks")
-            for key in getattr(optim_globals, name)}
-
-
-def _drop_globals_added_since(before: set[tuple[str, int]]) -> bool:
-    added = _global_ids() - before
-    for name, key in added:
-        del getattr(optim_globals, name)[key]
-    return bool(added)
-
-
 @exercise("09.2",
           hint=("在钩子里检查 `all(torch.isfinite(p.grad).all() for g in optimizer.param_groups for p in g[\"params\"] "
                 "if p.grad is not None)`；不全是有限值时，把**每个**参数的 `p.grad` 设为 `None`（不是清零：清零后动量和权重衰减"
@@ -197,11 +186,11 @@ def skip_nonfinite(answer: Any) -> None:
             _backward(m, 10)
             o.step()
             o.zero_grad()
-        globals_before = _global_ids()
+        globals_before = global_hook_ids()
         try:
             handle = call_answer(answer, opt)
         finally:
-            leaked_global = _drop_globals_added_since(globals_before)
+            leaked_global = drop_global_hooks_added_since(globals_before)
         if leaked_global:
             raise Wrong("你注册了全局优化器钩子；这里只需要在 `optimizer` 上注册一个前置钩子。",
                         "you registered a global optimizer hook; register one pre-hook on `optimizer` only.")
@@ -241,6 +230,6 @@ def skip_nonfinite(answer: Any) -> None:
                             f"the hook.")
         finally:
             handle.remove()
-        if opt._optimizer_step_pre_hooks or opt._optimizer_step_post_hooks:
+        if hook_inventory(opt, include_global=False):
             raise Wrong("调用 `handle.remove()` 之后优化器上还有钩子：只注册一个钩子，并返回它的句柄。",
                         "a hook is still on the optimizer after `handle.remove()`: register one hook and return its handle.")
