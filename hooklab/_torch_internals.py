@@ -28,6 +28,8 @@ __all__ = [
     "TorchDispatchMode",
     "StorageWeakRef",
     "current_graph_task_id",
+    "handle_alive",
+    "need",
     "global_optimizer_hook_dicts",
     "optimizer_hook_dicts",
     "queue_backward_callback",
@@ -108,6 +110,9 @@ INTERNALS: dict[str, Internal] = {
     "torch.autograd.Variable._execution_engine.queue_callback": Internal(
         "clip_grad_norm_global_hooks: clip at the end of a backward in which a parameter got no gradient",
         "required", "raises MissingTorchInternal"),
+    "RemovableHandle.hooks_dict_ref": Internal(
+        "dropping the handles of output-tensor hooks whose graph is gone (Tracer, backward='outputs')", "fallback",
+        "the handles are kept until the Tracer's block ends (they hold no tensor, only a weak reference)"),
     "torch._dynamo.eval_frame.OptimizedModule": Internal(
         "recognising a torch.compile'd model", "fallback",
         "a compiled wrapper is recognised by its _orig_mod attribute"),
@@ -117,7 +122,8 @@ INTERNALS: dict[str, Internal] = {
 }
 
 
-def _need(name: str) -> MissingTorchInternal:
+def need(name: str) -> MissingTorchInternal:
+    """The error to raise when the internal ``name`` (a key of :data:`INTERNALS`) is missing."""
     return MissingTorchInternal(name, INTERNALS[name].feature)
 
 
@@ -130,7 +136,7 @@ def storage_key(t: torch.Tensor) -> int:
     try:
         return t.untyped_storage()._cdata
     except AttributeError:
-        raise _need("Storage._cdata") from None
+        raise need("Storage._cdata") from None
 
 
 def version(t: Any) -> int | None:
@@ -159,13 +165,13 @@ StorageWeakRef: Any = _import("torch.multiprocessing.reductions", "StorageWeakRe
 if StorageWeakRef is None:  # pragma: no cover - only on a torch without it
     class StorageWeakRef:  # type: ignore[no-redef]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            raise _need("torch.multiprocessing.reductions.StorageWeakRef")
+            raise need("torch.multiprocessing.reductions.StorageWeakRef")
 
 TorchDispatchMode: Any = _import("torch.utils._python_dispatch", "TorchDispatchMode")
 if TorchDispatchMode is None:  # pragma: no cover - only on a torch without it
     class TorchDispatchMode:  # type: ignore[no-redef]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            raise _need("torch.utils._python_dispatch.TorchDispatchMode")
+            raise need("torch.utils._python_dispatch.TorchDispatchMode")
 
 
 # the types of torch.ops.aten.mm.default (an overload) and torch.ops.aten.mm (its packet)
@@ -213,7 +219,7 @@ def queue_backward_callback(fn: Any) -> None:
     """Ask the autograd engine to call ``fn()`` when the running backward pass ends (as DDP does)."""
     engine = getattr(getattr(torch.autograd, "Variable", None), "_execution_engine", None)
     if engine is None or not hasattr(engine, "queue_callback"):
-        raise _need("torch.autograd.Variable._execution_engine.queue_callback")
+        raise need("torch.autograd.Variable._execution_engine.queue_callback")
     engine.queue_callback(fn)
 
 
@@ -221,6 +227,12 @@ def top_saved_tensors_hooks() -> tuple[Any, Any] | None:
     """The (pack, unpack) pair on top of the saved-tensor hook stack; None when empty or unknown."""
     top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
     return top(False) if top is not None else None
+
+
+def handle_alive(handle: Any) -> bool:
+    """False once the hook dict a ``RemovableHandle`` points to is gone (its tensor was freed)."""
+    ref = getattr(handle, "hooks_dict_ref", None)
+    return ref is None or ref() is not None
 
 
 # ---------------------------------------------------------------------------------- hook dicts
@@ -265,7 +277,7 @@ def module_hook_dicts(m: torch.nn.Module) -> list[tuple[str, str, dict]]:
     for attr, kind in _MODULE.items():
         d = m.__dict__.get(attr, getattr(m, attr, None))
         if d is None and attr in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks"):
-            raise _need("Module._forward_hooks etc., Module._is_full_backward_hook")
+            raise need("Module._forward_hooks etc., Module._is_full_backward_hook")
         out.append((attr, kind, d or {}))
     return out
 

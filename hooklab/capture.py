@@ -31,18 +31,23 @@ __all__ = ["Capture", "FeatureExtractor", "ShapeRow", "ShapeTable", "capture", "
 
 def refuse_compiled(model: nn.Module, tool: str) -> None:
     """Raise a clear error for a ``torch.compile`` wrapper: hooks added to it later never fire."""
-    if is_compiled_module(model):
-        raise TypeError(
-            f"{tool} got a torch.compile'd model ({type(model).__name__}). Hooks registered after compiling "
-            "do not run inside the compiled code, so nothing would be recorded. Pass the eager model "
-            "(model._orig_mod) and call that one inside the block; its results are the same.")
+    if not is_compiled_module(model):
+        return
+    if isinstance(getattr(model, "_orig_mod", None), nn.Module):
+        way = "Pass the eager model (model._orig_mod) and call that one inside the block; its results are the same."
+    else:  # compiled in place with module.compile(): there is no eager twin to call
+        way = ("It was compiled in place (module.compile()), so there is no eager twin to call: use the tool on a "
+               "model that is not compiled, or call the tool before compiling.")
+    raise TypeError(f"{tool} got a torch.compile'd model ({type(model).__name__}). Hooks registered after compiling "
+                    f"do not run inside the compiled code, so nothing would be recorded. {way}")
 
 
 NO_CALL_CAUSES = (
-    "the model was not called inside the block; or the model was torch.compile'd (hooks added after "
-    "compiling do not run in the compiled code: call the eager model, model._orig_mod); or the module "
-    "is a container that is never called itself (nn.ModuleList, nn.ModuleDict: name one of its "
-    "children); or its weights are used functionally (e.g. MultiheadAttention.out_proj)")
+    "the model was not called inside the block; or the model (or a model containing this module) was "
+    "torch.compile'd (hooks added after compiling do not run in the compiled code: call the eager model, "
+    "model._orig_mod); or the module is a container that is never called itself (nn.ModuleList, "
+    "nn.ModuleDict: name one of its children); or its weights are used functionally (e.g. "
+    "MultiheadAttention.out_proj)")
 
 
 def select_output(output: Any, selector: Any, name: str) -> Any:

@@ -39,7 +39,7 @@ from typing import Literal, get_args
 import torch
 from torch import nn
 
-from ._torch_internals import _need, current_graph_task_id, queue_backward_callback
+from ._torch_internals import current_graph_task_id, need, queue_backward_callback
 from .scope import HookScope
 
 __all__ = ["clip_grad_norm_global_hooks", "clip_grad_norm_hooks", "clip_grad_value_hooks"]
@@ -267,7 +267,7 @@ def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_
     def count_down(param: torch.Tensor) -> None:
         task = current_graph_task_id()
         if task is None:
-            raise _need("torch._C._current_graph_task_id")
+            raise need("torch._C._current_graph_task_id")
         if task != state["task"]:  # the first hook of a new backward
             state.update(task=task, left=len(found), done=False)
             queue_backward_callback(at_end_of_backward)

@@ -26,7 +26,7 @@ from torch import nn
 from .clip import loss_scale_reader
 from ._torch_internals import was_compiled
 from ._table import format_table
-from .capture import needs_tensor, refuse_compiled, select_output
+from .capture import NO_CALL_CAUSES, needs_tensor, refuse_compiled, select_output
 from .lookup import as_names, get_modules
 from .scope import Recorder
 
@@ -190,7 +190,9 @@ class ActivationStats(Recorder):
     One record per forward call of each named module (a module used twice per forward
     records twice). ``eps`` sets "near zero": ``|x| <= eps``. For modules that return a tuple
     or dict (``nn.LSTM``), ``output=`` picks the tensor: an index, a key or a function.
-    A nested tensor's statistics are those of all its components' values together.
+    A nested tensor's statistics are those of all its components' values together. ``std`` is
+    the sample standard deviation (``nan`` for an output of a single value). A name that never
+    ran inside the block gets a warning at the end of it, saying what may have caused it.
 
     >>> model = nn.Sequential(nn.Linear(2, 4), nn.ReLU())
     >>> _ = nn.init.constant_(model[0].weight, 1.0), nn.init.constant_(model[0].bias, -1.0)
@@ -232,7 +234,9 @@ class ActivationStats(Recorder):
                 if x.is_nested:  # e.g. TransformerEncoder with a padding mask under no_grad
                     x = torch.cat([c.flatten() for c in x.unbind()])
                 x = x.float()
-                record.append(torch.stack([x.mean(), x.std(), (x.abs() <= eps).float().mean()]))
+                # the sample standard deviation; of one value it is undefined (nan), without torch's warning
+                std = x.std() if x.numel() > 1 else x.new_full((), float("nan"))
+                record.append(torch.stack([x.mean(), std, (x.abs() <= eps).float().mean()]))
 
         return record_activation_stats
 
@@ -274,11 +278,13 @@ class ActivationStats(Recorder):
 
     def _unregister(self) -> None:
         self.scope.remove()
-        if self._compiled and not any(self.history.values()):
-            warnings.warn(
-                "ActivationStats recorded no call: the model has been torch.compile'd, and hooks added after "
-                "compiling do not run in the compiled code. Call the eager model (not the compiled wrapper) "
-                "inside the block.", RuntimeWarning, stacklevel=4)
+        silent = [name for name, record in self.history.items() if not record]
+        if silent and not self._block_raised:
+            first = ("the model has been torch.compile'd, and hooks added after compiling do not run in the compiled "
+                     "code: call the eager model inside the block. Other possible causes: "
+                     if self._compiled else "Possible causes: ")
+            warnings.warn(f"ActivationStats recorded no call of {', '.join(map(repr, silent))}. {first}{NO_CALL_CAUSES}",
+                          RuntimeWarning, stacklevel=4)
 
     def __repr__(self) -> str:
         return f"ActivationStats({list(self.history)}, hooks={len(self.scope)})"

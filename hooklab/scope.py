@@ -169,6 +169,7 @@ class Recorder:
     def __init__(self) -> None:
         self.scope = HookScope(type(self).__name__)
         self._state = "new"  # "new" -> "recording" -> "done"
+        self._block_raised = False  # the with block ended with an exception (recorders then warn about nothing)
 
     def _register(self) -> None:
         """Register the hooks, adding each handle to ``self.scope``."""
@@ -195,7 +196,8 @@ class Recorder:
             raise
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+        self._block_raised = exc_type is not None
         self.remove()
 
     def remove(self) -> None:

@@ -36,8 +36,8 @@ import torch
 from torch import nn
 
 from ._table import format_table
-from ._torch_internals import current_graph_task_id, version, was_compiled
-from .capture import refuse_compiled
+from ._torch_internals import current_graph_task_id, handle_alive, tree_flatten, version, was_compiled
+from .capture import NO_CALL_CAUSES, refuse_compiled
 from .lookup import as_names, get_modules
 from .scope import Recorder
 
@@ -176,6 +176,8 @@ class Tracer(Recorder):
         self._known: list[tuple[weakref.ref, str]] = []  # tensors the tracer can name
         self._retained: list[list[Any]] = []  # [tensor ref, name, ref to the .grad last seen, version]
         self._output_hooks: list[Any] = []  # handles of output-tensor hooks (backward="outputs")
+        self._module_labels: list[str] = []  # modules traced through module() / modules()
+        self._full_backward: list[str] = []  # ... of them, those with full backward hooks
         self._compiled_roots: list[str] = []  # traced models that have a torch.compile wrapper
 
     # ------------------------------------------------------------------ lifecycle
@@ -189,11 +191,23 @@ class Tracer(Recorder):
         finally:
             while self._output_hooks:
                 self._output_hooks.pop().remove()
-        if self._compiled_roots and not any(e.kind.startswith("module") for e in self.events):
-            warnings.warn(
-                f"Tracer recorded no module event: {', '.join(self._compiled_roots)} has been torch.compile'd, "
-                "and hooks added after compiling do not run in the compiled code. Call the eager model "
-                "(not the compiled wrapper) inside the Tracer block.", RuntimeWarning, stacklevel=4)
+        if (self._module_labels and not self._block_raised
+                and not any(e.kind.startswith("module") for e in self.events)):
+            shown = ", ".join(self._module_labels[:5]) + (", ..." if len(self._module_labels) > 5 else "")
+            first = (f"{', '.join(self._compiled_roots)} has been torch.compile'd, and hooks added after compiling "
+                     "do not run in the compiled code: call the eager model inside the block. Other possible "
+                     "causes: " if self._compiled_roots else "Possible causes: ")
+            warnings.warn(f"Tracer recorded no event of the modules it traced ({shown}). {first}{NO_CALL_CAUSES}",
+                          RuntimeWarning, stacklevel=5)
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if (isinstance(exc, RuntimeError) and "BackwardHookFunction" in str(exc) and self._full_backward
+                and hasattr(exc, "add_note")):  # add_note: Python >= 3.11
+            exc.add_note(f"hooklab: the Tracer traced the backward of {', '.join(self._full_backward[:3])} with "
+                         "full backward hooks, which PyTorch forbids when a later op modifies the module's output "
+                         "in place (e.g. a following ReLU(inplace=True)). Trace it with backward='outputs' (or "
+                         "False); see Tracer.module.")
+        super().__exit__(exc_type, exc, tb)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -365,6 +379,13 @@ class Tracer(Recorder):
         ``module_backward_pre`` (the gradient with respect to that output, also when a later op
         overwrites it in place); there is no ``module_backward`` event then (grad_input needs the
         full hooks). ``backward=False`` traces the forward only.
+
+        With full hooks, PyTorch warns "Full backward hook is firing when gradients are computed with
+        respect to module outputs since no inputs require gradients" when no input of the module
+        requires grad (the first layer of a model fed plain data): the ``module_backward`` event then
+        reports ``None`` for each input. A module that returns a ``PackedSequence`` (an RNN fed packed
+        sequences) gets no full backward hook call at all; trace it with ``backward="outputs"``, which
+        hooks every tensor inside the output.
         """
         self._open("module()")
         if not isinstance(m, nn.Module):
@@ -373,6 +394,7 @@ class Tracer(Recorder):
         if backward not in (True, False, "full", "outputs"):
             raise ValueError(f"module(): backward must be True, False, 'full' or 'outputs', got {backward!r}")
         label = _check_name(name) if name is not None else type(m).__name__
+        self._module_labels.append(label)
         if was_compiled(m) and label not in self._compiled_roots:
             self._compiled_roots.append(label)
         if forward:
@@ -396,15 +418,16 @@ class Tracer(Recorder):
 
             self.scope.add(m.register_full_backward_pre_hook(backward_pre))
             self.scope.add(m.register_full_backward_hook(backward_post))
+            self._full_backward.append(label)
 
     def _output_grad_hooks(self, label: str) -> Any:
         def hook_outputs(mod: nn.Module, args: Any, output: Any) -> None:
             if not self.recording or not torch.is_grad_enabled():
                 return
-            outs = [t for t in (output if isinstance(output, (tuple, list)) else (output,))
-                    if isinstance(t, torch.Tensor) and t.requires_grad]
+            # every tensor in the output, also inside a PackedSequence or a dict
+            outs = [t for t in tree_flatten(output) if isinstance(t, torch.Tensor) and t.requires_grad]
             # keep only the handles of graphs still alive, so nothing grows step after step
-            self._output_hooks[:] = [h for h in self._output_hooks if h.hooks_dict_ref() is not None]
+            self._output_hooks[:] = [h for h in self._output_hooks if handle_alive(h)]
             for i, t in enumerate(outs):
                 what = "grad_output" if len(outs) == 1 else f"grad_output[{i}]"
 
@@ -428,8 +451,8 @@ class Tracer(Recorder):
         if not isinstance(model, nn.Module):
             raise TypeError(f"modules() expects an nn.Module, got {type(model).__name__}")
         refuse_compiled(model, "Tracer.modules()")
-        if names is None:
-            chosen = [n for n, mod in model.named_modules() if n and not any(True for _ in mod.children())]
+        if names is None:  # the modules without children (the model itself when it has none)
+            chosen = [n for n, mod in model.named_modules() if n and not any(True for _ in mod.children())] or [""]
         else:
             chosen = as_names(names)
         found = get_modules(model, chosen)  # one walk of the model, however many names

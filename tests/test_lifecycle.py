@@ -82,6 +82,7 @@ def test_one_recorder_records_one_block(name, make, read, recorded):
     model, x = model_and_batch()
     recorder = make(model)
     enter(recorder, model)
+    run(model, x)
     recorder.__exit__(None, None, None)
     with pytest.raises(RuntimeError, match=f"this {type(recorder).__name__} has already recorded its block; "
                                            "make a new one"):
@@ -107,6 +108,7 @@ def test_remove_stops_recording_early_and_may_be_called_again(name, make, read, 
     with recorder:
         if isinstance(recorder, hooklab.Tracer):
             recorder.modules(model)
+        run(model, x)
         recorder.remove()
         recorder.remove()
         assert hooks_on(model) == []

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import matplotlib
 
@@ -215,3 +216,20 @@ def test_gradient_monitor_records_true_norms_under_a_grad_scaler():
     assert all(abs(recorded[n][0] - 2.0**10 * true[n]) <= 1e-3 * 2.0**10 * true[n] for n in true)
     with pytest.raises(TypeError, match="scaler must be a torch.amp.GradScaler"):
         GradientMonitor(nn.Linear(2, 2), scaler=1024)
+
+
+def test_activation_stats_of_a_single_value_has_nan_std_and_no_warning():
+    head = nn.Linear(3, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with ActivationStats(head, "") as st:
+            head(torch.ones(1, 3))
+    values = st.stats()[""]
+    assert math.isnan(values["std"][0]) and len(values["mean"]) == 1
+
+
+def test_activation_stats_warns_about_a_name_that_never_ran():
+    model = nn.Sequential(nn.Linear(2, 2), nn.ModuleList([nn.ReLU()]))
+    with pytest.warns(RuntimeWarning, match=r"ActivationStats recorded no call of '1'\. Possible causes:.*ModuleList"):
+        with ActivationStats(model, ["0", "1"]):
+            model[0](torch.ones(1, 2))

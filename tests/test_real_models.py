@@ -114,7 +114,9 @@ def test_tracer_modules_registration_is_linear_in_the_number_of_modules():
         t = time.perf_counter()
         with hooklab.Tracer() as tr:
             tr.modules(model, backward=False)
-        return time.perf_counter() - t
+            elapsed = time.perf_counter() - t
+            model(torch.ones(1, 2))  # (a traced model that never runs gets a warning at the end of the block)
+        return elapsed
     timed(50)
     small, large = min(timed(100) for _ in range(3)), min(timed(800) for _ in range(3))
     assert large / small < 8 * 3, (small, large)  # 8x the modules: quadratic would be ~64x
@@ -172,13 +174,35 @@ def test_names_on_a_compiled_wrapper(compiled):
         hooklab.get_module(cnet, "9")
 
 
+def test_hooks_on_a_submodule_of_a_compiled_model_say_they_saw_nothing(compiled):
+    net, cnet = compiled  # torch.compile marks only the model it was given, not its submodules
+    x = torch.randn(3, 4)
+    with pytest.warns(RuntimeWarning, match=r"ActivationStats recorded no call of ''.*model containing this module"):
+        with hooklab.ActivationStats(net[0], ""):
+            cnet(x)
+    with pytest.warns(RuntimeWarning, match=r"Tracer recorded no event of the modules it traced \(fc\)"):
+        with hooklab.Tracer() as tr:
+            tr.module(net[0], "fc")
+            cnet(x)
+
+
+def test_a_block_that_raised_gets_no_extra_warning_about_what_did_not_run():
+    model = nn.Sequential(nn.Linear(2, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ZeroDivisionError):
+            with hooklab.ActivationStats(model, "0"), hooklab.Tracer() as tr:
+                tr.modules(model)
+                1 / 0
+
+
 def test_hooks_on_the_eager_model_of_a_compiled_one_say_they_saw_nothing(compiled):
     net, cnet = compiled
     x = torch.randn(3, 4)
     with pytest.warns(RuntimeWarning, match="ActivationStats recorded no call.*torch.compile"):
         with hooklab.ActivationStats(net, ["0"]):
             cnet(x)
-    with pytest.warns(RuntimeWarning, match="Tracer recorded no module event.*torch.compile"):
+    with pytest.warns(RuntimeWarning, match="Tracer recorded no event of the modules it traced.*torch.compile"):
         with hooklab.Tracer() as tr:
             tr.modules(net)
             cnet(x)

@@ -1,6 +1,8 @@
 """Tests of hooklab.tracer: what it records, in which order, and that it cleans up."""
 from __future__ import annotations
 
+import sys
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -217,6 +219,44 @@ def test_events_after_the_block_are_not_recorded():
         tr.tensor(w, "w")
 
 
+def test_a_model_without_children_is_traced_itself():
+    layer = nn.Linear(2, 2)
+    with Tracer() as tr:
+        assert tr.modules(layer, backward=False) == [""]
+        layer(torch.ones(1, 2))
+    assert tr.sequence() == [("module_forward_pre", "Linear"), ("module_forward", "Linear")]
+
+
+def test_traced_modules_that_never_ran_get_a_warning_naming_them():
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    with pytest.warns(RuntimeWarning, match=r"Tracer recorded no event of the modules it traced \(0, 1\)\. "
+                                            r"Possible causes: the model was not called inside the block"):
+        with Tracer() as tr:
+            tr.modules(model)
+
+
+def test_packed_sequence_outputs_are_traced_through_their_tensors():
+    torch.manual_seed(0)
+    gru = nn.GRU(3, 4)
+    packed = nn.utils.rnn.pack_sequence([torch.randn(3, 3), torch.randn(2, 3)])
+    with Tracer() as tr:
+        tr.module(gru, "rnn", backward="outputs")
+        out, _ = gru(packed)
+        out.data.sum().backward()
+    assert tr.sequence() == [("module_forward_pre", "rnn"), ("module_forward", "rnn"), ("module_backward_pre", "rnn")]
+
+
+def test_full_backward_hooks_before_an_in_place_op_get_a_note_saying_what_to_do():
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU(inplace=True))
+    with pytest.raises(RuntimeError, match="BackwardHookFunction") as raised:
+        with Tracer() as tr:
+            tr.module(model[0], "fc")
+            model(torch.ones(1, 2, requires_grad=True))
+    if sys.version_info >= (3, 11):
+        assert "Trace it with backward='outputs'" in "".join(raised.value.__notes__)
+    assert hook_inventory(model, include_global=False) == []
+
+
 def test_registering_outside_the_block_is_refused_and_registers_nothing():
     model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
     tr = Tracer()
@@ -227,6 +267,7 @@ def test_registering_outside_the_block_is_refused_and_registers_nothing():
         tr.table()
     with tr:
         tr.modules(model, "0")
+        model(torch.ones(1, 2))
     with pytest.raises(RuntimeError, match="already recorded its block; make a new one"):
         with tr:
             pass
@@ -309,10 +350,11 @@ def test_event_is_a_frozen_record():
 def test_remove_ends_the_block_early_and_can_be_called_again():
     model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
     with Tracer() as tracer:
-        tracer.modules(model)
+        tracer.modules(model, backward=False)
+        model(torch.ones(1, 2))
         assert hook_inventory(model, include_global=False)
         tracer.remove()
         tracer.remove()
         assert hook_inventory(model, include_global=False) == []
         model(torch.ones(1, 2))
-    assert tracer.events == []
+    assert len(tracer.events) == 4  # the first call only
