@@ -176,3 +176,11 @@ def test_engine_callback_runs_at_the_end_of_backward():
     w.register_hook(lambda g: task.append(internals.current_graph_task_id()) or None)
     (w * 3).sum().backward()
     assert task and task[0] is not None and task[0] >= 0 and internals.current_graph_task_id() == -1
+
+
+def test_removable_handle_knows_when_its_hook_dict_is_gone():
+    t = torch.ones(2, requires_grad=True) * 1.0
+    handle = t.register_hook(lambda g: None)
+    assert getattr(handle, "hooks_dict_ref", None) is not None and internals.handle_alive(handle)
+    del t
+    assert not internals.handle_alive(handle)
