@@ -189,7 +189,12 @@ class capture(Recorder):  # noqa: N801 - used like a function: ``with capture(mo
     (torch.Size([2, 3]), [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]], {'0': 1, '1': 1})
 
     A torch.compile'd model is refused (hooks added after compiling never fire); capture on
-    ``model._orig_mod`` and call that one. Like every recorder (:class:`~hooklab.scope.Recorder`)
+    ``model._orig_mod`` and call that one. Module hooks are not per thread: forward calls made in
+    other threads during the block are recorded too. An output may be a nested tensor
+    (``nn.TransformerEncoder`` with a padding mask under ``no_grad``), which has no single
+    ``.shape``: use ``.unbind()``. Beyond the course, torchvision's
+    ``models.feature_extraction.create_feature_extractor`` gives features through FX instead of
+    hooks (no in-place or called-twice caveats, but the model must be traceable). Like every recorder (:class:`~hooklab.scope.Recorder`)
     it registers when the block is entered and records that one block.
     """
 
@@ -325,7 +330,9 @@ def layer_shapes(model: nn.Module, *args: Any, depth: int = 1, **kwargs: Any) ->
     many levels of ``named_modules()`` to show (1 = direct children, like ``conv1``,
     ``layer1``; 2 adds ``layer1.0`` ...). A module called twice gives two rows. The run is
     under ``torch.no_grad()`` in eval mode (so BatchNorm statistics are not updated); each
-    module's train / eval flag is restored afterwards, and every hook is removed.
+    module's train / eval flag is restored afterwards, and every hook is removed. For a fuller
+    summary (parameter counts per layer, memory estimates) the ``torchinfo`` package does the
+    same with hooks.
 
     >>> model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Sequential(nn.Flatten(), nn.Linear(8 * 6 * 6, 2)))
     >>> print(layer_shapes(model, torch.zeros(1, 3, 8, 8), depth=2))

@@ -12,6 +12,10 @@ state_dict is unchanged) or :class:`OffloadWrapper` (an ``nn.Module`` wrapper, a
 tutorial). :func:`checkpoint_modules` makes the opposite trade (keep nothing, recompute
 in backward). :func:`gradient_error` says how far a lossy helper moves the gradients.
 
+Saved-tensor hooks are thread-local: a forward run in another thread inside the block is not
+offloaded (its ``stats`` stay at zero); enter the context in that thread (:class:`OffloadWrapper`
+does, inside ``forward``).
+
 Common rules: parameters (leaf tensors that require grad, and views of them such as the
 ``weight.t()`` that ``nn.Linear`` saves) stay where they are, and so do the tensors and modules
 listed in ``keep`` (pass the model and the batch: buffers and inputs are alive anyway, and a
@@ -606,6 +610,15 @@ def checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, use_reen
     and state_dict are untouched and the module's own hooks still run outside the
     checkpoint. Unknown names raise an error listing the names that exist; a module and one of
     its descendants together are refused (a checkpoint inside another).
+
+    Two limits that come from PyTorch (seen on 2.15), not from this function: a module whose
+    forward gets the same tensor several times and tests for it (``nn.MultiheadAttention``
+    called as ``mha(x, x, x)`` checks ``query is key``) can take another path when the
+    recomputation hands it the arguments back as distinct tensors, and then backward raises
+    ``CheckpointError`` whenever a saved-tensor hooks context (a :class:`SavedTensorLedger`,
+    the offloading contexts) is active outside the checkpoint: checkpoint the whole layer that
+    receives ``x`` once instead (notebook 07). And a training-mode BatchNorm checkpointed inside
+    ``torch.compile`` fails in backward (its ``num_batches_tracked`` counter is updated in place).
 
     >>> import torch
     >>> from torch import nn
