@@ -1,8 +1,10 @@
 """The Chinese of every notebook keeps to the glossary of notebook 00 (its lang-both glossary cell).
 
 One term per concept and one quotation style: a lang-zh or lang-both markdown cell that uses a rendering the
-glossary rules out fails, naming the notebook, the cell index and the term to use instead. Code (fenced blocks
-and inline `code`) is not prose and is not checked.
+glossary rules out fails, naming the notebook, the cell index and the term to use instead. Chinese prose names
+hooks in Chinese: the English "pre-hook" / "post-hook" may appear in a lang-zh cell only as an English gloss in
+parentheses (反向前置钩子（backward pre-hook）); the bilingual glossary itself is lang-both and lists them. Code
+(fenced blocks and inline `code`) is not prose and is not checked.
 """
 from __future__ import annotations
 
@@ -31,6 +33,9 @@ VARIANTS = {
 }
 ASCII_QUOTES = '"…" (ASCII quotes)'
 QUOTE_FIX = "“…”"
+BARE_HOOK_WORD = re.compile(r"(?<![\w-])(?:pre|post)-hooks?\b")   # "pre-hook", "post-hooks", not "post-accumulate"
+ENGLISH_GLOSS = re.compile(r"[（(][A-Za-z0-9 _·/,.'-]*[）)]")        # "（backward pre-hook）", "(Node post-hook)"
+HOOK_WORD_FIX = "前置钩子 / 后置钩子 (节点的前置钩子, 前向前置钩子, 反向前置钩子, 节点的后置钩子)"
 
 FENCED = re.compile(r"```.*?```", re.S)
 INLINE_CODE = re.compile(r"`[^`\n]*`")
@@ -51,10 +56,13 @@ def violations(source: str, tag: str) -> list[tuple[str, str, str]]:
     for variant, preferred in VARIANTS.items():
         for m in re.finditer(re.escape(variant), text):
             found.append((variant, preferred, source[max(0, m.start() - 12):m.end() + 12].replace("\n", " ")))
-    if tag == "lang-zh":  # Chinese prose: any ASCII double quote
+    if tag == "lang-zh":  # Chinese prose: any ASCII double quote; English hook words outside a gloss
         quotes = [m for m in re.finditer('"', text)]
         found += [(ASCII_QUOTES, QUOTE_FIX, source[max(0, m.start() - 12):m.end() + 12].replace("\n", " "))
                   for m in quotes[:1]]
+        unglossed = ENGLISH_GLOSS.sub(lambda m: " " * len(m.group(0)), text)
+        found += [(m.group(0), HOOK_WORD_FIX, source[max(0, m.start() - 12):m.end() + 12].replace("\n", " "))
+                  for m in BARE_HOOK_WORD.finditer(unglossed)]
     else:  # a bilingual cell: ASCII quotes around Chinese text
         found += [(ASCII_QUOTES, QUOTE_FIX, m.group(0)) for m in QUOTED.finditer(text) if CJK.search(m.group(1))]
     return found
@@ -100,3 +108,15 @@ def test_quotes_and_code_are_judged_as_intended():
     # a bilingual cell may quote English with ASCII quotes, but not Chinese
     assert violations('**术语表 / Glossary** — the "usual" terms', "lang-both") == []
     assert [v for v, _, _ in violations('按编号称"第 NN 课"', "lang-both")] == [ASCII_QUOTES]
+
+
+def test_english_hook_words_only_as_a_gloss_in_chinese_prose():
+    bare = [v for v, _, _ in violations("`retain_grad` 写入 `.grad` 在节点 pre-hook 之前，节点 post-hook 最后。", "lang-zh")]
+    assert bare == ["pre-hook", "post-hook"]
+    assert [v for v, _, _ in violations("得在 pre-hooks 里替换", "lang-zh")] == ["pre-hooks"]
+    assert violations("反向前置钩子（backward pre-hook）、节点的后置钩子(Node post-hook)。", "lang-zh") == []
+    assert violations("累加后钩子（post-accumulate-grad hook）和 `register_forward_pre_hook`。", "lang-zh") == []
+    assert violations("post-accumulate-grad hook 不是 post-hook 的一种", "lang-zh")[0][0] == "post-hook"
+    # English and bilingual cells may use the English words freely
+    assert violations("the Node pre-hook runs first", "lang-en") == []
+    assert violations("| pre-hook · post-hook | 前置钩子 · 后置钩子 |", "lang-both") == []
