@@ -29,6 +29,7 @@ __all__ = [
     "StorageWeakRef",
     "current_graph_task_id",
     "handle_alive",
+    "loss_scale",
     "need",
     "global_optimizer_hook_dicts",
     "optimizer_hook_dicts",
@@ -113,6 +114,9 @@ INTERNALS: dict[str, Internal] = {
     "RemovableHandle.hooks_dict_ref": Internal(
         "dropping the handles of output-tensor hooks whose graph is gone (Tracer, backward='outputs')", "fallback",
         "the handles are kept until the Tracer's block ends (they hold no tensor, only a weak reference)"),
+    "GradScaler._get_scale_async": Internal(
+        "reading a GradScaler's scale inside hooks without waiting for the GPU (clip hooks, GradientMonitor)",
+        "fallback", "get_scale(), which waits for the device once per hook call"),
     "torch._dynamo.eval_frame.OptimizedModule": Internal(
         "recognising a torch.compile'd model", "fallback",
         "a compiled wrapper is recognised by its _orig_mod attribute"),
@@ -233,6 +237,21 @@ def handle_alive(handle: Any) -> bool:
     """False once the hook dict a ``RemovableHandle`` points to is gone (its tensor was freed)."""
     ref = getattr(handle, "hooks_dict_ref", None)
     return ref is None or ref() is not None
+
+
+def loss_scale(scaler: Any) -> float | torch.Tensor:
+    """A ``GradScaler``'s current scale without a host-device sync: its scale tensor when it has one.
+
+    ``get_scale()`` returns a Python float, which on a GPU means waiting for the device (once per
+    hook call, in a hook that runs for every parameter); the tensor can be used in the hook's
+    arithmetic directly.
+    """
+    get_async = getattr(scaler, "_get_scale_async", None)
+    if get_async is not None and getattr(scaler, "_enabled", False):
+        scale = get_async()
+        if isinstance(scale, torch.Tensor):
+            return scale
+    return scaler.get_scale()  # disabled (1.0), not used yet (the initial scale), or an older torch
 
 
 # ---------------------------------------------------------------------------------- hook dicts

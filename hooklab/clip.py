@@ -39,7 +39,7 @@ from typing import Literal, get_args
 import torch
 from torch import nn
 
-from ._torch_internals import current_graph_task_id, need, queue_backward_callback
+from ._torch_internals import current_graph_task_id, loss_scale, need, queue_backward_callback
 from .scope import HookScope
 
 __all__ = ["clip_grad_norm_global_hooks", "clip_grad_norm_hooks", "clip_grad_value_hooks"]
@@ -83,14 +83,18 @@ def _norm_type(norm_type: float) -> float:
     return float(norm_type)
 
 
-def loss_scale_reader(scaler: object | None) -> Callable[[], float]:
-    """A function giving the current loss scale: hooks run on scaled gradients under ``GradScaler``."""
+def loss_scale_reader(scaler: object | None) -> Callable[[], float | torch.Tensor]:
+    """A function giving the current loss scale: hooks run on scaled gradients under ``GradScaler``.
+
+    The scale comes as the scaler's own tensor where it has one, so a hook that divides by it does
+    not wait for the GPU.
+    """
     if scaler is None:
         return lambda: 1.0
     if not callable(getattr(scaler, "get_scale", None)):
         raise TypeError(f"scaler must be a torch.amp.GradScaler (the one whose scale() the loss goes through), "
                         f"got {type(scaler).__name__}")
-    return scaler.get_scale  # a float; on a GPU reading it waits for the device
+    return lambda: loss_scale(scaler)
 
 
 def _clamped(grad: torch.Tensor, limit: float) -> torch.Tensor:

@@ -184,3 +184,13 @@ def test_removable_handle_knows_when_its_hook_dict_is_gone():
     assert getattr(handle, "hooks_dict_ref", None) is not None and internals.handle_alive(handle)
     del t
     assert not internals.handle_alive(handle)
+
+
+def test_grad_scaler_gives_its_scale_as_a_tensor_without_get_scale():
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    assert internals.loss_scale(scaler) == 1024.0  # not used yet: the initial scale
+    scaler.scale(torch.ones(1))
+    scale = internals.loss_scale(scaler)
+    assert callable(getattr(scaler, "_get_scale_async", None))
+    assert isinstance(scale, torch.Tensor) and scale.item() == 1024.0
+    assert internals.loss_scale(torch.amp.GradScaler("cpu", enabled=False)) == 1.0
