@@ -2,25 +2,23 @@
 
     .venv/bin/python benchmarks/bench_monitoring.py           # ResNet-18, 8x3x128x128, 15 rounds
     .venv/bin/python benchmarks/bench_monitoring.py --quick   # 2x3x64x64, 2 rounds (smoke test)
+    .venv/bin/python benchmarks/bench_monitoring.py --device cuda   # where a GPU is visible
 
 Every row runs the same forward + backward (cross-entropy on random labels) of a torchvision
-ResNet-18 (``weights=None``) on the same input. The rows are measured in interleaved rounds
-(each round runs every row ``--repeats`` times, starting one row later each round); a row's ratio is its time divided by the
-baseline's time *in the same round*, and the table shows the median ratio over the rounds
-(these machines are noisy: compare ratios, not ms). On the CPU the clock is this process's CPU
-time (one torch thread by default), which other jobs on the same cores disturb far less than
-elapsed time; ``--clock wall`` measures elapsed time instead. A hooked row includes registering and
-removing its hooks each step, as a learner's ``with`` block does.
+ResNet-18 (``weights=None``) on the same input, measured in interleaved rounds (``ratios.py``). A
+hooked row includes registering and removing its hooks each step, as a learner's ``with`` block does.
+On the CPU the clock is this process's CPU time (one torch thread by default), which other jobs on the
+same cores disturb far less than elapsed time; ``--clock wall`` measures elapsed time instead (the
+default on a GPU, where the step ends with a synchronisation).
 
-The "floor:" rows run the same hooks with empty bodies (registered and removed the same way): the
-cost of hooks as such, beside which each tool's own cost shows. Targets (from the course's issue): capture <= 1.05x, gradient monitor <= 1.10x. Small inputs
-make every fixed cost look bigger (the forward+backward is short but the gradient norms
-still read every weight), so judge the targets on the full run, not on --quick.
+Each observer has a "floor:" row: the same hooks with empty bodies. "x floor" is the observer's time
+over its floor's in the same round, the cost of what the tool does beyond having hooks at all; the
+target (from the course's issue) is that every observer stays within 1.10x of its floor. Small inputs
+make every fixed cost look bigger, so judge the targets on the full run, not on --quick.
 """
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -31,14 +29,16 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.ratios import BASELINE, Case, Row, measure, table  # noqa: E402
 from hooklab.capture import capture  # noqa: E402
 from hooklab.clip import clip_grad_value_hooks  # noqa: E402
+from hooklab.ledger import SavedTensorLedger  # noqa: E402
 from hooklab.monitor import ActivationStats, GradientMonitor  # noqa: E402
 from hooklab.scope import HookScope  # noqa: E402
 
 STAGES = ["layer1", "layer2", "layer3", "layer4"]
 TOP = ["conv1", "bn1", "relu", "maxpool", *STAGES, "avgpool", "fc"]
-TARGETS = {"capture": 1.05, "gradient monitor": 1.10}
+TARGET = 1.10  # every observer within 1.10x of the same hooks doing nothing
 
 
 def make(batch: int, size: int, device: str) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
@@ -51,42 +51,32 @@ def make(batch: int, size: int, device: str) -> tuple[nn.Module, torch.Tensor, t
     return model, x, y
 
 
-def cases(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, tuple[str | None, Callable[[], None]]]:
-    """name -> (target group or None, one step)."""
+def cases(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[Case]:
+    """The rows, baseline first; each observer names its floor."""
 
     def step() -> None:
         model.zero_grad(set_to_none=True)
         F.cross_entropy(model(x), y).backward()
 
-    def with_capture(names: list[str], **kw) -> Callable[[], None]:
+    def inside(make: Callable[[], object]) -> Callable[[], None]:
         def run() -> None:
-            with capture(model, names, **kw):
+            with make():
                 step()
         return run
 
-    def with_monitor() -> None:
-        with GradientMonitor(model):
-            step()
-
-    def with_stats() -> None:
-        with ActivationStats(model, STAGES):
-            step()
-
-    def with_clip_hooks() -> None:
-        with clip_grad_value_hooks(model, 0.01):
-            step()
-
-    def with_clip_after() -> None:
-        step()
-        torch.nn.utils.clip_grad_value_(model.parameters(), 0.01)
-
-    # the floor: the same hooks with empty bodies, registered and removed the same way
-    def noop_forward_hooks(names: list[str]) -> Callable[[], None]:
+    def noop_forward_hooks(names: list[str], output_grads: bool = False) -> Callable[[], None]:
         def run() -> None:
             with HookScope() as scope:
+                handles: list = []
+
+                def hook(m, a, out):
+                    if output_grads:
+                        handles.append(out.register_hook(lambda g: None))
                 for n in names:
-                    scope.add(model.get_submodule(n).register_forward_hook(lambda m, a, o: None))
+                    scope.add(model.get_submodule(n).register_forward_hook(hook))
                 step()
+                for h in handles:
+                    h.remove()
         return run
 
     def noop_post_accumulate_hooks() -> None:
@@ -95,41 +85,59 @@ def cases(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, tuple
                 scope.add(p.register_post_accumulate_grad_hook(lambda p: None))
             step()
 
-    return {
-        "baseline (no hooks)": (None, step),
-        "floor: no-op forward hooks layer1-4": (None, noop_forward_hooks(STAGES)),
-        "capture layer1-4": ("capture", with_capture(STAGES)),
-        "floor: no-op forward hooks 10 top-level": (None, noop_forward_hooks(TOP)),
-        "capture 10 top-level": ("capture", with_capture(TOP)),
-        "capture layer1-4 + grads": ("capture", with_capture(STAGES, grads=True)),
-        "floor: no-op post-accumulate hooks": (None, noop_post_accumulate_hooks),
-        "gradient monitor, 62 params": ("gradient monitor", with_monitor),
-        "activation stats layer1-4": (None, with_stats),
-        "clip value hooks": (None, with_clip_hooks),
-        "clip_grad_value_ after (ref)": (None, with_clip_after),
-    }
+    def noop_ledger_hooks() -> None:
+        # what the ledger registers: a pre- and a post-hook on every module, a model pre-hook, saved-tensor hooks
+        with HookScope() as scope:
+            scope.add(model.register_forward_pre_hook(lambda m, a, k: None, with_kwargs=True))
+            for m in model.modules():
+                scope.add(m.register_forward_pre_hook(lambda m, a: None))
+                scope.add(m.register_forward_hook(lambda m, a, o: None, always_call=True))
+            with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+                step()
+
+    def with_clip_after() -> None:
+        step()
+        torch.nn.utils.clip_grad_value_(model.parameters(), 0.01)
+
+    floor_stages, floor_top = "floor: no-op forward hooks layer1-4", "floor: no-op forward hooks 10 top-level"
+    floor_grads, floor_params = "floor: no-op forward + output-grad hooks layer1-4", "floor: no-op post-accumulate hooks"
+    floor_ledger = "floor: no-op module + saved-tensor hooks"
+    return [
+        Case(BASELINE, step),
+        Case(floor_stages, noop_forward_hooks(STAGES)),
+        Case("capture layer1-4", inside(lambda: capture(model, STAGES)), floor_stages, TARGET),
+        Case(floor_top, noop_forward_hooks(TOP)),
+        Case("capture 10 top-level", inside(lambda: capture(model, TOP)), floor_top, TARGET),
+        Case(floor_grads, noop_forward_hooks(STAGES, output_grads=True)),
+        Case("capture layer1-4 + grads", inside(lambda: capture(model, STAGES, grads=True)), floor_grads, TARGET),
+        Case("activation stats layer1-4", inside(lambda: ActivationStats(model, STAGES)), floor_stages, TARGET),
+        Case(floor_params, noop_post_accumulate_hooks),
+        Case("gradient monitor, 62 params", inside(lambda: GradientMonitor(model)), floor_params, TARGET),
+        Case(floor_ledger, noop_ledger_hooks),
+        Case("saved-tensor ledger", inside(lambda: SavedTensorLedger(model)), floor_ledger, TARGET),
+        Case("clip value hooks", inside(lambda: clip_grad_value_hooks(model, 0.01))),
+        Case("clip_grad_value_ after (ref)", with_clip_after),
+    ]
 
 
-def measure(rows: dict[str, tuple[str | None, Callable[[], None]]], rounds: int, repeats: int,
-            sync: Callable[[], None], clock: Callable[[], float]) -> dict[str, tuple[float, float]]:
-    """name -> (median ms per step, median ratio to the baseline of the same round)."""
-    for _, run in rows.values():  # warm up every path (allocator, first-call costs)
-        run()
-        run()
-    sync()
-    times: dict[str, list[float]] = {name: [] for name in rows}
-    names = list(rows)
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:  # rotate: no row always first
-            run = rows[name][1]
-            start = clock()
-            for _ in range(repeats):
-                run()
-            sync()
-            times[name].append((clock() - start) / repeats)
-    base = times["baseline (no hooks)"]
-    return {name: (statistics.median(t) * 1e3, statistics.median(a / b for a, b in zip(t, base)))
-            for name, t in times.items()}
+def run(*, quick: bool = False, rounds: int | None = None, repeats: int | None = None, batch: int | None = None,
+        size: int | None = None, threads: int = 1, device: str = "cpu", clock: str | None = None) -> list[Row]:
+    """Measure every row; the defaults are the full run (``quick``: a small input, 2 rounds)."""
+    rounds = rounds or (2 if quick else 15)
+    repeats = repeats or (1 if quick else 2)
+    batch = batch or (2 if quick else 8)
+    size = size or (64 if quick else 128)
+    torch.set_num_threads(threads)
+    cuda = device.startswith("cuda")
+    clock = clock or ("wall" if cuda else "cpu")
+    model, x, y = make(batch, size, device)
+    rows = measure(cases(model, x, y), rounds=rounds, repeats=repeats,
+                   clock=time.perf_counter if clock == "wall" else time.process_time,
+                   sync=torch.cuda.synchronize if cuda else (lambda: None))
+    print(f"ResNet-18 forward+backward, input {batch}x3x{size}x{size}, {device}, threads={threads}, "
+          f"{clock} clock, {rounds} rounds x {repeats} steps")
+    print(table(rows))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,31 +153,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="cpu: this process's CPU time (default on cpu; steadier when other jobs share "
                              "the cores), wall: elapsed time (default on cuda)")
     args = parser.parse_args(argv)
-    rounds = args.rounds or (2 if args.quick else 15)
-    repeats = args.repeats or (1 if args.quick else 2)
-    batch = args.batch or (2 if args.quick else 8)
-    size = args.size or (64 if args.quick else 128)
-    torch.set_num_threads(args.threads)
-    cuda = args.device.startswith("cuda")
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    clock_name = args.clock or ("wall" if cuda else "cpu")
-    clock = time.perf_counter if clock_name == "wall" else time.process_time
-
-    model, x, y = make(batch, size, args.device)
-    result = measure(cases(model, x, y), rounds, repeats, sync, clock)
-    groups = {name: group for name, (group, _) in cases(model, x, y).items()}
-
-    print(f"ResNet-18 forward+backward, input {batch}x3x{size}x{size}, {args.device}, "
-          f"threads={args.threads}, {clock_name} clock, {rounds} rounds x {repeats} steps")
-    header = ("case", "ms", "ratio", "target", "verdict")
-    width = max(len(n) for n in result) + 2
-    print(f"{header[0]:<{width}}{header[1]:>9}{header[2]:>8}{header[3]:>8}  {header[4]}")
-    for name, (ms, ratio) in result.items():
-        group = groups[name]
-        target = TARGETS.get(group) if group else None
-        verdict = "-" if target is None else ("ok" if ratio <= target else "over")
-        target_s = "-" if target is None else f"{target:.2f}"
-        print(f"{name:<{width}}{ms:>9.1f}{ratio:>8.2f}{target_s:>8}  {verdict}")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error("--device cuda: no GPU is visible here")
+    run(quick=args.quick, rounds=args.rounds, repeats=args.repeats, batch=args.batch, size=args.size,
+        threads=args.threads, device=args.device, clock=args.clock)
     return 0
 
 

@@ -28,16 +28,19 @@ One lifecycle for every tool that registers hooks:
 * Nothing grows per step beyond what a recorder is asked to record; every report is a
   ``table()`` string that ``print(recorder)`` prints.
 """
-from .capture import Capture, FeatureExtractor, ShapeRow, ShapeTable, capture, layer_shapes
+from .capture import Capture, FeatureExtractor, capture
+from .checkpoint import checkpoint_modules, selective_checkpoint_modules
 from .clip import clip_grad_norm_global_hooks, clip_grad_norm_hooks, clip_grad_value_hooks
 from .inventory import HookEntry, HooksLeftBehind, hook_inventory, hook_name, no_hooks_left_behind, show_hooks
-from .ledger import MemoryMeter, SavedRecord, SavedTensorLedger, format_bytes
+from ._text import format_bytes
+from .ledger import SavedRecord, SavedTensorLedger
 from .lookup import UnknownModuleError, get_module
 from .monitor import ActivationStats, GradientMonitor
-from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper, SaveOnCpu,
-                      SaveOnDisk, checkpoint_modules, gradient_error, offload_module)
+from .meter import MemoryMeter, OpCounter
+from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper, SaveOnCpu, SaveOnDisk,
+                      gradient_error, offload_module)
 from .scope import HookScope, Recorder, named_scope
-from .selective import OpCounter, selective_checkpoint_modules
+from .summary import ShapeRow, ShapeTable, layer_shapes
 from .tracer import Event, Tracer
 from .workers import WorkerError, run_workers
 

@@ -14,6 +14,7 @@ version and the hooklab feature that needs it (``required``). :data:`INTERNALS` 
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal
@@ -337,6 +338,7 @@ def tensor_hook_dicts(t: torch.Tensor) -> list[tuple[str, dict]]:
 
 
 # ---------------------------------------------------------------------------------- torch.compile
+@functools.cache  # imported on first use: torch._dynamo is heavy, and most code never compiles
 def _optimized_module_type() -> type | None:
     try:
         from torch._dynamo.eval_frame import OptimizedModule

@@ -12,7 +12,6 @@ so the model carries no hook before or after.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import warnings
@@ -22,11 +21,10 @@ from torch import nn
 
 from ._torch_internals import is_compiled_module, was_compiled
 from ._torch_internals import version as _version
-from ._table import format_table
 from .lookup import as_names, get_modules
-from .scope import HookScope, Recorder
+from .scope import Recorder
 
-__all__ = ["Capture", "FeatureExtractor", "ShapeRow", "ShapeTable", "capture", "layer_shapes"]
+__all__ = ["Capture", "FeatureExtractor", "capture"]
 
 
 def refuse_compiled(model: nn.Module, tool: str) -> None:
@@ -287,95 +285,3 @@ class FeatureExtractor(nn.Module):
 
     def extra_repr(self) -> str:
         return f"names={self.names}, detach={self.detach}"
-
-
-@dataclass(frozen=True)
-class ShapeRow:
-    """One module call seen by :func:`layer_shapes`."""
-
-    name: str
-    kind: str
-    shape: str
-    params: int
-    depth: int
-
-
-def _shape(out: Any) -> str:
-    if isinstance(out, torch.Tensor):
-        if out.is_nested:  # one shape per component: a nested tensor has no single .shape
-            return "nested[" + ", ".join(str(list(c.shape)) for c in out.unbind()) + "]"
-        return str(list(out.shape))
-    if isinstance(out, (tuple, list)):
-        return "(" + ", ".join(_shape(o) for o in out) + ")"
-    if isinstance(out, dict):
-        return "{" + ", ".join(f"{k}: {_shape(v)}" for k, v in out.items()) + "}"
-    return type(out).__name__
-
-
-class ShapeTable(list):
-    """A list of :class:`ShapeRow` that prints as an aligned table."""
-
-    def table(self) -> str:
-        rows = [("  " * (r.depth - 1) + r.name, r.kind, r.shape, f"{r.params:,}") for r in self]
-        return format_table(("layer", "type", "output shape", "params"), rows, right=[3], empty="no module ran")
-
-    def __str__(self) -> str:
-        return self.table()
-
-
-def layer_shapes(model: nn.Module, *args: Any, depth: int = 1, **kwargs: Any) -> ShapeTable:
-    """Run ``model(*args, **kwargs)`` once and return every submodule call's output shape.
-
-    Rows come in the order the calls start (a parent before its children); ``depth`` is how
-    many levels of ``named_modules()`` to show (1 = direct children, like ``conv1``,
-    ``layer1``; 2 adds ``layer1.0`` ...). A module called twice gives two rows. The run is
-    under ``torch.no_grad()`` in eval mode (so BatchNorm statistics are not updated); each
-    module's train / eval flag is restored afterwards, and every hook is removed. For a fuller
-    summary (parameter counts per layer, memory estimates) the ``torchinfo`` package does the
-    same with hooks.
-
-    >>> model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Sequential(nn.Flatten(), nn.Linear(8 * 6 * 6, 2)))
-    >>> print(layer_shapes(model, torch.zeros(1, 3, 8, 8), depth=2))
-    layer  type        output shape  params
-    0      Conv2d      [1, 8, 6, 6]     224
-    1      ReLU        [1, 8, 6, 6]       0
-    2      Sequential  [1, 2]           578
-      2.0  Flatten     [1, 288]           0
-      2.1  Linear      [1, 2]           578
-    """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"layer_shapes needs an nn.Module, got {type(model).__name__}")
-    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
-        raise ValueError(f"depth must be an int >= 1, got {depth!r}")
-    rows: list[list[Any]] = []
-    open_rows: dict[int, list[list[Any]]] = {}  # id(module) -> its rows still waiting for an output
-    modes = {m: m.training for m in model.modules()}
-
-    def row_start(name: str, level: int):
-        def shape_pre_hook(module: nn.Module, inputs: Any) -> None:
-            params = sum(p.numel() for p in module.parameters())
-            row = [name, type(module).__name__, "?", params, level]
-            rows.append(row)
-            open_rows.setdefault(id(module), []).append(row)
-        return shape_pre_hook
-
-    def shape_hook(module: nn.Module, inputs: Any, output: Any) -> None:
-        open_rows[id(module)].pop()[2] = _shape(output)
-
-    with HookScope("layer_shapes") as scope:
-        try:
-            for name, module in model.named_modules():
-                level = len(name.split(".")) if name else 0
-                if 1 <= level <= depth:
-                    scope.add(module.register_forward_pre_hook(row_start(name, level)))
-                    scope.add(module.register_forward_hook(shape_hook))
-            model.eval()
-            with torch.no_grad():
-                model(*args, **kwargs)
-        finally:
-            for module, training in modes.items():
-                module.training = training
-    if not rows:
-        warnings.warn(f"layer_shapes: no module at depth <= {depth} was called (a container such as nn.ModuleList "
-                      f"is never called itself); try depth={depth + 1}", UserWarning, stacklevel=2)
-    return ShapeTable(ShapeRow(*row) for row in rows)

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from . import _torch_internals as internals
-from ._table import format_table
+from ._text import format_table
 
 __all__ = ["HookEntry", "HooksLeftBehind", "hook_inventory", "hook_name", "no_hooks_left_behind", "show_hooks"]
 

@@ -19,30 +19,21 @@ from __future__ import annotations
 import warnings
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
-from ._torch_internals import (StorageWeakRef, TorchDispatchMode, is_parameter_like, saved_tensor_attrs,
+from ._torch_internals import (StorageWeakRef, is_parameter_like, saved_tensor_attrs,
                                storage_key, top_saved_tensors_hooks, tree_flatten)
-from ._table import format_table
+from ._text import format_bytes, format_table
 from .scope import Recorder
 
-__all__ = ["MemoryMeter", "SavedRecord", "SavedTensorLedger", "format_bytes"]
+__all__ = ["SavedRecord", "SavedTensorLedger"]
 
 UNLABELED = "?"
 _NO_RECOMPUTE = "hooklab.SavedTensorLedger.label_ops reads saved tensors without recomputing checkpoints"
-
-
-def format_bytes(n: float) -> str:
-    """``1536 -> '1.5 KiB'`` (binary units, one decimal)."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
 
 
 @dataclass
@@ -372,67 +363,3 @@ class SavedTensorLedger(Recorder):
         ax.set_xlabel("activation bytes saved for backward (KiB)")
         ax.set_title("Saved activations per module")
         return ax
-
-
-class MemoryMeter(TorchDispatchMode):
-    """Track the bytes of tensor storages created inside the block that are still alive, and their peak.
-
-    Every op that runs inside the block is seen (it is a ``TorchDispatchMode``), so this also
-    counts what a :class:`SavedTensorLedger` cannot: recomputation in activation checkpointing,
-    tensors loaded back during backward, gradients. Storages alive before the block (pass the
-    parameters, buffers and the input batch as ``ignore``) are not counted. Call :meth:`mark`
-    to read the current bytes at a point (e.g. after forward). It slows every op down: measure
-    memory and time in separate runs.
-
-    >>> model, x = nn.Sequential(nn.Linear(100, 100), nn.Tanh()), torch.ones(8, 100)
-    >>> with MemoryMeter(ignore=[*model.parameters(), x]) as meter:
-    ...     loss = model(x).sum(); held = meter.mark(); loss.backward()
-    >>> held >= 8 * 100 * 4, meter.peak_bytes >= held   # at least tanh's saved output was alive
-    (True, True)
-    """
-
-    def __init__(self, ignore: Iterable[torch.Tensor] = ()) -> None:
-        super().__init__()
-        ignore = list(ignore)
-        bad = [t for t in ignore if not isinstance(t, torch.Tensor)]
-        if bad:
-            raise TypeError(f"MemoryMeter(ignore=...) takes tensors (e.g. [*model.parameters(), x]), "
-                            f"got {type(bad[0]).__name__}")
-        self._ignore = {storage_key(t) for t in ignore}
-        self._live: dict[int, tuple[StorageWeakRef, int]] = {}
-        self.current_bytes = 0
-        self.peak_bytes = 0
-
-    def _track(self, objs: Iterable[Any]) -> None:
-        for t in objs:
-            if not isinstance(t, torch.Tensor) or t.device.type == "meta":
-                continue
-            storage = t.untyped_storage()
-            key = storage_key(t)
-            if key in self._ignore:
-                continue
-            if key in self._live:
-                ref, nbytes = self._live[key]
-                if not ref.expired():
-                    continue
-                self.current_bytes -= nbytes  # same address, new storage: the old one died
-            self._live[key] = (StorageWeakRef(storage), storage.nbytes())
-            self.current_bytes += storage.nbytes()
-
-    def mark(self) -> int:
-        """Forget storages that died, update the peak, and return the bytes alive now."""
-        for key in [k for k, (ref, _) in self._live.items() if ref.expired()]:
-            self.current_bytes -= self._live.pop(key)[1]
-        return self.current_bytes
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        self._track(tree_flatten((args, kwargs)))
-        self._track(tree_flatten(out))
-        self.peak_bytes = max(self.peak_bytes, self.mark())
-        return out
-
-    def __exit__(self, *exc_info: Any) -> Any:
-        result = super().__exit__(*exc_info)
-        self.mark()
-        return result

@@ -25,7 +25,7 @@ from torch import nn
 
 from .clip import loss_scale_reader
 from ._torch_internals import was_compiled
-from ._table import format_table
+from ._text import format_table
 from .capture import NO_CALL_CAUSES, needs_tensor, refuse_compiled, select_output
 from .lookup import as_names, get_modules
 from .scope import Recorder

@@ -9,7 +9,7 @@ Each helper is a ``saved_tensors_hooks`` context manager with a size threshold a
 
 Use them around part of a network with :func:`offload_module` (hooks on the module, the
 state_dict is unchanged) or :class:`OffloadWrapper` (an ``nn.Module`` wrapper, as in the
-tutorial). :func:`checkpoint_modules` makes the opposite trade (keep nothing, recompute
+tutorial). :func:`hooklab.checkpoint_modules` makes the opposite trade (keep nothing, recompute
 in backward). :func:`gradient_error` says how far a lossy helper moves the gradients.
 
 Saved-tensor hooks are thread-local: a forward run in another thread inside the block is not
@@ -25,7 +25,6 @@ original tensor, so memory really is released.
 """
 from __future__ import annotations
 
-import collections
 import contextlib
 import errno
 import os
@@ -35,15 +34,13 @@ import threading
 import warnings
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Iterable, Iterator, Literal, get_args
+from typing import Any, Callable, ContextManager, Iterable, Literal, get_args
 
 import torch
-import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
 from ._torch_internals import StorageWeakRef, is_parameter_like, storage_key, version
-from .lookup import as_names, get_modules
 from .scope import HookScope
 
 __all__ = [
@@ -53,7 +50,6 @@ __all__ = [
     "OffloadWrapper",
     "SaveOnCpu",
     "SaveOnDisk",
-    "checkpoint_modules",
     "gradient_error",
     "offload_module",
 ]
@@ -572,94 +568,6 @@ def offload_module(module: nn.Module, make_hooks: HooksFactory) -> OffloadScope:
     scope.add(module.register_forward_pre_hook(enter))
     scope.add(module.register_forward_hook(leave, always_call=True))
     return scope
-
-
-# --------------------------------------------------------------------- recomputation
-def _copy_containers(value: Any) -> Any:
-    """A copy of the lists, tuples and dicts in ``value`` (the objects inside are shared)."""
-    if isinstance(value, list):
-        return [_copy_containers(v) for v in value]
-    if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(_copy_containers(v) for v in value)
-    if type(value) in (dict, collections.OrderedDict):
-        return type(value)((k, _copy_containers(v)) for k, v in value.items())
-    return value
-
-
-def _refuse_nested(modules: dict[str, nn.Module]) -> None:
-    """Refuse a module and one of its descendants together (one checkpoint inside another)."""
-    for outer, parent in modules.items():
-        inside = {id(m) for m in parent.modules() if m is not parent}
-        for inner, child in modules.items():
-            if id(child) in inside:
-                raise ValueError(
-                    f"checkpoint_modules: {inner!r} is inside {outer!r}, which is checkpointed too. The recompute "
-                    f"of {outer!r} in backward would run {inner!r} without its checkpoint once the block has ended, "
-                    "so the two passes would not match. Name one of them: the outer one keeps less memory, "
-                    "the inner ones recompute less.")
-
-
-@contextlib.contextmanager
-def checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, use_reentrant: bool = False,
-                       **checkpoint_kwargs: Any) -> Iterator[list[nn.Module]]:
-    """Inside the block, every call of the named submodules runs under activation checkpointing.
-
-    The opposite trade of offloading: keep nothing, recompute in backward. Each module's
-    ``forward`` is wrapped in ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``
-    (an instance attribute, removed on exit, also after an exception), so the model's code
-    and state_dict are untouched and the module's own hooks still run outside the
-    checkpoint. Unknown names raise an error listing the names that exist; a module and one of
-    its descendants together are refused (a checkpoint inside another).
-
-    Two limits that come from PyTorch (seen on 2.15), not from this function: a module whose
-    forward gets the same tensor several times and tests for it (``nn.MultiheadAttention``
-    called as ``mha(x, x, x)`` checks ``query is key``) can take another path when the
-    recomputation hands it the arguments back as distinct tensors, and then backward raises
-    ``CheckpointError`` whenever a saved-tensor hooks context (a :class:`SavedTensorLedger`,
-    the offloading contexts) is active outside the checkpoint: checkpoint the whole layer that
-    receives ``x`` once instead (notebook 07). And a training-mode BatchNorm checkpointed inside
-    ``torch.compile`` fails in backward (its ``num_batches_tracked`` counter is updated in place).
-
-    >>> import torch
-    >>> from torch import nn
-    >>> _ = torch.manual_seed(0)
-    >>> model = nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh())
-    >>> x = torch.randn(32, 64)
-    >>> with checkpoint_modules(model, ["0", "2"]):
-    ...     loss = model(x).sum()
-    >>> loss.backward()           # the two Linear layers run their forward again here
-    >>> all(p.grad is not None for p in model.parameters())
-    True
-    """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"checkpoint_modules takes an nn.Module, got {type(model).__name__}")
-    # an empty list is allowed here (nothing checkpointed: the baseline of a comparison)
-    names = [] if isinstance(names, (list, tuple)) and not names else as_names(names)
-    found = get_modules(model, names)
-    _refuse_nested(found)
-    modules = list(found.values())
-    patched: list[nn.Module] = []
-    try:
-        for name, module in found.items():
-            if "forward" in module.__dict__:
-                raise RuntimeError(f"module {name!r} already has a patched forward (checkpoint_modules "
-                                   "entered again around the same module?)")
-            original = module.forward
-
-            def forward(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
-                # copy lists / dicts / tuples now: the recompute in backward must see the arguments as
-                # they are at this call, not as the caller changed them later (DenseNet appends to the
-                # list it passed to each layer); the tensors themselves are not copied
-                args, kwargs = _copy_containers((args, kwargs))
-                return torch.utils.checkpoint.checkpoint(_original, *args, use_reentrant=use_reentrant,
-                                                         **checkpoint_kwargs, **kwargs)
-
-            module.forward = forward
-            patched.append(module)
-        yield modules
-    finally:
-        for module in patched:
-            del module.forward
 
 
 # ---------------------------------------------------------------------------- accuracy

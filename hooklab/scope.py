@@ -31,7 +31,12 @@ class Removable(Protocol):
 H = TypeVar("H", bound=Removable)
 
 
+_HANDLE_TYPES: set[type] = set()  # types whose .remove() was seen to take no arguments (checked once per type)
+
+
 def _removable_without_arguments(handle: Any) -> bool:
+    if type(handle) in _HANDLE_TYPES and "remove" not in getattr(handle, "__dict__", {}):
+        return True
     remove = getattr(handle, "remove", None)
     if isinstance(handle, (list, tuple, set, dict)) or not callable(remove):
         return False
@@ -41,6 +46,8 @@ def _removable_without_arguments(handle: Any) -> bool:
         return False
     except ValueError:  # no signature available (some builtins): trust the attribute
         return True
+    if "remove" not in getattr(handle, "__dict__", {}):
+        _HANDLE_TYPES.add(type(handle))
     return True
 
 

@@ -35,7 +35,7 @@ from typing import Any, Iterable, Iterator, Literal, Sequence, get_args
 import torch
 from torch import nn
 
-from ._table import format_table
+from ._text import format_table
 from ._torch_internals import current_graph_task_id, handle_alive, tree_flatten, version, was_compiled
 from .capture import NO_CALL_CAUSES, refuse_compiled
 from .lookup import as_names, get_modules

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 import hooklab
-from hooklab.capture import Capture, FeatureExtractor, ShapeRow, capture, layer_shapes
+from hooklab import Capture, FeatureExtractor, ShapeRow, capture, layer_shapes
 
 
 class Block(nn.Module):

@@ -1,7 +1,6 @@
 """hooklab.clip: gradient clipping through hooks, against torch.nn.utils.clip_grad_*."""
 from __future__ import annotations
 
-import copy
 import doctest
 
 import pytest

@@ -1,7 +1,6 @@
 """Notebook 04's exercise checkers accept right answers written differently and reject the typical wrong ones."""
 import pytest
 import torch
-import torch.nn.modules.module as module_globals
 
 import hooklab
 import hooklab.course

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import hooklab
-from hooklab.ledger import MemoryMeter, SavedTensorLedger, format_bytes
+from hooklab import MemoryMeter, SavedTensorLedger, format_bytes
 
 F32 = 4
 

@@ -2,7 +2,6 @@ import pytest
 import torch
 from torch import nn
 
-import hooklab
 from hooklab import HookScope, hook_inventory, named_scope
 
 

@@ -1,4 +1,4 @@
-"""Tests of hooklab.selective: selective_checkpoint_modules and OpCounter."""
+"""Tests of selective_checkpoint_modules (hooklab.checkpoint) and OpCounter (hooklab.meter)."""
 from __future__ import annotations
 
 import contextlib
@@ -10,7 +10,8 @@ from torch import nn
 from torch.utils.checkpoint import CheckpointPolicy
 
 import hooklab
-import hooklab.selective
+import hooklab.checkpoint
+import hooklab.meter
 from hooklab import MemoryMeter, OpCounter, UnknownModuleError, hook_inventory, selective_checkpoint_modules
 
 aten = torch.ops.aten
@@ -45,7 +46,7 @@ def saved_tensor_hooks_active() -> bool:
 
 
 def test_doctests_run():
-    assert doctest.testmod(hooklab.selective).failed == 0
+    assert doctest.testmod(hooklab.checkpoint).failed == 0 and doctest.testmod(hooklab.meter).failed == 0
 
 
 @pytest.mark.parametrize("policy", [matmul_policy, [aten.addmm], [aten.addmm.default, aten.mm]],

@@ -15,9 +15,8 @@ import torch
 import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
 from torch import nn
 
-from ...ledger import MemoryMeter
-from ...offload import checkpoint_modules
-from ...selective import OpCounter
+from ...checkpoint import checkpoint_modules
+from ...meter import MemoryMeter, OpCounter
 from . import NotSolved, Wrong, call_answer, exercise, no_hooks_left, require_callable
 from .nb06 import no_saved_tensor_hooks_left
 

@@ -1,4 +1,4 @@
-"""The one text-table renderer behind every ``table()`` in hooklab."""
+"""Text that hooklab prints: the one table renderer behind every ``table()``, and byte counts."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -22,3 +22,16 @@ def format_table(header: Sequence[str], rows: Iterable[Sequence[str]], *, right:
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return "\n".join("  ".join(c.rjust(w) if i in right else c.ljust(w)
                                for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows)
+
+
+def format_bytes(n: float) -> str:
+    """``1536 -> '1.5 KiB'`` (binary units, one decimal).
+
+    >>> format_bytes(512), format_bytes(1536), format_bytes(3 * 1024 ** 3)
+    ('512 B', '1.5 KiB', '3.0 GiB')
+    """
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"  # not reached: the loop returns at GiB

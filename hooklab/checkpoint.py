@@ -1,0 +1,219 @@
+"""Activation checkpointing of named submodules: keep nothing (or only what a policy keeps), recompute in backward.
+
+:func:`checkpoint_modules` runs every call of the named submodules under
+``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)`` inside a ``with`` block, the opposite
+trade of the offloading helpers (keep nothing, recompute in backward). Selective checkpointing asks a
+*policy*, op by op, which outputs to keep (``CheckpointPolicy.MUST_SAVE``) and which to recompute
+(``PREFER_RECOMPUTE``): keep the expensive matrix multiplications, recompute the cheap pointwise ops.
+:func:`selective_checkpoint_modules` applies it the same way; :class:`hooklab.OpCounter` shows what
+backward recomputed::
+
+    with selective_checkpoint_modules(model, ["layer1", "layer2"], policy=[torch.ops.aten.convolution]):
+        loss = model(x).sum()
+    with OpCounter() as ran:
+        loss.backward()
+    ran.counts["convolution"]     # 0: no convolution was run again
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import functools
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+import torch
+import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
+from torch import nn
+
+from ._torch_internals import ATEN_OP_TYPES
+from .lookup import as_names, get_modules
+
+if TYPE_CHECKING:  # imported when used (public since torch 2.4; hooklab supports 2.3)
+    from torch.utils.checkpoint import CheckpointPolicy
+
+__all__ = ["checkpoint_modules", "selective_checkpoint_modules"]
+
+def _copy_containers(value: Any) -> Any:
+    """A copy of the lists, tuples and dicts in ``value`` (the objects inside are shared)."""
+    if isinstance(value, list):
+        return [_copy_containers(v) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_copy_containers(v) for v in value)
+    if type(value) in (dict, collections.OrderedDict):
+        return type(value)((k, _copy_containers(v)) for k, v in value.items())
+    return value
+
+
+def _refuse_nested(modules: dict[str, nn.Module]) -> None:
+    """Refuse a module and one of its descendants together (one checkpoint inside another)."""
+    for outer, parent in modules.items():
+        inside = {id(m) for m in parent.modules() if m is not parent}
+        for inner, child in modules.items():
+            if id(child) in inside:
+                raise ValueError(
+                    f"checkpoint_modules: {inner!r} is inside {outer!r}, which is checkpointed too. The recompute "
+                    f"of {outer!r} in backward would run {inner!r} without its checkpoint once the block has ended, "
+                    "so the two passes would not match. Name one of them: the outer one keeps less memory, "
+                    "the inner ones recompute less.")
+
+
+@contextlib.contextmanager
+def checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, use_reentrant: bool = False,
+                       **checkpoint_kwargs: Any) -> Iterator[list[nn.Module]]:
+    """Inside the block, every call of the named submodules runs under activation checkpointing.
+
+    The opposite trade of offloading: keep nothing, recompute in backward. Each module's
+    ``forward`` is wrapped in ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``
+    (an instance attribute, removed on exit, also after an exception), so the model's code
+    and state_dict are untouched and the module's own hooks still run outside the
+    checkpoint. Unknown names raise an error listing the names that exist; a module and one of
+    its descendants together are refused (a checkpoint inside another).
+
+    Two limits that come from PyTorch (seen on 2.15), not from this function: a module whose
+    forward gets the same tensor several times and tests for it (``nn.MultiheadAttention``
+    called as ``mha(x, x, x)`` checks ``query is key``) can take another path when the
+    recomputation hands it the arguments back as distinct tensors, and then backward raises
+    ``CheckpointError`` whenever a saved-tensor hooks context (a :class:`SavedTensorLedger`,
+    the offloading contexts) is active outside the checkpoint: checkpoint the whole layer that
+    receives ``x`` once instead (notebook 07). And a training-mode BatchNorm checkpointed inside
+    ``torch.compile`` fails in backward (its ``num_batches_tracked`` counter is updated in place).
+
+    >>> import torch
+    >>> from torch import nn
+    >>> _ = torch.manual_seed(0)
+    >>> model = nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh())
+    >>> x = torch.randn(32, 64)
+    >>> with checkpoint_modules(model, ["0", "2"]):
+    ...     loss = model(x).sum()
+    >>> loss.backward()           # the two Linear layers run their forward again here
+    >>> all(p.grad is not None for p in model.parameters())
+    True
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"checkpoint_modules takes an nn.Module, got {type(model).__name__}")
+    # an empty list is allowed here (nothing checkpointed: the baseline of a comparison)
+    names = [] if isinstance(names, (list, tuple)) and not names else as_names(names)
+    found = get_modules(model, names)
+    _refuse_nested(found)
+    modules = list(found.values())
+    patched: list[nn.Module] = []
+    try:
+        for name, module in found.items():
+            if "forward" in module.__dict__:
+                raise RuntimeError(f"module {name!r} already has a patched forward (checkpoint_modules "
+                                   "entered again around the same module?)")
+            original = module.forward
+
+            def forward(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
+                # copy lists / dicts / tuples now: the recompute in backward must see the arguments as
+                # they are at this call, not as the caller changed them later (DenseNet appends to the
+                # list it passed to each layer); the tensors themselves are not copied
+                args, kwargs = _copy_containers((args, kwargs))
+                return torch.utils.checkpoint.checkpoint(_original, *args, use_reentrant=use_reentrant,
+                                                         **checkpoint_kwargs, **kwargs)
+
+            module.forward = forward
+            patched.append(module)
+        yield modules
+    finally:
+        for module in patched:
+            del module.forward
+
+
+Policy = Callable[..., "CheckpointPolicy | bool"]
+_OPS = ATEN_OP_TYPES or (object,)
+
+
+def _sac_api() -> tuple[Any, Any]:
+    """``CheckpointPolicy`` and ``create_selective_checkpoint_contexts`` (public since torch 2.4)."""
+    try:
+        from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+    except ImportError:
+        raise RuntimeError(f"selective checkpointing needs torch >= 2.4 (torch.utils.checkpoint.CheckpointPolicy); "
+                           f"this is torch {torch.__version__}. hooklab's other tools work on it.") from None
+    return CheckpointPolicy, create_selective_checkpoint_contexts
+
+
+def _policy_from_ops(ops: Iterable[Any]) -> Policy:
+    ops = list(ops)
+    for op in ops:
+        if not isinstance(op, _OPS):
+            raise TypeError(f"policy lists ATen ops such as torch.ops.aten.mm or torch.ops.aten.mm.default, "
+                            f"got {op!r} ({type(op).__name__})")
+    saved = frozenset(ops)
+    CheckpointPolicy, _ = _sac_api()
+
+    def policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+        # an op arrives as an overload (aten.mm.default): match it and its packet (aten.mm)
+        if op in saved or getattr(op, "overloadpacket", None) in saved:
+            return CheckpointPolicy.MUST_SAVE
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
+
+
+def _checked_policy(fn: Policy) -> Policy:
+    CheckpointPolicy, _ = _sac_api()
+
+    @functools.wraps(fn)
+    def policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy | bool:
+        decision = fn(ctx, op, *args, **kwargs)
+        if not isinstance(decision, (CheckpointPolicy, bool)):
+            raise TypeError(f"the policy returned {decision!r} for {op}; it must return a "
+                            "torch.utils.checkpoint.CheckpointPolicy (e.g. MUST_SAVE or PREFER_RECOMPUTE)")
+        return decision
+
+    return policy
+
+
+def _as_policy(policy: Any) -> Policy:
+    if isinstance(policy, _OPS):
+        raise TypeError(f"policy got the single op {policy}; pass a list of ops ([{policy}]) or a policy "
+                        "function (ctx, op, *args, **kwargs) -> CheckpointPolicy")
+    if callable(policy):
+        return _checked_policy(policy)
+    if isinstance(policy, (str, bytes)) or not isinstance(policy, Iterable):
+        raise TypeError("policy must be a function (ctx, op, *args, **kwargs) -> CheckpointPolicy or a list "
+                        f"of ATen ops to save, got {type(policy).__name__}")
+    return _policy_from_ops(policy)
+
+
+@contextlib.contextmanager
+def selective_checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, policy: Any,
+                                 **checkpoint_kwargs: Any) -> Iterator[list[nn.Module]]:
+    """Inside the block, every call of the named submodules runs under selective activation checkpointing.
+
+    ``policy`` decides op by op what the region keeps for backward: a function
+    ``(ctx, op, *args, **kwargs) -> CheckpointPolicy`` as for
+    ``torch.utils.checkpoint.create_selective_checkpoint_contexts``, or a list of ATen ops whose
+    outputs are kept (``MUST_SAVE``; an op packet such as ``torch.ops.aten.mm`` matches all its
+    overloads), everything else being recomputed (``PREFER_RECOMPUTE``). A policy that returns
+    anything but a ``CheckpointPolicy`` (or a bool) raises a ``TypeError`` naming the op.
+
+    Same lifecycle as :func:`hooklab.checkpoint_modules` (it is built on it): the named modules'
+    ``forward`` is wrapped in ``checkpoint(..., use_reentrant=False, context_fn=...)`` (SAC needs
+    the non-reentrant variant) and restored on exit, also after an exception; unknown names raise
+    an error listing the names that exist; the block yields the modules. Other keyword arguments
+    go to ``checkpoint`` (``respect_saved_tensors_hooks``, ``preserve_rng_state``, ...).
+
+    >>> _ = torch.manual_seed(0)
+    >>> model = nn.Sequential(nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 8)), nn.Tanh())
+    >>> with selective_checkpoint_modules(model, ["0"], policy=[torch.ops.aten.addmm]):
+    ...     loss = model(torch.randn(4, 8)).sum()
+    >>> from hooklab import OpCounter
+    >>> with OpCounter() as ran:
+    ...     loss.backward()
+    >>> ran.counts["gelu"], ran.counts["addmm"]      # GELU recomputed, the Linear outputs were kept
+    (1, 0)
+    """
+    for key in ("context_fn", "use_reentrant"):
+        if key in checkpoint_kwargs:
+            raise TypeError(f"selective_checkpoint_modules sets {key} itself (selective checkpointing needs "
+                            "use_reentrant=False and a context_fn made from the policy); use "
+                            "hooklab.checkpoint_modules for full checkpointing with your own options")
+    _, create_selective_checkpoint_contexts = _sac_api()
+    policy_fn = _as_policy(policy)
+    context_fn = functools.partial(create_selective_checkpoint_contexts, policy_fn)
+    with checkpoint_modules(model, names, use_reentrant=False, context_fn=context_fn,
+                            **checkpoint_kwargs) as modules:
+        yield modules
