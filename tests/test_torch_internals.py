@@ -176,3 +176,17 @@ def test_engine_callback_runs_at_the_end_of_backward():
     w.register_hook(lambda g: task.append(internals.current_graph_task_id()) or None)
     (w * 3).sum().backward()
     assert task and task[0] is not None and task[0] >= 0 and internals.current_graph_task_id() == -1
+
+
+def test_saved_tensors_hook_stack_can_be_read_and_popped():
+    """The exercise checkers pop a saved-tensor context that an answer entered and never left."""
+    pack, unpack = (lambda t: t), (lambda t: t)
+    assert internals.top_saved_tensors_hooks() is None
+    torch.autograd.graph.saved_tensors_hooks(pack, unpack).__enter__()  # left active, as a careless answer does
+    try:
+        assert internals.top_saved_tensors_hooks() == (pack, unpack)
+        assert internals.pop_saved_tensors_hooks() is True
+        assert internals.top_saved_tensors_hooks() is None
+    finally:
+        while internals.top_saved_tensors_hooks() is not None:
+            torch._C._autograd._pop_saved_tensors_default_hooks()
