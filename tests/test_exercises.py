@@ -386,3 +386,30 @@ def test_a_blank_function_is_the_starting_point(source):
 @pytest.mark.parametrize("answer", [lambda a: a, lambda a: print(a), len, functools.partial(print, 1)])
 def test_any_other_callable_is_started(answer):
     assert exercises._started(answer)
+
+
+def test_solution_load_puts_the_code_into_the_next_cell(monkeypatch, capsys):
+    import IPython
+
+    class Shell:
+        kernel = object()
+        loaded = []
+
+        def set_next_input(self, text, replace=False):
+            self.loaded.append((text, replace))
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: Shell())
+    hooklab.course.solution("01.2", load=True)
+    (text, replace), = Shell.loaded
+    assert not replace and text == exercises.solution_text("01.2")[0]
+    assert text.startswith("# [01.2] reference solution / 参考答案\ndef zero_nan_grads(")
+    assert capsys.readouterr().out == "[01.2] 参考答案已放进下面的新单元格。\n[01.2] the reference solution is in a new cell below.\n"
+
+
+def test_solution_load_outside_ipython_says_so_and_prints_the_code(capsys):
+    hooklab.course.solution("01.2", load=True)  # pytest runs no IPython shell
+    out = capsys.readouterr().out
+    assert "load=True puts the solution into the next cell, which needs IPython" in out
+    assert "def zero_nan_grads(t, replaced):" in out
+    with pytest.raises(TypeError, match="load must be True or False"):
+        hooklab.course.solution("01.2", load="yes")

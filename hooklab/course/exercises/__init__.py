@@ -288,13 +288,18 @@ def check(key: str, answer: Any) -> None:
         print(say(f"[{key}] 还不对：{zh}", f"[{key}] not right yet: {en}"))
 
 
-def _in_notebook() -> bool:
-    """True inside a Jupyter kernel, where output can be rendered as Markdown."""
+def _ipython() -> Any:
+    """The running IPython shell (a Jupyter kernel or the terminal), or None."""
     try:
         from IPython import get_ipython
     except ImportError:
-        return False
-    shell = get_ipython()
+        return None
+    return get_ipython()
+
+
+def _in_notebook() -> bool:
+    """True inside a Jupyter kernel, where output can be rendered as Markdown."""
+    shell = _ipython()
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
@@ -332,12 +337,32 @@ def hint(key: str) -> None:
         print(unknown.message)
 
 
-def solution(key: str) -> None:
-    """Show a reference solution of exercise ``key`` (a Python code block in a notebook)."""
+def solution(key: str, *, load: bool = False) -> None:
+    """Show a reference solution of exercise ``key`` (a Python code block in a notebook).
+
+    ``load=True`` puts it into a new cell below instead (IPython's ``set_next_input``), ready to run or edit;
+    outside IPython it says so and prints the code.
+    """
+    if not isinstance(load, bool):
+        raise TypeError(f"load must be True or False, got {load!r}")
     try:
-        _show(*solution_text(key))
+        plain, markdown = solution_text(key)
     except UnknownExercise as unknown:
         print(unknown.message)
+        return
+    if not load:
+        _show(plain, markdown)
+        return
+    shell = _ipython()
+    if shell is None:
+        print(say(f"[{key}] load=True 要在 IPython（Jupyter 笔记本或 ipython 终端）里才能把参考答案放进下一个单元格；"
+                  "这里直接打印：",
+                  f"[{key}] load=True puts the solution into the next cell, which needs IPython (a Jupyter notebook "
+                  "or the ipython terminal); here it is printed instead:"))
+        print(plain)
+        return
+    shell.set_next_input(plain, replace=False)
+    print(say(f"[{key}] 参考答案已放进下面的新单元格。", f"[{key}] the reference solution is in a new cell below."))
 
 
 def require_callable(answer: Any, name: str) -> None:
