@@ -1,11 +1,9 @@
-import sys
 from pathlib import Path
 
 import pytest
 
 # broken notebooks are written by tests into tmp dirs; nothing under tests/ is a course notebook
 collect_ignore_glob = ["*.ipynb"]
-sys.path.insert(0, str(Path(__file__).parent))
 
 # Under `./course matrix` (COURSE_MATRIX=1) the unit tests run in a side environment with another torch.
 # These tests drive `./course lab` / `./course site`, which always use the locked .venv: they would test the

@@ -237,3 +237,13 @@ def test_course_lab_print_command():
     bad = subprocess.run([str(ROOT / "course"), "lab", "--lang", "fr"], cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode == 2 and "--lang must be zh, en or both" in bad.stderr
+
+
+def test_the_shell_scripts_register_the_kernel_tools_and_notebooks_name():
+    """tools/kernelspec.py is the one definition; `course` and postBuild (shell) repeat it and must agree."""
+    import kernelspec
+    course = (ROOT / "course").read_text(encoding="utf-8")
+    assert f"\nKERNEL={kernelspec.NAME}\n" in course
+    assert f'--name "$KERNEL" \\\n        --display-name "{kernelspec.DISPLAY_NAME}"' in course
+    post_build = (ROOT / "postBuild").read_text(encoding="utf-8")
+    assert f'--name {kernelspec.NAME} --display-name "{kernelspec.DISPLAY_NAME}"' in post_build
