@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from process_group import stop_process_group
+from process_group import start_process_group, stop_process_group
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path(os.environ.get("HOOKLAB_CHROMIUM", "/usr/bin/chromium"))
@@ -64,10 +64,10 @@ def lab(tmp_path):
                JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "user-settings"),
                JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"))
     log = open(log_path, "w+")
-    proc = subprocess.Popen(
+    proc = start_process_group(
         [str(ROOT / "course"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
          f"--IdentityProvider.token={TOKEN}", "--ServerApp.port_retries=0", f"--ServerApp.root_dir={served}"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     tail = lambda: f"\n--- lab log ---\n{log_path.read_text(errors='replace')[-3000:]}"  # noqa: E731
 
     def answers():

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from process_group import stop_process_group
+from process_group import start_process_group, stop_process_group
 from jupyter_client import BlockingKernelClient
 
 # `./course lab` always serves the locked .venv, so under ./course matrix it would test the pin, not the torch
@@ -54,10 +54,10 @@ def lab_server(tmp_path):
     runtime_dir = tmp_path / "runtime"
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime_dir))
     log = open(tmp_path / "lab.log", "w+")
-    proc = subprocess.Popen(
+    proc = start_process_group(
         [str(ROOT / "course"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
          f"--IdentityProvider.token={TOKEN}", "--ServerApp.port_retries=0"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 90
         while True:
