@@ -247,3 +247,28 @@ def test_the_shell_scripts_register_the_kernel_tools_and_notebooks_name():
     assert f'--name "$KERNEL" \\\n        --display-name "{kernelspec.DISPLAY_NAME}"' in course
     post_build = (ROOT / "postBuild").read_text(encoding="utf-8")
     assert f'--name {kernelspec.NAME} --display-name "{kernelspec.DISPLAY_NAME}"' in post_build
+
+
+def test_the_lab_leaves_out_two_lines_of_terminal_noise(tmp_path):
+    """jupyter_lsp's "Skipped non-installed server(s): <19 names>" and tornado's warning about jupyter_server's
+    websocket ping settings (seen in a real lab: tests/test_lab.py); a user's own option still wins."""
+    import logging
+
+    plan, _ = lab.plan(["--LanguageServerManager.autodetect=True"], root=tmp_path, is_root_user=False, has_curve=True)
+    assert plan.argv.index("--LanguageServerManager.autodetect=False") < \
+        plan.argv.index("--LanguageServerManager.autodetect=True")   # traitlets: the last one given wins
+    lab.write_settings(tmp_path / "both", "both")
+    config = tmp_path / "both" / "config" / "jupyter_server_config.py"
+    logger = logging.getLogger("tornado.general")
+    before = list(logger.filters)
+    try:
+        exec(compile(config.read_text(encoding="utf-8"), str(config), "exec"), {"c": None})
+        added, = [f for f in logger.filters if f not in before]
+
+        def record(message):
+            return logging.LogRecord("tornado.general", logging.WARNING, __file__, 1, message, None, None)
+        assert not added.filter(record("The websocket_ping_timeout (90000) cannot be longer than the "
+                                       "websocket_ping_interval (30000).\nSetting websocket_ping_timeout=30000"))
+        assert added.filter(record("Malformed HTTP message from 127.0.0.1"))  # every other warning still shows
+    finally:
+        logger.filters[:] = before

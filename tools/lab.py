@@ -12,7 +12,11 @@
   encryption" warning on every kernel start), the served notebooks are signed as trusted (no "Notebook ... is
   not trusted"; they hold only text and PNG outputs), and JupyterLab's settings defaults (``build/lab/<lang>/config/``,
   read through ``JUPYTER_CONFIG_PATH``) turn off the news pop-up and pick the interface language
-  (Chinese with ``--lang zh``, from the language pack in the lock).
+  (Chinese with ``--lang zh``, from the language pack in the lock). Two lines of noise are gone from the terminal:
+  jupyter_lsp's "Skipped non-installed server(s): ..." (``--LanguageServerManager.autodetect=False``: the course
+  installs no language server; pass ``--LanguageServerManager.autodetect=True`` to look for yours), and tornado's
+  "The websocket_ping_timeout (90000) cannot be longer than the websocket_ping_interval (30000)" (a logging filter
+  in ``jupyter_server_config.py`` next to the settings defaults; see :data:`SERVER_CONFIG`).
 
 ``--print-command`` prints the command and the environment variables it sets instead of starting.
 """
@@ -122,6 +126,7 @@ def plan(args: list[str], *, root: Path = ROOT, is_root_user: bool | None = None
         has_curve = bool(zmq.has("curve"))
     if has_curve:
         argv.append("--KernelManager.transport_encryption=auto")
+    argv.append("--LanguageServerManager.autodetect=False")  # no "Skipped non-installed server(s): <19 names>"
     if is_root_user is None:
         is_root_user = hasattr(os, "getuid") and os.getuid() == 0
     if is_root_user and "--allow-root" not in rest:
@@ -170,12 +175,32 @@ def move_old_copies(lang: str, *, root: Path = ROOT) -> list[str]:
             f"({_shown(old, root)}/ is left to ./course export)"]
 
 
+# Jupyter Server config (Python: a logging filter cannot be given as JSON), read from JUPYTER_CONFIG_PATH.
+SERVER_CONFIG = '''\
+# Written by tools/lab.py for ./course lab (rewritten at every start). Your own Jupyter config still applies.
+import logging
+
+
+class DropPingTimeoutWarning(logging.Filter):
+    """jupyter_server 2.x hands its websocket ping settings, in milliseconds (30000 / 90000), to tornado, which reads
+    seconds and warns once per server that the timeout exceeds the interval (jupyter_server issue #1612). The
+    pings work as they always did; only this warning is dropped."""
+
+    def filter(self, record):
+        return not record.getMessage().startswith("The websocket_ping_timeout (")
+
+
+logging.getLogger("tornado.general").addFilter(DropPingTimeoutWarning())
+'''
+
+
 def write_settings(settings_dir: Path, lang: str) -> Path:
     """``labconfig/default_setting_overrides.json`` under ``settings_dir`` (JupyterLab reads it from every
-    folder of ``JUPYTER_CONFIG_PATH``)."""
+    folder of ``JUPYTER_CONFIG_PATH``), and the server config :data:`SERVER_CONFIG` next to it."""
     path = settings_dir / "config" / "labconfig" / "default_setting_overrides.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(settings_overrides(lang), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    (settings_dir / "config" / "jupyter_server_config.py").write_text(SERVER_CONFIG, encoding="utf-8")
     return path
 
 
