@@ -42,6 +42,7 @@ __all__ = [
     "saved_tensor_attrs",
     "storage_key",
     "top_saved_tensors_hooks",
+    "pop_saved_tensors_hooks",
     "tensor_hook_dicts",
     "tree_flatten",
     "unwrap_compiled",
@@ -104,6 +105,9 @@ INTERNALS: dict[str, Internal] = {
     "torch._C._autograd._top_saved_tensors_default_hooks": Internal(
         "noticing saved-tensor contexts exited out of order (SavedTensorLedger) or left active (hook_inventory)",
         "fallback", "no such warning, and an active context is not listed"),
+    "torch._C._autograd._pop_saved_tensors_default_hooks": Internal(
+        "the exercise checkers: ending a saved-tensor hook context that a learner's answer left active",
+        "fallback", "the leaked context stays active (the answer is still judged wrong)"),
     "Optimizer._optimizer_*_hooks, torch.optim.optimizer._global_optimizer_*_hooks": Internal(
         "hook_inventory of an optimizer", "fallback", "a missing hook dict is left out of the inventory"),
     "torch._C._current_graph_task_id": Internal(
@@ -253,6 +257,16 @@ def loss_scale(scaler: Any) -> float | torch.Tensor:
         if isinstance(scale, torch.Tensor):
             return scale
     return scaler.get_scale()  # disabled (1.0), not used yet (the initial scale), or an older torch
+
+
+def pop_saved_tensors_hooks() -> bool:
+    """Pop the top of the saved-tensor hook stack (what leaving a ``saved_tensors_hooks`` block does);
+    False when torch gives no way to (nothing is popped then)."""
+    pop = getattr(torch._C._autograd, "_pop_saved_tensors_default_hooks", None)
+    if pop is None:
+        return False
+    pop()
+    return True
 
 
 # ---------------------------------------------------------------------------------- hook dicts

@@ -17,3 +17,12 @@ def run_solution(key):
     namespace = {"hooklab": hooklab, "course": hooklab.course, "torch": torch, "nn": nn}
     exec(exercises._get(key).solution, namespace)
     return namespace
+
+
+def reference_answer(key):
+    """The answer the reference solution of ``key`` defines (the last name it binds)."""
+    namespace = run_solution(key)
+    answers = [v for name, v in namespace.items() if not name.startswith("__")
+               and name not in ("hooklab", "course", "torch", "nn")]
+    assert answers, f"the solution of {key} defines nothing"
+    return answers[-1]

@@ -6,7 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-KERNEL_NAME = "hooklab"
+from hooklab.course.export import lang_tags
+from kernelspec import NAME as KERNEL_NAME  # tools/kernelspec.py
 NAME_RE = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")
 CJK_RE = re.compile(r"[\u4e00-\u9fff]")
 ADDRESS_RE = re.compile(r"0x[0-9a-fA-F]{8,}")
@@ -16,10 +17,6 @@ LANG_TAGS = {"lang-zh", "lang-en", "lang-both"}
 
 def _text(value: Any) -> str:
     return "".join(value) if isinstance(value, list) else (value or "")
-
-
-def _lang(cell: dict[str, Any]) -> list[str]:
-    return [t for t in cell.get("metadata", {}).get("tags", []) if t.startswith("lang-")]
 
 
 def check_notebook(path: Path) -> list[str]:
@@ -40,7 +37,7 @@ def check_notebook(path: Path) -> list[str]:
     for i, cell in enumerate(cells):
         if cell.get("cell_type") != "markdown":
             continue
-        tags = _lang(cell)
+        tags = lang_tags(cell)
         if len(tags) != 1 or tags[0] not in LANG_TAGS:
             problems.append(f"cell {i}: markdown cell needs exactly one of {sorted(LANG_TAGS)}, has {tags}")
             continue
@@ -48,13 +45,13 @@ def check_notebook(path: Path) -> list[str]:
             if not CJK_RE.search(_text(cell.get("source"))):
                 problems.append(f"cell {i}: lang-zh cell has no Chinese text")
             nxt = cells[i + 1] if i + 1 < len(cells) else {}
-            if nxt.get("cell_type") != "markdown" or _lang(nxt) != ["lang-en"]:
+            if nxt.get("cell_type") != "markdown" or lang_tags(nxt) != ["lang-en"]:
                 problems.append(f"cell {i}: lang-zh cell is not followed by its lang-en twin")
         if tags[0] == "lang-en":
             prev = cells[i - 1] if i > 0 else {}
-            if prev.get("cell_type") != "markdown" or _lang(prev) != ["lang-zh"]:
+            if prev.get("cell_type") != "markdown" or lang_tags(prev) != ["lang-zh"]:
                 problems.append(f"cell {i}: lang-en cell does not follow a lang-zh twin")
-            if CJK_RE.search(_text(cell.get("source"))) and "lang-both" not in tags:
+            if CJK_RE.search(_text(cell.get("source"))):
                 problems.append(f"cell {i}: lang-en cell contains Chinese text")
 
     code = [(i, c) for i, c in enumerate(cells) if c.get("cell_type") == "code"]
@@ -62,7 +59,7 @@ def check_notebook(path: Path) -> list[str]:
     if counts != list(range(1, len(counts) + 1)):
         problems.append(f"execution counts are {counts}, expected 1..{len(counts)} (regenerate the notebook)")
     for i, cell in code:
-        if _lang(cell):
+        if lang_tags(cell):
             problems.append(f"cell {i}: code cell carries a language tag")
         for out in cell.get("outputs", []):
             data = out.get("data", {})

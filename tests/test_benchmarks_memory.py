@@ -1,9 +1,9 @@
 """Smoke test of benchmarks/bench_memory.py: the quick mode runs and prints every row (not the numbers)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,14 +15,11 @@ SCRIPT = ROOT / "benchmarks" / "bench_memory.py"
 ROWS = ["baseline", "ledger", "disk", "bf16", "int8", "checkpoint"]
 
 
-def leftover_dirs() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("hooklab-saved-*")}
-
-
-def test_quick_mode_prints_the_table_and_leaks_no_files():
-    before = leftover_dirs()
+def test_quick_mode_prints_the_table_and_leaks_no_files(tmp_path):
+    # SaveOnDisk's folders go to the temp dir: a private one, so that no other process's folders are counted
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
     result = subprocess.run([sys.executable, "-W", "error", str(SCRIPT), "--quick"],
-                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+                            capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("variant"))
@@ -38,7 +35,7 @@ def test_quick_mode_prints_the_table_and_leaks_no_files():
     # the course runs tests with CUDA hidden; the GPU part must then say it skipped
     if "skipped" in gpu[0]:
         assert "no GPU" in gpu[0]
-    assert leftover_dirs() <= before  # the disk variant removed its private directories
+    assert list(tmp_path.glob("hooklab-saved-*")) == []  # the disk variant removed its private directories
 
 
 def test_bad_arguments_are_rejected():

@@ -1,4 +1,6 @@
 """Every exercise checker accepts right answers written differently and rejects the typical wrong ones."""
+import functools
+
 import pytest
 import torch
 
@@ -269,3 +271,145 @@ def test_a_check_puts_back_what_the_answer_changed_and_stops_a_slow_answer(monke
     status, zh, en = ex.verdict("00.1", endless)
     assert status == "wrong" and "did not finish within 1 s" in en and "1 秒" in zh
     assert time.monotonic() - start < 10
+
+
+def test_a_check_puts_back_anomaly_mode_print_options_and_every_rng():
+    import random
+
+    import numpy as np
+    from torch._tensor_str import get_printoptions
+
+    def meddling(model, x):
+        torch.autograd.set_detect_anomaly(True)
+        torch.set_printoptions(precision=1)
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        random.seed(1)
+        np.random.seed(1)
+        return run_solution("00.1")["count_relu_zeros"](model, x)
+
+    options = get_printoptions()
+    random.seed(42)
+    np.random.seed(42)
+    expected = (random.random(), np.random.rand())
+    random.seed(42)
+    np.random.seed(42)
+    try:
+        assert verdict("00.1", meddling) == "correct"
+        assert not torch.is_anomaly_enabled() and get_printoptions() == options
+        assert not torch.are_deterministic_algorithms_enabled()
+        assert (random.random(), np.random.rand()) == expected
+    finally:
+        torch.autograd.set_detect_anomaly(False)
+        torch.set_printoptions(**options)
+        torch.use_deterministic_algorithms(False)
+
+
+def test_a_check_runs_in_float32_without_anomaly_mode_and_gives_the_learners_back():
+    seen = []
+
+    def spy(model, x):
+        seen.append((torch.get_default_dtype(), torch.is_anomaly_enabled()))
+        return 0
+
+    torch.set_default_dtype(torch.float64)
+    torch.autograd.set_detect_anomaly(True, check_nan=False)
+    try:
+        verdict("00.1", spy)
+        assert seen and set(seen) == {(torch.float32, False)}
+        assert torch.get_default_dtype() == torch.float64
+        assert torch.is_anomaly_enabled() and not torch.is_anomaly_check_nan_enabled()
+    finally:
+        torch.set_default_dtype(torch.float32)
+        torch.autograd.set_detect_anomaly(False)
+
+
+def test_an_answer_that_leaves_saved_tensor_hooks_active_is_wrong_and_they_are_ended():
+    right = run_solution("00.1")["count_relu_zeros"]
+
+    def right_but_leaves_hooks(model, x):
+        torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t).__enter__()  # never exited
+        return right(model, x)
+
+    status, zh, en = exercises.verdict("00.1", right_but_leaves_hooks)
+    assert status == "wrong" and "saved-tensor hooks" in en and "saved_tensors_hooks" in zh
+    assert hooklab.hook_inventory(None) == []  # popped: nothing left active
+
+    # the learner's own context, active around the check, is not touched
+    pack, unpack = (lambda t: t), (lambda t: t)
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        assert verdict("00.1", right) == "correct"
+        assert verdict("00.1", right_but_leaves_hooks) == "wrong"
+        assert [e.kind for e in hooklab.hook_inventory(None)] == ["saved_tensors"]
+    assert hooklab.hook_inventory(None) == []
+
+
+def test_an_unexpected_error_inside_a_checker_is_a_wrong_verdict_naming_it(monkeypatch, capsys):
+    def broken_checker(answer):
+        raise RuntimeError("Float did not match Double\nmore detail")
+
+    monkeypatch.setitem(exercises._REGISTRY, "99.1", exercises.Exercise("99.1", broken_checker, ("", ""), ""))
+    status, zh, en = exercises.verdict("99.1", lambda: 0)
+    assert status == "wrong"
+    assert en.startswith("the check stopped on an unexpected RuntimeError: Float did not match Double (")
+    assert "RuntimeError" in zh and "more detail" not in en
+    hooklab.course.check("99.1", lambda: 0)
+    assert "[99.1] not right yet: the check stopped on an unexpected RuntimeError" in capsys.readouterr().out
+
+
+def test_a_function_that_ran_and_returned_none_is_not_right_yet_not_unsolved(capsys):
+    def zero_nan_grads(t, replaced):       # forgot the return
+        def hook(grad):
+            return torch.nan_to_num(grad, nan=0.0)
+        t.register_hook(hook)
+
+    hooklab.course.check("01.2", zero_nan_grads)
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["[01.2] 还不对：你的函数运行了，却返回了 None；请返回 `register_hook` 给你的句柄（handle）。",
+                   "[01.2] not right yet: your function ran but returned None: return the handle that "
+                   "`register_hook` gave you."]
+
+    def count_relu_zeros(model, x):        # no return where nothing specific is asked for
+        model(x)
+    status, _, en = exercises.verdict("00.1", count_relu_zeros)
+    assert status == "wrong" and en == "your function ran but returned None: did you forget the `return`?"
+
+
+@pytest.mark.parametrize("source", ["def f(a, b):\n    pass", "def f(a, b):\n    # your code here\n    pass",
+                                    "def f(*args, **kwargs):\n    ...", "def f(a):\n    'doc'\n    return None",
+                                    "f = lambda a, b: None"])
+def test_a_blank_function_is_the_starting_point(source):
+    namespace = {}
+    exec(source, namespace)
+    assert exercises._blank(namespace["f"]) and not exercises._started(namespace["f"])
+
+
+@pytest.mark.parametrize("answer", [lambda a: a, lambda a: print(a), len, functools.partial(print, 1)])
+def test_any_other_callable_is_started(answer):
+    assert exercises._started(answer)
+
+
+def test_solution_load_puts_the_code_into_the_next_cell(monkeypatch, capsys):
+    import IPython
+
+    class Shell:
+        kernel = object()
+        loaded = []
+
+        def set_next_input(self, text, replace=False):
+            self.loaded.append((text, replace))
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: Shell())
+    hooklab.course.solution("01.2", load=True)
+    (text, replace), = Shell.loaded
+    assert not replace and text == exercises.solution_text("01.2")[0]
+    assert text.startswith("# [01.2] reference solution / 参考答案\ndef zero_nan_grads(")
+    assert capsys.readouterr().out == "[01.2] 参考答案已放进下面的新单元格。\n[01.2] the reference solution is in a new cell below.\n"
+
+
+def test_solution_load_outside_ipython_says_so_and_prints_the_code(capsys):
+    hooklab.course.solution("01.2", load=True)  # pytest runs no IPython shell
+    out = capsys.readouterr().out
+    assert "load=True puts the solution into the next cell, which needs IPython" in out
+    assert "def zero_nan_grads(t, replaced):" in out
+    with pytest.raises(TypeError, match="load must be True or False"):
+        hooklab.course.solution("01.2", load="yes")

@@ -92,7 +92,8 @@ def test_03_1_rejects_wrong_answers(answer):
 def test_03_1_explains_the_with_block_and_the_missing_return():
     _, zh, en = hooklab.course.exercises.verdict("03.1", clamp_inside_with_block)
     assert "HookScope" in en and "HookScope" in zh
-    assert "returns None" in hooklab.course.exercises.verdict("03.1", clamp_forgot_return)[2]
+    assert "returned None: return the handle that `register_forward_pre_hook` gave you" in \
+        hooklab.course.exercises.verdict("03.1", clamp_forgot_return)[2]
 
 
 def test_03_1_blank_start_is_not_solved():

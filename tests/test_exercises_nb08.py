@@ -158,7 +158,8 @@ def test_08_2_rejects_wrong_answers(answer):
 
 
 def test_08_2_a_hook_removed_too_early_counts_nothing():
-    assert verdict("08.2", counter_in_scope_that_exits) == "not solved"
+    status, _, en = hooklab.course.exercises.verdict("08.2", counter_in_scope_that_exits)
+    assert status == "wrong" and "never grew" in en  # not "not solved": the function is no longer blank
 
 
 def test_08_2_blank_start_is_not_solved():

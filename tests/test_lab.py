@@ -8,9 +8,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import kernelspec
 import pytest
-from process_group import stop_process_group
 from jupyter_client import BlockingKernelClient
+from process_group import start_process_group, stop_process_group
 
 # `./course lab` always serves the locked .venv, so under ./course matrix it would test the pin, not the torch
 # being checked (and would sync .venv as a side effect).
@@ -54,10 +55,10 @@ def lab_server(tmp_path):
     runtime_dir = tmp_path / "runtime"
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime_dir))
     log = open(tmp_path / "lab.log", "w+")
-    proc = subprocess.Popen(
+    proc = start_process_group(
         [str(ROOT / "course"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
          f"--IdentityProvider.token={TOKEN}", "--ServerApp.port_retries=0"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -136,9 +137,9 @@ def test_lab_serves_the_course_and_its_kernel_uses_hooklab(lab_server):
     served = {item["name"] for item in listing["content"]}
     assert {p.name for p in (ROOT / "notebooks").glob("*.ipynb")} <= served
     _, specs = api(port, "/api/kernelspecs")
-    assert "hooklab" in specs["kernelspecs"]
+    assert kernelspec.NAME in specs["kernelspecs"]
 
-    _, kernel = api(port, "/api/kernels", "POST", {"name": "hooklab"})
+    _, kernel = api(port, "/api/kernels", "POST", {"name": kernelspec.NAME})
     client = None
     try:
         client = kernel_client(lab_server.runtime_dir, kernel["id"])
@@ -149,6 +150,7 @@ def test_lab_serves_the_course_and_its_kernel_uses_hooklab(lab_server):
             "scope.add(m.register_forward_hook(lambda *a: None))\n"
             "print(len(hooklab.hook_inventory(m)), hooklab.hook_inventory(m)[0].kind)\n"
             "scope.remove(); print(hooklab.hook_inventory(m))\n"))
+        connect_a_browser_websocket(lab_server, kernel["id"])
     except TimeoutError as error:
         pytest.fail(f"{error}\n--- server log (tail) ---\n{lab_server.log_tail()}")
     finally:
@@ -157,6 +159,31 @@ def test_lab_serves_the_course_and_its_kernel_uses_hooklab(lab_server):
         api(port, f"/api/kernels/{kernel['id']}", "DELETE")
     assert status == "ok"
     assert out.splitlines() == ["1 forward", "[]"]
+    # the terminal stays quiet (tools/lab.py): no jupyter_lsp list of 19 servers the course does not install, no
+    # tornado warning about jupyter_server's websocket ping settings (it came when a websocket connected)
+    log = lab_server.log.read_text(errors="replace")
+    assert "Skipped non-installed server" not in log and "websocket_ping_timeout" not in log, log[-3000:]
+
+
+def connect_a_browser_websocket(lab_server: LabServer, kernel_id: str) -> None:
+    """Open the kernel's websocket as JupyterLab in a browser does, until the server logs the connection."""
+    import asyncio
+
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    async def connect():
+        url = f"ws://127.0.0.1:{lab_server.port}/api/kernels/{kernel_id}/channels?session_id=lab-test"
+        connection = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {TOKEN}"},
+                                                         connect_timeout=30))
+        deadline = time.monotonic() + 30
+        while f"Connecting to kernel {kernel_id}" not in lab_server.log.read_text(errors="replace"):
+            assert time.monotonic() < deadline, lab_server.log_tail()
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(1)  # the ping warning came right after the connection
+        connection.close()
+
+    asyncio.run(connect())
 
 
 def test_second_run_installs_nothing():

@@ -1,4 +1,5 @@
 import random
+import warnings
 
 import pytest
 import torch
@@ -7,6 +8,8 @@ from torch import nn
 import hooklab
 import hooklab.course
 from hooklab import UnknownModuleError, get_module
+
+from process_state import restored, snapshot
 
 
 @pytest.fixture
@@ -36,20 +39,16 @@ def test_get_module_bad_types(model):
         get_module(model, 0)
 
 
-def test_setup_seeds_and_fixes_threads(capsys):
-    previous = torch.get_num_threads()
-    try:
-        hooklab.course.setup(seed=123)
-        a, r = torch.rand(3), random.random()
-        hooklab.course.setup(seed=123)
-        assert torch.equal(a, torch.rand(3)) and r == random.random()
-        assert torch.get_num_threads() == 1
-        assert "seed=123" in capsys.readouterr().out
-    finally:
-        torch.set_num_threads(previous)
+def test_setup_seeds_and_fixes_threads(capsys, setup_undone):
+    hooklab.course.setup(seed=123)
+    a, r = torch.rand(3), random.random()
+    hooklab.course.setup(seed=123)
+    assert torch.equal(a, torch.rand(3)) and r == random.random()
+    assert torch.get_num_threads() == 1
+    assert "seed=123" in capsys.readouterr().out
 
 
-def test_setup_makes_figures_png():
+def test_setup_makes_figures_png(setup_undone):
     import graphviz
     import matplotlib
     hooklab.course.setup(verbose=False)
@@ -57,8 +56,32 @@ def test_setup_makes_figures_png():
     assert matplotlib.rcParams["figure.dpi"] == 80
 
 
-def test_setup_rejects_bad_arguments():
-    with pytest.raises(TypeError, match="seed"):
-        hooklab.course.setup(seed="0")
-    with pytest.raises(ValueError, match="threads"):
-        hooklab.course.setup(threads=0)
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"seed": "0"}, TypeError, "seed must be an int"),
+    ({"seed": True}, TypeError, "seed must be an int"),
+    ({"seed": -1}, ValueError, "seed must be between 0 and 4294967295"),
+    ({"threads": 0}, ValueError, "threads must be >= 1"),
+    ({"threads": True}, TypeError, "threads must be an int"),
+    ({"threads": 2.0}, TypeError, "threads must be an int"),
+    ({"precision": -3}, ValueError, "precision must be >= 0"),
+    ({"precision": "x"}, TypeError, "precision must be an int"),
+    ({"verbose": "no"}, TypeError, "verbose must be True or False"),
+    ({"seed": 5, "threads": 2, "verbose": 1}, TypeError, "verbose"),   # the last argument is bad: nothing changes
+])
+def test_setup_checks_every_argument_before_changing_anything(kwargs, error, message, setup_undone):
+    torch.manual_seed(7)
+    before = snapshot()
+    with pytest.raises(error, match=message):
+        hooklab.course.setup(**kwargs)
+    assert snapshot() == before
+
+
+def test_process_state_restored_puts_back_everything_setup_changes():
+    before = snapshot()
+    with restored():
+        hooklab.course.setup(seed=99, threads=torch.get_num_threads() + 1, precision=1, verbose=False)
+        warnings.filterwarnings("ignore", message="only in this test")
+        changed = snapshot()
+    assert {k for k in before if changed[k] != before[k]} >= {"threads", "print options", "warning filters",
+                                                             "initial seed", "torch rng", "random", "numpy"}
+    assert snapshot() == before

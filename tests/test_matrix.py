@@ -3,15 +3,13 @@ notebooks: no kernel, no network, no environment is built."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
+import matrix  # tools/ is on pytest's pythonpath (pyproject.toml)
+import matrix_report as mr
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import matrix  # noqa: E402
-import matrix_report as mr  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 RULES = mr.load_sanitizer(ROOT / "tests" / "sanitize.cfg")

@@ -194,3 +194,17 @@ def test_grad_scaler_gives_its_scale_as_a_tensor_without_get_scale():
     assert callable(getattr(scaler, "_get_scale_async", None))
     assert isinstance(scale, torch.Tensor) and scale.item() == 1024.0
     assert internals.loss_scale(torch.amp.GradScaler("cpu", enabled=False)) == 1.0
+
+
+def test_saved_tensors_hook_stack_can_be_read_and_popped():
+    """The exercise checkers pop a saved-tensor context that an answer entered and never left."""
+    pack, unpack = (lambda t: t), (lambda t: t)
+    assert internals.top_saved_tensors_hooks() is None
+    torch.autograd.graph.saved_tensors_hooks(pack, unpack).__enter__()  # left active, as a careless answer does
+    try:
+        assert internals.top_saved_tensors_hooks() == (pack, unpack)
+        assert internals.pop_saved_tensors_hooks() is True
+        assert internals.top_saved_tensors_hooks() is None
+    finally:
+        while internals.top_saved_tensors_hooks() is not None:
+            torch._C._autograd._pop_saved_tensors_default_hooks()

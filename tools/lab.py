@@ -1,22 +1,27 @@
 """`./course lab [--lang zh|en|both] [JupyterLab options]`: start JupyterLab on the course, quietly.
 
 - ``--lang both`` (the default) serves ``notebooks/``; ``--lang zh`` / ``--lang en`` serve one-language copies
-  exported to ``build/<lang>/`` (``python -m hooklab.course export``), and the course's messages (exercise verdicts,
+  in the lab's own folder ``build/lab/<lang>/notebooks/`` (exported as ``python -m hooklab.course export`` does, which
+  writes ``build/<lang>/`` and so never touches the learner's work), and the course's messages (exercise verdicts,
   hints, solutions) follow the language: the kernels inherit ``HOOKLAB_LANG``.
-  A copy the learner has edited is kept (a fresh one is written when the copy is missing or untouched).
+  A copy the learner has edited is kept (a fresh one is written when the copy is missing or untouched, or is not
+  valid JSON); copies an older version of this command kept in ``build/<lang>/`` are moved there once.
 - A root folder given by the user (``--ServerApp.root_dir=DIR``, ``--notebook-dir=DIR``) replaces the default
   instead of clashing with it ("root_dir only accepts one value").
 - Quieter start: kernels get CurveZMQ transport encryption (no "Kernel is running over TCP without
   encryption" warning on every kernel start), the served notebooks are signed as trusted (no "Notebook ... is
-  not trusted"; they hold only text and PNG outputs), and JupyterLab's settings defaults (``build/lab/<lang>/``,
+  not trusted"; they hold only text and PNG outputs), and JupyterLab's settings defaults (``build/lab/<lang>/config/``,
   read through ``JUPYTER_CONFIG_PATH``) turn off the news pop-up and pick the interface language
-  (Chinese with ``--lang zh``, from the language pack in the lock).
+  (Chinese with ``--lang zh``, from the language pack in the lock). Two lines of noise are gone from the terminal:
+  jupyter_lsp's "Skipped non-installed server(s): ..." (``--LanguageServerManager.autodetect=False``: the course
+  installs no language server; pass ``--LanguageServerManager.autodetect=True`` to look for yours), and tornado's
+  "The websocket_ping_timeout (90000) cannot be longer than the websocket_ping_interval (30000)" (a logging filter
+  in ``jupyter_server_config.py`` next to the settings defaults; see :data:`SERVER_CONFIG`).
 
 ``--print-command`` prints the command and the environment variables it sets instead of starting.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shlex
@@ -30,7 +35,6 @@ LANGS = ("zh", "en", "both")
 LOCALES = {"zh": "zh_CN", "en": "en", "both": None}
 ROOT_OPTIONS = ("--ServerApp.root_dir", "--notebook-dir", "--ServerApp.notebook_dir", "--NotebookApp.notebook_dir",
                 "--root-dir")
-STAMPS = ".hooklab-export.json"  # sha256 of each copy as exported, to tell untouched copies from edited ones
 
 
 class UsageError(Exception):
@@ -43,7 +47,7 @@ class LabPlan:
     root_dir: Path                # the folder JupyterLab serves
     argv: list[str]               # the jupyter lab command line
     env: dict[str, str]           # variables set on top of the caller's environment
-    export: bool                  # write build/<lang>/ copies first
+    export: bool                  # write the one-language copies into root_dir first
     settings_dir: Path            # holds labconfig/default_setting_overrides.json
     notes: list[str] = field(default_factory=list)
 
@@ -83,6 +87,12 @@ def user_root(args: list[str]) -> str | None:
     return None
 
 
+def copies_dir(root: Path, lang: str) -> Path:
+    """Where ``./course lab --lang zh|en`` keeps the learner's one-language copies (``./course export`` writes
+    ``build/<lang>/``, a folder of its own)."""
+    return root / "build" / "lab" / lang / "notebooks"
+
+
 def settings_overrides(lang: str) -> dict:
     """JupyterLab settings defaults for the course (the learner's own settings still win)."""
     overrides: dict = {
@@ -100,12 +110,13 @@ def plan(args: list[str], *, root: Path = ROOT, is_root_user: bool | None = None
     lang, rest, print_only = split_lang(args)
     given_root = user_root(rest)
     if given_root is not None and lang != "both":
-        raise UsageError(f"--lang {lang} serves build/{lang}/; do not also give a root folder ({given_root})")
+        raise UsageError(f"--lang {lang} serves build/lab/{lang}/notebooks/; do not also give a root folder "
+                         f"({given_root})")
     export = lang != "both"
     if given_root is not None:
         root_dir = (root / given_root) if not Path(given_root).is_absolute() else Path(given_root)
     else:
-        root_dir = root / "build" / lang if export else root / "notebooks"
+        root_dir = copies_dir(root, lang) if export else root / "notebooks"
     settings_dir = root / "build" / "lab" / lang
     argv = [str(root / ".venv" / "bin" / "jupyter"), "lab"]
     if given_root is None:
@@ -115,6 +126,7 @@ def plan(args: list[str], *, root: Path = ROOT, is_root_user: bool | None = None
         has_curve = bool(zmq.has("curve"))
     if has_curve:
         argv.append("--KernelManager.transport_encryption=auto")
+    argv.append("--LanguageServerManager.autodetect=False")  # no "Skipped non-installed server(s): <19 names>"
     if is_root_user is None:
         is_root_user = hasattr(os, "getuid") and os.getuid() == 0
     if is_root_user and "--allow-root" not in rest:
@@ -127,46 +139,68 @@ def plan(args: list[str], *, root: Path = ROOT, is_root_user: bool | None = None
     return LabPlan(lang, root_dir, argv, env, export, settings_dir), print_only
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def export_copies(lang: str, out_dir: Path, sources: list[Path]) -> list[str]:
-    """Write one-language copies into ``out_dir``; keep a copy the learner changed. Return notes to print."""
-    from hooklab.course.export import export_notebook
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stamps_file = out_dir / STAMPS
+def _shown(path: Path, root: Path) -> str:
     try:
-        stamps = json.loads(stamps_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        stamps = {}
-    notes = []
-    for src in sources:
-        target = out_dir / src.name
-        text = json.dumps(export_notebook(json.loads(src.read_text(encoding="utf-8")), lang),
-                          ensure_ascii=False, indent=1) + "\n"
-        if target.exists():
-            current = _sha256(target)
-            if current == hashlib.sha256(text.encode()).hexdigest():
-                stamps[src.name] = current
-                continue
-            if stamps.get(src.name) != current:
-                notes.append(f"keeping your edited {target.relative_to(out_dir.parent.parent)} "
-                             "(delete it to get a fresh copy)")
-                continue
-        target.write_text(text, encoding="utf-8")
-        stamps[src.name] = _sha256(target)
-    stamps_file.write_text(json.dumps(stamps, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    return notes
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def export_copies(lang: str, out_dir: Path, sources: list[Path], *, root: Path = ROOT) -> list[str]:
+    """Write one-language copies into ``out_dir``, written whole, keeping a copy the learner changed
+    (``hooklab.course.export.export_folder`` with stamps). Return notes to print."""
+    from hooklab.course.export import export_folder
+
+    result = export_folder(lang, out_dir, sources, stamp=True)
+    return ([f"replaced {_shown(p, root)}, which was not valid JSON (a write cut short)" for p in result.replaced]
+            + [f"keeping your edited {_shown(p, root)} (delete it to get a fresh copy)" for p in result.kept])
+
+
+def move_old_copies(lang: str, *, root: Path = ROOT) -> list[str]:
+    """Once: the lab used to keep its copies in ``build/<lang>/``, where ``./course export`` writes too (and
+    overwrote the learner's edits). Move that folder, when it is the lab's (it holds the stamps), to
+    :func:`copies_dir` unless that exists already."""
+    from hooklab.course.export import STAMPS
+
+    old, new = root / "build" / lang, copies_dir(root, lang)
+    if new.exists() or not (old / STAMPS).is_file():
+        return []
+    try:
+        new.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(old, new)
+    except OSError as exc:
+        return [f"could not move the lab's earlier copies from {_shown(old, root)} to {_shown(new, root)} "
+                f"({exc.strerror or exc}); copy any you edited there yourself"]
+    return [f"moved your copies from {_shown(old, root)}/ to {_shown(new, root)}/, the lab's own folder now "
+            f"({_shown(old, root)}/ is left to ./course export)"]
+
+
+# Jupyter Server config (Python: a logging filter cannot be given as JSON), read from JUPYTER_CONFIG_PATH.
+SERVER_CONFIG = '''\
+# Written by tools/lab.py for ./course lab (rewritten at every start). Your own Jupyter config still applies.
+import logging
+
+
+class DropPingTimeoutWarning(logging.Filter):
+    """jupyter_server 2.x hands its websocket ping settings, in milliseconds (30000 / 90000), to tornado, which reads
+    seconds and warns once per server that the timeout exceeds the interval (jupyter_server issue #1612). The
+    pings work as they always did; only this warning is dropped."""
+
+    def filter(self, record):
+        return not record.getMessage().startswith("The websocket_ping_timeout (")
+
+
+logging.getLogger("tornado.general").addFilter(DropPingTimeoutWarning())
+'''
 
 
 def write_settings(settings_dir: Path, lang: str) -> Path:
     """``labconfig/default_setting_overrides.json`` under ``settings_dir`` (JupyterLab reads it from every
-    folder of ``JUPYTER_CONFIG_PATH``)."""
+    folder of ``JUPYTER_CONFIG_PATH``), and the server config :data:`SERVER_CONFIG` next to it."""
     path = settings_dir / "config" / "labconfig" / "default_setting_overrides.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(settings_overrides(lang), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    (settings_dir / "config" / "jupyter_server_config.py").write_text(SERVER_CONFIG, encoding="utf-8")
     return path
 
 
@@ -185,8 +219,9 @@ def trust(notebooks: list[Path]) -> None:
 def prepare(lab: LabPlan, *, root: Path = ROOT) -> list[str]:
     notes = []
     if lab.export:
+        notes += move_old_copies(lab.lang, root=root)
         sources = sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-        notes += export_copies(lab.lang, lab.root_dir, sources)
+        notes += export_copies(lab.lang, lab.root_dir, sources, root=root)
     write_settings(lab.settings_dir, lab.lang)
     if lab.root_dir.is_dir():
         try:
@@ -208,10 +243,15 @@ def main(args: list[str]) -> int:
         print(shlex.join(lab.argv))
         return 0
     if not {"--version", "-h", "--help", "--help-all"} & set(lab.argv):
-        for note in prepare(lab):
+        try:
+            notes = prepare(lab)
+        except (OSError, ValueError) as exc:  # a notebook that cannot be read, a folder that cannot be written
+            print(f"[course] error: {exc}", file=sys.stderr)
+            return 2
+        for note in notes:
             print(f"[course] {note}", file=sys.stderr)
         if lab.lang != "both":
-            print(f"[course] serving the {lab.lang} copies in build/{lab.lang}/ "
+            print(f"[course] serving the {lab.lang} copies in {_shown(lab.root_dir, ROOT)}/ "
                   f"(checker messages in {'Chinese' if lab.lang == 'zh' else 'English'})", file=sys.stderr)
     os.execve(lab.argv[0], lab.argv, {**os.environ, **lab.env})
     return 0  # not reached

@@ -30,6 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kernelspec  # noqa: E402
 import matrix_report  # noqa: E402
 
 UV = ROOT / ".tools" / "bin" / "uv"
@@ -162,8 +163,8 @@ def build_env(folder: Path, reqs: str, extra: list[str]) -> Path:
         install += ["--overrides", str(folder / "overrides.txt")]
     run_checked(install, "uv could not install this torch with the course's other packages "
                          "(is that torch / torchvision pair published for this Python?)")
-    run_checked([str(python), "-m", "ipykernel", "install", "--sys-prefix", "--name", "hooklab",
-                 "--display-name", "Python 3 (hooklab)"], "could not register the hooklab kernel")
+    run_checked([str(python), "-m", "ipykernel", "install", "--sys-prefix", "--name", kernelspec.NAME,
+                 "--display-name", kernelspec.DISPLAY_NAME], "could not register the hooklab kernel")
     # matplotlib's first-run font-cache notice would otherwise land in a cell
     subprocess.run([str(python), "-c", "import matplotlib.pyplot"], cwd=ROOT, capture_output=True,
                    env=dict(os.environ, MPLBACKEND="Agg"))

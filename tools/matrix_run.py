@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-KERNEL = "hooklab"
+from kernelspec import NAME as KERNEL
 
 
 def execute(path: Path, out: Path, *, timeout: int) -> dict:

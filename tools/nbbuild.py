@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-KERNEL = {"name": "hooklab", "display_name": "Python 3 (hooklab)", "language": "python"}
+from kernelspec import KERNELSPEC
 
 
 def _clean(text: str) -> str:
@@ -43,6 +43,6 @@ class Notebook:
         self.cells.append(new_code_cell(_clean(source), metadata=meta))
 
     def write(self, path: str | Path) -> None:
-        nb = new_notebook(cells=self.cells, metadata={"kernelspec": KERNEL, "language_info": {"name": "python"}})
+        nb = new_notebook(cells=self.cells, metadata={"kernelspec": KERNELSPEC, "language_info": {"name": "python"}})
         nbformat.validate(nb)
         nbformat.write(nb, str(path))

@@ -14,13 +14,14 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from kernelspec import KERNELSPEC
+
 ROOT = Path(__file__).resolve().parent.parent
-KERNEL = {"name": "hooklab", "display_name": "Python 3 (hooklab)", "language": "python"}
 CELL_KEYS = {"tags"}  # cell metadata worth keeping; everything else is editor state
 
 
 def normalise(nb: nbformat.NotebookNode) -> None:
-    nb.metadata = nbformat.from_dict({"kernelspec": KERNEL, "language_info": {"name": "python"}})
+    nb.metadata = nbformat.from_dict({"kernelspec": KERNELSPEC, "language_info": {"name": "python"}})
     for cell in nb.cells:
         cell.metadata = nbformat.from_dict({k: v for k, v in cell.metadata.items() if k in CELL_KEYS})
         if cell.cell_type == "code":
@@ -43,7 +44,7 @@ def regen(path: Path) -> float:
     nb = nbformat.read(path, as_version=4)
     nb.nbformat_minor = max(nb.nbformat_minor, 5)
     start = time.perf_counter()
-    NotebookClient(nb, kernel_name=KERNEL["name"], timeout=300, record_timing=False,
+    NotebookClient(nb, kernel_name=KERNELSPEC["name"], timeout=300, record_timing=False,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     normalise(nb)
     nbformat.validate(nb)

@@ -14,18 +14,29 @@ _QUIET = [
 ]
 
 
+def _int_at_least(name: str, value: object, low: int, high: int | None = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < low or (high is not None and value > high):
+        bounds = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be {bounds}, got {value}")
+    return value
+
+
 def setup(seed: int = 0, threads: int = 1, precision: int = 4, verbose: bool = True) -> None:
     """Seed every generator, fix the thread count and print options, and make figures PNG.
 
     Also picks a CJK font for matplotlib when one is installed, so Chinese labels render.
+    Every argument is checked before anything is changed: a bad one raises and leaves the process as it was.
+    A notebook's first cell::
 
-    >>> setup(seed=0)
-    course.setup: seed=0, threads=1, precision=4
+        course.setup()      # prints: course.setup: seed=0, threads=1, precision=4
     """
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be a positive int, got {threads!r}")
+    _int_at_least("seed", seed, 0, 2**32 - 1)  # numpy's seeds are 32-bit
+    _int_at_least("threads", threads, 1)
+    _int_at_least("precision", precision, 0)
+    if not isinstance(verbose, bool):
+        raise TypeError(f"verbose must be True or False, got {verbose!r}")
     random.seed(seed)
     torch.manual_seed(seed)
     try:

@@ -2,27 +2,52 @@
 
     python -m hooklab.course export --lang zh            # notebooks/*.ipynb -> build/zh/
     python -m hooklab.course export --lang en --out /tmp/en notebooks/00_introduction.ipynb
+
+Every file is written whole or not at all (a temporary file in the same folder, then ``os.replace``). A folder in
+which ``./course lab --lang`` keeps the learner's copies (it holds :data:`STAMPS`) keeps the copies the learner
+edited, unless ``force``.
 """
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
+import os
 import re
+import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 import nbformat
 from nbconvert.preprocessors import TagRemovePreprocessor
 
 from .lang import has_cjk
 
-__all__ = ["LANGS", "export_notebook", "export_notebooks"]
+__all__ = ["LANGS", "STAMPS", "Exported", "NotebookError", "export_folder", "export_notebook", "export_notebooks",
+           "lang_tags", "read_notebook", "write_atomic"]
 
 LANGS = ("zh", "en")
+# In a folder of copies that ./course lab serves: the sha256 of each copy as written, to tell the copies the
+# learner edited (kept) from untouched ones (refreshed).
+STAMPS = ".hooklab-export.json"
+
+
+class NotebookError(ValueError):
+    """A notebook file that cannot be exported; the message names the file and what to do."""
+
+
+def lang_tags(cell: dict[str, Any]) -> list[str]:
+    """The ``lang-*`` tags of a cell (the course's notebook format wants exactly one on a markdown cell).
+
+    >>> lang_tags({"metadata": {"tags": ["lang-en", "nbval-ignore-output"]}}), lang_tags({})
+    (['lang-en'], [])
+    """
+    tags = cell.get("metadata", {}).get("tags", [])
+    return [t for t in tags if isinstance(t, str) and t.startswith("lang-")] if isinstance(tags, list) else []
 
 
 def _lang_tag(cell: dict[str, Any]) -> str | None:
-    tags = [t for t in cell.get("metadata", {}).get("tags", []) if t.startswith("lang-")]
+    tags = lang_tags(cell)
     return tags[0] if tags else None
 
 
@@ -92,6 +117,26 @@ def _source(cell: dict[str, Any]) -> str:
     return "".join(source) if isinstance(source, list) else source
 
 
+def _check_shape(nb: Any) -> None:
+    """A notebook as ``json.load`` gives it: a dict whose ``cells`` is a list of dicts, tags lists of strings."""
+    if not isinstance(nb, dict):
+        hint = (" (to export files, use export_notebooks(lang, out_dir, paths))"
+                if isinstance(nb, (str, Path)) else "")
+        raise TypeError(f"export_notebook takes a notebook as a dict (json.load of an .ipynb file), "
+                        f"got {type(nb).__name__}{hint}")
+    cells = nb.get("cells")
+    if not isinstance(cells, list):
+        raise ValueError(f"not a notebook: 'cells' should be a list of cells, got {type(cells).__name__}")
+    for index, cell in enumerate(cells):
+        if not isinstance(cell, dict):
+            raise ValueError(f"not a notebook: cell {index} should be a dict, got {type(cell).__name__}")
+        metadata = cell.get("metadata", {})
+        tags = metadata.get("tags", []) if isinstance(metadata, dict) else None
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise ValueError(f"cell {index}: metadata.tags should be a list of strings such as ['lang-en'], "
+                             f"got {tags!r}")
+
+
 def export_notebook(nb: dict[str, Any], lang: str) -> dict[str, Any]:
     """Return a copy of notebook ``nb`` keeping code cells and the markdown of ``lang`` (and ``lang-both``).
 
@@ -100,10 +145,12 @@ def export_notebook(nb: dict[str, Any], lang: str) -> dict[str, Any]:
     :mod:`hooklab.course.lang`)."""
     if lang not in LANGS:
         raise ValueError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
+    _check_shape(nb)
     other = {"zh": "lang-en", "en": "lang-zh"}[lang]
-    for cell in nb.get("cells", []):
+    for index, cell in enumerate(nb["cells"]):
         if cell.get("cell_type") == "markdown" and _lang_tag(cell) is None:
-            raise ValueError("a markdown cell has no lang-* tag; run the structure tests first")
+            raise ValueError(f"markdown cell {index} has no lang-* tag; run the structure tests first "
+                             "(./course test tests/test_notebook_structure.py)")
     # nbconvert drops the other language's cells (it works on a copy: the source stays untouched)
     node, _ = TagRemovePreprocessor(remove_cell_tags={other}).preprocess(nbformat.from_dict(copy.deepcopy(nb)), {})
     out = json.loads(json.dumps(node))  # plain dicts and lists again, strings kept as they were
@@ -121,22 +168,141 @@ def export_notebook(nb: dict[str, Any], lang: str) -> dict[str, Any]:
     return out
 
 
-def export_notebooks(lang: str, out_dir: str | Path, paths: Iterable[str | Path]) -> list[Path]:
-    """Export each notebook in ``paths`` into ``out_dir`` (same file names); return the files written."""
+def read_notebook(path: str | Path) -> dict[str, Any]:
+    """The JSON of the notebook file at ``path``; :class:`NotebookError` (naming the file and what to do) when it
+    is not UTF-8 JSON."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise NotebookError(f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}), so it is no .ipynb "
+                            "notebook; check the file name, or restore the file (git checkout -- FILE)") from None
+    except json.JSONDecodeError as exc:
+        raise NotebookError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); it may "
+                            "be cut short: restore it (git checkout -- FILE) or save it again from JupyterLab") from None
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` whole or not at all: a temporary file in the same folder, then
+    ``os.replace`` (which also replaces a hard link instead of writing through it)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would have made it (mkstemp gives 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        json.loads(data.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return False
+    return True
+
+
+class Exported(NamedTuple):
+    written: list[Path]     # the copies now up to date (written, or already equal to a fresh export)
+    kept: list[Path]        # copies the learner edited in a folder of the lab's, left as they are
+    replaced: list[Path]    # copies that were not valid JSON (a write cut short), replaced by fresh ones
+
+
+def _fail(exc: OSError, what: str) -> OSError:
+    """``exc`` again (same type), with a message that says what could not be done and what to do."""
+    return type(exc)(f"could not {what}: {exc.strerror or exc} (nothing was left half-written)")
+
+
+def export_folder(lang: str, out_dir: str | Path, paths: Iterable[str | Path], *, force: bool = False,
+                  stamp: bool = False) -> Exported:
+    """Export each notebook in ``paths`` into ``out_dir`` (same file names).
+
+    Every notebook is read and exported before anything is written, and each file is written whole
+    (:func:`write_atomic`). When ``out_dir`` holds :data:`STAMPS` (``stamp=True`` creates it: ``./course lab``
+    does), a copy whose bytes differ from its stamp was edited by the learner and is kept unless ``force``;
+    a copy that is not valid JSON is not the learner's work and is replaced.
+    Raises ``FileNotFoundError`` / ``NotebookError`` (naming the file) / ``OSError`` with a message to act on.
+    """
+    if lang not in LANGS:
+        raise ValueError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
     out_dir = Path(out_dir)
     sources = [Path(p) for p in paths]
     missing = [str(p) for p in sources if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"no such notebook: {', '.join(missing)}")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise NotADirectoryError(f"{out_dir} is a file, not a folder: give a folder for the copies "
+                                 "(it is created when missing)")
     overwritten = [str(p) for p in sources if (out_dir / p.name).resolve() == p.resolve()]
     if overwritten:
         raise ValueError(f"--out {out_dir} would overwrite the bilingual source {', '.join(overwritten)}; "
                          "choose another folder (the default is build/<lang>)")
-    exported = [(p, export_notebook(json.loads(p.read_text(encoding="utf-8")), lang)) for p in sources]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
+    exported = []
+    for src in sources:
+        try:
+            exported.append((src, export_notebook(read_notebook(src), lang)))
+        except NotebookError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise NotebookError(f"{src}: {exc}") from None
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _fail(exc, f"create the folder {out_dir}") from None
+    stamps_file = out_dir / STAMPS
+    stamps: dict[str, str] | None = None
+    if stamp or stamps_file.exists():
+        try:
+            stamps = json.loads(stamps_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            stamps = {}
+        if not isinstance(stamps, dict):
+            stamps = {}
+    result = Exported([], [], [])
     for src, nb in exported:
         target = out_dir / src.name
-        target.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-        written.append(target)
-    return written
+        data = (json.dumps(nb, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+        try:
+            current = target.read_bytes() if target.is_file() else None
+        except OSError:
+            current = None
+        if current is not None and current != data:
+            if not _is_json(current):
+                result.replaced.append(target)
+            elif stamps is not None and not force and stamps.get(src.name) != _sha256(current):
+                result.kept.append(target)
+                continue
+        if current != data:
+            try:
+                write_atomic(target, data.decode("utf-8"))
+            except OSError as exc:
+                raise _fail(exc, f"write {target}") from None
+        if stamps is not None:
+            stamps[src.name] = _sha256(data)
+        result.written.append(target)
+    if stamps is not None:
+        try:
+            write_atomic(stamps_file, json.dumps(stamps, indent=1, sort_keys=True) + "\n")
+        except OSError as exc:
+            raise _fail(exc, f"write {stamps_file}") from None
+    return result
+
+
+def export_notebooks(lang: str, out_dir: str | Path, paths: Iterable[str | Path], *,
+                     force: bool = False) -> list[Path]:
+    """Export each notebook in ``paths`` into ``out_dir`` (same file names); return the files now up to date.
+
+    See :func:`export_folder`, which also says which copies were kept because the learner edited them."""
+    return export_folder(lang, out_dir, paths, force=force).written

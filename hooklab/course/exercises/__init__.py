@@ -13,17 +13,20 @@ themselves with :func:`exercise`.
 """
 from __future__ import annotations
 
+import dis
 import importlib
 import pkgutil
+import random
 import signal
 import threading
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import torch
 from torch.nn.modules import module as module_globals
 
+from ... import _torch_internals as internals
 from ..._torch_internals import GLOBAL_HOOK_FLAGS, global_hook_dicts, global_optimizer_hook_dicts
 from ...inventory import hook_inventory
 from ..lang import say
@@ -130,43 +133,140 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-@contextmanager
-def _learner_settings_kept() -> Iterator[None]:
-    """Checkers run with gradients on (a cell under ``no_grad`` or ``inference_mode`` must not make a
-    right answer wrong), and whatever the learner's answer changes process-wide is put back."""
-    threads, grad, dtype = torch.get_num_threads(), torch.is_grad_enabled(), torch.get_default_dtype()
-    deterministic = torch.are_deterministic_algorithms_enabled()
+def _print_options() -> dict[str, Any] | None:
+    """torch's print options (no public getter exists; None when this torch has none to read)."""
+    get = getattr(getattr(torch, "_tensor_str", None), "get_printoptions", None)
+    return dict(get()) if get is not None else None
+
+
+def _numpy_random() -> Any:
     try:
-        with torch.inference_mode(False), torch.enable_grad():
-            yield
-    finally:
-        torch.set_num_threads(threads)
-        torch.set_grad_enabled(grad)
-        torch.set_default_dtype(dtype)
-        torch.use_deterministic_algorithms(deterministic)
+        import numpy
+    except ImportError:
+        return None
+    return numpy.random
+
+
+class _Isolation:
+    """The settings a check runs under, and everything the learner's answer may change process-wide put back.
+
+    The checker gets gradients on (also under ``no_grad`` / ``inference_mode``), float32 as the default dtype
+    and anomaly detection off, whatever the learner set. Afterwards the learner's thread count, grad mode,
+    default dtype, deterministic mode, anomaly mode, print options and RNGs (torch, Python's ``random``,
+    numpy's) are as they were. A saved-tensor hook context the answer entered and never left is popped, and
+    :attr:`saved_tensor_hooks_left` says so (the verdict is then "wrong").
+    """
+
+    def __enter__(self) -> _Isolation:
+        self.threads, self.grad, self.dtype = torch.get_num_threads(), torch.is_grad_enabled(), torch.get_default_dtype()
+        self.deterministic = (torch.are_deterministic_algorithms_enabled(),
+                              torch.is_deterministic_algorithms_warn_only_enabled())
+        self.anomaly = (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled())
+        self.print_options = _print_options()
+        self.python_random = random.getstate()
+        self.numpy_random = _numpy_random()
+        self.numpy_state = self.numpy_random.get_state() if self.numpy_random is not None else None
+        self.saved_tensor_hooks = internals.top_saved_tensors_hooks()
+        self.saved_tensor_hooks_left = False
+        self._stack = ExitStack()
+        # checkers seed their own inputs; the learner's torch RNG is untouched
+        self._stack.enter_context(torch.random.fork_rng(devices=[]))
+        self._stack.enter_context(torch.inference_mode(False))
+        self._stack.enter_context(torch.enable_grad())
+        torch.set_default_dtype(torch.float32)
+        torch.autograd.set_detect_anomaly(False)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.saved_tensor_hooks_left = self._pop_saved_tensor_hooks()
+        try:
+            self._stack.close()
+        finally:
+            torch.set_num_threads(self.threads)
+            torch.set_grad_enabled(self.grad)
+            torch.set_default_dtype(self.dtype)
+            torch.use_deterministic_algorithms(self.deterministic[0], warn_only=self.deterministic[1])
+            torch.autograd.set_detect_anomaly(self.anomaly[0], check_nan=self.anomaly[1])
+            if self.print_options is not None:
+                torch.set_printoptions(**self.print_options)
+            random.setstate(self.python_random)
+            if self.numpy_random is not None:
+                self.numpy_random.set_state(self.numpy_state)
+
+    def _pop_saved_tensor_hooks(self) -> bool:
+        """Pop the saved-tensor contexts entered since ``__enter__``; True if there were any."""
+        def same(top: Any) -> bool:
+            before = self.saved_tensor_hooks
+            return top is before or (top is not None and before is not None
+                                     and all(a is b for a, b in zip(top, before)))
+        found = False
+        for _ in range(1000):  # a bound, in case the stack cannot be read or popped as expected
+            top = internals.top_saved_tensors_hooks()
+            if top is None or same(top) or not internals.pop_saved_tensors_hooks():
+                break
+            found = True
+        return found
+
+
+def _blank(answer: Any) -> bool:
+    """True for a function whose body does nothing (``pass``, ``...``, a docstring): the starting point."""
+    code = getattr(answer, "__code__", None)
+    if code is None:
+        return False
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("RESUME", "NOP", "CACHE", "RETURN_VALUE", "EXTENDED_ARG"):
+            continue
+        if ins.opname in ("LOAD_CONST", "RETURN_CONST") and ins.argval is None:
+            continue
+        return False
+    return True
+
+
+def _started(answer: Any) -> bool:
+    """True when the answer is code the learner wrote (not the blank starting point): a function with a body,
+    or any other callable. Data answers (lists, dicts) are judged by their checkers alone."""
+    return callable(answer) and not _blank(answer)
+
+
+_LEFT_ACTIVE = ("函数返回后还有一对保存张量的钩子（`saved_tensors_hooks`）处于生效状态，检查已把它关掉；"
+                "用 `with saved_tensors_hooks(...):` 进入，让它在函数结束前退出。",
+                "a pair of saved-tensor hooks (`saved_tensors_hooks`) was still active after your function "
+                "returned (the check has now turned it off); enter it with `with saved_tensors_hooks(...):` so "
+                "that it exits before your function ends.")
 
 
 def verdict(key: str, answer: Any) -> tuple[str, str, str]:
     """Run exercise ``key``'s checker on ``answer``: ``("correct" | "not solved" | "wrong", zh, en)``.
 
-    The check runs with gradients enabled (also when called under ``no_grad`` / ``inference_mode``),
-    leaves the learner's RNG, thread count, grad mode and default dtype as they were, and gives the
-    learner's code :data:`CHECK_TIME_LIMIT` seconds.
+    The check runs with gradients enabled (also when called under ``no_grad`` / ``inference_mode``), float32
+    as the default dtype and anomaly detection off; it leaves the learner's settings and random generators as
+    they were (:class:`_Isolation`) and gives the learner's code :data:`CHECK_TIME_LIMIT` seconds.
+    "not solved" is for the blank starting point only: once the answer is a function with a body, a checker's
+    "not solved yet" reason is given as "wrong". An unexpected error inside the check is a "wrong" verdict that
+    names it, never a traceback.
     """
     ex = _get(key)
+    isolation = _Isolation()
     try:
-        # checkers seed their own inputs; the learner's RNG is untouched
-        with torch.random.fork_rng(devices=[]), _learner_settings_kept(), _time_limit(CHECK_TIME_LIMIT):
+        with isolation, _time_limit(CHECK_TIME_LIMIT):
             ex.checker(answer)
+        result = ("correct", "", "")
     except NotSolved as why:
-        return "not solved", why.zh, why.en
+        result = ("wrong" if _started(answer) else "not solved", why.zh, why.en)
     except Wrong as why:
-        return "wrong", why.zh, why.en
+        result = ("wrong", why.zh, why.en)
     except _TooSlow:
-        return ("wrong", f"检查在 {CHECK_TIME_LIMIT} 秒内没有结束：你的代码是不是陷入了死循环，或者在等一个永远不会来的结果？",
-                f"the check did not finish within {CHECK_TIME_LIMIT} s: does your code loop for ever, or wait for "
-                "something that never comes?")
-    return "correct", "", ""
+        result = ("wrong", f"检查在 {CHECK_TIME_LIMIT} 秒内没有结束：你的代码是不是陷入了死循环，或者在等一个永远不会来的结果？",
+                  f"the check did not finish within {CHECK_TIME_LIMIT} s: does your code loop for ever, or wait for "
+                  "something that never comes?")
+    except Exception as exc:  # an error the checker did not foresee: a verdict that names it, not a traceback
+        first = str(exc).strip().split("\n")[0]
+        result = ("wrong", f"检查中途因意外的 {type(exc).__name__} 停止：{first}（如果你确信答案正确，这可能是检查程序的问题）。",
+                  f"the check stopped on an unexpected {type(exc).__name__}: {first} (if you are sure your answer "
+                  "is right, this may be a bug in the checker).")
+    if isolation.saved_tensor_hooks_left and result[0] != "wrong":
+        result = ("wrong", *_LEFT_ACTIVE)
+    return result
 
 
 def check(key: str, answer: Any) -> None:
@@ -188,13 +288,18 @@ def check(key: str, answer: Any) -> None:
         print(say(f"[{key}] 还不对：{zh}", f"[{key}] not right yet: {en}"))
 
 
-def _in_notebook() -> bool:
-    """True inside a Jupyter kernel, where output can be rendered as Markdown."""
+def _ipython() -> Any:
+    """The running IPython shell (a Jupyter kernel or the terminal), or None."""
     try:
         from IPython import get_ipython
     except ImportError:
-        return False
-    shell = get_ipython()
+        return None
+    return get_ipython()
+
+
+def _in_notebook() -> bool:
+    """True inside a Jupyter kernel, where output can be rendered as Markdown."""
+    shell = _ipython()
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
@@ -232,12 +337,32 @@ def hint(key: str) -> None:
         print(unknown.message)
 
 
-def solution(key: str) -> None:
-    """Show a reference solution of exercise ``key`` (a Python code block in a notebook)."""
+def solution(key: str, *, load: bool = False) -> None:
+    """Show a reference solution of exercise ``key`` (a Python code block in a notebook).
+
+    ``load=True`` puts it into a new cell below instead (IPython's ``set_next_input``), ready to run or edit;
+    outside IPython it says so and prints the code.
+    """
+    if not isinstance(load, bool):
+        raise TypeError(f"load must be True or False, got {load!r}")
     try:
-        _show(*solution_text(key))
+        plain, markdown = solution_text(key)
     except UnknownExercise as unknown:
         print(unknown.message)
+        return
+    if not load:
+        _show(plain, markdown)
+        return
+    shell = _ipython()
+    if shell is None:
+        print(say(f"[{key}] load=True 要在 IPython（Jupyter 笔记本或 ipython 终端）里才能把参考答案放进下一个单元格；"
+                  "这里直接打印：",
+                  f"[{key}] load=True puts the solution into the next cell, which needs IPython (a Jupyter notebook "
+                  "or the ipython terminal); here it is printed instead:"))
+        print(plain)
+        return
+    shell.set_next_input(plain, replace=False)
+    print(say(f"[{key}] 参考答案已放进下面的新单元格。", f"[{key}] the reference solution is in a new cell below."))
 
 
 def require_callable(answer: Any, name: str) -> None:
@@ -249,10 +374,13 @@ def require_callable(answer: Any, name: str) -> None:
                     f"pass the function `{name}`, not a {type(answer).__name__}.")
 
 
-def call_answer(answer: Callable, *args: Any, allow_none: bool = False) -> Any:
+def call_answer(answer: Callable, *args: Any, allow_none: bool = False,
+                returns: tuple[str, str] | None = None) -> Any:
     """Call the learner's function; its exceptions become a readable verdict.
 
-    Returning ``None`` means "not solved yet", unless ``allow_none`` (a hook that may observe).
+    Returning ``None`` is "not solved yet" for the blank starting point (a body of ``pass``), and "wrong"
+    for a function that ran and forgot its ``return`` (``returns``: what it should return, zh and en),
+    unless ``allow_none`` (a hook that may observe).
     """
     try:
         result = answer(*args)
@@ -260,8 +388,18 @@ def call_answer(answer: Callable, *args: Any, allow_none: bool = False) -> Any:
         raise Wrong(f"你的函数抛出了 {type(exc).__name__}: {exc}",
                     f"your function raised {type(exc).__name__}: {exc}") from exc
     if result is None and not allow_none:
-        raise NotSolved("你的函数还没有返回任何值（返回了 None）。", "your function returns None so far.")
+        if not _started(answer):
+            raise NotSolved("你的函数还没有返回任何值（返回了 None）。", "your function returns None so far.")
+        if returns is not None:
+            raise Wrong(f"你的函数运行了，却返回了 None；请返回 {returns[0]}。",
+                        f"your function ran but returned None: return {returns[1]}.")
+        raise Wrong("你的函数运行了，却返回了 None，是不是忘了写 `return`？",
+                    "your function ran but returned None: did you forget the `return`?")
     return result
+
+
+# what an exercise that registers a tensor hook returns (for call_answer's ``returns``)
+TENSOR_HANDLE = ("`register_hook` 给你的句柄（handle）", "the handle that `register_hook` gave you")
 
 
 def _global_dicts() -> list[dict]:

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ...inventory import hook_inventory
-from . import Wrong, call_answer, exercise, require_callable
+from . import TENSOR_HANDLE, Wrong, call_answer, exercise, require_callable
 
 
 # ---- shared by the checkers of notebooks 01 and 02 ---------------------------------------
@@ -96,7 +96,7 @@ def add_grad_noise(answer: Any) -> None:
         u, w, v, c, d, e = _sibling_graph(seed, n, dtype)
         loss = (e * v).sum()                       # dL/dd = v, dL/dw = 2 v, dL/du = 3 v
         globals_before = hooks_count()
-        handle = call_answer(answer, d, std)
+        handle = call_answer(answer, d, std, returns=TENSOR_HANDLE)
         require_handle(handle, "add_grad_noise")
         torch.manual_seed(100 + seed)
         run_backward(loss, retain_graph=True)
@@ -159,7 +159,7 @@ def zero_nan_grads(answer: Any) -> None:
         nans = int(torch.isnan(grad_e).sum())
         replaced: list = []
         globals_before = hooks_count()
-        handle = call_answer(answer, d, replaced)
+        handle = call_answer(answer, d, replaced, returns=TENSOR_HANDLE)
         require_handle(handle, "zero_nan_grads")
         run_backward(loss, retain_graph=True)
         _sibling_untouched(u, 3 * grad_e, nan=True)
@@ -264,7 +264,7 @@ def clip_param_grad(answer: Any) -> None:
         globals_before = hooks_count()
         watch, seen = _watch_incoming_grad(dict(model.named_parameters())[name])
         try:
-            handle = call_answer(answer, model, name, max_norm)
+            handle = call_answer(answer, model, name, max_norm, returns=TENSOR_HANDLE)
             require_handle(handle, "clip_param_grad")
             got = _grads(model, x)
         finally:

@@ -101,7 +101,8 @@ def clip_at_node(answer: Any) -> None:
         y.retain_grad()
         loss = ((c + y) * v).sum()
         globals_before = hooks_count()
-        handle = call_answer(answer, y, limit)
+        handle = call_answer(answer, y, limit, returns=("`register_prehook` 给你的句柄（handle）",
+                                                        "the handle that `register_prehook` gave you"))
         require_handle(handle, "clip_at_node")
         if any(e.kind == "tensor" for e in hook_inventory(y, include_global=False)):
             raise Wrong("你在 `y` 上注册了张量钩子；这道题要用节点的前置钩子：`y.grad_fn.register_prehook`。",

@@ -54,14 +54,9 @@ def clamp_inputs(answer) -> None:
         where = f"nn.Linear({n_in}, {n_out}), low={low}, high={high}"
         globals_before = global_hook_ids()
         try:
-            try:
-                handle = call_answer(answer, module, low, high)
-            except NotSolved:
-                if hook_inventory(module, include_global=False):
-                    raise Wrong("钩子注册了，但函数返回了 None：请 `return` `register_forward_pre_hook` 返回的句柄。",
-                                "the hook is registered but your function returns None: `return` the handle that "
-                                "`register_forward_pre_hook` gives you.") from None
-                raise
+            handle = call_answer(answer, module, low, high,
+                                 returns=("`register_forward_pre_hook` 给你的句柄（handle）", "the handle that "
+                                          "`register_forward_pre_hook` gave you"))
         finally:
             leaked_global = drop_global_hooks_added_since(globals_before)
         if leaked_global:

@@ -188,7 +188,8 @@ def skip_nonfinite(answer: Any) -> None:
             o.zero_grad()
         globals_before = global_hook_ids()
         try:
-            handle = call_answer(answer, opt)
+            handle = call_answer(answer, opt, returns=("`register_step_pre_hook` 给你的句柄（handle）",
+                                                       "the handle that `register_step_pre_hook` gave you"))
         finally:
             leaked_global = drop_global_hooks_added_since(globals_before)
         if leaked_global:
