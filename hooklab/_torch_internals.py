@@ -43,6 +43,7 @@ __all__ = [
     "storage_key",
     "top_saved_tensors_hooks",
     "pop_saved_tensors_hooks",
+    "print_options",
     "tensor_hook_dicts",
     "tree_flatten",
     "unwrap_compiled",
@@ -122,6 +123,9 @@ INTERNALS: dict[str, Internal] = {
     "GradScaler._get_scale_async": Internal(
         "reading a GradScaler's scale inside hooks without waiting for the GPU (clip hooks, GradientMonitor)",
         "fallback", "get_scale(), which waits for the device once per hook call"),
+    "torch._tensor_str.get_printoptions": Internal(
+        "putting back the print options an exercise answer changed (course.check)", "fallback",
+        "print options an answer changes are not put back"),
     "torch._dynamo.eval_frame.OptimizedModule": Internal(
         "recognising a torch.compile'd model", "fallback",
         "a compiled wrapper is recognised by its _orig_mod attribute"),
@@ -267,6 +271,13 @@ def pop_saved_tensors_hooks() -> bool:
         return False
     pop()
     return True
+
+
+def print_options() -> dict[str, Any] | None:
+    """torch's current print options, to give back to ``torch.set_printoptions`` (no public getter
+    exists); None when this torch has none to read."""
+    get = getattr(getattr(torch, "_tensor_str", None), "get_printoptions", None)
+    return dict(get()) if get is not None else None
 
 
 # ---------------------------------------------------------------------------------- hook dicts

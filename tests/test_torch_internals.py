@@ -208,3 +208,14 @@ def test_saved_tensors_hook_stack_can_be_read_and_popped():
     finally:
         while internals.top_saved_tensors_hooks() is not None:
             torch._C._autograd._pop_saved_tensors_default_hooks()
+
+
+def test_print_options_can_be_read_and_given_back():
+    before = internals.print_options()
+    assert before is not None and {"precision", "threshold", "linewidth"} <= set(before)
+    try:
+        torch.set_printoptions(precision=2)
+        assert internals.print_options()["precision"] == 2
+    finally:
+        torch.set_printoptions(**before)
+    assert internals.print_options() == before

@@ -18,7 +18,6 @@ rules of ``tests/sanitize.cfg`` applied to both sides. For each changed cell the
 """
 from __future__ import annotations
 
-import base64
 import difflib
 import hashlib
 import json

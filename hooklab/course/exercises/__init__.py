@@ -27,7 +27,7 @@ import torch
 from torch.nn.modules import module as module_globals
 
 from ... import _torch_internals as internals
-from ..._torch_internals import GLOBAL_HOOK_FLAGS, global_hook_dicts, global_optimizer_hook_dicts
+from ..._torch_internals import GLOBAL_HOOK_FLAGS, global_hook_dicts, global_optimizer_hook_dicts, print_options
 from ...inventory import hook_inventory
 from ..lang import say
 
@@ -133,12 +133,6 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _print_options() -> dict[str, Any] | None:
-    """torch's print options (no public getter exists; None when this torch has none to read)."""
-    get = getattr(getattr(torch, "_tensor_str", None), "get_printoptions", None)
-    return dict(get()) if get is not None else None
-
-
 def _numpy_random() -> Any:
     try:
         import numpy
@@ -162,7 +156,7 @@ class _Isolation:
         self.deterministic = (torch.are_deterministic_algorithms_enabled(),
                               torch.is_deterministic_algorithms_warn_only_enabled())
         self.anomaly = (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled())
-        self.print_options = _print_options()
+        self.print_options = print_options()
         self.python_random = random.getstate()
         self.numpy_random = _numpy_random()
         self.numpy_state = self.numpy_random.get_state() if self.numpy_random is not None else None

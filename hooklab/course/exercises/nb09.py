@@ -5,8 +5,7 @@
 """
 from __future__ import annotations
 
-import copy
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
