@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hooklab.course.export import lang_tags
+from hooklab.course.export import TOC_SKIP, heading_lines, lang_tags
 from kernelspec import NAME as KERNEL_NAME  # tools/kernelspec.py
 NAME_RE = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")
 CJK_RE = re.compile(r"[\u4e00-\u9fff]")
@@ -53,6 +53,15 @@ def check_notebook(path: Path) -> list[str]:
                 problems.append(f"cell {i}: lang-en cell does not follow a lang-zh twin")
             if CJK_RE.search(_text(cell.get("source"))):
                 problems.append(f"cell {i}: lang-en cell contains Chinese text")
+        # JupyterLab's table of contents lists each section once: the lang-en twin's headings carry TOC_SKIP
+        text = _text(cell.get("source"))
+        lines = text.split("\n")
+        for k in heading_lines(text):
+            if tags[0] == "lang-en" and not lines[k].rstrip().endswith(TOC_SKIP):
+                problems.append(f"cell {i}: lang-en heading {lines[k].strip()!r} does not end with {TOC_SKIP} "
+                                "(the table of contents would list the section twice)")
+        if tags[0] != "lang-en" and TOC_SKIP in text:
+            problems.append(f"cell {i}: {TOC_SKIP} belongs on lang-en headings only")
 
     code = [(i, c) for i, c in enumerate(cells) if c.get("cell_type") == "code"]
     counts = [c.get("execution_count") for _, c in code]

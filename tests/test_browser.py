@@ -144,6 +144,17 @@ def test_lab_runs_a_notebook_in_a_real_browser(lab, browser):
                lambda: kernelspec.DISPLAY_NAME in kernel_name.inner_text(), 60)
     wait_until("the kernel to become idle", lambda: page.locator(
         ".jp-Notebook-ExecutionIndicator[data-status='idle']").count() > 0, 90)
+    # the table of contents lists each section once (the lang-en twins' headings carry jp-toc-ignore)
+    zh_headings = [line for c in json.loads((ROOT / "notebooks" / NOTEBOOK).read_text(encoding="utf-8"))["cells"]
+                   if c["cell_type"] == "markdown" and c["metadata"].get("tags") in (["lang-zh"], ["lang-both"])
+                   for line in "".join(c["source"]).split("\n") if re.match(r"#{1,6} ", line)]
+    toc = page.locator(".jp-TableOfContents-tree .jp-tocItem-content")
+    if toc.count() == 0:
+        page.locator(".lm-TabBar-tab[data-id='table-of-contents']").click()
+    wait_until("the table of contents to list the notebook's headings", lambda: toc.count() > 0, 30)
+    entries = toc.all_inner_texts()
+    assert len(entries) == len(zh_headings) and not any(re.search(r"[A-Za-z]{4,} [A-Za-z]{4,}", e) and
+                                                         not re.search(r"[\u4e00-\u9fff]", e) for e in entries), entries
     # Chinese text is drawn with a CJK font (without one, every character is a tofu box)
     fonts = rendering_fonts(page, mark_first_chinese_paragraph(page, ".jp-MarkdownCell"))
     assert any("CJK" in f for f in fonts), f"Chinese text rendered with {fonts}: install fonts-noto-cjk"

@@ -23,9 +23,10 @@ def sources(nb):
 def test_keeps_one_language_and_all_code():
     zh = export_notebook(GOOD, "zh")
     en = export_notebook(GOOD, "en")
-    assert sources(zh) == ["# 99 · 标题", "钩子（hook）让我们观察梯度。",
+    assert sources(zh) == ["# 99 · 标题", "## 1. 钩子\n钩子（hook）让我们观察梯度。",
                            "import hooklab\nhooklab.setup()", "print(1 + 1)"]
-    assert sources(en) == ["# 99 · Title", "A hook lets us watch a gradient.",
+    # the English copy lists its headings in the table of contents again: the marker is gone
+    assert sources(en) == ["# 99 · Title", "## 1. Hooks\nA hook lets us watch a gradient.",
                            "import hooklab\nhooklab.setup()", "print(1 + 1)"]
     assert zh["cells"][3]["outputs"] == GOOD["cells"][4]["outputs"]
     assert zh["metadata"]["hooklab_language"] == "zh"

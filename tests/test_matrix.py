@@ -48,7 +48,8 @@ def linear_notebook():
         code("print('late')", "late binding: True\n"),
         md("## 2. Corrections"),
         md("### 2.17 `nn.Linear` 接受一维输入\n\n模块的最后一个节点是 `ViewBackward0`。", "lang-zh"),
-        md("### 2.17 `nn.Linear` accepts a 1-D input\n\n**In fact**: the module's last Node becomes a "
+        md("### 2.17 `nn.Linear` accepts a 1-D input <span class=\"jp-toc-ignore\"></span>\n\n**In fact**: the "
+           "module's last Node becomes a "
            "`ViewBackward0`.\nThe old hook sees that Node."),
         code("print(node)", "grad_fn of the 1-D call: ViewBackward0\nshape (2,)\n"),
         code("print(addr)", "object at 0x7f00deadbeef\n", tags=["nbval-ignore-output"]),

@@ -17,6 +17,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from hooklab.course.export import strip_toc_skip
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -46,7 +48,8 @@ def locked_torch() -> str:
 
 
 def markdown(nb) -> list[tuple[int, str, str]]:
-    return [(i, (c.metadata.get("tags") or ["?"])[0], c.source) for i, c in enumerate(nb.cells)
+    """(index, language tag, source without the table-of-contents marker) of every markdown cell."""
+    return [(i, (c.metadata.get("tags") or ["?"])[0], strip_toc_skip(c.source)) for i, c in enumerate(nb.cells)
             if c.cell_type == "markdown"]
 
 

@@ -39,8 +39,8 @@ GOOD = {
     "metadata": {"kernelspec": {"name": "hooklab", "display_name": "Python 3 (hooklab)", "language": "python"}},
     "cells": [
         md("# 99 · 标题 / Title", "lang-both"),
-        md("钩子（hook）让我们观察梯度。", "lang-zh"),
-        md("A hook lets us watch a gradient.", "lang-en"),
+        md("## 1. 钩子\n钩子（hook）让我们观察梯度。", "lang-zh"),
+        md('## 1. Hooks <span class="jp-toc-ignore"></span>\nA hook lets us watch a gradient.', "lang-en"),
         code("import hooklab\nhooklab.setup()", 1,
              [{"output_type": "stream", "name": "stdout", "text": "ready\n"}]),
         code("print(1 + 1)", 2, [{"output_type": "stream", "name": "stdout", "text": "2\n"}]),
@@ -90,6 +90,10 @@ BREAKAGES = {
     "wrong kernel": (set_(["metadata", "kernelspec", "name"], "python3"), "kernel name is 'python3'"),
     "no hooklab import": (set_(["cells", 3, "source"], "import torch"), "no code cell imports hooklab"),
     "lang tag on code": (set_(["cells", 4, "metadata"], {"tags": ["lang-en"]}), "code cell carries a language tag"),
+    "en heading listed in the TOC": (set_(["cells", 2, "source"], "## 1. Hooks\nA hook."),
+                                     "does not end with <span class=\"jp-toc-ignore\"></span>"),
+    "zh heading left out of the TOC": (set_(["cells", 1, "source"], '## 1. 钩子 <span class="jp-toc-ignore"></span>'),
+                                       "belongs on lang-en headings only"),
 }
 
 

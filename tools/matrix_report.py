@@ -26,6 +26,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hooklab.course.export import strip_toc_skip
+
 SKIP_KEYS = {"metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",
              "application/vnd.jupyter.widget-view+json", "image/png", "image/jpeg"}
 IMAGE_KEYS = ("image/png", "image/jpeg")
@@ -182,7 +184,7 @@ def context(nb: dict, cell_index: int) -> tuple[str, str | None, str | None]:
                 correction = quotes[-1]
         found = HEADING.findall(text)
         if found:
-            heading = found[-1][1]
+            heading = strip_toc_skip(found[-1][1])
             numbered = NUMBERED_HEADING.match(heading)
             return heading, numbered.group(1) if numbered else None, correction
     return "(before the first heading)", None, correction

@@ -23,8 +23,8 @@ from nbconvert.preprocessors import TagRemovePreprocessor
 
 from .lang import has_cjk
 
-__all__ = ["LANGS", "STAMPS", "Exported", "NotebookError", "export_folder", "export_notebook", "export_notebooks",
-           "lang_tags", "read_notebook", "write_atomic"]
+__all__ = ["LANGS", "STAMPS", "TOC_SKIP", "Exported", "NotebookError", "export_folder", "export_notebook",
+           "export_notebooks", "heading_lines", "lang_tags", "read_notebook", "strip_toc_skip", "write_atomic"]
 
 LANGS = ("zh", "en")
 # In a folder of copies that ./course lab serves: the sha256 of each copy as written, to tell the copies the
@@ -44,6 +44,34 @@ def lang_tags(cell: dict[str, Any]) -> list[str]:
     """
     tags = cell.get("metadata", {}).get("tags", [])
     return [t for t in tags if isinstance(t, str) and t.startswith("lang-")] if isinstance(tags, list) else []
+
+
+# Ends every heading line of a lang-en cell: JupyterLab's table of contents leaves out a heading that holds an
+# element of class jp-toc-ignore, so the both-languages view lists each section once (at its Chinese cell, where
+# the pair starts). The one-language copies drop the marker and list every heading of their language.
+TOC_SKIP = '<span class="jp-toc-ignore"></span>'
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_HEADING = re.compile(r"^#{1,6}\s")
+
+
+def heading_lines(text: str) -> list[int]:
+    """Indices of the Markdown heading lines of ``text`` (lines in fenced code blocks are code, not headings).
+
+    >>> heading_lines("## 1. Setup\\ntext\\n```python\\n# a comment\\n```\\n### 1.1 More")
+    [0, 5]
+    """
+    found, fenced = [], False
+    for i, line in enumerate(text.split("\n")):
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and _HEADING.match(line):
+            found.append(i)
+    return found
+
+
+def strip_toc_skip(text: str) -> str:
+    """``text`` without the table-of-contents marker (and the space before it)."""
+    return text.replace(" " + TOC_SKIP, "").replace(TOC_SKIP, "")
 
 
 def _lang_tag(cell: dict[str, Any]) -> str | None:
@@ -155,6 +183,8 @@ def export_notebook(nb: dict[str, Any], lang: str) -> dict[str, Any]:
     node, _ = TagRemovePreprocessor(remove_cell_tags={other}).preprocess(nbformat.from_dict(copy.deepcopy(nb)), {})
     out = json.loads(json.dumps(node))  # plain dicts and lists again, strings kept as they were
     for index, cell in enumerate(out.get("cells", [])):
+        if cell.get("cell_type") == "markdown" and TOC_SKIP in _source(cell):  # a copy lists every heading
+            cell["source"] = strip_toc_skip(_source(cell))
         if index == 0 and cell.get("cell_type") == "markdown" and _lang_tag(cell) == "lang-both" \
                 and _source(cell).startswith("#"):
             cell["source"] = one_language_title(_source(cell), lang)
