@@ -160,3 +160,60 @@ def test_options_after_the_first_arguments_are_keyword_only():
         hooklab.SaveOnDisk(1024)
     with pytest.raises(TypeError, match="positional argument"):
         hooklab.CompressSaved("bf16", 1024)
+
+
+# --- every tool, when the code inside its block fails --------------------------------------------------------------
+# (name, make the context manager around the step: lambda model, private temp dir -> context manager)
+CONTEXTS = [
+    ("capture", lambda m, d: hooklab.capture(m, ["0", "2"], grads=True)),
+    ("GradientMonitor", lambda m, d: hooklab.GradientMonitor(m)),
+    ("ActivationStats", lambda m, d: hooklab.ActivationStats(m, "1")),
+    ("SavedTensorLedger", lambda m, d: hooklab.SavedTensorLedger(m)),
+    ("clip_grad_value_hooks", lambda m, d: hooklab.clip_grad_value_hooks(m, 0.1)),
+    ("clip_grad_norm_hooks", lambda m, d: hooklab.clip_grad_norm_hooks(m, 1.0)),
+    ("clip_grad_norm_global_hooks", lambda m, d: hooklab.clip_grad_norm_global_hooks(m, 1.0)),
+    ("offload_module", lambda m, d: hooklab.offload_module(m[0], lambda: hooklab.SaveOnDisk(directory=d))),
+    ("checkpoint_modules", lambda m, d: hooklab.checkpoint_modules(m, ["0", "2"])),
+    ("selective_checkpoint_modules",
+     lambda m, d: hooklab.selective_checkpoint_modules(m, "0", policy=[torch.ops.aten.addmm])),
+    ("SaveOnCpu", lambda m, d: hooklab.SaveOnCpu()),
+    ("SaveOnDisk", lambda m, d: hooklab.SaveOnDisk(directory=d)),
+    ("CompressSaved", lambda m, d: hooklab.CompressSaved("int8", min_bytes=0)),
+    ("MemoryMeter", lambda m, d: hooklab.MemoryMeter()),
+    ("OpCounter", lambda m, d: hooklab.OpCounter()),
+    ("named_scope", lambda m, d: hooklab.named_scope("lifecycle-test")),
+]
+
+
+def state_of(model, folder):
+    return (hooklab.hook_inventory(model), torch.is_grad_enabled(), [m.training for m in model.modules()],
+            [name for name, m in model.named_modules() if "forward" in m.__dict__], sorted(folder.iterdir()))
+
+
+@pytest.mark.parametrize("fails", ["the block", "the model's forward"])
+@pytest.mark.parametrize("name, make", CONTEXTS, ids=[c[0] for c in CONTEXTS])
+def test_a_failure_inside_any_tool_leaves_nothing_behind(name, make, fails, tmp_path):
+    model, x = model_and_batch()
+    before = state_of(model, tmp_path)
+    bad = torch.randn(5, 3)  # the wrong width: the first Linear raises
+    with pytest.raises((ZeroDivisionError, RuntimeError)):
+        with make(model, tmp_path):
+            if fails == "the block":
+                run(model, x)
+                1 / 0
+            model(bad)
+    assert state_of(model, tmp_path) == before
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: hooklab.layer_shapes(m, torch.randn(5, 3)),
+    lambda m: hooklab.FeatureExtractor(m, ["0", "2"])(torch.randn(5, 3)),
+    lambda m: hooklab.OffloadWrapper(m, hooklab.SaveOnCpu)(torch.randn(5, 3)),
+], ids=["layer_shapes", "FeatureExtractor", "OffloadWrapper"])
+def test_tools_that_hold_hooks_only_while_they_run_leave_nothing_when_the_model_fails(call, tmp_path):
+    model, _ = model_and_batch()
+    model.train()
+    before = state_of(model, tmp_path)
+    with pytest.raises(RuntimeError):
+        call(model)
+    assert state_of(model, tmp_path) == before
