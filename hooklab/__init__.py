@@ -33,7 +33,7 @@ from .checkpoint import checkpoint_modules, selective_checkpoint_modules
 from .clip import clip_grad_norm_global_hooks, clip_grad_norm_hooks, clip_grad_value_hooks
 from .inventory import HookEntry, HooksLeftBehind, hook_inventory, hook_name, no_hooks_left_behind, show_hooks
 from ._text import format_bytes
-from .ledger import SavedRecord, SavedTensorLedger
+from .ledger import ModuleRow, SavedRecord, SavedTensorLedger
 from .lookup import UnknownModuleError, get_module
 from .monitor import ActivationStats, GradientMonitor
 from .meter import MemoryMeter, OpCounter
@@ -57,6 +57,7 @@ __all__ = [
     "HookScope",
     "HooksLeftBehind",
     "MemoryMeter",
+    "ModuleRow",
     "OffloadScope",
     "OffloadStats",
     "OffloadWrapper",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import warnings
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 from torch import nn
@@ -30,7 +30,7 @@ from ._torch_internals import (StorageWeakRef, is_parameter_like, saved_tensor_a
 from ._text import format_bytes, format_table
 from .scope import Recorder
 
-__all__ = ["SavedRecord", "SavedTensorLedger"]
+__all__ = ["ModuleRow", "SavedRecord", "SavedTensorLedger"]
 
 UNLABELED = "?"
 _NO_RECOMPUTE = "hooklab.SavedTensorLedger.label_ops reads saved tensors without recomputing checkpoints"
@@ -64,6 +64,15 @@ class _Saved:
     def __init__(self, tensor: torch.Tensor, index: int) -> None:
         self.tensor = tensor
         self.index = index
+
+
+class ModuleRow(NamedTuple):
+    """One row of :meth:`SavedTensorLedger.by_module`."""
+
+    module: str
+    saved: int  # tensors saved while the module ran
+    activation_bytes: int
+    parameter_and_input_bytes: int
 
 
 class SavedTensorLedger(Recorder):
@@ -312,8 +321,8 @@ class SavedTensorLedger(Recorder):
         """Bytes of parameters saved (they live on anyway; saving them costs nothing extra)."""
         return self._unique_bytes("parameter")
 
-    def by_module(self) -> list[tuple[str, int, int, int]]:
-        """``(module, n_saved, activation_bytes, parameter_and_input_bytes)`` per module, first-seen order."""
+    def by_module(self) -> list[ModuleRow]:
+        """One :class:`ModuleRow` per module, in the order they first saved a tensor."""
         self._check_used()
         rows: dict[str, list[int]] = {}
         for r in self.records:
@@ -321,7 +330,7 @@ class SavedTensorLedger(Recorder):
             row[0] += 1
             if not r.shared:
                 row[1 if r.kind == "activation" else 2] += r.storage_bytes
-        return [(name or "(top)", n, act, other) for name, (n, act, other) in rows.items()]
+        return [ModuleRow(name or "(top)", n, act, other) for name, (n, act, other) in rows.items()]
 
     def table(self) -> str:
         """The per-module table and the totals, as text (``print(ledger)`` prints it too)."""
@@ -355,11 +364,12 @@ class SavedTensorLedger(Recorder):
         """Horizontal bar chart of activation bytes per module (the ``top`` largest); returns the axes."""
         import matplotlib.pyplot as plt
 
-        rows = sorted((r for r in self.by_module() if r[2] > 0), key=lambda r: r[2], reverse=True)[:top]
+        rows = sorted((r for r in self.by_module() if r.activation_bytes > 0), key=lambda r: r.activation_bytes,
+                      reverse=True)[:top]
         if ax is None:
             _, ax = plt.subplots(figsize=(7, 0.3 * len(rows) + 1.2))
-        names = [r[0] for r in rows][::-1]
-        ax.barh(names, [r[2] / 1024 for r in rows][::-1], color="tab:orange")
+        names = [r.module for r in rows][::-1]
+        ax.barh(names, [r.activation_bytes / 1024 for r in rows][::-1], color="tab:orange")
         ax.set_xlabel("activation bytes saved for backward (KiB)")
         ax.set_title("Saved activations per module")
         return ax

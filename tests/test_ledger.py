@@ -72,6 +72,8 @@ def test_model_attribution_and_kinds():
     rows = {m: (n, act, other) for m, n, act, other in ledger.by_module()}
     assert rows["1"] == (1, 2 * 8 * F32, 0)
     assert rows["2"][1] == 0  # its activation is ReLU's storage, already counted
+    relu = next(r for r in ledger.by_module() if r.module == "1")
+    assert (relu.saved, relu.activation_bytes, relu.parameter_and_input_bytes) == (1, 2 * 8 * F32, 0)
     ops = {r.op for r in ledger.records}
     assert "ReluBackward0" in ops and "?" not in ops
 

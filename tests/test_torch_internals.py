@@ -219,3 +219,15 @@ def test_print_options_can_be_read_and_given_back():
     finally:
         torch.set_printoptions(**before)
     assert internals.print_options() == before
+
+
+def test_without_checkpoint_policy_selective_checkpointing_says_which_torch_it_needs(monkeypatch):
+    import torch.utils.checkpoint
+
+    import hooklab
+    monkeypatch.delattr(torch.utils.checkpoint, "CheckpointPolicy", raising=False)
+    with pytest.raises(RuntimeError, match=r"selective checkpointing needs torch >= 2.4 .*this is torch"):
+        with hooklab.selective_checkpoint_modules(nn.Sequential(nn.Linear(2, 2)), "0", policy=[torch.ops.aten.mm]):
+            pass
+    with hooklab.checkpoint_modules(nn.Sequential(nn.Linear(2, 2)), "0"):  # full checkpointing still works
+        pass
