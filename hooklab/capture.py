@@ -209,6 +209,8 @@ class capture(Recorder):  # noqa: N801 - used like a function: ``with capture(mo
         # one gradient hook per name, on the output held now: older outputs' hooks are removed,
         # so the number of live handles stays len(names) however many forward passes run
         self._grad_hooks: dict[str, Any] = {}
+        self._awaited_grads = False  # a gradient hook was registered (so a backward was expected)
+        self._grads_seen = False  # ... and one of them fired
 
     def _hook(self, name: str):
         store, grad_hooks = self.store, self._grad_hooks
@@ -230,7 +232,9 @@ class capture(Recorder):  # noqa: N801 - used like a function: ``with capture(mo
                 if output.requires_grad:
                     def capture_grad(grad: torch.Tensor) -> None:
                         store.grads[name] = _store(grad, detach, to_cpu, clone)
+                        self._grads_seen = True
                     grad_hooks[name] = output.register_hook(capture_grad)
+                    self._awaited_grads = True
 
         return capture_output
 
@@ -244,6 +248,9 @@ class capture(Recorder):  # noqa: N801 - used like a function: ``with capture(mo
         finally:
             while self._grad_hooks:
                 self._grad_hooks.popitem()[1].remove()
+        if self._awaited_grads and not self._grads_seen and not self._block_raised:
+            warnings.warn("capture(grads=True) recorded no gradient: run backward inside the `with` block (its "
+                          "gradient hooks are removed when the block ends)", RuntimeWarning, stacklevel=4)
 
     def __enter__(self) -> Capture:
         super().__enter__()

@@ -325,3 +325,13 @@ def test_capture_state_stays_bounded_over_1000_training_steps():
         assert store.calls["2"] == 1000 and set(store.grads) == {"0", "2"}
     assert growth < 50, f"{growth} more Python objects after 900 more steps"
     assert hooklab.hook_inventory(net, include_global=False) == [] and not tool._grad_hooks
+
+
+def test_grads_asked_for_but_backward_run_after_the_block_gets_a_warning():
+    model = nn.Sequential(nn.Linear(3, 2))
+    x = torch.ones(1, 3, requires_grad=True)
+    with pytest.warns(RuntimeWarning, match=r"recorded no gradient: run backward inside the `with` block"):
+        with capture(model, "0", grads=True) as store:
+            out = model(x)
+    out.sum().backward()
+    assert dict(store.grads) == {}
