@@ -208,10 +208,15 @@ _tree_flatten = (_import("torch.utils._pytree", "tree_flatten")
 
 
 def tree_flatten(tree: Any) -> list[Any]:
-    """The leaves of a nested structure of tuples, lists, dicts (and what torch's pytree knows)."""
-    if _tree_flatten is not None:
-        return _tree_flatten(tree)[0]
-    return list(_walk(tree))
+    """The leaves of a nested structure of tuples, lists, dicts (and what torch's pytree knows).
+
+    A tuple or list that torch's pytree leaves whole (a namedtuple such as ``PackedSequence`` on older torch)
+    is walked too.
+    """
+    if _tree_flatten is None:
+        return list(_walk(tree))
+    return [leaf for node in _tree_flatten(tree)[0]
+            for leaf in (_walk(node) if isinstance(node, (tuple, list, dict)) else (node,))]
 
 
 # ---------------------------------------------------------------------------------- autograd

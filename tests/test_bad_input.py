@@ -135,14 +135,19 @@ def test_wrong_use_gives_a_clear_error_and_leaves_nothing(row, what, call, exc, 
 
 
 def test_ledger_and_another_context_exited_out_of_order_warns():
+    if not hasattr(torch._C._autograd, "_top_saved_tensors_default_hooks"):
+        pytest.skip(f"torch {torch.__version__} cannot show the top of the saved-tensor hook stack: hooklab falls "
+                    "back to no warning")
     model = make_model()
     ledger = hooklab.SavedTensorLedger(model)
     other = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
     ledger.__enter__()
     other.__enter__()
-    with pytest.warns(RuntimeWarning, match="exit them in reverse order"):
-        ledger.__exit__(None, None, None)
-    other.__exit__(None, None, None)
+    try:
+        with pytest.warns(RuntimeWarning, match="exit them in reverse order"):
+            ledger.__exit__(None, None, None)
+    finally:  # two pops whatever happened: nothing stays on the stack for the tests that follow
+        other.__exit__(None, None, None)
     assert internals.top_saved_tensors_hooks() is None
     assert hooklab.hook_inventory(model, include_global=False) == []
 

@@ -3,6 +3,8 @@ notebooks: no kernel, no network, no environment is built."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import matrix  # tools/ is on pytest's pythonpath (pyproject.toml)
@@ -216,6 +218,8 @@ def test_junit_results_and_exit_codes(tmp_path):
     report = mr.render_report({"name": "t", "unit_only": True}, units, [])
     assert "`tests/test_a.py::test_bad`: assert 2 == 1" in report
     assert "3 × needs torchvision" in report and "Notebooks not run" in report
+    library = mr.render_report({"name": "t", "unit_only": True, "library_only": True}, units, [])
+    assert "Only the library's tests ran (`--library-only`" in library
     clean = mr.UnitResult(returncode=0, tests=3)
     assert mr.exit_code(clean, []) == 0
     assert mr.exit_code(clean, [mr.NotebookResult("00.ipynb", aborted="DeadKernelError")]) == 1
@@ -280,3 +284,24 @@ def test_environment_names():
     assert matrix.env_name("2.13.0", "0.28.0", []) == "torch-2.13.0-vision-0.28.0"
     assert matrix.env_name("2.15.0", "none", []) == "torch-2.15.0-novision"
     assert matrix.env_name("2.3.0", "0.18.0", ["numpy<2"]) == "torch-2.3.0-vision-0.18.0-with-numpy-lt2"
+
+
+def test_library_only_runs_the_tests_not_marked_course(tmp_path, monkeypatch):
+    import matrix
+    seen = {}
+
+    def fake_run(command, **kwargs):
+        seen["command"] = command
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(matrix.subprocess, "run", fake_run)
+    folder = matrix.ROOT / "build" / "matrix-test-library-only"
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        matrix.unit_tests(Path(sys.executable), folder, library_only=True)
+        assert seen["command"][-2:] == ["-m", "not course and not pin"]
+        matrix.unit_tests(Path(sys.executable), folder)
+        assert "not course" not in seen["command"]
+    finally:
+        import shutil
+        shutil.rmtree(folder, ignore_errors=True)

@@ -174,6 +174,7 @@ def test_names_on_a_compiled_wrapper(compiled):
         hooklab.get_module(cnet, "9")
 
 
+@pytest.mark.pin
 def test_hooks_on_a_submodule_of_a_compiled_model_say_they_saw_nothing(compiled):
     net, cnet = compiled  # torch.compile marks only the model it was given, not its submodules
     x = torch.randn(3, 4)
@@ -196,6 +197,7 @@ def test_a_block_that_raised_gets_no_extra_warning_about_what_did_not_run():
                 1 / 0
 
 
+@pytest.mark.pin
 def test_hooks_on_the_eager_model_of_a_compiled_one_say_they_saw_nothing(compiled):
     net, cnet = compiled
     x = torch.randn(3, 4)

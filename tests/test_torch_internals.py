@@ -14,6 +14,17 @@ from torch import nn
 from hooklab import _torch_internals as internals
 
 
+def older_than_the_pin() -> bool:
+    """True on a torch older than the one uv.lock pins (``./course matrix`` checks hooklab's floor there)."""
+    import tomllib
+    from pathlib import Path
+
+    from torch.torch_version import TorchVersion
+    lock = tomllib.loads((Path(__file__).resolve().parent.parent / "uv.lock").read_text(encoding="utf-8"))
+    pinned = next(p["version"] for p in lock["package"] if p["name"] == "torch")
+    return TorchVersion(torch.__version__.split("+")[0]) < pinned
+
+
 def test_every_internal_is_listed_with_what_happens_without_it():
     for name, info in internals.INTERNALS.items():
         assert info.kind in ("required", "fallback"), name
@@ -81,6 +92,8 @@ def test_saved_attributes_of_a_node_exist():
 
 @pytest.mark.parametrize("attr", [a for a, _ in internals._GLOBAL.items()] + list(internals.GLOBAL_HOOK_FLAGS))
 def test_global_hook_dicts_exist(attr):
+    if not hasattr(torch.nn.modules.module, attr) and older_than_the_pin():
+        pytest.skip(f"torch {torch.__version__} (older than the pin) has no {attr} yet; hooklab reads it as empty")
     assert isinstance(getattr(torch.nn.modules.module, attr), dict)
 
 
@@ -198,16 +211,22 @@ def test_grad_scaler_gives_its_scale_as_a_tensor_without_get_scale():
 
 def test_saved_tensors_hook_stack_can_be_read_and_popped():
     """The exercise checkers pop a saved-tensor context that an answer entered and never left."""
+    if not hasattr(torch._C._autograd, "_top_saved_tensors_default_hooks") and older_than_the_pin():
+        pytest.skip(f"torch {torch.__version__} (older than the pin) cannot show the top of the saved-tensor hook "
+                    f"stack; hooklab falls back: {internals.INTERNALS['torch._C._autograd._top_saved_tensors_default_hooks'].without}")
     pack, unpack = (lambda t: t), (lambda t: t)
     assert internals.top_saved_tensors_hooks() is None
-    torch.autograd.graph.saved_tensors_hooks(pack, unpack).__enter__()  # left active, as a careless answer does
+    hooks = torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+    hooks.__enter__()  # left active, as a careless answer does
+    popped = False
     try:
         assert internals.top_saved_tensors_hooks() == (pack, unpack)
-        assert internals.pop_saved_tensors_hooks() is True
+        popped = internals.pop_saved_tensors_hooks()
+        assert popped is True
         assert internals.top_saved_tensors_hooks() is None
     finally:
-        while internals.top_saved_tensors_hooks() is not None:
-            torch._C._autograd._pop_saved_tensors_default_hooks()
+        if not popped:  # never leave the context active for the tests that follow on this worker
+            hooks.__exit__(None, None, None)
 
 
 def test_print_options_can_be_read_and_given_back():

@@ -20,8 +20,23 @@ def private_tempdir(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
 
+# Processes and folders that were there before (torch.compile on older torch keeps a pool of compile workers)
+_ALREADY: tuple[set, set] = (set(), set())
+
+
+@pytest.fixture(autouse=True)
+def _note_what_was_there_before():
+    _ALREADY[0].clear(), _ALREADY[1].clear()
+    _ALREADY[0].update(p.pid for p in multiprocessing.active_children())
+    _ALREADY[1].update(glob.glob(os.path.join(tempfile.gettempdir(), "hooklab-workers-*")))
+    yield
+
+
 def _leftovers() -> tuple[list, list]:
-    return multiprocessing.active_children(), glob.glob(os.path.join(tempfile.gettempdir(), "hooklab-workers-*"))
+    """The child processes and hooklab-workers-* folders that the test added and left behind."""
+    children = [p for p in multiprocessing.active_children() if p.pid not in _ALREADY[0]]
+    folders = [f for f in glob.glob(os.path.join(tempfile.gettempdir(), "hooklab-workers-*")) if f not in _ALREADY[1]]
+    return children, folders
 
 
 def average(rank, world_size, base):

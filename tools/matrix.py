@@ -1,11 +1,13 @@
-"""Check the course against another PyTorch: ``./course matrix --torch X [--vision Y|none] [--unit-only] [--with REQ ...]``.
+"""Check the course against another PyTorch: ``./course matrix --torch X [--vision Y|none] [--unit-only | --library-only] [--with REQ ...]``.
 
 1. Builds (or reuses) a side environment ``build/matrix/<name>/venv`` with the project's uv: the lock's course
    requirements, minus the exact pins of torch, torchvision, triton and the CUDA packages, plus ``torch==X``,
    ``torchvision==Y`` (unless ``--vision none``) and any ``--with`` requirement (which replaces the lock's pin of
    the same package), and hooklab itself (editable) with a ``hooklab`` kernel.
 2. Runs hooklab's unit tests there with ``COURSE_MATRIX=1`` (the lock-pin test and the lab test skip themselves;
-   tests that need torchvision skip when it is absent).
+   tests that need torchvision skip when it is absent); ``--library-only`` runs only the library's tests (not those
+   marked ``course``: the exercises, the notebooks' format, export, lab, site; nor those marked ``pin``, which check
+   how the pinned torch.compile treats hooks), which is how hooklab's torch floor is checked.
 3. Unless ``--unit-only``: executes every notebook there in the fixed environment of ``./course regen``, and the
    same notebooks in the locked ``.venv`` (the baseline, cached under ``build/matrix/baseline/``), and compares
    both with the committed outputs through ``tests/sanitize.cfg`` (see ``tools/matrix_report.py``).
@@ -68,6 +70,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="torchvision version to pair with it, or 'none' (the default: notebooks and tests "
                              "that need torchvision are then skipped with that reason)")
     parser.add_argument("--unit-only", action="store_true", help="run hooklab's unit tests only, no notebooks")
+    parser.add_argument("--library-only", action="store_true",
+                        help="only the library's unit tests (-m 'not course and not pin'; implies --unit-only): how "
+                             "hooklab's torch floor is checked, since the course itself targets the pinned torch")
     parser.add_argument("--with", dest="extra", action="append", default=[], metavar="REQ",
                         help="another requirement, replacing the lock's pin of that package (e.g. 'numpy<2')")
     parser.add_argument("--notebooks", nargs="+", metavar="NB", help="only these notebooks (default: all)")
@@ -190,14 +195,14 @@ def matrix_env() -> dict[str, str]:
     return env
 
 
-def unit_tests(python: Path, folder: Path) -> matrix_report.UnitResult:
+def unit_tests(python: Path, folder: Path, *, library_only: bool = False) -> matrix_report.UnitResult:
     junit = folder / "unit-tests.xml"
     log = folder / "unit-tests.log"
     say(f"unit tests in {python.parent.parent.relative_to(ROOT)} (log: {log.relative_to(ROOT)}) ...")
     start = time.perf_counter()
     with open(log, "w") as fh:
         proc = subprocess.run([str(python), "-m", "pytest", "tests", "-p", "no:cacheprovider", "-n0", "-q",
-                               "-rs", f"--junitxml={junit}"],
+                               "-rs", f"--junitxml={junit}", *(["-m", "not course and not pin"] if library_only else [])],
                               cwd=ROOT, env=matrix_env(), stdout=fh, stderr=subprocess.STDOUT)
     result = matrix_report.read_junit(junit, returncode=proc.returncode) if junit.exists() else \
         matrix_report.UnitResult(returncode=proc.returncode, error=f"pytest wrote no results, see {log}")
@@ -269,7 +274,7 @@ def main(argv: list[str]) -> int:
             versions = describe(python)
             if not versions["torch"].startswith(args.torch):
                 raise UsageError(f"asked for torch {args.torch}, the environment has {versions['torch']}")
-            units = unit_tests(python, folder)
+            units = unit_tests(python, folder, library_only=args.library_only)
         all_notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
         if args.notebooks:
             chosen = [ROOT / n if not Path(n).is_absolute() else Path(n) for n in args.notebooks]
@@ -281,7 +286,7 @@ def main(argv: list[str]) -> int:
         print(f"[matrix] error: {exc}", file=sys.stderr)
         return 2
     results: list[matrix_report.NotebookResult] = []
-    if not args.unit_only:
+    if not args.unit_only and not args.library_only:
         needs_vision = {p: matrix_report.needs_torchvision(matrix_report.read_nb(p)) for p in all_notebooks}
         runnable = [p for p in all_notebooks if not (args.vision == "none" and needs_vision[p])]
         fresh_dir = folder / "executed"
@@ -299,7 +304,8 @@ def main(argv: list[str]) -> int:
             skipped={p.name: "needs torchvision, and this run has none (--vision none)"
                      for p in all_notebooks if p not in runnable})
     meta = {"name": name, "requested": {"torch": args.torch, "vision": args.vision, "with": args.extra},
-            "versions": versions, "unit_only": args.unit_only, "fixed_env": FIXED_ENV,
+            "versions": versions, "unit_only": args.unit_only or args.library_only,
+            "library_only": args.library_only, "fixed_env": FIXED_ENV,
             "host": f"{platform.machine()}, {os.cpu_count()} CPU cores"}
     text = matrix_report.render_report(meta, units, results)
     report = folder / "report.md"

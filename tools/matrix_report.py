@@ -609,6 +609,10 @@ def render_report(meta: dict, units: UnitResult | None, results: list[NotebookRe
                 example = tests[0] + (f" and {len(tests) - 1} more" if len(tests) > 1 else "")
                 lines.append(f"- {len(tests)} × {reason or '(no reason given)'} (`{example}`)")
             lines.append("")
+    if meta.get("library_only"):
+        lines += ["Only the library's tests ran (`--library-only`: not the course's exercises, notebook format, export, "
+                  "lab or site tests); notebooks not run.", ""]
+        return "\n".join(lines)
     if meta.get("unit_only"):
         lines += ["Notebooks not run (`--unit-only`).", ""]
         return "\n".join(lines)
