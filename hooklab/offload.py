@@ -310,6 +310,9 @@ class SaveOnDisk(_OffloadHooks):
     def __init__(self, *, min_bytes: int = 0, directory: str | os.PathLike | None = None,
                  keep: Keep = (), include_parameters: bool = False) -> None:
         super().__init__(min_bytes=min_bytes, keep=keep, include_parameters=include_parameters)
+        if directory is not None and os.path.exists(directory) and not os.path.isdir(directory):
+            raise NotADirectoryError(f"directory {str(directory)!r} is a file, not a folder; pass a folder (its "
+                                     "private subfolder is made there) or None for the system temp dir")
         if directory is not None and not os.path.isdir(directory):
             raise FileNotFoundError(f"directory {str(directory)!r} does not exist; create it or pass None "
                                     "for the system temp dir")
@@ -369,7 +372,12 @@ class SaveOnDisk(_OffloadHooks):
         if packed.store.broken:
             raise RuntimeError("this saved tensor's file was deleted because an exception left the "
                                "SaveOnDisk context; run the forward pass again")
-        return torch.load(packed.path, weights_only=True, map_location="cpu").to(packed.device)
+        try:
+            return torch.load(packed.path, weights_only=True, map_location="cpu").to(packed.device)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"the file SaveOnDisk wrote for a saved tensor, {packed.path}, is gone: its "
+                                    f"folder {os.path.dirname(packed.path)} was removed (or emptied) before backward "
+                                    "read it back. Leave the folder alone until backward has run.") from None
 
     def _stored_nbytes(self, packed: _OnDisk) -> int:
         return packed.nbytes

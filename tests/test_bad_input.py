@@ -32,8 +32,9 @@ def _capture_run(m, **kw):
 
 
 def _capture_grads_after_block(m):
-    with hooklab.capture(m, "2", grads=True) as st:
-        out = m(torch.randn(2, 3))
+    with pytest.warns(RuntimeWarning, match="recorded no gradient: run backward inside the `with` block"):
+        with hooklab.capture(m, "2", grads=True) as st:
+            out = m(torch.randn(2, 3))
     out.sum().backward()
     return st.grads["2"]
 
@@ -225,6 +226,8 @@ def test_save_on_disk_full_disk_names_the_folder_and_cleans_up(tmp_path, monkeyp
     assert list(tmp_path.iterdir()) == []
 
 
+# the interrupt raised inside the finalizer is reported by Python as "Exception ignored" (a finalizer cannot raise)
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_interrupt_while_deleting_a_file_does_not_leave_the_folder(tmp_path, monkeypatch):
     import gc
     import os

@@ -476,3 +476,18 @@ def test_offload_module_warns_when_the_module_never_ran():
         _warnings.simplefilter("error")
         with hooklab.offload_module(model[0], lambda: hooklab.CompressSaved("bf16")):
             model(torch.randn(2, 4, requires_grad=True)).sum().backward()
+
+
+def test_disk_messages_name_what_is_wrong(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(NotADirectoryError, match="is a file, not a folder"):
+        SaveOnDisk(directory=afile)
+    net, x = net_and_batch()
+    with SaveOnDisk(directory=tmp_path, keep=[net, x]) as disk:
+        loss = net(x).sum()
+    import shutil
+    shutil.rmtree(disk.directory)  # someone cleans the temp dir between forward and backward
+    with pytest.raises(FileNotFoundError, match=r"is gone: its folder .* was removed \(or emptied\) before backward"):
+        loss.backward()
+    del loss
