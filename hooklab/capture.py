@@ -19,7 +19,7 @@ import warnings
 import torch
 from torch import nn
 
-from ._torch_internals import is_compiled_module, was_compiled
+from ._torch_internals import is_compiled_module, unwrap_compiled, was_compiled
 from ._torch_internals import version as _version
 from .lookup import as_names, get_modules
 from .scope import Recorder
@@ -31,7 +31,7 @@ def refuse_compiled(model: nn.Module, tool: str) -> None:
     """Raise a clear error for a ``torch.compile`` wrapper: hooks added to it later never fire."""
     if not is_compiled_module(model):
         return
-    if isinstance(getattr(model, "_orig_mod", None), nn.Module):
+    if unwrap_compiled(model) is not model:
         way = "Pass the eager model (model._orig_mod) and call that one inside the block; its results are the same."
     else:  # compiled in place with module.compile(): there is no eager twin to call
         way = ("It was compiled in place (module.compile()), so there is no eager twin to call: use the tool on a "
