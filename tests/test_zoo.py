@@ -51,6 +51,7 @@ PARAMS = [pytest.param(spec, tool, id=f"{spec.name.split(' (')[0]}-{tool}",
 @pytest.mark.filterwarnings("ignore:Full backward hook is firing")
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 @pytest.mark.filterwarnings("ignore:Tracer.modules. this model modifies")
+@pytest.mark.filterwarnings("ignore:offload_module. the module never ran")  # the known defect its cells exercise
 @pytest.mark.parametrize("spec, tool", PARAMS)
 def test_zoo(spec, tool):
     case = case_for(spec)
