@@ -222,7 +222,8 @@ def _started(answer: Any) -> bool:
     return callable(answer) and not _blank(answer)
 
 
-_LEFT_ACTIVE = ("函数返回后还有一对保存张量的钩子（`saved_tensors_hooks`）处于生效状态，检查已把它关掉；"
+# the verdict when an answer leaves a saved_tensors_hooks context active (also raised early by 06 / 07 checkers)
+SAVED_HOOKS_LEFT_ACTIVE = ("函数返回后还有一对保存张量的钩子（`saved_tensors_hooks`）处于生效状态，检查已把它关掉；"
                 "用 `with saved_tensors_hooks(...):` 进入，让它在函数结束前退出。",
                 "a pair of saved-tensor hooks (`saved_tensors_hooks`) was still active after your function "
                 "returned (the check has now turned it off); enter it with `with saved_tensors_hooks(...):` so "
@@ -259,7 +260,7 @@ def verdict(key: str, answer: Any) -> tuple[str, str, str]:
                   f"the check stopped on an unexpected {type(exc).__name__}: {first} (if you are sure your answer "
                   "is right, this may be a bug in the checker).")
     if isolation.saved_tensor_hooks_left and result[0] != "wrong":
-        result = ("wrong", *_LEFT_ACTIVE)
+        result = ("wrong", *SAVED_HOOKS_LEFT_ACTIVE)
     return result
 
 

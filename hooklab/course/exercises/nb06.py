@@ -23,7 +23,7 @@ from ..._torch_internals import saved_tensor_attrs
 from ...inventory import hook_inventory
 from ...ledger import SavedTensorLedger
 from ...offload import SaveOnDisk
-from . import NotSolved, Wrong, call_answer, exercise, no_hooks_left, require_callable
+from . import SAVED_HOOKS_LEFT_ACTIVE, NotSolved, Wrong, call_answer, exercise, no_hooks_left, require_callable
 
 
 # ---- shared checks ----------------------------------------------------------------------------
@@ -34,11 +34,9 @@ def saved_tensor_hooks_left() -> bool:
 
 
 def no_saved_tensor_hooks_left() -> None:
+    """Stop the check at once (before the truth is computed under the answer's hooks) if a context was left."""
     if saved_tensor_hooks_left():
-        raise Wrong("函数返回后还有一对保存张量的钩子处于生效状态；用 `with saved_tensors_hooks(...):` 进入，"
-                    "让它在函数结束前退出。",
-                    "a pair of saved-tensor hooks is still active after your function returned; enter it "
-                    "with `with saved_tensors_hooks(...):` so that it exits before your function ends.")
+        raise Wrong(*SAVED_HOOKS_LEFT_ACTIVE)
 
 
 def _still_alive(refs: list[weakref.ref]) -> bool:
