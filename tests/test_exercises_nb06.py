@@ -30,7 +30,10 @@ def no_stray_files_or_warnings(tmp_path, monkeypatch):
         gc.collect()
     finally:
         sys.unraisablehook = previous
-    assert os.listdir(tmp_path) == [], "a checker left something in the temp dir"
+    # torch.compile's cache folder (torchinductor_<user>) is made lazily in the temp dir by whichever test on this
+    # worker compiles first: it is torch's, not a checker's
+    left = [name for name in os.listdir(tmp_path) if not name.startswith("torchinductor_")]
+    assert left == [], "a checker left something in the temp dir"
     assert not ignored, f"exceptions ignored in __del__ outside the checker: {ignored}"
 
 
