@@ -62,11 +62,26 @@ class HookScope:
     (1, 1)
     >>> len(layer._forward_hooks)          # removed on exit, also when the block raises
     0
+
+    A scope handed back with its hooks already registered (what ``clip_grad_*_hooks`` and
+    ``offload_module`` return) is spent once they are removed; entering it again raises:
+
+    >>> scope = HookScope("clip")
+    >>> _ = scope.add(layer.register_forward_hook(lambda m, args, out: None))
+    >>> with scope:
+    ...     pass
+    >>> with scope:
+    ...     pass
+    Traceback (most recent call last):
+    RuntimeError: this HookScope 'clip' has already been removed (its block ended, or remove() was called), so a block with it would do nothing; make a new one for another block, e.g. call the function that returned it again
     """
 
     def __init__(self, name: str | None = None) -> None:
         self.name = name
         self._handles: list[Any] = []
+        self._inside = False  # a `with` block of this scope is running
+        self._made_outside = False  # it holds handles added outside a block (a function registered them)
+        self._spent = False  # ... and they were removed: a later block would do nothing
 
     def add(self, handle: H) -> H:
         """Take ownership of ``handle`` (what a ``register_*hook`` call returned) and return it."""
@@ -83,14 +98,22 @@ class HookScope:
                 f"(an object whose .remove() takes no arguments), got {what}.{hint}"
             )
         self._handles.append(handle)
+        self._spent = False  # new hooks: the scope is live again
+        if not self._inside:
+            self._made_outside = True
         return handle
 
     def remove(self) -> int:
         """Remove every hook this scope owns; return how many there were.
 
         A handle whose ``remove()`` raises does not stop the others from being removed;
-        the first such error is raised once all of them have been tried.
+        the first such error is raised once all of them have been tried. A scope whose hooks
+        were registered before its block (what ``clip_grad_*_hooks`` and ``offload_module``
+        return) is spent once they are removed: entering it again raises instead of running a
+        block in which nothing happens.
         """
+        if self._handles and self._made_outside:
+            self._spent = True
         count, first_error = 0, None
         while self._handles:
             handle = self._handles.pop()
@@ -107,9 +130,16 @@ class HookScope:
         return len(self._handles)
 
     def __enter__(self) -> HookScope:
+        if self._spent and not self._handles:
+            label = f" {self.name!r}" if self.name else ""
+            raise RuntimeError(f"this HookScope{label} has already been removed (its block ended, or remove() was "
+                               "called), so a block with it would do nothing; make a new one for another block, "
+                               "e.g. call the function that returned it again")
+        self._inside = True
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self._inside = False
         self.remove()
 
     def __repr__(self) -> str:
@@ -139,6 +169,7 @@ def named_scope(name: str) -> HookScope:
         raise TypeError(f"named_scope needs a non-empty string name, got {name!r}")
     scope = _NAMED.setdefault(name, HookScope(name))
     scope.remove()
+    scope._spent = scope._made_outside = False  # a named scope is meant to be filled again
     return scope
 
 

@@ -138,3 +138,38 @@ def test_repr_has_no_address(model):
     scope.add(model[0].register_forward_hook(noop))
     assert repr(scope) == "HookScope 'demo'(1 hooks)"
     scope.remove()
+
+
+def test_a_scope_registered_before_its_block_is_spent_after_it():
+    """S8: a clip or offload scope entered a second time used to run a block in which nothing happened."""
+    import hooklab
+
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 3)
+    scope = hooklab.clip_grad_value_hooks(lin, 0.01)
+    with scope:
+        lin(torch.randn(8, 4) * 100).sum().backward()
+    assert lin.weight.grad.abs().max().item() <= 0.01  # clipped in the first block (plain truth: the bound)
+    with pytest.raises(RuntimeError, match="already been removed .* make a new one"):
+        with scope:
+            pass
+    offload = hooklab.offload_module(lin, lambda: hooklab.SaveOnCpu())
+    offload.remove()
+    with pytest.raises(RuntimeError, match="make a new one"):
+        with offload:
+            pass
+    assert hook_inventory(lin) == []
+
+
+def test_a_scope_filled_inside_its_block_or_refilled_can_be_entered_again(model):
+    scope = HookScope()
+    for _ in range(2):  # filled inside each block: the caller adds the hooks every time
+        with scope:
+            scope.add(model[0].register_forward_hook(noop))
+    scope.add(model[0].register_forward_hook(noop))  # refilled after removal: live again
+    with scope:
+        assert len(hook_inventory(model)) == 1
+    for _ in range(2):  # named scopes are refilled by design
+        with named_scope("test-spent") as named:
+            named.add(model[0].register_forward_hook(noop))
+    assert hook_inventory(model) == []
