@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
+from ._saved import Kept
 from ._torch_internals import (StorageWeakRef, is_parameter_like, saved_tensor_attrs,
                                storage_key, top_saved_tensors_hooks, tree_flatten)
 from ._text import format_bytes, format_table
@@ -56,13 +57,13 @@ class SavedRecord:
     shared: bool
 
 
-class _Saved:
+class _Saved(Kept):
     """What the ledger's pack hook stores in the graph instead of the tensor itself."""
 
-    __slots__ = ("tensor", "index", "__weakref__")
+    __slots__ = ("index",)
 
     def __init__(self, tensor: torch.Tensor, index: int) -> None:
-        self.tensor = tensor
+        super().__init__(tensor)
         self.index = index
 
 
@@ -98,7 +99,9 @@ class SavedTensorLedger(Recorder):
 
     The pack hook stores the tensor detached (returning the tensor itself would make a
     reference cycle through its ``grad_fn`` when an op saves its own output), so memory and
-    gradients are exactly as without the ledger. ``live_bytes`` / ``peak_bytes`` follow the
+    gradients are exactly as without the ledger; it also checks the tensor's version in backward,
+    so a saved tensor modified in place raises PyTorch's "modified by an inplace operation" error
+    as it does without the ledger. ``live_bytes`` / ``peak_bytes`` follow the
     activation bytes the graph still holds: they drop as backward frees each saved tensor.
 
     >>> x = torch.ones(1000, requires_grad=True)
@@ -229,7 +232,7 @@ class SavedTensorLedger(Recorder):
             return _Saved(t, -1)
         record = self._add(t, UNLABELED, None)
         key = storage_key(t)
-        handle = _Saved(t.detach(), record.index)
+        handle = _Saved(t, record.index)
         self._hold(key, record.kind)
         if record.kind == "activation":
             weakref.finalize(handle, self._release, key)
@@ -238,7 +241,7 @@ class SavedTensorLedger(Recorder):
     def _unpack(self, handle: _Saved) -> torch.Tensor:
         if self._probe is not None and handle.index >= 0:
             self._probe.append(handle.index)
-        return handle.tensor
+        return handle.get("SavedTensorLedger")
 
     # -- after forward -------------------------------------------------------------------
     def note(self, tensor: torch.Tensor, op: str = "noted", module: str = "") -> SavedRecord:

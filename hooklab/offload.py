@@ -21,7 +21,10 @@ Common rules: parameters (leaf tensors that require grad, and views of them such
 listed in ``keep`` (pass the model and the batch: buffers and inputs are alive anyway, and a
 copy of them would only add memory); a storage saved by several ops (ReLU's
 output is also the next conv's input) is packed once; nothing keeps a reference to the
-original tensor, so memory really is released.
+original tensor, so memory really is released. A tensor kept where it is (not copied) has its
+version checked in backward: an in-place change after the save raises PyTorch's "modified by an
+inplace operation" error, as without saved-tensor hooks; a copied tensor gives backward the values
+as they were saved, which is the right gradient.
 """
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
+from ._saved import Kept
 from ._torch_internals import StorageWeakRef, is_parameter_like, storage_key, version
 from .scope import HookScope
 
@@ -140,7 +144,7 @@ class _OffloadHooks(saved_tensors_hooks):
             with self._lock:
                 self.stats.kept += 1
                 self.stats.kept_bytes += nbytes
-            return t.detach()  # detached: returning t itself would make a reference cycle
+            return Kept(t)  # detached, with its version: backward raises if an in-place op changes it
         key = (storage_key(t), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, version(t))
         with self._lock:
             hit = self._cache.get(key)
@@ -159,8 +163,8 @@ class _OffloadHooks(saved_tensors_hooks):
         return packed
 
     def _unpack(self, packed: Any) -> torch.Tensor:
-        if isinstance(packed, torch.Tensor):
-            return packed
+        if isinstance(packed, Kept):
+            return packed.get(type(self).__name__)
         return self._decode(packed)
 
 
@@ -446,7 +450,7 @@ class CompressSaved(_OffloadHooks):
                 info = torch.iinfo(dtype)
                 if info.min <= lo and hi <= info.max and torch.iinfo(t.dtype).bits > info.bits:
                     return _Compressed(t.to(dtype), None, t.dtype)
-            return t  # no smaller type holds it: keep the tensor itself, no copy
+            return Kept(t)  # no smaller type holds it: keep the tensor itself, no copy
         if self.fmt == "bf16":
             return _Compressed(t.to(torch.bfloat16), None, t.dtype)
         x = t.float()
@@ -464,9 +468,9 @@ class CompressSaved(_OffloadHooks):
             return packed.data.to(packed.dtype)
         return (packed.data.float() * packed.scale).to(packed.dtype)
 
-    def _stored_nbytes(self, packed: _Compressed | torch.Tensor) -> int:
-        if isinstance(packed, torch.Tensor):
-            return _nbytes(packed)
+    def _stored_nbytes(self, packed: _Compressed | Kept) -> int:
+        if isinstance(packed, Kept):
+            return _nbytes(packed.tensor)
         return _nbytes(packed.data) + (0 if packed.scale is None else _nbytes(packed.scale))
 
 

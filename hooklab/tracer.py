@@ -35,6 +35,7 @@ from typing import Any, Iterable, Iterator, Literal, Sequence, get_args
 import torch
 from torch import nn
 
+from ._saved import check_version
 from ._text import format_table
 from ._torch_internals import current_graph_task_id, handle_alive, tree_flatten, version, was_compiled
 from .capture import NO_CALL_CAUSES, refuse_compiled
@@ -480,19 +481,21 @@ class Tracer(Recorder):
         """Record pack (forward) and unpack (backward) of tensors saved for backward inside this block.
 
         A saved tensor is named after a tensor the tracer knows (same object), else ``saved<i>``.
+        Its version is checked at unpack, so a saved tensor modified in place raises PyTorch's
+        "modified by an inplace operation" error, as it does without saved-tensor hooks.
         """
         self._open("saved_tensors()")
         counter = itertools.count()
 
-        def pack(t: torch.Tensor) -> tuple[str, torch.Tensor]:
+        def pack(t: torch.Tensor) -> tuple[str, torch.Tensor, int | None]:
             label = self._name_of(t) or f"saved{next(counter)}"
             self._record("pack", label, describe(t))
-            return label, t
+            return label, t, version(t)
 
-        def unpack(packed: tuple[str, torch.Tensor]) -> torch.Tensor:
-            label, t = packed
+        def unpack(packed: tuple[str, torch.Tensor, int | None]) -> torch.Tensor:
+            label, t, saved = packed
             self._record("unpack", self._name_of(t) or label, describe(t))
-            return t
+            return check_version(t, saved, "Tracer.saved_tensors()")
 
         with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             yield self

@@ -274,7 +274,8 @@ def test_integer_tensors_are_narrowed_losslessly(fmt):
 
 def test_integer_tensor_too_wide_is_kept_as_is():
     big = torch.tensor([0, 2**40])
-    assert CompressSaved("bf16")._encode(big) is big  # no type narrower than int64 holds 2**40
+    kept = CompressSaved("bf16")._encode(big)  # no type narrower than int64 holds 2**40
+    assert kept.tensor.data_ptr() == big.data_ptr() and kept.version == big._version  # no copy; version checked
     small = CompressSaved("bf16")._encode(torch.tensor([-300, 300]))
     assert small.data.dtype == torch.int16 and small.dtype == torch.int64
 
@@ -491,3 +492,66 @@ def test_disk_messages_name_what_is_wrong(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"is gone: its folder .* was removed \(or emptied\) before backward"):
         loss.backward()
     del loss
+
+
+def _plain_inplace_error() -> str:
+    x = torch.ones(3, requires_grad=True)
+    y = x.exp()
+    y.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as plain:
+        y.sum().backward()
+    return str(plain.value)
+
+
+@contextlib.contextmanager
+def _tracer_saved():
+    with hooklab.Tracer() as tr, tr.saved_tensors():
+        yield tr
+
+
+KEEPERS = {  # every way a saved-tensor tool keeps a tensor as it is instead of copying it
+    "ledger": hooklab.SavedTensorLedger,
+    "tracer": _tracer_saved,
+    "SaveOnCpu on a CPU": SaveOnCpu,
+    "SaveOnDisk under min_bytes": lambda: SaveOnDisk(min_bytes=1 << 20),
+    "CompressSaved under min_bytes": lambda: CompressSaved("int8"),
+    "SaveOnDisk keep=": None,  # built in the test: keep= names the tensor
+}
+
+
+@pytest.mark.parametrize("how", list(KEEPERS))
+def test_in_place_change_of_a_kept_saved_tensor_raises_as_in_plain_pytorch(how):
+    """S7: under hooklab's saved-tensor tools PyTorch's in-place error used to vanish and the gradient was wrong."""
+    plain = _plain_inplace_error()
+    x = torch.ones(3, requires_grad=True)
+    if how == "SaveOnDisk keep=":
+        h = x * 1
+        with SaveOnDisk(keep=[h]):
+            y = h.exp()  # exp saves its output y: keep it too by going through a kept input
+        context = SaveOnDisk(keep=[y])
+        with context:
+            z = y.sin()  # saves y, kept as it is
+        y.add_(1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation.*expected version 0"):
+            z.sum().backward()
+        return
+    with KEEPERS[how]():
+        y = x.exp()
+    y.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as ours:
+        y.sum().backward()
+    # the same first sentence as PyTorch's own error, plus where the check was made
+    assert str(ours.value).split(":")[0] == plain.split(":")[0]
+    assert "is at version 1; expected version 0 instead" in plain and "is at version 1; expected version 0" in str(ours.value)
+    assert x.grad is None
+
+
+@pytest.mark.parametrize("make", [lambda: SaveOnDisk(), lambda: CompressSaved("bf16", min_bytes=0)],
+                         ids=["SaveOnDisk", "CompressSaved"])
+def test_a_copied_saved_tensor_gives_the_gradient_of_the_values_it_had(make):
+    x = torch.ones(3, requires_grad=True)
+    with make():
+        y = x.exp()
+    y.add_(1)
+    y.sum().backward()  # the copy holds exp(x) as it was saved: the right gradient, d/dx (exp(x) + 1)
+    assert torch.allclose(x.grad, torch.ones(3).exp(), rtol=1e-2)
