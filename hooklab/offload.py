@@ -389,10 +389,12 @@ class SaveOnDisk(_OffloadHooks):
 
 # ---------------------------------------------------------------------------- compression
 class _Compressed:
-    __slots__ = ("data", "scale", "dtype", "__weakref__")
+    __slots__ = ("data", "scale", "dtype", "special", "__weakref__")
 
-    def __init__(self, data: torch.Tensor, scale: torch.Tensor | None, dtype: torch.dtype) -> None:
+    def __init__(self, data: torch.Tensor, scale: torch.Tensor | None, dtype: torch.dtype,
+                 special: torch.Tensor | None = None) -> None:
         self.data, self.scale, self.dtype = data, scale, dtype
+        self.special = special  # int8: the non-finite entries (where data == -128): +1 inf, -1 -inf, 0 nan
 
 
 Format = Literal["bf16", "int8"]
@@ -405,7 +407,9 @@ class CompressSaved(_OffloadHooks):
     with one scale per channel (dim 1; ``x ~ q * max|x| / 127``) and sign-preserving rounding
     (a nonzero value never rounds to 0: ReLU's backward reads ``out > 0`` from its saved output,
     and plain rounding flips that mask for small values, which multiplies the gradient error
-    by about 20 on a ResNet). Backward uses the decoded values, so gradients change: measure how
+    by about 20 on a ResNet). ``int8`` keeps +-inf and nan exactly (one extra byte per such
+    entry; the scale comes from the finite values), so a ``-inf`` attention mask saved for
+    backward stays a mask. Backward uses the decoded values, so gradients change: measure how
     much with :func:`gradient_error`. Integer tensors (e.g. max-pool indices, int64) are stored
     losslessly in the smallest integer type that holds their values.
 
@@ -454,6 +458,14 @@ class CompressSaved(_OffloadHooks):
         if self.fmt == "bf16":
             return _Compressed(t.to(torch.bfloat16), None, t.dtype)
         x = t.float()
+        # +-inf and nan (a -inf attention mask) are kept exactly, one byte each, and left out of
+        # the scale: an infinite max would turn every other value into 0 or nan
+        finite = torch.isfinite(x)
+        special = None
+        if not bool(finite.all()):
+            odd = x[~finite]
+            special = torch.where(odd.isnan(), 0, torch.sign(odd)).to(torch.int8)
+            x = x.masked_fill(~finite, 0)
         # one scale per channel (dim 1) when there is one, else per tensor
         dims = [d for d in range(x.dim()) if d != 1] if x.dim() > 1 else list(range(x.dim()))
         amax = x.abs().amax(dim=dims, keepdim=True) if dims else x.abs()
@@ -461,17 +473,23 @@ class CompressSaved(_OffloadHooks):
         # sign-preserving rounding: a small nonzero value becomes +-1, never 0, so masks that
         # backward reads from a saved tensor (ReLU: grad * (out > 0)) survive exactly
         q = torch.round(x.abs() / scale).clamp_(1, 127) * torch.sign(x)
-        return _Compressed(q.to(torch.int8), scale, t.dtype)
+        if special is not None:
+            q.masked_fill_(~finite, -128)  # -128 is never a rounded value: it marks a non-finite entry
+        return _Compressed(q.to(torch.int8), scale, t.dtype, special)
 
     def _decode(self, packed: _Compressed) -> torch.Tensor:
         if packed.scale is None:  # bf16, or an integer tensor
             return packed.data.to(packed.dtype)
-        return (packed.data.float() * packed.scale).to(packed.dtype)
+        out = packed.data.float() * packed.scale
+        if packed.special is not None:
+            out[packed.data == -128] = packed.special.float() * float("inf")  # 0 * inf is nan
+        return out.to(packed.dtype)
 
     def _stored_nbytes(self, packed: _Compressed | Kept) -> int:
         if isinstance(packed, Kept):
             return _nbytes(packed.tensor)
-        return _nbytes(packed.data) + (0 if packed.scale is None else _nbytes(packed.scale))
+        extra = [t for t in (packed.scale, packed.special) if t is not None]
+        return _nbytes(packed.data) + sum(_nbytes(t) for t in extra)
 
 
 # ------------------------------------------------------------------------- on modules

@@ -555,3 +555,43 @@ def test_a_copied_saved_tensor_gives_the_gradient_of_the_values_it_had(make):
     y.add_(1)
     y.sum().backward()  # the copy holds exp(x) as it was saved: the right gradient, d/dx (exp(x) + 1)
     assert torch.allclose(x.grad, torch.ones(3).exp(), rtol=1e-2)
+
+
+def test_int8_keeps_a_causal_minus_inf_mask_exact_under_sdpa():
+    """S1: an infinite amax made every other entry 0 * inf = nan: NaN gradients everywhere."""
+    torch.manual_seed(0)
+    q = torch.randn(2, 4, 64, 8, requires_grad=True)
+    mask = nn.Transformer.generate_square_subsequent_mask(64)  # -inf above the diagonal, 16 KiB > min_bytes
+    plain = torch.autograd.grad(torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask).sum(), q)[0]
+    with CompressSaved("int8") as ctx:
+        out = torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask).sum()
+    assert ctx.stats.offloaded >= 1  # the mask itself was compressed, not skipped
+    got = torch.autograd.grad(out, q)[0]
+    assert got.isfinite().all()
+    assert ((got - plain).norm() / plain.norm()).item() < 0.05
+
+
+def test_int8_on_a_transformer_encoder_with_a_key_padding_mask_gives_finite_gradients():
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True)
+    encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    x = torch.randn(2, 64, 32)
+    pad = torch.zeros(2, 64, dtype=torch.bool)
+    pad[1, 40:] = True  # MHA merges it into a float -inf mask that SDPA saves
+    error = gradient_error(encoder, lambda: encoder(x, src_key_padding_mask=pad).square().mean(),
+                           lambda: CompressSaved("int8"))
+    assert error == error and error < 0.05  # not nan; plain PyTorch is the reference inside gradient_error
+
+
+def test_int8_round_trips_inf_and_nan_exactly_and_scales_the_rest_by_the_finite_max():
+    t = torch.tensor([[1.0, float("inf"), -float("inf"), float("nan"), -2.0, 0.5]] * 4).T.contiguous()
+    packed = CompressSaved("int8", min_bytes=0)._encode(t)
+    back = CompressSaved("int8")._decode(packed)
+    assert torch.equal(back.isposinf(), t.isposinf()) and torch.equal(back.isneginf(), t.isneginf())
+    assert torch.equal(back.isnan(), t.isnan())
+    finite = t.isfinite()
+    assert torch.allclose(back[finite], t[finite], atol=2.0 / 127)  # per-channel scale from |-2| at most
+    x = torch.randn(2048)
+    x[5] = float("inf")  # row 95 of the review: one inf in a 1-D activation
+    back = CompressSaved("int8")._decode(CompressSaved("int8")._encode(x))
+    assert back.isfinite().sum().item() == 2047 and back[5].item() == float("inf")
