@@ -2,7 +2,8 @@
 
 The library (everything importable from ``hooklab``) is for practitioners: recorders (``capture``,
 ``FeatureExtractor``, ``GradientMonitor``, ``ActivationStats``, ``Tracer``, ``SavedTensorLedger``),
-gradient clipping inside backward, offloading and (selective) checkpointing of saved tensors,
+gradient clipping inside backward, offloading and (selective) checkpointing of saved tensors
+(``OverlappedOffload`` overlaps the copies with compute on a GPU),
 inventories of registered hooks and a test helper that fails when code leaves hooks behind.
 ``import hooklab`` changes no process-wide setting; the course's own helpers live in
 :mod:`hooklab.course` and are not imported by it.
@@ -37,6 +38,7 @@ from .ledger import ModuleRow, SavedRecord, SavedTensorLedger
 from .lookup import UnknownModuleError, get_module
 from .monitor import ActivationStats, GradientMonitor
 from .meter import MemoryMeter, OpCounter
+from .overlap import OverlappedOffload
 from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper, SaveOnCpu, SaveOnDisk,
                       gradient_error, offload_module)
 from .scope import HookScope, Recorder, named_scope
@@ -62,6 +64,7 @@ __all__ = [
     "OffloadStats",
     "OffloadWrapper",
     "OpCounter",
+    "OverlappedOffload",
     "Recorder",
     "SaveOnCpu",
     "SaveOnDisk",

@@ -1,0 +1,169 @@
+"""Tests of hooklab.overlap.OverlappedOffload on the CPU.
+
+On a CPU-only machine nothing moves (what SaveOnCpu does); to exercise the copy, prefetch and keep-last
+bookkeeping here, a subclass offloads CPU tensors too (synchronous copies instead of side-stream ones).
+The GPU path (side stream, events, bit-for-bit gradients) is tested in tests/test_gpu_overlap.py.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+from torch import nn
+
+import hooklab
+from hooklab._torch_internals import top_saved_tensors_hooks
+from hooklab.overlap import OverlappedOffload
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class EveryTensor(OverlappedOffload):
+    """Offload CPU tensors as well (the CPU stands in for the device: copies, no streams)."""
+
+    def _applies(self, t: torch.Tensor) -> bool:
+        return t.layout == torch.strided
+
+
+def net_and_batch(seed: int = 0):
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64),
+                        nn.GELU(), nn.Linear(64, 4))
+    return net, torch.randn(8, 16)
+
+
+def grads_of(net, x, context=None):
+    net.zero_grad(set_to_none=True)
+    with context if context is not None else contextlib.nullcontext():
+        loss = net(x).square().sum()
+    loss.backward()
+    return [p.grad.clone() for p in net.parameters()]
+
+
+def test_on_the_cpu_it_does_what_save_on_cpu_does():
+    net, x = net_and_batch()
+    plain = grads_of(net, x)
+    ctx = OverlappedOffload(keep=[net, x])
+    got = grads_of(net, x, ctx)
+    reference = hooklab.SaveOnCpu(keep=[net, x])
+    grads_of(net, x, reference)
+    assert all(torch.equal(a, b) for a, b in zip(plain, got))  # bitwise: nothing moved
+    assert ctx.stats == reference.stats and ctx.stats.offloaded == 0 and ctx.stats.kept > 0
+    assert ctx.prefetched == ctx.copied_back == ctx.served_from_device == 0
+
+
+@pytest.mark.parametrize("prefetch,keep_last,in_flight", [(0, 0, 1), (2, 0, 2), (3, 2, 1), (1, 5, 3)])
+def test_copies_give_bitwise_equal_gradients(prefetch, keep_last, in_flight):
+    net, x = net_and_batch()
+    plain = grads_of(net, x)
+    ctx = EveryTensor(keep=[net, x], prefetch=prefetch, keep_last=keep_last, in_flight=in_flight)
+    got = grads_of(net, x, ctx)
+    assert all(torch.equal(a, b) for a, b in zip(plain, got))
+    # ReLU's output is also the next Linear's input: one storage, packed once
+    assert ctx.stats.reused >= 1
+    assert ctx.stats.offloaded_bytes == ctx.stats.stored_bytes > 0
+    offloaded = ctx.stats.offloaded
+    assert ctx.copied_back == offloaded - min(keep_last, offloaded)  # each copied back once
+    assert (ctx.served_from_device > 0) == (keep_last > 0)
+    if prefetch and ctx.copied_back > 1:  # something older to prefetch while the newest is read
+        assert 0 < ctx.prefetched < ctx.copied_back
+    else:
+        assert ctx.prefetched == 0
+
+
+def test_prefetch_follows_the_reverse_order_of_packing():
+    a = torch.randn(50, requires_grad=True)
+    ctx = EveryTensor(prefetch=1)
+    loaded = []
+    original = ctx._load
+
+    def spy(entry):
+        if entry.loaded is None and entry.original is None:
+            loaded.append(entry.index)
+        original(entry)
+
+    ctx._load = spy
+    with ctx:
+        h1 = a.exp()        # saves its output (index 0)
+        h2 = h1.sin()       # saves h1's storage again: reused, not a new entry
+        h3 = h2.exp()       # saves its output (index 1)
+        h4 = h3.cos()       # saves h3's storage: reused
+        loss = h4.sum()
+    loss.backward()
+    # backward reads the newest first; each unpack prefetches the next older one
+    assert loaded[0] == 1 and loaded[1] == 0
+    torch.testing.assert_close(a.grad, (-(a.exp().sin().exp()).sin() * a.exp().sin().exp()
+                                        * a.exp().cos() * a.exp()))
+
+
+def test_keep_last_answers_from_the_device_without_copying_back():
+    x = torch.randn(100, requires_grad=True)
+    ctx = EveryTensor(keep_last=10)
+    with ctx:
+        loss = x.exp().exp().exp().sum()
+    loss.backward()
+    assert ctx.stats.offloaded == 3 and ctx.served_from_device == 3 and ctx.copied_back == ctx.prefetched == 0
+
+
+def test_an_inplace_change_while_the_copy_is_in_flight_raises_pytorchs_error():
+    x = torch.ones(3, requires_grad=True)
+    with EveryTensor(in_flight=4) as ctx:
+        y = x.exp()
+    y.add_(1)                       # PyTorch raises on this without hooks; so must we
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    assert ctx.stats.offloaded == 1
+
+
+def test_an_inplace_change_to_a_tensor_kept_on_the_device_raises():
+    x = torch.ones(3, requires_grad=True)
+    with EveryTensor(keep_last=1, in_flight=1):
+        y = x.exp()
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def test_a_change_after_the_copy_is_done_does_not_reach_the_copy():
+    x = torch.ones(3, requires_grad=True)
+    with EveryTensor(in_flight=1) as ctx:
+        y = x.exp()
+        z = y.sin()          # saves y again (reused), then a new tensor pushes y's copy out of flight
+        w = z.exp()
+    assert ctx._entries and all(e().original is None for e in ctx._entries.values() if e() is not None
+                                and e().index == 0)
+    w.sum().backward()
+    torch.testing.assert_close(x.grad, torch.exp(torch.sin(x.exp())) * torch.cos(x.exp()) * x.exp())
+
+
+def test_nothing_grows_after_backward_and_hooks_are_gone():
+    net, x = net_and_batch()
+    ctx = EveryTensor(keep=[net, x])
+    grads_of(net, x, ctx)
+    assert ctx._entries == {}  # every entry died with the graph
+    assert top_saved_tensors_hooks() is None
+
+
+def test_hooks_are_removed_when_the_body_raises():
+    net, x = net_and_batch()
+    with pytest.raises(ZeroDivisionError):
+        with EveryTensor():
+            net(x)
+            1 / 0
+    assert top_saved_tensors_hooks() is None
+
+
+@pytest.mark.parametrize("option,bad", [("prefetch", -1), ("keep_last", 1.5), ("in_flight", 0), ("prefetch", True)])
+def test_bad_options_are_refused(option, bad):
+    with pytest.raises(ValueError, match=option):
+        OverlappedOffload(**{option: bad})
+
+
+def test_the_forward_is_offloaded_per_module_with_offload_module():
+    net, x = net_and_batch()
+    plain = grads_of(net, x)
+    with hooklab.offload_module(net[2], lambda: EveryTensor(prefetch=1)) as scope:
+        got = grads_of(net, x)
+    assert all(torch.equal(a, b) for a, b in zip(plain, got))
+    assert scope.stats.offloaded >= 1 and scope.calls == 1
