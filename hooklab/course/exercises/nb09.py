@@ -205,15 +205,35 @@ def skip_nonfinite(answer: Any) -> None:
             try:
                 opt.step()
             except Exception as exc:
-                raise Wrong(f"{what}：梯度含 {bad} 时 `step()` 抛出了 {type(exc).__name__}: {first_sentence(exc).split(' at 0x')[0]}；"
-                            "前置钩子的返回值只能是 None 或 (args, kwargs)，抛异常会打断训练循环。",
-                            f"{what}: with a {bad} in a gradient, `step()` raised {type(exc).__name__}: "
-                            f"{first_sentence(exc).split(' at 0x')[0]}; a pre-hook may return only None or (args, kwargs), "
-                            f"and raising stops the training loop.") from exc
-            if not all(torch.equal(a, b) for a, b in zip(params_before, model.parameters())):
-                raise Wrong(f"{what}：梯度含 {bad} 时参数还是变了。清零梯度不等于跳过：动量和权重衰减仍会移动参数；把 `p.grad` 设为 None。",
-                            f"{what}: with a {bad} in a gradient the parameters still changed. Zeroing is not skipping: "
-                            f"momentum and weight decay still move them; set `p.grad` to None.")
+                said = first_sentence(exc).split(' at 0x')[0]
+                if isinstance(exc, RuntimeError) and "must return None or a tuple" in str(exc):
+                    raise Wrong(f"{what}：你的前置钩子返回了 None 和 (args, kwargs) 以外的值，`step()` 因此抛出 RuntimeError。"
+                                "返回值不能表示“跳过”：把**每个**参数的 `p.grad` 设为 None。",
+                                f"{what}: your pre-hook returned something other than None or (args, kwargs), so `step()` "
+                                f"raised a RuntimeError. No return value means \"skip\": set **every** `p.grad` to None.") from exc
+                raise Wrong(f"{what}：梯度含 {bad} 时你的钩子让 `step()` 抛出了 {type(exc).__name__}: {said}；"
+                            "抛异常会打断训练循环，后置钩子也不运行。把**每个**参数的 `p.grad` 设为 None，这一步就什么也不做。",
+                            f"{what}: with a {bad} in a gradient your hook made `step()` raise {type(exc).__name__}: {said}; "
+                            f"raising stops the training loop and skips the post-hooks. Set **every** `p.grad` to None "
+                            f"and the step does nothing.") from exc
+            after = [p.detach() for p in model.parameters()]
+            moved = [not torch.equal(a, b) for a, b in zip(params_before, after)]
+            bad_index = 2  # model[2].weight, the parameter whose gradient holds the non-finite value
+            if not all(bool(torch.isfinite(p).all()) for p in after):
+                raise Wrong(f"{what}：梯度里的 {bad} 进了参数：你的检查没有发现它。`torch.isfinite` 同时查出 NaN 和 ±inf"
+                            "（只查 `isnan` 会漏掉 inf）。",
+                            f"{what}: the {bad} in a gradient reached the parameters: your check did not catch it. "
+                            f"`torch.isfinite` catches NaN and ±inf alike (`isnan` alone misses an inf).")
+            if any(moved) and not moved[bad_index]:
+                raise Wrong(f"{what}：含 {bad} 的那个参数没动，其余参数却更新了。要丢掉的是**全部**梯度，不只是坏的那一个："
+                            "这一步应完全不发生。",
+                            f"{what}: the parameter with the {bad} stayed, but the others were updated. Drop **every** "
+                            f"gradient, not only the bad one: the whole step should not happen.")
+            if any(moved):
+                raise Wrong(f"{what}：梯度含 {bad} 时参数还是变了（全都是有限值）。清零梯度不等于跳过：动量和权重衰减仍会移动参数；"
+                            "把**每个**参数的 `p.grad` 设为 None。",
+                            f"{what}: with a {bad} in a gradient the parameters still changed (to finite values). Zeroing "
+                            f"is not skipping: momentum and weight decay still move them; set **every** `p.grad` to None.")
             state_after = _state(opt)
             if len(state_after) != len(state_before) or not all(torch.equal(a, b) for a, b in zip(state_before, state_after)):
                 raise Wrong(f"{what}：参数没变，但优化器状态（步数或动量）变了；这一步应完全不发生。",
@@ -224,6 +244,10 @@ def skip_nonfinite(answer: Any) -> None:
             _backward(twin, 12)
             opt.step()
             twin_opt.step()
+            if all(torch.equal(a, b) for a, b in zip(params_before, model.parameters())):
+                raise Wrong(f"{what}：梯度全是有限值时，你的钩子也跳过了这一步（参数一点没变）。只有梯度含 NaN 或 inf 时才跳过。",
+                            f"{what}: your hook skipped a step whose gradients were all finite (no parameter moved). "
+                            f"Skip only when a gradient holds a NaN or an inf.")
             if not all(torch.allclose(a, b, atol=1e-7) for a, b in zip(model.parameters(), twin.parameters())):
                 raise Wrong(f"{what}：梯度有限时，这一步应与没有钩子时完全一样地更新参数。",
                             f"{what}: with finite gradients the step should update the parameters exactly as without "
