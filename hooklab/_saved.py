@@ -18,11 +18,15 @@ RuntimeError: one of the variables needed for gradient computation has been modi
 """
 from __future__ import annotations
 
+import threading
+import warnings
+from typing import Any
+
 import torch
 
 from ._torch_internals import version
 
-__all__ = ["Kept", "check_version"]
+__all__ = ["Kept", "OtherThreads", "check_version"]
 
 
 def check_version(t: torch.Tensor, saved: int | None, tool: str) -> torch.Tensor:
@@ -50,3 +54,38 @@ class Kept:
     def get(self, tool: str) -> torch.Tensor:
         """The tensor, after checking that no in-place op changed it since it was saved."""
         return check_version(self.tensor, self.version, tool)
+
+
+class OtherThreads:
+    """Counts module calls made in another thread while a saved-tensor hooks context is active in this one.
+
+    Saved-tensor hooks are thread-local: a forward run in another thread saves its tensors without
+    them, and a recorder built on them would report nothing from it. Module hooks are not
+    thread-local, so a module call seen from another thread says that this happened.
+    """
+
+    def __init__(self) -> None:
+        self.home = threading.get_ident()
+        self.calls = 0
+
+    def here(self) -> bool:
+        """True in the thread that made this object; counts the call otherwise."""
+        if threading.get_ident() == self.home:
+            return True
+        self.calls += 1
+        return False
+
+    def global_hook(self) -> Any:
+        """Register a global forward pre-hook that counts calls from other threads; returns its handle."""
+        def count(module: Any, args: Any) -> None:
+            self.here()
+
+        return torch.nn.modules.module.register_module_forward_pre_hook(count)
+
+    def warn(self, tool: str, stacklevel: int) -> None:
+        if self.calls:
+            warnings.warn(
+                f"{tool}: {self.calls} module call(s) ran in another thread during the block. Saved-tensor hooks are "
+                "thread-local, so the tensors saved there were not seen: what it recorded covers only the thread "
+                f"that entered it. Enter {tool} in the thread that runs the forward pass.",
+                RuntimeWarning, stacklevel=stacklevel + 1)

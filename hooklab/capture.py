@@ -22,7 +22,7 @@ from torch import nn
 from ._torch_internals import is_compiled_module, unwrap_compiled, was_compiled
 from ._torch_internals import version as _version
 from .lookup import as_names, get_modules
-from .scope import Recorder
+from .scope import Recorder, same_module
 
 __all__ = ["Capture", "FeatureExtractor", "capture"]
 
@@ -215,8 +215,11 @@ class capture(Recorder):  # noqa: N801 - used like a function: ``with capture(mo
     def _hook(self, name: str):
         store, grad_hooks = self.store, self._grad_hooks
         grads, detach, to_cpu, clone, selector = self.grads, self.detach, self.to_cpu, self.clone, self.output
+        registered = same_module(self.modules[name])  # a deepcopy made inside the block carries this hook
 
         def capture_output(module: nn.Module, args: Any, output: Any) -> None:
+            if not registered(module):
+                return
             output = select_output(output, selector, name)
             store.calls[name] += 1
             kept = store.outputs[name] = _store(output, detach, to_cpu, clone)

@@ -16,6 +16,7 @@ block that are still alive (and their peak), which also covers what a ledger can
 """
 from __future__ import annotations
 
+import threading
 import warnings
 import weakref
 from dataclasses import dataclass
@@ -25,11 +26,11 @@ import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
-from ._saved import Kept
+from ._saved import Kept, OtherThreads
 from ._torch_internals import (StorageWeakRef, is_parameter_like, saved_tensor_attrs,
                                storage_key, top_saved_tensors_hooks, tree_flatten)
 from ._text import format_bytes, format_table
-from .scope import Recorder
+from .scope import Recorder, same_module
 
 __all__ = ["ModuleRow", "SavedRecord", "SavedTensorLedger"]
 
@@ -131,7 +132,7 @@ class SavedTensorLedger(Recorder):
         super().__init__()
         if model is not None and not isinstance(model, nn.Module):
             raise TypeError(f"SavedTensorLedger takes an nn.Module or None, got {type(model).__name__}")
-        self.model = model
+        self.model = model  # let go of when the block ends (the records stay readable)
         self.records: list[SavedRecord] = []
         self.live_bytes = 0
         self.peak_bytes = 0
@@ -143,16 +144,23 @@ class SavedTensorLedger(Recorder):
         self._live: dict[int, int] = {}  # storage key -> number of live handles
         self._key_bytes: dict[int, int] = {}
         self._key_refs: dict[int, StorageWeakRef] = {}
+        self._prune_at = 64  # drop the entries of dead storages when _key_refs reaches this size
         self._probe: list[int] | None = None
+        self._threads = OtherThreads()
 
     # -- lifecycle (hooklab.scope.Recorder) ----------------------------------------------
     def _register(self) -> None:
+        self._threads = OtherThreads()  # the thread that enters is the one whose saved tensors are seen
         if self.model is not None:
             self._param_keys = {storage_key(p) for p in (*self.model.parameters(), *self.model.buffers())}
+            self._is_model = same_module(self.model)
             self.scope.add(self.model.register_forward_pre_hook(self._note_inputs, with_kwargs=True))
             for name, mod in self.model.named_modules():
-                self.scope.add(mod.register_forward_pre_hook(self._enter_module(name)))
-                self.scope.add(mod.register_forward_hook(self._leave_module, always_call=True))
+                enter, leave = self._module_hooks(name, mod)
+                self.scope.add(mod.register_forward_pre_hook(enter))
+                self.scope.add(mod.register_forward_hook(leave, always_call=True))
+        else:  # no module hooks to notice a forward in another thread: one global pre-hook does
+            self.scope.add(self._threads.global_hook())
         self._hooks.__enter__()
         self._hooks_entered = True
 
@@ -172,27 +180,44 @@ class SavedTensorLedger(Recorder):
         finally:
             self.scope.remove()
             self._stack.clear()
+            self.model = None  # the ledger must not keep the model (and its parameters) alive
+        if not self._block_raised:
+            self._threads.warn("SavedTensorLedger", stacklevel=5)
 
-    def _enter_module(self, name: str) -> Callable[..., None]:
-        def pre_hook(module: nn.Module, args: Any) -> None:
-            self._stack.append(name)
-        return pre_hook
+    def _module_hooks(self, name: str, module: nn.Module) -> tuple[Callable[..., None], Callable[..., None]]:
+        registered = same_module(module)  # a deepcopy made inside the block carries these hooks: ignore it
+
+        def pre_hook(mod: nn.Module, args: Any) -> None:
+            if registered(mod) and self._threads.here():
+                self._stack.append(name)
+
+        def post_hook(mod: nn.Module, args: Any, output: Any) -> None:
+            if registered(mod) and threading.get_ident() == self._threads.home and self._stack:
+                self._stack.pop()
+
+        return pre_hook, post_hook
 
     def _note_inputs(self, module: nn.Module, args: Any, kwargs: Any) -> None:
+        if not self._is_model(module) or threading.get_ident() != self._threads.home:
+            return
         self._input_keys.update(storage_key(t) for t in tree_flatten((args, kwargs))
                                 if isinstance(t, torch.Tensor))
 
-    def _leave_module(self, module: nn.Module, args: Any, output: Any) -> None:
-        if self._stack:
-            self._stack.pop()
-
     # -- hooks -------------------------------------------------------------------------
     def _kind(self, t: torch.Tensor, key: int) -> str:
-        if self.model is not None:
-            if key in self._param_keys:
-                return "parameter"
-            return "input" if key in self._input_keys else "activation"
+        if key in self._param_keys:
+            return "parameter"
+        if key in self._input_keys:
+            return "input"
+        # also with a model: FSDP2 saves the all-gathered copy of a sharded parameter, which is
+        # not among model.parameters() but is a leaf that requires grad (or a view of one)
         return "parameter" if is_parameter_like(t) else "activation"
+
+    def _forget_dead_storages(self) -> None:
+        """Drop the entries of storages that died (bounded memory however many steps the block runs)."""
+        for key in [k for k, ref in self._key_refs.items() if ref.expired() and k not in self._live]:
+            del self._key_refs[key], self._key_bytes[key]
+        self._prune_at = max(64, 2 * len(self._key_refs))
 
     def _add(self, t: torch.Tensor, op: str, module: str | None) -> SavedRecord:
         key = storage_key(t)
@@ -201,6 +226,8 @@ class SavedTensorLedger(Recorder):
         ref = self._key_refs.get(key)
         shared = ref is not None and not ref.expired()
         if not shared:
+            if len(self._key_refs) >= self._prune_at:
+                self._forget_dead_storages()
             self._key_refs[key] = StorageWeakRef(t.untyped_storage())
             self._key_bytes[key] = storage_bytes
         record = SavedRecord(

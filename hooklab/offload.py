@@ -45,7 +45,7 @@ from torch.autograd.graph import saved_tensors_hooks
 
 from ._saved import Kept
 from ._torch_internals import StorageWeakRef, is_parameter_like, storage_key, version
-from .scope import HookScope
+from .scope import HookScope, same_module
 
 __all__ = [
     "CompressSaved",
@@ -577,8 +577,11 @@ def offload_module(module: nn.Module, make_hooks: HooksFactory) -> OffloadScope:
     _check_factory(make_hooks)
     scope = OffloadScope("offload_module")
     local = threading.local()
+    registered = same_module(module)  # a copy.deepcopy made while the scope is active carries these hooks
 
     def enter(mod: nn.Module, args: Any) -> None:
+        if not registered(mod):
+            return
         hooks = make_hooks()
         hooks.__enter__()
         stack = getattr(local, "stack", None) or []
@@ -588,6 +591,8 @@ def offload_module(module: nn.Module, make_hooks: HooksFactory) -> OffloadScope:
         scope.last = hooks
 
     def leave(mod: nn.Module, args: Any, output: Any) -> None:
+        if not registered(mod):
+            return
         stack = getattr(local, "stack", None)
         if stack:
             hooks = stack.pop()

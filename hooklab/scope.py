@@ -19,9 +19,10 @@ ends (also when it raised), and one recorder records one block.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Protocol, TypeVar
+import weakref
+from typing import Any, Callable, Protocol, TypeVar
 
-__all__ = ["HookScope", "Recorder", "named_scope"]
+__all__ = ["HookScope", "Recorder", "named_scope", "same_module"]
 
 
 class Removable(Protocol):
@@ -145,6 +146,34 @@ class HookScope:
     def __repr__(self) -> str:
         label = f" {self.name!r}" if self.name else ""
         return f"HookScope{label}({len(self)} hooks)"
+
+
+def same_module(module: Any) -> Callable[[Any], bool]:
+    """A test for a module hook: is the module it was called with the one it was registered on?
+
+    ``copy.deepcopy(model)`` copies a module's hook dicts, closures included, so a copy made inside
+    a block would run the tool's hooks for ever (into a store whose block has ended). A hook that
+    starts with ``if not registered(mod): return`` ignores such copies. ``nn.DataParallel``'s
+    replicas share the original's hook dicts and still count as the module. The module is held
+    weakly: a copy's hook does not keep the original alive.
+
+    >>> import copy
+    >>> from torch import nn
+    >>> layer = nn.Linear(2, 2)
+    >>> registered = same_module(layer)
+    >>> registered(layer), registered(copy.deepcopy(layer))
+    (True, False)
+    """
+    ref = weakref.ref(module)
+
+    def registered(mod: Any) -> bool:
+        original = ref()
+        if mod is original:
+            return True
+        hooks = getattr(original, "_forward_hooks", None)  # a DataParallel replica shares this dict
+        return hooks is not None and getattr(mod, "_forward_hooks", None) is hooks
+
+    return registered
 
 
 _NAMED: dict[str, HookScope] = {}

@@ -35,12 +35,12 @@ from typing import Any, Iterable, Iterator, Literal, Sequence, get_args
 import torch
 from torch import nn
 
-from ._saved import check_version
+from ._saved import OtherThreads, check_version
 from ._text import format_table
 from ._torch_internals import current_graph_task_id, handle_alive, tree_flatten, version, was_compiled
 from .capture import NO_CALL_CAUSES, refuse_compiled
 from .lookup import as_names, get_modules
-from .scope import Recorder
+from .scope import Recorder, same_module
 
 __all__ = ["KINDS", "Event", "Tracer", "describe", "in_place_on_outputs"]
 
@@ -398,32 +398,41 @@ class Tracer(Recorder):
         self._module_labels.append(label)
         if was_compiled(m) and label not in self._compiled_roots:
             self._compiled_roots.append(label)
+        registered = same_module(m)  # a copy.deepcopy made inside the block carries these hooks: ignore it
         if forward:
             def forward_pre(mod: nn.Module, args: Any, kwargs: Any) -> None:
+                if not registered(mod):
+                    return
                 extra = f" kwargs {{{', '.join(f'{k}: {describe(v)}' for k, v in kwargs.items())}}}" if kwargs else ""
                 self._record("module_forward_pre", label, f"input {describe(args)}{extra}")
 
             def forward_post(mod: nn.Module, args: Any, output: Any) -> None:
+                if not registered(mod):
+                    return
                 self._record("module_forward", label, f"output {describe(output)}")
 
             self.scope.add(m.register_forward_pre_hook(forward_pre, with_kwargs=True))
             self.scope.add(m.register_forward_hook(forward_post))
         if backward == "outputs":
-            self.scope.add(m.register_forward_hook(self._output_grad_hooks(label)))
+            self.scope.add(m.register_forward_hook(self._output_grad_hooks(label, registered)))
         elif backward:
             def backward_pre(mod: nn.Module, grad_output: Any) -> None:
+                if not registered(mod):
+                    return
                 self._record("module_backward_pre", label, f"grad_output {describe(grad_output)}")
 
             def backward_post(mod: nn.Module, grad_input: Any, grad_output: Any) -> None:
+                if not registered(mod):
+                    return
                 self._record("module_backward", label, f"grad_input {describe(grad_input)}")
 
             self.scope.add(m.register_full_backward_pre_hook(backward_pre))
             self.scope.add(m.register_full_backward_hook(backward_post))
             self._full_backward.append(label)
 
-    def _output_grad_hooks(self, label: str) -> Any:
+    def _output_grad_hooks(self, label: str, registered: Any) -> Any:
         def hook_outputs(mod: nn.Module, args: Any, output: Any) -> None:
-            if not self.recording or not torch.is_grad_enabled():
+            if not self.recording or not torch.is_grad_enabled() or not registered(mod):
                 return
             # every tensor in the output, also inside a PackedSequence or a dict
             outs = [t for t in tree_flatten(output) if isinstance(t, torch.Tensor) and t.requires_grad]
@@ -481,11 +490,13 @@ class Tracer(Recorder):
         """Record pack (forward) and unpack (backward) of tensors saved for backward inside this block.
 
         A saved tensor is named after a tensor the tracer knows (same object), else ``saved<i>``.
-        Its version is checked at unpack, so a saved tensor modified in place raises PyTorch's
+        Saved-tensor hooks are thread-local: a forward run in another thread is not seen, and the
+        block warns when a module ran in another thread meanwhile. Its version is checked at unpack, so a saved tensor modified in place raises PyTorch's
         "modified by an inplace operation" error, as it does without saved-tensor hooks.
         """
         self._open("saved_tensors()")
         counter = itertools.count()
+        threads = OtherThreads()  # saved-tensor hooks are thread-local: notice a forward in another thread
 
         def pack(t: torch.Tensor) -> tuple[str, torch.Tensor, int | None]:
             label = self._name_of(t) or f"saved{next(counter)}"
@@ -497,8 +508,13 @@ class Tracer(Recorder):
             self._record("unpack", self._name_of(t) or label, describe(t))
             return check_version(t, saved, "Tracer.saved_tensors()")
 
-        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-            yield self
+        watch = threads.global_hook()
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+                yield self
+        finally:
+            watch.remove()
+        threads.warn("Tracer.saved_tensors()", stacklevel=3)
 
     # ------------------------------------------------------------------ reading
     def _wanted(self, kinds: Iterable[Kind] | None) -> set[str] | None:

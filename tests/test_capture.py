@@ -335,3 +335,19 @@ def test_grads_asked_for_but_backward_run_after_the_block_gets_a_warning():
             out = model(x)
     out.sum().backward()
     assert dict(store.grads) == {}
+
+
+def test_a_deepcopy_made_inside_the_block_does_not_record_into_the_store():
+    """S9 (review row N92): an EMA / teacher copy made during a captured run kept the hook for ever."""
+    import copy
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
+    x = torch.randn(2, 3)
+    with capture(model, "0") as store:
+        model(x)
+        twin = copy.deepcopy(model)
+        twin(x * 10)  # the copy's call: not the captured module's
+    assert store.calls["0"] == 1 and torch.equal(store["0"], model[0](x).detach())
+    twin(x * 10)  # after the block: still nothing recorded
+    assert store.calls["0"] == 1

@@ -268,3 +268,96 @@ def test_modules_using_torch_utils_checkpoint_import_it():
         text = path.read_text(encoding="utf-8")
         assert re.search(r"^import torch\.utils\.checkpoint\b|^from torch\.utils\.checkpoint import|^from torch\.utils import checkpoint",
                          text, re.M), f"{path.name} uses torch.utils.checkpoint without importing it"
+
+
+# ------------------------------------------------------------------ reliability review, round 2
+def _fsdp2_ledger(rank, world_size):
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+    for layer in (model[0], model[2]):
+        fully_shard(layer)
+    fully_shard(model)
+    x = torch.randn(4, 8)
+    with SavedTensorLedger(model) as ledger:
+        loss = model(x).sum()
+    loss.backward()
+    return [(r.module, r.kind, r.shape, r.storage_bytes) for r in ledger.records]
+
+
+@pytest.mark.timeout(120)
+def test_under_fsdp2_gathered_parameters_count_as_parameters_not_activations():
+    """S5: FSDP2's all-gathered weights are not model.parameters() (those are the shards)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+    x = torch.randn(4, 8)
+    with SavedTensorLedger(model) as ledger:  # one process, no sharding: the truth
+        model(x).sum()
+    truth = [(r.module, r.kind, r.shape, r.storage_bytes) for r in ledger.records]
+    assert ("2", "parameter", (16, 4), 16 * 4 * F32) in truth  # F.linear saves weight.t()
+    for records in hooklab.run_workers(_fsdp2_ledger, world_size=2, timeout=90):
+        assert records == truth
+
+
+def test_the_ledger_lets_go_of_the_model_after_its_block():
+    """D5: a ledger kept for its records kept the whole model alive."""
+    import gc
+    import weakref
+
+    model = small_net()
+    with SavedTensorLedger(model) as ledger:
+        loss = model(torch.ones(2, 4)).sum()
+    loss.backward()
+    del loss
+    ref = weakref.ref(model)
+    del model
+    gc.collect()
+    assert ref() is None
+    assert ledger.activation_bytes > 0 and "0" in ledger.table()
+
+
+def test_the_ledger_internals_do_not_grow_per_step():
+    """D8: one storage entry per saved storage stayed for ever (7 a step in the review's CNN)."""
+    model = small_net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    sizes = []
+    with SavedTensorLedger(model) as ledger:
+        for step in range(200):
+            opt.zero_grad()
+            model(torch.randn(2, 4)).sum().backward()
+            sizes.append((len(ledger._key_refs), len(ledger._key_bytes)))
+    assert len(ledger.records) == 200 * 4  # what it is asked to record does grow
+    assert max(sizes[20:]) <= (128, 128) and sizes[-1][0] == sizes[-1][1]
+    assert ledger.live_bytes == 0  # every saved activation was released by backward
+
+
+def test_a_forward_in_another_thread_is_reported_not_silently_missing():
+    """S12: saved-tensor hooks are thread-local; module hooks are not, and they notice the other thread."""
+    import threading
+
+    model = small_net()
+    for make in (lambda: SavedTensorLedger(model), SavedTensorLedger):
+        with pytest.warns(RuntimeWarning, match="ran in another thread .* thread-local"):
+            with make() as ledger:
+                worker = threading.Thread(target=lambda: model(torch.ones(2, 4)).sum())
+                worker.start()
+                worker.join(timeout=30)
+        assert ledger.records == []  # nothing seen, as the warning says
+    with SavedTensorLedger(model) as ledger:  # same thread: no warning, records as usual
+        model(torch.ones(2, 4)).sum()
+    assert len(ledger.records) == 4
+
+
+def test_a_copy_made_inside_the_block_does_not_feed_the_ledger():
+    """S9: copy.deepcopy(model) copies the module hooks; the copy's calls must not be attributed."""
+    import copy
+
+    model = small_net()
+    with SavedTensorLedger(model) as ledger:
+        twin = copy.deepcopy(model)
+        twin(torch.ones(2, 4)).sum()  # saved while no module of `model` runs: "(top)", as plain code
+        model(torch.ones(2, 4)).sum()
+    assert [r.module for r in ledger.records] == ["", "", "", "", "0", "1", "2", "2"]
+    assert [r.kind for r in ledger.records[:4]] == ["activation", "activation", "activation", "parameter"]
+    assert ledger._stack == []
