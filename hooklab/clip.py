@@ -16,6 +16,16 @@ Two moments to clip at (``stage``):
   ``torch.nn.utils.clip_grad_value_`` gives; with accumulation they do not (that one clips
   the final sum once).
 
+In a process group (DDP) the gradient a hook sees in backward is the rank's own, before DDP
+averages it: ``stage="accumulated"`` and the global-norm hooks then clip at the end of backward,
+after DDP's averaging (the result equals ``clip_grad_*_`` after ``backward()``), and
+``stage="incoming"`` refuses. Gradients you average yourself after ``backward()`` are clipped
+before that: clip after it with ``torch.nn.utils.clip_grad_*_``. Under FSDP2 (``fully_shard``,
+DTensor parameters) ``stage="incoming"`` refuses (its hooks would never fire); the other
+stage and the global-norm hooks run after FSDP2's reduce-scatter, and the global norm is
+that of the whole gradient (DTensor combines the shards). When ``params`` is a model,
+``model.load_state_dict(..., assign=True)`` is followed: the new parameters get the hooks.
+
 The hooks return a new tensor (``grad.clamp(...)``), never ``grad.clamp_(...)``: autograd may
 hand the *same* tensor to several branches (``a + b`` gives both the same gradient), so an
 in-place change would also clip a gradient the hook does not own.
@@ -62,6 +72,9 @@ def _params(params: nn.Module | Iterable[torch.Tensor]) -> list[torch.Tensor]:
         bad = [type(p).__name__ for p in found if not isinstance(p, torch.Tensor)]
         if bad:
             raise TypeError(f"expected parameters (tensors), got a {bad[0]}")
+    if not found and not isinstance(params, (nn.Module, torch.Tensor)) and iter(params) is params:  # an iterator, e.g. model.parameters(), already used up
+        raise ValueError("got an empty iterator: nothing to clip. A generator such as model.parameters() can be "
+                         "read only once; pass the model itself, or list(model.parameters())")
     found = [p for p in found if p.requires_grad]
     if not found:
         raise ValueError("no parameter that requires a gradient: nothing to clip")
@@ -117,6 +130,80 @@ def _check_stage(stage: object) -> None:
         raise ValueError(f"stage must be {' or '.join(map(repr, _STAGES))}, got {stage!r}")
 
 
+def _is_dtensor(t: torch.Tensor) -> bool:
+    """A DTensor (FSDP2's ``fully_shard`` makes every parameter one), without importing torch.distributed."""
+    return hasattr(t, "placements") and hasattr(t, "device_mesh") and hasattr(t, "to_local")
+
+
+def in_process_group() -> bool:
+    """True in a ``torch.distributed`` process group of more than one process (DDP averages gradients
+    inside backward there)."""
+    import torch.distributed as dist
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def _refuse_incoming(found: list[torch.Tensor], tool: str) -> None:
+    """``stage="incoming"`` cannot be right for sharded (FSDP2) parameters or inside a process group (DDP)."""
+    if any(_is_dtensor(p) for p in found):
+        raise ValueError(
+            f"{tool}(stage='incoming') on DTensor parameters (FSDP2's fully_shard): autograd runs on unsharded "
+            "copies, so a hook on the sharded parameter never fires and nothing would be clipped. Use "
+            "stage='accumulated' (FSDP2 runs post-accumulate-grad hooks after its reduce-scatter), or "
+            "torch.nn.utils.clip_grad_value_ / clip_grad_norm_ after backward().")
+    if in_process_group():
+        raise ValueError(
+            f"{tool}(stage='incoming') inside a process group: the incoming gradient is this rank's own, before "
+            "DDP averages the ranks' gradients, so clipping it gives the mean of clipped gradients, not the "
+            "clipped mean. Use stage='accumulated' (in a process group it clips .grad at the end of backward, "
+            "after DDP's averaging), or torch.nn.utils.clip_grad_value_ / clip_grad_norm_ after backward().")
+
+
+class _AtEndOfBackward:
+    """A post-accumulate-grad hook that collects the parameters whose gradient arrived and calls
+    ``fn(params)`` once at the end of that backward, after every end-of-backward callback queued
+    before (DDP averages the gradients in one of those)."""
+
+    def __init__(self, fn: Callable[[list[torch.Tensor]], None]) -> None:
+        self.fn, self.task, self.seen = fn, None, []
+
+    def __call__(self, param: torch.Tensor) -> None:
+        task = current_graph_task_id()
+        if task is None:
+            raise need("torch._C._current_graph_task_id")
+        if task != self.task:  # the first hook of a new backward
+            self.task, self.seen = task, []
+            seen = self.seen
+
+            def run() -> None:
+                self.seen = []  # hold no parameter after the backward
+                self.fn(seen)
+
+            queue_backward_callback(lambda: queue_backward_callback(run))
+        self.seen.append(param)
+
+
+def _follow(params: object, found: list[torch.Tensor], register: Callable[[torch.Tensor], object],
+            scope: HookScope) -> None:
+    """When ``params`` is a model: ``model.load_state_dict(..., assign=True)`` puts new Parameter objects in
+    it; hook those too (and put them in ``found``) so the clipping goes on."""
+    if not isinstance(params, nn.Module):
+        return
+    names = {id(p): n for n, p in params.named_parameters()}
+    where = [(i, names[id(p)]) for i, p in enumerate(found) if id(p) in names]
+
+    def follow_new_parameters(module: nn.Module, incompatible_keys: object) -> None:
+        for i, name in where:
+            try:
+                now = module.get_parameter(name)
+            except AttributeError:
+                continue
+            if now is not found[i] and now.requires_grad:
+                found[i] = now
+                scope.add(register(now))
+
+    scope.add(params.register_load_state_dict_post_hook(follow_new_parameters))
+
+
 def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: float, *,
                           stage: Stage = "incoming", scaler: object | None = None) -> HookScope:
     """Clamp every gradient of ``params`` to ``[-value, value]`` from now on, through hooks.
@@ -141,20 +228,37 @@ def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: flo
     found = _params(params)
     scope = HookScope("clip_grad_value")
     if stage == "incoming":
+        _refuse_incoming(found, "clip_grad_value_hooks")
+
         def clip_value(grad: torch.Tensor) -> torch.Tensor:
             return _clamped(grad, value * scale_now())  # a new tensor: never clamp_ here
-        for p in found:
-            scope.add(p.register_hook(clip_value))
+
+        def register(p: torch.Tensor) -> object:
+            return p.register_hook(clip_value)
     else:
         def clip_value_accumulated(param: torch.Tensor) -> None:
             limit = value * scale_now()
+            if param.grad is None:
+                return
             if param.grad.is_sparse:
                 param.grad = _clamped(param.grad, limit)
             else:
                 param.grad.clamp_(-limit, limit)  # .grad belongs to the parameter: in place is fine
-        for p in found:
-            scope.add(p.register_post_accumulate_grad_hook(clip_value_accumulated))
+
+        register = _accumulated(found, clip_value_accumulated)
+    for p in found:
+        scope.add(register(p))
+    _follow(params, found, register, scope)
     return scope
+
+
+def _accumulated(found: list[torch.Tensor], clip_one: Callable[[torch.Tensor], None]) -> Callable[[torch.Tensor], object]:
+    """How to register ``clip_one`` for ``stage="accumulated"``: as the post-accumulate-grad hook itself, or,
+    for plain parameters inside a process group, at the end of backward (after DDP's averaging)."""
+    if in_process_group() and not any(_is_dtensor(p) for p in found):
+        at_end = _AtEndOfBackward(lambda seen: [clip_one(p) for p in seen])
+        return lambda p: p.register_post_accumulate_grad_hook(at_end)
+    return lambda p: p.register_post_accumulate_grad_hook(clip_one)
 
 
 def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: float, *,
@@ -175,8 +279,8 @@ def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: f
     >>> model(x).sum().backward()
     >>> bool(model.weight.grad.norm() <= 1.0 + 1e-6)
     True
-    >>> scope.remove()
-    2
+    >>> scope.remove()                   # 2 parameter hooks + 1 that follows load_state_dict(assign=True)
+    3
     """
     max_norm = _positive(max_norm, "max_norm")
     norm_type = _norm_type(norm_type)
@@ -192,15 +296,22 @@ def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: f
 
     scope = HookScope("clip_grad_norm")
     if stage == "incoming":
+        _refuse_incoming(found, "clip_grad_norm_hooks")
+
         def clip_norm(grad: torch.Tensor) -> torch.Tensor:
             return scale(grad)
-        for p in found:
-            scope.add(p.register_hook(clip_norm))
+
+        def register(p: torch.Tensor) -> object:
+            return p.register_hook(clip_norm)
     else:
         def clip_norm_accumulated(param: torch.Tensor) -> None:
-            param.grad.copy_(scale(param.grad))
-        for p in found:
-            scope.add(p.register_post_accumulate_grad_hook(clip_norm_accumulated))
+            if param.grad is not None:
+                param.grad.copy_(scale(param.grad))
+
+        register = _accumulated(found, clip_norm_accumulated)
+    for p in found:
+        scope.add(register(p))
+    _follow(params, found, register, scope)
     return scope
 
 
@@ -279,7 +390,17 @@ def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_
         if state["left"] == 0:
             clip_all()
 
+    if in_process_group() and not any(_is_dtensor(p) for p in found):
+        # DDP averages the gradients at the end of backward: clip after that, once per backward
+        hook: Callable[[torch.Tensor], None] = _AtEndOfBackward(lambda seen: clip_all())
+    else:
+        hook = count_down
     scope = HookScope("clip_grad_norm_global")
+
+    def register(p: torch.Tensor) -> object:
+        return p.register_post_accumulate_grad_hook(hook)
+
     for p in found:
-        scope.add(p.register_post_accumulate_grad_hook(count_down))
+        scope.add(register(p))
+    _follow(params, found, register, scope)
     return scope

@@ -9,14 +9,15 @@
         ...                         # train
     st.plot()                       # mean, std and fraction near zero per layer over steps
 
-Both record 0-d tensors inside the hooks (no ``.item()``, so no device sync per step) and
-convert them only when asked. Both are recorders (:class:`~hooklab.scope.Recorder`): they
+Both record small tensors inside the hooks (no ``.item()``, so no device sync per step), stack
+them into one tensor every 64 records (a few bytes per value), and convert them only when asked. Both are recorders (:class:`~hooklab.scope.Recorder`): they
 register when the ``with`` block is entered and remove their hooks when it ends.
 """
 from __future__ import annotations
 
 import math
 import warnings
+import weakref
 from collections.abc import Iterable
 from typing import Any, Literal, get_args
 
@@ -24,7 +25,7 @@ import torch
 from torch import nn
 
 from .clip import loss_scale_reader
-from ._torch_internals import was_compiled
+from ._torch_internals import current_graph_task_id, need, queue_backward_callback, was_compiled
 from ._text import format_table
 from .capture import NO_CALL_CAUSES, needs_tensor, refuse_compiled, select_output
 from .lookup import as_names, get_modules
@@ -41,12 +42,65 @@ def _owner(param_name: str) -> str:
     return param_name.rpartition(".")[0] or "(model)"
 
 
+class _Series:
+    """Records of one kind kept compactly: each record is a small tensor, and every
+    ``_BATCH`` of them are stacked into one tensor (no host-device sync, a few bytes per value
+    instead of one tensor object, ~560 B, per record)."""
+
+    _BATCH = 64
+
+    def __init__(self) -> None:
+        self._blocks: list[torch.Tensor] = []
+        self._pending: list[torch.Tensor] = []
+
+    def append(self, record: torch.Tensor) -> None:
+        self._pending.append(record)
+        if len(self._pending) >= self._BATCH:
+            self._blocks.append(torch.stack(self._pending))
+            self._pending = []
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self._blocks) + len(self._pending)
+
+    def stacked(self, extra: list[torch.Tensor] = ()) -> torch.Tensor | None:
+        """All records as one tensor (records along dim 0); None when there are none."""
+        parts = self._blocks + ([torch.stack(self._pending + list(extra))] if self._pending or extra else [])
+        if not parts:
+            return None
+        device = parts[0].device
+        return torch.cat([p.to(device) for p in parts])
+
+
+class _Backward:
+    """One backward pass as a GradientMonitor sees it (its step, the parameters whose hook fired)."""
+
+    __slots__ = ("step", "seen", "__weakref__")
+
+    def __init__(self, step: int) -> None:
+        self.step, self.seen = step, set()
+
+
 class GradientMonitor(Recorder):
     """Record the norm of every parameter's gradient at each backward, through hooks.
 
-    It uses ``Tensor.register_post_accumulate_grad_hook``: the hook fires once per backward,
-    after the gradient is accumulated into ``.grad``, so it sees what the optimizer will see
-    (with gradient accumulation over several backwards, the running sum).
+    A ``Tensor.register_post_accumulate_grad_hook`` on each parameter notes that its gradient
+    arrived; when the backward pass ends (an autograd end-of-backward callback, queued after
+    those of DDP and FSDP2), the monitor records the norm of each such ``.grad``: what the
+    optimizer will see (with gradient accumulation over several backwards, the running sum).
+
+    Records are keyed by backward pass: step ``i`` is the ``i``-th backward that reached the
+    parameters (a backward inside a reentrant checkpoint counts with the one around it). A
+    parameter that got no gradient in a step (an unused branch, a frozen part) has ``nan`` there,
+    and a backward that raised before it ended records nothing.
+
+    In a process group:
+
+    * DDP: the norms are those of the averaged gradients (DDP averages inside backward, before
+      the monitor records). Give the monitor the inner model (``ddp.module``).
+    * FSDP2 (``fully_shard``): each rank keeps the norm of its shard; :meth:`norms`, :meth:`table`
+      and :meth:`plot` combine them into the norm of the whole gradient with one collective, so
+      every rank must call them (as every other collective).
+    * Gradients averaged by your own code after ``backward()`` returns are not seen averaged.
 
     Args:
         model: the model to watch.
@@ -59,6 +113,8 @@ class GradientMonitor(Recorder):
             that step) the recorded norm is inf or nan.
 
     Sparse gradients (``nn.Embedding(sparse=True)``) are measured on their stored values.
+    ``model.load_state_dict(..., assign=True)`` inside the block swaps in new parameters: the
+    monitor follows them.
 
     >>> model, x = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1)), torch.ones(8, 4)
     >>> _ = nn.init.constant_(model[0].weight, 0.5), nn.init.zeros_(model[0].bias)
@@ -94,57 +150,179 @@ class GradientMonitor(Recorder):
             raise ValueError("no parameter that requires a gradient to watch; "
                              "check `names` and `requires_grad`")
         self.norm_type = float(norm_type)
-        self._params = params
-        self.history: dict[str, list[torch.Tensor]] = {n: [] for n, _ in params}
+        self._model: nn.Module | None = model
+        self._names = [n for n, _ in params]
+        self._params: list[torch.Tensor] = [p for _, p in params]  # dropped when the block ends
+        self._shard_groups: dict[int, tuple] = {}  # parameter index -> process groups its gradient is sharded over
+        self._rows = _Series()  # one row per finished step: a norm per parameter, nan where none arrived
+        self._last: dict[int, torch.Tensor] | None = None  # the newest step's norms, not yet a row
+        self._backwards: dict[int, _Backward] = {}  # graph task id -> the backward being recorded
+        self._alive: list[Any] = []  # weak references to the pending end-of-backward callbacks, per task
+        self._max_task = -1
 
+    # ------------------------------------------------------------------------------ recording
     def _register(self) -> None:
-        for name, param in self._params:
-            self.scope.add(param.register_post_accumulate_grad_hook(self._hook(name)))
+        for index, param in enumerate(self._params):
+            self.scope.add(param.register_post_accumulate_grad_hook(self._hook(index)))
+        self.scope.add(self._model.register_load_state_dict_post_hook(self._follow_new_parameters))
 
-    def _hook(self, name: str):
-        record, norm_type = self.history[name], self.norm_type
+    def _hook(self, index: int):
+        def note_gradient_arrived(param: torch.Tensor) -> None:
+            self._backward().seen.add(index)
+        return note_gradient_arrived
 
-        def record_grad_norm(param: torch.Tensor) -> None:
-            grad = param.grad.detach()
+    def _running(self) -> bool:
+        """Whether a backward this monitor saw has not ended yet (its callbacks still exist)."""
+        self._alive = [(task, ref) for task, ref in self._alive if ref() is not None]
+        for task in list(self._backwards):
+            if task not in {t for t, _ in self._alive}:
+                del self._backwards[task]  # ended (its callback ran) or raised (autograd dropped the callback)
+        return bool(self._alive)
+
+    def _backward(self) -> _Backward:
+        task = current_graph_task_id()
+        if task is None:
+            raise need("torch._C._current_graph_task_id")
+        if task in self._backwards:
+            return self._backwards[task]
+        # a new graph task: a new step, unless it runs inside a backward still going on (a reentrant
+        # checkpoint's backward), or started before the newest one (the backward around that one)
+        nested = self._running() or task < self._max_task
+        if not nested:
+            self._seal()
+            self._last = {}
+        elif self._last is None:
+            self._last = {}
+        self._max_task = max(self._max_task, task)
+        backward = self._backwards[task] = _Backward(len(self._rows))
+
+        def record() -> None:  # queued by `after_others`: runs after every callback queued before it
+            self._record(backward)
+
+        def after_others() -> None:
+            queue_backward_callback(record)
+
+        queue_backward_callback(after_others)
+        self._alive.append((task, weakref.ref(record)))  # alive while autograd holds the callback
+        return backward
+
+    def _record(self, backward: _Backward) -> None:
+        if self._last is None:
+            return
+        for index in backward.seen:
+            grad = self._params[index].grad if self._params else None
+            if grad is None:
+                continue
+            grad = grad.detach()
+            if _is_dtensor(grad):
+                self._shard_groups.setdefault(index, _shard_groups(grad, self._names[index]))
+                grad = grad.to_local()
             if grad.is_sparse:  # the norm of a sparse gradient is that of its (summed) stored values
                 grad = grad.coalesce().values()
-            record.append(torch.linalg.vector_norm(grad, norm_type) / self._loss_scale())
+            self._last[index] = torch.linalg.vector_norm(grad, self.norm_type) / self._loss_scale()
+        backward.seen.clear()
 
-        return record_grad_norm
+    def _seal(self) -> None:
+        """Turn the newest step into a row of the history."""
+        if self._last is not None:
+            row = self._row(self._last)
+            if row is not None:
+                self._rows.append(row)
+            self._last = None
+
+    def _row(self, norms: dict[int, torch.Tensor]) -> torch.Tensor | None:
+        if not norms:
+            return None
+        device = next(iter(norms.values())).device
+        nan = torch.full((), float("nan"), device=device)
+        return torch.stack([norms[i].to(device) if i in norms else nan for i in range(len(self._names))])
+
+    def _follow_new_parameters(self, module: nn.Module, incompatible_keys: Any) -> None:
+        """``load_state_dict(assign=True)`` put new Parameter objects in the model: watch those."""
+        for index, name in enumerate(self._names):
+            try:
+                now = module.get_parameter(name)
+            except AttributeError:
+                continue
+            if now is not self._params[index] and now.requires_grad:
+                self._params[index] = now
+                self.scope.add(now.register_post_accumulate_grad_hook(self._hook(index)))
+
+    def _unregister(self) -> None:
+        self.scope.remove()
+        model, self._model = self._model, None
+        replaced = []
+        for name, param in zip(self._names, self._params):
+            try:
+                if model.get_parameter(name) is not param:
+                    replaced.append(name)
+            except AttributeError:
+                replaced.append(name)
+        self._params = []  # keep no model alive after the block
+        if replaced and not self._block_raised:
+            warnings.warn(f"GradientMonitor: {', '.join(map(repr, replaced[:5]))}"
+                          f"{' and others' if len(replaced) > 5 else ''} were replaced by other Parameter objects "
+                          "inside the block (e.g. `model.fc.weight = nn.Parameter(...)`): gradients of the new ones "
+                          "were not recorded. Replace parameters before entering the block; "
+                          "load_state_dict(..., assign=True) is followed.", RuntimeWarning, stacklevel=4)
+
+    # ------------------------------------------------------------------------------ results
+    def _matrix(self) -> torch.Tensor | None:
+        """Every step's norms, ``[steps, parameters]``, the norms of sharded gradients combined."""
+        extra = [row] if self._last is not None and (row := self._row(self._last)) is not None else []
+        matrix = self._rows.stacked(extra)
+        if matrix is None or not self._shard_groups:
+            return matrix
+        matrix = matrix.clone()
+        p, inf = self.norm_type, self.norm_type == float("inf")
+        by_groups: dict[tuple, list[int]] = {}
+        for index, groups in sorted(self._shard_groups.items()):
+            by_groups.setdefault(groups, []).append(index)
+        import torch.distributed as dist
+        for groups, columns in by_groups.items():
+            part = matrix[:, columns] if inf else matrix[:, columns] ** p
+            for group in groups:
+                dist.all_reduce(part, op=dist.ReduceOp.MAX if inf else dist.ReduceOp.SUM, group=group)
+            matrix[:, columns] = part if inf else part ** (1 / p)
+        return matrix
 
     @property
     def steps(self) -> int:
-        """How many backward passes were recorded (for the parameter seen most often)."""
+        """How many backward passes were recorded."""
         self._check_used()
-        return max(len(v) for v in self.history.values())
+        return len(self._rows) + (self._last is not None and bool(self._last))
+
+    @property
+    def history(self) -> dict[str, list[float]]:
+        """The norms per parameter and step, as floats (``nan``: no gradient in that step)."""
+        return self.norms(per="parameter")
 
     def norms(self, per: Per = "layer") -> dict[str, list[float]]:
         """Norms per step, as floats: ``per="parameter"`` (one per tensor) or ``"layer"``.
 
-        A layer's norm combines its parameters' norms (for the 2-norm:
-        ``sqrt(|dW|^2 + |db|^2)``), step by step, over the steps all of them were seen.
+        Step ``i`` is the ``i``-th backward pass. A parameter that got no gradient in a step has
+        ``nan`` there; a layer's norm combines the norms of its parameters that got one (for the
+        2-norm: ``sqrt(|dW|^2 + |db|^2)``, as ``clip_grad_norm_`` combines the ``.grad`` that are
+        set), ``nan`` when none did. Under FSDP2 this is a collective: call it on every rank.
         """
         self._check_used()
         if per not in get_args(Per):
             raise ValueError(f"per must be {' or '.join(map(repr, get_args(Per)))}, got {per!r}")
-        as_float = {n: torch.stack(v).tolist() if v else [] for n, v in self.history.items()}
+        matrix = self._matrix()
+        columns = matrix.T.tolist() if matrix is not None else [[] for _ in self._names]
+        as_float = dict(zip(self._names, columns))
         if per == "parameter":
             return as_float
         layers: dict[str, list[list[float]]] = {}
         for name, values in as_float.items():
             layers.setdefault(_owner(name), []).append(values)
-        p = self.norm_type
-        out = {}
-        for layer, series in layers.items():
-            steps = min(len(s) for s in series)
-            if p == float("inf"):
-                out[layer] = [max(s[i] for s in series) for i in range(steps)]
-            else:
-                out[layer] = [sum(s[i] ** p for s in series) ** (1 / p) for i in range(steps)]
-        return out
+        return {layer: [_combine([s[i] for s in series], self.norm_type) for i in range(len(series[0]))]
+                for layer, series in layers.items()}
 
     def table(self, per: Per = "layer") -> str:
         """The latest norm and the range over steps, one row per layer (or parameter), as text.
+
+        ``steps`` counts the steps in which the row got a gradient.
 
         >>> layer = nn.Linear(2, 1)
         >>> with GradientMonitor(layer) as gm:
@@ -153,8 +331,11 @@ class GradientMonitor(Recorder):
         layer    steps   last    min    max
         (model)      1  5.196  5.196  5.196
         """
-        rows = [(name, str(len(v)), f"{v[-1]:.4g}", f"{min(v):.4g}", f"{max(v):.4g}")
-                for name, v in self.norms(per).items() if v]
+        rows = []
+        for name, values in self.norms(per).items():
+            v = [x for x in values if not math.isnan(x)]
+            if v:
+                rows.append((name, str(len(v)), f"{v[-1]:.4g}", f"{min(v):.4g}", f"{max(v):.4g}"))
         return format_table(("layer" if per == "layer" else "parameter", "steps", "last", "min", "max"), rows,
                             right=range(1, 5))
 
@@ -162,7 +343,8 @@ class GradientMonitor(Recorder):
         return self.table()
 
     def plot(self, per: Per = "layer", *, ax: Any = None, logy: bool = True, title: str | None = None) -> Any:
-        """Plot the norms over steps (one line per layer or parameter); return the axes."""
+        """Plot the norms over steps (one line per layer or parameter, a gap where it got no
+        gradient); return the axes."""
         import matplotlib.pyplot as plt
 
         data = self.norms(per)
@@ -180,8 +362,36 @@ class GradientMonitor(Recorder):
         return ax
 
     def __repr__(self) -> str:
-        steps = max(len(v) for v in self.history.values())
-        return f"GradientMonitor({len(self.history)} parameters, {steps} steps, hooks={len(self.scope)})"
+        steps = len(self._rows) + (self._last is not None and bool(self._last))
+        return f"GradientMonitor({len(self._names)} parameters, {steps} steps, hooks={len(self.scope)})"
+
+
+def _combine(values: list[float], p: float) -> float:
+    """The p-norm of several tensors from their p-norms, leaving out those that are nan (no gradient)."""
+    present = [v for v in values if not math.isnan(v)]
+    if not present:
+        return float("nan")
+    if p == float("inf"):
+        return max(present)
+    return sum(v ** p for v in present) ** (1 / p)
+
+
+def _is_dtensor(t: torch.Tensor) -> bool:
+    return hasattr(t, "placements") and hasattr(t, "to_local") and hasattr(t, "device_mesh")
+
+
+def _shard_groups(grad: Any, name: str) -> tuple:
+    """The process groups over which a DTensor gradient is split (its mesh dimensions with a Shard placement)."""
+    groups = []
+    for dim, placement in enumerate(grad.placements):
+        if placement.is_shard():
+            groups.append(grad.device_mesh.get_group(dim))
+        elif not placement.is_replicate():
+            raise RuntimeError(f"GradientMonitor: the gradient of {name!r} is a DTensor with placement "
+                               f"{placement} (a partial sum): its norm cannot be read from one shard. Record "
+                               "norms after the gradients are reduced, e.g. torch.nn.utils.get_total_norm "
+                               "after backward().")
+    return tuple(groups)
 
 
 class ActivationStats(Recorder):
@@ -218,14 +428,14 @@ class ActivationStats(Recorder):
         self.eps = float(eps)
         self.output = output
         self._compiled = was_compiled(model)
-        self.history: dict[str, list[torch.Tensor]] = {n: [] for n in names}
+        self._series = {n: _Series() for n in names}  # per name: one [mean, std, near_zero] row per call
 
     def _register(self) -> None:
         for name, module in self._modules.items():
             self.scope.add(module.register_forward_hook(self._hook(name)))
 
     def _hook(self, name: str):
-        record, eps, selector = self.history[name], self.eps, self.output
+        record, eps, selector = self._series[name].append, self.eps, self.output
 
         def record_activation_stats(module: nn.Module, args: Any, output: Any) -> None:
             output = needs_tensor(select_output(output, selector, name), name, "ActivationStats")
@@ -236,7 +446,7 @@ class ActivationStats(Recorder):
                 x = x.float()
                 # the sample standard deviation; of one value it is undefined (nan), without torch's warning
                 std = x.std() if x.numel() > 1 else x.new_full((), float("nan"))
-                record.append(torch.stack([x.mean(), std, (x.abs() <= eps).float().mean()]))
+                record(torch.stack([x.mean(), std, (x.abs() <= eps).float().mean()]))
 
         return record_activation_stats
 
@@ -244,8 +454,9 @@ class ActivationStats(Recorder):
         """``{layer: {"mean": [...], "std": [...], "near_zero": [...]}}``, one value per call."""
         self._check_used()
         out = {}
-        for name, rec in self.history.items():
-            cols = torch.stack(rec).T.tolist() if rec else [[], [], []]
+        for name, series in self._series.items():
+            rec = series.stacked()
+            cols = rec.T.tolist() if rec is not None else [[], [], []]
             out[name] = dict(zip(self.STATS, cols))
         return out
 
@@ -278,7 +489,7 @@ class ActivationStats(Recorder):
 
     def _unregister(self) -> None:
         self.scope.remove()
-        silent = [name for name, record in self.history.items() if not record]
+        silent = [name for name, series in self._series.items() if not len(series)]
         if silent and not self._block_raised:
             first = ("the model has been torch.compile'd, and hooks added after compiling do not run in the compiled "
                      "code: call the eager model inside the block. Other possible causes: "
@@ -287,4 +498,4 @@ class ActivationStats(Recorder):
                           RuntimeWarning, stacklevel=4)
 
     def __repr__(self) -> str:
-        return f"ActivationStats({list(self.history)}, hooks={len(self.scope)})"
+        return f"ActivationStats({list(self._series)}, hooks={len(self.scope)})"

@@ -54,7 +54,7 @@ def test_value_hooks_match_clip_grad_value(xb, stage):
 
     model = make_model()
     with clip_grad_value_hooks(model, 0.5, stage=stage) as scope:
-        assert len(scope) == 4
+        assert len(scope) == 5  # 4 parameter hooks + the model's load_state_dict post-hook (follows assign=True)
         loss_of(model, xb).backward()
     for a, b in zip(grads(model), grads(ref)):
         assert torch.equal(a, b)
@@ -115,7 +115,7 @@ def test_value_hooks_keep_clipping_until_removed(xb):
         model.zero_grad()
         loss_of(model, xb).backward()
         assert max(g.abs().max().item() for g in grads(model)) == pytest.approx(1e-3)
-    assert scope.remove() == 4 and no_hooks(model)
+    assert scope.remove() == 5 and no_hooks(model)
     model.zero_grad()
     loss_of(model, xb).backward()
     assert max(g.abs().max().item() for g in grads(model)) > 2e-3
@@ -231,7 +231,7 @@ def test_global_hooks_match_clip_grad_norm_over_several_steps(norm_type):
     opt_ref = torch.optim.SGD(ref.parameters(), lr=1e-3)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     with clip_grad_norm_global_hooks(model, 0.5, norm_type=norm_type) as scope:
-        assert len(scope) == 4
+        assert len(scope) == 5
         for xb in batches:                      # three optimizer steps, the hooks stay on
             opt_ref.zero_grad()
             loss_of(ref, xb).backward()
@@ -364,7 +364,7 @@ def test_global_hooks_removed_on_exit_and_on_exception(xb):
     assert no_hooks(model)
     with pytest.raises(ZeroDivisionError):
         with clip_grad_norm_global_hooks(model, 1.0):
-            assert len(hooklab.hook_inventory(model, include_global=False)) == 4
+            assert len(hooklab.hook_inventory(model, include_global=False)) == 5
             1 / 0
     assert no_hooks(model)
     model.zero_grad()
@@ -466,3 +466,45 @@ def test_sparse_gradients_are_clipped_like_their_dense_version(stage):
                  lambda m: clip_grad_norm_global_hooks(m, 1.0)):
         sparse, dense = grads(tool)
         assert torch.allclose(sparse, dense)
+
+
+# ---- review round 2: S11 (parameters swapped by load_state_dict), N12 (a used-up generator) -----------------
+
+def _per_parameter_norm_clip(params, max_norm):
+    for p in params:
+        p.grad.mul_(torch.clamp(max_norm / (p.grad.norm() + 1e-6), max=1.0))
+
+
+@pytest.mark.parametrize("make, truth", [
+    (lambda m: clip_grad_value_hooks(m, 1e-3), lambda ps: torch.nn.utils.clip_grad_value_(ps, 1e-3)),
+    (lambda m: clip_grad_value_hooks(m, 1e-3, stage="accumulated"),
+     lambda ps: torch.nn.utils.clip_grad_value_(ps, 1e-3)),
+    (lambda m: clip_grad_norm_hooks(m, 1e-3), lambda ps: _per_parameter_norm_clip(ps, 1e-3)),
+    (lambda m: clip_grad_norm_global_hooks(m, 1e-3), lambda ps: torch.nn.utils.clip_grad_norm_(ps, 1e-3)),
+], ids=["value", "value-accumulated", "norm", "global"])
+def test_clip_hooks_follow_load_state_dict_assign(make, truth):
+    model = make_model()
+    torch.manual_seed(5)
+    fresh = {k: torch.randn_like(v) * 10 for k, v in model.state_dict().items()}
+    xb = torch.randn(8, 6) * 100
+    with make(model):
+        model.load_state_dict(fresh, assign=True)  # new Parameter objects inside the block
+        loss_of(model, xb).backward()
+    ref = make_model()
+    ref.load_state_dict(fresh)
+    loss_of(ref, xb).backward()
+    assert max(g.abs().max().item() for g in grads(ref)) > 1e-2  # clipping has work to do
+    truth(list(ref.parameters()))
+    for a, b in zip(grads(model), grads(ref)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-9)
+    assert no_hooks(model)
+
+
+def test_a_used_up_generator_of_parameters_gets_a_message_saying_so():
+    model = make_model()
+    params = model.parameters()
+    list(params)
+    with pytest.raises(ValueError, match=r"empty iterator.*read only once.*list\(model.parameters\(\)\)"):
+        clip_grad_value_hooks(params, 0.1)
+    with pytest.raises(ValueError, match="no parameter that requires a gradient"):
+        clip_grad_value_hooks([], 0.1)

@@ -81,8 +81,8 @@ def test_gradient_monitor_sees_accumulated_grad():
 
 def test_gradient_monitor_removes_hooks_on_exit_and_after_exception(batches):
     model = make_mlp()
-    with GradientMonitor(model) as gm:
-        assert len(hooklab.hook_inventory(model, include_global=False)) == 4
+    with GradientMonitor(model) as gm:  # 4 parameter hooks + the model's load_state_dict post-hook
+        assert len(hooklab.hook_inventory(model, include_global=False)) == 5
     gm.remove()  # after the block: does nothing
     assert no_hooks(model)
     with pytest.raises(ZeroDivisionError):
@@ -233,3 +233,166 @@ def test_activation_stats_warns_about_a_name_that_never_ran():
     with pytest.warns(RuntimeWarning, match=r"ActivationStats recorded no call of '1'\. Possible causes:.*ModuleList"):
         with ActivationStats(model, ["0", "1"]):
             model[0](torch.ones(1, 2))
+
+
+# ---- records keyed by backward pass (S6), memory (D4, D5), swapped parameters (S11) --------
+
+class Gate(nn.Module):
+    """One module with two weights; ``b`` is left out of some steps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Parameter(torch.ones(2)), nn.Parameter(torch.ones(2))
+
+    def forward(self, x, use_b):
+        return x * self.a + (x * self.b if use_b else 0)
+
+
+def _truth_by_hand(model, steps):
+    """Plain PyTorch: after each backward, ‖p.grad‖ per parameter (nan when None) and the layer's norm over the
+    .grad that are set (what clip_grad_norm_ would use)."""
+    per_param, per_layer = {n: [] for n, _ in model.named_parameters()}, []
+    for step in steps:
+        model.zero_grad(set_to_none=True)
+        step()
+        for n, p in model.named_parameters():
+            per_param[n].append(p.grad.norm().item() if p.grad is not None else math.nan)
+        per_layer.append(torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+                         .item())
+    return per_param, per_layer
+
+
+def test_steps_are_backward_passes_when_a_parameter_skips_one():
+    m = nn.Sequential()
+    m.gate = Gate()
+    steps = [lambda s=s: m.gate(torch.full((2,), float(10 ** s)), use_b=s != 1).sum().backward() for s in range(3)]
+    per_param, per_layer = _truth_by_hand(m, steps)
+    with GradientMonitor(m) as gm:
+        for step in steps:
+            m.zero_grad(set_to_none=True)
+            step()
+    got = gm.norms(per="parameter")
+    assert gm.steps == 3 and math.isnan(got["gate.b"][1]) and math.isnan(per_param["gate.b"][1])
+    for name in per_param:
+        assert got[name] == pytest.approx(per_param[name], nan_ok=True, rel=1e-6)
+    assert gm.norms()["gate"] == pytest.approx(per_layer, rel=1e-6)  # [2, 14.14, 200], not [2, 142.1]
+    rows = {line.split()[0]: line.split()[1] for line in gm.table(per="parameter").splitlines()[1:]}
+    assert rows == {"gate.a": "3", "gate.b": "2"}  # steps in which each got a gradient
+    ax = gm.plot(per="parameter")
+    assert [len(line.get_xdata()) for line in ax.get_lines()] == [3, 3]  # aligned on the step, a gap for b
+
+
+def test_a_backward_that_raises_midway_records_nothing():
+    model = make_mlp()
+    torch.manual_seed(3)
+    xs = [torch.randn(5, 4) for _ in range(3)]
+
+    def fail_in_the_middle(grad):
+        raise ValueError("a user hook fails")
+
+    with GradientMonitor(model) as gm:
+        model(xs[0]).sum().backward()
+        model.zero_grad(set_to_none=True)
+        hidden = model[1](model[0](xs[1]))
+        hidden.register_hook(fail_in_the_middle)  # layer 2 already has its gradient when this raises
+        with pytest.raises(ValueError, match="user hook"):
+            model[2](hidden).sum().backward()
+        model.zero_grad(set_to_none=True)
+        model(xs[2]).sum().backward()
+        last = {n: p.grad.norm().item() for n, p in model.named_parameters()}
+    per_param = gm.norms(per="parameter")
+    assert gm.steps == 2 and all(len(v) == 2 for v in per_param.values())
+    assert {n: v[1] for n, v in per_param.items()} == pytest.approx(last, rel=1e-6)
+
+
+@pytest.mark.parametrize("segment", ["first", "last"])
+def test_a_reentrant_checkpoint_backward_counts_with_the_one_around_it(segment):
+    from torch.utils.checkpoint import checkpoint
+    model = make_mlp()
+    torch.manual_seed(4)
+    x = torch.randn(5, 4, requires_grad=True)
+
+    def forward():
+        if segment == "first":
+            return model[2](checkpoint(lambda t: model[1](model[0](t)), x, use_reentrant=True))
+        return checkpoint(lambda t: model[2](model[1](t)), model[0](x), use_reentrant=True)
+
+    with GradientMonitor(model) as gm:
+        for _ in range(2):
+            model.zero_grad(set_to_none=True)
+            forward().sum().backward()
+    truth = {n: p.grad.norm().item() for n, p in model.named_parameters()}
+    assert gm.steps == 2
+    assert {n: v[-1] for n, v in gm.norms(per="parameter").items()} == pytest.approx(truth, rel=1e-6)
+
+
+def test_history_is_stored_compactly():
+    """D4: not one tensor object per record; 640 steps of 4 parameters hold a handful of tensors."""
+    import gc
+    model = make_mlp()
+    x = torch.randn(5, 4)
+    with GradientMonitor(model) as gm:
+        model(x).sum().backward()
+        gc.collect()
+        before = sum(type(o) is torch.Tensor for o in gc.get_objects())
+        for _ in range(640):
+            model(x).sum().backward()
+        gc.collect()
+        grown = sum(type(o) is torch.Tensor for o in gc.get_objects()) - before
+    assert gm.steps == 641 and grown <= 16, grown  # 2560 records; one tensor per record would be 2560
+    assert len(gm.norms(per="parameter")["0.weight"]) == 641
+
+
+def test_the_monitor_keeps_no_model_alive_after_its_block():
+    import gc
+    import weakref
+    model = make_mlp()
+    with GradientMonitor(model) as gm:
+        model(torch.ones(2, 4)).sum().backward()
+    expected = model[0].weight.grad.norm().item()
+    ref = weakref.ref(model[0].weight)
+    del model
+    gc.collect()
+    assert ref() is None
+    assert gm.norms(per="parameter")["0.weight"] == pytest.approx([expected])
+
+
+def test_load_state_dict_assign_inside_the_block_is_followed():
+    model = make_mlp()
+    fresh = {k: torch.randn_like(v) * 10 for k, v in model.state_dict().items()}
+    x = torch.randn(5, 4)
+    with GradientMonitor(model) as gm:
+        model(x).sum().backward()
+        model.load_state_dict(fresh, assign=True)  # new Parameter objects
+        model.zero_grad(set_to_none=True)
+        model(x).sum().backward()
+    truth = {n: p.grad.norm().item() for n, p in model.named_parameters()}
+    assert gm.steps == 2
+    assert {n: v[1] for n, v in gm.norms(per="parameter").items()} == pytest.approx(truth, rel=1e-6)
+    assert no_hooks(model)
+
+
+def test_a_parameter_replaced_by_hand_inside_the_block_gets_a_warning():
+    model = make_mlp()
+    with pytest.warns(RuntimeWarning, match=r"'2.bias' were replaced by other Parameter objects.*before entering"):
+        with GradientMonitor(model):
+            model[2].bias = nn.Parameter(torch.zeros(3))
+    assert no_hooks(model)
+
+
+def test_activation_stats_history_is_stored_compactly():
+    import gc
+    model = make_mlp()
+    x = torch.randn(5, 4)
+    with ActivationStats(model, ["0", "1"]) as st:
+        model(x)
+        gc.collect()
+        before = sum(type(o) is torch.Tensor for o in gc.get_objects())
+        for _ in range(640):
+            model(x)
+        gc.collect()
+        grown = sum(type(o) is torch.Tensor for o in gc.get_objects()) - before
+    assert grown <= 2 * (640 // 64 + 2), grown  # one stacked block per 64 calls per name; 1280 records
+    with torch.no_grad():
+        out = model[0](x)
+    assert st.stats()["0"]["mean"] == pytest.approx([out.mean().item()] * 641)
