@@ -1,0 +1,165 @@
+"""GradientMonitor and the clip hooks inside DDP and FSDP2: 2 local gloo processes (hooklab.run_workers).
+
+The truth is computed the same way in the same process group: the same model wrapped the same way, run
+without the tool, then ``‖p.grad‖`` or ``torch.nn.utils.clip_grad_*_`` applied after ``backward()``. Each
+wrapper is one launch of 2 workers that runs every check and returns what it found; the tests read it.
+Review round 2: S2, S3 (DDP), S4, D3 (FSDP2).
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from torch import nn
+
+import hooklab
+
+pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="this torch has no torch.distributed")
+
+MAX_NORM, VALUE = 0.05, 0.02
+
+
+def _model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 4))
+
+
+def _batches(rank: int) -> list[torch.Tensor]:
+    torch.manual_seed(100 + rank)  # each rank its own batches: local gradients differ from the average
+    return [torch.randn(8, 16) * 3 for _ in range(2)]
+
+
+def _per_parameter_norm_clip(grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    return [g * torch.clamp(MAX_NORM / (g.norm() + 1e-6), max=1.0) for g in grads]
+
+
+def _clip_truths() -> dict:
+    """tool -> (make the hooks, clip the plain run's full gradients the way torch does after backward)."""
+    def value(gs):
+        torch.nn.utils.clip_grad_value_(gs, VALUE)
+        return [g.grad for g in gs]
+
+    def global_norm(gs):
+        torch.nn.utils.clip_grad_norm_(gs, MAX_NORM)
+        return [g.grad for g in gs]
+
+    return {
+        "value, accumulated": (lambda m: hooklab.clip_grad_value_hooks(m, VALUE, stage="accumulated"), value),
+        "norm, accumulated": (lambda m: hooklab.clip_grad_norm_hooks(m, MAX_NORM, stage="accumulated"),
+                              lambda gs: _per_parameter_norm_clip([g.grad for g in gs])),
+        "global norm": (lambda m: hooklab.clip_grad_norm_global_hooks(m, MAX_NORM), global_norm),
+    }
+
+
+INCOMING = {"value, incoming": lambda m: hooklab.clip_grad_value_hooks(m, VALUE),
+            "norm, incoming": lambda m: hooklab.clip_grad_norm_hooks(m, MAX_NORM)}
+
+
+def _checks(rank: int, world_size: int, wrapper: str) -> dict:
+    """Run every check in this worker; return {check: what was found} (compared with the truth here)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def wrap() -> tuple[nn.Module, nn.Module]:
+        model = _model()
+        if wrapper == "ddp":
+            return model, DDP(model)
+        from torch.distributed.fsdp import fully_shard
+        for layer in (model[0], model[2]):
+            fully_shard(layer)
+        return model, fully_shard(model)
+
+    def full(t: torch.Tensor) -> torch.Tensor:
+        return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+    def run(wrapped: nn.Module, inner: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+        inner.zero_grad(set_to_none=True)
+        wrapped(x).pow(2).mean().backward()
+        return [full(p.grad).clone() for p in inner.parameters()]
+
+    xs = _batches(rank)
+    out: dict = {}
+    # the truth: the same wrapper without any tool
+    inner, wrapped = wrap()
+    plain = [run(wrapped, inner, x) for x in xs]
+    local = _model()  # this rank's own gradient, without the averaging: what the tools must NOT report
+    local_norms = [[p.grad.norm().item() for p in local.parameters()]
+                   for x in xs if not local.zero_grad(set_to_none=True) and local(x).pow(2).mean().backward() is None]
+
+    # GradientMonitor (S2, D3): every norm equals ‖p.grad‖ of the plain run, the same on every rank
+    inner, wrapped = wrap()
+    with hooklab.GradientMonitor(inner) as gm:
+        for x in xs:
+            run(wrapped, inner, x)
+    per_param = gm.norms(per="parameter")  # under FSDP2 a collective: every rank calls it
+    truth = [[g.norm().item() for g in step] for step in plain]
+    got = [[per_param[n][s] for n, _ in inner.named_parameters()] for s in range(len(xs))]
+    out["monitor"] = {"equal": all(abs(a - b) <= 1e-5 * max(1.0, b) for gs, ts in zip(got, truth)
+                                   for a, b in zip(gs, ts)),
+                      "steps": gm.steps, "norms": got, "local_differs": any(
+                          abs(a - b) > 1e-3 * b for ls, ts in zip(local_norms, truth) for a, b in zip(ls, ts)),
+                      "layers": gm.norms(), "table": gm.table()}
+
+    # clip hooks that act after the reduction (S3, S4): equal to clip_grad_*_ of the plain run's gradients
+    for name, (make, clip_after) in _clip_truths().items():
+        inner, wrapped = wrap()
+        with make(inner):
+            got = run(wrapped, inner, xs[0])
+        ref_inner, ref_wrapped = wrap()
+        run(ref_wrapped, ref_inner, xs[0])
+        want = [full(g) for g in clip_after(list(ref_inner.parameters()))]
+        clipped_something = any(not torch.allclose(w, p) for w, p in zip(want, plain[0]))
+        out[name] = {"equal": all(torch.allclose(a, b, rtol=1e-5, atol=1e-8) for a, b in zip(got, want)),
+                     "clipped_something": clipped_something,
+                     "max_error": max((a - b).abs().max().item() for a, b in zip(got, want))}
+
+    # stage="incoming" cannot be right there: it refuses, leaving no hook
+    for name, make in INCOMING.items():
+        inner, _ = wrap()
+        before = len(hooklab.hook_inventory(inner, include_global=False))  # FSDP2's own hooks
+        try:
+            make(inner)
+            out[name] = "no error"
+        except ValueError as error:
+            out[name] = str(error)
+        out[name + " hooks left"] = len(hooklab.hook_inventory(inner, include_global=False)) - before
+    return out
+
+
+@pytest.fixture(scope="module", params=["ddp", "fsdp2"])
+def found(request):
+    return request.param, hooklab.run_workers(_checks, request.param, world_size=2, timeout=150)
+
+
+@pytest.mark.timeout(200)
+def test_gradient_monitor_records_what_the_optimizer_sees(found):
+    wrapper, (rank0, rank1) = found
+    for result in (rank0["monitor"], rank1["monitor"]):
+        assert result["steps"] == 2 and result["equal"], (wrapper, result)
+        assert result["local_differs"]  # the check can fail: this rank's own gradient is not the average
+    for a, b in zip(rank0["monitor"]["norms"], rank1["monitor"]["norms"]):  # the ranks agree
+        assert a == pytest.approx(b, rel=1e-6)
+    for layer, values in rank0["monitor"]["layers"].items():
+        assert values == pytest.approx(rank1["monitor"]["layers"][layer], rel=1e-6)
+    assert rank0["monitor"]["table"].splitlines()[0].split() == ["layer", "steps", "last", "min", "max"]
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("tool", list(_clip_truths()))
+def test_clip_hooks_equal_clip_grad_after_backward(found, tool):
+    wrapper, results = found
+    for result in results:
+        assert result[tool]["clipped_something"], (wrapper, tool)  # the check can fail
+        assert result[tool]["equal"], (wrapper, tool, result[tool])
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("tool", list(INCOMING))
+def test_incoming_stage_refuses_with_what_to_use_instead(found, tool):
+    wrapper, results = found
+    why = {"ddp": "inside a process group: the incoming gradient is this rank's own, before DDP averages",
+           "fsdp2": "on DTensor parameters .*FSDP2.* never fires"}[wrapper]
+    for result in results:
+        assert re.search(why, result[tool]), result[tool]
+        assert "stage='accumulated'" in result[tool] and "after backward()" in result[tool]
+        assert result[tool + " hooks left"] == 0
