@@ -5,6 +5,7 @@ The library (everything importable from ``hooklab``) is for practitioners: recor
 gradient clipping inside backward, offloading and (selective) checkpointing of saved tensors
 (``OverlappedOffload`` overlaps the copies with compute on a GPU),
 inventories of registered hooks and a test helper that fails when code leaves hooks behind.
+``find_nonfinite`` (a recorder) names the first module and the first backward Node that made NaN/inf.
 ``import hooklab`` changes no process-wide setting; the course's own helpers live in
 :mod:`hooklab.course` and are not imported by it.
 
@@ -37,6 +38,7 @@ from ._text import format_bytes
 from .ledger import ModuleRow, SavedRecord, SavedTensorLedger
 from .lookup import UnknownModuleError, get_module
 from .monitor import ActivationStats, GradientMonitor
+from .nonfinite import NonFiniteDetector, NonFiniteError, NonFiniteEvent, find_nonfinite
 from .meter import MemoryMeter, OpCounter
 from .overlap import OverlappedOffload
 from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper, SaveOnCpu, SaveOnDisk,
@@ -60,6 +62,9 @@ __all__ = [
     "HooksLeftBehind",
     "MemoryMeter",
     "ModuleRow",
+    "NonFiniteDetector",
+    "NonFiniteError",
+    "NonFiniteEvent",
     "OffloadScope",
     "OffloadStats",
     "OffloadWrapper",
@@ -80,6 +85,7 @@ __all__ = [
     "clip_grad_norm_global_hooks",
     "clip_grad_norm_hooks",
     "clip_grad_value_hooks",
+    "find_nonfinite",
     "format_bytes",
     "get_module",
     "gradient_error",
