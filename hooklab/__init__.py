@@ -3,7 +3,8 @@
 The library (everything importable from ``hooklab``) is for practitioners: recorders (``capture``,
 ``FeatureExtractor``, ``GradientMonitor``, ``ActivationStats``, ``Tracer``, ``SavedTensorLedger``),
 gradient clipping inside backward, offloading and (selective) checkpointing of saved tensors
-(``OverlappedOffload`` overlaps the copies with compute on a GPU),
+(``OverlappedOffload`` overlaps the copies with compute on a GPU; ``MemoryPlanner`` chooses per block
+between keeping, checkpointing, offloading and compressing to meet a memory budget at the least cost),
 inventories of registered hooks and a test helper that fails when code leaves hooks behind.
 ``find_nonfinite`` (a recorder) names the first module and the first backward Node that made NaN/inf.
 ``import hooklab`` changes no process-wide setting; the course's own helpers live in
@@ -41,6 +42,7 @@ from .monitor import ActivationStats, GradientMonitor
 from .nonfinite import NonFiniteDetector, NonFiniteError, NonFiniteEvent, find_nonfinite
 from .meter import MemoryMeter, OpCounter
 from .overlap import OverlappedOffload
+from .planner import BudgetError, CountedCosts, MeasuredCosts, MemoryPlan, MemoryPlanner
 from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper, SaveOnCpu, SaveOnDisk,
                       gradient_error, offload_module)
 from .scope import HookScope, Recorder, named_scope
@@ -52,15 +54,20 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ActivationStats",
+    "BudgetError",
     "Capture",
     "CompressSaved",
+    "CountedCosts",
     "Event",
     "FeatureExtractor",
     "GradientMonitor",
     "HookEntry",
     "HookScope",
     "HooksLeftBehind",
+    "MeasuredCosts",
     "MemoryMeter",
+    "MemoryPlan",
+    "MemoryPlanner",
     "ModuleRow",
     "NonFiniteDetector",
     "NonFiniteError",
