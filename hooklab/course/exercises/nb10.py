@@ -27,7 +27,7 @@ def _train_with_hook(rank: int, world_size: int, hook: Any) -> dict:
     plain = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3))
     plain.load_state_dict(model.state_dict())
     ddp = DDP(model)
-    report: dict = {"calls": 0, "problem": None, "match": True}
+    report: dict = {"calls": 0, "problem": None, "kinds": set()}
 
     def checked(state, bucket):  # no annotations: DDP rejects a bucket annotated with anything but GradBucket
         report["calls"] += 1
@@ -60,9 +60,52 @@ def _train_with_hook(rank: int, world_size: int, hook: Any) -> dict:
             mean = q.grad.clone()
             dist.all_reduce(mean)
             mean /= world_size
-            if p.grad is None or p.grad.dtype != torch.float32 or not torch.allclose(p.grad, mean, rtol=1e-5, atol=1e-7):
-                report["match"] = False
+            report["kinds"].add(_what_grad_is(p.grad, q.grad, mean, world_size))
     return report
+
+
+def _what_grad_is(grad: torch.Tensor | None, local: torch.Tensor, mean: torch.Tensor, world_size: int) -> str:
+    """What DDP left in ``.grad``: "mean" (right), or which typical mistake it looks like."""
+    if grad is None:
+        return "none"
+    if grad.dtype != torch.float32:
+        return "dtype"
+    close = lambda a, b: torch.allclose(a, b, rtol=1e-5, atol=1e-7)  # noqa: E731
+    if close(grad, mean):
+        return "mean"
+    if close(grad, local):
+        return "local"
+    if close(grad, mean * world_size):
+        return "sum"
+    if close(grad, mean / world_size):
+        return "twice"
+    if torch.allclose(grad, mean, rtol=2e-2, atol=1e-4):
+        return "rounded"
+    return "other"
+
+
+_GRAD_MESSAGES = {
+    "none": ("反向之后有参数的 `.grad` 是 None：你的 Future 的结果要是与 `bucket.buffer()` 同形状的张量。",
+             "a parameter's `.grad` is None after backward: your Future's result must be a tensor shaped like "
+             "`bucket.buffer()`."),
+    "dtype": ("反向之后的 `.grad` 不是 float32：把结果转回 float32 再交给 DDP。",
+              "`.grad` after backward is not float32: cast the result back to float32 before handing it to DDP."),
+    "local": ("反向之后的 `.grad` 仍是本进程自己的梯度：你的钩子没有在进程之间通信。对 `bucket.buffer()` 调用 "
+              "`dist.all_reduce(..., async_op=True)`，返回它的 Future。",
+              "`.grad` after backward is still this process's own gradient: your hook never communicated. Call "
+              "`dist.all_reduce(..., async_op=True)` on `bucket.buffer()` and return its Future."),
+    "sum": ("反向之后的 `.grad` 是两个进程梯度的**和**，不是平均值：除以 `dist.get_world_size()`。",
+            "`.grad` after backward is the **sum** of the two processes' gradients, not their mean: divide by "
+            "`dist.get_world_size()`."),
+    "twice": ("反向之后的 `.grad` 是平均值再除以一次进程数：只除一次。",
+              "`.grad` after backward is the mean divided by the number of processes once more: divide only once."),
+    "rounded": ("反向之后的 `.grad` 接近平均值，但差了低精度的舍入误差：通信时不要转成 16 位，这道题要的是 float32 的精确平均值。",
+                "`.grad` after backward is close to the mean but off by low-precision rounding: do not cast to 16 "
+                "bits on the way; this exercise asks for the exact float32 mean."),
+    "other": ("反向之后的 `.grad` 既不是平均值，也不是本进程的梯度或两个进程梯度的和：检查你的钩子对 `bucket.buffer()` 做了什么。",
+              "`.grad` after backward is neither the mean nor this process's gradient nor the sum of both: check "
+              "what your hook does to `bucket.buffer()`."),
+}
 
 
 def _blank(state, bucket):
@@ -106,10 +149,10 @@ def comm_hook(answer: Any) -> None:
         raise Wrong(f"你的钩子{zh}。", f"your hook {en}.")
     if report["calls"] == 0:
         raise Wrong("DDP 没有调用你的钩子。", "DDP never called your hook.")
-    if not all(r["match"] for r in reports):
-        raise Wrong("反向之后的 `.grad` 不是两个进程梯度的 float32 平均值：是不是忘了除以进程数，或者返回了别的 dtype？",
-                    "`.grad` after backward is not the float32 mean of the two processes' gradients: did you forget "
-                    "to divide by the number of processes, or return another dtype?")
+    kinds = set().union(*(r["kinds"] for r in reports)) - {"mean"}
+    for kind in _GRAD_MESSAGES:  # the first mistake in this order names what is wrong
+        if kind in kinds:
+            raise Wrong(*_GRAD_MESSAGES[kind])
 
 
 # ---- 10.2 a gradient norm the scale cannot fool -----------------------------------------------
@@ -207,6 +250,15 @@ def predict_runs(answer: Any) -> None:
         raise Wrong("`my_runs` 应是两个整数组成的列表：先非可重入，后可重入。",
                     "`my_runs` must be a list of two ints: non-reentrant first, then reentrant.")
     truth = [_tensor_hook_runs(3, reentrant=False), _tensor_hook_runs(3, reentrant=True)]
-    if list(answer) != truth:
-        raise Wrong(f"不对：你预测 {list(answer)}。用第 7 节的 `hook_runs` 改成三段试一试。",
-                    f"not quite: you predicted {list(answer)}. Try it with section 7's `hook_runs` extended to three uses.")
+    wrong_zh, wrong_en = [], []
+    if answer[0] != truth[0]:
+        wrong_zh.append(f"非可重入的 {answer[0]} 不对：三次使用的梯度在同一次反向里先相加，再到达 `AccumulateGrad`")
+        wrong_en.append(f"the non-reentrant {answer[0]} is off: within one backward pass the three uses' gradients "
+                        f"are summed before they reach `AccumulateGrad`")
+    if answer[1] != truth[1]:
+        wrong_zh.append(f"可重入的 {answer[1]} 不对：每个可重入的检查点段在反向时各自调用一次 `backward`，数一数有几段")
+        wrong_en.append(f"the reentrant {answer[1]} is off: each reentrant segment calls `backward` on its own "
+                        f"during backward; count the segments")
+    if wrong_en:
+        raise Wrong("；".join(wrong_zh) + "。可以用第 7 节的 `hook_runs` 改成三段验证。",
+                    "; ".join(wrong_en) + ". Check it with section 7's `hook_runs` extended to three uses.")
