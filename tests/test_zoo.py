@@ -19,6 +19,7 @@ import hooklab
 pytest.importorskip("torchvision")
 
 from zoo import SPECS, TOOLS, Case, expected  # noqa: E402
+from zoo_distributed import DIST_SPECS, DIST_TOOLS, DistSpec, run_row  # noqa: E402
 
 _cases: dict[str, Case] = {}
 
@@ -46,6 +47,25 @@ _PIN = [pytest.mark.pin]
 PARAMS = [pytest.param(spec, tool, id=f"{spec.name.split(' (')[0]}-{tool}",
                        marks=(_HEAVY if spec.heavy else []) + (_PIN if spec.compiled else []))
           for spec in SPECS for tool in TOOLS]
+# DDP / FSDP2 rows (tests/zoo_distributed.py): one launch of 2 gloo workers per row runs every tool there
+PARAMS += [pytest.param(spec, tool, id=f"{spec.name.split(' (')[0]}-{tool}") for spec in DIST_SPECS
+           for tool in DIST_TOOLS]
+_rows: dict[str, list] = {}
+
+
+def replayed(spec, tool):
+    """A runner that gives back what ``tool`` did in both workers of ``spec``'s row (run once per row)."""
+    if spec.name not in _rows:
+        _rows.clear()
+        _rows[spec.name] = run_row(spec)
+
+    def run(case) -> str:
+        for rank, results in enumerate(_rows[spec.name]):
+            status, text = results[tool]
+            if status != "works":
+                raise RuntimeError(f"rank {rank}: {text}")
+        return _rows[spec.name][0][tool][1]
+    return run
 
 
 @pytest.mark.filterwarnings("ignore:Full backward hook is firing")
@@ -53,10 +73,12 @@ PARAMS = [pytest.param(spec, tool, id=f"{spec.name.split(' (')[0]}-{tool}",
 @pytest.mark.filterwarnings("ignore:Tracer.modules. this model modifies")
 @pytest.mark.filterwarnings("ignore:offload_module. the module never ran")  # the known defect its cells exercise
 @pytest.mark.parametrize("spec, tool", PARAMS)
+@pytest.mark.timeout(300)
 def test_zoo(spec, tool):
-    case = case_for(spec)
+    distributed = isinstance(spec, DistSpec)
+    case = None if distributed else case_for(spec)
     want = expected(spec, tool)
-    run = TOOLS[tool]
+    run = replayed(spec, tool) if distributed else TOOLS[tool]
     if want.startswith("n/a"):
         pytest.skip(want)
     if want.startswith("xfail"):  # a known defect, listed in the README table: it must still fail
@@ -73,8 +95,8 @@ def test_zoo(spec, tool):
     else:
         note = run(case)
         assert isinstance(note, str) and note
-    # whatever happened, no hook is left on the model
-    assert hooklab.hook_inventory(case.eager, include_global=False) == []
+    # whatever happened, no hook is left on the model (the workers check their own)
+    assert distributed or hooklab.hook_inventory(case.eager, include_global=False) == []
 
 
 def test_readme_table_is_the_one_this_data_prints():

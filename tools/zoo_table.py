@@ -12,6 +12,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from zoo import EXPLAIN, NOTES, SPECS, TOOLS, expected  # noqa: E402
+from zoo_distributed import DIST_SPECS, EXPLAIN as DIST_EXPLAIN, NOTES as DIST_NOTES  # noqa: E402
+
+SPECS, NOTES, EXPLAIN = SPECS + DIST_SPECS, NOTES + DIST_NOTES, {**EXPLAIN, **DIST_EXPLAIN}
 
 MARKS = {"works": "✓", "refuses": "refuses", "n/a": "–", "xfail": "✗"}
 
