@@ -1,0 +1,206 @@
+"""Notebook 12's checkers accept right answers written differently and reject the typical wrong ones."""
+import torch
+
+import hooklab
+
+from exercise_support import run_solution, verdict
+
+
+# ---- 12.1 one head during generate() -----------------------------------------------------------
+
+def _collect(model, prompt, layer, head, max_new_tokens, keep, *, module="o_proj_in"):
+    d = model.config.hidden_size // model.config.num_attention_heads
+    attention = model.model.layers[layer].self_attn
+    pieces = []
+    with hooklab.HookScope() as scope, torch.no_grad():
+        if module == "o_proj_in":
+            scope.add(attention.o_proj.register_forward_pre_hook(lambda m, args: pieces.append(args[0][0])))
+        else:  # o_proj's output: the wrong place
+            scope.add(attention.o_proj.register_forward_hook(lambda m, args, out: pieces.append(out[0])))
+        generated = model.generate(prompt, max_new_tokens=max_new_tokens, do_sample=False)
+    return keep(pieces, generated, head * d, (head + 1) * d)
+
+
+def by_position_dict(model, prompt, layer, head, max_new_tokens):
+    # written differently: keyed by the absolute positions from the attention's keyword arguments
+    d = model.config.hidden_size // model.config.num_attention_heads
+    attention = model.model.layers[layer].self_attn
+    store, positions = {}, {}
+
+    def remember_positions(module, args, kwargs):
+        positions["now"] = kwargs["position_ids"][0].tolist()
+
+    def grab(module, args):
+        for i, p in enumerate(positions["now"]):
+            store[p] = args[0][0, i, head * d:(head + 1) * d].detach()
+
+    handles = [attention.register_forward_pre_hook(remember_positions, with_kwargs=True),
+               attention.o_proj.register_forward_pre_hook(grab)]
+    try:
+        with torch.no_grad():
+            model.generate(prompt, max_new_tokens=max_new_tokens, do_sample=False)
+    finally:
+        for h in handles:
+            h.remove()
+    return torch.stack([store[p] for p in sorted(store)])
+
+
+def last_step_only(model, prompt, layer, head, max_new_tokens):
+    return _collect(model, prompt, layer, head, max_new_tokens, lambda p, g, a, b: p[-1][:, a:b])
+
+
+def prompt_only(model, prompt, layer, head, max_new_tokens):
+    return _collect(model, prompt, layer, head, max_new_tokens, lambda p, g, a, b: p[0][:, a:b])
+
+
+def wrong_head(model, prompt, layer, head, max_new_tokens):
+    other = (head + 1) % model.config.num_attention_heads
+    return _collect(model, prompt, layer, other, max_new_tokens, lambda p, g, a, b: torch.cat(p)[:, a:b])
+
+
+def after_o_proj(model, prompt, layer, head, max_new_tokens):
+    return _collect(model, prompt, layer, head, max_new_tokens, lambda p, g, a, b: torch.cat(p)[:, a:b],
+                    module="o_proj_out")
+
+
+def leaves_hook(model, prompt, layer, head, max_new_tokens):
+    d = model.config.hidden_size // model.config.num_attention_heads
+    pieces = []
+    model.model.layers[layer].self_attn.o_proj.register_forward_pre_hook(
+        lambda m, args: pieces.append(args[0][0, :, head * d:(head + 1) * d].detach()))
+    with torch.no_grad():
+        model.generate(prompt, max_new_tokens=max_new_tokens, do_sample=False)
+    return torch.cat(pieces)
+
+
+def blank_12_1(model, prompt, layer, head, max_new_tokens):
+    pass
+
+
+def test_12_1():
+    assert verdict("12.1", run_solution("12.1")["head_during_generate"]) == "correct"
+    assert verdict("12.1", by_position_dict) == "correct"
+    for wrong in (last_step_only, prompt_only, wrong_head, after_o_proj, leaves_hook):
+        assert verdict("12.1", wrong) == "wrong", wrong.__name__
+    assert verdict("12.1", blank_12_1) == "not solved"
+    assert verdict("12.1", 3) == "wrong"
+
+
+def test_12_1_reasons_name_the_mistake():
+    from hooklab.course import exercises
+    assert "last step" in exercises.verdict("12.1", last_step_only)[2]
+    assert "prompt" in exercises.verdict("12.1", prompt_only)[2]
+    assert "head" in exercises.verdict("12.1", wrong_head)[2] and "slice" in exercises.verdict("12.1", wrong_head)[2]
+    assert "input" in exercises.verdict("12.1", after_o_proj)[2]
+    assert "hook is still registered" in exercises.verdict("12.1", leaves_hook)[2]
+
+
+# ---- 12.2 patch one position ---------------------------------------------------------------------
+
+def _patched(model, clean, corrupted, layer, position, *, where=None, every=False, source=None):
+    block = model.model.layers[layer]
+    stored = {}
+    with torch.no_grad():
+        h = block.register_forward_hook(lambda m, a, out: stored.__setitem__("clean", out.detach()))
+        try:
+            model(clean)
+        finally:
+            h.remove()
+
+        def patch(module, args, output):
+            patched = output.clone()
+            if every:
+                return stored["clean"]
+            patched[:, position] = stored["clean"][:, position]
+            return patched
+
+        h = block.register_forward_hook(patch)
+        try:
+            return model(corrupted if source is None else source).logits
+        finally:
+            h.remove()
+
+
+def patch_with_pre_hook_on_next(model, clean, corrupted, layer, position):
+    # written differently: for the last layer, patch the final norm's input; otherwise the next layer's input
+    trunk = model.model
+    consumer = trunk.layers[layer + 1] if layer + 1 < len(trunk.layers) else trunk.norm
+    stored = {}
+    with torch.no_grad():
+        h = consumer.register_forward_pre_hook(lambda m, args: stored.__setitem__("x", args[0].detach()))
+        try:
+            model(clean)
+        finally:
+            h.remove()
+
+        def patch(module, args):
+            x = args[0].clone()
+            x[:, position] = stored["x"][:, position]
+            return (x, *args[1:])
+
+        h = consumer.register_forward_pre_hook(patch)
+        try:
+            return model(corrupted).logits
+        finally:
+            h.remove()
+
+
+def every_position(model, clean, corrupted, layer, position):
+    return _patched(model, clean, corrupted, layer, position, every=True)
+
+
+def no_patch(model, clean, corrupted, layer, position):
+    with torch.no_grad():
+        return model(corrupted).logits
+
+
+def layer_input(model, clean, corrupted, layer, position):
+    if layer == 0:  # patch the embedding instead
+        emb = model.model.embed_tokens
+        with torch.no_grad():
+            clean_emb = emb(clean)
+            h = emb.register_forward_hook(lambda m, a, out: torch.where(
+                torch.arange(out.shape[1])[None, :, None] == position, clean_emb, out))
+            try:
+                return model(corrupted).logits
+            finally:
+                h.remove()
+    return _patched(model, clean, corrupted, layer - 1, position)
+
+
+def next_layer(model, clean, corrupted, layer, position):
+    return _patched(model, clean, corrupted, min(layer + 1, len(model.model.layers) - 1), position)
+
+
+def wrong_position(model, clean, corrupted, layer, position):
+    return _patched(model, clean, corrupted, layer, position + 1)
+
+
+def returns_output_object(model, clean, corrupted, layer, position):
+    # a ModelOutput instead of its .logits is accepted
+    class Holder:
+        pass
+    out = Holder()
+    out.logits = _patched(model, clean, corrupted, layer, position)
+    return out
+
+
+def blank_12_2(model, clean, corrupted, layer, position):
+    pass
+
+
+def test_12_2():
+    assert verdict("12.2", run_solution("12.2")["patch_residual"]) == "correct"
+    assert verdict("12.2", patch_with_pre_hook_on_next) == "correct"
+    assert verdict("12.2", returns_output_object) == "correct"
+    for wrong in (every_position, no_patch, layer_input, next_layer, wrong_position):
+        assert verdict("12.2", wrong) == "wrong", wrong.__name__
+    assert verdict("12.2", blank_12_2) == "not solved"
+
+
+def test_12_2_reasons_name_the_mistake():
+    from hooklab.course import exercises
+    assert "every" in exercises.verdict("12.2", every_position)[2]
+    assert "without any patch" in exercises.verdict("12.2", no_patch)[2]
+    assert "input" in exercises.verdict("12.2", layer_input)[2]
+    assert "layer 2" in exercises.verdict("12.2", next_layer)[2] or "layer 1's output" in exercises.verdict("12.2", next_layer)[2]
