@@ -1,11 +1,18 @@
-"""Memory and time of keeping activations for backward: ledger, disk, bf16, int8, checkpointing.
+"""Memory and time of keeping activations for backward: ledger, disk, bf16, int8, checkpointing,
+overlapped offloading, and the memory planner at budgets of 1/2, 1/4 and 1/10 of the baseline.
 
-Trains a few SGD steps of a torchvision ResNet-18 (random init, synthetic data) on the CPU
-under each variant and prints one table, every number relative to the baseline measured in
-the same run:
+Trains a few SGD steps of a torchvision ResNet (random init, synthetic data) under each variant
+and prints one table, every number relative to the baseline measured in the same run:
 
-    .venv/bin/python benchmarks/bench_memory.py            # full run (a few minutes on 1 thread)
-    .venv/bin/python benchmarks/bench_memory.py --quick    # smoke run (seconds)
+    .venv/bin/python benchmarks/bench_memory.py                 # CPU: ResNet-18 (a few minutes on 1 thread)
+    .venv/bin/python benchmarks/bench_memory.py --quick         # smoke run (seconds)
+    .venv/bin/python benchmarks/bench_memory.py --device cuda   # the tutorial's case: ResNet-152, batch 256, 224x224
+
+The planner rows (``plan 1/2`` ...) use hooklab.MemoryPlanner with the times measured on this
+machine; each is followed by a line comparing it with the single strategies (one variant on every
+block) whose measured bytes meet the same budget. On a CPU, "offload" in a plan is SaveOnDisk
+(there is no slower memory to copy to), and the ``overlap`` row (OverlappedOffload) moves
+nothing: it does what SaveOnCpu does there, so it is the baseline again.
 
 Columns
   saved MiB   bytes of tensors created by forward and still alive when it ends (what the
@@ -17,7 +24,7 @@ Columns
   grad err    relative L2 error of all parameter gradients vs the baseline (same seed)
 
 Memory is measured in a separate, untimed pass (the meter slows every op down); time is the
-median of interleaved repeats after a warm-up. On a GPU (when CUDA is available) it also
+median of interleaved repeats after a warm-up. With --device cpu and a GPU visible it also
 measures torch.autograd.graph.save_on_cpu on GPU memory; without one that part says so
 and is skipped.
 """
@@ -28,6 +35,7 @@ import contextlib
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ContextManager
 
@@ -45,12 +53,16 @@ TARGETS = {  # variant: (min x less, max time x, max grad err)
     "checkpoint": (2.0, 1.5, None),
     "bf16": (2.0, 1.3, 1e-2),
 }
+GPU_TARGETS = {"overlap": (10.0, 1.5, None)}  # the issue's target for overlapped offloading on a GPU
+BUDGETS = (2, 4, 10)  # planner rows: budgets of 1/2, 1/4, 1/10 of the baseline's saved bytes
+SINGLE = ("disk", "bf16", "int8", "checkpoint", "overlap", "cpu")  # single strategies a plan is compared with
+MAX_ERROR = 1e-2  # the gradient error the planner may spend on compression
 
 
-def sequential_resnet(seed: int) -> nn.Sequential:
-    """torchvision's ResNet-18 as a flat Sequential: stem, 8 BasicBlocks, head (same forward)."""
+def sequential_resnet(seed: int, depth: int = 18) -> nn.Sequential:
+    """torchvision's ResNet-18 (or -152) as a flat Sequential: stem, the residual blocks, head (same forward)."""
     torch.manual_seed(seed)
-    r = torchvision.models.resnet18(weights=None)
+    r = getattr(torchvision.models, f"resnet{depth}")(weights=None)
     return nn.Sequential(
         nn.Sequential(r.conv1, r.bn1, r.relu, r.maxpool),
         *r.layer1, *r.layer2, *r.layer3, *r.layer4,
@@ -59,16 +71,57 @@ def sequential_resnet(seed: int) -> nn.Sequential:
 
 
 def variants(model: nn.Sequential, x: torch.Tensor, disk_min_bytes: int) -> dict[str, Factory]:
-    blocks = [str(i) for i in range(len(model) - 1)]  # stem + every BasicBlock, not the head
+    blocks = [str(i) for i in range(len(model) - 1)]  # stem + every residual block, not the head
     keep = [model, x]  # buffers and the batch are alive anyway: copying them would only add memory
-    return {
+    found: dict[str, Factory] = {
         "baseline": contextlib.nullcontext,
         "ledger": lambda: hooklab.SavedTensorLedger(model),
         "disk": lambda: hooklab.SaveOnDisk(min_bytes=disk_min_bytes, keep=keep),
         "bf16": lambda: hooklab.CompressSaved("bf16", keep=keep),
         "int8": lambda: hooklab.CompressSaved("int8", keep=keep),
         "checkpoint": lambda: hooklab.checkpoint_modules(model, blocks),
+        "overlap": lambda: hooklab.OverlappedOffload(min_bytes=disk_min_bytes, keep=keep, keep_last=2),
     }
+    if x.is_cuda:  # tens of GB to disk is not a variant anyone would run; the plain copy to the CPU is
+        del found["disk"]
+        found["cpu"] = lambda: hooklab.SaveOnCpu(min_bytes=disk_min_bytes, pin_memory=True, keep=keep)
+    return found
+
+
+@dataclass
+class PlanRow:
+    """A planner row: its budget (bytes the meter may see after forward), the plan or why there is none."""
+
+    name: str
+    budget: int
+    make: Factory | None
+    choices: str = ""
+    why: str = ""
+
+
+CODES = {"keep": "k", "checkpoint": "C", "offload": "o", "bf16": "b", "int8": "i"}
+
+
+def planner_rows(model: nn.Sequential, x: torch.Tensor, target: torch.Tensor, base_saved: int,
+                 repeats: int) -> tuple[list[PlanRow], hooklab.MemoryPlanner]:
+    """One plan per budget (a fraction of the baseline's measured saved bytes), or why there is none."""
+    loss_fn = nn.CrossEntropyLoss()
+    blocks = [str(i) for i in range(len(model) - 1)]
+    planner = hooklab.MemoryPlanner(model, lambda: loss_fn(model(x), target), blocks,
+                                    choices=("keep", "checkpoint", "offload", "bf16", "int8"), max_error=MAX_ERROR,
+                                    min_bytes=16 * 1024, repeats=repeats)
+    # the meter also counts what the planner's model leaves out (the logits, the loss): the same for every plan
+    overhead = max(base_saved - planner.baseline_bytes, 0)
+    rows = []
+    for n in BUDGETS:
+        budget = base_saved // n
+        try:
+            plan = planner.plan(max(budget - overhead, 0))
+        except hooklab.BudgetError as error:
+            rows.append(PlanRow(f"plan 1/{n}", budget, None, why=str(error).split(". ")[0]))
+            continue
+        rows.append(PlanRow(f"plan 1/{n}", budget, plan.apply, "".join(CODES[c] for c in plan.choices.values())))
+    return rows, planner
 
 
 def measure_memory(model: nn.Module, x: torch.Tensor, target: torch.Tensor, make: Factory) -> tuple[int, int]:
@@ -87,19 +140,23 @@ def measure_memory(model: nn.Module, x: torch.Tensor, target: torch.Tensor, make
 
 
 def time_steps(model: nn.Module, x: torch.Tensor, target: torch.Tensor, factories: dict[str, Factory],
-               repeats: int) -> dict[str, float]:
+               repeats: int, cuda: bool = False) -> dict[str, float]:
     """Median seconds of one training step per variant, variants interleaved."""
     loss_fn = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     times: dict[str, list[float]] = {name: [] for name in factories}
 
     def step(make: Factory) -> float:
+        if cuda:
+            torch.cuda.synchronize()
         start = time.perf_counter()
         with make():
             loss = loss_fn(model(x), target)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=False)
+        if cuda:
+            torch.cuda.synchronize()
         return time.perf_counter() - start
 
     for make in factories.values():  # warm-up
@@ -149,15 +206,18 @@ def gpu_save_on_cpu(batch: int, size: int, repeats: int) -> list[str]:
 
 
 def run(quick: bool = False, batch: int | None = None, size: int | None = None, repeats: int | None = None,
-        threads: int = 1, print_fn: Callable[[str], Any] = print) -> dict[str, dict[str, float]]:
-    batch = batch or (2 if quick else 8)
-    size = size or (32 if quick else 128)
+        threads: int = 1, device: str = "cpu", planner: bool = True,
+        print_fn: Callable[[str], Any] = print) -> dict[str, dict[str, float]]:
+    cuda = device.startswith("cuda")
+    depth = 152 if cuda and not quick else 18
+    batch = batch or (2 if quick else 256 if cuda else 8)
+    size = size or (32 if quick else 224 if cuda else 128)
     repeats = repeats or (1 if quick else 5)
     torch.set_num_threads(threads)
-    model = sequential_resnet(seed=0)
+    model = sequential_resnet(seed=0, depth=depth).to(device)
     torch.manual_seed(1)
-    x = torch.randn(batch, 3, size, size)
-    target = torch.randint(0, 1000, (batch,))
+    x = torch.randn(batch, 3, size, size, device=device)
+    target = torch.randint(0, 1000, (batch,), device=device)
     factories = variants(model, x, disk_min_bytes=16 * 1024)
     loss_fn = nn.CrossEntropyLoss()
 
@@ -168,32 +228,62 @@ def run(quick: bool = False, batch: int | None = None, size: int | None = None, 
     for name, make in factories.items():
         saved, peak = measure_memory(model, x, target, make)
         results[name] = {"saved": saved, "peak": peak}
+    plans: list[PlanRow] = []
+    if planner:
+        plans, _ = planner_rows(model, x, target, int(results["baseline"]["saved"]), 1 if quick else 3)
+        for row in plans:
+            if row.make is not None:
+                factories[row.name] = row.make
+                saved, peak = measure_memory(model, x, target, row.make)
+                results[row.name] = {"saved": saved, "peak": peak}
     for name, make in factories.items():
         err = 0.0 if name == "baseline" else hooklab.gradient_error(model, lambda: loss_fn(model(x), target), make)
         results[name]["grad_err"] = err
-    for name, seconds in time_steps(model, x, target, factories, repeats).items():
+    for name, seconds in time_steps(model, x, target, factories, repeats, cuda).items():
         results[name]["time"] = seconds
 
     base = results["baseline"]
-    print_fn(f"resnet18 on CPU, batch {batch}, {size}x{size}, {threads} thread(s), "
+    where = torch.cuda.get_device_name() if cuda else "CPU"
+    print_fn(f"resnet{depth} on {where}, batch {batch}, {size}x{size}, {threads} thread(s), "
              f"median of {repeats} step(s) after warm-up, torch {torch.__version__.split('+')[0]}")
     header = f"{'variant':<11} {'saved MiB':>9} {'x less':>7} {'peak MiB':>9} {'time x':>7} {'grad err':>9}"
     print_fn(header)
     print_fn("-" * len(header))
     for name, r in results.items():
         less = base["saved"] / max(r["saved"], 1)
-        print_fn(f"{name:<11} {r['saved'] / MiB:>9.2f} {less:>7.{2 if less < 100 else 0}f} "
+        print_fn(f"{name.replace(' ', '_'):<11} {r['saved'] / MiB:>9.2f} {less:>7.{2 if less < 100 else 0}f} "
                  f"{r['peak'] / MiB:>9.2f} {r['time'] / base['time']:>7.2f} {r['grad_err']:>9.1e}")
     print_fn("")
-    for name, (min_less, max_time, max_err) in TARGETS.items():
+    for name, (min_less, max_time, max_err) in {**TARGETS, **(GPU_TARGETS if cuda else {})}.items():
         r = results[name]
         less, slow = base["saved"] / max(r["saved"], 1), r["time"] / base["time"]
         ok = less >= min_less and slow <= max_time and (max_err is None or r["grad_err"] < max_err)
         err_part = f", grad err < {max_err:g}" if max_err is not None else ""
         print_fn(f"target {name}: >= {min_less:g}x less at <= {max_time:g}x time{err_part}: "
                  f"{'met' if ok else 'NOT met'} ({less:.2f}x less, {slow:.2f}x time)")
-    for line in gpu_save_on_cpu(batch=32 if quick else 128, size=size if quick else 224, repeats=repeats):
-        print_fn(line)
+    if not cuda:
+        print_fn("target overlap: >= 10x less at <= 1.5x time: not measured (no GPU: run --device cuda where one is)")
+    for row in plans:
+        singles = {name: results[name] for name in SINGLE
+                   if name in results and results[name]["saved"] <= row.budget and results[name]["grad_err"] < MAX_ERROR}
+        others = ", ".join(f"{n} {r['time'] / base['time']:.2f}x" for n, r in singles.items()) or "none"
+        prefix = f"{row.name} (budget {row.budget / MiB:.2f} MiB):"
+        if row.make is None:
+            print_fn(f"{prefix} cannot be met: {row.why}; single strategies that meet it: {others}")
+            continue
+        r = results[row.name]
+        met = "met" if r["saved"] <= row.budget else "NOT met"
+        fastest = min([r["time"], *(s["time"] for s in singles.values())])
+        verdict = ("fastest" if r["time"] <= fastest else
+                   f"slower than the best single strategy by {r['time'] / fastest:.2f}x")
+        print_fn(f"{prefix} {met}, plan {row.choices}; {r['time'] / base['time']:.2f}x time, {verdict}; "
+                 f"single strategies that meet it: {others}")
+    if plans:
+        print_fn("plan codes per block: k keep, C checkpoint, o offload (disk on a CPU, overlapped to CPU memory on "
+                 f"a GPU), b bf16, i int8 (compression only where the gradient error < {MAX_ERROR:g})")
+    if not cuda:
+        for line in gpu_save_on_cpu(batch=32 if quick else 128, size=size if quick else 224, repeats=repeats):
+            print_fn(line)
     return results
 
 
@@ -204,12 +294,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, help="image side in pixels (default 128; quick: 32)")
     parser.add_argument("--repeats", type=int, help="timed steps per variant (default 5; quick: 1)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--device", default="cpu", help="cpu (ResNet-18) or cuda (ResNet-152, batch 256, 224x224)")
+    parser.add_argument("--no-planner", action="store_true", help="skip the planner rows")
     args = parser.parse_args(argv)
+    if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
+        parser.error(f"--device must be cpu or cuda, got {args.device!r}")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error("--device cuda: no GPU is visible here (torch.cuda.is_available() is False)")
     for name in ("batch", "size", "repeats", "threads"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name} must be a positive integer, got {value}")
-    run(quick=args.quick, batch=args.batch, size=args.size, repeats=args.repeats, threads=args.threads)
+    run(quick=args.quick, batch=args.batch, size=args.size, repeats=args.repeats, threads=args.threads,
+        device=args.device, planner=not args.no_planner)
     return 0
 
 

@@ -1,7 +1,8 @@
-"""Smoke test of benchmarks/bench_memory.py: the quick mode runs and prints every row (not the numbers)."""
+"""Smoke test of benchmarks/bench_memory.py: the quick mode runs and prints every row and verdict in its form (never the timings)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,9 @@ pytest.importorskip("torchvision", reason="the benchmark runs torchvision's ResN
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "bench_memory.py"
-ROWS = ["baseline", "ledger", "disk", "bf16", "int8", "checkpoint"]
+ROWS = ["baseline", "ledger", "disk", "bf16", "int8", "checkpoint", "overlap", "plan_1/2", "plan_1/4", "plan_1/10"]
+PLAN = re.compile(r"^plan 1/(2|4|10) \(budget [0-9.]+ MiB\): (met, plan ([kCobi]+); [0-9.]+x time, (fastest|slower than "
+                  r"the best single strategy by [0-9.]+x)|cannot be met: .+); single strategies that meet it: (none|.+)$")
 
 
 def test_quick_mode_prints_the_table_and_leaks_no_files(tmp_path):
@@ -24,12 +27,29 @@ def test_quick_mode_prints_the_table_and_leaks_no_files(tmp_path):
     lines = result.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("variant"))
     assert lines[header].split() == ["variant", "saved", "MiB", "x", "less", "peak", "MiB", "time", "x", "grad", "err"]
-    rows = {line.split()[0]: line.split()[1:] for line in lines[header + 2: header + 2 + len(ROWS)]}
-    assert list(rows) == ROWS, result.stdout
+    rows = {line.split()[0]: line.split()[1:] for line in lines[header + 2:] if line.strip()}
+    rows = dict(list(rows.items())[:len(ROWS)])
+    # the planner rows are there unless a budget could not be met (then its line says so below)
+    cannot = {f"plan_1/{m.group(1)}" for line in lines if (m := PLAN.match(line)) and m.group(2).startswith("cannot")}
+    assert [r for r in ROWS if r not in cannot] == list(rows), result.stdout
     assert rows["baseline"][1] == "1.00" and rows["baseline"][3] == "1.00"  # x less, time x
     assert all(len(cells) == 5 for cells in rows.values())
     for name in ("checkpoint", "bf16"):
         assert any(line.startswith(f"target {name}:") for line in lines), result.stdout
+    # on the CPU the overlapped offload moves nothing: its bytes are the baseline's, and its GPU target is not measured
+    assert rows["overlap"][0] == rows["baseline"][0]
+    assert "target overlap: >= 10x less at <= 1.5x time: not measured (no GPU" in result.stdout
+    # one verdict line per budget, in the documented form, each naming the single strategies that meet it;
+    # a plan that was run met its budget (the meter's bytes) and its plan has one code per block (stem + 8 + none)
+    plan_lines = [line for line in lines if line.startswith("plan 1/")]
+    assert [line.split()[1] for line in plan_lines] == ["1/2", "1/4", "1/10"], result.stdout
+    for line in plan_lines:
+        m = PLAN.match(line)
+        assert m, line
+        if m.group(3):
+            assert m.group(2).startswith("met,") and len(m.group(3)) == 9, line
+            budget = float(line.split("budget ")[1].split(" MiB")[0])
+            assert float(rows[f"plan_1/{m.group(1)}"][0]) <= budget + 0.005, line
     gpu = [line for line in lines if line.startswith("GPU save_on_cpu")]
     assert len(gpu) == 1
     # the course runs tests with CUDA hidden; the GPU part must then say it skipped
@@ -43,3 +63,13 @@ def test_bad_arguments_are_rejected():
                             capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert result.returncode == 2
     assert "--batch must be a positive integer" in result.stderr
+    result = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--device", "tpu"],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 2 and "--device must be cpu or cuda" in result.stderr
+
+
+def test_device_cuda_is_refused_clearly_without_a_gpu():
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    result = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--device", "cuda"],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert result.returncode == 2 and "no GPU is visible here" in result.stderr
