@@ -18,15 +18,20 @@ RuntimeError: one of the variables needed for gradient computation has been modi
 """
 from __future__ import annotations
 
+import _thread
+import contextlib
+import signal
+import sys
 import threading
 import warnings
+import weakref
 from typing import Any
 
 import torch
 
 from ._torch_internals import version
 
-__all__ = ["Kept", "OtherThreads", "check_version"]
+__all__ = ["Finalizer", "Kept", "OtherThreads", "check_version"]
 
 
 def check_version(t: torch.Tensor, saved: int | None, tool: str) -> torch.Tensor:
@@ -89,3 +94,50 @@ class OtherThreads:
                 "thread-local, so the tensors saved there were not seen: what it recorded covers only the thread "
                 f"that entered it. Enter {tool} in the thread that runs the forward pass.",
                 RuntimeWarning, stacklevel=stacklevel + 1)
+
+
+def _interrupt_main() -> None:
+    """Ctrl-C again, as a real signal to the main thread (it also ends a sleep or a blocking read there)."""
+    if hasattr(signal, "pthread_kill"):
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+    else:
+        _thread.interrupt_main()
+
+
+def _redeliver_interrupts() -> None:
+    """Install (once, chained to the hook that was there) an unraisable hook that re-raises a lost Ctrl-C.
+
+    Python cannot raise from a finalizer: a KeyboardInterrupt that arrives while one runs (often the
+    first Python code after a long C++ step of backward, when autograd frees a saved tensor) is printed
+    as "Exception ignored in: <finalize object>" and dropped, and the program runs on. For hooklab's
+    own finalizers this hook finishes the finalizer's work and delivers the interrupt again to the main
+    thread a moment later, outside the finalizer. Everything else goes to the previous hook.
+    """
+    previous = sys.unraisablehook
+    if getattr(previous, "_hooklab", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and isinstance(unraisable.object, Finalizer):
+            with contextlib.suppress(Exception):
+                unraisable.object()  # its work, if the interrupt came before it started (else nothing)
+            threading.Timer(0.01, _interrupt_main).start()
+            return
+        previous(unraisable)
+
+    hook._hooklab = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
+
+class Finalizer(weakref.finalize):
+    """``weakref.finalize`` whose interruption by Ctrl-C is not lost (see :func:`_redeliver_interrupts`).
+
+    Making the first one installs the unraisable hook (a process-wide setting, changed only by using a
+    tool that needs it, never by ``import hooklab``).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, obj: Any, func: Any, /, *args: Any, **kwargs: Any) -> None:
+        _redeliver_interrupts()
+        super().__init__(obj, func, *args, **kwargs)

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
-from ._saved import Kept, OtherThreads
+from ._saved import Finalizer, Kept, OtherThreads
 from ._torch_internals import (StorageWeakRef, is_parameter_like, saved_tensor_attrs,
                                storage_key, top_saved_tensors_hooks, tree_flatten)
 from ._text import format_bytes, format_table
@@ -262,7 +262,7 @@ class SavedTensorLedger(Recorder):
         handle = _Saved(t, record.index)
         self._hold(key, record.kind)
         if record.kind == "activation":
-            weakref.finalize(handle, self._release, key)
+            Finalizer(handle, self._release, key)  # a Ctrl-C that lands in it is delivered again
         return handle
 
     def _unpack(self, handle: _Saved) -> torch.Tensor:

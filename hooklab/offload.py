@@ -43,7 +43,7 @@ import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
-from ._saved import Kept
+from ._saved import Finalizer, Kept
 from ._torch_internals import StorageWeakRef, is_parameter_like, storage_key, version
 from .scope import HookScope, same_module
 
@@ -115,7 +115,10 @@ class _OffloadHooks(saved_tensors_hooks):
         self.include_parameters = include_parameters
         self._keep = _keep_keys(keep)
         self.stats = OffloadStats()
+        # storage -> its packed copy; pruned of dead entries as it grows (a weakref callback would be Python code
+        # run as a finalizer, where a Ctrl-C is swallowed)
         self._cache: dict[tuple, tuple[StorageWeakRef, weakref.ref]] = {}
+        self._prune_at = 64
         self._lock = threading.Lock()
 
     # subclasses decide what applies and how to encode / decode
@@ -154,9 +157,11 @@ class _OffloadHooks(saved_tensors_hooks):
                 return packed
         packed = self._encode(t.detach())
         with self._lock:
-            cache = self._cache
-            self._cache[key] = (StorageWeakRef(t.untyped_storage()),
-                                weakref.ref(packed, lambda _r, k=key: cache.pop(k, None)))
+            if len(self._cache) >= self._prune_at:
+                for old in [k for k, (_, ref) in self._cache.items() if ref() is None]:
+                    del self._cache[old]
+                self._prune_at = max(64, 2 * len(self._cache))
+            self._cache[key] = (StorageWeakRef(t.untyped_storage()), weakref.ref(packed))
             self.stats.offloaded += 1
             self.stats.offloaded_bytes += nbytes
             self.stats.stored_bytes += self._stored_nbytes(packed)
@@ -213,6 +218,14 @@ class SaveOnCpu(_OffloadHooks):
 
 
 # ---------------------------------------------------------------------------------- disk
+try:
+    import fcntl
+except ImportError:  # not on Windows: folders then carry only the process id
+    fcntl = None  # type: ignore[assignment]
+
+_LOCK = ".lock"  # in each private folder; held (flock) by the process that uses the folder
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -223,34 +236,72 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _lock_folder(path: str) -> int | None:
+    """Take the folder's lock without waiting; return its open descriptor, or None if another process holds it."""
+    if fcntl is None:
+        return None
+    fd = os.open(os.path.join(path, _LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _stale(entry: os.DirEntry) -> bool:
+    """Whether a ``hooklab-saved-*`` folder was left by a process that is gone."""
+    if os.path.exists(os.path.join(entry.path, _LOCK)):
+        # a live user holds the lock, from whatever PID namespace or host shares the folder; a process
+        # that was killed released it with its last descriptor
+        fd = _lock_folder(entry.path) if fcntl is not None else None
+        if fd is None:
+            return False
+        os.close(fd)  # rmtree follows; a folder that someone locks meanwhile was already given up
+        return True
+    parts = entry.name.split("-")  # a folder of an older hooklab, without a lock: its process id decides
+    return (len(parts) >= 4 and parts[2].isdigit() and int(parts[2]) != os.getpid()
+            and not _pid_alive(int(parts[2])))
+
+
 def _sweep_stale(directory: str | os.PathLike | None) -> None:
-    """Remove ``hooklab-saved-<pid>-*`` folders whose process is gone (killed before it could clean up)."""
+    """Remove the ``hooklab-saved-*`` folders of processes that were killed before they could clean up."""
     base = directory if directory is not None else tempfile.gettempdir()
     with contextlib.suppress(OSError):
         for entry in os.scandir(base):
-            parts = entry.name.split("-")
-            if (entry.name.startswith("hooklab-saved-") and len(parts) >= 4 and parts[2].isdigit()
-                    and int(parts[2]) != os.getpid() and not _pid_alive(int(parts[2]))):
+            if entry.name.startswith("hooklab-saved-") and entry.is_dir(follow_symlinks=False) and _stale(entry):
                 shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _remove_folder(path: str, lock_fd: int | None) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    if lock_fd is not None:
+        os.close(lock_fd)  # released only once the folder is gone
 
 
 class _DiskStore:
     """A private temp directory; removed when the context has exited and no file is left.
 
-    Its name carries the process id, so that the next SaveOnDisk of any process removes the
-    folders a killed process left behind.
+    The process that uses it holds an ``flock`` on the ``.lock`` file inside, so the next SaveOnDisk of any
+    process (also in another PID namespace or container, or on another host sharing the folder) removes
+    only the folders whose lock nobody holds: those of processes that were killed.
     """
 
     def __init__(self, directory: str | os.PathLike | None) -> None:
         _sweep_stale(directory)
-        self.path = tempfile.mkdtemp(prefix=f"hooklab-saved-{os.getpid()}-", dir=directory)
+        base = directory if directory is not None else tempfile.gettempdir()
+        # made under another name and locked before it gets the name the sweep looks for
+        made = tempfile.mkdtemp(prefix=f"hooklab-new-{os.getpid()}-", dir=directory)
+        lock_fd = _lock_folder(made)
+        self.path = os.path.join(base, "hooklab-saved-" + os.path.basename(made)[len("hooklab-new-"):])
+        os.rename(made, self.path)
         self.live = 0
         self.count = 0
         self.exited = False
         self.broken = False
         self.lock = threading.Lock()
         # last resort (interpreter exit, store dropped): remove whatever is left
-        self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, True)
+        self._finalizer = Finalizer(self, _remove_folder, self.path, lock_fd)
 
     def new_path(self) -> str:
         with self.lock:
@@ -285,7 +336,7 @@ class _OnDisk:
     def __init__(self, store: _DiskStore, device: torch.device, nbytes: int) -> None:
         self.store, self.device, self.nbytes = store, device, nbytes
         self.path = store.new_path()
-        weakref.finalize(self, _remove_file, store, self.path)
+        Finalizer(self, _remove_file, store, self.path)
 
 
 class SaveOnDisk(_OffloadHooks):
@@ -297,6 +348,13 @@ class SaveOnDisk(_OffloadHooks):
     file is gone. If the ``with`` body raises, every file is deleted at once (a traceback can
     keep the half-built graph alive for a long time) and unpacking then raises. Files are read
     with ``torch.load(..., weights_only=True)``: only tensors, no pickled code.
+
+    The process using a folder holds an ``flock`` on its ``.lock`` file; entering a SaveOnDisk
+    removes the ``hooklab-saved-*`` folders whose lock nobody holds (left by a killed process), and
+    never a live one of another process, PID namespace or host sharing the directory. A Ctrl-C that
+    lands while a file is being deleted (a finalizer, where Python cannot raise) is delivered again
+    right after it: the first entry installs an unraisable hook for that, which passes everything
+    else to the hook that was there.
 
     >>> import torch
     >>> from torch import nn
@@ -335,7 +393,7 @@ class SaveOnDisk(_OffloadHooks):
         """Files of this context still on disk."""
         if self._store is None or not os.path.isdir(self._store.path):
             return 0
-        return len(os.listdir(self._store.path))
+        return sum(name != _LOCK for name in os.listdir(self._store.path))
 
     def __enter__(self) -> SaveOnDisk:
         if self._store is not None and not self._store.exited:

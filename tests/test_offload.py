@@ -36,7 +36,7 @@ def grads_of(net, x, context=None):
 
 
 def files_in(path) -> list[str]:
-    return os.listdir(path) if os.path.isdir(path) else []
+    return [f for f in os.listdir(path) if f != ".lock"] if os.path.isdir(path) else []  # .lock: the folder's lock
 
 
 # ------------------------------------------------------------------ shared rules
@@ -610,3 +610,95 @@ def test_a_deepcopy_made_while_offload_module_is_active_does_not_offload():
     truth = grads_of(net, x)  # plain PyTorch: the original, whose hooks are gone, holds the same weights
     assert all(torch.equal(a, b) for a, b in zip(grads_of(twin, x), truth))  # the copy's gradients: exact
     assert scope.calls == 1
+
+
+_CTRL_C_CHILD = r"""
+import os, signal, sys, threading, time
+import torch, hooklab
+torch.set_num_threads(1)
+torch.manual_seed(0)
+x = torch.randn(1500, 1500, requires_grad=True)
+w = torch.randn(1500, 1500, requires_grad=True)
+with hooklab.SaveOnDisk(min_bytes=0, directory=sys.argv[1]):
+    y = x.tanh() @ (w * 1.0)        # w * 1.0: not a parameter, so its copy is on disk and freed after mm's backward
+inner = sys.unraisablehook
+def spy(unraisable):
+    print("unraisable", type(unraisable.exc_value).__name__, type(unraisable.object).__name__, flush=True)
+    inner(unraisable)
+sys.unraisablehook = spy
+start = [0.0]
+def arm(grad):                      # a real SIGINT while mm's backward computes (C++, no Python running)
+    start[0] = time.monotonic()
+    threading.Timer(0.25, os.kill, (os.getpid(), signal.SIGINT)).start()
+y.grad_fn.register_prehook(arm)
+try:
+    y.sum().backward()
+    time.sleep(20)
+    print("NOT interrupted", flush=True)
+except KeyboardInterrupt:
+    print("interrupted after", round(time.monotonic() - start[0], 1), flush=True)
+"""
+
+
+@pytest.mark.timeout(240)
+def test_a_ctrl_c_that_lands_in_a_finalizer_is_not_swallowed(tmp_path):
+    """D2: the first Python code after a long C++ backward step is often a finalizer (a file of SaveOnDisk freed);
+    a KeyboardInterrupt raised there was printed as "Exception ignored" and dropped. The first Ctrl-C must stop."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    seen_in_finalizer = False
+    for attempt in range(3):
+        run = subprocess.run([sys.executable, "-c", _CTRL_C_CHILD, str(tmp_path)], capture_output=True, text=True,
+                             timeout=70, env={**os.environ, "PYTHONPATH": root})
+        assert "interrupted after" in run.stdout and "NOT interrupted" not in run.stdout, run.stdout + run.stderr
+        assert float(run.stdout.split("interrupted after")[1].split()[0]) < 15  # not after the 20 s sleep
+        assert "Exception ignored" not in run.stderr, run.stderr
+        assert os.listdir(tmp_path) == []  # and nothing left on disk
+        seen_in_finalizer |= "unraisable KeyboardInterrupt Finalizer" in run.stdout
+        if seen_in_finalizer:
+            break
+    assert seen_in_finalizer, "the signal never landed in a finalizer: the test did not exercise the case"
+
+
+_HOLDER = r"""
+import fcntl, os, sys, time
+folder = sys.argv[1]
+os.mkdir(folder)
+fd = os.open(os.path.join(folder, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+open(os.path.join(folder, "000001.pt"), "wb").close()
+print("ready", flush=True)
+sys.stdin.read()                    # holds the lock until the parent closes stdin (or kills it)
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="flock: POSIX only")
+def test_the_stale_folder_sweep_spares_a_live_folder_of_another_pid_namespace(tmp_path):
+    """D1: the sweep deleted folders whose process id it could not see (another PID namespace, another host).
+    Another process holds a folder whose name carries a pid that does not exist here; only its lock says it is
+    live. The sweep must leave it while the lock is held, and remove it once its holder is gone."""
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True, timeout=60)
+    folder = tmp_path / f"hooklab-saved-{int(dead.stdout)}-elsewhere"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(folder)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        net, x = net_and_batch()
+        with SaveOnDisk(directory=tmp_path, keep=[x]) as disk:  # its sweep runs when it is entered
+            loss = net(x).sum()
+        assert disk.files_alive > 0
+        assert folder.exists() and (folder / "000001.pt").exists()
+        loss.backward()
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    with SaveOnDisk(directory=tmp_path):  # the holder was killed: its lock went with it, so the folder is stale
+        pass
+    assert not folder.exists() and os.listdir(tmp_path) == []
