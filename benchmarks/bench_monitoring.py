@@ -34,6 +34,7 @@ from hooklab.capture import capture  # noqa: E402
 from hooklab.clip import clip_grad_value_hooks  # noqa: E402
 from hooklab.ledger import SavedTensorLedger  # noqa: E402
 from hooklab.monitor import ActivationStats, GradientMonitor  # noqa: E402
+from hooklab.nonfinite import find_nonfinite, new_nodes  # noqa: E402
 from hooklab.scope import HookScope  # noqa: E402
 
 STAGES = ["layer1", "layer2", "layer3", "layer4"]
@@ -95,6 +96,24 @@ def cases(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[Case]:
             with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
                 step()
 
+    def noop_nonfinite_hooks() -> None:
+        # what find_nonfinite registers: 3 hooks on every module, one on the model, and a post-hook on each
+        # autograd Node that a module's output adds (found by the same graph walk), all doing nothing
+        with HookScope() as scope:
+            nodes: dict = {}
+
+            def post(m, args, kwargs, out):
+                for node in new_nodes([out] if isinstance(out, torch.Tensor) else [], nodes, {}):
+                    nodes[id(node)] = node.register_hook(lambda gi, go: None)
+            for m in model.modules():
+                scope.add(m.register_forward_pre_hook(lambda m, a: None))
+                scope.add(m.register_forward_hook(post, with_kwargs=True))
+                scope.add(m.register_forward_hook(lambda m, a, o: None, always_call=True))
+            scope.add(model.register_forward_pre_hook(lambda m, a, k: None, with_kwargs=True))
+            step()
+            for h in nodes.values():
+                h.remove()
+
     def with_clip_after() -> None:
         step()
         torch.nn.utils.clip_grad_value_(model.parameters(), 0.01)
@@ -102,6 +121,7 @@ def cases(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[Case]:
     floor_stages, floor_top = "floor: no-op forward hooks layer1-4", "floor: no-op forward hooks 10 top-level"
     floor_grads, floor_params = "floor: no-op forward + output-grad hooks layer1-4", "floor: no-op post-accumulate hooks"
     floor_ledger = "floor: no-op module + saved-tensor hooks"
+    floor_nonfinite = "floor: no-op module + Node hooks"
     return [
         Case(BASELINE, step),
         Case(floor_stages, noop_forward_hooks(STAGES)),
@@ -115,6 +135,8 @@ def cases(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[Case]:
         Case("gradient monitor, 62 params", inside(lambda: GradientMonitor(model)), floor_params, TARGET),
         Case(floor_ledger, noop_ledger_hooks),
         Case("saved-tensor ledger", inside(lambda: SavedTensorLedger(model)), floor_ledger, TARGET),
+        Case(floor_nonfinite, noop_nonfinite_hooks),
+        Case("find_nonfinite (finite run)", inside(lambda: find_nonfinite(model)), floor_nonfinite, TARGET),
         Case("clip value hooks", inside(lambda: clip_grad_value_hooks(model, 0.01))),
         Case("clip_grad_value_ after (ref)", with_clip_after),
     ]

@@ -23,6 +23,7 @@ OBSERVERS = {
     "activation stats layer1-4": "floor: no-op forward hooks layer1-4",
     "gradient monitor, 62 params": "floor: no-op post-accumulate hooks",
     "saved-tensor ledger": "floor: no-op module + saved-tensor hooks",
+    "find_nonfinite (finite run)": "floor: no-op module + Node hooks",
 }
 
 
