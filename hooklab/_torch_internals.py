@@ -112,10 +112,13 @@ INTERNALS: dict[str, Internal] = {
     "Optimizer._optimizer_*_hooks, torch.optim.optimizer._global_optimizer_*_hooks": Internal(
         "hook_inventory of an optimizer", "fallback", "a missing hook dict is left out of the inventory"),
     "torch._C._current_graph_task_id": Internal(
-        "the phase of a Tracer event; telling backward passes apart in clip_grad_norm_global_hooks", "fallback",
-        "the Tracer infers the phase from the kind of event; the global-norm clipping raises MissingTorchInternal"),
+        "the phase of a Tracer event; telling backward passes apart in clip_grad_norm_global_hooks, GradientMonitor "
+        "and the clip hooks in a process group", "fallback",
+        "the Tracer infers the phase from the kind of event; GradientMonitor, the global-norm clipping and the "
+        "accumulated-stage clip hooks in a process group raise MissingTorchInternal"),
     "torch.autograd.Variable._execution_engine.queue_callback": Internal(
-        "clip_grad_norm_global_hooks: clip at the end of a backward in which a parameter got no gradient",
+        "acting at the end of a backward, after DDP's averaging (GradientMonitor; clip hooks: a backward in which a "
+        "parameter got no gradient, or inside a process group)",
         "required", "raises MissingTorchInternal"),
     "RemovableHandle.hooks_dict_ref": Internal(
         "dropping the handles of output-tensor hooks whose graph is gone (Tracer, backward='outputs')", "fallback",

@@ -396,3 +396,14 @@ def test_activation_stats_history_is_stored_compactly():
     with torch.no_grad():
         out = model[0](x)
     assert st.stats()["0"]["mean"] == pytest.approx([out.mean().item()] * 641)
+
+
+def test_without_the_graph_task_id_the_monitor_says_what_torch_lacks(monkeypatch):
+    """GradientMonitor keys its records by torch._C._current_graph_task_id, through hooklab's seam."""
+    from hooklab import _torch_internals
+    monkeypatch.setattr(_torch_internals, "_graph_task_id", None)
+    model = make_mlp()
+    with pytest.raises(_torch_internals.MissingTorchInternal, match="GradientMonitor.*_current_graph_task_id"):
+        with GradientMonitor(model):
+            model(torch.ones(2, 4)).sum().backward()
+    assert no_hooks(model)
