@@ -19,13 +19,14 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import sys
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import torch
 import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
 from torch import nn
 
-from ._torch_internals import ATEN_OP_TYPES
+from ._torch_internals import ATEN_OP_TYPES, is_compiled_module, tree_flatten
 from .lookup import as_names, get_modules
 
 if TYPE_CHECKING:  # imported when used (public since torch 2.4; hooklab supports 2.3)
@@ -42,6 +43,57 @@ def _copy_containers(value: Any) -> Any:
     if type(value) in (dict, collections.OrderedDict):
         return type(value)((k, _copy_containers(v)) for k, v in value.items())
     return value
+
+
+_RANDOM = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout, nn.RReLU)
+_DROPOUT_ATTRIBUTES = ("dropout", "attention_dropout", "dropout_p", "attn_dropout")  # MHA, Hugging Face attention
+
+
+def _draws_random_numbers(module: nn.Module) -> bool:
+    """True for a module in training mode that uses random numbers (dropout with p > 0, RReLU)."""
+    if not module.training:
+        return False
+    if isinstance(module, _RANDOM):
+        return isinstance(module, nn.RReLU) or module.p > 0
+    return any(isinstance(getattr(module, a, None), float) and getattr(module, a) > 0 for a in _DROPOUT_ATTRIBUTES)
+
+
+def _refuse_random_in_compiled(model: nn.Module, modules: dict[str, nn.Module]) -> None:
+    """Refuse a compiled model whose checkpointed modules draw random numbers (PyTorch's bug, review S10)."""
+    if not is_compiled_module(model):  # the eager model of a compiled one is right when the eager one is called
+        return
+    random = [f"{name}.{sub}".strip(".") for name, module in modules.items()
+              for sub, m in module.named_modules() if _draws_random_numbers(m)]
+    if random:
+        shown = ", ".join(map(repr, random[:3])) + (", ..." if len(random) > 3 else "")
+        raise RuntimeError(
+            f"checkpoint_modules: this torch.compile'd model uses random numbers inside the checkpointed block "
+            f"({shown}: dropout in training mode). Inside compiled code PyTorch (2.15) draws another dropout mask "
+            "when the checkpoint recomputes in backward (backend='eager', and inductor's default RNG), so the "
+            "gradients would be wrong without any error; plain torch.utils.checkpoint does the same. Checkpoint "
+            "the eager model (model._orig_mod) and call that one, or compile with backend='aot_eager', or put "
+            "those modules in eval() (dropout off) while checkpointing.")
+
+
+def _cache_type() -> type | None:
+    """Hugging Face's KV cache class, if transformers is loaded (hooklab does not import it)."""
+    module = sys.modules.get("transformers.cache_utils")
+    return getattr(module, "Cache", None)
+
+
+def _refuse_cache(name: str, args: Any, kwargs: Any) -> None:
+    """Refuse a call that passes a KV cache object: the module appends to it, and the recompute appends again."""
+    cache = _cache_type()
+    if cache is None or not torch.is_grad_enabled():
+        return
+    found = [type(v).__name__ for v in tree_flatten((args, kwargs)) if isinstance(v, cache)]
+    if found:
+        raise RuntimeError(
+            f"checkpoint_modules: {name!r} was called with a key/value cache ({found[0]}, e.g. use_cache=True). "
+            "The module appends to the cache in forward, and the checkpoint's recompute in backward would append "
+            "again, so backward fails with a size mismatch (plain torch.utils.checkpoint does the same). Call the "
+            "model with use_cache=False while training with checkpoints, as Hugging Face's own gradient "
+            "checkpointing does.")
 
 
 def _refuse_nested(modules: dict[str, nn.Module]) -> None:
@@ -75,8 +127,16 @@ def checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, use_reen
     recomputation hands it the arguments back as distinct tensors, and then backward raises
     ``CheckpointError`` whenever a saved-tensor hooks context (a :class:`SavedTensorLedger`,
     the offloading contexts) is active outside the checkpoint: checkpoint the whole layer that
-    receives ``x`` once instead (notebook 07). And a training-mode BatchNorm checkpointed inside
+    receives ``x`` once instead (notebook 07). A training-mode BatchNorm checkpointed inside
     ``torch.compile`` fails in backward (its ``num_batches_tracked`` counter is updated in place).
+    Inside a compiled model (``backend="eager"``, inductor's default RNG) the recompute draws another
+    dropout mask, so the gradients are wrong without an error: a compiled wrapper whose checkpointed
+    modules use dropout in training mode is refused (checkpoint the eager model and call the eager
+    one, or compile with ``backend="aot_eager"``; patching the eager model and calling its compiled
+    wrapper meets the same PyTorch bug). A module that changes an argument object in forward is recomputed
+    with the changed object: a Hugging Face decoder layer called with a KV cache (``use_cache=True``)
+    appends to it twice and backward fails, so a call that passes a cache is refused (train with
+    ``use_cache=False``, as Hugging Face's own gradient checkpointing does).
 
     >>> import torch
     >>> from torch import nn
@@ -95,6 +155,7 @@ def checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, use_reen
     names = [] if isinstance(names, (list, tuple)) and not names else as_names(names)
     found = get_modules(model, names)
     _refuse_nested(found)
+    _refuse_random_in_compiled(model, found)
     modules = list(found.values())
     patched: list[nn.Module] = []
     try:
@@ -104,7 +165,9 @@ def checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, use_reen
                                    "entered again around the same module?)")
             original = module.forward
 
-            def forward(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
+            def forward(*args: Any, _original: Callable[..., Any] = original, _name: str = name,
+                        **kwargs: Any) -> Any:
+                _refuse_cache(_name, args, kwargs)
                 # copy lists / dicts / tuples now: the recompute in backward must see the arguments as
                 # they are at this call, not as the caller changed them later (DenseNet appends to the
                 # list it passed to each layer); the tensors themselves are not copied
