@@ -147,10 +147,15 @@ def _mlp_bn() -> nn.Module:
     return nn.Sequential(nn.Linear(16, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 2))
 
 
+def _mlp_dropout() -> nn.Module:
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, 2))
+
+
 _COMPILE_REFUSED = "refuses: torch.compile'd .*model._orig_mod"
 _NO_BACKWARD = "n/a: no backward under no_grad / inference_mode"
 _OFFLOAD_COMPILED = "xfail: offloads nothing inside the compiled code (it warns when its block ends)"
 _CHECKPOINT_BN_COMPILED = "xfail: PyTorch: checkpointing BatchNorm in a compiled model fails in backward"
+_CHECKPOINT_RANDOM_COMPILED = "refuses: another dropout mask.*model._orig_mod"
 _LEDGER_INDUCTOR = "xfail: the ledger names no op inside inductor's generated code"
 # what the README says about each non-"works" expectation
 EXPLAIN = {
@@ -163,6 +168,11 @@ EXPLAIN = {
                              "training-mode BatchNorm inside `torch.compile(backend=\"eager\")` fails in backward "
                              "(its `num_batches_tracked` counter is modified in place); checkpoint it in the eager "
                              "model, or leave BatchNorm out of the checkpointed block",
+    _CHECKPOINT_RANDOM_COMPILED: "a PyTorch bug seen on 2.15: inside `torch.compile(backend=\"eager\")` (and inductor's "
+                                 "default RNG) a checkpoint's recompute draws another dropout mask, so the gradients "
+                                 "are wrong without an error (plain `torch.utils.checkpoint` too); `checkpoint_modules` "
+                                 "refuses a compiled model with dropout in the checkpointed block and says to "
+                                 "checkpoint the eager model",
     _LEDGER_INDUCTOR: "a limit: under inductor the ledger records every saved tensor (its count equals an "
                       "independent `saved_tensors_hooks` count) but cannot name the ops that saved them (they run "
                       "inside one generated graph); `label_ops` names none",
@@ -209,6 +219,11 @@ SPECS: list[Spec] = [
          expect={"capture": _COMPILE_REFUSED, "FeatureExtractor": _COMPILE_REFUSED,
                  "ActivationStats": _COMPILE_REFUSED, "Tracer": _COMPILE_REFUSED,
                  "offload_module": _OFFLOAD_COMPILED, "checkpoint_modules": _CHECKPOINT_BN_COMPILED}),
+    Spec("torch.compile with Dropout (eager backend)", _mlp_dropout, lambda: ((torch.randn(4, 16),), {}),
+         ["_orig_mod.0", "_orig_mod.3"], "_orig_mod.2", compiled=True,
+         expect={"capture": _COMPILE_REFUSED, "FeatureExtractor": _COMPILE_REFUSED,
+                 "ActivationStats": _COMPILE_REFUSED, "Tracer": _COMPILE_REFUSED,
+                 "offload_module": _OFFLOAD_COMPILED, "checkpoint_modules": _CHECKPOINT_RANDOM_COMPILED}),
     Spec("torch.compile inductor (the default backend)", _mlp, lambda: ((torch.randn(4, 16),), {}),
          ["_orig_mod.0", "_orig_mod.2"], "_orig_mod.2", compiled=True, backend="inductor", heavy=True,
          expect={"capture": _COMPILE_REFUSED, "FeatureExtractor": _COMPILE_REFUSED,
