@@ -6,6 +6,8 @@ gradient clipping inside backward, offloading and (selective) checkpointing of s
 (``OverlappedOffload`` overlaps the copies with compute on a GPU; ``MemoryPlanner`` chooses per block
 between keeping, checkpointing, offloading and compressing to meet a memory budget at the least cost),
 inventories of registered hooks and a test helper that fails when code leaves hooks behind.
+``intervene`` (a recorder-style block) edits named modules' outputs or inputs, also under a Hugging
+Face model's ``generate()``, and ``capture_inputs`` returns a module's full inputs, stopping the forward there.
 ``find_nonfinite`` (a recorder) names the first module and the first backward Node that made NaN/inf.
 ``import hooklab`` changes no process-wide setting; the course's own helpers live in
 :mod:`hooklab.course` and are not imported by it.
@@ -35,6 +37,7 @@ from .capture import Capture, FeatureExtractor, capture
 from .checkpoint import checkpoint_modules, selective_checkpoint_modules
 from .clip import clip_grad_norm_global_hooks, clip_grad_norm_hooks, clip_grad_value_hooks
 from .inventory import HookEntry, HooksLeftBehind, hook_inventory, hook_name, no_hooks_left_behind, show_hooks
+from .intervene import ModuleInputs, capture_inputs, intervene
 from ._text import format_bytes
 from .ledger import ModuleRow, SavedRecord, SavedTensorLedger
 from .lookup import UnknownModuleError, get_module
@@ -68,6 +71,7 @@ __all__ = [
     "MemoryMeter",
     "MemoryPlan",
     "MemoryPlanner",
+    "ModuleInputs",
     "ModuleRow",
     "NonFiniteDetector",
     "NonFiniteError",
@@ -88,6 +92,7 @@ __all__ = [
     "UnknownModuleError",
     "WorkerError",
     "capture",
+    "capture_inputs",
     "checkpoint_modules",
     "clip_grad_norm_global_hooks",
     "clip_grad_norm_hooks",
@@ -98,6 +103,7 @@ __all__ = [
     "gradient_error",
     "hook_inventory",
     "hook_name",
+    "intervene",
     "layer_shapes",
     "named_scope",
     "no_hooks_left_behind",
