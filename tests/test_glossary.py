@@ -5,6 +5,14 @@ glossary rules out fails, naming the notebook, the cell index and the term to us
 hooks in Chinese: the English "pre-hook" / "post-hook" may appear in a lang-zh cell only as an English gloss in
 parentheses (反向前置钩子（backward pre-hook）); the bilingual glossary itself is lang-both and lists them. Code
 (fenced blocks and inline `code`) is not prose and is not checked.
+
+Three more kinds of drift are checked per notebook, each failure saying which rule and what to write:
+- the "what you will learn" heading has one form: ``**本课你将学到**`` / ``**What you will learn**``;
+- a navigation line has one form, naming the neighbouring notebooks (the nearest lower and higher numbers that
+  exist) by their titles: ``上一课：[NN · 标题](NN_x.ipynb) · 下一课：[MM · 标题](MM_y.ipynb)`` and
+  ``Previous: [NN · Title](NN_x.ipynb) · Next: [MM · Title](MM_y.ipynb)``, once per notebook, no final full stop;
+- a term listed in ``FIRST_USE`` carries its English gloss in parentheses at its first use in a notebook's Chinese
+  prose (headings, link text and code aside): 节点（autograd Node）, 梯度桶（bucket）.
 """
 from __future__ import annotations
 
@@ -18,19 +26,26 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 GLOSSARY_NOTEBOOK = ROOT / "notebooks" / "00_introduction.ipynb"
 
-# rejected rendering -> the glossary's term
-VARIANTS = {
-    "预钩子": "前置钩子（前向前置钩子 / 反向前置钩子）",
-    "晚绑定": "延迟绑定",
-    "累积后钩子": "累加后钩子",
-    "后累积钩子": "累加后钩子",
-    "固定内存": "锁页内存",
-    "页锁定内存": "锁页内存",
-    "autograd 节点": "节点（第一次出现时写“节点（autograd Node）”）",
-    "自动求导节点": "节点（第一次出现时写“节点（autograd Node）”）",
-    "「": "“…”",
-    "」": "“…”",
+# the glossary's term -> the renderings it rules out (matched case-insensitively)
+GLOSSARY_VARIANTS = {
+    "前置钩子（前向前置钩子 / 反向前置钩子）": ["预钩子"],
+    "延迟绑定": ["晚绑定"],
+    "累加后钩子": ["累积后钩子", "后累积钩子"],
+    "锁页内存": ["固定内存", "页锁定内存"],
+    "节点（第一次出现时写“节点（autograd Node）”）": ["autograd 节点", "自动求导节点"],
+    "保存张量的钩子": ["保存张量钩子", "保存的张量钩子"],
+    "全局模块钩子（优化器的叫“全局优化器钩子”，注册时调用的叫“全局注册钩子”）": ["全局钩子"],
+    "本课（一个笔记本是一课；“本节”只指一节）": ["本节你将学到", "本节内容"],
+    "“…”": ["「", "」"],
 }
+VARIANTS = {variant: term for term, variants in GLOSSARY_VARIANTS.items() for variant in variants}
+# a character that is part of a glossary term only in a longer word: rendering (regex) -> the term
+PATTERN_VARIANTS = {
+    r"(?<!梯度)桶": "梯度桶（bucket）",
+}
+# first use in a notebook's Chinese prose: the term, then (within a few characters) its English gloss
+FIRST_USE = {"节点": "Node", "梯度桶": "bucket"}
+LEARN_ZH, LEARN_EN = "**本课你将学到**", "**What you will learn**"
 ASCII_QUOTES = '"…" (ASCII quotes)'
 QUOTE_FIX = "“…”"
 BARE_HOOK_WORD = re.compile(r"(?<![\w-])(?:pre|post)-hooks?\b")   # "pre-hook", "post-hooks", not "post-accumulate"
@@ -53,8 +68,9 @@ def violations(source: str, tag: str) -> list[tuple[str, str, str]]:
     """(rejected text, preferred term, excerpt) for each rule the cell breaks."""
     text = prose(source)
     found = []
-    for variant, preferred in VARIANTS.items():
-        for m in re.finditer(re.escape(variant), text):
+    patterns = [(re.escape(v), v, term) for v, term in VARIANTS.items()] + [(p, p, t) for p, t in PATTERN_VARIANTS.items()]
+    for pattern, variant, preferred in patterns:
+        for m in re.finditer(pattern, text, flags=re.IGNORECASE):
             found.append((variant, preferred, source[max(0, m.start() - 12):m.end() + 12].replace("\n", " ")))
     if tag == "lang-zh":  # Chinese prose: any ASCII double quote; English hook words outside a gloss
         quotes = [m for m in re.finditer('"', text)]
@@ -120,3 +136,129 @@ def test_english_hook_words_only_as_a_gloss_in_chinese_prose():
     # English and bilingual cells may use the English words freely
     assert violations("the Node pre-hook runs first", "lang-en") == []
     assert violations("| pre-hook · post-hook | 前置钩子 · 后置钩子 |", "lang-both") == []
+
+
+# ---- one heading form, one navigation form, first use with its gloss ----------------------------------------------
+
+def markdown_cells(path: Path) -> list[tuple[int, str, str]]:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    out = []
+    for i, cell in enumerate(nb["cells"]):
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell.get("cell_type") == "markdown":
+            source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            out.append((i, next((t for t in tags if t.startswith("lang-")), ""), source))
+    return out
+
+
+def titles(path: Path) -> tuple[str, str]:
+    """(Chinese, English) title from the notebook's title cell "# NN · 中文 / English"."""
+    first = markdown_cells(path)[0][2].splitlines()[0]
+    m = re.match(r"#\s*\d\d\s*·\s*(.+?)\s*/\s*(.+?)\s*$", first)
+    assert m, f"{path.name}: the title cell should start with '# NN · 中文标题 / English title', not {first!r}"
+    return m.group(1), m.group(2)
+
+
+def expected_navigation(path: Path, notebooks: list[Path]) -> tuple[str, str]:
+    number = int(path.name[:2])
+    lower = [p for p in notebooks if int(p.name[:2]) < number]
+    higher = [p for p in notebooks if int(p.name[:2]) > number]
+    zh, en = [], []
+    for label_zh, label_en, other in (("上一课", "Previous", lower[-1] if lower else None),
+                                      ("下一课", "Next", higher[0] if higher else None)):
+        if other is not None:
+            t_zh, t_en = titles(other)
+            zh.append(f"{label_zh}：[{other.name[:2]} · {t_zh}]({other.name})")
+            en.append(f"{label_en}: [{other.name[:2]} · {t_en}]({other.name})")
+    return " · ".join(zh), " · ".join(en)
+
+
+NAV_ZH = re.compile(r"^\s*(上一课|下一课)[：:是]")
+NAV_EN = re.compile(r"^\s*(Previous|Next):")
+
+
+def navigation_problems(path: Path, notebooks: list[Path]) -> list[str]:
+    want_zh, want_en = expected_navigation(path, notebooks)
+    problems = []
+    for tag, pattern, want in (("lang-zh", NAV_ZH, want_zh), ("lang-en", NAV_EN, want_en)):
+        lines = [(i, line.strip()) for i, t, src in markdown_cells(path) if t == tag
+                 for line in src.splitlines() if pattern.match(line)]
+        if len(lines) != 1:
+            problems.append(f"{path.name}: {len(lines)} {tag} navigation lines {[l for _, l in lines]}; "
+                            f"end the notebook with exactly one line, written exactly as: {want}")
+        for i, line in lines:
+            if line != want:
+                problems.append(f"{path.name} cell {i}: navigation line {line!r}; the one form is {want!r} "
+                                "(neighbouring notebooks that exist, their titles as in their title cells, no full stop)")
+    return problems
+
+
+def heading_problems(path: Path) -> list[str]:
+    cells = markdown_cells(path)
+    problems = []
+    for tag, want in (("lang-zh", LEARN_ZH), ("lang-en", LEARN_EN)):
+        firsts = [(i, src.strip().splitlines()[0]) for i, t, src in cells if t == tag and src.strip()]
+        if not firsts or firsts[0][1].strip() != want:
+            got = firsts[0] if firsts else (None, "nothing")
+            problems.append(f"{path.name} cell {got[0]}: the first {tag} cell should start with the heading {want!r} "
+                            f"(one form in every notebook), not {got[1]!r}")
+    return problems
+
+
+LINK_TEXT = re.compile(r"\[[^\]\n]*\]\([^)\n]*\)")
+
+
+def first_use_problems(path: Path) -> list[str]:
+    problems = []
+    for term, english in FIRST_USE.items():
+        for i, tag, src in markdown_cells(path):
+            if tag != "lang-zh":
+                continue
+            text = "\n".join(" " * len(l) if l.lstrip().startswith("#") else l for l in prose(src).split("\n"))
+            text = LINK_TEXT.sub(lambda m: " " * len(m.group(0)), text)
+            m = re.search(term, text)
+            if m is None:
+                continue
+            glossed = re.compile(re.escape(term) + r"[\u4e00-\u9fff]{0,6}[（(][^）)]*" + re.escape(english), re.IGNORECASE)
+            if not glossed.match(text, m.start()):
+                excerpt = src[max(0, m.start() - 12):m.end() + 20].replace("\n", " ")
+                problems.append(f"{path.name} cell {i}: first use of {term!r} in the Chinese prose needs its English "
+                                f"gloss, e.g. {term}（{'autograd ' if english == 'Node' else ''}{english}）: {excerpt!r}")
+            break
+    return problems
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_one_heading_form_one_navigation_form_and_glossed_first_uses(path):
+    problems = heading_problems(path) + navigation_problems(path, NOTEBOOKS) + first_use_problems(path)
+    assert not problems, "drift from the course's single forms:\n" + "\n".join(problems)
+
+
+def _fixture(tmp_path, name, cells):
+    cells = [{"cell_type": "markdown", "metadata": {"tags": [tag]}, "source": src} for tag, src in cells]
+    path = tmp_path / name
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}), encoding="utf-8")
+    return path
+
+
+def test_each_drift_class_is_caught(tmp_path):
+    a = _fixture(tmp_path, "01_a.ipynb", [("lang-both", "# 01 · 甲 / Alpha"), ("lang-zh", "**本课你将学到**\n\n节点（autograd Node）"),
+                                          ("lang-en", "**What you will learn**"),
+                                          ("lang-zh", "下一课：[02 · 乙](02_b.ipynb)"), ("lang-en", "Next: [02 · Beta](02_b.ipynb)")])
+    b = _fixture(tmp_path, "02_b.ipynb", [("lang-both", "# 02 · 乙 / Beta"), ("lang-zh", "**本节内容**\n\n这里的节点没有注释，梯度桶（bucket）有。"),
+                                          ("lang-en", "**What you will learn**"),
+                                          ("lang-zh", "上一课：[第 01 课 · 甲](01_a.ipynb)。"), ("lang-en", "Previous: [01 · Alpha](01_a.ipynb)")])
+    both = [a, b]
+    assert heading_problems(a) == [] and navigation_problems(a, both) == [] and first_use_problems(a) == []
+    assert "'**本课你将学到**'" in heading_problems(b)[0]
+    assert "上一课：[01 · 甲](01_a.ipynb)" in navigation_problems(b, both)[0]
+    assert "first use of '节点'" in first_use_problems(b)[0] and len(first_use_problems(b)) == 1
+    c = _fixture(tmp_path, "03_c.ipynb", [("lang-both", "# 03 · 丙 / Gamma"), ("lang-zh", "**本课你将学到**"),
+                                          ("lang-en", "**What you will learn**")])
+    assert "end the notebook with exactly one line" in navigation_problems(c, both + [c])[0]
+    assert "Next: [03 · Gamma](03_c.ipynb)" in " ".join(navigation_problems(b, both + [c]))  # a new neighbour
+    # variants of glossary terms, including a case change and a bare 桶
+    for text, variant in [("外层的保存张量钩子", "保存张量钩子"), ("Autograd 节点钩子", "autograd 节点"), ("全局钩子先运行", "全局钩子"),
+                          ("**本节你将学到**", "本节你将学到"), ("放进一个桶里", r"(?<!梯度)桶")]:
+        assert [v for v, _, _ in violations(text, "lang-zh")] == [variant], text
+    assert violations("全局模块钩子、全局优化器钩子、全局注册钩子、梯度桶、保存张量的钩子", "lang-zh") == []
