@@ -24,7 +24,7 @@ from typing import Any, Literal, get_args
 import torch
 from torch import nn
 
-from .clip import loss_scale_reader
+from .clip import _is_dtensor, loss_scale_reader
 from ._torch_internals import current_graph_task_id, need, queue_backward_callback, was_compiled
 from ._text import format_table
 from .capture import NO_CALL_CAUSES, needs_tensor, refuse_compiled, select_output
@@ -69,15 +69,6 @@ class _Series:
             return None
         device = parts[0].device
         return torch.cat([p.to(device) for p in parts])
-
-
-class _Backward:
-    """One backward pass as a GradientMonitor sees it (its step, the parameters whose hook fired)."""
-
-    __slots__ = ("step", "seen", "__weakref__")
-
-    def __init__(self, step: int) -> None:
-        self.step, self.seen = step, set()
 
 
 class GradientMonitor(Recorder):
@@ -156,7 +147,7 @@ class GradientMonitor(Recorder):
         self._shard_groups: dict[int, tuple] = {}  # parameter index -> process groups its gradient is sharded over
         self._rows = _Series()  # one row per finished step: a norm per parameter, nan where none arrived
         self._last: dict[int, torch.Tensor] | None = None  # the newest step's norms, not yet a row
-        self._backwards: dict[int, _Backward] = {}  # graph task id -> the backward being recorded
+        self._backwards: dict[int, set[int]] = {}  # graph task id -> the parameters whose gradient arrived in it
         self._alive: list[Any] = []  # weak references to the pending end-of-backward callbacks, per task
         self._max_task = -1
 
@@ -168,18 +159,17 @@ class GradientMonitor(Recorder):
 
     def _hook(self, index: int):
         def note_gradient_arrived(param: torch.Tensor) -> None:
-            self._backward().seen.add(index)
+            self._backward().add(index)
         return note_gradient_arrived
 
     def _running(self) -> bool:
         """Whether a backward this monitor saw has not ended yet (its callbacks still exist)."""
         self._alive = [(task, ref) for task, ref in self._alive if ref() is not None]
-        for task in list(self._backwards):
-            if task not in {t for t, _ in self._alive}:
-                del self._backwards[task]  # ended (its callback ran) or raised (autograd dropped the callback)
-        return bool(self._alive)
+        alive = {task for task, _ in self._alive}  # a backward that raised: autograd dropped its callbacks
+        self._backwards = {task: seen for task, seen in self._backwards.items() if task in alive}
+        return bool(alive)
 
-    def _backward(self) -> _Backward:
+    def _backward(self) -> set[int]:
         task = current_graph_task_id()
         if task is None:
             raise need("torch._C._current_graph_task_id")
@@ -194,22 +184,24 @@ class GradientMonitor(Recorder):
         elif self._last is None:
             self._last = {}
         self._max_task = max(self._max_task, task)
-        backward = self._backwards[task] = _Backward(len(self._rows))
+        seen = self._backwards[task] = set()
 
         def record() -> None:  # queued by `after_others`: runs after every callback queued before it
-            self._record(backward)
+            self._alive = [(t, ref) for t, ref in self._alive if t != task]  # this backward has ended
+            self._backwards.pop(task, None)
+            self._record(seen)
 
         def after_others() -> None:
             queue_backward_callback(record)
 
         queue_backward_callback(after_others)
         self._alive.append((task, weakref.ref(record)))  # alive while autograd holds the callback
-        return backward
+        return seen
 
-    def _record(self, backward: _Backward) -> None:
+    def _record(self, seen: set[int]) -> None:
         if self._last is None:
             return
-        for index in backward.seen:
+        for index in seen:
             grad = self._params[index].grad if self._params else None
             if grad is None:
                 continue
@@ -220,7 +212,7 @@ class GradientMonitor(Recorder):
             if grad.is_sparse:  # the norm of a sparse gradient is that of its (summed) stored values
                 grad = grad.coalesce().values()
             self._last[index] = torch.linalg.vector_norm(grad, self.norm_type) / self._loss_scale()
-        backward.seen.clear()
+        seen.clear()
 
     def _seal(self) -> None:
         """Turn the newest step into a row of the history."""
@@ -374,10 +366,6 @@ def _combine(values: list[float], p: float) -> float:
     if p == float("inf"):
         return max(present)
     return sum(v ** p for v in present) ** (1 / p)
-
-
-def _is_dtensor(t: torch.Tensor) -> bool:
-    return hasattr(t, "placements") and hasattr(t, "to_local") and hasattr(t, "device_mesh")
 
 
 def _shard_groups(grad: Any, name: str) -> tuple:
