@@ -109,7 +109,7 @@ def planner_rows(model: nn.Sequential, x: torch.Tensor, target: torch.Tensor, ba
     blocks = [str(i) for i in range(len(model) - 1)]
     planner = hooklab.MemoryPlanner(model, lambda: loss_fn(model(x), target), blocks,
                                     choices=("keep", "checkpoint", "offload", "bf16", "int8"), max_error=MAX_ERROR,
-                                    min_bytes=16 * 1024, repeats=repeats)
+                                    min_bytes=16 * 1024, repeats=repeats, keep=[x, target])
     # the meter also counts what the planner's model leaves out (the logits, the loss): the same for every plan
     overhead = max(base_saved - planner.baseline_bytes, 0)
     rows = []

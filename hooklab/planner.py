@@ -16,13 +16,15 @@ every block what to do with the tensors it saves for backward::
 **The memory model.** The budget bounds the activation bytes the forward pass leaves for backward
 (what the ledger counts: tensors saved by autograd, each storage once, parameters and the model's
 inputs excluded). Block ``k`` saves the storages ``S_k`` (including its input when its first op
-saves it) and receives the input ``I_k``. A storage the previous block *keeps* is not counted again.
+saves it) and receives the input ``I_k``. A storage the previous block *keeps*, or one saved outside
+every block (the head saves the last block's output), is not counted again.
 Then block ``k`` holds: ``keep`` all of ``S_k``; ``checkpoint`` only ``I_k`` (the recompute in backward
 needs it); ``offload`` the tensors under ``min_bytes`` (the rest goes to CPU memory on a GPU —
 :class:`hooklab.OverlappedOffload` — and to disk on a CPU — :class:`hooklab.SaveOnDisk`); ``bf16`` /
 ``int8`` the float tensors of at least 4 KiB at 1/2 / 1/4 of their size (+ one float scale per channel
 for int8), the others as they are (:class:`hooklab.CompressSaved`). Saved tensors outside every
-block (the loss) are a fixed cost. During backward a checkpointed block briefly holds its recomputed
+block (the head, the loss) are a fixed cost; pass tensors that are alive anyway (the labels) as
+``keep``. During backward a checkpointed block briefly holds its recomputed
 tensors again: the peak exceeds the budget by at most the largest such block.
 
 **The time model** (a :class:`CostModel`, injectable): a checkpointed block costs its forward once
@@ -75,7 +77,7 @@ from ._torch_internals import storage_key
 from .checkpoint import checkpoint_modules
 from .ledger import SavedTensorLedger
 from .lookup import as_names, get_modules
-from .offload import CompressSaved, SaveOnDisk, gradient_error, offload_module
+from .offload import CompressSaved, SaveOnDisk, offload_module
 from .overlap import OverlappedOffload
 
 __all__ = ["BlockProfile", "BudgetError", "CostModel", "CountedCosts", "MeasuredCosts", "MemoryPlan",
@@ -243,14 +245,14 @@ def _inside(module: str, block: str) -> bool:
 
 
 def _profile(model: nn.Module, step: Callable[[], torch.Tensor], blocks: dict[str, nn.Module],
-             repeats: int) -> tuple[list[BlockProfile], int]:
+             repeats: int, keep: list[torch.Tensor]) -> tuple[list[BlockProfile], dict[int, int]]:
     """One forward under the ledger (bytes, storages), one under a FLOP counter, then timed forwards."""
     from torch.utils.flop_counter import FlopCounterMode
 
     profiles = {name: BlockProfile(name) for name in blocks}
     held: list[torch.Tensor] = []
     param_keys = {storage_key(p) for p in (*model.parameters(), *model.buffers())}
-    model_inputs: set[int] = set()
+    model_inputs: set[int] = {storage_key(t) for t in keep}  # alive anyway: not counted
     handles = []
     try:
         handles.append(model.register_forward_pre_hook(
@@ -268,13 +270,13 @@ def _profile(model: nn.Module, step: Callable[[], torch.Tensor], blocks: dict[st
         for key in model_inputs:
             for p in profiles.values():
                 p.inputs.pop(key, None)
-        top = 0
+        top: dict[int, int] = {}  # storages saved outside every block: key -> bytes
         for record, (key, size, floating) in zip(ledger.records, ledger.keys):
-            if record.kind != "activation":
+            if record.kind != "activation" or key in model_inputs:
                 continue
             owner = next((p for p in profiles.values() if _inside(record.module, p.name)), None)
             if owner is None:
-                top += 0 if record.shared else record.storage_bytes
+                top[key] = record.storage_bytes
             elif key not in owner.saved:
                 owner.saved[key] = _Stored(key, record.storage_bytes, record.nbytes, record.shape, floating, size)
         del loss, ledger, held
@@ -348,6 +350,7 @@ class MemoryPlan:
     fixed_bytes: int
     min_bytes: int
     device: torch.device
+    keep: list[torch.Tensor] = field(default_factory=list)
 
     @property
     def choices(self) -> dict[str, str]:
@@ -391,12 +394,12 @@ class MemoryPlan:
             for name, choice in choices.items():
                 if choice == "offload":
                     def make(m: int = self.min_bytes) -> Any:
-                        keep = [self.model, *inputs]
+                        keep = [self.model, *inputs, *self.keep]
                         return (OverlappedOffload(min_bytes=m, keep=keep) if device_offload
                                 else SaveOnDisk(min_bytes=m, keep=keep))
                 elif choice in ("bf16", "int8"):
                     def make(fmt: str = choice) -> Any:
-                        return CompressSaved(fmt, keep=[self.model, *inputs])  # type: ignore[arg-type]
+                        return CompressSaved(fmt, keep=[self.model, *inputs, *self.keep])  # type: ignore[arg-type]
                 else:
                     continue
                 scope = offload_module(self.blocks[name], make)
@@ -442,12 +445,15 @@ class MemoryPlanner:
     another. Keyword-only: ``choices`` allowed (``"keep"`` always is), ``max_error`` the relative
     gradient error a compressed block may cause (needed for ``"bf16"`` / ``"int8"``), ``costs`` a
     :class:`CostModel` (default: :meth:`MeasuredCosts.measure` on the model's device), ``min_bytes``
-    the smallest tensor an offload moves, ``repeats`` timed forwards per block.
+    the smallest tensor an offload moves, ``repeats`` timed forwards per block, ``keep`` tensors that
+    are alive anyway (the labels: the model's own inputs are found by themselves), neither counted
+    nor offloaded.
     """
 
     def __init__(self, model: nn.Module, step: Callable[[], torch.Tensor], blocks: str | Iterable[str] | None = None,
                  *, choices: Iterable[str] = ("keep", "checkpoint", "offload"), max_error: float | None = None,
-                 costs: CostModel | None = None, min_bytes: int = 16 * 1024, repeats: int = 3) -> None:
+                 costs: CostModel | None = None, min_bytes: int = 16 * 1024, repeats: int = 3,
+                 keep: Iterable[torch.Tensor] = ()) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"MemoryPlanner takes an nn.Module, got {type(model).__name__}")
         if not callable(step):
@@ -467,6 +473,9 @@ class MemoryPlanner:
             raise ValueError(f"min_bytes must be an int >= 0 (a size in bytes), got {min_bytes!r}")
         if not isinstance(repeats, int) or repeats < 1:
             raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+        keep = [keep] if isinstance(keep, torch.Tensor) else list(keep)
+        if not all(isinstance(t, torch.Tensor) for t in keep):
+            raise TypeError("keep takes the tensors that are alive anyway (the batch, the labels), e.g. keep=[x, y]")
         names = [n for n, _ in model.named_children()] if blocks is None else as_names(blocks)
         if not names:
             raise ValueError("the model has no children to plan for: name its blocks with blocks=[...]")
@@ -479,12 +488,11 @@ class MemoryPlanner:
         self.choices, self.max_error, self.min_bytes = choices, max_error, min_bytes
         param = next(model.parameters(), None)
         self.device = param.device if param is not None else torch.device("cpu")
-        self.profiles, self.fixed_bytes = _profile(model, step, found, repeats)
+        self.keep = keep
+        self.profiles, self._top = _profile(model, step, found, repeats, keep)
+        self.fixed_bytes = sum(self._top.values())
         if compress:
-            for p in self.profiles:
-                for fmt in compress:
-                    p.grad_error[fmt] = gradient_error(
-                        model, step, lambda f=fmt, b=found[p.name]: offload_module(b, lambda: CompressSaved(f)))
+            _grad_errors(model, step, self.profiles, found, compress)
         self.costs: CostModel = costs if costs is not None else MeasuredCosts.measure(self.device)
 
     def _kept(self, k: int, prev: str | None) -> int:
@@ -497,9 +505,13 @@ class MemoryPlanner:
 
     def _stored(self, k: int, prev: str | None) -> tuple[BlockProfile, dict[int, _Stored]]:
         """Block ``k`` and the storages it must hold itself (not those the previous block keeps)."""
-        block = self.profiles[k]
-        before = self.profiles[k - 1].saved if k and prev == "keep" else {}
+        block, before = self.profiles[k], self._held_before(k, prev)
         return block, {key: s for key, s in block.saved.items() if key not in before}
+
+    def _held_before(self, k: int, prev: str | None) -> set[int]:
+        """Storages held anyway when block ``k`` runs: the previous block's if it keeps them, and those
+        saved outside every block (the head saves the last block's output)."""
+        return set(self._top) | (set(self.profiles[k - 1].saved) if k and prev == "keep" else set())
 
     def _options(self, k: int, prev: str | None) -> list[_Option]:
         block, own = self._stored(k, prev)
@@ -507,7 +519,7 @@ class MemoryPlanner:
         options = []
         for choice in self.choices:
             if choice == "checkpoint":
-                before = self.profiles[k - 1].saved if k and prev == "keep" else {}
+                before = self._held_before(k, prev)
                 held = sum(b for key, b in block.inputs.items() if key not in before)
                 options.append(_Option(choice, held, 0, self.costs.recompute(block)))
                 continue
@@ -553,7 +565,7 @@ class MemoryPlanner:
         held, seconds, ranks, opts = min(fitting, key=lambda p: (round(p[1], 15), p[0], p[2]))
         rows = [(p.name, o, self._kept(i, "keep")) for i, (p, o) in enumerate(zip(self.profiles, opts))]
         return MemoryPlan(self.model, self.blocks, rows, budget, self.baseline_bytes, self.fixed_bytes,
-                          self.min_bytes, self.device)
+                          self.min_bytes, self.device, self.keep)
 
     def table(self) -> str:
         """What was measured, per block: bytes saved, input bytes, FLOPs, forward time, gradient errors."""
@@ -564,6 +576,42 @@ class MemoryPlanner:
 
     def __str__(self) -> str:
         return self.table()
+
+
+def _grad_errors(model: nn.Module, step: Callable[[], torch.Tensor], profiles: list[BlockProfile],
+                 blocks: dict[str, nn.Module], formats: list[str]) -> None:
+    """Each block's gradient error with only that block compressed (as :func:`hooklab.gradient_error`
+    measures it, the plain gradients computed once); gradients and buffers are restored."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    old_grads = [p.grad for p in params]
+    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+
+    def grads(context: Any) -> torch.Tensor:
+        for p in params:
+            p.grad = None
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            with context:
+                loss = step()
+            loss.backward()
+        with torch.no_grad():
+            for name, b in model.named_buffers():
+                b.copy_(buffers[name])
+        return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten().double() for p in params])
+
+    try:
+        reference = grads(contextlib.nullcontext())
+        norm = reference.norm().item() or 1.0
+        for profile in profiles:
+            for fmt in formats:
+                approx = grads(offload_module(blocks[profile.name], lambda f=fmt: CompressSaved(f)))  # type: ignore[misc]
+                profile.grad_error[fmt] = (approx - reference).norm().item() / norm
+    finally:
+        for p, g in zip(params, old_grads):
+            p.grad = g
+        with torch.no_grad():
+            for name, b in model.named_buffers():
+                b.copy_(buffers[name])
 
 
 def _pareto(plans: list[tuple[int, float, tuple[int, ...], tuple[_Option, ...]]]) -> list:

@@ -207,3 +207,30 @@ def test_measured_costs_give_a_plan_too():
     assert planner.costs.copy_bytes_per_s > 0 and all(p.forward_s > 0 for p in planner.profiles)
     plan = planner.plan(planner.baseline_bytes // 4)
     assert plan.held_bytes <= plan.budget
+
+
+def test_keep_leaves_the_labels_out_and_the_bytes_stay_exact():
+    model, x, _ = model_and_step()
+    head = nn.Linear(WIDTHS[-1], 10)
+    full = nn.Sequential(*model, head)
+    y = torch.randint(0, 10, (BATCH,))
+    step = lambda: nn.functional.cross_entropy(full(x), y)  # noqa: E731
+    planner = MemoryPlanner(full, step, [str(i) for i in range(len(WIDTHS))], costs=COSTS, keep=[y], repeats=1,
+                            choices=("keep", "checkpoint", "offload"), min_bytes=1024)
+    plan = planner.plan(planner.baseline_bytes // 4)
+    with hooklab.MemoryMeter(ignore=[*full.parameters(), x, y]) as meter:
+        with plan.apply():
+            loss = step()
+        assert meter.mark() - loss.numel() * loss.element_size() == plan.held_bytes
+        loss.backward()
+    with pytest.raises(TypeError, match="keep takes the tensors"):
+        MemoryPlanner(full, step, costs=COSTS, keep=[full])
+
+
+def test_the_gradient_errors_are_hooklab_gradient_error():
+    model, x, step = model_and_step()
+    planner = MemoryPlanner(model, step, costs=COSTS, choices=("keep", "bf16"), max_error=1.0, repeats=1)
+    for i, profile in enumerate(planner.profiles):
+        expected = hooklab.gradient_error(
+            model, step, lambda b=model[i]: hooklab.offload_module(b, lambda: hooklab.CompressSaved("bf16")))
+        assert profile.grad_error["bf16"] == pytest.approx(expected, rel=1e-12)
