@@ -33,7 +33,7 @@ class Spec:
     layers: list[str]                 # two modules for capture / stats / FeatureExtractor
     block: str                        # a module to checkpoint / offload
     output: dict[str, Any] = field(default_factory=dict)  # output= selector of modules returning tuples
-    mode: str = "train"               # "train", "no_grad" or "inference_mode"
+    mode: str = "train"               # "train", "no_grad", "inference_mode" or "generate" (model.generate(**inputs))
     compiled: bool = False            # the tools get the torch.compile(backend=backend) wrapper
     backend: str = "eager"            # torch.compile's backend for a compiled row ("inductor": the default one)
     heavy: bool = False
@@ -151,12 +151,54 @@ def _mlp_dropout() -> nn.Module:
     return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, 2))
 
 
+def _hf(kind: str) -> Callable[[], nn.Module]:
+    """Hugging Face transformers' own classes from small configs (random init): nothing is downloaded."""
+    def build() -> nn.Module:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import transformers
+        if kind == "gpt2":
+            return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+                vocab_size=64, n_embd=32, n_layer=2, n_head=2, n_positions=32, bos_token_id=0, eos_token_id=None))
+        if kind == "llama":
+            return transformers.LlamaForCausalLM(transformers.LlamaConfig(
+                vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                num_key_value_heads=2, max_position_embeddings=32, bos_token_id=0, eos_token_id=None,
+                pad_token_id=None))
+        return transformers.BertForMaskedLM(transformers.BertConfig(
+            vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+            max_position_embeddings=32))
+    return build
+
+
+def _token_inputs(how: str) -> Callable[[], Inputs]:
+    """A language model's call, keywords only: ``"train"`` without a KV cache (as training with
+    checkpointing runs), ``"generate"`` 3 greedy tokens with the cache, ``"encoder"`` for BERT."""
+    def inputs() -> Inputs:
+        ids = torch.randint(1, 64, (2, 8))
+        kwargs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        if how == "generate":
+            kwargs.update(max_new_tokens=3, do_sample=False, pad_token_id=0)
+        elif how == "train":
+            kwargs["use_cache"] = False
+        return (), kwargs
+    return inputs
+
+
 _COMPILE_REFUSED = "refuses: torch.compile'd .*model._orig_mod"
 _NO_BACKWARD = "n/a: no backward under no_grad / inference_mode"
 _OFFLOAD_COMPILED = "xfail: offloads nothing inside the compiled code (it warns when its block ends)"
 _CHECKPOINT_BN_COMPILED = "xfail: PyTorch: checkpointing BatchNorm in a compiled model fails in backward"
 _CHECKPOINT_RANDOM_COMPILED = "refuses: another dropout mask.*model._orig_mod"
 _LEDGER_INDUCTOR = "xfail: the ledger names no op inside inductor's generated code"
+_GENERATE_NO_BACKWARD = "n/a: generate() runs under no_grad: no backward"
+_GENERATE_FORWARD = "n/a: FeatureExtractor calls the model's forward, not generate()"
+_GENERATE_FORWARD_SHAPES = "n/a: layer_shapes runs one forward, not generate()"
+_GENERATE = {"GradientMonitor": _GENERATE_NO_BACKWARD, "clip hooks": _GENERATE_NO_BACKWARD,
+             "FeatureExtractor": _GENERATE_FORWARD, "layer_shapes": _GENERATE_FORWARD_SHAPES}
+_GENERATE_NOTE = ("under generate() a module runs once per new token: with the KV cache the prompt first, then "
+                  "one token per step; capture counts every call (store.calls) and keeps the last one's output "
+                  "(one token), ActivationStats keeps one record per call")
 # what the README says about each non-"works" expectation
 EXPLAIN = {
     _COMPILE_REFUSED: "the tool is given the compiled wrapper: hooks added after compiling never run in the "
@@ -234,6 +276,24 @@ SPECS: list[Spec] = [
          expect={"GradientMonitor": _NO_BACKWARD, "clip hooks": _NO_BACKWARD}),
     Spec("resnet18 under inference_mode", _tv("resnet18"), _image(), ["layer1", "layer4"], "layer2.0",
          mode="inference_mode", expect={"GradientMonitor": _NO_BACKWARD, "clip hooks": _NO_BACKWARD}),
+    Spec("GPT-2 (transformers GPT2LMHeadModel, small config)", _hf("gpt2"), _token_inputs("train"),
+         ["transformer.h.0", "transformer.h.1.attn"], "transformer.h.1", output={"transformer.h.1.attn": 0},
+         note="called with keywords only (input_ids=, attention_mask=); attention returns (output, weights): "
+              "output=0; the LM head shares the embedding's weight"),
+    Spec("Llama (transformers LlamaForCausalLM, small config)", _hf("llama"), _token_inputs("train"),
+         ["model.layers.0", "model.layers.1.self_attn"], "model.layers.1", output={"model.layers.1.self_attn": 0},
+         note="decoder layers return a tensor on transformers 5.23 (the type has changed between releases); "
+              "attention is called with keywords only and returns (output, weights): output=0; use_cache=False when training, "
+              "as Hugging Face's own gradient checkpointing does"),
+    Spec("BERT (transformers BertForMaskedLM, small config)", _hf("bert"), _token_inputs("encoder"),
+         ["bert.encoder.layer.0", "bert.encoder.layer.1.attention"], "bert.encoder.layer.1",
+         output={"bert.encoder.layer.1.attention": 0}),
+    Spec("GPT-2 generate() (KV cache, 3 new tokens)", _hf("gpt2"), _token_inputs("generate"),
+         ["transformer.h.0", "transformer.h.1.attn"], "transformer.h.1", output={"transformer.h.1.attn": 0},
+         mode="generate", expect=_GENERATE, note=_GENERATE_NOTE),
+    Spec("Llama generate() (KV cache, 3 new tokens)", _hf("llama"), _token_inputs("generate"),
+         ["model.layers.0", "model.layers.1.self_attn"], "model.layers.1", output={"model.layers.1.self_attn": 0},
+         mode="generate", expect=_GENERATE),
 ]
 
 
@@ -274,9 +334,15 @@ class Case:
         return torch.enable_grad()
 
     def forward(self) -> Any:
+        """The model's output (a Hugging Face model's first tensor, e.g. its logits; generate()'s tokens)."""
         torch.manual_seed(1)  # dropout and stochastic depth draw the same numbers every run
         with self.context():
-            return self.model(*self.args, **self.kwargs)
+            if self.spec.mode == "generate":
+                return self.model.generate(*self.args, **self.kwargs)
+            out = self.model(*self.args, **self.kwargs)
+        if isinstance(out, dict):  # transformers' ModelOutput
+            out = next(v for v in out.values() if isinstance(v, torch.Tensor))
+        return out
 
     def step(self) -> Any:
         """Forward (+ backward when grads are on); returns the output."""
@@ -344,6 +410,10 @@ def run_capture(case: Case) -> str:
         assert torch.equal(store[name], ref[name]), name
         if case.grad_enabled:
             assert torch.allclose(store.grads[name], ref_grads[name]), name
+    if case.spec.mode == "generate":  # the prompt, then one token per step: the last call holds one token
+        steps = case.kwargs["max_new_tokens"]
+        assert all(stores[n].calls[n] == steps and stores[n][n].shape[1] == 1 for n in names), names
+        return f"{steps} calls per module (prompt, then one token each), last equals plain hooks'"
     return f"outputs{' and gradients' if case.grad_enabled else ''} equal plain hooks'"
 
 
