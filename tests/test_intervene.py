@@ -39,7 +39,17 @@ def gpt2():
     return transformers.GPT2LMHeadModel(config).eval()
 
 
-MODELS = {"llama": (llama, "model.layers"), "gpt2": (gpt2, "transformer.h")}
+def bert():
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=64)
+    return transformers.BertForMaskedLM(config).eval()
+
+
+MODELS = {"llama": (llama, "model.layers"), "gpt2": (gpt2, "transformer.h")}  # the decoders: generate() too
+ALL = {**MODELS, "bert": (bert, "bert.encoder.layer")}
+ATTENTION = {"llama": "self_attn", "gpt2": "attn", "bert": "attention"}
+HEAD = {"llama": "lm_head", "gpt2": "lm_head", "bert": "cls"}
 
 
 def with_hook(handle, run):
@@ -62,9 +72,9 @@ def steer_vector(dim=16):
 
 # --- output edits -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("arch", MODELS)
+@pytest.mark.parametrize("arch", ALL)
 def test_replacing_a_layer_output_equals_a_hand_written_hook(arch):
-    make, layers = MODELS[arch]
+    make, layers = ALL[arch]
     model, v = make(), steer_vector()
     layer = model.get_submodule(f"{layers}.1")
     expected = with_hook(layer.register_forward_hook(lambda m, args, out: out + v), lambda: model(PROMPT).logits)
@@ -77,11 +87,11 @@ def test_replacing_a_layer_output_equals_a_hand_written_hook(arch):
     assert "(2, 6, 16)" in iv.table() and "tensor" in iv.table()
 
 
-@pytest.mark.parametrize("arch", MODELS)
+@pytest.mark.parametrize("arch", ALL)
 def test_a_tuple_output_is_edited_at_its_first_tensor_and_rebuilt(arch):
-    make, layers = MODELS[arch]
+    make, layers = ALL[arch]
     model = make()
-    attn = f"{layers}.0.self_attn" if arch == "llama" else f"{layers}.0.attn"
+    attn = f"{layers}.0.{ATTENTION[arch]}"
 
     def by_hand(m, args, out):
         assert isinstance(out, tuple)  # (attention output, weights or None) on the pinned transformers
@@ -231,9 +241,9 @@ def test_kwargs_edit_equals_a_hand_written_pre_hook():
 
 # --- capture_inputs -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("arch", MODELS)
+@pytest.mark.parametrize("arch", ALL)
 def test_capture_inputs_equals_a_hand_written_pre_hook_and_stops_the_forward(arch):
-    make, layers = MODELS[arch]
+    make, layers = ALL[arch]
     model = make()
     name = f"{layers}.1"
     truth = []
@@ -242,7 +252,7 @@ def test_capture_inputs_equals_a_hand_written_pre_hook_and_stops_the_forward(arc
     with_hook(handle, lambda: model(PROMPT))
     (true_args, true_kwargs), = truth
     head_calls = []
-    head = model.lm_head.register_forward_hook(lambda *a: head_calls.append(1))
+    head = model.get_submodule(HEAD[arch]).register_forward_hook(lambda *a: head_calls.append(1))
     try:
         with no_hooks_left_behind(model.get_submodule(name)):
             inputs = capture_inputs(model, name, PROMPT)
