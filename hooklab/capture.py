@@ -22,7 +22,7 @@ from torch import nn
 from ._torch_internals import is_compiled_module, unwrap_compiled, was_compiled
 from ._torch_internals import version as _version
 from .lookup import as_names, get_modules
-from .scope import Recorder, same_module
+from .scope import LocalHook, Recorder, same_module
 
 __all__ = ["Capture", "FeatureExtractor", "capture"]
 
@@ -239,7 +239,7 @@ class capture(Recorder):  # noqa: N801 - used like a function: ``with capture(mo
                     grad_hooks[name] = output.register_hook(capture_grad)
                     self._awaited_grads = True
 
-        return capture_output
+        return LocalHook(capture_output, "capture")  # pickling the model in the block says what to do instead
 
     def _register(self) -> None:
         for name, module in self.modules.items():

@@ -18,12 +18,24 @@ class UnknownModuleError(KeyError):
         return str(self.args[0])
 
 
+# prefixes that wrappers add to every name: torch.compile's, then (Distributed)DataParallel's
+_WRAPPER_PREFIXES = ("_orig_mod.", "module.")
+
+
 def _unknown(model: nn.Module, name: str, modules: dict[str, nn.Module]) -> UnknownModuleError:
     names = [n for n in modules if n]
     close = difflib.get_close_matches(name, names, n=3)
-    if f"_orig_mod.{name}" in modules and f"_orig_mod.{name}" not in close:
-        close.insert(0, f"_orig_mod.{name}")  # a torch.compile wrapper: its names gain a prefix
+    for prefix in _WRAPPER_PREFIXES:
+        for guess in (prefix + name, name[len(prefix):] if name.startswith(prefix) else None):
+            if guess and guess in modules and guess not in close:
+                close.insert(0, guess)
     hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+    if any(f"{prefix}{name}" in modules for prefix in _WRAPPER_PREFIXES[1:]):
+        hint += (f" {type(model).__name__} wraps the model, so its names start with 'module.'; or pass the "
+                 "wrapped model (model.module) and use the names it has.")
+    elif any(name.startswith(prefix) and name[len(prefix):] in modules for prefix in _WRAPPER_PREFIXES):
+        hint += (" This model is not wrapped (by torch.compile, DataParallel or DistributedDataParallel), so its "
+                 "names have no such prefix: names from a wrapper's state_dict lose it here.")
     if is_compiled_module(model):
         hint += (" This is a torch.compile wrapper: hooks added now do not run inside the compiled code; "
                  "pass the eager model (model._orig_mod) and call that one.")

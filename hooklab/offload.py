@@ -45,7 +45,7 @@ from torch.autograd.graph import saved_tensors_hooks
 
 from ._saved import Finalizer, Kept
 from ._torch_internals import StorageWeakRef, is_parameter_like, storage_key, version
-from .scope import HookScope, same_module
+from .scope import HookScope, LocalHook, same_module
 
 __all__ = [
     "CompressSaved",
@@ -372,6 +372,9 @@ class SaveOnDisk(_OffloadHooks):
     def __init__(self, *, min_bytes: int = 0, directory: str | os.PathLike | None = None,
                  keep: Keep = (), include_parameters: bool = False) -> None:
         super().__init__(min_bytes=min_bytes, keep=keep, include_parameters=include_parameters)
+        if directory is not None and not isinstance(directory, (str, os.PathLike)):
+            raise TypeError(f"directory must be a folder path (str or os.PathLike) or None for the system temp dir, "
+                            f"got {type(directory).__name__} {directory!r}")
         if directory is not None and os.path.exists(directory) and not os.path.isdir(directory):
             raise NotADirectoryError(f"directory {str(directory)!r} is a file, not a folder; pass a folder (its "
                                      "private subfolder is made there) or None for the system temp dir")
@@ -440,6 +443,11 @@ class SaveOnDisk(_OffloadHooks):
             raise FileNotFoundError(f"the file SaveOnDisk wrote for a saved tensor, {packed.path}, is gone: its "
                                     f"folder {os.path.dirname(packed.path)} was removed (or emptied) before backward "
                                     "read it back. Leave the folder alone until backward has run.") from None
+        except Exception as exc:  # torch.load's own message names no file ("corrupted checkpoint", EOF, unpickling)
+            raise RuntimeError(f"SaveOnDisk could not read back the saved tensor in {packed.path}: the file is damaged "
+                               f"(truncated or overwritten after it was written: {type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else ''}). Leave the folder alone until "
+                               "backward has run, and run the forward pass again.") from exc
 
     def _stored_nbytes(self, packed: _OnDisk) -> int:
         return packed.nbytes
@@ -554,6 +562,16 @@ class CompressSaved(_OffloadHooks):
 HooksFactory = Callable[[], ContextManager[Any]]
 
 
+def _make_context(make_hooks: HooksFactory, tool: str) -> Any:
+    """Call ``make_hooks()`` and check that it gave a context manager (a clear error instead of a raw one)."""
+    hooks = make_hooks()
+    if not (hasattr(hooks, "__enter__") and hasattr(hooks, "__exit__")):
+        raise TypeError(f"{tool}: make_hooks() returned {type(hooks).__name__} ({hooks!r}), not a context manager; "
+                        "pass a function that returns a fresh one for each forward call, e.g. "
+                        "lambda: SaveOnDisk(min_bytes=4096)")
+    return hooks
+
+
 def _check_factory(make_hooks: Any) -> None:
     if isinstance(make_hooks, contextlib.AbstractContextManager) or isinstance(make_hooks, saved_tensors_hooks):
         raise TypeError("pass a function that makes a fresh context for each forward call, e.g. "
@@ -582,7 +600,7 @@ class OffloadWrapper(nn.Module):
         self.last_hooks: Any = None
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        hooks = self.make_hooks()
+        hooks = _make_context(self.make_hooks, "OffloadWrapper")
         self.last_hooks = hooks
         with hooks:
             return self.module(*args, **kwargs)
@@ -640,12 +658,12 @@ def offload_module(module: nn.Module, make_hooks: HooksFactory) -> OffloadScope:
     def enter(mod: nn.Module, args: Any) -> None:
         if not registered(mod):
             return
-        hooks = make_hooks()
+        scope.calls += 1  # counted also when making the context fails (the module did run)
+        hooks = _make_context(make_hooks, "offload_module")
         hooks.__enter__()
         stack = getattr(local, "stack", None) or []
         stack.append(hooks)
         local.stack = stack
-        scope.calls += 1
         scope.last = hooks
 
     def leave(mod: nn.Module, args: Any, output: Any) -> None:
@@ -658,12 +676,16 @@ def offload_module(module: nn.Module, make_hooks: HooksFactory) -> OffloadScope:
             if isinstance(getattr(hooks, "stats", None), OffloadStats):
                 scope.stats += hooks.stats  # packing is over once the call has returned
 
-    scope.add(module.register_forward_pre_hook(enter))
-    scope.add(module.register_forward_hook(leave, always_call=True))
+    scope.add(module.register_forward_pre_hook(LocalHook(enter, "offload_module")))
+    scope.add(module.register_forward_hook(LocalHook(leave, "offload_module"), always_call=True))
     return scope
 
 
 # ---------------------------------------------------------------------------- accuracy
+_STEP_RAN_BACKWARD = ("gradient_error: step() ran backward itself; step() must only run the forward pass and return "
+                      "the loss: gradient_error calls loss.backward() once per run (without and with the hooks)")
+
+
 def gradient_error(model: nn.Module, step: Callable[[], torch.Tensor], make_hooks: HooksFactory,
                    seed: int = 0) -> float:
     """Relative L2 error of all parameter gradients when ``step()`` runs under ``make_hooks()``.
@@ -693,8 +715,15 @@ def gradient_error(model: nn.Module, step: Callable[[], torch.Tensor], make_hook
             p.grad = None
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            with context:
-                loss = step()
+            try:
+                with context:
+                    loss = step()
+            except RuntimeError as exc:
+                if "backward through the graph a second time" not in str(exc):
+                    raise
+                raise ValueError(_STEP_RAN_BACKWARD) from exc
+            if any(p.grad is not None for p in params):
+                raise ValueError(_STEP_RAN_BACKWARD)
             if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
                 raise ValueError("step() must return a scalar loss tensor, got "
                                  f"{type(loss).__name__}{'' if not isinstance(loss, torch.Tensor) else list(loss.shape)}")
@@ -708,7 +737,7 @@ def gradient_error(model: nn.Module, step: Callable[[], torch.Tensor], make_hook
 
     try:
         reference = grads(contextlib.nullcontext())
-        approx = grads(make_hooks())
+        approx = grads(_make_context(make_hooks, "gradient_error"))
     finally:
         for p, g in zip(params, old_grads):
             p.grad = g

@@ -18,11 +18,12 @@ ends (also when it raised), and one recorder records one block.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import weakref
 from typing import Any, Callable, Protocol, TypeVar
 
-__all__ = ["HookScope", "Recorder", "named_scope", "same_module"]
+__all__ = ["HookScope", "LocalHook", "Recorder", "named_scope", "same_module"]
 
 
 class Removable(Protocol):
@@ -174,6 +175,39 @@ def same_module(module: Any) -> Callable[[Any], bool]:
         return hooks is not None and getattr(mod, "_forward_hooks", None) is hooks
 
     return registered
+
+
+class LocalHook:
+    """A hook function that says, when someone pickles the model it is on, why that fails and what to do.
+
+    A hook made inside a tool is a local function, which ``pickle`` (and ``torch.save(model)``) cannot
+    store: plain PyTorch says "Can't pickle local object 'capture._hook.<locals>.capture_output'".
+    Copies share the function (as ``copy.deepcopy`` does for functions); its name is the function's.
+
+    >>> import pickle
+    >>> hook = LocalHook(lambda module, args, output: None, "capture")
+    >>> pickle.dumps(hook)
+    Traceback (most recent call last):
+    TypeError: cannot pickle a model that carries capture's hooks (local functions, alive only in this process) while its block runs: save model.state_dict() (what torch.save is meant for), or save after the block, when the hooks are gone
+    """
+
+    def __init__(self, fn: Callable[..., Any], tool: str) -> None:
+        functools.update_wrapper(self, fn)
+        self._fn, self._tool = fn, tool
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._fn(*args, **kwargs)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(f"cannot pickle a model that carries {self._tool}'s hooks (local functions, alive only in this "
+                        "process) while its block runs: save model.state_dict() (what torch.save is meant for), "
+                        "or save after the block, when the hooks are gone")
+
+    def __copy__(self) -> LocalHook:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> LocalHook:
+        return self
 
 
 _NAMED: dict[str, HookScope] = {}

@@ -125,10 +125,13 @@ def run_workers(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend
             try:
                 status, rank, value = results.get(timeout=min(left, 0.5))
             except queue.Empty:
-                dead = [p for p in procs if p.exitcode not in (None, 0)]
+                # a worker that ended without a result (killed, or os._exit(0) inside fn) will never send one
+                dead = [rank for rank, p in enumerate(procs) if p.exitcode is not None and rank not in values]
                 if dead and results.empty():
-                    rank = procs.index(dead[0])
-                    raise WorkerError(rank, f"the process exited with code {dead[0].exitcode} without a result")
+                    code = procs[dead[0]].exitcode
+                    why = (" (fn, or code it called, ended the process with os._exit(0) before returning)"
+                           if code == 0 else "")
+                    raise WorkerError(dead[0], f"the process exited with code {code} without a result{why}")
                 continue
             if status == "error":
                 raise WorkerError(*_first_failure(rank, value, results))

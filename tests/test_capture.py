@@ -351,3 +351,18 @@ def test_a_deepcopy_made_inside_the_block_does_not_record_into_the_store():
     assert store.calls["0"] == 1 and torch.equal(store["0"], model[0](x).detach())
     twin(x * 10)  # after the block: still nothing recorded
     assert store.calls["0"] == 1
+
+
+def test_pickling_the_model_inside_the_block_says_what_to_do():
+    """D7 (review rows N91, N96): plain pickle said "Can't pickle local object 'capture._hook.<locals>...'"."""
+    import io
+    import pickle
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
+    with capture(model, "0"):
+        for save in (pickle.dumps, lambda m: torch.save(m, io.BytesIO())):
+            with pytest.raises(TypeError, match=r"carries capture's hooks .* save model.state_dict\(\)"):
+                save(model)
+        assert hooklab.hook_inventory(model)[0].hook == "capture._hook.capture_output"  # its name, unchanged
+    assert len(pickle.dumps(model)) > 0  # after the block: the hooks are gone

@@ -702,3 +702,54 @@ def test_the_stale_folder_sweep_spares_a_live_folder_of_another_pid_namespace(tm
     with SaveOnDisk(directory=tmp_path):  # the holder was killed: its lock went with it, so the folder is stale
         pass
     assert not folder.exists() and os.listdir(tmp_path) == []
+
+
+# --------------------------------------------------------------- messages for wrong uses (review D7)
+def test_a_factory_that_returns_no_context_is_named():
+    net, x = net_and_batch()
+    with offload_module(net[0], lambda: 42):
+        with pytest.raises(TypeError, match=r"offload_module: make_hooks\(\) returned int .*not a context manager"):
+            net(x)
+    wrapped = OffloadWrapper(nn.Linear(16, 4), lambda: None)
+    with pytest.raises(TypeError, match=r"OffloadWrapper: make_hooks\(\) returned NoneType"):
+        wrapped(x)
+    with pytest.raises(TypeError, match=r"gradient_error: make_hooks\(\) returned int"):
+        gradient_error(net, lambda: net(x).sum(), lambda: 42)
+    assert hooklab.hook_inventory(net) == []
+
+
+def test_directory_must_be_a_path(tmp_path):
+    with pytest.raises(TypeError, match="directory must be a folder path .* got int 1"):
+        SaveOnDisk(directory=1)  # os.path.exists(1) is True: file descriptor 1 (stdout)
+
+
+def test_a_damaged_file_is_named(tmp_path):
+    net, x = net_and_batch()
+    with SaveOnDisk(directory=tmp_path, keep=[x]) as disk:
+        loss = net(x).square().sum()
+    victim = sorted(files_in(disk.directory))[0]
+    with open(os.path.join(disk.directory, victim), "r+b") as f:
+        f.truncate(20)
+    with pytest.raises(RuntimeError, match=rf"could not read back the saved tensor in .*{victim}: the file is damaged"):
+        loss.backward()
+    del loss
+
+
+def test_gradient_error_says_when_step_runs_backward_itself():
+    net, x = net_and_batch()
+
+    def step_twice():
+        loss = net(x).sum()
+        loss.backward()
+        loss.backward()
+        return loss
+
+    def step_once():
+        loss = net(x).sum()
+        loss.backward()
+        return loss
+
+    for step in (step_twice, step_once):
+        with pytest.raises(ValueError, match=r"step\(\) ran backward itself"):
+            gradient_error(net, step, lambda: CompressSaved("bf16"))
+        assert all(p.grad is None for p in net.parameters())  # gradients put back as they were

@@ -104,3 +104,19 @@ def tensors(rank, world_size):
 def test_tensors_come_back_after_the_workers_are_gone():
     out = run_workers(tensors, world_size=2)
     assert [o["grad"].tolist() for o in out] == [[0.0] * 3, [1.0] * 3]
+
+
+def _exit_quietly(rank, world_size):
+    if rank == 1:
+        os._exit(0)  # no result, exit code 0
+    return rank
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_that_exits_with_code_0_without_a_result_is_reported_at_once():
+    """D7 (review row N107): it used to wait for the whole timeout, then say the rank had not finished."""
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match=r"rank 1 raised:\nthe process exited with code 0 without a result .*os._exit"):
+        run_workers(_exit_quietly, world_size=2, timeout=90)
+    assert time.monotonic() - start < 45  # far from the 90 s timeout
+    assert _leftovers() == ([], [])
