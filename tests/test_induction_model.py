@@ -48,6 +48,7 @@ def test_loads_offline_without_touching_the_network(monkeypatch):
     assert all(p.dtype == torch.float32 for p in model.parameters())
     assert model.config.to_dict()["num_hidden_layers"] == induction.config().num_hidden_layers
     assert model.config.vocab_size == induction.VOCAB and model.config.bos_token_id == induction.BOS
+    assert model.config._attn_implementation == "sdpa"  # the default: attention weights are not returned
     params = sum(p.numel() for p in model.parameters())
     assert f"{params:,} parameters" in CARD.read_text(encoding="utf-8")
 

@@ -3,7 +3,8 @@
 One table of data feeds both ``tests/test_zoo.py`` (which checks every cell) and
 ``tools/zoo_table.py`` (which prints the README's "what works where" table), so the README
 cannot claim more than the test shows. Models are randomly initialised (``weights=None``) and
-run on tiny inputs (batch 1, 64x64 images).
+run on tiny inputs (batch 1, 64x64 images); Hugging Face models are built from small configs and called
+with keywords (2 x 8 tokens), also under ``generate()``.
 
 Each runner does something real with its tool and checks it against plain PyTorch (hooks
 registered by hand, ``p.grad`` read directly, a run without the tool); it returns a short
