@@ -24,7 +24,7 @@ from typing import Any, Literal, get_args
 import torch
 from torch import nn
 
-from .clip import _is_dtensor, loss_scale_reader
+from .clip import _is_dtensor, in_process_group, loss_scale_reader
 from ._torch_internals import current_graph_task_id, need, queue_backward_callback, was_compiled
 from ._text import format_table
 from .capture import NO_CALL_CAUSES, needs_tensor, refuse_compiled, select_output
@@ -87,7 +87,9 @@ class GradientMonitor(Recorder):
     In a process group:
 
     * DDP: the norms are those of the averaged gradients (DDP averages inside backward, before
-      the monitor records). Give the monitor the inner model (``ddp.module``).
+      the monitor records), the same on every rank; a parameter this rank left out but another
+      rank used has the averaged gradient there too, and it is recorded. Give the monitor the
+      inner model (``ddp.module``).
     * FSDP2 (``fully_shard``): each rank keeps the norm of its shard; :meth:`norms`, :meth:`table`
       and :meth:`plot` combine them into the norm of the whole gradient with one collective, so
       every rank must call them (as every other collective).
@@ -150,9 +152,12 @@ class GradientMonitor(Recorder):
         self._backwards: dict[int, set[int]] = {}  # graph task id -> the parameters whose gradient arrived in it
         self._alive: list[Any] = []  # weak references to the pending end-of-backward callbacks, per task
         self._max_task = -1
+        self._whole_model = False
 
     # ------------------------------------------------------------------------------ recording
     def _register(self) -> None:
+        # in DDP a parameter this rank did not use still gets the averaged gradient of the ranks that did
+        self._whole_model = in_process_group() and not any(_is_dtensor(p) for p in self._params)
         for index, param in enumerate(self._params):
             self.scope.add(param.register_post_accumulate_grad_hook(self._hook(index)))
         self.scope.add(self._model.register_load_state_dict_post_hook(self._follow_new_parameters))
@@ -201,6 +206,8 @@ class GradientMonitor(Recorder):
     def _record(self, seen: set[int]) -> None:
         if self._last is None:
             return
+        if self._whole_model:  # after DDP's averaging: every .grad that is set is what the optimizer sees
+            seen = {i for i, p in enumerate(self._params) if p.grad is not None}
         for index in seen:
             grad = self._params[index].grad if self._params else None
             if grad is None:

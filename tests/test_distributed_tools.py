@@ -30,6 +30,17 @@ def _batches(rank: int) -> list[torch.Tensor]:
     return [torch.randn(8, 16) * 3 for _ in range(2)]
 
 
+class Gate(nn.Module):
+    """Two weights; ``b`` is left out on some ranks and steps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Parameter(torch.ones(4)), nn.Parameter(torch.ones(4))
+
+    def forward(self, x: torch.Tensor, use_b: bool) -> torch.Tensor:
+        return (x * self.a + (x * self.b if use_b else 0)).pow(2).sum()
+
+
 def _per_parameter_norm_clip(grads: list[torch.Tensor]) -> list[torch.Tensor]:
     return [g * torch.clamp(MAX_NORM / (g.norm() + 1e-6), max=1.0) for g in grads]
 
@@ -100,6 +111,17 @@ def _checks(rank: int, world_size: int, wrapper: str) -> dict:
                           abs(a - b) > 1e-3 * b for ls, ts in zip(local_norms, truth) for a, b in zip(ls, ts)),
                       "layers": gm.norms(), "table": gm.table()}
 
+    if wrapper == "ddp":  # rank 1 leaves b out of step 1: DDP still gives it rank 0's gradient, averaged
+        from math import nan
+        gate = Gate()
+        ddp_gate, truth = DDP(gate, find_unused_parameters=True), []
+        with hooklab.GradientMonitor(gate) as gm:
+            for step, x in enumerate(xs):
+                gate.zero_grad(set_to_none=True)
+                ddp_gate(x[0, :4], use_b=rank == 0 or step == 0).backward()
+                truth.append([p.grad.norm().item() if p.grad is not None else nan for p in gate.parameters()])
+        out["monitor, b unused on rank 1"] = {"got": list(zip(*gm.norms(per="parameter").values())), "truth": truth}
+
     # clip hooks that act after the reduction (S3, S4): equal to clip_grad_*_ of the plain run's gradients
     for name, (make, clip_after) in _clip_truths().items():
         inner, wrapped = wrap()
@@ -142,6 +164,19 @@ def test_gradient_monitor_records_what_the_optimizer_sees(found):
     for layer, values in rank0["monitor"]["layers"].items():
         assert values == pytest.approx(rank1["monitor"]["layers"][layer], rel=1e-6)
     assert rank0["monitor"]["table"].splitlines()[0].split() == ["layer", "steps", "last", "min", "max"]
+
+
+@pytest.mark.timeout(200)
+def test_gradient_monitor_in_ddp_sees_a_gradient_another_rank_gave(found):
+    wrapper, results = found
+    if wrapper != "ddp":
+        pytest.skip("a DDP case")
+    for result in results:
+        got, truth = result["monitor, b unused on rank 1"].values()
+        assert len(got) == len(truth) == 2
+        for g, t in zip(got, truth):
+            assert g == pytest.approx(t, rel=1e-6)
+    assert results[0]["monitor, b unused on rank 1"]["got"] == results[1]["monitor, b unused on rank 1"]["got"]
 
 
 @pytest.mark.timeout(200)
