@@ -125,8 +125,8 @@ same L tokens again (`hooklab.course.induction.make_batch`, L = `SEQ_HALF` = {in
 find the earlier occurrence of the current token and copy the token that followed it.
 Training drew L uniformly from {HALF_MIN}..{HALF_MAX} at each step, so a head that looks back a fixed
 distance cannot solve the task. The loss, and the accuracy below, cover the second-half tokens after
-the first repeated one (the first repeated token follows the last random one and is predictable from
-its position alone).
+the first repeated one (nothing before the first repeated token says that the first half has ended,
+so induction cannot predict it).
 
 ## Architecture
 `transformers.LlamaForCausalLM` (`hooklab.course.induction.config()`): vocabulary {induction.VOCAB}, 2 decoder

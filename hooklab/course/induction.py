@@ -100,8 +100,8 @@ def second_half_mask(length: int, half: int) -> torch.Tensor:
     """Which *prediction* positions (``logits[:, p]`` predicts token ``p + 1``) are scored.
 
     Scored: the predictions of the second-half tokens after the first repeated one, i.e. tokens
-    ``half + 2 .. 2 * half`` (the first repeated token follows the last random one and is
-    predictable only from its position, so it is not scored).
+    ``half + 2 .. 2 * half`` (nothing before the first repeated token says that the first half
+    has ended, so induction cannot predict it and it is not scored).
     """
     mask = torch.zeros(length - 1, dtype=torch.bool)
     mask[half + 1:2 * half] = True
