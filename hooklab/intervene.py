@@ -9,14 +9,16 @@
 
 How it compares. TransformerLens puts an identity ``HookPoint`` module at every activation of its own
 model classes and its ``hooks()`` context manager adds forward hooks to them and removes them in
-``finally``; nnsight traces a block of code into proxies and registers hooks where a value is read
-or assigned. ``intervene`` does the first on the module tree a model already has (a Hugging Face
-model as it is): a plain forward hook (or pre-hook) on each named module, so it sees what that
-module returns or receives, nothing inside it (for one head's output, edit the input of the output
-projection, ``...self_attn.o_proj`` with ``on="input"``). It does not trace code, batch several
-runs into one, run remotely, or hook values that are not a module's input or output; it works under
-``generate()``, where one block sees the prompt on the first call and one token per later call with
-a KV cache (``call.positions`` says which positions a call holds).
+``finally``; nnsight runs the code of a ``trace`` block alongside the forward pass (as proxies in
+its early releases, in a worker thread in recent ones) and registers a hook on a module when that code
+reads or assigns the module's ``.input`` / ``.output`` (one-shot hooks since 0.7). ``intervene`` does
+the first on the module tree a model already has (a Hugging Face model as it is): a plain forward
+hook (or pre-hook) on each named module, so it sees what that module returns or receives, nothing
+inside it (for one head's output, edit the input of the output projection,
+``...self_attn.o_proj`` with ``on="input"``). It does not run code interleaved with the forward,
+batch several prompts' interventions into one run, run remotely, or reach values inside a module's
+forward. It works under ``generate()``, where one block sees the prompt on the first call and one
+token per later call with a KV cache (``call.positions`` says which positions a call holds).
 """
 from __future__ import annotations
 
