@@ -270,7 +270,7 @@ class intervene(Recorder):  # noqa: N801 - used like a function: ``with interven
         self._model_positions = _positions(kwargs)  # None when this forward was given no positions
 
     def _register(self) -> None:
-        self.scope.add(self.model.register_forward_pre_hook(self._model_hook, with_kwargs=True, prepend=True))
+        self.scope.add(self.model.register_forward_pre_hook(self._model_hook, with_kwargs=True))
         for name, module in self.modules.items():
             if self.on == "output":
                 handle = module.register_forward_hook(self._output_hook(name), with_kwargs=True)
