@@ -204,3 +204,65 @@ def test_12_2_reasons_name_the_mistake():
     assert "without any patch" in exercises.verdict("12.2", no_patch)[2]
     assert "input" in exercises.verdict("12.2", layer_input)[2]
     assert "layer 2" in exercises.verdict("12.2", next_layer)[2] or "layer 1's output" in exercises.verdict("12.2", next_layer)[2]
+
+
+# ---- 12.3 one hook for a tensor and a tuple output -------------------------------------------------
+
+def scaling_by_type_check(factor):
+    # written differently: tuple check via try/except, in place on a clone
+    def hook(module, args, output):
+        try:
+            first, *rest = output if isinstance(output, tuple) else (output,)
+        except ValueError:
+            return None
+        scaled = first.clone().mul_(factor)
+        return (scaled, *rest) if isinstance(output, tuple) else scaled
+    return hook
+
+
+def always_index_zero(factor):
+    return lambda module, args, output: (output[0] * factor, *output[1:])
+
+
+def drops_tuple(factor):
+    return lambda module, args, output: (output[0] if isinstance(output, tuple) else output) * factor
+
+
+def observes_only(factor):
+    def hook(module, args, output):
+        _ = (output[0] if isinstance(output, tuple) else output) * factor
+    return hook
+
+
+def scales_everything(factor):
+    def hook(module, args, output):
+        if isinstance(output, tuple):
+            return tuple(o * factor if o is not None else o for o in output)
+        return output * factor
+    return hook
+
+
+def wrong_factor(factor):
+    def hook(module, args, output):
+        if isinstance(output, tuple):
+            return (output[0] * 2, *output[1:])
+        return output * 2
+    return hook
+
+
+def blank_12_3(factor):
+    pass
+
+
+def test_12_3():
+    from hooklab.course import exercises
+    assert verdict("12.3", run_solution("12.3")["make_scaling_hook"]) == "correct"
+    assert verdict("12.3", scaling_by_type_check) == "correct"
+    assert verdict("12.3", scales_everything) == "correct"  # (output, None): None is left alone either way
+    assert "first sample" in exercises.verdict("12.3", always_index_zero)[2]
+    assert "replaced the tuple with a tensor" in exercises.verdict("12.3", drops_tuple)[2]
+    assert "did not change" in exercises.verdict("12.3", observes_only)[2]
+    assert "times the original" in exercises.verdict("12.3", wrong_factor)[2]
+    assert "first sample" in exercises.verdict("12.3", lambda f: lambda m, a, out: out[0] * f)[2]
+    assert verdict("12.3", blank_12_3) == "not solved"
+    assert verdict("12.3", "hook") == "wrong"

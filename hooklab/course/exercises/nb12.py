@@ -1,9 +1,11 @@
-"""Exercises of notebook 12 (transformer language models): a head during generate(), a residual patch.
+"""Exercises of notebook 12 (transformer language models): one head during generate(), a residual patch,
+one hook for a tensor and a tuple output.
 
-Both run the learner's function on a fresh ``LlamaForCausalLM`` built from
+All three run the learner's function on a fresh ``LlamaForCausalLM`` built from
 :func:`hooklab.course.induction.config` with seeded random weights (nothing is loaded or downloaded)
 and compare it with a truth computed without the learner's hooks: 12.1 with one forward over the whole
-generated sequence, 12.2 by running the model's modules one by one and patching between them.
+generated sequence, 12.2 by running the model's modules one by one and patching between them, 12.3 by
+calling each module without the hook.
 """
 from __future__ import annotations
 
@@ -224,3 +226,105 @@ def patch_residual(answer: Any) -> None:
                         "(`model.model.layers[layer]`).")
         raise Wrong(f"logits 与第 {layer} 层输出在位置 {position} 被替换后的结果不一致。",
                     f"the logits differ from those with layer {layer}'s output replaced at position {position}.")
+
+
+# ---- 12.3 one hook for a tensor and a tuple output -------------------------------------------------
+
+class _TupleLayer(torch.nn.Module):
+    """A decoder layer returning ``(hidden_states,)``, as decoder layers of older releases did."""
+
+    def __init__(self, layer: torch.nn.Module) -> None:
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, *args: Any, **kwargs: Any) -> tuple:
+        return (self.layer(*args, **kwargs),)
+
+
+def _scaling_cases(seed: int) -> list:
+    model = _fresh_model(seed)
+    ids = induction.make_batch(2, seed=seed + 100)
+    with torch.no_grad():
+        hidden = model.model.embed_tokens(ids)
+        cos_sin = model.model.rotary_emb(hidden, position_ids=torch.arange(ids.shape[1])[None])
+    layer = model.model.layers[0]
+    return [
+        (("解码器层（返回张量）", "a decoder layer (returns a tensor)"), layer, (hidden,),
+         {"position_embeddings": cos_sin}),
+        (("旧版本式的解码器层（返回元组）", "an older-style decoder layer (returns a tuple)"), _TupleLayer(layer), (hidden,),
+         {"position_embeddings": cos_sin}),
+        (("注意力模块（返回 (输出, None)）", "an attention module (returns (output, None))"), layer.self_attn, (),
+         {"hidden_states": hidden, "position_embeddings": cos_sin, "attention_mask": None}),
+    ]
+
+
+@exercise("12.3",
+          hint=("先取出隐藏状态：`h = output[0] if isinstance(output, tuple) else output`；"
+                "再按原来的形式返回：元组就返回 `(h * factor, *output[1:])`，张量就返回 `h * factor`。",
+                "take the hidden state out first: `h = output[0] if isinstance(output, tuple) else output`; then "
+                "return it in the form it came in: for a tuple `(h * factor, *output[1:])`, for a tensor `h * factor`."),
+          solution='''
+def make_scaling_hook(factor):
+    def hook(module, args, output):
+        if isinstance(output, tuple):
+            return (output[0] * factor, *output[1:])
+        return output * factor
+    return hook
+''')
+def scaling_hook(answer: Any) -> None:
+    require_callable(answer, "make_scaling_hook")
+    for trial, factor in enumerate((0.5, 3.0)):
+        for (zh, en), module, args, kwargs in _scaling_cases(1230 + trial):
+            with torch.no_grad():
+                reference = module(*args, **kwargs)
+            hook = call_answer(answer, factor, returns=("一个前向钩子", "a forward hook"))
+            if not callable(hook):
+                raise Wrong(f"`make_scaling_hook` 应返回一个前向钩子函数，收到的是 {type(hook).__name__}。",
+                            f"`make_scaling_hook` must return a forward hook function, got a {type(hook).__name__}.")
+            handle = module.register_forward_hook(hook)
+            try:
+                with torch.no_grad():
+                    got = module(*args, **kwargs)
+            except Exception as exc:
+                raise Wrong(f"在{zh}上，你的钩子抛出了 {type(exc).__name__}: {exc}",
+                            f"on {en}, your hook raised {type(exc).__name__}: {exc}") from exc
+            finally:
+                handle.remove()
+            hidden = reference[0] if isinstance(reference, tuple) else reference
+            if isinstance(reference, tuple):
+                if isinstance(got, torch.Tensor):
+                    raise Wrong(f"在{zh}上，你的钩子把元组换成了一个张量：调用者要拆开元组（`hidden, weights = ...`），"
+                                "其余元素也要原样放回。",
+                                f"on {en}, your hook replaced the tuple with a tensor: the caller unpacks the tuple "
+                                "(`hidden, weights = ...`), so put the other elements back unchanged.")
+                if not isinstance(got, tuple) or len(got) != len(reference):
+                    raise Wrong(f"在{zh}上，输出应是和原来一样长的元组（{len(reference)} 个元素）。",
+                                f"on {en}, the output must be a tuple as long as the original ({len(reference)} "
+                                "elements).")
+                if any(a is not b and not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+                                           and torch.equal(a, b)) for a, b in zip(got[1:], reference[1:])):
+                    raise Wrong(f"在{zh}上，元组的其余元素被改动了：只缩放第一个元素（隐藏状态）。",
+                                f"on {en}, the tuple's other elements changed: scale only the first one (the hidden "
+                                "state).")
+                got_hidden = got[0]
+            else:
+                if isinstance(got, tuple):
+                    raise Wrong(f"在{zh}上，你的钩子返回了元组，而这个模块返回的是张量（对张量来说，`output[0]` 是第一个样本，"
+                                "`output[1:]` 是其余的样本）：按原来的形式返回。",
+                                f"on {en}, your hook returned a tuple for a module that returns a tensor (of a tensor, "
+                                "`output[0]` is the first sample and `output[1:]` the rest): return the form that came "
+                                "in.")
+                got_hidden = got
+            if not isinstance(got_hidden, torch.Tensor) or got_hidden.shape != hidden.shape:
+                shape = list(got_hidden.shape) if isinstance(got_hidden, torch.Tensor) else type(got_hidden).__name__
+                raise Wrong(f"在{zh}上，隐藏状态的形状变成了 {shape}（应为 {list(hidden.shape)}）：对一个张量取 `output[0]`，"
+                            "得到的是第一个样本，不是隐藏状态。",
+                            f"on {en}, the hidden state's shape became {shape} (expected {list(hidden.shape)}): "
+                            "`output[0]` of a tensor is the first sample, not the hidden state.")
+            if torch.allclose(got_hidden, hidden):
+                raise Wrong(f"在{zh}上，输出没有变：前向钩子只有**返回**新的输出才会替换原来的（返回 None 表示不改）。",
+                            f"on {en}, the output did not change: a forward hook replaces the output only by "
+                            "**returning** the new one (returning None changes nothing).")
+            if not torch.allclose(got_hidden, hidden * factor, atol=1e-6):
+                raise Wrong(f"在{zh}上，隐藏状态不是原来的 {factor} 倍。",
+                            f"on {en}, the hidden state is not {factor} times the original.")
