@@ -5,14 +5,13 @@ processes (:func:`hooklab.workers.run_workers`, killed after a deadline), as not
 """
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from ...meter import OpCounter
 from . import NotSolved, Wrong, call_answer, exercise, require_callable
 from ._comm import guard, run_checked
 
@@ -113,16 +112,6 @@ def end_of_backward(answer: Any) -> None:
 
 # ---- 14.2 count every aten op of forward and backward ------------------------------------------
 
-class _Truth(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.counts: Counter = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.counts[func.overloadpacket.__name__] += 1
-        return func(*args, **(kwargs or {}))
-
-
 def _step(seed: int) -> Any:
     """A fresh forward + backward to be counted (``fn`` for the learner's ``count_ops``)."""
     def fn() -> None:
@@ -159,7 +148,7 @@ def count_ops(fn):
 def count_ops(answer: Any) -> None:
     require_callable(answer, "count_ops")
     for seed in (1, 2):
-        with _Truth() as truth:
+        with OpCounter() as truth:  # hooklab's own dispatch-mode counter
             _step(seed)()
         counts = call_answer(answer, _step(seed),
                              returns=("一个字典：算子名 -> 次数", "a dict from op name to count"))
