@@ -484,6 +484,7 @@ class ActivationStats(Recorder):
 
     def _unregister(self) -> None:
         self.scope.remove()
+        self._modules = {}  # keep no model alive after the block
         silent = [name for name, series in self._series.items() if not len(series)]
         if silent and not self._block_raised:
             first = ("the model has been torch.compile'd, and hooks added after compiling do not run in the compiled "

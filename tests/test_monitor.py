@@ -357,6 +357,18 @@ def test_the_monitor_keeps_no_model_alive_after_its_block():
     assert gm.norms(per="parameter")["0.weight"] == pytest.approx([expected])
 
 
+def test_activation_stats_keeps_no_model_alive_after_its_block():
+    import gc
+    import weakref
+    model = make_mlp()
+    with ActivationStats(model, ["0", "2"]) as st:
+        model(torch.ones(2, 4))
+    ref = weakref.ref(model[0])
+    del model
+    gc.collect()
+    assert ref() is None and len(st.stats()["0"]["mean"]) == 1
+
+
 def test_load_state_dict_assign_inside_the_block_is_followed():
     model = make_mlp()
     fresh = {k: torch.randn_like(v) * 10 for k, v in model.state_dict().items()}
