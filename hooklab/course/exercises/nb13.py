@@ -1,0 +1,221 @@
+"""Exercises of notebook 13 (debugging with hooks, what hooks cost): find the producer, a hook without a cycle.
+
+13.1 runs the learner's ``first_nonfinite(model, x)`` on fresh models (call order unlike definition order,
+a module called twice, a tuple output, a bad input) and compares with the truth found by plain hooks;
+13.2 checks that the learner's counting hooks count right and leave no reference cycle (with the garbage
+collector off, the model must be freed by ``del`` alone).
+"""
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import Any
+
+import torch
+from torch import nn
+
+from . import NotSolved, Wrong, call_answer, exercise, require_callable
+
+
+# ---- 13.1 find the producer ---------------------------------------------------------------------
+
+class _Divide(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x / x.sum(dim=-1, keepdim=True)  # 0 / 0 = NaN for a row that sums to 0
+
+
+class _Exp(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.exp(x)
+
+
+class _Split(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x.clone(), torch.log(x)  # log(0) = -inf in the second element
+
+
+class _Reordered(nn.Module):
+    """Defined head, norm, body; called body, norm, head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head, self.norm = nn.Linear(4, 2), _Divide()
+        self.body = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(self.body(x)))
+
+
+class _Twice(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale, self.exp, self.out = nn.Linear(3, 3), _Exp(), nn.Linear(3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.exp(self.exp(self.scale(x))))
+
+
+class _Pair(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.relu, self.split, self.out = nn.ReLU(), _Split(), nn.Linear(3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.split(self.relu(x))[1])
+
+
+def _cases() -> list[tuple[str, nn.Module, torch.Tensor, tuple[str, int]]]:
+    """(what, model, input, (first module, which call)): the truth is checked by :func:`_truth` too."""
+    torch.manual_seed(13)
+    reordered = _Reordered()
+    with torch.no_grad():
+        reordered.body[0].bias.fill_(-100.0)  # every ReLU output is 0: the division makes 0 / 0
+    twice = _Twice()
+    with torch.no_grad():
+        twice.scale.weight.copy_(torch.eye(3)), twice.scale.bias.zero_()
+    healthy = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 1))
+    bad = torch.randn(2, 3)
+    bad[1, 2] = float("nan")
+    return [
+        ("a model called in another order than it is defined", reordered, torch.randn(3, 4), ("norm", 1)),
+        ("a module called twice", twice, torch.full((1, 3), 5.0), ("exp", 2)),  # exp(5) finite, exp(exp(5)) inf
+        ("a module that returns a tuple", _Pair(), torch.tensor([[-1.0, 2.0, 3.0]]), ("split", 1)),
+        ("an input that is already NaN", healthy, bad, ("0", 1)),
+    ]
+
+
+def _truth(model: nn.Module, x: torch.Tensor) -> tuple[str, int] | None:
+    names = {id(m): n for n, m in model.named_modules() if n}
+    calls: dict[str, int] = {}
+    found: list[tuple[str, int]] = []
+
+    def count(module: nn.Module, args: Any) -> None:
+        if id(module) in names:
+            calls[names[id(module)]] = calls.get(names[id(module)], 0) + 1
+
+    def look(module: nn.Module, args: Any, output: Any) -> None:
+        outs = output if isinstance(output, tuple) else (output,)
+        if id(module) in names and not found and any(not torch.isfinite(t).all() for t in outs):
+            found.append((names[id(module)], calls[names[id(module)]]))
+
+    handles = [h for m in model.modules() for h in (m.register_forward_pre_hook(count), m.register_forward_hook(look))]
+    try:
+        model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return found[0] if found else None
+
+
+@exercise("13.1",
+          hint=("一个前向前置钩子给每个模块的调用计数，一个前向钩子检查输出（元组要逐个元素检查）："
+                "`torch.isfinite(t).all()` 为 False 的第一次调用就是答案。名字用 `named_modules()` 建一个 "
+                "`{模块: 名字}` 字典；钩子按调用顺序运行。最后别忘了 `remove()` 所有句柄。",
+                "a forward pre-hook counts each module's calls, a forward hook checks the output (each element of "
+                "a tuple): the first call whose `torch.isfinite(t).all()` is False is the answer. Build a "
+                "`{module: name}` dict from `named_modules()`; hooks run in call order. `remove()` every handle "
+                "at the end."),
+          solution='''
+import torch
+
+def first_nonfinite(model, x):
+    names = {m: n for n, m in model.named_modules() if n}
+    calls, found = {}, []
+
+    def count(module, args):
+        if module in names:
+            calls[names[module]] = calls.get(names[module], 0) + 1
+
+    def look(module, args, output):
+        outputs = output if isinstance(output, tuple) else (output,)
+        if module in names and not found and not all(torch.isfinite(t).all() for t in outputs):
+            found.append((names[module], calls[names[module]]))
+
+    handles = [h for m in model.modules() for h in (m.register_forward_pre_hook(count), m.register_forward_hook(look))]
+    try:
+        model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return found[0] if found else None
+''')
+def first_producer(answer: Any) -> None:
+    require_callable(answer, "first_nonfinite")
+    for what, model, x, expected in _cases():
+        assert _truth(model, x) == expected, what  # the cases are what they claim to be
+        before = {id(m): (len(m._forward_hooks), len(m._forward_pre_hooks)) for m in model.modules()}
+        got = call_answer(answer, model, x, returns=("`(模块名, 第几次调用)`", "`(module name, call number)`"))
+        if {id(m): (len(m._forward_hooks), len(m._forward_pre_hooks)) for m in model.modules()} != before:
+            raise Wrong(f"{what}：你的函数留下了钩子；在 `finally` 里 `remove()` 每个句柄。",
+                        f"{what}: your function left hooks behind; `remove()` every handle in a `finally`.")
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise Wrong(f"应返回 `(模块名, 第几次调用)`，收到的是 {got!r}。",
+                        f"return `(module name, call number)`, got {got!r}.")
+        if got == expected:
+            continue
+        if got[0] == expected[0]:
+            raise Wrong(f"{what}：模块 {got[0]!r} 对了，但出问题的是它的第 {expected[1]} 次调用，不是第 {got[1]} 次。",
+                        f"{what}: module {got[0]!r} is right, but it is its call {expected[1]}, not {got[1]}.")
+        raise Wrong(f"{what}：第一个输出非有限值的模块调用是 {expected[0]!r}，你的函数给出 {got[0]!r}"
+                    "（按调用顺序找，不是 `named_modules()` 的顺序；元组输出要看每个元素）。",
+                    f"{what}: the first module call whose output is non-finite is {expected[0]!r}, your function "
+                    f"says {got[0]!r} (search in call order, not in `named_modules()` order; check every element of "
+                    "a tuple output).")
+
+
+# ---- 13.2 a hook without a reference cycle ------------------------------------------------------
+
+def _fresh_model() -> nn.Module:
+    torch.manual_seed(14)
+    return nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+
+
+@exercise("13.2",
+          hint=("钩子的第一个参数就是模块本身：用它，而不要在闭包里引用 `model`（或一个持有 `model` 的对象的绑定方法）。"
+                "计数放在一个普通字典里，键用模块名。",
+                "the hook's first argument is the module itself: use it instead of referring to `model` from the "
+                "closure (or to a bound method of an object that holds `model`). Keep the counts in a plain dict "
+                "keyed by module name."),
+          solution='''
+def count_calls(model):
+    counts = {}
+    names = {id(m): n for n, m in model.named_modules() if n}
+
+    def hook(module, args, output):  # `module` is passed in: the closure never refers to the model
+        counts[names[id(module)]] = counts.get(names[id(module)], 0) + 1
+
+    for name, m in model.named_modules():
+        if name:
+            m.register_forward_hook(hook)
+    return counts
+''')
+def no_cycle(answer: Any) -> None:
+    require_callable(answer, "count_calls")
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()  # the model must be freed by `del` alone: reference counting, no cycle collector
+    try:
+        model = _fresh_model()
+        counts = call_answer(answer, model, returns=("计数的字典", "the dict of counts"))
+        if not isinstance(counts, dict):
+            raise Wrong(f"应返回计数的字典，收到的是 {type(counts).__name__}。",
+                        f"return the dict of counts, got a {type(counts).__name__}.")
+        for _ in range(2):
+            model(torch.randn(3, 4))
+        expected = {"0": 2, "1": 2, "2": 2}
+        if counts != expected:
+            raise Wrong(f"调用两次前向之后，计数应是 {expected}，你的字典是 {counts}。",
+                        f"after two forward calls the counts should be {expected}; your dict holds {counts}.")
+        ref = weakref.ref(model)
+        del model
+        alive = ref() is not None
+    finally:
+        gc.collect()  # free what a wrong answer kept, whatever happened
+        if was_enabled:
+            gc.enable()
+    if alive:
+        raise Wrong("`del model` 之后模型仍然活着，要等垃圾回收器才会释放：你的钩子通过闭包（或绑定方法）引用了模型，"
+                    "模型又通过 `_forward_hooks` 引用钩子，形成了引用循环。用钩子的 `module` 参数。",
+                    "the model is still alive after `del model` and waits for the garbage collector: your hook "
+                    "refers to the model through its closure (or a bound method), and the model refers to the hook "
+                    "through `_forward_hooks`: a reference cycle. Use the hook's `module` argument.")

@@ -1,0 +1,158 @@
+"""Notebook 13's checkers accept right answers written differently and reject the typical wrong ones."""
+import gc
+
+import torch
+
+from exercise_support import run_solution, verdict
+
+
+def message(key, answer):
+    import hooklab.course.exercises
+    status, zh, en = hooklab.course.exercises.verdict(key, answer)
+    assert status == "wrong" and zh and zh != en
+    return en
+
+
+# ---- 13.1 the first module that makes NaN/inf ---------------------------------------------------
+
+def by_global_hook(model, x):  # right too: a global hook with its own call counter
+    from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+    names = {m: n for n, m in model.named_modules() if n}
+    calls, found = {}, []
+
+    def pre(m, args):
+        if m in names:
+            calls[names[m]] = calls.get(names[m], 0) + 1
+
+    def post(m, args, out):
+        outs = out if isinstance(out, tuple) else (out,)
+        if m in names and not found and any(not torch.isfinite(t).all() for t in outs):
+            found.append((names[m], calls[names[m]]))
+
+    handles = [register_module_forward_pre_hook(pre), register_module_forward_hook(post)]
+    try:
+        model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return found[0]
+
+
+def in_named_modules_order(model, x):  # the classic mistake: look at modules in definition order
+    outs = {}
+    handles = [m.register_forward_hook(lambda m, a, o, n=n: outs.setdefault(n, o)) for n, m in model.named_modules() if n]
+    try:
+        model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    for name, _ in model.named_modules():
+        o = outs.get(name)
+        if isinstance(o, torch.Tensor) and not torch.isfinite(o).all():
+            return name, 1
+    return None
+
+
+def last_call_only(model, x):  # counts nothing: always says call 1
+    name, _ = by_global_hook(model, x)
+    return name, 1
+
+
+def leaves_hooks(model, x):
+    found = []
+    for n, m in model.named_modules():
+        if n:
+            m.register_forward_hook(lambda m, a, o, n=n: found.append(n) if isinstance(o, torch.Tensor)
+                                    and not torch.isfinite(o).all() else None)
+    model(x)
+    return found[0], 1
+
+
+def blank(model, x):
+    pass
+
+
+def test_13_1():
+    assert verdict("13.1", run_solution("13.1")["first_nonfinite"]) == "correct"
+    assert verdict("13.1", by_global_hook) == "correct"
+    assert verdict("13.1", blank) == "not solved"
+    assert verdict("13.1", 3) == "wrong"
+
+
+def test_13_1_names_what_is_wrong():
+    assert "not in `named_modules()` order" in message("13.1", in_named_modules_order)
+    assert "it is its call 2, not 1" in message("13.1", last_call_only)
+    assert "left hooks behind" in message("13.1", leaves_hooks)
+
+
+# ---- 13.2 counting hooks without a reference cycle ---------------------------------------------
+
+def via_closure(model):  # the closure refers to the model: a cycle
+    counts = {}
+    names = {id(m): n for n, m in model.named_modules() if n}
+
+    def hook(module, args, output):
+        assert model is not None
+        counts[names[id(module)]] = counts.get(names[id(module)], 0) + 1
+
+    for n, m in model.named_modules():
+        if n:
+            m.register_forward_hook(hook)
+    return counts
+
+
+class Counter:
+    def __init__(self, model):
+        self.model, self.counts = model, {}
+        self.names = {id(m): n for n, m in model.named_modules() if n}
+        for n, m in model.named_modules():
+            if n:
+                m.register_forward_hook(self.hook)  # a bound method: the model holds self, self holds the model
+
+    def hook(self, module, args, output):
+        self.counts[self.names[id(module)]] = self.counts.get(self.names[id(module)], 0) + 1
+
+
+def via_bound_method(model):
+    return Counter(model).counts
+
+
+def via_weakref(model):  # right: a weak reference does not keep the model alive
+    import weakref
+    ref, counts = weakref.ref(model), {}
+
+    def hook(module, args, output):
+        name = next(n for n, m in ref().named_modules() if m is module)
+        counts[name] = counts.get(name, 0) + 1
+
+    for n, m in model.named_modules():
+        if n:
+            m.register_forward_hook(hook)
+    return counts
+
+
+def counts_once(model):
+    counts = {}
+    for n, m in model.named_modules():
+        if n:
+            m.register_forward_hook(lambda mod, a, o, n=n: counts.__setitem__(n, 1))
+    return counts
+
+
+def test_13_2():
+    assert verdict("13.2", run_solution("13.2")["count_calls"]) == "correct"
+    assert verdict("13.2", via_weakref) == "correct"
+    assert verdict("13.2", blank_count) == "not solved"
+    assert verdict("13.2", "counts") == "wrong"
+    assert gc.isenabled()
+
+
+def blank_count(model):
+    pass
+
+
+def test_13_2_names_what_is_wrong_and_restores_the_collector():
+    assert "reference cycle" in message("13.2", via_closure)
+    assert "reference cycle" in message("13.2", via_bound_method)
+    assert "the counts should be" in message("13.2", counts_once)
+    assert gc.isenabled()
