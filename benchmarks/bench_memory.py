@@ -7,6 +7,7 @@ and prints one table, every number relative to the baseline measured in the same
     .venv/bin/python benchmarks/bench_memory.py                 # CPU: ResNet-18 (a few minutes on 1 thread)
     .venv/bin/python benchmarks/bench_memory.py --quick         # smoke run (seconds)
     .venv/bin/python benchmarks/bench_memory.py --device cuda   # the tutorial's case: ResNet-152, batch 256, 224x224
+    .venv/bin/python benchmarks/bench_memory.py --compile       # also torch.compile's activation_memory_budget
 
 The planner rows (``plan 1/2`` ...) use hooklab.MemoryPlanner with the times measured on this
 machine; each is followed by a line comparing it with the single strategies (one variant on every
@@ -205,8 +206,66 @@ def gpu_save_on_cpu(batch: int, size: int, repeats: int) -> list[str]:
     ]
 
 
+def compile_rows(model: nn.Sequential, x: torch.Tensor, target: torch.Tensor, repeats: int,
+                 print_fn: Callable[[str], Any]) -> dict[float, dict[str, float]]:
+    """torch.compile (backend aot_eager: AOTAutograd's partitioner, no code generation) at activation_memory_budget
+    1, 1/2, 1/4, 1/10: bytes the compiled graph saves for backward (its CompiledFunctionBackward node's saved
+    tensors, parameters, buffers and the batch left out), step time against the eager step, gradient error."""
+    from torch._functorch import config as functorch_config
+
+    loss_fn = nn.CrossEntropyLoss()
+    alive = {t.untyped_storage().data_ptr() for t in [x, target, *model.parameters(), *model.buffers()]}
+
+    def eager_grads() -> torch.Tensor:
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(0)
+        loss_fn(model(x), target).backward()
+        return torch.cat([p.grad.flatten().double() for p in model.parameters()])
+
+    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+    reference = eager_grads()
+    results: dict[float, dict[str, float]] = {}
+    for budget in (1.0, *(1 / n for n in BUDGETS)):
+        torch._dynamo.reset()
+        with functorch_config.patch(activation_memory_budget=budget):
+            compiled = torch.compile(model, backend="aot_eager")
+            model.zero_grad(set_to_none=True)
+            torch.manual_seed(0)
+            out = compiled(x)  # compiles here
+            saved = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                     for t in out.grad_fn.saved_tensors if t.untyped_storage().data_ptr() not in alive}
+            loss_fn(out, target).backward()
+            grads = torch.cat([p.grad.flatten().double() for p in model.parameters()])
+            del out
+            times = {"eager": [], "compiled": []}
+            for _ in range(repeats):
+                for name, fn in (("eager", model), ("compiled", compiled)):
+                    start = time.perf_counter()
+                    loss_fn(fn(x), target).backward()
+                    times[name].append(time.perf_counter() - start)
+        results[budget] = {"saved": sum(saved.values()),
+                           "time": statistics.median(a / b for a, b in zip(times["compiled"], times["eager"])),
+                           "grad_err": ((grads - reference).norm() / reference.norm()).item()}
+        with torch.no_grad():
+            for name, b in model.named_buffers():
+                b.copy_(buffers[name])
+    torch._dynamo.reset()
+    model.zero_grad(set_to_none=False)
+    base = results[1.0]["saved"]
+    print_fn("")
+    print_fn("torch.compile(backend='aot_eager') with activation_memory_budget (the partitioner's min-cut recompute); "
+             "bytes the compiled graph saves, relative to budget 1; time relative to the eager step in the same round")
+    header = f"{'budget':<11} {'saved MiB':>9} {'x less':>7} {'time x':>7} {'grad err':>9}"
+    print_fn(header)
+    print_fn("-" * len(header))
+    for budget, r in results.items():
+        print_fn(f"{budget:<11.2f} {r['saved'] / MiB:>9.2f} {base / max(r['saved'], 1):>7.2f} {r['time']:>7.2f} "
+                 f"{r['grad_err']:>9.1e}")
+    return results
+
+
 def run(quick: bool = False, batch: int | None = None, size: int | None = None, repeats: int | None = None,
-        threads: int = 1, device: str = "cpu", planner: bool = True,
+        threads: int = 1, device: str = "cpu", planner: bool = True, compile: bool = False,
         print_fn: Callable[[str], Any] = print) -> dict[str, dict[str, float]]:
     cuda = device.startswith("cuda")
     depth = 152 if cuda and not quick else 18
@@ -281,6 +340,8 @@ def run(quick: bool = False, batch: int | None = None, size: int | None = None, 
     if plans:
         print_fn("plan codes per block: k keep, C checkpoint, o offload (disk on a CPU, overlapped to CPU memory on "
                  f"a GPU), b bf16, i int8 (compression only where the gradient error < {MAX_ERROR:g})")
+    if compile:
+        compile_rows(model, x, target, repeats, print_fn)
     if not cuda:
         for line in gpu_save_on_cpu(batch=32 if quick else 128, size=size if quick else 224, repeats=repeats):
             print_fn(line)
@@ -296,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--device", default="cpu", help="cpu (ResNet-18) or cuda (ResNet-152, batch 256, 224x224)")
     parser.add_argument("--no-planner", action="store_true", help="skip the planner rows")
+    parser.add_argument("--compile", action="store_true",
+                        help="also torch.compile (aot_eager) at activation_memory_budget 1, 1/2, 1/4, 1/10 (minutes)")
     args = parser.parse_args(argv)
     if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
         parser.error(f"--device must be cpu or cuda, got {args.device!r}")
@@ -306,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None and value < 1:
             parser.error(f"--{name} must be a positive integer, got {value}")
     run(quick=args.quick, batch=args.batch, size=args.size, repeats=args.repeats, threads=args.threads,
-        device=args.device, planner=not args.no_planner)
+        device=args.device, planner=not args.no_planner, compile=args.compile)
     return 0
 
 

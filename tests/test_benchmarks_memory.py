@@ -18,11 +18,12 @@ PLAN = re.compile(r"^plan 1/(2|4|10) \(budget [0-9.]+ MiB\): (met, plan ([kCobi]
                   r"the best single strategy by [0-9.]+x)|cannot be met: .+); single strategies that meet it: (none|.+)$")
 
 
+@pytest.mark.timeout(660)  # the quick run compiles a ResNet-18 four times (aot_eager): minutes on 2 loaded cores
 def test_quick_mode_prints_the_table_and_leaks_no_files(tmp_path):
     # SaveOnDisk's folders go to the temp dir: a private one, so that no other process's folders are counted
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    result = subprocess.run([sys.executable, "-W", "error", str(SCRIPT), "--quick"],
-                            capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    result = subprocess.run([sys.executable, "-W", "error", str(SCRIPT), "--quick", "--compile"],
+                            capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("variant"))
@@ -50,6 +51,12 @@ def test_quick_mode_prints_the_table_and_leaks_no_files(tmp_path):
             assert m.group(2).startswith("met,") and len(m.group(3)) == 9, line
             budget = float(line.split("budget ")[1].split(" MiB")[0])
             assert float(rows[f"plan_1/{m.group(1)}"][0]) <= budget + 0.005, line
+    # torch.compile's activation_memory_budget: one row per budget, budget 1 the reference of "x less"
+    top = next(i for i, line in enumerate(lines) if line.startswith("budget ") and "saved MiB" in line)
+    assert lines[top].split() == ["budget", "saved", "MiB", "x", "less", "time", "x", "grad", "err"]
+    compiled = [line.split() for line in lines[top + 2: top + 6]]
+    assert [row[0] for row in compiled] == ["1.00", "0.50", "0.25", "0.10"] and compiled[0][2] == "1.00"
+    assert all(float(row[1]) <= float(compiled[0][1]) for row in compiled), result.stdout  # a budget never adds
     gpu = [line for line in lines if line.startswith("GPU save_on_cpu")]
     assert len(gpu) == 1
     # the course runs tests with CUDA hidden; the GPU part must then say it skipped
