@@ -6,14 +6,13 @@ The GPU path (side stream, events, bit-for-bit gradients) is tested in tests/tes
 """
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
 from torch import nn
 
 import hooklab
 from hooklab._torch_internals import top_saved_tensors_hooks
+from test_offload import grads_of  # one training step's gradients under a context
 from hooklab.overlap import OverlappedOffload
 
 pytestmark = pytest.mark.timeout(120)
@@ -31,14 +30,6 @@ def net_and_batch(seed: int = 0):
     net = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64),
                         nn.GELU(), nn.Linear(64, 4))
     return net, torch.randn(8, 16)
-
-
-def grads_of(net, x, context=None):
-    net.zero_grad(set_to_none=True)
-    with context if context is not None else contextlib.nullcontext():
-        loss = net(x).square().sum()
-    loss.backward()
-    return [p.grad.clone() for p in net.parameters()]
 
 
 def test_on_the_cpu_it_does_what_save_on_cpu_does():
