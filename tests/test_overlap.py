@@ -158,3 +158,13 @@ def test_the_forward_is_offloaded_per_module_with_offload_module():
         got = grads_of(net, x)
     assert all(torch.equal(a, b) for a, b in zip(plain, got))
     assert scope.stats.offloaded >= 1 and scope.calls == 1
+
+
+def test_on_the_cpu_the_kept_tensors_keep_pytorchs_inplace_error_too():
+    x = torch.ones(3, requires_grad=True)
+    with OverlappedOffload() as ctx:
+        y = x.exp()          # on the CPU: kept, not copied (as SaveOnCpu)
+    y.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    assert ctx.stats.kept == 1 and ctx.stats.offloaded == 0
