@@ -19,6 +19,12 @@ def _text(value: Any) -> str:
     return "".join(value) if isinstance(value, list) else (value or "")
 
 
+def _heading_levels(text: str) -> list[int]:
+    """The Markdown levels (number of #) of the heading lines of ``text``, in order."""
+    lines = text.split("\n")
+    return [len(lines[k]) - len(lines[k].lstrip("#")) for k in heading_lines(text)]
+
+
 def check_notebook(path: Path) -> list[str]:
     """Every way ``path`` breaks the course's format, one message each."""
     problems: list[str] = []
@@ -53,6 +59,11 @@ def check_notebook(path: Path) -> list[str]:
                 problems.append(f"cell {i}: lang-en cell does not follow a lang-zh twin")
             if CJK_RE.search(_text(cell.get("source"))):
                 problems.append(f"cell {i}: lang-en cell contains Chinese text")
+            if prev.get("cell_type") == "markdown" and lang_tags(prev) == ["lang-zh"]:
+                zh_levels, en_levels = _heading_levels(_text(prev.get("source"))), _heading_levels(_text(cell.get("source")))
+                if zh_levels != en_levels:
+                    problems.append(f"cell {i}: the twins' headings differ (lang-zh cell {i - 1} has levels {zh_levels}, "
+                                    f"this lang-en cell {en_levels}); a one-language copy would lose a section")
         # JupyterLab's table of contents lists each section once: the lang-en twin's headings carry TOC_SKIP
         text = _text(cell.get("source"))
         lines = text.split("\n")

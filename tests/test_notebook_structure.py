@@ -92,6 +92,8 @@ BREAKAGES = {
     "lang tag on code": (set_(["cells", 4, "metadata"], {"tags": ["lang-en"]}), "code cell carries a language tag"),
     "en heading listed in the TOC": (set_(["cells", 2, "source"], "## 1. Hooks\nA hook."),
                                      "does not end with <span class=\"jp-toc-ignore\"></span>"),
+    "en twin without the zh heading": (set_(["cells", 2, "source"], "A hook lets us watch a gradient."),
+                                       "the twins' headings differ"),
     "zh heading left out of the TOC": (set_(["cells", 1, "source"], '## 1. 钩子 <span class="jp-toc-ignore"></span>'),
                                        "belongs on lang-en headings only"),
 }
