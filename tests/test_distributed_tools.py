@@ -1,8 +1,8 @@
 """GradientMonitor and the clip hooks inside DDP and FSDP2: 2 local gloo processes (hooklab.run_workers).
 
 The truth is computed the same way in the same process group: the same model wrapped the same way, run
-without the tool, then ``‖p.grad‖`` or ``torch.nn.utils.clip_grad_*_`` applied after ``backward()``. Each
-wrapper is one launch of 2 workers that runs every check and returns what it found; the tests read it.
+without the tool, then ``‖p.grad‖`` or ``torch.nn.utils.clip_grad_*_`` applied after ``backward()``. One
+launch of 2 workers runs every check of both wrappers and returns what it found; the tests read it.
 Review round 2: S2, S3 (DDP), S4, D3 (FSDP2).
 """
 from __future__ import annotations
@@ -148,9 +148,19 @@ def _checks(rank: int, world_size: int, wrapper: str) -> dict:
     return out
 
 
-@pytest.fixture(scope="module", params=["ddp", "fsdp2"])
-def found(request):
-    return request.param, hooklab.run_workers(_checks, request.param, world_size=2, timeout=150)
+def _both(rank: int, world_size: int) -> dict:
+    return {wrapper: _checks(rank, world_size, wrapper) for wrapper in ("ddp", "fsdp2")}
+
+
+@pytest.fixture(scope="module")
+def launched():
+    """One launch of 2 workers runs the checks of both wrappers."""
+    return hooklab.run_workers(_both, world_size=2, timeout=240)
+
+
+@pytest.fixture(params=["ddp", "fsdp2"])
+def found(request, launched):
+    return request.param, [rank[request.param] for rank in launched]
 
 
 @pytest.mark.timeout(200)
@@ -167,10 +177,8 @@ def test_gradient_monitor_records_what_the_optimizer_sees(found):
 
 
 @pytest.mark.timeout(200)
-def test_gradient_monitor_in_ddp_sees_a_gradient_another_rank_gave(found):
-    wrapper, results = found
-    if wrapper != "ddp":
-        pytest.skip("a DDP case")
+def test_gradient_monitor_in_ddp_sees_a_gradient_another_rank_gave(launched):
+    results = [rank["ddp"] for rank in launched]
     for result in results:
         got, truth = result["monitor, b unused on rank 1"].values()
         assert len(got) == len(truth) == 2

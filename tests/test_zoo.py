@@ -19,7 +19,7 @@ import hooklab
 pytest.importorskip("torchvision")
 
 from zoo import SPECS, TOOLS, Case, expected  # noqa: E402
-from zoo_distributed import DIST_SPECS, DIST_TOOLS, DistSpec, run_row  # noqa: E402
+from zoo_distributed import DIST_SPECS, DIST_TOOLS, DistSpec, run_rows  # noqa: E402
 
 _cases: dict[str, Case] = {}
 
@@ -47,24 +47,23 @@ _PIN = [pytest.mark.pin]
 PARAMS = [pytest.param(spec, tool, id=f"{spec.name.split(' (')[0]}-{tool}",
                        marks=(_HEAVY if spec.heavy else []) + (_PIN if spec.compiled else []))
           for spec in SPECS for tool in TOOLS]
-# DDP / FSDP2 rows (tests/zoo_distributed.py): one launch of 2 gloo workers per row runs every tool there
+# DDP / FSDP2 rows (tests/zoo_distributed.py): one launch of 2 gloo workers runs every tool of every such row
 PARAMS += [pytest.param(spec, tool, id=f"{spec.name.split(' (')[0]}-{tool}") for spec in DIST_SPECS
            for tool in DIST_TOOLS]
-_rows: dict[str, list] = {}
+_ranks: list = []  # what each worker found, once per test session
 
 
 def replayed(spec, tool):
-    """A runner that gives back what ``tool`` did in both workers of ``spec``'s row (run once per row)."""
-    if spec.name not in _rows:
-        _rows.clear()
-        _rows[spec.name] = run_row(spec)
+    """A runner that gives back what ``tool`` did in both workers of ``spec``'s row."""
+    if not _ranks:
+        _ranks.extend(run_rows())
 
     def run(case) -> str:
-        for rank, results in enumerate(_rows[spec.name]):
-            status, text = results[tool]
+        for rank, rows in enumerate(_ranks):
+            status, text = rows[spec.name][tool]
             if status != "works":
                 raise RuntimeError(f"rank {rank}: {text}")
-        return _rows[spec.name][0][tool][1]
+        return _ranks[0][spec.name][tool][1]
     return run
 
 

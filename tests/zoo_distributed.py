@@ -1,6 +1,6 @@
 """The zoo's DDP and FSDP2 rows: every tool inside 2 local ``gloo`` processes (``hooklab.run_workers``).
 
-Each row is one launch of 2 workers. In each worker the model is wrapped (``DistributedDataParallel``, or
+All rows run in one launch of 2 workers. In each worker the model is wrapped (``DistributedDataParallel``, or
 ``fully_shard`` on every ``Linear`` and the root), every batch differs by rank (so the averaged gradient is not
 the local one), and every tool of ``tests/zoo.py`` runs with its usual check against plain PyTorch, computed the
 same way in the same process group: the tools are given the inner model (as the README and notebook 10 use
@@ -149,11 +149,14 @@ DIST_TOOLS: dict[str, Callable[[Case], str]] = {
     **TOOLS, "GradientMonitor": run_gradient_monitor, "clip hooks": run_clip, "hook_inventory": run_inventory}
 
 
-def _row(rank: int, world_size: int, name: str) -> dict[str, tuple[str, str]]:
-    """One worker's results: tool -> ("works", note) or ("raised", "<type>: <message>")."""
+def _rows(rank: int, world_size: int) -> dict[str, dict[str, tuple[str, str]]]:
+    """One worker's results for every row: row -> tool -> ("works", note) or ("raised", "<type>: <message>")."""
+    return {spec.name: _row(spec) for spec in DIST_SPECS}
+
+
+def _row(spec: DistSpec) -> dict[str, tuple[str, str]]:
     import warnings
 
-    spec = next(s for s in DIST_SPECS if s.name == name)
     case = DistCase(spec)
     results = {}
     for tool, run in DIST_TOOLS.items():
@@ -170,6 +173,6 @@ def _row(rank: int, world_size: int, name: str) -> dict[str, tuple[str, str]]:
     return results
 
 
-def run_row(spec: DistSpec, timeout: float = 150.0) -> list[dict[str, tuple[str, str]]]:
-    """Every tool of one row, in 2 gloo workers: one result dict per rank."""
-    return hooklab.run_workers(_row, spec.name, world_size=2, timeout=timeout)
+def run_rows(timeout: float = 240.0) -> list[dict[str, dict[str, tuple[str, str]]]]:
+    """Every tool of every row, in one launch of 2 gloo workers: one result dict per rank."""
+    return hooklab.run_workers(_rows, world_size=2, timeout=timeout)
