@@ -71,11 +71,11 @@ __all__ = ["OverlappedOffload"]
 class _Entry:
     """One offloaded saved tensor: its CPU copy, the events of its copies, and where it is now."""
 
-    __slots__ = ("index", "device", "host", "d2h", "original", "saved_version", "modified", "loaded", "h2d",
+    __slots__ = ("index", "device", "shape", "host", "d2h", "original", "saved_version", "modified", "loaded", "h2d",
                  "compute", "__weakref__")
 
-    def __init__(self, index: int, device: torch.device, saved_version: int | None) -> None:
-        self.index, self.device, self.saved_version = index, device, saved_version
+    def __init__(self, index: int, device: torch.device, shape: list[int], saved_version: int | None) -> None:
+        self.index, self.device, self.shape, self.saved_version = index, device, shape, saved_version
         self.host: torch.Tensor | None = None
         self.d2h: Any = None          # event: the copy to the CPU is done
         self.original: torch.Tensor | None = None   # the device tensor, while it is still held
@@ -86,10 +86,9 @@ class _Entry:
 
 
 def _inplace_error(entry: _Entry, now: int | None) -> RuntimeError:
-    shape = list(entry.host.shape) if entry.host is not None else "?"
     return RuntimeError(
         f"one of the variables needed for gradient computation has been modified by an inplace operation: "
-        f"[{entry.device.type} tensor {shape}] is at version {now}; expected version {entry.saved_version} "
+        f"[{entry.device.type} tensor {entry.shape}] is at version {now}; expected version {entry.saved_version} "
         "instead. (hooklab.OverlappedOffload checks saved tensors' versions as PyTorch does: do not change "
         "a tensor in place after an op saved it, or clone it first.)")
 
@@ -142,7 +141,7 @@ class OverlappedOffload(SaveOnCpu):
             if self._in_backward:  # a new forward pass after a backward: forget what was consumed
                 self._in_backward = False
                 self._order = [i for i in self._order if i in self._entries]
-            entry = _Entry(self._next, t.device, version(t))
+            entry = _Entry(self._next, t.device, list(t.shape), version(t))
             self._next += 1
             pin = self.pin_memory and t.device.type == "cuda"
             entry.host = torch.empty(t.size(), dtype=t.dtype, pin_memory=pin)
@@ -181,7 +180,11 @@ class OverlappedOffload(SaveOnCpu):
         self._in_backward = True
         while len(self._held) > self.keep_last:
             self._let_go(self._held.popleft())
-        self._held.clear()  # the last keep_last stay held by their entries, not by the context
+        for entry in self._held:  # the last keep_last: used from the device, their copies are not needed
+            if entry.d2h is not None:
+                entry.compute.wait_event(entry.d2h)  # the copy has read the tensor before it may ever be freed
+            entry.host = None
+        self._held.clear()  # they stay held by their entries (the graph), not by the context
 
     def _load(self, entry: _Entry) -> None:
         """Start copying ``entry`` back to its device (on the side stream), unless that is under way."""
