@@ -319,6 +319,8 @@ class Case:
         if spec.mode != "train":
             self.eager.eval()
         self.args, self.kwargs = spec.inputs()
+        if spec.compiled:  # forget earlier rows' compiled code: nn.Sequential.forward is one code object for all
+            torch._dynamo.reset()  # of them, and past dynamo's recompile limit a row would silently run eagerly
         self.model = torch.compile(self.eager, backend=spec.backend) if spec.compiled else self.eager
         if spec.compiled:
             self.model(*self.args, **self.kwargs)  # compiled and called once before any tool, as in real use
