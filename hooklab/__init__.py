@@ -16,7 +16,8 @@ One lifecycle for every tool that registers hooks:
 
 * Functions that register (``clip_grad_*_hooks``, ``offload_module``) do it when called and
   return a :class:`HookScope`, the handle of everything they added: ``remove()`` it (calling it
-  again does nothing) or use it as a ``with`` block, like the handle of a ``register_*hook`` call.
+  again does nothing) or use it as a ``with`` block, like the handle of a ``register_*hook`` call; once its
+  hooks are removed it is spent, and entering it again raises (call the function again for another block).
 * Recorders (``capture``, ``GradientMonitor``, ``ActivationStats``, ``Tracer``,
   ``SavedTensorLedger``; see :class:`hooklab.scope.Recorder`) check their arguments when made,
   register when their ``with`` block is entered and remove every hook when it ends, also when

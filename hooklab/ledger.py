@@ -97,6 +97,9 @@ class SavedTensorLedger(Recorder):
     nothing saved inside an inner context (``save_on_cpu``, activation checkpointing, the
     offloading helpers). Use :meth:`note` to add tensors kept alive some other way (the
     inputs a checkpointed block holds), or :class:`MemoryMeter` to measure everything.
+    Saved-tensor hooks are thread-local: a forward run in another thread is not recorded, and the
+    ledger warns at the end of its block when a module ran in another thread meanwhile (enter it in
+    the thread that runs the forward). The ledger lets go of the model when its block ends.
 
     The pack hook stores the tensor detached (returning the tensor itself would make a
     reference cycle through its ``grad_fn`` when an op saves its own output), so memory and
