@@ -85,3 +85,17 @@ def test_process_state_restored_puts_back_everything_setup_changes():
     assert {k for k in before if changed[k] != before[k]} >= {"threads", "print options", "warning filters",
                                                              "initial seed", "torch rng", "random", "numpy"}
     assert snapshot() == before
+
+
+def test_wrapper_prefixes_get_a_did_you_mean_both_ways():
+    """D7 (review rows N35, N36): 'module.' names on an unwrapped model, and bare names on a DataParallel wrapper."""
+    from torch import nn
+
+    from hooklab import UnknownModuleError, capture
+
+    model = nn.Sequential()
+    model.fc = nn.Linear(2, 2)
+    with pytest.raises(UnknownModuleError, match=r"Did you mean 'fc'\? This model is not wrapped"):
+        capture(model, "module.fc")
+    with pytest.raises(UnknownModuleError, match=r"Did you mean 'module.fc'\? DataParallel wraps the model"):
+        capture(nn.DataParallel(model), "fc")
