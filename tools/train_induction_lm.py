@@ -167,7 +167,7 @@ transformers {transformers.__version__}, torch {torch.__version__.split('+')[0]}
 safetensors {safetensors.__version__}, Python {platform.python_version()}.
 
 ## Licence
-The weights, like the course's prose, are licensed CC BY 4.0.
+The weights are licensed like hooklab's code: MIT (`license` in the project's pyproject.toml).
 """
 
 
