@@ -45,7 +45,8 @@ NO_CALL_CAUSES = (
     "torch.compile'd (hooks added after compiling do not run in the compiled code: call the eager model, "
     "model._orig_mod); or the module is a container that is never called itself (nn.ModuleList, "
     "nn.ModuleDict: name one of its children); or its weights are used functionally (e.g. "
-    "MultiheadAttention.out_proj)")
+    "MultiheadAttention.out_proj); or the module was replaced in the model after the tool was made "
+    "(model.fc = nn.Linear(...)): the hooks stay on the old module, so make the tool after replacing it")
 
 
 def select_output(output: Any, selector: Any, name: str) -> Any:

@@ -168,6 +168,12 @@ def checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, use_reen
             def forward(*args: Any, _original: Callable[..., Any] = original, _name: str = name,
                         **kwargs: Any) -> Any:
                 _refuse_cache(_name, args, kwargs)
+                if use_reentrant and torch.is_grad_enabled() and not any(
+                        isinstance(t, torch.Tensor) and t.requires_grad for t in tree_flatten((args, kwargs))):
+                    raise RuntimeError(
+                        f"checkpoint_modules: {_name!r} gets no input that requires grad, and with use_reentrant=True "
+                        "its parameters would then get no gradient (PyTorch only warns). Use the default "
+                        "use_reentrant=False, which handles this.")
                 # copy lists / dicts / tuples now: the recompute in backward must see the arguments as
                 # they are at this call, not as the caller changed them later (DenseNet appends to the
                 # list it passed to each layer); the tensors themselves are not copied

@@ -366,3 +366,14 @@ def test_pickling_the_model_inside_the_block_says_what_to_do():
                 save(model)
         assert hooklab.hook_inventory(model)[0].hook == "capture._hook.capture_output"  # its name, unchanged
     assert len(pickle.dumps(model)) > 0  # after the block: the hooks are gone
+
+
+def test_a_module_replaced_inside_the_block_is_named_as_a_cause():
+    """Review row N98: the list of causes omitted a replaced submodule."""
+    model = nn.Sequential()
+    model.fc = nn.Linear(3, 2)
+    with capture(model, "fc") as store:
+        model.fc = nn.Linear(3, 2)
+        model(torch.ones(1, 3))
+    with pytest.raises(KeyError, match=r"'fc' has not run yet.*module was replaced in the model"):
+        store["fc"]

@@ -107,3 +107,21 @@ def test_a_decoder_layer_called_with_a_kv_cache_is_refused_and_use_cache_false_i
     assert len(got) == len(truth) and all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(truth, got))
     with torch.no_grad(), hooklab.checkpoint_modules(model, "model.layers.0"):  # generation: no recompute, accepted
         model(input_ids=ids, attention_mask=mask, use_cache=True)
+
+
+def test_reentrant_checkpoint_of_a_module_whose_inputs_need_no_grad_is_refused():
+    """Review row N20: the first layer gets the batch (no grad) and its weights silently got no gradient."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 1))
+    x = torch.randn(3, 4)
+    with pytest.raises(RuntimeError, match=r"'0' gets no input that requires grad.*use_reentrant=False"):
+        with hooklab.checkpoint_modules(model, "0", use_reentrant=True):
+            model(x)
+    model(x).sum().backward()  # plain PyTorch: the truth
+    truth = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    with hooklab.checkpoint_modules(model, "0"):  # the default handles it
+        model(x).sum().backward()
+    assert all(torch.allclose(a, p.grad) for a, p in zip(truth, model.parameters()))
+    with hooklab.checkpoint_modules(model, "2", use_reentrant=True):  # an input that requires grad: accepted
+        model(x).sum().backward()
