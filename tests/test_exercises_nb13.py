@@ -156,3 +156,81 @@ def test_13_2_names_what_is_wrong_and_restores_the_collector():
     assert "reference cycle" in message("13.2", via_bound_method)
     assert "the counts should be" in message("13.2", counts_once)
     assert gc.isenabled()
+
+
+# ---- 13.3 the first Node with a NaN gradient ----------------------------------------------------
+
+def _walk(out):
+    nodes, todo, seen = [], [out.grad_fn], set()
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        nodes.append(node)
+        todo.extend(n for n, _ in node.next_functions)
+    return nodes
+
+
+def by_prehooks_on_next(model, x):  # right too: a Node pre-hook sees the gradients its predecessor computed
+    out = model(x)
+    found, handles = [], []
+    for node in _walk(out):
+        def pre(grad_outputs, node=node):
+            if not found and any(g is not None and not torch.isfinite(g).all() for g in grad_outputs):
+                found.append(("pre", node))
+        handles.append(node.register_prehook(pre))
+    out.sum().backward()
+    for h in handles:
+        h.remove()
+    if not found:
+        return None
+    # the Node whose output fed this pre-hook: the one among all Nodes that lists it in next_functions
+    _, receiver = found[0]
+    return next(n.name() for n in _walk(out) if any(m is receiver for m, _ in n.next_functions))
+
+
+def checks_received(model, x):  # looks at grad_outputs: names the Node after the producer
+    out = model(x)
+    found, handles = [], []
+    for node in _walk(out):
+        handles.append(node.register_hook(lambda gi, go, node=node: found.append(node.name()) if not found and any(
+            g is not None and not torch.isfinite(g).all() for g in go) else None))
+    out.sum().backward()
+    for h in handles:
+        h.remove()
+    return found[0] if found else None
+
+
+def last_bad(model, x):
+    out = model(x)
+    found, handles = [], []
+    for node in _walk(out):
+        handles.append(node.register_hook(lambda gi, go, node=node: found.append(node.name()) if any(
+            g is not None and not torch.isfinite(g).all() for g in gi) else None))
+    out.sum().backward()
+    for h in handles:
+        h.remove()
+    return found[-1] if found else None
+
+
+def always_sqrt(model, x):
+    model(x).sum().backward()
+    return "SqrtBackward0"
+
+
+def blank_node(model, x):
+    pass
+
+
+def test_13_3():
+    assert verdict("13.3", run_solution("13.3")["first_nan_node"]) == "correct"
+    assert verdict("13.3", by_prehooks_on_next) == "correct"
+    assert verdict("13.3", blank_node) == "not solved"
+    assert verdict("13.3", None) == "not solved"
+
+
+def test_13_3_names_what_is_wrong():
+    assert "not those it received" in message("13.3", checks_received)
+    assert "not those it received" in message("13.3", last_bad)
+    assert "the first Node that computed a NaN gradient is LogBackward0" in message("13.3", always_sqrt)

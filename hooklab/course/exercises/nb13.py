@@ -221,3 +221,102 @@ def no_cycle(answer: Any) -> None:
                     "the model is still alive after `del model` and waits for the garbage collector: your hook "
                     "refers to the model through its closure (or a bound method), and the model refers to the hook "
                     "through `_forward_hooks`: a reference cycle. Use the hook's `module` argument.")
+
+
+# ---- 13.3 the first Node that makes a NaN gradient ----------------------------------------------
+
+class _SafeLog(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.where(x > 0, x.log(), 0.0)  # finite forward; at x == 0 backward computes 0 / 0
+
+
+class _SafeSqrt(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.where(x > 0, x.sqrt(), 0.0)  # finite forward; at x == 0 backward computes 0 * inf
+
+
+def _backward_cases() -> list[tuple[str, nn.Module, torch.Tensor]]:
+    def net(middle: nn.Module, width: int) -> nn.Module:
+        torch.manual_seed(15)
+        model = nn.Sequential(nn.Linear(3, 3), middle, nn.Linear(width, 1))
+        with torch.no_grad():
+            model[0].weight[0].zero_(), model[0].bias[0].zero_()  # the first unit is exactly 0: its NaN
+        return model                                               # gradient flows on into the first Linear
+
+    torch.manual_seed(16)
+    x = torch.randn(4, 3)
+    return [("a safe log", net(_SafeLog(), 3), x), ("a safe square root", net(_SafeSqrt(), 3), x),
+            ("a model whose gradients are all finite", net(nn.Tanh(), 3), x)]
+
+
+def _anomaly_node(model: nn.Module, x: torch.Tensor) -> str | None:
+    """The Node torch.autograd.detect_anomaly names as the first to return NaN (None: no NaN)."""
+    import re
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # anomaly mode announces itself and prints the forward stack
+        with torch.autograd.detect_anomaly():
+            try:
+                model(x).sum().backward()
+            except RuntimeError as err:
+                found = re.search(r"Function '(\w+)' returned nan values", str(err))
+                if found is None:
+                    raise
+                return found.group(1)
+    return None
+
+
+@exercise("13.3",
+          hint=("从 `out.grad_fn` 出发，沿 `node.next_functions` 走遍计算图，在每个节点上 `node.register_hook(fn)`："
+                "后置钩子 `fn(grad_inputs, grad_outputs)` 在节点算完之后运行，`grad_inputs` 是它算出的梯度。"
+                "第一个算出非有限梯度的节点就是答案；反向结束后移除句柄。",
+                "start from `out.grad_fn`, walk the graph through `node.next_functions`, and `node.register_hook(fn)` "
+                "on every Node: the post-hook `fn(grad_inputs, grad_outputs)` runs after the Node has computed, and "
+                "`grad_inputs` are the gradients it computed. The first Node that computed a non-finite one is the "
+                "answer; remove the handles after backward."),
+          solution='''
+import torch
+
+def first_nan_node(model, x):
+    out = model(x)
+    found, handles, todo, seen = [], [], [out.grad_fn], set()
+
+    def check(node):
+        def hook(grad_inputs, grad_outputs):
+            if not found and any(g is not None and not torch.isfinite(g).all() for g in grad_inputs):
+                found.append(node.name())
+        return hook
+
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        handles.append(node.register_hook(check(node)))
+        todo.extend(n for n, _ in node.next_functions)
+    try:
+        out.sum().backward()
+    finally:
+        for h in handles:
+            h.remove()
+    return found[0] if found else None
+''')
+def first_nan_node(answer: Any) -> None:
+    require_callable(answer, "first_nan_node")
+    for what, model, x in _backward_cases():
+        truth = _anomaly_node(model, x)
+        assert (truth is None) == what.startswith("a model whose"), what  # the cases are what they claim to be
+        model.zero_grad(set_to_none=True)
+        got = call_answer(answer, model, x, allow_none=truth is None)
+        if got is None and truth is not None and not any(p.grad is not None for p in model.parameters()):
+            raise NotSolved("你的函数还没有返回任何值，也没有运行反向。", "your function returns None and ran no backward so far.")
+        if got == truth:
+            continue
+        if truth is None:
+            raise Wrong(f"{what}：没有任何节点产生非有限梯度，应返回 None，你的函数返回了 {got!r}。",
+                        f"{what}: no Node makes a non-finite gradient, so return None; your function returned {got!r}.")
+        raise Wrong(f"{what}：第一个算出 NaN 梯度的节点是 {truth}，你的函数给出 {got!r}"
+                    "（检查节点算出的梯度 `grad_inputs`，不是它收到的 `grad_outputs`；要第一个，不是最后一个）。",
+                    f"{what}: the first Node that computed a NaN gradient is {truth}, your function says {got!r} "
+                    "(check the gradients a Node computed, `grad_inputs`, not those it received, `grad_outputs`; "
+                    "the first one, not the last).")
