@@ -1,9 +1,10 @@
-"""Exercises of notebook 13 (debugging with hooks, what hooks cost): find the producer, a hook without a cycle.
+"""Exercises of notebook 13 (debugging with hooks): find the producer, a hook without a cycle, the first NaN Node.
 
 13.1 runs the learner's ``first_nonfinite(model, x)`` on fresh models (call order unlike definition order,
-a module called twice, a tuple output, a bad input) and compares with the truth found by plain hooks;
+a module called twice, a tuple output, a bad input) and compares with the truth found by plain global hooks;
 13.2 checks that the learner's counting hooks count right and leave no reference cycle (with the garbage
-collector off, the model must be freed by ``del`` alone).
+collector off, the model must be freed by ``del`` alone); 13.3 compares the learner's ``first_nan_node``
+with the Node ``torch.autograd.detect_anomaly`` names.
 """
 from __future__ import annotations
 
