@@ -190,28 +190,30 @@ def by_prehooks_on_next(model, x):  # right too: a Node pre-hook sees the gradie
     return next(n.name() for n in _walk(out) if any(m is receiver for m, _ in n.next_functions))
 
 
-def checks_received(model, x):  # looks at grad_outputs: names the Node after the producer
-    out = model(x)
-    found, handles = [], []
-    for node in _walk(out):
-        handles.append(node.register_hook(lambda gi, go, node=node: found.append(node.name()) if not found and any(
-            g is not None and not torch.isfinite(g).all() for g in go) else None))
-    out.sum().backward()
-    for h in handles:
-        h.remove()
-    return found[0] if found else None
+def _bad(grads):
+    return any(g is not None and not torch.isfinite(g).all() for g in grads)
 
 
-def last_bad(model, x):
-    out = model(x)
-    found, handles = [], []
-    for node in _walk(out):
-        handles.append(node.register_hook(lambda gi, go, node=node: found.append(node.name()) if any(
-            g is not None and not torch.isfinite(g).all() for g in gi) else None))
-    out.sum().backward()
-    for h in handles:
-        h.remove()
-    return found[-1] if found else None
+def _post_hook_answer(pick):
+    """An answer that records (name, computed bad, received bad) per Node in backward order, then picks one."""
+    def answer(model, x):
+        out = model(x)
+        seen, handles = [], []
+        for node in _walk(out):
+            handles.append(node.register_hook(lambda gi, go, node=node: seen.append((node.name(), _bad(gi), _bad(go)))))
+        try:
+            out.sum().backward()
+        finally:
+            for h in handles:
+                h.remove()
+        return pick(seen)
+    return answer
+
+
+# looks at the gradients a Node received: names the Node after the producer
+checks_received = _post_hook_answer(lambda seen: next((n for n, _, received in seen if received), None))
+# keeps the last Node that computed a bad gradient, not the first
+last_bad = _post_hook_answer(lambda seen: ([n for n, computed, _ in seen if computed] or [None])[-1])
 
 
 def always_sqrt(model, x):
