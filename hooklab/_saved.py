@@ -23,6 +23,7 @@ import contextlib
 import signal
 import sys
 import threading
+import time
 import warnings
 import weakref
 from typing import Any
@@ -104,6 +105,9 @@ def _interrupt_main() -> None:
         _thread.interrupt_main()
 
 
+_REDELIVERED = [float("-inf")]  # when an interrupt was last delivered again
+
+
 def _redeliver_interrupts() -> None:
     """Install (once, chained to the hook that was there) an unraisable hook that re-raises a lost Ctrl-C.
 
@@ -118,9 +122,14 @@ def _redeliver_interrupts() -> None:
         return
 
     def hook(unraisable: Any) -> None:
-        if isinstance(unraisable.exc_value, KeyboardInterrupt) and isinstance(unraisable.object, Finalizer):
-            with contextlib.suppress(Exception):
-                unraisable.object()  # its work, if the interrupt came before it started (else nothing)
+        ours = isinstance(unraisable.object, Finalizer)
+        # an interrupt delivered again can land in another finalizer (anyone's): deliver that one again too
+        again = time.monotonic() - _REDELIVERED[0] < 5.0
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and (ours or again):
+            if ours:
+                with contextlib.suppress(Exception):
+                    unraisable.object()  # its work again if it did not finish (hooklab's work can be redone)
+            _REDELIVERED[0] = time.monotonic()
             threading.Timer(0.01, _interrupt_main).start()
             return
         previous(unraisable)
@@ -141,3 +150,13 @@ class Finalizer(weakref.finalize):
     def __init__(self, obj: Any, func: Any, /, *args: Any, **kwargs: Any) -> None:
         _redeliver_interrupts()
         super().__init__(obj, func, *args, **kwargs)
+
+    def __call__(self, _: Any = None) -> Any:
+        """Run the work once; it stays registered until it has finished, so an interrupted run is redone
+        (the work must allow that: hooklab's do nothing the second time)."""
+        info = self._registry.get(self)
+        if info and not self._shutdown:
+            result = info.func(*info.args, **(info.kwargs or {}))
+            self._registry.pop(self, None)
+            return result
+        return None

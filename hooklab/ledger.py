@@ -145,6 +145,7 @@ class SavedTensorLedger(Recorder):
         self._param_keys: set[int] = set()
         self._input_keys: set[int] = set()
         self._live: dict[int, int] = {}  # storage key -> number of live handles
+        self._held: set[int] = set()  # ids of the live handles (each released once)
         self._key_bytes: dict[int, int] = {}
         self._key_refs: dict[int, StorageWeakRef] = {}
         self._prune_at = 64  # drop the entries of dead storages when _key_refs reaches this size
@@ -250,7 +251,10 @@ class SavedTensorLedger(Recorder):
             self.live_bytes += self._key_bytes[key]
             self.peak_bytes = max(self.peak_bytes, self.live_bytes)
 
-    def _release(self, key: int) -> None:
+    def _release(self, key: int, token: int) -> None:
+        if token not in self._held:  # already released (a finalizer run again after an interrupt)
+            return
+        self._held.discard(token)
         self._live[key] -= 1
         if self._live[key] == 0:
             del self._live[key]
@@ -265,7 +269,8 @@ class SavedTensorLedger(Recorder):
         handle = _Saved(t, record.index)
         self._hold(key, record.kind)
         if record.kind == "activation":
-            Finalizer(handle, self._release, key)  # a Ctrl-C that lands in it is delivered again
+            self._held.add(id(handle))
+            Finalizer(handle, self._release, key, id(handle))  # a Ctrl-C that lands in it is delivered again
         return handle
 
     def _unpack(self, handle: _Saved) -> torch.Tensor:

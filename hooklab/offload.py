@@ -295,7 +295,7 @@ class _DiskStore:
         lock_fd = _lock_folder(made)
         self.path = os.path.join(base, "hooklab-saved-" + os.path.basename(made)[len("hooklab-new-"):])
         os.rename(made, self.path)
-        self.live = 0
+        self.pending: set[str] = set()  # files written and not yet deleted
         self.count = 0
         self.exited = False
         self.broken = False
@@ -303,20 +303,28 @@ class _DiskStore:
         # last resort (interpreter exit, store dropped): remove whatever is left
         self._finalizer = Finalizer(self, _remove_folder, self.path, lock_fd)
 
+    @property
+    def live(self) -> int:
+        return len(self.pending)
+
     def new_path(self) -> str:
         with self.lock:
             self.count += 1
-            self.live += 1
-            return os.path.join(self.path, f"{self.count:06d}.pt")
+            path = os.path.join(self.path, f"{self.count:06d}.pt")
+            self.pending.add(path)
+            return path
 
     def file_gone(self, path: str) -> None:
+        """Delete one file; safe to run again after an interrupt (a second run does nothing)."""
+        if path not in self.pending:
+            return
         try:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(path)
         finally:  # an interrupt inside os.remove must not leave the count (and the folder) behind
             with self.lock:
-                self.live -= 1
-                done = self.exited and self.live == 0
+                self.pending.discard(path)
+                done = self.exited and not self.pending
             if done:
                 self.cleanup()
 
@@ -413,7 +421,7 @@ class SaveOnDisk(_OffloadHooks):
             store.exited = True
             if exc_type is not None:
                 store.broken = True
-            done = store.live == 0
+            done = not store.pending
         if exc_type is not None or done:
             store.cleanup()
 
