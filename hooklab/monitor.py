@@ -29,7 +29,7 @@ from ._torch_internals import current_graph_task_id, need, queue_backward_callba
 from ._text import format_table
 from .capture import NO_CALL_CAUSES, needs_tensor, refuse_compiled, select_output
 from .lookup import as_names, get_modules
-from .scope import Recorder
+from .scope import Recorder, same_module
 
 __all__ = ["ActivationStats", "GradientMonitor"]
 
@@ -427,12 +427,15 @@ class ActivationStats(Recorder):
 
     def _register(self) -> None:
         for name, module in self._modules.items():
-            self.scope.add(module.register_forward_hook(self._hook(name)))
+            self.scope.add(module.register_forward_hook(self._hook(name, module)))
 
-    def _hook(self, name: str):
+    def _hook(self, name: str, module: nn.Module):
         record, eps, selector = self._series[name].append, self.eps, self.output
+        registered = same_module(module)  # a copy.deepcopy made inside the block carries this hook: ignore it
 
         def record_activation_stats(module: nn.Module, args: Any, output: Any) -> None:
+            if not registered(module):
+                return
             output = needs_tensor(select_output(output, selector, name), name, "ActivationStats")
             with torch.no_grad():
                 x = output.detach()
