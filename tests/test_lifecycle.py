@@ -34,6 +34,10 @@ RECORDERS = [
     ("SavedTensorLedger", lambda m: hooklab.SavedTensorLedger(m), lambda r: r.table(),
      lambda r: len(r.records) > 0 and r.activation_bytes > 0),
     ("Tracer", lambda m: hooklab.Tracer(), lambda r: r.table(), lambda r: len(r.events) > 0),
+    ("find_nonfinite", lambda m: hooklab.find_nonfinite(m), lambda r: r.table(),
+     lambda r: r.steps == 1 and not r.found),
+    ("intervene", lambda m: hooklab.intervene(m, {"1": lambda value, call: value * 2}), lambda r: r.table(),
+     lambda r: r.calls["1"] == 1 and r.edited["1"] == 1),
 ]
 IDS = [r[0] for r in RECORDERS]
 
@@ -182,7 +186,19 @@ CONTEXTS = [
     ("MemoryMeter", lambda m, d: hooklab.MemoryMeter()),
     ("OpCounter", lambda m, d: hooklab.OpCounter()),
     ("named_scope", lambda m, d: hooklab.named_scope("lifecycle-test")),
+    ("find_nonfinite", lambda m, d: hooklab.find_nonfinite(m)),
+    ("intervene", lambda m, d: hooklab.intervene(m, {"1": lambda value, call: value * 2})),
+    ("OverlappedOffload", lambda m, d: hooklab.OverlappedOffload()),
+    ("MemoryPlan.apply", lambda m, d: _plan(m).apply()),
 ]
+
+
+def _plan(model):
+    """A plan that checkpoints the first block (the planner measures each block once, with its own step)."""
+    x = torch.randn(5, 4)
+    planner = hooklab.MemoryPlanner(model, lambda: model(x).sum(), blocks=["0", "2"], costs=hooklab.CountedCosts(),
+                                    choices=("keep", "checkpoint"))
+    return planner.plan(budget=planner.baseline_bytes)
 
 
 def state_of(model, folder):
