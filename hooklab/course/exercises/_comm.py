@@ -1,9 +1,9 @@
-"""Checking a learner's DDP communication hook in two ``gloo`` processes (used by notebook 14's 14.3).
+"""Checking a learner's DDP communication hook in two ``gloo`` processes (notebook 10's 10.1, 14's 14.3).
 
 :func:`guard` wraps the learner's hook inside a worker: it records in ``report`` what went wrong (raised, returned
 ``None``, returned something that is not a Future) and keeps DDP going with a plain mean, so that a verdict comes
 back instead of a hang. :func:`run_checked` runs the worker with a deadline and turns what the workers report into
-``NotSolved`` / ``Wrong``. (Notebook 10's 10.1 does the same inline and could use these.)
+``NotSolved`` / ``Wrong``.
 """
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ import torch.distributed as dist
 import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
 from torch import nn
 
-from ...workers import WorkerError, run_workers
 from . import NotSolved, Wrong, call_answer, exercise, require_callable
+from ._comm import guard, run_checked
 
 
 # ---- 10.1 an fp32 communication hook --------------------------------------------------------
@@ -29,26 +29,7 @@ def _train_with_hook(rank: int, world_size: int, hook: Any) -> dict:
     ddp = DDP(model)
     report: dict = {"calls": 0, "problem": None, "kinds": set()}
 
-    def checked(state, bucket):  # no annotations: DDP rejects a bucket annotated with anything but GradBucket
-        report["calls"] += 1
-        try:
-            future = hook(state, bucket)
-        except Exception as exc:  # noqa: BLE001 - reported as the verdict
-            future = None
-            report["problem"] = report["problem"] or (f"抛出了 {type(exc).__name__}: {exc}",
-                                                      f"raised {type(exc).__name__}: {exc}")
-        if future is None and report["problem"] is None:
-            report["problem"] = "none"
-        elif future is not None and not (hasattr(future, "then") and hasattr(future, "wait")):
-            name = type(future).__name__
-            report["problem"] = report["problem"] or (f"返回了 {name}，而不是 Future", f"returned a {name}, not a Future")
-            future = None
-        if future is None:  # keep DDP going so that the verdict, not a hang, comes back
-            buf = bucket.buffer().div_(dist.get_world_size())
-            return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])
-        return future
-
-    ddp.register_comm_hook(None, checked)
+    ddp.register_comm_hook(None, guard(hook, report))
     for step in range(2):
         ddp.zero_grad()
         plain.zero_grad()
@@ -131,22 +112,10 @@ def comm_hook(answer: Any) -> None:
     if code is not None and code.co_code == _blank.__code__.co_code:  # only `pass`: no processes needed to say so
         raise NotSolved("你的钩子还没有返回任何值（返回了 None）；它要返回一个 Future。",
                         "your hook returns None so far; it must return a Future.")
-    try:
-        reports = run_workers(_train_with_hook, answer, world_size=2, timeout=90)
-    except WorkerError as err:
-        last = err.details.strip().splitlines()[-1]
-        raise Wrong(f"运行 DDP 时出错：{last}", f"DDP failed with your hook: {last}") from None
-    except TimeoutError:
-        raise Wrong("两个进程在 90 秒内没有完成两步训练：你的 Future 是否永远不会完成（比如没有发起 all_reduce）？",
-                    "the two processes did not finish two training steps within 90 s: does your Future never "
-                    "complete (no all_reduce started, say)?") from None
+    reports = run_checked(_train_with_hook, answer, not_solved=(
+        "你的钩子还没有返回任何值（返回了 None）；它要返回一个 Future。",
+        "your hook returns None so far; it must return a Future."))
     report = reports[0]
-    if report["problem"] == "none":
-        raise NotSolved("你的钩子还没有返回任何值（返回了 None）；它要返回一个 Future。",
-                        "your hook returns None so far; it must return a Future.")
-    if report["problem"]:
-        zh, en = report["problem"]
-        raise Wrong(f"你的钩子{zh}。", f"your hook {en}.")
     if report["calls"] == 0:
         raise Wrong("DDP 没有调用你的钩子。", "DDP never called your hook.")
     kinds = set().union(*(r["kinds"] for r in reports)) - {"mean"}
