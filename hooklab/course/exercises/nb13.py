@@ -218,7 +218,7 @@ def no_cycle(answer: Any) -> None:
             gc.enable()
     if alive:
         raise Wrong("`del model` 之后模型仍然活着，要等垃圾回收器才会释放：你的钩子通过闭包（或绑定方法）引用了模型，"
-                    "模型又通过 `_forward_hooks` 引用钩子，形成了引用循环。用钩子的 `module` 参数。",
+                    "模型又通过 `_forward_hooks` 引用钩子，形成了引用环。用钩子的 `module` 参数。",
                     "the model is still alive after `del model` and waits for the garbage collector: your hook "
                     "refers to the model through its closure (or a bound method), and the model refers to the hook "
                     "through `_forward_hooks`: a reference cycle. Use the hook's `module` argument.")
