@@ -108,6 +108,19 @@ def _interrupt_main() -> None:
 _REDELIVERED = [float("-inf")]  # when an interrupt was last delivered again
 
 
+def _interrupted(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a KeyboardInterrupt, or was raised while one was being handled: a Ctrl-C that
+    lands inside ``shutil.rmtree`` can end as the ``OSError`` its clean-up raised, the interrupt only in
+    ``__context__``."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _redeliver_interrupts() -> None:
     """Install (once, chained to the hook that was there) an unraisable hook that re-raises a lost Ctrl-C.
 
@@ -125,7 +138,7 @@ def _redeliver_interrupts() -> None:
         ours = isinstance(unraisable.object, Finalizer)
         # an interrupt delivered again can land in another finalizer (anyone's): deliver that one again too
         again = time.monotonic() - _REDELIVERED[0] < 5.0
-        if isinstance(unraisable.exc_value, KeyboardInterrupt) and (ours or again):
+        if _interrupted(unraisable.exc_value) and (ours or again):
             if ours:
                 with contextlib.suppress(Exception):
                     unraisable.object()  # its work again if it did not finish (hooklab's work can be redone)

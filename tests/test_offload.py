@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import re
 
 import pytest
 import torch
@@ -656,10 +657,13 @@ def test_a_ctrl_c_that_lands_in_a_finalizer_is_not_swallowed(tmp_path):
         assert float(run.stdout.split("interrupted after")[1].split()[0]) < 15  # not after the 20 s sleep
         assert "Exception ignored" not in run.stderr, run.stderr
         assert os.listdir(tmp_path) == []  # and nothing left on disk
-        seen_in_finalizer |= "unraisable KeyboardInterrupt Finalizer" in run.stdout
+        # the interrupt itself, or an error its handling raised (rmtree's clean-up: OSError), inside our finalizer
+        seen_in_finalizer |= re.search(r"unraisable \w+ Finalizer", run.stdout) is not None
         if seen_in_finalizer:
             break
-    assert seen_in_finalizer, "the signal never landed in a finalizer: the test did not exercise the case"
+    if not seen_in_finalizer:  # a matter of timing on this machine; the hook's logic is tested deterministically
+        pytest.skip("in 3 runs the signal never landed in a finalizer (timing); "
+                    "test_an_interrupt_that_ends_as_another_error_in_a_finalizer_is_delivered_again covers the hook")
 
 
 _HOLDER = r"""
@@ -753,3 +757,44 @@ def test_gradient_error_says_when_step_runs_backward_itself():
         with pytest.raises(ValueError, match=r"step\(\) ran backward itself"):
             gradient_error(net, step, lambda: CompressSaved("bf16"))
         assert all(p.grad is None for p in net.parameters())  # gradients put back as they were
+
+
+def test_an_interrupt_that_ends_as_another_error_in_a_finalizer_is_delivered_again():
+    """D2, found by CI: a Ctrl-C inside a finalizer's ``shutil.rmtree`` can surface as the OSError that rmtree's
+    own clean-up raised (the KeyboardInterrupt only in ``__context__``); it must still be delivered again; an error that no
+    interrupt caused is not taken for one."""
+    import signal
+    import sys
+    import threading
+    import time
+    import types
+
+    from hooklab._saved import Finalizer
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    finalizer = Finalizer(owner, lambda: None)  # installs the unraisable hook
+    got = threading.Event()
+    before = signal.signal(signal.SIGINT, lambda *_: got.set())
+    hook = sys.unraisablehook
+    try:
+        try:
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt:
+                raise OSError(9, "Bad file descriptor")
+        except OSError as err:
+            lost = err
+        hook(types.SimpleNamespace(exc_type=OSError, exc_value=lost, exc_traceback=None, err_msg=None,
+                                   object=finalizer))
+        deadline = time.monotonic() + 5
+        while not got.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert got.is_set(), "the interrupt hidden behind an OSError was not delivered again"
+    finally:
+        signal.signal(signal.SIGINT, before)
+        finalizer.detach()
+    from hooklab._saved import _interrupted
+    assert not _interrupted(OSError(9, "Bad file descriptor")) and _interrupted(lost)
