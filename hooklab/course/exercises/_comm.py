@@ -9,10 +9,23 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import torch
 import torch.distributed as dist
+from torch import nn
 
 from ...workers import WorkerError, run_workers
 from . import NotSolved, Wrong
+
+
+def ddp_and_plain(seed: int) -> tuple[nn.Module, nn.Module, nn.Module]:
+    """A small MLP seeded with ``seed``, a plain copy of it (for the local gradient) and the MLP wrapped in DDP."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3))
+    plain = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3))
+    plain.load_state_dict(model.state_dict())
+    return model, plain, DDP(model)
 
 
 def guard(hook: Callable, report: dict) -> Callable:

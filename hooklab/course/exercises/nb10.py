@@ -13,20 +13,14 @@ import torch.utils.checkpoint  # `import torch` alone does not import it before 
 from torch import nn
 
 from . import NotSolved, Wrong, call_answer, exercise, require_callable
-from ._comm import guard, run_checked
+from ._comm import ddp_and_plain, guard, run_checked
 
 
 # ---- 10.1 an fp32 communication hook --------------------------------------------------------
 
 def _train_with_hook(rank: int, world_size: int, hook: Any) -> dict:
     """Two DDP steps with ``hook``; what it returned, and .grad against the exact mean."""
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    torch.manual_seed(10)
-    model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3))
-    plain = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3))
-    plain.load_state_dict(model.state_dict())
-    ddp = DDP(model)
+    model, plain, ddp = ddp_and_plain(10)
     report: dict = {"calls": 0, "problem": None, "kinds": set()}
 
     ddp.register_comm_hook(None, guard(hook, report))

@@ -13,7 +13,7 @@ from torch import nn
 
 from ...meter import OpCounter
 from . import NotSolved, Wrong, call_answer, exercise, require_callable
-from ._comm import guard, run_checked
+from ._comm import ddp_and_plain, guard, run_checked
 
 
 # ---- 14.1 a callback at the end of every backward pass ----------------------------------------
@@ -183,13 +183,7 @@ def count_ops(answer: Any) -> None:
 
 def _accumulate_with_hook(rank: int, world_size: int, hook: Any) -> dict:
     """Three micro-batches (two under no_sync) with ``hook`` and a state dict; what the state and .grad say."""
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    torch.manual_seed(14)
-    model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3))
-    plain = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3))
-    plain.load_state_dict(model.state_dict())
-    ddp = DDP(model)
+    model, plain, ddp = ddp_and_plain(14)
     state = {"calls": 0, "values": 0}
     report: dict = {}
     ddp.register_comm_hook(state, guard(hook, report))
