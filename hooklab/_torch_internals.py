@@ -1,7 +1,7 @@
 """Every place hooklab depends on a private part of PyTorch, in one module.
 
 PyTorch keeps no promise about names that start with an underscore, so hooklab touches them
-only through the functions below. ``tests/test_torch_internals.py`` asserts that each one
+only through the functions below. ``tests/library/test_torch_internals.py`` asserts that each one
 still exists on the installed torch (run it first after an upgrade: a rename fails there,
 by name, instead of as a silently empty inventory somewhere else).
 

@@ -71,7 +71,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "that need torchvision are then skipped with that reason)")
     parser.add_argument("--unit-only", action="store_true", help="run hooklab's unit tests only, no notebooks")
     parser.add_argument("--library-only", action="store_true",
-                        help="only the library's unit tests (-m 'not course and not pin'; implies --unit-only): how "
+                        help="only the library's unit tests (-m 'library and not pin'; implies --unit-only): how "
                              "hooklab's torch floor is checked, since the course itself targets the pinned torch")
     parser.add_argument("--with", dest="extra", action="append", default=[], metavar="REQ",
                         help="another requirement, replacing the lock's pin of that package (e.g. 'numpy<2')")
@@ -202,7 +202,7 @@ def unit_tests(python: Path, folder: Path, *, library_only: bool = False) -> mat
     start = time.perf_counter()
     with open(log, "w") as fh:
         proc = subprocess.run([str(python), "-m", "pytest", "tests", "-p", "no:cacheprovider", "-n0", "-q",
-                               "-rs", f"--junitxml={junit}", *(["-m", "not course and not pin"] if library_only else [])],
+                               "-rs", f"--junitxml={junit}", *(["-m", "library and not pin"] if library_only else [])],
                               cwd=ROOT, env=matrix_env(), stdout=fh, stderr=subprocess.STDOUT)
     result = matrix_report.read_junit(junit, returncode=proc.returncode) if junit.exists() else \
         matrix_report.UnitResult(returncode=proc.returncode, error=f"pytest wrote no results, see {log}")

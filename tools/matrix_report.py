@@ -1,7 +1,7 @@
 """The report of ``./course matrix``: which committed outputs a fresh run changed, and which claims they prove.
 
 Pure functions on notebooks (JSON dicts) and pytest's JUnit XML, so that they are unit-tested on small synthetic
-notebooks (``tests/test_matrix.py``) without running a kernel.
+notebooks (``tests/tools/test_matrix.py``) without running a kernel.
 
 Cells are compared as nbval compares them (``./course test``): code cells numbered from 0 ("Cell N"), the cells
 that nbval skips or whose output it ignores left out, streams merged per name, images and metadata left out, the

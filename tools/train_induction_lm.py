@@ -149,7 +149,7 @@ held-out accuracy: {acc:.4f}
 
 (Argmax accuracy over the second-half tokens after the first repeated one, `induction.accuracy`.)
 Other half-lengths, {EVAL_N} sequences each, same seed: {halves}.
-`tests/test_induction_model.py` checks that the shipped weights reach the held-out accuracy above on
+`tests/course/test_induction_model.py` checks that the shipped weights reach the held-out accuracy above on
 fresh seeded data.
 
 ## Mechanism

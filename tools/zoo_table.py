@@ -1,15 +1,15 @@
-"""Print the README's "what works where" table from the zoo test's own data (tests/zoo.py).
+"""Print the README's "what works where" table from the zoo test's own data (tests/library/zoo.py).
 
     .venv/bin/python tools/zoo_table.py          # Markdown, to paste into README.md
 
-The table states what tests/test_zoo.py asserts, cell by cell: it cannot claim more than the test shows.
+The table states what tests/library/test_zoo.py asserts, cell by cell: it cannot claim more than the test shows.
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "library"))
 
 from zoo import EXPLAIN, NOTES, SPECS, TOOLS, expected  # noqa: E402
 from zoo_distributed import DIST_SPECS, EXPLAIN as DIST_EXPLAIN, NOTES as DIST_NOTES  # noqa: E402

@@ -178,7 +178,7 @@ def export_notebook(nb: dict[str, Any], lang: str) -> dict[str, Any]:
     for index, cell in enumerate(nb["cells"]):
         if cell.get("cell_type") == "markdown" and _lang_tag(cell) is None:
             raise ValueError(f"markdown cell {index} has no lang-* tag; run the structure tests first "
-                             "(./course test tests/test_notebook_structure.py)")
+                             "(./course test tests/course/test_notebook_structure.py)")
     # nbconvert drops the other language's cells (it works on a copy: the source stays untouched)
     node, _ = TagRemovePreprocessor(remove_cell_tags={other}).preprocess(nbformat.from_dict(copy.deepcopy(nb)), {})
     out = json.loads(json.dumps(node))  # plain dicts and lists again, strings kept as they were

@@ -15,7 +15,7 @@ from hooklab.course import exercises
 from hooklab.course.export import export_notebook, one_language_output
 from hooklab.course.lang import ENV_VAR, cjk_ratio, course_language, has_cjk, say
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXERCISE_MODULES = sorted((ROOT / "hooklab" / "course" / "exercises").glob("nb*.py"))
 # Chinese messages name APIs and give an English term in brackets on first use ("句柄（handle）");
 # the Chinese prose still dominates. English messages contain no CJK character at all.

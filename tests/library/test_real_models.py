@@ -1,7 +1,7 @@
 """Reproductions of the bugs found by running hooklab's tools on real models (review: real-models.md).
 
 Each test fails on the code before its fix. Small stand-ins are used where they show the same
-pattern; torchvision models where the pattern is theirs (tests/test_zoo.py runs the whole zoo).
+pattern; torchvision models where the pattern is theirs (tests/library/test_zoo.py runs the whole zoo).
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ def older_than_the_pin() -> bool:
     from pathlib import Path
 
     from torch.torch_version import TorchVersion
-    lock = tomllib.loads((Path(__file__).resolve().parent.parent / "uv.lock").read_text(encoding="utf-8"))
+    lock = tomllib.loads((Path(__file__).resolve().parents[2] / "uv.lock").read_text(encoding="utf-8"))
     pinned = next(p["version"] for p in lock["package"] if p["name"] == "torch")
     return TorchVersion(torch.__version__.split("+")[0]) < pinned
 

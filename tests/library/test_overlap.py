@@ -2,7 +2,7 @@
 
 On a CPU-only machine nothing moves (what SaveOnCpu does); to exercise the copy, prefetch and keep-last
 bookkeeping here, a subclass offloads CPU tensors too (synchronous copies instead of side-stream ones).
-The GPU path (side stream, events, bit-for-bit gradients) is tested in tests/test_gpu_overlap.py.
+The GPU path (side stream, events, bit-for-bit gradients) is tested in tests/library/test_gpu_overlap.py.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("repository_conftest", ROOT / "conftest.py")
 repository_conftest = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(repository_conftest)

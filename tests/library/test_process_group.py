@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 # a stand-in for pytest: starts a long-running process group (as the lab fixtures do), prints its pid, waits
 PARENT = """
 import subprocess, sys, time

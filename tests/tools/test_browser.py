@@ -17,7 +17,7 @@ import kernelspec
 import pytest
 from process_group import start_process_group, stop_process_group
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path(os.environ.get("HOOKLAB_CHROMIUM", "/usr/bin/chromium"))
 SHOTS = ROOT / "build" / "browser"
 TOKEN = "hooklab-browser-test"

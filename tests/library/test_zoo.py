@@ -1,4 +1,4 @@
-"""Every public hooklab tool on a zoo of real models (tests/zoo.py holds the models and the expectations).
+"""Every public hooklab tool on a zoo of real models (tests/library/zoo.py holds the models and the expectations).
 
 Each cell either works (its runner checks what the tool recorded against plain PyTorch) or
 refuses with the message the table expects. ``tools/zoo_table.py`` prints the same table for
@@ -47,7 +47,7 @@ _PIN = [pytest.mark.pin]
 PARAMS = [pytest.param(spec, tool, id=f"{spec.name.split(' (')[0]}-{tool}",
                        marks=(_HEAVY if spec.heavy else []) + (_PIN if spec.compiled else []))
           for spec in SPECS for tool in TOOLS]
-# DDP / FSDP2 rows (tests/zoo_distributed.py): one launch of 2 gloo workers runs every tool of every such row
+# DDP / FSDP2 rows (tests/library/zoo_distributed.py): one launch of 2 gloo workers runs every tool of every such row
 PARAMS += [pytest.param(spec, tool, id=f"{spec.name.split(' (')[0]}-{tool}") for spec in DIST_SPECS
            for tool in DIST_TOOLS]
 _ranks: list = []  # what each worker found, once per test session
@@ -85,7 +85,7 @@ def test_zoo(spec, tool):
             run(case)
         except Exception as exc:
             pytest.xfail(f"{want} ({type(exc).__name__})")
-        pytest.fail(f"expected to fail ({want}) but it worked: the defect is gone; update tests/zoo.py and the "
+        pytest.fail(f"expected to fail ({want}) but it worked: the defect is gone; update tests/library/zoo.py and the "
                     "README table (tools/zoo_table.py)")
     if want.startswith("refuses: "):
         with pytest.raises(Exception) as info:
@@ -102,7 +102,7 @@ def test_readme_table_is_the_one_this_data_prints():
     import subprocess
     import sys
     from pathlib import Path
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     table = subprocess.run([sys.executable, str(root / "tools" / "zoo_table.py")], capture_output=True, text=True,
                            check=True, timeout=120).stdout.strip()
     assert table in (root / "README.md").read_text(encoding="utf-8"), \

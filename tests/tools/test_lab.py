@@ -18,7 +18,7 @@ from process_group import start_process_group, stop_process_group
 pytestmark = pytest.mark.skipif(os.environ.get("COURSE_MATRIX") == "1",
                                 reason="COURSE_MATRIX=1: ./course lab serves the locked .venv, not this torch")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "hooklab-test-token"
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("course_site", ROOT / "tools" / "site.py")
 site = importlib.util.module_from_spec(spec)
 sys.modules["course_site"] = site

@@ -19,7 +19,7 @@ import pytest
 
 from hooklab.course.export import strip_toc_skip
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 VERSION = r"(\d+\.\d+\.\d+)"

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("torchvision", reason="the benchmark runs torchvision's ResNet-18, and torchvision is not installed")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_memory.py"
 ROWS = ["baseline", "ledger", "disk", "bf16", "int8", "checkpoint", "overlap", "plan_1/2", "plan_1/4", "plan_1/10"]
 PLAN = re.compile(r"^plan 1/(2|4|10) \(budget [0-9.]+ MiB\): (met, plan ([kCobi]+); [0-9.]+x time, (fastest|slower than "

@@ -2,7 +2,7 @@
 
 All rows run in one launch of 2 workers. In each worker the model is wrapped (``DistributedDataParallel``, or
 ``fully_shard`` on every ``Linear`` and the root), every batch differs by rank (so the averaged gradient is not
-the local one), and every tool of ``tests/zoo.py`` runs with its usual check against plain PyTorch, computed the
+the local one), and every tool of ``tests/library/zoo.py`` runs with its usual check against plain PyTorch, computed the
 same way in the same process group: the tools are given the inner model (as the README and notebook 10 use
 them) while the forward and backward go through the wrapper. A few runners are adapted:
 
@@ -11,7 +11,7 @@ them) while the forward and backward go through the wrapper. A few runners are a
   norm) and the global-norm hooks must equal ``torch.nn.utils.clip_grad_*_`` after a plain ``backward()``;
 - ``hook_inventory``: FSDP2 registers hooks of its own, so "nothing left" means "what was there before".
 
-A worker returns, per tool, its note or the error it raised; ``tests/test_zoo.py`` replays them.
+A worker returns, per tool, its note or the error it raised; ``tests/library/test_zoo.py`` replays them.
 """
 from __future__ import annotations
 

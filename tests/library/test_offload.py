@@ -648,7 +648,7 @@ def test_a_ctrl_c_that_lands_in_a_finalizer_is_not_swallowed(tmp_path):
     import subprocess
     import sys
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     seen_in_finalizer = False
     for attempt in range(3):
         run = subprocess.run([sys.executable, "-c", _CTRL_C_CHILD, str(tmp_path)], capture_output=True, text=True,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("course_lab", ROOT / "tools" / "lab.py")
 lab = importlib.util.module_from_spec(spec)
 sys.modules["course_lab"] = lab
@@ -251,7 +251,7 @@ def test_the_shell_scripts_register_the_kernel_tools_and_notebooks_name():
 
 def test_the_lab_leaves_out_two_lines_of_terminal_noise(tmp_path):
     """jupyter_lsp's "Skipped non-installed server(s): <19 names>" and tornado's warning about jupyter_server's
-    websocket ping settings (seen in a real lab: tests/test_lab.py); a user's own option still wins."""
+    websocket ping settings (seen in a real lab: tests/tools/test_lab.py); a user's own option still wins."""
     import logging
 
     plan, _ = lab.plan(["--LanguageServerManager.autodetect=True"], root=tmp_path, is_root_user=False, has_curve=True)

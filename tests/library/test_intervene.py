@@ -407,7 +407,7 @@ def test_compiled_models_are_refused():
         capture_inputs(compiled, "0", torch.ones(1, 2))
 
 
-# --- the one lifecycle (tests/test_lifecycle.py checks the other recorders the same way) ---------------
+# --- the one lifecycle (tests/library/test_lifecycle.py checks the other recorders the same way) ---------------
 
 def test_lifecycle_made_registers_nothing_entered_registers_exit_removes():
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())

@@ -13,7 +13,7 @@ import pytest
 from hooklab.course import export_notebook, export_notebooks
 from test_notebook_structure import GOOD, md
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def sources(nb):

@@ -9,7 +9,7 @@ from hooklab.course import exercises
 
 from exercise_support import run_solution, verdict
 
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CHECK_CALL = re.compile(r'\bcourse\.check\("(\d\d\.\d+)"')
 
 
