@@ -1,4 +1,6 @@
-"""Every notebook ends with 2-4 checked exercises whose committed outputs are the blank starting point."""
+"""Every notebook ends with 2-4 checked exercises whose committed outputs are the blank starting point; every
+reference solution passes; every reason a checker can give has a literal id, and a test that asserts it."""
+import ast
 import json
 import re
 from pathlib import Path
@@ -7,7 +9,7 @@ import pytest
 
 from hooklab.course import exercises
 
-from exercise_support import run_solution, verdict
+from exercise_support import reference_answer, verdict
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CHECK_CALL = re.compile(r'\bcourse\.check\("(\d\d\.\d+)"')
@@ -45,7 +47,54 @@ def test_notebook_checks_its_own_exercises_from_a_blank_start(path):
 def test_every_reference_solution_passes_its_checker(key):
     if "torchvision" in exercises._get(key).solution:
         pytest.importorskip("torchvision", reason=f"exercise {key} uses torchvision, which is not installed")
-    namespace = run_solution(key)
-    answers = [v for name, v in namespace.items() if not name.startswith("__") and name not in ("hooklab", "course", "torch", "nn")]
-    assert answers, f"the solution of {key} defines nothing"
-    assert verdict(key, answers[-1]) == "correct"
+    assert verdict(key, reference_answer(key)) == "correct"
+
+
+EXERCISES = Path(exercises.__file__).parent
+CHECKERS = sorted(EXERCISES.glob("nb[0-9][0-9].py"))
+TESTS = Path(__file__).parent
+# the rules, with the position of their reason id; the verdicts take it as `reason=`
+RULES, VERDICTS = {"fail": 0, "expect": 1, "guarded": 0}, {"Wrong", "NotSolved"}
+
+
+def reason_ids(path):
+    """Every reason id a checker module can give, and the calls that give one that is not a literal string."""
+    ids, unnamed = set(), []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        name = getattr(node.func, "id", getattr(node.func, "attr", None))
+        if name in RULES:
+            reason = node.args[RULES[name]] if len(node.args) > RULES[name] else None
+        elif name in VERDICTS:
+            reason = next((k.value for k in node.keywords if k.arg == "reason"), None)
+            if reason is None and name == "NotSolved":
+                ids.add("blank")
+                continue
+        else:
+            continue
+        if isinstance(reason, ast.Name) and reason.id == "reason":  # a rule passing its own argument on
+            continue
+        if isinstance(reason, ast.Constant) and isinstance(reason.value, str) and reason.value:
+            ids.add(reason.value)
+        else:
+            unnamed.append(f"{path.name}:{node.lineno} {name}(...)")
+    return ids, unnamed
+
+
+def asserting_tests(path):
+    """The tests of a checker module: tests/course/test_exercises_nbNN*.py; notebook 00's and the shared rules'
+    are in test_exercises.py; _comm.py's (DDP communication hooks) in those of notebooks 10 and 14."""
+    numbers = {"_comm": ["10", "14"], "_support": ["00"]}.get(path.stem, [path.stem[2:]])
+    files = [f for n in numbers for f in (sorted(TESTS.glob(f"test_exercises_nb{n}*.py")) if n != "00"
+                                          else [TESTS / "test_exercises.py"])]
+    return "\n".join(f.read_text(encoding="utf-8") for f in files)
+
+
+@pytest.mark.parametrize("path", [*CHECKERS, EXERCISES / "_support.py", EXERCISES / "_comm.py"], ids=lambda p: p.stem)
+def test_every_reason_has_an_id_that_a_test_asserts(path):
+    ids, unnamed = reason_ids(path)
+    assert unnamed == [], f"verdicts without a literal reason id: {unnamed}"
+    tests = asserting_tests(path)
+    untested = sorted(i for i in ids if f'"{i}"' not in tests)
+    assert untested == [], f"{path.name}: no test asserts the reason ids {untested}"

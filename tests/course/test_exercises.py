@@ -7,8 +7,9 @@ import torch
 import hooklab
 import hooklab.course
 from hooklab.course import exercises
+from hooklab.course.exercises import _support
 
-from exercise_support import run_solution, verdict
+from exercise_support import judged, run_solution, verdict
 
 
 # ---- 00.1 count the zeros of the ReLU output ----------------------------------------------
@@ -65,25 +66,39 @@ def test_00_1_accepts_right_answers(answer):
     assert verdict("00.1", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [zeros_leaving_hook, zeros_hook_returning_value, zeros_of_final_output, zero_fraction, zeros_of_input,
-                                    "count_relu_zeros"])
-def test_00_1_rejects_wrong_answers(answer):
-    assert verdict("00.1", answer) == "wrong"
+@pytest.mark.parametrize("answer, reason", [(zeros_leaving_hook, "hook-left"), (zeros_hook_returning_value, "raised"),
+                                            (zeros_of_final_output, "count"), (zero_fraction, "not-an-int"),
+                                            (zeros_of_input, "count"), ("count_relu_zeros", "not-a-function")])
+def test_00_1_rejects_wrong_answers(answer, reason):
+    assert judged("00.1", answer) == ("wrong", reason)
+
+
+def test_00_1_a_forgotten_global_hook_is_wrong_and_removed():
+    from torch.nn.modules.module import register_module_forward_hook
+
+    def zeros_with_global_hook(model, x):
+        found = []
+        register_module_forward_hook(lambda m, a, out: found.append(out) if m is model[1] else None)
+        model(x)
+        return int((found[0] == 0).sum())
+
+    assert judged("00.1", zeros_with_global_hook) == ("wrong", "global-hook-left")
+    assert hooklab.hook_inventory(None) == []  # the check removed it
 
 
 def test_00_1_asks_for_an_int_not_a_tensor():
     def zeros_as_tensor(model, x):
         return int(zeros_by_hook_then_remove(model, x)) * torch.ones((), dtype=torch.long)
 
-    status, zh, en = hooklab.course.exercises.verdict("00.1", zeros_as_tensor)
-    assert status == "wrong" and "not a tensor" in en and "张量" in zh
+    status, zh, en, reason = hooklab.course.exercises.verdict("00.1", zeros_as_tensor)
+    assert (status, reason) == ("wrong", "tensor-not-int") and "not a tensor" in en and "张量" in zh
 
 
 def test_00_1_blank_start_is_not_solved():
     def count_relu_zeros(model, x):
         pass
-    assert verdict("00.1", count_relu_zeros) == "not solved"
-    assert verdict("00.1", None) == "not solved"
+    assert judged("00.1", count_relu_zeros) == ("not solved", "blank")
+    assert judged("00.1", None) == ("not solved", "blank")
 
 
 # ---- 00.2 predict the firing order ------------------------------------------------------
@@ -94,19 +109,20 @@ def test_00_2_accepts_the_real_order_as_list_or_tuple():
     assert verdict("00.2", tuple(order)) == "correct"
 
 
-@pytest.mark.parametrize("answer", [
-    ["tensor", "post_accumulate_grad", "node_pre", "node_post"],  # leaf first: the usual wrong guess
-    ["node_post", "node_pre", "tensor", "post_accumulate_grad"],
-    ["node_pre", "node_post", "post_accumulate_grad", "tensor"],
-    ["node_pre", "node_post", "tensor"],                          # one missing
-    ["node_pre", "node_post", "tensor", "tensor"],
+@pytest.mark.parametrize("answer, reason", [
+    (["tensor", "post_accumulate_grad", "node_pre", "node_post"], "order"),  # leaf first: the usual wrong guess
+    (["node_post", "node_pre", "tensor", "post_accumulate_grad"], "order"),
+    (["node_pre", "node_post", "post_accumulate_grad", "tensor"], "order"),
+    (["node_pre", "node_post", "tensor"], "not-the-four-names"),             # one missing
+    (["node_pre", "node_post", "tensor", "tensor"], "not-the-four-names"),
+    ("node_pre node_post tensor post_accumulate_grad", "not-the-four-names"),
 ])
-def test_00_2_rejects_wrong_orders(answer):
-    assert verdict("00.2", answer) == "wrong"
+def test_00_2_rejects_wrong_orders(answer, reason):
+    assert judged("00.2", answer) == ("wrong", reason)
 
 
 def test_00_2_blank_start_is_not_solved():
-    assert verdict("00.2", []) == "not solved"
+    assert judged("00.2", []) == ("not solved", "blank")
 
 
 # ---- 00.3 count saved tensors -------------------------------------------------------------
@@ -147,7 +163,11 @@ def test_00_3_accepts_right_answers(answer):
 
 @pytest.mark.parametrize("answer", [saved_counting_unpacks, saved_counting_parameters, saved_always_with_grad])
 def test_00_3_rejects_wrong_answers(answer):
-    assert verdict("00.3", answer) == "wrong"
+    assert judged("00.3", answer) == ("wrong", "count")
+
+
+def test_00_3_asks_for_an_int():
+    assert judged("00.3", lambda model, x: float(saved_with_counter_object(model, x))) == ("wrong", "not-an-int")
 
 
 # ---- the framework ------------------------------------------------------------------------
@@ -238,6 +258,13 @@ def test_duplicate_registration_is_refused():
         exercises.exercise("00.1", hint=("", ""), solution="")(lambda answer: None)
 
 
+def test_a_solution_section_runs_on_its_own_and_is_what_solution_shows():
+    """solutions/nb00.py: the section after `# [00.3]` is the code shown, and it defines the declared answer."""
+    code = exercises.solution_text("00.3")[0].split("\n", 1)[1]
+    assert code.startswith("def count_saved(model, x):") and "# [00." not in code
+    assert exercises._get("00.3").answer == "count_saved" and callable(run_solution("00.3")["count_saved"])
+
+
 def test_a_check_runs_with_gradients_even_under_no_grad_or_inference_mode():
     key, answer = "00.2", run_solution("00.2")["my_order"]
     for mode in (torch.no_grad, torch.inference_mode):
@@ -268,8 +295,8 @@ def test_a_check_puts_back_what_the_answer_changed_and_stops_a_slow_answer(monke
 
     monkeypatch.setattr(ex, "CHECK_TIME_LIMIT", 1)
     start = time.monotonic()
-    status, zh, en = ex.verdict("00.1", endless)
-    assert status == "wrong" and "did not finish within 1 s" in en and "1 秒" in zh
+    status, zh, en, reason = ex.verdict("00.1", endless)
+    assert (status, reason) == ("wrong", "too-slow") and "did not finish within 1 s" in en and "1 秒" in zh
     assert time.monotonic() - start < 10
 
 
@@ -330,8 +357,8 @@ def test_an_answer_that_leaves_saved_tensor_hooks_active_is_wrong_and_they_are_e
         torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t).__enter__()  # never exited
         return right(model, x)
 
-    status, zh, en = exercises.verdict("00.1", right_but_leaves_hooks)
-    assert status == "wrong" and "saved-tensor hooks" in en and "saved_tensors_hooks" in zh
+    status, zh, en, reason = exercises.verdict("00.1", right_but_leaves_hooks)
+    assert (status, reason) == ("wrong", "saved-hooks-left") and "saved-tensor hooks" in en and "saved_tensors_hooks" in zh
     assert hooklab.hook_inventory(None) == []  # popped: nothing left active
 
     # the learner's own context, active around the check, is not touched
@@ -347,13 +374,15 @@ def test_an_unexpected_error_inside_a_checker_is_a_wrong_verdict_naming_it(monke
     def broken_checker(answer):
         raise RuntimeError("Float did not match Double\nmore detail")
 
-    monkeypatch.setitem(exercises._REGISTRY, "99.1", exercises.Exercise("99.1", broken_checker, ("", ""), ""))
-    status, zh, en = exercises.verdict("99.1", lambda: 0)
-    assert status == "wrong"
+    monkeypatch.setitem(exercises._REGISTRY, "99.1", exercises.Exercise("99.1", broken_checker, None, ("", ""), ""))
+    status, zh, en, reason = exercises.verdict("99.1", lambda: 0)
+    assert (status, reason) == ("wrong", "checker-error")
     assert en.startswith("the check stopped on an unexpected RuntimeError: Float did not match Double (")
     assert "RuntimeError" in zh and "more detail" not in en
     hooklab.course.check("99.1", lambda: 0)
     assert "[99.1] not right yet: the check stopped on an unexpected RuntimeError" in capsys.readouterr().out
+    with pytest.raises(RuntimeError, match="Float did not match Double"):  # the tests' strict mode: a crash fails
+        exercises.verdict("99.1", lambda: 0, strict=True)
 
 
 def test_a_function_that_ran_and_returned_none_is_not_right_yet_not_unsolved(capsys):
@@ -370,8 +399,9 @@ def test_a_function_that_ran_and_returned_none_is_not_right_yet_not_unsolved(cap
 
     def count_relu_zeros(model, x):        # no return where nothing specific is asked for
         model(x)
-    status, _, en = exercises.verdict("00.1", count_relu_zeros)
-    assert status == "wrong" and en == "your function ran but returned None: did you forget the `return`?"
+    status, _, en, reason = exercises.verdict("00.1", count_relu_zeros)
+    assert (status, reason) == ("wrong", "returned-none")
+    assert en == "your function ran but returned None: did you forget the `return`?"
 
 
 @pytest.mark.parametrize("source", ["def f(a, b):\n    pass", "def f(a, b):\n    # your code here\n    pass",
@@ -380,12 +410,12 @@ def test_a_function_that_ran_and_returned_none_is_not_right_yet_not_unsolved(cap
 def test_a_blank_function_is_the_starting_point(source):
     namespace = {}
     exec(source, namespace)
-    assert exercises._blank(namespace["f"]) and not exercises._started(namespace["f"])
+    assert _support._blank(namespace["f"]) and not _support.started(namespace["f"])
 
 
 @pytest.mark.parametrize("answer", [lambda a: a, lambda a: print(a), len, functools.partial(print, 1)])
 def test_any_other_callable_is_started(answer):
-    assert exercises._started(answer)
+    assert _support.started(answer)
 
 
 def test_solution_load_puts_the_code_into_the_next_cell(monkeypatch, capsys):

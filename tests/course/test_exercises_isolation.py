@@ -40,7 +40,7 @@ def test_every_reference_solution_passes_in_a_hostile_learner_state(grad_mode):
             pytest.importorskip("torchvision")
         answer = reference_answer(key)
         with learner_state(grad_mode):
-            status, _, en = exercises.verdict(key, answer)
+            status, _, en, _ = exercises.verdict(key, answer)
             # the learner's state is back after each check
             assert torch.get_default_dtype() == torch.float64 and torch.is_anomaly_enabled(), key
             assert not torch.is_grad_enabled(), key

@@ -8,69 +8,86 @@ In a notebook::
     course.hint("00.1")                    # a nudge
     course.solution("00.1")                # a reference answer, only when asked for
 
-Each notebook's exercises live in their own module (``nb00.py``, ...) and register
-themselves with :func:`exercise`.
+Each notebook's exercises live in their own module (``nb00.py``, ...): a checker per exercise, registered
+with :func:`exercise` and built from the rules of :mod:`._support`, each verdict with a reason id. The hints
+and the reference solutions are in ``solutions/nbNN.py``: a ``HINTS`` table, and one section of real code per
+exercise that starts with a line ``# [NN.K]`` (what :func:`solution` shows; the tests run it).
 """
 from __future__ import annotations
 
-import dis
 import importlib
 import pkgutil
 import random
+import re
 import signal
 import threading
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import torch
-from torch.nn.modules import module as module_globals
 
 from ... import _torch_internals as internals
-from ..._torch_internals import GLOBAL_HOOK_FLAGS, global_hook_dicts, global_optimizer_hook_dicts, print_options
-from ...inventory import hook_inventory
+from ..._torch_internals import print_options
 from ..lang import say
+from ._support import (TENSOR_HANDLE, NotSolved, Wrong, call_answer, drop_global_hooks_added_since,  # noqa: F401
+                       global_hook_ids, no_hooks_left, require_callable, started)
 
-__all__ = ["Exercise", "NotSolved", "UnknownExercise", "Wrong", "check", "exercise", "hint", "hint_text", "solution",
-           "solution_text", "verdict"]
-
-
-class Wrong(Exception):
-    """Raised by a checker: the answer is wrong; carries the reason in both languages."""
-
-    def __init__(self, zh: str, en: str) -> None:
-        super().__init__(en)
-        self.zh, self.en = zh, en
-
-
-class NotSolved(Wrong):
-    """Raised by a checker when the answer is still the blank starting point."""
+__all__ = ["Exercise", "NotSolved", "UnknownExercise", "Verdict", "Wrong", "check", "exercise", "hint", "hint_text",
+           "solution", "solution_text", "verdict"]
 
 
 @dataclass(frozen=True)
 class Exercise:
     key: str
     checker: Callable[[Any], None]
+    answer: str | None     # the name the learner's answer is bound to in the notebook (and in the solution)
     hint: tuple[str, str]  # (zh, en)
     solution: str          # reference code
 
 
 _REGISTRY: dict[str, Exercise] = {}
+_SECTION = re.compile(r"^# \[(\d\d\.\d+)\]$", re.MULTILINE)
 
 
-def exercise(key: str, *, hint: tuple[str, str], solution: str) -> Callable:
-    """Register the decorated function as the checker of exercise ``key`` (e.g. ``"00.1"``)."""
+def solutions_module(key: str) -> Any:
+    """The module ``solutions/nbNN.py`` that holds exercise ``key``'s hint and reference solution."""
+    return importlib.import_module(f"{__name__}.solutions.nb{key.split('.')[0]}")
+
+
+def solution_sections(module: Any) -> dict[str, str]:
+    """``{key: code}``: the sections of a solutions module, each from its ``# [NN.K]`` line to the next one."""
+    import inspect
+
+    source = inspect.getsource(module)
+    marks = list(_SECTION.finditer(source))
+    ends = [m.start() for m in marks[1:]] + [len(source)]
+    return {m.group(1): source[m.end():end].strip("\n") for m, end in zip(marks, ends)}
+
+
+def exercise(key: str, *, answer: str | None = None, hint: tuple[str, str] | None = None,
+             solution: str | None = None) -> Callable:
+    """Register the decorated function as the checker of exercise ``key`` (e.g. ``"00.1"``).
+
+    ``answer`` names what the learner defines (``"count_relu_zeros"``); the hint and the reference solution
+    come from ``solutions/nbNN.py`` (``HINTS[key]`` and the section ``# [key]``) unless given here.
+    """
     def register(checker: Callable[[Any], None]) -> Callable[[Any], None]:
         if key in _REGISTRY:
             raise ValueError(f"exercise {key!r} is registered twice")
-        _REGISTRY[key] = Exercise(key, checker, hint, solution.strip("\n"))
+        shown_hint, code = hint, solution
+        if shown_hint is None or code is None:
+            module = solutions_module(key)
+            shown_hint = shown_hint if shown_hint is not None else module.HINTS[key]
+            code = code if code is not None else solution_sections(module)[key]
+        _REGISTRY[key] = Exercise(key, checker, answer, shown_hint, code.strip("\n"))
         return checker
     return register
 
 
 def _load_all() -> None:
     for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("nb"):
+        if info.name.startswith("nb") and not info.ispkg:
             importlib.import_module(f"{__name__}.{info.name}")
 
 
@@ -202,26 +219,6 @@ class _Isolation:
         return found
 
 
-def _blank(answer: Any) -> bool:
-    """True for a function whose body does nothing (``pass``, ``...``, a docstring): the starting point."""
-    code = getattr(answer, "__code__", None)
-    if code is None:
-        return False
-    for ins in dis.get_instructions(code):
-        if ins.opname in ("RESUME", "NOP", "CACHE", "RETURN_VALUE", "EXTENDED_ARG"):
-            continue
-        if ins.opname in ("LOAD_CONST", "RETURN_CONST") and ins.argval is None:
-            continue
-        return False
-    return True
-
-
-def _started(answer: Any) -> bool:
-    """True when the answer is code the learner wrote (not the blank starting point): a function with a body,
-    or any other callable. Data answers (lists, dicts) are judged by their checkers alone."""
-    return callable(answer) and not _blank(answer)
-
-
 # the verdict when an answer leaves a saved_tensors_hooks context active (also raised early by 06 / 07 checkers)
 SAVED_HOOKS_LEFT_ACTIVE = ("函数返回后还有一对保存张量的钩子（`saved_tensors_hooks`）处于生效状态，检查已把它关掉；"
                 "用 `with saved_tensors_hooks(...):` 进入，让它在函数结束前退出。",
@@ -230,37 +227,49 @@ SAVED_HOOKS_LEFT_ACTIVE = ("函数返回后还有一对保存张量的钩子（`
                 "that it exits before your function ends.")
 
 
-def verdict(key: str, answer: Any) -> tuple[str, str, str]:
-    """Run exercise ``key``'s checker on ``answer``: ``("correct" | "not solved" | "wrong", zh, en)``.
+class Verdict(NamedTuple):
+    """A checker's judgement: ``status`` ("correct" | "not solved" | "wrong"), why (``zh``, ``en``) and the
+    ``reason`` id of that why ("" when correct)."""
+    status: str
+    zh: str
+    en: str
+    reason: str
+
+
+def verdict(key: str, answer: Any, *, strict: bool = False) -> Verdict:
+    """Run exercise ``key``'s checker on ``answer`` and return its :class:`Verdict`.
 
     The check runs with gradients enabled (also when called under ``no_grad`` / ``inference_mode``), float32
     as the default dtype and anomaly detection off; it leaves the learner's settings and random generators as
     they were (:class:`_Isolation`) and gives the learner's code :data:`CHECK_TIME_LIMIT` seconds.
     "not solved" is for the blank starting point only: once the answer is a function with a body, a checker's
     "not solved yet" reason is given as "wrong". An unexpected error inside the check is a "wrong" verdict that
-    names it, never a traceback.
+    names it (reason ``checker-error``), never a traceback; with ``strict=True`` (the tests) it propagates, so a
+    checker that crashes fails its test instead of passing as "wrong".
     """
     ex = _get(key)
     isolation = _Isolation()
     try:
         with isolation, _time_limit(CHECK_TIME_LIMIT):
             ex.checker(answer)
-        result = ("correct", "", "")
+        result = Verdict("correct", "", "", "")
     except NotSolved as why:
-        result = ("wrong" if _started(answer) else "not solved", why.zh, why.en)
+        result = Verdict("wrong" if started(answer) else "not solved", why.zh, why.en, why.reason)
     except Wrong as why:
-        result = ("wrong", why.zh, why.en)
+        result = Verdict("wrong", why.zh, why.en, why.reason)
     except _TooSlow:
-        result = ("wrong", f"检查在 {CHECK_TIME_LIMIT} 秒内没有结束：你的代码是不是陷入了死循环，或者在等一个永远不会来的结果？",
-                  f"the check did not finish within {CHECK_TIME_LIMIT} s: does your code loop for ever, or wait for "
-                  "something that never comes?")
+        result = Verdict("wrong", f"检查在 {CHECK_TIME_LIMIT} 秒内没有结束：你的代码是不是陷入了死循环，或者在等一个永远不会来的结果？",
+                         f"the check did not finish within {CHECK_TIME_LIMIT} s: does your code loop for ever, or wait "
+                         "for something that never comes?", "too-slow")
     except Exception as exc:  # an error the checker did not foresee: a verdict that names it, not a traceback
+        if strict:
+            raise
         first = str(exc).strip().split("\n")[0]
-        result = ("wrong", f"检查中途因意外的 {type(exc).__name__} 停止：{first}（如果你确信答案正确，这可能是检查程序的问题）。",
-                  f"the check stopped on an unexpected {type(exc).__name__}: {first} (if you are sure your answer "
-                  "is right, this may be a bug in the checker).")
-    if isolation.saved_tensor_hooks_left and result[0] != "wrong":
-        result = ("wrong", *SAVED_HOOKS_LEFT_ACTIVE)
+        result = Verdict("wrong", f"检查中途因意外的 {type(exc).__name__} 停止：{first}（如果你确信答案正确，这可能是检查程序的问题）。",
+                         f"the check stopped on an unexpected {type(exc).__name__}: {first} (if you are sure your "
+                         "answer is right, this may be a bug in the checker).", "checker-error")
+    if isolation.saved_tensor_hooks_left and result.status != "wrong":
+        result = Verdict("wrong", *SAVED_HOOKS_LEFT_ACTIVE, "saved-hooks-left")
     return result
 
 
@@ -271,7 +280,7 @@ def check(key: str, answer: Any) -> None:
     A key that names no exercise prints one line listing the keys that exist (no traceback).
     """
     try:
-        status, zh, en = verdict(key, answer)
+        status, zh, en, _ = verdict(key, answer)
     except UnknownExercise as unknown:
         print(unknown.message)
         return
@@ -358,82 +367,3 @@ def solution(key: str, *, load: bool = False) -> None:
         return
     shell.set_next_input(plain, replace=False)
     print(say(f"[{key}] 参考答案已放进下面的新单元格。", f"[{key}] the reference solution is in a new cell below."))
-
-
-def require_callable(answer: Any, name: str) -> None:
-    """The usual first step of a checker: a blank answer is 'not solved', a non-function is wrong."""
-    if answer is None or answer is ...:
-        raise NotSolved(f"请先实现 `{name}`。", f"implement `{name}` first.")
-    if not callable(answer):
-        raise Wrong(f"需要传入函数 `{name}`，收到的是 {type(answer).__name__}。",
-                    f"pass the function `{name}`, not a {type(answer).__name__}.")
-
-
-def call_answer(answer: Callable, *args: Any, allow_none: bool = False,
-                returns: tuple[str, str] | None = None) -> Any:
-    """Call the learner's function; its exceptions become a readable verdict.
-
-    Returning ``None`` is "not solved yet" for the blank starting point (a body of ``pass``), and "wrong"
-    for a function that ran and forgot its ``return`` (``returns``: what it should return, zh and en),
-    unless ``allow_none`` (a hook that may observe).
-    """
-    try:
-        result = answer(*args)
-    except Exception as exc:  # the learner's code failed: say how, in both languages
-        raise Wrong(f"你的函数抛出了 {type(exc).__name__}: {exc}",
-                    f"your function raised {type(exc).__name__}: {exc}") from exc
-    if result is None and not allow_none:
-        if not _started(answer):
-            raise NotSolved("你的函数还没有返回任何值（返回了 None）。", "your function returns None so far.")
-        if returns is not None:
-            raise Wrong(f"你的函数运行了，却返回了 None；请返回 {returns[0]}。",
-                        f"your function ran but returned None: return {returns[1]}.")
-        raise Wrong("你的函数运行了，却返回了 None，是不是忘了写 `return`？",
-                    "your function ran but returned None: did you forget the `return`?")
-    return result
-
-
-# what an exercise that registers a tensor hook returns (for call_answer's ``returns``)
-TENSOR_HANDLE = ("`register_hook` 给你的句柄（handle）", "the handle that `register_hook` gave you")
-
-
-def _global_dicts() -> list[dict]:
-    """Every dict in which torch keeps global module and optimizer hooks and their flags (a handle's id,
-    unique across all of them, is the key in each)."""
-    flags = [d for attr in GLOBAL_HOOK_FLAGS if isinstance(d := getattr(module_globals, attr, None), dict)]
-    return [d for _, _, d in (*global_hook_dicts(), *global_optimizer_hook_dicts())] + flags
-
-
-def global_hook_ids() -> set[int]:
-    """The ids of the global module and optimizer hooks registered right now."""
-    return {key for hooks in _global_dicts() for key in hooks}
-
-
-def drop_global_hooks_added_since(before: set[int]) -> bool:
-    """Remove the global hooks registered after ``before`` was taken (a learner forgot them); True if any."""
-    found = False
-    for hooks in _global_dicts():
-        for key in [k for k in hooks if k not in before]:
-            del hooks[key]
-            found = True
-    return found
-
-
-@contextmanager
-def no_hooks_left(*owners: Any) -> Iterator[None]:
-    """Around a call of the learner's function: afterwards it is wrong to have left a hook on an
-    ``owner`` (module or tensor) or a global module hook; leaked global hooks are removed at once."""
-    on_owners = [len(hook_inventory(owner, include_global=False)) for owner in owners]
-    globals_before = global_hook_ids()
-    try:
-        yield
-    finally:
-        leaked_global = drop_global_hooks_added_since(globals_before)
-    if leaked_global:
-        raise Wrong("函数返回后还留着一个全局钩子（它会影响之后的每个模块！）；把句柄交给 `hooklab.HookScope` 或调用 `handle.remove()`。",
-                    "a global hook is still registered after your function returned (it affects every module from "
-                    "then on!); hand its handle to a `hooklab.HookScope` or call `handle.remove()`.")
-    if any(len(hook_inventory(owner, include_global=False)) > n for owner, n in zip(owners, on_owners)):
-        raise Wrong("函数返回后还留着钩子；把句柄交给 `hooklab.HookScope` 或调用 `handle.remove()`。",
-                    "a hook is still registered after your function returned; hand its handle to a "
-                    "`hooklab.HookScope` or call `handle.remove()`.")
