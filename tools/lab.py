@@ -1,11 +1,11 @@
 """`./course lab [--lang zh|en|both] [JupyterLab options]`: start JupyterLab on the course, quietly.
 
-- ``--lang both`` (the default) serves ``notebooks/``; ``--lang zh`` / ``--lang en`` serve one-language copies
-  in the lab's own folder ``build/lab/<lang>/notebooks/`` (exported as ``python -m hooklab.course export`` does, which
-  writes ``build/<lang>/`` and so never touches the learner's work), and the course's messages (exercise verdicts,
-  hints, solutions) follow the language: the kernels inherit ``HOOKLAB_LANG``.
-  A copy the learner has edited is kept (a fresh one is written when the copy is missing or untouched, or is not
-  valid JSON); copies an older version of this command kept in ``build/<lang>/`` are moved there once.
+- It serves the learner's working copies, never the tracked notebooks (``tools/workcopies.py``): ``work/zh-en/``
+  (``--lang both``, the default) or the one-language copies ``work/zh/`` / ``work/en/`` (``--lang zh|en``; exported as
+  ``./course export`` does). Missing copies are made, a copy the learner changed is never overwritten, and the start
+  says when the course has a newer version of one (``./course reset NN`` gives a fresh copy, keeping the old one).
+  With ``--lang zh|en`` the course's messages (exercise verdicts, hints, solutions) follow the language too: the
+  kernels inherit ``HOOKLAB_LANG``.
 - A root folder given by the user (``--ServerApp.root_dir=DIR``, ``--notebook-dir=DIR``) replaces the default
   instead of clashing with it ("root_dir only accepts one value").
 - Quieter start: kernels get CurveZMQ transport encryption (no "Kernel is running over TCP without
@@ -29,6 +29,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from workcopies import copies_dir, move_old_copies, prepare_copies, shown  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 LANGS = ("zh", "en", "both")
 # JupyterLab locale per course language (None: JupyterLab's own default)
@@ -47,7 +50,7 @@ class LabPlan:
     root_dir: Path                # the folder JupyterLab serves
     argv: list[str]               # the jupyter lab command line
     env: dict[str, str]           # variables set on top of the caller's environment
-    export: bool                  # write the one-language copies into root_dir first
+    copies: bool                  # root_dir is the working copies' folder: make the missing copies first
     settings_dir: Path            # holds labconfig/default_setting_overrides.json
     notes: list[str] = field(default_factory=list)
 
@@ -87,12 +90,6 @@ def user_root(args: list[str]) -> str | None:
     return None
 
 
-def copies_dir(root: Path, lang: str) -> Path:
-    """Where ``./course lab --lang zh|en`` keeps the learner's one-language copies (``./course export`` writes
-    ``build/<lang>/``, a folder of its own)."""
-    return root / "build" / "lab" / lang / "notebooks"
-
-
 def settings_overrides(lang: str) -> dict:
     """JupyterLab settings defaults for the course (the learner's own settings still win)."""
     overrides: dict = {
@@ -110,13 +107,13 @@ def plan(args: list[str], *, root: Path = ROOT, is_root_user: bool | None = None
     lang, rest, print_only = split_lang(args)
     given_root = user_root(rest)
     if given_root is not None and lang != "both":
-        raise UsageError(f"--lang {lang} serves build/lab/{lang}/notebooks/; do not also give a root folder "
-                         f"({given_root})")
-    export = lang != "both"
+        raise UsageError(f"--lang {lang} serves {shown(copies_dir(root, lang), root)}/; do not also give a root "
+                         f"folder ({given_root})")
+    copies = given_root is None
     if given_root is not None:
         root_dir = (root / given_root) if not Path(given_root).is_absolute() else Path(given_root)
     else:
-        root_dir = copies_dir(root, lang) if export else root / "notebooks"
+        root_dir = copies_dir(root, lang)
     settings_dir = root / "build" / "lab" / lang
     argv = [str(root / ".venv" / "bin" / "jupyter"), "lab"]
     if given_root is None:
@@ -136,43 +133,7 @@ def plan(args: list[str], *, root: Path = ROOT, is_root_user: bool | None = None
     if os.environ.get("JUPYTER_CONFIG_PATH"):
         config_path.append(os.environ["JUPYTER_CONFIG_PATH"])
     env = {"HOOKLAB_LANG": lang, "JUPYTER_CONFIG_PATH": os.pathsep.join(config_path)}
-    return LabPlan(lang, root_dir, argv, env, export, settings_dir), print_only
-
-
-def _shown(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
-
-
-def export_copies(lang: str, out_dir: Path, sources: list[Path], *, root: Path = ROOT) -> list[str]:
-    """Write one-language copies into ``out_dir``, written whole, keeping a copy the learner changed
-    (``hooklab.course.export.export_folder`` with stamps). Return notes to print."""
-    from hooklab.course.export import export_folder
-
-    result = export_folder(lang, out_dir, sources, stamp=True)
-    return ([f"replaced {_shown(p, root)}, which was not valid JSON (a write cut short)" for p in result.replaced]
-            + [f"keeping your edited {_shown(p, root)} (delete it to get a fresh copy)" for p in result.kept])
-
-
-def move_old_copies(lang: str, *, root: Path = ROOT) -> list[str]:
-    """Once: the lab used to keep its copies in ``build/<lang>/``, where ``./course export`` writes too (and
-    overwrote the learner's edits). Move that folder, when it is the lab's (it holds the stamps), to
-    :func:`copies_dir` unless that exists already."""
-    from hooklab.course.export import STAMPS
-
-    old, new = root / "build" / lang, copies_dir(root, lang)
-    if new.exists() or not (old / STAMPS).is_file():
-        return []
-    try:
-        new.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(old, new)
-    except OSError as exc:
-        return [f"could not move the lab's earlier copies from {_shown(old, root)} to {_shown(new, root)} "
-                f"({exc.strerror or exc}); copy any you edited there yourself"]
-    return [f"moved your copies from {_shown(old, root)}/ to {_shown(new, root)}/, the lab's own folder now "
-            f"({_shown(old, root)}/ is left to ./course export)"]
+    return LabPlan(lang, root_dir, argv, env, copies, settings_dir), print_only
 
 
 # Jupyter Server config (Python: a logging filter cannot be given as JSON), read from JUPYTER_CONFIG_PATH.
@@ -218,10 +179,9 @@ def trust(notebooks: list[Path]) -> None:
 
 def prepare(lab: LabPlan, *, root: Path = ROOT) -> list[str]:
     notes = []
-    if lab.export:
+    if lab.copies:
         notes += move_old_copies(lab.lang, root=root)
-        sources = sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-        notes += export_copies(lab.lang, lab.root_dir, sources, root=root)
+        notes += prepare_copies(lab.lang, root=root)
     write_settings(lab.settings_dir, lab.lang)
     if lab.root_dir.is_dir():
         try:
@@ -250,9 +210,10 @@ def main(args: list[str]) -> int:
             return 2
         for note in notes:
             print(f"[course] {note}", file=sys.stderr)
-        if lab.lang != "both":
-            print(f"[course] serving the {lab.lang} copies in {_shown(lab.root_dir, ROOT)}/ "
-                  f"(checker messages in {'Chinese' if lab.lang == 'zh' else 'English'})", file=sys.stderr)
+        if lab.copies:
+            language = {"zh": "Chinese", "en": "English", "both": "Chinese and English"}[lab.lang]
+            print(f"[course] serving your working copies in {shown(lab.root_dir, ROOT)}/ ({language}; "
+                  f"./course reset NN gives a fresh copy of notebook NN)", file=sys.stderr)
     os.execve(lab.argv[0], lab.argv, {**os.environ, **lab.env})
     return 0  # not reached
 

@@ -1,6 +1,8 @@
-"""`./course lab [--lang zh|en]`: the command line, the one-language copies it serves and the settings it writes."""
+"""`./course lab [--lang zh|en]` and `./course reset [NN]`: the command line, the learner's working copies the lab
+serves (tools/workcopies.py) and the settings it writes; no browser, no server."""
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ spec = importlib.util.spec_from_file_location("course_lab", ROOT / "tools" / "la
 lab = importlib.util.module_from_spec(spec)
 sys.modules["course_lab"] = lab
 spec.loader.exec_module(lab)
+import workcopies  # noqa: E402  (tools/ is on pytest's pythonpath)
 
 
 def option(argv, name):
@@ -20,10 +23,16 @@ def option(argv, name):
     return values[0] if values else None
 
 
-def test_default_serves_the_bilingual_notebooks(tmp_path):
+@pytest.fixture(autouse=True)
+def default_work_dir(monkeypatch):
+    monkeypatch.delenv("COURSE_WORK_DIR", raising=False)
+
+
+def test_default_serves_the_bilingual_working_copies(tmp_path):
     plan, print_only = lab.plan(["--no-browser"], root=tmp_path, is_root_user=False, has_curve=True)
-    assert not print_only and plan.lang == "both" and not plan.export
-    assert option(plan.argv, "--ServerApp.root_dir") == str(tmp_path / "notebooks")
+    assert not print_only and plan.lang == "both" and plan.copies
+    assert plan.root_dir == tmp_path / "work" / "zh-en"          # never notebooks/, the tracked files
+    assert option(plan.argv, "--ServerApp.root_dir") == str(tmp_path / "work" / "zh-en")
     assert option(plan.argv, "--KernelManager.transport_encryption") == "auto"
     assert "--allow-root" not in plan.argv and plan.argv[-1] == "--no-browser"
     assert plan.env["HOOKLAB_LANG"] == "both"
@@ -31,14 +40,20 @@ def test_default_serves_the_bilingual_notebooks(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["--lang", "en"], ["--lang=en"]])
-def test_lang_serves_build_copies_with_messages_in_that_language(tmp_path, args):
+def test_lang_serves_one_language_working_copies_with_messages_in_that_language(tmp_path, args):
     plan, _ = lab.plan(args + ["--port=9999"], root=tmp_path, is_root_user=True, has_curve=False)
-    copies = tmp_path / "build" / "lab" / "en" / "notebooks"   # the lab's own folder: ./course export writes build/en
-    assert plan.lang == "en" and plan.export and plan.root_dir == copies
+    copies = tmp_path / "work" / "en"
+    assert plan.lang == "en" and plan.copies and plan.root_dir == copies
     assert option(plan.argv, "--ServerApp.root_dir") == str(copies)
     assert "--lang" not in " ".join(plan.argv) and "--port=9999" in plan.argv and "--allow-root" in plan.argv
     assert option(plan.argv, "--KernelManager.transport_encryption") is None  # no CurveZMQ: not asked for
     assert plan.env["HOOKLAB_LANG"] == "en"
+
+
+def test_course_work_dir_moves_the_working_copies(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_WORK_DIR", str(tmp_path / "elsewhere"))
+    plan, _ = lab.plan(["--lang", "zh"], root=tmp_path, is_root_user=False, has_curve=True)
+    assert plan.root_dir == tmp_path / "elsewhere" / "zh"
 
 
 @pytest.mark.parametrize("given", [["--ServerApp.root_dir=build/en"], ["--notebook-dir=build/en"],
@@ -48,7 +63,7 @@ def test_a_root_folder_given_by_the_user_replaces_the_default(tmp_path, given):
     plan, _ = lab.plan(given, root=tmp_path, is_root_user=False, has_curve=True)
     roots = [a for a in plan.argv if a.startswith(lab.ROOT_OPTIONS)]
     assert len(roots) == 1 and plan.argv[-len(given):] == given
-    assert plan.root_dir == tmp_path / "build" / "en"
+    assert plan.root_dir == tmp_path / "build" / "en" and not plan.copies   # served as given: no copies made
 
 
 @pytest.mark.parametrize("args, message", [
@@ -91,6 +106,7 @@ def test_chinese_language_pack_is_installed():
 
 
 def course_copy(tmp_path):
+    """A checkout in tmp_path with notebook 00 in notebooks/; returns (the real notebook, the tmp one)."""
     src_dir = tmp_path / "notebooks"
     src_dir.mkdir()
     source = ROOT / "notebooks" / "00_introduction.ipynb"
@@ -98,120 +114,177 @@ def course_copy(tmp_path):
     return source, src_dir / source.name
 
 
-def test_export_copies_keeps_a_copy_the_learner_edited(tmp_path):
-    source, src = course_copy(tmp_path)
-    out = lab.copies_dir(tmp_path, "en")
-    assert lab.export_copies("en", out, [src], root=tmp_path) == []
-    copy = out / source.name
-    first = copy.read_text(encoding="utf-8")
-    assert json.loads(first)["metadata"]["hooklab_language"] == "en"
-    # untouched copy + changed source: refreshed
-    nb = json.loads(source.read_text(encoding="utf-8"))
+def change_tracked(src):
+    """What a `git pull` that changes the notebook does."""
+    nb = json.loads(src.read_text(encoding="utf-8"))
     nb["cells"].append({"cell_type": "code", "metadata": {}, "source": "print('new')", "execution_count": None,
                         "outputs": []})
-    src.write_text(json.dumps(nb), encoding="utf-8")
-    assert lab.export_copies("en", out, [src], root=tmp_path) == []
-    assert "print('new')" in copy.read_text(encoding="utf-8")
-    # the learner edits the copy: kept, with a note
-    copy.write_text(copy.read_text(encoding="utf-8").replace("print('new')", "print('mine')"), encoding="utf-8")
-    notes = lab.export_copies("en", out, [src], root=tmp_path)
-    assert notes == ["keeping your edited build/lab/en/notebooks/00_introduction.ipynb (delete it to get a fresh copy)"]
-    assert "print('mine')" in copy.read_text(encoding="utf-8")
-    # deleting it gives a fresh copy
-    copy.unlink()
-    assert lab.export_copies("en", out, [src], root=tmp_path) == []
-    assert "print('new')" in copy.read_text(encoding="utf-8")
-    assert sorted(p.name for p in out.iterdir()) == [".hooklab-export.json", source.name]  # no temporary files
+    src.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def test_a_copy_cut_short_is_not_the_learners_and_is_replaced(tmp_path, monkeypatch):
-    """A write that stops half-way (disk full, killed) leaves the old copy whole; a copy that is not valid JSON
-    anyway (written before writes were atomic) is not "edited by the learner": it is replaced."""
-    from hooklab.course import export
+def learner_edits(copy, text="print('mine')"):
+    nb = json.loads(copy.read_text(encoding="utf-8"))
+    nb["cells"].append({"cell_type": "code", "metadata": {}, "source": text, "execution_count": None, "outputs": []})
+    copy.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return copy.read_bytes()
 
+
+def test_the_first_start_copies_the_notebooks_and_never_touches_the_tracked_ones(tmp_path):
     source, src = course_copy(tmp_path)
-    out = lab.copies_dir(tmp_path, "en")
-    lab.export_copies("en", out, [src], root=tmp_path)
-    copy = out / source.name
-    whole = copy.read_bytes()
-    nb = json.loads(source.read_text(encoding="utf-8"))
-    nb["cells"].append({"cell_type": "code", "metadata": {}, "source": "print('new')", "execution_count": None,
-                        "outputs": []})
-    src.write_text(json.dumps(nb), encoding="utf-8")
-
-    real_fdopen = export.os.fdopen
-
-    class DiskFull:
-        def __init__(self, fd, *args, **kwargs):
-            self.file = real_fdopen(fd, *args, **kwargs)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.file.close()
-
-        def write(self, text):
-            self.file.write(text[:1000])
-            raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(export.os, "fdopen", DiskFull)
-    with pytest.raises(OSError, match="could not write .*00_introduction.ipynb: No space left on device "
-                                      r"\(nothing was left half-written\)"):
-        lab.export_copies("en", out, [src], root=tmp_path)
-    monkeypatch.undo()
-    assert copy.read_bytes() == whole                    # the old copy, whole
-    assert sorted(p.name for p in out.iterdir()) == [".hooklab-export.json", source.name]
-
-    copy.write_bytes(whole[:16384])                      # as a non-atomic write cut short left it
-    notes = lab.export_copies("en", out, [src], root=tmp_path)
-    assert notes == ["replaced build/lab/en/notebooks/00_introduction.ipynb, which was not valid JSON "
-                     "(a write cut short)"]
-    assert "print('new')" in copy.read_text(encoding="utf-8")
+    tracked = src.read_bytes()
+    notes = workcopies.prepare_copies("both", root=tmp_path)
+    copy = tmp_path / "work" / "zh-en" / source.name
+    assert copy.read_bytes() == tracked                        # the bilingual copy: byte for byte
+    assert notes == ["copied 00_introduction.ipynb into work/zh-en/: your working copies, yours to change "
+                     "(notebooks/ stays as the course ships it; ./course reset NN gives a fresh copy)"]
+    assert workcopies.prepare_copies("both", root=tmp_path) == []   # second start: nothing to say
+    en = workcopies.prepare_copies("en", root=tmp_path)
+    assert en[0].startswith("copied 00_introduction.ipynb into work/en/")
+    nb = json.loads((tmp_path / "work" / "en" / source.name).read_text(encoding="utf-8"))
+    assert nb["metadata"]["hooklab_language"] == "en"          # the one-language export
+    assert src.read_bytes() == tracked
+    assert sorted(p.name for p in copy.parent.iterdir()) == [".hooklab-export.json", source.name]  # no temp files
 
 
-def test_the_lab_moves_its_copies_out_of_the_export_folder_once(tmp_path):
-    """The lab kept its copies in build/<lang>/ before, where ./course export writes."""
-    source, src = course_copy(tmp_path)
-    old = tmp_path / "build" / "en"
-    lab.export_copies("en", old, [src], root=tmp_path)    # as the lab did before
-    (old / source.name).write_text((old / source.name).read_text(encoding="utf-8").replace("Introduction", "Mine"),
-                                   encoding="utf-8")
-    notes = lab.move_old_copies("en", root=tmp_path)
-    assert notes == ["moved your copies from build/en/ to build/lab/en/notebooks/, the lab's own folder now "
-                     "(build/en/ is left to ./course export)"]
-    new = lab.copies_dir(tmp_path, "en")
-    assert not old.exists() and "Mine" in (new / source.name).read_text(encoding="utf-8")
-    assert lab.export_copies("en", new, [src], root=tmp_path) == [
-        "keeping your edited build/lab/en/notebooks/00_introduction.ipynb (delete it to get a fresh copy)"]
-    # once: an export folder of ./course export's (no stamps) is not moved, nor a second time
-    from hooklab.course import export_notebooks
-    export_notebooks("en", old, [src])
-    assert lab.move_old_copies("en", root=tmp_path) == [] and (old / source.name).exists()
+@pytest.mark.parametrize("lang, command", [("both", "./course reset 00"), ("en", "./course reset 00 --lang en")])
+def test_a_copy_the_learner_changed_is_never_overwritten_and_a_newer_version_is_announced(tmp_path, lang, command):
+    import datetime
+
+    _, src = course_copy(tmp_path)
+    workcopies.prepare_copies(lang, root=tmp_path)
+    copy = workcopies.copies_dir(tmp_path, lang) / src.name
+    mine = learner_edits(copy)
+    assert workcopies.prepare_copies(lang, root=tmp_path) == []     # changed, course unchanged: nothing to say
+    change_tracked(src)                                             # git pull brings a new version
+    for _ in range(2):                                              # said at every start, until the reset
+        notes = workcopies.prepare_copies(lang, root=tmp_path)
+        assert notes == [f"00 has a newer version: {command} gives a fresh copy (your copy is kept as "
+                         f"00_introduction.bak-{datetime.date.today().isoformat()}.ipynb)"]
+        assert copy.read_bytes() == mine
 
 
-def test_export_does_not_overwrite_the_labs_edited_copies(tmp_path):
-    """`./course export --lang en` and `./course lab --lang en` no longer share a folder; and an export pointed at
-    the lab's folder keeps the copies the learner edited (--force overwrites them)."""
-    source, src = course_copy(tmp_path)
-    out = lab.copies_dir(tmp_path, "en")
-    lab.export_copies("en", out, [src], root=tmp_path)
-    copy = out / source.name
-    copy.write_text(copy.read_text(encoding="utf-8").replace("Introduction", "Mine"), encoding="utf-8")
+def test_an_untouched_copy_follows_the_course(tmp_path):
+    _, src = course_copy(tmp_path)
+    workcopies.prepare_copies("both", root=tmp_path)
+    copy = tmp_path / "work" / "zh-en" / src.name
+    change_tracked(src)
+    assert workcopies.prepare_copies("both", root=tmp_path) == [
+        "00 has a newer version, and you had not changed your copy: work/zh-en/00_introduction.ipynb is the new "
+        "version now"]
+    assert copy.read_bytes() == src.read_bytes()
+
+
+def test_reset_keeps_the_learners_copy_and_gives_a_fresh_one(tmp_path):
+    import datetime
+
+    _, src = course_copy(tmp_path)
+    workcopies.prepare_copies("both", root=tmp_path)
+    copy = tmp_path / "work" / "zh-en" / src.name
+    mine = learner_edits(copy)
+    change_tracked(src)
+    day = datetime.date(2026, 3, 1)
+    assert workcopies.reset("both", ["00"], root=tmp_path, today=day) == [
+        "work/zh-en/00_introduction.ipynb: fresh copy; yours is kept as "
+        "work/zh-en/00_introduction.bak-2026-03-01.ipynb"]
+    assert copy.read_bytes() == src.read_bytes()
+    assert (copy.parent / "00_introduction.bak-2026-03-01.ipynb").read_bytes() == mine
+    assert workcopies.prepare_copies("both", root=tmp_path) == []   # fresh: no "newer version" any more
+    assert workcopies.reset("both", [], root=tmp_path, today=day) == [
+        "work/zh-en/00_introduction.ipynb: already a fresh copy"]
+    again = learner_edits(copy, "print('again')")                  # a second reset the same day: a second backup
+    assert workcopies.reset("both", ["00_introduction.ipynb"], root=tmp_path, today=day)[0].endswith(
+        "yours is kept as work/zh-en/00_introduction.bak-2026-03-01-2.ipynb")
+    assert (copy.parent / "00_introduction.bak-2026-03-01.ipynb").read_bytes() == mine
+    assert (copy.parent / "00_introduction.bak-2026-03-01-2.ipynb").read_bytes() == again
+
+
+@pytest.mark.parametrize("name", ["00", "0", "00_introduction", "notebooks/00_introduction.ipynb"])
+def test_reset_understands_a_notebook_number_or_name(tmp_path, name):
+    _, src = course_copy(tmp_path)
+    assert workcopies.pick([name], [src]) == [src]
+
+
+def test_reset_refuses_an_unknown_notebook_and_changes_nothing(tmp_path):
+    _, src = course_copy(tmp_path)
+    workcopies.prepare_copies("both", root=tmp_path)
+    copy = tmp_path / "work" / "zh-en" / src.name
+    mine = learner_edits(copy)
+    with pytest.raises(workcopies.UsageError, match=r"no notebook '99': give its number, 00 to 00"):
+        workcopies.reset("both", ["00", "99"], root=tmp_path)
+    assert copy.read_bytes() == mine and len(list(copy.parent.glob("*.bak-*"))) == 0
+
+
+def test_a_copy_cut_short_is_replaced_and_kept_aside(tmp_path):
+    _, src = course_copy(tmp_path)
+    workcopies.prepare_copies("zh", root=tmp_path)
+    copy = tmp_path / "work" / "zh" / src.name
+    broken = copy.read_bytes()[:5000]
+    copy.write_bytes(broken)
+    notes = workcopies.prepare_copies("zh", root=tmp_path)
+    assert len(notes) == 1 and notes[0].startswith("work/zh/00_introduction.ipynb was not valid JSON")
+    assert json.loads(copy.read_text(encoding="utf-8"))["metadata"]["hooklab_language"] == "zh"
+    backup, = copy.parent.glob("00_introduction.bak-*.ipynb")
+    assert backup.read_bytes() == broken
+
+
+def test_the_lab_moves_its_earlier_copies_into_work_once(tmp_path):
+    """`./course lab --lang en` kept its copies in build/lab/en/notebooks/ before (stamps included)."""
+    from hooklab.course.export import export_folder
+
+    _, src = course_copy(tmp_path)
+    old = tmp_path / "build" / "lab" / "en" / "notebooks"
+    export_folder("en", old, [src], stamp=True)                     # as the lab did before
+    mine = learner_edits(old / src.name)
+    assert workcopies.move_old_copies("en", root=tmp_path) == [
+        "moved your copies from build/lab/en/notebooks/ to work/en/, where your working copies live now"]
+    new = tmp_path / "work" / "en"
+    assert not old.exists() and (new / src.name).read_bytes() == mine
+    assert workcopies.prepare_copies("en", root=tmp_path) == []     # still the learner's: kept, nothing newer
+    assert (new / src.name).read_bytes() == mine
+    assert workcopies.move_old_copies("en", root=tmp_path) == []    # once
+
+
+def test_export_leaves_the_working_copies_alone(tmp_path):
+    """`./course export --lang en` writes build/en/; pointed at the working copies, it keeps the edited ones."""
+    _, src = course_copy(tmp_path)
+    workcopies.prepare_copies("en", root=tmp_path)
+    copy = tmp_path / "work" / "en" / src.name
+    mine = learner_edits(copy)
     command = [sys.executable, "-m", "hooklab.course", "export", "--lang", "en"]
     default = subprocess.run(command + [str(src)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert default.returncode == 0 and default.stdout.strip() == str(Path("build") / "en" / source.name)
-    assert "Mine" in copy.read_text(encoding="utf-8")
-    into_lab = subprocess.run(command + ["--out", str(out), str(src)], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=120)
-    assert into_lab.returncode == 0 and into_lab.stdout == ""
-    assert f"note: kept {copy}: you edited it in the lab (--force overwrites it)" in into_lab.stderr
-    assert "Mine" in copy.read_text(encoding="utf-8")
-    forced = subprocess.run(command + ["--out", str(out), "--force", str(src)], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=120)
-    assert forced.returncode == 0 and forced.stdout.strip() == str(copy)
-    assert "Mine" not in copy.read_text(encoding="utf-8")
-    assert lab.export_copies("en", out, [src], root=tmp_path) == []  # its stamp was updated: not "edited"
+    assert default.returncode == 0 and default.stdout.strip() == str(Path("build") / "en" / src.name)
+    into = subprocess.run(command + ["--out", str(copy.parent), str(src)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert into.returncode == 0 and "you edited it in the lab" in into.stderr
+    assert copy.read_bytes() == mine
+
+
+def test_work_is_ignored_by_git():
+    result = subprocess.run(["git", "check-ignore", "-q", "work/zh-en/00_introduction.ipynb"], cwd=ROOT,
+                            timeout=30)
+    assert result.returncode == 0, "work/ (the learners' working copies) must be in .gitignore"
+
+
+def run_course(args, work, timeout=120):
+    return subprocess.run([str(ROOT / "course"), *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COURSE_WORK_DIR": str(work)})
+
+
+def test_course_reset_from_the_shell(tmp_path):
+    """The `reset` line of `course`: fresh copies of the real notebooks into COURSE_WORK_DIR, the old one kept."""
+    work = tmp_path / "work"
+    first = run_course(["reset", "03"], work)
+    assert first.returncode == 0, first.stderr
+    copy = work / "zh-en" / "03_module_forward_hooks.ipynb"
+    assert f"[course] {copy}: fresh copy" in first.stderr.splitlines()
+    assert copy.read_bytes() == (ROOT / "notebooks" / copy.name).read_bytes()
+    mine = learner_edits(copy)
+    second = run_course(["reset", "3", "--lang", "both"], work)
+    assert second.returncode == 0, second.stderr
+    backup, = copy.parent.glob("03_module_forward_hooks.bak-*.ipynb")
+    assert backup.read_bytes() == mine and f"yours is kept as {backup}" in second.stderr
+    bad = run_course(["reset", "42"], work)
+    assert bad.returncode == 2 and "no notebook '42'" in bad.stderr
 
 
 def test_trust_signs_the_served_notebooks(tmp_path, monkeypatch):
@@ -226,14 +299,15 @@ def test_trust_signs_the_served_notebooks(tmp_path, monkeypatch):
     assert NotebookNotary().check_signature(nbformat.read(path, as_version=4))
 
 
-def test_course_lab_print_command():
+def test_course_lab_print_command(monkeypatch):
+    monkeypatch.delenv("COURSE_WORK_DIR", raising=False)
     result = subprocess.run([str(ROOT / "course"), "lab", "--lang", "zh", "--print-command", "--no-browser"],
                             cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert "HOOKLAB_LANG=zh" in lines
     assert lines[-1].split()[1] == "lab"
-    assert f"--ServerApp.root_dir={ROOT / 'build' / 'lab' / 'zh' / 'notebooks'}" in lines[-1].split()
+    assert f"--ServerApp.root_dir={ROOT / 'work' / 'zh'}" in lines[-1].split()
     bad = subprocess.run([str(ROOT / "course"), "lab", "--lang", "fr"], cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode == 2 and "--lang must be zh, en or both" in bad.stderr
