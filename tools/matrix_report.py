@@ -3,9 +3,11 @@
 Pure functions on notebooks (JSON dicts) and pytest's JUnit XML, so that they are unit-tested on small synthetic
 notebooks (``tests/tools/test_matrix.py``) without running a kernel.
 
-Cells are compared as nbval compares them (``./course test``): code cells numbered from 0 ("Cell N"), the cells
-that nbval skips or whose output it ignores left out, streams merged per name, images and metadata left out, the
-rules of ``tests/sanitize.cfg`` applied to both sides. For each changed cell the report gives:
+Cells are compared as nbval compares them (``./course test``), with nbval's own functions: code cells numbered from 0
+("Cell N"), the cells that nbval skips or whose output it ignores left out (its comment markers and tags), streams
+merged per name (with its ``\r`` / ``\b`` rewriting), images and metadata left out, the rules of
+``tests/sanitize.cfg`` applied to both sides. Notebooks are read with nbformat; headings are found by the course's
+own fence-aware parser (``hooklab.course.export.heading_lines``: a ``# comment`` in a code fence is no heading). For each changed cell the report gives:
 
 - nbval's id, the section heading it sits under and, where it proves a numbered claim, its number (notebook 08's
   "2.17", or a "**Correction 1**" quote before the cell);
@@ -22,11 +24,15 @@ import difflib
 import hashlib
 import json
 import re
+import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hooklab.course.export import strip_toc_skip
+import nbformat
+from nbval.plugin import coalesce_streams, find_comment_markers, find_metadata_tags, get_sanitize_patterns
+
+from hooklab.course.export import heading_lines, strip_toc_skip
 
 SKIP_KEYS = {"metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",
              "application/vnd.jupyter.widget-view+json", "image/png", "image/jpeg"}
@@ -34,7 +40,6 @@ IMAGE_KEYS = ("image/png", "image/jpeg")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 NUMBER = re.compile(r"(?<![\w.])[-+]?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?(?![\w])")
 NODE_NAME = re.compile(r"\b[A-Z]\w*Backward\d+\b")
-HEADING = re.compile(r"^(#{1,4})\s+(.+?)\s*$", re.MULTILINE)
 NUMBERED_HEADING = re.compile(r"^(\d+(\.\d+)+)\s")
 CORRECTION_QUOTE = re.compile(r"\*\*(Correction(?: \d+(?:\.\d+)*)?)\*\*")
 IMPORTS_TORCHVISION = re.compile(r"^\s*(import|from)\s+torchvision\b", re.MULTILINE)
@@ -49,28 +54,22 @@ KINDS = ("behaviour change", "cosmetic", "float", "hooklab bug", "error")
 
 # ---- reading ------------------------------------------------------------------------------------------------
 
-def read_nb(path: Path) -> dict:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
-
-
-def source(cell: dict) -> str:
-    s = cell.get("source", "")
-    return "".join(s) if isinstance(s, list) else s
+def read_nb(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
 
 
 def text_of(value) -> str:
+    """A cell's source or an output's text: a string, or the list of lines a hand-made notebook may hold."""
     return "".join(value) if isinstance(value, list) else str(value)
 
 
 def needs_torchvision(nb: dict) -> bool:
-    return any(c["cell_type"] == "code" and IMPORTS_TORCHVISION.search(source(c)) for c in nb["cells"])
+    return any(c["cell_type"] == "code" and IMPORTS_TORCHVISION.search(text_of(c["source"])) for c in nb["cells"])
 
 
 def load_sanitizer(path: Path | None) -> list[tuple[str, str]]:
-    """The regex / replace pairs of an nbval sanitize file, read the way nbval reads them."""
-    if path is None:
-        return []
-    return re.findall(r"^regex: (.*)$\n^replace: (.*)$", Path(path).read_text(encoding="utf-8"), flags=re.MULTILINE)
+    """The regex / replace pairs of an nbval sanitize file (nbval's own reader)."""
+    return get_sanitize_patterns(Path(path).read_text(encoding="utf-8")) if path is not None else []
 
 
 def sanitize(text: str, rules: list[tuple[str, str]]) -> str:
@@ -82,44 +81,22 @@ def sanitize(text: str, rules: list[tuple[str, str]]) -> str:
 # ---- nbval's view of a cell ------------------------------------------------------------------------------------
 
 def nbval_options(cell: dict) -> set[str]:
-    """'skip', 'ignore-output', 'raises' from nbval's tags or comment markers."""
-    opts = set()
-    for tag in cell.get("metadata", {}).get("tags", []) or []:
-        if tag == "nbval-skip":
-            opts.add("skip")
-        elif tag == "nbval-ignore-output":
-            opts.add("ignore-output")
-        elif tag in ("nbval-raises-exception", "raises-exception"):
-            opts.add("raises")
-    for line in source(cell).splitlines():
-        comment = line.strip()
-        if comment.startswith("#"):
-            marker = comment.lstrip("#").strip()
-            if marker == "NBVAL_SKIP":
-                opts.add("skip")
-            elif marker in ("NBVAL_IGNORE_OUTPUT", "PYTEST_VALIDATE_IGNORE_OUTPUT"):
-                opts.add("ignore-output")
-            elif marker == "NBVAL_RAISES_EXCEPTION":
-                opts.add("raises")
-            elif marker == "NBVAL_CHECK_OUTPUT":
-                opts.discard("ignore-output")
-    return opts
+    """'skip', 'ignore-output', 'raises' as nbval reads them from the cell's tags and comment markers (the comments
+    win, as in nbval)."""
+    with warnings.catch_warnings():  # nbval's own notices about conflicting markers, shown by ./course test
+        warnings.simplefilter("ignore")
+        options = dict(find_metadata_tags(cell.get("metadata", {})))
+        options.update(find_comment_markers(text_of(cell.get("source", ""))))
+    named = {"skip": options.get("skip", False), "ignore-output": options.get("check") is False,
+             "raises": options.get("check_exception", False)}
+    return {name for name, on in named.items() if on}
 
 
 def comparable(outputs: list[dict], rules: list[tuple[str, str]]) -> dict[str, list[str]]:
-    """nbval's comparison view: streams merged per name, then every compared key -> its sanitized values."""
-    merged: list[dict] = []
-    streams: dict[str, dict] = {}
-    for out in outputs:
-        if out.get("output_type") == "stream":
-            name = out.get("name", "stdout")
-            if name in streams:
-                streams[name]["text"] += text_of(out.get("text", ""))
-                continue
-            streams[name] = {"output_type": "stream", "name": name, "text": text_of(out.get("text", ""))}
-            merged.append(streams[name])
-        else:
-            merged.append(out)
+    """nbval's comparison view: streams merged per name (nbval's ``coalesce_streams``, on a copy), then every
+    compared key -> its sanitized values."""
+    copies = [nbformat.from_dict({**out, "text": text_of(out["text"])} if "text" in out else out) for out in outputs]
+    merged = coalesce_streams(copies)
     view: dict[str, list[str]] = {}
     for out in merged:
         if out.get("output_type") == "stream":
@@ -170,6 +147,12 @@ def is_english_or_both(cell: dict) -> bool:
     return "lang-zh" not in (cell.get("metadata", {}).get("tags") or [])
 
 
+def headings(text: str) -> list[str]:
+    """The Markdown headings of a cell's text, without their ``#`` marks (none from fenced code)."""
+    lines = text.split("\n")
+    return [lines[i].lstrip("#").strip() for i in heading_lines(text)]
+
+
 def context(nb: dict, cell_index: int) -> tuple[str, str | None, str | None]:
     """The nearest (English) heading above a cell, its number if it has one ("2.17"), and the last
     "**Correction N**" quoted in the prose between that heading and the cell (notebook 07's "> **Correction 1**")."""
@@ -177,14 +160,14 @@ def context(nb: dict, cell_index: int) -> tuple[str, str | None, str | None]:
     for cell in reversed(nb["cells"][:cell_index]):
         if cell["cell_type"] != "markdown" or not is_english_or_both(cell):
             continue
-        text = source(cell)
+        text = text_of(cell["source"])
         if correction is None:
             quotes = CORRECTION_QUOTE.findall(text)
             if quotes:
                 correction = quotes[-1]
-        found = HEADING.findall(text)
+        found = headings(text)
         if found:
-            heading = strip_toc_skip(found[-1][1])
+            heading = strip_toc_skip(found[-1])
             numbered = NUMBERED_HEADING.match(heading)
             return heading, numbered.group(1) if numbered else None, correction
     return "(before the first heading)", None, correction
@@ -194,7 +177,9 @@ def paragraph_before(nb: dict, cell_index: int, limit: int = 400) -> str:
     """The prose right before a code cell (the nearest English markdown cell, headings left out), shortened."""
     for cell in reversed(nb["cells"][:cell_index]):
         if cell["cell_type"] == "markdown" and is_english_or_both(cell):
-            lines = (re.sub(r"^(>\s*)+", "", l.strip()) for l in source(cell).splitlines() if not HEADING.match(l))
+            text = text_of(cell["source"])
+            skip = set(heading_lines(text))
+            lines = (re.sub(r"^(>\s*)+", "", l.strip()) for i, l in enumerate(text.split("\n")) if i not in skip)
             text = " ".join(l for l in lines if l)
             text = re.sub(r"\s+", " ", text)
             return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
@@ -353,7 +338,7 @@ def prose_quoting(notebooks: dict[str, dict], phrases: list[str]) -> list[tuple[
             if cell["cell_type"] != "markdown":
                 continue
             tag = ((cell.get("metadata", {}).get("tags") or ["?"])[0]).replace("lang-", "")
-            for line in source(cell).splitlines():
+            for line in text_of(cell["source"]).splitlines():
                 for phrase, pattern in patterns:
                     if pattern.search(line):
                         hits.append((name, index, tag, phrase, line.strip()))

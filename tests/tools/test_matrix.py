@@ -90,6 +90,28 @@ def test_pitfalls_and_quoted_corrections_are_numbered_too():
     assert change.kind == "cosmetic" and "warning" in change.why
 
 
+def test_a_comment_in_a_code_fence_is_not_a_heading():
+    # notebook 06's exercises: the prose shows code in a fence whose comment '# d' once filed the cells under "d"
+    fenced = nb(md("## Exercises"), md("Fill in:\n\n```python\nx = c * 2\n# d\ny = x.sum()\n```\n\nthen run it."),
+                code("answer()", "ok\n"))
+    change, = mr.compare_notebook("06_saved.ipynb", fenced, with_outputs(fenced, {0: "wrong\n"}), None, RULES).changes
+    assert change.heading == "Exercises"
+    assert change.paragraph == "Fill in: ```python x = c * 2 # d y = x.sum() ``` then run it."  # the comment kept
+
+
+def test_streams_are_merged_and_rewritten_as_nbval_does():
+    # nbval's coalesce_streams: one text per stream name, a line ended by '\r' overwritten by what follows
+    outputs = [{"output_type": "stream", "name": "stdout", "text": "step 1\rstep 2\n"},
+               {"output_type": "stream", "name": "stderr", "text": "warn\n"},
+               {"output_type": "stream", "name": "stdout", "text": ["a", "b\n"]}]
+    assert mr.comparable(outputs, RULES) == {"stdout": ["step 2\nab\n"], "stderr": ["warn\n"]}
+    assert outputs[0]["text"] == "step 1\rstep 2\n"  # the notebook itself is left as it was
+    tagged = code("f()", "x\n", tags=["raises-exception"])
+    assert mr.nbval_options(tagged) == {"raises"}
+    assert mr.nbval_options({**tagged, "source": "# NBVAL_IGNORE_OUTPUT\nf()"}) == {"raises", "ignore-output"}
+    assert mr.nbval_options(code("# NBVAL_SKIP\nf()", tags=["nbval-ignore-output"])) == {"skip", "ignore-output"}
+
+
 def test_ignored_outputs_and_sanitized_differences_are_not_changes():
     committed = linear_notebook()
     fresh = with_outputs(committed, {3: "object at 0x7f22cafef00d\n", 4: "module at 0x7f99bbbb1111\n"})
