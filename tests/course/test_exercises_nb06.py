@@ -13,9 +13,9 @@ from torch.autograd.graph import saved_tensors_hooks
 
 import hooklab
 import hooklab.course
-from hooklab.course.exercises import nb06
+from hooklab.course.exercises import _support
 
-from exercise_support import run_solution, verdict
+from exercise_support import judged, run_solution, verdict
 
 
 @pytest.fixture(autouse=True)
@@ -148,6 +148,10 @@ def bytes_pack_returns_the_tensor(model, x):
     return sum(seen.values())
 
 
+def bytes_as_a_float_tensor(model, x):
+    return torch.tensor(float(bytes_with_dict_of_storages(model, x)))
+
+
 def bytes_hooks_left_open(model, x):
     hooks = saved_tensors_hooks(lambda t: t.detach(), lambda t: t)
     hooks.__enter__()  # never exited
@@ -160,17 +164,21 @@ def test_06_1_accepts_right_answers(answer):
     assert verdict("06.1", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [bytes_without_dedup, bytes_counting_the_input, bytes_counting_buffers,
-                                    elements_not_bytes, bytes_pack_returns_the_tensor, 1234])
-def test_06_1_rejects_wrong_answers(answer):
-    assert verdict("06.1", answer) == "wrong"
+@pytest.mark.parametrize("answer, reason", [
+    (bytes_without_dedup, "byte-count"), (bytes_counting_the_input, "byte-count"),
+    (bytes_counting_buffers, "byte-count"), (elements_not_bytes, "byte-count"),
+    (bytes_pack_returns_the_tensor, "reference-cycle"), (bytes_as_a_float_tensor, "tensor-not-int"),
+    (1234, "not-a-function"),
+])
+def test_06_1_rejects_wrong_answers(answer, reason):
+    assert judged("06.1", answer) == ("wrong", reason)
 
 
 def test_06_1_rejects_hooks_left_active_and_the_check_ends_them():
-    assert not nb06.saved_tensor_hooks_left()
-    status, _, en = hooklab.course.exercises.verdict("06.1", bytes_hooks_left_open)
-    assert status == "wrong" and "still active after your function returned" in en
-    assert not nb06.saved_tensor_hooks_left()  # the check popped what the answer left on the stack
+    assert not _support.saved_tensor_hooks_active()
+    status, _, en, reason = hooklab.course.exercises.verdict("06.1", bytes_hooks_left_open, strict=True)
+    assert (status, reason) == ("wrong", "saved-hooks-left") and "still active after your function returned" in en
+    assert not _support.saved_tensor_hooks_active()  # the check popped what the answer left on the stack
 
 
 def test_06_1_blank_start_is_not_solved():
@@ -294,18 +302,111 @@ def disk_hooks_a_context_not_a_pair(directory, min_bytes):
     return hooklab.SaveOnDisk(min_bytes=min_bytes, directory=directory)
 
 
+def disk_hooks_without_threshold(directory, min_bytes):
+    return _tutorial_like(directory, min_bytes, big=lambda t: True,
+                          remove=lambda name: os.path.exists(name) and os.remove(name))
+
+
+def disk_hooks_pack_raises_on_big_tensors(directory, min_bytes):
+    def pack(t):
+        if t.numel() * t.element_size() >= min_bytes:
+            raise ValueError("too big")
+        return t.detach()
+    return pack, lambda t: t
+
+
+def disk_hooks_unpack_raises(directory, min_bytes):
+    def unpack(packed):
+        raise KeyError("nothing to unpack")
+    return run_solution("06.2")["make_disk_hooks"](directory, min_bytes)[0], unpack
+
+
+def disk_hooks_unpack_gives_zeros(directory, min_bytes):
+    pack, unpack = run_solution("06.2")["make_disk_hooks"](directory, min_bytes)
+    return pack, lambda packed: torch.zeros_like(unpack(packed))
+
+
+def disk_hooks_delete_on_second_unpack(directory, min_bytes):
+    # the file goes when backward (the second unpack) has read it: a graph dropped without backward keeps its files
+    reads = {}
+
+    def pack(t):
+        if t.numel() * t.element_size() < min_bytes:
+            return t.detach()
+        name = os.path.join(directory, str(uuid.uuid4()))
+        torch.save(t.detach(), name)
+        return name
+
+    def unpack(packed):
+        if isinstance(packed, torch.Tensor):
+            return packed
+        t = torch.load(packed, weights_only=True)
+        reads[packed] = reads.get(packed, 0) + 1
+        if reads[packed] == 2:
+            os.remove(packed)
+        return t
+
+    return pack, unpack
+
+
+def disk_hooks_del_raises_after_removing(directory, min_bytes):
+    class SelfDeletingTempFile:
+        def __init__(self, name):
+            self.name = name
+
+        def __del__(self):
+            os.remove(self.name)
+            self.log.append(self.name)  # AttributeError: there is no log
+
+    def pack(t):
+        if t.numel() * t.element_size() < min_bytes:
+            return t.detach()
+        name = os.path.join(directory, str(uuid.uuid4()))
+        torch.save(t.detach(), name)
+        return SelfDeletingTempFile(name)
+
+    return pack, lambda packed: packed if isinstance(packed, torch.Tensor) else torch.load(packed.name, weights_only=True)
+
+
+def disk_hooks_fallback_forgets_cleanup(directory, min_bytes):
+    # when the directory is gone it is made again, but the file written then is kept by name only: never deleted
+    pack, unpack = run_solution("06.2")["make_disk_hooks"](directory, min_bytes)
+
+    def pack_or_recreate(t):
+        try:
+            return pack(t)
+        except RuntimeError:
+            os.makedirs(directory, exist_ok=True)
+            name = os.path.join(directory, str(uuid.uuid4()))
+            torch.save(t.detach(), name)
+            return name
+
+    return pack_or_recreate, lambda p: torch.load(p, weights_only=True) if isinstance(p, str) else unpack(p)
+
+
+def disk_hooks_forgot_return(directory, min_bytes):
+    os.makedirs(directory, exist_ok=True)
+
+
 @pytest.mark.parametrize("answer", [run_solution("06.2")["make_disk_hooks"], disk_hooks_with_finalize,
                                     disk_hooks_tolerant_del])
 def test_06_2_accepts_right_answers(answer):
     assert verdict("06.2", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [disk_hooks_unguarded_del, disk_hooks_threshold_in_elements,
-                                    disk_hooks_strict_threshold, disk_hooks_small_tensor_returned_itself,
-                                    disk_hooks_delete_on_unpack, disk_hooks_never_delete,
-                                    disk_hooks_a_context_not_a_pair])
-def test_06_2_rejects_wrong_answers(answer):
-    assert verdict("06.2", answer) == "wrong"
+@pytest.mark.parametrize("answer, reason", [
+    (disk_hooks_unguarded_del, "del-after-failed-write"), (disk_hooks_threshold_in_elements, "threshold-in-elements"),
+    (disk_hooks_strict_threshold, "threshold-strict"), (disk_hooks_without_threshold, "file-count"),
+    (disk_hooks_small_tensor_returned_itself, "reference-cycle"), (disk_hooks_delete_on_unpack, "second-unpack"),
+    (disk_hooks_never_delete, "files-left-after-backward"), (disk_hooks_a_context_not_a_pair, "not-a-pair"),
+    (disk_hooks_pack_raises_on_big_tensors, "pack-raised"), (disk_hooks_unpack_raises, "unpack-raised"),
+    (disk_hooks_unpack_gives_zeros, "gradients-differ"), (disk_hooks_delete_on_second_unpack, "files-left-after-drop"),
+    (disk_hooks_del_raises_after_removing, "del-raised"),
+    (disk_hooks_fallback_forgets_cleanup, "files-left-after-failed-write"),
+    (disk_hooks_forgot_return, "returned-none"),
+])
+def test_06_2_rejects_wrong_answers(answer, reason):
+    assert judged("06.2", answer) == ("wrong", reason)
 
 
 def test_06_2_a_wrong_answer_with_a_fragile_del_prints_nothing_afterwards(capsys):
@@ -313,21 +414,21 @@ def test_06_2_a_wrong_answer_with_a_fragile_del_prints_nothing_afterwards(capsys
     # (the fixture also fails the test if anything is raised from a __del__ after the checker returned)
     def answer(directory, min_bytes):
         return _tutorial_like(directory, min_bytes, big=lambda t: t.numel() >= min_bytes)
-    assert verdict("06.2", answer) == "wrong"
+    assert judged("06.2", answer) == ("wrong", "threshold-in-elements")
     gc.collect()
     assert capsys.readouterr().err == ""
 
 
 def test_06_2_says_why():
-    _, zh, en = hooklab.course.exercises.verdict("06.2", disk_hooks_threshold_in_elements)
+    _, zh, en, _ = hooklab.course.exercises.verdict("06.2", disk_hooks_threshold_in_elements)
     assert "elements, not bytes" in en and "元素个数" in zh
-    _, _, en = hooklab.course.exercises.verdict("06.2", disk_hooks_strict_threshold)
+    _, _, en, _ = hooklab.course.exercises.verdict("06.2", disk_hooks_strict_threshold)
     assert "`>=`, not `>`" in en
-    _, _, en = hooklab.course.exercises.verdict("06.2", disk_hooks_unguarded_del)
+    _, _, en, _ = hooklab.course.exercises.verdict("06.2", disk_hooks_unguarded_del)
     assert "FileNotFoundError" in en and "__del__" in en
-    _, _, en = hooklab.course.exercises.verdict("06.2", disk_hooks_never_delete)
+    _, _, en, _ = hooklab.course.exercises.verdict("06.2", disk_hooks_never_delete)
     assert "files are left in `directory` after backward" in en
-    _, _, en = hooklab.course.exercises.verdict("06.2", disk_hooks_delete_on_unpack)
+    _, _, en, _ = hooklab.course.exercises.verdict("06.2", disk_hooks_delete_on_unpack)
     assert "FileNotFoundError" in en
 
 
@@ -346,19 +447,24 @@ def test_06_3_accepts_the_recorded_counts_as_list_or_tuple():
     assert verdict("06.3", tuple(my_files)) == "correct"
 
 
-@pytest.mark.parametrize("answer", [
-    [2, 2, 3, 2],     # every op writes a file: the outer pair wraps the inner one
-    [0, 0, 2, 0],     # the outer SaveOnDisk never runs when another context is inside
-    [1, 1, 3, 0],     # a storage saved twice written twice
-    [1, 0, 2, 0],     # b: sin runs outside the disk context, but exp ran inside it
-    [1, 1, 2],        # one missing
-    [1.0, 1.0, 2.0, 0.0],
-    "1120",
+@pytest.mark.parametrize("answer, reason", [
+    ([2, 2, 3, 2], "prediction"),     # every op writes a file: the outer pair wraps the inner one
+    ([0, 0, 2, 0], "prediction"),     # the outer SaveOnDisk never runs when another context is inside
+    ([1, 1, 3, 0], "prediction"),     # a storage saved twice written twice
+    ([1, 0, 2, 0], "prediction"),     # b: sin runs outside the disk context, but exp ran inside it
+    ([1, 1, 2], "not-four-ints"),     # one missing
+    ([1.0, 1.0, 2.0, 0.0], "not-four-ints"),
+    ("1120", "not-four-ints"),
 ])
-def test_06_3_rejects_wrong_predictions(answer):
-    assert verdict("06.3", answer) == "wrong"
+def test_06_3_rejects_wrong_predictions(answer, reason):
+    assert judged("06.3", answer) == ("wrong", reason)
+
+
+def test_06_3_names_the_first_wrong_snippet():
+    _, _, en, _ = hooklab.course.exercises.verdict("06.3", [1, 0, 2, 0], strict=True)
+    assert en.startswith("1 of 4 predictions wrong; for example snippet b:") and "is 1, you predicted 0" in en
 
 
 def test_06_3_blank_start_is_not_solved():
-    assert verdict("06.3", []) == "not solved"
+    assert judged("06.3", []) == ("not solved", "blank")
     assert verdict("06.3", None) == "not solved"

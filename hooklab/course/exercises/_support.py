@@ -185,3 +185,16 @@ def run(answer: Callable, *args: Any, leak_free: tuple[Any, ...] = (), allow_non
 
 # what an exercise that registers a tensor hook returns (for call_answer's ``returns``)
 TENSOR_HANDLE = ("`register_hook` 给你的句柄（handle）", "the handle that `register_hook` gave you")
+
+
+def saved_tensor_hooks_active() -> bool:
+    """True when a ``saved_tensors_hooks`` context is active (entered and not yet exited)."""
+    return any(e.kind == "saved_tensors" for e in hook_inventory(None))
+
+
+def no_saved_tensor_hooks_left() -> None:
+    """A rule for right after the learner's function returned: no ``saved_tensors_hooks`` context it entered may
+    still be active (checked at once, before the checker computes anything under the answer's hooks)."""
+    from . import SAVED_HOOKS_LEFT_ACTIVE
+
+    expect(not saved_tensor_hooks_active(), "saved-hooks-left", *SAVED_HOOKS_LEFT_ACTIVE)
