@@ -1,4 +1,5 @@
-"""The main job: `./course lab` serves the course, and its kernel can import and use hooklab."""
+"""The main job: `./course lab` serves the learner's working copies of the course (never the tracked notebooks), and
+its kernel, started in the copies' folder, can import and use hooklab."""
 import json
 import os
 import socket
@@ -44,6 +45,7 @@ class LabServer:
     port: int
     runtime_dir: Path
     log: Path
+    work: Path          # COURSE_WORK_DIR: this test's own working copies, not the checkout's work/
 
     def log_tail(self, chars: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-chars:]
@@ -53,7 +55,8 @@ class LabServer:
 def lab_server(tmp_path):
     port = free_port()
     runtime_dir = tmp_path / "runtime"
-    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime_dir))
+    work = tmp_path / "work"
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime_dir), COURSE_WORK_DIR=str(work))
     log = open(tmp_path / "lab.log", "w+")
     proc = start_process_group(
         [str(ROOT / "course"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
@@ -70,7 +73,7 @@ def lab_server(tmp_path):
                     log.seek(0)
                     pytest.fail(f"JupyterLab did not start:\n{log.read()[-3000:]}")
                 time.sleep(0.5)
-        yield LabServer(port, runtime_dir, tmp_path / "lab.log")
+        yield LabServer(port, runtime_dir, tmp_path / "lab.log", work)
     finally:
         # the server runs in its own session: end it and its kernels together
         stop_process_group(proc)
@@ -129,21 +132,28 @@ def execute(client: BlockingKernelClient, code: str, deadline_s: float = 120.0):
     return reply["content"]["status"], "".join(stdout)
 
 
-def test_lab_serves_the_course_and_its_kernel_uses_hooklab(lab_server):
+def test_lab_serves_working_copies_and_its_kernel_uses_hooklab(lab_server):
     port = lab_server.port
     status, page = api(port, "/lab")
     assert status == 200 and b"JupyterLab" in page
     _, listing = api(port, "/api/contents")
     served = {item["name"] for item in listing["content"]}
-    assert {p.name for p in (ROOT / "notebooks").glob("*.ipynb")} <= served
+    tracked = {p.name: p.read_bytes() for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    copies = lab_server.work / "zh-en"
+    assert served == set(tracked), "the lab must serve exactly the working copies of the notebooks"
+    assert {p.name: p.read_bytes() for p in copies.glob("*.ipynb")} == tracked   # fresh copies, byte for byte
     _, specs = api(port, "/api/kernelspecs")
     assert kernelspec.NAME in specs["kernelspecs"]
 
-    _, kernel = api(port, "/api/kernels", "POST", {"name": kernelspec.NAME})
+    # a notebook's kernel, as JupyterLab starts it when the learner opens 00: it runs in the copies' folder
+    _, session = api(port, "/api/sessions", "POST", {"path": "00_introduction.ipynb", "type": "notebook",
+                                                      "name": "", "kernel": {"name": kernelspec.NAME}})
+    kernel = session["kernel"]
     client = None
     try:
         client = kernel_client(lab_server.runtime_dir, kernel["id"])
         status, out = execute(client, (
+            "import os; print(os.getcwd())\n"
             "import torch, hooklab\n"
             "m = torch.nn.Linear(2, 2)\n"
             "scope = hooklab.named_scope('lab-test')\n"
@@ -156,9 +166,17 @@ def test_lab_serves_the_course_and_its_kernel_uses_hooklab(lab_server):
     finally:
         if client is not None:
             client.stop_channels()
-        api(port, f"/api/kernels/{kernel['id']}", "DELETE")
+        api(port, f"/api/sessions/{session['id']}", "DELETE")
     assert status == "ok"
-    assert out.splitlines() == ["1 forward", "[]"]
+    assert out.splitlines() == [str(copies), "1 forward", "[]"]
+    # the learner saves their work: it lands in the copy; the tracked notebook is untouched
+    _, model = api(port, "/api/contents/00_introduction.ipynb?content=1")
+    model["content"]["cells"].append({"cell_type": "code", "metadata": {}, "source": "print('mine')",
+                                      "execution_count": None, "outputs": []})
+    api(port, "/api/contents/00_introduction.ipynb", "PUT", {"type": "notebook", "format": "json",
+                                                            "content": model["content"]})
+    assert "print('mine')" in (copies / "00_introduction.ipynb").read_text(encoding="utf-8")
+    assert (ROOT / "notebooks" / "00_introduction.ipynb").read_bytes() == tracked["00_introduction.ipynb"]
     # the terminal stays quiet (tools/lab.py): no jupyter_lsp list of 19 servers the course does not install, no
     # tornado warning about jupyter_server's websocket ping settings (it came when a websocket connected)
     log = lab_server.log.read_text(errors="replace")
