@@ -9,6 +9,8 @@ inventories of registered hooks and a test helper that fails when code leaves ho
 ``intervene`` (a recorder-style block) edits named modules' outputs or inputs, also under a Hugging
 Face model's ``generate()``, and ``capture_inputs`` returns a module's full inputs, stopping the forward there.
 ``find_nonfinite`` (a recorder) names the first module and the first backward Node that made NaN/inf.
+The exceptions worth catching (``NotRecorded``, ``UnknownModuleError``, ``MissingTorchInternal``, ...) live in
+:mod:`hooklab.errors` and are importable from ``hooklab`` too.
 ``import hooklab`` changes no process-wide setting; the course's own helpers live in
 :mod:`hooklab.course` and are not imported by it.
 
@@ -37,22 +39,24 @@ One lifecycle for every tool that registers hooks:
 from .capture import Capture, FeatureExtractor, capture
 from .checkpoint import checkpoint_modules, selective_checkpoint_modules
 from .clip import clip_grad_norm_global_hooks, clip_grad_norm_hooks, clip_grad_value_hooks
-from .inventory import HookEntry, HooksLeftBehind, hook_inventory, hook_name, no_hooks_left_behind, show_hooks
+from .inventory import HookEntry, hook_inventory, hook_name, no_hooks_left_behind, show_hooks
 from .intervene import ModuleInputs, capture_inputs, intervene
 from ._text import format_bytes
 from .ledger import ModuleRow, SavedRecord, SavedTensorLedger
-from .lookup import UnknownModuleError, get_module
+from .lookup import get_module
 from .monitor import ActivationStats, GradientMonitor
-from .nonfinite import NonFiniteDetector, NonFiniteError, NonFiniteEvent, find_nonfinite
+from .nonfinite import NonFiniteDetector, NonFiniteEvent, find_nonfinite
 from .meter import MemoryMeter, OpCounter
 from .overlap import OverlappedOffload
-from .planner import BudgetError, CountedCosts, MeasuredCosts, MemoryPlan, MemoryPlanner
+from .planner import CountedCosts, MeasuredCosts, MemoryPlan, MemoryPlanner
 from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper, SaveOnCpu, SaveOnDisk,
                       gradient_error, offload_module)
+from .errors import (BudgetError, HooksLeftBehind, MissingTorchInternal, NonFiniteError, NotRecorded,
+                     UnknownModuleError, WorkerError)
 from .scope import HookScope, Recorder, named_scope
 from .summary import ShapeRow, ShapeTable, layer_shapes
 from .tracer import Event, Tracer
-from .workers import WorkerError, run_workers
+from .workers import run_workers
 
 __version__ = "0.1.0"
 
@@ -72,11 +76,13 @@ __all__ = [
     "MemoryMeter",
     "MemoryPlan",
     "MemoryPlanner",
+    "MissingTorchInternal",
     "ModuleInputs",
     "ModuleRow",
     "NonFiniteDetector",
     "NonFiniteError",
     "NonFiniteEvent",
+    "NotRecorded",
     "OffloadScope",
     "OffloadStats",
     "OffloadWrapper",

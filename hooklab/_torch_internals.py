@@ -22,6 +22,8 @@ from typing import Any, Callable, Iterator, Literal
 import torch
 from torch.nn.modules import module as _module_globals
 
+from .errors import MissingTorchInternal
+
 __all__ = [
     "ATEN_OP_TYPES",
     "INTERNALS",
@@ -50,18 +52,6 @@ __all__ = [
     "was_compiled",
     "version",
 ]
-
-
-class MissingTorchInternal(RuntimeError):
-    """A private PyTorch name that hooklab needs is missing from the installed torch."""
-
-    def __init__(self, name: str, feature: str) -> None:
-        super().__init__(
-            f"hooklab's {feature} needs {name}, which torch {torch.__version__} does not have "
-            f"(PyTorch renamed or removed a private API). Use a torch version hooklab was tested with "
-            f"(see pyproject.toml), or report it at the hooklab repository with this message."
-        )
-        self.name, self.feature = name, feature
 
 
 @dataclass(frozen=True)

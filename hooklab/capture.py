@@ -21,6 +21,7 @@ from torch import nn
 
 from ._torch_internals import is_compiled_module, unwrap_compiled, was_compiled
 from ._torch_internals import version as _version
+from .errors import NotRecorded
 from .lookup import as_names, get_modules
 from .scope import LocalHook, Recorder, same_module
 
@@ -71,13 +72,6 @@ def needs_tensor(output: Any, name: str, tool: str) -> torch.Tensor:
         how = "a function that returns a tensor from it"
     raise TypeError(f"{tool} needs a tensor output, but {name!r} returned {type(output).__name__}; "
                     f"choose the tensor with output= ({how})")
-
-
-class NotRecorded(KeyError):
-    """A name that was captured but has nothing recorded (the message says why)."""
-
-    def __str__(self) -> str:  # KeyError would print the message with quotes around it
-        return str(self.args[0])
 
 
 class _Grads(dict):

@@ -31,6 +31,7 @@ from torch import nn
 
 from . import _torch_internals as internals
 from ._text import format_table
+from .errors import HooksLeftBehind
 
 __all__ = ["HookEntry", "HooksLeftBehind", "hook_inventory", "hook_name", "no_hooks_left_behind", "show_hooks"]
 
@@ -146,16 +147,6 @@ def show_hooks(obj: nn.Module | torch.Tensor | torch.optim.Optimizer | None = No
     print(format_table(("where", "kind", "hook"), [(e.where, e.kind, e.hook) for e in entries],
                        empty="no hooks registered"))
     return entries
-
-
-class HooksLeftBehind(AssertionError):
-    """Raised by :func:`no_hooks_left_behind`; ``entries`` lists the hooks the block added and kept."""
-
-    def __init__(self, entries: list[HookEntry]) -> None:
-        lines = "\n".join(f"  {e.where}  {e.kind}  {e.hook}" for e in entries)
-        super().__init__(f"{len(entries)} hook(s) left registered by the block (remove them in a finally, "
-                         f"or hand their handles to a hooklab.HookScope):\n{lines}")
-        self.entries = entries
 
 
 @contextmanager

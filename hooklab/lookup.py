@@ -7,15 +7,9 @@ from collections.abc import Iterable
 from torch import nn
 
 from ._torch_internals import is_compiled_module
+from .errors import UnknownModuleError
 
 __all__ = ["UnknownModuleError", "as_names", "get_module", "get_modules"]
-
-
-class UnknownModuleError(KeyError):
-    """A module name that does not exist in the model (message lists the ones that do)."""
-
-    def __str__(self) -> str:  # KeyError would print the message with quotes around it
-        return str(self.args[0])
 
 
 # prefixes that wrappers add to every name: torch.compile's, then (Distributed)DataParallel's

@@ -33,19 +33,12 @@ from torch import nn
 from ._text import format_table
 from ._torch_internals import handle_alive, tree_flatten
 from .capture import refuse_compiled
+from .errors import NonFiniteError
 from .scope import Recorder
 
 __all__ = ["NonFiniteDetector", "NonFiniteError", "NonFiniteEvent", "find_nonfinite"]
 
 Phase = Literal["input", "forward", "backward"]
-
-
-class NonFiniteError(RuntimeError):
-    """Raised by ``find_nonfinite(..., raise_first=True)`` at the first non-finite value; ``event`` says where."""
-
-    def __init__(self, event: NonFiniteEvent) -> None:
-        super().__init__(f"first non-finite value: {event.describe()}")
-        self.event = event
 
 
 @dataclasses.dataclass(frozen=True)

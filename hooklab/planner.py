@@ -75,6 +75,7 @@ from torch import nn
 from ._text import format_bytes, format_table
 from ._torch_internals import storage_key
 from .checkpoint import checkpoint_modules
+from .errors import BudgetError
 from .ledger import SavedTensorLedger
 from .lookup import as_names, get_modules
 from .offload import CompressSaved, SaveOnDisk, offload_module
@@ -86,10 +87,6 @@ __all__ = ["BlockProfile", "BudgetError", "CostModel", "CountedCosts", "Measured
 Choice = Literal["keep", "checkpoint", "offload", "bf16", "int8"]
 CHOICES: tuple[Choice, ...] = get_args(Choice)
 COMPRESS_MIN_BYTES = 4096  # CompressSaved's default: small tensors stay exact
-
-
-class BudgetError(ValueError):
-    """No plan meets the budget with the choices allowed."""
 
 
 @dataclass(frozen=True)

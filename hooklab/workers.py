@@ -41,15 +41,9 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
+from .errors import WorkerError
+
 __all__ = ["WorkerError", "run_workers"]
-
-
-class WorkerError(RuntimeError):
-    """A worker raised; ``rank`` says which, ``details`` holds its traceback and captured output."""
-
-    def __init__(self, rank: int, details: str) -> None:
-        super().__init__(f"worker rank {rank} raised:\n{details}")
-        self.rank, self.details = rank, details
 
 
 def _worker(fn: Callable[..., Any], rank: int, world_size: int, args: tuple, backend: str,
