@@ -19,59 +19,14 @@ import warnings
 import torch
 from torch import nn
 
-from ._torch_internals import is_compiled_module, unwrap_compiled, was_compiled
+from ._checks import NO_CALL_CAUSES, copy_output, needs_tensor, refuse_compiled, select_output
+from ._torch_internals import was_compiled
 from ._torch_internals import version as _version
 from .errors import NotRecorded
 from .lookup import as_names, get_modules
 from .scope import LocalHook, Recorder, same_module
 
 __all__ = ["Capture", "FeatureExtractor", "capture"]
-
-
-def refuse_compiled(model: nn.Module, tool: str) -> None:
-    """Raise a clear error for a ``torch.compile`` wrapper: hooks added to it later never fire."""
-    if not is_compiled_module(model):
-        return
-    if unwrap_compiled(model) is not model:
-        way = "Pass the eager model (model._orig_mod) and call that one inside the block; its results are the same."
-    else:  # compiled in place with module.compile(): there is no eager twin to call
-        way = ("It was compiled in place (module.compile()), so there is no eager twin to call: use the tool on a "
-               "model that is not compiled, or call the tool before compiling.")
-    raise TypeError(f"{tool} got a torch.compile'd model ({type(model).__name__}). Hooks registered after compiling "
-                    f"do not run inside the compiled code, so nothing would be recorded. {way}")
-
-
-NO_CALL_CAUSES = (
-    "the model was not called inside the block; or the model (or a model containing this module) was "
-    "torch.compile'd (hooks added after compiling do not run in the compiled code: call the eager model, "
-    "model._orig_mod); or the module is a container that is never called itself (nn.ModuleList, "
-    "nn.ModuleDict: name one of its children); or its weights are used functionally (e.g. "
-    "MultiheadAttention.out_proj); or the module was replaced in the model after the tool was made "
-    "(model.fc = nn.Linear(...)): the hooks stay on the old module, so make the tool after replacing it")
-
-
-def select_output(output: Any, selector: Any, name: str) -> Any:
-    """The part of a module's output chosen by ``output=`` (an index, a key, or a function)."""
-    if selector is None:
-        return output
-    try:
-        return selector(output) if callable(selector) else output[selector]
-    except (IndexError, KeyError, TypeError) as exc:
-        raise TypeError(f"output={selector!r} does not select anything from what {name!r} returned "
-                        f"({type(output).__name__}): {exc}") from None
-
-
-def needs_tensor(output: Any, name: str, tool: str) -> torch.Tensor:
-    if isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, dict):
-        how = f"a key, e.g. output={next(iter(output), 'key')!r}"
-    elif isinstance(output, (tuple, list)):
-        how = "an index, e.g. output=0 (an LSTM's output sequence, MultiheadAttention's attn_output)"
-    else:
-        how = "a function that returns a tensor from it"
-    raise TypeError(f"{tool} needs a tensor output, but {name!r} returned {type(output).__name__}; "
-                    f"choose the tensor with output= ({how})")
 
 
 class _Grads(dict):
@@ -87,24 +42,6 @@ class _Grads(dict):
         raise NotRecorded(
             f"no gradient reached {name!r}: capture it with grads=True and run backward inside the block; "
             "its output must require grad (not a frozen layer, not under torch.no_grad() / inference_mode())")
-
-
-def _store(t: Any, detach: bool, to_cpu: bool, clone: bool) -> Any:
-    """Apply detach / to CPU / clone to every tensor in a (nested) output."""
-    if isinstance(t, torch.Tensor):
-        if detach:
-            t = t.detach()
-        if to_cpu:
-            t = t.to("cpu")
-        if clone:
-            t = t.clone()
-        return t
-    if isinstance(t, (tuple, list)):
-        items = [_store(v, detach, to_cpu, clone) for v in t]
-        return type(t)(*items) if hasattr(t, "_fields") else type(t)(items)
-    if isinstance(t, dict):
-        return {k: _store(v, detach, to_cpu, clone) for k, v in t.items()}
-    return t
 
 
 class Capture(Mapping[str, Any]):
@@ -217,7 +154,7 @@ class capture(Recorder):  # noqa: N801 - used like a function: ``with capture(mo
                 return
             output = select_output(output, selector, name)
             store.calls[name] += 1
-            kept = store.outputs[name] = _store(output, detach, to_cpu, clone)
+            kept = store.outputs[name] = copy_output(output, detach, to_cpu, clone)
             shared = isinstance(output, torch.Tensor) and kept.data_ptr() == output.data_ptr()
             # a detached tensor shares the output's memory and version counter: remember the
             # version to tell later if an in-place op overwrote what we hold
@@ -229,7 +166,7 @@ class capture(Recorder):  # noqa: N801 - used like a function: ``with capture(mo
                 needs_tensor(output, name, "capture(grads=True)")
                 if output.requires_grad:
                     def capture_grad(grad: torch.Tensor) -> None:
-                        store.grads[name] = _store(grad, detach, to_cpu, clone)
+                        store.grads[name] = copy_output(grad, detach, to_cpu, clone)
                         self._grads_seen = True
                     grad_hooks[name] = output.register_hook(capture_grad)
                     self._awaited_grads = True

@@ -49,7 +49,8 @@ from typing import Literal, get_args
 import torch
 from torch import nn
 
-from ._torch_internals import current_graph_task_id, loss_scale, need, queue_backward_callback
+from ._checks import check_norm_type, in_process_group, is_dtensor, loss_scale_reader
+from ._torch_internals import current_graph_task_id, need, queue_backward_callback
 from .scope import HookScope
 
 __all__ = ["clip_grad_norm_global_hooks", "clip_grad_norm_hooks", "clip_grad_value_hooks"]
@@ -90,26 +91,6 @@ def _positive(value: float, what: str) -> float:
     return float(value)
 
 
-def _norm_type(norm_type: float) -> float:
-    if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float)) or not float(norm_type) > 0:
-        raise ValueError(f"norm_type must be > 0 (or inf), got {norm_type!r}")
-    return float(norm_type)
-
-
-def loss_scale_reader(scaler: object | None) -> Callable[[], float | torch.Tensor]:
-    """A function giving the current loss scale: hooks run on scaled gradients under ``GradScaler``.
-
-    The scale comes as the scaler's own tensor where it has one, so a hook that divides by it does
-    not wait for the GPU.
-    """
-    if scaler is None:
-        return lambda: 1.0
-    if not callable(getattr(scaler, "get_scale", None)):
-        raise TypeError(f"scaler must be a torch.amp.GradScaler (the one whose scale() the loss goes through), "
-                        f"got {type(scaler).__name__}")
-    return lambda: loss_scale(scaler)
-
-
 def _clamped(grad: torch.Tensor, limit: float) -> torch.Tensor:
     """``grad.clamp(-limit, limit)`` as a new tensor; a sparse gradient (``nn.Embedding(sparse=True)``)
     is coalesced first (repeated rows summed), then its stored values are clamped."""
@@ -130,21 +111,9 @@ def _check_stage(stage: object) -> None:
         raise ValueError(f"stage must be {' or '.join(map(repr, _STAGES))}, got {stage!r}")
 
 
-def _is_dtensor(t: torch.Tensor) -> bool:
-    """A DTensor (FSDP2's ``fully_shard`` makes every parameter one), without importing torch.distributed."""
-    return hasattr(t, "placements") and hasattr(t, "device_mesh") and hasattr(t, "to_local")
-
-
-def in_process_group() -> bool:
-    """True in a ``torch.distributed`` process group of more than one process (DDP averages gradients
-    inside backward there)."""
-    import torch.distributed as dist
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-
-
 def _refuse_incoming(found: list[torch.Tensor], tool: str) -> None:
     """``stage="incoming"`` cannot be right for sharded (FSDP2) parameters or inside a process group (DDP)."""
-    if any(_is_dtensor(p) for p in found):
+    if any(is_dtensor(p) for p in found):
         raise ValueError(
             f"{tool}(stage='incoming') on DTensor parameters (FSDP2's fully_shard): autograd runs on unsharded "
             "copies, so a hook on the sharded parameter never fires and nothing would be clipped. Use "
@@ -255,7 +224,7 @@ def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: flo
 def _accumulated(found: list[torch.Tensor], clip_one: Callable[[torch.Tensor], None]) -> Callable[[torch.Tensor], object]:
     """How to register ``clip_one`` for ``stage="accumulated"``: as the post-accumulate-grad hook itself, or,
     for plain parameters inside a process group, at the end of backward (after DDP's averaging)."""
-    if in_process_group() and not any(_is_dtensor(p) for p in found):
+    if in_process_group() and not any(is_dtensor(p) for p in found):
         at_end = _AtEndOfBackward(lambda seen: [clip_one(p) for p in seen])
         return lambda p: p.register_post_accumulate_grad_hook(at_end)
     return lambda p: p.register_post_accumulate_grad_hook(clip_one)
@@ -283,7 +252,7 @@ def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: f
     3
     """
     max_norm = _positive(max_norm, "max_norm")
-    norm_type = _norm_type(norm_type)
+    norm_type = check_norm_type(norm_type)
     _check_stage(stage)
     scale_now = loss_scale_reader(scaler)
     found = _params(params)
@@ -355,7 +324,7 @@ def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_
     0.5
     """
     max_norm = _positive(max_norm, "max_norm")
-    norm_type = _norm_type(norm_type)
+    norm_type = check_norm_type(norm_type)
     scale_now = loss_scale_reader(scaler)
     found = _params(params)
     if len({id(p) for p in found}) != len(found):
@@ -390,7 +359,7 @@ def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_
         if state["left"] == 0:
             clip_all()
 
-    if in_process_group() and not any(_is_dtensor(p) for p in found):
+    if in_process_group() and not any(is_dtensor(p) for p in found):
         # DDP averages the gradients at the end of backward: clip after that, once per backward
         hook: Callable[[torch.Tensor], None] = _AtEndOfBackward(lambda seen: clip_all())
     else:

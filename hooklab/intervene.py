@@ -29,8 +29,8 @@ from typing import Any, Literal, NamedTuple, get_args
 import torch
 from torch import nn
 
+from ._checks import copy_output, refuse_compiled, select_output
 from ._text import format_table
-from .capture import _store, refuse_compiled, select_output
 from .lookup import get_module, get_modules
 from .scope import Recorder
 
@@ -311,8 +311,8 @@ def capture_inputs(model: nn.Module, name: str, *args: Any, detach: bool = True,
     held: list[ModuleInputs] = []
 
     def stop(module: nn.Module, call_args: tuple, call_kwargs: dict) -> None:
-        held.append(ModuleInputs(_store(tuple(call_args), detach, False, False),
-                                 _store(dict(call_kwargs), detach, False, False)))
+        held.append(ModuleInputs(copy_output(tuple(call_args), detach, False, False),
+                                 copy_output(dict(call_kwargs), detach, False, False)))
         raise _Stop
 
     handle = module.register_forward_pre_hook(stop, with_kwargs=True)

@@ -24,10 +24,10 @@ from typing import Any, Literal, get_args
 import torch
 from torch import nn
 
-from .clip import _is_dtensor, in_process_group, loss_scale_reader
+from ._checks import (NO_CALL_CAUSES, check_norm_type, in_process_group, is_dtensor, loss_scale_reader,
+                      needs_tensor, refuse_compiled, select_output)
 from ._torch_internals import current_graph_task_id, need, queue_backward_callback, was_compiled
 from ._text import format_table
-from .capture import NO_CALL_CAUSES, needs_tensor, refuse_compiled, select_output
 from .lookup import as_names, get_modules
 from .scope import Recorder, same_module
 
@@ -126,11 +126,7 @@ class GradientMonitor(Recorder):
         if not isinstance(model, nn.Module):
             raise TypeError(f"GradientMonitor needs an nn.Module, got {type(model).__name__}")
         self._loss_scale = loss_scale_reader(scaler)
-        if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float)):
-            raise TypeError(f"norm_type must be a number such as 2.0 or float('inf'), got {norm_type!r}")
-        if not norm_type > 0:
-            raise ValueError(f"norm_type must be > 0 (2 = Euclidean, float('inf') = largest entry), "
-                             f"got {norm_type!r}")
+        self.norm_type = check_norm_type(norm_type)
         if names is None:
             params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         else:
@@ -142,7 +138,6 @@ class GradientMonitor(Recorder):
         if not params:
             raise ValueError("no parameter that requires a gradient to watch; "
                              "check `names` and `requires_grad`")
-        self.norm_type = float(norm_type)
         self._model: nn.Module | None = model
         self._names = [n for n, _ in params]
         self._params: list[torch.Tensor] = [p for _, p in params]  # dropped when the block ends
@@ -157,7 +152,7 @@ class GradientMonitor(Recorder):
     # ------------------------------------------------------------------------------ recording
     def _register(self) -> None:
         # in DDP a parameter this rank did not use still gets the averaged gradient of the ranks that did
-        self._whole_model = in_process_group() and not any(_is_dtensor(p) for p in self._params)
+        self._whole_model = in_process_group() and not any(is_dtensor(p) for p in self._params)
         for index, param in enumerate(self._params):
             self.scope.add(param.register_post_accumulate_grad_hook(self._hook(index)))
         self.scope.add(self._model.register_load_state_dict_post_hook(self._follow_new_parameters))
@@ -213,7 +208,7 @@ class GradientMonitor(Recorder):
             if grad is None:
                 continue
             grad = grad.detach()
-            if _is_dtensor(grad):
+            if is_dtensor(grad):
                 self._shard_groups.setdefault(index, _shard_groups(grad, self._names[index]))
                 grad = grad.to_local()
             if grad.is_sparse:  # the norm of a sparse gradient is that of its (summed) stored values

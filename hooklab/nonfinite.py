@@ -30,9 +30,9 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from ._checks import refuse_compiled
 from ._text import format_table
 from ._torch_internals import handle_alive, tree_flatten
-from .capture import refuse_compiled
 from .errors import NonFiniteError
 from .scope import Recorder
 

@@ -35,10 +35,10 @@ from typing import Any, Iterable, Iterator, Literal, Sequence, get_args
 import torch
 from torch import nn
 
+from ._checks import NO_CALL_CAUSES, refuse_compiled
 from ._saved import OtherThreads, check_version
 from ._text import format_table
 from ._torch_internals import current_graph_task_id, handle_alive, tree_flatten, version, was_compiled
-from .capture import NO_CALL_CAUSES, refuse_compiled
 from .lookup import as_names, get_modules
 from .scope import Recorder, same_module
 
