@@ -1,10 +1,14 @@
-"""Notebook 10's checkers accept right answers written differently and reject the typical wrong ones."""
+"""Notebook 10's checkers accept right answers written differently and reject the typical wrong ones, each for
+its reason."""
 import multiprocessing
 
+import pytest
 import torch
 import torch.distributed as dist
 
-from exercise_support import run_solution, verdict
+from hooklab.course.exercises import _comm, nb10, verdict as full_verdict
+
+from exercise_support import judged, run_solution, verdict
 
 
 # ---- 10.1 comm hook (each check runs two gloo processes) ---------------------------------------
@@ -39,78 +43,146 @@ def divided_twice_hook(state, bucket):
     return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0] / dist.get_world_size())
 
 
-def message(key, answer):
-    import hooklab.course.exercises
-    status, zh, en = hooklab.course.exercises.verdict(key, answer)
-    assert status == "wrong" and zh and zh != en
-    return en
+def zeroing_hook(state, bucket):
+    return dist.all_reduce(bucket.buffer().mul_(0), async_op=True).get_future().then(lambda f: f.value()[0])
 
 
-def test_10_1():
+def raising_hook(state, bucket):
+    raise ValueError("no bucket today")
+
+
+def forgets_return(state, bucket):
+    dist.all_reduce(bucket.buffer().div_(dist.get_world_size()), async_op=True)
+
+
+def returns_tensor(state, bucket):
+    return bucket.buffer()
+
+
+def wrong_shape_hook(state, bucket):  # DDP itself fails on a result shaped unlike the bucket
+    fut = torch.futures.Future()
+    fut.set_result(torch.zeros(1))
+    return fut
+
+
+def never_done_hook(state, bucket):
+    return torch.futures.Future()
+
+
+def test_10_1_accepts_right_answers():
     assert verdict("10.1", run_solution("10.1")["mean_hook"]) == "correct"
     assert verdict("10.1", mean_hook_after) == "correct"
-    assert verdict("10.1", blank_hook) == "not solved"
-    assert verdict("10.1", 3) == "wrong"
+    assert judged("10.1", blank_hook) == ("not solved", "blank")
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (sum_hook, "sum"), (bf16_hook, "rounded"), (local_hook, "local"), (divided_twice_hook, "divided-twice"),
+    (zeroing_hook, "other"), (raising_hook, "raised"), (forgets_return, "returned-none"),
+    (returns_tensor, "not-a-future"), (wrong_shape_hook, "ddp-failed"), (3, "not-a-function")])
+def test_10_1_rejects_wrong_answers(answer, reason):
+    assert judged("10.1", answer) == ("wrong", reason)
     assert multiprocessing.active_children() == []
 
 
 def test_10_1_names_what_is_wrong_with_each_answer():
     """Each wrong hook gets the message about ITS mistake (a hook that never communicates is not told to divide)."""
-    assert "the **sum** of the two processes' gradients" in message("10.1", sum_hook)
-    assert "off by low-precision rounding" in message("10.1", bf16_hook)
-    local = message("10.1", local_hook)
+    local = full_verdict("10.1", local_hook).en
     assert "never communicated" in local and "divide" not in local
-    assert "divided by the number of processes once more" in message("10.1", divided_twice_hook)
+    assert "ValueError: no bucket today" in full_verdict("10.1", raising_hook).en
+
+
+def test_10_1_a_future_that_never_completes_is_stopped_at_the_deadline(monkeypatch):
+    monkeypatch.setattr(_comm, "DEADLINE", 20)
+    result = full_verdict("10.1", never_done_hook, strict=True)
+    assert (result.status, result.reason) == ("wrong", "never-completes")
+    assert "within 20 s" in result.en
     assert multiprocessing.active_children() == []
+
+
+def test_10_1_what_grad_is_names_each_mistake():
+    """The classification behind the verdicts, also for the .grad states this torch's DDP never produces (it
+    copies the Future's result into the float32 .grad, and fails on a None result): "no-grad", "not-float32"."""
+    local, mean = torch.tensor([1.0, 2.0]), torch.tensor([2.0, 3.0])
+    cases = {"mean": mean, "local": local, "sum": mean * 2, "divided-twice": mean / 2, "rounded": mean * 1.01,
+             "other": -mean, "no-grad": None, "not-float32": mean.double()}
+    assert {nb10._grad_is(grad, local, mean, 2): kind for kind, grad in cases.items()} == {k: k for k in cases}
 
 
 # ---- 10.2 unscaled norms ----------------------------------------------------------------------
 
-def test_10_2():
+def via_division_of_norm(scaler, norms):
+    return lambda g: norms.append(g.norm().item() / scaler.get_scale())
+
+
+def scaled(scaler, norms):
+    return lambda g: norms.append(g.norm().item())
+
+
+def modifies(scaler, norms):
+    def hook(g):
+        norms.append((g / scaler.get_scale()).norm().item())
+        return g / scaler.get_scale()
+    return hook
+
+
+def tensors(scaler, norms):
+    return lambda g: norms.append((g / scaler.get_scale()).norm())
+
+
+def twice_each(scaler, norms):
+    return lambda g: norms.extend([(g / scaler.get_scale()).norm().item()] * 2)
+
+
+def squared_norms(scaler, norms):
+    return lambda g: norms.append((g / scaler.get_scale()).square().sum().item())
+
+
+def no_hook(scaler, norms):
+    return "hook"
+
+
+def raises_in_backward(scaler, norms):
+    return lambda g: norms.append(g.norm().item() / scaler.scale)
+
+
+def blank(scaler, norms):
+    pass
+
+
+def test_10_2_accepts_right_answers():
     assert verdict("10.2", run_solution("10.2")["unscaled_norm_hook"]) == "correct"
-
-    def via_division_of_norm(scaler, norms):
-        return lambda g: norms.append(g.norm().item() / scaler.get_scale())
-
-    def scaled(scaler, norms):
-        return lambda g: norms.append(g.norm().item())
-
-    def modifies(scaler, norms):
-        def hook(g):
-            norms.append((g / scaler.get_scale()).norm().item())
-            return g / scaler.get_scale()
-        return hook
-
-    def tensors(scaler, norms):
-        return lambda g: norms.append((g / scaler.get_scale()).norm())
-
-    def blank(scaler, norms):
-        pass
-
     assert verdict("10.2", via_division_of_norm) == "correct"
-    assert verdict("10.2", scaled) == "wrong"
-    assert verdict("10.2", modifies) == "wrong"
-    assert verdict("10.2", tensors) == "wrong"
-    assert verdict("10.2", blank) == "not solved"
+    assert judged("10.2", blank) == ("not solved", "blank")
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (scaled, "still-scaled"), (modifies, "changes-gradient"), (tensors, "not-a-float"),
+    (twice_each, "one-per-parameter"), (squared_norms, "norm"), (no_hook, "not-a-hook"),
+    (raises_in_backward, "raised-in-backward")])
+def test_10_2_rejects_wrong_answers(answer, reason):
+    assert judged("10.2", answer) == ("wrong", reason)
 
 
 # ---- 10.3 prediction --------------------------------------------------------------------------
 
 def test_10_3():
     assert verdict("10.3", run_solution("10.3")["my_runs"]) == "correct"
-    assert verdict("10.3", []) == "not solved"
-    assert verdict("10.3", [1.0, 3.0]) == "wrong"
-    assert verdict("10.3", [1, 3, 0]) == "wrong"
+    assert judged("10.3", []) == ("not solved", "blank")
+    assert judged("10.3", [1.0, 3.0]) == ("wrong", "two-ints")
+    assert judged("10.3", [1, 3, 0]) == ("wrong", "two-ints")
+    assert judged("10.3", [True, 3]) == ("wrong", "two-ints")
+    assert judged("10.3", [3, 3]) == ("wrong", "runs")
 
 
 def test_10_3_names_which_prediction_is_wrong():
-    only_reentrant = message("10.3", [1, 2])
+    only_reentrant = full_verdict("10.3", [1, 2]).en
     assert "the reentrant 2 is off" in only_reentrant and "non-reentrant" not in only_reentrant
-    only_plain = message("10.3", [3, 3])
+    only_plain = full_verdict("10.3", [3, 3]).en
     assert "the non-reentrant 3 is off" in only_plain and "the reentrant 3" not in only_plain
-    both = message("10.3", [2, 2])
-    assert "the non-reentrant 2 is off" in both and "the reentrant 2 is off" in both
-    import hooklab.course.exercises
+    both = full_verdict("10.3", [2, 2])
+    assert "the non-reentrant 2 is off" in both.en and "the reentrant 2 is off" in both.en
+    assert "非可重入的 2 不对" in both.zh and "；可重入的 2 不对" in both.zh
     for answer in ([1, 2], [3, 3]):  # the framework says "not right yet"; the message does not say it again
-        zh, en = hooklab.course.exercises.verdict("10.3", answer)[1:]
+        zh, en = full_verdict("10.3", answer)[1:3]
         assert "not quite" not in en and not zh.startswith("不对")

@@ -1,9 +1,9 @@
 """Checking a learner's DDP communication hook in two ``gloo`` processes (notebook 10's 10.1, 14's 14.3).
 
-:func:`guard` wraps the learner's hook inside a worker: it records in ``report`` what went wrong (raised, returned
-``None``, returned something that is not a Future) and keeps DDP going with a plain mean, so that a verdict comes
-back instead of a hang. :func:`run_checked` runs the worker with a deadline and turns what the workers report into
-``NotSolved`` / ``Wrong``.
+:func:`guard` wraps the learner's hook inside a worker: it records in ``report`` the first thing that went wrong
+(it raised, returned ``None``, returned something that is not a Future) and keeps DDP going with a plain mean, so
+that a verdict comes back instead of a hang. :func:`run_checked` runs the worker with a deadline and turns what the
+workers report into verdicts.
 """
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ import torch.distributed as dist
 from torch import nn
 
 from ...workers import WorkerError, run_workers
-from . import NotSolved, Wrong
+from ._support import NotSolved, expect, fail, started
+
+DEADLINE = 90  # seconds the two processes get before the hook is judged never to finish
 
 
-def ddp_and_plain(seed: int) -> tuple[nn.Module, nn.Module, nn.Module]:
+def ddp_and_plain(seed: int) -> tuple[nn.Module, nn.Module, Any]:
     """A small MLP seeded with ``seed``, a plain copy of it (for the local gradient) and the MLP wrapped in DDP."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -28,25 +30,29 @@ def ddp_and_plain(seed: int) -> tuple[nn.Module, nn.Module, nn.Module]:
     return model, plain, DDP(model)
 
 
+def _problem(hook: Callable, state: Any, bucket: Any) -> tuple[Any, tuple[str, str] | None]:
+    """``hook``'s Future, or None and what went wrong: ``(kind, detail)``."""
+    try:
+        future = hook(state, bucket)
+    except Exception as exc:  # noqa: BLE001 - reported as the verdict
+        return None, ("raised", f"{type(exc).__name__}: {exc}")
+    if future is None:
+        return None, ("returned-none", "")
+    if not (hasattr(future, "then") and hasattr(future, "wait")):
+        return None, ("not-a-future", type(future).__name__)
+    return future, None
+
+
 def guard(hook: Callable, report: dict) -> Callable:
-    """``hook`` wrapped for DDP; ``report["calls"]`` counts the calls, ``report["problem"]`` says what went wrong."""
+    """``hook`` wrapped for DDP; ``report["calls"]`` counts the calls, ``report["problem"]`` is the first
+    ``(kind, detail)`` that went wrong (None while nothing did)."""
     report.setdefault("calls", 0)
     report.setdefault("problem", None)
 
     def checked(state, bucket):  # no annotations: DDP rejects a bucket annotated with anything but GradBucket
         report["calls"] += 1
-        try:
-            future = hook(state, bucket)
-        except Exception as exc:  # noqa: BLE001 - reported as the verdict
-            future = None
-            report["problem"] = report["problem"] or (f"抛出了 {type(exc).__name__}: {exc}",
-                                                      f"raised {type(exc).__name__}: {exc}")
-        if future is None and report["problem"] is None:
-            report["problem"] = "none"
-        elif future is not None and not (hasattr(future, "then") and hasattr(future, "wait")):
-            name = type(future).__name__
-            report["problem"] = report["problem"] or (f"返回了 {name}，而不是 Future", f"returned a {name}, not a Future")
-            future = None
+        future, problem = _problem(hook, state, bucket)
+        report["problem"] = report["problem"] or problem
         if future is None:  # keep DDP going so that the verdict, not a hang, comes back
             buf = bucket.buffer().div_(dist.get_world_size())
             return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])
@@ -54,21 +60,23 @@ def guard(hook: Callable, report: dict) -> Callable:
     return checked
 
 
-def run_checked(worker: Callable, answer: Any, *, not_solved: tuple[str, str], timeout: float = 90) -> list[dict]:
-    """``worker(rank, world_size, answer)`` in two processes; its reports by rank, or the verdict it implies."""
+def run_checked(worker: Callable, answer: Any, *, not_solved: tuple[str, str]) -> list[dict]:
+    """``worker(rank, world_size, answer)`` in two processes; its reports by rank, or the verdict they imply.
+    The blank starting point (``not_solved``) is told at once, without processes."""
+    if not started(answer):
+        raise NotSolved(*not_solved)
     try:
-        reports = run_workers(worker, answer, world_size=2, timeout=timeout)
+        reports = run_workers(worker, answer, world_size=2, timeout=DEADLINE)
     except WorkerError as err:
         last = err.details.strip().splitlines()[-1]
-        raise Wrong(f"运行 DDP 时出错：{last}", f"DDP failed with your hook: {last}") from None
+        fail("ddp-failed", f"运行 DDP 时出错：{last}", f"DDP failed with your hook: {last}")
     except TimeoutError:
-        raise Wrong(f"两个进程在 {timeout:g} 秒内没有完成：你的 Future 是否永远不会完成（比如没有发起 all_reduce）？",
-                    f"the two processes did not finish within {timeout:g} s: does your Future never complete (no "
-                    "all_reduce started, say)?") from None
-    problem = reports[0]["problem"]
-    if problem == "none":
-        raise NotSolved(*not_solved)
-    if problem:
-        zh, en = problem
-        raise Wrong(f"你的钩子{zh}。", f"your hook {en}.")
+        fail("never-completes", f"两个进程在 {DEADLINE:g} 秒内没有完成：你的 Future 是否永远不会完成（比如没有发起 all_reduce）？",
+             f"the two processes did not finish within {DEADLINE:g} s: does your Future never complete (no "
+             "all_reduce started, say)?")
+    kind, detail = reports[0]["problem"] or ("", "")
+    expect(kind != "raised", "raised", f"你的钩子抛出了 {detail}。", f"your hook raised {detail}.")
+    expect(kind != "returned-none", "returned-none", *not_solved)
+    expect(kind != "not-a-future", "not-a-future", f"你的钩子返回了 {detail}，而不是 Future。",
+           f"your hook returned a {detail}, not a Future.")
     return reports
