@@ -11,7 +11,7 @@ import hooklab
 import hooklab.course
 from hooklab.course.exercises import nb07
 
-from exercise_support import run_solution, verdict
+from exercise_support import judged, run_solution, verdict
 
 
 # ---- 07.1 count the real forward calls -----------------------------------------------------------
@@ -139,6 +139,19 @@ def calls_hook_returns_the_count(model, x):
     return counts
 
 
+def calls_without_backward(model, x):
+    counts = {name: 0 for name, _ in linear_layers(model)}
+    with hooklab.HookScope() as scope:
+        for name, module in linear_layers(model):
+            scope.add(module.register_forward_hook(lambda m, a, out, name=name: counts.__setitem__(name, counts[name] + 1)))
+        checkpoint(model, x, use_reentrant=False)  # forward only: nothing is recomputed, no gradient
+    return counts
+
+
+def calls_as_a_list(model, x):
+    return list(run_solution("07.1")["count_forward_calls"](model, x).values())
+
+
 def calls_without_checkpoint(model, x):
     counts = {name: 0 for name, _ in linear_layers(model)}
     with hooklab.HookScope() as scope:
@@ -154,15 +167,19 @@ def test_07_1_accepts_right_answers(answer):
     assert verdict("07.1", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [calls_including_recomputation, calls_halved, calls_late_binding_lambda,
-                                    calls_leaving_hooks, calls_top_level_children_only, calls_hook_returns_the_count,
-                                    calls_without_checkpoint])
-def test_07_1_rejects_wrong_answers(answer):
-    assert verdict("07.1", answer) == "wrong"
+@pytest.mark.parametrize("answer, reason", [
+    (calls_including_recomputation, "counted-recomputation"), (calls_halved, "call-count"),
+    (calls_late_binding_lambda, "call-count"), (calls_leaving_hooks, "hook-left"),
+    (calls_top_level_children_only, "layer-names"), (calls_hook_returns_the_count, "raised"),
+    (calls_without_checkpoint, "no-recomputation"), (calls_without_backward, "no-backward"),
+    (calls_as_a_list, "not-a-dict"),
+])
+def test_07_1_rejects_wrong_answers(answer, reason):
+    assert judged("07.1", answer) == ("wrong", reason)
 
 
 def test_07_1_names_the_recomputation():
-    _, zh, en = hooklab.course.exercises.verdict("07.1", calls_including_recomputation)
+    _, zh, en, _ = hooklab.course.exercises.verdict("07.1", calls_including_recomputation)
     assert "recomputation during backward" in en and "重算" in zh
 
 
@@ -229,6 +246,31 @@ def int8_instead_of_bf16(block, x):
         return out.square().sum()
 
 
+def the_output_not_the_loss(block, x):
+    out = checkpoint(block, x, use_reentrant=False)
+    with hooklab.CompressSaved("bf16"):
+        return out.square()
+
+
+def a_frozen_block(block, x):  # the block's parameters stop requiring grad: only `x` gets a gradient
+    block.requires_grad_(False)
+    return run_solution("07.2")["compressed_checkpoint_loss"](block, x)
+
+
+def bf16_rounded_to_one_decimal(block, x):
+    out = checkpoint(block, x, use_reentrant=False)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t.detach().to(torch.bfloat16),
+                                                  lambda t: (t.float() * 10).round() / 10):
+        return out.square().sum()
+
+
+def bf16_unpack_forgets_the_tuple(block, x):
+    out = checkpoint(block, x, use_reentrant=False)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (t.detach().to(torch.bfloat16), t.dtype),
+                                                  lambda packed: packed.to(torch.float32)):
+        return out.square().sum()
+
+
 def mean_instead_of_sum(block, x):
     out = checkpoint(block, x, use_reentrant=False)
     with hooklab.CompressSaved("bf16"):
@@ -241,12 +283,17 @@ def test_07_2_accepts_right_answers(answer):
     assert verdict("07.2", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [compress_inside_the_region, checkpoint_without_compression,
-                                    compression_without_checkpoint, compress_everything_including_x,
-                                    reentrant_checkpoint, int8_instead_of_bf16, mean_instead_of_sum])
+@pytest.mark.parametrize("answer, reason", [
+    (compress_inside_the_region, "checkpoint-bypassed"), (checkpoint_without_compression, "output-in-float32"),
+    (compression_without_checkpoint, "checkpoint-bypassed"), (compress_everything_including_x, "input-compressed"),
+    (reentrant_checkpoint, "reentrant-no-graph"), (int8_instead_of_bf16, "kept-bytes"),
+    (mean_instead_of_sum, "loss-value"), (the_output_not_the_loss, "not-a-scalar-loss"),
+    (a_frozen_block, "no-parameter-grad"), (bf16_rounded_to_one_decimal, "gradient-error"),
+    (bf16_unpack_forgets_the_tuple, "backward-raised"),
+])
 @pytest.mark.filterwarnings("ignore:None of the inputs have requires_grad")
-def test_07_2_rejects_wrong_answers(answer):
-    assert verdict("07.2", answer) == "wrong"
+def test_07_2_rejects_wrong_answers(answer, reason):
+    assert judged("07.2", answer) == ("wrong", reason)
 
 
 @pytest.mark.parametrize("answer, says", [
@@ -320,6 +367,10 @@ def blocks_patching_forward_by_hand(model, x, k):
     return choice
 
 
+def the_best_block_alone(model, x, k):
+    return blocks_by_exhaustive_search(model, x, 1)[0]  # one name, not a list
+
+
 def blocks_swapped_for_wrappers(model, x, k):
     choice = blocks_by_exhaustive_search(model, x, k)
     for name in choice:
@@ -333,11 +384,14 @@ def test_07_3_accepts_right_answers(answer):
     assert verdict("07.3", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [first_k_blocks, last_k_blocks, blocks_with_most_parameters,
-                                    blocks_that_save_least, one_block_too_many, blocks_patching_forward_by_hand,
-                                    blocks_swapped_for_wrappers])
-def test_07_3_rejects_wrong_answers(answer):
-    assert verdict("07.3", answer) == "wrong"
+@pytest.mark.parametrize("answer, reason", [
+    (first_k_blocks, "not-the-best"), (last_k_blocks, "not-the-best"), (blocks_with_most_parameters, "not-the-best"),
+    (blocks_that_save_least, "not-the-best"), (one_block_too_many, "not-k-blocks"),
+    (blocks_patching_forward_by_hand, "model-changed"), (blocks_swapped_for_wrappers, "model-changed"),
+    (the_best_block_alone, "not-a-list"),
+])
+def test_07_3_rejects_wrong_answers(answer, reason):
+    assert judged("07.3", answer) == ("wrong", reason)
 
 
 def test_07_3_each_case_has_exactly_one_best_choice():

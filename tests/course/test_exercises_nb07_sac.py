@@ -13,7 +13,7 @@ import hooklab
 import hooklab.course
 from hooklab.course.exercises import nb07
 
-from exercise_support import run_solution, verdict
+from exercise_support import judged, run_solution, verdict
 
 CheckpointPolicy = getattr(torch.utils.checkpoint, "CheckpointPolicy", None)
 if CheckpointPolicy is None:
@@ -69,6 +69,16 @@ def policy_returning_bools(ctx, op, *args, **kwargs):
     return op.overloadpacket in (aten.mm, aten.addmm, aten.bmm)
 
 
+def policy_halving_what_it_is_shown(ctx, op, *args, **kwargs):
+    # a policy that edits the tensors it is shown: the forward pass (and so the gradients) change
+    if op.overloadpacket in (aten.mm, aten.addmm, aten.bmm):
+        for t in args:
+            if isinstance(t, torch.Tensor) and not t.requires_grad:
+                t.mul_(0.5)
+        return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
 def policy_returning_none_for_the_rest(ctx, op, *args, **kwargs):
     if op.overloadpacket in (aten.mm, aten.addmm, aten.bmm):
         return CheckpointPolicy.MUST_SAVE
@@ -80,19 +90,20 @@ def test_07_4_accepts_right_answers(answer):
     assert verdict("07.4", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer, says", [
-    (policy_comparing_packets, "`addmm` ×2"),
-    (policy_without_addmm, "`addmm` ×2"),
-    (policy_without_bmm, "`bmm` ×2"),
-    (policy_for_composite_ops, "decomposed"),
-    (policy_saving_everything, "cheap pointwise ops"),
-    (policy_recomputing_everything, "did not keep their outputs"),
-    (policy_returning_bools, "returned False"),
-    (policy_returning_none_for_the_rest, "returned None"),
+@pytest.mark.parametrize("answer, reason, says", [
+    (policy_comparing_packets, "matmul-recomputed", "`addmm` ×2"),
+    (policy_without_addmm, "matmul-recomputed", "`addmm` ×2"),
+    (policy_without_bmm, "matmul-recomputed", "`bmm` ×2"),
+    (policy_for_composite_ops, "matmul-recomputed", "decomposed"),
+    (policy_saving_everything, "kept-bytes", "cheap pointwise ops"),
+    (policy_recomputing_everything, "matmul-recomputed", "did not keep their outputs"),
+    (policy_returning_bools, "not-a-policy", "returned False"),
+    (policy_returning_none_for_the_rest, "not-a-policy", "returned None"),
+    (policy_halving_what_it_is_shown, "gradients-differ", "the gradients differ"),
 ])
-def test_07_4_rejects_wrong_answers_and_says_why(answer, says):
-    status, _, en = hooklab.course.exercises.verdict("07.4", answer)
-    assert status == "wrong"
+def test_07_4_rejects_wrong_answers_and_says_why(answer, reason, says):
+    status, _, en, why = hooklab.course.exercises.verdict("07.4", answer, strict=True)
+    assert (status, why) == ("wrong", reason)
     assert says in en
 
 
@@ -113,12 +124,12 @@ def test_07_4_the_cases_use_every_matmul_and_saving_everything_costs_more_than_n
 def test_07_4_blank_start_and_errors():
     def keep_matmuls(ctx, op, *args, **kwargs):
         pass
-    assert verdict("07.4", keep_matmuls) == "not solved"
+    assert judged("07.4", keep_matmuls) == ("not solved", "blank")
     assert verdict("07.4", None) == "not solved"
 
     def raises(ctx, op, *args, **kwargs):
         raise KeyError(op)
-    status, _, en = hooklab.course.exercises.verdict("07.4", raises)
-    assert status == "wrong" and "your policy raised KeyError" in en
+    status, _, en, reason = hooklab.course.exercises.verdict("07.4", raises, strict=True)
+    assert (status, reason) == ("wrong", "policy-raised") and "raised KeyError" in en and "your policy" in en
     assert torch._C._autograd._top_saved_tensors_default_hooks(False) is None
     assert not torch._C._len_torch_dispatch_stack()
