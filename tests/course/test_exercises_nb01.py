@@ -5,7 +5,7 @@ import torch
 import hooklab
 import hooklab.course
 
-from exercise_support import run_solution, verdict
+from exercise_support import judged, run_solution, verdict
 
 
 # ---- 01.1 gradient noise --------------------------------------------------------------------
@@ -64,11 +64,39 @@ def test_01_1_accepts_right_answers(answer):
     assert verdict("01.1", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [noise_in_place, noise_not_returned, noise_with_variance, noise_uniform,
-                                    noise_one_number_for_all, noise_returns_tensor_not_handle,
-                                    noise_registered_twice, "add_grad_noise"])
-def test_01_1_rejects_wrong_answers(answer):
-    assert verdict("01.1", answer) == "wrong"
+def noise_forgets_return(t, std):
+    t.register_hook(lambda g: g + torch.randn_like(g) * std)        # registered, but no handle handed back
+
+
+def noise_hook_raises(t, std):
+    return t.register_hook(lambda g: g + torch.randn(3) * std)      # wrong shape: backward raises
+
+
+def noise_at_the_node_returns_another_handle(t, std):
+    t.grad_fn.register_prehook(lambda grad_outputs: (grad_outputs[0] + torch.randn_like(grad_outputs[0]) * std,))
+    return t.register_hook(lambda g: None)                          # removing this one leaves the noise on
+
+
+def noise_and_drop_w_grad(t, std):
+    w = t.grad_fn.next_functions[0][0].variable                     # the leaf behind t = w * 2
+    w.register_post_accumulate_grad_hook(lambda p: setattr(p, "grad", None))
+    return t.register_hook(lambda g: g + torch.randn_like(g) * std)
+
+
+def noise_with_global_hook(t, std):
+    torch.nn.modules.module.register_module_forward_hook(lambda m, a, o: None)
+    return t.register_hook(lambda g: g + torch.randn_like(g) * std)
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (noise_in_place, "in-place"), (noise_not_returned, "not-returned"), (noise_with_variance, "noise-std"),
+    (noise_uniform, "noise-mean"), (noise_one_number_for_all, "noise-mean"),
+    (noise_returns_tensor_not_handle, "not-a-handle"), (noise_registered_twice, "hook-left-after-remove"),
+    ("add_grad_noise", "not-a-function"), (noise_forgets_return, "returned-none"), (noise_hook_raises, "backward-raised"),
+    (noise_at_the_node_returns_another_handle, "wrong-handle"), (noise_and_drop_w_grad, "no-grad"),
+    (noise_with_global_hook, "global-hook-left")])
+def test_01_1_rejects_wrong_answers(answer, reason):
+    assert judged("01.1", answer) == ("wrong", reason)
 
 
 def test_01_1_blank_start_is_not_solved():
@@ -81,8 +109,8 @@ def test_01_1_blank_start_is_not_solved():
 
 def test_01_1_says_why_an_in_place_edit_is_wrong():
     from hooklab.course import exercises
-    status, zh, en = exercises.verdict("01.1", noise_in_place)
-    assert status == "wrong" and "in place" in en and "原地" in zh
+    status, zh, en, reason = exercises.verdict("01.1", noise_in_place)
+    assert (status, reason) == ("wrong", "in-place") and "in place" in en and "原地" in zh
 
 
 # ---- 01.2 replace nan gradients by 0 and count them -----------------------------------------
@@ -164,17 +192,26 @@ def test_01_2_accepts_right_answers(answer):
     assert verdict("01.2", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [nan_in_place, nan_compared_with_equals, nan_fraction_instead_of_count,
-                                    nan_counted_but_not_replaced, nan_replaced_by_one,
-                                    nan_counted_only_when_present, nan_count_left_as_a_tensor])
-def test_01_2_rejects_wrong_answers(answer):
-    assert verdict("01.2", answer) == "wrong"
+def nan_counts_every_element(t, replaced):
+    def hook(grad):
+        replaced.append(grad.numel())
+        return torch.nan_to_num(grad, nan=0.0)
+    return t.register_hook(hook)
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (nan_in_place, "in-place"), (nan_compared_with_equals, "nan-equals"), (nan_fraction_instead_of_count, "not-an-int"),
+    (nan_counted_but_not_replaced, "nan-left"), (nan_replaced_by_one, "not-only-nans"),
+    (nan_counted_only_when_present, "one-count-per-backward"), (nan_count_left_as_a_tensor, "tensor-not-int"),
+    (nan_counts_every_element, "nan-count")])
+def test_01_2_rejects_wrong_answers(answer, reason):
+    assert judged("01.2", answer) == ("wrong", reason)
 
 
 def test_01_2_says_an_int_is_asked_for_not_a_tensor():
     from hooklab.course import exercises
-    status, zh, en = exercises.verdict("01.2", nan_count_left_as_a_tensor)
-    assert status == "wrong" and "not the tensor" in en and "int(mask.sum())" in en
+    status, zh, en, reason = exercises.verdict("01.2", nan_count_left_as_a_tensor)
+    assert (status, reason) == ("wrong", "tensor-not-int") and "not the tensor" in en and "int(mask.sum())" in en
     assert "张量" in zh and "int(mask.sum())" in zh
 
 
@@ -271,18 +308,26 @@ def test_01_3_accepts_right_answers(answer):
     assert verdict("01.3", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [clip_elementwise, clip_always_rescale, clip_hard_coded_one, clip_every_parameter,
-                                    clip_late_binding_lambda, clip_reading_dot_grad, clip_in_place_returning_grad,
-                                    clip_in_place_returning_none])
-def test_01_3_rejects_wrong_answers(answer):
-    assert verdict("01.3", answer) == "wrong"
+def clip_spread_evenly(model, name, max_norm):
+    param = dict(model.named_parameters())[name]
+    # the right norm, but every element of the same size: the direction is lost
+    return param.register_hook(lambda g: g.sign() * max_norm / g.numel() ** 0.5 if g.norm() > max_norm else g)
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (clip_spread_evenly, "clamped-elementwise"), (clip_elementwise, "clip-norm"), (clip_always_rescale, "scaled-below-limit"), (clip_hard_coded_one, "clip-norm"),
+    (clip_every_parameter, "other-parameters"), (clip_late_binding_lambda, "clip-norm"),
+    (clip_reading_dot_grad, "backward-raised"), (clip_in_place_returning_grad, "in-place"),
+    (clip_in_place_returning_none, "in-place")])
+def test_01_3_rejects_wrong_answers(answer, reason):
+    assert judged("01.3", answer) == ("wrong", reason)
 
 
 @pytest.mark.parametrize("answer", [clip_in_place_returning_grad, clip_in_place_returning_none])
 def test_01_3_says_why_an_in_place_edit_is_wrong(answer):
     from hooklab.course import exercises
-    status, zh, en = exercises.verdict("01.3", answer)
-    assert status == "wrong" and "in place" in en and "原地" in zh
+    status, zh, en, reason = exercises.verdict("01.3", answer)
+    assert (status, reason) == ("wrong", "in-place") and "in place" in en and "原地" in zh
 
 
 def test_01_3_checker_removes_its_own_watching_hook(monkeypatch):

@@ -15,7 +15,17 @@ from torch import nn
 from ...inventory import hook_inventory
 from ...tracer import Tracer
 from . import NotSolved, Wrong, call_answer, exercise, require_callable
-from .nb01 import hooks_count, require_handle, run_backward
+from ._support import guarded
+from .nb01 import expect_handle as require_handle
+
+
+def hooks_count() -> int:  # interim, until notebook 02 is converted
+    return len(hook_inventory(None))
+
+
+def run_backward(loss: torch.Tensor, **kwargs: Any) -> None:  # interim, until notebook 02 is converted
+    with guarded("backward-raised", "带着你的钩子做反向传播时", "backward with your hook attached"):
+        loss.backward(**kwargs)
 
 
 # ---- 02.1 predict the trace of z = (a * b).exp() ------------------------------------------
