@@ -6,7 +6,7 @@ from torch import nn
 import hooklab
 import hooklab.course
 
-from exercise_support import run_solution, verdict
+from exercise_support import judged, run_solution, verdict
 
 
 # ---- 08.1 hooks registered in a loop ----------------------------------------------------
@@ -95,10 +95,16 @@ def test_08_1_accepts_right_answers(answer):
     assert verdict("08.1", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [shapes_late_binding, shapes_hooks_left, shapes_by_class_name,
-                                    shapes_of_every_module, shapes_of_inputs])
-def test_08_1_rejects_wrong_answers(answer):
-    assert verdict("08.1", answer) == "wrong"
+def shapes_as_a_list(model, x):
+    return list(run_solution("08.1")["linear_output_shapes"](model, x).values())
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (shapes_late_binding, "late-binding"), (shapes_hooks_left, "hook-left"), (shapes_by_class_name, "layer-names"),
+    (shapes_of_every_module, "layer-names"), (shapes_of_inputs, "shape"), (shapes_as_a_list, "not-a-dict"),
+])
+def test_08_1_rejects_wrong_answers(answer, reason):
+    assert judged("08.1", answer) == ("wrong", reason)
 
 
 def test_08_1_names_late_binding_in_its_verdict():
@@ -148,18 +154,26 @@ def test_08_2_accepts_right_answers(answer):
     assert verdict("08.2", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [counter_stacking, counter_clearing_all_hooks, counter_global])
-def test_08_2_rejects_wrong_answers(answer):
+def counter_setting_not_adding(model, counts):
+    scope = hooklab.named_scope("call-counter")
+    scope.add(model.register_forward_hook(lambda m, a, out: counts.update(calls=1)))
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (counter_stacking, "hooks-stacked"), (counter_clearing_all_hooks, "removed-others-hooks"),
+    (counter_global, "global-hook"), (counter_setting_not_adding, "call-count"),
+])
+def test_08_2_rejects_wrong_answers(answer, reason):
     try:
-        assert verdict("08.2", answer) == "wrong"
+        assert judged("08.2", answer) == ("wrong", reason)
     finally:
         hooklab.named_scope("test-global-counter").remove()
     assert hooklab.hook_inventory(None) == []
 
 
 def test_08_2_a_hook_removed_too_early_counts_nothing():
-    status, _, en = hooklab.course.exercises.verdict("08.2", counter_in_scope_that_exits)
-    assert status == "wrong" and "never grew" in en  # not "not solved": the function is no longer blank
+    status, _, en, reason = hooklab.course.exercises.verdict("08.2", counter_in_scope_that_exits, strict=True)
+    assert (status, reason) == ("wrong", "no-counting-hook") and "never grew" in en  # not "not solved": the function is no longer blank
 
 
 def test_08_2_blank_start_is_not_solved():
@@ -237,9 +251,16 @@ def test_08_3_accepts_right_answers(answer):
     assert verdict("08.3", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [keep_attached, keep_detached_only, keep_first_relu_only, keep_linear_outputs])
-def test_08_3_rejects_wrong_answers(answer):
-    assert verdict("08.3", answer) == "wrong"
+def keep_as_lists(model, x):
+    return [t.tolist() for t in run_solution("08.3")["keep_relu_outputs"](model, x)]
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (keep_attached, "attached"), (keep_detached_only, "overwritten-in-place"), (keep_first_relu_only, "relu-count"),
+    (keep_linear_outputs, "values"), (keep_as_lists, "not-a-list-of-tensors"),
+])
+def test_08_3_rejects_wrong_answers(answer, reason):
+    assert judged("08.3", answer) == ("wrong", reason)
 
 
 def test_08_3_explains_the_in_place_overwrite():
@@ -279,9 +300,21 @@ def test_08_4_accepts_right_answers(answer):
     assert verdict("08.4", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [halve_in_place, halve_in_place_and_return, double, halve_detached_zeros])
-def test_08_4_rejects_wrong_answers(answer):
-    assert verdict("08.4", answer) == "wrong"
+def halve_in_half_precision(grad):
+    return (grad * 0.5).half()  # a hook may not change the gradient's dtype: backward raises
+
+
+def halve_after_printing(grad):
+    print(grad.shape)  # returns None: the gradient stays as it is
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (halve_in_place, "in-place"), (halve_in_place_and_return, "in-place"), (double, "not-halved"),
+    (halve_detached_zeros, "not-halved"), (halve_in_half_precision, "hook-raised"),
+    (halve_after_printing, "returned-none"),
+])
+def test_08_4_rejects_wrong_answers(answer, reason):
+    assert judged("08.4", answer) == ("wrong", reason)
 
 
 def test_08_4_blank_start_is_not_solved():
