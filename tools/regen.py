@@ -3,7 +3,8 @@
 Run through ``./course regen [notebooks/NN_x.ipynb ...]`` (all notebooks when none given):
 that script sets one thread, PYTHONHASHSEED=0 and hides any GPU before calling this.
 Besides executing, it normalises what Jupyter leaves behind: execution counts 1..n,
-no timing or widget metadata, the project's kernel name.
+no timing or widget metadata, the project's kernel name, one stream output per run of stdout
+(or stderr) text. nbconvert's preprocessors do the clearing and the merging.
 """
 from __future__ import annotations
 
@@ -13,31 +14,27 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CoalesceStreamsPreprocessor
 
 from kernelspec import KERNELSPEC
 
 ROOT = Path(__file__).resolve().parent.parent
 CELL_KEYS = {"tags"}  # cell metadata worth keeping; everything else is editor state
+CLEAN_UP = (
+    # code cells keep their tags only, the notebook its language's name (the kernel is set below)
+    ClearMetadataPreprocessor(preserve_cell_metadata_mask=CELL_KEYS, preserve_nb_metadata_mask={("language_info", "name")}),
+    # how the kernel chunked a stream is noise in a diff (a '\r' progress line is rewritten as a terminal shows it)
+    CoalesceStreamsPreprocessor(),
+)
 
 
-def normalise(nb: nbformat.NotebookNode) -> None:
-    nb.metadata = nbformat.from_dict({"kernelspec": KERNELSPEC, "language_info": {"name": "python"}})
-    for cell in nb.cells:
+def normalise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    for step in CLEAN_UP:
+        nb, _ = step.preprocess(nb, {})
+    nb.metadata = nbformat.from_dict({**nb.metadata, "kernelspec": KERNELSPEC})
+    for cell in nb.cells:  # ClearMetadataPreprocessor leaves the other cells' metadata as it is
         cell.metadata = nbformat.from_dict({k: v for k, v in cell.metadata.items() if k in CELL_KEYS})
-        if cell.cell_type == "code":
-            cell.outputs = coalesce_streams(cell.outputs)
-
-
-def coalesce_streams(outputs: list) -> list:
-    """One stream output per run of stdout (or stderr) text: how the kernel chunked it is noise in a diff."""
-    merged: list = []
-    for out in outputs:
-        if (out.output_type == "stream" and merged and merged[-1].output_type == "stream"
-                and merged[-1].name == out.name):
-            merged[-1].text += out.text
-        else:
-            merged.append(out)
-    return merged
+    return nb
 
 
 def regen(path: Path) -> float:
@@ -46,7 +43,7 @@ def regen(path: Path) -> float:
     start = time.perf_counter()
     NotebookClient(nb, kernel_name=KERNELSPEC["name"], timeout=300, record_timing=False,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
-    normalise(nb)
+    nb = normalise(nb)
     nbformat.validate(nb)
     nbformat.write(nb, path)
     return time.perf_counter() - start
