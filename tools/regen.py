@@ -32,8 +32,9 @@ def normalise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     for step in CLEAN_UP:
         nb, _ = step.preprocess(nb, {})
     nb.metadata = nbformat.from_dict({**nb.metadata, "kernelspec": KERNELSPEC})
-    for cell in nb.cells:  # ClearMetadataPreprocessor leaves the other cells' metadata as it is
-        cell.metadata = nbformat.from_dict({k: v for k, v in cell.metadata.items() if k in CELL_KEYS})
+    for cell in nb.cells:
+        if cell.cell_type != "code":  # ClearMetadataPreprocessor leaves the other cells' metadata as it is
+            cell.metadata = nbformat.from_dict({k: v for k, v in cell.metadata.items() if k in CELL_KEYS})
     return nb
 
 
