@@ -1,0 +1,216 @@
+"""`./course handout NN [NN ...|all] [--lang zh|en] [--out DIR] [--pdf]`: a printable handout of a notebook.
+
+    ./course handout 06               # build/handouts/zh/06_saved_tensor_hooks.html and build/handouts/en/...
+    ./course handout 06 --lang en --pdf   # also build/handouts/en/06_saved_tensor_hooks.pdf (A4, via Chromium)
+
+A handout is one page of print-ready HTML per notebook and language (the one-language export of
+:mod:`hooklab.course.export`, nbconvert's HTML exporter), with code and outputs as committed (nothing is
+executed): each ``##`` section starts on a new printed page, long code lines wrap instead of being cut at the
+margin, figures are inside the page, formulas are typeset by MathJax from the output folder, and Chinese text
+uses a CJK font. Open it in a browser and print (Ctrl+P, "Save as PDF"), or give --pdf to have headless
+Chromium (the one the browser tests use) write the PDF. Everything works offline.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT / "tools") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tools"))
+
+import slides  # noqa: E402  (shared: finding notebooks, the one-language export, MathJax, links)
+import vendor  # noqa: E402
+from hooklab.course.export import LANGS, NotebookError  # noqa: E402
+
+CHROMIUM = Path(os.environ.get("HOOKLAB_CHROMIUM", "/usr/bin/chromium"))
+HEADING = {"zh": "PyTorch 钩子动手课 · 讲义", "en": "PyTorch hooks, hands-on · handout"}
+
+HANDOUT_TEMPLATE = r"""{%- extends 'index.html.j2' -%}
+{# nbconvert's lab template, with no script from a CDN: MathJax from the handout's folder, no require.js #}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block html_head_js_mathjax -%}
+<script>
+window.MathJax = {
+  tex: {inlineMath: [['$', '$'], ['\\(', '\\)']], displayMath: [['$$', '$$'], ['\\[', '\\]']],
+        processEscapes: true},
+  svg: {fontCache: 'global'},
+  // <html data-typeset="done"> once every formula is drawn (printing waits for it)
+  startup: {pageReady: () => MathJax.startup.defaultPageReady().then(() => {
+    document.documentElement.dataset.typeset = 'done'; })}
+};
+</script>
+<script defer src="{{ resources.hooklab.mathjax_url }}"></script>
+{%- endblock html_head_js_mathjax -%}
+{%- block html_head_css -%}
+<style type="text/css">
+{{ resources.hooklab.css }}
+</style>
+{%- endblock html_head_css -%}
+{%- block body_header -%}
+{{ super() }}
+<header class="hooklab-handout-header">{{ resources.hooklab.heading | e }}</header>
+{%- endblock body_header -%}
+"""
+
+HANDOUT_CSS = """
+:root {
+  --jp-content-font-family: system-ui, -apple-system, "Segoe UI", "Noto Sans CJK SC", "Source Han Sans SC",
+                            "PingFang SC", "Microsoft YaHei", sans-serif;
+  --jp-code-font-family: "DejaVu Sans Mono", "Noto Sans Mono CJK SC", Menlo, Consolas, monospace;
+  --jp-content-font-size1: 11pt;
+  --jp-code-font-size: 9pt;
+}
+body { max-width: 190mm; margin: 0 auto; padding: 0 4mm; }
+.hooklab-handout-header { font-family: var(--jp-content-font-family); color: #666; font-size: 9pt; border-bottom: 1px solid #ccc; margin: 8px 0 12px; }
+/* code and printed output wrap at the margin instead of being cut off */
+pre { white-space: pre-wrap; overflow-wrap: anywhere; word-break: break-word; overflow-x: visible; }
+.jp-InputArea-editor, .jp-OutputArea-output { overflow-x: visible; }
+img { max-width: 100%; height: auto; }
+table { max-width: 100%; }
+.jp-InputPrompt, .jp-OutputPrompt { display: none; }
+.jp-InputArea, .jp-OutputArea-child { display: block; }
+@page { size: A4; margin: 14mm 12mm 16mm; }
+@media print {
+  body { max-width: none; padding: 0; }
+  /* each ## section starts a printed page (nbconvert puts the cell's tag on the markdown inside the cell) */
+  .jp-Cell:has(.celltag_hooklab-page-break) { break-before: page; }
+  h1, h2, h3 { break-after: avoid; }
+  img, .jp-RenderedImage, .jp-InputArea { break-inside: avoid; }
+  a { color: inherit; text-decoration: none; }
+}
+"""
+
+
+def mark_sections(nb: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``nb`` whose markdown cells that start a ``##`` section (not the first one of the notebook)
+    carry the tag ``hooklab-page-break`` (nbconvert writes a cell's tags into its class)."""
+    out = json.loads(json.dumps(nb))
+    seen_section = False
+    for cell in out["cells"]:
+        if cell.get("cell_type") != "markdown":
+            continue
+        first = slides._source(cell).lstrip("\n").split("\n", 1)[0]
+        if first.startswith("## "):
+            if seen_section:
+                cell.setdefault("metadata", {}).setdefault("tags", []).append("hooklab-page-break")
+            seen_section = True
+    return out
+
+
+def handout_html(nb: dict[str, Any], lang: str, *, mathjax_url: str, title: str) -> str:
+    """The print-ready HTML of one-language notebook ``nb``."""
+    import nbformat
+    from jinja2 import DictLoader
+    from nbconvert import HTMLExporter
+
+    node = nbformat.reads(json.dumps(mark_sections(nb)), as_version=4)
+    node.metadata["title"] = title
+    exporter = HTMLExporter(
+        extra_loaders=[DictLoader({"hooklab_handout.html.j2": HANDOUT_TEMPLATE})],
+        template_name="lab", template_file="hooklab_handout.html.j2", exclude_input_prompt=True,
+        exclude_output_prompt=True, language_code=slides.LANGUAGE_CODE[lang], embed_images=True)
+    resources = {"hooklab": {"mathjax_url": mathjax_url, "css": HANDOUT_CSS, "heading": HEADING[lang]}}
+    html, _ = exporter.from_notebook_node(node, resources=resources)
+    return html
+
+
+def write_handout(path: Path, lang: str, out: Path) -> Path:
+    """Write the handout of notebook ``path`` in ``lang`` to ``out``/<lang>/<name>.html; return that file."""
+    slides.copy_assets(out, reveal=False)
+    nb = slides.one_language(path, lang)
+    html = handout_html(nb, lang, mathjax_url=f"../{slides.MATHJAX_FILE}", title=slides.notebook_title(nb, path.stem))
+    target = out / lang / f"{path.stem}.html"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(slides.link_siblings(html), encoding="utf-8")
+    return target
+
+
+def wait_for_math(page, timeout_ms: int = 30_000) -> None:
+    """Wait until MathJax has typeset the page (the handout's MathJax set-up marks <html data-typeset="done">)."""
+    page.wait_for_selector("html[data-typeset='done']", state="attached", timeout=timeout_ms)
+
+
+def print_pdf(page, html: Path, pdf: Path) -> int:
+    """Print ``html`` with Chromium page ``page`` into ``pdf`` (A4, page numbers); return the page count."""
+    page.goto(html.as_uri())
+    wait_for_math(page)
+    page.emulate_media(media="print")
+    data = page.pdf(path=str(pdf), format="A4", print_background=True, prefer_css_page_size=True,
+                    display_header_footer=True, header_template="<span></span>",
+                    footer_template='<div style="font-size:8pt;width:100%;text-align:center;color:#666">'
+                                    '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
+    return pdf_pages(data)
+
+
+def pdf_pages(data: bytes) -> int:
+    """The number of pages of a PDF Chromium wrote (its page objects; no PDF library needed).
+
+    >>> pdf_pages(b"<< /Type /Pages /Count 2 >> << /Type /Page >> << /Type /Page >>")
+    2
+    """
+    import re
+
+    return len(re.findall(rb"/Type\s*/Page(?![s\w])", data))
+
+
+def write_pdfs(htmls: list[Path]) -> list[Path]:
+    """A PDF beside each handout, printed by headless Chromium."""
+    if not CHROMIUM.is_file():
+        raise FileNotFoundError(f"--pdf needs Chromium at {CHROMIUM} (Debian/Ubuntu: sudo apt-get install chromium "
+                                "fonts-noto-cjk; or set HOOKLAB_CHROMIUM); or open the .html and print it from "
+                                "any browser")
+    from playwright.sync_api import sync_playwright
+
+    written = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                             args=["--no-sandbox", "--disable-dev-shm-usage"])
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(60_000)
+            for html in htmls:
+                pdf = html.with_suffix(".pdf")
+                print_pdf(page, html, pdf)
+                written.append(pdf)
+        finally:
+            browser.close()
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="./course handout", description=__doc__.split("\n\n")[0].split(": ", 1)[-1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("numbers", nargs="+", metavar="NN", help="notebook numbers (06 or 6), or 'all'")
+    parser.add_argument("--lang", choices=LANGS, action="append",
+                        help="language of the handout: zh or en (default: both, each in its own folder)")
+    parser.add_argument("--out", default="build/handouts",
+                        help="output folder; files go to OUT/<lang>/ (default: build/handouts)")
+    parser.add_argument("--pdf", action="store_true", help="also print each handout to a PDF with headless Chromium")
+    args = parser.parse_args(argv)
+    out = Path(args.out).resolve()
+    langs = args.lang or list(LANGS)
+    try:
+        paths = slides.find_notebooks(args.numbers)
+        written = [write_handout(path, lang, out) for path in paths for lang in langs]
+        if args.pdf:
+            written += write_pdfs(written)
+    except (slides.UsageError, NotebookError, vendor.VendorError, FileNotFoundError, OSError) as exc:
+        print(f"[course] error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, slides.UsageError) else 1
+    for path in written:
+        print(path)
+    print(f"[course] {len(written)} file(s) written; open a handout in a browser and print it (Ctrl+P)",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
