@@ -7,7 +7,7 @@ import hooklab
 import hooklab.course
 from hooklab.course import exercises
 
-from exercise_support import run_solution, verdict
+from exercise_support import judged, run_solution, verdict
 
 
 # ---- 02.1 predict the trace of z = (a * b).exp() ------------------------------------------
@@ -39,22 +39,24 @@ T, NPRE, NPOST = ("tensor", "ab"), ("node_pre", "MulBackward0"), ("node_post", "
 TA, PA, TB, PB = ("tensor", "a"), ("post_accumulate", "a"), ("tensor", "b"), ("post_accumulate", "b")
 
 
-@pytest.mark.parametrize("answer", [
-    [TA, PA, TB, PB, T, NPRE, NPOST],             # leaves first: the forward order, not backward's
-    [T, NPRE, NPOST, TB, PB, TA, PA],             # b before a
-    [T, NPRE, NPOST, TA, TB, PA, PB],             # both tensor hooks, then both post-accumulate hooks
-    [T, NPRE, NPOST, PA, TA, PB, TB],             # post-accumulate before the leaf's tensor hook
-    [NPRE, T, NPOST, TA, PA, TB, PB],             # Node pre-hook before the tensor hook
-    [T, NPRE, NPOST, TA, PA, TB],                 # one missing
-    ["tensor ab", "node_pre MulBackward0", "node_post MulBackward0", "tensor a", "post_accumulate a",
-     "tensor b", "post_accumulate b"],            # strings, not (kind, name) pairs
+@pytest.mark.parametrize("answer, reason", [
+    ([TA, PA, TB, PB, T, NPRE, NPOST], "order"),             # leaves first: the forward order, not backward's
+    ([T, NPRE, NPOST, TB, PB, TA, PA], "order"),             # b before a
+    ([T, NPRE, NPOST, TA, TB, PA, PB], "order"),             # both tensor hooks, then both post-accumulate hooks
+    ([T, NPRE, NPOST, PA, TA, PB, TB], "order"),             # post-accumulate before the leaf's tensor hook
+    ([NPRE, T, NPOST, TA, PA, TB, PB], "order"),             # Node pre-hook before the tensor hook
+    ([T, NPRE, NPOST, TA, PA, TB], "not-the-seven-events"),  # one missing
+    ([T, NPRE, NPOST, TA, PA, TB, ("post_accumulate", "ab")], "not-the-seven-events"),
+    (["tensor ab", "node_pre MulBackward0", "node_post MulBackward0", "tensor a", "post_accumulate a",
+      "tensor b", "post_accumulate b"], "not-pairs"),        # strings, not (kind, name) pairs
+    ({"tensor": "ab"}, "not-pairs"),
 ])
-def test_02_1_rejects_wrong_traces(answer):
-    assert verdict("02.1", answer) == "wrong"
+def test_02_1_rejects_wrong_traces(answer, reason):
+    assert judged("02.1", answer) == ("wrong", reason)
 
 
 def test_02_1_blank_start_is_not_solved():
-    assert verdict("02.1", []) == "not solved"
+    assert judged("02.1", []) == ("not solved", "blank")
     assert verdict("02.1", None) == "not solved"
 
 
@@ -115,18 +117,39 @@ def test_02_2_accepts_right_answers(answer):
     assert verdict("02.2", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [node_clip_with_tensor_hook, node_clip_returns_tensor, node_clip_in_place,
-                                    node_clip_post_hook, node_clip_on_accumulate_grad, node_clip_only_looks,
-                                    node_clip_hard_coded_one, node_clip_returns_nothing_useful])
-def test_02_2_rejects_wrong_answers(answer):
-    assert verdict("02.2", answer) == "wrong"
+def node_clip_sets_y_grad(y, limit):
+    def clip(grad_outputs):
+        y.grad = grad_outputs[0].clamp(-limit, limit)     # overwrites what retain_grad kept
+        return (y.grad,)
+    return y.grad_fn.register_prehook(clip)
+
+
+def node_clip_returns_another_handle(y, limit):
+    y.grad_fn.register_prehook(lambda go: (go[0].clamp(-limit, limit),))
+    return y.grad_fn.register_prehook(lambda go: None)  # removing this one leaves the clipping on
+
+
+def node_clip_with_global_hook(y, limit):
+    torch.nn.modules.module.register_module_full_backward_hook(lambda m, gi, go: None)
+    return y.grad_fn.register_prehook(lambda go: (go[0].clamp(-limit, limit),))
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (node_clip_with_tensor_hook, "tensor-hook"), (node_clip_returns_tensor, "backward-raised"),
+    (node_clip_in_place, "in-place"), (node_clip_post_hook, "clipped-w-grad"),
+    (node_clip_on_accumulate_grad, "clipped-w-grad"), (node_clip_only_looks, "not-returned"),
+    (node_clip_hard_coded_one, "clip-values"), (node_clip_returns_nothing_useful, "not-a-handle"),
+    (node_clip_sets_y_grad, "retained-grad-changed"), (node_clip_returns_another_handle, "wrong-handle"),
+    (node_clip_with_global_hook, "global-hook-left")])
+def test_02_2_rejects_wrong_answers(answer, reason):
+    assert judged("02.2", answer) == ("wrong", reason)
 
 
 def test_02_2_says_which_gradient_was_clipped():
-    status, zh, en = exercises.verdict("02.2", node_clip_post_hook)
-    assert status == "wrong" and "`y.grad_fn`" in en and "`y.grad_fn`" in zh
-    status, zh, en = exercises.verdict("02.2", node_clip_with_tensor_hook)
-    assert status == "wrong" and "tensor hook" in en and "张量钩子" in zh
+    status, zh, en, reason = exercises.verdict("02.2", node_clip_post_hook)
+    assert (status, reason) == ("wrong", "clipped-w-grad") and "`y.grad_fn`" in en and "`y.grad_fn`" in zh
+    status, zh, en, reason = exercises.verdict("02.2", node_clip_with_tensor_hook)
+    assert (status, reason) == ("wrong", "tensor-hook") and "tensor hook" in en and "张量钩子" in zh
 
 
 def test_02_2_blank_start_is_not_solved():
@@ -277,16 +300,38 @@ def test_02_3_accepts_right_answers(answer):
     assert verdict("02.3", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [adam_usual_loop, adam_with_sgd, adam_grad_not_freed, adam_hooks_left_attached,
-                                    adam_new_optimizer_in_every_hook, adam_late_binding_lambda,
-                                    adam_from_tensor_hooks, adam_losses_after_the_update])
-def test_02_3_rejects_wrong_answers(answer):
-    assert verdict("02.3", answer) == "wrong"
+def adam_returns_the_last_loss(model, X, Y, steps, lr):
+    return _fused(model, X, Y, steps, lr, lambda ps, lr: torch.optim.Adam(ps, lr=lr))[-1]
+
+
+def adam_two_backward_passes_per_step(model, X, Y, steps, lr):
+    losses = _fused(model, X, Y, steps, lr, lambda ps, lr: torch.optim.Adam(ps, lr=lr))
+    nn.functional.cross_entropy(model(X), Y).backward()       # one more pass, "to check": it accumulates again
+    model.zero_grad(set_to_none=True)
+    return losses
+
+
+def adam_zeroes_grads_at_the_end(model, X, Y, steps, lr):
+    losses = _fused(model, X, Y, steps, lr, lambda ps, lr: torch.optim.Adam(ps, lr=lr))
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)                          # zeros are not "no gradient"
+    return losses
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (adam_usual_loop, "grads-held-together"), (adam_with_sgd, "not-per-parameter-adam"),
+    (adam_grad_not_freed, "grads-held-together"), (adam_hooks_left_attached, "hook-left"),
+    (adam_new_optimizer_in_every_hook, "not-per-parameter-adam"), (adam_late_binding_lambda, "grads-held-together"),
+    (adam_from_tensor_hooks, "grads-held-together"), (adam_losses_after_the_update, "losses"),
+    (adam_returns_the_last_loss, "not-a-loss-list"), (adam_two_backward_passes_per_step, "backward-count"),
+    (adam_zeroes_grads_at_the_end, "grad-not-freed")])
+def test_02_3_rejects_wrong_answers(answer, reason):
+    assert judged("02.3", answer) == ("wrong", reason)
 
 
 def test_02_3_explains_why_the_usual_loop_is_not_enough():
-    status, zh, en = exercises.verdict("02.3", adam_usual_loop)
-    assert status == "wrong" and "at the same time" in en and "同时" in zh
+    status, zh, en, reason = exercises.verdict("02.3", adam_usual_loop)
+    assert (status, reason) == ("wrong", "grads-held-together") and "at the same time" in en and "同时" in zh
 
 
 def test_02_3_blank_start_is_not_solved():

@@ -54,7 +54,8 @@ def _close(a: torch.Tensor | None, b: torch.Tensor, nan: bool = False) -> bool:
     return a is not None and a.shape == b.shape and torch.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=nan)
 
 
-def _backward(loss: torch.Tensor, retain_graph: bool = False) -> None:
+def hooked_backward(loss: torch.Tensor, retain_graph: bool = False) -> None:
+    """``loss.backward()`` with the learner's hooks attached (also in notebook 02): an error there is a verdict."""
     with guarded("backward-raised", "带着你的钩子做反向传播时", "backward with your hook attached"):
         loss.backward(retain_graph=retain_graph)
 
@@ -62,7 +63,7 @@ def _backward(loss: torch.Tensor, retain_graph: bool = False) -> None:
 def _hooked_grad(loss: torch.Tensor, u: torch.Tensor, w: torch.Tensor, u_grad: torch.Tensor, nan: bool = False
                  ) -> torch.Tensor:
     """Backpropagate with the learner's hook on ``d``: the sibling leaf ``u`` keeps ``u_grad``; ``w.grad``."""
-    _backward(loss, retain_graph=True)
+    hooked_backward(loss, retain_graph=True)
     expect(_close(u.grad, u_grad, nan), "in-place",
            "另一支（`c = u * 3`）的梯度也被改了：你在钩子里原地修改了 `grad`，而加法把同一个梯度张量也交给了另一支。请返回一个新张量。",
            "the gradient of the other branch (`c = u * 3`) changed too: your hook edits `grad` in place, and the "
@@ -76,7 +77,7 @@ def _plain_again(loss: torch.Tensor, u: torch.Tensor, w: torch.Tensor, plain: Ca
     """``hook_gone`` for :func:`expect_removed`: backpropagate again; does ``w.grad`` look hook-free?"""
     def gone() -> bool:
         w.grad = u.grad = None
-        _backward(loss)
+        hooked_backward(loss)
         return plain(w.grad)  # type: ignore[arg-type]
     return gone
 
@@ -176,7 +177,7 @@ def _clip_cases() -> list[tuple[nn.Module, torch.Tensor, str, float]]:
 
 def _grads(model: nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor]:
     model.zero_grad(set_to_none=True)
-    _backward((model(x) ** 2).sum())
+    hooked_backward((model(x) ** 2).sum())
     return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
