@@ -6,7 +6,7 @@ import torch.optim.optimizer as optim_globals
 import hooklab
 import hooklab.course
 
-from exercise_support import run_solution, verdict
+from exercise_support import judged, run_solution, verdict
 
 
 @pytest.fixture(autouse=True)
@@ -78,16 +78,57 @@ def upgrade_that_raises(module, state_dict, prefix, local_metadata, strict, miss
     state_dict[prefix + "head.weight"] = state_dict.pop(prefix + "fc.weight").squeeze(-1)  # KeyError on version 2
 
 
+def upgrade_without_version_check(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                  error_msgs):
+    state_dict[prefix + "head.weight"] = state_dict.pop(prefix + "fc.weight").squeeze(-1)  # KeyError on version 2
+    state_dict[prefix + "head.bias"] = state_dict.pop(prefix + "fc.bias")
+    state_dict.setdefault(prefix + "temperature", torch.ones(()))
+
+
+def upgrade_squeezing_in_place(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                               error_msgs):
+    if local_metadata.get("version", 1) < 2:
+        state_dict[prefix + "head.weight"] = state_dict.pop(prefix + "fc.weight").squeeze_(-1)  # the caller's tensor
+        state_dict[prefix + "head.bias"] = state_dict.pop(prefix + "fc.bias")
+        state_dict.setdefault(prefix + "temperature", torch.ones(()))
+
+
+def upgrade_with_temperature_two(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                 error_msgs):
+    if local_metadata.get("version", 1) < 2:
+        state_dict[prefix + "head.weight"] = state_dict.pop(prefix + "fc.weight").squeeze(-1)
+        state_dict[prefix + "head.bias"] = state_dict.pop(prefix + "fc.bias")
+        state_dict[prefix + "temperature"] = torch.full((), 2.0)
+
+
+def upgrade_only_renaming_later(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                error_msgs):
+    if local_metadata.get("version", 1) < 2:  # changes state_dict, but not in a way that loads
+        state_dict[prefix + "temperature"] = torch.ones(())
+        state_dict["unrelated"] = torch.zeros(())
+        del state_dict["unrelated"]
+
+
 @pytest.mark.parametrize("answer", [run_solution("09.1")["upgrade"], upgrade_by_rebuilding, upgrade_by_key_test])
 def test_09_1_accepts_right_answers(answer):
     assert verdict("09.1", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [upgrade_ignoring_prefix, upgrade_without_squeeze, upgrade_forgets_temperature,
-                                    upgrade_always_resets_temperature, upgrade_swapping_weight_dims,
-                                    upgrade_that_raises, "upgrade"])
-def test_09_1_rejects_wrong_answers(answer):
-    assert verdict("09.1", answer) == "wrong"
+@pytest.mark.parametrize("answer, reason", [
+    (upgrade_ignoring_prefix, "load-failed"), (upgrade_without_squeeze, "load-failed"),
+    (upgrade_forgets_temperature, "load-failed"), (upgrade_always_resets_temperature, "version-2-changed"),
+    (upgrade_swapping_weight_dims, "predictions-differ"), (upgrade_that_raises, "load-failed"), ("upgrade", "not-a-function"),
+    (upgrade_without_version_check, "hook-raised"), (upgrade_squeezing_in_place, "checkpoint-changed"),
+    (upgrade_with_temperature_two, "temperature"), (upgrade_only_renaming_later, "load-failed"),
+])
+def test_09_1_rejects_wrong_answers(answer, reason):
+    assert judged("09.1", answer) == ("wrong", reason)
+
+
+def test_09_1_a_hook_that_changes_nothing_is_wrong_once_written():
+    def upgrade(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+        print(prefix)
+    assert judged("09.1", upgrade) == ("wrong", "state-dict-unchanged")
 
 
 def test_09_1_explains_prefix_and_version():
@@ -189,11 +230,48 @@ def test_09_2_accepts_right_answers(answer):
     assert verdict("09.2", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [skip_by_zeroing, skip_by_returning_false, skip_by_raising, skip_checks_only_nan,
-                                    skip_drops_only_bad_tensor, skip_always, skip_returning_the_hook,
-                                    skip_with_global_hook, "skip_nonfinite"])
-def test_09_2_rejects_wrong_answers(answer):
-    assert verdict("09.2", answer) == "wrong"
+def skip_and_reset_state(optimizer):
+    def hook(opt, args, kwargs):
+        if any(not torch.isfinite(p.grad).all() for g in opt.param_groups for p in g["params"] if p.grad is not None):
+            for g in opt.param_groups:
+                for p in g["params"]:
+                    p.grad = None
+            opt.state.clear()  # "a bad batch should leave no trace in the momentum": the state is lost instead
+    return optimizer.register_step_pre_hook(hook)
+
+
+def skip_and_clip(optimizer):
+    def hook(opt, args, kwargs):
+        params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
+        if not all(torch.isfinite(p.grad).all() for p in params):
+            for p in params:
+                p.grad = None
+        else:
+            torch.nn.utils.clip_grad_norm_(params, 0.1)  # also changes every finite step
+    return optimizer.register_step_pre_hook(hook)
+
+
+def skip_registered_twice(optimizer):
+    hook = run_solution("09.2")["skip_nonfinite"]
+    hook(optimizer)  # a second hook whose handle is lost
+    return hook(optimizer)
+
+
+def skip_forgets_the_return(optimizer):
+    run_solution("09.2")["skip_nonfinite"](optimizer)
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (skip_by_zeroing, "zeroed-not-skipped"), (skip_by_returning_false, "pre-hook-returned-value"),
+    (skip_by_raising, "step-raised"), (skip_checks_only_nan, "nonfinite-reached-params"),
+    (skip_drops_only_bad_tensor, "only-bad-dropped"), (skip_always, "skipped-finite-step"),
+    (skip_returning_the_hook, "not-a-handle"), (skip_with_global_hook, "global-hook"),
+    ("skip_nonfinite", "not-a-function"), (skip_and_reset_state, "state-changed"),
+    (skip_and_clip, "finite-step-differs"), (skip_registered_twice, "hook-left-after-remove"),
+    (skip_forgets_the_return, "returned-none"),
+])
+def test_09_2_rejects_wrong_answers(answer, reason):
+    assert judged("09.2", answer) == ("wrong", reason)
 
 
 @pytest.mark.parametrize("answer, expected", [
@@ -208,7 +286,7 @@ def test_09_2_rejects_wrong_answers(answer):
 ])
 def test_09_2_names_what_is_wrong_with_each_answer(answer, expected):
     """Each typical wrong answer gets the message about ITS mistake (not a generic or another answer's one)."""
-    status, zh, en = hooklab.course.exercises.verdict("09.2", answer)
+    status, zh, en, _ = hooklab.course.exercises.verdict("09.2", answer, strict=True)
     assert status == "wrong"
     assert expected in en, en
     assert zh and zh != en
