@@ -7,7 +7,7 @@ from torch.func import functional_call, grad, vmap
 import hooklab
 import hooklab.course
 
-from exercise_support import run_solution, verdict
+from exercise_support import judged, run_solution, verdict
 
 
 @pytest.fixture(autouse=True)
@@ -78,6 +78,10 @@ def norms_as_dict(model, x, y):
     return {k: g.flatten(1).norm(dim=1) for k, g in vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y).items()}
 
 
+def norms_as_column(model, x, y):
+    return norms_by_autograd_grad_loop(model, x, y).unsqueeze(1)
+
+
 def norms_leaving_a_hook(model, x, y):
     model.register_forward_hook(lambda m, a, o: None)
     return norms_by_autograd_grad_loop(model, x, y)
@@ -89,10 +93,12 @@ def test_11_1_accepts_right_answers(answer):
     assert verdict("11.1", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [norms_of_batch_gradient, norms_weights_only, norms_with_sum_loss,
-                                    norms_by_backward_loop, norms_as_dict, norms_leaving_a_hook, "norms"])
-def test_11_1_rejects_wrong_answers(answer):
-    assert verdict("11.1", answer) == "wrong"
+@pytest.mark.parametrize("answer, reason", [
+    (norms_of_batch_gradient, "batch-gradient"), (norms_weights_only, "norms"), (norms_with_sum_loss, "scaled-loss"),
+    (norms_by_backward_loop, "wrote-grad"), (norms_as_dict, "dict-per-parameter"), (norms_as_column, "shape"),
+    (norms_leaving_a_hook, "hook-left"), ("norms", "not-a-function")])
+def test_11_1_rejects_wrong_answers(answer, reason):
+    assert judged("11.1", answer) == ("wrong", reason)
 
 
 def test_11_1_says_why():
@@ -104,7 +110,7 @@ def test_11_1_says_why():
 def test_11_1_blank_start_is_not_solved():
     def per_sample_grad_norms(model, x, y):
         pass
-    assert verdict("11.1", per_sample_grad_norms) == "not solved"
+    assert judged("11.1", per_sample_grad_norms) == ("not solved", "blank")
     assert verdict("11.1", None) == "not solved"
 
 
@@ -183,10 +189,25 @@ def test_11_2_accepts_right_answers(answer):
     assert verdict("11.2", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [cam_enable_grad_only, cam_inference_mode_false_no_clone, cam_no_relu,
-                                    cam_summed_weights, cam_not_detached, cam_leaving_hooks, 42])
-def test_11_2_rejects_wrong_answers(answer):
-    assert verdict("11.2", answer) == "wrong"
+def cam_forgets_return(model, layer, x, target):
+    cam_with_autograd_grad(model, layer, x, target)
+
+
+def cam_of_whole_batch(model, layer, x, target):
+    return cam_with_autograd_grad(model, layer, x, target).sum(0)
+
+
+def cam_fails_normally(model, layer, x, target):
+    return cam_with_autograd_grad(model, layer, x, target + 10)
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (cam_enable_grad_only, "inference-mode"), (cam_inference_mode_false_no_clone, "inference-input"),
+    (cam_no_relu, "no-relu"), (cam_summed_weights, "cam"), (cam_not_detached, "attached"),
+    (cam_leaving_hooks, "hook-left"), (cam_forgets_return, "returned-none"), (cam_of_whole_batch, "shape"),
+    (cam_fails_normally, "raised"), (42, "not-a-function")])
+def test_11_2_rejects_wrong_answers(answer, reason):
+    assert judged("11.2", answer) == ("wrong", reason)
 
 
 def test_11_2_says_why():
@@ -198,7 +219,7 @@ def test_11_2_says_why():
 def test_11_2_blank_start_is_not_solved():
     def robust_grad_cam(model, layer, x, target):
         pass
-    assert verdict("11.2", robust_grad_cam) == "not solved"
+    assert judged("11.2", robust_grad_cam) == ("not solved", "blank")
     assert verdict("11.2", None) == "not solved"
 
 
@@ -272,11 +293,27 @@ def test_11_3_accepts_right_answers(answer):
     assert verdict("11.3", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [monitor_appending, monitor_printing, monitor_item, monitor_python_int,
-                                    monitor_not_detached, monitor_returning_output, monitor_not_counting,
-                                    lambda store: 3])
-def test_11_3_rejects_wrong_answers(answer):
-    assert verdict("11.3", answer) == "wrong"
+def monitor_input(store):
+    def hook(module, args, output):
+        store["last"] = args[0].detach()
+        store["calls"].add_(1)
+    return hook
+
+
+def monitor_missing_key(store):
+    def hook(module, args, output):
+        store["last"] = output.detach()
+        store["count"].add_(1)
+    return hook
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (monitor_appending, "recompiles"), (monitor_printing, "graph-break"), (monitor_item, "graph-break"),
+    (monitor_python_int, "recompiles"), (monitor_not_detached, "attached"), (monitor_returning_output, "changes-output"),
+    (monitor_not_counting, "calls-count"), (monitor_input, "last-output"), (monitor_missing_key, "raised-compiled"),
+    (lambda store: 3, "not-a-hook")])
+def test_11_3_rejects_wrong_answers(answer, reason):
+    assert judged("11.3", answer) == ("wrong", reason)
 
 
 def test_11_3_says_why():
@@ -288,5 +325,5 @@ def test_11_3_says_why():
 def test_11_3_blank_start_is_not_solved():
     def make_monitor(store):
         pass
-    assert verdict("11.3", make_monitor) == "not solved"
+    assert judged("11.3", make_monitor) == ("not solved", "blank")
     assert verdict("11.3", None) == "not solved"
