@@ -59,7 +59,7 @@ REVEAL = Package("reveal.js", "4.6.1", "4f4121ef2b8e7e9398bdecd7b3b6ce5e0ee3a2f5
                  keep=("dist/", "plugin/notes/", "LICENSE"), drop=(".map", ".esm.js"))
 
 
-def _download(package: Package, timeout: float) -> bytes:
+def _download(package: Package, timeout: float, cache: Path) -> bytes:
     try:
         with urllib.request.urlopen(package.url, timeout=timeout) as response:
             return response.read()
@@ -67,9 +67,9 @@ def _download(package: Package, timeout: float) -> bytes:
         reason = getattr(exc, "reason", None) or exc
         raise VendorError(
             f"could not download {package.name} {package.version} from {package.url} ({reason}; waited at most "
-            f"{timeout:.0f} s). It is needed once, then kept in build/vendor/. Connect to the internet and run "
+            f"{timeout:.0f} s). It is needed once, then kept in {cache}/. Connect to the internet and run "
             f"this again, or copy {package.tarball} (sha256 {package.sha256}) from a machine that has it into "
-            f"{CACHE}/ and run this again.") from None
+            f"{cache}/ and run this again.") from None
 
 
 def _unpack(package: Package, data: bytes, target: Path) -> None:
@@ -116,7 +116,7 @@ def ensure(package: Package = REVEAL, *, cache: Path = CACHE, timeout: float = 6
     else:
         print(f"[course] downloading {package.name} {package.version} from the npm registry (once) ...",
               file=sys.stderr)
-        data, where = _download(package, timeout), package.url
+        data, where = _download(package, timeout, cache), package.url
     digest = hashlib.sha256(data).hexdigest()
     if digest != package.sha256:
         raise VendorError(f"{where} has sha256 {digest}, not the pinned {package.sha256}: it is not "

@@ -1,0 +1,246 @@
+"""`./course slides` and `./course handout` without a browser: how a notebook is cut into slides, the reveal.js
+fetcher (pinned, checked, offline message), and that the files written load nothing from outside their folder.
+
+What they look like and that they work (the deck starts, the handout prints) is checked in Chromium by
+tests/tools/test_browser.py."""
+import hashlib
+import html.parser
+import io
+import json
+import re
+import subprocess
+import sys
+import tarfile
+import urllib.error
+from pathlib import Path
+
+import handout
+import pytest
+import slides
+import vendor
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def md(text, tag="lang-en"):
+    return {"cell_type": "markdown", "metadata": {"tags": [tag]}, "source": text}
+
+
+def code(text, outputs=()):
+    return {"cell_type": "code", "metadata": {}, "execution_count": 1, "source": text, "outputs": list(outputs)}
+
+
+def stream(text):
+    return {"output_type": "stream", "name": "stdout", "text": text}
+
+
+def kinds(nb):
+    return [c["metadata"]["slideshow"]["slide_type"] for c in nb["cells"]]
+
+
+# ---------------------------------------------------------------- cutting a notebook into slides
+
+
+def test_headings_start_slides_and_what_does_not_fit_goes_below():
+    nb = {"metadata": {}, "nbformat": 4, "nbformat_minor": 5, "cells": [
+        md("# 06 · Title"), md("intro"),
+        md("## 1. First section\nsome text"), code("x = 1", [stream("1\n")]),
+        code("\n".join(f"y{i} = {i}" for i in range(8))),          # 8 lines: no longer fits with the above
+        md("### 1.1 A subsection"), code("z = 3"),
+        md("## 2. Second section"), code("w = 4")]}
+    before = json.dumps(nb)
+    planned = slides.plan_slides(nb, "en", limit=10)
+    assert json.dumps(nb) == before  # the notebook itself is not changed
+    assert kinds(planned) == ["slide", "-", "slide", "-", "subslide", "subslide", "-", "slide", "-"]
+
+
+def test_a_long_code_cell_is_cut_at_blank_lines_and_marked_continued():
+    blocks = ["\n".join(f"a{b}_{i} = {i}" for i in range(6)) for b in range(4)]   # 4 blocks of 6 lines
+    source = "\n\n".join(blocks)
+    nb = {"metadata": {}, "cells": [md("## Section"), code(source, [stream("done\n")])]}
+    cells = slides.plan_slides(nb, "zh", limit=14)["cells"]
+    parts = [c for c in cells if c["cell_type"] == "code"]
+    notes = [c for c in cells if c["metadata"].get("hooklab_continued")]
+    assert len(parts) == 2 and len(notes) == 1
+    # nothing lost, nothing reordered, every part fits, cut between blocks
+    assert "\n\n".join(p["source"] for p in parts) == source
+    assert all(len(p["source"].split("\n")) <= 14 for p in parts)
+    assert parts[1]["source"].startswith("a2_0 = 0")
+    # the output stays with the last part; the note says which part follows, in the deck's language
+    assert parts[0]["outputs"] == [] and parts[1]["outputs"] == [stream("done\n")]
+    assert "续 2/2" in notes[0]["source"]
+    note_at = cells.index(notes[0])
+    assert kinds({"cells": cells})[note_at:note_at + 2] == ["subslide", "-"]  # note and part on one new sub-slide
+    assert len({c["id"] for c in cells}) == len(cells)  # split cells get ids of their own
+
+
+def test_a_block_longer_than_a_slide_is_cut_by_lines():
+    source = "\n".join(f"line_{i} = {i}" for i in range(30))   # no blank line at all
+    parts = [c for c in slides.split_cell(code(source), "en", limit=12) if c["cell_type"] == "code"]
+    assert [len(p["source"].split("\n")) for p in parts] == [12, 12, 6]
+    assert "\n".join(p["source"] for p in parts) == source
+
+
+def test_long_prose_is_cut_between_paragraphs_or_list_items():
+    items = "\n".join(f"- item {i}: " + "word " * 30 for i in range(12))
+    cells = slides.split_cell(md(items), "en", limit=10)
+    prose = [c for c in cells if not c["metadata"].get("hooklab_continued")]
+    assert len(prose) > 1
+    assert "\n".join(c["source"] for c in prose) == items
+    assert all(c["source"].startswith("- item") for c in prose)
+
+
+def test_figures_count_by_their_height():
+    import base64
+    import struct
+
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + struct.pack(">II", 640, 270) + b"\x08\x02\x00\x00\x00"
+    figure = {"output_type": "display_data", "data": {"image/png": base64.b64encode(png).decode()}, "metadata": {}}
+    assert slides.png_height(figure["data"]["image/png"]) == 270
+    assert slides.output_lines(figure) == 10  # 270 px / 27 px per line
+
+
+def test_sections_start_printed_pages_in_the_handout_except_the_first():
+    nb = {"cells": [md("# Title"), md("## 1. One"), code("x"), md("## 2. Two"), md("text\n## not at the start")]}
+    marked = handout.mark_sections(nb)
+    assert ["hooklab-page-break" in c["metadata"].get("tags", []) for c in marked["cells"]] == \
+        [False, False, False, True, False]
+    assert "tags" not in nb["cells"][3]["metadata"] or nb["cells"][3]["metadata"]["tags"] == ["lang-en"]
+
+
+def test_notebook_numbers():
+    assert [p.name[:2] for p in slides.find_notebooks(["3", "00"])] == ["03", "00"]
+    assert len(slides.find_notebooks(["all"])) == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+    with pytest.raises(slides.UsageError, match=r"no notebook '99': give a number from 00 to \d\d, or 'all'"):
+        slides.find_notebooks(["99"])
+
+
+# ---------------------------------------------------------------- the reveal.js fetcher
+
+
+def tarball(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def fake_package(data: bytes) -> vendor.Package:
+    return vendor.Package("fake.js", "1.0.0", hashlib.sha256(data).hexdigest(), keep=("dist/", "LICENSE"),
+                          drop=(".map",))
+
+
+def test_fetcher_checks_the_hash_and_unpacks_only_what_a_deck_loads(tmp_path, monkeypatch):
+    data = tarball({"package/dist/reveal.js": b"js", "package/dist/reveal.js.map": b"map",
+                    "package/src/big.js": b"src", "package/LICENSE": b"MIT"})
+    package = fake_package(data)
+    (tmp_path / package.tarball).write_bytes(data)  # a copy put there by hand: used, no network
+    monkeypatch.setattr(vendor.urllib.request, "urlopen", lambda *a, **k: pytest.fail("no download expected"))
+    folder = vendor.ensure(package, cache=tmp_path)
+    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == ["LICENSE", "dist/reveal.js"]
+    assert vendor.ensure(package, cache=tmp_path) == folder  # second time: the unpacked folder as it is
+
+
+def test_fetcher_refuses_a_file_with_another_hash(tmp_path):
+    data = tarball({"package/dist/reveal.js": b"js"})
+    package = fake_package(data)
+    (tmp_path / package.tarball).write_bytes(tarball({"package/dist/reveal.js": b"changed"}))
+    with pytest.raises(vendor.VendorError, match="not the pinned"):
+        vendor.ensure(package, cache=tmp_path)
+    assert not (tmp_path / "fake.js-1.0.0").exists()
+
+
+def test_fetcher_refuses_paths_outside_its_folder(tmp_path):
+    data = tarball({"package/dist/../../evil.js": b"x"})
+    package = fake_package(data)
+    (tmp_path / package.tarball).write_bytes(data)
+    with pytest.raises(vendor.VendorError, match="unsafe path"):
+        vendor.ensure(package, cache=tmp_path)
+    assert not (tmp_path.parent / "evil.js").exists() and not (tmp_path / "fake.js-1.0.0").exists()
+
+
+def test_fetcher_offline_says_what_to_do(tmp_path, monkeypatch):
+    def offline(url, timeout):
+        assert timeout == 7
+        raise urllib.error.URLError("Temporary failure in name resolution")
+
+    monkeypatch.setattr(vendor.urllib.request, "urlopen", offline)
+    with pytest.raises(vendor.VendorError) as error:
+        vendor.ensure(vendor.REVEAL, cache=tmp_path, timeout=7)
+    message = str(error.value)
+    assert "could not download reveal.js 4.6.1" in message and "Temporary failure" in message
+    assert f"copy {vendor.REVEAL.tarball} (sha256 {vendor.REVEAL.sha256})" in message
+    assert f"into {tmp_path}/" in message
+    assert not any(tmp_path.iterdir())  # nothing half-written
+
+
+def test_the_pin_is_the_layout_nbconvert_reveal_template_loads():
+    """nbconvert's reveal template loads dist/reveal.js, dist/reveal.css, dist/theme/*.css, plugin/notes/notes.js:
+    reveal.js 4's layout; its own default (a CDN URL) names the major version it is written for."""
+    import nbconvert
+
+    template = (Path(sys.prefix) / "share/jupyter/nbconvert/templates/reveal/index.html.j2").read_text()
+    for path in ("/dist/reveal.js", "/dist/reveal.css", "/plugin/notes/notes.js", "/dist/theme/"):
+        assert path in template
+    assert "reveal.js@4." in template and vendor.REVEAL.version.startswith("4.")
+    assert nbconvert.__version__.startswith("7.")
+
+
+# ---------------------------------------------------------------- the files written
+
+
+class Resources(html.parser.HTMLParser):
+    def __init__(self, text):
+        super().__init__()
+        self.urls = []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "script" and attrs.get("src"):
+            self.urls.append(attrs["src"])
+        if tag == "link" and attrs.get("href"):
+            self.urls.append(attrs["href"])
+        if tag == "img" and not attrs.get("src", "").startswith("data:"):
+            self.urls.append(attrs.get("src", ""))
+
+
+@pytest.mark.timeout(400)
+def test_deck_and_handout_load_only_files_in_their_folder(tmp_path):
+    env_out = tmp_path / "out"
+    for tool, extra in (("slides.py", []), ("handout.py", [])):
+        result = subprocess.run([sys.executable, str(ROOT / "tools" / tool), "6", "--lang", "en",
+                                 "--out", str(env_out / tool), *extra],
+                                cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        page = env_out / tool / "en" / "06_saved_tensor_hooks.html"
+        assert result.stdout.split() == [str(page)]
+        text = page.read_text(encoding="utf-8")
+        urls = Resources(text).urls
+        assert urls, "no script or style sheet found"
+        for url in urls:
+            assert not url.startswith(("http:", "https:", "//")), url
+            assert (page.parent / url).resolve().is_file(), f"{url} is missing from the output folder"
+        assert "保存" not in text  # one language: the English deck/handout holds no Chinese prose
+        assert 'href="07_activation_checkpointing.html' in text  # links to other notebooks: their own page
+    # every # / ## heading that starts a cell made a slide; the deck holds one <section> per slide and one per
+    # (sub-)slide in it (nbconvert nests them)
+    nb = slides.one_language(ROOT / "notebooks" / "06_saved_tensor_hooks.ipynb", "en")
+    headings = [c for c in nb["cells"] if c["cell_type"] == "markdown" and re.match(r"#{1,2} ", slides._source(c))]
+    planned = kinds(slides.plan_slides(nb, "en"))
+    assert planned.count("slide") == len(headings) > 5
+    deck = (env_out / "slides.py" / "en" / "06_saved_tensor_hooks.html").read_text(encoding="utf-8")
+    assert deck.count("<section") == 2 * planned.count("slide") + planned.count("subslide")
+
+
+def test_bad_input_gets_a_clear_message(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "slides.py"), "42", "--out", str(tmp_path)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "no notebook '42'" in result.stderr and "Traceback" not in result.stderr
+    assert not any(tmp_path.iterdir())
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "handout.py"), "6", "--lang", "fr"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "invalid choice: 'fr'" in result.stderr
