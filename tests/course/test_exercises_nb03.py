@@ -6,7 +6,7 @@ import torch.nn.modules.module as module_globals
 import hooklab
 import hooklab.course
 
-from exercise_support import run_solution, verdict
+from exercise_support import judged, run_solution, verdict
 
 
 @pytest.fixture(autouse=True)
@@ -82,15 +82,33 @@ def test_03_1_accepts_right_answers(answer):
     assert verdict("03.1", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [clamp_in_place, clamp_the_output, clamp_hard_coded, clamp_returning_the_hook,
-                                    clamp_inside_with_block, clamp_registered_twice, clamp_hook_returns_nothing,
-                                    clamp_forgot_return, clamp_with_global_hook, "clamp_inputs"])
-def test_03_1_rejects_wrong_answers(answer):
-    assert verdict("03.1", answer) == "wrong"
+def clamp_breaks_the_shape(module, low, high):
+    return module.register_forward_pre_hook(lambda m, args: args[0][:, :1].clamp(low, high))
+
+
+def clamp_and_halve(module, low, high):
+    return module.register_forward_pre_hook(lambda m, args: args[0].clamp(low, high) / 2)
+
+
+def clamp_by_replacing_forward(module, low, high):
+    plain = module.forward
+    module.forward = lambda x: plain(x.clamp(low, high))     # changes the module for good
+    return module.register_forward_pre_hook(lambda m, args: None)
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (clamp_in_place, "in-place"), (clamp_the_output, "not-a-pre-hook"), (clamp_hard_coded, "hard-coded-limits"),
+    (clamp_returning_the_hook, "not-a-handle"), (clamp_inside_with_block, "removed-on-return"),
+    (clamp_registered_twice, "hook-left-after-remove"), (clamp_hook_returns_nothing, "not-returned"),
+    (clamp_forgot_return, "returned-none"), (clamp_with_global_hook, "global-hook-left"),
+    ("clamp_inputs", "not-a-function"), (clamp_breaks_the_shape, "forward-raised"), (clamp_and_halve, "output"),
+    (clamp_by_replacing_forward, "module-changed")])
+def test_03_1_rejects_wrong_answers(answer, reason):
+    assert judged("03.1", answer) == ("wrong", reason)
 
 
 def test_03_1_explains_the_with_block_and_the_missing_return():
-    _, zh, en = hooklab.course.exercises.verdict("03.1", clamp_inside_with_block)
+    _, zh, en, _ = hooklab.course.exercises.verdict("03.1", clamp_inside_with_block)
     assert "HookScope" in en and "HookScope" in zh
     assert "returned None: return the handle that `register_forward_pre_hook` gave you" in \
         hooklab.course.exercises.verdict("03.1", clamp_forgot_return)[2]
@@ -167,11 +185,17 @@ def test_03_2_accepts_right_answers(answer):
     assert verdict("03.2", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [double_c_positional_only, double_c_keyword_only, double_c_in_place,
-                                    double_c_by_editing_the_kwargs_dict,
-                                    double_c_returns_only_args, double_c_by_ten, double_a_instead])
-def test_03_2_rejects_wrong_answers(answer):
-    assert verdict("03.2", answer) == "wrong"
+def double_c_only_prints(module, args, kwargs):
+    print(len(args), sorted(kwargs))                          # looks, returns None: nothing changes
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (double_c_positional_only, "call-raised"), (double_c_keyword_only, "c-unchanged"), (double_c_in_place, "in-place"),
+    (double_c_by_editing_the_kwargs_dict, "c-unchanged"), (double_c_returns_only_args, "call-raised"),
+    (double_c_by_ten, "c-wrong-value"), (double_a_instead, "other-argument-changed"),
+    (double_c_only_prints, "hook-returned-none")])
+def test_03_2_rejects_wrong_answers(answer, reason):
+    assert judged("03.2", answer) == ("wrong", reason)
 
 
 def test_03_2_says_what_forward_received():
@@ -183,7 +207,7 @@ def test_03_2_says_what_forward_received():
 def test_03_2_blank_start_is_not_solved():
     def double_c(module, args, kwargs):
         pass
-    assert verdict("03.2", double_c) == "not solved"
+    assert judged("03.2", double_c) == ("not solved", "hook-returned-none")
     assert verdict("03.2", None) == "not solved"
 
 
@@ -272,15 +296,35 @@ def test_03_3_accepts_right_answers(answer):
     assert verdict("03.3", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [count_modules_not_calls, count_pre_and_post, count_leaving_global_hook,
-                                    count_children_only, count_by_module_name, count_keyed_by_class])
-def test_03_3_rejects_wrong_answers(answer):
-    assert verdict("03.3", answer) == "wrong"
+def count_as_a_list(model, x):
+    names = []
+    with hooklab.HookScope() as scope:
+        scope.add(module_globals.register_module_forward_hook(lambda m, a, o: names.append(type(m).__name__)))
+        model(x)
+    return names
+
+
+def count_leaving_a_local_hook(model, x):
+    counts = {}
+    model.register_forward_hook(lambda m, a, o: None)
+    with hooklab.HookScope() as scope:
+        scope.add(module_globals.register_module_forward_hook(
+            lambda m, a, o: counts.__setitem__(type(m).__name__, counts.get(type(m).__name__, 0) + 1)))
+        model(x)
+    return counts
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (count_modules_not_calls, "counts"), (count_pre_and_post, "counts"), (count_leaving_global_hook, "global-hook-left"),
+    (count_children_only, "counts"), (count_by_module_name, "counts"), (count_keyed_by_class, "keys-not-names"),
+    (count_as_a_list, "not-a-dict"), (count_leaving_a_local_hook, "hook-left")])
+def test_03_3_rejects_wrong_answers(answer, reason):
+    assert judged("03.3", answer) == ("wrong", reason)
 
 
 def test_03_3_removes_a_leaked_global_hook_and_says_so():
     before = len(hooklab.hook_inventory(None))
-    _, zh, en = hooklab.course.exercises.verdict("03.3", count_leaving_global_hook)
+    _, zh, en, _ = hooklab.course.exercises.verdict("03.3", count_leaving_global_hook)
     assert "still registered" in en and "钩子" in zh
     assert len(hooklab.hook_inventory(None)) == before
 
