@@ -11,11 +11,41 @@ from here and changes no process-wide setting. The notebooks start with::
     course.attempt(lambda: ...)     # show an error or a warning in one stable line
 
 and ``python -m hooklab.course export --lang zh|en`` writes one-language copies of them.
+
+``pip install hooklab`` is enough for ``setup``, ``check``, ``hint``, ``solution`` and ``attempt`` (they need
+torch only). The one-language export (``export_notebook(s)``, nbformat and nbconvert) and notebook 12's model
+(:mod:`hooklab.course.induction`, transformers and safetensors) need ``pip install "hooklab[course]"``: they are
+imported when first used, and say so when missing.
 """
+from __future__ import annotations
+
+from typing import Any
+
 from .attempt import attempt
 from .env import setup
 from .exercises import check, hint, solution
-from .export import export_notebook, export_notebooks
 from .lang import course_language
 
 __all__ = ["attempt", "check", "course_language", "export_notebook", "export_notebooks", "hint", "setup", "solution"]
+
+_LAZY = {"export_notebook": "export", "export_notebooks": "export"}
+
+
+def needs_course_extra(exc: ImportError, what: str) -> ImportError:
+    """The error for a course feature whose optional dependency is missing: it names the install that adds it."""
+    missing = exc.name or str(exc)
+    error = ImportError(f"{what} needs {missing}, which is not installed: it comes with the course's extra, "
+                        f'pip install "hooklab[course]"', name=exc.name)
+    return error
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: the export (nbformat, nbconvert) is imported when first asked for
+    if name in _LAZY:
+        import importlib
+        module = importlib.import_module(f".{_LAZY[name]}", __name__)
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -18,10 +18,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
-import nbformat
-from nbconvert.preprocessors import TagRemovePreprocessor
-
+from . import needs_course_extra
 from .lang import has_cjk
+
+try:
+    import nbformat
+    from nbconvert.preprocessors import TagRemovePreprocessor
+except ImportError as missing:  # pip install hooklab without the course's extra
+    raise needs_course_extra(missing, "hooklab.course's notebook export") from missing
 
 __all__ = ["LANGS", "STAMPS", "TOC_SKIP", "Exported", "NotebookError", "export_folder", "export_notebook",
            "export_notebooks", "heading_lines", "lang_tags", "read_notebook", "strip_toc_skip", "write_atomic"]

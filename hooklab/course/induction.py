@@ -24,9 +24,11 @@ True
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+from . import needs_course_extra
 
 if TYPE_CHECKING:  # transformers is imported only when a model or a config is asked for
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -50,13 +52,22 @@ MAX_POSITIONS = 64
 """Longest sequence the model was configured for (training used halves up to 16 tokens)."""
 
 
+def _transformers() -> Any:
+    try:
+        import safetensors  # noqa: F401  (the shipped weights' format)
+        import transformers
+    except ImportError as missing:  # pip install hooklab without the course's extra
+        raise needs_course_extra(missing, "the course's language model (hooklab.course.induction)") from missing
+    return transformers
+
+
 def config() -> "LlamaConfig":
     """The architecture: 2 decoder layers, 4 heads of 16 dims, hidden size 64, MLP 256, untied LM head.
 
     ``attn_implementation`` is left at the default (SDPA), so attention weights are not returned
     unless a model is loaded with ``attn_implementation="eager"``.
     """
-    from transformers import LlamaConfig
+    LlamaConfig = _transformers().LlamaConfig
 
     return LlamaConfig(
         vocab_size=VOCAB,
@@ -110,7 +121,7 @@ def second_half_mask(length: int, half: int) -> torch.Tensor:
 
 def load_model() -> "LlamaForCausalLM":
     """The shipped model, float32, in eval mode, read from :data:`ASSETS` without the network."""
-    from transformers import LlamaForCausalLM
+    LlamaForCausalLM = _transformers().LlamaForCausalLM
     from transformers.utils import logging as hf_logging
 
     bar = hf_logging.is_progress_bar_enabled()

@@ -1,0 +1,148 @@
+"""`pip install hooklab` and `pip install "hooklab[course]"`, each into a fresh environment, give what they promise.
+
+Each way is installed once (a module fixture) by uv from a copy of the package's files (pyproject.toml, uv.lock,
+README.md, hooklab/), non-editable: uv builds the wheel and installs it with the versions uv.lock pins, offline, from
+uv's cache (which ``./course`` filled when it built .venv; files are symlinked from it, so an environment takes about
+100 MB and 10 s). Nothing is downloaded: without the packages in uv's cache the tests skip and say so.
+
+- plain: ``import hooklab`` and the course's checkers (``course.setup``, ``check``, ``hint``, ``attempt``) work with
+  torch alone; nbformat, nbconvert and transformers are not there, and the export and the course's language model
+  raise an ImportError that names ``hooklab[course]``.
+- with the course's extra: the export writes a one-language notebook and the language model's config loads.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+UV = ROOT / ".tools" / "bin" / "uv"
+INSTALL_TIMEOUT = 240  # s for one `uv sync` from the cache (about 10 s on an idle machine)
+RUN_TIMEOUT = 120  # s for one python process in an installed environment (importing torch, transformers)
+
+pytestmark = pytest.mark.timeout(INSTALL_TIMEOUT + RUN_TIMEOUT)  # each fixture: one install, one run
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "UV_PROJECT_ENVIRONMENT")}
+    return {**env, "UV_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A copy of what building the package reads, so that building writes nothing into the checkout."""
+    if not UV.exists():
+        pytest.skip(f"uv is not installed at {UV} (./course installs it when it builds .venv)")
+    copy = tmp_path_factory.mktemp("hooklab-src")
+    for name in ("pyproject.toml", "uv.lock", "README.md"):
+        shutil.copy2(ROOT / name, copy / name)
+    shutil.copytree(ROOT / "hooklab", copy / "hooklab", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return copy
+
+
+def _install(project: Path, venv: Path, *extras: str) -> Path:
+    """``uv sync`` of the package alone (no dependency group) plus ``extras`` into ``venv``; its python."""
+    command = [str(UV), "sync", "--frozen", "--no-default-groups", "--no-editable", "--link-mode", "symlink",
+               "--python", sys.executable, *(f"--extra={e}" for e in extras)]
+    try:
+        done = subprocess.run(command, cwd=project, env={**_env(), "UV_PROJECT_ENVIRONMENT": str(venv)},
+                              capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"uv sync {' '.join(extras) or '(no extra)'} did not finish installing into {venv} "
+                    f"within {INSTALL_TIMEOUT} s")
+    if done.returncode != 0:
+        if "network was disabled" in done.stderr or "because the network" in done.stderr:
+            pytest.skip(f"uv's cache lacks a package the install needs (torch?), and tests download nothing: "
+                        f"{done.stderr.strip().splitlines()[-1]}")
+        pytest.fail(f"{' '.join(command)} failed:\n{done.stderr}")
+    return venv / "bin" / "python"
+
+
+def _run(python: Path, code: str, cwd: Path) -> str:
+    try:
+        done = subprocess.run([str(python), "-c", textwrap.dedent(code)], cwd=cwd, env=_env(),
+                              capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{python} did not finish running the check within {RUN_TIMEOUT} s:\n{code}")
+    assert done.returncode == 0, f"{python} -c ... failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+PLAIN = """
+    import importlib.util, pathlib
+    import torch
+    import hooklab
+    from hooklab import course
+    print("hooklab from", pathlib.Path(hooklab.__file__).parent.parent.name)
+    print("missing:", *[m for m in ("nbformat", "nbconvert", "transformers", "matplotlib")
+                        if importlib.util.find_spec(m) is None])
+    print("typed:", (pathlib.Path(hooklab.__file__).parent / "py.typed").exists())
+    course.setup(verbose=False)
+    course.check("00.1", None)
+    course.attempt(lambda: hooklab.get_module(torch.nn.Linear(1, 1), "x"))
+    model = torch.nn.Sequential(torch.nn.ReLU())
+    with hooklab.capture(model, "0") as store:
+        model(-torch.ones(2))
+    print("captured:", store["0"].tolist())
+    for what, get in (("export", lambda: course.export_notebook),
+                      ("model", lambda: __import__("hooklab.course.induction").course.induction.config())):
+        try:
+            get()
+        except ImportError as exc:
+            print(what, type(exc).__name__, exc.name, "|", exc)
+        else:
+            print(what, "no error")
+"""
+
+WITH_COURSE = """
+    import json, pathlib
+    from hooklab import course
+    from hooklab.course import induction
+    written = course.export_notebooks("en", "out", [{notebook!r}])
+    cells = json.loads(written[0].read_text())["cells"]
+    print("cells:", len(cells), "| zh tags left:", sum("lang-zh" in c.get("metadata", {{}}).get("tags", [])
+                                                     for c in cells))
+    print("layers:", induction.config().num_hidden_layers)
+"""
+
+
+@pytest.fixture(scope="module")
+def plain(project, tmp_path_factory) -> str:
+    """What the checks print in an environment of ``pip install hooklab``."""
+    python = _install(project, tmp_path_factory.mktemp("plain") / "venv")
+    return _run(python, PLAIN, tmp_path_factory.mktemp("plain-run"))
+
+
+@pytest.fixture(scope="module")
+def with_course(project, tmp_path_factory) -> str:
+    """What the checks print in an environment of ``pip install "hooklab[course]"``."""
+    python = _install(project, tmp_path_factory.mktemp("course") / "venv", "course")
+    notebook = ROOT / "notebooks" / "00_introduction.ipynb"
+    return _run(python, WITH_COURSE.format(notebook=str(notebook)), tmp_path_factory.mktemp("course-run"))
+
+
+def test_plain_install_gives_the_library_and_the_checkers_with_torch_alone(plain):
+    assert "hooklab from site-packages" in plain  # the installed wheel, not the checkout
+    assert "missing: nbformat nbconvert transformers matplotlib" in plain
+    assert "typed: True" in plain
+    assert "[00.1]" in plain and "UnknownModuleError: Linear has no submodule 'x'" in plain
+    assert "captured: [0.0, 0.0]" in plain
+
+
+def test_plain_install_says_which_extra_the_export_and_the_model_need(plain):
+    export = next(line for line in plain.splitlines() if line.startswith("export "))
+    model = next(line for line in plain.splitlines() if line.startswith("model "))
+    assert export.startswith("export ImportError nbformat |") and 'pip install "hooklab[course]"' in export
+    assert model.startswith("model ImportError ") and 'pip install "hooklab[course]"' in model
+    assert "safetensors" in model or "transformers" in model
+
+
+def test_course_extra_gives_the_export_and_the_language_model(with_course):
+    assert "| zh tags left: 0" in with_course and "cells: 0 " not in with_course, with_course
+    assert "layers: 2" in with_course
