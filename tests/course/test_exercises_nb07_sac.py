@@ -110,12 +110,12 @@ def test_07_4_rejects_wrong_answers_and_says_why(answer, reason, says):
 def test_07_4_the_cases_use_every_matmul_and_saving_everything_costs_more_than_no_checkpoint():
     seen = collections.Counter()
     for seed, kind in [(1, "mlp"), (2, "nobias"), (3, "attention")]:
-        model, x = nb07._policy_case(seed, kind)
+        model, x = nb07._case(nb07._POLICY_MODELS, seed, kind)
         with hooklab.OpCounter() as ran:
             model(x)
         seen.update({name: ran.counts[name] for name in ("mm", "addmm", "bmm")})
     assert all(seen[name] > 0 for name in ("mm", "addmm", "bmm"))
-    model, x = nb07._policy_case(1, "mlp")
+    model, x = nb07._case(nb07._POLICY_MODELS, 1, "mlp")
     plain, _, _ = nb07._sac_step(model, x, None)
     everything, _, _ = nb07._sac_step(model, x, policy_saving_everything)
     assert everything > plain

@@ -1,9 +1,6 @@
-"""Exercises of notebook 07 (activation checkpointing): count real forward calls, compress around a
-checkpoint, choose which blocks to checkpoint, write a selective-checkpointing policy.
-
-Each checker builds tiny seeded models and computes the truth itself (a plain forward pass, its own
-``MemoryMeter`` measurements). The memory figures are counted op by op: the same on every machine.
-"""
+"""Exercises of notebook 07 (activation checkpointing): count real forward calls, compress around a checkpoint,
+choose which blocks to checkpoint, write a selective-checkpointing policy. Memory is counted op by op (``MemoryMeter``):
+the same on every machine."""
 from __future__ import annotations
 
 import functools
@@ -33,36 +30,33 @@ def _forward_calls(model: nn.Module) -> Iterator[dict[str, int]]:
         yield counts
 
 
+_Models = dict[str, Callable[[], tuple[nn.Module, torch.Tensor]]]
+
+
+def _case(models: _Models, seed: int, kind: str) -> tuple[nn.Module, torch.Tensor]:
+    """The model and input that ``models[kind]`` builds after seeding the RNG with ``seed``."""
+    torch.manual_seed(seed)
+    return models[kind]()
+
+
 # ---- 07.1 count each layer's real forward calls, not the recomputation ----------------------------
 
-class _SharedLayer(nn.Module):
-    """One Linear applied ``k`` times (weight sharing), then a head."""
-
-    def __init__(self, width: int, k: int) -> None:
-        super().__init__()
-        self.shared, self.head, self.k = nn.Linear(width, width), nn.Linear(width, 3), k
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for _ in range(self.k):
-            x = torch.tanh(self.shared(x))
-        return self.head(x)
+def _shared(k: int) -> tuple[nn.Module, torch.Tensor]:
+    """One Linear applied ``k`` times (weight sharing: `named_modules()` names it once), then a head."""
+    shared = nn.Linear(6, 6)
+    return nn.Sequential(*[shared, nn.Tanh()] * k, nn.Linear(6, 3)), torch.randn(4, 6, requires_grad=True)
 
 
-_CALLS_MODELS: dict[str, Callable[[], tuple[nn.Module, torch.Tensor]]] = {
+_CALLS_MODELS: _Models = {
     "flat": lambda: (nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh()), torch.randn(5, 4)),
     # the last module saves its output, the last Linear is nested in a child
     "nested": lambda: (nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Sequential(nn.Linear(8, 8), nn.Tanh()),
                                      nn.Linear(8, 2), nn.Sigmoid()), torch.randn(3, 4)),
     # a Linear used k times; the head (last) is not recomputed (early stop)
-    "shared3": lambda: (_SharedLayer(6, 3), torch.randn(4, 6, requires_grad=True)),
-    "shared2": lambda: (_SharedLayer(6, 2), torch.randn(4, 6, requires_grad=True)),
+    "shared3": lambda: _shared(3),
+    "shared2": lambda: _shared(2),
 }
 _CALLS_CASES = [(1, "flat"), (2, "shared3"), (3, "nested"), (4, "shared2")]
-
-
-def _calls_case(seed: int, kind: str) -> tuple[nn.Module, torch.Tensor]:
-    torch.manual_seed(seed)
-    return _CALLS_MODELS[kind]()
 
 
 def _times(n: int) -> str:
@@ -73,10 +67,10 @@ def _times(n: int) -> str:
 def count_forward_calls(answer: Any) -> None:
     require_callable(answer, "count_forward_calls")
     for case in _CALLS_CASES:
-        model, x = _calls_case(*case)
+        model, x = _case(_CALLS_MODELS, *case)
         with _forward_calls(model) as truth:
             model(x)  # a plain forward pass, no checkpoint
-        model, x = _calls_case(*case)
+        model, x = _case(_CALLS_MODELS, *case)
         with _forward_calls(model) as total:  # with the recomputation
             result = run(answer, model, x, leak_free=(model,))
         no_saved_tensor_hooks_left()
@@ -108,7 +102,7 @@ def count_forward_calls(answer: Any) -> None:
 
 # ---- 07.2 checkpoint and bf16 compression together ------------------------------------------------
 
-_COMPRESS_MODELS: dict[str, Callable[[], tuple[nn.Sequential, torch.Tensor]]] = {
+_COMPRESS_MODELS: _Models = {
     "tanh": lambda: (nn.Sequential(nn.Linear(16, 64), nn.Tanh(), nn.Linear(64, 48), nn.Tanh()),
                      torch.randn(32, 16, requires_grad=True)),
     # an input that does not require grad, like a batch of data; 5 KiB: above CompressSaved's default min_bytes
@@ -143,8 +137,7 @@ def _check_kept(held: int, out_numel: int, x_numel: int) -> None:
 def compressed_checkpoint_loss(answer: Any) -> None:
     require_callable(answer, "compressed_checkpoint_loss")
     for seed, kind in [(1, "tanh"), (2, "data"), (3, "relu")]:
-        torch.manual_seed(seed)
-        block, x = _COMPRESS_MODELS[kind]()
+        block, x = _case(_COMPRESS_MODELS, seed, kind)
         out = block(x)
         reference_loss = out.square().sum()
         reference = torch.cat([g.flatten() for g in torch.autograd.grad(reference_loss, list(block.parameters()))])
@@ -260,18 +253,13 @@ class _TinyAttention(nn.Module):
         return self.out(torch.relu(weights @ v))
 
 
-_POLICY_MODELS: dict[str, Callable[[], tuple[nn.Module, torch.Tensor]]] = {
+_POLICY_MODELS: _Models = {
     "mlp": lambda: (nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 8)),
                     torch.randn(12, 16, requires_grad=True)),  # Linear with bias on a 2-D input: addmm
     "nobias": lambda: (nn.Sequential(nn.Linear(12, 32, bias=False), nn.ReLU(), nn.Linear(32, 32, bias=False),
                                      nn.Sigmoid()), torch.randn(10, 12)),  # Linear without bias: mm
     "attention": lambda: (_TinyAttention(8), torch.randn(2, 5, 8, requires_grad=True)),
 }
-
-
-def _policy_case(seed: int, kind: str) -> tuple[nn.Module, torch.Tensor]:
-    torch.manual_seed(seed)
-    return _POLICY_MODELS[kind]()
 
 
 def _reference_policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
@@ -312,10 +300,10 @@ def _recording(answer: Callable, decisions: list[tuple[Any, Any]]) -> Callable:
 def keep_matmuls(answer: Any) -> None:
     require_callable(answer, "keep_matmuls")
     for seed, kind in [(1, "mlp"), (2, "nobias"), (3, "attention")]:
-        plain_kept, plain_ops, plain_grads = _sac_step(*_policy_case(seed, kind), None)
-        ref_kept, _, _ = _sac_step(*_policy_case(seed, kind), _reference_policy)
+        plain_kept, plain_ops, plain_grads = _sac_step(*_case(_POLICY_MODELS, seed, kind), None)
+        ref_kept, _, _ = _sac_step(*_case(_POLICY_MODELS, seed, kind), _reference_policy)
         decisions: list[tuple[Any, Any]] = []
-        kept, ops, grads = _sac_step(*_policy_case(seed, kind), _recording(answer, decisions))
+        kept, ops, grads = _sac_step(*_case(_POLICY_MODELS, seed, kind), _recording(answer, decisions))
         if all(decision is None for _, decision in decisions):
             raise NotSolved("你的策略函数还没有返回任何值（返回了 None）。", "your policy returns None so far.")
         for op, decision in decisions:

@@ -1,6 +1,7 @@
 """Exercises of notebook 08 (pitfalls): each one is a classic pitfall to avoid."""
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -12,17 +13,10 @@ from ._support import (NotSolved, call_answer, drop_global_hooks_added_since, ex
                        require_callable, run)
 
 
-class _Branchy(nn.Module):
-    """Linear layers of different widths, nested and reused, so that a mix-up of names shows."""
-
-    def __init__(self, width: int) -> None:
-        super().__init__()
-        self.encoder = nn.Sequential(nn.Linear(3, width), nn.ReLU(), nn.Linear(width, width + 2))
-        self.act = nn.ReLU()
-        self.head = nn.Linear(width + 2, 1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.act(self.encoder(x)))
+def _branchy(width: int) -> nn.Sequential:
+    """Linear layers of different widths, some nested, so that a mix-up of names shows."""
+    return nn.Sequential(OrderedDict(encoder=nn.Sequential(nn.Linear(3, width), nn.ReLU(), nn.Linear(width, width + 2)),
+                                     act=nn.ReLU(), head=nn.Linear(width + 2, 1)))
 
 
 @exercise("08.1", answer="linear_output_shapes")
@@ -30,7 +24,7 @@ def linear_output_shapes(answer: Any) -> None:
     require_callable(answer, "linear_output_shapes")
     for seed, width, batch in [(0, 4, 2), (1, 7, 5)]:
         torch.manual_seed(seed)
-        model, x = _Branchy(width), torch.randn(batch, 3)
+        model, x = _branchy(width), torch.randn(batch, 3)
         truth = {"encoder.0": (batch, width), "encoder.2": (batch, width + 2), "head": (batch, 1)}
         result = run(answer, model, x, leak_free=(model,))
         expect(isinstance(result, dict), "not-a-dict", f"应返回字典 {{层名: 形状}}，收到的是 {type(result).__name__}。",

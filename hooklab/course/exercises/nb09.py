@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -47,15 +48,6 @@ class NewNet(nn.Module):
         return self.head(torch.relu(self.body(x))) / self.temperature
 
 
-class _Wrapper(nn.Module):
-    def __init__(self, inner: nn.Module) -> None:
-        super().__init__()
-        self.net = inner
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
-
-
 @contextmanager
 def _loading(where: tuple[str, str], nested: bool = False) -> Iterator[None]:
     """Around ``load_state_dict``: the hook raising, or the load failing (its message without the first line)."""
@@ -84,8 +76,9 @@ def upgrade(answer: Any) -> None:
                         reason="state-dict-unchanged")
     for seed, nested in [(1, False), (2, True), (3, True)]:
         torch.manual_seed(seed)
-        old, new = (_Wrapper(OldNet()) if nested else OldNet()), NewNet()
-        target = _Wrapper(new) if nested else new
+        old: nn.Module = OldNet()
+        new = NewNet()
+        old, target = (nn.Sequential(OrderedDict(net=old)), nn.Sequential(OrderedDict(net=new))) if nested else (old, new)
         ckpt = old.state_dict()
         shapes = {k: v.shape for k, v in ckpt.items()}
         new.register_load_state_dict_pre_hook(answer)
