@@ -1,15 +1,28 @@
-"""The main job in a real browser: `./course lab` opened in headless Chromium (Debian's, installed by `./course`,
-driven by Playwright from the lock), a notebook run through the UI; and one page of the static site.
+"""The course in a real browser: headless Chromium (Debian's, installed by `./course`, driven by Playwright from the
+lock; Playwright cannot download a browser of its own here).
 
-Screenshots are saved under build/browser/.
+- `./course lab`: a notebook run through JupyterLab's UI;
+- `./course site` (one site per language, served by a local http.server: search needs http, not file://):
+  Chinese and English search, formulas typeset by the site's own MathJax, no Chinese checker line on the English
+  pages, every figure of every notebook page displayed, and not one request leaving the site;
+- `./course slides` and `./course handout`: the deck starts offline (reveal.js and MathJax from its folder), the
+  handout prints (PDF pages, no code line cut at the margin, a page per section).
+
+One browser per module; the site is built once per module, into a temporary folder.
+Screenshots are saved under build/screenshots/.
 """
+import functools
+import http.server
 import json
 import os
 import re
 import shutil
 import socket
 import subprocess
+import sys
+import threading
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -19,7 +32,7 @@ from process_group import start_process_group, stop_process_group
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path(os.environ.get("HOOKLAB_CHROMIUM", "/usr/bin/chromium"))
-SHOTS = ROOT / "build" / "browser"
+SHOTS = ROOT / "build" / "screenshots"
 TOKEN = "hooklab-browser-test"
 NOTEBOOK = "02_node_hooks_and_order.ipynb"  # small, with figures and Chinese cells
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -88,7 +101,7 @@ def lab(tmp_path):
         log.close()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
 
@@ -192,41 +205,256 @@ def test_lab_runs_a_notebook_in_a_real_browser(lab, browser):
     assert "websocket_ping_timeout" not in log and "Skipped non-installed server" not in log  # tools/lab.py
 
 
+# ---------------------------------------------------------------- helpers for the static files
+
+
+class Requests:
+    """Every request a browser context makes; :meth:`outside` lists those that leave ``allowed``."""
+
+    def __init__(self, context, *allowed: str):
+        self.urls: list[str] = []
+        self.allowed = ("data:", "blob:", "about:", *allowed)
+        context.on("request", lambda request: self.urls.append(request.url))
+
+    def outside(self) -> list[str]:
+        return [url for url in self.urls if not url.startswith(self.allowed)]
+
+
+def new_page(browser, *allowed: str, **options):
+    """A page in a fresh context (own cookies and storage) with its requests and script errors recorded."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, **options)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.requests = Requests(context, *allowed)
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    return page
+
+
+def notebook_stems() -> list[str]:
+    return [p.stem for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+
+
+def committed_figures(stem: str) -> int:
+    """How many PNG figures the committed notebook shows."""
+    nb = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
+    return sum("image/png" in output.get("data", {}) for cell in nb["cells"] if cell["cell_type"] == "code"
+               for output in cell.get("outputs", []))
+
+
+def all_images_loaded(page, selector: str = "img") -> list[int]:
+    """naturalWidth of every image matching ``selector``, once each has been scrolled to and has finished loading."""
+    images = page.locator(selector)
+    for i in range(images.count()):
+        images.nth(i).scroll_into_view_if_needed()
+    page.wait_for_function("(s) => [...document.querySelectorAll(s)].every(i => i.complete)", arg=selector,
+                           timeout=30_000)
+    return page.evaluate("(s) => [...document.querySelectorAll(s)].map(i => i.naturalWidth)", selector)
+
+
+# ---------------------------------------------------------------- the site
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
 @pytest.fixture(scope="module")
-def site_dir(tmp_path_factory):
+def site(tmp_path_factory):
+    """`./course site` built once into a temporary folder, served on a free loopback port; yields (folder, URL)."""
     out = tmp_path_factory.mktemp("browser-site") / "site"
-    result = subprocess.run([str(ROOT / "course"), "site", "--out", str(out)], cwd=ROOT, capture_output=True,
-                            text=True, timeout=280)
+    try:
+        result = subprocess.run([str(ROOT / "course"), "site", "--out", str(out)], cwd=ROOT, capture_output=True,
+                                text=True, timeout=840)
+    except subprocess.TimeoutExpired:
+        pytest.fail("waited 840 s for ./course site to build both languages")
     assert result.returncode == 0, result.stderr[-3000:]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(out)))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+    thread.start()
+    try:
+        yield out, f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def search(page, base: str, lang: str, query: str) -> list[str]:
+    """The page names (NN_name) Sphinx's search page lists for ``query`` on the ``lang`` site."""
+    page.goto(f"{base}{lang}/search.html?q={urllib.parse.quote(query)}")
+    # the summary under the results says "Search finished, found N pages" (or "did not match") when it is done
+    page.wait_for_function("() => { const s = document.querySelector('#search-results .search-summary'); "
+                           "return s && /\\d|match/.test(s.textContent); }", timeout=60_000)
+    hrefs = page.eval_on_selector_all("#search-results ul.search li a", "links => links.map(a => a.href)")
+    return sorted({m[1] for href in hrefs if (m := re.search(r"/(\d\d_\w+)\.html", href))})
+
+
+def prose(html: str) -> str:
+    """The text of a built page's article, code blocks and outputs left out."""
+    article = re.search(r"<article[^>]*>(.*)</article>", html, re.S)
+    body = re.sub(r"<pre.*?</pre>|<script.*?</script>", " ", article[1] if article else html, flags=re.S)
+    return re.sub(r"<[^>]+>", "", body)
+
+
+@pytest.mark.timeout(900)  # includes building both sites (the module fixture) on a busy 2-core machine
+@pytest.mark.parametrize(("lang", "query", "must_find"), [
+    ("zh", "内存", "06_saved_tensor_hooks"),
+    ("en", "register_forward_hook", "03_module_forward_hooks"),
+])
+def test_site_search_finds_words_of_its_language(site, browser, lang, query, must_find):
+    out, base = site
+    page = new_page(browser, base)
+    found = search(page, base, lang, query)
+    containing = sorted(stem for stem in notebook_stems()
+                        if query in prose((out / lang / f"{stem}.html").read_text(encoding="utf-8")))
+    assert must_find in containing, f"{query!r} is not in the prose of {must_find} any more: choose another word"
+    # recall: the search lists (almost) every notebook page whose prose has the word; precision: each page it
+    # lists does hold the word
+    missed = sorted(set(containing) - set(found))
+    assert must_find in found and len(missed) <= len(containing) // 5, (found, containing)
+    assert set(found) <= {s for s in notebook_stems() if query in (out / lang / f"{s}.html").read_text("utf-8")}
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"site-{lang}-search.png"))
+    assert page.requests.outside() == [] and page.errors == []
+    page.context.close()
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_site_formulas_are_typeset(site, browser, lang):
+    _, base = site
+    page = new_page(browser, base)
+    page.goto(f"{base}{lang}/06_saved_tensor_hooks.html")
+    page.wait_for_function("() => document.querySelectorAll('article mjx-container').length >= 3", timeout=30_000)
+    paragraph = page.locator("article p:has(mjx-container)").first
+    paragraph.scroll_into_view_if_needed()
+    text = paragraph.evaluate("p => { const c = p.cloneNode(true); c.querySelectorAll('mjx-container')"
+                              ".forEach(m => m.remove()); return c.textContent; }")
+    assert "$" not in text and "\\(" not in text and "\\cdot" not in text, text  # no LaTeX source left
+    assert paragraph.locator("mjx-container").first.bounding_box()["width"] > 10  # drawn, not an empty box
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    paragraph.screenshot(path=str(SHOTS / f"site-{lang}-06-formula.png"))
+    assert page.requests.outside() == [] and page.errors == []
+    page.context.close()
+
+
+CHECKER_LINE = re.compile(r"^\[\d\d\.\d+\] ", re.M)
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.mark.timeout(600)
+def test_every_site_page_shows_its_figures_in_its_language_and_nothing_leaves_the_site(site, browser):
+    _, base = site
+    page = new_page(browser, base)
+    page.goto(base + "index.html")
+    assert sorted(page.eval_on_selector_all("a.hooklab-choose", "a => a.map(x => x.getAttribute('href'))")) == \
+        ["en/index.html", "zh/index.html"]
+    english_checker_lines = 0
+    for lang, other in (("zh", "en"), ("en", "zh")):
+        for stem in notebook_stems():
+            page.goto(f"{base}{lang}/{stem}.html")
+            widths = all_images_loaded(page, "article img[src*='_images/']")
+            assert len(widths) == committed_figures(stem) and all(w > 0 for w in widths), (lang, stem, widths)
+            # the checker's printed lines are in the page's language only
+            lines = [line for text in page.eval_on_selector_all("article pre", "p => p.map(x => x.textContent)")
+                     for line in text.split("\n") if CHECKER_LINE.match(line)]
+            assert all(bool(HAN.search(line)) == (lang == "zh") for line in lines), (lang, stem, lines[:4])
+            english_checker_lines += len(lines) if lang == "en" else 0
+            # the language link leads to the same page in the other language
+            link = page.locator(f"a.hooklab-language-link[hreflang='{other}']").first
+            assert link.get_attribute("href").endswith(f"{other}/{stem}.html"), link.get_attribute("href")
+        if lang == "en":
+            page.goto(f"{base}en/01_tensor_hooks.html")
+            page.locator("article pre", has_text=CHECKER_LINE).first.scroll_into_view_if_needed()
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SHOTS / "site-en-01-checker.png"))
+    assert english_checker_lines > 10  # the check above did look at checker output
+    assert page.requests.outside() == [], page.requests.outside()[:10]
+    assert len(page.requests.urls) > 100 and page.errors == []
+    page.context.close()
+
+
+# ---------------------------------------------------------------- slides and handouts
+
+
+@pytest.fixture(scope="module")
+def classroom_files(tmp_path_factory):
+    """`./course slides 06` and `./course handout 06` (both languages) into a temporary folder."""
+    out = tmp_path_factory.mktemp("classroom")
+    for tool in ("slides", "handout"):
+        try:
+            result = subprocess.run([sys.executable, str(ROOT / "tools" / f"{tool}.py"), "06", "--out",
+                                     str(out / tool)], cwd=ROOT, capture_output=True, text=True, timeout=240)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"waited 240 s for tools/{tool}.py 06")
+        assert result.returncode == 0, result.stderr[-3000:]
     return out
 
 
-def test_static_site_page_in_a_real_browser(site_dir, browser):
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_slide_deck_runs_offline(classroom_files, browser, lang):
+    import slides
+
+    deck = classroom_files / "slides" / lang / "06_saved_tensor_hooks.html"
+    nb = slides.one_language(ROOT / "notebooks" / "06_saved_tensor_hooks.ipynb", lang)
+    sections = [c for c in nb["cells"] if c["cell_type"] == "markdown" and re.match(r"#{1,2} ", slides._source(c))]
+    page = new_page(browser, "file://")
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(deck.as_uri())
+    page.wait_for_function("() => window.Reveal && Reveal.isReady()", timeout=30_000)
+    assert page.evaluate("Reveal.getHorizontalSlides().length") == len(sections)
+    total = page.evaluate("Reveal.getTotalSlides()")
+    assert total > len(sections)  # sections too long for one slide go on sub-slides
+    page.wait_for_selector("html[data-typeset='done']", state="attached")
+    assert page.locator("mjx-container").count() >= 3  # the formulas of section 1, typeset by the local MathJax
+    # nearly every slide fits the 1280 x 720 screen (the few that do not scroll)
+    overflow = page.evaluate("""() => { const out = [];
+        Reveal.getHorizontalSlides().forEach((h, i) => {
+          const n = h.querySelectorAll(':scope > section').length || 1;
+          for (let j = 0; j < n; j++) { Reveal.slide(i, j); const s = Reveal.getCurrentSlide();
+                                        out.push(s.scrollHeight - s.clientHeight); } });
+        return out; }""")
+    assert len(overflow) == total and sum(o > 8 for o in overflow) <= total // 20, overflow
+    # the first code slide of section 1, shown
+    page.evaluate("Reveal.slide(1, 1)")
+    page.wait_for_timeout(300)
+    if lang == "zh":
+        fonts = rendering_fonts(page, mark_first_chinese_paragraph(page, ".reveal .present"))
+        assert any("CJK" in f for f in fonts), f"Chinese text rendered with {fonts}"
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    page.set_default_timeout(30_000)
-    page.goto((site_dir / "06_saved_tensor_hooks.html").as_uri())
-    page.wait_for_selector(".hooklab-lang-switch button[data-lang='zh']")
+    page.screenshot(path=str(SHOTS / f"slides-{lang}-06.png"))
+    assert page.requests.outside() == [] and page.errors == []
+    page.context.close()
 
-    def visible(selector):
-        return page.evaluate("(s) => [...document.querySelectorAll(s)].filter(e => e.offsetParent !== null).length",
-                             selector)
 
-    assert visible(".tag_lang-zh") > 0 and visible(".tag_lang-en") > 0  # both, by default
-    page.click(".hooklab-lang-switch button[data-lang='zh']")
-    assert visible(".tag_lang-en") == 0 and visible(".tag_lang-zh") > 20
-    assert visible(".cell_output") > 0  # code and outputs stay
-    fonts = rendering_fonts(page, mark_first_chinese_paragraph(page, "article"))
-    assert any("CJK" in f for f in fonts), f"Chinese text rendered with {fonts}"
-    page.screenshot(path=str(SHOTS / "site-06-zh.png"))
-    page.click(".hooklab-lang-switch button[data-lang='en']")
-    assert visible(".tag_lang-zh") == 0 and visible(".tag_lang-en") > 20
-    # figures load
-    widths = page.evaluate("() => [...document.querySelectorAll('img')].filter(i => i.src.includes('_images/'))"
-                           ".map(i => i.naturalWidth)")
-    assert len(widths) == 2 and min(widths) > 100, widths
-    # the choice is remembered on the next page
-    page.goto((site_dir / "01_tensor_hooks.html").as_uri())
-    page.wait_for_selector(".hooklab-lang-switch button[aria-pressed='true'][data-lang='en']")
-    assert visible(".tag_lang-zh") == 0
-    page.screenshot(path=str(SHOTS / "site-01-en.png"))
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_handout_prints(classroom_files, browser, lang):
+    import handout
+
+    path = classroom_files / "handout" / lang / "06_saved_tensor_hooks.html"
+    page = new_page(browser, "file://")
+    page.set_viewport_size({"width": 794, "height": 1123})  # A4 at 96 dpi
+    page.goto(path.as_uri())
+    page.wait_for_selector("html[data-typeset='done']", state="attached", timeout=30_000)
+    page.emulate_media(media="print")
+    widths = all_images_loaded(page)
+    assert len(widths) == committed_figures("06_saved_tensor_hooks") and min(widths) > 100, widths
+    assert page.locator("mjx-container").count() >= 3
+    # no code line is cut at the margin: in print, no <pre> is wider than its box
+    cut = page.evaluate("() => [...document.querySelectorAll('pre')].filter(p => p.scrollWidth > p.clientWidth + 1)"
+                        ".map(p => p.textContent.slice(0, 80))")
+    assert page.locator("pre").count() > 20 and cut == [], cut
+    longest = max(len(line) for text in page.eval_on_selector_all("pre", "p => p.map(x => x.textContent)")
+                  for line in text.split("\n"))
+    assert longest > 90  # there are lines long enough to be cut at A4 width without wrapping
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"handout-{lang}-06-print.png"))
+    pages = handout.pdf_pages(page.pdf(format="A4"))
+    # each ## section starts a new page: without that rule the same handout prints on fewer pages
+    page.add_style_tag(content=".jp-Cell { break-before: auto !important; }")
+    pages_unbroken = handout.pdf_pages(page.pdf(format="A4"))
+    sections = page.locator(".jp-Cell:has(.celltag_hooklab-page-break)").count()
+    assert sections >= 5 and pages_unbroken < pages, (sections, pages_unbroken, pages)
+    assert page.requests.outside() == [] and page.errors == []
+    page.context.close()
