@@ -1,9 +1,10 @@
 """Notebook 12's checkers accept right answers written differently and reject the typical wrong ones."""
+import pytest
 import torch
 
 import hooklab
 
-from exercise_support import run_solution, verdict
+from exercise_support import judged, run_solution, verdict
 
 
 # ---- 12.1 one head during generate() -----------------------------------------------------------
@@ -80,10 +81,37 @@ def blank_12_1(model, prompt, layer, head, max_new_tokens):
 def test_12_1():
     assert verdict("12.1", run_solution("12.1")["head_during_generate"]) == "correct"
     assert verdict("12.1", by_position_dict) == "correct"
-    for wrong in (last_step_only, prompt_only, wrong_head, after_o_proj, leaves_hook):
-        assert verdict("12.1", wrong) == "wrong", wrong.__name__
-    assert verdict("12.1", blank_12_1) == "not solved"
-    assert verdict("12.1", 3) == "wrong"
+    assert judged("12.1", blank_12_1) == ("not solved", "blank")
+
+
+def one_too_many(model, prompt, layer, head, max_new_tokens):  # also the last token, fed to nobody
+    d = model.config.hidden_size // model.config.num_attention_heads
+    found = by_position_dict(model, prompt, layer, head, max_new_tokens)
+    return torch.cat([found, found[-1:]])
+
+
+def head_as_list(model, prompt, layer, head, max_new_tokens):
+    return by_position_dict(model, prompt, layer, head, max_new_tokens).tolist()
+
+
+def all_heads(model, prompt, layer, head, max_new_tokens):
+    return _collect(model, prompt, layer, head, max_new_tokens, lambda p, g, a, b: torch.cat(p))
+
+
+def one_position_short(model, prompt, layer, head, max_new_tokens):
+    return by_position_dict(model, prompt, layer, head, max_new_tokens)[1:]
+
+
+def forgets_return(model, prompt, layer, head, max_new_tokens):
+    by_position_dict(model, prompt, layer, head, max_new_tokens)
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (last_step_only, "last-step-only"), (prompt_only, "prompt-only"), (wrong_head, "other-head"),
+    (after_o_proj, "values"), (leaves_hook, "hook-left"), (one_too_many, "one-too-many"), (head_as_list, "not-a-tensor"),
+    (all_heads, "head-dim"), (one_position_short, "positions"), (forgets_return, "returned-none"), (3, "not-a-function")])
+def test_12_1_rejects_wrong_answers(answer, reason):
+    assert judged("12.1", answer) == ("wrong", reason)
 
 
 def test_12_1_reasons_name_the_mistake():
@@ -193,9 +221,24 @@ def test_12_2():
     assert verdict("12.2", run_solution("12.2")["patch_residual"]) == "correct"
     assert verdict("12.2", patch_with_pre_hook_on_next) == "correct"
     assert verdict("12.2", returns_output_object) == "correct"
-    for wrong in (every_position, no_patch, layer_input, next_layer, wrong_position):
-        assert verdict("12.2", wrong) == "wrong", wrong.__name__
-    assert verdict("12.2", blank_12_2) == "not solved"
+    assert judged("12.2", blank_12_2) == ("not solved", "blank")
+
+
+def input_of_later_layers(model, clean, corrupted, layer, position):  # right for layer 0 only
+    return _patched(model, clean, corrupted, max(layer - 1, 0), position)
+
+
+def last_position_only(model, clean, corrupted, layer, position):
+    return _patched(model, clean, corrupted, layer, position)[:, -1]
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (every_position, "every-position"), (no_patch, "no-effect"),
+    (layer_input, "no-effect"),  # for layer 0 it patches the embedding, where clean and corrupted agree
+    (input_of_later_layers, "layer-input"),
+    (next_layer, "next-layer"), (wrong_position, "logits"), (last_position_only, "shape")])
+def test_12_2_rejects_wrong_answers(answer, reason):
+    assert judged("12.2", answer) == ("wrong", reason)
 
 
 def test_12_2_reasons_name_the_mistake():
@@ -264,5 +307,34 @@ def test_12_3():
     assert "did not change" in exercises.verdict("12.3", observes_only)[2]
     assert "times the original" in exercises.verdict("12.3", wrong_factor)[2]
     assert "first sample" in exercises.verdict("12.3", lambda f: lambda m, a, out: out[0] * f)[2]
-    assert verdict("12.3", blank_12_3) == "not solved"
-    assert verdict("12.3", "hook") == "wrong"
+    assert judged("12.3", blank_12_3) == ("not solved", "blank")
+
+
+def long_tuple(factor):
+    def hook(module, args, output):
+        if isinstance(output, tuple):
+            return (output[0] * factor, *output[1:], None)
+        return output * factor
+    return hook
+
+
+def raising(factor):
+    def hook(module, args, output):
+        raise RuntimeError("not today")
+    return hook
+
+
+def changes_rest(factor):  # the older-style layer's tuple has one element: give it a second
+    def hook(module, args, output):
+        if isinstance(output, tuple):
+            return (output[0] * factor, *(torch.zeros(1) if o is None else o for o in output[1:]))
+        return output * factor
+    return hook
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (always_index_zero, "tensor-to-tuple"), (drops_tuple, "tuple-to-tensor"), (observes_only, "unchanged"),
+    (wrong_factor, "not-scaled"), (lambda f: lambda m, a, out: out[0] * f, "hidden-shape"), (long_tuple, "tuple-length"),
+    (changes_rest, "rest-changed"), (raising, "raised"), (lambda f: "hook", "not-a-hook"), ("hook", "not-a-function")])
+def test_12_3_rejects_wrong_answers(answer, reason):
+    assert judged("12.3", answer) == ("wrong", reason)
