@@ -119,6 +119,20 @@ def test_as_root_with_apt_get_it_installs_graphviz(tmp_path):
     assert log.read_text().splitlines() == ["update -qq", "install -y -qq --no-install-recommends graphviz"]
 
 
+def test_an_old_python3_is_refused_with_a_homebrew_hint_on_macos(tmp_path):
+    """macOS's own /usr/bin/python3 is 3.9: say what to do instead of letting uv fail on it."""
+    bin_dir = make_bin(tmp_path, uname="Darwin", uid=501)
+    (bin_dir / "python3").unlink()
+    (bin_dir / "python3").write_text(f'#!{BASH}\n[ "$1" = --version ] && {{ echo "Python 3.9.6"; exit 0; }}; exit 1\n')
+    (bin_dir / "python3").chmod(0o755)
+    result = course_functions("ensure_python; echo not reached", bin_dir)
+    assert result.returncode == 1 and "not reached" not in result.stdout
+    assert "python3 is Python 3.9.6; the course needs 3.11 or newer:" in result.stderr
+    assert "brew install python@3.12" in result.stderr
+    (tmp_path / "real").mkdir()
+    assert course_functions("ensure_python && echo ok", make_bin(tmp_path / "real")).stdout.strip() == "ok"
+
+
 def test_browser_tests_on_macos_without_chromium_are_skipped_with_a_homebrew_hint(tmp_path):
     result = course_functions(f'BROWSERS=("{tmp_path}/no-such-app"); ensure_browser; '
                               'echo "chromium=${HOOKLAB_CHROMIUM:-}"', make_bin(tmp_path, uname="Darwin", uid=501))
