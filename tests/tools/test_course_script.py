@@ -116,7 +116,7 @@ def test_as_root_with_apt_get_it_installs_graphviz(tmp_path):
     bin_dir = make_bin(tmp_path, uname="Linux", uid=0, extra={"apt-get": f'echo "$*" >> "{log}"'})
     result = course_functions("ensure_dot && echo ok", bin_dir)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
-    assert log.read_text().splitlines() == ["update -qq", "install -y -qq --no-install-recommends graphviz"]
+    assert log.read_text().splitlines() == ["update -qq", "install -y -qq graphviz"]
 
 
 def test_an_old_python3_is_refused_with_a_homebrew_hint_on_macos(tmp_path):
@@ -131,6 +131,16 @@ def test_an_old_python3_is_refused_with_a_homebrew_hint_on_macos(tmp_path):
     assert "brew install python@3.12" in result.stderr
     (tmp_path / "real").mkdir()
     assert course_functions("ensure_python && echo ok", make_bin(tmp_path / "real")).stdout.strip() == "ok"
+
+
+def test_as_root_with_apt_get_it_installs_the_browser_and_a_cjk_font(tmp_path):
+    log = tmp_path / "apt"
+    bin_dir = make_bin(tmp_path, uname="Linux", uid=0, extra={"apt-get": f'echo "$*" >> "{log}"'})
+    result = course_functions(f'BROWSERS=("{tmp_path}/none"); ensure_browser; echo "chromium=$HOOKLAB_CHROMIUM"',
+                              bin_dir)
+    assert result.returncode == 0 and result.stdout.strip() == "chromium=/usr/bin/chromium", result.stderr
+    assert log.read_text().splitlines() == ["update -qq",
+                                            "install -y -qq --no-install-recommends chromium fonts-noto-cjk"]
 
 
 def test_browser_tests_on_macos_without_chromium_are_skipped_with_a_homebrew_hint(tmp_path):
