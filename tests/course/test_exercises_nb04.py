@@ -5,7 +5,7 @@ import torch
 import hooklab
 import hooklab.course
 
-from exercise_support import run_solution, verdict
+from exercise_support import judged, run_solution, verdict
 
 
 @pytest.fixture(autouse=True)
@@ -66,10 +66,26 @@ def test_04_1_accepts_right_answers(answer):
     assert verdict("04.1", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [clip_in_place, clip_returning_a_tensor, clip_ignoring_none, clip_grad_output,
-                                    scale_instead_of_clip, clip_wrong_range, clip_by_norm, 0.1])
-def test_04_1_rejects_wrong_answers(answer):
-    assert verdict("04.1", answer) == "wrong"
+def clip_to_nothing(module, grad_input, grad_output):
+    return tuple(None for g in grad_input)                   # x gets no gradient at all
+
+
+def clip_and_zero_the_weight_gradient(module, grad_input, grad_output):
+    module.zero_grad()                           # the parameters' gradients are already there: this drops them
+    return tuple(None if g is None else g.clamp(-0.1, 0.1) for g in grad_input)
+
+
+def clip_only_looks(module, grad_input, grad_output):
+    print([None if g is None else tuple(g.shape) for g in grad_input])
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (clip_in_place, "in-place"), (clip_returning_a_tensor, "backward-raised"), (clip_ignoring_none, "none-entry"),
+    (clip_grad_output, "backward-raised"), (scale_instead_of_clip, "scaled-not-clamped"), (clip_wrong_range, "clip-values"),
+    (clip_by_norm, "clip-values"), (0.1, "not-a-function"), (clip_to_nothing, "x-grad-shape"),
+    (clip_and_zero_the_weight_gradient, "param-grads-changed"), (clip_only_looks, "hook-returned-none")])
+def test_04_1_rejects_wrong_answers(answer, reason):
+    assert judged("04.1", answer) == ("wrong", reason)
 
 
 def test_04_1_explains_none_entries_and_in_place_edits():
@@ -80,7 +96,7 @@ def test_04_1_explains_none_entries_and_in_place_edits():
 def test_04_1_blank_start_is_not_solved():
     def clip_grad_input(module, grad_input, grad_output):
         pass
-    assert verdict("04.1", clip_grad_input) == "not solved"
+    assert judged("04.1", clip_grad_input) == ("not solved", "hook-returned-none")
     assert verdict("04.1", None) == "not solved"
 
 
@@ -96,23 +112,25 @@ def test_04_2_accepts_the_recorded_factors_written_differently():
     assert verdict("04.2", factors((1 / 2, 0.5, 0.50), (1, 0.5, 0.5))) == "correct"  # ints and fractions are numbers too
 
 
-@pytest.mark.parametrize("answer", [
-    factors((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),  # thinks the backward hook also changes fc2's own parameter grads
-    factors((1.0, 0.5, 0.5), (1.0, 0.5, 0.5)),  # thinks the pre-hook leaves fc2's own parameter grads alone
-    factors((0.5, 0.5, 0.5), (1.0, 1.0, 0.5)),  # thinks a returned grad_input reaches only x
-    factors((0.5, 0.25, 0.25), (1.0, 0.5, 0.5)),  # compounds the halving
-    factors((2.0, 2.0, 2.0), (1.0, 2.0, 2.0)),  # inverse factors
-    {"pre-hook on fc2": {"fc2.weight.grad": 0.5, "fc1.weight.grad": 0.5, "x.grad": 0.5}},  # a row missing
-    factors(("0.5", 0.5, 0.5), (1.0, 0.5, 0.5)),  # a string is not a number
-    [0.5, 0.5, 0.5, 1.0, 0.5, 0.5],
+@pytest.mark.parametrize("answer, reason", [
+    (factors((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)), "factor"),  # thinks the backward hook also changes fc2's own grads
+    (factors((1.0, 0.5, 0.5), (1.0, 0.5, 0.5)), "factor"),  # thinks the pre-hook leaves fc2's own parameter grads alone
+    (factors((0.5, 0.5, 0.5), (1.0, 1.0, 0.5)), "factor"),  # thinks a returned grad_input reaches only x
+    (factors((0.5, 0.25, 0.25), (1.0, 0.5, 0.5)), "factor"),  # compounds the halving
+    (factors((2.0, 2.0, 2.0), (1.0, 2.0, 2.0)), "factor"),  # inverse factors
+    ({"pre-hook on fc2": {"fc2.weight.grad": 0.5, "fc1.weight.grad": 0.5, "x.grad": 0.5}}, "structure"),  # a row missing
+    (factors(("0.5", 0.5, 0.5), (1.0, 0.5, 0.5)), "not-a-number"),  # a string is not a number
+    (factors((0.5, 0.5, float("nan")), (1.0, 0.5, 0.5)), "not-a-number"),
+    ([0.5, 0.5, 0.5, 1.0, 0.5, 0.5], "structure"),
 ])
-def test_04_2_rejects_wrong_predictions(answer):
-    assert verdict("04.2", answer) == "wrong"
+def test_04_2_rejects_wrong_predictions(answer, reason):
+    assert judged("04.2", answer) == ("wrong", reason)
 
 
 def test_04_2_blank_start_is_not_solved():
-    assert verdict("04.2", factors((None,) * 3, (None,) * 3)) == "not solved"
-    assert verdict("04.2", factors((0.5, 0.5, 0.5), (None, 0.5, 0.5))) == "not solved"
+    assert judged("04.2", factors((None,) * 3, (None,) * 3)) == ("not solved", "blank")
+    assert judged("04.2", factors((0.5, 0.5, 0.5), (None, 0.5, 0.5))) == ("not solved", "some-none")
+    assert judged("04.2", {}) == ("not solved", "blank")
     assert verdict("04.2", None) == "not solved"
 
 
@@ -228,12 +246,38 @@ def test_04_3_accepts_right_answers(answer):
     assert verdict("04.3", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [norms_late_binding, norms_of_grad_input, norms_in_forward_order,
-                                    norms_leaving_hooks, norms_on_bn2, norms_hard_coded_resnet18_names,
-                                    norms_without_backward])
-def test_04_3_rejects_wrong_answers(answer):
+def norms_as_plain_numbers(model, x):
+    return [norm for _, norm in run_solution("04.3")["block_grad_norms"](model, x)]
+
+
+def norms_with_the_stages_too(model, x):
+    norms = []
+    with hooklab.HookScope() as scope:
+        for name, module in model.named_children():
+            if name.startswith("layer"):
+                scope.add(module.register_full_backward_hook(
+                    lambda m, gi, go, name=name: norms.append((name, go[0].norm().item()))))
+        model(x).sum().backward()
+    return norms
+
+
+def norms_as_gradients(model, x):
+    return [(name, torch.full((2,), norm)) for name, norm in run_solution("04.3")["block_grad_norms"](model, x)]
+
+
+def norms_squared(model, x):
+    return [(name, norm ** 2) for name, norm in run_solution("04.3")["block_grad_norms"](model, x)]
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (norms_late_binding, "late-binding"), (norms_of_grad_input, "grad-input-norm"), (norms_in_forward_order, "firing-order"),
+    (norms_leaving_hooks, "hook-left"), (norms_on_bn2, "raised"), (norms_hard_coded_resnet18_names, "raised"),
+    (norms_without_backward, "no-hook-fired"), (norms_as_plain_numbers, "not-pairs"),
+    (norms_with_the_stages_too, "block-names"), (norms_as_gradients, "norm-not-a-number"),
+    (norms_squared, "norm-values")])
+def test_04_3_rejects_wrong_answers(answer, reason):
     needs_torchvision()
-    assert verdict("04.3", answer) == "wrong"
+    assert judged("04.3", answer) == ("wrong", reason)
 
 
 def test_04_3_names_the_typical_mistakes():
