@@ -1,14 +1,15 @@
 """Notebook 13's checkers accept right answers written differently and reject the typical wrong ones."""
 import gc
 
+import pytest
 import torch
 
-from exercise_support import run_solution, verdict
+from exercise_support import judged, run_solution, verdict
 
 
 def message(key, answer):
     import hooklab.course.exercises
-    status, zh, en = hooklab.course.exercises.verdict(key, answer)
+    status, zh, en, _ = hooklab.course.exercises.verdict(key, answer)
     assert status == "wrong" and zh and zh != en
     return en
 
@@ -75,14 +76,23 @@ def blank(model, x):
 def test_13_1():
     assert verdict("13.1", run_solution("13.1")["first_nonfinite"]) == "correct"
     assert verdict("13.1", by_global_hook) == "correct"
-    assert verdict("13.1", blank) == "not solved"
-    assert verdict("13.1", 3) == "wrong"
+    assert judged("13.1", blank) == ("not solved", "blank")
+
+
+def name_only(model, x):
+    return by_global_hook(model, x)[0]
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (in_named_modules_order, "module"), (last_call_only, "call-number"), (leaves_hooks, "hook-left"),
+    (name_only, "not-a-pair"), (3, "not-a-function")])
+def test_13_1_rejects_wrong_answers(answer, reason):
+    assert judged("13.1", answer) == ("wrong", reason)
 
 
 def test_13_1_names_what_is_wrong():
     assert "not in `named_modules()` order" in message("13.1", in_named_modules_order)
     assert "it is its call 2, not 1" in message("13.1", last_call_only)
-    assert "left hooks behind" in message("13.1", leaves_hooks)
 
 
 # ---- 13.2 counting hooks without a reference cycle ---------------------------------------------
@@ -142,8 +152,19 @@ def counts_once(model):
 def test_13_2():
     assert verdict("13.2", run_solution("13.2")["count_calls"]) == "correct"
     assert verdict("13.2", via_weakref) == "correct"
-    assert verdict("13.2", blank_count) == "not solved"
-    assert verdict("13.2", "counts") == "wrong"
+    assert judged("13.2", blank_count) == ("not solved", "blank")
+    assert gc.isenabled()
+
+
+def counts_as_list(model):
+    return [run_solution("13.2")["count_calls"](model)]
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (via_closure, "cycle"), (via_bound_method, "cycle"), (counts_once, "counts"), (counts_as_list, "not-a-dict"),
+    ("counts", "not-a-function")])
+def test_13_2_rejects_wrong_answers(answer, reason):
+    assert judged("13.2", answer) == ("wrong", reason)
     assert gc.isenabled()
 
 
@@ -228,8 +249,18 @@ def blank_node(model, x):
 def test_13_3():
     assert verdict("13.3", run_solution("13.3")["first_nan_node"]) == "correct"
     assert verdict("13.3", by_prehooks_on_next) == "correct"
-    assert verdict("13.3", blank_node) == "not solved"
-    assert verdict("13.3", None) == "not solved"
+    assert judged("13.3", blank_node) == ("not solved", "blank")
+    assert judged("13.3", None) == ("not solved", "blank")
+
+
+def names_a_node_always(model, x):  # right where a NaN appears, but also names one where none does
+    return run_solution("13.3")["first_nan_node"](model, x) or "TanhBackward0"
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (checks_received, "node"), (last_bad, "node"), (always_sqrt, "node"), (names_a_node_always, "expected-none")])
+def test_13_3_rejects_wrong_answers(answer, reason):
+    assert judged("13.3", answer) == ("wrong", reason)
 
 
 def test_13_3_names_what_is_wrong():

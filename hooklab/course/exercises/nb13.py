@@ -16,7 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import NotSolved, Wrong, call_answer, exercise, require_callable
+from . import exercise
+from ._support import call_answer, expect, require_callable, run
 
 
 # ---- 13.1 find the producer ---------------------------------------------------------------------
@@ -71,7 +72,9 @@ def _cases() -> list[tuple[str, nn.Module, torch.Tensor, tuple[str, int]]]:
     torch.manual_seed(13)
     reordered = _Reordered()
     with torch.no_grad():
-        reordered.body[0].bias.fill_(-100.0)  # every ReLU output is 0: the division makes 0 / 0
+        for layer in reordered.body.modules():
+            if isinstance(layer, nn.Linear):
+                layer.bias.fill_(-100.0)  # every ReLU output is 0: the division makes 0 / 0
     twice = _Twice()
     with torch.no_grad():
         twice.scale.weight.copy_(torch.eye(3)), twice.scale.bias.zero_()
@@ -110,60 +113,22 @@ def _truth(model: nn.Module, x: torch.Tensor) -> tuple[str, int] | None:
     return found[0] if found else None
 
 
-@exercise("13.1",
-          hint=("一个前向前置钩子给每个模块的调用计数，一个前向钩子检查输出（元组要逐个元素检查）："
-                "`torch.isfinite(t).all()` 为 False 的第一次调用就是答案。名字用 `named_modules()` 建一个 "
-                "`{模块: 名字}` 字典；钩子按调用顺序运行。最后别忘了 `remove()` 所有句柄。",
-                "a forward pre-hook counts each module's calls, a forward hook checks the output (each element of "
-                "a tuple): the first call whose `torch.isfinite(t).all()` is False is the answer. Build a "
-                "`{module: name}` dict from `named_modules()`; hooks run in call order. `remove()` every handle "
-                "at the end."),
-          solution='''
-import torch
-
-def first_nonfinite(model, x):
-    names = {m: n for n, m in model.named_modules() if n}
-    calls, found = {}, []
-
-    def count(module, args):
-        if module in names:
-            calls[names[module]] = calls.get(names[module], 0) + 1
-
-    def look(module, args, output):
-        outputs = output if isinstance(output, tuple) else (output,)
-        if module in names and not found and not all(torch.isfinite(t).all() for t in outputs):
-            found.append((names[module], calls[names[module]]))
-
-    handles = [h for m in model.modules() for h in (m.register_forward_pre_hook(count), m.register_forward_hook(look))]
-    try:
-        model(x)
-    finally:
-        for h in handles:
-            h.remove()
-    return found[0] if found else None
-''')
+@exercise("13.1", answer="first_nonfinite")
 def first_producer(answer: Any) -> None:
     require_callable(answer, "first_nonfinite")
     for what, model, x, expected in _cases():
         assert _truth(model, x) == expected, what  # the cases are what they claim to be
-        before = {id(m): (len(m._forward_hooks), len(m._forward_pre_hooks)) for m in model.modules()}
-        got = call_answer(answer, model, x, returns=("`(模块名, 第几次调用)`", "`(module name, call number)`"))
-        if {id(m): (len(m._forward_hooks), len(m._forward_pre_hooks)) for m in model.modules()} != before:
-            raise Wrong(f"{what}：你的函数留下了钩子；在 `finally` 里 `remove()` 每个句柄。",
-                        f"{what}: your function left hooks behind; `remove()` every handle in a `finally`.")
-        if not (isinstance(got, tuple) and len(got) == 2):
-            raise Wrong(f"应返回 `(模块名, 第几次调用)`，收到的是 {got!r}。",
-                        f"return `(module name, call number)`, got {got!r}.")
-        if got == expected:
-            continue
-        if got[0] == expected[0]:
-            raise Wrong(f"{what}：模块 {got[0]!r} 对了，但出问题的是它的第 {expected[1]} 次调用，不是第 {got[1]} 次。",
-                        f"{what}: module {got[0]!r} is right, but it is its call {expected[1]}, not {got[1]}.")
-        raise Wrong(f"{what}：第一个输出非有限值的模块调用是 {expected[0]!r}，你的函数给出 {got[0]!r}"
-                    "（按调用顺序找，不是 `named_modules()` 的顺序；元组输出要看每个元素）。",
-                    f"{what}: the first module call whose output is non-finite is {expected[0]!r}, your function "
-                    f"says {got[0]!r} (search in call order, not in `named_modules()` order; check every element of "
-                    "a tuple output).")
+        got = run(answer, model, x, leak_free=tuple(model.modules()),
+                  returns=("`(模块名, 第几次调用)`", "`(module name, call number)`"))
+        expect(isinstance(got, tuple) and len(got) == 2, "not-a-pair", f"应返回 `(模块名, 第几次调用)`，收到的是 {got!r}。",
+               f"return `(module name, call number)`, got {got!r}.")
+        expect(got[0] != expected[0] or got == expected, "call-number",
+               f"{what}：模块 {got[0]!r} 对了，但出问题的是它的第 {expected[1]} 次调用，不是第 {got[1]} 次。",
+               f"{what}: module {got[0]!r} is right, but it is its call {expected[1]}, not {got[1]}.")
+        expect(got == expected, "module", f"{what}：第一个输出非有限值的模块调用是 {expected[0]!r}，你的函数给出 {got[0]!r}"
+               "（按调用顺序找，不是 `named_modules()` 的顺序；元组输出要看每个元素）。",
+               f"{what}: the first module call whose output is non-finite is {expected[0]!r}, your function says "
+               f"{got[0]!r} (search in call order, not in `named_modules()` order; check every element of a tuple output).")
 
 
 # ---- 13.2 a hook without a reference cycle ------------------------------------------------------
@@ -173,25 +138,7 @@ def _fresh_model() -> nn.Module:
     return nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
 
 
-@exercise("13.2",
-          hint=("钩子的第一个参数就是模块本身：用它，而不要在闭包里引用 `model`（或一个持有 `model` 的对象的绑定方法）。"
-                "计数放在一个普通字典里，键用模块名。",
-                "the hook's first argument is the module itself: use it instead of referring to `model` from the "
-                "closure (or to a bound method of an object that holds `model`). Keep the counts in a plain dict "
-                "keyed by module name."),
-          solution='''
-def count_calls(model):
-    counts = {}
-    names = {id(m): n for n, m in model.named_modules() if n}
-
-    def hook(module, args, output):  # `module` is passed in: the closure never refers to the model
-        counts[names[id(module)]] = counts.get(names[id(module)], 0) + 1
-
-    for name, m in model.named_modules():
-        if name:
-            m.register_forward_hook(hook)
-    return counts
-''')
+@exercise("13.2", answer="count_calls")
 def no_cycle(answer: Any) -> None:
     require_callable(answer, "count_calls")
     was_enabled = gc.isenabled()
@@ -200,15 +147,13 @@ def no_cycle(answer: Any) -> None:
     try:
         model = _fresh_model()
         counts = call_answer(answer, model, returns=("计数的字典", "the dict of counts"))
-        if not isinstance(counts, dict):
-            raise Wrong(f"应返回计数的字典，收到的是 {type(counts).__name__}。",
-                        f"return the dict of counts, got a {type(counts).__name__}.")
+        expect(isinstance(counts, dict), "not-a-dict", f"应返回计数的字典，收到的是 {type(counts).__name__}。",
+               f"return the dict of counts, got a {type(counts).__name__}.")
         for _ in range(2):
             model(torch.randn(3, 4))
         expected = {"0": 2, "1": 2, "2": 2}
-        if counts != expected:
-            raise Wrong(f"调用两次前向之后，计数应是 {expected}，你的字典是 {counts}。",
-                        f"after two forward calls the counts should be {expected}; your dict holds {counts}.")
+        expect(counts == expected, "counts", f"调用两次前向之后，计数应是 {expected}，你的字典是 {counts}。",
+               f"after two forward calls the counts should be {expected}; your dict holds {counts}.")
         ref = weakref.ref(model)
         del model
         alive = ref() is not None
@@ -216,12 +161,11 @@ def no_cycle(answer: Any) -> None:
         gc.collect()  # free what a wrong answer kept, whatever happened
         if was_enabled:
             gc.enable()
-    if alive:
-        raise Wrong("`del model` 之后模型仍然活着，要等垃圾回收器才会释放：你的钩子通过闭包（或绑定方法）引用了模型，"
-                    "模型又通过 `_forward_hooks` 引用钩子，形成了引用环。用钩子的 `module` 参数。",
-                    "the model is still alive after `del model` and waits for the garbage collector: your hook "
-                    "refers to the model through its closure (or a bound method), and the model refers to the hook "
-                    "through `_forward_hooks`: a reference cycle. Use the hook's `module` argument.")
+    expect(not alive, "cycle", "`del model` 之后模型仍然活着，要等垃圾回收器才会释放：你的钩子通过闭包（或绑定方法）引用了模型，"
+           "模型又通过 `_forward_hooks` 引用钩子，形成了引用环。用钩子的 `module` 参数。",
+           "the model is still alive after `del model` and waits for the garbage collector: your hook refers to the "
+           "model through its closure (or a bound method), and the model refers to the hook through `_forward_hooks`: "
+           "a reference cycle. Use the hook's `module` argument.")
 
 
 # ---- 13.3 the first Node that makes a NaN gradient ----------------------------------------------
@@ -239,10 +183,11 @@ class _SafeSqrt(nn.Module):
 def _backward_cases() -> list[tuple[str, nn.Module, torch.Tensor]]:
     def net(middle: nn.Module, width: int) -> nn.Module:
         torch.manual_seed(15)
-        model = nn.Sequential(nn.Linear(3, 3), middle, nn.Linear(width, 1))
+        first = nn.Linear(3, 3)
+        model = nn.Sequential(first, middle, nn.Linear(width, 1))
         with torch.no_grad():
-            model[0].weight[0].zero_(), model[0].bias[0].zero_()  # the first unit is exactly 0: its NaN
-        return model                                               # gradient flows on into the first Linear
+            first.weight[0].zero_(), first.bias[0].zero_()  # the first unit is exactly 0: its NaN
+        return model                                         # gradient flows on into the first Linear
 
     torch.manual_seed(16)
     x = torch.randn(4, 3)
@@ -267,41 +212,7 @@ def _anomaly_node(model: nn.Module, x: torch.Tensor) -> str | None:
     return None
 
 
-@exercise("13.3",
-          hint=("从 `out.grad_fn` 出发，沿 `node.next_functions` 走遍计算图，在每个节点上 `node.register_hook(fn)`："
-                "后置钩子 `fn(grad_inputs, grad_outputs)` 在节点算完之后运行，`grad_inputs` 是它算出的梯度。"
-                "第一个算出非有限梯度的节点就是答案；反向结束后移除句柄。",
-                "start from `out.grad_fn`, walk the graph through `node.next_functions`, and `node.register_hook(fn)` "
-                "on every Node: the post-hook `fn(grad_inputs, grad_outputs)` runs after the Node has computed, and "
-                "`grad_inputs` are the gradients it computed. The first Node that computed a non-finite one is the "
-                "answer; remove the handles after backward."),
-          solution='''
-import torch
-
-def first_nan_node(model, x):
-    out = model(x)
-    found, handles, todo, seen = [], [], [out.grad_fn], set()
-
-    def check(node):
-        def hook(grad_inputs, grad_outputs):
-            if not found and any(g is not None and not torch.isfinite(g).all() for g in grad_inputs):
-                found.append(node.name())
-        return hook
-
-    while todo:
-        node = todo.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        handles.append(node.register_hook(check(node)))
-        todo.extend(n for n, _ in node.next_functions)
-    try:
-        out.sum().backward()
-    finally:
-        for h in handles:
-            h.remove()
-    return found[0] if found else None
-''')
+@exercise("13.3", answer="first_nan_node")
 def first_nan_node(answer: Any) -> None:
     require_callable(answer, "first_nan_node")
     for what, model, x in _backward_cases():
@@ -309,15 +220,11 @@ def first_nan_node(answer: Any) -> None:
         assert (truth is None) == what.startswith("a model whose"), what  # the cases are what they claim to be
         model.zero_grad(set_to_none=True)
         got = call_answer(answer, model, x, allow_none=truth is None)
-        if got is None and truth is not None and not any(p.grad is not None for p in model.parameters()):
-            raise NotSolved("你的函数还没有返回任何值，也没有运行反向。", "your function returns None and ran no backward so far.")
-        if got == truth:
-            continue
-        if truth is None:
-            raise Wrong(f"{what}：没有任何节点产生非有限梯度，应返回 None，你的函数返回了 {got!r}。",
-                        f"{what}: no Node makes a non-finite gradient, so return None; your function returned {got!r}.")
-        raise Wrong(f"{what}：第一个算出 NaN 梯度的节点是 {truth}，你的函数给出 {got!r}"
-                    "（检查节点算出的梯度 `grad_inputs`，不是它收到的 `grad_outputs`；要第一个，不是最后一个）。",
-                    f"{what}: the first Node that computed a NaN gradient is {truth}, your function says {got!r} "
-                    "(check the gradients a Node computed, `grad_inputs`, not those it received, `grad_outputs`; "
-                    "the first one, not the last).")
+        expect(truth is not None or got is None, "expected-none",
+               f"{what}：没有任何节点产生非有限梯度，应返回 None，你的函数返回了 {got!r}。",
+               f"{what}: no Node makes a non-finite gradient, so return None; your function returned {got!r}.")
+        expect(got == truth, "node", f"{what}：第一个算出 NaN 梯度的节点是 {truth}，你的函数给出 {got!r}"
+               "（检查节点算出的梯度 `grad_inputs`，不是它收到的 `grad_outputs`；要第一个，不是最后一个）。",
+               f"{what}: the first Node that computed a NaN gradient is {truth}, your function says {got!r} (check the "
+               "gradients a Node computed, `grad_inputs`, not those it received, `grad_outputs`; the first one, not "
+               "the last).")
