@@ -1,0 +1,151 @@
+"""The library tests' autouse leak check (tests/library/conftest.py) fails a test that leaves global state behind,
+says what it left, and puts it back so that the next test starts clean.
+
+It runs a small test file, next to a copy of that conftest, in a pytest of its own (a subprocess: the leaks are real).
+"""
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+LEAKING_TESTS = '''
+import pytest
+import torch
+from torch import nn
+
+
+def print_output(module, args, output):
+    pass
+
+
+def test_forward_hook():
+    nn.modules.module.register_module_forward_hook(print_output)
+
+
+def test_forward_hook_kept_after_a_failure():
+    nn.modules.module.register_module_forward_hook(print_output, always_call=True)
+    assert False, "the test's own failure"
+
+
+def test_optimizer_hook():
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+    register_optimizer_step_pre_hook(lambda opt, args, kwargs: None)
+
+
+def pack(t):
+    return t
+
+
+def unpack(t):
+    return t
+
+
+def test_saved_tensors_context():
+    torch.autograd.graph.saved_tensors_hooks(pack, unpack).__enter__()
+    torch.autograd.graph.saved_tensors_hooks(pack, unpack).__enter__()
+
+
+def test_grad_mode():
+    torch.set_grad_enabled(False)
+
+
+kept = []  # a context object that is freed undoes itself: these are kept entered
+
+
+def test_inference_mode():
+    kept.append(torch.inference_mode())
+    kept[-1].__enter__()
+
+
+def test_default_dtype_and_anomaly_mode():
+    torch.set_default_dtype(torch.float64)
+    torch.set_anomaly_enabled(True, check_nan=False)
+
+
+def test_disabled_saved_tensors_hooks():
+    kept.append(torch.autograd.graph.disable_saved_tensors_hooks("off"))
+    kept[-1].__enter__()
+
+
+def test_clean_code_passes():
+    handle = nn.modules.module.register_module_forward_hook(print_output)
+    handle.remove()
+    with torch.no_grad(), torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        torch.ones(1) * 2
+
+
+@pytest.mark.leaves_global_state(reason="checked by the test after it")
+def test_marked_is_not_checked():
+    torch.set_grad_enabled(False)
+
+
+@pytest.mark.leaves_global_state(reason="undoes the marked test before it")
+def test_after_the_marked_one_grad_is_still_off():
+    assert not torch.is_grad_enabled()
+    torch.set_grad_enabled(True)
+
+
+def test_zzz_everything_was_put_back():
+    from hooklab import hook_inventory
+    from hooklab import _torch_internals as internals
+    assert hook_inventory(None) == [] and internals.global_optimizer_hook_dicts()[0][2] == {}
+    assert [d for _a, _k, d in internals.global_hook_dicts() if d] == []
+    assert internals.top_saved_tensors_hooks() is None
+    assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+    assert torch.get_default_dtype() == torch.float32
+    assert not torch.is_anomaly_enabled() and torch.is_anomaly_check_nan_enabled()
+    assert torch._C._autograd._saved_tensors_hooks_is_enabled()
+    assert (torch.ones(1, requires_grad=True) * 2).requires_grad
+'''
+
+
+def run_leaking_tests(tmp_path: Path) -> tuple[str, dict[str, str]]:
+    """Run LEAKING_TESTS with the library conftest; its output and each test's outcome by name."""
+    shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
+    (tmp_path / "test_leaks.py").write_text(LEAKING_TESTS)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "-rA", "-c", "/dev/null",
+         "--rootdir", str(tmp_path), "-o", "markers=leaves_global_state: on purpose", str(tmp_path)],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    out = done.stdout + done.stderr
+    outcomes = {}
+    for line in out.splitlines():  # -rA's short summary: "PASSED test_leaks.py::name", "ERROR test_leaks.py::name ..."
+        found = re.match(r"(PASSED|FAILED|ERROR) test_leaks\.py::(\w+)", line)
+        if found:
+            outcomes.setdefault(found[2], set()).add(found[1])
+    return out, {name: "+".join(sorted(kinds)) for name, kinds in outcomes.items()}
+
+
+def test_a_leaking_test_fails_naming_what_it_left_and_the_next_one_starts_clean(tmp_path):
+    out, outcomes = run_leaking_tests(tmp_path)
+    assert outcomes == {
+        "test_forward_hook": "ERROR+PASSED",  # the test passed, its tear-down failed
+        "test_forward_hook_kept_after_a_failure": "ERROR+FAILED",
+        "test_optimizer_hook": "ERROR+PASSED",
+        "test_saved_tensors_context": "ERROR+PASSED",
+        "test_grad_mode": "ERROR+PASSED",
+        "test_inference_mode": "ERROR+PASSED",
+        "test_default_dtype_and_anomaly_mode": "ERROR+PASSED",
+        "test_disabled_saved_tensors_hooks": "ERROR+PASSED",
+        "test_clean_code_passes": "PASSED",
+        "test_marked_is_not_checked": "PASSED",
+        "test_after_the_marked_one_grad_is_still_off": "PASSED",
+        "test_zzz_everything_was_put_back": "PASSED",
+    }, out
+    expected = [
+        "test_leaks.py::test_forward_hook left global state behind",
+        "  (global)  forward hook  print_output",
+        "test_leaks.py::test_forward_hook_kept_after_a_failure left global state behind",
+        "  (global)  optimizer_step_pre hook  test_optimizer_hook.<lambda>",
+        "  (this thread)  saved_tensors hook  pack / unpack",
+        "  grad mode (torch.is_grad_enabled()): True before the test, False after it",
+        "  inference mode (torch.is_inference_mode_enabled()): False before the test, True after it",
+        "  default dtype (torch.get_default_dtype()): torch.float32 before the test, torch.float64 after it",
+        "  anomaly mode, NaN check (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()): "
+        "(False, True) before the test, (True, False) after it",
+        "  saved-tensor hooks enabled (torch.autograd.graph.disable_saved_tensors_hooks): True before the test, "
+        "False after it",
+    ]
+    missing = [line for line in expected if line not in out]
+    assert missing == [], out
