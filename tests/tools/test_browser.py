@@ -434,26 +434,32 @@ def test_handout_prints(classroom_files, browser, lang):
 
     path = classroom_files / "handout" / lang / "06_saved_tensor_hooks.html"
     page = new_page(browser, "file://")
-    page.set_viewport_size({"width": 794, "height": 1123})  # A4 at 96 dpi
-    page.goto(path.as_uri())
-    page.wait_for_selector("html[data-typeset='done']", state="attached", timeout=30_000)
-    page.emulate_media(media="print")
+    page.set_viewport_size({"width": 703, "height": 1000})  # A4's width less the handout's 12 mm margins, at 96 dpi
+    # printed as `./course handout --pdf` does it (it opens the page, waits for MathJax, emulates print media)
+    pdf = path.with_suffix(".pdf")
+    pages = handout.print_pdf(page, path, pdf)
+    assert pages > 5 and pdf.read_bytes().startswith(b"%PDF"), pages
     widths = all_images_loaded(page)
     assert len(widths) == committed_figures("06_saved_tensor_hooks") and min(widths) > 100, widths
     assert page.locator("mjx-container").count() >= 3
-    # no code line is cut at the margin: in print, no <pre> is wider than its box
-    cut = page.evaluate("() => [...document.querySelectorAll('pre')].filter(p => p.scrollWidth > p.clientWidth + 1)"
-                        ".map(p => p.textContent.slice(0, 80))")
+    # no code line is cut at the margin: in print, each <pre> and its text end inside the printable width (without
+    # wrapping, a long line widens its <pre> beyond the page, or overflows it)
+    cut = page.evaluate("""() => [...document.querySelectorAll('pre')].filter(p => {
+        const box = p.getBoundingClientRect(), text = document.createRange();
+        text.selectNodeContents(p);
+        return p.scrollWidth > p.clientWidth + 1 || box.right > document.documentElement.clientWidth + 1
+               || text.getBoundingClientRect().right > box.right + 1;
+      }).map(p => p.textContent.slice(0, 80))""")
     assert page.locator("pre").count() > 20 and cut == [], cut
     longest = max(len(line) for text in page.eval_on_selector_all("pre", "p => p.map(x => x.textContent)")
                   for line in text.split("\n"))
     assert longest > 90  # there are lines long enough to be cut at A4 width without wrapping
     SHOTS.mkdir(parents=True, exist_ok=True)
+    page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=str(SHOTS / f"handout-{lang}-06-print.png"))
-    pages = handout.pdf_pages(page.pdf(format="A4"))
     # each ## section starts a new page: without that rule the same handout prints on fewer pages
     page.add_style_tag(content=".jp-Cell { break-before: auto !important; }")
-    pages_unbroken = handout.pdf_pages(page.pdf(format="A4"))
+    pages_unbroken = handout.pdf_pages(page.pdf(format="A4", prefer_css_page_size=True))
     sections = page.locator(".jp-Cell:has(.celltag_hooklab-page-break)").count()
     assert sections >= 5 and pages_unbroken < pages, (sections, pages_unbroken, pages)
     assert page.requests.outside() == [] and page.errors == []
