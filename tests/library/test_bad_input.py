@@ -150,7 +150,7 @@ def test_ledger_and_another_context_exited_out_of_order_warns():
     finally:  # two pops whatever happened: nothing stays on the stack for the tests that follow
         other.__exit__(None, None, None)
     assert internals.top_saved_tensors_hooks() is None
-    assert hooklab.hook_inventory(model, include_global=False) == []
+    assert hooklab.hook_inventory(model, include_global=False) == []  # the ledger's module hooks went too
 
 
 @pytest.mark.parametrize("tool", ["capture", "stats", "tracer", "monitor", "ledger"])

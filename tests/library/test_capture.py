@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 import hooklab
-from hooklab import Capture, FeatureExtractor, ShapeRow, capture, layer_shapes
+from hooklab import Capture, FeatureExtractor, ShapeRow, capture, layer_shapes, no_hooks_left_behind
 
 
 class Block(nn.Module):
@@ -53,10 +53,6 @@ def x() -> torch.Tensor:
     return torch.randn(2, 2, 5, 5)
 
 
-def no_hooks(model: nn.Module) -> bool:
-    return hooklab.hook_inventory(model, include_global=False) == []
-
-
 # ---- capture -------------------------------------------------------------------------------
 
 def test_capture_records_outputs_equal_to_direct_computation(net, x):
@@ -86,29 +82,26 @@ def test_capture_to_cpu_and_clone(net, x):
 
 
 def test_capture_removes_hooks_on_exit(net, x):
-    with capture(net, ["block", "block.relu", "fc"], grads=True):
-        assert not no_hooks(net)
+    with no_hooks_left_behind(net), capture(net, ["block", "block.relu", "fc"], grads=True):
+        assert hooklab.hook_inventory(net, include_global=False) != []
         net(x).sum().backward()
-    assert no_hooks(net)
 
 
 def test_capture_removes_hooks_after_an_exception(net, x):
-    with pytest.raises(ZeroDivisionError):
+    with no_hooks_left_behind(net), pytest.raises(ZeroDivisionError):
         with capture(net, ["block.conv1", "fc"], grads=True):
             net(x)
             1 / 0
-    assert no_hooks(net)
     with capture(net, "fc") as store:  # and the model still works, with a fresh store
         net(x)
     assert store.calls["fc"] == 1
 
 
 def test_capture_unknown_name_lists_existing_names_and_registers_nothing(net):
-    with pytest.raises(hooklab.UnknownModuleError) as info:
+    with no_hooks_left_behind(net), pytest.raises(hooklab.UnknownModuleError) as info:
         capture(net, ["fc", "block.conv3"])
     message = str(info.value)
     assert "block.conv3" in message and "block.conv1" in message and "fc" in message
-    assert no_hooks(net)
 
 
 @pytest.mark.parametrize("names, error", [([], ValueError), ([1], TypeError), (3, TypeError)])
@@ -147,10 +140,9 @@ def test_capture_grads_without_backward_and_under_no_grad(net, x):
 def test_capture_grads_needs_tensor_output():
     model = nn.Sequential(Pair())
     t = torch.ones(2, requires_grad=True)
-    with pytest.raises(TypeError, match="tensor output"):
+    with no_hooks_left_behind(model), pytest.raises(TypeError, match="tensor output"):
         with capture(model, "0", grads=True):
             model(t)
-    assert no_hooks(model)
 
 
 def test_capture_tuple_output_is_detached_elementwise():
@@ -209,15 +201,14 @@ def test_capture_inference_mode(net, x):
 # ---- FeatureExtractor ----------------------------------------------------------------------
 
 def test_feature_extractor_returns_new_dicts_and_leaves_model_hook_free(net, x):
-    fe = FeatureExtractor(net, ["block", "fc"])
-    assert no_hooks(net)
-    f1 = fe(x)
-    f2 = fe(x + 1)
+    with no_hooks_left_behind(net):  # neither made nor called, it leaves hooks
+        fe = FeatureExtractor(net, ["block", "fc"])
+        f1 = fe(x)
+        f2 = fe(x + 1)
     assert f1 is not f2 and list(f1) == ["block", "fc"]
     assert torch.equal(f1["fc"], net(x).detach())
     assert not torch.equal(f1["fc"], f2["fc"])
     assert not f1["fc"].requires_grad
-    assert no_hooks(net)
 
 
 def test_feature_extractor_detach_false_keeps_graph(net, x):
@@ -238,19 +229,18 @@ def test_feature_extractor_accepts_a_generator(net, x):
 
 def test_feature_extractor_removes_hooks_when_forward_raises(net):
     fe = FeatureExtractor(net, ["fc"])
-    with pytest.raises(RuntimeError):
+    with no_hooks_left_behind(net), pytest.raises(RuntimeError):
         fe(torch.randn(2, 7, 5, 5))  # wrong channel count
-    assert no_hooks(net)
 
 
 # ---- layer_shapes --------------------------------------------------------------------------
 
 def test_layer_shapes_rows_in_call_order(net, x):
-    rows = layer_shapes(net, x)
+    with no_hooks_left_behind(net):
+        rows = layer_shapes(net, x)
     assert [r.name for r in rows] == ["block", "pool", "flat", "fc"]
     assert rows[0] == ShapeRow("block", "Block", "[2, 3, 5, 5]", sum(p.numel() for p in net.block.parameters()), 1)
     assert rows[-1].shape == "[2, 4]"
-    assert no_hooks(net)
 
 
 def test_layer_shapes_depth_and_repeated_calls(net, x):
@@ -281,9 +271,9 @@ def test_layer_shapes_restores_modes_and_does_not_touch_bn_stats(net, x):
 
 def test_layer_shapes_removes_hooks_and_restores_mode_after_error(net):
     net.train()
-    with pytest.raises(RuntimeError):
+    with no_hooks_left_behind(net), pytest.raises(RuntimeError):
         layer_shapes(net, torch.randn(2, 7, 5, 5))
-    assert no_hooks(net) and net.training and net.block.bn.training
+    assert net.training and net.block.bn.training
 
 
 @pytest.mark.parametrize("depth", [0, -1, 1.5, True])
@@ -312,7 +302,7 @@ def test_capture_state_stays_bounded_over_1000_training_steps():
         net(x).square().mean().backward()
         optimizer.step()
 
-    with tool as store:
+    with no_hooks_left_behind(net), tool as store:
         for _ in range(100):
             step()
         gc.collect()
@@ -324,7 +314,7 @@ def test_capture_state_stays_bounded_over_1000_training_steps():
         growth = len(gc.get_objects()) - objects_before
         assert store.calls["2"] == 1000 and set(store.grads) == {"0", "2"}
     assert growth < 50, f"{growth} more Python objects after 900 more steps"
-    assert hooklab.hook_inventory(net, include_global=False) == [] and not tool._grad_hooks
+    assert not tool._grad_hooks
 
 
 def test_grads_asked_for_but_backward_run_after_the_block_gets_a_warning():

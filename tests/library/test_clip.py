@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 import hooklab
+from hooklab import no_hooks_left_behind
 from hooklab.clip import clip_grad_norm_global_hooks, clip_grad_norm_hooks, clip_grad_value_hooks
 
 
@@ -30,10 +31,6 @@ def grads(model: nn.Module) -> list[torch.Tensor]:
     return [p.grad.clone() for p in model.parameters()]
 
 
-def no_hooks(model: nn.Module) -> bool:
-    return hooklab.hook_inventory(model, include_global=False) == []
-
-
 class Shared(nn.Module):
     """One Linear used twice: its gradient arrives in two contributions."""
 
@@ -53,12 +50,11 @@ def test_value_hooks_match_clip_grad_value(xb, stage):
     torch.nn.utils.clip_grad_value_(ref.parameters(), 0.5)
 
     model = make_model()
-    with clip_grad_value_hooks(model, 0.5, stage=stage) as scope:
+    with no_hooks_left_behind(model), clip_grad_value_hooks(model, 0.5, stage=stage) as scope:
         assert len(scope) == 5  # 4 parameter hooks + the model's load_state_dict post-hook (follows assign=True)
         loss_of(model, xb).backward()
     for a, b in zip(grads(model), grads(ref)):
         assert torch.equal(a, b)
-    assert no_hooks(model)
 
 
 def test_shared_weight_is_clipped_once_on_the_sum_of_its_uses():
@@ -110,12 +106,13 @@ def test_value_hook_does_not_touch_a_gradient_shared_with_another_branch():
 
 def test_value_hooks_keep_clipping_until_removed(xb):
     model = make_model()
-    scope = clip_grad_value_hooks(model, 1e-3)
-    for _ in range(2):
-        model.zero_grad()
-        loss_of(model, xb).backward()
-        assert max(g.abs().max().item() for g in grads(model)) == pytest.approx(1e-3)
-    assert scope.remove() == 5 and no_hooks(model)
+    with no_hooks_left_behind(model):
+        scope = clip_grad_value_hooks(model, 1e-3)
+        for _ in range(2):
+            model.zero_grad()
+            loss_of(model, xb).backward()
+            assert max(g.abs().max().item() for g in grads(model)) == pytest.approx(1e-3)
+        assert scope.remove() == 5
     model.zero_grad()
     loss_of(model, xb).backward()
     assert max(g.abs().max().item() for g in grads(model)) > 2e-3
@@ -172,20 +169,18 @@ def test_norm_hooks_leave_small_gradients_alone():
 @pytest.mark.parametrize("make", [clip_grad_value_hooks, clip_grad_norm_hooks])
 def test_hooks_removed_after_exception(make, xb):
     model = make_model()
-    with pytest.raises(ZeroDivisionError):
+    with no_hooks_left_behind(model), pytest.raises(ZeroDivisionError):
         with make(model, 1.0):
             loss_of(model, xb).backward()
             1 / 0
-    assert no_hooks(model)
 
 
 @pytest.mark.parametrize("make", [clip_grad_value_hooks, clip_grad_norm_hooks])
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "1", True])
 def test_bad_threshold(make, bad):
     model = make_model()
-    with pytest.raises(ValueError, match="positive finite"):
+    with no_hooks_left_behind(model), pytest.raises(ValueError, match="positive finite"):
         make(model, bad)
-    assert no_hooks(model)
 
 
 @pytest.mark.parametrize("make", [clip_grad_value_hooks, clip_grad_norm_hooks])
@@ -230,7 +225,7 @@ def test_global_hooks_match_clip_grad_norm_over_several_steps(norm_type):
     ref, model = make_model(), make_model()
     opt_ref = torch.optim.SGD(ref.parameters(), lr=1e-3)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    with clip_grad_norm_global_hooks(model, 0.5, norm_type=norm_type) as scope:
+    with no_hooks_left_behind(model), clip_grad_norm_global_hooks(model, 0.5, norm_type=norm_type) as scope:
         assert len(scope) == 5
         for xb in batches:                      # three optimizer steps, the hooks stay on
             opt_ref.zero_grad()
@@ -245,7 +240,6 @@ def test_global_hooks_match_clip_grad_norm_over_several_steps(norm_type):
             assert global_norm(model, norm_type) == pytest.approx(0.5, rel=1e-4)
             opt_ref.step()
             opt.step()
-    assert no_hooks(model)
 
 
 def test_global_hooks_are_not_the_per_parameter_hooks(xb):
@@ -359,14 +353,12 @@ def test_global_hooks_after_a_backward_that_raised(xb):
 
 def test_global_hooks_removed_on_exit_and_on_exception(xb):
     model = make_model()
-    with clip_grad_norm_global_hooks(model, 1.0):
+    with no_hooks_left_behind(model), clip_grad_norm_global_hooks(model, 1.0):
         loss_of(model, xb).backward()
-    assert no_hooks(model)
-    with pytest.raises(ZeroDivisionError):
+    with no_hooks_left_behind(model), pytest.raises(ZeroDivisionError):
         with clip_grad_norm_global_hooks(model, 1.0):
             assert len(hooklab.hook_inventory(model, include_global=False)) == 5
             1 / 0
-    assert no_hooks(model)
     model.zero_grad()
     loss_of(model, xb).backward()
     assert global_norm(model) > 2.0                          # no clipping left behind
@@ -376,8 +368,11 @@ def test_global_hooks_bad_input():
     for bad in (0, -1.0, float("nan"), float("inf"), "1", True):
         with pytest.raises(ValueError, match="positive finite"):
             clip_grad_norm_global_hooks(make_model(), bad)
-    for bad in (0, -2.0, True, "2"):
-        with pytest.raises(ValueError, match="norm_type"):
+    for bad in (0, -2.0):
+        with pytest.raises(ValueError, match="norm_type must be > 0"):
+            clip_grad_norm_global_hooks(make_model(), 1.0, norm_type=bad)
+    for bad in (True, "2"):  # not a number: the same TypeError as GradientMonitor's (hooklab._checks.check_norm_type)
+        with pytest.raises(TypeError, match="norm_type must be a number"):
             clip_grad_norm_global_hooks(make_model(), 1.0, norm_type=bad)
     with pytest.raises(TypeError):
         clip_grad_norm_global_hooks(make_model(), 1.0, 2.0)     # norm_type is keyword-only
@@ -487,7 +482,7 @@ def test_clip_hooks_follow_load_state_dict_assign(make, truth):
     torch.manual_seed(5)
     fresh = {k: torch.randn_like(v) * 10 for k, v in model.state_dict().items()}
     xb = torch.randn(8, 6) * 100
-    with make(model):
+    with no_hooks_left_behind(model), make(model):
         model.load_state_dict(fresh, assign=True)  # new Parameter objects inside the block
         loss_of(model, xb).backward()
     ref = make_model()
@@ -497,7 +492,6 @@ def test_clip_hooks_follow_load_state_dict_assign(make, truth):
     truth(list(ref.parameters()))
     for a, b in zip(grads(model), grads(ref)):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-9)
-    assert no_hooks(model)
 
 
 def test_a_used_up_generator_of_parameters_gets_a_message_saying_so():

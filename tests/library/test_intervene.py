@@ -411,12 +411,12 @@ def test_compiled_models_are_refused():
 
 def test_lifecycle_made_registers_nothing_entered_registers_exit_removes():
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
-    iv = intervene(model, {"0": lambda out, call: out * 2})
-    assert hooklab.hook_inventory(model) == []
+    with no_hooks_left_behind(model):  # made: registers nothing
+        iv = intervene(model, {"0": lambda out, call: out * 2})
     with iv:
         assert len(hooklab.hook_inventory(model)) == 2  # the edit's hook, and the model's (it reads positions)
         model(torch.ones(1, 4))
-        iv.remove()  # ends the block's edits early
+        iv.remove()  # ends the block's edits early: the hooks are gone already inside the block
         assert hooklab.hook_inventory(model) == []
         model(torch.ones(1, 4))
     assert iv.calls == {"0": 1}

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 import hooklab
+from hooklab import hook_inventory, no_hooks_left_behind
 from hooklab.scope import Recorder
 
 
@@ -42,10 +43,6 @@ RECORDERS = [
 IDS = [r[0] for r in RECORDERS]
 
 
-def hooks_on(model):
-    return hooklab.hook_inventory(model)  # global hooks and saved-tensor contexts included
-
-
 def enter(recorder, model):
     result = recorder.__enter__()
     if isinstance(recorder, hooklab.Tracer):
@@ -56,29 +53,28 @@ def enter(recorder, model):
 @pytest.mark.parametrize("name, make, read, recorded", RECORDERS, ids=IDS)
 def test_made_registers_nothing_entered_registers_exit_removes(name, make, read, recorded):
     model, x = model_and_batch()
-    recorder = make(model)
+    with no_hooks_left_behind(model):  # constructing a recorder registers nothing
+        recorder = make(model)
     assert isinstance(recorder, Recorder)
-    assert hooks_on(model) == [], "constructing a recorder must not register anything"
-    result = enter(recorder, model)
-    try:
-        assert hooks_on(model) != []
-        run(model, x)
-    finally:
-        recorder.__exit__(None, None, None)
-    assert hooks_on(model) == []
+    with no_hooks_left_behind(model):  # global hooks and saved-tensor contexts included
+        result = enter(recorder, model)
+        try:
+            assert hook_inventory(model) != []
+            run(model, x)
+        finally:
+            recorder.__exit__(None, None, None)
     assert recorded(result), "what was recorded stays readable after the block"
 
 
 @pytest.mark.parametrize("name, make, read, recorded", RECORDERS, ids=IDS)
 def test_exit_after_an_exception_removes_everything(name, make, read, recorded):
     model, x = model_and_batch()
-    with pytest.raises(ZeroDivisionError):
+    with no_hooks_left_behind(model), pytest.raises(ZeroDivisionError):
         with make(model) as result:
             if isinstance(result, hooklab.Tracer):
                 result.modules(model)
             run(model, x)
             1 / 0
-    assert hooks_on(model) == []
 
 
 @pytest.mark.parametrize("name, make, read, recorded", RECORDERS, ids=IDS)
@@ -88,11 +84,11 @@ def test_one_recorder_records_one_block(name, make, read, recorded):
     enter(recorder, model)
     run(model, x)
     recorder.__exit__(None, None, None)
-    with pytest.raises(RuntimeError, match=f"this {type(recorder).__name__} has already recorded its block; "
-                                           "make a new one"):
-        with recorder:
-            pass
-    assert hooks_on(model) == [], "a refused second block registers nothing"
+    with no_hooks_left_behind(model):  # a refused second block registers nothing
+        with pytest.raises(RuntimeError, match=f"this {type(recorder).__name__} has already recorded its block; "
+                                               "make a new one"):
+            with recorder:
+                pass
 
 
 READERS = [r for r in RECORDERS if r[2] is not None]
@@ -115,7 +111,7 @@ def test_remove_stops_recording_early_and_may_be_called_again(name, make, read, 
         run(model, x)
         recorder.remove()
         recorder.remove()
-        assert hooks_on(model) == []
+        assert hook_inventory(model) == []  # inside the block: remove() took them off already
         run(model, x)
     recorder.remove()
     assert not recorder.recording
@@ -130,10 +126,10 @@ def test_a_failed_registration_is_rolled_back():
             raise RuntimeError("registration failed half way")
 
     recorder = Fails()
-    with pytest.raises(RuntimeError, match="half way"):
+    with no_hooks_left_behind(model), pytest.raises(RuntimeError, match="half way"):
         with recorder:
             pass
-    assert hooks_on(model) == [] and not recorder.recording
+    assert not recorder.recording
 
 
 @pytest.mark.parametrize("register", [
@@ -144,16 +140,15 @@ def test_a_failed_registration_is_rolled_back():
 ], ids=["clip_grad_value_hooks", "clip_grad_norm_hooks", "clip_grad_norm_global_hooks", "offload_module"])
 def test_functions_register_now_and_return_a_scope(register):
     model, x = model_and_batch()
-    scope = register(model)
-    assert isinstance(scope, hooklab.HookScope) and hooks_on(model) != []
-    run(model, x)
-    scope.remove()
-    scope.remove()
-    assert hooks_on(model) == []
-    with register(model):
-        assert hooks_on(model) != []
+    with no_hooks_left_behind(model):
+        scope = register(model)
+        assert isinstance(scope, hooklab.HookScope) and hook_inventory(model) != []
         run(model, x)
-    assert hooks_on(model) == []
+        scope.remove()
+        scope.remove()
+    with no_hooks_left_behind(model), register(model):
+        assert hook_inventory(model) != []
+        run(model, x)
 
 
 def test_options_after_the_first_arguments_are_keyword_only():

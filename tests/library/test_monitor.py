@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 import hooklab
+from hooklab import no_hooks_left_behind
 from hooklab.monitor import ActivationStats, GradientMonitor
 
 
@@ -25,10 +26,6 @@ def make_mlp() -> nn.Sequential:
 def batches() -> list[torch.Tensor]:
     torch.manual_seed(1)
     return [torch.randn(5, 4) for _ in range(3)]
-
-
-def no_hooks(model: nn.Module) -> bool:
-    return hooklab.hook_inventory(model, include_global=False) == []
 
 
 def train(model: nn.Module, batches: list[torch.Tensor]) -> list[dict[str, torch.Tensor]]:
@@ -81,36 +78,35 @@ def test_gradient_monitor_sees_accumulated_grad():
 
 def test_gradient_monitor_removes_hooks_on_exit_and_after_exception(batches):
     model = make_mlp()
-    with GradientMonitor(model) as gm:  # 4 parameter hooks + the model's load_state_dict post-hook
-        assert len(hooklab.hook_inventory(model, include_global=False)) == 5
-    gm.remove()  # after the block: does nothing
-    assert no_hooks(model)
-    with pytest.raises(ZeroDivisionError):
+    with no_hooks_left_behind(model):
+        with GradientMonitor(model) as gm:  # 4 parameter hooks + the model's load_state_dict post-hook
+            assert len(hooklab.hook_inventory(model, include_global=False)) == 5
+        gm.remove()  # after the block: does nothing
+    with no_hooks_left_behind(model), pytest.raises(ZeroDivisionError):
         with GradientMonitor(model):
             model(batches[0]).sum().backward()
             1 / 0
-    assert no_hooks(model)
 
 
 def test_gradient_monitor_remove_keeps_history(batches):
     model = make_mlp()
-    with GradientMonitor(model) as gm:
+    with no_hooks_left_behind(model), GradientMonitor(model) as gm:
         model(batches[0]).sum().backward()
-        gm.remove()  # stop recording early
-        assert no_hooks(model)
+        gm.remove()  # stop recording early: the hooks are gone already inside the block
+        assert hooklab.hook_inventory(model, include_global=False) == []
         model(batches[1]).sum().backward()
-    assert gm.steps == 1 and no_hooks(model)
+    assert gm.steps == 1
 
 
 def test_gradient_monitor_errors():
     model = make_mlp()
-    with pytest.raises(hooklab.UnknownModuleError, match="0, 1, 2"):
-        GradientMonitor(model, ["9"])
-    with pytest.raises(ValueError, match="no parameter"):
-        GradientMonitor(model, "1")  # ReLU has no parameters
-    with pytest.raises(TypeError, match="nn.Module"):
-        GradientMonitor([torch.ones(1)])
-    assert no_hooks(model)  # failed constructors leave nothing behind
+    with no_hooks_left_behind(model):  # failed constructors leave nothing behind
+        with pytest.raises(hooklab.UnknownModuleError, match="0, 1, 2"):
+            GradientMonitor(model, ["9"])
+        with pytest.raises(ValueError, match="no parameter"):
+            GradientMonitor(model, "1")  # ReLU has no parameters
+        with pytest.raises(TypeError, match="nn.Module"):
+            GradientMonitor([torch.ones(1)])
     with GradientMonitor(model) as gm, pytest.raises(ValueError, match="per must be"):
         gm.norms(per="module")
     with pytest.raises(ValueError, match="requires"):
@@ -156,20 +152,19 @@ def test_activation_stats_records_each_call():
 
 def test_activation_stats_removes_hooks_after_exception(batches):
     model = make_mlp()
-    with pytest.raises(ZeroDivisionError):
+    with no_hooks_left_behind(model), pytest.raises(ZeroDivisionError):
         with ActivationStats(model, ["0", "2"]):
             model(batches[0])
             1 / 0
-    assert no_hooks(model)
 
 
 def test_activation_stats_errors():
     model = make_mlp()
-    with pytest.raises(hooklab.UnknownModuleError, match="Names that exist"):
-        ActivationStats(model, ["3"])
-    with pytest.raises(ValueError, match="eps"):
-        ActivationStats(model, "0", eps=-1)
-    assert no_hooks(model)
+    with no_hooks_left_behind(model):
+        with pytest.raises(hooklab.UnknownModuleError, match="Names that exist"):
+            ActivationStats(model, ["3"])
+        with pytest.raises(ValueError, match="eps"):
+            ActivationStats(model, "0", eps=-1)
 
 
 def test_activation_stats_non_tensor_output():
@@ -178,10 +173,9 @@ def test_activation_stats_non_tensor_output():
             return x, x
 
     model = nn.Sequential(Pair())
-    with pytest.raises(TypeError, match="needs a tensor output.*choose the tensor with output="):
+    with no_hooks_left_behind(model), pytest.raises(TypeError, match="needs a tensor output.*choose the tensor with output="):
         with ActivationStats(model, "0"):
             model(torch.ones(2))
-    assert no_hooks(model)
 
 
 def test_activation_stats_plot(batches):
@@ -373,7 +367,7 @@ def test_load_state_dict_assign_inside_the_block_is_followed():
     model = make_mlp()
     fresh = {k: torch.randn_like(v) * 10 for k, v in model.state_dict().items()}
     x = torch.randn(5, 4)
-    with GradientMonitor(model) as gm:
+    with no_hooks_left_behind(model), GradientMonitor(model) as gm:
         model(x).sum().backward()
         model.load_state_dict(fresh, assign=True)  # new Parameter objects
         model.zero_grad(set_to_none=True)
@@ -381,15 +375,13 @@ def test_load_state_dict_assign_inside_the_block_is_followed():
     truth = {n: p.grad.norm().item() for n, p in model.named_parameters()}
     assert gm.steps == 2
     assert {n: v[1] for n, v in gm.norms(per="parameter").items()} == pytest.approx(truth, rel=1e-6)
-    assert no_hooks(model)
 
 
 def test_a_parameter_replaced_by_hand_inside_the_block_gets_a_warning():
     model = make_mlp()
-    with pytest.warns(RuntimeWarning, match=r"'2.bias' were replaced by other Parameter objects.*before entering"):
+    with no_hooks_left_behind(model), pytest.warns(RuntimeWarning, match=r"'2.bias' were replaced by other Parameter objects.*before entering"):
         with GradientMonitor(model):
             model[2].bias = nn.Parameter(torch.zeros(3))
-    assert no_hooks(model)
 
 
 def test_activation_stats_history_is_stored_compactly():
@@ -415,10 +407,9 @@ def test_without_the_graph_task_id_the_monitor_says_what_torch_lacks(monkeypatch
     from hooklab import _torch_internals
     monkeypatch.setattr(_torch_internals, "_graph_task_id", None)
     model = make_mlp()
-    with pytest.raises(_torch_internals.MissingTorchInternal, match="GradientMonitor.*_current_graph_task_id"):
+    with no_hooks_left_behind(model), pytest.raises(_torch_internals.MissingTorchInternal, match="GradientMonitor.*_current_graph_task_id"):
         with GradientMonitor(model):
             model(torch.ones(2, 4)).sum().backward()
-    assert no_hooks(model)
 
 
 def test_activation_stats_ignores_a_deepcopy_made_inside_the_block():

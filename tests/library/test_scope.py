@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch import nn
 
-from hooklab import HookScope, hook_inventory, named_scope
+from hooklab import HookScope, hook_inventory, named_scope, no_hooks_left_behind
 
 
 def noop(*args, **kwargs):
@@ -16,22 +16,20 @@ def model():
 
 
 def test_scope_removes_its_hooks_on_exit(model):
-    with HookScope() as scope:
+    with no_hooks_left_behind(model), HookScope() as scope:
         scope.add(model[0].register_forward_hook(noop))
         scope.add(model[2].weight.register_hook(noop))
         assert len(scope) == 2
         assert len(hook_inventory(model)) == 2
-    assert hook_inventory(model) == []
     assert len(scope) == 0
 
 
 def test_scope_removes_hooks_when_body_raises(model):
-    with pytest.raises(RuntimeError, match="boom"):
+    with no_hooks_left_behind(model), pytest.raises(RuntimeError, match="boom"):
         with HookScope() as scope:
             scope.add(model[0].register_forward_pre_hook(noop))
             scope.add(model.register_full_backward_hook(noop))
             raise RuntimeError("boom")
-    assert hook_inventory(model) == []
 
 
 def test_removed_hooks_no_longer_fire(model):
@@ -44,14 +42,13 @@ def test_removed_hooks_no_longer_fire(model):
 
 
 def test_nested_scopes_remove_only_their_own(model):
-    with HookScope() as outer:
+    with no_hooks_left_behind(model), HookScope() as outer:
         outer.add(model[0].register_forward_hook(noop))
         with HookScope() as inner:
             inner.add(model[2].register_forward_hook(noop))
             assert len(hook_inventory(model)) == 2
         remaining = hook_inventory(model)
         assert [(e.where, e.kind) for e in remaining] == [("0", "forward")]
-    assert hook_inventory(model) == []
 
 
 def test_add_returns_the_handle_and_remove_counts(model):
@@ -67,12 +64,11 @@ def test_scope_owns_node_and_global_hooks():
     x = torch.randn(3, requires_grad=True)
     y = (x * 2).sum()
     seen = []
-    with HookScope() as scope:
+    with no_hooks_left_behind(), HookScope() as scope:  # no owner: the global hooks
         scope.add(y.grad_fn.register_prehook(lambda grad_outputs: seen.append("node")))
         scope.add(nn.modules.module.register_module_forward_hook(noop))
         assert len(hook_inventory(None)) == 1
-    assert hook_inventory(None) == []
-    y.backward()
+    y.backward()  # the Node hook is gone too (hook_inventory cannot list Node hooks): it does not fire
     assert seen == []
 
 
@@ -84,16 +80,16 @@ def test_add_rejects_a_function_with_a_hint(model):
 
 
 def test_add_rejects_a_collection_of_handles_and_keeps_nothing(model):
-    handles = [model[0].register_forward_hook(noop), model[2].register_forward_hook(noop)]
-    scope = HookScope()
-    with pytest.raises(TypeError, match="add each handle on its own"):
-        scope.add(handles)  # a list has .remove, but .remove(value) is not a handle's remove()
-    with pytest.raises(TypeError, match="got set"):
-        scope.add(set())
-    assert len(scope) == 0
-    for handle in handles:
-        handle.remove()
-    assert hook_inventory(model, include_global=False) == []
+    with no_hooks_left_behind(model):
+        handles = [model[0].register_forward_hook(noop), model[2].register_forward_hook(noop)]
+        scope = HookScope()
+        with pytest.raises(TypeError, match="add each handle on its own"):
+            scope.add(handles)  # a list has .remove, but .remove(value) is not a handle's remove()
+        with pytest.raises(TypeError, match="got set"):
+            scope.add(set())
+        assert len(scope) == 0
+        for handle in handles:
+            handle.remove()
 
 
 class FailingHandle:
@@ -102,13 +98,13 @@ class FailingHandle:
 
 
 def test_a_failing_handle_does_not_stop_the_others_from_being_removed(model):
-    scope = HookScope()
-    scope.add(model[0].register_forward_hook(noop))
-    scope.add(FailingHandle())
-    scope.add(model[2].register_forward_hook(noop))
-    with pytest.raises(RuntimeError, match="cannot be removed"):
-        scope.remove()
-    assert hook_inventory(model, include_global=False) == []  # both real hooks are gone
+    with no_hooks_left_behind(model):  # both real hooks are gone
+        scope = HookScope()
+        scope.add(model[0].register_forward_hook(noop))
+        scope.add(FailingHandle())
+        scope.add(model[2].register_forward_hook(noop))
+        with pytest.raises(RuntimeError, match="cannot be removed"):
+            scope.remove()
     assert len(scope) == 0 and scope.remove() == 0  # and nothing is retried later
 
 
@@ -119,13 +115,13 @@ def test_named_scope_rerun_replaces_instead_of_stacking(model):
         scope = named_scope("test-cell")
         scope.add(model[0].register_forward_hook(lambda m, i, o: calls.append(1)))
 
-    cell()
-    cell()
-    model(torch.randn(1, 3))
-    assert calls == [1]
-    assert len(hook_inventory(model)) == 1
-    assert named_scope("test-cell") is named_scope("test-cell")
-    assert hook_inventory(model) == []
+    with no_hooks_left_behind(model):
+        cell()
+        cell()
+        model(torch.randn(1, 3))
+        assert calls == [1]
+        assert len(hook_inventory(model)) == 1
+        assert named_scope("test-cell") is named_scope("test-cell")  # asked for again: emptied
 
 
 def test_named_scope_needs_a_name():
@@ -146,30 +142,30 @@ def test_a_scope_registered_before_its_block_is_spent_after_it():
 
     torch.manual_seed(0)
     lin = nn.Linear(4, 3)
-    scope = hooklab.clip_grad_value_hooks(lin, 0.01)
-    with scope:
-        lin(torch.randn(8, 4) * 100).sum().backward()
-    assert lin.weight.grad.abs().max().item() <= 0.01  # clipped in the first block (plain truth: the bound)
-    with pytest.raises(RuntimeError, match="already been removed .* make a new one"):
+    with no_hooks_left_behind(lin):
+        scope = hooklab.clip_grad_value_hooks(lin, 0.01)
         with scope:
-            pass
-    offload = hooklab.offload_module(lin, lambda: hooklab.SaveOnCpu())
-    offload.remove()
-    with pytest.raises(RuntimeError, match="make a new one"):
-        with offload:
-            pass
-    assert hook_inventory(lin) == []
+            lin(torch.randn(8, 4) * 100).sum().backward()
+        assert lin.weight.grad.abs().max().item() <= 0.01  # clipped in the first block (plain truth: the bound)
+        with pytest.raises(RuntimeError, match="already been removed .* make a new one"):
+            with scope:
+                pass
+        offload = hooklab.offload_module(lin, lambda: hooklab.SaveOnCpu())
+        offload.remove()
+        with pytest.raises(RuntimeError, match="make a new one"):
+            with offload:
+                pass
 
 
 def test_a_scope_filled_inside_its_block_or_refilled_can_be_entered_again(model):
-    scope = HookScope()
-    for _ in range(2):  # filled inside each block: the caller adds the hooks every time
+    with no_hooks_left_behind(model):
+        scope = HookScope()
+        for _ in range(2):  # filled inside each block: the caller adds the hooks every time
+            with scope:
+                scope.add(model[0].register_forward_hook(noop))
+        scope.add(model[0].register_forward_hook(noop))  # refilled after removal: live again
         with scope:
-            scope.add(model[0].register_forward_hook(noop))
-    scope.add(model[0].register_forward_hook(noop))  # refilled after removal: live again
-    with scope:
-        assert len(hook_inventory(model)) == 1
-    for _ in range(2):  # named scopes are refilled by design
-        with named_scope("test-spent") as named:
-            named.add(model[0].register_forward_hook(noop))
-    assert hook_inventory(model) == []
+            assert len(hook_inventory(model)) == 1
+        for _ in range(2):  # named scopes are refilled by design
+            with named_scope("test-spent") as named:
+                named.add(model[0].register_forward_hook(noop))

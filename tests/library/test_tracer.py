@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from hooklab import hook_inventory  # noqa: E402
+from hooklab import hook_inventory, no_hooks_left_behind  # noqa: E402
 from hooklab.lookup import UnknownModuleError  # noqa: E402
 from hooklab.tracer import KINDS, Event, Tracer, describe  # noqa: E402
 
@@ -180,7 +180,7 @@ def test_everything_removed_on_exit_even_after_an_exception():
     w = torch.ones(2, requires_grad=True)
     y = w * 2
     calls = []
-    with pytest.raises(ZeroDivisionError):
+    with no_hooks_left_behind(model, w), pytest.raises(ZeroDivisionError):
         with Tracer() as tr:
             tr.module(model, "model")
             tr.tensor(w, "w")
@@ -189,7 +189,6 @@ def test_everything_removed_on_exit_even_after_an_exception():
             tr.multi_grad([w], "m")
             with tr.saved_tensors():
                 1 / 0
-    assert hook_inventory(model) == [] and hook_inventory(w, include_global=False) == []
     assert len(tr.scope) == 0
     # Node hooks cannot be listed from outside: check that they no longer fire.
     y.grad_fn.register_prehook(lambda go: calls.append("still here"))
@@ -248,30 +247,28 @@ def test_packed_sequence_outputs_are_traced_through_their_tensors():
 
 def test_full_backward_hooks_before_an_in_place_op_get_a_note_saying_what_to_do():
     model = nn.Sequential(nn.Linear(2, 2), nn.ReLU(inplace=True))
-    with pytest.raises(RuntimeError, match="BackwardHookFunction") as raised:
+    with no_hooks_left_behind(model), pytest.raises(RuntimeError, match="BackwardHookFunction") as raised:
         with Tracer() as tr:
             tr.module(model[0], "fc")
             model(torch.ones(1, 2, requires_grad=True))
     if sys.version_info >= (3, 11):
         assert "Trace it with backward='outputs'" in "".join(raised.value.__notes__)
-    assert hook_inventory(model, include_global=False) == []
 
 
 def test_registering_outside_the_block_is_refused_and_registers_nothing():
     model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
     tr = Tracer()
-    with pytest.raises(RuntimeError, match="block has not been entered"):
+    with no_hooks_left_behind(model), pytest.raises(RuntimeError, match="block has not been entered"):
         tr.modules(model)
-    assert hook_inventory(model, include_global=False) == []
     with pytest.raises(RuntimeError, match="has recorded nothing"):
         tr.table()
-    with tr:
-        tr.modules(model, "0")
-        model(torch.ones(1, 2))
-    with pytest.raises(RuntimeError, match="already recorded its block; make a new one"):
+    with no_hooks_left_behind(model):
         with tr:
-            pass
-    assert hook_inventory(model, include_global=False) == []
+            tr.modules(model, "0")
+            model(torch.ones(1, 2))
+        with pytest.raises(RuntimeError, match="already recorded its block; make a new one"):
+            with tr:
+                pass
 
 
 @pytest.mark.parametrize("call, error, match", [
