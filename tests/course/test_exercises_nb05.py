@@ -10,7 +10,7 @@ import hooklab
 import hooklab.course
 from hooklab.course.exercises import nb05
 
-from exercise_support import run_solution, verdict
+from exercise_support import judged, run_solution, verdict
 
 
 # ---- 05.1 input shape of every top-level call --------------------------------------------------
@@ -103,11 +103,21 @@ def test_05_1_accepts_right_answers(answer):
     assert verdict("05.1", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [shapes_of_outputs, shapes_late_binding, shapes_leaving_hooks,
-                                    shapes_by_running_children_in_turn, shapes_of_named_modules, shapes_as_dict,
-                                    "input_shapes"])
-def test_05_1_rejects_wrong_answers(answer):
-    assert verdict("05.1", answer) == "wrong"
+def shapes_only(model, x):
+    return [shape for _, shape in run_solution("05.1")["input_shapes"](model, x)]
+
+
+def shapes_without_the_batch_dimension(model, x):
+    return [(name, shape[1:]) for name, shape in run_solution("05.1")["input_shapes"](model, x)]
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (shapes_of_outputs, "output-shapes"), (shapes_late_binding, "late-binding"), (shapes_leaving_hooks, "hook-left"),
+    (shapes_by_running_children_in_turn, "call-count"), (shapes_of_named_modules, "not-top-level"),
+    (shapes_as_dict, "dict-not-rows"), ("input_shapes", "not-a-function"), (shapes_only, "not-rows"),
+    (shapes_without_the_batch_dimension, "row")])
+def test_05_1_rejects_wrong_answers(answer, reason):
+    assert judged("05.1", answer) == ("wrong", reason)
 
 
 def test_05_1_messages_name_the_mistake():
@@ -173,9 +183,14 @@ def norms_in_firing_order(model, x, y):
 
 
 def norms_leaving_hooks(model, x, y):
-    monitor = hooklab.GradientMonitor(model)  # never removed
+    squares = {}
+    layers = [layer for layer in model if isinstance(layer, nn.Linear)]
+    for i, layer in enumerate(layers):
+        for p in (layer.weight, layer.bias):        # handles dropped: never removed
+            p.register_post_accumulate_grad_hook(
+                lambda param, i=i: squares.__setitem__(i, squares.get(i, 0.0) + param.grad.norm().item() ** 2))
     F.cross_entropy(model(x), y).backward()
-    return [v[0] for v in monitor.norms().values()]
+    return [squares[i] ** 0.5 for i in range(len(layers))]
 
 
 def norms_of_weights_only(model, x, y):
@@ -221,11 +236,19 @@ def test_05_2_accepts_right_answers(answer):
     assert verdict("05.2", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [norms_in_firing_order, norms_leaving_hooks, norms_of_weights_only,
-                                    norms_summed_not_combined, norms_per_parameter,
-                                    norms_of_parameters_not_gradients, norms_of_summed_output, norms_as_dict])
-def test_05_2_rejects_wrong_answers(answer):
-    assert verdict("05.2", answer) == "wrong"
+def norms_with_names(model, x, y):
+    with hooklab.GradientMonitor(model) as monitor:
+        F.cross_entropy(model(x), y).backward()
+    return [(name, v[0]) for name, v in monitor.norms().items()]
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (norms_in_firing_order, "reversed"), (norms_leaving_hooks, "hook-left"), (norms_of_weights_only, "norm-values"),
+    (norms_summed_not_combined, "norm-values"), (norms_per_parameter, "layer-count"),
+    (norms_of_parameters_not_gradients, "norm-values"), (norms_of_summed_output, "norm-values"),
+    (norms_as_dict, "dict-not-list"), (norms_with_names, "not-floats")])
+def test_05_2_rejects_wrong_answers(answer, reason):
+    assert judged("05.2", answer) == ("wrong", reason)
 
 
 def test_05_2_reversed_order_is_named():
@@ -340,11 +363,23 @@ def test_05_3_accepts_right_answers(answer):
     assert verdict("05.3", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [cam_of_predicted_class, cam_with_column_indexing, cam_without_relu,
-                                    cam_without_spatial_mean, cam_leaving_hooks, cam_upsampled,
-                                    cam_of_probabilities])
-def test_05_3_rejects_wrong_answers(answer):
-    assert verdict("05.3", answer) == "wrong"
+def cam_as_a_list(model, layer, x, target):
+    return run_solution("05.3")["grad_cam"](model, layer, x, target).tolist()
+
+
+def cam_per_channel(model, layer, x, target):
+    with hooklab.capture(model, layer, grads=True) as store:
+        model(x).gather(1, target[:, None]).sum().backward()
+    weights = store.grads[layer].mean(dim=(2, 3), keepdim=True)
+    return F.relu(weights * store[layer])                   # the channels never summed: N x C x h x w
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (cam_of_predicted_class, "predicted-class"), (cam_with_column_indexing, "cam-values"), (cam_without_relu, "no-relu"),
+    (cam_without_spatial_mean, "cam-values"), (cam_leaving_hooks, "hook-left"), (cam_upsampled, "upsampled"),
+    (cam_of_probabilities, "cam-values"), (cam_as_a_list, "not-a-tensor"), (cam_per_channel, "cam-shape")])
+def test_05_3_rejects_wrong_answers(answer, reason):
+    assert judged("05.3", answer) == ("wrong", reason)
 
 
 def test_05_3_messages_name_the_mistake():
