@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import gc
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -22,19 +22,15 @@ from ._support import call_answer, expect, require_callable, run
 
 # ---- 13.1 find the producer ---------------------------------------------------------------------
 
-class _Divide(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x / x.sum(dim=-1, keepdim=True)  # 0 / 0 = NaN for a row that sums to 0
+class _Fn(nn.Module):
+    """A module that applies ``fn``: the steps of the models below, each with a name in ``named_modules()``."""
 
+    def __init__(self, fn: Callable[[torch.Tensor], Any]) -> None:
+        super().__init__()
+        self.fn = fn
 
-class _Exp(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.exp(x)
-
-
-class _Split(nn.Module):
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return x.clone(), torch.log(x)  # log(0) = -inf in the second element
+    def forward(self, x: torch.Tensor) -> Any:
+        return self.fn(x)
 
 
 class _Reordered(nn.Module):
@@ -42,7 +38,7 @@ class _Reordered(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.head, self.norm = nn.Linear(4, 2), _Divide()
+        self.head, self.norm = nn.Linear(4, 2), _Fn(lambda x: x / x.sum(dim=-1, keepdim=True))  # 0 / 0 = NaN for a row of 0
         self.body = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -52,7 +48,7 @@ class _Reordered(nn.Module):
 class _Twice(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.scale, self.exp, self.out = nn.Linear(3, 3), _Exp(), nn.Linear(3, 1)
+        self.scale, self.exp, self.out = nn.Linear(3, 3), _Fn(torch.exp), nn.Linear(3, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(self.exp(self.exp(self.scale(x))))
@@ -61,7 +57,7 @@ class _Twice(nn.Module):
 class _Pair(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.relu, self.split, self.out = nn.ReLU(), _Split(), nn.Linear(3, 1)
+        self.relu, self.split, self.out = nn.ReLU(), _Fn(lambda x: (x.clone(), torch.log(x))), nn.Linear(3, 1)  # log(0) = -inf
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(self.split(self.relu(x))[1])
@@ -170,16 +166,6 @@ def no_cycle(answer: Any) -> None:
 
 # ---- 13.3 the first Node that makes a NaN gradient ----------------------------------------------
 
-class _SafeLog(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.where(x > 0, x.log(), 0.0)  # finite forward; at x == 0 backward computes 0 / 0
-
-
-class _SafeSqrt(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.where(x > 0, x.sqrt(), 0.0)  # finite forward; at x == 0 backward computes 0 * inf
-
-
 def _backward_cases() -> list[tuple[str, nn.Module, torch.Tensor]]:
     def net(middle: nn.Module, width: int) -> nn.Module:
         torch.manual_seed(15)
@@ -191,7 +177,9 @@ def _backward_cases() -> list[tuple[str, nn.Module, torch.Tensor]]:
 
     torch.manual_seed(16)
     x = torch.randn(4, 3)
-    return [("a safe log", net(_SafeLog(), 3), x), ("a safe square root", net(_SafeSqrt(), 3), x),
+    # finite forwards; at x == 0 the backward of log computes 0 / 0, that of sqrt 0 * inf
+    return [("a safe log", net(_Fn(lambda t: torch.where(t > 0, t.log(), 0.0)), 3), x),
+            ("a safe square root", net(_Fn(lambda t: torch.where(t > 0, t.sqrt(), 0.0)), 3), x),
             ("a model whose gradients are all finite", net(nn.Tanh(), 3), x)]
 
 
