@@ -16,6 +16,7 @@ Copy the whole output folder (e.g. to a USB stick) and open <lang>/NN_x.html in 
 from __future__ import annotations
 
 import argparse
+import base64
 import copy
 import json
 import math
@@ -102,8 +103,6 @@ def text_lines(text: str, columns: int = COLUMNS) -> int:
 
 def png_height(data: str) -> int:
     """Pixel height of a base64 PNG (0 when it is not one)."""
-    import base64
-
     try:
         head = base64.b64decode("".join(data.split())[:64])
     except ValueError:
@@ -141,7 +140,9 @@ _LIST_ITEM = re.compile(r"^(?:[-*+]|\d+\.) ")
 def _blocks(text: str) -> list[str]:
     """``text`` cut at blank lines and before top-level list items, outside fenced code (``` blocks stay whole);
     blank lines stay with the block before them."""
-    blocks, current, fenced = [], [], False
+    blocks: list[str] = []
+    current: list[str] = []
+    fenced = False
     for line in text.split("\n"):
         if re.match(r"^\s*(```|~~~)", line):
             fenced = not fenced
@@ -264,7 +265,10 @@ SLIDES_TEMPLATE = r"""{%- extends 'index.html.j2' -%}
 window.MathJax = {
   tex: {inlineMath: [['$', '$'], ['\\(', '\\)']], displayMath: [['$$', '$$'], ['\\[', '\\]']],
         processEscapes: true},
-  svg: {fontCache: 'global'}
+  svg: {fontCache: 'global'},
+  // <html data-typeset="done"> once every formula is drawn (printing waits for it)
+  startup: {pageReady: () => MathJax.startup.defaultPageReady().then(() => {
+    document.documentElement.dataset.typeset = 'done'; })}
 };
 </script>
 <script defer src="{{ resources.hooklab.mathjax_url }}"></script>
@@ -304,7 +308,7 @@ SLIDES_CSS = """
 """
 
 
-def exporter(lang: str, reveal_prefix: str, mathjax_url: str):
+def exporter(lang: str, reveal_prefix: str):
     """nbconvert's SlidesExporter set up for an offline deck in ``lang``."""
     from jinja2 import DictLoader
     from nbconvert import SlidesExporter
@@ -324,7 +328,7 @@ def deck_html(nb: dict[str, Any], lang: str, *, reveal_prefix: str, mathjax_url:
     planned = nbformat.reads(json.dumps(plan_slides(nb, lang)), as_version=4)
     planned.metadata["title"] = title
     resources = {"hooklab": {"mathjax_url": mathjax_url, "css": SLIDES_CSS}}
-    html, _ = exporter(lang, reveal_prefix, mathjax_url).from_notebook_node(planned, resources=resources)
+    html, _ = exporter(lang, reveal_prefix).from_notebook_node(planned, resources=resources)
     return html
 
 
