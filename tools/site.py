@@ -52,7 +52,8 @@ TEXT = {
 # Words of the course that jieba's dictionary does not know as one word (the glossary adds its own terms):
 # without them a search for 反向传播 or 触发顺序 finds the two halves only.
 COURSE_TERMS = ("反向传播", "前向传播", "触发顺序", "中间梯度", "梯度裁剪", "计算图", "检查器")
-LICENCE_URLS = {"code": "https://opensource.org/license/mit", "prose": "https://creativecommons.org/licenses/by/4.0/"}
+LICENCE_URLS = {"code": "https://opensource.org/license/mit",  # when the LICENSE files are missing
+                "prose": "https://creativecommons.org/licenses/by/4.0/"}
 
 
 class SiteError(Exception):

@@ -23,6 +23,10 @@ site = importlib.util.module_from_spec(spec)
 sys.modules["course_site"] = site
 spec.loader.exec_module(site)
 
+# Building both languages takes about 50 s of CPU; on this 2-core machine under load it took up to 190 s, so the
+# test that first uses the build (its set-up counts) may take longer than the default limit.
+pytestmark = pytest.mark.timeout(600)
+
 HAN = re.compile(r"[\u4e00-\u9fff]")
 CHECKER_LINE = re.compile(r"^\[\d\d\.\d+\] ", re.M)
 EXAMPLE_URL = "https://github.com/example-owner/hooklab"
@@ -187,6 +191,15 @@ def test_bad_further_reading_says_what_to_fix(tmp_path):
         site.further_reading(path)
 
 
+def test_a_new_notebook_without_further_reading_is_refused(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    nb = {"cells": [{"cell_type": "markdown", "metadata": {"tags": ["lang-both"]}, "source": "# 99 · 新 / New"}],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "notebooks" / "99_new.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    with pytest.raises(site.SiteError, match=r"has no \[99_new\] table"):
+        site.assemble(tmp_path / "src", "en", root=tmp_path)
+
+
 def test_glossary_terms_feed_the_chinese_word_splitter():
     nb = json.loads((ROOT / "notebooks" / "00_introduction.ipynb").read_text(encoding="utf-8"))
     terms = site.glossary_terms(nb)
@@ -206,8 +219,12 @@ def test_chooser_page_links_both_languages():
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("site") / "site"
-    result = subprocess.run([str(ROOT / "course"), "site", "--out", str(out)], cwd=ROOT, capture_output=True,
-                            text=True, timeout=560)
+    try:
+        result = subprocess.run([str(ROOT / "course"), "site", "--out", str(out)], cwd=ROOT, capture_output=True,
+                                text=True, timeout=540)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"./course site did not build both languages within 540 s; its output so far:\n"
+                    f"{(exc.stderr or b'')[-3000:]!r}")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "site built" in result.stderr
     return out, result.stderr
@@ -385,7 +402,8 @@ def test_repository_buttons_follow_project_urls_both_ways(built, tmp_path):
     pyproject.write_text(f'[project]\nname = "hooklab"\n[project.urls]\nRepository = "{EXAMPLE_URL}"\n'
                          if not configured else '[project]\nname = "hooklab"\n', encoding="utf-8")
     other = site.repository_url(pyproject)
-    result = site.build(tmp_path / "site", langs=("en",), repository=other, only=["01_tensor_hooks"], timeout=400)
+    result = site.build(tmp_path / "site", langs=("en",), repository=other, only=["01_tensor_hooks"],
+                        timeout=300)
     warnings = [line for line in result["output"]["en"].splitlines() if "WARNING" in line]
     assert not [w for w in warnings if "myst.xref_missing" not in w]  # links to the notebooks left out, only
     flipped = tmp_path / "site" / "en" / "01_tensor_hooks.html"
