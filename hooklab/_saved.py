@@ -26,7 +26,7 @@ import threading
 import time
 import warnings
 import weakref
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -99,8 +99,9 @@ class OtherThreads:
 
 def _interrupt_main() -> None:
     """Ctrl-C again, as a real signal to the main thread (it also ends a sleep or a blocking read there)."""
-    if hasattr(signal, "pthread_kill"):
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+    main = threading.main_thread().ident  # None only before the main thread started
+    if hasattr(signal, "pthread_kill") and main is not None:
+        signal.pthread_kill(main, signal.SIGINT)
     else:
         _thread.interrupt_main()
 
@@ -159,6 +160,9 @@ class Finalizer(weakref.finalize):
     """
 
     __slots__ = ()
+    # weakref.finalize's own class attributes (CPython's), which typeshed does not list
+    _registry: ClassVar[dict[weakref.finalize, Any]]
+    _shutdown: ClassVar[bool]
 
     def __init__(self, obj: Any, func: Any, /, *args: Any, **kwargs: Any) -> None:
         _redeliver_interrupts()

@@ -187,7 +187,8 @@ class capture(Recorder):  # noqa: N801 - used like a function: ``with capture(mo
             warnings.warn("capture(grads=True) recorded no gradient: run backward inside the `with` block (its "
                           "gradient hooks are removed when the block ends)", RuntimeWarning, stacklevel=4)
 
-    def __enter__(self) -> Capture:
+    # the block gives the store, not the recorder (as `with open(...) as f` gives the file)
+    def __enter__(self) -> Capture:  # type: ignore[override]
         super().__enter__()
         return self.store
 

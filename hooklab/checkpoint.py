@@ -210,24 +210,24 @@ def _policy_from_ops(ops: Iterable[Any]) -> Policy:
             raise TypeError(f"policy lists ATen ops such as torch.ops.aten.mm or torch.ops.aten.mm.default, "
                             f"got {op!r} ({type(op).__name__})")
     saved = frozenset(ops)
-    CheckpointPolicy, _ = _sac_api()
+    Policies, _ = _sac_api()
 
     def policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
         # an op arrives as an overload (aten.mm.default): match it and its packet (aten.mm)
         if op in saved or getattr(op, "overloadpacket", None) in saved:
-            return CheckpointPolicy.MUST_SAVE
-        return CheckpointPolicy.PREFER_RECOMPUTE
+            return Policies.MUST_SAVE
+        return Policies.PREFER_RECOMPUTE
 
     return policy
 
 
 def _checked_policy(fn: Policy) -> Policy:
-    CheckpointPolicy, _ = _sac_api()
+    Policies, _ = _sac_api()
 
     @functools.wraps(fn)
     def policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy | bool:
         decision = fn(ctx, op, *args, **kwargs)
-        if not isinstance(decision, (CheckpointPolicy, bool)):
+        if not isinstance(decision, (Policies, bool)):
             raise TypeError(f"the policy returned {decision!r} for {op}; it must return a "
                             "torch.utils.checkpoint.CheckpointPolicy (e.g. MUST_SAVE or PREFER_RECOMPUTE)")
         return decision

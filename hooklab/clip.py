@@ -44,14 +44,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import torch
 from torch import nn
 
 from ._checks import check_norm_type, in_process_group, is_dtensor, loss_scale_reader
 from ._torch_internals import current_graph_task_id, need, queue_backward_callback
-from .scope import HookScope
+from .scope import HookScope, Removable
 
 __all__ = ["clip_grad_norm_global_hooks", "clip_grad_norm_hooks", "clip_grad_value_hooks"]
 
@@ -60,6 +60,7 @@ _STAGES: tuple[Stage, ...] = get_args(Stage)
 
 
 def _params(params: nn.Module | Iterable[torch.Tensor]) -> list[torch.Tensor]:
+    found: list[torch.Tensor]
     if isinstance(params, nn.Module):
         found = list(params.parameters())
     elif isinstance(params, torch.Tensor):
@@ -91,14 +92,15 @@ def _positive(value: float, what: str) -> float:
     return float(value)
 
 
-def _clamped(grad: torch.Tensor, limit: float) -> torch.Tensor:
+def _clamped(grad: torch.Tensor, limit: float | torch.Tensor) -> torch.Tensor:
     """``grad.clamp(-limit, limit)`` as a new tensor; a sparse gradient (``nn.Embedding(sparse=True)``)
     is coalesced first (repeated rows summed), then its stored values are clamped."""
     if grad.is_sparse:
         g = grad.coalesce()
-        return torch.sparse_coo_tensor(g.indices(), g.values().clamp(-limit, limit), g.shape,
+        return torch.sparse_coo_tensor(g.indices(), g.values().clamp(-limit, limit), g.shape,  # type: ignore[arg-type]
                                        check_invariants=False, is_coalesced=True)  # built from a coalesced one
-    return grad.clamp(-limit, limit)
+    # torch's stubs take the limits as numbers or as tensors, not as the union the loss scale gives
+    return grad.clamp(-limit, limit)  # type: ignore[arg-type]
 
 
 def _norm(grad: torch.Tensor, norm_type: float) -> torch.Tensor:
@@ -133,7 +135,9 @@ class _AtEndOfBackward:
     before (DDP averages the gradients in one of those)."""
 
     def __init__(self, fn: Callable[[list[torch.Tensor]], None]) -> None:
-        self.fn, self.task, self.seen = fn, None, []
+        self.fn = fn
+        self.task: int | None = None
+        self.seen: list[torch.Tensor] = []
 
     def __call__(self, param: torch.Tensor) -> None:
         task = current_graph_task_id()
@@ -151,7 +155,7 @@ class _AtEndOfBackward:
         self.seen.append(param)
 
 
-def _follow(params: object, found: list[torch.Tensor], register: Callable[[torch.Tensor], object],
+def _follow(params: object, found: list[torch.Tensor], register: Callable[[torch.Tensor], Removable],
             scope: HookScope) -> None:
     """When ``params`` is a model: ``model.load_state_dict(..., assign=True)`` puts new Parameter objects in
     it; hook those too (and put them in ``found``) so the clipping goes on."""
@@ -196,14 +200,17 @@ def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: flo
     scale_now = loss_scale_reader(scaler)
     found = _params(params)
     scope = HookScope("clip_grad_value")
+    register: Callable[[torch.Tensor], Removable]
     if stage == "incoming":
         _refuse_incoming(found, "clip_grad_value_hooks")
 
         def clip_value(grad: torch.Tensor) -> torch.Tensor:
             return _clamped(grad, value * scale_now())  # a new tensor: never clamp_ here
 
-        def register(p: torch.Tensor) -> object:
+        def register_incoming(p: torch.Tensor) -> Removable:
             return p.register_hook(clip_value)
+
+        register = register_incoming
     else:
         def clip_value_accumulated(param: torch.Tensor) -> None:
             limit = value * scale_now()
@@ -212,7 +219,9 @@ def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: flo
             if param.grad.is_sparse:
                 param.grad = _clamped(param.grad, limit)
             else:
-                param.grad.clamp_(-limit, limit)  # .grad belongs to the parameter: in place is fine
+                # .grad belongs to the parameter: in place is fine. torch's stubs take a number or a tensor as
+                # the limits, not the union that the loss scale gives (a float, or the scaler's tensor)
+                param.grad.clamp_(-limit, limit)  # type: ignore[arg-type]
 
         register = _accumulated(found, clip_value_accumulated)
     for p in found:
@@ -221,11 +230,16 @@ def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: flo
     return scope
 
 
-def _accumulated(found: list[torch.Tensor], clip_one: Callable[[torch.Tensor], None]) -> Callable[[torch.Tensor], object]:
+def _accumulated(found: list[torch.Tensor],
+                 clip_one: Callable[[torch.Tensor], None]) -> Callable[[torch.Tensor], Removable]:
     """How to register ``clip_one`` for ``stage="accumulated"``: as the post-accumulate-grad hook itself, or,
     for plain parameters inside a process group, at the end of backward (after DDP's averaging)."""
     if in_process_group() and not any(is_dtensor(p) for p in found):
-        at_end = _AtEndOfBackward(lambda seen: [clip_one(p) for p in seen])
+        def clip_each(seen: list[torch.Tensor]) -> None:
+            for p in seen:
+                clip_one(p)
+
+        at_end = _AtEndOfBackward(clip_each)
         return lambda p: p.register_post_accumulate_grad_hook(at_end)
     return lambda p: p.register_post_accumulate_grad_hook(clip_one)
 
@@ -264,14 +278,17 @@ def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: f
         return grad * torch.clamp(max_norm / (norm + 1e-6), max=1.0)
 
     scope = HookScope("clip_grad_norm")
+    register: Callable[[torch.Tensor], Removable]
     if stage == "incoming":
         _refuse_incoming(found, "clip_grad_norm_hooks")
 
         def clip_norm(grad: torch.Tensor) -> torch.Tensor:
             return scale(grad)
 
-        def register(p: torch.Tensor) -> object:
+        def register_incoming(p: torch.Tensor) -> Removable:
             return p.register_hook(clip_norm)
+
+        register = register_incoming
     else:
         def clip_norm_accumulated(param: torch.Tensor) -> None:
             if param.grad is not None:
@@ -320,7 +337,7 @@ def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_
     >>> with clip_grad_norm_global_hooks(model, 0.5):
     ...     model(x).pow(2).sum().backward()
     >>> total = torch.stack([p.grad.norm() for p in model.parameters()]).norm()
-    >>> round(total.item(), 4)
+    >>> total.item()                     # compared with a tolerance (FLOAT_CMP): float rounding in the norm
     0.5
     """
     max_norm = _positive(max_norm, "max_norm")
@@ -330,7 +347,7 @@ def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_
     if len({id(p) for p in found}) != len(found):
         raise ValueError("a parameter appears more than once in params: pass each parameter once "
                          "(model.parameters() already removes shared ones)")
-    state = {"task": None, "left": 0, "done": False}
+    state: dict[str, Any] = {"task": None, "left": 0, "done": False}
 
     def clip_all() -> None:
         grads = [p.grad for p in found if p.grad is not None]
@@ -366,7 +383,7 @@ def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_
         hook = count_down
     scope = HookScope("clip_grad_norm_global")
 
-    def register(p: torch.Tensor) -> object:
+    def register(p: torch.Tensor) -> Removable:
         return p.register_post_accumulate_grad_hook(hook)
 
     for p in found:

@@ -100,7 +100,7 @@ def _rebuild(output: Any, where: int | str, value: torch.Tensor) -> Any:
     """``output`` with the part at ``where`` replaced (a tuple is rebuilt, a dict/ModelOutput edited in place)."""
     if isinstance(output, tuple):
         items = list(output)
-        items[where] = value
+        items[int(where)] = value  # a tuple's part is always chosen by an index
         return type(output)(*items) if hasattr(output, "_fields") else type(output)(items)
     output[where] = value  # list, dict, transformers' ModelOutput (which also updates the attribute)
     return output

@@ -298,7 +298,7 @@ class SavedTensorLedger(Recorder):
         """
         if not outputs:
             raise ValueError("label_ops needs the output tensor(s) of the recorded forward, e.g. label_ops(loss)")
-        roots = []
+        roots: list[torch.autograd.graph.Node | None] = []
         for out in outputs:
             if not isinstance(out, torch.Tensor):
                 raise TypeError(f"label_ops takes tensors, got {type(out).__name__}")
@@ -389,11 +389,11 @@ class SavedTensorLedger(Recorder):
         ...     y = x.exp().sum()
         >>> _ = ledger.label_ops(y)
         >>> print(ledger.records_table())
-        #  module  op            shape   dtype    kind        bytes
-        0  (top)   ExpBackward0  [1000]  float32  activation  3.9 KiB
+        #  module  op            shape    dtype    kind        bytes
+        0  (top)   ExpBackward0  (1000,)  float32  activation  3.9 KiB
         """
         self._check_used()
-        rows = [(str(r.index), r.module or "(top)", r.op, str(list(r.shape)), r.dtype, r.kind,
+        rows = [(str(r.index), r.module or "(top)", r.op, str(r.shape), r.dtype, r.kind,
                  format_bytes(r.nbytes) + (" (shared)" if r.shared else "")) for r in self.records[:limit]]
         return format_table(("#", "module", "op", "shape", "dtype", "kind", "bytes"), rows,
                             empty="no saved tensor recorded")

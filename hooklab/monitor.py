@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import warnings
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal, get_args
 
 import torch
@@ -62,7 +62,7 @@ class _Series:
     def __len__(self) -> int:
         return sum(len(b) for b in self._blocks) + len(self._pending)
 
-    def stacked(self, extra: list[torch.Tensor] = ()) -> torch.Tensor | None:
+    def stacked(self, extra: Sequence[torch.Tensor] = ()) -> torch.Tensor | None:
         """All records as one tensor (records along dim 0); None when there are none."""
         parts = self._blocks + ([torch.stack(self._pending + list(extra))] if self._pending or extra else [])
         if not parts:
@@ -114,8 +114,8 @@ class GradientMonitor(Recorder):
     >>> _ = nn.init.constant_(model[2].weight, 1.0), nn.init.zeros_(model[2].bias)
     >>> with GradientMonitor(model) as gm:
     ...     model(x).sum().backward()
-    >>> {k: [round(v, 2) for v in vals] for k, vals in gm.norms().items()}   # per layer
-    {'0': [30.98], '2': [28.84]}
+    >>> gm.norms()                       # per layer, one norm per step (compared with a tolerance: FLOAT_CMP)
+    {'0': [30.98387], '2': [28.84441]}
     >>> gm.steps, sorted(gm.norms(per="parameter"))
     (1, ['0.bias', '0.weight', '2.bias', '2.weight'])
     """
@@ -155,6 +155,7 @@ class GradientMonitor(Recorder):
         self._whole_model = in_process_group() and not any(is_dtensor(p) for p in self._params)
         for index, param in enumerate(self._params):
             self.scope.add(param.register_post_accumulate_grad_hook(self._hook(index)))
+        assert self._model is not None  # dropped only when the block ends
         self.scope.add(self._model.register_load_state_dict_post_hook(self._follow_new_parameters))
 
     def _hook(self, index: int):
@@ -210,7 +211,7 @@ class GradientMonitor(Recorder):
             grad = grad.detach()
             if is_dtensor(grad):
                 self._shard_groups.setdefault(index, _shard_groups(grad, self._names[index]))
-                grad = grad.to_local()
+                grad = grad.to_local()  # type: ignore[attr-defined]  # a DTensor: is_dtensor checked it by its attributes
             if grad.is_sparse:  # the norm of a sparse gradient is that of its (summed) stored values
                 grad = grad.coalesce().values()
             self._last[index] = torch.linalg.vector_norm(grad, self.norm_type) / self._loss_scale()
@@ -245,6 +246,7 @@ class GradientMonitor(Recorder):
     def _unregister(self) -> None:
         self.scope.remove()
         model, self._model = self._model, None
+        assert model is not None  # set when made, dropped here
         replaced = []
         for name, param in zip(self._names, self._params):
             try:

@@ -136,7 +136,9 @@ def new_nodes(tensors: list[torch.Tensor], known: dict[int, Any], stop: dict[int
     A depth-first walk of ``grad_fn.next_functions`` that ends at Nodes already hooked, at the
     model's inputs' Nodes (``stop``) and at leaves (``AccumulateGrad``: no gradient is computed there).
     """
-    found, todo, seen = [], [t.grad_fn for t in tensors if t.grad_fn is not None], set()
+    found: list[torch.autograd.graph.Node] = []
+    todo: list[torch.autograd.graph.Node | None] = [t.grad_fn for t in tensors if t.grad_fn is not None]
+    seen: set[int] = set()
     while todo:
         node = todo.pop()
         key = id(node)

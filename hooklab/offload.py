@@ -37,7 +37,7 @@ import threading
 import warnings
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Iterable, Literal, get_args
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Literal, get_args
 
 import torch
 from torch import nn
@@ -46,6 +46,9 @@ from torch.autograd.graph import saved_tensors_hooks
 from ._saved import Finalizer, Kept
 from ._torch_internals import StorageWeakRef, is_parameter_like, storage_key, version
 from .scope import HookScope, LocalHook, same_module
+
+if TYPE_CHECKING:  # typing.Self is Python >= 3.11
+    from typing_extensions import Self
 
 __all__ = [
     "CompressSaved",
@@ -93,7 +96,7 @@ Keep = Iterable["torch.Tensor | nn.Module"]
 def _keep_keys(keep: Keep) -> set[int]:
     if isinstance(keep, (torch.Tensor, nn.Module)):
         keep = [keep]
-    keys = set()
+    keys: set[int] = set()
     for item in keep:
         if isinstance(item, nn.Module):
             keys.update(storage_key(t) for t in (*item.parameters(), *item.buffers()))
@@ -134,7 +137,9 @@ class _OffloadHooks(saved_tensors_hooks):
     def _stored_nbytes(self, packed: Any) -> int:
         raise NotImplementedError
 
-    def __enter__(self) -> Any:
+    # torch's saved_tensors_hooks.__enter__ returns None; this one returns the context, so that
+    # `with SaveOnCpu() as ctx:` gives it (its stats stay readable after the block)
+    def __enter__(self) -> Self:  # type: ignore[override]
         super().__enter__()
         return self
 
@@ -266,7 +271,7 @@ def _stale(entry: os.DirEntry) -> bool:
 
 def _sweep_stale(directory: str | os.PathLike | None) -> None:
     """Remove the ``hooklab-saved-*`` folders of processes that were killed before they could clean up."""
-    base = directory if directory is not None else tempfile.gettempdir()
+    base = os.fspath(directory) if directory is not None else tempfile.gettempdir()
     with contextlib.suppress(OSError):
         for entry in os.scandir(base):
             if entry.name.startswith("hooklab-saved-") and entry.is_dir(follow_symlinks=False) and _stale(entry):
@@ -406,23 +411,24 @@ class SaveOnDisk(_OffloadHooks):
             return 0
         return sum(name != _LOCK for name in os.listdir(self._store.path))
 
-    def __enter__(self) -> SaveOnDisk:
+    def __enter__(self) -> Self:  # type: ignore[override]  # see _OffloadHooks.__enter__
         if self._store is not None and not self._store.exited:
             raise RuntimeError("this SaveOnDisk context is already active; create a new one per region")
         self._store = _DiskStore(self._directory)
         self._cache.clear()
         return super().__enter__()
 
-    def __exit__(self, exc_type: Any, *rest: Any) -> None:
-        super().__exit__(exc_type, *rest)
+    def __exit__(self, *exc_info: object) -> None:
+        super().__exit__(*exc_info)
+        raised = exc_info[0] is not None
         store = self._store
         assert store is not None
         with store.lock:
             store.exited = True
-            if exc_type is not None:
+            if raised:
                 store.broken = True
             done = not store.pending
-        if exc_type is not None or done:
+        if raised or done:
             store.cleanup()
 
     def _encode(self, t: torch.Tensor) -> _OnDisk:
@@ -519,7 +525,7 @@ class CompressSaved(_OffloadHooks):
             return t.element_size() > (1 if self.fmt == "int8" else 2)
         return t.dtype in self._SIGNED and t.numel() > 0
 
-    def _encode(self, t: torch.Tensor) -> _Compressed:
+    def _encode(self, t: torch.Tensor) -> _Compressed | Kept:
         if not t.is_floating_point():
             # integer tensors (max-pool indices are int64) go, losslessly, into the smallest
             # integer type that holds their range
@@ -628,9 +634,9 @@ class OffloadScope(HookScope):
         self.stats = OffloadStats()
         self.last: ContextManager | None = None
 
-    def __exit__(self, exc_type: Any, *rest: Any) -> None:
-        super().__exit__(exc_type, *rest)
-        if exc_type is None and self.calls == 0:
+    def __exit__(self, *exc_info: object) -> None:
+        super().__exit__(*exc_info)
+        if exc_info[0] is None and self.calls == 0:
             warnings.warn(
                 "offload_module: the module never ran inside the block, so nothing was offloaded. If the model "
                 "is torch.compile'd, hooks added after compiling do not run in the compiled code: call the "
@@ -734,7 +740,7 @@ def gradient_error(model: nn.Module, step: Callable[[], torch.Tensor], make_hook
                 raise ValueError(_STEP_RAN_BACKWARD)
             if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
                 raise ValueError("step() must return a scalar loss tensor, got "
-                                 f"{type(loss).__name__}{'' if not isinstance(loss, torch.Tensor) else list(loss.shape)}")
+                                 f"{type(loss).__name__}{'' if not isinstance(loss, torch.Tensor) else ' of shape ' + str(tuple(loss.shape))}")
             loss.backward()
         out = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten().double()
                          for p in params])

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import functools
 import threading
 import weakref
 from typing import Any
@@ -83,6 +84,11 @@ class _Entry:
         self.loaded: torch.Tensor | None = None     # a copy back on the device (prefetched)
         self.h2d: Any = None          # event: the copy back is done
         self.compute: Any = None      # the compute stream the tensor was made on
+
+
+def _forget(entries: dict[int, Any], index: int, _ref: object) -> None:
+    """The weakref callback of an entry: drop its slot once the graph freed it."""
+    entries.pop(index, None)
 
 
 def _inplace_error(entry: _Entry, now: int | None) -> RuntimeError:
@@ -136,7 +142,8 @@ class OverlappedOffload(SaveOnCpu):
         return stream
 
     # -- forward ------------------------------------------------------------------------------
-    def _encode(self, t: torch.Tensor) -> _Entry:
+    # the packed value is this class's own _Entry, not SaveOnCpu's: _pack / _unpack only pass it through
+    def _encode(self, t: torch.Tensor) -> _Entry:  # type: ignore[override]
         with self._state:
             if self._in_backward:  # a new forward pass after a backward: forget what was consumed
                 self._in_backward = False
@@ -156,7 +163,7 @@ class OverlappedOffload(SaveOnCpu):
                 entry.host.copy_(t)
             entry.original = t
             entries = self._entries
-            entries[entry.index] = weakref.ref(entry, lambda _r, i=entry.index: entries.pop(i, None))
+            entries[entry.index] = weakref.ref(entry, functools.partial(_forget, entries, entry.index))
             self._order.append(entry.index)
             self._held.append(entry)
             while len(self._held) > max(self.in_flight, self.keep_last):
@@ -204,7 +211,7 @@ class OverlappedOffload(SaveOnCpu):
             entry.loaded = entry.host.to(entry.device)
         self.copied_back += 1
 
-    def _decode(self, entry: _Entry) -> torch.Tensor:
+    def _decode(self, entry: _Entry) -> torch.Tensor:  # type: ignore[override]  # see _encode
         with self._state:
             if not self._in_backward:
                 self._start_backward()
@@ -233,9 +240,12 @@ class OverlappedOffload(SaveOnCpu):
             # the copy back stays with the entry until the graph frees it (a storage saved by two ops
             # is unpacked twice; with retain_graph=True it stays, as the plain graph keeps its tensors)
             tensor, event = entry.loaded, entry.h2d
+            assert tensor is not None  # _load gave it its copy
         if event is not None:
             torch.cuda.current_stream(entry.device).wait_event(event)
         return tensor
 
-    def _stored_nbytes(self, entry: _Entry) -> int:
-        return entry.host.numel() * entry.host.element_size()
+    def _stored_nbytes(self, entry: _Entry) -> int:  # type: ignore[override]  # see _encode
+        host = entry.host
+        assert host is not None  # _encode made it
+        return host.numel() * host.element_size()

@@ -63,6 +63,7 @@ budget 256.0 KiB: met (modelled 256.0 KiB of 512.0 KiB without a plan, 50%)
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import statistics
 import time
@@ -78,7 +79,7 @@ from .checkpoint import checkpoint_modules
 from .errors import BudgetError
 from .ledger import SavedTensorLedger
 from .lookup import as_names, get_modules
-from .offload import CompressSaved, SaveOnDisk, offload_module
+from .offload import CompressSaved, Format, SaveOnDisk, offload_module
 from .overlap import OverlappedOffload
 
 __all__ = ["BlockProfile", "BudgetError", "CostModel", "CountedCosts", "MeasuredCosts", "MemoryPlan",
@@ -204,8 +205,8 @@ class MeasuredCosts:
         plain = best(round_trip(contextlib.nullcontext))
         offload = OverlappedOffload if device.type == "cuda" else SaveOnDisk
         moved = max(best(round_trip(offload)) - plain, 1e-9)
-        encode = {fmt: probe_bytes / max(best(round_trip(lambda f=fmt: CompressSaved(f))) - plain, 1e-9)
-                  for fmt in ("bf16", "int8")}
+        encode = {fmt: probe_bytes / max(best(round_trip(functools.partial(CompressSaved, fmt))) - plain, 1e-9)
+                  for fmt in get_args(Format)}
         return cls(copy_bytes_per_s=2 * probe_bytes / moved, encode_bytes_per_s=encode,
                    overlap=0.5 if device.type == "cuda" else 0.0)
 
@@ -389,14 +390,19 @@ class MemoryPlan:
             if names:
                 stack.enter_context(checkpoint_modules(self.model, names))
             for name, choice in choices.items():
+                make: Callable[[], Any]
                 if choice == "offload":
-                    def make(m: int = self.min_bytes) -> Any:
-                        keep = [self.model, *inputs, *self.keep]
+                    def offloading(m: int = self.min_bytes) -> Any:
+                        keep: list[torch.Tensor | nn.Module] = [self.model, *inputs, *self.keep]
                         return (OverlappedOffload(min_bytes=m, keep=keep) if device_offload
                                 else SaveOnDisk(min_bytes=m, keep=keep))
+                    make = offloading
                 elif choice in ("bf16", "int8"):
-                    def make(fmt: str = choice) -> Any:
-                        return CompressSaved(fmt, keep=[self.model, *inputs, *self.keep])  # type: ignore[arg-type]
+                    fmt: Format = "bf16" if choice == "bf16" else "int8"
+
+                    def compressing(fmt: Format = fmt) -> Any:
+                        return CompressSaved(fmt, keep=[self.model, *inputs, *self.keep])
+                    make = compressing
                 else:
                     continue
                 scope = offload_module(self.blocks[name], make)

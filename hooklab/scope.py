@@ -21,7 +21,10 @@ from __future__ import annotations
 import functools
 import inspect
 import weakref
-from typing import Any, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+
+if TYPE_CHECKING:  # typing.Self is Python >= 3.11; mypy knows typing_extensions without installing it
+    from typing_extensions import Self
 
 __all__ = ["HookScope", "LocalHook", "Recorder", "named_scope", "same_module"]
 
@@ -131,7 +134,7 @@ class HookScope:
     def __len__(self) -> int:
         return len(self._handles)
 
-    def __enter__(self) -> HookScope:
+    def __enter__(self) -> Self:
         if self._spent and not self._handles:
             label = f" {self.name!r}" if self.name else ""
             raise RuntimeError(f"this HookScope{label} has already been removed (its block ended, or remove() was "
@@ -285,7 +288,7 @@ class Recorder:
         """True inside the ``with`` block (the hooks are registered)."""
         return self._state == "recording"
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         if self._state != "new":
             raise RuntimeError(f"this {type(self).__name__} has already recorded its block; make a new one for "
                                "another block (what it recorded stays readable)")

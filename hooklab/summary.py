@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
 
-from ._text import format_table
+from ._text import describe_shape, format_table
 from .scope import HookScope
 
 __all__ = ["ShapeRow", "ShapeTable", "layer_shapes"]
@@ -23,18 +23,6 @@ class ShapeRow:
     shape: str
     params: int
     depth: int
-
-
-def _shape(out: Any) -> str:
-    if isinstance(out, torch.Tensor):
-        if out.is_nested:  # one shape per component: a nested tensor has no single .shape
-            return "nested[" + ", ".join(str(list(c.shape)) for c in out.unbind()) + "]"
-        return str(list(out.shape))
-    if isinstance(out, (tuple, list)):
-        return "(" + ", ".join(_shape(o) for o in out) + ")"
-    if isinstance(out, dict):
-        return "{" + ", ".join(f"{k}: {_shape(v)}" for k, v in out.items()) + "}"
-    return type(out).__name__
 
 
 class ShapeTable(list):
@@ -62,11 +50,11 @@ def layer_shapes(model: nn.Module, *args: Any, depth: int = 1, **kwargs: Any) ->
     >>> model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Sequential(nn.Flatten(), nn.Linear(8 * 6 * 6, 2)))
     >>> print(layer_shapes(model, torch.zeros(1, 3, 8, 8), depth=2))
     layer  type        output shape  params
-    0      Conv2d      [1, 8, 6, 6]     224
-    1      ReLU        [1, 8, 6, 6]       0
-    2      Sequential  [1, 2]           578
-      2.0  Flatten     [1, 288]           0
-      2.1  Linear      [1, 2]           578
+    0      Conv2d      (1, 8, 6, 6)     224
+    1      ReLU        (1, 8, 6, 6)       0
+    2      Sequential  (1, 2)           578
+      2.0  Flatten     (1, 288)           0
+      2.1  Linear      (1, 2)           578
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"layer_shapes needs an nn.Module, got {type(model).__name__}")
@@ -76,7 +64,7 @@ def layer_shapes(model: nn.Module, *args: Any, depth: int = 1, **kwargs: Any) ->
     open_rows: dict[int, list[list[Any]]] = {}  # id(module) -> its rows still waiting for an output
     modes = {m: m.training for m in model.modules()}
 
-    def row_start(name: str, level: int):
+    def row_start(name: str, level: int) -> Callable[[nn.Module, Any], None]:
         def shape_pre_hook(module: nn.Module, inputs: Any) -> None:
             params = sum(p.numel() for p in module.parameters())
             row = [name, type(module).__name__, "?", params, level]
@@ -85,7 +73,7 @@ def layer_shapes(model: nn.Module, *args: Any, depth: int = 1, **kwargs: Any) ->
         return shape_pre_hook
 
     def shape_hook(module: nn.Module, inputs: Any, output: Any) -> None:
-        open_rows[id(module)].pop()[2] = _shape(output)
+        open_rows[id(module)].pop()[2] = describe_shape(output)
 
     with HookScope("layer_shapes") as scope:
         try:

@@ -37,7 +37,7 @@ from torch import nn
 
 from ._checks import NO_CALL_CAUSES, refuse_compiled
 from ._saved import OtherThreads, check_version
-from ._text import format_table
+from ._text import describe_shape, format_table
 from ._torch_internals import current_graph_task_id, handle_alive, tree_flatten, version, was_compiled
 from .lookup import as_names, get_modules
 from .scope import Recorder, same_module
@@ -60,6 +60,7 @@ Kind = Literal[
     "module_backward",
 ]
 KINDS: tuple[Kind, ...] = get_args(Kind)
+Phase = Literal["forward", "backward"]
 _FORWARD_KINDS = {"module_forward_pre", "module_forward", "pack"}
 
 
@@ -68,30 +69,22 @@ class Event:
     """One hook firing: its position, the pass it happened in, what fired and on what."""
 
     step: int
-    phase: Literal["forward", "backward"]
+    phase: Phase
     kind: Kind
     name: str  # the label given when registering
     detail: str  # shapes of what the hook received (never values)
 
 
 def describe(value: Any) -> str:
-    """A short, stable description of what a hook received: shapes, never values.
+    """A short, stable description of what a hook received: shapes, never values (hooklab's one shape notation).
 
     >>> describe((torch.ones(2, 3), None))
     '[(2, 3), None]'
     """
-    if value is None:
-        return "None"
-    if isinstance(value, torch.Tensor):
-        if value.is_nested:  # no single shape: one per component
-            return "nested[" + ", ".join(str(tuple(c.shape)) for c in value.unbind()) + "]"
-        return str(tuple(value.shape))
-    if isinstance(value, (tuple, list)):
-        return "[" + ", ".join(describe(v) for v in value) + "]"
-    return type(value).__name__
+    return describe_shape(value)
 
 
-def _phase(kind: str) -> str:
+def _phase(kind: Kind) -> Phase:
     # The autograd engine sets a graph-task id while it runs a backward pass (-1 otherwise).
     task_id = current_graph_task_id()
     if task_id is not None:
@@ -123,7 +116,7 @@ _AUGMENTED = re.compile(r"^\s*(?!self\.)[A-Za-z_]\w*(?:\[[^\]]*\])?\s*[-+*/]=", 
 _SOURCE_CHECKED: dict[type, bool] = {}
 
 
-def _forward_writes_in_place(cls: type) -> bool:
+def _forward_writes_in_place(cls: type[nn.Module]) -> bool:
     """True when a module class's forward has an in-place update like ``out += identity`` (cached)."""
     if cls not in _SOURCE_CHECKED:
         found = False
@@ -201,14 +194,15 @@ class Tracer(Recorder):
             warnings.warn(f"Tracer recorded no event of the modules it traced ({shown}). {first}{NO_CALL_CAUSES}",
                           RuntimeWarning, stacklevel=5)
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+        exc = exc_info[0] if exc_info else None
         if (isinstance(exc, RuntimeError) and "BackwardHookFunction" in str(exc) and self._full_backward
                 and hasattr(exc, "add_note")):  # add_note: Python >= 3.11
             exc.add_note(f"hooklab: the Tracer traced the backward of {', '.join(self._full_backward[:3])} with "
                          "full backward hooks, which PyTorch forbids when a later op modifies the module's output "
                          "in place (e.g. a following ReLU(inplace=True)). Trace it with backward='outputs' (or "
                          "False); see Tracer.module.")
-        super().__exit__(exc_type, exc, tb)
+        super().__exit__(exc_type, *exc_info)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -228,13 +222,13 @@ class Tracer(Recorder):
             raise RuntimeError(f"{what} registers hooks, so it is called inside the Tracer's `with` block "
                                f"({where}): with Tracer() as tr: tr.{what.rstrip('()')}(...)")
 
-    def _record(self, kind: str, name: str, detail: str) -> None:
+    def _record(self, kind: Kind, name: str, detail: str) -> None:
         if not self.recording:
             return
         self._poll_retained()
         self._append(kind, name, detail)
 
-    def _append(self, kind: str, name: str, detail: str, phase: str | None = None) -> None:
+    def _append(self, kind: Kind, name: str, detail: str, phase: Phase | None = None) -> None:
         self.events.append(Event(len(self.events) + 1, phase or _phase(kind), kind, name, detail))
 
     def _poll_retained(self, when: str = "observed") -> None:
@@ -301,7 +295,9 @@ class Tracer(Recorder):
             if self.recording:
                 self._poll_retained()
 
-        self.scope.add(t.grad_fn.register_prehook(observe))
+        node = t.grad_fn
+        assert node is not None  # not a leaf (refused above), and it requires grad
+        self.scope.add(node.register_prehook(observe))
 
     def node(self, node: Any, name: str | None = None) -> tuple[Any, Any]:
         """Trace a Node (``y.grad_fn``, or a non-leaf tensor ``y``): its pre-hook and post-hook.
@@ -338,7 +334,7 @@ class Tracer(Recorder):
         _check_tensor(p, "post_accumulate()")
         if not p.is_leaf:
             raise ValueError(
-                f"post_accumulate(): {name!r} is not a leaf (it was made by {p.grad_fn.name()}). "
+                f"post_accumulate(): {name!r} is not a leaf (it was made by {type(p.grad_fn).__name__}). "
                 "Only leaves accumulate into .grad, so PyTorch refuses this hook on them. "
                 "Use tensor() or retain_grad() for intermediate tensors."
             )
@@ -403,7 +399,7 @@ class Tracer(Recorder):
             def forward_pre(mod: nn.Module, args: Any, kwargs: Any) -> None:
                 if not registered(mod):
                     return
-                extra = f" kwargs {{{', '.join(f'{k}: {describe(v)}' for k, v in kwargs.items())}}}" if kwargs else ""
+                extra = f" kwargs {describe(kwargs)}" if kwargs else ""
                 self._record("module_forward_pre", label, f"input {describe(args)}{extra}")
 
             def forward_post(mod: nn.Module, args: Any, output: Any) -> None:
@@ -521,7 +517,7 @@ class Tracer(Recorder):
         self._check_used()
         if kinds is None:
             return None
-        wanted = {kinds} if isinstance(kinds, str) else set(kinds)
+        wanted: set[str] = {kinds} if isinstance(kinds, str) else set(kinds)
         unknown = sorted(wanted - set(KINDS))
         if unknown:
             raise ValueError(f"unknown event kind(s) {unknown}; kinds are {', '.join(KINDS)}")

@@ -99,7 +99,7 @@ def run_workers(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     if dist.is_available() is False:
         raise RuntimeError("this PyTorch build has no torch.distributed")
-    ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    ctx = mp.get_context("fork") if sys.platform.startswith("linux") else mp.get_context("spawn")
     folder = Path(tempfile.mkdtemp(prefix="hooklab-workers-"))
     results = ctx.Queue()
     procs = [ctx.Process(target=_worker, args=(fn, rank, world_size, args, backend, str(folder / "store"),
