@@ -114,9 +114,9 @@ def _cam_in(answer: Any, model: nn.Sequential, index: int, x: torch.Tensor, targ
     how_zh, how_en, context, inference_input = how
     try:
         with no_hooks_left(model, *model.modules()), context():
-            try:
-                return answer(model, model[index], x * 1.0 if inference_input else x, target)  # x * 1.0: inference
-            except Exception as exc:  # the learner's code failed in this mode: say how
+            try:  # x * 1.0, made inside inference_mode, is an inference tensor
+                return answer(model, model[index], x * 1.0 if inference_input else x, target)
+            except Exception as exc:  # the learner's code failed in this mode: said below, once no hook is left
                 error = exc
         said = (f"{where}，{how_zh}调用时你的函数抛出了 {type(error).__name__}: {short_error(error)}。",
                 f"{where}, called {how_en}: your function raised {type(error).__name__}: {short_error(error)}.")
