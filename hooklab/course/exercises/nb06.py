@@ -1,8 +1,5 @@
 """Exercises of notebook 06 (saved-tensor hooks): count saved bytes, fix the disk hooks, predict who packs.
-
-Each checker builds tiny seeded models and computes the truth itself; anything written to disk goes to a
-private temporary directory that is removed afterwards.
-"""
+Anything written to disk goes to a private temporary directory that is removed afterwards."""
 from __future__ import annotations
 
 import gc
@@ -11,7 +8,7 @@ import shutil
 import sys
 import tempfile
 import weakref
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Callable, Iterator
 
 import torch
@@ -206,14 +203,11 @@ def _check_failed_write(answer: Callable, root: str) -> None:
     model, step = _disk_step(4, 6, 30)
     missing = os.path.join(root, "deleted")  # as if someone removed the directory: every torch.save fails
     pack, unpack = _hook_pair(answer, missing, 0)
-    with _ignored_in_del() as ignored:
-        try:
-            with saved_tensors_hooks(pack, unpack):
-                loss = step()
-            loss.backward()  # a learner may fall back to memory: then it must still work
-            del loss
-        except Exception:
-            pass  # the failed write may raise: that is the caller's to handle
+    with _ignored_in_del() as ignored, suppress(Exception):  # the failed write may raise: that is the caller's to handle
+        with saved_tensors_hooks(pack, unpack):
+            loss = step()
+        loss.backward()  # a learner may fall back to memory: then it must still work
+        del loss
     first = (ignored or [""])[0]
     expect(not ignored, "del-after-failed-write",
            f"写文件失败后，有异常在 `__del__` 里被抛出又被忽略：{first}。文件没写成时，不要留下一个会去删除它的对象"
