@@ -45,6 +45,7 @@ LINE_PX = 27                           # height of one line on a 1280 x 720 slid
 COLUMNS = 110                          # characters of prose per line on a slide (a Chinese character counts 2)
 PROSE_SPACING = 1.4                    # a line of prose is this much taller than a line of code
 CONTINUED = {"zh": "（续 {part}/{parts}）", "en": "(continued, {part}/{parts})"}
+OUTPUT_NOTE = {"zh": "（上面代码的输出）", "en": "(output of the code above)"}
 LANGUAGE_CODE = {"zh": "zh-CN", "en": "en"}
 
 
@@ -186,37 +187,50 @@ def _code_lines(text: str) -> int:
     return len(text.strip("\n").split("\n"))
 
 
+def _note(text: str) -> dict[str, Any]:
+    """The small grey line that starts the sub-slide of a cell's later part."""
+    return {"cell_type": "markdown", "metadata": {"hooklab_continued": True},
+            "source": f'<p class="hooklab-continued">{text}</p>'}
+
+
 def split_cell(cell: dict[str, Any], lang: str, limit: int = LINES_PER_SLIDE) -> list[dict[str, Any]]:
     """A cell too long for one slide as several cells, each later part preceded by a small "continued" note.
 
-    Code keeps its outputs on the last part; markdown is cut between paragraphs. A cell that fits is returned
-    as it is (in a list)."""
+    Markdown is cut between paragraphs (or list items); code at blank lines, and when the outputs do not fit
+    under the code's last part they follow on a slide of their own (the code hidden there). A cell that fits
+    is returned as it is (in a list)."""
     source = _source(cell)
     kind = cell.get("cell_type")
     if kind == "code":
-        if _code_lines(source) <= limit:
+        parts = split_text(source, limit, _code_lines) if _code_lines(source) > limit else [source]
+        outputs = cell.get("outputs", [])
+        own_slide = bool(outputs) and _code_lines(parts[-1]) + sum(output_lines(o) for o in outputs) > limit
+        if len(parts) < 2 and not own_slide:
             return [cell]
-        parts = split_text(source, limit, _code_lines)
     elif kind == "markdown":
         if cell_lines(cell) <= limit:
             return [cell]
         parts = split_text(source, limit, lambda t: cell_lines({"cell_type": "markdown", "source": t}))
+        if len(parts) < 2:
+            return [cell]
     else:
-        return [cell]
-    if len(parts) < 2:
         return [cell]
     cells: list[dict[str, Any]] = []
     for number, part in enumerate(parts, 1):
         piece = copy.deepcopy(cell)
         piece["source"] = part
         piece.pop("id", None)
-        if kind == "code" and number < len(parts):
+        if kind == "code" and (number < len(parts) or own_slide):
             piece["outputs"] = []
         if number > 1:
-            note = CONTINUED[lang].format(part=number, parts=len(parts))
-            cells.append({"cell_type": "markdown", "metadata": {"hooklab_continued": True},
-                          "source": f'<p class="hooklab-continued">{note}</p>'})
+            cells.append(_note(CONTINUED[lang].format(part=number, parts=len(parts))))
         cells.append(piece)
+    if kind == "code" and own_slide:
+        shown = copy.deepcopy(cell)
+        shown.pop("id", None)
+        shown["source"] = parts[-1]
+        shown.setdefault("metadata", {}).setdefault("transient", {})["remove_source"] = True  # nbconvert: no input
+        cells += [_note(OUTPUT_NOTE[lang]), shown]
     return cells
 
 
@@ -300,7 +314,8 @@ SLIDES_CSS = """
 .reveal .slides section { height: 100%; overflow-y: auto; }   /* a slide taller than the screen scrolls */
 .reveal h1, .reveal h2, .reveal h3 { text-transform: none; font-family: var(--jp-content-font-family); }
 .reveal h1 { font-size: 1.6em; } .reveal h2 { font-size: 1.3em; } .reveal h3 { font-size: 1.1em; }
-.reveal pre { box-shadow: none; width: 100%; margin: 0; font-size: 0.9em; }
+.reveal pre { box-shadow: none; width: 100%; margin: 0; font-size: 0.9em;
+              white-space: pre-wrap; overflow-wrap: anywhere; }   /* a long line wraps instead of being cut */
 .reveal .jp-OutputArea-output pre { max-height: 540px; overflow: auto; }
 .reveal img { max-height: 560px; }
 .reveal .hooklab-continued { color: #888; font-size: 0.6em; margin: 0; text-align: right; }

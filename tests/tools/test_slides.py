@@ -74,6 +74,17 @@ def test_a_long_code_cell_is_cut_at_blank_lines_and_marked_continued():
     assert len({c["id"] for c in cells}) == len(cells)  # split cells get ids of their own
 
 
+def test_outputs_that_do_not_fit_under_their_code_follow_on_a_slide_of_their_own():
+    long_output = [stream("".join(f"row {i}\n" for i in range(10)))]
+    cells = slides.split_cell(code("a = 1\nb = 2\nprint(a, b)", long_output), "en", limit=8)
+    assert [c["cell_type"] for c in cells] == ["code", "markdown", "code"]
+    assert cells[0]["outputs"] == [] and cells[2]["outputs"] == long_output
+    assert cells[2]["metadata"]["transient"]["remove_source"] is True  # nbconvert shows the outputs alone
+    assert "output of the code above" in cells[1]["source"]
+    short = code("a = 1", [stream("1\n")])
+    assert slides.split_cell(short, "en", limit=8) == [short]
+
+
 def test_a_block_longer_than_a_slide_is_cut_by_lines():
     source = "\n".join(f"line_{i} = {i}" for i in range(30))   # no blank line at all
     parts = [c for c in slides.split_cell(code(source), "en", limit=12) if c["cell_type"] == "code"]
