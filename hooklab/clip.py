@@ -337,8 +337,8 @@ def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_
     >>> with clip_grad_norm_global_hooks(model, 0.5):
     ...     model(x).pow(2).sum().backward()
     >>> total = torch.stack([p.grad.norm() for p in model.parameters()]).norm()
-    >>> total.item()                     # compared with a tolerance (FLOAT_CMP): float rounding in the norm
-    0.5
+    >>> total                            # max_norm, up to float rounding in the norm
+    tensor(0.5000)
     """
     max_norm = _positive(max_norm, "max_norm")
     norm_type = check_norm_type(norm_type)
