@@ -1,7 +1,8 @@
 """`./course site`: one static site per language, built offline from the committed notebooks.
 
 Fast tests of the assembly (settings, pages, data tables), then one real build of both languages per test
-session (`./course site`, the module fixture `built`) that the other tests read: every page and figure, the
+run (`./course site`: the session fixture `course_site` of tests/tools/conftest.py, shared with
+test_browser.py and across xdist workers) that the other tests read: every page and figure, the
 language links, Chinese and English search, math rendered by a local MathJax, download and copy buttons, the
 further reading, the API page, the licence, and the repository buttons present or absent as [project.urls] says
 (a second, one-language build with the opposite setting checks the other way)."""
@@ -10,7 +11,6 @@ import html.parser
 import importlib.util
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,7 +23,7 @@ site = importlib.util.module_from_spec(spec)
 sys.modules["course_site"] = site
 spec.loader.exec_module(site)
 
-# Building both languages takes about 50 s of CPU; on this 2-core machine under load it took up to 190 s, so the
+# Building both languages takes about 50 s of CPU; on this 2-core machine under load it took up to 230 s, so the
 # test that first uses the build (its set-up counts) may take longer than the default limit.
 pytestmark = pytest.mark.timeout(600)
 
@@ -217,17 +217,11 @@ def test_chooser_page_links_both_languages():
 # --- one real build of both languages ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    out = tmp_path_factory.mktemp("site") / "site"
-    try:
-        result = subprocess.run([str(ROOT / "course"), "site", "--out", str(out)], cwd=ROOT, capture_output=True,
-                                text=True, timeout=540)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"./course site did not build both languages within 540 s; its output so far:\n"
-                    f"{(exc.stderr or b'')[-3000:]!r}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "site built" in result.stderr
-    return out, result.stderr
+def built(course_site):
+    """The site as `./course site` builds it, once per test run (tests/tools/conftest.py); (folder, stderr)."""
+    out, log = course_site
+    assert "site built" in log
+    return out, log
 
 
 def notebook_names():
