@@ -314,8 +314,13 @@ def clip_spread_evenly(model, name, max_norm):
     return param.register_hook(lambda g: g.sign() * max_norm / g.numel() ** 0.5 if g.norm() > max_norm else g)
 
 
+def clip_to_nan(model, name, max_norm):
+    param = dict(model.named_parameters())[name]
+    return param.register_hook(lambda g: g * float("nan"))      # a nan norm is not "the right norm"
+
+
 @pytest.mark.parametrize("answer, reason", [
-    (clip_spread_evenly, "clamped-elementwise"), (clip_elementwise, "clip-norm"), (clip_always_rescale, "scaled-below-limit"), (clip_hard_coded_one, "clip-norm"),
+    (clip_to_nan, "clip-norm"), (clip_spread_evenly, "clamped-elementwise"), (clip_elementwise, "clip-norm"), (clip_always_rescale, "scaled-below-limit"), (clip_hard_coded_one, "clip-norm"),
     (clip_every_parameter, "other-parameters"), (clip_late_binding_lambda, "clip-norm"),
     (clip_reading_dot_grad, "backward-raised"), (clip_in_place_returning_grad, "in-place"),
     (clip_in_place_returning_none, "in-place")])

@@ -115,7 +115,7 @@ def shapes_without_the_batch_dimension(model, x):
     (shapes_of_outputs, "output-shapes"), (shapes_late_binding, "late-binding"), (shapes_leaving_hooks, "hook-left"),
     (shapes_by_running_children_in_turn, "call-count"), (shapes_of_named_modules, "not-top-level"),
     (shapes_as_dict, "dict-not-rows"), ("input_shapes", "not-a-function"), (shapes_only, "not-rows"),
-    (shapes_without_the_batch_dimension, "row")])
+    (shapes_without_the_batch_dimension, "row"), (lambda model, x: [], "call-count")])
 def test_05_1_rejects_wrong_answers(answer, reason):
     assert judged("05.1", answer) == ("wrong", reason)
 
@@ -242,8 +242,12 @@ def norms_with_names(model, x, y):
     return [(name, v[0]) for name, v in monitor.norms().items()]
 
 
+def norms_all_nan(model, x, y):
+    return [float("nan")] * sum(isinstance(layer, nn.Linear) for layer in model)
+
+
 @pytest.mark.parametrize("answer, reason", [
-    (norms_in_firing_order, "reversed"), (norms_leaving_hooks, "hook-left"), (norms_of_weights_only, "norm-values"),
+    (norms_all_nan, "norm-values"), (norms_in_firing_order, "reversed"), (norms_leaving_hooks, "hook-left"), (norms_of_weights_only, "norm-values"),
     (norms_summed_not_combined, "norm-values"), (norms_per_parameter, "layer-count"),
     (norms_of_parameters_not_gradients, "norm-values"), (norms_of_summed_output, "norm-values"),
     (norms_as_dict, "dict-not-list"), (norms_with_names, "not-floats")])

@@ -198,7 +198,7 @@ def _clip_verdict(name: str, norm: float, got_norm: float, max_norm: float) -> N
     if norm <= max_norm:
         fail("scaled-below-limit", f"{zh}它的范数 {norm:.4g} 本来就不超过 {max_norm}，应保持不变；你的结果范数为 {got_norm:.4g}。",
              f"{en}its norm {norm:.4g} is already at most {max_norm} and must stay unchanged; yours has norm {got_norm:.4g}.")
-    expect(abs(got_norm - max_norm) > 1e-4 * max_norm, "clamped-elementwise",
+    expect(not abs(got_norm - max_norm) <= 1e-4 * max_norm, "clamped-elementwise",  # a nan norm is not right
            f"{zh}范数对了，方向却变了：应整体乘以同一个系数，而不是逐元素截断。",
            f"{en}the norm is right but the direction changed: scale the whole gradient by one factor instead of "
            "clamping element by element.")

@@ -83,15 +83,15 @@ def _as_rows(result: Any) -> Rows:
 
 def _wrong_rows(label: str, children: set[str], rows: Rows, truth: Rows, output_rows: Rows) -> None:
     """Why ``rows`` (not ``truth``) are wrong."""
-    names = {name for name, _ in rows}
+    names, first = {name for name, _ in rows}, rows[0][0] if rows else ""
     expect(rows != output_rows, "output-shapes",
            f"在模型 {label} 上你记录的是每个子模块的**输出**形状；输入形状要用 `register_forward_pre_hook`。",
            f"on the model {label} you recorded each child's *output* shape; the input shape comes from "
            "`register_forward_pre_hook`.")
     expect(not (len(rows) > 1 and len(names) == 1 < len({n for n, _ in truth})), "late-binding",
-           f"每一行的名字都是 `{rows[0][0]}`：闭包读的是循环变量，钩子运行时它已经是最后一个值（延迟绑定）。"
+           f"每一行的名字都是 `{first}`：闭包读的是循环变量，钩子运行时它已经是最后一个值（延迟绑定）。"
            "注册时用默认参数 `name=name` 绑定名字。",
-           f"every row is named `{rows[0][0]}`: the closure reads the loop variable, which holds its last value by "
+           f"every row is named `{first}`: the closure reads the loop variable, which holds its last value by "
            "the time the hooks run (late binding). Bind it with a default argument `name=name` when registering.")
     strangers = sorted(names - children)
     expect(not strangers, "not-top-level",
@@ -174,7 +174,7 @@ def _expect_norms(result: Any, truth: list[float], what: tuple[str, str]) -> Non
            "数值对了，顺序反了：钩子按反向传播的顺序（从输出到输入）触发，答案要按模型里从输入到输出的顺序。",
            "right numbers, reversed: hooks fire in backward order (output to input), but the answer goes in model "
            "order, from input to output.")
-    k = next(i for i, (a, b) in enumerate(zip(norms, truth)) if abs(a - b) > 1e-4 * abs(b) + 1e-7)
+    k = next(i for i, (a, b) in enumerate(zip(norms, truth)) if not abs(a - b) <= 1e-4 * abs(b) + 1e-7)  # nan too
     fail("norm-values", f"在{what[0]}上，第 {k + 1} 个 `nn.Linear` 的梯度范数（权重和偏置合起来，即 sqrt(|dW|² + |db|²)）"
          f"应为 {truth[k]:.4g}，你的函数给出 {norms[k]:.4g}。", f"on {what[1]}, the gradient norm of `nn.Linear` number "
          f"{k + 1} (weight and bias together, sqrt(|dW|^2 + |db|^2)) is {truth[k]:.4g}; your function gave {norms[k]:.4g}.")
@@ -277,4 +277,5 @@ def grad_cam(answer: Any) -> None:
                   None if which == "predicted" else _true_cam(model, index, x, predicted))
         layer = str(index)
         result = run(answer, model, layer, x.clone(), target.clone(), leak_free=(model,))
-        _expect_cam(result, x, *truths, (f"层 `\"{layer}\"`、{_TARGETS[which][0]}", f"layer `\"{layer}\"`, {_TARGETS[which][1]}"))
+        where = (f"层 `\"{layer}\"`、{_TARGETS[which][0]}", f"layer `\"{layer}\"`, {_TARGETS[which][1]}")
+        _expect_cam(result, x, *truths, where)
