@@ -65,18 +65,22 @@ def test_quick_mode_prints_the_table_and_leaks_no_files(tmp_path):
     assert list(tmp_path.glob("hooklab-saved-*")) == []  # the disk variant removed its private directories
 
 
-def test_bad_arguments_are_rejected():
-    result = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--batch", "0"],
-                            capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert result.returncode == 2
-    assert "--batch must be a positive integer" in result.stderr
-    result = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--device", "tpu"],
-                            capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert result.returncode == 2 and "--device must be cpu or cuda" in result.stderr
+# The argument checks run in this process (main(argv), as argparse exits): a subprocess per check cost an import of
+# torch and torchvision each, about 5 s of CPU.
+@pytest.mark.parametrize("argv, message", [(["--batch", "0"], "--batch must be a positive integer"),
+                                           (["--device", "tpu"], "--device must be cpu or cuda")])
+def test_bad_arguments_are_rejected(argv, message, capsys):
+    from benchmarks import bench_memory
+    with pytest.raises(SystemExit) as exited:
+        bench_memory.main(["--quick", *argv])
+    assert exited.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_device_cuda_is_refused_clearly_without_a_gpu():
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    result = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--device", "cuda"],
-                            capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
-    assert result.returncode == 2 and "no GPU is visible here" in result.stderr
+def test_device_cuda_is_refused_clearly_without_a_gpu(capsys, monkeypatch):
+    import torch
+
+    from benchmarks import bench_memory
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as with CUDA_VISIBLE_DEVICES="" (./course test)
+    with pytest.raises(SystemExit) as exited:
+        bench_memory.main(["--quick", "--device", "cuda"])
+    assert exited.value.code == 2 and "no GPU is visible here" in capsys.readouterr().err
