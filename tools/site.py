@@ -312,6 +312,7 @@ def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repos
             if (out / lang).exists():
                 shutil.rmtree(out / lang)
             shutil.move(src_root / f"html-{lang}" / "html", out / lang)
+            shutil.rmtree(src_root / f"html-{lang}")  # what is left: myst-nb's jupyter_execute/
     finally:
         for proc in procs.values():
             if proc.poll() is None:
