@@ -56,7 +56,7 @@ def traced(model: nn.Module, x: torch.Tensor, what: str, events: list[int]) -> C
             if what in ("parameters", "everything"):
                 for name, p in model.named_parameters():
                     tr.tensor(p, name)
-                    tr.post_accumulate(p, name)
+                    tr.post_accumulate_grad(p, name)
             if what in ("saved", "everything"):
                 with tr.saved_tensors():
                     model.zero_grad(set_to_none=True)

@@ -10,7 +10,7 @@ a value::
             y = w * x
         tr.tensor(y, "y")                 # tensor hook
         tr.node(y.grad_fn, "mul")         # Node pre-hook and post-hook
-        tr.post_accumulate(w, "w")        # leaf: after .grad was written
+        tr.post_accumulate_grad(w, "w")   # leaf: after .grad was written
         y.sum().backward()
     print(tr.table())
     tr.plot()
@@ -55,7 +55,7 @@ Kind = Literal[
     "node_pre",
     "unpack",
     "node_post",
-    "post_accumulate",
+    "post_accumulate_grad",
     "multi_grad",
     "module_backward",
 ]
@@ -154,14 +154,14 @@ class Tracer(Recorder):
     >>> with Tracer() as tr:
     ...     y = w * 2
     ...     _ = tr.tensor(y, "y")
-    ...     _ = tr.post_accumulate(w, "w")
+    ...     _ = tr.post_accumulate_grad(w, "w")
     ...     y.sum().backward()
     >>> tr.sequence()
-    [('tensor', 'y'), ('post_accumulate', 'w')]
+    [('tensor', 'y'), ('post_accumulate_grad', 'w')]
     >>> print(tr.table())
-    step  phase     kind             name  detail
-    1     backward  tensor           y     (3,)
-    2     backward  post_accumulate  w     .grad (3,)
+    step  phase     kind                  name  detail
+    1     backward  tensor                y     (3,)
+    2     backward  post_accumulate_grad  w     .grad (3,)
     """
 
     def __init__(self) -> None:
@@ -283,7 +283,7 @@ class Tracer(Recorder):
         if t.is_leaf:
             raise ValueError(
                 f"retain_grad(): {name!r} is a leaf tensor; leaves keep .grad anyway. "
-                "Trace it with tensor() or post_accumulate() instead."
+                "Trace it with tensor() or post_accumulate_grad() instead."
             )
         t.retain_grad()
         self._remember(t, name)
@@ -312,7 +312,7 @@ class Tracer(Recorder):
                     "node(): this tensor has no grad_fn (it is a leaf or does not require grad). "
                     "A leaf's gradient is written by an AccumulateGrad Node, reachable as "
                     "y.grad_fn.next_functions[i][0] from a tensor y computed from it; "
-                    "or trace the leaf with tensor() / post_accumulate()."
+                    "or trace the leaf with tensor() / post_accumulate_grad()."
                 )
             node = node.grad_fn
         if not isinstance(node, torch.autograd.graph.Node):
@@ -327,23 +327,25 @@ class Tracer(Recorder):
 
         return self.scope.add(node.register_prehook(node_pre)), self.scope.add(node.register_hook(node_post))
 
-    def post_accumulate(self, p: torch.Tensor, name: str) -> torch.utils.hooks.RemovableHandle:
+    def post_accumulate_grad(self, p: torch.Tensor, name: str) -> torch.utils.hooks.RemovableHandle:
         """Trace ``p.register_post_accumulate_grad_hook`` (leaf tensors only)."""
-        self._open("post_accumulate()")
+        self._open("post_accumulate_grad()")
         _check_name(name)
-        _check_tensor(p, "post_accumulate()")
+        _check_tensor(p, "post_accumulate_grad()")
         if not p.is_leaf:
             raise ValueError(
-                f"post_accumulate(): {name!r} is not a leaf (it was made by {type(p.grad_fn).__name__}). "
+                f"post_accumulate_grad(): {name!r} is not a leaf (it was made by {type(p.grad_fn).__name__}). "
                 "Only leaves accumulate into .grad, so PyTorch refuses this hook on them. "
                 "Use tensor() or retain_grad() for intermediate tensors."
             )
         self._remember(p, name)
 
         def post_accumulate_hook(param: torch.Tensor) -> None:
-            self._record("post_accumulate", name, f".grad {describe(param.grad)}")
+            self._record("post_accumulate_grad", name, f".grad {describe(param.grad)}")
 
         return self.scope.add(p.register_post_accumulate_grad_hook(post_accumulate_hook))
+
+    post_accumulate = post_accumulate_grad  # the old name (before issue 26), kept for notebooks saved with it
 
     def multi_grad(self, tensors: Sequence[torch.Tensor], name: str, *, mode: MultiMode = "all") -> Any:
         """Trace ``torch.autograd.graph.register_multi_grad_hook(tensors, ..., mode=mode)``."""

@@ -29,14 +29,14 @@ def test_02_1_the_solution_is_what_the_tracer_records():
         tr.tensor(a, "a")
         tr.tensor(b, "b")
         tr.node(ab.grad_fn, "MulBackward0")
-        tr.post_accumulate(a, "a")
-        tr.post_accumulate(b, "b")
+        tr.post_accumulate_grad(a, "a")
+        tr.post_accumulate_grad(b, "b")
         z.sum().backward()
     assert tr.sequence() == run_solution("02.1")["my_trace"]
 
 
 T, NPRE, NPOST = ("tensor", "ab"), ("node_pre", "MulBackward0"), ("node_post", "MulBackward0")
-TA, PA, TB, PB = ("tensor", "a"), ("post_accumulate", "a"), ("tensor", "b"), ("post_accumulate", "b")
+TA, PA, TB, PB = ("tensor", "a"), ("post_accumulate_grad", "a"), ("tensor", "b"), ("post_accumulate_grad", "b")
 
 
 @pytest.mark.parametrize("answer, reason", [
@@ -46,9 +46,9 @@ TA, PA, TB, PB = ("tensor", "a"), ("post_accumulate", "a"), ("tensor", "b"), ("p
     ([T, NPRE, NPOST, PA, TA, PB, TB], "order"),             # post-accumulate before the leaf's tensor hook
     ([NPRE, T, NPOST, TA, PA, TB, PB], "order"),             # Node pre-hook before the tensor hook
     ([T, NPRE, NPOST, TA, PA, TB], "not-the-seven-events"),  # one missing
-    ([T, NPRE, NPOST, TA, PA, TB, ("post_accumulate", "ab")], "not-the-seven-events"),
-    (["tensor ab", "node_pre MulBackward0", "node_post MulBackward0", "tensor a", "post_accumulate a",
-      "tensor b", "post_accumulate b"], "not-pairs"),        # strings, not (kind, name) pairs
+    ([T, NPRE, NPOST, TA, PA, TB, ("post_accumulate_grad", "ab")], "not-the-seven-events"),
+    (["tensor ab", "node_pre MulBackward0", "node_post MulBackward0", "tensor a", "post_accumulate_grad a",
+      "tensor b", "post_accumulate_grad b"], "not-pairs"),        # strings, not (kind, name) pairs
     ({"tensor": "ab"}, "not-pairs"),
 ])
 def test_02_1_rejects_wrong_traces(answer, reason):

@@ -38,7 +38,7 @@ def raw_order():
     w.register_hook(lambda g: log.append(("tensor", "w")))
     acc.register_prehook(lambda go: log.append(("node_pre", "acc_w")))
     acc.register_hook(lambda gi, go: log.append(("node_post", "acc_w")))
-    w.register_post_accumulate_grad_hook(lambda p: log.append(("post_accumulate", "w")))
+    w.register_post_accumulate_grad_hook(lambda p: log.append(("post_accumulate_grad", "w")))
     loss.backward()
     return log, w.grad.clone()
 
@@ -51,7 +51,7 @@ def test_order_matches_plain_pytorch():
         tr.node(y.grad_fn, "mul")
         tr.tensor(w, "w")
         tr.node(y.grad_fn.next_functions[0][0], "acc_w")
-        tr.post_accumulate(w, "w")
+        tr.post_accumulate_grad(w, "w")
         loss.backward()
     assert tr.sequence() == expected
     assert [e.step for e in tr.events] == list(range(1, len(expected) + 1))
@@ -64,7 +64,7 @@ def test_observing_hooks_do_not_change_gradients():
     with Tracer() as tr:
         tr.tensor(y, "y")
         tr.node(y, "mul")
-        tr.post_accumulate(w, "w")
+        tr.post_accumulate_grad(w, "w")
         with tr.saved_tensors():
             pass
         loss.backward()
@@ -103,14 +103,22 @@ def test_retain_grad_recorded_again_on_second_backward():
     assert tr.sequence().count(("retain_grad", "y")) == 2
 
 
-def test_post_accumulate_fires_after_grad_is_written():
+def test_post_accumulate_grad_fires_after_grad_is_written():
     w, x, y, loss = small_graph()
     seen = []
     with Tracer() as tr:
-        tr.post_accumulate(w, "w")
+        tr.post_accumulate_grad(w, "w")
         w.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad is not None))
         loss.backward()
     assert tr.events[0].detail == ".grad (3,)" and seen == [True]
+
+
+def test_old_method_name_post_accumulate_records_the_same_kind():
+    w, x, y, loss = small_graph()
+    with Tracer() as tr:
+        tr.post_accumulate(w, "w")  # the name before issue 26, in notebooks saved with it
+        loss.backward()
+    assert tr.sequence() == [("post_accumulate_grad", "w")]
 
 
 def test_multi_grad_all_and_any():
@@ -184,7 +192,7 @@ def test_everything_removed_on_exit_even_after_an_exception():
         with Tracer() as tr:
             tr.module(model, "model")
             tr.tensor(w, "w")
-            tr.post_accumulate(w, "w")
+            tr.post_accumulate_grad(w, "w")
             tr.node(y, "mul")
             tr.multi_grad([w], "m")
             with tr.saved_tensors():
@@ -275,7 +283,7 @@ def test_registering_outside_the_block_is_refused_and_registers_nothing():
     (lambda tr, t, y: tr.tensor(torch.ones(2), "t"), ValueError, "does not require grad"),
     (lambda tr, t, y: tr.tensor([1.0], "t"), TypeError, "expects a tensor"),
     (lambda tr, t, y: tr.tensor(t, ""), TypeError, "non-empty string"),
-    (lambda tr, t, y: tr.post_accumulate(y, "y"), ValueError, "not a leaf"),
+    (lambda tr, t, y: tr.post_accumulate_grad(y, "y"), ValueError, "not a leaf"),
     (lambda tr, t, y: tr.retain_grad(t, "t"), ValueError, "leaf tensor"),
     (lambda tr, t, y: tr.node(t, "t"), ValueError, "AccumulateGrad"),
     (lambda tr, t, y: tr.node("MulBackward0"), TypeError, "autograd Node"),
@@ -325,11 +333,11 @@ def test_plot_draws_one_lane_per_kind_seen():
     w, x, y, loss = small_graph()
     with Tracer() as tr:
         tr.tensor(y, "y")
-        tr.post_accumulate(w, "w")
+        tr.post_accumulate_grad(w, "w")
         loss.backward()
     ax = tr.plot()
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert sorted(labels) == ["post_accumulate", "tensor"]
+    assert sorted(labels) == ["post_accumulate_grad", "tensor"]
     assert all(label in KINDS for label in labels)
     plt.close(ax.figure)
     with Tracer() as empty:

@@ -6,11 +6,11 @@ import hooklab
 
 HINTS = {
     "02.1": ("反向传播从 `ab` 开始：先是它的张量钩子，然后是它的 `grad_fn`（`MulBackward0`）的前置、后置钩子；"
-             "之后才轮到叶子。每个叶子先触发张量钩子，再累加、触发 `post_accumulate`；"
+             "之后才轮到叶子。每个叶子先触发张量钩子，再累加、触发 `post_accumulate_grad`；"
              "两个叶子按它们在 `a * b` 里的位置依次处理。",
              "backward starts at `ab`: its tensor hook, then the pre- and post-hook of its `grad_fn` "
              "(`MulBackward0`); the leaves come after. Each leaf fires its tensor hook, then accumulates "
-             "and fires `post_accumulate`; the two leaves are handled in the order they appear in `a * b`."),
+             "and fires `post_accumulate_grad`; the two leaves are handled in the order they appear in `a * b`."),
     "02.2": ("`y.grad_fn.register_prehook(hook)`，其中 `hook(grad_outputs)` 返回一个**元组**："
              "`(grad_outputs[0].clamp(-limit, limit),)`。不要用 `y.register_hook`，也不要原地 `clamp_`。",
              "`y.grad_fn.register_prehook(hook)` where `hook(grad_outputs)` returns a **tuple**: "
@@ -25,7 +25,7 @@ HINTS = {
 
 # [02.1]
 my_trace = [("tensor", "ab"), ("node_pre", "MulBackward0"), ("node_post", "MulBackward0"),
-            ("tensor", "a"), ("post_accumulate", "a"), ("tensor", "b"), ("post_accumulate", "b")]
+            ("tensor", "a"), ("post_accumulate_grad", "a"), ("tensor", "b"), ("post_accumulate_grad", "b")]
 
 # [02.2]
 def clip_at_node(y, limit):
