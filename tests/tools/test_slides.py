@@ -255,3 +255,13 @@ def test_bad_input_gets_a_clear_message(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "handout.py"), "6", "--lang", "fr"],
                             cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "invalid choice: 'fr'" in result.stderr
+
+
+def test_docstring_examples_run():
+    """The tools' docstring examples (pytest collects doctests under hooklab/, not tools/)."""
+    import doctest
+
+    for module in (slides, handout, vendor):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0, module.__name__
+    assert doctest.testmod(slides).attempted >= 4  # they did run
