@@ -374,7 +374,7 @@ def test_an_unexpected_error_inside_a_checker_is_a_wrong_verdict_naming_it(monke
     def broken_checker(answer):
         raise RuntimeError("Float did not match Double\nmore detail")
 
-    monkeypatch.setitem(exercises._REGISTRY, "99.1", exercises.Exercise("99.1", broken_checker, None, ("", ""), ""))
+    monkeypatch.setitem(exercises._REGISTRY, "99.1", exercises.Exercise("99.1", broken_checker, None, False, ("", ""), ""))
     status, zh, en, reason = exercises.verdict("99.1", lambda: 0)
     assert (status, reason) == ("wrong", "checker-error")
     assert en.startswith("the check stopped on an unexpected RuntimeError: Float did not match Double (")

@@ -42,6 +42,7 @@ class Exercise:
     key: str
     checker: Callable[[Any], None]
     answer: str | None     # the name the learner's answer is bound to in the notebook (and in the solution)
+    data: bool             # the answer is a value (a list, a dict), not a function
     hint: tuple[str, str]  # (zh, en)
     solution: str          # reference code
 
@@ -65,12 +66,14 @@ def solution_sections(module: Any) -> dict[str, str]:
     return {m.group(1): source[m.end():end].strip("\n") for m, end in zip(marks, ends)}
 
 
-def exercise(key: str, *, answer: str | None = None, hint: tuple[str, str] | None = None,
+def exercise(key: str, *, answer: str | None = None, data: bool = False, hint: tuple[str, str] | None = None,
              solution: str | None = None) -> Callable:
     """Register the decorated function as the checker of exercise ``key`` (e.g. ``"00.1"``).
 
-    ``answer`` names what the learner defines (``"count_relu_zeros"``); the hint and the reference solution
-    come from ``solutions/nbNN.py`` (``HINTS[key]`` and the section ``# [key]``) unless given here.
+    ``answer`` names what the learner defines (``"count_relu_zeros"``): a function, which the framework requires
+    before the checker runs (a blank answer is "not solved", anything else not callable is wrong), or with
+    ``data=True`` a value the checker judges alone. The hint and the reference solution come from
+    ``solutions/nbNN.py`` (``HINTS[key]`` and the section ``# [key]``) unless given here.
     """
     def register(checker: Callable[[Any], None]) -> Callable[[Any], None]:
         if key in _REGISTRY:
@@ -80,7 +83,7 @@ def exercise(key: str, *, answer: str | None = None, hint: tuple[str, str] | Non
             module = solutions_module(key)
             shown_hint = shown_hint if shown_hint is not None else module.HINTS[key]
             code = code if code is not None else solution_sections(module)[key]
-        _REGISTRY[key] = Exercise(key, checker, answer, shown_hint, code.strip("\n"))
+        _REGISTRY[key] = Exercise(key, checker, answer, data, shown_hint, code.strip("\n"))
         return checker
     return register
 
@@ -251,6 +254,8 @@ def verdict(key: str, answer: Any, *, strict: bool = False) -> Verdict:
     isolation = _Isolation()
     try:
         with isolation, _time_limit(CHECK_TIME_LIMIT):
+            if ex.answer is not None and not ex.data:
+                require_callable(answer, ex.answer)
             ex.checker(answer)
         result = Verdict("correct", "", "", "")
     except NotSolved as why:

@@ -15,7 +15,7 @@ from torch import nn
 
 from ...inventory import hook_inventory
 from . import exercise
-from ._support import NotSolved, expect, fail, guarded, require_callable, run
+from ._support import NotSolved, expect, fail, guarded, run
 from .nb01 import expect_handle, expect_removed
 
 
@@ -59,7 +59,6 @@ def _expect_clamped(module: nn.Linear, x: torch.Tensor, low: float, high: float,
 
 @exercise("03.1", answer="clamp_inputs")
 def clamp_inputs(answer: Any) -> None:
-    require_callable(answer, "clamp_inputs")
     for seed, (n_in, n_out), (low, high), scale in _CLAMP_CASES:
         torch.manual_seed(seed)
         module = nn.Linear(n_in, n_out)
@@ -135,7 +134,6 @@ def _received(answer: Callable, returned: list, seed: int, call: str, run_call: 
 
 @exercise("03.2", answer="double_c")
 def double_c(answer: Any) -> None:
-    require_callable(answer, "double_c")
     returned: list = []
     failures = [f for seed, call, run_call in _CALLS for f in _received(answer, returned, seed, call, run_call)]
     if all(r is None for r in returned) and len(failures) == len(_CALLS) \
@@ -193,7 +191,6 @@ def _show(counts: Mapping) -> str:
 
 @exercise("03.3", answer="count_calls")
 def count_calls(answer: Any) -> None:
-    require_callable(answer, "count_calls")
     for (what_zh, what_en), model, x, truth in _call_count_cases():
         result = run(answer, model, x, leak_free=(model,))
         expect(isinstance(result, Mapping), "not-a-dict", f"应返回一个字典 {{类名: 调用次数}}，收到的是 {type(result).__name__}。",

@@ -14,7 +14,7 @@ from torch import nn
 
 from ...clip import clip_grad_norm_hooks
 from . import exercise
-from ._support import expect, fail, require_callable, run
+from ._support import expect, fail, run
 
 Rows = list[tuple[str, tuple[int, ...]]]
 
@@ -110,7 +110,6 @@ def _wrong_rows(label: str, children: set[str], rows: Rows, truth: Rows, output_
 
 @exercise("05.1", answer="input_shapes")
 def input_shapes(answer: Any) -> None:
-    require_callable(answer, "input_shapes")
     for label, model, x, truth, output_rows in _input_shape_cases():
         rows = _as_rows(run(answer, model, x, leak_free=(model,)))
         if rows != truth:
@@ -182,7 +181,6 @@ def _expect_norms(result: Any, truth: list[float], what: tuple[str, str]) -> Non
 
 @exercise("05.2", answer="grad_norms")
 def grad_norms(answer: Any) -> None:
-    require_callable(answer, "grad_norms")
     for seed, depth, width, d_in, batch, scale, max_norm in _NORM_CASES:
         torch.manual_seed(seed + 100)
         x, y = torch.randn(batch, d_in), torch.randint(0, 2, (batch,))
@@ -264,7 +262,6 @@ def _expect_cam(result: Any, x: torch.Tensor, truth: torch.Tensor, no_relu: torc
 
 @exercise("05.3", answer="grad_cam")
 def grad_cam(answer: Any) -> None:
-    require_callable(answer, "grad_cam")
     for seed, (c1, c2), classes, batch, size, index, which in _CAM_CASES:
         model = _small_cnn(seed, c1, c2, classes)
         torch.manual_seed(seed + 100)

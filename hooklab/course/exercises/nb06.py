@@ -19,7 +19,7 @@ from ...ledger import SavedTensorLedger
 from ...offload import SaveOnDisk
 from . import exercise
 from ._support import (NotSolved, Wrong, call_answer, expect, expect_count, fail, guarded, no_saved_tensor_hooks_left,
-                       require_callable, run)
+                       run)
 
 
 @contextmanager
@@ -68,7 +68,6 @@ def _bytes_case(seed: int, kind: str, batch: int, input_grad: bool) -> tuple[nn.
 
 @exercise("06.1", answer="saved_activation_bytes")
 def saved_activation_bytes(answer: Any) -> None:
-    require_callable(answer, "saved_activation_bytes")
     for case in _BYTES_CASES:
         model, x = _bytes_case(*case)
         with SavedTensorLedger(model) as ledger:  # the truth: the ledger's activations (input and parameters apart)
@@ -221,7 +220,6 @@ def _check_failed_write(answer: Callable, root: str) -> None:
 
 @exercise("06.2", answer="make_disk_hooks")
 def make_disk_hooks(answer: Any) -> None:
-    require_callable(answer, "make_disk_hooks")
     root = tempfile.mkdtemp(prefix="hooklab-exercise-")
     failure: Wrong | None = None
     try:
@@ -265,7 +263,7 @@ def _snippets(root: str, x: torch.Tensor) -> list[int]:
     return counts
 
 
-@exercise("06.3", answer="my_files")
+@exercise("06.3", answer="my_files", data=True)
 def predict_files(answer: Any) -> None:
     if answer is None or (isinstance(answer, (list, tuple)) and len(answer) == 0):
         raise NotSolved("把四个预测（a、b、c、d 各一个整数）按顺序填进 `my_files`。",

@@ -16,7 +16,7 @@ from ...checkpoint import checkpoint_modules
 from ...meter import MemoryMeter, OpCounter
 from ...scope import HookScope
 from . import exercise
-from ._support import NotSolved, expect, fail, guarded, no_saved_tensor_hooks_left, require_callable, run
+from ._support import NotSolved, expect, fail, guarded, no_saved_tensor_hooks_left, run
 
 
 @contextmanager
@@ -65,7 +65,6 @@ def _times(n: int) -> str:
 
 @exercise("07.1", answer="count_forward_calls")
 def count_forward_calls(answer: Any) -> None:
-    require_callable(answer, "count_forward_calls")
     for case in _CALLS_CASES:
         model, x = _case(_CALLS_MODELS, *case)
         with _forward_calls(model) as truth:
@@ -135,7 +134,6 @@ def _check_kept(held: int, out_numel: int, x_numel: int) -> None:
 
 @exercise("07.2", answer="compressed_checkpoint_loss")
 def compressed_checkpoint_loss(answer: Any) -> None:
-    require_callable(answer, "compressed_checkpoint_loss")
     for seed, kind in [(1, "tanh"), (2, "data"), (3, "relu")]:
         block, x = _case(_COMPRESS_MODELS, seed, kind)
         out = block(x)
@@ -205,7 +203,6 @@ def kept_after_forward(model: nn.Sequential, x: torch.Tensor, names: list[str]) 
 
 @exercise("07.3", answer="choose_blocks")
 def choose_blocks(answer: Any) -> None:
-    require_callable(answer, "choose_blocks")
     for seed, spec, k in _BLOCK_CASES:
         model, x = _blocks_case(seed, spec)
         names = [str(i) for i in range(len(spec))]
@@ -298,7 +295,6 @@ def _recording(answer: Callable, decisions: list[tuple[Any, Any]]) -> Callable:
 
 @exercise("07.4", answer="keep_matmuls")
 def keep_matmuls(answer: Any) -> None:
-    require_callable(answer, "keep_matmuls")
     for seed, kind in [(1, "mlp"), (2, "nobias"), (3, "attention")]:
         plain_kept, plain_ops, plain_grads = _sac_step(*_case(_POLICY_MODELS, seed, kind), None)
         ref_kept, _, _ = _sac_step(*_case(_POLICY_MODELS, seed, kind), _reference_policy)

@@ -10,7 +10,7 @@ from torch import nn
 from ..._torch_internals import module_hook_dicts
 from . import exercise
 from ._support import (NotSolved, call_answer, drop_global_hooks_added_since, expect, fail, global_hook_ids, guarded,
-                       require_callable, run)
+                       run)
 
 
 def _branchy(width: int) -> nn.Sequential:
@@ -21,7 +21,6 @@ def _branchy(width: int) -> nn.Sequential:
 
 @exercise("08.1", answer="linear_output_shapes")
 def linear_output_shapes(answer: Any) -> None:
-    require_callable(answer, "linear_output_shapes")
     for seed, width, batch in [(0, 4, 2), (1, 7, 5)]:
         torch.manual_seed(seed)
         model, x = _branchy(width), torch.randn(batch, 3)
@@ -64,7 +63,6 @@ def _run_cell_twice(answer: Any, model: nn.Module, x: torch.Tensor) -> tuple[int
 
 @exercise("08.2", answer="install_call_counter")
 def install_call_counter(answer: Any) -> None:
-    require_callable(answer, "install_call_counter")
     torch.manual_seed(0)
     calls, other, leaked_global = _run_cell_twice(answer, nn.Sequential(nn.Linear(2, 2)), torch.randn(1, 2))
     if calls == 0:
@@ -100,7 +98,6 @@ class _InPlaceAfterReLU(nn.Module):
 
 @exercise("08.3", answer="keep_relu_outputs")
 def keep_relu_outputs(answer: Any) -> None:
-    require_callable(answer, "keep_relu_outputs")
     for seed, width in [(2, 4), (3, 6)]:
         torch.manual_seed(seed)
         model, x = _InPlaceAfterReLU(width), torch.randn(2, 3, requires_grad=True)
@@ -130,7 +127,6 @@ def keep_relu_outputs(answer: Any) -> None:
 
 @exercise("08.4", answer="halve")
 def halve(answer: Any) -> None:
-    require_callable(answer, "halve")
     probe = torch.arange(1.0, 4.0)
     if call_answer(answer, probe, allow_none=True) is None and torch.equal(probe, torch.arange(1.0, 4.0)):
         raise NotSolved("你的钩子还没有返回任何值（返回 None 表示梯度不变）。",

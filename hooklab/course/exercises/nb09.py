@@ -15,8 +15,7 @@ from torch import nn
 from ...inventory import hook_inventory
 from ..attempt import first_sentence
 from . import exercise
-from ._support import (NotSolved, call_answer, drop_global_hooks_added_since, expect, fail, global_hook_ids, guarded,
-                       require_callable)
+from ._support import (NotSolved, call_answer, drop_global_hooks_added_since, expect, fail, global_hook_ids, guarded)
 
 
 # ---- 09.1 upgrade a version-1 checkpoint with a load pre-hook ----------------------------
@@ -66,7 +65,6 @@ def _loading(where: tuple[str, str], nested: bool = False) -> Iterator[None]:
 
 @exercise("09.1", answer="upgrade")
 def upgrade(answer: Any) -> None:
-    require_callable(answer, "upgrade")
     torch.manual_seed(0)
     probe = OldNet().state_dict()
     before = dict(probe)
@@ -208,7 +206,6 @@ def _check_bad_step(model: nn.Sequential, opt: torch.optim.Optimizer, what: str,
 
 @exercise("09.2", answer="skip_nonfinite")
 def skip_nonfinite(answer: Any) -> None:
-    require_callable(answer, "skip_nonfinite")
     for kind, bad in _STEP_CASES:
         (model, opt), (twin, twin_opt) = _trained(kind), _trained(kind)
         what = _OPTIMIZERS[kind][1]

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import exercise
-from ._support import (NotSolved, call_answer, expect, fail, guarded, no_hooks_left, require_callable, run,
+from ._support import (NotSolved, call_answer, expect, fail, guarded, no_hooks_left, run,
                        short_error, started)
 
 
@@ -44,7 +44,6 @@ def _true_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, batch_los
 
 @exercise("11.1", answer="per_sample_grad_norms")
 def per_sample_grad_norms(answer: Any) -> None:
-    require_callable(answer, "per_sample_grad_norms")
     for where, model, x, y in _grad_norm_cases():
         truth = _true_norms(model, x, y)
         result = run(answer, model, x, y, leak_free=(model, *model.parameters()))
@@ -133,7 +132,6 @@ def _cam_in(answer: Any, model: nn.Sequential, index: int, x: torch.Tensor, targ
 
 @exercise("11.2", answer="robust_grad_cam")
 def robust_grad_cam(answer: Any) -> None:
-    require_callable(answer, "robust_grad_cam")
     for where, model, index, x, target in _cam_cases():
         truth = _true_cam(model, index, x, target)
         for how in _CONTEXTS:
@@ -201,7 +199,6 @@ def _monitor_run(answer: Any, seed: int, widths: tuple[int, int, int]) -> dict[s
 
 @exercise("11.3", answer="make_monitor")
 def make_monitor(answer: Any) -> None:
-    require_callable(answer, "make_monitor")
     for seed, widths in [(41, (3, 4, 1)), (42, (5, 3, 2))]:
         run = _monitor_run(answer, seed, widths)
         breaks, last, calls = "; ".join(run["breaks"]), run["store"].get("last"), run["store"].get("calls")

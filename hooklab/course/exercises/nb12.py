@@ -16,7 +16,7 @@ import torch
 
 from .. import induction
 from . import exercise
-from ._support import call_answer, expect, fail, guarded, require_callable, run
+from ._support import call_answer, expect, fail, guarded, run
 
 
 def _fresh_model(seed: int) -> Any:
@@ -51,7 +51,6 @@ def _as_tensor(result: Any, what: tuple[str, str]) -> torch.Tensor:
 
 @exercise("12.1", answer="head_during_generate")
 def head_during_generate(answer: Any) -> None:
-    require_callable(answer, "head_during_generate")
     for trial, (layer, head, prompt_len, new) in enumerate([(1, 2, 9, 4), (0, 1, 6, 5)]):
         model = _fresh_model(1200 + trial)
         prompt = induction.make_batch(1, seed=3100 + trial)[:, :prompt_len]
@@ -123,7 +122,6 @@ def _logits(model: Any, ids: torch.Tensor) -> torch.Tensor:
 
 @exercise("12.2", answer="patch_residual")
 def patch_residual(answer: Any) -> None:
-    require_callable(answer, "patch_residual")
     for trial, (layer, position) in enumerate([(0, 4), (1, 9), (0, 11)]):
         model = _fresh_model(1220 + trial)
         clean = induction.make_batch(3, seed=3200 + trial)
@@ -206,7 +204,6 @@ def _hidden_in(got: Any, reference: Any, zh: str, en: str) -> Any:
 
 @exercise("12.3", answer="make_scaling_hook")
 def scaling_hook(answer: Any) -> None:
-    require_callable(answer, "make_scaling_hook")
     for trial, factor in enumerate((0.5, 3.0)):
         for (zh, en), module, args, kwargs in _scaling_cases(1230 + trial):
             with torch.no_grad():

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from . import exercise
-from ._support import call_answer, expect, require_callable, run
+from ._support import call_answer, expect, run
 
 
 # ---- 13.1 find the producer ---------------------------------------------------------------------
@@ -111,7 +111,6 @@ def _truth(model: nn.Module, x: torch.Tensor) -> tuple[str, int] | None:
 
 @exercise("13.1", answer="first_nonfinite")
 def first_producer(answer: Any) -> None:
-    require_callable(answer, "first_nonfinite")
     for what, model, x, expected in _cases():
         assert _truth(model, x) == expected, what  # the cases are what they claim to be
         got = run(answer, model, x, leak_free=tuple(model.modules()),
@@ -136,7 +135,6 @@ def _fresh_model() -> nn.Module:
 
 @exercise("13.2", answer="count_calls")
 def no_cycle(answer: Any) -> None:
-    require_callable(answer, "count_calls")
     was_enabled = gc.isenabled()
     gc.collect()
     gc.disable()  # the model must be freed by `del` alone: reference counting, no cycle collector
@@ -202,7 +200,6 @@ def _anomaly_node(model: nn.Module, x: torch.Tensor) -> str | None:
 
 @exercise("13.3", answer="first_nan_node")
 def first_nan_node(answer: Any) -> None:
-    require_callable(answer, "first_nan_node")
     for what, model, x in _backward_cases():
         truth = _anomaly_node(model, x)
         assert (truth is None) == what.startswith("a model whose"), what  # the cases are what they claim to be

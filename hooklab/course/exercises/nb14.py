@@ -15,7 +15,7 @@ from torch import nn
 from ...meter import OpCounter
 from . import exercise
 from ._comm import ddp_and_plain, guard, run_checked
-from ._support import call_answer, expect, fail, guarded, require_callable
+from ._support import call_answer, expect, fail, guarded
 
 
 # ---- 14.1 a callback at the end of every backward pass ----------------------------------------
@@ -61,7 +61,6 @@ def _run_backwards(answer: Any) -> tuple[list, list, int]:
 
 @exercise("14.1", answer="once_per_backward")
 def end_of_backward(answer: Any) -> None:
-    require_callable(answer, "once_per_backward")
     per_pass, ready, after_removal = _run_backwards(answer)
     expect(per_pass != [0, 0, 0], "never-called", "三次反向传播里 `on_done` 一次也没有被调用。",
            "`on_done` was never called in three backward passes.")
@@ -91,7 +90,6 @@ def _step(seed: int) -> Callable[[], None]:
 
 @exercise("14.2", answer="count_ops")
 def count_ops(answer: Any) -> None:
-    require_callable(answer, "count_ops")
     for seed in (1, 2):
         with OpCounter() as truth:  # hooklab's own dispatch-mode counter
             _step(seed)()
@@ -143,7 +141,6 @@ def _accumulate_with_hook(rank: int, world_size: int, hook: Any) -> dict:
 
 @exercise("14.3", answer="counting_mean_hook")
 def stateful_comm_hook(answer: Any) -> None:
-    require_callable(answer, "counting_mean_hook")
     reports = run_checked(_accumulate_with_hook, answer, not_solved=(
         "你的钩子还没有返回任何值（返回了 None）；它要更新 `state` 并返回一个 Future。",
         "your hook returns None so far; it must update `state` and return a Future."))
