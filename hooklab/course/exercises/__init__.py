@@ -199,7 +199,10 @@ class _Isolation:
             torch.set_num_threads(self.threads)
             torch.set_grad_enabled(self.grad)
             torch.set_default_dtype(self.dtype)
-            torch.use_deterministic_algorithms(self.deterministic[0], warn_only=self.deterministic[1])
+            # only when the answer changed it: the call imports torch._inductor (1.5 s of CPU in a fresh kernel)
+            if (torch.are_deterministic_algorithms_enabled(),
+                    torch.is_deterministic_algorithms_warn_only_enabled()) != self.deterministic:
+                torch.use_deterministic_algorithms(self.deterministic[0], warn_only=self.deterministic[1])
             torch.autograd.set_detect_anomaly(self.anomaly[0], check_nan=self.anomaly[1])
             if self.print_options is not None:
                 torch.set_printoptions(**self.print_options)
