@@ -278,10 +278,13 @@ def _sweep_stale(directory: str | os.PathLike | None) -> None:
                 shutil.rmtree(entry.path, ignore_errors=True)
 
 
-def _remove_folder(path: str, lock_fd: int | None) -> None:
+def _remove_folder(path: str, lock: list[int]) -> None:
+    """The finalizer's work; run again when a Ctrl-C interrupted it, so it must be safe to redo: the lock's file
+    descriptor is taken out of ``lock`` before it is closed, never closed twice (a second close could close
+    a descriptor the process has opened since under the same number)."""
     shutil.rmtree(path, ignore_errors=True)
-    if lock_fd is not None:
-        os.close(lock_fd)  # released only once the folder is gone
+    if lock:
+        os.close(lock.pop())  # released only once the folder is gone
 
 
 class _DiskStore:
@@ -306,7 +309,7 @@ class _DiskStore:
         self.broken = False
         self.lock = threading.Lock()
         # last resort (interpreter exit, store dropped): remove whatever is left
-        self._finalizer = Finalizer(self, _remove_folder, self.path, lock_fd)
+        self._finalizer = Finalizer(self, _remove_folder, self.path, [] if lock_fd is None else [lock_fd])
 
     @property
     def live(self) -> int:

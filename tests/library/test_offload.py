@@ -795,3 +795,23 @@ def test_an_interrupt_that_ends_as_another_error_in_a_finalizer_is_delivered_aga
         finalizer.detach()
     from hooklab._saved import _interrupted
     assert not _interrupted(OSError(9, "Bad file descriptor")) and _interrupted(lost)
+
+
+def test_the_folder_finalizer_can_be_redone_after_an_interrupt(tmp_path):
+    """Found by a full run: a Ctrl-C that lands after the lock's descriptor was closed but before the finalizer
+    counts as done makes it run again (hooklab._saved.Finalizer redoes interrupted work); the second run closed
+    the descriptor again (EBADF, or worse another file opened since under that number). It is closed once."""
+    from hooklab.offload import _remove_folder
+
+    folder = tmp_path / "hooklab-saved-x"
+    folder.mkdir()
+    fd = os.open(tmp_path / "lock", os.O_CREAT | os.O_RDWR)
+    lock = [fd]
+    _remove_folder(str(folder), lock)
+    assert lock == [] and not folder.exists()
+    reused = os.open(tmp_path / "other", os.O_CREAT | os.O_RDWR)  # may get the same number as the closed fd
+    try:
+        _remove_folder(str(folder), lock)  # the redo: nothing left to close
+        os.fstat(reused)  # still open
+    finally:
+        os.close(reused)
