@@ -88,8 +88,13 @@ def test_exported_copy_names_its_language_to_the_kernel(tmp_path, monkeypatch):
         assert course_language() == "both", name
 
 
+# where each rule of exercises/_support.py takes its zh and en messages (positional index of zh; en follows it)
+_MESSAGE_ARGS = {"Wrong": 0, "NotSolved": 0, "fail": 1, "expect": 2, "guarded": 1}
+
+
 def _message_literals():
-    """(file:line, zh, en) for every Wrong / NotSolved raised with two literal messages, and every hint."""
+    """(file:line, zh, en) for every verdict given with two literal messages (Wrong / NotSolved and the rules
+    fail / expect / guarded), and every hint of the HINTS tables."""
     def text(node):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return node.value
@@ -97,16 +102,23 @@ def _message_literals():
             return "".join(v.value if isinstance(v, ast.Constant) else " x " for v in node.values)
         return None
 
+    exercises_dir = ROOT / "hooklab" / "course" / "exercises"
+    paths = [*EXERCISE_MODULES, *sorted(exercises_dir.glob("_*.py")), *sorted((exercises_dir / "solutions").glob("nb*.py"))]
     found = []
-    for path in EXERCISE_MODULES + [ROOT / "hooklab" / "course" / "exercises" / "__init__.py"]:
+    for path in dict.fromkeys(paths):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             pair = None
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("Wrong", "NotSolved"):
-                pair = node.args[:2]
-            elif isinstance(node, ast.keyword) and node.arg == "hint" and isinstance(node.value, ast.Tuple):
-                pair = node.value.elts
+            name = getattr(getattr(node, "func", None), "id", None) if isinstance(node, ast.Call) else None
+            if name in _MESSAGE_ARGS:
+                first = _MESSAGE_ARGS[name]
+                pair = node.args[first:first + 2]
+            elif isinstance(node, ast.Dict) and path.parent.name == "solutions":  # HINTS = {key: (zh, en)}
+                for value in node.values:
+                    if isinstance(value, ast.Tuple) and len(value.elts) == 2 \
+                            and None not in (zh := text(value.elts[0]), en := text(value.elts[1])):
+                        found.append((f"{path.name}:{value.lineno}", zh, en))
             if pair and len(pair) == 2 and None not in (zh := text(pair[0]), en := text(pair[1])):
-                found.append((f"{path.name}:{node.lineno if hasattr(node, 'lineno') else node.value.lineno}", zh, en))
+                found.append((f"{path.name}:{node.lineno}", zh, en))
     return found
 
 

@@ -143,7 +143,7 @@ def compressed_checkpoint_loss(answer: Any) -> None:
             loss = run(answer, block, x, leak_free=(block,))
             held = meter.mark()
             if isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.requires_grad:
-                with guarded("backward-raised", "`loss.backward()`", "`loss.backward()`"):
+                with guarded("backward-raised", "调用 `loss.backward()` 时", "`loss.backward()`"):
                     loss.backward()
         no_saved_tensor_hooks_left()
         expect(isinstance(loss, torch.Tensor) and loss.numel() == 1, "not-a-scalar-loss",
