@@ -33,24 +33,7 @@ HANDOUT_TEMPLATE = r"""{%- extends 'index.html.j2' -%}
 {# nbconvert's lab template, with no script from a CDN: MathJax from the handout's folder, no require.js #}
 {%- block html_head_js -%}{%- endblock html_head_js -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{%- block html_head_js_mathjax -%}
-<script>
-window.MathJax = {
-  tex: {inlineMath: [['$', '$'], ['\\(', '\\)']], displayMath: [['$$', '$$'], ['\\[', '\\]']],
-        processEscapes: true},
-  svg: {fontCache: 'global'},
-  // <html data-typeset="done"> once every formula is drawn (printing waits for it)
-  startup: {pageReady: () => MathJax.startup.defaultPageReady().then(() => {
-    document.documentElement.dataset.typeset = 'done'; })}
-};
-</script>
-<script defer src="{{ resources.hooklab.mathjax_url }}"></script>
-{%- endblock html_head_js_mathjax -%}
-{%- block html_head_css -%}
-<style type="text/css">
-{{ resources.hooklab.css }}
-</style>
-{%- endblock html_head_css -%}
+""" + slides.OFFLINE_HEAD + r"""
 {%- block body_header -%}
 {{ super() }}
 <header class="hooklab-handout-header">{{ resources.hooklab.heading | e }}</header>

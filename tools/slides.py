@@ -271,10 +271,9 @@ def plan_slides(nb: dict[str, Any], lang: str, limit: int = LINES_PER_SLIDE) -> 
 
 # ---------------------------------------------------------------- the deck
 
-SLIDES_TEMPLATE = r"""{%- extends 'index.html.j2' -%}
-{# nbconvert's reveal template, with every script loaded from the deck's own folder instead of a CDN #}
-{%- block html_head_js -%}{%- endblock html_head_js -%}
-{%- block html_head_js_mathjax -%}
+# nbconvert template blocks shared by the deck and the handout (tools/handout.py): MathJax from the output's own
+# folder (not a CDN), with <html data-typeset="done"> once every formula is drawn, and the page's CSS inline
+OFFLINE_HEAD = r"""{%- block html_head_js_mathjax -%}
 <script>
 window.MathJax = {
   tex: {inlineMath: [['$', '$'], ['\\(', '\\)']], displayMath: [['$$', '$$'], ['\\[', '\\]']],
@@ -291,7 +290,12 @@ window.MathJax = {
 <style type="text/css">
 {{ resources.hooklab.css }}
 </style>
-{%- endblock html_head_css -%}
+{%- endblock html_head_css -%}"""
+
+SLIDES_TEMPLATE = r"""{%- extends 'index.html.j2' -%}
+{# nbconvert's reveal template, with every script loaded from the deck's own folder instead of a CDN #}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+""" + OFFLINE_HEAD + r"""
 {% block footer_js %}
 <script src="{{ resources.reveal.url_prefix }}/dist/reveal.js"></script>
 <script src="{{ resources.reveal.url_prefix }}/plugin/notes/notes.js"></script>

@@ -30,7 +30,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from hooklab.course.export import STAMPS, export_notebook, read_notebook, write_atomic
+from hooklab.course.export import STAMPS, export_notebook, is_json, read_notebook, sha256_hex, write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 LANGS = ("zh", "en", "both")
@@ -71,18 +71,6 @@ def fresh_copy(lang: str, source: Path) -> bytes:
     if lang == "both":
         return source.read_bytes()
     return (json.dumps(export_notebook(nb, lang), ensure_ascii=False, indent=1) + "\n").encode("utf-8")
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _is_json(data: bytes) -> bool:
-    try:
-        json.loads(data.decode("utf-8"))
-    except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        return False
-    return True
 
 
 def _read_stamps(folder: Path) -> dict[str, str]:
@@ -167,22 +155,22 @@ def prepare_copies(lang: str, *, root: Path = ROOT, sources: list[Path] | None =
                 made.append(copy)
             elif current == data:
                 pass
-            elif not _is_json(current):   # a save cut short: not the learner's work, but keep it anyway
+            elif not is_json(current):   # a save cut short: not the learner's work, but keep it anyway
                 backup = keep_as_backup(copy, current)
                 write_atomic(copy, data.decode("utf-8"))
                 notes.append(f"{shown(copy, root)} was not valid JSON (a save cut short?): a fresh copy replaces it, "
                              f"the broken one is kept as {backup.name}")
-            elif stamp == _sha256(current):   # untouched by the learner: it follows the course
+            elif stamp == sha256_hex(current):   # untouched by the learner: it follows the course
                 write_atomic(copy, data.decode("utf-8"))
                 notes.append(f"{src.name[:2]} has a newer version, and you had not changed your copy: "
                              f"{shown(copy, root)} is the new version now")
             else:                             # the learner's work: never overwritten
-                if stamp != _sha256(data):
+                if stamp != sha256_hex(data):
                     what = "has a newer version" if stamp else "differs from the course's version"
                     notes.append(f"{src.name[:2]} {what}: {reset_command(src.name, lang)} gives a fresh copy "
                                  f"(your copy is kept as {backup_name(copy).name})")
                 continue
-            stamps[src.name] = _sha256(data)
+            stamps[src.name] = sha256_hex(data)
     finally:
         _write_stamps(folder, stamps)
     if made:
@@ -228,7 +216,7 @@ def reset(lang: str, names: list[str], *, root: Path = ROOT, today: datetime.dat
                 write_atomic(copy, data.decode("utf-8"))
                 lines.append(f"{shown(copy, root)}: fresh copy" + (
                     f"; yours is kept as {shown(backup, root)}" if backup else ""))
-            stamps[src.name] = _sha256(data)
+            stamps[src.name] = sha256_hex(data)
     finally:
         _write_stamps(folder, stamps)
     return lines

@@ -236,11 +236,11 @@ def write_atomic(path: str | Path, text: str) -> None:
         raise
 
 
-def _sha256(data: bytes) -> str:
+def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _is_json(data: bytes) -> bool:
+def is_json(data: bytes) -> bool:
     try:
         json.loads(data.decode("utf-8"))
     except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
@@ -313,9 +313,9 @@ def export_folder(lang: str, out_dir: str | Path, paths: Iterable[str | Path], *
         except OSError:
             current = None
         if current is not None and current != data:
-            if not _is_json(current):
+            if not is_json(current):
                 result.replaced.append(target)
-            elif stamps is not None and not force and stamps.get(src.name) != _sha256(current):
+            elif stamps is not None and not force and stamps.get(src.name) != sha256_hex(current):
                 result.kept.append(target)
                 continue
         if current != data:
@@ -324,7 +324,7 @@ def export_folder(lang: str, out_dir: str | Path, paths: Iterable[str | Path], *
             except OSError as exc:
                 raise _fail(exc, f"write {target}") from None
         if stamps is not None:
-            stamps[src.name] = _sha256(data)
+            stamps[src.name] = sha256_hex(data)
         result.written.append(target)
     if stamps is not None:
         try:
