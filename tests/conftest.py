@@ -26,12 +26,29 @@ def pytest_collection_modifyitems(config, items):
             folder = path.relative_to(tests).parts[0]
             if folder in FOLDER_MARKERS:
                 item.add_marker(getattr(pytest.mark, folder))
+    items.sort(key=_long_first)  # stable: every file's tests stay together and in their order
     if os.environ.get("COURSE_MATRIX") != "1":
         return
     skip = pytest.mark.skip(reason="COURSE_MATRIX=1: ./course lab and ./course site use the locked .venv, not this torch")
     for item in items:
         if tests / "tools" in Path(str(item.fspath)).resolve().parents:
             item.add_marker(skip)
+
+
+# The files that take long but have few tests go first (./course test passes --no-loadscope-reorder, so xdist hands the
+# files out in this order). By default xdist hands out the files with the most tests first, and a worker would be
+# left alone with one of these at the end while the other idles.
+LONG_FIRST = (
+    "tests/tools/test_browser.py", "tests/library/test_zoo.py", "tests/tools/test_install.py",
+    "tests/tools/test_slides.py", "tests/tools/test_benchmarks_memory.py", "tests/tools/test_lab_command.py",
+    "notebooks/07_", "notebooks/10_", "tests/course/test_exercises_nb06.py", "tests/course/test_exercises_isolation.py",
+    "tests/course/test_export.py", "notebooks/05_", "notebooks/11_", "tests/tools/test_cpu_kernels.py",
+    "tests/tools/test_lab.py", "tests/tools/test_site.py", "notebooks/12_", "tests/course/test_exercises_nb10.py",
+)
+
+
+def _long_first(item) -> int:
+    return next((i for i, prefix in enumerate(LONG_FIRST) if item.nodeid.startswith(prefix)), len(LONG_FIRST))
 
 
 @pytest.fixture
