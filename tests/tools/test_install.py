@@ -1,7 +1,8 @@
-"""`pip install hooklab` and `pip install "hooklab[course]"`, each into a fresh environment, give what they promise.
+"""`pip install hooklab` and `pip install "hooklab[course]"`, into a fresh environment, give what they promise.
 
-Each way is installed once (a module fixture) by uv from a copy of the package's files (pyproject.toml, uv.lock,
-README.md, hooklab/), non-editable: uv builds the wheel and installs it with the versions uv.lock pins, offline, from
+One environment (module fixtures): the plain install is made and checked first, then the course's extra is added
+and checked. Both are installed by uv from a copy of the package's files (pyproject.toml, uv.lock, README.md,
+hooklab/), non-editable: uv builds the wheel and installs it with the versions uv.lock pins, offline, from
 uv's cache (which ``./course`` filled when it built .venv; files are symlinked from it, so an environment takes about
 100 MB and 10 s). Nothing is downloaded: without the packages in uv's cache the tests skip and say so.
 
@@ -113,16 +114,23 @@ WITH_COURSE = """
 
 
 @pytest.fixture(scope="module")
-def plain(project, tmp_path_factory) -> str:
+def venv(tmp_path_factory) -> Path:
+    """One fresh environment: first as ``pip install hooklab`` leaves it, then with the course's extra added
+    (torch is installed once, which halves the test's time; the plain checks run before the extra exists)."""
+    return tmp_path_factory.mktemp("install") / "venv"
+
+
+@pytest.fixture(scope="module")
+def plain(project, venv, tmp_path_factory) -> str:
     """What the checks print in an environment of ``pip install hooklab``."""
-    python = _install(project, tmp_path_factory.mktemp("plain") / "venv")
+    python = _install(project, venv)
     return _run(python, PLAIN, tmp_path_factory.mktemp("plain-run"))
 
 
 @pytest.fixture(scope="module")
-def with_course(project, tmp_path_factory) -> str:
-    """What the checks print in an environment of ``pip install "hooklab[course]"``."""
-    python = _install(project, tmp_path_factory.mktemp("course") / "venv", "course")
+def with_course(project, venv, plain, tmp_path_factory) -> str:
+    """What the checks print once ``pip install "hooklab[course]"`` has added the extra to that environment."""
+    python = _install(project, venv, "course")
     notebook = ROOT / "notebooks" / "00_introduction.ipynb"
     return _run(python, WITH_COURSE.format(notebook=str(notebook)), tmp_path_factory.mktemp("course-run"))
 
