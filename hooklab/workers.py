@@ -83,6 +83,12 @@ def _first_failure(rank: int, failure: tuple[float, str], results: Any) -> tuple
     return first, failures[first][1]
 
 
+def _import_what_workers_import() -> None:
+    """Import ``torch._dynamo`` here, once, before forking: DDP and FSDP import it when a model is wrapped (about
+    2 s of CPU), and a forked worker's imports die with it, so every worker of every run would pay that again."""
+    import torch._dynamo  # noqa: F401
+
+
 def run_workers(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend: str = "gloo",
                 timeout: float = 120.0) -> list[Any]:
     """Call ``fn(rank, world_size, *args)`` in ``world_size`` processes of one process group.
@@ -100,6 +106,8 @@ def run_workers(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend
     if dist.is_available() is False:
         raise RuntimeError("this PyTorch build has no torch.distributed")
     ctx = mp.get_context("fork") if sys.platform.startswith("linux") else mp.get_context("spawn")
+    if ctx.get_start_method() == "fork":
+        _import_what_workers_import()
     folder = Path(tempfile.mkdtemp(prefix="hooklab-workers-"))
     results = ctx.Queue()
     procs = [ctx.Process(target=_worker, args=(fn, rank, world_size, args, backend, str(folder / "store"),
