@@ -23,18 +23,17 @@ writes land in ``work/`` too. ``COURSE_WORK_DIR`` moves the whole ``work/`` fold
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import os
 import shutil
 import sys
 from pathlib import Path
 
-from hooklab.course.export import STAMPS, export_notebook, is_json, read_notebook, sha256_hex, write_atomic
-
 ROOT = Path(__file__).resolve().parent.parent
 LANGS = ("zh", "en", "both")
 FOLDERS = {"both": "zh-en", "zh": "zh", "en": "en"}   # work/<folder>/ per lab language
+# The functions that read or write copies import hooklab.course.export when called: importing hooklab imports
+# torch (seconds), which `./course lab --version` or `--print-command` and a refused command line need not wait for.
 
 
 class UsageError(Exception):
@@ -67,6 +66,8 @@ def shown(path: Path, root: Path = ROOT) -> str:
 def fresh_copy(lang: str, source: Path) -> bytes:
     """The bytes of a fresh working copy of ``source`` for ``lang``. Raises NotebookError (naming the file) when
     the tracked notebook is not valid JSON (e.g. a merge left conflict markers in it)."""
+    from hooklab.course.export import export_notebook, read_notebook
+
     nb = read_notebook(source)
     if lang == "both":
         return source.read_bytes()
@@ -74,6 +75,8 @@ def fresh_copy(lang: str, source: Path) -> bytes:
 
 
 def _read_stamps(folder: Path) -> dict[str, str]:
+    from hooklab.course.export import STAMPS
+
     try:
         stamps = json.loads((folder / STAMPS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -82,6 +85,8 @@ def _read_stamps(folder: Path) -> dict[str, str]:
 
 
 def _write_stamps(folder: Path, stamps: dict[str, str]) -> None:
+    from hooklab.course.export import STAMPS, write_atomic
+
     write_atomic(folder / STAMPS, json.dumps(stamps, indent=1, sort_keys=True) + "\n")
 
 
@@ -123,6 +128,8 @@ def move_old_copies(lang: str, *, root: Path = ROOT) -> list[str]:
     new = copies_dir(root, lang)
     if lang == "both" or new.exists():
         return []
+    from hooklab.course.export import STAMPS
+
     for old in (root / "build" / "lab" / lang / "notebooks", root / "build" / lang):
         if (old / STAMPS).is_file():
             try:
@@ -139,6 +146,8 @@ def move_old_copies(lang: str, *, root: Path = ROOT) -> list[str]:
 def prepare_copies(lang: str, *, root: Path = ROOT, sources: list[Path] | None = None) -> list[str]:
     """Make the working copies that are missing and renew the untouched ones whose notebook changed; keep every copy
     the learner changed. Return the notes to print at lab start."""
+    from hooklab.course.export import is_json, sha256_hex, write_atomic
+
     sources = course_notebooks(root) if sources is None else sources
     folder = copies_dir(root, lang)
     fresh = [(src, fresh_copy(lang, src)) for src in sources]   # read everything before writing anything
@@ -198,6 +207,8 @@ def pick(names: list[str], sources: list[Path]) -> list[Path]:
 def reset(lang: str, names: list[str], *, root: Path = ROOT, today: datetime.date | None = None) -> list[str]:
     """Fresh working copies of the notebooks ``names`` (all when empty) for ``lang``; a copy that differs from the
     fresh one is first kept as ``NN_name.bak-<date>.ipynb``. Return what was done, one line per notebook."""
+    from hooklab.course.export import sha256_hex, write_atomic
+
     sources = course_notebooks(root)
     chosen = pick(names, sources) if names else sources
     folder = copies_dir(root, lang)

@@ -60,16 +60,23 @@ def test_export_refuses_to_overwrite_its_sources(tmp_path):
     with pytest.raises(ValueError, match="would overwrite the bilingual source"):
         export_notebooks("en", tmp_path, [src])
     assert src.read_text(encoding="utf-8") == text
-    result = subprocess.run([sys.executable, "-m", "hooklab.course", "export", "--lang", "en", "--out", str(tmp_path), str(src)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = cli("--lang", "en", "--out", tmp_path, src)
     assert result.returncode == 2 and "would overwrite" in result.stderr
     assert src.read_text(encoding="utf-8") == text
 
 
-@pytest.mark.parametrize("lang", ["zh", "en"])
-def test_command_line_exports_every_course_notebook(tmp_path, lang):
-    result = subprocess.run([sys.executable, "-m", "hooklab.course", "export", "--lang", lang, "--out", str(tmp_path)],
-                            cwd=ROOT, capture_output=True, text=True, check=True)
+@pytest.mark.parametrize("lang, run", [("zh", "python -m hooklab.course"), ("en", "in this process")])
+def test_command_line_exports_every_course_notebook(tmp_path, monkeypatch, lang, run):
+    """The real command once (it imports torch: seconds); the other language through the same main()."""
+    args = ["export", "--lang", lang, "--out", str(tmp_path)]
+    if run == "python -m hooklab.course":
+        result = subprocess.run([sys.executable, "-m", "hooklab.course", *args], cwd=ROOT, capture_output=True,
+                                text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+    else:
+        monkeypatch.chdir(ROOT)   # the default sources: notebooks/ in the working folder
+        result = cli(*args[1:])
+        assert result.returncode == 0, result.stderr
     course = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert sorted(p.name for p in tmp_path.iterdir()) == course
     other = "lang-en" if lang == "zh" else "lang-zh"
@@ -82,18 +89,21 @@ def test_command_line_exports_every_course_notebook(tmp_path, lang):
 
 
 def test_command_line_rejects_bad_language():
-    result = subprocess.run([sys.executable, "-m", "hooklab.course", "export", "--lang", "fr"],
-                            cwd=ROOT, capture_output=True, text=True)
+    result = cli("--lang", "fr")
     assert result.returncode == 2 and "invalid choice: 'fr'" in result.stderr
 
 
 # ---- errors: one clear message naming the file and what to do, exit 2, nothing half-written ----------------
 
 def cli(*args):
-    """``python -m hooklab.course export ARGS``, run in this process (the subprocess tests above start it for real)."""
+    """``python -m hooklab.course export ARGS``, run in this process (a subprocess imports torch: seconds;
+    test_command_line_exports_every_course_notebook starts the real command); argparse's exit is a return code."""
     from hooklab.course import __main__ as command
     with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
-        returncode = command.main(["export", *map(str, args)])
+        try:
+            returncode = command.main(["export", *map(str, args)])
+        except SystemExit as exit_:
+            returncode = exit_.code
     return subprocess.CompletedProcess(args, returncode, out.getvalue(), err.getvalue())
 
 

@@ -1,11 +1,13 @@
 """`--cpu-kernels=scalar` (part of `./course test`) really starts the notebook kernels with the scalar CPU kernels."""
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("repository_conftest", ROOT / "conftest.py")
@@ -22,35 +24,57 @@ PROBE = ("import os, torch\n"
 
 
 def probe_notebook(path: Path, expected: str) -> Path:
-    cell = nbformat.v4.new_code_cell(PROBE, execution_count=1)
-    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=expected + "\n")]
-    nb = nbformat.v4.new_notebook(cells=[cell])
-    nbformat.write(nb, path)
+    """Cell 0 prints the kernel's CPU capability and variables, stored as ``expected``; cell 1 prints a line other
+    than its stored output, which every kernel must fail."""
+    probe = nbformat.v4.new_code_cell(PROBE, execution_count=1)
+    probe.outputs = [nbformat.v4.new_output("stream", name="stdout", text=expected + "\n")]
+    wrong = nbformat.v4.new_code_cell("print('what the kernel prints')", execution_count=2)
+    wrong.outputs = [nbformat.v4.new_output("stream", name="stdout", text="not what any kernel prints\n")]
+    nbformat.write(nbformat.v4.new_notebook(cells=[probe, wrong]), path)
     return path
 
 
-def validate(notebook: Path, kernels: str) -> subprocess.CompletedProcess:
+def validate(notebook: Path, kernels: str, *options: str) -> subprocess.CompletedProcess:
     # the repository's conftest.py is loaded as a plugin so that the notebook in tmp_path gets --cpu-kernels;
     # run from the notebook's folder so that nothing else on the machine (another *.ipynb in /tmp) is collected
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n0", "-p", "no:cacheprovider", "-p", "conftest",
          f"--cpu-kernels={kernels}", "--rootdir", str(notebook.parent), "-c", "/dev/null",
-         "--nbval", "--nbval-current-env", str(notebook)],
+         "--nbval", "--nbval-current-env", *options, str(notebook)],
         cwd=notebook.parent, env=dict(os.environ, PYTHONPATH=str(ROOT)),
         capture_output=True, text=True, timeout=240)
 
 
-def test_scalar_configuration_reaches_the_kernel(tmp_path):
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory) -> Path:
     expected = "DEFAULT {ONEDNN_MAX_CPU_ISA} {MKL_ENABLE_INSTRUCTIONS}".format(**SCALAR_CPU_KERNELS)
-    notebook = probe_notebook(tmp_path / "probe.ipynb", expected)
-    result = validate(notebook, "scalar")
-    assert result.returncode == 0, f"the scalar kernel printed something else:\n{result.stdout[-3000:]}"
-    assert "1 passed" in result.stdout and "deselected" in result.stdout  # the native copy was left out
+    return probe_notebook(tmp_path_factory.mktemp("cpu-kernels") / "probe.ipynb", expected)
 
 
-def test_both_runs_each_notebook_twice_and_a_wrong_output_fails(tmp_path):
-    notebook = probe_notebook(tmp_path / "probe.ipynb", "not what any kernel prints")
-    result = validate(notebook, "both")
+@pytest.fixture(scope="module")
+def both(probe) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
+    """One validation under ``--cpu-kernels=both`` (two kernels, each importing torch): the run and each cell's
+    outcome, ``{node id: PASSED | FAILED}``."""
+    result = validate(probe, "both", "-rA")
+    summary = re.finditer(r"^(PASSED|FAILED) (\S+::Cell \d+)", result.stdout, re.MULTILINE)
+    return result, {match[2]: match[1] for match in summary}
+
+
+def test_scalar_configuration_reaches_the_kernel(probe, both):
+    result, outcomes = both
+    assert outcomes.get("probe.ipynb[scalar-cpu]::Cell 0") == "PASSED", \
+        f"the scalar kernel printed something else:\n{result.stdout[-3000:]}"
+    # --cpu-kernels=scalar keeps only the scalar copy (the same items as above, without the native copy)
+    scalar = validate(probe, "scalar", "--collect-only")
+    assert scalar.returncode == 0, scalar.stdout[-3000:]
+    collected = [line for line in scalar.stdout.splitlines() if "::" in line]
+    assert collected == ["probe.ipynb[scalar-cpu]::Cell 0", "probe.ipynb[scalar-cpu]::Cell 1"], scalar.stdout
+    assert "2 deselected" in scalar.stdout  # the native copy was left out
+
+
+def test_both_runs_each_notebook_twice_and_a_wrong_output_fails(both):
+    result, outcomes = both
     assert result.returncode == 1
-    assert "2 failed" in result.stdout, result.stdout[-3000:]
-    assert "probe.ipynb[scalar-cpu]::Cell 0" in result.stdout
+    assert outcomes.get("probe.ipynb::Cell 1") == "FAILED", result.stdout[-3000:]
+    assert outcomes.get("probe.ipynb[scalar-cpu]::Cell 1") == "FAILED", result.stdout[-3000:]
+    assert len(outcomes) == 4, result.stdout[-3000:]  # two copies of two cells, each run

@@ -244,18 +244,21 @@ def test_the_lab_moves_its_earlier_copies_into_work_once(tmp_path):
     assert workcopies.move_old_copies("en", root=tmp_path) == []    # once
 
 
-def test_export_leaves_the_working_copies_alone(tmp_path):
-    """`./course export --lang en` writes build/en/; pointed at the working copies, it keeps the edited ones."""
+def test_export_leaves_the_working_copies_alone(tmp_path, monkeypatch, capsys):
+    """`./course export --lang en` writes build/en/; pointed at the working copies, it keeps the edited ones.
+    (`python -m hooklab.course export` runs in this process: tests/course/test_export.py starts the real command.)"""
+    from hooklab.course.__main__ import main as course_command
+
     _, src = course_copy(tmp_path)
     workcopies.prepare_copies("en", root=tmp_path)
     copy = tmp_path / "work" / "en" / src.name
     mine = learner_edits(copy)
-    command = [sys.executable, "-m", "hooklab.course", "export", "--lang", "en"]
-    default = subprocess.run(command + [str(src)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert default.returncode == 0 and default.stdout.strip() == str(Path("build") / "en" / src.name)
-    into = subprocess.run(command + ["--out", str(copy.parent), str(src)], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
-    assert into.returncode == 0 and "you edited it in the lab" in into.stderr
+    monkeypatch.chdir(tmp_path)
+    command = ["export", "--lang", "en"]
+    assert course_command(command + [str(src)]) == 0
+    assert capsys.readouterr().out.strip() == str(Path("build") / "en" / src.name)
+    assert course_command(command + ["--out", str(copy.parent), str(src)]) == 0
+    assert "you edited it in the lab" in capsys.readouterr().err
     assert copy.read_bytes() == mine
 
 
@@ -270,8 +273,9 @@ def run_course(args, work, timeout=120):
                           env={**os.environ, "COURSE_WORK_DIR": str(work)})
 
 
-def test_course_reset_from_the_shell(tmp_path):
-    """The `reset` line of `course`: fresh copies of the real notebooks into COURSE_WORK_DIR, the old one kept."""
+def test_course_reset_from_the_shell(tmp_path, monkeypatch, capsys):
+    """The `reset` line of `course`: fresh copies of the real notebooks into COURSE_WORK_DIR, the old one kept.
+    The second reset runs tools/workcopies.py's command line in this process (each real one imports torch)."""
     work = tmp_path / "work"
     first = run_course(["reset", "03"], work)
     assert first.returncode == 0, first.stderr
@@ -279,10 +283,11 @@ def test_course_reset_from_the_shell(tmp_path):
     assert f"[course] {copy}: fresh copy" in first.stderr.splitlines()
     assert copy.read_bytes() == (ROOT / "notebooks" / copy.name).read_bytes()
     mine = learner_edits(copy)
-    second = run_course(["reset", "3", "--lang", "both"], work)
-    assert second.returncode == 0, second.stderr
+    monkeypatch.setenv("COURSE_WORK_DIR", str(work))
+    assert workcopies.reset_main(["3", "--lang", "both"]) == 0
+    second = capsys.readouterr().err
     backup, = copy.parent.glob("03_module_forward_hooks.bak-*.ipynb")
-    assert backup.read_bytes() == mine and f"yours is kept as {backup}" in second.stderr
+    assert backup.read_bytes() == mine and f"yours is kept as {backup}" in second
     bad = run_course(["reset", "42"], work)
     assert bad.returncode == 2 and "no notebook '42'" in bad.stderr
 
