@@ -8,8 +8,8 @@ lock; Playwright cannot download a browser of its own here).
 - `./course slides` and `./course handout`: the deck starts offline (reveal.js and MathJax from its folder), the
   handout prints (PDF pages, no code line cut at the margin, a page per section).
 
-One browser per module; the site is built once per test run (tests/tools/conftest.py's course_site, shared with
-test_site.py).
+One browser per module; the site, the deck and the handout are built once per test run (tests/tools/conftest.py's
+course_site, shared with test_site.py, and classroom_files, shared with test_slides.py).
 Screenshots are saved under build/screenshots/.
 """
 import functools
@@ -20,7 +20,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.parse
@@ -375,26 +374,12 @@ def test_every_site_page_shows_its_figures_in_its_language_and_nothing_leaves_th
 # ---------------------------------------------------------------- slides and handouts
 
 
-@pytest.fixture(scope="module")
-def classroom_files(tmp_path_factory):
-    """`./course slides 06` and `./course handout 06` (both languages) into a temporary folder."""
-    out = tmp_path_factory.mktemp("classroom")
-    for tool in ("slides", "handout"):
-        try:
-            result = subprocess.run([sys.executable, str(ROOT / "tools" / f"{tool}.py"), "06", "--out",
-                                     str(out / tool)], cwd=ROOT, capture_output=True, text=True, timeout=240)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"waited 240 s for tools/{tool}.py 06")
-        assert result.returncode == 0, result.stderr[-3000:]
-    return out
-
-
 @pytest.mark.timeout(600)  # may be the first to wait for the decks and handouts (classroom_files)
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_slide_deck_runs_offline(classroom_files, browser, lang):
     import slides
 
-    deck = classroom_files / "slides" / lang / "06_saved_tensor_hooks.html"
+    deck = classroom_files[0] / "slides" / lang / "06_saved_tensor_hooks.html"
     nb = slides.one_language(ROOT / "notebooks" / "06_saved_tensor_hooks.ipynb", lang)
     sections = [c for c in nb["cells"] if c["cell_type"] == "markdown" and re.match(r"#{1,2} ", slides._source(c))]
     page = new_page(browser, "file://")
@@ -428,14 +413,14 @@ def test_slide_deck_runs_offline(classroom_files, browser, lang):
 
 @pytest.mark.timeout(600)  # as above
 @pytest.mark.parametrize("lang", ["zh", "en"])
-def test_handout_prints(classroom_files, browser, lang):
+def test_handout_prints(classroom_files, browser, lang, tmp_path):
     import handout
 
-    path = classroom_files / "handout" / lang / "06_saved_tensor_hooks.html"
+    path = classroom_files[0] / "handout" / lang / "06_saved_tensor_hooks.html"
     page = new_page(browser, "file://")
     page.set_viewport_size({"width": 703, "height": 1000})  # A4's width less the handout's 12 mm margins, at 96 dpi
     # printed as `./course handout --pdf` does it (it opens the page, waits for MathJax, emulates print media)
-    pdf = path.with_suffix(".pdf")
+    pdf = tmp_path / path.with_suffix(".pdf").name  # beside the test, not in the shared folder
     pages = handout.print_pdf(page, path, pdf)
     assert pages > 5 and pdf.read_bytes().startswith(b"%PDF"), pages
     widths = all_images_loaded(page)

@@ -2,7 +2,7 @@
 fetcher (pinned, checked, offline message), and that the files written load nothing from outside their folder.
 
 What they look like and that they work (the deck starts, the handout prints) is checked in Chromium by
-tests/tools/test_browser.py."""
+tests/tools/test_browser.py, on the same files (tests/tools/conftest.py's classroom_files, built once per test run)."""
 import hashlib
 import html.parser
 import io
@@ -219,31 +219,29 @@ class Resources(html.parser.HTMLParser):
             self.urls.append(attrs.get("src", ""))
 
 
-@pytest.mark.timeout(400)
-def test_deck_and_handout_load_only_files_in_their_folder(tmp_path):
-    env_out = tmp_path / "out"
-    for tool, extra in (("slides.py", []), ("handout.py", [])):
-        result = subprocess.run([sys.executable, str(ROOT / "tools" / tool), "6", "--lang", "en",
-                                 "--out", str(env_out / tool), *extra],
-                                cwd=ROOT, capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, result.stderr[-3000:]
-        page = env_out / tool / "en" / "06_saved_tensor_hooks.html"
-        assert result.stdout.split() == [str(page)]
-        text = page.read_text(encoding="utf-8")
-        urls = Resources(text).urls
-        assert urls, "no script or style sheet found"
-        for url in urls:
-            assert not url.startswith(("http:", "https:", "//")), url
-            assert (page.parent / url).resolve().is_file(), f"{url} is missing from the output folder"
-        assert "保存" not in text  # one language: the English deck/handout holds no Chinese prose
-        assert 'href="07_activation_checkpointing.html' in text  # links to other notebooks: their own page
+@pytest.mark.timeout(400)  # may be the first to wait for the decks and handouts (classroom_files)
+def test_deck_and_handout_load_only_files_in_their_folder(classroom_files):
+    out, printed = classroom_files  # `./course slides 06` and `./course handout 6 --lang en --lang zh` (conftest.py)
+    for tool, langs in (("slides", ["zh", "en"]), ("handout", ["en", "zh"])):
+        pages = [out / tool / lang / "06_saved_tensor_hooks.html" for lang in langs]
+        assert printed[tool] == [str(page) for page in pages]  # the files written, in the order of --lang
+        for lang, page in zip(langs, pages):
+            text = page.read_text(encoding="utf-8")
+            urls = Resources(text).urls
+            assert urls, "no script or style sheet found"
+            for url in urls:
+                assert not url.startswith(("http:", "https:", "//")), url
+                assert (page.parent / url).resolve().is_file(), f"{url} is missing from the output folder"
+            if lang == "en":
+                assert "保存" not in text  # one language: the English deck/handout holds no Chinese prose
+            assert 'href="07_activation_checkpointing.html' in text  # links to other notebooks: their own page
     # every # / ## heading that starts a cell made a slide; the deck holds one <section> per slide and one per
     # (sub-)slide in it (nbconvert nests them)
     nb = slides.one_language(ROOT / "notebooks" / "06_saved_tensor_hooks.ipynb", "en")
     headings = [c for c in nb["cells"] if c["cell_type"] == "markdown" and re.match(r"#{1,2} ", slides._source(c))]
     planned = kinds(slides.plan_slides(nb, "en"))
     assert planned.count("slide") == len(headings) > 5
-    deck = (env_out / "slides.py" / "en" / "06_saved_tensor_hooks.html").read_text(encoding="utf-8")
+    deck = (out / "slides" / "en" / "06_saved_tensor_hooks.html").read_text(encoding="utf-8")
     assert deck.count("<section") == 2 * planned.count("slide") + planned.count("subslide")
 
 
