@@ -18,12 +18,12 @@ PLAN = re.compile(r"^plan 1/(2|4|10) \(budget [0-9.]+ MiB\): (met, plan ([kCobi]
                   r"the best single strategy by [0-9.]+x)|cannot be met: .+); single strategies that meet it: (none|.+)$")
 
 
-@pytest.mark.timeout(660)  # the quick run compiles a ResNet-18 four times (aot_eager): minutes on 2 loaded cores
+@pytest.mark.timeout(330)  # about 17 s of CPU (import, a cut ResNet-18 compiled four times): 300 s is a wide margin
 def test_quick_mode_prints_the_table_and_leaks_no_files(tmp_path):
     # SaveOnDisk's folders go to the temp dir: a private one, so that no other process's folders are counted
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     result = subprocess.run([sys.executable, "-W", "error", str(SCRIPT), "--quick", "--compile"],
-                            capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+                            capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("variant"))
@@ -41,14 +41,15 @@ def test_quick_mode_prints_the_table_and_leaks_no_files(tmp_path):
     assert rows["overlap"][0] == rows["baseline"][0]
     assert "target overlap: >= 10x less at <= 1.5x time: not measured (no GPU" in result.stdout
     # one verdict line per budget, in the documented form, each naming the single strategies that meet it;
-    # a plan that was run met its budget (the meter's bytes) and its plan has one code per block (stem + 8 + none)
+    # a plan that was run met its budget (the meter's bytes) and its plan has one code per block (the quick model's
+    # stem + layer1.0 + layer2.0; none for the head)
     plan_lines = [line for line in lines if line.startswith("plan 1/")]
     assert [line.split()[1] for line in plan_lines] == ["1/2", "1/4", "1/10"], result.stdout
     for line in plan_lines:
         m = PLAN.match(line)
         assert m, line
         if m.group(3):
-            assert m.group(2).startswith("met,") and len(m.group(3)) == 9, line
+            assert m.group(2).startswith("met,") and len(m.group(3)) == 3, line
             budget = float(line.split("budget ")[1].split(" MiB")[0])
             assert float(rows[f"plan_1/{m.group(1)}"][0]) <= budget + 0.005, line
     # torch.compile's activation_memory_budget: one row per budget, budget 1 the reference of "x less"
