@@ -1,7 +1,7 @@
 """How much do hooklab's capture / monitoring / clipping hooks slow down a training step?
 
     .venv/bin/python benchmarks/bench_monitoring.py           # ResNet-18, 8x3x128x128, 15 rounds
-    .venv/bin/python benchmarks/bench_monitoring.py --quick   # 2x3x64x64, 2 rounds (smoke test)
+    .venv/bin/python benchmarks/bench_monitoring.py --quick   # 2x3x32x32, 2 rounds, 1 warm-up step (smoke test)
     .venv/bin/python benchmarks/bench_monitoring.py --device cuda   # where a GPU is visible
 
 Every row runs the same forward + backward (cross-entropy on random labels) of a torchvision
@@ -144,18 +144,18 @@ def cases(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[Case]:
 
 def run(*, quick: bool = False, rounds: int | None = None, repeats: int | None = None, batch: int | None = None,
         size: int | None = None, threads: int = 1, device: str = "cpu", clock: str | None = None) -> list[Row]:
-    """Measure every row; the defaults are the full run (``quick``: a small input, 2 rounds)."""
+    """Measure every row; the defaults are the full run (``quick``: a small input, 2 rounds, 1 warm-up step)."""
     rounds = rounds or (2 if quick else 15)
     repeats = repeats or (1 if quick else 2)
     batch = batch or (2 if quick else 8)
-    size = size or (64 if quick else 128)
+    size = size or (32 if quick else 128)
     torch.set_num_threads(threads)
     cuda = device.startswith("cuda")
     clock = clock or ("wall" if cuda else "cpu")
     model, x, y = make(batch, size, device)
     rows = measure(cases(model, x, y), rounds=rounds, repeats=repeats,
                    clock=time.perf_counter if clock == "wall" else time.process_time,
-                   sync=torch.cuda.synchronize if cuda else (lambda: None))
+                   sync=torch.cuda.synchronize if cuda else (lambda: None), warmup=1 if quick else 2)
     print(f"ResNet-18 forward+backward, input {batch}x3x{size}x{size}, {device}, threads={threads}, "
           f"{clock} clock, {rounds} rounds x {repeats} steps")
     print(table(rows))
@@ -165,10 +165,10 @@ def run(*, quick: bool = False, rounds: int | None = None, repeats: int | None =
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small input, few rounds (smoke test)")
-    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 7, quick 2)")
-    parser.add_argument("--repeats", type=int, help="steps per row per round (default 3, quick 1)")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 15, quick 2)")
+    parser.add_argument("--repeats", type=int, help="steps per row per round (default 2, quick 1)")
     parser.add_argument("--batch", type=int, help="batch size (default 8, quick 2)")
-    parser.add_argument("--size", type=int, help="image side (default 128, quick 64)")
+    parser.add_argument("--size", type=int, help="image side (default 128, quick 32)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--clock", choices=("cpu", "wall"),

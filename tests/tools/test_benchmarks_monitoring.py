@@ -41,7 +41,7 @@ def test_quick_run_measures_every_observer_against_its_floor(capsys):
     assert {r.name for r in rows if r.floor} == set(OBSERVERS)
     assert all(math.isfinite(r.ms) and r.ms > 0 and math.isfinite(r.ratio) for r in rows)
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("ResNet-18 forward+backward, input 2x3x64x64, cpu, threads=1, cpu clock")
+    assert out[0].startswith("ResNet-18 forward+backward, input 2x3x32x32, cpu, threads=1, cpu clock")
     assert out[1].split() == ["case", "ms", "x", "base", "x", "floor", "target", "verdict"]
     assert len(out) == 2 + len(rows)
 
