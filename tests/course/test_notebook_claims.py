@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from pathlib import Path
@@ -40,6 +41,7 @@ QUOTED = re.compile(r"[\"“]([^\"”]{12,})[\"”]")
 SENTENCE_END = re.compile(r"(?<=[.。!?！？;；])\s+|(?<=[。！？；])|\n")
 
 
+@functools.cache  # uv.lock is about 1 MB of TOML: parsed once, not once per notebook
 def locked_torch() -> str:
     lock = tomllib.loads((ROOT / "uv.lock").read_text(encoding="utf-8"))
     versions = {p["version"] for p in lock["package"] if p["name"] == "torch"}
