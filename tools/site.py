@@ -155,10 +155,10 @@ def site_readme(readme: str, repository: str | None, branch: str = "main") -> st
     return re.sub(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)\)", relink, readme)
 
 
-def index_page(readme: str, names: list[str], lang: str) -> str:
+def index_page(readme: str, names: list[str], lang: str, *, api: bool = True) -> str:
     """The landing page: the README, then the notebooks (which also fill the sidebar) and the API page."""
     toctree = ["", f"## {TEXT[lang]['notebooks']}", "", "```{toctree}", ":maxdepth: 1", "", *names, "```", "",
-               "```{toctree}", ":maxdepth: 1", "", "api", "```", ""]
+               *(["```{toctree}", ":maxdepth: 1", "", "api", "```", ""] if api else [])]
     return readme.rstrip("\n") + "\n" + "\n".join(toctree)
 
 
@@ -219,7 +219,8 @@ a.hooklab-choose:hover {{ background: #0a7d91; color: #fff; }}
 def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None = None,
              branch: str = "main", only: list[str] | None = None) -> list[str]:
     """Fill ``src`` with the sources of ``lang``'s site: the one-language notebooks (each with its further
-    reading appended), index.md, api.rst and the licence files; return the notebook page names in order."""
+    reading appended), index.md, api.rst and the licence files; return the notebook page names in order.
+    ``only`` (notebook names): those notebooks and no API page (whose autodoc imports hooklab and torch)."""
     from hooklab.course.export import export_notebook, read_notebook
 
     if src.exists():
@@ -237,8 +238,9 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
         (src / path.name).write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         names.append(path.stem)
     readme = site_readme((root / "README.md").read_text(encoding="utf-8"), repository, branch)
-    (src / "index.md").write_text(index_page(readme, names, lang), encoding="utf-8")
-    (src / "api.rst").write_text(api_page(lang, public_names(root), api_groups()), encoding="utf-8")
+    (src / "index.md").write_text(index_page(readme, names, lang, api=only is None), encoding="utf-8")
+    if only is None:
+        (src / "api.rst").write_text(api_page(lang, public_names(root), api_groups()), encoding="utf-8")
     extra = src.parent / f"_extra-{lang}"
     if extra.exists():
         shutil.rmtree(extra)
@@ -265,7 +267,7 @@ def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repos
           branch: str = "main", only: list[str] | None = None, quiet: bool = True,
           timeout: float = 900) -> dict[str, Any]:
     """Build the sites of ``langs`` into ``out/<lang>/`` (at the same time) and ``out/index.html``; ``only``
-    (notebook names) leaves out the other notebooks (a quicker build, for tests).
+    (notebook names) leaves out the other notebooks and the API page (a quicker build, for tests).
 
     Returns the notebook page names, each language's Sphinx output (warnings) and the seconds it took.
     Raises :class:`SiteError` when a build fails (with Sphinx's output)."""

@@ -150,6 +150,8 @@ def test_index_page_puts_the_notebooks_and_the_api_after_the_readme():
     assert text.startswith("# Title\n\nbody\n")
     assert text.index("## The notebooks") < text.index("00_a") < text.index("01_b") < text.index("api")
     assert "## 笔记本" in site.index_page("# T\n", ["00_a"], "zh")
+    few = site.index_page("# Title\n\nbody\n", ["00_a", "01_b"], "en", api=False)
+    assert text.startswith(few) and "api" not in few  # a build of a few notebooks (only=): no API page, no link
 
 
 def test_api_page_documents_every_public_name_in_its_group():
