@@ -31,7 +31,10 @@ pytestmark = pytest.mark.timeout(INSTALL_TIMEOUT + RUN_TIMEOUT)  # each fixture:
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "UV_PROJECT_ENVIRONMENT")}
+    # PYTHONDONTWRITEBYTECODE (./course test sets it) is dropped: the first run writes torch's and hooklab's bytecode
+    # into the fresh environment (a temporary folder), and the second run reads it instead of compiling them again.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "UV_PROJECT_ENVIRONMENT", "PYTHONDONTWRITEBYTECODE")}
     return {**env, "UV_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
 
