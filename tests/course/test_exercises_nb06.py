@@ -26,8 +26,9 @@ def no_stray_files_or_warnings(tmp_path, monkeypatch):
     previous = sys.unraisablehook
     sys.unraisablehook = lambda info: ignored.append(repr(info.exc_value))
     try:
-        yield
-        gc.collect()
+        with _support.collector_sees_only_new_objects():  # the collection looks at what this test made
+            yield
+            gc.collect()
     finally:
         sys.unraisablehook = previous
     # torch.compile's cache folder (torchinductor_<user>) is made lazily in the temp dir by whichever test on this

@@ -12,6 +12,7 @@ The rules below (``expect``, ``fail``, ``expect_count``, ...) say the zh and the
 """
 from __future__ import annotations
 
+import gc
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, NoReturn
 
@@ -22,8 +23,9 @@ from ..._torch_internals import GLOBAL_HOOK_FLAGS, global_hook_dicts, global_opt
 from ...inventory import hook_inventory
 from ..attempt import first_sentence
 
-__all__ = ["NotSolved", "Wrong", "call_answer", "drop_global_hooks_added_since", "expect", "expect_count", "fail",
-           "global_hook_ids", "guarded", "no_hooks_left", "require_callable", "run", "short_error", "started"]
+__all__ = ["NotSolved", "Wrong", "call_answer", "collector_sees_only_new_objects", "drop_global_hooks_added_since",
+           "expect", "expect_count", "fail", "global_hook_ids", "guarded", "no_hooks_left", "require_callable", "run",
+           "short_error", "started"]
 
 
 class Wrong(Exception):
@@ -181,6 +183,23 @@ def run(answer: Callable, *args: Any, leak_free: tuple[Any, ...] = (), allow_non
     ``leak_free`` owners (modules, tensors) nor a global one (:func:`no_hooks_left`)."""
     with no_hooks_left(*leak_free):
         return call_answer(answer, *args, allow_none=allow_none, returns=returns, **kwargs)
+
+
+@contextmanager
+def collector_sees_only_new_objects() -> Iterator[None]:
+    """Inside the block ``gc.collect()`` looks only at the objects created inside it: everything the process held
+    before is frozen (``gc.freeze``), so a collection costs what the check allocated, not what the process holds
+    (~200k objects once torch is imported, several times that in a kernel or a test worker that did more).
+    For checkers that collect garbage to see what a learner's objects leave behind; left as it is when something
+    else froze objects already (unfreezing would undo that)."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 # what an exercise that registers a tensor hook returns (for call_answer's ``returns``)

@@ -18,8 +18,8 @@ from torch.autograd.graph import save_on_cpu, saved_tensors_hooks
 from ...ledger import SavedTensorLedger
 from ...offload import SaveOnDisk
 from . import exercise
-from ._support import (NotSolved, Wrong, call_answer, expect, expect_count, fail, guarded, no_saved_tensor_hooks_left,
-                       run)
+from ._support import (NotSolved, Wrong, call_answer, collector_sees_only_new_objects, expect, expect_count, fail,
+                       guarded, no_saved_tensor_hooks_left, run)
 
 
 @contextmanager
@@ -67,6 +67,7 @@ def _bytes_case(seed: int, kind: str, batch: int, input_grad: bool) -> tuple[nn.
 
 
 @exercise("06.1", answer="saved_activation_bytes")
+@collector_sees_only_new_objects()  # _alive's collections look at the checker's objects, not at the whole process
 def saved_activation_bytes(answer: Any) -> None:
     for case in _BYTES_CASES:
         model, x = _bytes_case(*case)
@@ -223,9 +224,10 @@ def make_disk_hooks(answer: Any) -> None:
     root = tempfile.mkdtemp(prefix="hooklab-exercise-")
     failure: Wrong | None = None
     try:
+        # the collections below (what the learner's objects leave behind) look at the checker's objects only;
         # a wrong answer's objects may die when its error is dropped; what their __del__ raises then is not the
         # learner's output (the checks that look for it catch it themselves)
-        with _ignored_in_del():
+        with collector_sees_only_new_objects(), _ignored_in_del():
             try:
                 for case in _DISK_CASES:
                     _check_disk_case(answer, root, *case)
@@ -273,12 +275,13 @@ def predict_files(answer: Any) -> None:
            "`my_files` 应是 4 个整数组成的列表，依次对应 a、b、c、d。",
            "`my_files` must be a list of 4 ints, for a, b, c and d in that order.")
     root = tempfile.mkdtemp(prefix="hooklab-exercise-")
-    try:
-        torch.manual_seed(0)
-        truth = _snippets(root, torch.randn(1000, requires_grad=True))
-    finally:
-        gc.collect()
-        shutil.rmtree(root, ignore_errors=True)
+    with collector_sees_only_new_objects():
+        try:
+            torch.manual_seed(0)
+            truth = _snippets(root, torch.randn(1000, requires_grad=True))
+        finally:
+            gc.collect()
+            shutil.rmtree(root, ignore_errors=True)
     wrong = [(name, said, real) for name, said, real in zip("abcd", answer, truth) if said != real]
     name, said, real = (wrong or [("", 0, 0)])[0]
     expect(not wrong, "prediction",
