@@ -93,10 +93,12 @@ def test_10_1_names_what_is_wrong_with_each_answer():
 
 
 def test_10_1_a_future_that_never_completes_is_stopped_at_the_deadline(monkeypatch):
-    monkeypatch.setattr(_comm, "DEADLINE", 20)
+    # a pure wait: the two workers reach the hook within about a second, two or three under load (torch._dynamo,
+    # which DDP imports, is imported before forking), so 8 s leaves a wide margin and still waits on the hook
+    monkeypatch.setattr(_comm, "DEADLINE", 8)
     result = full_verdict("10.1", never_done_hook, strict=True)
     assert (result.status, result.reason) == ("wrong", "never-completes")
-    assert "within 20 s" in result.en
+    assert "within 8 s" in result.en
     assert multiprocessing.active_children() == []
 
 
