@@ -207,10 +207,10 @@ def pick(names: list[str], sources: list[Path]) -> list[Path]:
 def reset(lang: str, names: list[str], *, root: Path = ROOT, today: datetime.date | None = None) -> list[str]:
     """Fresh working copies of the notebooks ``names`` (all when empty) for ``lang``; a copy that differs from the
     fresh one is first kept as ``NN_name.bak-<date>.ipynb``. Return what was done, one line per notebook."""
+    sources = course_notebooks(root)
+    chosen = pick(names, sources) if names else sources   # an unknown name is refused before hooklab is imported
     from hooklab.course.export import sha256_hex, write_atomic
 
-    sources = course_notebooks(root)
-    chosen = pick(names, sources) if names else sources
     folder = copies_dir(root, lang)
     fresh = [(src, fresh_copy(lang, src)) for src in chosen]
     folder.mkdir(parents=True, exist_ok=True)

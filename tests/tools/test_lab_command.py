@@ -275,21 +275,23 @@ def run_course(args, work, timeout=120):
 
 def test_course_reset_from_the_shell(tmp_path, monkeypatch, capsys):
     """The `reset` line of `course`: fresh copies of the real notebooks into COURSE_WORK_DIR, the old one kept.
-    The second reset runs tools/workcopies.py's command line in this process (each real one imports torch)."""
+    The refused reset runs the real command (`course` hands its arguments and exit status through); the two that
+    copy run tools/workcopies.py's command line in this process (a real one spends seconds importing torch)."""
     work = tmp_path / "work"
-    first = run_course(["reset", "03"], work)
-    assert first.returncode == 0, first.stderr
+    monkeypatch.setenv("COURSE_WORK_DIR", str(work))
+    assert workcopies.reset_main(["03"]) == 0
+    first = capsys.readouterr().err
     copy = work / "zh-en" / "03_module_forward_hooks.ipynb"
-    assert f"[course] {copy}: fresh copy" in first.stderr.splitlines()
+    assert f"[course] {copy}: fresh copy" in first.splitlines()
     assert copy.read_bytes() == (ROOT / "notebooks" / copy.name).read_bytes()
     mine = learner_edits(copy)
-    monkeypatch.setenv("COURSE_WORK_DIR", str(work))
     assert workcopies.reset_main(["3", "--lang", "both"]) == 0
     second = capsys.readouterr().err
     backup, = copy.parent.glob("03_module_forward_hooks.bak-*.ipynb")
     assert backup.read_bytes() == mine and f"yours is kept as {backup}" in second
     bad = run_course(["reset", "42"], work)
     assert bad.returncode == 2 and "no notebook '42'" in bad.stderr
+    assert sorted(p.name for p in copy.parent.iterdir()) == sorted([copy.name, backup.name, ".hooklab-export.json"])
 
 
 def test_trust_signs_the_served_notebooks(tmp_path, monkeypatch):
