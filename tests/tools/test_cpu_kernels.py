@@ -14,6 +14,9 @@ _spec = importlib.util.spec_from_file_location("repository_conftest", ROOT / "co
 repository_conftest = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(repository_conftest)
 SCALAR_CPU_KERNELS = repository_conftest.SCALAR_CPU_KERNELS
+VALIDATE_TIMEOUT = 240  # s for one pytest run of the probe notebook (a kernel importing torch, on a busy machine)
+# the first test waits for both runs (the fixture's and its own)
+pytestmark = pytest.mark.timeout(2 * VALIDATE_TIMEOUT + 30)
 
 # older torch (2.3, hooklab's floor) names the scalar capability "NO AVX", newer releases "DEFAULT": the same path
 # (`./course matrix --torch 2.3.0 ...` runs this test too).
@@ -42,7 +45,7 @@ def validate(notebook: Path, kernels: str, *options: str) -> subprocess.Complete
          f"--cpu-kernels={kernels}", "--rootdir", str(notebook.parent), "-c", "/dev/null",
          "--nbval", "--nbval-current-env", *options, str(notebook)],
         cwd=notebook.parent, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        capture_output=True, text=True, timeout=240)
+        capture_output=True, text=True, timeout=VALIDATE_TIMEOUT)
 
 
 @pytest.fixture(scope="module")
