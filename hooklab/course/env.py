@@ -1,8 +1,12 @@
 """One call at the top of every notebook: reproducible, readable, PNG-only output."""
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import random
+import sys
 import warnings
+from typing import Any
 
 import torch
 
@@ -55,13 +59,44 @@ def setup(seed: int = 0, threads: int = 1, precision: int = 4, verbose: bool = T
 
 
 def _configure_matplotlib() -> None:
+    """The course's figure settings: now if matplotlib is imported, else right after its first import (importing
+    it costs about 1 s of CPU, and most notebooks never plot)."""
+    if "matplotlib" in sys.modules:
+        _matplotlib_settings()
+    elif not any(isinstance(finder, _SettingsOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _SettingsOnImport())
+
+
+class _SettingsOnImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: when ``matplotlib`` is first imported, it lets the usual finders load it, applies the
+    course's settings once its ``__init__`` has run, and leaves ``sys.meta_path``."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "matplotlib":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        loader = spec.loader if spec is not None else None
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run_module = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            run_module(module)
+            _matplotlib_settings()
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _matplotlib_settings() -> None:
     try:
         import matplotlib
         from matplotlib import font_manager
     except ImportError:
         return
     matplotlib.rcParams.update({"figure.dpi": 80, "savefig.dpi": 80, "figure.figsize": (7, 3.5)})
-    cjk = sorted({f.name for f in font_manager.fontManager.ttflist if "CJK" in f.name})
+    # simplified Chinese's glyph shapes first (Noto Sans CJK SC), then any CJK font
+    cjk = sorted({f.name for f in font_manager.fontManager.ttflist if "CJK" in f.name}, key=lambda n: ("SC" not in n, n))
     if cjk:
         matplotlib.rcParams["font.sans-serif"] = [cjk[0], *matplotlib.rcParams["font.sans-serif"]]
         matplotlib.rcParams["axes.unicode_minus"] = False

@@ -27,6 +27,19 @@ def test_setup_makes_figures_png(setup_undone):
     assert matplotlib.rcParams["figure.dpi"] == 80
 
 
+def test_setup_leaves_matplotlib_unimported_and_sets_it_up_at_its_first_import():
+    """Most notebooks never plot: setup() does not import matplotlib (about 1 s of CPU), and the settings still apply
+    when a later cell imports it (in a fresh interpreter, where matplotlib is not yet imported)."""
+    import subprocess
+    import sys
+    code = ("import sys; import hooklab.course as c; c.setup(verbose=False); print('matplotlib' in sys.modules); "
+            "import matplotlib.pyplot; print(matplotlib.rcParams['figure.dpi']); c.setup(verbose=False); "
+            "print(sum(type(f).__name__ == '_SettingsOnImport' for f in sys.meta_path))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "80.0", "0"]
+
+
 @pytest.mark.parametrize("kwargs, error, message", [
     ({"seed": "0"}, TypeError, "seed must be an int"),
     ({"seed": True}, TypeError, "seed must be an int"),
