@@ -8,6 +8,8 @@ from torch import nn
 import hooklab
 from hooklab import Capture, FeatureExtractor, ShapeRow, capture, layer_shapes, no_hooks_left_behind
 
+from gc_survivors import survivors
+
 
 class Block(nn.Module):
     """conv -> bn -> relu(inplace) -> conv, the relu used twice (like torchvision's BasicBlock)."""
@@ -289,8 +291,6 @@ def test_layer_shapes_needs_a_module():
 
 def test_capture_state_stays_bounded_over_1000_training_steps():
     """One gradient hook per captured name at any time, and no objects that pile up with the steps."""
-    import gc
-
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     x = torch.randn(3, 4)
@@ -305,13 +305,12 @@ def test_capture_state_stays_bounded_over_1000_training_steps():
     with no_hooks_left_behind(net), tool as store:
         for _ in range(100):
             step()
-        gc.collect()
-        objects_before = len(gc.get_objects())
-        for _ in range(900):
-            step()
-            assert len(tool.scope) == 2 and len(tool._grad_hooks) == 2
-        gc.collect()
-        growth = len(gc.get_objects()) - objects_before
+        with survivors() as kept:  # the Python objects created by the 900 steps still alive after them
+            for _ in range(900):
+                step()
+                assert len(tool.scope) == 2 and len(tool._grad_hooks) == 2
+        growth = len(kept)
+        del kept
         assert store.calls["2"] == 1000 and set(store.grads) == {"0", "2"}
     assert growth < 50, f"{growth} more Python objects after 900 more steps"
     assert not tool._grad_hooks

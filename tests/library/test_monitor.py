@@ -16,6 +16,8 @@ import hooklab
 from hooklab import no_hooks_left_behind
 from hooklab.monitor import ActivationStats, GradientMonitor
 
+from gc_survivors import survivors
+
 
 def make_mlp() -> nn.Sequential:
     torch.manual_seed(0)
@@ -322,17 +324,15 @@ def test_a_reentrant_checkpoint_backward_counts_with_the_one_around_it(segment):
 
 def test_history_is_stored_compactly():
     """D4: not one tensor object per record; 640 steps of 4 parameters hold a handful of tensors."""
-    import gc
     model = make_mlp()
     x = torch.randn(5, 4)
     with GradientMonitor(model) as gm:
         model(x).sum().backward()
-        gc.collect()
-        before = sum(type(o) is torch.Tensor for o in gc.get_objects())
-        for _ in range(640):
-            model(x).sum().backward()
-        gc.collect()
-        grown = sum(type(o) is torch.Tensor for o in gc.get_objects()) - before
+        with survivors() as kept:  # the tensors created by the 640 steps still alive after them
+            for _ in range(640):
+                model(x).sum().backward()
+        grown = sum(type(o) is torch.Tensor for o in kept)
+        del kept
     assert gm.steps == 641 and grown <= 16, grown  # 2560 records; one tensor per record would be 2560
     assert len(gm.norms(per="parameter")["0.weight"]) == 641
 
@@ -385,17 +385,15 @@ def test_a_parameter_replaced_by_hand_inside_the_block_gets_a_warning():
 
 
 def test_activation_stats_history_is_stored_compactly():
-    import gc
     model = make_mlp()
     x = torch.randn(5, 4)
     with ActivationStats(model, ["0", "1"]) as st:
         model(x)
-        gc.collect()
-        before = sum(type(o) is torch.Tensor for o in gc.get_objects())
-        for _ in range(640):
-            model(x)
-        gc.collect()
-        grown = sum(type(o) is torch.Tensor for o in gc.get_objects()) - before
+        with survivors() as kept:  # the tensors created by the 640 calls still alive after them
+            for _ in range(640):
+                model(x)
+        grown = sum(type(o) is torch.Tensor for o in kept)
+        del kept
     assert grown <= 2 * (640 // 64 + 2), grown  # one stacked block per 64 calls per name; 1280 records
     with torch.no_grad():
         out = model[0](x)

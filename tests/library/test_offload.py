@@ -21,6 +21,8 @@ from hooklab.offload import (
     offload_module,
 )
 
+from gc_survivors import survivors
+
 
 def net_and_batch(seed: int = 0):
     torch.manual_seed(seed)
@@ -308,12 +310,11 @@ def test_offload_module_state_stays_bounded_over_1000_steps():
     with hooklab.no_hooks_left_behind(net), offload_module(net[0], lambda: CompressSaved("bf16", min_bytes=0)) as scope:
         for _ in range(100):
             net(x).sum().backward()
-        gc.collect()
-        objects_before = len(gc.get_objects())
-        for _ in range(900):
-            net(x).sum().backward()
-        gc.collect()
-        growth = len(gc.get_objects()) - objects_before
+        with survivors() as kept:  # the Python objects created by the 900 steps still alive after them
+            for _ in range(900):
+                net(x).sum().backward()
+        growth = len(kept)
+        del kept
         assert scope.calls == 1000 and len(scope) == 2
         assert scope.stats.offloaded == 1000 * scope.last.stats.offloaded > 0
     assert growth < 50, f"{growth} more Python objects after 900 more steps"

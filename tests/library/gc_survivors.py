@@ -1,0 +1,30 @@
+"""The Python objects a block of code created that are still alive at its end, found without scanning the process.
+
+Counting ``gc.get_objects()`` before and after a loop, with a full collection each time, costs in proportion to
+everything the process holds (several hundred thousand objects in a test worker that imported torch.compile,
+transformers and jupyter: ~0.4 s a collection). Here everything alive before the block is frozen (``gc.freeze``),
+so the collection and the scan at its end see only the objects created inside it. The count is the objects the
+block created and kept, which is never less than the net growth a before/after count would give (that one also
+subtracts older objects that died meanwhile): a bound asserted on it is at least as strict.
+"""
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+
+@contextmanager
+def survivors() -> Iterator[list[Any]]:
+    """``with survivors() as kept: ...``: afterwards ``kept`` holds the objects created in the block that are alive
+    once garbage is collected (the objects the collector tracks: containers, tensors, functions, ...)."""
+    if gc.get_freeze_count():
+        raise RuntimeError("objects are frozen already (gc.freeze): unfreezing at the end would undo that")
+    kept: list[Any] = []
+    gc.freeze()
+    try:
+        yield kept
+        gc.collect()
+        kept.extend(o for o in gc.get_objects() if o is not kept)
+    finally:
+        gc.unfreeze()
