@@ -6,12 +6,17 @@ transformers and jupyter: ~0.4 s a collection). Here everything alive before the
 so the collection and the scan at its end see only the objects created inside it. The count is the objects the
 block created and kept, which is never less than the net growth a before/after count would give (that one also
 subtracts older objects that died meanwhile): a bound asserted on it is at least as strict.
+
+The fixture ``only_new_objects_collected`` does the same for a whole test whose ``gc.collect()`` calls are about
+objects the test made (import it into the test module to use it).
 """
 from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
 from typing import Any, Iterator
+
+import pytest
 
 
 @contextmanager
@@ -26,5 +31,18 @@ def survivors() -> Iterator[list[Any]]:
         yield kept
         gc.collect()
         kept.extend(o for o in gc.get_objects() if o is not kept)
+    finally:
+        gc.unfreeze()
+
+
+@pytest.fixture
+def only_new_objects_collected() -> Iterator[None]:
+    """For a test whose ``gc.collect()`` is about objects it made itself (a model let go, a file's finalizer):
+    everything alive before the test is frozen while it runs, so a collection costs what the test made."""
+    if gc.get_freeze_count():
+        raise RuntimeError("objects are frozen already (gc.freeze): unfreezing at the end would undo that")
+    gc.freeze()
+    try:
+        yield
     finally:
         gc.unfreeze()

@@ -14,6 +14,8 @@ from torch import nn
 import hooklab
 from hooklab import _torch_internals as internals
 
+from gc_survivors import only_new_objects_collected  # noqa: F401 (a fixture)
+
 
 def make_model():
     torch.manual_seed(0)
@@ -227,6 +229,7 @@ def test_save_on_disk_full_disk_names_the_folder_and_cleans_up(tmp_path, monkeyp
 
 
 # a finalizer cannot raise: SaveOnDisk's unraisable hook delivers the interrupt again, outside the finalizer (D2)
+@pytest.mark.usefixtures("only_new_objects_collected")  # its gc.collect() looks at what it made
 def test_interrupt_while_deleting_a_file_does_not_leave_the_folder(tmp_path, monkeypatch):
     import gc
     import os

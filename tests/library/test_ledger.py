@@ -12,6 +12,8 @@ from torch import nn
 import hooklab
 from hooklab import MemoryMeter, SavedTensorLedger, format_bytes
 
+from gc_survivors import only_new_objects_collected  # noqa: F401 (a fixture)
+
 F32 = 4
 
 
@@ -298,6 +300,7 @@ def test_under_fsdp2_gathered_parameters_count_as_parameters_not_activations():
         assert records == truth
 
 
+@pytest.mark.usefixtures("only_new_objects_collected")  # its gc.collect() looks at what it made
 def test_the_ledger_lets_go_of_the_model_after_its_block():
     """D5: a ledger kept for its records kept the whole model alive."""
     import gc
