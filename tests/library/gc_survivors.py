@@ -40,11 +40,5 @@ def survivors() -> Iterator[list[Any]]:
 def only_new_objects_collected() -> Iterator[None]:
     """For a test whose ``gc.collect()`` is about objects it made itself (a model let go, a file's finalizer):
     everything alive before the test is frozen while it runs, so a collection costs what the test made."""
-    if gc.get_freeze_count():  # frozen already (by the test session, say): collections are cheap as they are
+    with survivors():
         yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
