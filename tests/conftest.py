@@ -39,11 +39,10 @@ def pytest_collection_modifyitems(config, items):
 # files out in this order). By default xdist hands out the files with the most tests first, and a worker would be
 # left alone with one of these at the end while the other idles.
 LONG_FIRST = (
-    "tests/tools/test_browser.py", "tests/library/test_zoo.py", "tests/tools/test_install.py",
-    "tests/tools/test_slides.py", "tests/tools/test_benchmarks_memory.py", "tests/tools/test_lab_command.py",
-    "notebooks/07_", "notebooks/10_", "tests/course/test_exercises_nb06.py", "tests/course/test_exercises_isolation.py",
-    "tests/course/test_export.py", "notebooks/05_", "notebooks/11_", "tests/tools/test_cpu_kernels.py",
-    "tests/tools/test_lab.py", "tests/tools/test_site.py", "notebooks/12_", "tests/course/test_exercises_nb10.py",
+    "tests/tools/test_browser.py", "tests/tools/test_install.py", "tests/tools/test_types.py", "notebooks/07_",
+    "notebooks/11_", "tests/library/test_zoo.py", "notebooks/05_", "tests/tools/test_benchmarks_memory.py",
+    "tests/tools/test_slides.py", "notebooks/12_", "tests/tools/test_lab.py", "tests/course/test_exercises_nb10.py",
+    "tests/tools/test_cpu_kernels.py", "tests/tools/test_site.py", "notebooks/06_", "notebooks/08_",
 )
 
 
