@@ -56,6 +56,9 @@ def _worker(fn: Callable[..., Any], rank: int, world_size: int, args: tuple, bac
             dist.init_process_group(backend, init_method=f"file://{store}", rank=rank,
                                     world_size=world_size, timeout=timedelta(seconds=timeout))
             joined = True
+            # every rank has finished joining before any runs fn: otherwise a rank whose fn returns at once could
+            # close the group while a peer is still completing gloo's connections (that peer would then fail)
+            dist.barrier()
             # plain pickle copies tensors into the message; the queue's own pickler would share their
             # memory through a file descriptor that dies with this process
             results.put(("ok", rank, pickle.dumps(fn(rank, world_size, *args))))
