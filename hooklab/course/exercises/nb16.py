@@ -21,7 +21,7 @@ from ._support import NotSolved, call_answer, expect, fail, guarded, started
 # ---- 16.1 the optimizer in backward, one step per logical batch ------------------------------------------------
 
 
-def _model(seed: int) -> nn.Module:
+def _model(seed: int) -> nn.Sequential:
     torch.manual_seed(seed)
     return nn.Sequential(nn.Linear(5, 6), nn.Tanh(), nn.Linear(6, 3))
 
@@ -110,8 +110,12 @@ def optimizer_in_backward(answer: Any) -> None:
 _LOG_STEPS, _SLOTS = 12, 5
 
 
+def _grads(model: nn.Module) -> list[torch.Tensor]:
+    return [p.grad for p in model.parameters() if p.grad is not None]
+
+
 def _total_norm(model: nn.Module) -> torch.Tensor:
-    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in model.parameters()]))
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in _grads(model)]))
 
 
 @exercise("16.2", answer="log_norm")
@@ -125,12 +129,13 @@ def sync_free_logger(answer: Any) -> None:
     for step, ((x, y),) in enumerate(_micro_batches(31, steps=_LOG_STEPS, micro=1)):
         (model(x) - y).square().mean().backward()
         truth.append(_total_norm(model).item())
-        sums.append(sum(p.grad.norm().item() for p in model.parameters()))
-        grads = [p.grad.clone() for p in model.parameters()]
+        sums.append(sum(g.norm().item() for g in _grads(model)))
+        grads = [g.clone() for g in _grads(model)]
         with OpCounter() as ops:
             call_answer(answer, history, step, model, allow_none=True)
         reads += ops.counts["_local_scalar_dense"]
-        expect(all(torch.equal(g, p.grad) for g, p in zip(grads, model.parameters())), "changes-gradient",
+        after = _grads(model)
+        expect(len(after) == len(grads) and all(torch.equal(g, a) for g, a in zip(grads, after)), "changes-gradient",
                "你的函数改变了梯度：记录日志时只读，不要修改 `.grad`。",
                "your function changed the gradients: a logger only reads, never edits `.grad`.")
         opt.step()
