@@ -11,6 +11,14 @@ from exercise_support import judged, run_solution, verdict
 
 # ---- 16.1 the optimizer in backward, one step per logical batch ------------------------------------------------
 
+def on_every_parameter(model, hook):
+    """``hook`` as every parameter's post-accumulate-grad hook; the handles in a HookScope."""
+    scope = hooklab.HookScope()
+    for p in model.parameters():
+        scope.add(p.register_post_accumulate_grad_hook(hook))
+    return scope
+
+
 def counting_handles(model, lr, micro_batches):
     """Right, written differently: optimizers keyed by name, a counter reset at each step, and
     zero_grad(set_to_none=True) instead of p.grad = None."""
@@ -26,10 +34,7 @@ def counting_handles(model, lr, micro_batches):
             optimizers[n].step()
             optimizers[n].zero_grad(set_to_none=True)
 
-    scope = hooklab.HookScope()
-    for p in model.parameters():
-        scope.add(p.register_post_accumulate_grad_hook(hook))
-    return scope
+    return on_every_parameter(model, hook)
 
 
 def every_micro_batch(model, lr, micro_batches):  # notebook 02's pattern, unchanged
@@ -39,43 +44,31 @@ def every_micro_batch(model, lr, micro_batches):  # notebook 02's pattern, uncha
         optimizers[p].step()
         p.grad = None
 
-    scope = hooklab.HookScope()
-    for p in model.parameters():
-        scope.add(p.register_post_accumulate_grad_hook(hook))
-    return scope
+    return on_every_parameter(model, hook)
+
+
+def stepping_on_the_last(model, lr, micro_batches, after_step):
+    """Steps each parameter's SGD at the last micro-batch, then calls ``after_step(optimizer)``."""
+    optimizers = {p: torch.optim.SGD([p], lr=lr) for p in model.parameters()}
+    seen = {p: 0 for p in model.parameters()}
+
+    def hook(p):
+        seen[p] += 1
+        if seen[p] % micro_batches == 0:
+            optimizers[p].step()
+            after_step(optimizers[p])
+
+    return on_every_parameter(model, hook)
 
 
 def never_frees(model, lr, micro_batches):
-    optimizers = {p: torch.optim.SGD([p], lr=lr) for p in model.parameters()}
-    seen = {p: 0 for p in model.parameters()}
-
-    def hook(p):
-        seen[p] += 1
-        if seen[p] % micro_batches == 0:
-            optimizers[p].step()
-
-    scope = hooklab.HookScope()
-    for p in model.parameters():
-        scope.add(p.register_post_accumulate_grad_hook(hook))
-    return scope
+    return stepping_on_the_last(model, lr, micro_batches, lambda opt: None)
 
 
-def frees_only_at_the_end(model, lr, micro_batches):
+def zeroes_in_place(model, lr, micro_batches):
     """Steps at the right time but zeroes .grad in place (set_to_none=False): the parameters are right, and a
     .grad of zeros stays."""
-    optimizers = {p: torch.optim.SGD([p], lr=lr) for p in model.parameters()}
-    seen = {p: 0 for p in model.parameters()}
-
-    def hook(p):
-        seen[p] += 1
-        if seen[p] % micro_batches == 0:
-            optimizers[p].step()
-            optimizers[p].zero_grad(set_to_none=False)
-
-    scope = hooklab.HookScope()
-    for p in model.parameters():
-        scope.add(p.register_post_accumulate_grad_hook(hook))
-    return scope
+    return stepping_on_the_last(model, lr, micro_batches, lambda opt: opt.zero_grad(set_to_none=False))
 
 
 def hard_coded_three(model, lr, micro_batches):
@@ -98,10 +91,7 @@ def wrong_lr(model, lr, micro_batches):
 
 
 def raises_in_hook(model, lr, micro_batches):
-    scope = hooklab.HookScope()
-    for p in model.parameters():
-        scope.add(p.register_post_accumulate_grad_hook(lambda p: p.grad.nonexistent))
-    return scope
+    return on_every_parameter(model, lambda p: p.grad.nonexistent)
 
 
 def blank_16_1(model, lr, micro_batches):
@@ -120,7 +110,7 @@ def test_16_1_accepts_right_answers():
 
 @pytest.mark.parametrize("answer, reason", [
     (every_micro_batch, "steps-every-micro-batch"), (never_frees, "grad-kept"),
-    (frees_only_at_the_end, "grad-not-freed"), (hard_coded_three, "parameters"), (wrong_lr, "parameters"),
+    (zeroes_in_place, "grad-not-freed"), (hard_coded_three, "parameters"), (wrong_lr, "parameters"),
     (returns_handles_list, "not-a-scope"), (forgets_a_handle, "hook-left"), (raises_in_hook, "raised-in-backward"),
     (forgets_return, "returned-none"), ("attach", "not-a-function")])
 def test_16_1_rejects_wrong_answers(answer, reason):
