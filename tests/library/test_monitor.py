@@ -589,3 +589,25 @@ def test_optimizer_and_every_errors():
     for every in (0, -1, 1.5, True, "2"):
         with pytest.raises(ValueError, match="every must be an int >= 1"):
             GradientMonitor(model, every=every)
+
+
+@pytest.mark.parametrize("mode", ["per backward", "optimizer="])
+def test_every_hook_is_removed_also_when_the_block_raises(batches, mode):
+    """Per backward the monitor adds a global optimizer step pre-hook too; with optimizer= a step pre-hook on it."""
+    from hooklab._torch_internals import global_optimizer_hook_dicts, optimizer_hook_dicts
+
+    model = make_mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    options = {"optimizer": opt} if mode == "optimizer=" else {}
+
+    def registered() -> int:
+        return (len(hooklab.hook_inventory(model)) + sum(len(d) for _, _, d in optimizer_hook_dicts(opt))
+                + sum(len(d) for _, _, d in global_optimizer_hook_dicts()))
+
+    with pytest.raises(ValueError, match="inside"):
+        with GradientMonitor(model, **options):
+            assert registered() > 0
+            model(batches[0]).sum().backward()
+            opt.step()
+            raise ValueError("inside the block")
+    assert registered() == 0
