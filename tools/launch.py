@@ -102,7 +102,7 @@ def install_cell(hooklab: str | None, pinned: list[str], lang: str) -> dict[str,
     source = (f"{_COMMENT[lang]}\n"
               "import importlib, importlib.util, subprocess, sys\n"
               "from importlib.metadata import version\n\n"
-              f"HOOKLAB = {json.dumps(hooklab)}\n"
+              f"HOOKLAB = {json.dumps(hooklab) if hooklab else None}\n"
               f"PINS = {json.dumps(pinned)}\n\n"
               'if importlib.util.find_spec("hooklab") is None:\n'
               f"{action}"
