@@ -433,6 +433,13 @@ def test_handout_prints(classroom_files, browser, lang, tmp_path):
     pdf = tmp_path / path.with_suffix(".pdf").name  # beside the test, not in the shared folder
     pages = handout.print_pdf(page, path, pdf)
     assert pages > 5 and pdf.read_bytes().startswith(b"%PDF"), pages
+    # no page is left nearly empty before the first section: the title and the introduction share page 1 (a
+    # markdown cell kept whole used to push the introduction to page 2, leaving the title alone)
+    first_section = page.evaluate("""() => { const h = [...document.querySelectorAll('h2')][0];
+        return h ? h.getBoundingClientRect().top + window.scrollY : 0; }""")
+    intro_top = page.evaluate("""() => { const c = document.querySelectorAll('.jp-Cell')[1];
+        return c.getBoundingClientRect().top + window.scrollY; }""")
+    assert intro_top < 400 < first_section, (intro_top, first_section)  # the introduction right under the title
     widths = all_images_loaded(page)
     assert len(widths) == committed_figures("06_saved_tensor_hooks") and min(widths) > 100, widths
     assert page.locator("mjx-container").count() >= 3
