@@ -99,9 +99,12 @@ def apply_readme(text: str, table: dict[str, Any]) -> tuple[str, list[str]]:
     """The README with the run-time column of its table of notebooks and the note under it from ``table``; also
     the notebooks (numbers) of the table that have no measured time."""
     by_number = {name[:2]: seconds for name, seconds in table["seconds"].items()}
-    lines, missing, in_table = text.split("\n"), [], False
+    lines, missing, in_table, in_section = text.split("\n"), [], False, False
     for i, line in enumerate(lines):
-        row = _README_ROW.match(line)
+        if line.startswith("## "):
+            in_section = line.rstrip().endswith("The notebooks")  # "## 课程目录 / The notebooks"
+            continue
+        row = _README_ROW.match(line) if in_section else None
         if row and line.count("|") >= 6:
             in_table = True
             if row[1] in by_number:
