@@ -277,8 +277,10 @@ def index_page(landing: str, names: list[str], lang: str, *, api: bool = True) -
     return landing.rstrip("\n") + "\n" + "\n".join(toctree)
 
 
-def api_page(lang: str, names: list[str], groups: list[dict[str, Any]]) -> str:
-    """api.rst: the package's description, then per group an autosummary table and the autodoc entries."""
+def api_page(lang: str, names: list[str], groups: list[dict[str, Any]], classes: set[str] | None = None) -> str:
+    """api.rst: the package's description, then per group an autosummary table and the autodoc entries.
+    ``classes``: the names that are classes (documented with their members; ``capture`` and ``intervene`` are
+    classes too); without it, the names that start with a capital letter."""
     title = TEXT[lang]["api"]
     out = [title, "=" * (len(title.encode("utf-8"))), "", TEXT[lang]["api_intro"], "",
            ".. automodule:: hooklab", "   :no-members:", "", ".. currentmodule:: hooklab", ""]
@@ -296,7 +298,8 @@ def api_page(lang: str, names: list[str], groups: list[dict[str, Any]]) -> str:
         out += [heading, "-" * len(heading.encode("utf-8")), "", ".. autosummary::", "   :nosignatures:", "",
                 *[f"   {n}" for n in members], ""]
         for name in members:
-            kind = "autoclass" if name[:1].isupper() else "autofunction"
+            is_class = name in classes if classes is not None else name[:1].isupper()
+            kind = "autoclass" if is_class else "autofunction"
             out += [f".. {kind}:: {name}"] + (["   :members:"] if kind == "autoclass" else []) + [""]
     return "\n".join(out)
 
@@ -372,7 +375,13 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
                            launch=bool(repository and launch_branch), torch=torch, lang=lang)
     (src / "index.md").write_text(index_page(landing, names, lang, api=only is None), encoding="utf-8")
     if only is None:
-        (src / "api.rst").write_text(api_page(lang, public_names(root), api_groups()), encoding="utf-8")
+        import inspect
+
+        import hooklab  # imported already (by the export); the API page's autodoc imports it too
+
+        public = public_names(root)
+        classes = {n for n in public if inspect.isclass(getattr(hooklab, n, None))}
+        (src / "api.rst").write_text(api_page(lang, public, api_groups(), classes), encoding="utf-8")
     for name in ("LICENSE", "LICENSE-prose.md"):
         if (root / name).is_file():
             shutil.copy2(root / name, extra / (Path(name).stem + ".txt"))

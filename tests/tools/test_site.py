@@ -304,6 +304,11 @@ def test_api_page_documents_every_public_name_in_its_group():
     grouped = [n for g in groups for n in g["names"]]
     assert len(grouped) == len(set(grouped)), "a name is in two groups"
     assert "API 参考" in site.api_page("zh", names, groups)
+    # a class with a lowercase name (a context manager) is documented as a class, with its members
+    import inspect
+    classes = {n for n in names if inspect.isclass(getattr(hooklab, n))}
+    assert {"capture", "intervene"} <= classes
+    assert ".. autoclass:: intervene\n   :members:" in site.api_page("en", names, groups, classes)
 
 
 def test_every_notebook_has_further_reading():
@@ -524,6 +529,45 @@ def test_every_notebook_page_ends_with_its_further_reading(built):
             assert [url for _, url in table[name]] == [u for u in tail if u.startswith("https://")][:len(table[name])]
 
 
+def public_members() -> dict[str, list[str]]:
+    """Class name -> its own public methods and properties, for every class in ``hooklab.__all__``."""
+    import inspect
+
+    import hooklab
+
+    members = {}
+    for name in hooklab.__all__:
+        cls = getattr(hooklab, name)
+        if not inspect.isclass(cls):
+            continue
+        own = []
+        for attr in vars(cls):
+            raw = inspect.getattr_static(cls, attr)
+            raw = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+            if not attr.startswith("_") and (isinstance(raw, property) or inspect.isfunction(raw)):
+                own.append(attr)
+        members[name] = own
+    return members
+
+
+def test_every_public_method_and_property_has_a_docstring():
+    """autodoc leaves a member without a docstring off the API page (MemoryPlan.table, which the class's own
+    docstring points to, was missing)."""
+    import inspect
+
+    import hooklab
+
+    undocumented = []
+    for name, own in public_members().items():
+        for attr in own:
+            raw = inspect.getattr_static(getattr(hooklab, name), attr)
+            raw = raw.fget if isinstance(raw, property) else getattr(raw, "__func__", raw)
+            if not (raw.__doc__ or "").strip():
+                undocumented.append(f"{name}.{attr}")
+    assert not undocumented, f"no docstring (so not on the API page): {undocumented}"
+    assert sum(map(len, public_members().values())) > 40  # the check looks at real members
+
+
 def test_api_page_lists_every_public_name(built):
     out, _ = built
     for lang in site.LANGS:
@@ -533,6 +577,12 @@ def test_api_page_lists_every_public_name(built):
             assert f"#hooklab.{name}" in page.links, (lang, name)  # the autosummary table links to it
         assert site.TEXT[lang]["api"] in page.text
         assert ">>> " in "".join(page.outputs)  # docstring examples render as code
+        for cls, own in public_members().items():
+            for attr in own:
+                assert f"hooklab.{cls}.{attr}" in page.ids, (lang, cls, attr)  # every public method / property
+        # no private type of hooklab's on the page (MemoryPlan's constructor took a list of _Option)
+        assert not re.search(r"(?<![\w.])_[A-Z][a-z]\w*", page.text), re.findall(r"(?<![\w.])_[A-Z][a-z]\w*", page.text)
+        assert "MemoryPlanner.plan" in page.text
 
 
 def test_footer_states_the_licences(built):

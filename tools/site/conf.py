@@ -197,6 +197,24 @@ def _launch_copies(app, pagename, templatename, context, doctree):
         group["buttons"] = kept
 
 
+_PRIVATE_TYPE = re.compile(r"(?<![\w.])_[A-Z]\w*")
+
+
+def _no_constructor_with_private_types(app, what, name, obj, skip, options):
+    """A class whose constructor takes one of hooklab's private types is made by the library, not by hand
+    (``MemoryPlan``: by ``MemoryPlanner.plan()``, as its docstring says): the API page leaves out its ``__init__``
+    (which autodoc_class_signature = "separated" lists as a member) rather than show a type the reader cannot use."""
+    import inspect
+
+    if name != "__init__":
+        return None
+    try:
+        text = str(inspect.signature(obj))
+    except (TypeError, ValueError):
+        return None
+    return True if _PRIVATE_TYPE.search(text) else None
+
+
 def _no_edit_button_on_generated_pages(app, pagename, templatename, context, doctree):
     """The landing page and the API page are generated: there is no file of theirs to edit."""
     if pagename not in SITE["notebooks"]:
@@ -212,6 +230,7 @@ def setup(app):
     app.connect("html-page-context", _language_link, priority=400)
     app.connect("html-page-context", _no_edit_button_on_generated_pages, priority=900)  # after the theme's (501)
     app.connect("html-page-context", _launch_copies, priority=900)
+    app.connect("autodoc-skip-member", _no_constructor_with_private_types)
     if ZH and SITE.get("locale_dir"):
         # before the theme adds its own catalogue (when the builder loads it), so that ours comes first
         app.add_message_catalog("booktheme", SITE["locale_dir"])
