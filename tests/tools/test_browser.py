@@ -28,6 +28,7 @@ from pathlib import Path
 
 import kernelspec
 import pytest
+import workcopies
 from process_group import start_process_group, stop_process_group
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,10 +65,11 @@ def lab(tmp_path):
     """`./course lab` on a free loopback port with a token; its process group is ended afterwards."""
     port = free_port()
     log_path = tmp_path / "lab.log"
-    # served from a copy: running the notebook in the lab saves it, and the committed one must not change
+    # served from a working copy, as ./course lab makes it (tools/workcopies.py): running the notebook in the lab
+    # saves it, and the committed one must not change
     served = tmp_path / "notebooks"
     served.mkdir()
-    shutil.copy2(ROOT / "notebooks" / NOTEBOOK, served / NOTEBOOK)
+    (served / NOTEBOOK).write_bytes(workcopies.fresh_copy("both", ROOT / "notebooks" / NOTEBOOK))
     # this test's own JupyterLab settings: the learner's are not read or written, and every cell stays in
     # the page (no windowing) so that the test can see each one's prompt
     labconfig = tmp_path / "config" / "labconfig"
@@ -157,6 +159,10 @@ def test_lab_runs_a_notebook_in_a_real_browser(lab, browser):
                lambda: kernelspec.DISPLAY_NAME in kernel_name.inner_text(), 60)
     wait_until("the kernel to become idle", lambda: page.locator(
         ".jp-Notebook-ExecutionIndicator[data-status='idle']").count() > 0, 90)
+    # opening a working copy does not mark it changed (●): it carries the language_info the kernel reports, so the
+    # copy stays the course's until the learner edits a cell
+    tab = page.locator(f".lm-TabBar-tab[title*='{NOTEBOOK}']").first
+    assert tab.count() == 1 and "jp-mod-dirty" not in (tab.get_attribute("class") or ""), tab.get_attribute("class")
     # the table of contents lists each section once (the lang-en twins' headings carry jp-toc-ignore)
     zh_headings = [line for c in json.loads((ROOT / "notebooks" / NOTEBOOK).read_text(encoding="utf-8"))["cells"]
                    if c["cell_type"] == "markdown" and c["metadata"].get("tags") in (["lang-zh"], ["lang-both"])
