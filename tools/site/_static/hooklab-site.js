@@ -8,7 +8,9 @@
   const current = () => {
     let index = -1;
     sections().forEach((section, i) => {
-      if (section.getBoundingClientRect().top <= 80) index = i;  // the last section that starts above the reader
+      // the last section that starts in the top third of the window or above it: the one being read (the theme's
+      // sticky header and scroll padding put a section reached by a link some way below the window's top)
+      if (section.getBoundingClientRect().top <= window.innerHeight / 3) index = i;
     });
     return index;
   };
