@@ -166,8 +166,9 @@ def test_the_schedule_runs_the_matrix_command_against_the_newest_pytorch_in_a_wo
     assert (args.torch, args.vision, args.unit_only, args.library_only) == ("2.15.0", "0.29.2", False, False)
 
 
-def newest_torch():
-    spec = importlib.util.spec_from_file_location("newest_torch", ROOT / ".github" / "scripts" / "newest_torch.py")
+def load_script(name: str):
+    """A script of .github/scripts/ (they are run by path in the workflows), as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / ".github" / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -176,7 +177,7 @@ def newest_torch():
 def test_newest_torch_pairs_the_newest_torchvision_with_the_newest_torch_it_accepts():
     import doctest
 
-    module = newest_torch()
+    module = load_script("newest_torch")
     assert doctest.testmod(module).failed == 0
     torch = {"releases": {"2.14.0": [{}], "2.15.0": [{}], "2.16.0": [{"yanked": True}], "2.17.0a0": [{}]}}
     vision = {"info": {"version": "0.29.2", "requires_dist": ["numpy", "torch>=2.14.0",
@@ -255,17 +256,10 @@ def test_check_package_builds_installs_with_pip_from_the_wheel_and_runs_the_inst
     assert result.returncode == 0, result.stderr
 
 
-def check_tag():
-    spec = importlib.util.spec_from_file_location("check_tag", ROOT / ".github" / "scripts" / "check_tag.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_release_tag_must_name_the_packages_version():
     import doctest
 
-    module = check_tag()
+    module = load_script("check_tag")
     assert doctest.testmod(module).failed == 0
     version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
     script = str(ROOT / ".github" / "scripts" / "check_tag.py")
