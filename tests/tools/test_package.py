@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -96,16 +97,20 @@ def test_wheel_and_sdist_hold_the_whole_package(dist):
 
 
 @pytest.fixture(scope="module")
-def fresh(source, tmp_path_factory) -> Path:
+def fresh(source, tmp_path_factory) -> Iterator[Path]:
     """A fresh virtual environment with pip (``python -m venv``), given the packages the course's extra and the
     install cell's pins need, at uv.lock's versions (``uv sync --inexact --no-install-project``, offline, linked from
     uv's cache; pip stays), and pytest with pytest-doctestplus for the doctests: everything but hooklab. Its python."""
     venv = tmp_path_factory.mktemp("fresh") / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], "python -m venv", cwd=venv.parent)
-    _run([str(UV), "sync", "--frozen", "--inexact", "--no-install-project", "--no-default-groups", "--extra", "course",
-          "--group", "course", "--group", "dev", "--link-mode", "symlink", "--python", str(venv / "bin" / "python")],
-         "uv sync (the environment without hooklab)", cwd=source, UV_PROJECT_ENVIRONMENT=str(venv))
-    return venv / "bin" / "python"
+    try:
+        _run([sys.executable, "-m", "venv", str(venv)], "python -m venv", cwd=venv.parent)
+        _run([str(UV), "sync", "--frozen", "--inexact", "--no-install-project", "--no-default-groups", "--extra",
+              "course", "--group", "course", "--group", "dev", "--link-mode", "symlink", "--python",
+              str(venv / "bin" / "python")],
+             "uv sync (the environment without hooklab)", cwd=source, UV_PROJECT_ENVIRONMENT=str(venv))
+        yield venv / "bin" / "python"
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)  # the throwaway environment goes when the module's tests are done
 
 
 CELL_ENV = {"PIP_NO_INDEX": "1"}  # pip may install only the wheel it is given: every pin must be satisfied
