@@ -44,7 +44,7 @@ from . import _torch_internals as internals
 from ._text import format_table
 from .inventory import hook_name
 from .lookup import get_module
-from .systems import HookRecord, _unwrap, module_records
+from .systems import HookRecord, _unwrap, compiled, module_records
 
 __all__ = ["HookExplanation", "explain_hook"]
 
@@ -57,6 +57,7 @@ COMPILED = "a torch.compile wrapper around it"
 FUSED = "a fused module holding a copy of it"
 GRAPH = "an FX GraphModule that inlined it"
 IN_MODEL = "another module of the model"
+OTHER_GRAPH = "an FX GraphModule (torch.fx, torch.export)"
 
 _HOOK_KINDS = ("forward_pre", "forward", "backward_pre", "backward")
 # modules that Conv+BN(+ReLU) fusion folds into the fused module (they have no copy inside it)
@@ -134,6 +135,7 @@ class _Watch:
         self.forward_code = _code(type(target).forward)
         self.hook_objects: dict[int, str] = {}     # id(hook object) -> label (callable objects: exact match)
         self.hook_codes: dict[Any, list[str]] = {}  # code object -> labels (functions)
+        self.hook_labels: dict[int, str] = {}      # id(module hook function) -> label
         self.fired: dict[str, Counter] = {}
         self.labels: list[str] = []
         self._target_hooks = set()
@@ -141,14 +143,14 @@ class _Watch:
             if kind not in _HOOK_KINDS:
                 continue
             for fn in hooks.values():
-                self._watch(fn, f"{hook_name(fn)} ({kind})", kind)
+                self.hook_labels[id(fn)] = self._watch(fn, f"{hook_name(fn)} ({kind})", kind)
                 self._target_hooks.add(id(fn))
         for pname, p in target.named_parameters(recurse=False):
             for kind, hooks in internals.tensor_hook_dicts(p):
                 for fn in hooks.values():
                     self._watch(fn, f"{hook_name(fn)} ({pname}: {kind} hook)", kind)
 
-    def _watch(self, fn: Any, label: str, kind: str) -> None:
+    def _watch(self, fn: Any, label: str, kind: str) -> str:
         base, n = label, 1
         while label in self.fired:
             n += 1
@@ -164,6 +166,7 @@ class _Watch:
             if call is not None:
                 self.hook_objects[id(inner)] = label
                 self.hook_codes.setdefault(call, [])
+        return label
 
     # ---- what a module that ran is to the hooked one
     def relation(self, m: Any) -> str:
@@ -176,7 +179,7 @@ class _Watch:
             return IN_MODEL
         if not isinstance(m, nn.Module):
             return IN_MODEL
-        if internals.is_compiled_module(m):
+        if compiled(m):
             inner = internals.unwrap_compiled(m)
             if inner is target or any(sub is target for sub in inner.modules()):
                 return COMPILED
@@ -191,6 +194,8 @@ class _Watch:
             return GRAPH
         if self._looks_alike(m):
             return LOOKALIKE
+        if isinstance(m, torch.fx.GraphModule):
+            return OTHER_GRAPH
         return "other"
 
     def _carries_target_hooks(self, m: nn.Module) -> bool:
@@ -246,6 +251,12 @@ class _Watch:
         relation = self.relation(module) if module is not None else SELF
         if relation in (IN_MODEL, "other"):
             return  # the same function registered on another module
+        if module is not None and len(labels) > 0 and not (positional and id(positional[0]) in self.hook_objects):
+            # functions that share this code (lambdas made in a loop): only those in the calling module's dicts
+            present = {self.hook_labels[id(fn)] for _a, kind, hooks in internals.module_hook_dicts(module)
+                       if kind in _HOOK_KINDS for fn in hooks.values()
+                       if id(fn) in self.hook_labels and _code(fn) is code}
+            labels = [label for label in labels if label in present]
         for label in labels:
             self.fired[label][relation] += 1
 
@@ -346,6 +357,12 @@ def _reasons(r: HookExplanation, target: nn.Module) -> list[str]:
             reasons.append(f"{name} itself never ran, but a module like it outside the model did ({typename}, {n} "
                            "call(s)): a copy made before your hooks were registered (deepcopy, an EMA / "
                            "AveragedModel, a framework's copy for prediction) or another model; hook the one that runs")
+        elif OTHER_GRAPH in instead:
+            typename, n = instead[OTHER_GRAPH]
+            reasons.append(f"{name} itself never ran: a graph module ran instead ({typename}, {n} call(s); made by "
+                           "torch.fx, torch.export or a quantizer such as PT2E from a copy of the model). Its graph "
+                           "calls only the modules it kept as call_module nodes, and hooks of the original modules "
+                           "are not in it: hook the graph module's own modules, or trace after registering")
         elif r.fast_paths:
             path = ", ".join(r.fast_paths)
             reasons.append(f"{name} was not called: its parent took a fast path ({path}) that computes it in one op "

@@ -185,7 +185,7 @@ def _tensor_kind(place: str, tensor: torch.Tensor) -> Iterator[HookRecord]:
 
 def _replaced_forward(where: str, module: nn.Module) -> Iterator[HookRecord]:
     forward = module.__dict__.get("forward")
-    if forward is None or internals.is_compiled_module(module):  # torch.compile's wrapper sets its own forward
+    if forward is None or compiled(module):  # torch.compile's wrapper sets its own forward
         return
     if inspect.ismethod(forward) and forward.__self__ is module and forward.__func__ is type(module).forward:
         return  # the class's own forward put back on the instance (what accelerate leaves after removal)
@@ -216,6 +216,12 @@ def _accelerate_hook(hook: Any) -> str:
     return f"{type(hook).__name__}({', '.join(fields)})" if fields else type(hook).__name__
 
 
+def compiled(module: Any) -> bool:
+    """Whether ``module`` is a torch.compile wrapper or compiled in place, without importing torch._dynamo (a
+    few seconds) when nothing in this process has compiled anything."""
+    return "torch._dynamo" in sys.modules and internals.is_compiled_module(module)
+
+
 def _subclass_of(obj: Any, module_name: str, class_name: str) -> bool:
     """isinstance(obj, module_name.class_name) when that library is already imported (never imports it)."""
     lib = sys.modules.get(module_name)
@@ -228,7 +234,7 @@ def _base_names(obj: Any) -> set[str]:
 
 
 def _wrappers(where: str, module: nn.Module) -> Iterator[HookRecord]:
-    if internals.is_compiled_module(module):
+    if compiled(module):
         if internals.unwrap_compiled(module) is not module:
             yield HookRecord(where, "compiled", "torch.compile wrapper of _orig_mod: module hooks added after the "
                              "first call do not run in the compiled code", "torch.compile",
@@ -309,8 +315,11 @@ def _device_map(where: str, module: nn.Module) -> Iterator[HookRecord]:
     device_map = module.__dict__.get("hf_device_map")
     if isinstance(device_map, dict):
         text = repr(device_map)
-        yield HookRecord(where, "device map", text if len(text) <= 80 else text[:77] + "...", "accelerate",
-                         "accelerate.hooks.remove_hook_from_module(model, recurse=True)")
+        live = any("_hf_hook" in m.__dict__ for m in module.modules())
+        yield HookRecord(where, "device map", (text if len(text) <= 80 else text[:77] + "...") + (
+                         "" if live else " (a record only: no accelerate hook is left)"), "accelerate",
+                         "accelerate.hooks.remove_hook_from_module(model, recurse=True); it keeps this record: "
+                         "del model.hf_device_map")
 
 
 _PROBES: tuple[Callable[[str, nn.Module], Iterator[HookRecord]], ...] = (

@@ -182,13 +182,16 @@ def test_fused_conv_pre_hook_fires_twice_and_bn_is_folded():
         def forward(self, x):
             return self.relu(self.bn(self.conv(x)))
 
-    model, pre, bn_log = ConvBN().eval(), [], []
+    model, pre, post, bn_log = ConvBN().eval(), [], [], []
     model.conv.register_forward_pre_hook(lambda m, a: pre.append(type(m).__name__))
+    for name in ("conv", "relu"):  # one lambda, made twice: the same code object on two modules
+        getattr(model, name).register_forward_hook(lambda m, a, o, name=name: post.append((name, type(m).__name__)))
     model.bn.register_forward_hook(counting(bn_log))
     fused = tq.fuse_modules(model, [["conv", "bn", "relu"]])
     report = explain_hook(model, "conv", run=lambda: fused(torch.randn(1, 1, 5, 5)))
     assert pre == ["ConvReLU2d", "Conv2d"]  # plain PyTorch: the pre-hook fires on the fused module and its copy
-    assert list(report.fired.values()) == [{FUSED: 1, COPY: 1}]
+    assert post == [("conv", "Conv2d"), ("relu", "ConvReLU2d")]  # conv's forward hook on the copy only
+    assert list(report.fired.values()) == [{FUSED: 1, COPY: 1}, {COPY: 1}]
     assert any("fired 2 times" in r and "fuse_modules" in r for r in report.reasons)
     report = explain_hook(model, "bn", run=lambda: fused(torch.randn(1, 1, 5, 5)))
     assert bn_log == [] and "folded" in report.reasons[0]
