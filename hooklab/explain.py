@@ -304,7 +304,7 @@ def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> Hook
     finally:
         if report.profiled:
             sys.setprofile(None)
-            threading.setprofile(previous_threads)  # type: ignore[arg-type]
+            threading.setprofile(previous_threads)
         for handle in handles:
             handle.remove()
     report.calls, report.forward_runs = watch.calls, watch.forward_runs

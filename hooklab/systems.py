@@ -165,6 +165,7 @@ def _tensor_hooks(where: str, module: nn.Module, seen: set[int]) -> Iterator[Hoo
 
 
 _PLAIN = (torch.Tensor, nn.Parameter, getattr(nn, "Buffer", nn.Parameter))  # nn.Buffer: torch >= 2.5
+_LAZY: type = getattr(torch.nn.parameter, "UninitializedTensorMixin", type(None))  # a lazy module's parameters
 
 
 def _tensor_kind(place: str, tensor: torch.Tensor) -> Iterator[HookRecord]:
@@ -174,7 +175,7 @@ def _tensor_kind(place: str, tensor: torch.Tensor) -> Iterator[HookRecord]:
         placements = ", ".join(str(p) for p in getattr(tensor, "placements", ()))
         yield HookRecord(place, "DTensor", f"sharded / replicated over a device mesh ({placements})",
                          "torch.distributed.tensor", "none: the model was sharded (FSDP2 or tensor parallelism)")
-    elif cls not in _PLAIN and not issubclass(cls, nn.parameter.UninitializedTensorMixin):
+    elif cls not in _PLAIN and not issubclass(cls, _LAZY):
         owner = hook_owner(cls)
         yield HookRecord(place, "tensor subclass", f"{cls.__name__}: ops on it run the subclass's code; module "
                          "hooks still run", owner, "none: the library's quantization replaced the tensor")
@@ -267,7 +268,8 @@ def _wrappers(where: str, module: nn.Module) -> Iterator[HookRecord]:
 def _peft_layer(where: str, module: nn.Module) -> Iterator[HookRecord]:
     if not _subclass_of(module, "peft.tuners.tuners_utils", "BaseTunerLayer"):
         return
-    base = module.get_base_layer() if hasattr(module, "get_base_layer") else None
+    layer: Any = module  # PEFT's BaseTunerLayer (untyped)
+    base = layer.get_base_layer() if hasattr(layer, "get_base_layer") else None
     adapters = sorted({key for d in ("lora_A", "ia3_l", "lora_embedding_A")
                        for key in getattr(getattr(module, d, None), "keys", lambda: [])()})
     state = f"active {list(getattr(module, 'active_adapters', []))}, merged {bool(getattr(module, 'merged', False))}"
@@ -304,7 +306,8 @@ def _quantization(where: str, module: nn.Module) -> Iterator[HookRecord]:
 def _parametrizations(where: str, module: nn.Module) -> Iterator[HookRecord]:
     if not torch.nn.utils.parametrize.is_parametrized(module):
         return
-    for tensor_name, plist in module.parametrizations.items():
+    parametrizations: Any = module.parametrizations
+    for tensor_name, plist in parametrizations.items():
         kinds = ", ".join(type(p).__name__ for p in plist)
         yield HookRecord(where, "parametrization", f"{tensor_name}: {kinds} (hook .original)",
                          "torch.nn.utils.parametrize",

@@ -156,7 +156,7 @@ class _Branches(nn.Module):
 def _prepared(seed: int) -> nn.Module:
     import torch.ao.quantization as tq
     torch.manual_seed(seed)
-    model = _Branches().eval()
+    model: Any = _Branches().eval()
     model.qconfig = tq.default_qconfig
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation warning
@@ -166,7 +166,7 @@ def _prepared(seed: int) -> nn.Module:
 def _observer_cases() -> list[tuple[str, str, nn.Module, Callable[[], Any], dict[str, int]]]:
     """(what, prepared model, its calibration, the calls per observer): the truth is counted on a twin built
     the same way, with a global hook (not the answer's way of counting)."""
-    cases = []
+    cases: list[tuple[str, str, nn.Module, Callable[[], Any], dict[str, int]]] = []
     for seed, branches in ((1, "aaa"), (2, "abb"), (3, "")):
         torch.manual_seed(seed)
         batches = [(torch.randn(5, 4), branch) for branch in branches]
@@ -232,19 +232,23 @@ class _Two(nn.Module):
 
 
 def _lora_model(seed: int) -> nn.Module:
-    from peft import LoraConfig, get_peft_model
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError as exc:
+        from .. import needs_course_extra
+        raise needs_course_extra(exc, "exercise 15.3 (PEFT's LoRA layers)") from exc
     torch.manual_seed(seed)
     base = _Two()
     config = LoraConfig(r=2, lora_alpha=4 + seed, target_modules=["fc1", "fc2"], init_lora_weights=False)
     return get_peft_model(base, config)
 
 
-def _parts(model: nn.Module, x: torch.Tensor) -> dict[str, dict[str, torch.Tensor]]:
+def _parts(model: Any, x: torch.Tensor) -> dict[str, dict[str, torch.Tensor]]:
     """Computed from the weights with F.linear, no hooks: each layer's input, base output, adapter part, unscaled."""
     out = {}
     h = x
     for short in ("fc1", "fc2"):
-        layer = model.get_submodule(f"base_model.model.{short}")
+        layer: Any = model.get_submodule(f"base_model.model.{short}")
         base = F.linear(h, layer.base_layer.weight, layer.base_layer.bias)
         unscaled = F.linear(F.linear(h, layer.lora_A["default"].weight), layer.lora_B["default"].weight)
         scaling = layer.scaling["default"]
@@ -258,7 +262,7 @@ def _parts(model: nn.Module, x: torch.Tensor) -> dict[str, dict[str, torch.Tenso
 @exercise("15.3", answer="adapter_output")
 def adapter_output(answer: Any) -> None:
     for seed, short in ((1, "fc1"), (2, "fc2"), (3, "fc2")):
-        model = _lora_model(seed)
+        model: Any = _lora_model(seed)
         torch.manual_seed(10 + seed)
         x = torch.randn(3, 4)
         with torch.no_grad():
