@@ -315,6 +315,31 @@ def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> Hook
     return report
 
 
+# what ran instead of the module, in the order they are looked for, and the sentence for each
+_INSTEAD = {
+    COMPILED: "{name} was not called in Python: a torch.compile wrapper around it ran {n} time(s) and the compiled "
+              "code ran instead; hooks registered after the first compiled call are not in it. Register them "
+              "before compiling, or call the eager model (model._orig_mod)",
+    FUSED: "{name} itself never ran: a fused module ran instead ({typename}, {n} call(s)); it {folded}. Register "
+           "hooks on the fused model, after fusing",
+    COPY: "{name} itself never ran: a copy of it ran instead ({typename}, {n} call(s); it carries your hooks, so "
+          "they fired with the copy as `module`): hook the model that runs, or register before copying only if "
+          "you want the copy's calls",
+    REPLICA: "{name} itself was not called: {n} replica(s) of it ran (DataParallel). They share its hook dicts, so "
+             "its hooks fire once per replica with the replica as `module`; state a hook stores on `module` is "
+             "lost with the replica",
+    GRAPH: "{name} itself never ran: an FX GraphModule ran and inlined its forward (only leaf modules stay module "
+           "calls, so their hooks still fire); hook its submodules or the GraphModule's own modules",
+    LOOKALIKE: "{name} itself never ran, but a module like it outside the model did ({typename}, {n} call(s)): a "
+               "copy made before your hooks were registered (deepcopy, an EMA / AveragedModel, a framework's copy "
+               "for prediction) or another model; hook the one that runs",
+    OTHER_GRAPH: "{name} itself never ran: a graph module ran instead ({typename}, {n} call(s); made by torch.fx, "
+                 "torch.export or a quantizer such as PT2E from a copy of the model). Its graph calls only the "
+                 "modules it kept as call_module nodes, and hooks of the original modules are not in it: hook the "
+                 "graph module's own modules, or trace after registering",
+}
+
+
 def _reasons(r: HookExplanation, target: nn.Module) -> list[str]:
     reasons = []
     name = repr(r.name)
@@ -326,43 +351,13 @@ def _reasons(r: HookExplanation, target: nn.Module) -> list[str]:
     kinds = {k.kind for k in r.hooks}
     fired_total = {label: sum(on.values()) for label, on in r.fired.items()}
     if r.calls == 0 and (r.forward_runs == 0 or not r.profiled):
-        if COMPILED in instead:
-            typename, n = instead[COMPILED]
-            reasons.append(f"{name} was not called in Python: a torch.compile wrapper around it ran {n} time(s) and "
-                           "the compiled code ran instead; hooks registered after the first compiled call are not in "
-                           "it. Register them before compiling, or call the eager model (model._orig_mod)")
-        elif FUSED in instead:
-            typename, n = instead[FUSED]
-            what = ("folded it into its weights (a fused module has no copy of a BatchNorm or ReLU it absorbed, so "
-                    "its hooks are gone)" if isinstance(target, _FOLDED) else
-                    "holds a copy of it, which keeps the hooks it had when the model was copied")
-            reasons.append(f"{name} itself never ran: a fused module ran instead ({typename}, {n} call(s)); it "
-                           f"{what}. Register hooks on the fused model, after fusing")
-        elif COPY in instead:
-            typename, n = instead[COPY]
-            reasons.append(f"{name} itself never ran: a copy of it ran instead ({typename}, {n} call(s); it carries "
-                           "your hooks, so they fired with the copy as `module`): hook the model that runs, or "
-                           "register before copying only if you want the copy's calls")
-        elif REPLICA in instead:
-            typename, n = instead[REPLICA]
-            reasons.append(f"{name} itself was not called: {n} replica(s) of it ran (DataParallel). They share its "
-                           "hook dicts, so its hooks fire once per replica with the replica as `module`; state a hook "
-                           "stores on `module` is lost with the replica")
-        elif GRAPH in instead:
-            reasons.append(f"{name} itself never ran: an FX GraphModule ran and inlined its forward (only leaf "
-                           "modules stay module calls, so their hooks still fire); hook its submodules or the "
-                           "GraphModule's own modules")
-        elif LOOKALIKE in instead:
-            typename, n = instead[LOOKALIKE]
-            reasons.append(f"{name} itself never ran, but a module like it outside the model did ({typename}, {n} "
-                           "call(s)): a copy made before your hooks were registered (deepcopy, an EMA / "
-                           "AveragedModel, a framework's copy for prediction) or another model; hook the one that runs")
-        elif OTHER_GRAPH in instead:
-            typename, n = instead[OTHER_GRAPH]
-            reasons.append(f"{name} itself never ran: a graph module ran instead ({typename}, {n} call(s); made by "
-                           "torch.fx, torch.export or a quantizer such as PT2E from a copy of the model). Its graph "
-                           "calls only the modules it kept as call_module nodes, and hooks of the original modules "
-                           "are not in it: hook the graph module's own modules, or trace after registering")
+        found = next((relation for relation in _INSTEAD if relation in instead), None)
+        if found is not None:
+            typename, n = instead[found]
+            folded = ("folded it into its weights (a fused module has no copy of a BatchNorm or ReLU it absorbed, so "
+                      "its hooks are gone)" if isinstance(target, _FOLDED) else
+                      "holds a copy of it, which keeps the hooks it had when the model was copied")
+            reasons.append(_INSTEAD[found].format(name=name, typename=typename, n=n, folded=folded))
         elif r.fast_paths:
             path = ", ".join(r.fast_paths)
             reasons.append(f"{name} was not called: its parent took a fast path ({path}) that computes it in one op "
