@@ -106,6 +106,7 @@ def test_out_proj_is_used_functionally():
     assert "uses its parameters directly" in report.reasons[0]
 
 
+@pytest.mark.pin  # what torch.compile does with hooks added after compiling changes between releases
 def test_compiled_wrapper_runs_instead():
     model, log = mlp(), []
     compiled = torch.compile(model, backend="eager")
