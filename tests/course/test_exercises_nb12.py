@@ -121,7 +121,6 @@ def after_o_proj(model, prompts, attention_mask, layer, head, max_new_tokens):
 
 
 def all_heads(model, prompts, attention_mask, layer, head, max_new_tokens):
-    d = model.config.hidden_size // model.config.num_attention_heads
     calls = _per_call(model, prompts, attention_mask, layer, 0, max_new_tokens)
     return [torch.cat([row, row, row, row], dim=-1) for row in _real_rows(calls, attention_mask)]  # 4 * d wide
 
