@@ -56,7 +56,14 @@ def guard(hook: Callable, report: dict) -> Callable:
         if future is None:  # keep DDP going so that the verdict, not a hang, comes back
             buf = bucket.buffer().div_(dist.get_world_size())
             return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])
-        return future
+
+        def one_tensor(done):  # DDP needs a Future of the bucket's tensor; all_reduce's own gives a list of them
+            value = done.value()
+            if isinstance(value, (list, tuple)) and value and isinstance(value[0], torch.Tensor):
+                report["problem"] = report["problem"] or ("future-of-list", "")
+                return value[0]  # keep DDP going (it would stop on an internal assert)
+            return value
+        return future.then(one_tensor)
     return checked
 
 
@@ -79,4 +86,9 @@ def run_checked(worker: Callable, answer: Any, *, not_solved: tuple[str, str]) -
     expect(kind != "returned-none", "returned-none", *not_solved)
     expect(kind != "not-a-future", "not-a-future", f"你的钩子返回了 {detail}，而不是 Future。",
            f"your hook returned a {detail}, not a Future.")
+    expect(kind != "future-of-list", "future-of-list",
+           "你的 Future 完成时给出的是一个张量列表（`all_reduce(...).get_future()` 就是这样），而 DDP 要的是一个张量："
+           "接上 `.then(lambda fut: fut.value()[0])`。",
+           "your Future completes with a list of tensors (what `all_reduce(...).get_future()` gives), while DDP needs "
+           "one tensor: chain `.then(lambda fut: fut.value()[0])`.")
     return reports
