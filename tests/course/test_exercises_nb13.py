@@ -387,6 +387,13 @@ def extra_hook_kept(module, store):  # a second forward hook, not covered by the
     return run_solution("13.4")["watch_output_grads"](module, store)
 
 
+def raises_in_backward(module, store):
+    def hook(module, args, output):
+        for key, tensor in output.items():
+            tensor.register_hook(lambda grad: 1 / 0)
+    return module.register_forward_hook(hook)
+
+
 def no_return(module, store):
     run_solution("13.4")["watch_output_grads"](module, store)
 
@@ -404,7 +411,8 @@ def test_13_4():
 @pytest.mark.parametrize("answer, reason", [
     (full_backward_hook, "full-backward-hook"), (late_binding, "keys"), (doubles_in_place, "changed-gradient"),
     (by_position, "keys"), (stores_output, "wrong-grad"), (extra_hook_kept, "handle-missing"),
-    (no_return, "returned-none"), (lambda module, store: "handle", "not-a-handle")])
+    (no_return, "returned-none"), (lambda module, store: "handle", "not-a-handle"),
+    (raises_in_backward, "raised-in-backward")])
 def test_13_4_rejects_wrong_answers(answer, reason):
     assert judged("13.4", answer) == ("wrong", reason)
 

@@ -165,6 +165,7 @@ def function_mode(fn):  # sees Python-level calls, none from backward
 # backward's ops are not looked at
 forward_only = answer_with(bad=lambda t: torch._C._current_graph_task_id() == -1 and not torch.isfinite(t).all())
 nan_only = answer_with(bad=lambda t: torch.isnan(t).any())
+inf_only = answer_with(bad=lambda t: torch.isinf(t).any())  # misses the NaN of sqrt(x < 0)
 last_found = answer_with(pick=lambda found: found[-1] if found else None)
 full_names = answer_with(key=str)
 always_forward = answer_with(phase=lambda: "forward")
@@ -182,7 +183,7 @@ def test_14_2_accepts_right_answers():
 
 @pytest.mark.parametrize("answer, reason", [
     (full_names, "full-op-names"), (function_mode, "no-backward"), (forward_only, "no-backward"),
-    (nan_only, "inf-missed"),
+    (nan_only, "inf-missed"), (inf_only, "not-found"),
     (last_found, "not-first"), (always_forward, "phase"), (lambda fn: ["forward", "exp"], "not-a-pair"),
     (lambda fn: run_solution("14.2")["first_nonfinite_op"](fn) or ("forward", "tanh"), "expected-none")])
 def test_14_2_rejects_wrong_answers(answer, reason):
@@ -284,6 +285,27 @@ def keeps_one(module, record):
     return twice_per_forward(module, record)[:1]
 
 
+def raises_in_forward(module, record):
+    def look(module, args):
+        raise ValueError("no weight today")
+    return module.register_forward_pre_hook(look)
+
+
+class Unremovable:
+    def remove(self):
+        raise RuntimeError("cannot remove")
+
+
+def remove_raises(module, record):  # fails outside the learner's call and the steps: the worker itself fails
+    run_solution("14.4")["watch_full_weight"](module, record)
+    return Unremovable()
+
+
+def waits_for_ever(module, record):
+    import threading
+    return module.register_forward_pre_hook(lambda m, a: threading.Event().wait())
+
+
 def blank_watch(module, record):
     pass
 
@@ -300,7 +322,19 @@ def test_14_4_accepts_right_answers():
     (twice_per_forward, "once-per-forward"), (keeps_one, "once-per-forward"),
     (lambda module, record: module.register_forward_pre_hook(lambda m, a: None), "never-called"),
     (lambda module, record: None if module.register_forward_pre_hook(lambda m, a: None) else None, "returned-none"),
+    (lambda module, record: module.register_forward_pre_hook(lambda m, a: record(m.weight.detach() * 2)), "wrong-values"),
+    (lambda module, record: 1 / 0, "raised"), (raises_in_forward, "raised-in-step"), (remove_raises, "fsdp-failed"),
     ("watch", "not-a-function")])
 def test_14_4_rejects_wrong_answers(answer, reason):
     assert judged("14.4", answer) == ("wrong", reason)
+    assert multiprocessing.active_children() == []
+
+
+def test_14_4_a_hook_that_never_returns_is_stopped_at_the_deadline(monkeypatch):
+    # a pure wait: the workers reach the hook within a few seconds even under load, so 8 s still waits on the hook
+    from hooklab.course.exercises import _comm
+    monkeypatch.setattr(_comm, "DEADLINE", 8)
+    result = full_verdict("14.4", waits_for_ever, strict=True)
+    assert (result.status, result.reason) == ("wrong", "never-completes")
+    assert "within 8 s" in result.en
     assert multiprocessing.active_children() == []

@@ -17,7 +17,8 @@ from torch import nn
 from ..._torch_internals import TorchDispatchMode, tree_flatten
 from ...workers import WorkerError, run_workers
 from . import exercise
-from ._comm import DEADLINE, ddp_and_plain, guard, run_checked
+from . import _comm
+from ._comm import ddp_and_plain, guard, run_checked
 from ._support import NotSolved, call_answer, expect, fail, guarded, started
 
 
@@ -151,6 +152,11 @@ class _Exp(nn.Module):
         return torch.exp(x)
 
 
+class _SafeSqrt(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.where(x > 0, x.sqrt(), 0.0)   # sqrt makes NaN for x < 0; where hides it from the output
+
+
 class _RootOfAbs(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x.abs().sqrt()   # finite at 0, but its derivative there is inf
@@ -170,6 +176,7 @@ def _fn_cases() -> list[tuple[str, str, Callable[[], None]]]:
     return [("前向中溢出的 exp", "an exp that overflows in forward", make(_Exp, lambda: torch.full((2, 3), 300.0), False)),
             ("前向有限、反向为 inf 的平方根", "a square root that is finite in forward and inf in backward",
              make(_RootOfAbs, lambda: torch.randn(2, 3), True)),
+            ("被 where 遮住的 NaN", "a NaN that torch.where hides", make(_SafeSqrt, lambda: torch.randn(2, 3), False)),
             ("一切都有限", "everything finite", make(nn.Tanh, lambda: torch.randn(2, 3), False))]
 
 
@@ -200,8 +207,10 @@ def first_nonfinite_op(answer: Any) -> None:
                    "`torch.isnan` 看不到 inf，用 `torch.isfinite`。",
                    f"{en}: the first op whose output is non-finite is {op!r} in {phase}, and it holds inf; your "
                    "function found nothing. `torch.isnan` misses inf, `torch.isfinite` does not.")
-            fail("not-found", f"{zh}：第一个输出非有限值的算子是{where_zh}，你的函数返回了 None。",
-                 f"{en}: the first op whose output is non-finite is {op!r} in {phase}; your function returned None.")
+            fail("not-found", f"{zh}：第一个输出非有限值的算子是{where_zh}，它的输出里有 NaN，你的函数却返回了 None："
+                 "NaN 和 inf 都要查（`torch.isfinite`），模块的输出之外、被后面的算子遮住的值也算。",
+                 f"{en}: the first op whose output is non-finite is {op!r} in {phase}, and it holds NaN; your function "
+                 "returned None: look for NaN as well as inf (`torch.isfinite`), also in values a later op hides.")
         expect(isinstance(got, tuple) and len(got) == 2, "not-a-pair", f"{zh}：应返回 `(阶段, 算子名)`，收到的是 {got!r}。",
                f"{en}: return `(phase, op name)`, got {got!r}.")
         expect(not (isinstance(got[1], str) and got[1].startswith("aten.")), "full-op-names",
@@ -313,12 +322,14 @@ def full_weight_under_fsdp(answer: Any) -> None:
     if not started(answer):
         raise NotSolved("你的函数还没有返回任何值（返回了 None）。", "your function returns None so far.")
     try:
-        reports = run_workers(_watch_in_fsdp, answer, world_size=2, timeout=DEADLINE)
+        reports = run_workers(_watch_in_fsdp, answer, world_size=2, timeout=_comm.DEADLINE)
     except WorkerError as err:
         last = err.details.strip().splitlines()[-1]
         fail("fsdp-failed", f"运行 FSDP2 时出错：{last}", f"FSDP2 failed with your hooks: {last}")
     except TimeoutError:
-        fail("never-completes", f"两个进程在 {DEADLINE:g} 秒内没有完成。", f"the two processes did not finish within {DEADLINE:g} s.")
+        fail("never-completes", f"两个进程在 {_comm.DEADLINE:g} 秒内没有完成：你的钩子是不是在等一个永远不会来的结果？",
+             f"the two processes did not finish within {_comm.DEADLINE:g} s: does your hook wait for something that "
+             "never comes?")
     report = reports[0]
     kind, detail = report["problem"] or ("", "")
     expect(kind != "raised", "raised", f"你的函数抛出了 {detail}。", f"your function raised {detail}.")
