@@ -154,8 +154,10 @@ def function_mode(fn):  # sees Python-level calls, none from backward
     class F(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            if not found and isinstance(out, torch.Tensor) and out.is_floating_point() and not torch.isfinite(out).all():
-                found.append(("forward", getattr(func, "__name__", str(func))))
+            name = getattr(func, "__name__", str(func))
+            if (not found and not name.startswith("__") and isinstance(out, torch.Tensor) and out.is_floating_point()
+                    and not torch.isfinite(out).all()):   # "__get__": reading .grad is seen too
+                found.append(("forward", name))
             return out
     with F():
         fn()

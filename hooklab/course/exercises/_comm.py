@@ -67,20 +67,29 @@ def guard(hook: Callable, report: dict) -> Callable:
     return checked
 
 
+def run_two(worker: Callable, answer: Any, *, reason: str, failed: tuple[str, str],
+            waiting: tuple[str, str]) -> list[dict]:
+    """``worker(rank, world_size, answer)`` in two processes with the deadline; their reports by rank. A worker that
+    fails is the verdict ``reason`` (``failed``: what failed, zh and en, followed by the error's last line); the
+    deadline is the verdict ``never-completes`` (``waiting``: what the learner's code may wait for, zh and en)."""
+    try:
+        return run_workers(worker, answer, world_size=2, timeout=DEADLINE)
+    except WorkerError as err:
+        last = err.details.strip().splitlines()[-1]
+        fail(reason, f"{failed[0]}：{last}", f"{failed[1]}: {last}")
+    except TimeoutError:
+        fail("never-completes", f"两个进程在 {DEADLINE:g} 秒内没有完成：{waiting[0]}",
+             f"the two processes did not finish within {DEADLINE:g} s: {waiting[1]}")
+
+
 def run_checked(worker: Callable, answer: Any, *, not_solved: tuple[str, str]) -> list[dict]:
     """``worker(rank, world_size, answer)`` in two processes; its reports by rank, or the verdict they imply.
     The blank starting point (``not_solved``) is told at once, without processes."""
     if not started(answer):
         raise NotSolved(*not_solved)
-    try:
-        reports = run_workers(worker, answer, world_size=2, timeout=DEADLINE)
-    except WorkerError as err:
-        last = err.details.strip().splitlines()[-1]
-        fail("ddp-failed", f"运行 DDP 时出错：{last}", f"DDP failed with your hook: {last}")
-    except TimeoutError:
-        fail("never-completes", f"两个进程在 {DEADLINE:g} 秒内没有完成：你的 Future 是否永远不会完成（比如没有发起 all_reduce）？",
-             f"the two processes did not finish within {DEADLINE:g} s: does your Future never complete (no "
-             "all_reduce started, say)?")
+    reports = run_two(worker, answer, reason="ddp-failed", failed=("运行 DDP 时出错", "DDP failed with your hook"),
+                      waiting=("你的 Future 是否永远不会完成（比如没有发起 all_reduce）？",
+                               "does your Future never complete (no all_reduce started, say)?"))
     kind, detail = reports[0]["problem"] or ("", "")
     expect(kind != "raised", "raised", f"你的钩子抛出了 {detail}。", f"your hook raised {detail}.")
     expect(kind != "returned-none", "returned-none", *not_solved)

@@ -220,8 +220,9 @@ def _backward_cases() -> list[tuple[str, str, nn.Module, torch.Tensor]]:
 
     def net(middle: nn.Module, width: int) -> nn.Module:
         torch.manual_seed(15)
-        model = nn.Sequential(nn.Linear(3, 3), middle, nn.Linear(width, 1))
-        zero_first_unit(model[0])
+        first = nn.Linear(3, 3)
+        model = nn.Sequential(first, middle, nn.Linear(width, 1))
+        zero_first_unit(first)
         return model
 
     torch.manual_seed(15)
@@ -332,6 +333,7 @@ def _dict_step(block: nn.Module, seed: int) -> tuple[torch.Tensor, dict[str, tor
     x, weights = torch.randn(3, 4, requires_grad=True), torch.randn(3, 4)
     out = block(x)
     ((out["hidden"] * weights).sum() + out["gate"].square().sum()).backward()  # d/d hidden = weights, d/d gate = 2 gate
+    assert x.grad is not None
     return x.grad, {"hidden": weights, "gate": 2 * out["gate"].detach()}
 
 

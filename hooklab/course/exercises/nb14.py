@@ -15,7 +15,6 @@ import torch.distributed as dist
 from torch import nn
 
 from ..._torch_internals import TorchDispatchMode, tree_flatten
-from ...workers import WorkerError, run_workers
 from . import exercise
 from . import _comm
 from ._comm import ddp_and_plain, guard, run_checked
@@ -164,12 +163,16 @@ class _RootOfAbs(nn.Module):
 
 def _fn_cases() -> list[tuple[str, str, Callable[[], None]]]:
     def make(middle: Callable[[], nn.Module], x: Callable[[], torch.Tensor], zero_first_unit: bool) -> Callable[[], None]:
-        def fn() -> None:           # a fresh forward + backward, the learner's `fn`
-            torch.manual_seed(14)
-            model = nn.Sequential(nn.Linear(3, 3), middle(), nn.Linear(3, 1))
-            if zero_first_unit:
-                with torch.no_grad():
-                    model[0].weight[0].zero_(), model[0].bias[0].zero_()
+        torch.manual_seed(14)
+        first = nn.Linear(3, 3)
+        model = nn.Sequential(first, middle(), nn.Linear(3, 1))  # made outside fn: `empty` holds whatever memory did
+        if zero_first_unit:
+            with torch.no_grad():
+                first.weight[0].zero_(), first.bias[0].zero_()
+
+        def fn() -> None:           # one forward + backward, the learner's `fn`, the same ops at every call
+            model.zero_grad(set_to_none=True)
+            torch.manual_seed(15)
             model(x()).sum().backward()
         return fn
 
@@ -282,14 +285,15 @@ def _watch_in_fsdp(rank: int, world_size: int, answer: Any) -> dict:
     from torch.distributed.tensor import DTensor
 
     torch.manual_seed(14)
-    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
-    full = model[0].weight.detach().clone()
-    fully_shard(model[0])
+    unit = nn.Linear(4, 4)
+    model = nn.Sequential(unit, nn.Linear(4, 2))
+    full = unit.weight.detach().clone()
+    fully_shard(unit)
     fully_shard(model)
     recorded: list = []
     report: dict = {"problem": None}
     try:
-        handles = answer(model[0], recorded.append)
+        handles = answer(unit, recorded.append)
     except Exception as exc:  # noqa: BLE001 - reported as the verdict
         return {"problem": ("raised", f"{type(exc).__name__}: {exc}")}
     if handles is None:
@@ -321,15 +325,9 @@ def _watch_in_fsdp(rank: int, world_size: int, answer: Any) -> dict:
 def full_weight_under_fsdp(answer: Any) -> None:
     if not started(answer):
         raise NotSolved("你的函数还没有返回任何值（返回了 None）。", "your function returns None so far.")
-    try:
-        reports = run_workers(_watch_in_fsdp, answer, world_size=2, timeout=_comm.DEADLINE)
-    except WorkerError as err:
-        last = err.details.strip().splitlines()[-1]
-        fail("fsdp-failed", f"运行 FSDP2 时出错：{last}", f"FSDP2 failed with your hooks: {last}")
-    except TimeoutError:
-        fail("never-completes", f"两个进程在 {_comm.DEADLINE:g} 秒内没有完成：你的钩子是不是在等一个永远不会来的结果？",
-             f"the two processes did not finish within {_comm.DEADLINE:g} s: does your hook wait for something that "
-             "never comes?")
+    reports = _comm.run_two(_watch_in_fsdp, answer, reason="fsdp-failed",
+                            failed=("运行 FSDP2 时出错", "FSDP2 failed with your hooks"),
+                            waiting=("你的钩子是不是在等一个永远不会来的结果？", "does your hook wait for something that never comes?"))
     report = reports[0]
     kind, detail = report["problem"] or ("", "")
     expect(kind != "raised", "raised", f"你的函数抛出了 {detail}。", f"your function raised {detail}.")
