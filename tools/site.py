@@ -269,11 +269,12 @@ def landing_page(template: str, cards: list[dict[str, str]], *, repository: str 
     return text
 
 
-def index_page(landing: str, names: list[str], lang: str, *, api: bool = True) -> str:
+def index_page(landing: str, names: list[str], lang: str, *, api: bool = True, extra: tuple[str, ...] = ()) -> str:
     """The landing page (index.md): the learners' page, then hidden tables of contents that fill the sidebar with
-    the notebooks and the API page."""
+    the notebooks, the ``extra`` pages (the symptom index) and the API page."""
+    pages = [*extra, *(["api"] if api else [])]
     toctree = ["", "```{toctree}", ":hidden:", ":maxdepth: 1", f":caption: {TEXT[lang]['notebooks']}", "",
-               *names, "```", "", *(["```{toctree}", ":hidden:", ":maxdepth: 1", "", "api", "```", ""] if api else [])]
+               *names, "```", "", *(["```{toctree}", ":hidden:", ":maxdepth: 1", "", *pages, "```", ""] if pages else [])]
     return landing.rstrip("\n") + "\n" + "\n".join(toctree)
 
 
@@ -346,6 +347,8 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     if src.exists():
         shutil.rmtree(src)
     src.mkdir(parents=True)
+    import symptoms  # tools/symptoms.py: the symptom index page, and the targets its links point to
+
     reading = further_reading()
     chosen = [path for path in notebooks(root) if only is None or path.stem in only]
     for path in chosen:
@@ -354,10 +357,13 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     hooklab, pinned = launch.requirement(repository, commit), launch.pins(root / "pyproject.toml")
     names = []
     for path in chosen:
-        nb = launch.launch_copy(export_notebook(read_notebook(path), lang), lang, hooklab, pinned)
+        nb = launch.launch_copy(symptoms.add_site_anchors(export_notebook(read_notebook(path), lang)), lang,
+                                hooklab, pinned)
         nb["cells"].append(further_reading_cell(reading[path.stem], lang))
         (src / path.name).write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         names.append(path.stem)
+    listed = [s for s in symptoms.collect(root)[0] if Path(s.notebook).stem in names]
+    (src / "symptoms.md").write_text(symptoms.site_page(listed, lang), encoding="utf-8")
     extra = src.parent / f"_extra-{lang}"
     if extra.exists():
         shutil.rmtree(extra)
@@ -373,7 +379,8 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     torch = next(p.split("==")[1] for p in launch.pins(root / "pyproject.toml") if p.startswith("torch=="))
     landing = landing_page((LANDING / f"{lang}.md").read_text(encoding="utf-8"), cards, repository=repository,
                            launch=bool(repository and launch_branch), torch=torch, lang=lang)
-    (src / "index.md").write_text(index_page(landing, names, lang, api=only is None), encoding="utf-8")
+    (src / "index.md").write_text(index_page(landing, names, lang, api=only is None, extra=("symptoms",)),
+                                  encoding="utf-8")
     if only is None:
         import inspect
 
@@ -415,7 +422,8 @@ def settings(src: Path, lang: str, names: list[str], *, other: str | None, repos
             "repository_branch": branch, "extra": str(extra) if any(extra.iterdir()) else None,
             "launch_branch": launch_branch if repository else None,
             "licence_links": licence, "locale_dir": str(locale_dir) if locale_dir else None,
-            "other": {"lang": other, "label": LABELS[other], "pages": ["index", "api", *names]} if other else None}
+            "other": {"lang": other, "label": LABELS[other], "pages": ["index", "api", "symptoms", *names]}
+            if other else None}
 
 
 def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repository: str | None = None,
