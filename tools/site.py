@@ -165,6 +165,30 @@ def glossary_terms(nb: dict[str, Any]) -> list[str]:
 
 # --- the pages ----------------------------------------------------------------------------------------------
 
+_CELL_LINK = re.compile(r"\]\((\d\d_\w+\.ipynb)#cell-id=([\w-]+)\)")
+
+
+def cell_links_to_symptom_targets(cell: dict[str, Any], by_cell: dict[tuple[str, str], str]) -> dict[str, Any]:
+    """A markdown cell whose links to a cell of a notebook (JupyterLab's ``NN_x.ipynb#cell-id=...``, as notebook 00's
+    symptom index writes them) point to the site's target before that symptom cell instead (``#symptom-<id>``,
+    tools/symptoms.py's anchors); a cell that is no symptom's: to the notebook's page.
+
+    >>> cell = {"cell_type": "markdown", "source": "[a](01_x.ipynb#cell-id=c1) [b](02_y.ipynb#cell-id=zz)"}
+    >>> cell_links_to_symptom_targets(cell, {("01_x.ipynb", "c1"): "boom"})["source"]
+    '[a](01_x.ipynb#symptom-boom) [b](02_y.ipynb)'
+    """
+    if cell.get("cell_type") != "markdown":
+        return cell
+    text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+    if "#cell-id=" not in text:
+        return cell
+
+    def target(match: re.Match[str]) -> str:
+        symptom = by_cell.get((match[1], match[2]))
+        return f"]({match[1]}#symptom-{symptom})" if symptom else f"]({match[1]})"
+    return {**cell, "source": _CELL_LINK.sub(target, text)}
+
+
 def further_reading_cell(links: list[tuple[str, str]], lang: str) -> dict[str, Any]:
     """The markdown cell appended to a notebook's page: a heading and a list of links."""
     items = "\n".join(f"- [{title}]({url})" for title, url in links)
@@ -274,7 +298,8 @@ def index_page(landing: str, names: list[str], lang: str, *, api: bool = True, e
     the notebooks, the ``extra`` pages (the symptom index) and the API page."""
     pages = [*extra, *(["api"] if api else [])]
     toctree = ["", "```{toctree}", ":hidden:", ":maxdepth: 1", f":caption: {TEXT[lang]['notebooks']}", "",
-               *names, "```", "", *(["```{toctree}", ":hidden:", ":maxdepth: 1", "", *pages, "```", ""] if pages else [])]
+               *names, "```", "",
+               *(["```{toctree}", ":hidden:", ":maxdepth: 1", "", *pages, "```", ""] if pages else [])]
     return landing.rstrip("\n") + "\n" + "\n".join(toctree)
 
 
@@ -355,14 +380,17 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
         if path.stem not in reading:
             raise SiteError(f"{FURTHER_READING} has no [{path.stem}] table: add the notebook's further reading")
     hooklab, pinned = launch.requirement(repository, commit), launch.pins(root / "pyproject.toml")
+    found = symptoms.collect(root)[0]
+    by_cell = {(s.notebook, s.cell_id): s.id for s in found}
     names = []
     for path in chosen:
-        nb = launch.launch_copy(symptoms.add_site_anchors(export_notebook(read_notebook(path), lang)), lang,
-                                hooklab, pinned)
+        nb = symptoms.add_site_anchors(export_notebook(read_notebook(path), lang))
+        nb["cells"] = [cell_links_to_symptom_targets(cell, by_cell) for cell in nb["cells"]]
+        nb = launch.launch_copy(nb, lang, hooklab, pinned)
         nb["cells"].append(further_reading_cell(reading[path.stem], lang))
         (src / path.name).write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         names.append(path.stem)
-    listed = [s for s in symptoms.collect(root)[0] if Path(s.notebook).stem in names]
+    listed = [s for s in found if Path(s.notebook).stem in names]
     (src / "symptoms.md").write_text(symptoms.site_page(listed, lang), encoding="utf-8")
     extra = src.parent / f"_extra-{lang}"
     if extra.exists():
