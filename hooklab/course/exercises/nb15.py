@@ -176,8 +176,8 @@ def _pt2e_prepared(seed: int) -> nn.Module:
     """A small MLP exported and prepared by PT2E (torchao's ``prepare_pt2e``, X86 quantizer): its observers are
     ``call_module`` nodes, submodules of the graph module named ``activation_post_process_<N>``."""
     try:
-        from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
-        from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e  # type: ignore[import-untyped]
+        from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (  # type: ignore[import-untyped]
             X86InductorQuantizer, get_default_x86_inductor_quantization_config)
     except ImportError as exc:
         from .. import needs_course_extra
