@@ -114,8 +114,7 @@ def test_15_1_rejects_typical_mistakes(answer, reason):
 
 def counts_with_a_global_hook(prepared, calibrate):  # right, another way (observers found by their type)
     from torch.ao.quantization import ObserverBase
-    from torchao.quantization.pt2e import ObserverBase as PT2EObserverBase
-    names = {id(m): n for n, m in prepared.named_modules() if isinstance(m, (ObserverBase, PT2EObserverBase))}
+    names = {id(m): n for n, m in prepared.named_modules() if isinstance(m, ObserverBase)}
     counts = dict.fromkeys(names.values(), 0)
     with hooklab.HookScope() as scope:
         scope.add(torch.nn.modules.module.register_module_forward_hook(
@@ -171,7 +170,7 @@ def counts_parent_calls_by_type(prepared, calibrate):  # every Linear's calls ad
     return {name: calls["n"] for name, _ in prepared.named_modules() if name.endswith("activation_post_process")}
 
 
-def names_ending_with_the_suffix(prepared, calibrate):  # cell 6.1's way: misses PT2E's observers
+def names_ending_with_the_suffix(prepared, calibrate):  # cell 6.1's way: misses a graph module's observers
     counts = {name: 0 for name, _ in prepared.named_modules() if name.endswith("activation_post_process")}
     with hooklab.HookScope() as scope:
         for name in counts:

@@ -5,9 +5,10 @@ and what a PEFT LoRA adapter adds to its layer.
 calls begin, without changing what ``run()`` does (a local hook would turn ``nn.TransformerEncoderLayer``'s fast
 path off) and without counting copies.
 15.2 ``observer_calls(prepared, calibrate)``: ``{observer name: calls during calibrate()}``, 0 included, for a model
-prepared by torch.ao's eager ``prepare`` or a graph module prepared by PT2E's ``prepare_pt2e`` (whose observers are
-submodules ``activation_post_process_N`` that the graph's code calls, so module hooks on them fire). Needs torchao for
-the PT2E case.
+prepared by torch.ao's eager ``prepare`` or a graph module prepared by its FX graph mode ``prepare_fx`` (whose
+observers, as in PT2E's graph modules, are submodules ``activation_post_process_N`` that the graph's code calls, so
+module hooks on them fire). FX rather than PT2E: ``torch.export`` leaves autograd's threads in a state that breaks
+fork-based DDP workers started later in the same process (the checkers of 10.1 and 14.3).
 15.3 ``adapter_output(model, name, x)``: ``scaling * lora_B(lora_A(dropout(h)))`` of the LoRA layer ``name`` in the
 forward ``model(x)``, ``h`` being that layer's input, whatever the adapter is called. Needs PEFT
 (``pip install "hooklab[course]"``).
@@ -168,43 +169,40 @@ def _prepared(seed: int) -> nn.Module:
 
 
 def _is_observer(name: str) -> bool:
-    """Eager mode names an observer ``<module>.activation_post_process``, PT2E ``activation_post_process_<N>``."""
+    """Eager mode names an observer ``<module>.activation_post_process``, a graph module (FX graph mode, PT2E)
+    ``activation_post_process_<N>``."""
     return name.rsplit(".", 1)[-1].startswith("activation_post_process")
 
 
-def _pt2e_prepared(seed: int) -> nn.Module:
-    """A small MLP exported and prepared by PT2E (torchao's ``prepare_pt2e``, X86 quantizer): its observers are
+def _fx_prepared(seed: int) -> nn.Module:
+    """A small MLP traced and prepared by torch.ao's FX graph mode (``prepare_fx``, x86 qconfig): its observers are
     ``call_module`` nodes, submodules of the graph module named ``activation_post_process_<N>``."""
-    try:
-        from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e  # type: ignore[import-untyped]
-        from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (  # type: ignore[import-untyped]
-            X86InductorQuantizer, get_default_x86_inductor_quantization_config)
-    except ImportError as exc:
-        from .. import needs_course_extra
-        raise needs_course_extra(exc, "exercise 15.2 (PT2E's observers, torchao)") from exc
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import prepare_fx
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 2)).eval()
-    exported = torch.export.export(model, (torch.randn(5, 4),)).module()
-    return prepare_pt2e(exported, X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation warning, the observers' reduce_range note
+        return prepare_fx(model, get_default_qconfig_mapping("x86"), (torch.randn(5, 4),))
 
 
 def _observer_cases() -> list[tuple[str, str, nn.Module, Callable[[], Any], dict[str, int]]]:
     """(what, prepared model, its calibration, the calls per observer): the truth is counted on a twin built
-    the same way, with a global hook (not the answer's way of counting). The PT2E case comes last."""
+    the same way, with a global hook (not the answer's way of counting). The graph module comes last."""
     cases: list[tuple[str, str, nn.Module, Callable[[], Any], dict[str, int]]] = []
-    for seed, branches in ((1, "aaa"), (2, "abb"), (3, ""), (4, None)):  # None: PT2E, no branches
-        pt2e = branches is None
+    for seed, branches in ((1, "aaa"), (2, "abb"), (3, ""), (4, None)):  # None: FX graph mode, no branches
+        graph = branches is None
         torch.manual_seed(seed)
-        batches = ([(torch.randn(5, 4), "") for _ in range(3)] if pt2e
+        batches = ([(torch.randn(5, 4), "") for _ in range(3)] if graph
                    else [(torch.randn(5, 4), branch) for branch in branches or ""])
 
-        def build(seed: int = seed, pt2e: bool = pt2e) -> nn.Module:
-            return _pt2e_prepared(seed) if pt2e else _prepared(seed)
+        def build(seed: int = seed, graph: bool = graph) -> nn.Module:
+            return _fx_prepared(seed) if graph else _prepared(seed)
 
-        def calibration(model: nn.Module, batches: list = batches, pt2e: bool = pt2e) -> Callable[[], None]:
+        def calibration(model: nn.Module, batches: list = batches, graph: bool = graph) -> Callable[[], None]:
             def calibrate() -> None:
                 for x, branch in batches:
-                    if pt2e:
+                    if graph:
                         model(x)
                     else:
                         model(x, branch)
@@ -220,8 +218,8 @@ def _observer_cases() -> list[tuple[str, str, nn.Module, Callable[[], Any], dict
         finally:
             handle.remove()
         prepared = build()
-        what = ((f"PT2E 准备好的图模块（`prepare_pt2e`），校准 {len(batches)} 批", f"a graph module prepared by PT2E "
-                 f"(`prepare_pt2e`), calibrated on {len(batches)} batches") if pt2e else
+        what = ((f"FX 图模式准备好的图模块（`prepare_fx`），校准 {len(batches)} 批", f"a graph module prepared by FX "
+                 f"graph mode (`prepare_fx`), calibrated on {len(batches)} batches") if graph else
                 (f"校准依次走分支 {list(branches or '')}", f"calibration takes the branches {list(branches or '')}"))
         cases.append((*what, prepared, calibration(prepared), truth))
     return cases
@@ -229,7 +227,7 @@ def _observer_cases() -> list[tuple[str, str, nn.Module, Callable[[], Any], dict
 
 @exercise("15.2", answer="observer_calls")
 def observer_calls(answer: Any) -> None:
-    if not started(answer):  # before building the cases (PT2E exports a model)
+    if not started(answer):  # before building the cases (FX traces a model)
         raise NotSolved("你的函数还没有返回任何值（返回了 None）。", "your function returns None so far.")
     for what_zh, what_en, prepared, calibrate, truth in _observer_cases():
         result = run(answer, prepared, calibrate, leak_free=(prepared,),
@@ -246,10 +244,11 @@ def observer_calls(answer: Any) -> None:
         missing = sorted(set(truth) - set(result))
         expect(not missing or set(result) & set(truth) or not any(n[-1].isdigit() for n in missing),
                "graph-observers",
-               f"{what_zh}：一个观察器也没有找到。PT2E 的观察器是图模块的子模块 {missing[:2]} ……，名字不以 "
-               "`activation_post_process` 结尾；图的代码像调用模块一样调用它们，所以它们的前向钩子照样触发。"
+               f"{what_zh}：一个观察器也没有找到。图模块（FX 图模式，PT2E 也一样）的观察器是它的子模块 {missing[:2]} ……，"
+               "名字不以 `activation_post_process` 结尾；图的代码像调用模块一样调用它们，所以它们的前向钩子照样触发。"
                "按名字的最后一段以 `activation_post_process` 开头来找。",
-               f"{what_en}: no observer found. PT2E's observers are submodules of the graph module, {missing[:2]}, "
+               f"{what_en}: no observer found. A graph module's observers (FX graph mode, and PT2E alike) are its "
+               f"submodules {missing[:2]}, "
                "..., whose names do not end with `activation_post_process`; the graph's code calls them as modules, "
                "so their forward hooks fire all the same. Look for names whose last part starts with "
                "`activation_post_process`.")

@@ -9,10 +9,10 @@ HINTS = {
              "off. Build a dict `{id(module): name}` first, record only modules in it (copies are not), and `remove()` "
              "in a `finally`."),
     "15.2": ("先把每个观察器的次数设为 0：名字的最后一段以 `activation_post_process` 开头的模块（eager 模式下是 "
-             "`a.activation_post_process`，PT2E 的图模块里是 `activation_post_process_0`……）。再给每个观察器注册一个前向钩子"
+             "`a.activation_post_process`，图模块里是 `activation_post_process_0`……）。再给每个观察器注册一个前向钩子"
              "把次数加 1（图模块的代码像调用模块一样调用观察器，钩子照样触发）；调用 `calibrate()`，在 `finally` 里移除句柄。",
              "start every observer at 0: the modules whose name's last part starts with `activation_post_process` "
-             "(`a.activation_post_process` in eager mode, `activation_post_process_0`, ... in a PT2E graph module). "
+             "(`a.activation_post_process` in eager mode, `activation_post_process_0`, ... in a graph module). "
              "Register a forward hook on each that adds 1 (a graph module's code calls its observers as modules, so "
              "the hooks fire); call `calibrate()` and remove the handles in a `finally`."),
     "15.3": ("`layer = model.get_submodule(name)`；适配器的名字是 `layer.active_adapters[0]`（不一定叫 `default`）。"
