@@ -112,8 +112,9 @@ def test_15_1_rejects_typical_mistakes(answer, reason):
 
 # ---- 15.2 observer calls ----------------------------------------------------------------------------
 
-def counts_with_a_global_hook(prepared, calibrate):  # right, another way
-    names = {id(m): n for n, m in prepared.named_modules() if n.endswith("activation_post_process")}
+def counts_with_a_global_hook(prepared, calibrate):  # right, another way (observers found by their type)
+    from torch.ao.quantization import ObserverBase
+    names = {id(m): n for n, m in prepared.named_modules() if isinstance(m, ObserverBase)}
     counts = dict.fromkeys(names.values(), 0)
     with hooklab.HookScope() as scope:
         scope.add(torch.nn.modules.module.register_module_forward_hook(
@@ -169,6 +170,16 @@ def counts_parent_calls_by_type(prepared, calibrate):  # every Linear's calls ad
     return {name: calls["n"] for name, _ in prepared.named_modules() if name.endswith("activation_post_process")}
 
 
+def names_ending_with_the_suffix(prepared, calibrate):  # cell 6.1's way: misses a graph module's observers
+    counts = {name: 0 for name, _ in prepared.named_modules() if name.endswith("activation_post_process")}
+    with hooklab.HookScope() as scope:
+        for name in counts:
+            scope.add(prepared.get_submodule(name).register_forward_hook(
+                lambda m, args, out, name=name: counts.__setitem__(name, counts[name] + 1)))
+        calibrate()
+    return counts
+
+
 def test_15_2_accepts_right_answers():
     assert verdict("15.2", run_solution("15.2")["observer_calls"]) == "correct"
     assert verdict("15.2", counts_with_a_global_hook) == "correct"
@@ -179,6 +190,7 @@ def test_15_2_accepts_right_answers():
     (only_those_that_ran, "missing-unused"), (reads_min_max, "not-counts"), (counts_twice, "ran-twice"),
     (modules_as_keys, "not-names"), (short_names, "not-names"), (leaves_its_hooks, "hook-left"),
     (counts_parent_calls_by_type, "counts"), (lambda prepared, calibrate: [1, 2], "not-a-dict"),
+    (names_ending_with_the_suffix, "graph-observers"),
 ], ids=lambda v: getattr(v, "__name__", v))
 def test_15_2_rejects_typical_mistakes(answer, reason):
     assert judged("15.2", answer) == ("wrong", reason)
@@ -233,9 +245,27 @@ def keeps_the_hook(model, name, x):
     return layer.scaling["default"] * seen["out"]
 
 
+def hard_codes_default(model, name, x):  # cell 4.2's adapter name, taken for granted
+    layer, seen = model.get_submodule(name), {}
+    with hooklab.HookScope() as scope:
+        scope.add(layer.lora_B["default"].register_forward_hook(lambda m, a, o: seen.__setitem__("out", o.detach())))
+        model(x)
+    return layer.scaling["default"] * seen["out"]
+
+
+def adapter_from_scaling_keys(model, name, x):  # right, another way: the adapter's name from `scaling`
+    layer, seen = model.get_submodule(name), {}
+    (adapter,) = layer.scaling
+    with hooklab.HookScope() as scope:
+        scope.add(layer.lora_A[adapter].register_forward_hook(lambda m, a, o: seen.__setitem__("a", o.detach())))
+        model(x)
+    return layer.scaling[adapter] * layer.lora_B[adapter](seen["a"]).detach()
+
+
 def test_15_3_accepts_right_answers():
     assert verdict("15.3", run_solution("15.3")["adapter_output"]) == "correct"
     assert verdict("15.3", lora_minus_base) == "correct"
+    assert verdict("15.3", adapter_from_scaling_keys) == "correct"
     assert judged("15.3", lambda model, name, x: None) == ("not solved", "blank")
 
 
@@ -243,7 +273,7 @@ def test_15_3_accepts_right_answers():
     (whole_output, "full-output"), (base_output, "base-output"), (forgets_scaling, "no-scaling"),
     (from_the_model_input, "wrong-input"), (keeps_the_hook, "hook-left"),
     (lambda model, name, x: [0.0], "not-a-tensor"), (lambda model, name, x: torch.zeros(2), "shape"),
-    (lambda model, name, x: torch.zeros(3, 4), "values"),
+    (lambda model, name, x: torch.zeros(3, 4), "values"), (hard_codes_default, "adapter-name"),
 ], ids=lambda v: getattr(v, "__name__", v))
 def test_15_3_rejects_typical_mistakes(answer, reason):
     assert judged("15.3", answer) == ("wrong", reason)

@@ -123,46 +123,77 @@ def test_16_1_says_how_often_it_stepped():
 
 # ---- 16.2 a logger that reads nothing on the host ---------------------------------------------------------------
 
-def via_stack(history, step, model):
-    norms = torch.stack([p.grad.norm() for p in model.parameters()])
-    history[step % history.numel()].copy_(norms.norm())
+def total(model):
+    return torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
 
 
-def with_item(history, step, model):
-    history[step % len(history)] = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()]).item()
+def via_stack(history, spikes, step, model, limit):  # right, another way: copy_, and torch.where for the count
+    norm = torch.stack([p.grad.norm() for p in model.parameters()]).norm()
+    history[step % history.numel()].copy_(norm)
+    spikes.add_(torch.where(norm > limit, 1.0, 0.0))
 
 
-def with_isfinite_check(history, step, model):
-    norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
+def with_item(history, spikes, step, model, limit):
+    history[step % len(history)] = total(model).item()
+    spikes += total(model) > limit
+
+
+def with_isfinite_check(history, spikes, step, model, limit):
+    norm = total(model)
     if torch.isfinite(norm):
         history[step % len(history)] = norm
+    spikes += norm > limit
 
 
-def sum_of_norms(history, step, model):
+def counts_with_if(history, spikes, step, model, limit):  # the natural way to count: a host read per step
+    norm = total(model)
+    history[step % len(history)] = norm
+    if norm > limit:
+        spikes += 1
+
+
+def rebinds_spikes(history, spikes, step, model, limit):
+    norm = total(model)
+    history[step % len(history)] = norm
+    spikes = spikes + (norm > limit)  # noqa: F841 (the mistake: a new local tensor)
+
+
+def counts_every_step(history, spikes, step, model, limit):
+    history[step % len(history)] = total(model)
+    spikes += 1
+
+
+def counts_below(history, spikes, step, model, limit):
+    norm = total(model)
+    history[step % len(history)] = norm
+    spikes += norm < limit
+
+
+def sum_of_norms(history, spikes, step, model, limit):
     history[step % len(history)] = sum(p.grad.norm() for p in model.parameters())
 
 
-def rebinds(history, step, model):
-    history = torch.cat([history, torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])[None]])
+def rebinds(history, spikes, step, model, limit):
+    history = torch.cat([history, total(model)[None]])  # noqa: F841
 
 
-def no_modulo(history, step, model):
-    history[min(step, len(history) - 1)] = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
+def no_modulo(history, spikes, step, model, limit):
+    history[min(step, len(history) - 1)] = total(model)
 
 
-def clips_while_logging(history, step, model):
+def clips_while_logging(history, spikes, step, model, limit):
     history[step % len(history)] = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01)
 
 
-def squared(history, step, model):
+def squared(history, spikes, step, model, limit):
     history[step % len(history)] = sum(p.grad.square().sum() for p in model.parameters())
 
 
-def overflows(history, step, model):
-    history[step] = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
+def overflows(history, spikes, step, model, limit):
+    history[step] = total(model)
 
 
-def blank_16_2(history, step, model):
+def blank_16_2(history, spikes, step, model, limit):
     pass
 
 
@@ -173,15 +204,22 @@ def test_16_2_accepts_right_answers():
 
 
 @pytest.mark.parametrize("answer, reason", [
-    (with_item, "host-read"), (with_isfinite_check, "host-read"), (sum_of_norms, "sum-of-norms"),
-    (rebinds, "not-written"), (no_modulo, "norm"), (clips_while_logging, "changes-gradient"),
-    (squared, "norm"), (overflows, "raised"), (3, "not-a-function")])
+    (with_item, "host-read"), (with_isfinite_check, "host-read"), (counts_with_if, "host-read"),
+    (sum_of_norms, "sum-of-norms"), (rebinds, "not-written"), (no_modulo, "norm"),
+    (clips_while_logging, "changes-gradient"), (squared, "norm"), (overflows, "raised"),
+    (rebinds_spikes, "spikes-not-in-place"), (counts_every_step, "spikes"), (counts_below, "spikes"),
+    (3, "not-a-function")])
 def test_16_2_rejects_wrong_answers(answer, reason):
     assert judged("16.2", answer) == ("wrong", reason)
 
 
 def test_16_2_counts_the_host_reads():
     assert "read a tensor's value on the host 12 times" in full_verdict("16.2", with_item).en
+    assert "read a tensor's value on the host 12 times" in full_verdict("16.2", counts_with_if).en
+
+
+def test_16_2_says_how_many_steps_were_above_the_limit():
+    assert "`spikes` is 12; it should be 4" in full_verdict("16.2", counts_every_step).en
 
 
 # ---- 16.3 prediction --------------------------------------------------------------------------------------------

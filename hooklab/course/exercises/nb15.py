@@ -4,9 +4,14 @@ and what a PEFT LoRA adapter adds to its layer.
 15.1 ``modules_that_ran(model, run)``: the names of ``model``'s modules called during ``run()``, in the order the
 calls begin, without changing what ``run()`` does (a local hook would turn ``nn.TransformerEncoderLayer``'s fast
 path off) and without counting copies.
-15.2 ``observer_calls(prepared, calibrate)``: ``{observer name: calls during calibrate()}``, 0 included.
+15.2 ``observer_calls(prepared, calibrate)``: ``{observer name: calls during calibrate()}``, 0 included, for a model
+prepared by torch.ao's eager ``prepare`` or a graph module prepared by its FX graph mode ``prepare_fx`` (whose
+observers, as in PT2E's graph modules, are submodules ``activation_post_process_N`` that the graph's code calls, so
+module hooks on them fire). FX rather than PT2E: ``torch.export`` leaves autograd's threads in a state that breaks
+fork-based DDP workers started later in the same process (the checkers of 10.1 and 14.3).
 15.3 ``adapter_output(model, name, x)``: ``scaling * lora_B(lora_A(dropout(h)))`` of the LoRA layer ``name`` in the
-forward ``model(x)``, ``h`` being that layer's input. Needs PEFT (``pip install "hooklab[course]"``).
+forward ``model(x)``, ``h`` being that layer's input, whatever the adapter is called. Needs PEFT
+(``pip install "hooklab[course]"``).
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ from torch import nn
 from torch.nn.modules import module as module_globals
 
 from . import exercise
-from ._support import expect, fail, run
+from ._support import NotSolved, Wrong, expect, fail, run, started
 
 
 # ---- 15.1 the modules that really ran -----------------------------------------------------------
@@ -163,35 +168,67 @@ def _prepared(seed: int) -> nn.Module:
         return tq.prepare(model)
 
 
+def _is_observer(name: str) -> bool:
+    """Eager mode names an observer ``<module>.activation_post_process``, a graph module (FX graph mode, PT2E)
+    ``activation_post_process_<N>``."""
+    return name.rsplit(".", 1)[-1].startswith("activation_post_process")
+
+
+def _fx_prepared(seed: int) -> nn.Module:
+    """A small MLP traced and prepared by torch.ao's FX graph mode (``prepare_fx``, x86 qconfig): its observers are
+    ``call_module`` nodes, submodules of the graph module named ``activation_post_process_<N>``."""
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import prepare_fx
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 2)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation warning, the observers' reduce_range note
+        return prepare_fx(model, get_default_qconfig_mapping("x86"), (torch.randn(5, 4),))
+
+
 def _observer_cases() -> list[tuple[str, str, nn.Module, Callable[[], Any], dict[str, int]]]:
     """(what, prepared model, its calibration, the calls per observer): the truth is counted on a twin built
-    the same way, with a global hook (not the answer's way of counting)."""
+    the same way, with a global hook (not the answer's way of counting). The graph module comes last."""
     cases: list[tuple[str, str, nn.Module, Callable[[], Any], dict[str, int]]] = []
-    for seed, branches in ((1, "aaa"), (2, "abb"), (3, "")):
+    for seed, branches in ((1, "aaa"), (2, "abb"), (3, ""), (4, None)):  # None: FX graph mode, no branches
+        graph = branches is None
         torch.manual_seed(seed)
-        batches = [(torch.randn(5, 4), branch) for branch in branches]
-        twin = _prepared(seed)
-        names = {id(m): n for n, m in twin.named_modules() if n.endswith("activation_post_process")}
+        batches = ([(torch.randn(5, 4), "") for _ in range(3)] if graph
+                   else [(torch.randn(5, 4), branch) for branch in branches or ""])
+
+        def build(seed: int = seed, graph: bool = graph) -> nn.Module:
+            return _fx_prepared(seed) if graph else _prepared(seed)
+
+        def calibration(model: nn.Module, batches: list = batches, graph: bool = graph) -> Callable[[], None]:
+            def calibrate() -> None:
+                for x, branch in batches:
+                    if graph:
+                        model(x)
+                    else:
+                        model(x, branch)
+            return calibrate
+
+        twin = build()
+        names = {id(m): n for n, m in twin.named_modules() if _is_observer(n)}
         truth = dict.fromkeys(names.values(), 0)
         handle = module_globals.register_module_forward_hook(
             lambda m, args, out: truth.__setitem__(names[id(m)], truth[names[id(m)]] + 1) if id(m) in names else None)
         try:
-            for x, branch in batches:
-                twin(x, branch)
+            calibration(twin)()
         finally:
             handle.remove()
-        prepared = _prepared(seed)
-
-        def calibrate(prepared: nn.Module = prepared, batches: list = batches) -> None:
-            for x, branch in batches:
-                prepared(x, branch)
-        cases.append((f"校准依次走分支 {list(branches)}", f"calibration takes the branches {list(branches)}", prepared,
-                      calibrate, truth))
+        prepared = build()
+        what = ((f"FX 图模式准备好的图模块（`prepare_fx`），校准 {len(batches)} 批", f"a graph module prepared by FX "
+                 f"graph mode (`prepare_fx`), calibrated on {len(batches)} batches") if graph else
+                (f"校准依次走分支 {list(branches or '')}", f"calibration takes the branches {list(branches or '')}"))
+        cases.append((*what, prepared, calibration(prepared), truth))
     return cases
 
 
 @exercise("15.2", answer="observer_calls")
 def observer_calls(answer: Any) -> None:
+    if not started(answer):  # before building the cases (FX traces a model)
+        raise NotSolved("你的函数还没有返回任何值（返回了 None）。", "your function returns None so far.")
     for what_zh, what_en, prepared, calibrate, truth in _observer_cases():
         result = run(answer, prepared, calibrate, leak_free=(prepared,),
                      returns=("一个字典：观察器的名字 -> 调用次数", "a dict from observer name to number of calls"))
@@ -201,10 +238,20 @@ def observer_calls(answer: Any) -> None:
         if result == truth:
             continue
         expect(all(isinstance(k, str) for k in result), "not-names",
-               "字典的键应是观察器的名字（`named_modules()` 里以 `activation_post_process` 结尾的名字）。",
-               "the keys should be the observers' names (the names in `named_modules()` that end with "
-               "`activation_post_process`).")
+               "字典的键应是观察器的名字（`named_modules()` 里最后一段以 `activation_post_process` 开头的名字）。",
+               "the keys should be the observers' names (the names in `named_modules()` whose last part starts "
+               "with `activation_post_process`).")
         missing = sorted(set(truth) - set(result))
+        expect(not missing or set(result) & set(truth) or not any(n[-1].isdigit() for n in missing),
+               "graph-observers",
+               f"{what_zh}：一个观察器也没有找到。图模块（FX 图模式，PT2E 也一样）的观察器是它的子模块 {missing[:2]} ……，"
+               "名字不以 `activation_post_process` 结尾；图的代码像调用模块一样调用它们，所以它们的前向钩子照样触发。"
+               "按名字的最后一段以 `activation_post_process` 开头来找。",
+               f"{what_en}: no observer found. A graph module's observers (FX graph mode, and PT2E alike) are its "
+               f"submodules {missing[:2]}, "
+               "..., whose names do not end with `activation_post_process`; the graph's code calls them as modules, "
+               "so their forward hooks fire all the same. Look for names whose last part starts with "
+               "`activation_post_process`.")
         expect(not missing or any(truth[n] for n in missing), "missing-unused",
                f"{what_zh}：缺了 {missing}：它们一次也没有运行，正是要找的那些观察器，要以 0 列出。",
                f"{what_en}: {missing} are missing: they never ran, which makes them exactly the observers to find; "
@@ -231,7 +278,7 @@ class _Two(nn.Module):
         return self.fc2(torch.tanh(self.fc1(x)))
 
 
-def _lora_model(seed: int) -> nn.Module:
+def _lora_model(seed: int, adapter: str = "default") -> nn.Module:
     try:
         from peft import LoraConfig, get_peft_model
     except ImportError as exc:
@@ -240,19 +287,19 @@ def _lora_model(seed: int) -> nn.Module:
     torch.manual_seed(seed)
     base = _Two()
     config = LoraConfig(r=2, lora_alpha=4 + seed, target_modules=["fc1", "fc2"], init_lora_weights=False)
-    return get_peft_model(base, config)
+    return get_peft_model(base, config, adapter_name=adapter)
 
 
-def _parts(model: Any, x: torch.Tensor) -> dict[str, dict[str, torch.Tensor]]:
+def _parts(model: Any, x: torch.Tensor, adapter: str) -> dict[str, dict[str, torch.Tensor]]:
     """Computed from the weights with F.linear, no hooks: each layer's input, base output, adapter part, unscaled."""
     out = {}
     h = x
     for short in ("fc1", "fc2"):
         layer: Any = model.get_submodule(f"base_model.model.{short}")
         base = F.linear(h, layer.base_layer.weight, layer.base_layer.bias)
-        unscaled = F.linear(F.linear(h, layer.lora_A["default"].weight), layer.lora_B["default"].weight)
-        scaling = layer.scaling["default"]
-        from_x = scaling * F.linear(F.linear(x, layer.lora_A["default"].weight), layer.lora_B["default"].weight)
+        unscaled = F.linear(F.linear(h, layer.lora_A[adapter].weight), layer.lora_B[adapter].weight)
+        scaling = layer.scaling[adapter]
+        from_x = scaling * F.linear(F.linear(x, layer.lora_A[adapter].weight), layer.lora_B[adapter].weight)
         out[short] = {"delta": scaling * unscaled, "base": base, "full": base + scaling * unscaled,
                       "unscaled": unscaled, "from_x": from_x}
         h = torch.tanh(base + scaling * unscaled)
@@ -261,15 +308,26 @@ def _parts(model: Any, x: torch.Tensor) -> dict[str, dict[str, torch.Tensor]]:
 
 @exercise("15.3", answer="adapter_output")
 def adapter_output(answer: Any) -> None:
-    for seed, short in ((1, "fc1"), (2, "fc2"), (3, "fc2")):
-        model: Any = _lora_model(seed)
+    for seed, short, adapter in ((1, "fc1", "default"), (2, "fc2", "default"), (3, "fc2", "default"),
+                                 (4, "fc1", "style")):  # the last: an adapter named otherwise
+        model: Any = _lora_model(seed, adapter)
         torch.manual_seed(10 + seed)
         x = torch.randn(3, 4)
         with torch.no_grad():
-            parts = _parts(model, x)[short]
+            parts = _parts(model, x, adapter)[short]
         name = f"base_model.model.{short}"
-        result = run(answer, model, name, x, leak_free=(model,),
-                     returns=("适配器那一部分的张量", "the tensor of the adapter's part"))
+        try:
+            result = run(answer, model, name, x, leak_free=(model,),
+                         returns=("适配器那一部分的张量", "the tensor of the adapter's part"))
+        except Wrong as why:
+            hard_coded = why.reason == "raised" and isinstance(why.__cause__, KeyError) and adapter != "default"
+            expect(not hard_coded, "adapter-name",
+                   f"这个模型的适配器不叫 `default`，叫 `{adapter}`：你的函数抛出了 KeyError {why.__cause__}。"
+                   "适配器的名字从 LoRA 层上读：`layer.active_adapters`（或 `layer.scaling` 的键）。",
+                   f"this model's adapter is not called `default` but `{adapter}`: your function raised KeyError "
+                   f"{why.__cause__}. Read the adapter's name from the LoRA layer: `layer.active_adapters` (or the "
+                   "keys of `layer.scaling`).")
+            raise
         expect(isinstance(result, torch.Tensor), "not-a-tensor", f"应返回一个张量，收到的是 {type(result).__name__}。",
                f"return a tensor, not a {type(result).__name__}.")
         expect(tuple(result.shape) == tuple(parts["delta"].shape), "shape",
@@ -291,9 +349,9 @@ def adapter_output(answer: Any) -> None:
                "you returned `base_layer`'s output, the output without the adapter; the adapter adds "
                "`scaling * lora_B(lora_A(x))`.")
         expect(not same(parts["unscaled"]), "no-scaling",
-               f"少乘了 `scaling`（这里是 {model.get_submodule(name).scaling['default']}）：`lora_B` 的输出还要乘 "
+               f"少乘了 `scaling`（这里是 {model.get_submodule(name).scaling[adapter]}）：`lora_B` 的输出还要乘 "
                "`layer.scaling[adapter]` 才是加到输出上的那部分。", "the `scaling` factor is missing (here "
-               f"{model.get_submodule(name).scaling['default']}): `lora_B`'s output is multiplied by "
+               f"{model.get_submodule(name).scaling[adapter]}): `lora_B`'s output is multiplied by "
                "`layer.scaling[adapter]` before it is added to the output.")
         expect(not same(parts["from_x"]), "wrong-input",
                f"你用模型的输入 `x` 算了 `{name}` 的适配器，但这一层的输入是前一层的输出：从这次前向里取（钩子看到的 `args[0]`，"

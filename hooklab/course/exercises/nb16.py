@@ -2,7 +2,8 @@
 
 16.1 asks for the optimizer in backward under gradient accumulation (one step per logical batch), compared with the
 usual accumulation loop on a copy; 16.2 for a gradient-norm logger that keeps a bounded history on the device and
-reads nothing on the host (the reads are counted by a dispatch mode); 16.3 is a prediction of how often a forward
+counts the steps whose norm exceeds a limit, reading nothing on the host (the reads are counted by a dispatch mode:
+the natural ``if norm > limit:`` is one); 16.3 is a prediction of how often a forward
 hook fires when it is registered every epoch and an EMA copy is made every epoch, checked against a run.
 """
 from __future__ import annotations
@@ -118,13 +119,29 @@ def _total_norm(model: nn.Module) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in _grads(model)]))
 
 
+def _norms_of_the_run() -> list[float]:
+    """The checker's training run without a logger: the total gradient norm at each step (the truth; a logger
+    that only reads leaves the run as it is)."""
+    model = _model(30)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    norms = []
+    for (x, y), in _micro_batches(31, steps=_LOG_STEPS, micro=1):
+        (model(x) - y).square().mean().backward()
+        norms.append(_total_norm(model).item())
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return norms
+
+
 @exercise("16.2", answer="log_norm")
 def sync_free_logger(answer: Any) -> None:
     if not started(answer):
         raise NotSolved("你的函数还没有把范数写进 `history`。", "your function does not write the norm into `history` yet.")
+    ordered = sorted(_norms_of_the_run())
+    limit = (ordered[-5] + ordered[-4]) / 2  # 4 of the 12 steps above it (counting those below gives 8), none near it
     model = _model(30)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    history = torch.full((_SLOTS,), math.nan)
+    history, spikes = torch.full((_SLOTS,), math.nan), torch.zeros(())
     truth, sums, reads = [], [], 0
     for step, ((x, y),) in enumerate(_micro_batches(31, steps=_LOG_STEPS, micro=1)):
         (model(x) - y).square().mean().backward()
@@ -132,7 +149,7 @@ def sync_free_logger(answer: Any) -> None:
         sums.append(sum(g.norm().item() for g in _grads(model)))
         grads = [g.clone() for g in _grads(model)]
         with OpCounter() as ops:
-            call_answer(answer, history, step, model, allow_none=True)
+            call_answer(answer, history, spikes, step, model, limit, allow_none=True)
         reads += ops.counts["_local_scalar_dense"]
         after = _grads(model)
         expect(len(after) == len(grads) and all(torch.equal(g, a) for g, a in zip(grads, after)), "changes-gradient",
@@ -141,11 +158,13 @@ def sync_free_logger(answer: Any) -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
     expect(reads == 0, "host-read",
-           f"{_LOG_STEPS} 步里你的函数在主机上读取了 {reads} 次张量的值（`.item()`、`float(t)`、`if t:` ……）；在 GPU 上每一次都要等设备。"
-           "把范数作为张量写进 `history`，读取留给很多步之后。",
+           f"{_LOG_STEPS} 步里你的函数在主机上读取了 {reads} 次张量的值（`.item()`、`float(t)`、`if norm > limit:` ……）；"
+           "在 GPU 上每一次都要等设备。把范数作为张量写进 `history`；数超限的步数也用张量运算：比较的结果 `norm > limit` "
+           "本身就是张量，原地加到 `spikes` 上。读取留给很多步之后。",
            f"in {_LOG_STEPS} steps your function read a tensor's value on the host {reads} times (`.item()`, "
-           "`float(t)`, `if t:`, ...); on a GPU each one waits for the device. Write the norm into `history` as a "
-           "tensor and leave reading to much later.")
+           "`float(t)`, `if norm > limit:`, ...); on a GPU each one waits for the device. Write the norm into "
+           "`history` as a tensor, and count with tensor ops too: the comparison `norm > limit` is itself a tensor; "
+           "add it to `spikes` in place. Leave reading to much later.")
     expect(not torch.isnan(history).any(), "not-written",
            "`history` 里还有没写过的位置（nan）：每一步都要写进 `history[step % len(history)]`（原地写，不要重新绑定这个名字）。",
            "`history` still has slots never written (nan): every step must write into "
@@ -162,6 +181,18 @@ def sync_free_logger(answer: Any) -> None:
            "`history` 里的值不对：第 `step` 步的全部梯度的 2-范数应写在 `history[step % len(history)]`。",
            "the values in `history` are wrong: step `step`'s 2-norm of all gradients belongs in "
            "`history[step % len(history)]`.")
+    above = sum(norm > limit for norm in truth)
+    counted = float(spikes)
+    expect(counted != 0 or above == 0, "spikes-not-in-place",
+           f"`spikes` 还是 0，而 {_LOG_STEPS} 步里有 {above} 步的范数大于 `limit`：要原地加（`spikes += ...` 或 `spikes.add_(...)`）；"
+           "`spikes = spikes + ...` 只是让函数里的局部名字指向一个新张量，调用者的 `spikes` 没变。",
+           f"`spikes` is still 0, while {above} of the {_LOG_STEPS} steps had a norm above `limit`: add in place "
+           "(`spikes += ...` or `spikes.add_(...)`); `spikes = spikes + ...` only points the function's local name "
+           "at a new tensor, and the caller's `spikes` stays as it was.")
+    expect(counted == above, "spikes",
+           f"`spikes` 是 {counted:g}，应是 {above}：范数大于 `limit` 的步数（每一步最多加 1）。",
+           f"`spikes` is {counted:g}; it should be {above}, the number of steps whose norm is above `limit` (at most "
+           "1 per step).")
 
 
 # ---- 16.3 how many calls ------------------------------------------------------------------------------------------

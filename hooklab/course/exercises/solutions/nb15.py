@@ -8,15 +8,18 @@ HINTS = {
              "of every module call, and unlike a local hook it does not turn `nn.TransformerEncoderLayer`'s fast path "
              "off. Build a dict `{id(module): name}` first, record only modules in it (copies are not), and `remove()` "
              "in a `finally`."),
-    "15.2": ("先把每个观察器（名字以 `activation_post_process` 结尾的模块）的次数设为 0，再给每个观察器注册一个前向钩子把次数加 1；"
-             "调用 `calibrate()`，在 `finally` 里移除句柄。",
-             "start every observer (the modules whose name ends with `activation_post_process`) at 0, register a "
-             "forward hook on each that adds 1; call `calibrate()` and remove the handles in a `finally`."),
-    "15.3": ("`layer = model.get_submodule(name)`；适配器的名字是 `layer.active_adapters[0]`。在 `layer.lora_B[adapter]` 上挂一个"
-             "前向钩子记下它的输出，运行 `model(x)`，移除钩子，再乘 `layer.scaling[adapter]`。",
-             "`layer = model.get_submodule(name)`; the adapter's name is `layer.active_adapters[0]`. Hook "
-             "`layer.lora_B[adapter]` to record its output, run `model(x)`, remove the hook, then multiply by "
-             "`layer.scaling[adapter]`."),
+    "15.2": ("先把每个观察器的次数设为 0：名字的最后一段以 `activation_post_process` 开头的模块（eager 模式下是 "
+             "`a.activation_post_process`，图模块里是 `activation_post_process_0`……）。再给每个观察器注册一个前向钩子"
+             "把次数加 1（图模块的代码像调用模块一样调用观察器，钩子照样触发）；调用 `calibrate()`，在 `finally` 里移除句柄。",
+             "start every observer at 0: the modules whose name's last part starts with `activation_post_process` "
+             "(`a.activation_post_process` in eager mode, `activation_post_process_0`, ... in a graph module). "
+             "Register a forward hook on each that adds 1 (a graph module's code calls its observers as modules, so "
+             "the hooks fire); call `calibrate()` and remove the handles in a `finally`."),
+    "15.3": ("`layer = model.get_submodule(name)`；适配器的名字是 `layer.active_adapters[0]`（不一定叫 `default`）。"
+             "在 `layer.lora_B[adapter]` 上挂一个前向钩子记下它的输出，运行 `model(x)`，移除钩子，再乘 `layer.scaling[adapter]`。",
+             "`layer = model.get_submodule(name)`; the adapter's name is `layer.active_adapters[0]` (not always "
+             "`default`). Hook `layer.lora_B[adapter]` to record its output, run `model(x)`, remove the hook, then "
+             "multiply by `layer.scaling[adapter]`."),
 }
 
 # [15.1]
@@ -39,7 +42,8 @@ def modules_that_ran(model, run):
 
 # [15.2]
 def observer_calls(prepared, calibrate):
-    counts = {name: 0 for name, _ in prepared.named_modules() if name.endswith("activation_post_process")}
+    counts = {name: 0 for name, _ in prepared.named_modules()
+              if name.rsplit(".", 1)[-1].startswith("activation_post_process")}
     handles = []
     for name in counts:
         def count(module, args, output, name=name):

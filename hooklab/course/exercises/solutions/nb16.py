@@ -10,9 +10,11 @@ HINTS = {
              "parameter's gradient arrived, and only when the count is a multiple of `micro_batches` call `step()`, "
              "then `p.grad = None`. Hand every handle to a `hooklab.HookScope` and return it."),
     "16.2": ("`torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])` 是一个张量；"
-             "`history[step % len(history)] = norm` 原地写进去，不调用 `.item()`，也不用 `if` 判断张量。",
+             "`history[step % len(history)] = norm` 原地写进去。`norm > limit` 也是一个（布尔）张量，`spikes += norm > limit` "
+             "原地加上 0 或 1：不调用 `.item()`，也不用 `if` 判断张量。",
              "`torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])` is a tensor; "
-             "`history[step % len(history)] = norm` writes it in place, with no `.item()` and no `if` on a tensor."),
+             "`history[step % len(history)] = norm` writes it in place. `norm > limit` is a (boolean) tensor too, and "
+             "`spikes += norm > limit` adds 0 or 1 in place: no `.item()`, no `if` on a tensor."),
     "16.3": ("第 6 节：每个 epoch 注册一次的钩子越积越多；`AveragedModel` 用 `deepcopy` 复制模型，也复制了当时层上所有的钩子。",
              "section 6: a hook registered every epoch piles up; `AveragedModel` copies the model with `deepcopy`, "
              "and with it every hook the layer had at that moment."),
@@ -35,9 +37,10 @@ def attach_optimizer_in_backward(model, lr, micro_batches):
     return scope
 
 # [16.2]
-def log_norm(history, step, model):
+def log_norm(history, spikes, step, model, limit):
     norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
     history[step % len(history)] = norm
+    spikes += norm > limit    # a tensor op: 0 or 1 added on the device, nothing read on the host
 
 # [16.3]
 my_calls = [9, 3]
