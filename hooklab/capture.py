@@ -217,6 +217,8 @@ class FeatureExtractor(nn.Module):
         self.detach, self.clone, self.output = detach, clone, output
 
     def forward(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Run the model on the arguments and return ``{name: output}`` of the named modules (a module that ran
+        twice gives its last output, with a warning); the hooks are gone when this returns."""
         with capture(self.model, self.names, detach=self.detach, clone=self.clone, output=self.output) as store:
             self.model(*args, **kwargs)
         twice = [n for n in self.names if store.calls[n] > 1]
@@ -227,4 +229,5 @@ class FeatureExtractor(nn.Module):
         return {name: store[name] for name in self.names}
 
     def extra_repr(self) -> str:
+        """What ``print(extractor)`` shows besides the wrapped model: the names and ``detach``."""
         return f"names={self.names}, detach={self.detach}"

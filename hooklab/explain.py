@@ -94,6 +94,9 @@ class HookExplanation:
     reasons: list[str] = field(default_factory=list)
 
     def table(self) -> str:
+        """The explanation as text: how often the module was called and its forward code ran (and its parent
+        called), a table of its hooks and how often each fired, what ran instead, fast paths, and why (also what
+        ``print(explanation)`` shows)."""
         counts = [("called as a module (module(...))", str(self.calls)),
                   ("its forward code ran", str(self.forward_runs) if self.profiled
                    else "not counted (another profiler is active)")]

@@ -64,6 +64,8 @@ class NonFiniteEvent:
     note: str = ""
 
     def describe(self) -> str:
+        """The finding in one line: the step, the phase, the module (and Node) and the tensor, e.g.
+        ``"step 0: forward, 1 call 1, output: producer"``."""
         who = "(model)" if self.module == "" else (self.module if self.module is not None else "(unknown module)")
         if self.phase == "input":
             return f"step {self.step}: the model's input {self.where} was already non-finite when the model was called"

@@ -29,6 +29,8 @@ class ShapeTable(list):
     """A list of :class:`ShapeRow` that prints as an aligned table."""
 
     def table(self) -> str:
+        """The rows as an aligned table: layer (indented by depth), type, output shape and parameter count (also
+        what ``print(table)`` shows)."""
         rows = [("  " * (r.depth - 1) + r.name, r.kind, r.shape, f"{r.params:,}") for r in self]
         return format_table(("layer", "type", "output shape", "params"), rows, right=[3], empty="no module ran")
 
