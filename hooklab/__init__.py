@@ -36,11 +36,11 @@ One lifecycle for every tool that registers hooks:
 * Nothing grows per step beyond what a recorder is asked to record; every report is a
   ``table()`` string that ``print(recorder)`` prints.
 """
-from .capture import Capture, FeatureExtractor, capture
+from .capturing import Capture, FeatureExtractor, capture
 from .checkpoint import checkpoint_modules, selective_checkpoint_modules
 from .clip import clip_grad_norm_global_hooks, clip_grad_norm_hooks, clip_grad_value_hooks
 from .inventory import HookEntry, hook_inventory, hook_name, no_hooks_left_behind, show_hooks
-from .intervene import ModuleInputs, capture_inputs, intervene
+from .intervening import Call, ModuleInputs, capture_inputs, intervene
 from ._text import format_bytes
 from .ledger import ModuleRow, SavedRecord, SavedTensorLedger
 from .lookup import get_module

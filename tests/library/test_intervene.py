@@ -15,7 +15,7 @@ from torch import nn
 
 import hooklab
 from hooklab import ModuleInputs, capture_inputs, intervene, no_hooks_left_behind
-from hooklab.intervene import Call
+from hooklab import Call
 
 transformers = pytest.importorskip("transformers")
 
@@ -372,7 +372,7 @@ def test_a_module_that_never_runs_is_a_clear_error():
 def test_bad_arguments_are_refused_when_made():
     model = llama()
     with no_hooks_left_behind(model):
-        with pytest.raises(ValueError, match="on must be 'output', 'input', 'kwargs'"):
+        with pytest.raises(ValueError, match="on must be 'output', 'input' or 'kwargs', got 'outputs'"):
             intervene(model, {"model.layers.0": lambda h, c: h}, on="outputs")
         with pytest.raises(TypeError, match="non-empty dict"):
             intervene(model, {})
