@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal
 
 import torch
+import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
 from torch.nn.modules import module as _module_globals
 
 from .errors import MissingTorchInternal
@@ -247,7 +248,7 @@ def top_saved_tensors_hooks() -> tuple[Any, Any] | None:
     return top(False) if top is not None else None
 
 
-_CheckpointFrame: Any = _import("torch.utils.checkpoint", "_CheckpointFrame")
+_CheckpointFrame: Any = getattr(torch.utils.checkpoint, "_CheckpointFrame", None)
 
 
 def checkpoint_region() -> tuple[Any, bool] | None:
