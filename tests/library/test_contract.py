@@ -88,7 +88,7 @@ TOOLS = [
          observe=lambda st: len(st.stats()["1"]["mean"])),
     Tool("Tracer", lambda m, d: hooklab.Tracer(), "recorder", observe=lambda tr: len(tr.events), start=_trace),
     Tool("SavedTensorLedger", lambda m, d: hooklab.SavedTensorLedger(m), "recorder",
-         observe=lambda ledger: len(ledger.records), thread="warns"),
+         observe=lambda ledger: sum(1 for r in ledger.records if r.module), thread="warns"),
     Tool("find_nonfinite", lambda m, d: hooklab.find_nonfinite(m), "recorder", observe=lambda f: f.steps,
          thread="warns"),
     Tool("clip_grad_value_hooks", lambda m, d: hooklab.clip_grad_value_hooks(m, 0.1), "scope"),
