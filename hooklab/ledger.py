@@ -137,7 +137,7 @@ class SavedTensorLedger(Recorder):
         if model is not None and not isinstance(model, nn.Module):
             raise TypeError(f"SavedTensorLedger takes an nn.Module or None, got {type(model).__name__}")
         self.model = model  # let go of when the block ends (the records stay readable)
-        self.records: list[SavedRecord] = []
+        self._records: list[SavedRecord] = []  # read through .records
         self.live_bytes = 0
         self.peak_bytes = 0
         self._stack: list[str] = []
@@ -232,12 +232,12 @@ class SavedTensorLedger(Recorder):
             self._key_refs[key] = StorageWeakRef(t.untyped_storage())
             self._key_bytes[key] = storage_bytes
         record = SavedRecord(
-            index=len(self.records), op=op,
+            index=len(self._records), op=op,
             module=self._stack[-1] if module is None and self._stack else (module or ""),
             shape=tuple(t.shape), dtype=str(t.dtype).replace("torch.", ""),
             nbytes=t.numel() * t.element_size(), storage_bytes=storage_bytes, kind=kind, shared=shared,
         )
-        self.records.append(record)
+        self._records.append(record)
         return record
 
     def _hold(self, key: int, kind: str) -> None:
@@ -332,19 +332,25 @@ class SavedTensorLedger(Recorder):
             finally:
                 hits, self._probe = self._probe, None
             for index in hits:
-                if op and self.records[index].op == UNLABELED:
-                    self.records[index].op = op
+                if op and self._records[index].op == UNLABELED:
+                    self._records[index].op = op
                     count += 1
         return count
 
     # -- reports -------------------------------------------------------------------------
+    @property
+    def records(self) -> list[SavedRecord]:
+        """One :class:`SavedRecord` per tensor saved for backward inside the block, in the order they were saved."""
+        self._check_used()
+        return self._records
+
     @property
     def input_bytes(self) -> int:
         """Bytes of the model's inputs saved (alive anyway while the caller holds them)."""
         return self._unique_bytes("input")
 
     def _unique_bytes(self, kind: str) -> int:
-        return sum(r.storage_bytes for r in self.records if r.kind == kind and not r.shared)
+        return sum(r.storage_bytes for r in self._records if r.kind == kind and not r.shared)
 
     @property
     def activation_bytes(self) -> int:
@@ -360,7 +366,7 @@ class SavedTensorLedger(Recorder):
         """One :class:`ModuleRow` per module, in the order they first saved a tensor."""
         self._check_used()
         rows: dict[str, list[int]] = {}
-        for r in self.records:
+        for r in self._records:
             row = rows.setdefault(r.module, [0, 0, 0])
             row[0] += 1
             if not r.shared:
@@ -370,7 +376,7 @@ class SavedTensorLedger(Recorder):
     def table(self) -> str:
         """The per-module table and the totals, as text (``print(ledger)`` prints it too)."""
         rows = [(m, str(n), format_bytes(a), format_bytes(p)) for m, n, a, p in self.by_module()]
-        rows.append(("total", str(len(self.records)), format_bytes(self.activation_bytes),
+        rows.append(("total", str(len(self._records)), format_bytes(self.activation_bytes),
                      format_bytes(self.parameter_bytes + self.input_bytes)))
         return format_table(("module", "saved", "activation", "param/input"), rows, right=range(1, 4))
 
@@ -391,7 +397,7 @@ class SavedTensorLedger(Recorder):
         """
         self._check_used()
         rows = [(str(r.index), r.module or "(top)", r.op, str(r.shape), r.dtype, r.kind,
-                 format_bytes(r.nbytes) + (" (shared)" if r.shared else "")) for r in self.records[:limit]]
+                 format_bytes(r.nbytes) + (" (shared)" if r.shared else "")) for r in self._records[:limit]]
         return format_table(("#", "module", "op", "shape", "dtype", "kind", "bytes"), rows,
                             empty="no saved tensor recorded")
 

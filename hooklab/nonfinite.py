@@ -194,10 +194,10 @@ class NonFiniteDetector(Recorder):
         self.model, self.raise_first, self.check_backward = model, raise_first, backward
         self._names = {id(m): n for n, m in model.named_modules()}
         self._modules = {n: m for n, m in model.named_modules()}
-        self.forward: NonFiniteEvent | None = None
-        self.backward: NonFiniteEvent | None = None
-        self.bad_input: NonFiniteEvent | None = None
-        self.steps = 0
+        self._forward: NonFiniteEvent | None = None    # the results, read through the properties below
+        self._backward: NonFiniteEvent | None = None
+        self._bad_input: NonFiniteEvent | None = None
+        self._steps = 0
         self._stack: list[str] = []          # modules running now (innermost last)
         self._calls: dict[str, int] = {}     # calls per module in the current step
         self._stop: dict[int, Any] = {}      # the Nodes behind the current step's inputs
@@ -245,7 +245,7 @@ class NonFiniteDetector(Recorder):
         return name
 
     def _record(self, event: NonFiniteEvent) -> None:
-        setattr(self, {"input": "bad_input", "forward": "forward", "backward": "backward"}[event.phase], event)
+        setattr(self, {"input": "_bad_input", "forward": "_forward", "backward": "_backward"}[event.phase], event)
         if self.raise_first:
             raise NonFiniteError(event)
 
@@ -254,7 +254,7 @@ class NonFiniteDetector(Recorder):
         if name is None:
             return
         if not self._stack:  # the model (or a part of it called on its own) is entered: a new step
-            self.steps += 1
+            self._steps += 1
             self._calls.clear()
             self._stack.clear()
             self._stop = {id(t.grad_fn): t.grad_fn for _, t in _leaves(args, "args") if t.grad_fn is not None}
@@ -275,23 +275,23 @@ class NonFiniteDetector(Recorder):
                                if t.grad_fn is not None})
 
     def _check_entry(self, inputs: list[tuple[str, torch.Tensor]]) -> None:
-        if self.bad_input is None and self.forward is None:
+        if self._bad_input is None and self._forward is None:
             where = _first_bad(inputs)
             if where is not None:
-                self._record(NonFiniteEvent("input", "input", None, None, self.steps, where))
+                self._record(NonFiniteEvent("input", "input", None, None, self._steps, where))
 
     def _post(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
         name = self._mine(module)
         if name is None:
             return
         outputs = _leaves(output, "output")
-        if self.forward is None:
+        if self._forward is None:
             where = _first_bad(outputs)
             if where is not None:
                 self._record(self._forward_event(module, name, args, kwargs, outputs, where))
-        if self.check_backward and self.backward is None and torch.is_grad_enabled():
+        if self.check_backward and self._backward is None and torch.is_grad_enabled():
             for node in new_nodes([t for _, t in outputs], self.scope, self._stop):
-                handle = node.register_hook(self._node_hook(node.name(), name, self.steps))
+                handle = node.register_hook(self._node_hook(node.name(), name, self._steps))
                 self._last_node_hook = self.scope.add(handle, key=id(node))
                 self._node_hook_ran = False
 
@@ -302,17 +302,17 @@ class NonFiniteDetector(Recorder):
             bad_state = _first_bad([(n, t) for n, t in [*module.named_parameters(), *module.named_buffers()]])
             if bad_state:
                 note = f"its parameter or buffer {bad_state!r} is non-finite"
-        elif self.bad_input is not None:
+        elif self._bad_input is not None:
             note += ": the model's input already was"
         elif len(self._stack) > 1:  # the value was made outside any submodule call, in the caller's own code
             parent = self._stack[-2]
             note += f", made by code between submodule calls in the forward of {parent or '(model)'}"
-        return NonFiniteEvent("forward", kind, name, self._calls.get(name, 1), self.steps, where, None, note)
+        return NonFiniteEvent("forward", kind, name, self._calls.get(name, 1), self._steps, where, None, note)
 
     def _node_hook(self, node_name: str, module: str, step: int):
         def check_gradient(grad_inputs: tuple, grad_outputs: tuple) -> None:
             self._node_hook_ran = True
-            if self.backward is not None:
+            if self._backward is not None:
                 return
             ins = [(f"grad_input[{i}]", g) for i, g in enumerate(grad_inputs) if isinstance(g, torch.Tensor)]
             where = _first_bad(ins)
@@ -321,7 +321,7 @@ class NonFiniteDetector(Recorder):
             outs = [(f"grad_output[{i}]", g) for i, g in enumerate(grad_outputs) if isinstance(g, torch.Tensor)]
             if _first_bad(outs) is None:
                 kind, note = "producer", "the gradient it received was finite"
-                if self.forward is not None or self.bad_input is not None:
+                if self._forward is not None or self._bad_input is not None:
                     note += "; the forward already held non-finite values, which its backward may use"
             else:
                 kind, note = "propagator", ("the gradient it received was already non-finite: it came from outside "
@@ -331,10 +331,34 @@ class NonFiniteDetector(Recorder):
 
     # -- results ----------------------------------------------------------------------------------
     @property
+    def forward(self) -> NonFiniteEvent | None:
+        """The first module call whose output held a non-finite value (``None``: none seen)."""
+        self._check_used()
+        return self._forward
+
+    @property
+    def backward(self) -> NonFiniteEvent | None:
+        """The first backward Node that computed a non-finite gradient (``None``: none seen)."""
+        self._check_used()
+        return self._backward
+
+    @property
+    def bad_input(self) -> NonFiniteEvent | None:
+        """A model input that was already non-finite when the model was called (``None``: none seen)."""
+        self._check_used()
+        return self._bad_input
+
+    @property
+    def steps(self) -> int:
+        """How many times the model (or a part of it called on its own) was entered inside the block."""
+        self._check_used()
+        return self._steps
+
+    @property
     def found(self) -> bool:
         """True when any non-finite value was seen."""
         self._check_used()
-        return any(e is not None for e in (self.bad_input, self.forward, self.backward))
+        return any(e is not None for e in (self._bad_input, self._forward, self._backward))
 
     @property
     def events(self) -> _Events:
@@ -343,7 +367,7 @@ class NonFiniteDetector(Recorder):
         (``events()``, the spelling before results became properties, gives the same list.)
         """
         self._check_used()
-        return _Events(e for e in (self.bad_input, self.forward, self.backward) if e is not None)
+        return _Events(e for e in (self._bad_input, self._forward, self._backward) if e is not None)
 
     def table(self) -> str:
         """One row per finding (or ``no non-finite value seen in N steps``)."""
@@ -352,14 +376,14 @@ class NonFiniteDetector(Recorder):
                  "-" if e.call is None else str(e.call), str(e.step), e.node or "-", e.where, e.note)
                 for e in self.events]
         return format_table(("phase", "kind", "module", "call", "step", "node", "where", "note"), rows,
-                            empty=f"no non-finite value seen in {self.steps} step(s)")
+                            empty=f"no non-finite value seen in {self._steps} step(s)")
 
     def __str__(self) -> str:
         return self.table()
 
     def __repr__(self) -> str:
-        found = [e.phase for e in (self.bad_input, self.forward, self.backward) if e is not None]
-        return f"NonFiniteDetector(steps={self.steps}, found={found}, hooks={len(self.scope)})"
+        found = [e.phase for e in (self._bad_input, self._forward, self._backward) if e is not None]
+        return f"NonFiniteDetector(steps={self._steps}, found={found}, hooks={len(self.scope)})"
 
 
 def find_nonfinite(model: nn.Module, *, raise_first: bool = False, backward: bool = True) -> NonFiniteDetector:

@@ -326,37 +326,6 @@ def test_grads_asked_for_but_backward_run_after_the_block_gets_a_warning():
     assert dict(store.grads) == {}
 
 
-def test_a_deepcopy_made_inside_the_block_does_not_record_into_the_store():
-    """S9 (review row N92): an EMA / teacher copy made during a captured run kept the hook for ever."""
-    import copy
-
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
-    x = torch.randn(2, 3)
-    with capture(model, "0") as store:
-        model(x)
-        twin = copy.deepcopy(model)
-        twin(x * 10)  # the copy's call: not the captured module's
-    assert store.calls["0"] == 1 and torch.equal(store["0"], model[0](x).detach())
-    twin(x * 10)  # after the block: still nothing recorded
-    assert store.calls["0"] == 1
-
-
-def test_pickling_the_model_inside_the_block_says_what_to_do():
-    """D7 (review rows N91, N96): plain pickle said "Can't pickle local object 'capture._hook.<locals>...'"."""
-    import io
-    import pickle
-
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
-    with capture(model, "0"):
-        for save in (pickle.dumps, lambda m: torch.save(m, io.BytesIO())):
-            with pytest.raises(TypeError, match=r"carries capture's hooks .* save model.state_dict\(\)"):
-                save(model)
-        assert hooklab.hook_inventory(model)[0].hook == "capture._hook.capture_output"  # its name, unchanged
-    assert len(pickle.dumps(model)) > 0  # after the block: the hooks are gone
-
-
 def test_a_module_replaced_inside_the_block_is_named_as_a_cause():
     """Review row N98: the list of causes omitted a replaced submodule."""
     model = nn.Sequential()

@@ -478,16 +478,21 @@ def _per_parameter_norm_clip(params, max_norm):
     (lambda m: clip_grad_norm_hooks(m, 1e-3), lambda ps: _per_parameter_norm_clip(ps, 1e-3)),
     (lambda m: clip_grad_norm_global_hooks(m, 1e-3), lambda ps: torch.nn.utils.clip_grad_norm_(ps, 1e-3)),
 ], ids=["value", "value-accumulated", "norm", "global"])
-def test_clip_hooks_follow_load_state_dict_assign(make, truth):
+@pytest.mark.parametrize("into", ["the model", "a submodule"])
+def test_clip_hooks_follow_load_state_dict_assign(make, truth, into):
+    """Round 3's N6: a load into a submodule (model.fc1.load_state_dict(sd, assign=True)) stopped the clipping."""
     model = make_model()
     torch.manual_seed(5)
     fresh = {k: torch.randn_like(v) * 10 for k, v in model.state_dict().items()}
+    if into == "a submodule":
+        fresh = {k.removeprefix("0."): v for k, v in fresh.items() if k.startswith("0.")}
+    target = (lambda m: m) if into == "the model" else (lambda m: m[0])
     xb = torch.randn(8, 6) * 100
     with no_hooks_left_behind(model), make(model):
-        model.load_state_dict(fresh, assign=True)  # new Parameter objects inside the block
+        target(model).load_state_dict(fresh, assign=True)  # new Parameter objects inside the block
         loss_of(model, xb).backward()
     ref = make_model()
-    ref.load_state_dict(fresh)
+    target(ref).load_state_dict(fresh)
     loss_of(ref, xb).backward()
     assert max(g.abs().max().item() for g in grads(ref)) > 1e-2  # clipping has work to do
     truth(list(ref.parameters()))

@@ -20,6 +20,7 @@ tests after the table.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import io
 import pickle
@@ -67,7 +68,8 @@ class Tool:
     pickles: bool = False  # pickling the model inside the block works (else: a TypeError saying what to do)
     again: str = "refuses"  # a second block with the same object: "refuses" or "adds up"
     start: Callable[[Any, nn.Module], None] | None = None  # called right after entering (Tracer: what to trace)
-    marks: tuple = ()
+    known: dict[str, str] | None = None  # test -> why this tool still fails it (a strict xfail: fixed means update)
+    holds_model: str = ""  # why what the `with` gave keeps the model on purpose (then dropping both frees it)
 
 
 def _trace(tracer, model):
@@ -101,8 +103,10 @@ TOOLS = [
          lambda m, d: hooklab.selective_checkpoint_modules(m, "0", policy=[torch.ops.aten.addmm]), "patch",
          pickles=True),
     Tool("MemoryPlan.apply", lambda m, d: _plan(m).apply(), "patch", pickles=True,
-         marks=(pytest.mark.xfail(strict=True, reason="planner.py (h3-planner) registers its own forward pre-hook "
-                                                     "with no copy guard and no pickling message"),)),
+         holds_model="a MemoryPlan is made for one model, and apply() applies it to that model again",
+         known={test: "planner.py (h3-planner) registers its own forward pre-hook, a local function: a copy carries "
+                      "it, and pickling the model inside the block fails with Python's own message"
+                for test in ("deepcopy_inside", "pickling", "second_block")}),
     Tool("SaveOnCpu", lambda m, d: hooklab.SaveOnCpu(), "context", observe=lambda c: c.stats.packed,
          thread="local", pickles=True, again="adds up"),
     Tool("SaveOnDisk", lambda m, d: hooklab.SaveOnDisk(directory=d), "context", observe=lambda c: c.stats.packed,
@@ -118,9 +122,12 @@ TOOLS = [
 ]
 
 
-def tools(*kinds: str, where: Callable[[Tool], bool] = lambda tool: True):
+def tools(*kinds: str, test: str = "", where: Callable[[Tool], bool] = lambda tool: True):
+    """Parametrize a test over the tools of ``kinds`` (all by default); ``test`` names the rule for ``Tool.known``."""
     chosen = [t for t in TOOLS if (not kinds or t.kind in kinds) and where(t)]
-    return pytest.mark.parametrize("tool", [pytest.param(t, id=t.name, marks=t.marks) for t in chosen])
+    return pytest.mark.parametrize("tool", [
+        pytest.param(t, id=t.name, marks=[pytest.mark.xfail(strict=True, reason=t.known[test])]
+                     if t.known and test in t.known else []) for t in chosen])
 
 
 def enter(tool: Tool, model: nn.Module, folder: Any) -> tuple[Any, Any]:
@@ -151,7 +158,7 @@ def same(a: tuple[torch.Tensor, list[torch.Tensor]], b: tuple[torch.Tensor, list
 
 
 # --- copies ------------------------------------------------------------------------------------------------------
-@tools()
+@tools(test="deepcopy_inside")
 def test_a_deepcopy_made_inside_the_block_is_not_recorded_edited_or_patched_and_computes_with_its_own_weights(
         tool, tmp_path):
     """Review S9, N1 (checkpoint_modules: the copy ran the original's forward, with the original's weights, for ever),
@@ -199,7 +206,7 @@ def test_a_deepcopy_made_after_the_block_is_plain(tool, tmp_path):
 
 
 # --- pickling ----------------------------------------------------------------------------------------------------
-@tools()
+@tools(test="pickling")
 def test_pickling_the_model_inside_the_block_works_or_says_what_to_do(tool, tmp_path):
     """Review: pickling inside intervene, ActivationStats, GradientMonitor, SavedTensorLedger and the clip scopes gave
     Python's "Can't pickle local object ..."."""
@@ -218,7 +225,7 @@ def test_pickling_the_model_inside_the_block_works_or_says_what_to_do(tool, tmp_
                                                     r"save model\.state_dict\(\) .*or save after the block"):
                     save(model)
     if tool.pickles:  # what was pickled inside the block computes as a plain model
-        assert not any("forward" in vars(m) for m in loaded.modules())
+        assert all(vars(m)["forward"].__func__ is type(m).forward for m in loaded.modules() if "forward" in vars(m))
         assert same(output_and_grads(loaded, x), output_and_grads(plain_twin(model), x))
     assert len(pickle.dumps(model)) > 0  # after the block there is nothing left that cannot be pickled
 
@@ -237,9 +244,10 @@ def test_a_tool_kept_after_its_block_does_not_keep_the_model_alive(tool, tmp_pat
     if tool.observe:
         tool.observe(given)  # the results stay readable
     del model
+    if tool.holds_model:
+        del block, given
     gc.collect()
     assert ref() is None, f"{tool.name} (kept after its block) keeps the model alive"
-    assert block is not None and given is not None
 
 
 # --- exceptions --------------------------------------------------------------------------------------------------
@@ -284,11 +292,11 @@ def test_tools_that_hold_hooks_only_while_they_run_leave_nothing_when_the_model_
 REFUSALS = {
     "recorder": r"has already recorded its block; make a new one for another block",
     "scope": r"has already been removed .* make a new one for another block",
-    "patch": r"its block has already run; call .* again for another block",
+    "patch": r"block has already run; call .* again for another block",
 }
 
 
-@tools()
+@tools(test="second_block")
 def test_a_second_block_with_the_same_object_is_refused_or_adds_up(tool, tmp_path):
     model, x = model_and_batch()
     block = tool.make(model, tmp_path)
@@ -302,6 +310,8 @@ def test_a_second_block_with_the_same_object_is_refused_or_adds_up(tool, tmp_pat
             with block:
                 run(model, x)
         return
+    model.zero_grad(set_to_none=True)  # the same work as the first block (no accumulation into .grad)
+    x.grad = None
     with block:  # a saved-tensor context or a dispatch mode: the second block's work adds to the first's
         run(model, x)
     second = tool.observe(given)
@@ -447,15 +457,27 @@ def test_options_after_the_first_arguments_are_keyword_only():
         hooklab.CompressSaved("bf16", 1024)
 
 
-def test_every_tool_of_the_package_is_in_the_table():
-    """A new tool gets the contract tests by being added to TOOLS (or to the list of tools that hold hooks only
-    while they run)."""
-    while_running = {"layer_shapes", "FeatureExtractor", "OffloadWrapper", "capture_inputs"}
-    not_tools = {"HookScope", "named_scope", "Recorder", "no_hooks_left_behind", "gradient_error", "run_workers",
-                 "MemoryPlanner", "MemoryPlan"}
-    in_table = {t.name.split(".")[0] for t in TOOLS} | {"NonFiniteDetector"}
-    makers = {name for name in hooklab.__all__ if callable(getattr(hooklab, name))
-              and (name[0].islower() or issubclass(getattr(hooklab, name), (Recorder, hooklab.HookScope))
-                   or "Save" in name or name in ("CompressSaved", "OverlappedOffload", "MemoryMeter", "OpCounter"))}
-    helpers = {"format_bytes", "get_module", "hook_inventory", "hook_name", "show_hooks"}
-    assert makers - in_table - while_running - not_tools - helpers - {"OffloadScope"} == set()
+WHILE_RUNNING = ["layer_shapes", "FeatureExtractor", "OffloadWrapper", "capture_inputs"]  # tested above
+NOT_TOOLS = {  # public names that neither hook a model nor wrap a block themselves, and what they are
+    "HookScope": "the owner of handles that every tool uses", "named_scope": "a HookScope by name",
+    "Recorder": "the base class of the recorders", "Capture": "what capture's block gives",
+    "NonFiniteDetector": "what find_nonfinite returns", "OffloadScope": "what offload_module returns",
+    "MemoryPlanner": "measures a model once; its plan's apply() is the tool", "MemoryPlan": "ditto",
+    "CountedCosts": "a cost model", "MeasuredCosts": "a cost model", "ShapeTable": "layer_shapes' result",
+    "no_hooks_left_behind": "a test helper: checks, registers nothing",
+    "hook_inventory": "reads hooks", "show_hooks": "reads hooks", "hook_name": "names a hook",
+    "get_module": "looks a module up", "format_bytes": "formats a number",
+    "gradient_error": "runs a step with and without a saved-tensor context (one of the table's)",
+    "run_workers": "starts processes", "plot": "functions that draw results",
+}
+
+
+def test_every_public_tool_is_in_the_contract_table():
+    """A new tool gets the contract tests by being added to TOOLS; records and exceptions are not tools."""
+    def is_record(obj: Any) -> bool:
+        return isinstance(obj, type) and (issubclass(obj, (BaseException, tuple)) or dataclasses.is_dataclass(obj)
+                                          or getattr(obj, "_is_protocol", False))
+    in_table = {t.name.split(".")[0] for t in TOOLS}
+    unclassified = {name for name in hooklab.__all__ if not is_record(getattr(hooklab, name))} - in_table \
+        - set(WHILE_RUNNING) - set(NOT_TOOLS)
+    assert unclassified == set(), "add them to TOOLS (or say why they are no tool)"

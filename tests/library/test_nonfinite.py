@@ -501,3 +501,39 @@ def test_zoo(spec):
     else:
         assert found.backward is None
     assert no_node_hooks(found)
+
+
+def test_a_backward_left_for_after_the_block_is_said_to_be_unchecked():
+    """Round 3's N7: with the backward after the block, NaN weight gradients gave backward None and no word."""
+    class AbsSqrt(nn.Module):
+        def forward(self, x):
+            return x.abs().sqrt()  # sqrt(|0|) = 0; backward: sign(0) * inf = NaN
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 3), AbsSqrt(), nn.Linear(3, 1))
+    with torch.no_grad():
+        model[0].weight.zero_()
+        model[0].bias.zero_()
+    with pytest.warns(RuntimeWarning, match=r"found nothing, but the backward of the last forward in the block did "
+                                            r"not run inside it.*backward=False"):
+        with find_nonfinite(model) as found:
+            loss = model(torch.ones(1, 3)).sum()
+    loss.backward()
+    assert found.backward is None and not found.found
+    assert any(not torch.isfinite(p.grad).all() for p in model.parameters())  # what went unchecked
+
+
+@pytest.mark.parametrize("how", ["output dropped", "backward inside", "backward=False", "no_grad"])
+def test_no_such_warning_when_nothing_was_left_unchecked(how, recwarn):
+    model = tanh_model()
+    with find_nonfinite(model, backward=how != "backward=False") as found:
+        if how == "no_grad":
+            with torch.no_grad():
+                out = model(torch.ones(1, 3))
+        else:
+            out = model(torch.ones(1, 3)).sum()
+        if how == "backward inside":
+            out.backward()
+        if how == "output dropped":
+            del out
+    assert not found.found and not [w for w in recwarn if "did not run inside it" in str(w.message)]
