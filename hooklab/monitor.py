@@ -27,6 +27,7 @@ from torch import nn
 from . import plot
 from ._checks import (check_norm_type, in_process_group, is_dtensor, loss_scale_reader, needs_tensor, no_call_causes,
                       number, refuse_compiled, select_output)
+from ._checks import module as check_module
 from ._torch_internals import current_graph_task_id, need, queue_backward_callback, was_compiled
 from ._text import format_table
 from .lookup import as_names, get_modules
@@ -126,8 +127,7 @@ class GradientMonitor(Recorder):
     def __init__(self, model: nn.Module, names: str | Iterable[str] | None = None, *,
                  norm_type: float = 2.0, scaler: object | None = None) -> None:
         super().__init__()
-        if not isinstance(model, nn.Module):
-            raise TypeError(f"GradientMonitor needs an nn.Module, got {type(model).__name__}")
+        check_module(model, "GradientMonitor")
         self._loss_scale = loss_scale_reader(scaler)
         self.norm_type = check_norm_type(norm_type)
         if names is None:

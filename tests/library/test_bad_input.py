@@ -98,7 +98,7 @@ CASES = [
     (None, "capture output selector that selects nothing", lambda m: _capture_run(m, output=5),
      TypeError, r"output=5 does not select anything from what '0' returned \(Tensor\)"),
     (43, "Tracer.modules on a string", _tracer(lambda tr, m: tr.modules("model")),
-     TypeError, r"modules\(\) expects an nn.Module, got str"),
+     TypeError, r"Tracer.modules\(\) takes an nn.Module \(a model or one of its submodules\), got str"),
     (None, "Tracer.modules names not strings", _tracer(lambda tr, m: tr.modules(m, [0])),
      TypeError, r"module names are strings like 'layer1.0.conv1', got 0"),
     (None, "Tracer used outside its block", lambda m: hooklab.Tracer().modules(m),

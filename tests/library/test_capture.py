@@ -278,9 +278,9 @@ def test_layer_shapes_removes_hooks_and_restores_mode_after_error(net):
     assert net.training and net.block.bn.training
 
 
-@pytest.mark.parametrize("depth", [0, -1, 1.5, True])
-def test_layer_shapes_bad_depth(net, x, depth):
-    with pytest.raises(ValueError, match="depth"):
+@pytest.mark.parametrize("depth, error", [(0, ValueError), (-1, ValueError), (1.5, TypeError), (True, TypeError)])
+def test_layer_shapes_bad_depth(net, x, depth, error):
+    with pytest.raises(error, match=r"depth must be an int >= 1, got"):  # a wrong type, or an int out of range
         layer_shapes(net, x, depth=depth)
 
 

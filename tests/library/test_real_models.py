@@ -125,7 +125,7 @@ def test_tracer_modules_registration_is_linear_in_the_number_of_modules():
 def test_tracer_modules_takes_one_name_as_a_string_and_rejects_a_non_module():
     model = nn.Sequential(nn.Linear(1, 1), nn.ReLU())
     with hooklab.Tracer() as tr:
-        with pytest.raises(TypeError, match="expects an nn.Module"):
+        with pytest.raises(TypeError, match="takes an nn.Module"):
             tr.modules("model")
         assert tr.modules(model, "0", backward=False) == ["0"]  # one name, as every tool's names= takes it
         model(torch.ones(1, 1))
