@@ -283,7 +283,7 @@ def checkpoint_region() -> tuple[Any, bool] | None:
 def checkpoint_recomputed(frame: Any) -> bool:
     """Whether backward has recomputed the region of a frame :func:`checkpoint_region` gave (False if unknown)."""
     done = getattr(frame, "is_recomputed", None)
-    return bool(done) and any(done.values())
+    return done is not None and any(done.values())
 
 
 def handle_alive(handle: Any) -> bool:

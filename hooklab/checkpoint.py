@@ -215,7 +215,7 @@ class _Checkpointing:
                 if "forward" in module.__dict__:
                     raise RuntimeError(f"module {name!r} already has a patched forward ({self._tool} entered again "
                                        "around the same module, or another tool replaced its forward)")
-                module.forward = types.MethodType(_checkpointed_forward, module)  # type: ignore[method-assign]
+                module.forward = types.MethodType(_checkpointed_forward, module)
                 _PATCHED[module] = self
                 patched.append(module)
         except BaseException:

@@ -157,7 +157,7 @@ def new_nodes(tensors: list[torch.Tensor], known: _Known, stop: dict[int, Any]) 
     return found
 
 
-class _Events(list):  # type: ignore[type-arg]
+class _Events(list):
     """A list of findings; calling it gives the list itself (``events()``, the spelling before results were
     properties, keeps working)."""
 
