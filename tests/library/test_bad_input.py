@@ -114,7 +114,7 @@ CASES = [
     (53, "GradientMonitor norm_type 0", _monitor_norms(0),
      ValueError, r"norm_type must be > 0"),
     (57, "ActivationStats eps 'x'", lambda m: hooklab.ActivationStats(m, "0", eps="x"),
-     ValueError, r"eps must be a finite number >= 0"),
+     TypeError, r"eps must be a finite number >= 0"),
     (57, "ActivationStats eps -1", lambda m: hooklab.ActivationStats(m, "0", eps=-1),
      ValueError, r"eps must be a finite number >= 0"),
     (58, "ActivationStats on a tuple output", _stats_on_tuple,

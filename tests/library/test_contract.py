@@ -139,6 +139,16 @@ def enter(tool: Tool, model: nn.Module, folder: Any) -> tuple[Any, Any]:
     return block, given
 
 
+def one_block(tool: Tool, model: nn.Module, x: torch.Tensor, folder: Any) -> tuple[Any, Any]:
+    """Make the tool and run one forward + backward inside its block: (the context manager, what its `with` gave)."""
+    block = tool.make(model, folder)
+    with block as given:
+        if tool.start is not None:
+            tool.start(given, model)
+        run(model, x)
+    return block, given
+
+
 def plain_twin(model: nn.Module) -> nn.Module:
     """A model with ``model``'s weights and no hook, patch or context: the truth a copy is compared with."""
     twin, _ = model_and_batch()
@@ -196,10 +206,7 @@ def test_a_deepcopy_made_inside_the_block_is_not_recorded_edited_or_patched_and_
 @tools()
 def test_a_deepcopy_made_after_the_block_is_plain(tool, tmp_path):
     model, x = model_and_batch()
-    with tool.make(model, tmp_path) as given:
-        if tool.start:
-            tool.start(given, model)
-        run(model, x)
+    one_block(tool, model, x, tmp_path)
     twin = copy.deepcopy(model)
     assert hook_inventory(twin, include_global=False) == [] and not any("forward" in vars(m) for m in twin.modules())
     assert same(output_and_grads(twin, x), output_and_grads(plain_twin(twin), x))
@@ -236,11 +243,7 @@ def test_a_tool_kept_after_its_block_does_not_keep_the_model_alive(tool, tmp_pat
     """Review D5: find_nonfinite and intervene kept the model alive as long as they lived."""
     model, x = model_and_batch()
     ref = weakref.ref(model)
-    block = tool.make(model, tmp_path)
-    with block as given:
-        if tool.start:
-            tool.start(given, model)
-        run(model, x)
+    block, given = one_block(tool, model, x, tmp_path)
     if tool.observe:
         tool.observe(given)  # the results stay readable
     del model
@@ -299,11 +302,7 @@ REFUSALS = {
 @tools(test="second_block")
 def test_a_second_block_with_the_same_object_is_refused_or_adds_up(tool, tmp_path):
     model, x = model_and_batch()
-    block = tool.make(model, tmp_path)
-    with block as given:
-        if tool.start:
-            tool.start(given, model)
-        run(model, x)
+    block, given = one_block(tool, model, x, tmp_path)
     first = tool.observe(given) if tool.observe else None
     if tool.again == "refuses":
         with no_hooks_left_behind(model), pytest.raises(RuntimeError, match=REFUSALS[tool.kind]):
