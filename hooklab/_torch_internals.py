@@ -115,8 +115,9 @@ INTERNALS: dict[str, Internal] = {
         "parameter got no gradient, or inside a process group)",
         "required", "raises MissingTorchInternal"),
     "RemovableHandle.hooks_dict_ref": Internal(
-        "dropping the handles of output-tensor hooks whose graph is gone (Tracer, backward='outputs')", "fallback",
-        "the handles are kept until the Tracer's block ends (they hold no tensor, only a weak reference)"),
+        "HookScope.prune: dropping the handles of tensor and Node hooks whose graph is gone (Tracer with "
+        "backward='outputs', find_nonfinite)", "fallback",
+        "the handles are kept until the block ends (they hold no tensor, only a weak reference)"),
     "GradScaler._get_scale_async": Internal(
         "reading a GradScaler's scale inside hooks without waiting for the GPU (clip hooks, GradientMonitor)",
         "fallback", "get_scale(), which waits for the device once per hook call"),

@@ -87,7 +87,7 @@ TOOLS = [
          observe=lambda iv: dict(iv.calls)),
     Tool("GradientMonitor", lambda m, d: hooklab.GradientMonitor(m), "recorder", observe=lambda gm: gm.steps),
     Tool("ActivationStats", lambda m, d: hooklab.ActivationStats(m, "1"), "recorder",
-         observe=lambda st: len(st.stats()["1"]["mean"])),
+         observe=lambda st: len(st.stats["1"]["mean"])),
     Tool("Tracer", lambda m, d: hooklab.Tracer(), "recorder", observe=lambda tr: len(tr.events), start=_trace),
     Tool("SavedTensorLedger", lambda m, d: hooklab.SavedTensorLedger(m), "recorder",
          observe=lambda ledger: sum(1 for r in ledger.records if r.module), thread="warns"),

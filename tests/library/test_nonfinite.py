@@ -537,3 +537,14 @@ def test_no_such_warning_when_nothing_was_left_unchecked(how, recwarn):
         if how == "output dropped":
             del out
     assert not found.found and not [w for w in recwarn if "did not run inside it" in str(w.message)]
+
+
+def test_results_are_properties_guarded_like_every_recorders_and_events_can_still_be_called():
+    model = tanh_model()
+    detector = find_nonfinite(model)
+    for name in ("forward", "backward", "bad_input", "steps", "events"):
+        with pytest.raises(RuntimeError, match="has recorded nothing"):
+            getattr(detector, name)
+    with detector:
+        model(torch.ones(1, 3)).sum().backward()
+    assert detector.events == [] and detector.events() == [] and detector.steps == 1
