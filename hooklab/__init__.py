@@ -7,8 +7,12 @@ module's full inputs, stopping the forward there), ``find_nonfinite`` (the first
 Node that made NaN/inf), gradient clipping inside backward, offloading and (selective) checkpointing of saved
 tensors (``OverlappedOffload`` overlaps the copies with compute on a GPU; ``MemoryPlanner`` chooses per block
 between keeping, checkpointing, offloading and compressing to meet a memory budget at the least cost),
-inventories of registered hooks and a test helper that fails when code leaves hooks behind. The plots of what
-the recorders recorded are functions of plain data in :mod:`hooklab.plot`. The exceptions worth catching
+inventories of registered hooks and a test helper that fails when code leaves hooks behind.
+``all_hooks`` lists every hook system on a model (PyTorch's hooks and what accelerate, diffusers, PEFT,
+quantization, parametrizations, FSDP2 / DDP / tensor parallelism and ``torch.compile`` put there), and
+``explain_hook`` runs a step and says why a module's hooks did not fire, or fired twice (its probes are
+global module hooks and a profile function, removed before it returns, also when the step raises). The plots of
+what the recorders recorded are functions of plain data in :mod:`hooklab.plot`. The exceptions worth catching
 (``NotRecorded``, ``UnknownModuleError``, ``MissingTorchInternal``, ...) live in :mod:`hooklab.errors`, are
 importable from ``hooklab`` too, and share the base :class:`HooklabError`. ``import hooklab`` changes no
 process-wide setting; the course's own helpers live in :mod:`hooklab.course` and are not imported by it.
@@ -75,6 +79,8 @@ from .overlap import OverlappedOffload
 from .planner import BlockProfile, CostModel, CountedCosts, MeasuredCosts, MemoryPlan, MemoryPlanner
 from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper, SaveOnCpu, SaveOnDisk,
                       gradient_error, offload_module)
+from .explain import HookExplanation, explain_hook
+from .systems import HookRecord, all_hooks, show_all_hooks
 from .errors import (BudgetError, HooklabError, HooksLeftBehind, MissingTorchInternal, NonFiniteError, NotRecorded,
                      UnknownModuleError, WorkerError)
 from .scope import HookScope, Recorder, named_scope
@@ -97,6 +103,8 @@ __all__ = [
     "FeatureExtractor",
     "GradientMonitor",
     "HookEntry",
+    "HookExplanation",
+    "HookRecord",
     "HookScope",
     "HooklabError",
     "HooksLeftBehind",
@@ -126,12 +134,14 @@ __all__ = [
     "Tracer",
     "UnknownModuleError",
     "WorkerError",
+    "all_hooks",
     "capture",
     "capture_inputs",
     "checkpoint_modules",
     "clip_grad_norm_global_hooks",
     "clip_grad_norm_hooks",
     "clip_grad_value_hooks",
+    "explain_hook",
     "find_nonfinite",
     "format_bytes",
     "get_module",
@@ -145,5 +155,6 @@ __all__ = [
     "offload_module",
     "run_workers",
     "selective_checkpoint_modules",
+    "show_all_hooks",
     "show_hooks",
 ]

@@ -34,6 +34,7 @@ __all__ = [
     "MissingTorchInternal",
     "TorchDispatchMode",
     "StorageWeakRef",
+    "active_ddp",
     "current_graph_task_id",
     "handle_alive",
     "loss_scale",
@@ -118,6 +119,9 @@ INTERNALS: dict[str, Internal] = {
         "HookScope.prune: dropping the handles of tensor and Node hooks whose graph is gone (Tracer with "
         "backward='outputs', find_nonfinite)", "fallback",
         "the handles are kept until the block ends (they hold no tensor, only a weak reference)"),
+    "DistributedDataParallel._active_ddp_module": Internal(
+        "GradientMonitor in a process group: telling a backward under DDP's no_sync() (not averaged) from one that is",
+        "required", "GradientMonitor raises MissingTorchInternal when its block is entered in a process group"),
     "GradScaler._get_scale_async": Internal(
         "reading a GradScaler's scale inside hooks without waiting for the GPU (clip hooks, GradientMonitor)",
         "fallback", "get_scale(), which waits for the device once per hook call"),
@@ -241,6 +245,18 @@ def queue_backward_callback(fn: Any) -> None:
     if engine is None or not hasattr(engine, "queue_callback"):
         raise need("torch.autograd.Variable._execution_engine.queue_callback")
     engine.queue_callback(fn)
+
+
+def active_ddp(module: Any) -> Any:
+    """The ``DistributedDataParallel`` whose forward is running ``module`` (or ``module`` itself when it is
+    one), None outside a DDP forward. Read in a forward pre-hook: DDP sets it around its wrapped module's call."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    if isinstance(module, DistributedDataParallel):
+        return module
+    if not hasattr(DistributedDataParallel, "_active_ddp_module"):
+        raise need("DistributedDataParallel._active_ddp_module")
+    return DistributedDataParallel._active_ddp_module
 
 
 def top_saved_tensors_hooks() -> tuple[Any, Any] | None:

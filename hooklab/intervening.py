@@ -7,12 +7,15 @@
     inputs = capture_inputs(model, "model.layers.0", ids)    # runs until layer 0 is called, then stops
     inputs.args[0].shape, sorted(inputs.kwargs)              # hidden states, attention_mask, position_ids...
 
-How it compares. TransformerLens puts an identity ``HookPoint`` module at every activation of its own
-model classes and its ``hooks()`` context manager adds forward hooks to them and removes them in
-``finally``; nnsight runs the code of a ``trace`` block alongside the forward pass (as proxies in
-its early releases, in a worker thread in recent ones) and registers a hook on a module when that code
-reads or assigns the module's ``.input`` / ``.output`` (one-shot hooks since 0.7). ``intervene`` does
-the first on the module tree a model already has (a Hugging Face model as it is): a plain forward
+How it compares (checked with transformer-lens 4.3.0 and nnsight 0.8.1). TransformerLens 4 wraps a
+Hugging Face model in a ``TransformerBridge`` that rewrites it (eager attention, every decoder layer
+replaced by a bridge component) and puts an identity ``HookPoint`` module at every activation; its
+``hooks()`` context manager adds plain forward hooks to them and removes them in ``finally``. nnsight
+0.8 registers no hook at all: wrapping a model puts a controller object into every module's instance
+``forward``, and the code of a ``trace`` block runs in a greenlet in step with the forward pass,
+reading and assigning real tensors (``.output``); 0.7 ran that code in a worker thread with a hook on
+every module, earlier releases handed out proxies. ``intervene`` does what TransformerLens does, but
+on the module tree a model already has (a Hugging Face model as it is): a plain forward
 hook (or pre-hook) on each named module, so it sees what that module returns or receives, nothing
 inside it (for one head's output, edit the input of the output projection,
 ``...self_attn.o_proj`` with ``on="input"``). It does not run code interleaved with the forward,

@@ -45,20 +45,23 @@ def _pyplot() -> Any:
     return plt
 
 
-def norms(data: Mapping[str, Sequence[float]], *, ax: Any = None, logy: bool = True, title: str | None = None,
-          per: str = "layer", norm_type: float = 2.0) -> Any:
+def norms(data: Mapping[str, Sequence[float]], *, steps: Sequence[int] | None = None, ax: Any = None,
+          logy: bool = True, title: str | None = None, per: str = "layer", norm_type: float = 2.0,
+          xlabel: str = "step (backward pass)") -> Any:
     """One line per layer (or parameter) over steps, a gap where a step got no gradient (``nan``); return the axes.
 
-    ``data`` is what :meth:`GradientMonitor.norms` returns; ``per`` and ``norm_type`` only label the figure.
+    ``data`` is what :meth:`GradientMonitor.norms` returns; ``steps`` the x value of each entry (default
+    ``1, 2, ...``: a monitor that records one step in ``every`` passes the steps it recorded); ``per``,
+    ``norm_type`` and ``xlabel`` only label the figure.
     """
     plt = _pyplot()
     if ax is None:
         _, ax = plt.subplots()
     for name, values in data.items():
-        ax.plot(range(1, len(values) + 1), list(values), label=name)
+        ax.plot(list(steps) if steps is not None else range(1, len(values) + 1), list(values), label=name)
     if logy:
         ax.set_yscale("log")
-    ax.set_xlabel("step (backward pass)")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(f"gradient {norm_type:g}-norm")
     ax.set_title(title or f"gradient norm per {per}")
     if len(data) <= 12:

@@ -155,10 +155,12 @@ def site_readme(readme: str, repository: str | None, branch: str = "main") -> st
     return re.sub(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)\)", relink, readme)
 
 
-def index_page(readme: str, names: list[str], lang: str, *, api: bool = True) -> str:
-    """The landing page: the README, then the notebooks (which also fill the sidebar) and the API page."""
+def index_page(readme: str, names: list[str], lang: str, *, api: bool = True, extra: tuple[str, ...] = ()) -> str:
+    """The landing page: the README, then the notebooks (which also fill the sidebar), the ``extra`` pages (the
+    symptom index) and the API page."""
     toctree = ["", f"## {TEXT[lang]['notebooks']}", "", "```{toctree}", ":maxdepth: 1", "", *names, "```", "",
-               *(["```{toctree}", ":maxdepth: 1", "", "api", "```", ""] if api else [])]
+               *(["```{toctree}", ":maxdepth: 1", "", *extra, *(["api"] if api else []), "```", ""]
+                 if api or extra else [])]
     return readme.rstrip("\n") + "\n" + "\n".join(toctree)
 
 
@@ -226,19 +228,24 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     if src.exists():
         shutil.rmtree(src)
     src.mkdir(parents=True)
+    import symptoms  # tools/symptoms.py: the symptom index page, and the targets its links point to
+
     reading = further_reading()
     names = []
     for path in notebooks(root):
         if only is not None and path.stem not in only:
             continue
-        nb = export_notebook(read_notebook(path), lang)
+        nb = symptoms.add_site_anchors(export_notebook(read_notebook(path), lang))
         if path.stem not in reading:
             raise SiteError(f"{FURTHER_READING} has no [{path.stem}] table: add the notebook's further reading")
         nb["cells"].append(further_reading_cell(reading[path.stem], lang))
         (src / path.name).write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         names.append(path.stem)
+    listed = [s for s in symptoms.collect(root)[0] if Path(s.notebook).stem in names]
+    (src / "symptoms.md").write_text(symptoms.site_page(listed, lang), encoding="utf-8")
     readme = site_readme((root / "README.md").read_text(encoding="utf-8"), repository, branch)
-    (src / "index.md").write_text(index_page(readme, names, lang, api=only is None), encoding="utf-8")
+    (src / "index.md").write_text(index_page(readme, names, lang, api=only is None, extra=("symptoms",)),
+                                  encoding="utf-8")
     if only is None:
         (src / "api.rst").write_text(api_page(lang, public_names(root), api_groups()), encoding="utf-8")
     extra = src.parent / f"_extra-{lang}"
@@ -260,7 +267,8 @@ def settings(src: Path, lang: str, names: list[str], *, other: str | None, repos
     return {"lang": lang, "src": str(src), "notebooks": names, "repository_url": repository,
             "repository_branch": branch, "extra": str(extra) if any(extra.iterdir()) else None,
             "licence_links": licence, "jieba_dict": str(jieba_dict) if jieba_dict else None,
-            "other": {"lang": other, "label": LABELS[other], "pages": ["index", "api", *names]} if other else None}
+            "other": {"lang": other, "label": LABELS[other], "pages": ["index", "api", "symptoms", *names]}
+            if other else None}
 
 
 def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repository: str | None = None,
