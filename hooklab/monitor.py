@@ -24,12 +24,14 @@ from typing import Any, Literal, get_args
 import torch
 from torch import nn
 
-from ._checks import (NO_CALL_CAUSES, check_norm_type, in_process_group, is_dtensor, loss_scale_reader,
-                      needs_tensor, refuse_compiled, select_output)
+from . import plot
+from ._checks import (check_norm_type, in_process_group, is_dtensor, loss_scale_reader, needs_tensor, no_call_causes,
+                      number, refuse_compiled, select_output)
+from ._checks import module as check_module
 from ._torch_internals import active_ddp, current_graph_task_id, need, queue_backward_callback, was_compiled
 from ._text import format_table
 from .lookup import as_names, get_modules
-from .scope import Recorder, same_module
+from .scope import Recorder
 
 __all__ = ["ActivationStats", "GradientMonitor"]
 
@@ -157,12 +159,13 @@ class GradientMonitor(Recorder):
     (2, [0, 2], [57.68882, 57.68882])
     """
 
+    _model_refs = ("_model", "_params")
+
     def __init__(self, model: nn.Module, names: str | Iterable[str] | None = None, *,
                  norm_type: float = 2.0, scaler: object | None = None,
                  optimizer: torch.optim.Optimizer | None = None, every: int = 1) -> None:
         super().__init__()
-        if not isinstance(model, nn.Module):
-            raise TypeError(f"GradientMonitor needs an nn.Module, got {type(model).__name__}")
+        check_module(model, "GradientMonitor")
         if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"optimizer must be a torch.optim.Optimizer (the one whose step() uses these gradients), "
                             f"got {type(optimizer).__name__}")
@@ -214,13 +217,13 @@ class GradientMonitor(Recorder):
         self._whole_model = in_process_group() and not any(is_dtensor(p) for p in self._params)
         if self._whole_model:
             active_ddp(self._model)  # raises now, not in forward, when this torch cannot tell no_sync() apart
-            self.scope.add(self._model.register_forward_pre_hook(self._note_sync))
+            self._on(self._model, self._note_sync, kind="forward_pre")
         self._index = {id(p): i for i, p in enumerate(self._params)}
         for index, param in enumerate(self._params):
             self.scope.add(param.register_post_accumulate_grad_hook(self._hook(index)))
         from torch.optim.optimizer import register_optimizer_step_pre_hook
         self.scope.add(register_optimizer_step_pre_hook(self._optimizer_stepping))
-        self.scope.add(self._model.register_load_state_dict_post_hook(self._follow_new_parameters))
+        self._on(self._model, self._follow_new_parameters, kind="load_state_dict_post")
 
     def _hook(self, index: int):
         def note_gradient_arrived(param: torch.Tensor) -> None:
@@ -362,8 +365,8 @@ class GradientMonitor(Recorder):
 
     def _unregister(self) -> None:
         self.scope.remove()
-        model, self._model = self._model, None
-        assert model is not None  # set when made, dropped here
+        model = self._model
+        assert model is not None  # set when made, dropped by _release after this
         replaced = []
         for name, param in zip(self._names, self._params):
             try:
@@ -371,7 +374,6 @@ class GradientMonitor(Recorder):
                     replaced.append(name)
             except AttributeError:
                 replaced.append(name)
-        self._params = []  # keep no model alive after the block
         if replaced and not self._block_raised:
             warnings.warn(f"GradientMonitor: {', '.join(map(repr, replaced[:5]))}"
                           f"{' and others' if len(replaced) > 5 else ''} were replaced by other Parameter objects "
@@ -464,24 +466,10 @@ class GradientMonitor(Recorder):
         return self.table()
 
     def plot(self, per: Per = "layer", *, ax: Any = None, logy: bool = True, title: str | None = None) -> Any:
-        """Plot the norms over steps (one line per layer or parameter, a gap where it got no
-        gradient); return the axes."""
-        import matplotlib.pyplot as plt
-
-        data = self.norms(per)
-        if ax is None:
-            _, ax = plt.subplots()
-        steps = [n + 1 for n in self.step_numbers]
-        for name, values in data.items():
-            ax.plot(steps, values, label=name)
-        if logy:
-            ax.set_yscale("log")
-        ax.set_xlabel("optimizer step" if self._optimizer is not None else "step (backward pass)")
-        ax.set_ylabel(f"gradient {self.norm_type:g}-norm")
-        ax.set_title(title or f"gradient norm per {per}")
-        if len(data) <= 12:
-            ax.legend(fontsize="small")
-        return ax
+        """Plot the norms over steps (:func:`hooklab.plot.norms`); return the axes."""
+        xlabel = "optimizer step" if self._optimizer is not None else "step (backward pass)"
+        return plot.norms(self.norms(per), steps=[n + 1 for n in self.step_numbers], xlabel=xlabel, ax=ax, logy=logy,
+                          title=title, per=per, norm_type=self.norm_type)
 
     def __repr__(self) -> str:
         steps = len(self._rows) + (self._last is not None and bool(self._last))
@@ -512,6 +500,14 @@ def _shard_groups(grad: Any, name: str) -> tuple:
     return tuple(groups)
 
 
+class _Results(dict):
+    """A dict of results; calling it gives the dict itself, so ``stats()`` (the spelling before results were
+    properties) keeps working."""
+
+    def __call__(self) -> _Results:
+        return self
+
+
 class ActivationStats(Recorder):
     """Record mean, standard deviation and fraction of near-zero values of layer outputs.
 
@@ -526,7 +522,7 @@ class ActivationStats(Recorder):
     >>> _ = nn.init.constant_(model[0].weight, 1.0), nn.init.constant_(model[0].bias, -1.0)
     >>> with ActivationStats(model, ["1"]) as st:
     ...     _ = model(torch.tensor([[0.0, 0.0], [1.0, 2.0]]))
-    >>> st.stats()["1"]
+    >>> st.stats["1"]
     {'mean': [1.0], 'std': [1.0690449476242065], 'near_zero': [0.5]}
     >>> print(st)
     layer  calls  mean    std  near_zero
@@ -534,6 +530,7 @@ class ActivationStats(Recorder):
     """
 
     STATS = ("mean", "std", "near_zero")
+    _model_refs = ("_modules",)
 
     def __init__(self, model: nn.Module, names: str | Iterable[str], *, eps: float = 1e-3,
                  output: Any = None) -> None:
@@ -541,24 +538,19 @@ class ActivationStats(Recorder):
         refuse_compiled(model, "ActivationStats")
         names = as_names(names)
         self._modules = get_modules(model, names)
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0 or math.isinf(eps):
-            raise ValueError(f"eps must be a finite number >= 0 (|x| <= eps counts as near zero), got {eps!r}")
-        self.eps = float(eps)
+        self.eps = number(eps, "eps", nonnegative=True, finite=True, note="|x| <= eps counts as near zero")
         self.output = output
         self._compiled = was_compiled(model)
         self._series = {n: _Series() for n in names}  # per name: one [mean, std, near_zero] row per call
 
     def _register(self) -> None:
         for name, module in self._modules.items():
-            self.scope.add(module.register_forward_hook(self._hook(name, module)))
+            self._on(module, self._hook(name))
 
-    def _hook(self, name: str, module: nn.Module):
+    def _hook(self, name: str) -> Any:
         record, eps, selector = self._series[name].append, self.eps, self.output
-        registered = same_module(module)  # a copy.deepcopy made inside the block carries this hook: ignore it
 
         def record_activation_stats(module: nn.Module, args: Any, output: Any) -> None:
-            if not registered(module):
-                return
             output = needs_tensor(select_output(output, selector, name), name, "ActivationStats")
             with torch.no_grad():
                 x = output.detach()
@@ -571,10 +563,14 @@ class ActivationStats(Recorder):
 
         return record_activation_stats
 
-    def stats(self) -> dict[str, dict[str, list[float]]]:
-        """``{layer: {"mean": [...], "std": [...], "near_zero": [...]}}``, one value per call."""
+    @property
+    def stats(self) -> _Results:
+        """``{layer: {"mean": [...], "std": [...], "near_zero": [...]}}``, one value per call.
+
+        (``stats()``, the spelling before results became properties, gives the same dict.)
+        """
         self._check_used()
-        out = {}
+        out = _Results()
         for name, series in self._series.items():
             rec = series.stacked()
             cols = rec.T.tolist() if rec is not None else [[], [], []]
@@ -584,40 +580,22 @@ class ActivationStats(Recorder):
     def table(self) -> str:
         """The latest call's statistics per layer, as text (``print(stats)`` prints it too)."""
         rows = [(name, str(len(v["mean"])), f"{v['mean'][-1]:.4g}", f"{v['std'][-1]:.4g}", f"{v['near_zero'][-1]:.3f}")
-                for name, v in self.stats().items() if v["mean"]]
+                for name, v in self.stats.items() if v["mean"]]
         return format_table(("layer", "calls", "mean", "std", "near_zero"), rows, right=range(1, 5))
 
     def __str__(self) -> str:
         return self.table()
 
     def plot(self, *, axes: Any = None, title: str | None = None) -> Any:
-        """Three panels (mean, std, near-zero fraction) over calls, one line per layer."""
-        import matplotlib.pyplot as plt
-
-        data = self.stats()
-        if axes is None:
-            fig, axes = plt.subplots(1, 3, figsize=(10, 3))
-            if title:
-                fig.suptitle(title)
-        labels = {"mean": "mean", "std": "std", "near_zero": f"fraction |x| <= {self.eps:g}"}
-        for ax, stat in zip(axes, self.STATS):
-            for name, values in data.items():
-                ax.plot(range(1, len(values[stat]) + 1), values[stat], label=name)
-            ax.set_title(labels[stat])
-            ax.set_xlabel("step (forward call)")
-        axes[0].legend(fontsize="small")
-        return axes
+        """Three panels (mean, std, near-zero fraction) over calls (:func:`hooklab.plot.activation_stats`)."""
+        return plot.activation_stats(self.stats, eps=self.eps, axes=axes, title=title)
 
     def _unregister(self) -> None:
         self.scope.remove()
-        self._modules = {}  # keep no model alive after the block
         silent = [name for name, series in self._series.items() if not len(series)]
         if silent and not self._block_raised:
-            first = ("the model has been torch.compile'd, and hooks added after compiling do not run in the compiled "
-                     "code: call the eager model inside the block. Other possible causes: "
-                     if self._compiled else "Possible causes: ")
-            warnings.warn(f"ActivationStats recorded no call of {', '.join(map(repr, silent))}. {first}{NO_CALL_CAUSES}",
-                          RuntimeWarning, stacklevel=4)
+            warnings.warn(f"ActivationStats recorded no call of {', '.join(map(repr, silent))}. "
+                          f"{no_call_causes('the model' if self._compiled else None)}", RuntimeWarning, stacklevel=4)
 
     def __repr__(self) -> str:
         return f"ActivationStats({list(self._series)}, hooks={len(self.scope)})"
