@@ -500,14 +500,6 @@ def _shard_groups(grad: Any, name: str) -> tuple:
     return tuple(groups)
 
 
-class _Results(dict):
-    """A dict of results; calling it gives the dict itself, so ``stats()`` (the spelling before results were
-    properties) keeps working."""
-
-    def __call__(self) -> _Results:
-        return self
-
-
 class ActivationStats(Recorder):
     """Record mean, standard deviation and fraction of near-zero values of layer outputs.
 
@@ -564,13 +556,10 @@ class ActivationStats(Recorder):
         return record_activation_stats
 
     @property
-    def stats(self) -> _Results:
-        """``{layer: {"mean": [...], "std": [...], "near_zero": [...]}}``, one value per call.
-
-        (``stats()``, the spelling before results became properties, gives the same dict.)
-        """
+    def stats(self) -> dict[str, dict[str, list[float]]]:
+        """``{layer: {"mean": [...], "std": [...], "near_zero": [...]}}``, one value per call."""
         self._check_used()
-        out = _Results()
+        out: dict[str, dict[str, list[float]]] = {}
         for name, series in self._series.items():
             rec = series.stacked()
             cols = rec.T.tolist() if rec is not None else [[], [], []]

@@ -159,14 +159,6 @@ def new_nodes(tensors: list[torch.Tensor], known: _Known, stop: dict[int, Any]) 
     return found
 
 
-class _Events(list):
-    """A list of findings; calling it gives the list itself (``events()``, the spelling before results were
-    properties, keeps working)."""
-
-    def __call__(self) -> _Events:
-        return self
-
-
 class NonFiniteDetector(Recorder):
     """What :func:`find_nonfinite` returns: a recorder of the first non-finite values (see the module doc).
 
@@ -363,13 +355,10 @@ class NonFiniteDetector(Recorder):
         return any(e is not None for e in (self._bad_input, self._forward, self._backward))
 
     @property
-    def events(self) -> _Events:
-        """The findings in the order they can happen: model input, forward, backward.
-
-        (``events()``, the spelling before results became properties, gives the same list.)
-        """
+    def events(self) -> list[NonFiniteEvent]:
+        """The findings in the order they can happen: model input, forward, backward."""
         self._check_used()
-        return _Events(e for e in (self._bad_input, self._forward, self._backward) if e is not None)
+        return [e for e in (self._bad_input, self._forward, self._backward) if e is not None]
 
     def table(self) -> str:
         """One row per finding (or ``no non-finite value seen in N steps``)."""

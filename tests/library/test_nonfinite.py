@@ -547,4 +547,4 @@ def test_results_are_properties_guarded_like_every_recorders_and_events_can_stil
             getattr(detector, name)
     with detector:
         model(torch.ones(1, 3)).sum().backward()
-    assert detector.events == [] and detector.events() == [] and detector.steps == 1
+    assert detector.events == [] and detector.steps == 1

@@ -224,7 +224,7 @@ def test_eager_model_of_a_compiled_one_works_when_called_itself(compiled):
         warnings.simplefilter("error")
         with hooklab.ActivationStats(net, ["0"]) as st:
             net(torch.randn(3, 4))
-    assert len(st.stats()["0"]["mean"]) == 1
+    assert len(st.stats["0"]["mean"]) == 1
 
 
 # ---------------------------------------------------------------- tuple / dict outputs
@@ -238,7 +238,7 @@ def test_capture_and_stats_take_an_output_selector_for_tuple_outputs():
     assert torch.allclose(store.grads[""], 2 * out.detach())
     with hooklab.ActivationStats(lstm, [""], output=lambda o: o[1][0]) as st:
         _, (h, _) = lstm(x)
-    assert st.stats()[""]["mean"] == [pytest.approx(h.mean().item())]
+    assert st.stats[""]["mean"] == [pytest.approx(h.mean().item())]
 
 
 @pytest.mark.parametrize("tool", ["capture", "stats"])
@@ -261,7 +261,7 @@ def test_dict_output_selected_by_key():
     d = D()
     with hooklab.ActivationStats(d, [""], output="out") as st:
         d(torch.ones(2, 2))
-    assert st.stats()[""]["mean"] == [2.0]
+    assert st.stats[""]["mean"] == [2.0]
     with pytest.raises(TypeError, match="output='nope' does not select anything"):
         with hooklab.ActivationStats(d, [""], output="nope"):
             d(torch.ones(2, 2))
@@ -287,7 +287,7 @@ def test_nested_tensor_outputs(encoder_and_mask):
         out = enc(x, src_key_padding_mask=mask)
     assert out.shape == (2, 6, 16)
     assert tr.events[-1].detail == "output nested[(6, 16), (4, 16)]"
-    assert st.stats()["layers.0"]["near_zero"] == [0.0]
+    assert st.stats["layers.0"]["near_zero"] == [0.0]
 
 
 def test_gradient_monitor_on_sparse_gradients():

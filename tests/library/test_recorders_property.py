@@ -192,7 +192,7 @@ def test_activation_stats_equal_plain_statistics(seed):
     with pytest.warns(RuntimeWarning) if any(not v for v in truth.values()) else _nothing():
         with hooklab.ActivationStats(model, names, output=first) as stats, torch.no_grad():
             model(x)
-    got = stats.stats()
+    got = stats.stats
     for name in names:
         for column, stat in enumerate(("mean", "std", "near_zero")):
             assert same(got[name][stat], [row[column] for row in truth[name]]), (seed, name, stat)

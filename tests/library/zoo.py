@@ -464,7 +464,7 @@ def run_activation_stats(case: Case) -> str:
         with hooklab.ActivationStats(case.model, [name], output=_selector(case, name)) as st:
             case.eager.zero_grad(set_to_none=True)
             case.step()
-        got = st.stats()[name]
+        got = st.stats[name]
         assert len(got["mean"]) == ref_calls[name]
         x = ref[name].float()
         assert got["mean"][-1] == torch.stack([x.mean()]).tolist()[0]
