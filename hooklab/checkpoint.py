@@ -21,6 +21,7 @@ import functools
 import sys
 import types
 import weakref
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import torch
@@ -123,7 +124,7 @@ def _refuse_nested(modules: dict[str, nn.Module]) -> None:
 
 
 def checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, use_reentrant: bool = False,
-                       allow_compiled: bool = False, **checkpoint_kwargs: Any) -> _Checkpointing:
+                       allow_compiled: bool = False, **checkpoint_kwargs: Any) -> AbstractContextManager[list[nn.Module]]:
     """Inside the block, every call of the named submodules runs under activation checkpointing.
 
     The opposite trade of offloading: keep nothing, recompute in backward. Each module's
@@ -311,7 +312,7 @@ def _as_policy(policy: Any) -> Policy:
 
 
 def selective_checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, policy: Any,
-                                 **checkpoint_kwargs: Any) -> _Checkpointing:
+                                 **checkpoint_kwargs: Any) -> AbstractContextManager[list[nn.Module]]:
     """Inside the block, every call of the named submodules runs under selective activation checkpointing.
 
     ``policy`` decides op by op what the region keeps for backward: a function

@@ -115,17 +115,24 @@ class BlockProfile:
 
     @property
     def saved_bytes(self) -> int:
+        """Bytes of the storages the block saves for backward, each storage counted once."""
         return sum(s.storage_bytes for s in self.saved.values())
 
 
 class CostModel(Protocol):
     """Seconds that each choice adds to a step (see the module docstring)."""
 
-    def recompute(self, block: BlockProfile) -> float: ...
+    def recompute(self, block: BlockProfile) -> float:
+        """Seconds a checkpoint of ``block`` adds: its forward run a second time during backward."""
+        ...
 
-    def offload(self, block: BlockProfile, moved_bytes: int) -> float: ...
+    def offload(self, block: BlockProfile, moved_bytes: int) -> float:
+        """Seconds that moving ``moved_bytes`` of ``block``'s saved tensors off the device and back adds."""
+        ...
 
-    def compress(self, block: BlockProfile, fmt: str, encoded_bytes: int) -> float: ...
+    def compress(self, block: BlockProfile, fmt: str, encoded_bytes: int) -> float:
+        """Seconds that encoding ``block``'s saved tensors to ``fmt`` (``encoded_bytes`` kept) and decoding them adds."""
+        ...
 
 
 @dataclass(frozen=True)
