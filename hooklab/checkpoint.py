@@ -347,5 +347,6 @@ def selective_checkpoint_modules(model: nn.Module, names: str | Iterable[str], *
     policy_fn = _as_policy(policy)
     context_fn = functools.partial(create_selective_checkpoint_contexts, policy_fn)
     block = checkpoint_modules(model, names, use_reentrant=False, context_fn=context_fn, **checkpoint_kwargs)
+    assert isinstance(block, _Checkpointing)
     block._tool = "selective_checkpoint_modules"
     return block
