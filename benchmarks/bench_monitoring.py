@@ -30,7 +30,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.ratios import BASELINE, Case, Row, measure, table  # noqa: E402
-from hooklab.capture import capture  # noqa: E402
+from hooklab.capturing import capture  # noqa: E402
 from hooklab.clip import clip_grad_value_hooks  # noqa: E402
 from hooklab.ledger import SavedTensorLedger  # noqa: E402
 from hooklab.monitor import ActivationStats, GradientMonitor  # noqa: E402

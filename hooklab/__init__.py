@@ -1,46 +1,74 @@
 """hooklab: tools for working with PyTorch hooks, and the helpers of the bilingual course built on them.
 
 The library (everything importable from ``hooklab``) is for practitioners: recorders (``capture``,
-``FeatureExtractor``, ``GradientMonitor``, ``ActivationStats``, ``Tracer``, ``SavedTensorLedger``),
-gradient clipping inside backward, offloading and (selective) checkpointing of saved tensors
-(``OverlappedOffload`` overlaps the copies with compute on a GPU; ``MemoryPlanner`` chooses per block
+``GradientMonitor``, ``ActivationStats``, ``Tracer``, ``SavedTensorLedger``), ``intervene`` (edits named
+modules' outputs or inputs, also under a Hugging Face model's ``generate()``; ``capture_inputs`` returns a
+module's full inputs, stopping the forward there), ``find_nonfinite`` (the first module and the first backward
+Node that made NaN/inf), gradient clipping inside backward, offloading and (selective) checkpointing of saved
+tensors (``OverlappedOffload`` overlaps the copies with compute on a GPU; ``MemoryPlanner`` chooses per block
 between keeping, checkpointing, offloading and compressing to meet a memory budget at the least cost),
 inventories of registered hooks and a test helper that fails when code leaves hooks behind.
-``intervene`` (a recorder-style block) edits named modules' outputs or inputs, also under a Hugging
-Face model's ``generate()``, and ``capture_inputs`` returns a module's full inputs, stopping the forward there.
-``find_nonfinite`` (a recorder) names the first module and the first backward Node that made NaN/inf.
-The exceptions worth catching (``NotRecorded``, ``UnknownModuleError``, ``MissingTorchInternal``, ...) live in
-:mod:`hooklab.errors` and are importable from ``hooklab`` too.
-``import hooklab`` changes no process-wide setting; the course's own helpers live in
-:mod:`hooklab.course` and are not imported by it.
+``all_hooks`` lists every hook system on a model (PyTorch's hooks and what accelerate, diffusers, PEFT,
+quantization, parametrizations, FSDP2 / DDP / tensor parallelism and ``torch.compile`` put there), and
+``explain_hook`` runs a step and says why a module's hooks did not fire, or fired twice (its probes are
+global module hooks and a profile function, removed before it returns, also when the step raises). The plots of
+what the recorders recorded are functions of plain data in :mod:`hooklab.plot`. The exceptions worth catching
+(``NotRecorded``, ``UnknownModuleError``, ``MissingTorchInternal``, ...) live in :mod:`hooklab.errors`, are
+importable from ``hooklab`` too, and share the base :class:`HooklabError`. ``import hooklab`` changes no
+process-wide setting; the course's own helpers live in :mod:`hooklab.course` and are not imported by it.
 
-One lifecycle for every tool that registers hooks:
+Names: a tool used as a ``with`` block or a call is a lowercase function-like name (``capture``, ``intervene``,
+``find_nonfinite``, ``checkpoint_modules``, ``clip_grad_value_hooks``); an object kept to be read or reused is a
+CamelCase class (``GradientMonitor``, ``Tracer``, ``SavedTensorLedger``, ``SaveOnCpu``); the type of what a
+lowercase tool gives is exported too (``Capture``, ``NonFiniteDetector``, ``Call``). No module is named like a
+public name (``capture`` lives in :mod:`hooklab.capturing`, ``intervene`` in :mod:`hooklab.intervening`).
 
+One lifecycle for every tool that hooks a model:
+
+* Recorders -- ``capture``, ``intervene``, ``GradientMonitor``, ``ActivationStats``, ``Tracer``,
+  ``SavedTensorLedger`` and ``find_nonfinite`` (a ``NonFiniteDetector``); see :class:`hooklab.scope.Recorder` --
+  check their arguments when made, register when their ``with`` block is entered and remove every hook when it
+  ends, also when it raised. One recorder records one block: entering it again raises, and so does asking a
+  recorder that never recorded for its results. What it recorded stays readable after the block, read one way:
+  properties (``store``, ``tr.events``, ``st.stats``, ``found.forward``, ``ledger.records``) and, where an
+  argument chooses the view, methods (``gm.norms(per)``, ``tr.table(kinds)``); every report is a ``table()``
+  string that ``print(recorder)`` prints. ``remove()`` ends the recording early.
 * Functions that register (``clip_grad_*_hooks``, ``offload_module``) do it when called and
   return a :class:`HookScope`, the handle of everything they added: ``remove()`` it (calling it
   again does nothing) or use it as a ``with`` block, like the handle of a ``register_*hook`` call; once its
   hooks are removed it is spent, and entering it again raises (call the function again for another block).
-* Recorders (``capture``, ``GradientMonitor``, ``ActivationStats``, ``Tracer``,
-  ``SavedTensorLedger``; see :class:`hooklab.scope.Recorder`) check their arguments when made,
-  register when their ``with`` block is entered and remove every hook when it ends, also when
-  it raised. One recorder records one block: entering it again raises, and so does asking a
-  recorder that never recorded for its results. What it recorded stays readable after the
-  block; ``remove()`` ends the recording early.
-* Tools that change a model for a while (``checkpoint_modules``, ``selective_checkpoint_modules``)
-  are ``with`` blocks that restore it on exit in the same way; ``FeatureExtractor`` holds hooks
-  only while it runs; ``OpCounter`` and ``MemoryMeter`` register no hooks (they are dispatch
-  modes, active inside their block).
-* ``names`` is always one module name or several, as ``named_modules()`` gives them; an unknown
-  name raises an error listing the names that exist. Options after the first one or two
-  arguments are keyword-only, and string options are ``Literal`` types checked at run time.
-* Nothing grows per step beyond what a recorder is asked to record; every report is a
-  ``table()`` string that ``print(recorder)`` prints.
+* Tools that change a model for a while (``checkpoint_modules``, ``selective_checkpoint_modules``,
+  ``MemoryPlan.apply``) are ``with`` blocks that restore it on exit in the same way; a block object is used
+  once (call the function again for another block). ``FeatureExtractor``, ``layer_shapes``, ``capture_inputs``
+  and ``OffloadWrapper`` hold hooks only while they run.
+* Saved-tensor contexts (``SaveOnCpu``, ``SaveOnDisk``, ``CompressSaved``, ``OverlappedOffload``) and dispatch
+  modes (``MemoryMeter``, ``OpCounter``) hook no model: they act on the code run inside their block, in the
+  thread that entered it (PyTorch keeps both per thread). They may be entered again, and what they count adds
+  up across blocks (``stats``, ``counts``, ``peak_bytes``): make a new one to count from zero.
+
+Rules every one of them keeps (``tests/library/test_contract.py`` checks each on every tool):
+
+* A ``copy.deepcopy`` of the model made inside a block (an EMA, a teacher) is neither recorded, edited nor
+  checkpointed through the original, during the block or after it, and computes with its own weights; its copy
+  of a tool's hook is inert (it holds nothing and can be pickled).
+* Pickling the model inside a block either works (a checkpointed model loads as a plain one) or raises a
+  ``TypeError`` that says to save ``state_dict()`` or to save after the block.
+* A tool kept after its block (to read its results) does not keep the model alive.
+* An exception inside a block leaves no hook, patch, context or file behind.
+* Module and tensor hooks are process-wide: a forward run in another thread inside a block is recorded as this
+  thread's; where a tool sees only its own thread (the ledger, ``find_nonfinite``, ``Tracer.saved_tensors()``),
+  it warns at the end of the block.
+* ``names`` is always one module name or several, as ``named_modules()`` gives them; an unknown name raises an
+  error listing the names that exist. Options after the first one or two arguments are keyword-only, and
+  string options are ``Literal`` types checked at run time. Nothing grows per step beyond what a recorder is
+  asked to record.
 """
-from .capture import Capture, FeatureExtractor, capture
+from . import plot
+from .capturing import Capture, FeatureExtractor, capture
 from .checkpoint import checkpoint_modules, selective_checkpoint_modules
 from .clip import clip_grad_norm_global_hooks, clip_grad_norm_hooks, clip_grad_value_hooks
 from .inventory import HookEntry, hook_inventory, hook_name, no_hooks_left_behind, show_hooks
-from .intervene import ModuleInputs, capture_inputs, intervene
+from .intervening import Call, ModuleInputs, capture_inputs, intervene
 from ._text import format_bytes
 from .ledger import ModuleRow, SavedRecord, SavedTensorLedger
 from .lookup import get_module
@@ -48,10 +76,12 @@ from .monitor import ActivationStats, GradientMonitor
 from .nonfinite import NonFiniteDetector, NonFiniteEvent, find_nonfinite
 from .meter import MemoryMeter, OpCounter
 from .overlap import OverlappedOffload
-from .planner import CountedCosts, MeasuredCosts, MemoryPlan, MemoryPlanner
+from .planner import BlockProfile, CostModel, CountedCosts, MeasuredCosts, MemoryPlan, MemoryPlanner
 from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper, SaveOnCpu, SaveOnDisk,
                       gradient_error, offload_module)
-from .errors import (BudgetError, HooksLeftBehind, MissingTorchInternal, NonFiniteError, NotRecorded,
+from .explain import HookExplanation, explain_hook
+from .systems import HookRecord, all_hooks, show_all_hooks
+from .errors import (BudgetError, HooklabError, HooksLeftBehind, MissingTorchInternal, NonFiniteError, NotRecorded,
                      UnknownModuleError, WorkerError)
 from .scope import HookScope, Recorder, named_scope
 from .summary import ShapeRow, ShapeTable, layer_shapes
@@ -62,15 +92,21 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ActivationStats",
+    "BlockProfile",
     "BudgetError",
+    "Call",
     "Capture",
     "CompressSaved",
+    "CostModel",
     "CountedCosts",
     "Event",
     "FeatureExtractor",
     "GradientMonitor",
     "HookEntry",
+    "HookExplanation",
+    "HookRecord",
     "HookScope",
+    "HooklabError",
     "HooksLeftBehind",
     "MeasuredCosts",
     "MemoryMeter",
@@ -98,12 +134,14 @@ __all__ = [
     "Tracer",
     "UnknownModuleError",
     "WorkerError",
+    "all_hooks",
     "capture",
     "capture_inputs",
     "checkpoint_modules",
     "clip_grad_norm_global_hooks",
     "clip_grad_norm_hooks",
     "clip_grad_value_hooks",
+    "explain_hook",
     "find_nonfinite",
     "format_bytes",
     "get_module",
@@ -117,5 +155,6 @@ __all__ = [
     "offload_module",
     "run_workers",
     "selective_checkpoint_modules",
+    "show_all_hooks",
     "show_hooks",
 ]

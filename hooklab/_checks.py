@@ -1,7 +1,25 @@
 """The checks and small helpers several tools share, in one place: tools import them from here, never from
 each other.
 
+One function per argument rule, each with one wording, so every tool says the same thing about the same mistake:
+
+* :func:`module` -- an ``nn.Module``;
+* :func:`flag` -- ``True`` or ``False``;
+* :func:`int_at_least` -- an ``int`` (not a ``bool``) no smaller than a bound;
+* :func:`number` -- an ``int`` or ``float`` (not a ``bool``), optionally ``> 0`` / ``>= 0`` / finite;
+* :func:`choice` -- one of the values of a ``Literal`` type;
+* :func:`refuse_compiled` and :func:`no_call_causes` -- a ``torch.compile``'d model (hooks added after compiling do
+  not run in the compiled code): refused when made, or named first among the causes when a module never ran.
+
+A wrong type raises ``TypeError``, a value out of range ``ValueError``; both messages say what was expected and what
+was given.
+
 >>> import torch
+>>> number(0.5, "eps", nonnegative=True, finite=True), int_at_least(3, "depth", 1), choice("full", Mode, "mode")
+(0.5, 3, 'full')
+>>> number(float("inf"), "max_norm", positive=True, finite=True)
+Traceback (most recent call last):
+ValueError: max_norm must be a finite number > 0, got inf
 >>> check_norm_type(2)
 2.0
 >>> select_output((torch.ones(2), "extra"), 0, "lstm").shape
@@ -9,16 +27,70 @@ torch.Size([2])
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, TypeVar, get_args
 
 import torch
 from torch import nn
 
 from ._torch_internals import is_compiled_module, loss_scale, unwrap_compiled
 
-__all__ = ["NO_CALL_CAUSES", "check_norm_type", "copy_output", "in_process_group", "is_dtensor", "loss_scale_reader",
-           "needs_tensor", "refuse_compiled", "select_output"]
+__all__ = ["NO_CALL_CAUSES", "check_norm_type", "choice", "copy_output", "flag", "in_process_group", "int_at_least",
+           "is_dtensor", "loss_scale_reader", "module", "needs_tensor", "no_call_causes", "number", "refuse_compiled",
+           "select_output"]
+
+Mode = Literal["full", "outputs"]  # an example for the module doctest
+T = TypeVar("T")
+M = TypeVar("M", bound=nn.Module)
+
+
+def module(obj: M, tool: str) -> M:
+    """``obj`` when it is an ``nn.Module``; else a ``TypeError`` saying that ``tool`` takes one."""
+    if not isinstance(obj, nn.Module):
+        raise TypeError(f"{tool} takes an nn.Module (a model or one of its submodules), got {type(obj).__name__}")
+    return obj
+
+
+def flag(value: object, name: str) -> bool:
+    """``value`` when it is ``True`` or ``False`` (not ``1``, not ``"yes"``)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def int_at_least(value: object, name: str, low: int) -> int:
+    """``value`` when it is an ``int`` (not a ``bool``) ``>= low``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int >= {low}, got {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    return value
+
+
+def number(value: object, name: str, *, positive: bool = False, nonnegative: bool = False, finite: bool = False,
+           note: str = "") -> float:
+    """``value`` as a float when it is an ``int`` or ``float`` (not a ``bool``) with the properties asked for.
+
+    ``note`` is added to the message in brackets (what the number means).
+    """
+    what = ("a finite number" if finite else "a number") + (" > 0" if positive else " >= 0" if nonnegative else "")
+    said = f"{name} must be {what}" + (f" ({note})" if note else "") + f", got {value!r}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(said)
+    if math.isnan(value) or (finite and math.isinf(value)) or (positive and not value > 0) or (
+            nonnegative and not value >= 0):
+        raise ValueError(said)
+    return float(value)
+
+
+def choice(value: T, options: Any, name: str) -> T:
+    """``value`` when it is one of the values of the ``Literal`` type ``options``."""
+    allowed = get_args(options)
+    if not any(value == a and type(value) is type(a) for a in allowed):
+        shown = ", ".join(map(repr, allowed[:-1])) + f" or {allowed[-1]!r}" if len(allowed) > 1 else repr(allowed[0])
+        raise ValueError(f"{name} must be {shown}, got {value!r}")
+    return value
 
 
 def refuse_compiled(model: nn.Module, tool: str) -> None:
@@ -41,6 +113,19 @@ NO_CALL_CAUSES = (
     "nn.ModuleDict: name one of its children); or its weights are used functionally (e.g. "
     "MultiheadAttention.out_proj); or the module was replaced in the model after the tool was made "
     "(model.fc = nn.Linear(...)): the hooks stay on the old module, so make the tool after replacing it")
+
+
+def no_call_causes(compiled: str | None = None) -> str:
+    """Why a module may never have run inside a tool's block; a ``torch.compile``'d model (``compiled``: what to
+    call it, e.g. ``"the model"``) is named first, as the likely cause.
+
+    >>> no_call_causes("the model").split(":")[0]
+    "the model has been torch.compile'd, and hooks added after compiling do not run in the compiled code"
+    """
+    if compiled is None:
+        return f"Possible causes: {NO_CALL_CAUSES}"
+    return (f"{compiled} has been torch.compile'd, and hooks added after compiling do not run in the compiled code: "
+            f"call the eager model inside the block. Other possible causes: {NO_CALL_CAUSES}")
 
 
 def select_output(output: Any, selector: Any, name: str) -> Any:

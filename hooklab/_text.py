@@ -37,11 +37,12 @@ def format_bytes(n: float) -> str:
     >>> format_bytes(512), format_bytes(1536), format_bytes(3 * 1024 ** 3)
     ('512 B', '1.5 KiB', '3.0 GiB')
     """
+    unit = "B"
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+            break
         n /= 1024
-    return f"{n:.1f} GiB"  # not reached: the loop returns at GiB
+    return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
 
 
 def describe_shape(value: Any) -> str:

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import functools
 import importlib
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal
 
 import torch
+import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
 from torch.nn.modules import module as _module_globals
 
 from .errors import MissingTorchInternal
@@ -27,9 +29,12 @@ from .errors import MissingTorchInternal
 __all__ = [
     "ATEN_OP_TYPES",
     "INTERNALS",
+    "checkpoint_recomputed",
+    "checkpoint_region",
     "MissingTorchInternal",
     "TorchDispatchMode",
     "StorageWeakRef",
+    "active_ddp",
     "current_graph_task_id",
     "handle_alive",
     "loss_scale",
@@ -111,8 +116,12 @@ INTERNALS: dict[str, Internal] = {
         "parameter got no gradient, or inside a process group)",
         "required", "raises MissingTorchInternal"),
     "RemovableHandle.hooks_dict_ref": Internal(
-        "dropping the handles of output-tensor hooks whose graph is gone (Tracer, backward='outputs')", "fallback",
-        "the handles are kept until the Tracer's block ends (they hold no tensor, only a weak reference)"),
+        "HookScope.prune: dropping the handles of tensor and Node hooks whose graph is gone (Tracer with "
+        "backward='outputs', find_nonfinite)", "fallback",
+        "the handles are kept until the block ends (they hold no tensor, only a weak reference)"),
+    "DistributedDataParallel._active_ddp_module": Internal(
+        "GradientMonitor in a process group: telling a backward under DDP's no_sync() (not averaged) from one that is",
+        "required", "GradientMonitor raises MissingTorchInternal when its block is entered in a process group"),
     "GradScaler._get_scale_async": Internal(
         "reading a GradScaler's scale inside hooks without waiting for the GPU (clip hooks, GradientMonitor)",
         "fallback", "get_scale(), which waits for the device once per hook call"),
@@ -122,6 +131,10 @@ INTERNALS: dict[str, Internal] = {
     "torch._dynamo.eval_frame.OptimizedModule": Internal(
         "recognising a torch.compile'd model", "fallback",
         "a compiled wrapper is recognised by its _orig_mod attribute"),
+    "torch.utils.checkpoint._CheckpointFrame (in the checkpoint's saved-tensor pack hooks)": Internal(
+        "telling a non-reentrant checkpoint's recomputation in backward from a new call (intervene replays the "
+        "edit of the call being recomputed)", "fallback",
+        "a recomputation is not recognised: intervene refuses a module call inside a backward pass"),
     "Module._is_torch_compile (set by torch.compile on the eager model)": Internal(
         "warning that hooks on a compiled model's eager copy recorded nothing", "fallback",
         "no such warning; the tools' no-call messages still list compiling as a cause"),
@@ -234,10 +247,60 @@ def queue_backward_callback(fn: Any) -> None:
     engine.queue_callback(fn)
 
 
+def active_ddp(module: Any) -> Any:
+    """The ``DistributedDataParallel`` whose forward is running ``module`` (or ``module`` itself when it is
+    one), None outside a DDP forward. Read in a forward pre-hook: DDP sets it around its wrapped module's call."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    if isinstance(module, DistributedDataParallel):
+        return module
+    if not hasattr(DistributedDataParallel, "_active_ddp_module"):
+        raise need("DistributedDataParallel._active_ddp_module")
+    return DistributedDataParallel._active_ddp_module
+
+
 def top_saved_tensors_hooks() -> tuple[Any, Any] | None:
     """The (pack, unpack) pair on top of the saved-tensor hook stack; None when empty or unknown."""
     top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
     return top(False) if top is not None else None
+
+
+_CheckpointFrame: Any = getattr(torch.utils.checkpoint, "_CheckpointFrame", None)
+
+
+def checkpoint_region() -> tuple[Any, bool] | None:
+    """The non-reentrant activation-checkpoint region running now, and whether it is being recomputed.
+
+    ``(frame, False)`` inside ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``'s first run,
+    ``(frame, True)`` while backward recomputes it (the same ``frame`` object both times: a weak-referenceable
+    key for what happened in that region); ``None`` outside any, or when a saved-tensor hooks context entered
+    inside the region is on top of the stack. Read from the checkpoint's own pack hook (its closure holds the
+    frame, or a weak reference to it while recomputing).
+    """
+    top = top_saved_tensors_hooks()
+    if top is None or _CheckpointFrame is None or not getattr(top[0], "_checkpoint_internal", False):
+        return None
+    fn = top[0]
+    for _ in range(4):  # the recomputation's pack hook is wrapped by torch._dynamo.disable
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if isinstance(value, _CheckpointFrame):
+                return value, False
+            if isinstance(value, weakref.ReferenceType) and isinstance(value(), _CheckpointFrame):
+                return value(), True
+        fn = getattr(fn, "__wrapped__", None)
+        if fn is None:
+            break
+    return None
+
+
+def checkpoint_recomputed(frame: Any) -> bool:
+    """Whether backward has recomputed the region of a frame :func:`checkpoint_region` gave (False if unknown)."""
+    done = getattr(frame, "is_recomputed", None)
+    return done is not None and any(done.values())
 
 
 def handle_alive(handle: Any) -> bool:

@@ -17,19 +17,22 @@ backward recomputed::
 from __future__ import annotations
 
 import collections
-import contextlib
 import functools
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+import types
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import torch
 import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
 from torch import nn
 
+from ._checks import flag, module as check_module
 from ._torch_internals import ATEN_OP_TYPES, is_compiled_module, tree_flatten
 from .lookup import as_names, get_modules
 
 if TYPE_CHECKING:  # imported when used (public since torch 2.4; hooklab supports 2.3)
+    from typing_extensions import Self
     from torch.utils.checkpoint import CheckpointPolicy
 
 __all__ = ["checkpoint_modules", "selective_checkpoint_modules"]
@@ -58,21 +61,31 @@ def _draws_random_numbers(module: nn.Module) -> bool:
     return any(isinstance(getattr(module, a, None), float) and getattr(module, a) > 0 for a in _DROPOUT_ATTRIBUTES)
 
 
-def _refuse_random_in_compiled(model: nn.Module, modules: dict[str, nn.Module]) -> None:
-    """Refuse a compiled model whose checkpointed modules draw random numbers (PyTorch's bug, review S10)."""
+def _refuse_compiled_training(model: nn.Module, modules: dict[str, nn.Module], allow: bool) -> None:
+    """Refuse a compiled model whose checkpointed blocks train (PyTorch's bug, reviews S10 and N4): inside compiled
+    code the recompute in backward draws other random numbers, and hooklab cannot see every random op."""
     if not is_compiled_module(model):  # the eager model of a compiled one is right when the eager one is called
         return
     random = [f"{name}.{sub}".strip(".") for name, module in modules.items()
               for sub, m in module.named_modules() if _draws_random_numbers(m)]
+    training = [name for name, module in modules.items() if module.training]
+    if not random and (allow or not training):
+        return
+    why = ("PyTorch (2.15) draws another dropout mask inside compiled code when the checkpoint recomputes the block in "
+           "backward (backend='eager', and inductor's default RNG), so the gradients would be wrong without any "
+           "error; plain torch.utils.checkpoint does the same. ")
+    fixes = ("Checkpoint the eager model (model._orig_mod) and call that one, or compile with backend='aot_eager', "
+             "or put the blocks in eval() while checkpointing")
     if random:
         shown = ", ".join(map(repr, random[:3])) + (", ..." if len(random) > 3 else "")
-        raise RuntimeError(
-            f"checkpoint_modules: this torch.compile'd model uses random numbers inside the checkpointed block "
-            f"({shown}: dropout in training mode). Inside compiled code PyTorch (2.15) draws another dropout mask "
-            "when the checkpoint recomputes in backward (backend='eager', and inductor's default RNG), so the "
-            "gradients would be wrong without any error; plain torch.utils.checkpoint does the same. Checkpoint "
-            "the eager model (model._orig_mod) and call that one, or compile with backend='aot_eager', or put "
-            "those modules in eval() (dropout off) while checkpointing.")
+        raise RuntimeError(f"checkpoint_modules: this torch.compile'd model uses random numbers inside the "
+                           f"checkpointed block ({shown}: dropout in training mode). {why}{fixes}.")
+    shown = ", ".join(map(repr, training[:3])) + (", ..." if len(training) > 3 else "")
+    raise RuntimeError(f"checkpoint_modules: this torch.compile'd model checkpoints {shown} in training mode. If the "
+                       f"block draws random numbers, {why}hooklab finds dropout modules and attributes, but not a "
+                       f"functional F.dropout or torch.rand in a forward, so it refuses every training-mode block of a "
+                       f"compiled model. {fixes}; or, once you have checked that the blocks draw no random numbers, "
+                       "pass allow_compiled=True.")
 
 
 def _cache_type() -> type | None:
@@ -109,9 +122,8 @@ def _refuse_nested(modules: dict[str, nn.Module]) -> None:
                     "the inner ones recompute less.")
 
 
-@contextlib.contextmanager
 def checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, use_reentrant: bool = False,
-                       **checkpoint_kwargs: Any) -> Iterator[list[nn.Module]]:
+                       allow_compiled: bool = False, **checkpoint_kwargs: Any) -> _Checkpointing:
     """Inside the block, every call of the named submodules runs under activation checkpointing.
 
     The opposite trade of offloading: keep nothing, recompute in backward. Each module's
@@ -119,7 +131,10 @@ def checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, use_reen
     (an instance attribute, removed on exit, also after an exception), so the model's code
     and state_dict are untouched and the module's own hooks still run outside the
     checkpoint. Unknown names raise an error listing the names that exist; a module and one of
-    its descendants together are refused (a checkpoint inside another).
+    its descendants together are refused (a checkpoint inside another). The object is used for one
+    block (a second ``with`` raises: call the function again). A ``copy.deepcopy`` of the model made
+    inside the block computes plainly, with its own weights (the wrapper is bound to the module it is
+    called on and checkpoints only the original), and so does a model pickled inside the block.
 
     Two limits that come from PyTorch (seen on 2.15), not from this function: a module whose
     forward gets the same tensor several times and tests for it (``nn.MultiheadAttention``
@@ -129,11 +144,13 @@ def checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, use_reen
     the offloading contexts) is active outside the checkpoint: checkpoint the whole layer that
     receives ``x`` once instead (notebook 07). A training-mode BatchNorm checkpointed inside
     ``torch.compile`` fails in backward (its ``num_batches_tracked`` counter is updated in place).
-    Inside a compiled model (``backend="eager"``, inductor's default RNG) the recompute draws another
-    dropout mask, so the gradients are wrong without an error: a compiled wrapper whose checkpointed
-    modules use dropout in training mode is refused (checkpoint the eager model and call the eager
+    Inside a compiled model (``backend="eager"``, inductor's default RNG) the recompute draws other
+    random numbers, so a block with dropout gets wrong gradients without an error. hooklab sees dropout
+    modules and attributes but not a functional ``F.dropout`` in a forward, so a compiled wrapper whose
+    checkpointed blocks are in training mode is refused (checkpoint the eager model and call the eager
     one, or compile with ``backend="aot_eager"``; patching the eager model and calling its compiled
-    wrapper meets the same PyTorch bug). A module that changes an argument object in forward is recomputed
+    wrapper meets the same PyTorch bug); ``allow_compiled=True`` accepts it once you have checked that the
+    blocks draw no random numbers (dropout modules found in the blocks are refused even then). A module that changes an argument object in forward is recomputed
     with the changed object: a Hugging Face decoder layer called with a KV cache (``use_cache=True``)
     appends to it twice and backward fails, so a call that passes a cache is refused (train with
     ``use_cache=False``, as Hugging Face's own gradient checkpointing does).
@@ -149,44 +166,90 @@ def checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, use_reen
     >>> all(p.grad is not None for p in model.parameters())
     True
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"checkpoint_modules takes an nn.Module, got {type(model).__name__}")
+    check_module(model, "checkpoint_modules")
+    flag(use_reentrant, "use_reentrant")
+    flag(allow_compiled, "allow_compiled")
     # an empty list is allowed here (nothing checkpointed: the baseline of a comparison)
     names = [] if isinstance(names, (list, tuple)) and not names else as_names(names)
     found = get_modules(model, names)
     _refuse_nested(found)
-    _refuse_random_in_compiled(model, found)
-    modules = list(found.values())
-    patched: list[nn.Module] = []
-    try:
-        for name, module in found.items():
-            if "forward" in module.__dict__:
-                raise RuntimeError(f"module {name!r} already has a patched forward (checkpoint_modules "
-                                   "entered again around the same module?)")
-            original = module.forward
+    _refuse_compiled_training(model, found, allow_compiled)
+    return _Checkpointing(found, "checkpoint_modules", use_reentrant=use_reentrant, **checkpoint_kwargs)
 
-            def forward(*args: Any, _original: Callable[..., Any] = original, _name: str = name,
-                        **kwargs: Any) -> Any:
-                _refuse_cache(_name, args, kwargs)
-                if use_reentrant and torch.is_grad_enabled() and not any(
-                        isinstance(t, torch.Tensor) and t.requires_grad for t in tree_flatten((args, kwargs))):
-                    raise RuntimeError(
-                        f"checkpoint_modules: {_name!r} gets no input that requires grad, and with use_reentrant=True "
-                        "its parameters would then get no gradient (PyTorch only warns). Use the default "
-                        "use_reentrant=False, which handles this.")
-                # copy lists / dicts / tuples now: the recompute in backward must see the arguments as
-                # they are at this call, not as the caller changed them later (DenseNet appends to the
-                # list it passed to each layer); the tensors themselves are not copied
-                args, kwargs = _copy_containers((args, kwargs))
-                return torch.utils.checkpoint.checkpoint(_original, *args, use_reentrant=use_reentrant,
-                                                         **checkpoint_kwargs, **kwargs)
 
-            module.forward = forward
-            patched.append(module)
-        yield modules
-    finally:
-        for module in patched:
-            del module.forward
+def _checkpointed_forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """What a module's ``forward`` is inside a :func:`checkpoint_modules` block: an instance attribute bound to the
+    module (``types.MethodType``), so ``copy.deepcopy`` binds the copy's to the copy, which then runs its own class
+    ``forward`` plainly. Only the module the block patched, while the block runs, is checkpointed."""
+    block: _Checkpointing | None = _PATCHED.get(self)
+    if block is None:  # a copy of a patched module, or the block has ended
+        return type(self).forward(self, *args, **kwargs)
+    return block.run(self, args, kwargs)
+
+
+_checkpointed_forward.__name__ = "forward"  # pickled as getattr(module, "forward"): the loaded copy runs plainly
+
+# the modules patched by a running block -> that block (weak keys: a patch never keeps a model alive)
+_PATCHED: weakref.WeakKeyDictionary[nn.Module, _Checkpointing] = weakref.WeakKeyDictionary()
+
+
+class _Checkpointing:
+    """The ``with`` block of :func:`checkpoint_modules` (and :func:`selective_checkpoint_modules`): patches the
+    modules' ``forward`` on entry, restores them on exit; one block per object."""
+
+    def __init__(self, found: dict[str, nn.Module], tool: str, *, use_reentrant: bool, **checkpoint_kwargs: Any) -> None:
+        self._found = dict(found)  # let go of when the block ends
+        self._names = {id(m): n for n, m in found.items()}
+        self._tool = tool
+        self._use_reentrant, self._checkpoint_kwargs = use_reentrant, checkpoint_kwargs
+        self._state = "new"
+
+    def __enter__(self) -> list[nn.Module]:
+        if self._state != "new":
+            raise RuntimeError(f"this {self._tool} block has already run; call {self._tool}(...) again for another "
+                               "block")
+        self._state = "running"
+        patched: list[nn.Module] = []
+        try:
+            for name, module in self._found.items():
+                if "forward" in module.__dict__:
+                    raise RuntimeError(f"module {name!r} already has a patched forward ({self._tool} entered again "
+                                       "around the same module, or another tool replaced its forward)")
+                module.forward = types.MethodType(_checkpointed_forward, module)
+                _PATCHED[module] = self
+                patched.append(module)
+        except BaseException:
+            self._restore(patched)
+            raise
+        return list(self._found.values())
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._restore(list(self._found.values()))
+
+    def _restore(self, modules: list[nn.Module]) -> None:
+        self._state = "done"
+        for module in modules:
+            if _PATCHED.get(module) is self:
+                del _PATCHED[module]
+                del module.forward
+        self._found = {}
+
+    def run(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        name = self._names.get(id(module), type(module).__name__)
+        _refuse_cache(name, args, kwargs)
+        if self._use_reentrant and torch.is_grad_enabled() and not any(
+                isinstance(t, torch.Tensor) and t.requires_grad for t in tree_flatten((args, kwargs))):
+            raise RuntimeError(
+                f"checkpoint_modules: {name!r} gets no input that requires grad, and with use_reentrant=True "
+                "its parameters would then get no gradient (PyTorch only warns). Use the default "
+                "use_reentrant=False, which handles this.")
+        # copy lists / dicts / tuples now: the recompute in backward must see the arguments as
+        # they are at this call, not as the caller changed them later (DenseNet appends to the
+        # list it passed to each layer); the tensors themselves are not copied
+        args, kwargs = _copy_containers((args, kwargs))
+        forward = type(module).forward.__get__(module)
+        return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=self._use_reentrant,
+                                                 **self._checkpoint_kwargs, **kwargs)
 
 
 Policy = Callable[..., "CheckpointPolicy | bool"]
@@ -247,9 +310,8 @@ def _as_policy(policy: Any) -> Policy:
     return _policy_from_ops(policy)
 
 
-@contextlib.contextmanager
 def selective_checkpoint_modules(model: nn.Module, names: str | Iterable[str], *, policy: Any,
-                                 **checkpoint_kwargs: Any) -> Iterator[list[nn.Module]]:
+                                 **checkpoint_kwargs: Any) -> _Checkpointing:
     """Inside the block, every call of the named submodules runs under selective activation checkpointing.
 
     ``policy`` decides op by op what the region keeps for backward: a function
@@ -283,6 +345,6 @@ def selective_checkpoint_modules(model: nn.Module, names: str | Iterable[str], *
     _, create_selective_checkpoint_contexts = _sac_api()
     policy_fn = _as_policy(policy)
     context_fn = functools.partial(create_selective_checkpoint_contexts, policy_fn)
-    with checkpoint_modules(model, names, use_reentrant=False, context_fn=context_fn,
-                            **checkpoint_kwargs) as modules:
-        yield modules
+    block = checkpoint_modules(model, names, use_reentrant=False, context_fn=context_fn, **checkpoint_kwargs)
+    block._tool = "selective_checkpoint_modules"
+    return block

@@ -24,7 +24,8 @@ before that: clip after it with ``torch.nn.utils.clip_grad_*_``. Under FSDP2 (``
 DTensor parameters) ``stage="incoming"`` refuses (its hooks would never fire); the other
 stage and the global-norm hooks run after FSDP2's reduce-scatter, and the global norm is
 that of the whole gradient (DTensor combines the shards). When ``params`` is a model,
-``model.load_state_dict(..., assign=True)`` is followed: the new parameters get the hooks.
+``load_state_dict(..., assign=True)`` on it or on any of its submodules is followed: the new parameters get the
+hooks (a parameter replaced by hand, ``model.fc.weight = nn.Parameter(...)``, is not: replace it before).
 
 The hooks return a new tensor (``grad.clamp(...)``), never ``grad.clamp_(...)``: autograd may
 hand the *same* tensor to several branches (``a + b`` gives both the same gradient), so an
@@ -42,21 +43,19 @@ Norm clipping comes in two kinds:
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import torch
 from torch import nn
 
-from ._checks import check_norm_type, in_process_group, is_dtensor, loss_scale_reader
+from ._checks import check_norm_type, choice, in_process_group, is_dtensor, loss_scale_reader, number
 from ._torch_internals import current_graph_task_id, need, queue_backward_callback
-from .scope import HookScope, Removable
+from .scope import HookScope, LocalHook, Removable
 
 __all__ = ["clip_grad_norm_global_hooks", "clip_grad_norm_hooks", "clip_grad_value_hooks"]
 
 Stage = Literal["incoming", "accumulated"]
-_STAGES: tuple[Stage, ...] = get_args(Stage)
 
 
 def _params(params: nn.Module | Iterable[torch.Tensor]) -> list[torch.Tensor]:
@@ -86,12 +85,6 @@ def _params(params: nn.Module | Iterable[torch.Tensor]) -> list[torch.Tensor]:
     return found
 
 
-def _positive(value: float, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{what} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
 def _clamped(grad: torch.Tensor, limit: float | torch.Tensor) -> torch.Tensor:
     """``grad.clamp(-limit, limit)`` as a new tensor; a sparse gradient (``nn.Embedding(sparse=True)``)
     is coalesced first (repeated rows summed), then its stored values are clamped."""
@@ -106,11 +99,6 @@ def _clamped(grad: torch.Tensor, limit: float | torch.Tensor) -> torch.Tensor:
 def _norm(grad: torch.Tensor, norm_type: float) -> torch.Tensor:
     """The vector norm of a gradient; a sparse one is measured on its coalesced values."""
     return torch.linalg.vector_norm(grad.coalesce().values() if grad.is_sparse else grad, norm_type)
-
-
-def _check_stage(stage: object) -> None:
-    if stage not in _STAGES:
-        raise ValueError(f"stage must be {' or '.join(map(repr, _STAGES))}, got {stage!r}")
 
 
 def _refuse_incoming(found: list[torch.Tensor], tool: str) -> None:
@@ -156,25 +144,31 @@ class _AtEndOfBackward:
 
 
 def _follow(params: object, found: list[torch.Tensor], register: Callable[[torch.Tensor], Removable],
-            scope: HookScope) -> None:
-    """When ``params`` is a model: ``model.load_state_dict(..., assign=True)`` puts new Parameter objects in
-    it; hook those too (and put them in ``found``) so the clipping goes on."""
+            scope: HookScope, tool: str) -> None:
+    """When ``params`` is a model: ``load_state_dict(..., assign=True)``, on the model or on one of its submodules,
+    puts new Parameter objects in it; hook those too (and put them in ``found``) so the clipping goes on.
+
+    A load-state-dict post-hook goes on every module that owns a watched parameter (loading into the model runs the
+    hooks of each of its submodules; loading into a submodule runs only its own and its children's).
+    """
     if not isinstance(params, nn.Module):
         return
-    names = {id(p): n for n, p in params.named_parameters()}
-    where = [(i, names[id(p)]) for i, p in enumerate(found) if id(p) in names]
+    index = {id(p): i for i, p in enumerate(found)}
+    for module in params.modules():
+        owned = [(name, index[id(p)]) for name, p in module.named_parameters(recurse=False) if id(p) in index]
+        if not owned:
+            continue
 
-    def follow_new_parameters(module: nn.Module, incompatible_keys: object) -> None:
-        for i, name in where:
-            try:
-                now = module.get_parameter(name)
-            except AttributeError:
-                continue
-            if now is not found[i] and now.requires_grad:
-                found[i] = now
-                scope.add(register(now))
+        def follow_new_parameters(mod: nn.Module, incompatible_keys: object,
+                                  owned: list[tuple[str, int]] = owned) -> None:
+            for name, i in owned:
+                now = mod._parameters.get(name)
+                if now is not None and now is not found[i] and now.requires_grad:
+                    found[i] = now
+                    scope.add(register(now))
 
-    scope.add(params.register_load_state_dict_post_hook(follow_new_parameters))
+        # a copy of the model (copy.deepcopy) carries an inert copy of this hook; pickling says what to do
+        scope.add(module.register_load_state_dict_post_hook(LocalHook(follow_new_parameters, tool, module)))
 
 
 def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: float, *,
@@ -195,8 +189,8 @@ def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: flo
     >>> bool(model.bias.grad.abs().max() <= 0.01)
     True
     """
-    value = _positive(value, "value")
-    _check_stage(stage)
+    value = number(value, "value", positive=True, finite=True)
+    choice(stage, Stage, "stage")
     scale_now = loss_scale_reader(scaler)
     found = _params(params)
     scope = HookScope("clip_grad_value")
@@ -226,7 +220,7 @@ def clip_grad_value_hooks(params: nn.Module | Iterable[torch.Tensor], value: flo
         register = _accumulated(found, clip_value_accumulated)
     for p in found:
         scope.add(register(p))
-    _follow(params, found, register, scope)
+    _follow(params, found, register, scope, "clip_grad_value_hooks")
     return scope
 
 
@@ -265,9 +259,9 @@ def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: f
     >>> scope.remove()                   # 2 parameter hooks + 1 that follows load_state_dict(assign=True)
     3
     """
-    max_norm = _positive(max_norm, "max_norm")
+    max_norm = number(max_norm, "max_norm", positive=True, finite=True)
     norm_type = check_norm_type(norm_type)
-    _check_stage(stage)
+    choice(stage, Stage, "stage")
     scale_now = loss_scale_reader(scaler)
     found = _params(params)
 
@@ -297,7 +291,7 @@ def clip_grad_norm_hooks(params: nn.Module | Iterable[torch.Tensor], max_norm: f
         register = _accumulated(found, clip_norm_accumulated)
     for p in found:
         scope.add(register(p))
-    _follow(params, found, register, scope)
+    _follow(params, found, register, scope, "clip_grad_norm_hooks")
     return scope
 
 
@@ -340,7 +334,7 @@ def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_
     >>> total                            # max_norm, up to float rounding in the norm
     tensor(0.5000)
     """
-    max_norm = _positive(max_norm, "max_norm")
+    max_norm = number(max_norm, "max_norm", positive=True, finite=True)
     norm_type = check_norm_type(norm_type)
     scale_now = loss_scale_reader(scaler)
     found = _params(params)
@@ -388,5 +382,5 @@ def clip_grad_norm_global_hooks(params: nn.Module | Iterable[torch.Tensor], max_
 
     for p in found:
         scope.add(register(p))
-    _follow(params, found, register, scope)
+    _follow(params, found, register, scope, "clip_grad_norm_global_hooks")
     return scope

@@ -10,15 +10,13 @@ it and keeping parameters apart from activations::
     print(ledger)                 # per-module table (ledger.records_table(): one row per tensor)
     loss.backward()
 
-:class:`MemoryMeter` measures, op by op, the bytes of CPU/GPU tensors created inside its
-block that are still alive (and their peak), which also covers what a ledger cannot see
-(activation checkpointing, tensors recomputed or loaded back during backward).
+What a ledger cannot see (tensors recomputed by activation checkpointing, or loaded back during backward),
+:class:`~hooklab.MemoryMeter` measures op by op.
 """
 from __future__ import annotations
 
 import threading
 import warnings
-import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
@@ -29,8 +27,9 @@ from torch.autograd.graph import saved_tensors_hooks
 from ._saved import Finalizer, Kept, OtherThreads
 from ._torch_internals import (StorageWeakRef, is_parameter_like, saved_tensor_attrs,
                                storage_key, top_saved_tensors_hooks, tree_flatten)
+from . import plot
 from ._text import format_bytes, format_table
-from .scope import Recorder, same_module
+from .scope import Recorder
 
 __all__ = ["ModuleRow", "SavedRecord", "SavedTensorLedger"]
 
@@ -131,12 +130,14 @@ class SavedTensorLedger(Recorder):
     total       4       320 B        240 B
     """
 
+    _model_refs = ("model",)
+
     def __init__(self, model: nn.Module | None = None) -> None:
         super().__init__()
         if model is not None and not isinstance(model, nn.Module):
             raise TypeError(f"SavedTensorLedger takes an nn.Module or None, got {type(model).__name__}")
         self.model = model  # let go of when the block ends (the records stay readable)
-        self.records: list[SavedRecord] = []
+        self._records: list[SavedRecord] = []  # read through .records
         self.live_bytes = 0
         self.peak_bytes = 0
         self._stack: list[str] = []
@@ -157,12 +158,11 @@ class SavedTensorLedger(Recorder):
         self._threads = OtherThreads()  # the thread that enters is the one whose saved tensors are seen
         if self.model is not None:
             self._param_keys = {storage_key(p) for p in (*self.model.parameters(), *self.model.buffers())}
-            self._is_model = same_module(self.model)
-            self.scope.add(self.model.register_forward_pre_hook(self._note_inputs, with_kwargs=True))
+            self._on(self.model, self._note_inputs, kind="forward_pre", with_kwargs=True)
             for name, mod in self.model.named_modules():
-                enter, leave = self._module_hooks(name, mod)
-                self.scope.add(mod.register_forward_pre_hook(enter))
-                self.scope.add(mod.register_forward_hook(leave, always_call=True))
+                enter, leave = self._module_hooks(name)
+                self._on(mod, enter, kind="forward_pre")
+                self._on(mod, leave, always_call=True)
         else:  # no module hooks to notice a forward in another thread: one global pre-hook does
             self.scope.add(self._threads.global_hook())
         self._hooks.__enter__()
@@ -184,25 +184,22 @@ class SavedTensorLedger(Recorder):
         finally:
             self.scope.remove()
             self._stack.clear()
-            self.model = None  # the ledger must not keep the model (and its parameters) alive
         if not self._block_raised:
             self._threads.warn("SavedTensorLedger", stacklevel=5)
 
-    def _module_hooks(self, name: str, module: nn.Module) -> tuple[Callable[..., None], Callable[..., None]]:
-        registered = same_module(module)  # a deepcopy made inside the block carries these hooks: ignore it
-
+    def _module_hooks(self, name: str) -> tuple[Callable[..., None], Callable[..., None]]:
         def pre_hook(mod: nn.Module, args: Any) -> None:
-            if registered(mod) and self._threads.here():
+            if self._threads.here():
                 self._stack.append(name)
 
         def post_hook(mod: nn.Module, args: Any, output: Any) -> None:
-            if registered(mod) and threading.get_ident() == self._threads.home and self._stack:
+            if threading.get_ident() == self._threads.home and self._stack:
                 self._stack.pop()
 
         return pre_hook, post_hook
 
     def _note_inputs(self, module: nn.Module, args: Any, kwargs: Any) -> None:
-        if not self._is_model(module) or threading.get_ident() != self._threads.home:
+        if threading.get_ident() != self._threads.home:
             return
         self._input_keys.update(storage_key(t) for t in tree_flatten((args, kwargs))
                                 if isinstance(t, torch.Tensor))
@@ -235,12 +232,12 @@ class SavedTensorLedger(Recorder):
             self._key_refs[key] = StorageWeakRef(t.untyped_storage())
             self._key_bytes[key] = storage_bytes
         record = SavedRecord(
-            index=len(self.records), op=op,
+            index=len(self._records), op=op,
             module=self._stack[-1] if module is None and self._stack else (module or ""),
             shape=tuple(t.shape), dtype=str(t.dtype).replace("torch.", ""),
             nbytes=t.numel() * t.element_size(), storage_bytes=storage_bytes, kind=kind, shared=shared,
         )
-        self.records.append(record)
+        self._records.append(record)
         return record
 
     def _hold(self, key: int, kind: str) -> None:
@@ -251,7 +248,7 @@ class SavedTensorLedger(Recorder):
             self.live_bytes += self._key_bytes[key]
             self.peak_bytes = max(self.peak_bytes, self.live_bytes)
 
-    def _release(self, key: int, token: int) -> None:
+    def _release_storage(self, key: int, token: int) -> None:
         if token not in self._held:  # already released (a finalizer run again after an interrupt)
             return
         self._held.discard(token)
@@ -270,7 +267,7 @@ class SavedTensorLedger(Recorder):
         self._hold(key, record.kind)
         if record.kind == "activation":
             self._held.add(id(handle))
-            Finalizer(handle, self._release, key, id(handle))  # a Ctrl-C that lands in it is delivered again
+            Finalizer(handle, self._release_storage, key, id(handle))  # a Ctrl-C that lands in it is delivered again
         return handle
 
     def _unpack(self, handle: _Saved) -> torch.Tensor:
@@ -335,19 +332,25 @@ class SavedTensorLedger(Recorder):
             finally:
                 hits, self._probe = self._probe, None
             for index in hits:
-                if op and self.records[index].op == UNLABELED:
-                    self.records[index].op = op
+                if op and self._records[index].op == UNLABELED:
+                    self._records[index].op = op
                     count += 1
         return count
 
     # -- reports -------------------------------------------------------------------------
+    @property
+    def records(self) -> list[SavedRecord]:
+        """One :class:`SavedRecord` per tensor saved for backward inside the block, in the order they were saved."""
+        self._check_used()
+        return self._records
+
     @property
     def input_bytes(self) -> int:
         """Bytes of the model's inputs saved (alive anyway while the caller holds them)."""
         return self._unique_bytes("input")
 
     def _unique_bytes(self, kind: str) -> int:
-        return sum(r.storage_bytes for r in self.records if r.kind == kind and not r.shared)
+        return sum(r.storage_bytes for r in self._records if r.kind == kind and not r.shared)
 
     @property
     def activation_bytes(self) -> int:
@@ -363,7 +366,7 @@ class SavedTensorLedger(Recorder):
         """One :class:`ModuleRow` per module, in the order they first saved a tensor."""
         self._check_used()
         rows: dict[str, list[int]] = {}
-        for r in self.records:
+        for r in self._records:
             row = rows.setdefault(r.module, [0, 0, 0])
             row[0] += 1
             if not r.shared:
@@ -373,7 +376,7 @@ class SavedTensorLedger(Recorder):
     def table(self) -> str:
         """The per-module table and the totals, as text (``print(ledger)`` prints it too)."""
         rows = [(m, str(n), format_bytes(a), format_bytes(p)) for m, n, a, p in self.by_module()]
-        rows.append(("total", str(len(self.records)), format_bytes(self.activation_bytes),
+        rows.append(("total", str(len(self._records)), format_bytes(self.activation_bytes),
                      format_bytes(self.parameter_bytes + self.input_bytes)))
         return format_table(("module", "saved", "activation", "param/input"), rows, right=range(1, 4))
 
@@ -394,20 +397,10 @@ class SavedTensorLedger(Recorder):
         """
         self._check_used()
         rows = [(str(r.index), r.module or "(top)", r.op, str(r.shape), r.dtype, r.kind,
-                 format_bytes(r.nbytes) + (" (shared)" if r.shared else "")) for r in self.records[:limit]]
+                 format_bytes(r.nbytes) + (" (shared)" if r.shared else "")) for r in self._records[:limit]]
         return format_table(("#", "module", "op", "shape", "dtype", "kind", "bytes"), rows,
                             empty="no saved tensor recorded")
 
     def plot(self, *, ax: Any = None, top: int = 15) -> Any:
-        """Horizontal bar chart of activation bytes per module (the ``top`` largest); returns the axes."""
-        import matplotlib.pyplot as plt
-
-        rows = sorted((r for r in self.by_module() if r.activation_bytes > 0), key=lambda r: r.activation_bytes,
-                      reverse=True)[:top]
-        if ax is None:
-            _, ax = plt.subplots(figsize=(7, 0.3 * len(rows) + 1.2))
-        names = [r.module for r in rows][::-1]
-        ax.barh(names, [r.activation_bytes / 1024 for r in rows][::-1], color="tab:orange")
-        ax.set_xlabel("activation bytes saved for backward (KiB)")
-        ax.set_title("Saved activations per module")
-        return ax
+        """Horizontal bar chart of activation bytes per module, the ``top`` largest (:func:`hooklab.plot.saved_bytes`)."""
+        return plot.saved_bytes({r.module: r.activation_bytes for r in self.by_module()}, ax=ax, top=top)

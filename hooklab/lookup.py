@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from torch import nn
 
+from ._checks import module as check_module
 from ._torch_internals import is_compiled_module
 from .errors import UnknownModuleError
 
@@ -58,8 +59,7 @@ def as_names(names: str | Iterable[str]) -> list[str]:
 
 
 def _check(model: nn.Module, name: object) -> None:
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"expected an nn.Module, got {type(model).__name__}")
+    check_module(model, "get_module")
     if not isinstance(name, str):
         raise TypeError(f"module names are strings like 'layer1.0.conv1', got {type(name).__name__}")
 

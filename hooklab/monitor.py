@@ -24,12 +24,14 @@ from typing import Any, Literal, get_args
 import torch
 from torch import nn
 
-from ._checks import (NO_CALL_CAUSES, check_norm_type, in_process_group, is_dtensor, loss_scale_reader,
-                      needs_tensor, refuse_compiled, select_output)
-from ._torch_internals import current_graph_task_id, need, queue_backward_callback, was_compiled
+from . import plot
+from ._checks import (check_norm_type, in_process_group, is_dtensor, loss_scale_reader, needs_tensor, no_call_causes,
+                      number, refuse_compiled, select_output)
+from ._checks import module as check_module
+from ._torch_internals import active_ddp, current_graph_task_id, need, queue_backward_callback, was_compiled
 from ._text import format_table
 from .lookup import as_names, get_modules
-from .scope import Recorder, same_module
+from .scope import Recorder
 
 __all__ = ["ActivationStats", "GradientMonitor"]
 
@@ -72,24 +74,46 @@ class _Series:
 
 
 class GradientMonitor(Recorder):
-    """Record the norm of every parameter's gradient at each backward, through hooks.
+    """Record the norm of every parameter's gradient at each backward (or optimizer step), through hooks.
 
     A ``Tensor.register_post_accumulate_grad_hook`` on each parameter notes that its gradient
     arrived; when the backward pass ends (an autograd end-of-backward callback, queued after
     those of DDP and FSDP2), the monitor records the norm of each such ``.grad``: what the
     optimizer will see (with gradient accumulation over several backwards, the running sum).
 
-    Records are keyed by backward pass: step ``i`` is the ``i``-th backward that reached the
-    parameters (a backward inside a reentrant checkpoint counts with the one around it). A
-    parameter that got no gradient in a step (an unused branch, a frozen part) has ``nan`` there,
-    and a backward that raised before it ended records nothing.
+    Records are keyed by step: step ``i`` is the ``i``-th backward that reached the parameters
+    (a backward inside a reentrant checkpoint counts with the one around it). A parameter that got
+    no gradient in a step (an unused branch, a frozen part) has ``nan`` there, and a backward that
+    raised before it ended records nothing.
+
+    * ``optimizer=opt``: a step is a call of ``opt.step()`` instead, and the norms are read in a
+      step pre-hook: the gradients the optimizer is about to use, once per logical batch under
+      gradient accumulation (the micro-batches' backwards are not steps), and the same on every
+      rank under DDP, ``no_sync()`` or not. No parameter hook is registered. Under a
+      ``GradScaler`` the records are true norms without ``scaler=``: ``scaler.step(opt)`` has
+      unscaled the gradients by then, or, for a fused optimizer (``fused=True``), which unscales
+      inside ``step()``, the monitor divides by the scale the scaler handed it
+      (``opt.grad_scale``). A step the scaler skips is not recorded for an optimizer whose
+      ``step()`` it then leaves out, and is recorded (with its inf / nan norms) for a fused one,
+      which is called anyway and skips the update itself.
+    * ``every=N``: record one step in ``N`` (steps ``0, N, 2N, ...``); on the others the hooks only
+      count (with ``optimizer=``, one call per step and nothing else).
+    * The optimizer in backward (post-accumulate hooks that call ``step()`` and free ``.grad``):
+      the norm of a parameter stepped by a ``torch.optim`` optimizer inside backward is read when
+      that optimizer steps (a global optimizer step pre-hook, while the block runs). A gradient
+      freed inside backward by anything else cannot be seen, and the backward raises a
+      ``RuntimeError`` saying so, instead of recording nothing.
 
     In a process group:
 
     * DDP: the norms are those of the averaged gradients (DDP averages inside backward, before
       the monitor records), the same on every rank; a parameter this rank left out but another
       rank used has the averaged gradient there too, and it is recorded. Give the monitor the
-      inner model (``ddp.module``).
+      inner model (``ddp.module``). A backward whose forward ran under ``ddp.no_sync()`` is not
+      a step: DDP does not average it, so its gradients are this rank's own partial sums; the
+      backward that synchronises records the averaged sum of the accumulated micro-batches.
+      (``no_sync()`` must hold the forward too: around the backward alone DDP still averages, and
+      that backward is a step.)
     * FSDP2 (``fully_shard``): each rank keeps the norm of its shard; :meth:`norms`, :meth:`table`
       and :meth:`plot` combine them into the norm of the whole gradient with one collective, so
       every rank must call them (as every other collective).
@@ -103,7 +127,9 @@ class GradientMonitor(Recorder):
         scaler: under mixed precision, the ``torch.amp.GradScaler`` the loss is scaled with: the
             hooks run on scaled gradients, and the recorded norms are divided by its scale (the
             norms of the true gradients). In a step whose gradients overflowed (the scaler skips
-            that step) the recorded norm is inf or nan.
+            that step) the recorded norm is inf or nan. Not with ``optimizer=`` (not needed there).
+        optimizer: record at each ``optimizer.step()`` instead of at each backward (see above).
+        every: record one step in ``every``.
 
     Sparse gradients (``nn.Embedding(sparse=True)``) are measured on their stored values.
     ``model.load_state_dict(..., assign=True)`` inside the block swaps in new parameters: the
@@ -118,13 +144,39 @@ class GradientMonitor(Recorder):
     {'0': [30.98387], '2': [28.84441]}
     >>> gm.steps, sorted(gm.norms(per="parameter"))
     (1, ['0.bias', '0.weight', '2.bias', '2.weight'])
+
+    Once per logical batch under accumulation (2 micro-batches per optimizer step), every other step:
+
+    >>> opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    >>> opt.zero_grad()
+    >>> with GradientMonitor(model, optimizer=opt, every=2) as gm:
+    ...     for step in range(4):
+    ...         for micro_batch in range(2):
+    ...             model(x).sum().backward()
+    ...         opt.step()
+    ...         opt.zero_grad()
+    >>> gm.steps, gm.step_numbers, gm.norms()["2"]   # steps 0 and 2: the sum of two micro-batches' gradients
+    (2, [0, 2], [57.68882, 57.68882])
     """
 
+    _model_refs = ("_model", "_params")
+
     def __init__(self, model: nn.Module, names: str | Iterable[str] | None = None, *,
-                 norm_type: float = 2.0, scaler: object | None = None) -> None:
+                 norm_type: float = 2.0, scaler: object | None = None,
+                 optimizer: torch.optim.Optimizer | None = None, every: int = 1) -> None:
         super().__init__()
-        if not isinstance(model, nn.Module):
-            raise TypeError(f"GradientMonitor needs an nn.Module, got {type(model).__name__}")
+        check_module(model, "GradientMonitor")
+        if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"optimizer must be a torch.optim.Optimizer (the one whose step() uses these gradients), "
+                            f"got {type(optimizer).__name__}")
+        if optimizer is not None and scaler is not None:
+            raise ValueError("give scaler= or optimizer=, not both: with optimizer= the monitor reads the gradients "
+                             "when the optimizer steps, and scaler.step(optimizer) has unscaled them by then (a fused "
+                             "optimizer gets the scale from the scaler, and the monitor divides by it)")
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be an int >= 1 (record one step in `every`), got {every!r}")
+        self.every = every
+        self._optimizer = optimizer
         self._loss_scale = loss_scale_reader(scaler)
         self.norm_type = check_norm_type(norm_type)
         if names is None:
@@ -148,20 +200,69 @@ class GradientMonitor(Recorder):
         self._alive: list[Any] = []  # weak references to the pending end-of-backward callbacks, per task
         self._max_task = -1
         self._whole_model = False
+        self._index: dict[int, int] = {}  # id(parameter) -> its index (optimizers stepping inside backward)
+        self._stepped: set[int] = set()  # parameters an optimizer stepped inside this step's backward: recorded then
+        self._counted = 0  # steps so far, recorded or not (every=)
+        self._skip = False  # this step is not recorded (every=, or a backward DDP does not average)
+        self._unsynced = False  # the model's latest forward ran under DDP's no_sync()
+        self._numbers: list[int] = []  # the step number of each record
 
     # ------------------------------------------------------------------------------ recording
     def _register(self) -> None:
+        assert self._model is not None  # dropped only when the block ends
+        if self._optimizer is not None:
+            self.scope.add(self._optimizer.register_step_pre_hook(self._at_optimizer_step))
+            return
         # in DDP a parameter this rank did not use still gets the averaged gradient of the ranks that did
         self._whole_model = in_process_group() and not any(is_dtensor(p) for p in self._params)
+        if self._whole_model:
+            active_ddp(self._model)  # raises now, not in forward, when this torch cannot tell no_sync() apart
+            self._on(self._model, self._note_sync, kind="forward_pre")
+        self._index = {id(p): i for i, p in enumerate(self._params)}
         for index, param in enumerate(self._params):
             self.scope.add(param.register_post_accumulate_grad_hook(self._hook(index)))
-        assert self._model is not None  # dropped only when the block ends
-        self.scope.add(self._model.register_load_state_dict_post_hook(self._follow_new_parameters))
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+        self.scope.add(register_optimizer_step_pre_hook(self._optimizer_stepping))
+        self._on(self._model, self._follow_new_parameters, kind="load_state_dict_post")
 
     def _hook(self, index: int):
         def note_gradient_arrived(param: torch.Tensor) -> None:
             self._backward().add(index)
         return note_gradient_arrived
+
+    def _note_sync(self, module: nn.Module, args: Any) -> None:
+        """A forward pre-hook: will DDP average the backward of this forward? (not under ``no_sync()``)"""
+        ddp = active_ddp(module)
+        self._unsynced = ddp is not None and not ddp.require_backward_grad_sync
+
+    def _optimizer_stepping(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        """A global optimizer step pre-hook: an optimizer stepping inside backward (the optimizer-in-backward
+        pattern) is about to use, and then usually free, the gradients: record their norms now."""
+        if current_graph_task_id() in (None, -1):
+            return  # a step after backward: the end of that backward recorded what it uses
+        self._backward()
+        if self._skip or self._last is None or not self._params:
+            return
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                index = self._index.get(id(param))
+                if index is not None and param.grad is not None:
+                    self._last[index] = self._norm(index, param.grad, self._loss_scale())
+                    self._stepped.add(index)
+
+    def _at_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        """With ``optimizer=``: a step pre-hook recording the gradients the optimizer is about to use."""
+        self._counted += 1
+        if (self._counted - 1) % self.every or not self._params:
+            return
+        # GradScaler hands a fused optimizer the scale to unscale by inside step(); the others it unscaled already
+        scale = getattr(optimizer, "grad_scale", None)
+        norms = {index: self._norm(index, p.grad, 1.0 if scale is None else scale)
+                 for index, p in enumerate(self._params) if p.grad is not None}
+        row = self._row(norms)
+        if row is not None:
+            self._rows.append(row)
+            self._numbers.append(self._counted - 1)
 
     def _running(self) -> bool:
         """Whether a backward this monitor saw has not ended yet (its callbacks still exist)."""
@@ -181,7 +282,11 @@ class GradientMonitor(Recorder):
         nested = self._running() or task < self._max_task
         if not nested:
             self._seal()
-            self._last = {}
+            self._last, self._stepped = {}, set()
+            # under DDP's no_sync() a backward is not averaged: not a step (the synchronising one is)
+            if not self._unsynced:
+                self._counted += 1
+            self._skip = self._unsynced or (self._counted - 1) % self.every != 0
         elif self._last is None:
             self._last = {}
         self._max_task = max(self._max_task, task)
@@ -200,22 +305,35 @@ class GradientMonitor(Recorder):
         return seen
 
     def _record(self, seen: set[int]) -> None:
-        if self._last is None:
+        arrived = set(seen)
+        seen.clear()
+        if self._last is None or self._skip or not self._params:
             return
         if self._whole_model:  # after DDP's averaging: every .grad that is set is what the optimizer sees
-            seen = {i for i, p in enumerate(self._params) if p.grad is not None}
-        for index in seen:
-            grad = self._params[index].grad if self._params else None
+            arrived |= {i for i, p in enumerate(self._params) if p.grad is not None}
+        freed = []
+        for index in sorted(arrived - self._stepped):  # those an optimizer stepped inside backward were recorded then
+            grad = self._params[index].grad
             if grad is None:
+                freed.append(self._names[index])
                 continue
-            grad = grad.detach()
-            if is_dtensor(grad):
-                self._shard_groups.setdefault(index, _shard_groups(grad, self._names[index]))
-                grad = grad.to_local()  # type: ignore[attr-defined]  # a DTensor: is_dtensor checked it by its attributes
-            if grad.is_sparse:  # the norm of a sparse gradient is that of its (summed) stored values
-                grad = grad.coalesce().values()
-            self._last[index] = torch.linalg.vector_norm(grad, self.norm_type) / self._loss_scale()
-        seen.clear()
+            self._last[index] = self._norm(index, grad, self._loss_scale())
+        if freed:
+            raise RuntimeError(
+                f"GradientMonitor: the gradients of {', '.join(map(repr, freed[:5]))}"
+                f"{' and others' if len(freed) > 5 else ''} arrived in this backward but were freed (.grad is None) "
+                "before it ended, and no torch.optim optimizer stepped them inside backward, so the monitor cannot "
+                "see them. A hook that steps by hand and frees .grad (the optimizer-in-backward pattern)? Step with "
+                "a torch.optim optimizer there (its step is seen), or record the norm in that hook yourself.")
+
+    def _norm(self, index: int, grad: torch.Tensor, scale: float | torch.Tensor) -> torch.Tensor:
+        grad = grad.detach()
+        if is_dtensor(grad):
+            self._shard_groups.setdefault(index, _shard_groups(grad, self._names[index]))
+            grad = grad.to_local()  # type: ignore[attr-defined]  # a DTensor: is_dtensor checked it by its attributes
+        if grad.is_sparse:  # the norm of a sparse gradient is that of its (summed) stored values
+            grad = grad.coalesce().values()
+        return torch.linalg.vector_norm(grad, self.norm_type) / scale
 
     def _seal(self) -> None:
         """Turn the newest step into a row of the history."""
@@ -223,6 +341,7 @@ class GradientMonitor(Recorder):
             row = self._row(self._last)
             if row is not None:
                 self._rows.append(row)
+                self._numbers.append(self._counted - 1)
             self._last = None
 
     def _row(self, norms: dict[int, torch.Tensor]) -> torch.Tensor | None:
@@ -240,13 +359,14 @@ class GradientMonitor(Recorder):
             except AttributeError:
                 continue
             if now is not self._params[index] and now.requires_grad:
-                self._params[index] = now
+                self._index.pop(id(self._params[index]), None)
+                self._params[index], self._index[id(now)] = now, index
                 self.scope.add(now.register_post_accumulate_grad_hook(self._hook(index)))
 
     def _unregister(self) -> None:
         self.scope.remove()
-        model, self._model = self._model, None
-        assert model is not None  # set when made, dropped here
+        model = self._model
+        assert model is not None  # set when made, dropped by _release after this
         replaced = []
         for name, param in zip(self._names, self._params):
             try:
@@ -254,7 +374,6 @@ class GradientMonitor(Recorder):
                     replaced.append(name)
             except AttributeError:
                 replaced.append(name)
-        self._params = []  # keep no model alive after the block
         if replaced and not self._block_raised:
             warnings.warn(f"GradientMonitor: {', '.join(map(repr, replaced[:5]))}"
                           f"{' and others' if len(replaced) > 5 else ''} were replaced by other Parameter objects "
@@ -284,9 +403,16 @@ class GradientMonitor(Recorder):
 
     @property
     def steps(self) -> int:
-        """How many backward passes were recorded."""
+        """How many steps (backward passes, or optimizer steps with ``optimizer=``) were recorded."""
         self._check_used()
         return len(self._rows) + (self._last is not None and bool(self._last))
+
+    @property
+    def step_numbers(self) -> list[int]:
+        """The number of each recorded step, counted from 0 (``[0, N, 2N, ...]`` with ``every=N``)."""
+        self._check_used()
+        pending = [self._counted - 1] if self._last is not None and self._last else []
+        return self._numbers + pending
 
     @property
     def history(self) -> dict[str, list[float]]:
@@ -296,7 +422,8 @@ class GradientMonitor(Recorder):
     def norms(self, per: Per = "layer") -> dict[str, list[float]]:
         """Norms per step, as floats: ``per="parameter"`` (one per tensor) or ``"layer"``.
 
-        Step ``i`` is the ``i``-th backward pass. A parameter that got no gradient in a step has
+        Value ``i`` is the ``i``-th recorded step (step number ``step_numbers[i]``: a backward pass, or an
+        optimizer step with ``optimizer=``). A parameter that got no gradient in a step has
         ``nan`` there; a layer's norm combines the norms of its parameters that got one (for the
         2-norm: ``sqrt(|dW|^2 + |db|^2)``, as ``clip_grad_norm_`` combines the ``.grad`` that are
         set), ``nan`` when none did. Under FSDP2 this is a collective: call it on every rank.
@@ -339,23 +466,10 @@ class GradientMonitor(Recorder):
         return self.table()
 
     def plot(self, per: Per = "layer", *, ax: Any = None, logy: bool = True, title: str | None = None) -> Any:
-        """Plot the norms over steps (one line per layer or parameter, a gap where it got no
-        gradient); return the axes."""
-        import matplotlib.pyplot as plt
-
-        data = self.norms(per)
-        if ax is None:
-            _, ax = plt.subplots()
-        for name, values in data.items():
-            ax.plot(range(1, len(values) + 1), values, label=name)
-        if logy:
-            ax.set_yscale("log")
-        ax.set_xlabel("step (backward pass)")
-        ax.set_ylabel(f"gradient {self.norm_type:g}-norm")
-        ax.set_title(title or f"gradient norm per {per}")
-        if len(data) <= 12:
-            ax.legend(fontsize="small")
-        return ax
+        """Plot the norms over steps (:func:`hooklab.plot.norms`); return the axes."""
+        xlabel = "optimizer step" if self._optimizer is not None else "step (backward pass)"
+        return plot.norms(self.norms(per), steps=[n + 1 for n in self.step_numbers], xlabel=xlabel, ax=ax, logy=logy,
+                          title=title, per=per, norm_type=self.norm_type)
 
     def __repr__(self) -> str:
         steps = len(self._rows) + (self._last is not None and bool(self._last))
@@ -386,6 +500,14 @@ def _shard_groups(grad: Any, name: str) -> tuple:
     return tuple(groups)
 
 
+class _Results(dict):
+    """A dict of results; calling it gives the dict itself, so ``stats()`` (the spelling before results were
+    properties) keeps working."""
+
+    def __call__(self) -> _Results:
+        return self
+
+
 class ActivationStats(Recorder):
     """Record mean, standard deviation and fraction of near-zero values of layer outputs.
 
@@ -400,7 +522,7 @@ class ActivationStats(Recorder):
     >>> _ = nn.init.constant_(model[0].weight, 1.0), nn.init.constant_(model[0].bias, -1.0)
     >>> with ActivationStats(model, ["1"]) as st:
     ...     _ = model(torch.tensor([[0.0, 0.0], [1.0, 2.0]]))
-    >>> st.stats()["1"]
+    >>> st.stats["1"]
     {'mean': [1.0], 'std': [1.0690449476242065], 'near_zero': [0.5]}
     >>> print(st)
     layer  calls  mean    std  near_zero
@@ -408,6 +530,7 @@ class ActivationStats(Recorder):
     """
 
     STATS = ("mean", "std", "near_zero")
+    _model_refs = ("_modules",)
 
     def __init__(self, model: nn.Module, names: str | Iterable[str], *, eps: float = 1e-3,
                  output: Any = None) -> None:
@@ -415,24 +538,19 @@ class ActivationStats(Recorder):
         refuse_compiled(model, "ActivationStats")
         names = as_names(names)
         self._modules = get_modules(model, names)
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0 or math.isinf(eps):
-            raise ValueError(f"eps must be a finite number >= 0 (|x| <= eps counts as near zero), got {eps!r}")
-        self.eps = float(eps)
+        self.eps = number(eps, "eps", nonnegative=True, finite=True, note="|x| <= eps counts as near zero")
         self.output = output
         self._compiled = was_compiled(model)
         self._series = {n: _Series() for n in names}  # per name: one [mean, std, near_zero] row per call
 
     def _register(self) -> None:
         for name, module in self._modules.items():
-            self.scope.add(module.register_forward_hook(self._hook(name, module)))
+            self._on(module, self._hook(name))
 
-    def _hook(self, name: str, module: nn.Module):
+    def _hook(self, name: str) -> Any:
         record, eps, selector = self._series[name].append, self.eps, self.output
-        registered = same_module(module)  # a copy.deepcopy made inside the block carries this hook: ignore it
 
         def record_activation_stats(module: nn.Module, args: Any, output: Any) -> None:
-            if not registered(module):
-                return
             output = needs_tensor(select_output(output, selector, name), name, "ActivationStats")
             with torch.no_grad():
                 x = output.detach()
@@ -445,10 +563,14 @@ class ActivationStats(Recorder):
 
         return record_activation_stats
 
-    def stats(self) -> dict[str, dict[str, list[float]]]:
-        """``{layer: {"mean": [...], "std": [...], "near_zero": [...]}}``, one value per call."""
+    @property
+    def stats(self) -> _Results:
+        """``{layer: {"mean": [...], "std": [...], "near_zero": [...]}}``, one value per call.
+
+        (``stats()``, the spelling before results became properties, gives the same dict.)
+        """
         self._check_used()
-        out = {}
+        out = _Results()
         for name, series in self._series.items():
             rec = series.stacked()
             cols = rec.T.tolist() if rec is not None else [[], [], []]
@@ -458,40 +580,22 @@ class ActivationStats(Recorder):
     def table(self) -> str:
         """The latest call's statistics per layer, as text (``print(stats)`` prints it too)."""
         rows = [(name, str(len(v["mean"])), f"{v['mean'][-1]:.4g}", f"{v['std'][-1]:.4g}", f"{v['near_zero'][-1]:.3f}")
-                for name, v in self.stats().items() if v["mean"]]
+                for name, v in self.stats.items() if v["mean"]]
         return format_table(("layer", "calls", "mean", "std", "near_zero"), rows, right=range(1, 5))
 
     def __str__(self) -> str:
         return self.table()
 
     def plot(self, *, axes: Any = None, title: str | None = None) -> Any:
-        """Three panels (mean, std, near-zero fraction) over calls, one line per layer."""
-        import matplotlib.pyplot as plt
-
-        data = self.stats()
-        if axes is None:
-            fig, axes = plt.subplots(1, 3, figsize=(10, 3))
-            if title:
-                fig.suptitle(title)
-        labels = {"mean": "mean", "std": "std", "near_zero": f"fraction |x| <= {self.eps:g}"}
-        for ax, stat in zip(axes, self.STATS):
-            for name, values in data.items():
-                ax.plot(range(1, len(values[stat]) + 1), values[stat], label=name)
-            ax.set_title(labels[stat])
-            ax.set_xlabel("step (forward call)")
-        axes[0].legend(fontsize="small")
-        return axes
+        """Three panels (mean, std, near-zero fraction) over calls (:func:`hooklab.plot.activation_stats`)."""
+        return plot.activation_stats(self.stats, eps=self.eps, axes=axes, title=title)
 
     def _unregister(self) -> None:
         self.scope.remove()
-        self._modules = {}  # keep no model alive after the block
         silent = [name for name, series in self._series.items() if not len(series)]
         if silent and not self._block_raised:
-            first = ("the model has been torch.compile'd, and hooks added after compiling do not run in the compiled "
-                     "code: call the eager model inside the block. Other possible causes: "
-                     if self._compiled else "Possible causes: ")
-            warnings.warn(f"ActivationStats recorded no call of {', '.join(map(repr, silent))}. {first}{NO_CALL_CAUSES}",
-                          RuntimeWarning, stacklevel=4)
+            warnings.warn(f"ActivationStats recorded no call of {', '.join(map(repr, silent))}. "
+                          f"{no_call_causes('the model' if self._compiled else None)}", RuntimeWarning, stacklevel=4)
 
     def __repr__(self) -> str:
         return f"ActivationStats({list(self._series)}, hooks={len(self.scope)})"

@@ -25,12 +25,12 @@ from __future__ import annotations
 import dataclasses
 import threading
 import warnings
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import torch
 from torch import nn
 
-from ._checks import refuse_compiled
+from ._checks import flag, module as check_module, refuse_compiled
 from ._text import format_table
 from ._torch_internals import handle_alive, tree_flatten
 from .errors import NonFiniteError
@@ -64,6 +64,8 @@ class NonFiniteEvent:
     note: str = ""
 
     def describe(self) -> str:
+        """The finding in one line: the step, the phase, the module (and Node) and the tensor, e.g.
+        ``"step 0: forward, 1 call 1, output: producer"``."""
         who = "(model)" if self.module == "" else (self.module if self.module is not None else "(unknown module)")
         if self.phase == "input":
             return f"step {self.step}: the model's input {self.where} was already non-finite when the model was called"
@@ -130,7 +132,11 @@ def _classify(outputs: list[tuple[str, torch.Tensor]], inputs: list[tuple[str, t
     return "producer", f"it made {made} from inputs holding only {' and '.join(sorted(in_kinds))} (e.g. {bad_in})"
 
 
-def new_nodes(tensors: list[torch.Tensor], known: dict[int, Any], stop: dict[int, Any]) -> list[Any]:
+class _Known(Protocol):  # id(Node) -> the handle of a hook on it: a dict, or a HookScope keyed by id(Node)
+    def get(self, key: int) -> Any: ...
+
+
+def new_nodes(tensors: list[torch.Tensor], known: _Known, stop: dict[int, Any]) -> list[Any]:
     """The autograd Nodes behind ``tensors`` that are neither in ``known`` (id -> live handle) nor past ``stop``.
 
     A depth-first walk of ``grad_fn.next_functions`` that ends at Nodes already hooked, at the
@@ -153,6 +159,14 @@ def new_nodes(tensors: list[torch.Tensor], known: dict[int, Any], stop: dict[int
     return found
 
 
+class _Events(list):
+    """A list of findings; calling it gives the list itself (``events()``, the spelling before results were
+    properties, keeps working)."""
+
+    def __call__(self) -> _Events:
+        return self
+
+
 class NonFiniteDetector(Recorder):
     """What :func:`find_nonfinite` returns: a recorder of the first non-finite values (see the module doc).
 
@@ -160,6 +174,9 @@ class NonFiniteDetector(Recorder):
     (``None`` when none was seen), ``steps`` counts the model's calls, ``found`` is True when anything
     was found; ``table()`` (and ``print``) reports them.
     """
+
+    _tool = "find_nonfinite"
+    _model_refs = ("model", "_modules")
 
     def __init__(self, model: nn.Module, *, raise_first: bool = False, backward: bool = True) -> None:
         super().__init__()
@@ -169,26 +186,25 @@ class NonFiniteDetector(Recorder):
                             "autograd graph of this process only; a gradient averaged across ranks can be non-finite "
                             "because of another rank. Pass model.module (the hooks then see this rank's graph) and "
                             "run the detector on every rank.")
-        if not isinstance(model, nn.Module):
-            raise TypeError(f"find_nonfinite needs an nn.Module, got {type(model).__name__}")
+        check_module(model, "find_nonfinite")
         if any(type(p).__name__ == "DTensor" for p in model.parameters()):
             raise TypeError("find_nonfinite got a model with sharded (DTensor) parameters (FSDP2 / tensor "
                             "parallel): each rank sees only its shard, so a finding would be partial. Run it on "
                             "the unsharded model (one process).")
-        for flag, what in ((raise_first, "raise_first"), (backward, "backward")):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{what} must be True or False, got {flag!r}")
+        flag(raise_first, "raise_first")
+        flag(backward, "backward")
         self.model, self.raise_first, self.check_backward = model, raise_first, backward
         self._names = {id(m): n for n, m in model.named_modules()}
         self._modules = {n: m for n, m in model.named_modules()}
-        self.forward: NonFiniteEvent | None = None
-        self.backward: NonFiniteEvent | None = None
-        self.bad_input: NonFiniteEvent | None = None
-        self.steps = 0
+        self._forward: NonFiniteEvent | None = None    # the results, read through the properties below
+        self._backward: NonFiniteEvent | None = None
+        self._bad_input: NonFiniteEvent | None = None
+        self._steps = 0
         self._stack: list[str] = []          # modules running now (innermost last)
         self._calls: dict[str, int] = {}     # calls per module in the current step
-        self._nodes: dict[int, Any] = {}     # id(Node) -> handle of our hook on it (graphs still alive)
         self._stop: dict[int, Any] = {}      # the Nodes behind the current step's inputs
+        self._last_node_hook: Any = None     # the handle of the newest Node hook (alive while its graph is)
+        self._node_hook_ran = False          # ... and whether a Node hook ran since it was added
         self._thread = threading.get_ident()
         self._other_thread = False
 
@@ -198,19 +214,26 @@ class NonFiniteDetector(Recorder):
         # registered with_kwargs=True leaves its flag behind, and every later torch.compile call then warns
         self._thread = threading.get_ident()
         for module in self._modules.values():
-            self.scope.add(module.register_forward_pre_hook(self._pre))
-            self.scope.add(module.register_forward_hook(self._post, with_kwargs=True))
-            self.scope.add(module.register_forward_hook(self._pop, always_call=True))  # also when forward raises
-        self.scope.add(self.model.register_forward_pre_hook(self._entry_kwargs, with_kwargs=True))
+            self._on(module, self._pre, kind="forward_pre")
+            self._on(module, self._post, with_kwargs=True)
+            self._on(module, self._pop, always_call=True)  # also when forward raises
+        self._on(self.model, self._entry_kwargs, kind="forward_pre", with_kwargs=True)
 
     def _unregister(self) -> None:
+        unchecked = (self._last_node_hook is not None and handle_alive(self._last_node_hook)
+                     and not self._node_hook_ran and not self.found)
         try:
             self.scope.remove()
         finally:
-            while self._nodes:
-                self._nodes.popitem()[1].remove()
             self._stop.clear()
             self._stack.clear()
+            self._last_node_hook = None
+        if unchecked and not self._block_raised:
+            warnings.warn("find_nonfinite found nothing, but the backward of the last forward in the block did not run "
+                          "inside it, and its graph is still alive: a backward after the block is not checked (the Node hooks are "
+                          "removed when the block ends). Run backward inside the `with` block; to check the forward "
+                          "only, pass backward=False (or run it under torch.no_grad()).", RuntimeWarning,
+                          stacklevel=4)
         if self._other_thread and not self._block_raised:
             warnings.warn("find_nonfinite: the model was called from another thread inside the block; those calls "
                           "were not checked (module hooks are not per thread). Run the detector in the thread that "
@@ -224,7 +247,7 @@ class NonFiniteDetector(Recorder):
         return name
 
     def _record(self, event: NonFiniteEvent) -> None:
-        setattr(self, {"input": "bad_input", "forward": "forward", "backward": "backward"}[event.phase], event)
+        setattr(self, {"input": "_bad_input", "forward": "_forward", "backward": "_backward"}[event.phase], event)
         if self.raise_first:
             raise NonFiniteError(event)
 
@@ -233,12 +256,11 @@ class NonFiniteDetector(Recorder):
         if name is None:
             return
         if not self._stack:  # the model (or a part of it called on its own) is entered: a new step
-            self.steps += 1
+            self._steps += 1
             self._calls.clear()
             self._stack.clear()
             self._stop = {id(t.grad_fn): t.grad_fn for _, t in _leaves(args, "args") if t.grad_fn is not None}
-            for key in [k for k, h in self._nodes.items() if not handle_alive(h)]:
-                del self._nodes[key]  # Nodes of graphs already freed
+            self.scope.prune()  # forget the hooks on Nodes of graphs already freed
             if module is not self.model:  # the model's own pre-hook checks its args and kwargs
                 self._check_entry(_leaves(args, "args"))
         self._stack.append(name)
@@ -255,24 +277,25 @@ class NonFiniteDetector(Recorder):
                                if t.grad_fn is not None})
 
     def _check_entry(self, inputs: list[tuple[str, torch.Tensor]]) -> None:
-        if self.bad_input is None and self.forward is None:
+        if self._bad_input is None and self._forward is None:
             where = _first_bad(inputs)
             if where is not None:
-                self._record(NonFiniteEvent("input", "input", None, None, self.steps, where))
+                self._record(NonFiniteEvent("input", "input", None, None, self._steps, where))
 
     def _post(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
         name = self._mine(module)
         if name is None:
             return
         outputs = _leaves(output, "output")
-        if self.forward is None:
+        if self._forward is None:
             where = _first_bad(outputs)
             if where is not None:
                 self._record(self._forward_event(module, name, args, kwargs, outputs, where))
-        if self.check_backward and self.backward is None and torch.is_grad_enabled():
-            label = name
-            for node in new_nodes([t for _, t in outputs], self._nodes, self._stop):
-                self._nodes[id(node)] = node.register_hook(self._node_hook(node.name(), label, self.steps))
+        if self.check_backward and self._backward is None and torch.is_grad_enabled():
+            for node in new_nodes([t for _, t in outputs], self.scope, self._stop):
+                handle = node.register_hook(self._node_hook(node.name(), name, self._steps))
+                self._last_node_hook = self.scope.add(handle, key=id(node))
+                self._node_hook_ran = False
 
     def _forward_event(self, module: nn.Module, name: str, args: tuple, kwargs: dict,
                        outputs: list[tuple[str, torch.Tensor]], where: str) -> NonFiniteEvent:
@@ -281,16 +304,17 @@ class NonFiniteDetector(Recorder):
             bad_state = _first_bad([(n, t) for n, t in [*module.named_parameters(), *module.named_buffers()]])
             if bad_state:
                 note = f"its parameter or buffer {bad_state!r} is non-finite"
-        elif self.bad_input is not None:
+        elif self._bad_input is not None:
             note += ": the model's input already was"
         elif len(self._stack) > 1:  # the value was made outside any submodule call, in the caller's own code
             parent = self._stack[-2]
             note += f", made by code between submodule calls in the forward of {parent or '(model)'}"
-        return NonFiniteEvent("forward", kind, name, self._calls.get(name, 1), self.steps, where, None, note)
+        return NonFiniteEvent("forward", kind, name, self._calls.get(name, 1), self._steps, where, None, note)
 
     def _node_hook(self, node_name: str, module: str, step: int):
         def check_gradient(grad_inputs: tuple, grad_outputs: tuple) -> None:
-            if self.backward is not None:
+            self._node_hook_ran = True
+            if self._backward is not None:
                 return
             ins = [(f"grad_input[{i}]", g) for i, g in enumerate(grad_inputs) if isinstance(g, torch.Tensor)]
             where = _first_bad(ins)
@@ -299,7 +323,7 @@ class NonFiniteDetector(Recorder):
             outs = [(f"grad_output[{i}]", g) for i, g in enumerate(grad_outputs) if isinstance(g, torch.Tensor)]
             if _first_bad(outs) is None:
                 kind, note = "producer", "the gradient it received was finite"
-                if self.forward is not None or self.bad_input is not None:
+                if self._forward is not None or self._bad_input is not None:
                     note += "; the forward already held non-finite values, which its backward may use"
             else:
                 kind, note = "propagator", ("the gradient it received was already non-finite: it came from outside "
@@ -309,30 +333,59 @@ class NonFiniteDetector(Recorder):
 
     # -- results ----------------------------------------------------------------------------------
     @property
+    def forward(self) -> NonFiniteEvent | None:
+        """The first module call whose output held a non-finite value (``None``: none seen)."""
+        self._check_used()
+        return self._forward
+
+    @property
+    def backward(self) -> NonFiniteEvent | None:
+        """The first backward Node that computed a non-finite gradient (``None``: none seen)."""
+        self._check_used()
+        return self._backward
+
+    @property
+    def bad_input(self) -> NonFiniteEvent | None:
+        """A model input that was already non-finite when the model was called (``None``: none seen)."""
+        self._check_used()
+        return self._bad_input
+
+    @property
+    def steps(self) -> int:
+        """How many times the model (or a part of it called on its own) was entered inside the block."""
+        self._check_used()
+        return self._steps
+
+    @property
     def found(self) -> bool:
         """True when any non-finite value was seen."""
         self._check_used()
-        return any(e is not None for e in (self.bad_input, self.forward, self.backward))
+        return any(e is not None for e in (self._bad_input, self._forward, self._backward))
 
-    def events(self) -> list[NonFiniteEvent]:
-        """The findings in the order they can happen: model input, forward, backward."""
+    @property
+    def events(self) -> _Events:
+        """The findings in the order they can happen: model input, forward, backward.
+
+        (``events()``, the spelling before results became properties, gives the same list.)
+        """
         self._check_used()
-        return [e for e in (self.bad_input, self.forward, self.backward) if e is not None]
+        return _Events(e for e in (self._bad_input, self._forward, self._backward) if e is not None)
 
     def table(self) -> str:
         """One row per finding (or ``no non-finite value seen in N steps``)."""
         self._check_used()
         rows = [(e.phase, e.kind, "-" if e.module is None else (e.module or "(model)"),
                  "-" if e.call is None else str(e.call), str(e.step), e.node or "-", e.where, e.note)
-                for e in self.events()]
+                for e in self.events]
         return format_table(("phase", "kind", "module", "call", "step", "node", "where", "note"), rows,
-                            empty=f"no non-finite value seen in {self.steps} step(s)")
+                            empty=f"no non-finite value seen in {self._steps} step(s)")
 
     def __str__(self) -> str:
         return self.table()
 
     def __repr__(self) -> str:
-        return f"NonFiniteDetector(steps={self.steps}, found={[e.phase for e in self.events()]}, hooks={len(self.scope)})"
+        found = [e.phase for e in (self._bad_input, self._forward, self._backward) if e is not None]
+        return f"NonFiniteDetector(steps={self._steps}, found={found}, hooks={len(self.scope)})"
 
 
 def find_nonfinite(model: nn.Module, *, raise_first: bool = False, backward: bool = True) -> NonFiniteDetector:

@@ -617,6 +617,7 @@ class OffloadWrapper(nn.Module):
         self.last_hooks: Any = None
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the wrapped module inside a fresh ``make_hooks()`` context (kept as :attr:`last_hooks`)."""
         hooks = _make_context(self.make_hooks, "OffloadWrapper")
         self.last_hooks = hooks
         with hooks:

@@ -149,12 +149,15 @@ class CountedCosts:
             raise ValueError(f"overlap must be in [0, 1), got {self.overlap!r}")
 
     def recompute(self, block: BlockProfile) -> float:
+        """Seconds to run ``block``'s forward again in backward: its FLOPs at :attr:`flops_per_s`."""
         return block.flops / self.flops_per_s
 
     def offload(self, block: BlockProfile, moved_bytes: int) -> float:
+        """Seconds of copying ``moved_bytes`` out in forward and back in backward that compute does not hide."""
         return 2 * moved_bytes / self.copy_bytes_per_s * (1 - self.overlap)
 
     def compress(self, block: BlockProfile, fmt: str, encoded_bytes: int) -> float:
+        """Seconds to encode ``encoded_bytes`` in forward and decode them in backward (``fmt`` is not used)."""
         return 2 * encoded_bytes / self.encode_bytes_per_s  # encode in forward, decode in backward
 
 
@@ -167,12 +170,15 @@ class MeasuredCosts:
     overlap: float = 0.0
 
     def recompute(self, block: BlockProfile) -> float:
+        """Seconds to run ``block``'s forward again: its forward time as measured."""
         return block.forward_s
 
     def offload(self, block: BlockProfile, moved_bytes: int) -> float:
+        """Seconds of copying ``moved_bytes`` out and back at the measured speed, less the overlapped part."""
         return 2 * moved_bytes / self.copy_bytes_per_s * (1 - self.overlap)
 
     def compress(self, block: BlockProfile, fmt: str, encoded_bytes: int) -> float:
+        """Seconds to encode and decode ``encoded_bytes`` in format ``fmt`` at its measured round-trip speed."""
         return encoded_bytes / self.encode_bytes_per_s[fmt]
 
     @classmethod
@@ -338,7 +344,10 @@ class _Option:
 
 @dataclass
 class MemoryPlan:
-    """A choice per block, its modelled bytes and time; :meth:`apply` runs it, :meth:`table` shows it."""
+    """A choice per block, its modelled bytes and time; :meth:`apply` runs it, :meth:`table` shows it.
+
+    Made by :meth:`MemoryPlanner.plan`, not by hand.
+    """
 
     model: nn.Module
     blocks: dict[str, nn.Module]
@@ -352,6 +361,8 @@ class MemoryPlan:
 
     @property
     def choices(self) -> dict[str, str]:
+        """Block name -> the choice made for it: ``"keep"``, ``"checkpoint"``, ``"offload"``, ``"bf16"`` or
+        ``"int8"``."""
         return {name: option.choice for name, option, _ in self.rows}
 
     @property
@@ -361,9 +372,12 @@ class MemoryPlan:
 
     @property
     def seconds_added(self) -> float:
+        """Modelled seconds the plan adds to a training step (recomputation, copies, encoding), all blocks."""
         return sum(option.seconds for _, option, _ in self.rows)
 
     def table(self) -> str:
+        """The plan as an aligned table: per block its choice, the bytes it holds, the bytes saved and the time
+        added, then the totals and whether the budget is met (also what ``print(plan)`` shows)."""
         rows = [(name, option.choice, format_bytes(option.held), format_bytes(kept - option.held),
                  _ms(option.seconds)) for name, option, kept in self.rows]
         rows.append(("total", "", format_bytes(self.held_bytes), format_bytes(self.baseline_bytes - self.held_bytes),

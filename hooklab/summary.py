@@ -8,6 +8,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from ._checks import int_at_least, module as check_module
 from ._text import describe_shape, format_table
 from .scope import HookScope
 
@@ -20,15 +21,31 @@ class ShapeRow:
 
     name: str
     kind: str
-    shape: str
+    shape: str  # the output's shape, as describe_shape writes it ("?" while the call has not returned)
     params: int
     depth: int
+
+
+@dataclass
+class _Open:
+    """A call seen by its pre-hook, waiting for its output."""
+
+    name: str
+    kind: str
+    params: int
+    depth: int
+    shape: str = "?"
+
+    def row(self) -> ShapeRow:
+        return ShapeRow(self.name, self.kind, self.shape, self.params, self.depth)
 
 
 class ShapeTable(list):
     """A list of :class:`ShapeRow` that prints as an aligned table."""
 
     def table(self) -> str:
+        """The rows as an aligned table: layer (indented by depth), type, output shape and parameter count (also
+        what ``print(table)`` shows)."""
         rows = [("  " * (r.depth - 1) + r.name, r.kind, r.shape, f"{r.params:,}") for r in self]
         return format_table(("layer", "type", "output shape", "params"), rows, right=[3], empty="no module ran")
 
@@ -56,24 +73,21 @@ def layer_shapes(model: nn.Module, *args: Any, depth: int = 1, **kwargs: Any) ->
       2.0  Flatten     (1, 288)           0
       2.1  Linear      (1, 2)           578
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"layer_shapes needs an nn.Module, got {type(model).__name__}")
-    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
-        raise ValueError(f"depth must be an int >= 1, got {depth!r}")
-    rows: list[list[Any]] = []
-    open_rows: dict[int, list[list[Any]]] = {}  # id(module) -> its rows still waiting for an output
+    check_module(model, "layer_shapes")
+    int_at_least(depth, "depth", 1)
+    rows: list[_Open] = []
+    open_rows: dict[int, list[_Open]] = {}  # id(module) -> its rows still waiting for an output
     modes = {m: m.training for m in model.modules()}
 
     def row_start(name: str, level: int) -> Callable[[nn.Module, Any], None]:
         def shape_pre_hook(module: nn.Module, inputs: Any) -> None:
-            params = sum(p.numel() for p in module.parameters())
-            row = [name, type(module).__name__, "?", params, level]
+            row = _Open(name, type(module).__name__, sum(p.numel() for p in module.parameters()), level)
             rows.append(row)
             open_rows.setdefault(id(module), []).append(row)
         return shape_pre_hook
 
     def shape_hook(module: nn.Module, inputs: Any, output: Any) -> None:
-        open_rows[id(module)].pop()[2] = describe_shape(output)
+        open_rows[id(module)].pop().shape = describe_shape(output)
 
     with HookScope("layer_shapes") as scope:
         try:
@@ -91,4 +105,4 @@ def layer_shapes(model: nn.Module, *args: Any, depth: int = 1, **kwargs: Any) ->
     if not rows:
         warnings.warn(f"layer_shapes: no module at depth <= {depth} was called (a container such as nn.ModuleList "
                       f"is never called itself); try depth={depth + 1}", UserWarning, stacklevel=2)
-    return ShapeTable(ShapeRow(*row) for row in rows)
+    return ShapeTable(row.row() for row in rows)

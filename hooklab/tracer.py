@@ -12,7 +12,7 @@ a value::
         tr.node(y.grad_fn, "mul")         # Node pre-hook and post-hook
         tr.post_accumulate_grad(w, "w")   # leaf: after .grad was written
         y.sum().backward()
-    print(tr.table())
+    print(tr.table())                     # tr.events: the Event records
     tr.plot()
 
 ``retain_grad`` has no hook object in PyTorch. ``tr.retain_grad(t, name)`` calls
@@ -23,9 +23,7 @@ an observation, not a hook call, and its detail says so.
 """
 from __future__ import annotations
 
-import inspect
 import itertools
-import re
 import warnings
 import weakref
 from contextlib import contextmanager
@@ -35,12 +33,14 @@ from typing import Any, Iterable, Iterator, Literal, Sequence, get_args
 import torch
 from torch import nn
 
-from ._checks import NO_CALL_CAUSES, refuse_compiled
+from . import plot
+from ._checks import choice, module as check_module, no_call_causes, refuse_compiled
+from ._inplace import in_place_on_outputs
 from ._saved import OtherThreads, check_version
 from ._text import describe_shape, format_table
-from ._torch_internals import current_graph_task_id, handle_alive, tree_flatten, version, was_compiled
+from ._torch_internals import current_graph_task_id, tree_flatten, version, was_compiled
 from .lookup import as_names, get_modules
-from .scope import Recorder, same_module
+from .scope import Recorder
 
 __all__ = ["KINDS", "Event", "Tracer", "describe", "in_place_on_outputs"]
 
@@ -111,36 +111,6 @@ def _check_tensor(t: Any, what: str) -> torch.Tensor:
 
 Backward = Literal["full", "outputs"]
 MultiMode = Literal["all", "any"]
-# an augmented assignment to a local or an item (``out += identity``), not to an attribute
-_AUGMENTED = re.compile(r"^\s*(?!self\.)[A-Za-z_]\w*(?:\[[^\]]*\])?\s*[-+*/]=", re.M)
-_SOURCE_CHECKED: dict[type, bool] = {}
-
-
-def _forward_writes_in_place(cls: type[nn.Module]) -> bool:
-    """True when a module class's forward has an in-place update like ``out += identity`` (cached)."""
-    if cls not in _SOURCE_CHECKED:
-        found = False
-        if not cls.__module__.startswith("torch.nn."):  # PyTorch's own layers update only their buffers
-            try:
-                found = bool(_AUGMENTED.search(inspect.getsource(cls.forward)))
-            except (OSError, TypeError):
-                found = False
-        _SOURCE_CHECKED[cls] = found
-    return _SOURCE_CHECKED[cls]
-
-
-def in_place_on_outputs(model: nn.Module) -> list[str]:
-    """Where ``model`` may modify a module's output in place (which forbids full backward hooks).
-
-    Finds modules with ``inplace=True`` (``nn.ReLU(inplace=True)`` overwrites the previous
-    layer's output) and forwards that update a local in place (``out += identity``). A
-    static guess: it can miss in-place tensor methods (``x.add_(y)``) on outputs.
-    """
-    found = []
-    for name, m in model.named_modules():
-        if getattr(m, "inplace", False) is True or _forward_writes_in_place(type(m)):
-            found.append(name or type(m).__name__)
-    return found
 
 
 class Tracer(Recorder):
@@ -166,10 +136,9 @@ class Tracer(Recorder):
 
     def __init__(self) -> None:
         super().__init__()
-        self.events: list[Event] = []
-        self._known: list[tuple[weakref.ref, str]] = []  # tensors the tracer can name
+        self._events: list[Event] = []
+        self._known: list[tuple[weakref.ref[torch.Tensor], str]] = []  # tensors the tracer can name
         self._retained: list[list[Any]] = []  # [tensor ref, name, ref to the .grad last seen, version]
-        self._output_hooks: list[Any] = []  # handles of output-tensor hooks (backward="outputs")
         self._module_labels: list[str] = []  # modules traced through module() / modules()
         self._full_backward: list[str] = []  # ... of them, those with full backward hooks
         self._compiled_roots: list[str] = []  # traced models that have a torch.compile wrapper
@@ -180,18 +149,12 @@ class Tracer(Recorder):
 
     def _unregister(self) -> None:
         self._poll_retained("observed at the end of the block")
-        try:
-            self.scope.remove()
-        finally:
-            while self._output_hooks:
-                self._output_hooks.pop().remove()
+        self.scope.remove()
         if (self._module_labels and not self._block_raised
-                and not any(e.kind.startswith("module") for e in self.events)):
+                and not any(e.kind.startswith("module") for e in self._events)):
             shown = ", ".join(self._module_labels[:5]) + (", ..." if len(self._module_labels) > 5 else "")
-            first = (f"{', '.join(self._compiled_roots)} has been torch.compile'd, and hooks added after compiling "
-                     "do not run in the compiled code: call the eager model inside the block. Other possible "
-                     "causes: " if self._compiled_roots else "Possible causes: ")
-            warnings.warn(f"Tracer recorded no event of the modules it traced ({shown}). {first}{NO_CALL_CAUSES}",
+            compiled = ", ".join(self._compiled_roots) or None
+            warnings.warn(f"Tracer recorded no event of the modules it traced ({shown}). {no_call_causes(compiled)}",
                           RuntimeWarning, stacklevel=5)
 
     def __exit__(self, exc_type: object, *exc_info: object) -> None:
@@ -204,16 +167,22 @@ class Tracer(Recorder):
                          "False); see Tracer.module.")
         super().__exit__(exc_type, *exc_info)
 
+    @property
+    def events(self) -> list[Event]:
+        """The recorded :class:`Event` s, in the order the hooks fired."""
+        self._check_used()
+        return self._events
+
     def __len__(self) -> int:
-        return len(self.events)
+        return len(self._events)
 
     def __repr__(self) -> str:
         state = f"{len(self.scope)} hooks" if self.recording else self._state
-        return f"Tracer({len(self.events)} events, {state})"
+        return f"Tracer({len(self._events)} events, {state})"
 
     def clear(self) -> None:
         """Forget the recorded events (the hooks stay registered)."""
-        self.events.clear()
+        self._events.clear()
 
     # ------------------------------------------------------------------ recording
     def _open(self, what: str) -> None:
@@ -229,7 +198,7 @@ class Tracer(Recorder):
         self._append(kind, name, detail)
 
     def _append(self, kind: Kind, name: str, detail: str, phase: Phase | None = None) -> None:
-        self.events.append(Event(len(self.events) + 1, phase or _phase(kind), kind, name, detail))
+        self._events.append(Event(len(self._events) + 1, phase or _phase(kind), kind, name, detail))
 
     def _poll_retained(self, when: str = "observed") -> None:
         for entry in self._retained:
@@ -351,8 +320,7 @@ class Tracer(Recorder):
         """Trace ``torch.autograd.graph.register_multi_grad_hook(tensors, ..., mode=mode)``."""
         self._open("multi_grad()")
         _check_name(name)
-        if mode not in get_args(MultiMode):
-            raise ValueError(f"multi_grad(): mode must be {' or '.join(map(repr, get_args(MultiMode)))}, got {mode!r}")
+        choice(mode, MultiMode, "multi_grad(): mode")
         tensors = list(tensors)
         if not tensors:
             raise ValueError("multi_grad(): give at least one tensor")
@@ -387,8 +355,7 @@ class Tracer(Recorder):
         hooks every tensor inside the output.
         """
         self._open("module()")
-        if not isinstance(m, nn.Module):
-            raise TypeError(f"module() expects an nn.Module, got {type(m).__name__}")
+        check_module(m, "Tracer.module()")
         refuse_compiled(m, "Tracer.module()")
         if backward not in (True, False, "full", "outputs"):
             raise ValueError(f"module(): backward must be True, False, 'full' or 'outputs', got {backward!r}")
@@ -396,53 +363,43 @@ class Tracer(Recorder):
         self._module_labels.append(label)
         if was_compiled(m) and label not in self._compiled_roots:
             self._compiled_roots.append(label)
-        registered = same_module(m)  # a copy.deepcopy made inside the block carries these hooks: ignore it
         if forward:
             def forward_pre(mod: nn.Module, args: Any, kwargs: Any) -> None:
-                if not registered(mod):
-                    return
                 extra = f" kwargs {describe(kwargs)}" if kwargs else ""
                 self._record("module_forward_pre", label, f"input {describe(args)}{extra}")
 
             def forward_post(mod: nn.Module, args: Any, output: Any) -> None:
-                if not registered(mod):
-                    return
                 self._record("module_forward", label, f"output {describe(output)}")
 
-            self.scope.add(m.register_forward_pre_hook(forward_pre, with_kwargs=True))
-            self.scope.add(m.register_forward_hook(forward_post))
+            self._on(m, forward_pre, kind="forward_pre", with_kwargs=True)
+            self._on(m, forward_post)
         if backward == "outputs":
-            self.scope.add(m.register_forward_hook(self._output_grad_hooks(label, registered)))
+            self._on(m, self._output_grad_hooks(label))
         elif backward:
             def backward_pre(mod: nn.Module, grad_output: Any) -> None:
-                if not registered(mod):
-                    return
                 self._record("module_backward_pre", label, f"grad_output {describe(grad_output)}")
 
             def backward_post(mod: nn.Module, grad_input: Any, grad_output: Any) -> None:
-                if not registered(mod):
-                    return
                 self._record("module_backward", label, f"grad_input {describe(grad_input)}")
 
-            self.scope.add(m.register_full_backward_pre_hook(backward_pre))
-            self.scope.add(m.register_full_backward_hook(backward_post))
+            self._on(m, backward_pre, kind="backward_pre")
+            self._on(m, backward_post, kind="backward")
             self._full_backward.append(label)
 
-    def _output_grad_hooks(self, label: str, registered: Any) -> Any:
+    def _output_grad_hooks(self, label: str) -> Any:
         def hook_outputs(mod: nn.Module, args: Any, output: Any) -> None:
-            if not self.recording or not torch.is_grad_enabled() or not registered(mod):
+            if not self.recording or not torch.is_grad_enabled():
                 return
             # every tensor in the output, also inside a PackedSequence or a dict
             outs = [t for t in tree_flatten(output) if isinstance(t, torch.Tensor) and t.requires_grad]
-            # keep only the handles of graphs still alive, so nothing grows step after step
-            self._output_hooks[:] = [h for h in self._output_hooks if handle_alive(h)]
+            self.scope.prune()  # forget the hooks of graphs already freed, so nothing grows step after step
             for i, t in enumerate(outs):
                 what = "grad_output" if len(outs) == 1 else f"grad_output[{i}]"
 
                 def output_grad(grad: torch.Tensor, what: str = what) -> None:
                     self._record("module_backward_pre", label, f"{what} {describe(grad)} (output tensor hook)")
 
-                self._output_hooks.append(t.register_hook(output_grad))
+                self.scope.add(t.register_hook(output_grad))
         return hook_outputs
 
     def modules(self, model: nn.Module, names: str | Iterable[str] | None = None, *, forward: bool = True,
@@ -456,8 +413,7 @@ class Tracer(Recorder):
         :meth:`module`). Pass ``backward=`` explicitly to choose.
         """
         self._open("modules()")
-        if not isinstance(model, nn.Module):
-            raise TypeError(f"modules() expects an nn.Module, got {type(model).__name__}")
+        check_module(model, "Tracer.modules()")
         refuse_compiled(model, "Tracer.modules()")
         if names is None:  # the modules without children (the model itself when it has none)
             chosen = [n for n, mod in model.named_modules() if n and not any(True for _ in mod.children())] or [""]
@@ -528,53 +484,18 @@ class Tracer(Recorder):
     def sequence(self, kinds: Iterable[Kind] | None = None) -> list[tuple[str, str]]:
         """``(kind, name)`` of each event in order, optionally only the given kinds."""
         wanted = self._wanted(kinds)
-        return [(e.kind, e.name) for e in self.events if wanted is None or e.kind in wanted]
+        return [(e.kind, e.name) for e in self._events if wanted is None or e.kind in wanted]
 
     def table(self, kinds: Iterable[Kind] | None = None) -> str:
         """The events as a fixed-width text table (``print(tr)`` prints it too)."""
         wanted = self._wanted(kinds)
         rows = [(str(e.step), e.phase, e.kind, e.name, e.detail)
-                for e in self.events if wanted is None or e.kind in wanted]
+                for e in self._events if wanted is None or e.kind in wanted]
         return format_table(("step", "phase", "kind", "name", "detail"), rows, empty="no events recorded")
 
     def __str__(self) -> str:
         return self.table()
 
     def plot(self, *, ax: Any = None, title: str = "hook firing order", annotate: bool = True) -> Any:
-        """Draw the events as a timeline (x: step, one lane per kind); return the matplotlib Axes."""
-        import matplotlib.pyplot as plt
-        from matplotlib.ticker import MaxNLocator
-
-        self._check_used()
-        if not self.events:
-            raise ValueError("nothing to plot: no events were recorded")
-        lanes = [k for k in KINDS if any(e.kind == k for e in self.events)]
-        if ax is None:
-            height = 1.0 + 0.45 * len(lanes)
-            _, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(self.events) + 2.5), height))
-        cmap = plt.get_cmap("tab20")
-        colour = {k: cmap(i % 20) for i, k in enumerate(KINDS)}
-        back = [e.step for e in self.events if e.phase == "backward"]
-        if back:
-            ax.axvspan(min(back) - 0.5, max(back) + 0.5, color="0.93", zorder=0)
-            ax.text(min(back) - 0.4, len(lanes) - 0.45, "backward", fontsize=8, color="0.4", va="top")
-        for e in self.events:
-            y = len(lanes) - 1 - lanes.index(e.kind)
-            ax.scatter([e.step], [y], color=colour[e.kind], s=60, zorder=3, edgecolors="black", linewidths=0.5)
-            if annotate:
-                ax.annotate(e.name, (e.step, y), textcoords="offset points", xytext=(0, 7),
-                            ha="center", fontsize=8, rotation=30)
-        ax.set_yticks(range(len(lanes)))
-        ax.set_yticklabels(list(reversed(lanes)), fontsize=8)
-        ax.set_ylim(-0.6, len(lanes) - 0.1)
-        ax.set_xlim(0.3, len(self.events) + 1.2)  # room for the last, rotated label
-        if len(self.events) <= 30:
-            ax.set_xticks(range(1, len(self.events) + 1))
-        else:
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("step (order of firing)")
-        ax.set_title(title)
-        ax.grid(axis="x", alpha=0.3)
-        ax.figure.tight_layout()
-        return ax
-
+        """Draw the events as a timeline (:func:`hooklab.plot.timeline`); return the matplotlib Axes."""
+        return plot.timeline(self.events, kinds=KINDS, ax=ax, title=title, annotate=annotate)

@@ -1,7 +1,9 @@
-"""`./course handout NN [NN ...|all] [--lang zh|en] [--out DIR] [--pdf]`: a printable handout of a notebook.
+"""`./course handout NN [NN ...|all] [--lang zh|en] [--section S ...] [--out DIR] [--pdf]`: a printable handout.
 
     ./course handout 06               # build/handouts/zh/06_saved_tensor_hooks.html and build/handouts/en/...
     ./course handout 06 --lang en --pdf   # also build/handouts/en/06_saved_tensor_hooks.pdf (A4, via Chromium)
+    ./course handout 07 --section 4 --section exercises --pdf   # one section and the exercises: a few pages
+                                      # (07_activation_checkpointing-s4-exercises.html / .pdf)
 
 A handout is one page of print-ready HTML per notebook and language (the one-language export of
 :mod:`hooklab.course.export`, nbconvert's HTML exporter), with code and outputs as committed (nothing is
@@ -9,11 +11,16 @@ executed): each ``##`` section starts on a new printed page, long code lines wra
 margin, figures are inside the page, formulas are typeset by MathJax from the output folder, and Chinese text
 uses a CJK font. Open it in a browser and print (Ctrl+P, "Save as PDF"), or give --pdf to have headless
 Chromium (the one the browser tests use) write the PDF. Everything works offline.
+
+``--section`` keeps the title and the chosen ``##`` sections only (a number N is the section headed "## N. ...";
+``summary`` and ``exercises`` are the notebook's closing sections): a handout for one lesson of a class rather than
+the whole notebook (notebook 07 whole: about 40 A4 pages).
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -63,7 +70,9 @@ table { max-width: 100%; }
   /* each ## section starts a printed page (nbconvert puts the cell's tag on the markdown inside the cell) */
   .jp-Cell:has(.celltag_hooklab-page-break) { break-before: page; }
   h1, h2, h3 { break-after: avoid; }
-  img, .jp-RenderedImage, .jp-InputArea { break-inside: avoid; }
+  /* a figure or a code cell is kept on one page; prose flows (a long markdown cell kept whole would leave the
+     page before it nearly empty: page 1 held the title alone) */
+  img, .jp-RenderedImage, .jp-CodeCell .jp-InputArea { break-inside: avoid; }
   a { color: inherit; text-decoration: none; }
 }
 """
@@ -85,6 +94,50 @@ def mark_sections(nb: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_CLOSING = {"summary": ("Summary", "小结"), "exercises": ("Exercises", "练习")}
+
+
+def _section_key(heading: str) -> str | None:
+    """What ``--section`` calls a ``##`` heading: its number ("## 4. Measuring ..." -> "4"), or summary / exercises.
+
+    >>> [_section_key(h) for h in ("## 4. Measuring", "## 小结：清单", "## Exercises <span>", "## The five sources")]
+    ['4', 'summary', 'exercises', None]
+    """
+    text = heading[3:].strip()
+    if match := re.match(r"(\d+)\.\s", text):
+        return match[1]
+    for key, words in _CLOSING.items():
+        if text.startswith(words):
+            return key
+    return None
+
+
+def select_sections(nb: dict[str, Any], sections: list[str]) -> dict[str, Any]:
+    """A copy of one-language notebook ``nb`` with its title cell and the ``##`` sections named by ``sections``
+    (numbers, ``summary``, ``exercises``), in the notebook's order; a name the notebook lacks is refused."""
+    wanted = [s.lower().lstrip("0") or "0" if s.isdigit() else s.lower() for s in sections]
+    out = json.loads(json.dumps(nb))
+    kept, current, found = [], None, set()
+    for index, cell in enumerate(out["cells"]):
+        first = slides._source(cell).lstrip("\n").split("\n", 1)[0] if cell.get("cell_type") == "markdown" else ""
+        if first.startswith("## "):
+            current = _section_key(first)
+            found.add(current)
+        if index == 0 or (current is not None and current in wanted):
+            kept.append(cell)
+    missing = [s for s in wanted if s not in found]
+    if missing:
+        names = [k for k in dict.fromkeys(_section_key(h) for h in _headings(nb)) if k]
+        raise slides.UsageError(f"no section {', '.join(missing)} in this notebook: choose from {', '.join(names)}")
+    out["cells"] = kept
+    return out
+
+
+def _headings(nb: dict[str, Any]) -> list[str]:
+    return [line for cell in nb["cells"] if cell.get("cell_type") == "markdown"
+            for line in [slides._source(cell).lstrip("\n").split("\n", 1)[0]] if line.startswith("## ")]
+
+
 def handout_html(nb: dict[str, Any], lang: str, *, mathjax_url: str, title: str) -> str:
     """The print-ready HTML of one-language notebook ``nb``."""
     import nbformat
@@ -102,12 +155,17 @@ def handout_html(nb: dict[str, Any], lang: str, *, mathjax_url: str, title: str)
     return html
 
 
-def write_handout(path: Path, lang: str, out: Path) -> Path:
-    """Write the handout of notebook ``path`` in ``lang`` to ``out``/<lang>/<name>.html; return that file."""
+def write_handout(path: Path, lang: str, out: Path, sections: list[str] | None = None) -> Path:
+    """Write the handout of notebook ``path`` in ``lang`` to ``out``/<lang>/<name>.html (with ``sections``: only
+    those, to <name>-s4-exercises.html); return that file."""
     slides.copy_assets(out, reveal=False)
     nb = slides.one_language(path, lang)
-    html = handout_html(nb, lang, mathjax_url=f"../{slides.MATHJAX_FILE}", title=slides.notebook_title(nb, path.stem))
-    target = out / lang / f"{path.stem}.html"
+    title = slides.notebook_title(nb, path.stem)
+    if sections:
+        nb = select_sections(nb, sections)
+    html = handout_html(nb, lang, mathjax_url=f"../{slides.MATHJAX_FILE}", title=title)
+    suffix = "".join(f"-s{s.lstrip('0') or '0'}" if s.isdigit() else f"-{s.lower()}" for s in sections or [])
+    target = out / lang / f"{path.stem}{suffix}.html"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(slides.link_siblings(html), encoding="utf-8")
     return target
@@ -176,13 +234,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="language of the handout: zh or en (default: both, each in its own folder)")
     parser.add_argument("--out", default="build/handouts",
                         help="output folder; files go to OUT/<lang>/ (default: build/handouts)")
+    parser.add_argument("--section", action="append", metavar="S",
+                        help="only this ## section: its number (4), summary or exercises (repeatable; the title is "
+                             "always kept)")
     parser.add_argument("--pdf", action="store_true", help="also print each handout to a PDF with headless Chromium")
     args = parser.parse_args(argv)
     out = Path(args.out).resolve()
     langs = args.lang or list(LANGS)
     try:
         paths = slides.find_notebooks(args.numbers)
-        written = [write_handout(path, lang, out) for path in paths for lang in langs]
+        written = [write_handout(path, lang, out, args.section) for path in paths for lang in langs]
         if args.pdf:
             written += write_pdfs(written)
     except (slides.UsageError, NotebookError, vendor.VendorError, FileNotFoundError, OSError) as exc:

@@ -363,6 +363,7 @@ class CellChange:
     baseline_note: str = ""
     paragraph: str = ""
     prose: list[tuple[str, int, str, str, str]] = field(default_factory=list)
+    symptom: str = ""      # the symptom index's entry of this cell whose message the fresh output no longer shows
 
 
 @dataclass
@@ -394,6 +395,17 @@ class NotebookResult:
         return [c for c in self.changes if c.machine_drift]
 
 
+def symptom_gone(cell: dict, fresh_outputs: list[dict]) -> str:
+    """The symptom index entry (tools/symptoms.py) of ``cell`` whose ``message`` the fresh outputs no longer show:
+    ``"id: message"``, else ``""``."""
+    entry = cell.get("metadata", {}).get("hooklab", {}).get("symptom")
+    message = entry.get("message") if isinstance(entry, dict) else None
+    if not isinstance(message, str):
+        return ""
+    shown = "\n".join(text_of(o.get("text")) + "\n" + text_of(o.get("data", {}).get("text/plain")) for o in fresh_outputs)
+    return "" if message in shown else f"{entry.get('id')}: {message}"
+
+
 def compare_notebook(name: str, committed: dict, fresh: dict, baseline: dict | None,
                      rules: list[tuple[str, str]], *, fresh_label: str = "fresh") -> NotebookResult:
     result = NotebookResult(name)
@@ -416,7 +428,8 @@ def compare_notebook(name: str, committed: dict, fresh: dict, baseline: dict | N
                 change = CellChange(name, num, index, heading, claim, kind, why,
                                     unified_diff(old_text, new_text, fresh_label),
                                     vanished_phrases(old_text, new_text),
-                                    paragraph=paragraph_before(committed, index))
+                                    paragraph=paragraph_before(committed, index),
+                                    symptom=symptom_gone(cell, new_outputs))
                 if base_outputs is not None:
                     base_view = comparable(base_outputs, rules)
                     if base_view != old_view:
@@ -645,6 +658,9 @@ def _cell_section(c: CellChange) -> list[str]:
            f"- guessed kind: **{c.kind}**: {c.why}"]
     if c.machine_drift:
         out.append(f"- baseline: {c.baseline_note}")
+    if c.symptom:
+        out.append(f"- symptom index: the message of `{c.symptom}` is no longer in the output: update the cell's "
+                   "`hooklab.symptom.message` (and run `tools/symptoms.py --write`), or teach what changed")
     if c.paragraph:
         out += ["", f"> {c.paragraph}"]
     out += ["", fence(c.diff, "diff"), ""]

@@ -37,9 +37,12 @@ class Notebook:
         self.cells.append(new_markdown_cell(_clean(zh), metadata={"tags": ["lang-zh"]}))
         self.cells.append(new_markdown_cell(_clean(en), metadata={"tags": ["lang-en"]}))
 
-    def code(self, source: str, *tags: str) -> None:
-        """A code cell (shared by both languages); tags such as ``nbval-ignore-output``."""
-        meta = {"tags": list(tags)} if tags else {}
+    def code(self, source: str, *tags: str, symptom: dict | None = None) -> None:
+        """A code cell (shared by both languages); tags such as ``nbval-ignore-output``. ``symptom``
+        (``{"id", "zh", "en", "message"}``) tags it ``symptom`` for the symptom index (tools/symptoms.py)."""
+        meta: dict = {"tags": [*tags, "symptom"] if symptom else list(tags)} if tags or symptom else {}
+        if symptom:
+            meta["hooklab"] = {"symptom": symptom}
         self.cells.append(new_code_cell(_clean(source), metadata=meta))
 
     def write(self, path: str | Path) -> None:

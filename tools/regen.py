@@ -19,7 +19,8 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor, CoalesceStreamsPr
 from kernelspec import KERNELSPEC
 
 ROOT = Path(__file__).resolve().parent.parent
-CELL_KEYS = {"tags"}  # cell metadata worth keeping; everything else is editor state
+# cell metadata worth keeping (tags; "hooklab": the symptom index's entry, tools/symptoms.py); the rest is editor state
+CELL_KEYS = {"tags", "hooklab"}
 CLEAN_UP = (
     # code cells keep their tags only, the notebook its language's name (the kernel is set below)
     ClearMetadataPreprocessor(preserve_cell_metadata_mask=CELL_KEYS, preserve_nb_metadata_mask={("language_info", "name")}),

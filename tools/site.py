@@ -2,17 +2,22 @@
 
     ./course site                          # build/site/zh/ and build/site/en/, and build/site/index.html
     ./course site --lang en --out /tmp/s   # one language only
-    ./course site --repository-url URL     # as if [project.urls] Repository were URL (launch/edit buttons)
+    ./course site --repository-url URL     # the repository's URL (repository, edit, issue and launch buttons)
+    ./course site --launch-branch launch   # the launch buttons open the copies on that branch (tools/launch.py)
 
 Built offline by Sphinx + myst-nb from the committed notebooks, outputs and figures as committed (nothing is
 executed). Each language's site is built from the one-language notebooks that ``hooklab.course export`` writes, so
-its pages, table of contents, Sphinx's own strings and its full-text search (Chinese words segmented by jieba) are
-in that language; every page links to the same page in the other language. Each notebook page ends with a
-"further reading" list (tools/site/further_reading.toml) and has the theme's download (.ipynb of that language)
-and copy buttons; math is rendered by a MathJax 3 copy inside the site; an API page is generated from hooklab's
-docstrings (grouped as in tools/site/api_groups.toml). The repository's URL comes from one setting,
-``[project.urls]`` Repository (or Source) in pyproject.toml: with it the theme shows the repository, edit, issue,
-Binder and Colab buttons, without it none of them. The sources are assembled in build/site-src/<lang>/.
+its pages, table of contents, Sphinx's own strings and its full-text search (Chinese: pairs of adjacent Han
+characters, see tools/site/conf.py) are in that language; every page links to the same page in the other language.
+Each notebook page ends with a "further reading" list (tools/site/further_reading.toml) and has the theme's download
+(.ipynb of that language, starting with the cell that installs hooklab where it is missing: tools/launch.py) and
+copy buttons; math is rendered by a MathJax 3 copy inside the site; an API page is generated from hooklab's
+docstrings (grouped as in tools/site/api_groups.toml); the landing page is written for learners
+(tools/site/landing/<lang>.md, with a map of the notebooks present). The repository's URL comes from
+``--repository-url``, else the environment variable HOOKLAB_REPOSITORY_URL (the publishing workflow sets it from
+the Actions context), else ``[project.urls]`` Repository (or Source) in pyproject.toml: with it the theme shows the
+repository, edit, issue and launch buttons, without it none of them. The sources are assembled in
+build/site-src/<lang>/.
 """
 from __future__ import annotations
 
@@ -30,11 +35,15 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import launch
+
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "tools" / "site"
 LANGS = ("zh", "en")
 LABELS = {"zh": "中文", "en": "English"}
 FURTHER_READING = CONF / "further_reading.toml"
+LANDING = CONF / "landing"          # the landing page of each language: zh.md, en.md
+LANDING_LINES = CONF / "landing.toml"  # one line per notebook for its map
 API_GROUPS = CONF / "api_groups.toml"
 TEXT = {
     "zh": {"notebooks": "笔记本", "api": "API 参考", "further": "延伸阅读",
@@ -49,9 +58,22 @@ TEXT = {
                         "tests.",
            "other": "Other", "choose": "Choose a language"},
 }
-# Words of the course that jieba's dictionary does not know as one word (the glossary adds its own terms):
-# without them a search for 反向传播 or 触发顺序 finds the two halves only.
-COURSE_TERMS = ("反向传播", "前向传播", "触发顺序", "中间梯度", "梯度裁剪", "计算图", "检查器")
+# The interface strings that the Chinese catalogues of Sphinx and the themes lack, or give in Taiwanese wording
+# (catalogue -> English -> Chinese), written as .po files that tools/site/conf.py puts before the built-in ones.
+# The search page's script strings are in tools/site/_static/hooklab-zh.js.
+ZH_MESSAGES = {
+    "sphinx": {"Link to this heading": "链接到本节标题", "Color mode": "颜色模式",
+               "Toggle primary sidebar": "显示或隐藏目录栏", "Toggle secondary sidebar": "显示或隐藏本页目录", "Light": "浅色", "Dark": "深色",
+               "System Settings": "跟随系统设置", "Back to top": "回到顶部", "Skip to main content": "跳到正文",
+               "On this page": "本页内容", "Search": "搜索", "Search the docs ...": "搜索本课程……",
+               "Contents": "目录", "Clear search": "清除搜索"},
+    "booktheme": {"Print to PDF": "打印为 PDF", "Launch on": "启动于", "Launch interactive content": "在线运行",
+                  "Download this page": "下载本页", "Source repositories": "源代码仓库",
+                  "Source repository": "源代码仓库", "Open an issue": "报告问题", "open issue": "报告问题",
+                  "Edit this page": "编辑本页", "suggest edit": "建议修改", "Suggest edit": "建议修改", "repository": "仓库"},
+}
+ENV_REPOSITORY = "HOOKLAB_REPOSITORY_URL"
+ENV_LAUNCH_BRANCH = "HOOKLAB_LAUNCH_BRANCH"
 LICENCE_URLS = {"code": "https://opensource.org/license/mit",  # when the LICENSE files are missing
                 "prose": "https://creativecommons.org/licenses/by/4.0/"}
 
@@ -78,6 +100,13 @@ def repository_url(pyproject: Path) -> str | None:
         if key in urls:
             return check_url(urls[key], f"[project.urls] {key.capitalize()} in {pyproject}")
     return None
+
+
+def configured_repository(pyproject: Path, environ: dict[str, str] | None = None) -> str | None:
+    """The repository's URL for the site: ``HOOKLAB_REPOSITORY_URL`` when set (the publishing workflow sets it to
+    ``github.server_url/github.repository``), else :func:`repository_url` of ``pyproject``."""
+    value = (os.environ if environ is None else environ).get(ENV_REPOSITORY, "").strip()
+    return check_url(value, f"${ENV_REPOSITORY}") if value else repository_url(pyproject)
 
 
 def check_url(url: Any, where: str) -> str:
@@ -118,7 +147,7 @@ def public_names(root: Path = ROOT) -> list[str]:
 
 def glossary_terms(nb: dict[str, Any]) -> list[str]:
     """The Chinese terms of notebook 00's glossary table (the column 中文), each a word of two or more Han
-    characters, for jieba's dictionary."""
+    characters (tests/tools/test_site.py measures the Chinese search on them)."""
     terms: list[str] = []
     for cell in nb["cells"]:
         source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
@@ -136,6 +165,30 @@ def glossary_terms(nb: dict[str, Any]) -> list[str]:
 
 # --- the pages ----------------------------------------------------------------------------------------------
 
+_CELL_LINK = re.compile(r"\]\((\d\d_\w+\.ipynb)#cell-id=([\w-]+)\)")
+
+
+def cell_links_to_symptom_targets(cell: dict[str, Any], by_cell: dict[tuple[str, str], str]) -> dict[str, Any]:
+    """A markdown cell whose links to a cell of a notebook (JupyterLab's ``NN_x.ipynb#cell-id=...``, as notebook 00's
+    symptom index writes them) point to the site's target before that symptom cell instead (``#symptom-<id>``,
+    tools/symptoms.py's anchors); a cell that is no symptom's: to the notebook's page.
+
+    >>> cell = {"cell_type": "markdown", "source": "[a](01_x.ipynb#cell-id=c1) [b](02_y.ipynb#cell-id=zz)"}
+    >>> cell_links_to_symptom_targets(cell, {("01_x.ipynb", "c1"): "boom"})["source"]
+    '[a](01_x.ipynb#symptom-boom) [b](02_y.ipynb)'
+    """
+    if cell.get("cell_type") != "markdown":
+        return cell
+    text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+    if "#cell-id=" not in text:
+        return cell
+
+    def target(match: re.Match[str]) -> str:
+        symptom = by_cell.get((match[1], match[2]))
+        return f"]({match[1]}#symptom-{symptom})" if symptom else f"]({match[1]})"
+    return {**cell, "source": _CELL_LINK.sub(target, text)}
+
+
 def further_reading_cell(links: list[tuple[str, str]], lang: str) -> dict[str, Any]:
     """The markdown cell appended to a notebook's page: a heading and a list of links."""
     items = "\n".join(f"- [{title}]({url})" for title, url in links)
@@ -144,26 +197,116 @@ def further_reading_cell(links: list[tuple[str, str]], lang: str) -> dict[str, A
             "metadata": {"tags": [f"lang-{lang}", "hooklab-further-reading"]}, "source": source}
 
 
-def site_readme(readme: str, repository: str | None, branch: str = "main") -> str:
-    """The README as the landing page: a link to a file of the repository that is not on the site points to
-    the repository when its URL is known, else it becomes plain text (never a dead link)."""
-    def relink(match: re.Match[str]) -> str:
-        text, target = match[1], match[2]
-        if re.match(r"[a-z]+:|#", target):
-            return match[0]
-        return f"[{text}]({repository}/blob/{branch}/{target})" if repository else text
-    return re.sub(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)\)", relink, readme)
+_TITLE_LINE = re.compile(r"^#\s+(\d+)\s*·\s*(.+?)\s+/\s+(.+?)\s*$")  # "# 01 · 张量钩子 / Tensor hooks"
+_SUBTITLE_LINE = re.compile(r"^\*\*(.+?)\s+·\s+(.+?)\*\*\s*$")       # "**中文 · English**"
+_HOOK_CODE = re.compile(r"register_\w*hook|saved_tensors_hooks|hooklab\.\w+\(|checkpoint\(|\.check\(")
 
 
-def index_page(readme: str, names: list[str], lang: str, *, api: bool = True) -> str:
-    """The landing page: the README, then the notebooks (which also fill the sidebar) and the API page."""
-    toctree = ["", f"## {TEXT[lang]['notebooks']}", "", "```{toctree}", ":maxdepth: 1", "", *names, "```", "",
-               *(["```{toctree}", ":maxdepth: 1", "", "api", "```", ""] if api else [])]
-    return readme.rstrip("\n") + "\n" + "\n".join(toctree)
+def _text(cell: dict[str, Any]) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 
 
-def api_page(lang: str, names: list[str], groups: list[dict[str, Any]]) -> str:
-    """api.rst: the package's description, then per group an autosummary table and the autodoc entries."""
+def notebook_title(nb: dict[str, Any], lang: str) -> tuple[str, str]:
+    """(number, title in ``lang``) from a notebook's bilingual title cell ("# 01 · 张量钩子 / Tensor hooks")."""
+    first = _text(nb["cells"][0]).split("\n")[0]
+    match = _TITLE_LINE.match(first)
+    if not match:
+        raise SiteError(f"the first cell should start with a title line '# NN · 中文 / English', got {first!r}")
+    return match[1], match[2] if lang == "zh" else match[3]
+
+
+def notebook_line(nb: dict[str, Any], name: str, lang: str, lines: dict[str, Any]) -> str:
+    """The notebook's line on the landing page: tools/site/landing.toml's, else its title cell's subtitle, else the
+    first point of its "what you will learn" (cut at the first clause): a new notebook appears with a line."""
+    entry = lines.get(name)
+    if isinstance(entry, dict) and isinstance(entry.get(lang), str):
+        return entry[lang]
+    for line in _text(nb["cells"][0]).split("\n"):
+        if match := _SUBTITLE_LINE.match(line.strip()):
+            return match[1] if lang == "zh" else match[2]
+    heading = "本课你将学到" if lang == "zh" else "What you will learn"
+    for cell in nb["cells"][1:4]:
+        text = _text(cell)
+        if f"lang-{lang}" in cell.get("metadata", {}).get("tags", []) and heading in text:
+            body = [ln.strip().lstrip("-*0123456789. ") for ln in text.split(heading, 1)[1].split("\n")[1:]]
+            first = next((ln for ln in body if ln), "")
+            return re.split(r"(?<=[。；;])|(?<=\.)\s", first.replace("**", ""), maxsplit=1)[0].rstrip("；;")
+    return ""
+
+
+def notebook_picture(nb: dict[str, Any], number: str) -> tuple[str, bytes]:
+    """(file name, bytes) of the notebook's picture on the landing page: its first figure (PNG), or, for a notebook
+    without one, a card drawn from its code: the number and the first lines that register or use a hook."""
+    import base64
+
+    for cell in nb["cells"]:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {}).get("image/png")
+            if data:
+                return f"{number}.png", base64.b64decode("".join(data) if isinstance(data, list) else data)
+    code = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        for line in _text(cell).split("\n"):
+            line = line.strip()
+            if _HOOK_CODE.search(line) and not line.startswith("#") and line not in code:
+                code.append(line if len(line) <= 44 else line[:43] + "…")
+        if len(code) >= 4:
+            break
+    hue = (int(number) * 47) % 360
+    rows = "".join(f'<text x="20" y="{104 + 22 * i}" class="c">{html.escape(line)}</text>'
+                   for i, line in enumerate(code[:4]))
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 400 200" width="400" height="200">'
+           f'<style>.c{{font:14px monospace;fill:#1d2430}}.n{{font:bold 56px sans-serif;fill:hsl({hue},55%,38%)}}'
+           f'</style><rect width="400" height="200" rx="10" fill="hsl({hue},45%,94%)"/>'
+           f'<text x="20" y="66" class="n">{number}</text>{rows}</svg>')
+    return f"{number}.svg", svg.encode("utf-8")
+
+
+def notebook_map(cards: list[dict[str, str]]) -> str:
+    """The landing page's map of the notebooks: a card per notebook (picture, number and title, one line), in
+    raw HTML (the grid is in _static/hooklab-site.css)."""
+    items = "\n".join(
+        f'<a class="hooklab-card" href="{c["name"]}.html"><img src="{c["picture"]}" alt="" loading="lazy">'
+        f'<span class="hooklab-card-title">{c["number"]} · {html.escape(c["title"])}</span>'
+        f'<span class="hooklab-card-line">{html.escape(c["line"])}</span></a>' for c in cards)
+    return f'<div class="hooklab-map">\n{items}\n</div>'
+
+
+def landing_page(template: str, cards: list[dict[str, str]], *, repository: str | None, launch: bool,
+                 torch: str, lang: str) -> str:
+    """tools/site/landing/<lang>.md filled in: ``{{notebook_map}}``, ``{{notebook_count}}``, ``{{torch}}``,
+    ``{{repository}}`` / ``{{repository_or_placeholder}}``; a block between ``<!-- if repository -->`` (or
+    ``<!-- if launch -->``) and ``<!-- end -->`` is kept only with a repository URL (with launch copies)."""
+    keep = {"repository": bool(repository), "launch": launch}
+
+    def block(match: re.Match[str]) -> str:
+        return match[2] if keep[match[1]] else ""
+    text = re.sub(r"<!-- if (repository|launch) -->\n(.*?)<!-- end -->\n", block, template, flags=re.S)
+    placeholder = "<仓库地址>" if lang == "zh" else "<repository URL>"
+    values = {"notebook_map": notebook_map(cards), "notebook_count": str(len(cards)), "torch": torch,
+              "repository": repository or "", "repository_or_placeholder": repository or placeholder}
+    text = re.sub(r"\{\{(\w+)\}\}", lambda m: values.get(m[1], m[0]), text)
+    if "{{" in text or "<!-- if" in text:
+        raise SiteError(f"{LANDING / (lang + '.md')}: an unknown {{{{placeholder}}}} or an unclosed block is left")
+    return text
+
+
+def index_page(landing: str, names: list[str], lang: str, *, api: bool = True, extra: tuple[str, ...] = ()) -> str:
+    """The landing page (index.md): the learners' page, then hidden tables of contents that fill the sidebar with
+    the notebooks, the ``extra`` pages (the symptom index) and the API page."""
+    pages = [*extra, *(["api"] if api else [])]
+    toctree = ["", "```{toctree}", ":hidden:", ":maxdepth: 1", f":caption: {TEXT[lang]['notebooks']}", "",
+               *names, "```", "",
+               *(["```{toctree}", ":hidden:", ":maxdepth: 1", "", *pages, "```", ""] if pages else [])]
+    return landing.rstrip("\n") + "\n" + "\n".join(toctree)
+
+
+def api_page(lang: str, names: list[str], groups: list[dict[str, Any]], classes: set[str] | None = None) -> str:
+    """api.rst: the package's description, then per group an autosummary table and the autodoc entries.
+    ``classes``: the names that are classes (documented with their members; ``capture`` and ``intervene`` are
+    classes too); without it, the names that start with a capital letter."""
     title = TEXT[lang]["api"]
     out = [title, "=" * (len(title.encode("utf-8"))), "", TEXT[lang]["api_intro"], "",
            ".. automodule:: hooklab", "   :no-members:", "", ".. currentmodule:: hooklab", ""]
@@ -181,7 +324,8 @@ def api_page(lang: str, names: list[str], groups: list[dict[str, Any]]) -> str:
         out += [heading, "-" * len(heading.encode("utf-8")), "", ".. autosummary::", "   :nosignatures:", "",
                 *[f"   {n}" for n in members], ""]
         for name in members:
-            kind = "autoclass" if name[:1].isupper() else "autofunction"
+            is_class = name in classes if classes is not None else name[:1].isupper()
+            kind = "autoclass" if is_class else "autofunction"
             out += [f".. {kind}:: {name}"] + (["   :members:"] if kind == "autoclass" else []) + [""]
     return "\n".join(out)
 
@@ -217,57 +361,106 @@ a.hooklab-choose:hover {{ background: #0a7d91; color: #fff; }}
 
 
 def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None = None,
-             branch: str = "main", only: list[str] | None = None) -> list[str]:
-    """Fill ``src`` with the sources of ``lang``'s site: the one-language notebooks (each with its further
-    reading appended), index.md, api.rst and the licence files; return the notebook page names in order.
+             branch: str = "main", only: list[str] | None = None, commit: str | None = None,
+             launch_branch: str | None = None) -> list[str]:
+    """Fill ``src`` with the sources of ``lang``'s site: the one-language notebooks (each a launch copy, with the
+    cell that installs hooklab from ``repository`` at ``commit`` first, and its further reading appended), index.md,
+    api.rst and the licence files; return the notebook page names in order.
     ``only`` (notebook names): those notebooks and no API page (whose autodoc imports hooklab and torch)."""
     from hooklab.course.export import export_notebook, read_notebook
 
     if src.exists():
         shutil.rmtree(src)
     src.mkdir(parents=True)
+    import symptoms  # tools/symptoms.py: the symptom index page, and the targets its links point to
+
     reading = further_reading()
-    names = []
-    for path in notebooks(root):
-        if only is not None and path.stem not in only:
-            continue
-        nb = export_notebook(read_notebook(path), lang)
+    chosen = [path for path in notebooks(root) if only is None or path.stem in only]
+    for path in chosen:
         if path.stem not in reading:
             raise SiteError(f"{FURTHER_READING} has no [{path.stem}] table: add the notebook's further reading")
+    hooklab, pinned = launch.requirement(repository, commit), launch.pins(root / "pyproject.toml")
+    found = symptoms.collect(root)[0]
+    by_cell = {(s.notebook, s.cell_id): s.id for s in found}
+    names = []
+    for path in chosen:
+        nb = symptoms.add_site_anchors(export_notebook(read_notebook(path), lang))
+        nb["cells"] = [cell_links_to_symptom_targets(cell, by_cell) for cell in nb["cells"]]
+        nb = launch.launch_copy(nb, lang, hooklab, pinned)
         nb["cells"].append(further_reading_cell(reading[path.stem], lang))
         (src / path.name).write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         names.append(path.stem)
-    readme = site_readme((root / "README.md").read_text(encoding="utf-8"), repository, branch)
-    (src / "index.md").write_text(index_page(readme, names, lang, api=only is None), encoding="utf-8")
-    if only is None:
-        (src / "api.rst").write_text(api_page(lang, public_names(root), api_groups()), encoding="utf-8")
+    listed = [s for s in found if Path(s.notebook).stem in names]
+    (src / "symptoms.md").write_text(symptoms.site_page(listed, lang), encoding="utf-8")
     extra = src.parent / f"_extra-{lang}"
     if extra.exists():
         shutil.rmtree(extra)
-    extra.mkdir()
+    (extra / "landing").mkdir(parents=True)
+    lines, cards = tomllib.loads(LANDING_LINES.read_text(encoding="utf-8")), []
+    for name in names:
+        nb = read_notebook(root / "notebooks" / f"{name}.ipynb")
+        number, title = notebook_title(nb, lang)
+        picture, data = notebook_picture(nb, number)
+        (extra / "landing" / picture).write_bytes(data)
+        cards.append({"name": name, "number": number, "title": title, "picture": f"landing/{picture}",
+                      "line": notebook_line(nb, name, lang, lines)})
+    torch = next(p.split("==")[1] for p in launch.pins(root / "pyproject.toml") if p.startswith("torch=="))
+    landing = landing_page((LANDING / f"{lang}.md").read_text(encoding="utf-8"), cards, repository=repository,
+                           launch=bool(repository and launch_branch), torch=torch, lang=lang)
+    (src / "index.md").write_text(index_page(landing, names, lang, api=only is None, extra=("symptoms",)),
+                                  encoding="utf-8")
+    if only is None:
+        import inspect
+
+        import hooklab  # imported already (by the export); the API page's autodoc imports it too
+
+        public = public_names(root)
+        classes = {n for n in public if inspect.isclass(getattr(hooklab, n, None))}
+        (src / "api.rst").write_text(api_page(lang, public, api_groups(), classes), encoding="utf-8")
     for name in ("LICENSE", "LICENSE-prose.md"):
         if (root / name).is_file():
             shutil.copy2(root / name, extra / (Path(name).stem + ".txt"))
     return names
 
 
+def write_catalogs(folder: Path, messages: dict[str, dict[str, str]] = ZH_MESSAGES) -> Path:
+    """``folder``/zh_CN/LC_MESSAGES/<catalogue>.mo for each catalogue of ``messages`` (compiled by Babel, which
+    Sphinx uses for its own catalogues); returns ``folder``, the locale directory conf.py gives Sphinx."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.mofile import write_mo
+
+    target = folder / "zh_CN" / "LC_MESSAGES"
+    target.mkdir(parents=True, exist_ok=True)
+    for domain, table in messages.items():
+        catalog = Catalog(locale="zh_CN", domain=domain)
+        for english, chinese in table.items():
+            catalog.add(english, chinese)
+        with open(target / f"{domain}.mo", "wb") as mo:
+            write_mo(mo, catalog)
+    return folder
+
+
 def settings(src: Path, lang: str, names: list[str], *, other: str | None, repository: str | None,
-             branch: str, jieba_dict: Path | None) -> dict[str, Any]:
+             branch: str, launch_branch: str | None = None, locale_dir: Path | None = None) -> dict[str, Any]:
     """What tools/site/conf.py reads (through the file named by HOOKLAB_SITE)."""
     extra = src.parent / f"_extra-{lang}"
     licence = {"code": "LICENSE.txt" if (extra / "LICENSE.txt").is_file() else LICENCE_URLS["code"],
                "prose": "LICENSE-prose.txt" if (extra / "LICENSE-prose.txt").is_file() else LICENCE_URLS["prose"]}
     return {"lang": lang, "src": str(src), "notebooks": names, "repository_url": repository,
             "repository_branch": branch, "extra": str(extra) if any(extra.iterdir()) else None,
-            "licence_links": licence, "jieba_dict": str(jieba_dict) if jieba_dict else None,
-            "other": {"lang": other, "label": LABELS[other], "pages": ["index", "api", *names]} if other else None}
+            "launch_branch": launch_branch if repository else None,
+            "licence_links": licence, "locale_dir": str(locale_dir) if locale_dir else None,
+            "other": {"lang": other, "label": LABELS[other], "pages": ["index", "api", "symptoms", *names]}
+            if other else None}
 
 
 def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repository: str | None = None,
-          branch: str = "main", only: list[str] | None = None, quiet: bool = True,
-          timeout: float = 900) -> dict[str, Any]:
+          branch: str = "main", launch_branch: str | None = None, commit: str | None = None,
+          only: list[str] | None = None, quiet: bool = True, timeout: float = 900) -> dict[str, Any]:
     """Build the sites of ``langs`` into ``out/<lang>/`` (at the same time) and ``out/index.html``; ``only``
     (notebook names) leaves out the other notebooks and the API page (a quicker build, for tests).
+    ``launch_branch``: the branch holding the launch copies (tools/launch.py) that the launch buttons open;
+    ``commit``: the commit the download copies install hooklab from (default: the checkout's).
 
     Returns the notebook page names, each language's Sphinx output (warnings) and the seconds it took.
     Raises :class:`SiteError` when a build fails (with Sphinx's output)."""
@@ -275,18 +468,20 @@ def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repos
     src_root = out.parent / (out.name + "-src")
     src_root.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
-    terms = glossary_terms(json.loads((root / "notebooks" / "00_introduction.ipynb").read_text(encoding="utf-8")))
-    jieba_dict = src_root / "jieba-terms.txt"
-    jieba_dict.write_text("".join(f"{t}\n" for t in dict.fromkeys([*terms, *COURSE_TERMS])), encoding="utf-8")
+    if commit is None and repository:
+        commit = launch.current_commit(root)
+    locale_dir = write_catalogs(src_root / "locale")
     procs = {}
     names: list[str] = []
     try:
         for lang in langs:
             src = src_root / lang
-            names = assemble(src, lang, root=root, repository=repository, branch=branch, only=only)
+            names = assemble(src, lang, root=root, repository=repository, branch=branch, only=only, commit=commit,
+                             launch_branch=launch_branch)
             others = [o for o in LANGS if o != lang and (o in langs or (out / o / "index.html").is_file())]
             config = settings(src, lang, names, other=others[0] if others else None, repository=repository,
-                              branch=branch, jieba_dict=jieba_dict if lang == "zh" else None)
+                              branch=branch, launch_branch=launch_branch,
+                              locale_dir=locale_dir if lang == "zh" else None)
             config_file = src_root / f"settings-{lang}.json"
             config_file.write_text(json.dumps(config, ensure_ascii=False, indent=1), encoding="utf-8")
             # Sphinx writes into a staging folder, moved to out/<lang> when it succeeded: myst-nb puts its
@@ -331,15 +526,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lang", choices=LANGS, action="append",
                         help="build only this language's site (repeatable; default: both)")
     parser.add_argument("--repository-url", metavar="URL",
-                        help="the repository's URL instead of [project.urls] Repository in pyproject.toml "
-                             "(shows the repository, edit and launch buttons)")
+                        help=f"the repository's URL (default: ${ENV_REPOSITORY}, else [project.urls] Repository "
+                             "in pyproject.toml); shows the repository, edit, issue and launch buttons")
+    parser.add_argument("--launch-branch", metavar="BRANCH", default=os.environ.get(ENV_LAUNCH_BRANCH) or None,
+                        help=f"the branch with the launch copies (tools/launch.py) that the Binder and Colab buttons "
+                             f"open (default: ${ENV_LAUNCH_BRANCH}; without one: Binder opens the default branch's "
+                             "notebooks and there is no Colab button)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show Sphinx's progress")
     args = parser.parse_args(argv)
     out = Path(args.out).resolve()
     try:
         repository = (check_url(args.repository_url, "--repository-url") if args.repository_url
-                      else repository_url(ROOT / "pyproject.toml"))
-        result = build(out, langs=tuple(args.lang or LANGS), repository=repository, quiet=not args.verbose)
+                      else configured_repository(ROOT / "pyproject.toml"))
+        if args.launch_branch and not re.fullmatch(r"[A-Za-z0-9._/-]+", args.launch_branch):
+            raise SiteError(f"--launch-branch should be a branch name, got {args.launch_branch!r}")
+        result = build(out, langs=tuple(args.lang or LANGS), repository=repository,
+                       launch_branch=args.launch_branch, quiet=not args.verbose)
     except SiteError as exc:
         print(f"[course] error: {exc}", file=sys.stderr)
         return 1

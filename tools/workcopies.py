@@ -3,14 +3,21 @@
 The tracked notebooks in ``notebooks/`` are never served: a learner's answers and outputs saved into them would fail
 ``./course test`` and conflict with ``git pull``. Instead the lab serves copies in ``work/`` (git-ignored):
 
-- ``work/zh-en/``: the bilingual notebooks, byte for byte (``./course lab``);
+- ``work/zh-en/``: the bilingual notebooks (``./course lab``);
 - ``work/zh/``, ``work/en/``: the one-language copies (``./course lab --lang zh|en``), exported as
   ``./course export`` does (:func:`hooklab.course.export.export_notebook`).
 
-A copy, once made, is the learner's: it is never overwritten. :data:`STAMPS` in each folder records the sha256 of each
-copy as it was written, which tells two things apart at every lab start:
+Each copy carries the ``language_info`` that the course's kernel reports (:func:`kernel_language_info`): with the
+committed ``{"name": "python"}``, JupyterLab filled in the kernel's on opening and marked the notebook changed (●)
+before the learner typed anything.
 
-- a copy the learner has not changed (its bytes match its stamp) follows the course: when the tracked notebook
+A copy, once made, is the learner's: it is never overwritten. :data:`STAMPS` in each folder records, for each copy as
+it was written, a digest of what the learner writes (its cells' types and sources: :func:`content_digest`; saving
+rewrites the notebook's metadata, JupyterLab's autosave included, and running a cell its outputs, and neither is the
+learner's work) and the sha256 of its bytes (to tell when the course's version changed). That tells two things apart
+at every lab start:
+
+- a copy the learner has not changed (no cell edited, added or removed) follows the course: when the tracked notebook
   changes (a ``git pull``), the copy is renewed and the lab says so;
 - a copy the learner changed is kept; when the course's version has changed since the copy was made, the lab says so
   and names the command that gives a fresh copy (:func:`reset`), which first keeps the learner's copy as
@@ -63,15 +70,93 @@ def shown(path: Path, root: Path = ROOT) -> str:
         return str(path)
 
 
+def kernel_language_info() -> dict[str, object]:
+    """The ``language_info`` the course's kernel (ipykernel, in this Python: ``./course`` runs this in .venv, whose
+    Python the kernel is) reports, keys sorted as Jupyter writes them."""
+    from ipykernel.ipkernel import IPythonKernel
+
+    return json.loads(json.dumps(IPythonKernel.language_info, sort_keys=True))
+
+
 def fresh_copy(lang: str, source: Path) -> bytes:
-    """The bytes of a fresh working copy of ``source`` for ``lang``. Raises NotebookError (naming the file) when
-    the tracked notebook is not valid JSON (e.g. a merge left conflict markers in it)."""
+    """The bytes of a fresh working copy of ``source`` for ``lang``: the notebook (one language for ``zh`` / ``en``)
+    with the kernel's ``language_info``. Raises NotebookError (naming the file) when the tracked notebook is not
+    valid JSON (e.g. a merge left conflict markers in it)."""
     from hooklab.course.export import export_notebook, read_notebook
 
     nb = read_notebook(source)
+    if lang != "both":
+        nb = export_notebook(nb, lang)
+    nb.setdefault("metadata", {})["language_info"] = kernel_language_info()
+    return (json.dumps(nb, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+
+
+def content_digest(data: bytes) -> str:
+    """sha256 of what the learner writes in a notebook: each cell's type, source and attachments, in order.
+    Metadata (JupyterLab rewrites it on saving), outputs and execution counts (running a cell) are left out;
+    bytes that are not a notebook digest as they are.
+
+    >>> a = b'{"cells": [{"cell_type": "code", "source": ["x = 1"], "outputs": []}], "metadata": {}}'
+    >>> b = b'{"cells": [{"cell_type": "code", "source": "x = 1", "outputs": [{"text": "1"}], "execution_count": 3}],'\\
+    ...     b' "metadata": {"language_info": {"name": "python", "version": "3.11.7"}}}'
+    >>> content_digest(a) == content_digest(b), content_digest(a) == content_digest(a.replace(b"x = 1", b"x = 2"))
+    (True, False)
+    """
+    import hashlib
+
+    try:
+        cells = json.loads(data.decode("utf-8"))["cells"]
+        written = [[c.get("cell_type"), "".join(c["source"]) if isinstance(c.get("source"), list) else c.get("source"),
+                    c.get("attachments")] for c in cells]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return hashlib.sha256(data).hexdigest()
+    return hashlib.sha256(json.dumps(written, ensure_ascii=False, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def make_stamp(data: bytes) -> str:
+    """The stamp of a copy written with ``data``: ``"<content digest> <sha256 of the bytes>"``."""
+    from hooklab.course.export import sha256_hex
+
+    return f"{content_digest(data)} {sha256_hex(data)}"
+
+
+def _stamp_parts(stamp: str) -> tuple[str | None, str]:
+    """(content digest, bytes' sha256) of a stamp; a stamp of one hash (written before the content digest, or by
+    ``./course export``) has the bytes' sha256 only."""
+    content, _, raw = stamp.rpartition(" ")
+    return content or None, raw
+
+
+def untouched(stamp: str | None, current: bytes) -> bool:
+    """Whether the copy whose bytes are ``current`` is as written: its bytes, or what the learner writes in it."""
+    from hooklab.course.export import sha256_hex
+
+    if stamp is None:
+        return False
+    content, raw = _stamp_parts(stamp)
+    return sha256_hex(current) == raw or (content is not None and content_digest(current) == content)
+
+
+def course_changed(stamp: str | None, data: bytes, legacy: bytes) -> bool:
+    """Whether the course's version of a copy, ``data`` now, differs from the one the copy was made from.
+    ``legacy``: the fresh copy as it was written before copies carried the kernel's language_info (what a
+    one-hash stamp was taken of), so that that change alone does not count as a new version."""
+    from hooklab.course.export import sha256_hex
+
+    if stamp is None:
+        return True
+    content, raw = _stamp_parts(stamp)
+    return raw != sha256_hex(data if content is not None else legacy)
+
+
+def legacy_copy(lang: str, source: Path) -> bytes:
+    """A fresh copy as it was made before it carried the kernel's language_info: the bilingual notebook's bytes,
+    or the one-language export."""
+    from hooklab.course.export import export_notebook, read_notebook
+
     if lang == "both":
         return source.read_bytes()
-    return (json.dumps(export_notebook(nb, lang), ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+    return (json.dumps(export_notebook(read_notebook(source), lang), ensure_ascii=False, indent=1) + "\n").encode()
 
 
 def _read_stamps(folder: Path) -> dict[str, str]:
@@ -156,6 +241,7 @@ def prepare_copies(lang: str, *, root: Path = ROOT, sources: list[Path] | None =
     made, notes = [], []
     try:
         for src, data in fresh:
+            legacy = legacy_copy(lang, src) if stamps.get(src.name, " ").count(" ") == 0 else data
             copy = folder / src.name
             current = copy.read_bytes() if copy.is_file() else None
             stamp = stamps.get(src.name)
@@ -169,17 +255,21 @@ def prepare_copies(lang: str, *, root: Path = ROOT, sources: list[Path] | None =
                 write_atomic(copy, data.decode("utf-8"))
                 notes.append(f"{shown(copy, root)} was not valid JSON (a save cut short?): a fresh copy replaces it, "
                              f"the broken one is kept as {backup.name}")
-            elif stamp == sha256_hex(current):   # untouched by the learner: it follows the course
-                write_atomic(copy, data.decode("utf-8"))
-                notes.append(f"{src.name[:2]} has a newer version, and you had not changed your copy: "
-                             f"{shown(copy, root)} is the new version now")
+            elif untouched(stamp, current):   # not changed by the learner: it follows the course
+                if course_changed(stamp, data, legacy):
+                    write_atomic(copy, data.decode("utf-8"))
+                    notes.append(f"{src.name[:2]} has a newer version, and you had not changed your copy: "
+                                 f"{shown(copy, root)} is the new version now")
+                elif sha256_hex(current) == _stamp_parts(stamp or "")[1]:   # as written before copies carried
+                    write_atomic(copy, data.decode("utf-8"))                   # the kernel's language_info
+                # else: opened, saved or run, nothing written: it stays as it is (the learner's outputs too)
             else:                             # the learner's work: never overwritten
-                if stamp != sha256_hex(data):
+                if course_changed(stamp, data, legacy):
                     what = "has a newer version" if stamp else "differs from the course's version"
                     notes.append(f"{src.name[:2]} {what}: {reset_command(src.name, lang)} gives a fresh copy "
                                  f"(your copy is kept as {backup_name(copy).name})")
                 continue
-            stamps[src.name] = sha256_hex(data)
+            stamps[src.name] = make_stamp(data)
     finally:
         _write_stamps(folder, stamps)
     if made:
@@ -209,7 +299,7 @@ def reset(lang: str, names: list[str], *, root: Path = ROOT, today: datetime.dat
     fresh one is first kept as ``NN_name.bak-<date>.ipynb``. Return what was done, one line per notebook."""
     sources = course_notebooks(root)
     chosen = pick(names, sources) if names else sources   # an unknown name is refused before hooklab is imported
-    from hooklab.course.export import sha256_hex, write_atomic
+    from hooklab.course.export import write_atomic
 
     folder = copies_dir(root, lang)
     fresh = [(src, fresh_copy(lang, src)) for src in chosen]
@@ -227,7 +317,7 @@ def reset(lang: str, names: list[str], *, root: Path = ROOT, today: datetime.dat
                 write_atomic(copy, data.decode("utf-8"))
                 lines.append(f"{shown(copy, root)}: fresh copy" + (
                     f"; yours is kept as {shown(backup, root)}" if backup else ""))
-            stamps[src.name] = sha256_hex(data)
+            stamps[src.name] = make_stamp(data)
     finally:
         _write_stamps(folder, stamps)
     return lines

@@ -12,11 +12,11 @@ from here and changes no process-wide setting. The notebooks start with::
 
 and ``python -m hooklab.course export --lang zh|en`` writes one-language copies of them.
 
-``pip install hooklab`` is enough for ``setup``, ``check``, ``hint``, ``solution`` and ``attempt`` (they need
-torch only). The one-language export (``export_notebook(s)``, nbformat and nbconvert), notebook 12's model
+hooklab alone is enough for ``setup``, ``check``, ``hint``, ``solution`` and ``attempt`` (they need torch only).
+The one-language export (``export_notebook(s)``, nbformat and nbconvert), notebook 12's model
 (:mod:`hooklab.course.induction`, transformers and safetensors) and the checks of exercises 04.3 (torchvision) and
-12.x (transformers) need ``pip install "hooklab[course]"``: they are imported when first used, and say so when
-missing.
+12.x (transformers) need the ``course`` extra: they are imported when first used, and when missing say how to add it
+to the installation at hand (:func:`install_command`).
 """
 from __future__ import annotations
 
@@ -32,11 +32,43 @@ __all__ = ["attempt", "check", "course_language", "export_notebook", "export_not
 _LAZY = {"export_notebook": "export", "export_notebooks": "export"}
 
 
+def install_command(extra: str = "course") -> str:
+    """The ``pip install`` that adds ``extra`` to this installation of hooklab: from where it was installed (a git
+    repository at its commit, a folder of a clone, a wheel), as pip recorded it (``direct_url.json``, PEP 610); from
+    the package index when it came from there. hooklab is not on the index yet: until it is, only the first kinds
+    exist, and the command for them works.
+
+    >>> install_command().startswith("pip install ")
+    True
+    """
+    import json
+    from importlib import metadata
+
+    origin = None
+    for found in metadata.distributions(name="hooklab"):  # a checkout's hooklab.egg-info records no origin
+        recorded = found.read_text("direct_url.json")
+        if recorded:
+            try:
+                origin = json.loads(recorded)
+            except ValueError:
+                continue
+            break
+    if not isinstance(origin, dict) or not isinstance(origin.get("url"), str):
+        return f'pip install "hooklab[{extra}]"'
+    url, vcs = origin["url"], origin.get("vcs_info")
+    if isinstance(vcs, dict):
+        commit = vcs.get("commit_id")
+        return f'pip install "hooklab[{extra}] @ git+{url}' + (f"@{commit}" if commit else "") + '"'
+    if url.startswith("file://") and origin.get("dir_info", {}).get("editable"):
+        return f'pip install -e "{url[len("file://"):]}[{extra}]"'
+    return f'pip install "hooklab[{extra}] @ {url}"'
+
+
 def needs_course_extra(exc: ImportError, what: str) -> ImportError:
     """The error for a course feature whose optional dependency is missing: it names the install that adds it."""
     missing = exc.name or str(exc)
     error = ImportError(f"{what} needs {missing}, which is not installed: it comes with the course's extra, "
-                        f'pip install "hooklab[course]"', name=exc.name)
+                        f"{install_command()}", name=exc.name)
     return error
 
 

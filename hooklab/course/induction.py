@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # transformers is imported only when a model or a config is a
     from transformers import LlamaConfig, LlamaForCausalLM
 
 __all__ = ["ASSETS", "BOS", "SEQ_HALF", "VOCAB", "accuracy", "config", "load_model", "make_batch",
-           "make_sequences", "second_half_mask"]
+           "make_sequences", "second_half_mask", "several_successors"]
 
 ASSETS: Path = Path(__file__).resolve().parent / "assets" / "induction_lm"
 """The folder of the shipped model: ``config.json``, ``model.safetensors`` and the model card ``README.md``."""
@@ -117,6 +117,29 @@ def second_half_mask(length: int, half: int) -> torch.Tensor:
     mask = torch.zeros(length - 1, dtype=torch.bool)
     mask[half + 1:2 * half] = True
     return mask
+
+
+def several_successors(batch: torch.Tensor) -> torch.Tensor:
+    """``[n, scored]`` bool: which scored predictions one-token induction cannot decide.
+
+    A scored prediction (``second_half_mask``) is made at a second-half position whose current token
+    also occurred in the first half; it is ambiguous when that token occurred there more than once,
+    followed by different tokens, so "copy what followed it" names several candidates.
+
+    >>> row = torch.tensor([[0, 5, 6, 5, 7, 5, 6, 5, 7]])  # L = 4: token 5 is followed once by 6, once by 7
+    >>> several_successors(row).tolist()  # predictions at positions 5, 6, 7: the current tokens 5, 6, 5
+    [[True, False, True]]
+    """
+    if batch.dim() != 2 or batch.shape[1] % 2 == 0 or batch.shape[1] < 3:
+        raise ValueError(f"batch must be [n, 1 + 2 * half] token ids, got shape {tuple(batch.shape)}")
+    half = (batch.shape[1] - 1) // 2
+    first, following = batch[:, 1:half + 1], batch[:, 2:half + 2]  # the first half's tokens, the token after each
+    columns = []
+    for p in second_half_mask(batch.shape[1], half).nonzero().flatten().tolist():
+        occurs = first == batch[:, p, None]  # [n, half]: where the current token occurred in the first half
+        differ = following[:, :, None] != following[:, None, :]
+        columns.append((occurs[:, :, None] & occurs[:, None, :] & differ).any((1, 2)))
+    return torch.stack(columns, dim=1)
 
 
 def load_model() -> "LlamaForCausalLM":

@@ -1,320 +1,389 @@
-"""Notebook 12's checkers accept right answers written differently and reject the typical wrong ones."""
+"""Notebook 12's checkers accept right answers written differently and reject the typical wrong ones, each for
+its own reason."""
+import dataclasses
+
 import pytest
 import torch
 
 import hooklab
+from hooklab.course.exercises import nb12
 
 from exercise_support import judged, run_solution, verdict
 
 
-# ---- 12.1 one head during generate() -----------------------------------------------------------
+def reason_text(key, answer):
+    """The English reason the checker gives."""
+    from hooklab.course import exercises
+    return exercises.verdict(key, answer)[2]
 
-def _collect(model, prompt, layer, head, max_new_tokens, keep, *, module="o_proj_in"):
+
+# ---- 12.1 one head per row during a left-padded generate() ---------------------------------------------
+
+def _per_call(model, prompts, mask, layer, head, max_new_tokens, *, module="o_proj_in"):
+    """The head's slice of every call, [batch, positions of the call, head_dim], in call order."""
     d = model.config.hidden_size // model.config.num_attention_heads
     attention = model.model.layers[layer].self_attn
-    pieces = []
+    calls = []
     with hooklab.HookScope() as scope, torch.no_grad():
         if module == "o_proj_in":
-            scope.add(attention.o_proj.register_forward_pre_hook(lambda m, args: pieces.append(args[0][0])))
+            scope.add(attention.o_proj.register_forward_pre_hook(lambda m, args: calls.append(args[0])))
         else:  # o_proj's output: the wrong place
-            scope.add(attention.o_proj.register_forward_hook(lambda m, args, out: pieces.append(out[0])))
-        generated = model.generate(prompt, max_new_tokens=max_new_tokens, do_sample=False)
-    return keep(pieces, generated, head * d, (head + 1) * d)
+            scope.add(attention.o_proj.register_forward_hook(lambda m, args, out: calls.append(out)))
+        model.generate(prompts, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=0)
+    return [c[..., head * d:(head + 1) * d] for c in calls]
 
 
-def by_position_dict(model, prompt, layer, head, max_new_tokens):
-    # written differently: keyed by the absolute positions from the attention's keyword arguments
+def _real_rows(calls, mask):
+    """Per row: the first call's real columns, then every later call's one position."""
+    return [torch.cat([calls[0][r, mask[r] == 1], *(c[r] for c in calls[1:])]) for r in range(len(mask))]
+
+
+def by_position_ids(model, prompts, attention_mask, layer, head, max_new_tokens):
+    # written differently: keyed by each row's own position_ids from the attention's keywords
     d = model.config.hidden_size // model.config.num_attention_heads
     attention = model.model.layers[layer].self_attn
-    store, positions = {}, {}
+    stores, positions = [{} for _ in range(len(prompts))], {}
 
-    def remember_positions(module, args, kwargs):
-        positions["now"] = kwargs["position_ids"][0].tolist()
+    def remember(module, args, kwargs):
+        positions["now"] = kwargs["position_ids"].tolist()
 
     def grab(module, args):
-        for i, p in enumerate(positions["now"]):
-            store[p] = args[0][0, i, head * d:(head + 1) * d].detach()
+        prompt_call = not any(stores)
+        for r, store in enumerate(stores):
+            for i, p in enumerate(positions["now"][r]):
+                if not prompt_call or attention_mask[r, i]:  # the prompt call: real columns only
+                    store[p] = args[0][r, i, head * d:(head + 1) * d].detach()
 
-    handles = [attention.register_forward_pre_hook(remember_positions, with_kwargs=True),
+    handles = [attention.register_forward_pre_hook(remember, with_kwargs=True),
                attention.o_proj.register_forward_pre_hook(grab)]
     try:
         with torch.no_grad():
-            model.generate(prompt, max_new_tokens=max_new_tokens, do_sample=False)
+            model.generate(prompts, attention_mask=attention_mask, max_new_tokens=max_new_tokens, do_sample=False,
+                           pad_token_id=0)
     finally:
         for h in handles:
             h.remove()
-    return torch.stack([store[p] for p in sorted(store)])
+    return [torch.stack([store[p] for p in sorted(store)]) for store in stores]
 
 
-def last_step_only(model, prompt, layer, head, max_new_tokens):
-    return _collect(model, prompt, layer, head, max_new_tokens, lambda p, g, a, b: p[-1][:, a:b])
-
-
-def prompt_only(model, prompt, layer, head, max_new_tokens):
-    return _collect(model, prompt, layer, head, max_new_tokens, lambda p, g, a, b: p[0][:, a:b])
-
-
-def wrong_head(model, prompt, layer, head, max_new_tokens):
-    other = (head + 1) % model.config.num_attention_heads
-    return _collect(model, prompt, layer, other, max_new_tokens, lambda p, g, a, b: torch.cat(p)[:, a:b])
-
-
-def after_o_proj(model, prompt, layer, head, max_new_tokens):
-    return _collect(model, prompt, layer, head, max_new_tokens, lambda p, g, a, b: torch.cat(p)[:, a:b],
-                    module="o_proj_out")
-
-
-def leaves_hook(model, prompt, layer, head, max_new_tokens):
+def with_intervene(model, prompts, attention_mask, layer, head, max_new_tokens):
+    # written differently: hooklab.intervene on o_proj's input, an edit function that returns the value unchanged
     d = model.config.hidden_size // model.config.num_attention_heads
-    pieces = []
-    model.model.layers[layer].self_attn.o_proj.register_forward_pre_hook(
-        lambda m, args: pieces.append(args[0][0, :, head * d:(head + 1) * d].detach()))
-    with torch.no_grad():
-        model.generate(prompt, max_new_tokens=max_new_tokens, do_sample=False)
-    return torch.cat(pieces)
+    calls = []
+
+    def keep(value, call):
+        calls.append(value[..., head * d:(head + 1) * d].detach())
+        return value
+
+    with hooklab.intervene(model, {f"model.layers.{layer}.self_attn.o_proj": keep}, on="input"), torch.no_grad():
+        model.generate(prompts, attention_mask=attention_mask, max_new_tokens=max_new_tokens, do_sample=False,
+                       pad_token_id=0)
+    return _real_rows(calls, attention_mask)
 
 
-def blank_12_1(model, prompt, layer, head, max_new_tokens):
+def keeps_padding(model, prompts, attention_mask, layer, head, max_new_tokens):
+    calls = _per_call(model, prompts, attention_mask, layer, head, max_new_tokens)
+    return [torch.cat([c[r] for c in calls]) for r in range(len(prompts))]
+
+
+def row_zero_positions(model, prompts, attention_mask, layer, head, max_new_tokens):
+    # row 0's mask for every row: row 0 is the longest, so every row keeps all of its columns, padding included
+    calls = _per_call(model, prompts, attention_mask, layer, head, max_new_tokens)
+    return [torch.cat([calls[0][r, attention_mask[0] == 1], *(c[r] for c in calls[1:])]) for r in range(len(prompts))]
+
+
+def last_step_only(model, prompts, attention_mask, layer, head, max_new_tokens):
+    return [c for c in _per_call(model, prompts, attention_mask, layer, head, max_new_tokens)[-1]]
+
+
+def prompt_only(model, prompts, attention_mask, layer, head, max_new_tokens):
+    calls = _per_call(model, prompts, attention_mask, layer, head, max_new_tokens)
+    return [calls[0][r, attention_mask[r] == 1] for r in range(len(prompts))]
+
+
+def one_too_many(model, prompts, attention_mask, layer, head, max_new_tokens):  # the last token, fed to nobody
+    rows = nb12_reference(model, prompts, attention_mask, layer, head, max_new_tokens)
+    return [torch.cat([row, row[-1:]]) for row in rows]
+
+
+def one_short(model, prompts, attention_mask, layer, head, max_new_tokens):
+    return [row[1:] for row in nb12_reference(model, prompts, attention_mask, layer, head, max_new_tokens)]
+
+
+def wrong_head(model, prompts, attention_mask, layer, head, max_new_tokens):
+    other = (head + 1) % model.config.num_attention_heads
+    return nb12_reference(model, prompts, attention_mask, layer, other, max_new_tokens)
+
+
+def after_o_proj(model, prompts, attention_mask, layer, head, max_new_tokens):
+    return _real_rows(_per_call(model, prompts, attention_mask, layer, head, max_new_tokens, module="o_proj_out"),
+                      attention_mask)
+
+
+def all_heads(model, prompts, attention_mask, layer, head, max_new_tokens):
+    calls = _per_call(model, prompts, attention_mask, layer, 0, max_new_tokens)
+    return [torch.cat([row, row, row, row], dim=-1) for row in _real_rows(calls, attention_mask)]  # 4 * d wide
+
+
+def stacked(model, prompts, attention_mask, layer, head, max_new_tokens):
+    return torch.nn.utils.rnn.pad_sequence(nb12_reference(model, prompts, attention_mask, layer, head, max_new_tokens),
+                                           batch_first=True)
+
+
+def first_row_only(model, prompts, attention_mask, layer, head, max_new_tokens):
+    return nb12_reference(model, prompts, attention_mask, layer, head, max_new_tokens)[:1]
+
+
+def as_lists(model, prompts, attention_mask, layer, head, max_new_tokens):
+    return [row.tolist() for row in nb12_reference(model, prompts, attention_mask, layer, head, max_new_tokens)]
+
+
+def leaves_hook(model, prompts, attention_mask, layer, head, max_new_tokens):
+    calls = []
+    model.model.layers[layer].self_attn.o_proj.register_forward_pre_hook(lambda m, args: calls.append(args[0]))
+    return nb12_reference(model, prompts, attention_mask, layer, head, max_new_tokens)
+
+
+def forgets_return(model, prompts, attention_mask, layer, head, max_new_tokens):
+    nb12_reference(model, prompts, attention_mask, layer, head, max_new_tokens)
+
+
+def blank_12_1(model, prompts, attention_mask, layer, head, max_new_tokens):
     pass
 
 
+def nb12_reference(*args):
+    return run_solution("12.1")["head_per_row"](*args)
+
+
 def test_12_1():
-    assert verdict("12.1", run_solution("12.1")["head_during_generate"]) == "correct"
-    assert verdict("12.1", by_position_dict) == "correct"
+    assert verdict("12.1", run_solution("12.1")["head_per_row"]) == "correct"
+    assert verdict("12.1", by_position_ids) == "correct"
+    assert verdict("12.1", with_intervene) == "correct"
     assert judged("12.1", blank_12_1) == ("not solved", "blank")
 
 
-def one_too_many(model, prompt, layer, head, max_new_tokens):  # also the last token, fed to nobody
-    d = model.config.hidden_size // model.config.num_attention_heads
-    found = by_position_dict(model, prompt, layer, head, max_new_tokens)
-    return torch.cat([found, found[-1:]])
-
-
-def head_as_list(model, prompt, layer, head, max_new_tokens):
-    return by_position_dict(model, prompt, layer, head, max_new_tokens).tolist()
-
-
-def all_heads(model, prompt, layer, head, max_new_tokens):
-    return _collect(model, prompt, layer, head, max_new_tokens, lambda p, g, a, b: torch.cat(p))
-
-
-def one_position_short(model, prompt, layer, head, max_new_tokens):
-    return by_position_dict(model, prompt, layer, head, max_new_tokens)[1:]
-
-
-def forgets_return(model, prompt, layer, head, max_new_tokens):
-    by_position_dict(model, prompt, layer, head, max_new_tokens)
-
-
 @pytest.mark.parametrize("answer, reason", [
-    (last_step_only, "last-step-only"), (prompt_only, "prompt-only"), (wrong_head, "other-head"),
-    (after_o_proj, "values"), (leaves_hook, "hook-left"), (one_too_many, "one-too-many"), (head_as_list, "not-a-tensor"),
-    (all_heads, "head-dim"), (one_position_short, "positions"), (forgets_return, "returned-none"), (3, "not-a-function")])
+    (keeps_padding, "padding-included"), (row_zero_positions, "padding-included"), (last_step_only, "last-step-only"),
+    (prompt_only, "prompt-only"), (one_too_many, "one-too-many"), (one_short, "positions"), (wrong_head, "other-head"),
+    (after_o_proj, "values"), (all_heads, "head-dim"), (stacked, "not-a-list"), (first_row_only, "row-count"),
+    (as_lists, "not-a-tensor"), (leaves_hook, "hook-left"), (forgets_return, "returned-none"), (3, "not-a-function")])
 def test_12_1_rejects_wrong_answers(answer, reason):
     assert judged("12.1", answer) == ("wrong", reason)
 
 
 def test_12_1_reasons_name_the_mistake():
-    from hooklab.course import exercises
-    assert "last step" in exercises.verdict("12.1", last_step_only)[2]
-    assert "prompt" in exercises.verdict("12.1", prompt_only)[2]
-    assert "head" in exercises.verdict("12.1", wrong_head)[2] and "slice" in exercises.verdict("12.1", wrong_head)[2]
-    assert "input" in exercises.verdict("12.1", after_o_proj)[2]
-    assert "hook is still registered" in exercises.verdict("12.1", leaves_hook)[2]
+    assert "padding" in reason_text("12.1", keeps_padding) and "position_ids[0]" in reason_text("12.1", keeps_padding)
+    assert "last step" in reason_text("12.1", last_step_only)
+    assert "different numbers of real positions" in reason_text("12.1", stacked)
+    assert "slice" in reason_text("12.1", wrong_head)
+    assert "input" in reason_text("12.1", after_o_proj)
+    assert "hook is still registered" in reason_text("12.1", leaves_hook)
 
 
-# ---- 12.2 patch one position ---------------------------------------------------------------------
+# ---- 12.2 attention knockout -----------------------------------------------------------------------------
 
-def _patched(model, clean, corrupted, layer, position, *, where=None, every=False, source=None):
-    block = model.model.layers[layer]
-    stored = {}
-    with torch.no_grad():
-        h = block.register_forward_hook(lambda m, a, out: stored.__setitem__("clean", out.detach()))
-        try:
-            model(clean)
-        finally:
-            h.remove()
+def _knockout(mask_for, *, layers=None, in_place=False):
+    """An answer whose pre-hook on each attention in ``layers`` (default: the asked one) puts ``mask_for(kwargs,
+    key)`` into ``attention_mask`` (changed in place and returned as is when ``in_place``)."""
+    def answer(model, ids, layer, key_position):
+        def hook(module, args, kwargs):
+            mask = mask_for(kwargs, key_position)
+            if in_place:
+                return None
+            return args, {**kwargs, "attention_mask": mask}
 
-        def patch(module, args, output):
-            patched = output.clone()
-            if every:
-                return stored["clean"]
-            patched[:, position] = stored["clean"][:, position]
-            return patched
-
-        h = block.register_forward_hook(patch)
-        try:
-            return model(corrupted if source is None else source).logits
-        finally:
-            h.remove()
+        chosen = [layer] if layers is None else layers(model, layer)
+        with hooklab.HookScope() as scope, torch.no_grad():
+            for i in chosen:
+                scope.add(model.model.layers[i].self_attn.register_forward_pre_hook(hook, with_kwargs=True))
+            return model(ids).logits
+    return answer
 
 
-def patch_with_pre_hook_on_next(model, clean, corrupted, layer, position):
-    # written differently: for the last layer, patch the final norm's input; otherwise the next layer's input
-    trunk = model.model
-    consumer = trunk.layers[layer + 1] if layer + 1 < len(trunk.layers) else trunk.norm
-    stored = {}
-    with torch.no_grad():
-        h = consumer.register_forward_pre_hook(lambda m, args: stored.__setitem__("x", args[0].detach()))
-        try:
-            model(clean)
-        finally:
-            h.remove()
-
-        def patch(module, args):
-            x = args[0].clone()
-            x[:, position] = stored["x"][:, position]
-            return (x, *args[1:])
-
-        h = consumer.register_forward_pre_hook(patch)
-        try:
-            return model(corrupted).logits
-        finally:
-            h.remove()
+def _causal(kwargs, *, causal=True):
+    length = kwargs["hidden_states"].shape[1]
+    allowed = torch.ones(length, length, dtype=torch.bool)
+    allowed = allowed.tril() if causal else allowed
+    return torch.zeros(1, 1, length, length).masked_fill(~allowed, float("-inf"))
 
 
-def every_position(model, clean, corrupted, layer, position):
-    return _patched(model, clean, corrupted, layer, position, every=True)
+def _given_or_causal(kwargs):
+    mask = kwargs.get("attention_mask")
+    return _causal(kwargs) if mask is None else mask.clone()
 
 
-def no_patch(model, clean, corrupted, layer, position):
-    with torch.no_grad():
-        return model(corrupted).logits
+def _block(mask, query_from, key):
+    mask[..., query_from:, key] = float("-inf")
+    return mask
 
 
-def layer_input(model, clean, corrupted, layer, position):
-    if layer == 0:  # patch the embedding instead
-        emb = model.model.embed_tokens
-        with torch.no_grad():
-            clean_emb = emb(clean)
-            h = emb.register_forward_hook(lambda m, a, out: torch.where(
-                torch.arange(out.shape[1])[None, :, None] == position, clean_emb, out))
-            try:
-                return model(corrupted).logits
-            finally:
-                h.remove()
-    return _patched(model, clean, corrupted, layer - 1, position)
+def with_min_value(model, ids, layer, key_position):
+    # written differently: torch.finfo's min instead of -inf, a fresh causal mask even when one is given, and
+    # hooklab.intervene(on="kwargs")
+    def edit(kwargs, call):
+        length = kwargs["hidden_states"].shape[1]
+        lowest = torch.finfo(kwargs["hidden_states"].dtype).min
+        mask = torch.triu(torch.full((length, length), lowest), diagonal=1)
+        mask[key_position + 1:, key_position] = lowest
+        batch = kwargs["hidden_states"].shape[0]  # intervene wants a replaced tensor's shape kept: [batch, 1, q, k]
+        return {**kwargs, "attention_mask": mask[None, None].expand(batch, 1, length, length)}
+
+    with hooklab.intervene(model, {f"model.layers.{layer}.self_attn": edit}, on="kwargs"), torch.no_grad():
+        return model(ids).logits
 
 
-def next_layer(model, clean, corrupted, layer, position):
-    return _patched(model, clean, corrupted, min(layer + 1, len(model.model.layers) - 1), position)
+no_edit = _knockout(lambda kwargs, key: kwargs.get("attention_mask"))
+every_layer = _knockout(lambda kwargs, key: _block(_given_or_causal(kwargs), key + 1, key),
+                        layers=lambda model, layer: range(len(model.model.layers)))
+whole_column = _knockout(lambda kwargs, key: _block(_given_or_causal(kwargs), key, key))
+eager_whole_column = _knockout(  # right where no mask is given (SDPA); a -inf mask, whole column, where one is (eager)
+    lambda kwargs, key: _block(_causal(kwargs), key + (kwargs.get("attention_mask") is None), key))
+not_causal = _knockout(lambda kwargs, key: _block(_causal(kwargs, causal=False), key + 1, key))
+next_key = _knockout(lambda kwargs, key: _block(_given_or_causal(kwargs), key + 2, key + 1))
+other_layer = _knockout(lambda kwargs, key: _block(_given_or_causal(kwargs), key + 1, key),
+                        layers=lambda model, layer: [1 - layer])
+boolean_mask = _knockout(lambda kwargs, key: _block(_causal(kwargs), key + 1, key) == 0)  # True: may look
 
 
-def wrong_position(model, clean, corrupted, layer, position):
-    return _patched(model, clean, corrupted, layer, position + 1)
+def in_place_when_given(model, ids, layer, key_position):
+    # right under SDPA (no mask: builds one); under eager it changes the shared mask in place
+    def hook(module, args, kwargs):
+        mask = kwargs.get("attention_mask")
+        if mask is None:
+            return args, {**kwargs, "attention_mask": _block(_causal(kwargs), key_position + 1, key_position)}
+        mask[..., key_position + 1:, key_position] = torch.finfo(mask.dtype).min
+        return None
+
+    with hooklab.HookScope() as scope, torch.no_grad():
+        scope.add(model.model.layers[layer].self_attn.register_forward_pre_hook(hook, with_kwargs=True))
+        return model(ids).logits
 
 
-def returns_output_object(model, clean, corrupted, layer, position):
-    # a ModelOutput instead of its .logits is accepted
-    class Holder:
-        pass
-    out = Holder()
-    out.logits = _patched(model, clean, corrupted, layer, position)
-    return out
+def last_position_only(model, ids, layer, key_position):
+    return run_solution("12.2")["block_attention"](model, ids, layer, key_position)[:, -1]
 
 
-def blank_12_2(model, clean, corrupted, layer, position):
+def blank_12_2(model, ids, layer, key_position):
     pass
 
 
+def test_12_2_truth_is_the_model_itself():
+    model = nb12._fresh_model(5)
+    ids = torch.randint(1, 64, (2, 9))
+    with torch.no_grad():
+        assert torch.allclose(nb12._by_hand(model, ids, {}), model(ids).logits, atol=1e-5)
+
+
 def test_12_2():
-    assert verdict("12.2", run_solution("12.2")["patch_residual"]) == "correct"
-    assert verdict("12.2", patch_with_pre_hook_on_next) == "correct"
-    assert verdict("12.2", returns_output_object) == "correct"
+    assert verdict("12.2", run_solution("12.2")["block_attention"]) == "correct"
+    assert verdict("12.2", with_min_value) == "correct"
     assert judged("12.2", blank_12_2) == ("not solved", "blank")
 
 
-def input_of_later_layers(model, clean, corrupted, layer, position):  # right for layer 0 only
-    return _patched(model, clean, corrupted, max(layer - 1, 0), position)
-
-
-def last_position_only(model, clean, corrupted, layer, position):
-    return _patched(model, clean, corrupted, layer, position)[:, -1]
-
-
 @pytest.mark.parametrize("answer, reason", [
-    (every_position, "every-position"), (no_patch, "no-effect"),
-    (layer_input, "no-effect"),  # for layer 0 it patches the embedding, where clean and corrupted agree
-    (input_of_later_layers, "layer-input"),
-    (next_layer, "next-layer"), (wrong_position, "logits"), (last_position_only, "shape")])
+    (no_edit, "no-effect"), (every_layer, "every-layer"), (in_place_when_given, "in-place"), (whole_column, "diagonal"),
+    (eager_whole_column, "nan"),
+    (not_causal, "not-causal"), (next_key, "wrong-key"), (other_layer, "wrong-layer"), (boolean_mask, "logits"),
+    (last_position_only, "shape")])
 def test_12_2_rejects_wrong_answers(answer, reason):
     assert judged("12.2", answer) == ("wrong", reason)
 
 
 def test_12_2_reasons_name_the_mistake():
-    from hooklab.course import exercises
-    assert "every" in exercises.verdict("12.2", every_position)[2]
-    assert "without any patch" in exercises.verdict("12.2", no_patch)[2]
-    assert "input" in exercises.verdict("12.2", layer_input)[2]
-    assert "layer 2" in exercises.verdict("12.2", next_layer)[2] or "layer 1's output" in exercises.verdict("12.2", next_layer)[2]
+    assert "all layers share" in reason_text("12.2", in_place_when_given)
+    assert "clone" in reason_text("12.2", in_place_when_given)
+    assert "itself" in reason_text("12.2", whole_column)
+    assert "NaN" in reason_text("12.2", eager_whole_column)
+    assert "replaces the causal mask" in reason_text("12.2", not_causal)
+    assert "True/False" in reason_text("12.2", boolean_mask)
 
 
-# ---- 12.3 one hook for a tensor and a tuple output -------------------------------------------------
+# ---- 12.3 one hook for a tensor, a tuple and a ModelOutput ---------------------------------------------------
 
 def scaling_by_type_check(factor):
-    # written differently: tuple check via try/except, in place on a clone
+    # written differently: one branch per form, the ModelOutput rebuilt from its own class and a dict
     def hook(module, args, output):
-        try:
-            first, *rest = output if isinstance(output, tuple) else (output,)
-        except ValueError:
-            return None
-        scaled = first.clone().mul_(factor)
-        return (scaled, *rest) if isinstance(output, tuple) else scaled
+        if isinstance(output, tuple):
+            return (output[0] * factor, *output[1:])
+        if isinstance(output, dict):
+            first = next(iter(output))
+            return type(output)(**{**output, first: output[first] * factor})
+        return output.clone().mul_(factor)  # in place, but on a copy: fine
     return hook
 
 
-def always_index_zero(factor):
-    return lambda module, args, output: (output[0] * factor, *output[1:])
+def tensor_and_tuple_only(factor):  # notebook 12 c14's with_hidden: a ModelOutput is treated as a tensor
+    def hook(module, args, output):
+        hidden = output[0] if isinstance(output, tuple) else output
+        return (hidden * factor, *output[1:]) if isinstance(output, tuple) else hidden * factor
+    return hook
 
 
-def drops_tuple(factor):
-    return lambda module, args, output: (output[0] if isinstance(output, tuple) else output) * factor
+def mul_in_place(factor):
+    def hook(module, args, output):
+        hidden = output if isinstance(output, torch.Tensor) else output[0]
+        hidden.mul_(factor)
+    return hook
+
+
+def mul_in_place_and_return(factor):
+    def hook(module, args, output):
+        if isinstance(output, torch.Tensor):
+            return output.mul_(factor)
+        return run_solution("12.3")["make_scaling_hook"](factor)(module, args, output)
+    return hook
+
+
+def assigns_field(factor):
+    def hook(module, args, output):
+        if isinstance(output, torch.Tensor):
+            return output * factor
+        if isinstance(output, tuple):
+            return (output[0] * factor, *output[1:])
+        output.last_hidden_state = output.last_hidden_state * factor  # changes the ModelOutput it received
+        return output
+    return hook
+
+
+def _forms(tensor, tuple_, model_output):
+    """A hook made of one function per form of output."""
+    def make(factor):
+        def hook(module, args, output):
+            if isinstance(output, torch.Tensor):
+                return tensor(output, factor)
+            if isinstance(output, tuple):
+                return tuple_(output, factor)
+            return model_output(output, factor)
+        return hook
+    return make
+
+
+def _right_model_output(output, factor):
+    return dataclasses.replace(output, last_hidden_state=output.last_hidden_state * factor)
+
+
+def _right_tuple(output, factor):
+    return (output[0] * factor, *output[1:])
+
+
+always_index_zero = _forms(lambda o, f: (o[0] * f, *o[1:]), _right_tuple, _right_model_output)
+drops_tuple = _forms(lambda o, f: o * f, lambda o, f: o[0] * f, _right_model_output)
+tuple_as_list = _forms(lambda o, f: o * f, lambda o, f: [o[0] * f, *o[1:]], _right_model_output)
+long_tuple = _forms(lambda o, f: o * f, lambda o, f: (o[0] * f, *o[1:], None), _right_model_output)
+scales_weights = _forms(lambda o, f: o * f, lambda o, f: tuple(t * f for t in o), _right_model_output)
+model_output_as_tensor = _forms(lambda o, f: o * f, _right_tuple, lambda o, f: o.last_hidden_state * f)
+model_output_as_dict = _forms(lambda o, f: o * f, _right_tuple, lambda o, f: {"last_hidden_state": o[0] * f})
+drops_cache_field = _forms(lambda o, f: o * f, _right_tuple,
+                           lambda o, f: type(o)(last_hidden_state=o.last_hidden_state * f))
+wrong_factor = _forms(lambda o, f: o * 2, lambda o, f: (o[0] * 2, *o[1:]),
+                      lambda o, f: dataclasses.replace(o, last_hidden_state=o.last_hidden_state * 2))
+first_sample = _forms(lambda o, f: o[0] * f, _right_tuple, _right_model_output)
 
 
 def observes_only(factor):
     def hook(module, args, output):
         _ = (output[0] if isinstance(output, tuple) else output) * factor
-    return hook
-
-
-def scales_everything(factor):
-    def hook(module, args, output):
-        if isinstance(output, tuple):
-            return tuple(o * factor if o is not None else o for o in output)
-        return output * factor
-    return hook
-
-
-def wrong_factor(factor):
-    def hook(module, args, output):
-        if isinstance(output, tuple):
-            return (output[0] * 2, *output[1:])
-        return output * 2
-    return hook
-
-
-def blank_12_3(factor):
-    pass
-
-
-def test_12_3():
-    from hooklab.course import exercises
-    assert verdict("12.3", run_solution("12.3")["make_scaling_hook"]) == "correct"
-    assert verdict("12.3", scaling_by_type_check) == "correct"
-    assert verdict("12.3", scales_everything) == "correct"  # (output, None): None is left alone either way
-    assert "first sample" in exercises.verdict("12.3", always_index_zero)[2]
-    assert "replaced the tuple with a tensor" in exercises.verdict("12.3", drops_tuple)[2]
-    assert "did not change" in exercises.verdict("12.3", observes_only)[2]
-    assert "times the original" in exercises.verdict("12.3", wrong_factor)[2]
-    assert "first sample" in exercises.verdict("12.3", lambda f: lambda m, a, out: out[0] * f)[2]
-    assert judged("12.3", blank_12_3) == ("not solved", "blank")
-
-
-def long_tuple(factor):
-    def hook(module, args, output):
-        if isinstance(output, tuple):
-            return (output[0] * factor, *output[1:], None)
-        return output * factor
     return hook
 
 
@@ -324,17 +393,34 @@ def raising(factor):
     return hook
 
 
-def changes_rest(factor):  # the older-style layer's tuple has one element: give it a second
-    def hook(module, args, output):
-        if isinstance(output, tuple):
-            return (output[0] * factor, *(torch.zeros(1) if o is None else o for o in output[1:]))
-        return output * factor
-    return hook
+def blank_12_3(factor):
+    pass
+
+
+def test_12_3():
+    assert verdict("12.3", run_solution("12.3")["make_scaling_hook"]) == "correct"
+    assert verdict("12.3", scaling_by_type_check) == "correct"
+    assert judged("12.3", blank_12_3) == ("not solved", "blank")
 
 
 @pytest.mark.parametrize("answer, reason", [
-    (always_index_zero, "tensor-to-tuple"), (drops_tuple, "tuple-to-tensor"), (observes_only, "unchanged"),
-    (wrong_factor, "not-scaled"), (lambda f: lambda m, a, out: out[0] * f, "hidden-shape"), (long_tuple, "tuple-length"),
-    (changes_rest, "rest-changed"), (raising, "raised"), (lambda f: "hook", "not-a-hook"), ("hook", "not-a-function")])
+    (tensor_and_tuple_only, "raised"), (mul_in_place, "in-place"), (mul_in_place_and_return, "in-place"),
+    (assigns_field, "in-place"), (always_index_zero, "tensor-to-tuple"), (drops_tuple, "tuple-to-tensor"),
+    (tuple_as_list, "not-a-tuple"), (long_tuple, "tuple-length"), (scales_weights, "rest-changed"),
+    (model_output_as_tensor, "modeloutput-type"), (model_output_as_dict, "modeloutput-type"),
+    (drops_cache_field, "rest-changed"),
+    (wrong_factor, "not-scaled"), (first_sample, "hidden-shape"), (observes_only, "unchanged"), (raising, "raised"),
+    (lambda f: "hook", "not-a-hook"), ("hook", "not-a-function")])
 def test_12_3_rejects_wrong_answers(answer, reason):
     assert judged("12.3", answer) == ("wrong", reason)
+
+
+def test_12_3_reasons_name_the_mistake():
+    assert "in place" in reason_text("12.3", mul_in_place) and "output_hidden_states" in reason_text("12.3", mul_in_place)
+    assert "attention weights" in reason_text("12.3", scales_weights)
+    assert "returned a list, not a tuple" in reason_text("12.3", tuple_as_list)
+    assert "1 element," in reason_text("12.3", lambda f: _forms(lambda o, f: o * f, lambda o, f: (o[0] * f,),
+                                                                    _right_model_output)(f))
+    assert "dataclasses.replace" in reason_text("12.3", model_output_as_tensor)
+    assert "first sample" in reason_text("12.3", always_index_zero)
+    assert "TypeError" in reason_text("12.3", tensor_and_tuple_only)

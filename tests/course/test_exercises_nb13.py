@@ -16,7 +16,7 @@ def message(key, answer):
 
 # ---- 13.1 the first module that makes NaN/inf ---------------------------------------------------
 
-def by_global_hook(model, x):  # right too: a global hook with its own call counter
+def by_global_hook(model, x, bad=lambda t: not torch.isfinite(t).all()):  # right too: a global hook, its own counter
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
     names = {m: n for n, m in model.named_modules() if n}
     calls, found = {}, []
@@ -27,7 +27,7 @@ def by_global_hook(model, x):  # right too: a global hook with its own call coun
 
     def post(m, args, out):
         outs = out if isinstance(out, tuple) else (out,)
-        if m in names and not found and any(not torch.isfinite(t).all() for t in outs):
+        if m in names and not found and any(bad(t) for t in outs):
             found.append((names[m], calls[names[m]]))
 
     handles = [register_module_forward_pre_hook(pre), register_module_forward_hook(post)]
@@ -69,7 +69,7 @@ def leaves_hooks(model, x):
     return found[0], 1
 
 
-def blank(model, x):
+def blank(*args):  # the starting point of every exercise here
     pass
 
 
@@ -83,8 +83,13 @@ def name_only(model, x):
     return by_global_hook(model, x)[0]
 
 
+def nan_only(model, x):  # looks for NaN only: misses the inf of exp(exp(5))
+    return by_global_hook(model, x, bad=lambda t: torch.isnan(t).any())
+
+
 @pytest.mark.parametrize("answer, reason", [
     (in_named_modules_order, "module"), (last_call_only, "call-number"), (leaves_hooks, "hook-left"),
+    (nan_only, "inf-missed"),
     (name_only, "not-a-pair"), (3, "not-a-function")])
 def test_13_1_rejects_wrong_answers(answer, reason):
     assert judged("13.1", answer) == ("wrong", reason)
@@ -93,6 +98,13 @@ def test_13_1_rejects_wrong_answers(answer, reason):
 def test_13_1_names_what_is_wrong():
     assert "not in `named_modules()` order" in message("13.1", in_named_modules_order)
     assert "it is its call 2, not 1" in message("13.1", last_call_only)
+    assert "`torch.isnan` misses inf" in message("13.1", nan_only)
+
+
+def test_13_1_speaks_chinese_in_chinese():  # the zh verdict names the case in Chinese, not in English
+    import hooklab.course.exercises
+    zh = hooklab.course.exercises.verdict("13.1", in_named_modules_order).zh
+    assert zh.startswith("一个调用顺序与定义顺序不同的模型") and "a model called" not in zh
 
 
 # ---- 13.2 counting hooks without a reference cycle ---------------------------------------------
@@ -141,6 +153,17 @@ def via_weakref(model):  # right: a weak reference does not keep the model alive
     return counts
 
 
+def keyed_by_submodule(model):  # frees the model, but each submodule holds the hook, which holds the submodules
+    counts, names = {}, {m: n for n, m in model.named_modules() if n}
+
+    def hook(module, args, output):
+        counts[names[module]] = counts.get(names[module], 0) + 1
+
+    for m in names:
+        m.register_forward_hook(hook)
+    return counts
+
+
 def counts_once(model):
     counts = {}
     for n, m in model.named_modules():
@@ -152,7 +175,7 @@ def counts_once(model):
 def test_13_2():
     assert verdict("13.2", run_solution("13.2")["count_calls"]) == "correct"
     assert verdict("13.2", via_weakref) == "correct"
-    assert judged("13.2", blank_count) == ("not solved", "blank")
+    assert judged("13.2", blank) == ("not solved", "blank")
     assert gc.isenabled()
 
 
@@ -161,25 +184,24 @@ def counts_as_list(model):
 
 
 @pytest.mark.parametrize("answer, reason", [
-    (via_closure, "cycle"), (via_bound_method, "cycle"), (counts_once, "counts"), (counts_as_list, "not-a-dict"),
+    (via_closure, "cycle"), (via_bound_method, "cycle"), (keyed_by_submodule, "submodule-cycle"),
+    (counts_once, "counts"), (counts_as_list, "not-a-dict"),
     ("counts", "not-a-function")])
 def test_13_2_rejects_wrong_answers(answer, reason):
     assert judged("13.2", answer) == ("wrong", reason)
     assert gc.isenabled()
 
 
-def blank_count(model):
-    pass
-
-
 def test_13_2_names_what_is_wrong_and_restores_the_collector():
     assert "reference cycle" in message("13.2", via_closure)
     assert "reference cycle" in message("13.2", via_bound_method)
     assert "the counts should be" in message("13.2", counts_once)
+    assert "0.weight" in message("13.2", keyed_by_submodule) and "the model itself is freed" in message(
+        "13.2", keyed_by_submodule)
     assert gc.isenabled()
 
 
-# ---- 13.3 the first Node with a NaN gradient ----------------------------------------------------
+# ---- 13.3 the first Node with a NaN gradient, and the module that created it ---------------------
 
 def _walk(out):
     nodes, todo, seen = [], [out.grad_fn], set()
@@ -193,35 +215,52 @@ def _walk(out):
     return nodes
 
 
-def by_prehooks_on_next(model, x):  # right too: a Node pre-hook sees the gradients its predecessor computed
-    out = model(x)
-    found, handles = [], []
-    for node in _walk(out):
-        def pre(grad_outputs, node=node):
-            if not found and any(g is not None and not torch.isfinite(g).all() for g in grad_outputs):
-                found.append(("pre", node))
-        handles.append(node.register_prehook(pre))
-    out.sum().backward()
-    for h in handles:
-        h.remove()
-    if not found:
-        return None
-    # the Node whose output fed this pre-hook: the one among all Nodes that lists it in next_functions
-    _, receiver = found[0]
-    return next(n.name() for n in _walk(out) if any(m is receiver for m, _ in n.next_functions))
-
-
 def _bad(grads):
     return any(g is not None and not torch.isfinite(g).all() for g in grads)
 
 
-def _post_hook_answer(pick):
-    """An answer that records (name, computed bad, received bad) per Node in backward order, then picks one."""
+def by_creation_hook(model, x):  # right too: a node-creation hook books each Node to the module running
+    from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+    names, running, owner, found = {m: n for n, m in model.named_modules()}, [], {}, []
+
+    def leave(module, args, output):  # returns None (a returned "" would replace the model's output)
+        running.pop()
+
+    handles = [register_module_forward_pre_hook(lambda m, a: running.append(names.get(m, "?"))),
+               register_module_forward_hook(leave)]
+    try:
+        with torch.autograd.graph.node_creation_hook(lambda node: owner.__setitem__(node, running[-1])):
+            out = model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    hooks = [node.register_hook(lambda gi, go, node=node: found.append((node.name(), owner[node]))
+                                if not found and _bad(gi) else None) for node in owner]
+    try:
+        out.sum().backward()
+    finally:
+        for h in hooks:
+            h.remove()
+    return found[0] if found else None
+
+
+def _post_hook_answer(pick, module_of=lambda node, owners: owners.get(node, "")):
+    """Records (name, computed bad, received bad, module) per Node in backward order, then picks one; modules from
+    forward hooks that claim every unclaimed Node reachable from their output (no stop at the inputs)."""
     def answer(model, x):
+        owners, handles = {}, []
+
+        def claim(name):
+            def hook(module, args, output):
+                for node in _walk(output):
+                    owners.setdefault(node, name)
+            return hook
+        handles += [m.register_forward_hook(claim(n)) for n, m in model.named_modules()]
         out = model(x)
-        seen, handles = [], []
-        for node in _walk(out):
-            handles.append(node.register_hook(lambda gi, go, node=node: seen.append((node.name(), _bad(gi), _bad(go)))))
+        seen = []
+        handles += [node.register_hook(lambda gi, go, node=node: seen.append((node.name(), _bad(gi), _bad(go),
+                                                                               module_of(node, owners))))
+                    for node in _walk(out)]
         try:
             out.sum().backward()
         finally:
@@ -231,34 +270,36 @@ def _post_hook_answer(pick):
     return answer
 
 
+first_computed = lambda seen: next(((n, m) for n, computed, _, m in seen if computed), None)  # noqa: E731
+# claims without stopping at the inputs: a Node made in the model's own forward goes to the next submodule
+no_input_boundary = _post_hook_answer(first_computed)
 # looks at the gradients a Node received: names the Node after the producer
-checks_received = _post_hook_answer(lambda seen: next((n for n, _, received in seen if received), None))
+checks_received = _post_hook_answer(lambda seen: next(((n, m) for n, _, received, m in seen if received), None))
 # keeps the last Node that computed a bad gradient, not the first
-last_bad = _post_hook_answer(lambda seen: ([n for n, computed, _ in seen if computed] or [None])[-1])
+last_bad = _post_hook_answer(lambda seen: ([(n, m) for n, computed, _, m in seen if computed] or [None])[-1])
+# books every Node to the model itself
+all_to_the_model = _post_hook_answer(first_computed, module_of=lambda node, owners: "")
 
 
-def always_sqrt(model, x):
-    model(x).sum().backward()
-    return "SqrtBackward0"
-
-
-def blank_node(model, x):
-    pass
+def name_only(model, x):
+    found = run_solution("13.3")["first_nan_node"](model, x)
+    return found and found[0]
 
 
 def test_13_3():
     assert verdict("13.3", run_solution("13.3")["first_nan_node"]) == "correct"
-    assert verdict("13.3", by_prehooks_on_next) == "correct"
-    assert judged("13.3", blank_node) == ("not solved", "blank")
+    assert verdict("13.3", by_creation_hook) == "correct"
+    assert judged("13.3", blank) == ("not solved", "blank")
     assert judged("13.3", None) == ("not solved", "blank")
 
 
 def names_a_node_always(model, x):  # right where a NaN appears, but also names one where none does
-    return run_solution("13.3")["first_nan_node"](model, x) or "TanhBackward0"
+    return run_solution("13.3")["first_nan_node"](model, x) or ("TanhBackward0", "1")
 
 
 @pytest.mark.parametrize("answer, reason", [
-    (checks_received, "node"), (last_bad, "node"), (always_sqrt, "node"), (names_a_node_always, "expected-none")])
+    (checks_received, "node"), (last_bad, "node"), (names_a_node_always, "expected-none"),
+    (no_input_boundary, "module"), (all_to_the_model, "module"), (name_only, "not-a-pair")])
 def test_13_3_rejects_wrong_answers(answer, reason):
     assert judged("13.3", answer) == ("wrong", reason)
 
@@ -266,4 +307,87 @@ def test_13_3_rejects_wrong_answers(answer, reason):
 def test_13_3_names_what_is_wrong():
     assert "not those it received" in message("13.3", checks_received)
     assert "not those it received" in message("13.3", last_bad)
-    assert "the first Node that computed a NaN gradient is LogBackward0" in message("13.3", always_sqrt)
+    assert "created by the forward of the model itself" in message("13.3", no_input_boundary)
+    assert "created by the forward of '1'" in message("13.3", all_to_the_model)
+
+
+# ---- 13.4 the gradients of a module that returns a dict -----------------------------------------
+
+def by_capture_dict(module, store):  # right too: the tensors' hooks built in a loop over items, with a helper
+    def keep(key):
+        return lambda grad: store.update({key: grad})
+
+    def hook(module, args, output):
+        for key in output:
+            output[key].register_hook(keep(key))
+    return module.register_forward_hook(hook)
+
+
+def full_backward_hook(module, store):  # never fires for a dict output
+    return module.register_full_backward_hook(lambda m, gi, go: store.update(grads=go))
+
+
+def late_binding(module, store):  # every hook stores under the last key
+    def hook(module, args, output):
+        for key, tensor in output.items():
+            tensor.register_hook(lambda grad: store.__setitem__(key, grad))
+    return module.register_forward_hook(hook)
+
+
+def doubles_in_place(module, store):  # an in-place edit that returns None still changes the gradient
+    def hook(module, args, output):
+        for key, tensor in output.items():
+            def keep(grad, key=key):
+                store[key] = grad.clone()
+                grad.mul_(2)                   # in place, and returns None
+            tensor.register_hook(keep)
+    return module.register_forward_hook(hook)
+
+
+def by_position(module, store):
+    def hook(module, args, output):
+        for i, tensor in enumerate(output.values()):
+            tensor.register_hook(lambda grad, i=i: store.__setitem__(i, grad))
+    return module.register_forward_hook(hook)
+
+
+def stores_output(module, store):  # the output, not its gradient
+    def hook(module, args, output):
+        store.update({k: v.detach() for k, v in output.items()})
+    return module.register_forward_hook(hook)
+
+
+def extra_hook_kept(module, store):  # a second forward hook, not covered by the handle returned
+    module.register_forward_hook(lambda m, a, o: None)
+    return run_solution("13.4")["watch_output_grads"](module, store)
+
+
+def raises_in_backward(module, store):
+    def hook(module, args, output):
+        for key, tensor in output.items():
+            tensor.register_hook(lambda grad: 1 / 0)
+    return module.register_forward_hook(hook)
+
+
+def no_return(module, store):
+    run_solution("13.4")["watch_output_grads"](module, store)
+
+
+def test_13_4():
+    assert verdict("13.4", run_solution("13.4")["watch_output_grads"]) == "correct"
+    assert verdict("13.4", by_capture_dict) == "correct"
+    assert judged("13.4", blank) == ("not solved", "blank")
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (full_backward_hook, "full-backward-hook"), (late_binding, "keys"), (doubles_in_place, "changed-gradient"),
+    (by_position, "keys"), (stores_output, "wrong-grad"), (extra_hook_kept, "handle-missing"),
+    (no_return, "returned-none"), (lambda module, store: "handle", "not-a-handle"),
+    (raises_in_backward, "raised-in-backward")])
+def test_13_4_rejects_wrong_answers(answer, reason):
+    assert judged("13.4", answer) == ("wrong", reason)
+
+
+def test_13_4_names_what_is_wrong():
+    assert "never fire" in message("13.4", full_backward_hook)
+    assert "returns None" in message("13.4", doubles_in_place)

@@ -36,6 +36,9 @@ GLOSSARY_VARIANTS = {
     "保存张量的钩子": ["保存张量钩子", "保存的张量钩子"],
     "全局模块钩子（优化器的叫“全局优化器钩子”，注册时调用的叫“全局注册钩子”）": ["全局钩子"],
     "本课（一个笔记本是一课；“本节”只指一节）": ["本节你将学到", "本节内容"],
+    "提前停止": ["早停"],
+    "分发模式": ["分派模式"],
+    "转向（steering）": ["引导（steering）"],
     "“…”": ["「", "」"],
 }
 VARIANTS = {variant: term for term, variants in GLOSSARY_VARIANTS.items() for variant in variants}

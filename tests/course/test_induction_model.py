@@ -94,6 +94,35 @@ def test_accuracy_is_a_truth_about_the_second_half(model):
     assert induction.accuracy(LlamaForCausalLM(induction.config()).eval(), batch) < 0.2
 
 
+def test_the_card_figures_beyond_the_held_out_accuracy(model):
+    card = CARD.read_text(encoding="utf-8")
+    held_out = induction.make_batch(2000, seed=20261123)
+    ambiguous = induction.several_successors(held_out)
+    assert f"{ambiguous.float().mean().item():.1%} of the scored predictions" in card
+    with torch.no_grad():
+        right = model(held_out).logits[:, :-1].argmax(-1)[:, induction.second_half_mask(25, induction.SEQ_HALF)]
+    right = right == held_out[:, 1:][:, induction.second_half_mask(25, induction.SEQ_HALF)]
+    assert right[ambiguous].float().mean().item() == pytest.approx(card_number("ambiguous predictions answered right"),
+                                                                   abs=5e-4)
+    for half, stated in re.findall(r"L=(\d+): ([0-9]+\.[0-9]+)", card.split("Longer than any half")[1].split("\n")[0]):
+        sequences = induction.make_sequences(2000, int(half), generator=torch.Generator().manual_seed(20261123))
+        assert induction.accuracy(model, sequences) == pytest.approx(float(stated), abs=5e-4)
+
+
+def test_several_successors_by_hand():
+    batch = induction.make_batch(300, seed=9)
+    L, found = induction.SEQ_HALF, induction.several_successors(batch)
+    positions = induction.second_half_mask(batch.shape[1], L).nonzero().flatten().tolist()
+    for row in range(len(batch)):
+        tokens = batch[row].tolist()
+        for column, p in enumerate(positions):
+            successors = {tokens[i + 1] for i in range(1, L + 1) if tokens[i] == tokens[p]}
+            assert bool(found[row, column]) == (len(successors) > 1)
+    assert 0 < found.float().mean() < 0.5
+    with pytest.raises(ValueError, match="batch must be"):
+        induction.several_successors(batch[:, :-1])
+
+
 def test_the_training_script_reproduces_its_first_loss():
     import train_induction_lm as script
 

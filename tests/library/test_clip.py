@@ -51,7 +51,7 @@ def test_value_hooks_match_clip_grad_value(xb, stage):
 
     model = make_model()
     with no_hooks_left_behind(model), clip_grad_value_hooks(model, 0.5, stage=stage) as scope:
-        assert len(scope) == 5  # 4 parameter hooks + the model's load_state_dict post-hook (follows assign=True)
+        assert len(scope) == 6  # 4 parameter hooks + a load_state_dict post-hook on each Linear (follows assign=True)
         loss_of(model, xb).backward()
     for a, b in zip(grads(model), grads(ref)):
         assert torch.equal(a, b)
@@ -112,7 +112,7 @@ def test_value_hooks_keep_clipping_until_removed(xb):
             model.zero_grad()
             loss_of(model, xb).backward()
             assert max(g.abs().max().item() for g in grads(model)) == pytest.approx(1e-3)
-        assert scope.remove() == 5
+        assert scope.remove() == 6
     model.zero_grad()
     loss_of(model, xb).backward()
     assert max(g.abs().max().item() for g in grads(model)) > 2e-3
@@ -179,7 +179,8 @@ def test_hooks_removed_after_exception(make, xb):
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "1", True])
 def test_bad_threshold(make, bad):
     model = make_model()
-    with no_hooks_left_behind(model), pytest.raises(ValueError, match="positive finite"):
+    wrong = TypeError if isinstance(bad, (str, bool)) else ValueError  # a wrong type, or a number out of range
+    with no_hooks_left_behind(model), pytest.raises(wrong, match="must be a finite number > 0, got"):
         make(model, bad)
 
 
@@ -226,7 +227,7 @@ def test_global_hooks_match_clip_grad_norm_over_several_steps(norm_type):
     opt_ref = torch.optim.SGD(ref.parameters(), lr=1e-3)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     with no_hooks_left_behind(model), clip_grad_norm_global_hooks(model, 0.5, norm_type=norm_type) as scope:
-        assert len(scope) == 5
+        assert len(scope) == 6
         for xb in batches:                      # three optimizer steps, the hooks stay on
             opt_ref.zero_grad()
             loss_of(ref, xb).backward()
@@ -357,7 +358,7 @@ def test_global_hooks_removed_on_exit_and_on_exception(xb):
         loss_of(model, xb).backward()
     with no_hooks_left_behind(model), pytest.raises(ZeroDivisionError):
         with clip_grad_norm_global_hooks(model, 1.0):
-            assert len(hooklab.hook_inventory(model, include_global=False)) == 5
+            assert len(hooklab.hook_inventory(model, include_global=False)) == 6
             1 / 0
     model.zero_grad()
     loss_of(model, xb).backward()
@@ -366,7 +367,7 @@ def test_global_hooks_removed_on_exit_and_on_exception(xb):
 
 def test_global_hooks_bad_input():
     for bad in (0, -1.0, float("nan"), float("inf"), "1", True):
-        with pytest.raises(ValueError, match="positive finite"):
+        with pytest.raises((TypeError, ValueError), match="max_norm must be a finite number > 0, got"):
             clip_grad_norm_global_hooks(make_model(), bad)
     for bad in (0, -2.0):
         with pytest.raises(ValueError, match="norm_type must be > 0"):
@@ -477,16 +478,21 @@ def _per_parameter_norm_clip(params, max_norm):
     (lambda m: clip_grad_norm_hooks(m, 1e-3), lambda ps: _per_parameter_norm_clip(ps, 1e-3)),
     (lambda m: clip_grad_norm_global_hooks(m, 1e-3), lambda ps: torch.nn.utils.clip_grad_norm_(ps, 1e-3)),
 ], ids=["value", "value-accumulated", "norm", "global"])
-def test_clip_hooks_follow_load_state_dict_assign(make, truth):
+@pytest.mark.parametrize("into", ["the model", "a submodule"])
+def test_clip_hooks_follow_load_state_dict_assign(make, truth, into):
+    """Round 3's N6: a load into a submodule (model.fc1.load_state_dict(sd, assign=True)) stopped the clipping."""
     model = make_model()
     torch.manual_seed(5)
     fresh = {k: torch.randn_like(v) * 10 for k, v in model.state_dict().items()}
+    if into == "a submodule":
+        fresh = {k.removeprefix("0."): v for k, v in fresh.items() if k.startswith("0.")}
+    target = (lambda m: m) if into == "the model" else (lambda m: m[0])
     xb = torch.randn(8, 6) * 100
     with no_hooks_left_behind(model), make(model):
-        model.load_state_dict(fresh, assign=True)  # new Parameter objects inside the block
+        target(model).load_state_dict(fresh, assign=True)  # new Parameter objects inside the block
         loss_of(model, xb).backward()
     ref = make_model()
-    ref.load_state_dict(fresh)
+    target(ref).load_state_dict(fresh)
     loss_of(ref, xb).backward()
     assert max(g.abs().max().item() for g in grads(ref)) > 1e-2  # clipping has work to do
     truth(list(ref.parameters()))

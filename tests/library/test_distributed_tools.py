@@ -122,6 +122,9 @@ def _checks(rank: int, world_size: int, wrapper: str) -> dict:
                 truth.append([p.grad.norm().item() if p.grad is not None else nan for p in gate.parameters()])
         out["monitor, b unused on rank 1"] = {"got": list(zip(*gm.norms(per="parameter").values())), "truth": truth}
 
+    if wrapper == "ddp":  # gradient accumulation with no_sync(): 3 micro-batches per optimizer step, 2 steps
+        out["no_sync"] = _accumulation_checks(rank, wrap)
+
     # clip hooks that act after the reduction (S3, S4): equal to clip_grad_*_ of the plain run's gradients
     for name, (make, clip_after) in _clip_truths().items():
         inner, wrapped = wrap()
@@ -146,6 +149,54 @@ def _checks(rank: int, world_size: int, wrapper: str) -> dict:
             out[name] = str(error)
         out[name + " hooks left"] = len(hooklab.hook_inventory(inner, include_global=False)) - before
     return out
+
+
+def _accumulation_checks(rank: int, wrap) -> dict:
+    """GradientMonitor under DDP's no_sync() (review round 3, N11), per backward and with optimizer=, against the
+    plain run's ‖p.grad‖ after each backward (the truth: the same DDP accumulation without the monitor)."""
+    import contextlib
+
+    torch.manual_seed(200 + rank)
+    micro = [torch.randn(4, 16) * 3 for _ in range(6)]
+
+    def accumulate(inner, ddp, opt, forward_inside: bool) -> list[list[float]]:
+        """Two optimizer steps of three micro-batches; ‖p.grad‖ after every backward."""
+        after = []
+        for step in range(2):
+            for i, x in enumerate(micro[3 * step:3 * step + 3]):
+                quiet = contextlib.nullcontext() if i == 2 else ddp.no_sync()
+                if forward_inside:
+                    with quiet:
+                        ddp(x).pow(2).mean().backward()
+                else:  # no_sync() around the backward alone: DDP still averages
+                    loss = ddp(x).pow(2).mean()
+                    with quiet:
+                        loss.backward()
+                after.append([p.grad.norm().item() for p in inner.parameters()])
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return after
+
+    def run(forward_inside: bool, **monitor_options) -> tuple[list, list, list]:
+        """(the plain run's norms after each backward, what the monitor recorded, its step numbers)"""
+        inner, ddp = wrap()
+        plain = accumulate(inner, ddp, torch.optim.SGD(inner.parameters(), lr=0.1), forward_inside)
+        inner, ddp = wrap()
+        opt = torch.optim.SGD(inner.parameters(), lr=0.1)
+        if monitor_options.pop("optimizer", False):
+            monitor_options["optimizer"] = opt
+        with hooklab.GradientMonitor(inner, **monitor_options) as gm:
+            accumulate(inner, ddp, opt, forward_inside)
+        got = [list(row) for row in zip(*gm.norms(per="parameter").values())]
+        return plain, got, gm.step_numbers
+
+    found = {}
+    for name, forward_inside, options in [("per backward", True, {}), ("optimizer=", True, {"optimizer": True}),
+                                          ("backward only in no_sync", False, {}),
+                                          ("every=2, optimizer=", True, {"optimizer": True, "every": 2})]:
+        plain, got, numbers = run(forward_inside, **options)
+        found[name] = {"plain": plain, "got": got, "step_numbers": numbers}
+    return found
 
 
 def _both(rank: int, world_size: int) -> dict:
@@ -185,6 +236,32 @@ def test_gradient_monitor_in_ddp_sees_a_gradient_another_rank_gave(launched):
         for g, t in zip(got, truth):
             assert g == pytest.approx(t, rel=1e-6)
     assert results[0]["monitor, b unused on rank 1"]["got"] == results[1]["monitor, b unused on rank 1"]["got"]
+
+
+def _close(got: list[list[float]], want: list[list[float]]) -> bool:
+    return len(got) == len(want) and all(a == pytest.approx(b, rel=1e-5) for a, b in zip(got, want))
+
+
+@pytest.mark.timeout(200)
+def test_gradient_monitor_under_no_sync_records_what_the_optimizer_sees(launched):
+    """N11: a backward whose forward ran under no_sync() is this rank's own partial sum: not recorded; the
+    synchronising backward records the averaged sum, the same on every rank (per backward and with optimizer=)."""
+    ranks = [rank["ddp"]["no_sync"] for rank in launched]
+    for found in ranks:
+        plain = found["per backward"]["plain"]
+        synced = [plain[2], plain[5]]  # after the third micro-batch of each optimizer step
+        for name in ("per backward", "optimizer="):
+            assert _close(found[name]["got"], synced), (name, found[name])
+            assert found[name]["step_numbers"] == [0, 1]
+        assert _close(found["every=2, optimizer="]["got"], [plain[2]])
+        assert found["every=2, optimizer="]["step_numbers"] == [0]
+        # no_sync() around the backward alone: DDP averages every backward, and each one is a step
+        assert _close(found["backward only in no_sync"]["got"], found["backward only in no_sync"]["plain"])
+        assert found["backward only in no_sync"]["step_numbers"] == list(range(6))
+    # the check can fail: the micro-batches' own gradients differ between the ranks, the recorded ones do not
+    assert ranks[0]["per backward"]["plain"][0] != pytest.approx(ranks[1]["per backward"]["plain"][0], rel=1e-3)
+    for name in ("per backward", "optimizer=", "backward only in no_sync"):
+        assert _close(ranks[0][name]["got"], ranks[1][name]["got"]), name
 
 
 @pytest.mark.timeout(200)

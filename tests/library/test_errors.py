@@ -16,7 +16,7 @@ pytestmark = pytest.mark.timeout(120)
 
 # the module each exception was defined in before hooklab.errors: those import paths keep working
 OLD_HOMES = {
-    "NotRecorded": "hooklab.capture",
+    "NotRecorded": "hooklab.capturing",
     "UnknownModuleError": "hooklab.lookup",
     "HooksLeftBehind": "hooklab.inventory",
     "MissingTorchInternal": "hooklab._torch_internals",
@@ -44,8 +44,8 @@ def test_every_exception_class_of_the_library_is_defined_in_hooklab_errors():
 
 
 def test_every_public_exception_is_importable_from_hooklab_errors_and_its_old_home():
-    assert sorted(errors.__all__) == sorted(OLD_HOMES)
-    for name in errors.__all__:
+    assert sorted(errors.__all__) == sorted([*OLD_HOMES, "HooklabError"])
+    for name in OLD_HOMES:
         cls = getattr(errors, name)
         assert inspect.isclass(cls) and issubclass(cls, Exception), name
         assert cls.__module__ == "hooklab.errors", name
@@ -124,3 +124,27 @@ def test_a_failing_worker_raises_worker_error():
     with pytest.raises(hooklab.WorkerError, match="fails on purpose") as info:
         hooklab.run_workers(_fail, world_size=1, timeout=90)
     assert info.value.rank == 0
+
+
+def test_every_exception_is_a_hooklab_error_and_the_built_in_a_caller_expects():
+    expected = {"NotRecorded": KeyError, "UnknownModuleError": KeyError, "HooksLeftBehind": AssertionError,
+                "MissingTorchInternal": RuntimeError, "NonFiniteError": RuntimeError, "BudgetError": ValueError,
+                "WorkerError": RuntimeError}
+    assert sorted(expected) == sorted(OLD_HOMES)
+    for name, builtin in expected.items():
+        cls = getattr(errors, name)
+        assert issubclass(cls, errors.HooklabError) and issubclass(cls, builtin), name
+    assert hooklab.HooklabError is errors.HooklabError and "HooklabError" in hooklab.__all__
+    with pytest.raises(hooklab.HooklabError):
+        with hooklab.capture(nn.Linear(2, 2), "") as store:
+            pass
+        store[""]
+
+
+def test_errors_is_a_leaf_module():
+    """The exceptions are on the ground floor: errors.py imports nothing from hooklab, not even for type checking."""
+    import ast
+    tree = ast.parse(inspect.getsource(errors))
+    imported = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    assert not [m for m in imported if m is None or m.startswith("hooklab") or not m or m.startswith(".")], imported
+    assert all(node.level == 0 for node in ast.walk(tree) if isinstance(node, ast.ImportFrom))

@@ -4,7 +4,10 @@ Models are built from configs (random init, seeded, tiny): nothing is downloaded
 """
 from __future__ import annotations
 
+import contextlib
+import copy
 import os
+from collections import OrderedDict
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -15,7 +18,7 @@ from torch import nn
 
 import hooklab
 from hooklab import ModuleInputs, capture_inputs, intervene, no_hooks_left_behind
-from hooklab.intervene import Call
+from hooklab import Call
 
 transformers = pytest.importorskip("transformers")
 
@@ -372,7 +375,7 @@ def test_a_module_that_never_runs_is_a_clear_error():
 def test_bad_arguments_are_refused_when_made():
     model = llama()
     with no_hooks_left_behind(model):
-        with pytest.raises(ValueError, match="on must be 'output', 'input', 'kwargs'"):
+        with pytest.raises(ValueError, match="on must be 'output', 'input' or 'kwargs', got 'outputs'"):
             intervene(model, {"model.layers.0": lambda h, c: h}, on="outputs")
         with pytest.raises(TypeError, match="non-empty dict"):
             intervene(model, {})
@@ -407,7 +410,7 @@ def test_compiled_models_are_refused():
         capture_inputs(compiled, "0", torch.ones(1, 2))
 
 
-# --- the one lifecycle (tests/library/test_lifecycle.py checks the other recorders the same way) ---------------
+# --- the one lifecycle (tests/library/test_contract.py checks every tool the same way) ---------------
 
 def test_lifecycle_made_registers_nothing_entered_registers_exit_removes():
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
@@ -432,3 +435,118 @@ def test_a_model_that_fails_leaves_nothing_behind(on):
                 model(torch.ones(1, 3))  # the wrong width: the Linear raises
         with pytest.raises(RuntimeError):
             capture_inputs(model, "1", torch.ones(1, 3))
+
+
+# --- under activation checkpointing, copies, names that never run (review round 3: N2, N3, N9) ----------------------
+def _block_and_head():
+    torch.manual_seed(0)
+    return nn.Sequential(OrderedDict(block=nn.Sequential(nn.Linear(4, 8), nn.Tanh()), head=nn.Linear(8, 3)))
+
+
+def _grads_with(model, x, *blocks):
+    model.zero_grad(set_to_none=True)
+    with contextlib.ExitStack() as stack:
+        tools = [stack.enter_context(b) for b in blocks]
+        model(x).pow(2).sum().backward()
+    return [p.grad.clone() for p in model.parameters()], tools
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["one block", "block called twice"])
+def test_a_checkpoints_recomputation_is_not_a_new_call_and_is_edited_as_the_call_it_recomputes(nested):
+    """N3: the recompute in backward counted as call 1, so an edit of call 0 only was left out of it: gradient
+    off by 144 %, and calls == 2."""
+    model, x = _block_and_head(), torch.randn(5, 4)
+    if nested:  # the block runs twice per forward: calls 0 and 1, recomputed in the reverse order
+        model.forward = lambda t: model.head(model.block(model.block[0](t)[..., :4]))
+    by_index = {"block.0": lambda out, call: out * (call.index + 2)}  # each call its own factor
+    truth, (iv,) = _grads_with(model, x, intervene(model, by_index))
+    got, (_, iv_ckpt) = _grads_with(model, x, hooklab.checkpoint_modules(model, ["block"]), intervene(model, by_index))
+    assert all(torch.allclose(g, t, rtol=1e-5, atol=1e-7) for g, t in zip(got, truth))
+    assert iv_ckpt.calls == iv.calls == iv_ckpt.edited == {"block.0": 2 if nested else 1}
+
+
+def test_a_recomputed_random_edit_draws_the_same_numbers():
+    """The checkpoint restores the random-number state for its recomputation, and the edit gets the same Call."""
+    model, x = _block_and_head(), torch.randn(5, 4)
+    noise = {"block.0": lambda out, call: out + torch.randn_like(out)}
+    torch.manual_seed(1)
+    truth, _ = _grads_with(model, x, intervene(model, noise))
+    torch.manual_seed(1)
+    got, _ = _grads_with(model, x, hooklab.checkpoint_modules(model, ["block"]), intervene(model, noise))
+    assert all(torch.allclose(g, t, rtol=1e-5, atol=1e-7) for g, t in zip(got, truth))
+
+
+def test_a_reentrant_checkpoints_recomputation_is_refused():
+    model, x = _block_and_head(), torch.randn(5, 4, requires_grad=True)
+    with no_hooks_left_behind(model), pytest.raises(RuntimeError, match=r"'block.0' ran inside a backward pass.*"
+                                                                          r"use_reentrant=False"):
+        _grads_with(model, x, hooklab.checkpoint_modules(model, ["block"], use_reentrant=True),
+                    intervene(model, {"block.0": lambda out, call: out * 3}))
+
+
+def test_a_backward_left_for_after_the_block_under_checkpointing_is_warned_about():
+    model, x = _block_and_head(), torch.randn(5, 4)
+    with pytest.warns(RuntimeWarning, match=r"'block.0' inside an activation-checkpointed region have not been "
+                                            r"recomputed yet.*Run backward inside"):
+        with hooklab.checkpoint_modules(model, ["block"]), intervene(model, {"block.0": lambda o, c: o * 3}):
+            loss = model(x).pow(2).sum()
+    loss.backward()
+
+
+def test_a_copy_made_inside_the_block_is_not_edited_after_it():
+    """N2 (the review's example): the copy's output stayed zero for ever, and its calls were counted."""
+    model, x = _block_and_head(), torch.randn(5, 4)
+    with intervene(model, {"head": lambda out, call: out * 0}) as iv:
+        model(x)
+        ema = copy.deepcopy(model)
+    assert not torch.equal(ema(x), torch.zeros(5, 3)) and iv.calls == {"head": 1}
+
+
+def test_a_name_that_never_runs_gets_a_warning():
+    """N9: a container that is never called itself (a ModuleList) was a silent no-op."""
+    class Blocks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    model = Blocks()
+    with pytest.warns(RuntimeWarning, match=r"intervene edited nothing of 'layers': it never ran inside the block.*"
+                                            r"container that is never called itself"):
+        with intervene(model, {"layers": lambda out, call: out * 0, "layers.0": lambda out, call: None}) as iv:
+            model(torch.ones(1, 4))
+    assert iv.calls == {"layers": 0, "layers.0": 1}
+
+
+class _CatchesEverything(nn.Module):
+    def __init__(self, catch):
+        super().__init__()
+        self.first, self.second, self.catch = nn.Linear(4, 4), nn.Linear(4, 4), catch
+        self.ran_second = 0
+
+    def forward(self, x):
+        try:
+            x = self.first(x)
+        except self.catch:  # a forward that recovers from a failing submodule
+            pass
+        self.ran_second += 1
+        return self.second(x)
+
+
+def test_capture_inputs_stops_a_forward_that_catches_exception():
+    """Review: the stop was an Exception, swallowed by such a forward, which then ran on without a word."""
+    model = _CatchesEverything(Exception)
+    inputs = capture_inputs(model, "first", torch.ones(2, 4))
+    assert model.ran_second == 0 and tuple(inputs.args[0].shape) == (2, 4)
+
+
+def test_capture_inputs_says_when_a_forward_swallowed_the_stop():
+    model = _CatchesEverything(BaseException)
+    with pytest.warns(RuntimeWarning, match=r"caught the stop raised when 'first' was called .* the rest of the "
+                                            r"forward ran"):
+        inputs = capture_inputs(model, "first", torch.ones(2, 4))
+    assert model.ran_second == 1 and tuple(inputs.args[0].shape) == (2, 4)

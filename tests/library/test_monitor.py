@@ -133,7 +133,7 @@ def test_activation_stats_values(batches):
     with ActivationStats(model, ["0", "1"], eps=0.0) as st:
         for xb in batches:
             model(xb)
-    stats = st.stats()
+    stats = st.stats
     assert list(stats) == ["0", "1"] and len(stats["1"]["mean"]) == 3
     with torch.no_grad():
         relu_out = model[1](model[0](batches[2]))
@@ -149,7 +149,7 @@ def test_activation_stats_records_each_call():
     model = nn.Sequential(nn.Linear(3, 3), relu, nn.Linear(3, 3), relu)
     with ActivationStats(model, "1") as st:
         model(torch.randn(2, 3))
-    assert len(st.stats()["1"]["mean"]) == 2
+    assert len(st.stats["1"]["mean"]) == 2
 
 
 def test_activation_stats_removes_hooks_after_exception(batches):
@@ -220,7 +220,7 @@ def test_activation_stats_of_a_single_value_has_nan_std_and_no_warning():
         warnings.simplefilter("error")
         with ActivationStats(head, "") as st:
             head(torch.ones(1, 3))
-    values = st.stats()[""]
+    values = st.stats[""]
     assert math.isnan(values["std"][0]) and len(values["mean"]) == 1
 
 
@@ -362,7 +362,7 @@ def test_activation_stats_keeps_no_model_alive_after_its_block():
     ref = weakref.ref(model[0])
     del model
     gc.collect()
-    assert ref() is None and len(st.stats()["0"]["mean"]) == 1
+    assert ref() is None and len(st.stats["0"]["mean"]) == 1
 
 
 def test_load_state_dict_assign_inside_the_block_is_followed():
@@ -399,7 +399,7 @@ def test_activation_stats_history_is_stored_compactly():
     assert grown <= 2 * (640 // 64 + 2), grown  # one stacked block per 64 calls per name; 1280 records
     with torch.no_grad():
         out = model[0](x)
-    assert st.stats()["0"]["mean"] == pytest.approx([out.mean().item()] * 641)
+    assert st.stats["0"]["mean"] == pytest.approx([out.mean().item()] * 641)
 
 
 def test_without_the_graph_task_id_the_monitor_says_what_torch_lacks(monkeypatch):
@@ -412,19 +412,193 @@ def test_without_the_graph_task_id_the_monitor_says_what_torch_lacks(monkeypatch
             model(torch.ones(2, 4)).sum().backward()
 
 
-def test_activation_stats_ignores_a_deepcopy_made_inside_the_block():
-    """S9 for ActivationStats: a copy.deepcopy of the model made during the block carries the forward hook; the
-    copy's calls must not be recorded (neither inside the block nor after it)."""
-    import copy
+def test_activation_stats_results_are_a_property_and_the_old_call_still_works():
+    model = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
+    with ActivationStats(model, "1") as st:
+        model(torch.ones(4, 2))
+    assert st.stats() == st.stats and len(st.stats["1"]["mean"]) == 1  # stats(): the spelling notebooks saved
+    with pytest.raises(RuntimeError, match="has recorded nothing"):
+        ActivationStats(model, "1").stats
 
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
-    x = torch.randn(2, 3)
-    with ActivationStats(model, "0") as st:
-        model(x)
-        twin = copy.deepcopy(model)
-        twin(x * 10)  # the copy's call: not the watched module's
-    twin(x * 10)      # after the block: still nothing recorded
-    out = model[0](x).detach()
-    assert len(st.stats()["0"]["mean"]) == 1
-    assert torch.allclose(torch.tensor(st.stats()["0"]["mean"][0]), out.mean())
+
+# ---- the optimizer in backward (N8), optimizer= and every= ------------------------------------------------------
+
+def _optimizer_in_backward(model, opt_class=torch.optim.SGD, seen=None):
+    """The pattern of notebook 02: each parameter's optimizer steps in its post-accumulate hook and frees .grad.
+    ``seen`` (a dict) gets the norm each optimizer stepped with, read by hand: the truth."""
+    optimizers = {p: opt_class([p], lr=0.1) for p in model.parameters()}
+
+    def step(p):
+        if seen is not None:
+            seen.setdefault(p, []).append(p.grad.norm().item())
+        optimizers[p].step()
+        optimizers[p].zero_grad(set_to_none=True)
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+
+
+@pytest.mark.parametrize("opt_class", [torch.optim.SGD, torch.optim.AdamW])
+def test_the_optimizer_in_backward_is_recorded_when_it_steps(batches, opt_class):
+    plain, truth = make_mlp(), {}
+    _optimizer_in_backward(plain, opt_class, truth)
+    for xb in batches:
+        plain(xb).pow(2).mean().backward()
+    model = make_mlp()
+    handles = _optimizer_in_backward(model, opt_class)  # registered before the monitor: they run before its hook
+    with GradientMonitor(model) as gm:
+        for xb in batches:
+            model(xb).pow(2).mean().backward()
+    assert all(p.grad is None for p in model.parameters())  # the pattern freed every gradient
+    assert gm.steps == len(batches)
+    for (name, values), p in zip(gm.norms(per="parameter").items(), plain.parameters()):
+        assert values == pytest.approx(truth[p], rel=1e-6), name
+    for h in handles:
+        h.remove()
+    assert len(hooklab.hook_inventory(model)) == 0  # the monitor's global optimizer hook is gone too
+
+
+def test_a_gradient_freed_inside_backward_by_hand_raises_saying_why(batches):
+    model = make_mlp()
+
+    def step_by_hand(p):
+        with torch.no_grad():
+            p.add_(p.grad, alpha=-0.1)
+        p.grad = None
+
+    handles = [p.register_post_accumulate_grad_hook(step_by_hand) for p in model.parameters()]
+    with pytest.raises(RuntimeError, match=r"GradientMonitor: the gradients of '0\.weight', '0\.bias', '2\.weight', "
+                                           r"'2\.bias' arrived .* freed .*Step with a torch\.optim optimizer there"):
+        with GradientMonitor(model):
+            model(batches[0]).sum().backward()
+    for h in handles:
+        h.remove()
+    assert len(hooklab.hook_inventory(model)) == 0
+
+
+def _accumulate(model, opt, batches, micro=2, scaler=None, overflow_at=None):
+    """Optimizer steps of ``micro`` micro-batches each; ‖p.grad‖ the optimizer uses at each step (the truth),
+    read after unscaling."""
+    truth = []
+    for step in range(len(batches) // micro):
+        for xb in batches[micro * step:micro * (step + 1)]:
+            loss = model(xb).pow(2).mean() * (math.inf if step == overflow_at else 1.0)
+            (scaler.scale(loss) if scaler else loss).backward()
+        if scaler is not None and not getattr(opt, "_step_supports_amp_scaling", False):
+            scaler.unscale_(opt)
+        scale = scaler.get_scale() if getattr(opt, "_step_supports_amp_scaling", False) else 1.0
+        truth.append([(p.grad / scale).norm().item() for p in model.parameters()])
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+    return truth
+
+
+@pytest.fixture
+def six_batches() -> list[torch.Tensor]:
+    torch.manual_seed(5)
+    return [torch.randn(5, 4) for _ in range(6)]
+
+
+def test_optimizer_records_once_per_logical_batch(six_batches):
+    plain = make_mlp()
+    truth = _accumulate(plain, torch.optim.SGD(plain.parameters(), lr=0.1), six_batches)
+    model = make_mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with GradientMonitor(model, optimizer=opt) as gm:
+        assert [e.kind for e in hooklab.hook_inventory(model, include_global=False)] == []  # no parameter hook
+        _accumulate(model, opt, six_batches)
+    assert gm.steps == 3 and gm.step_numbers == [0, 1, 2]
+    got = [list(row) for row in zip(*gm.norms(per="parameter").values())]
+    assert all(g == pytest.approx(t, rel=1e-6) for g, t in zip(got, truth))
+    model = make_mlp()
+    with GradientMonitor(model) as per_backward:  # without optimizer=, each micro-batch's backward is a step
+        _accumulate(model, torch.optim.SGD(model.parameters(), lr=0.1), six_batches)
+    assert per_backward.steps == 6
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_optimizer_under_a_grad_scaler_records_true_norms_and_what_a_skipped_step_does(six_batches, fused):
+    """M2: a fused optimizer unscales inside step(), so its step pre-hook sees scaled gradients; the monitor divides
+    by the scale the scaler hands it. A step the scaler skips: a fused optimizer is still called (recorded, inf / nan),
+    another is not (not recorded)."""
+    def run(monitored):
+        model = make_mlp()
+        opt = torch.optim.Adam(model.parameters(), lr=0.1, fused=fused)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**12)
+        if not monitored:
+            return _accumulate(model, opt, six_batches, scaler=scaler, overflow_at=1), None
+        with GradientMonitor(model, optimizer=opt) as gm:
+            _accumulate(model, opt, six_batches, scaler=scaler, overflow_at=1)
+        return None, gm
+
+    truth, _ = run(False)
+    _, gm = run(True)
+    got = [list(row) for row in zip(*gm.norms(per="parameter").values())]
+    if fused:
+        assert gm.step_numbers == [0, 1, 2]
+        assert all(math.isinf(v) or math.isnan(v) for v in got[1])
+        got, truth = [got[0], got[2]], [truth[0], truth[2]]
+    else:
+        assert gm.step_numbers == [0, 1]  # the skipped step never called opt.step()
+        truth = [truth[0], truth[2]]
+    assert all(g == pytest.approx(t, rel=1e-5) for g, t in zip(got, truth))
+    assert min(truth[0]) < 10  # the check can fail: the scaled norms are 4096 times larger
+
+
+def test_every_records_one_step_in_n_and_pays_nothing_on_the_others(batches, monkeypatch):
+    model = make_mlp()
+    xs = batches * 3  # 9 backward passes
+    truth = []
+    for xb in xs:
+        model.zero_grad(set_to_none=True)
+        model(xb).sum().backward()
+        truth.append([p.grad.norm().item() for p in model.parameters()])
+    measured = []
+    original = GradientMonitor._norm
+    monkeypatch.setattr(GradientMonitor, "_norm", lambda self, *a: measured.append(1) or original(self, *a))
+    with GradientMonitor(model, every=4) as gm:
+        for xb in xs:
+            model.zero_grad(set_to_none=True)
+            model(xb).sum().backward()
+    assert gm.steps == 3 and gm.step_numbers == [0, 4, 8]
+    got = [list(row) for row in zip(*gm.norms(per="parameter").values())]
+    assert all(g == pytest.approx(truth[n], rel=1e-6) for g, n in zip(got, [0, 4, 8]))
+    assert len(measured) == 3 * 4  # 4 parameters in each recorded step, nothing measured in the other six
+    ax = gm.plot()
+    assert list(ax.get_lines()[0].get_xdata()) == [1, 5, 9] and ax.get_xlabel() == "step (backward pass)"
+
+
+def test_optimizer_and_every_errors():
+    model = make_mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(TypeError, match="optimizer must be a torch.optim.Optimizer"):
+        GradientMonitor(model, optimizer=[opt])
+    with pytest.raises(ValueError, match="give scaler= or optimizer=, not both"):
+        GradientMonitor(model, optimizer=opt, scaler=torch.amp.GradScaler("cpu"))
+    for every in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="every must be an int >= 1"):
+            GradientMonitor(model, every=every)
+
+
+@pytest.mark.parametrize("mode", ["per backward", "optimizer="])
+def test_every_hook_is_removed_also_when_the_block_raises(batches, mode):
+    """Per backward the monitor adds a global optimizer step pre-hook too; with optimizer= a step pre-hook on it."""
+    from hooklab._torch_internals import global_optimizer_hook_dicts, optimizer_hook_dicts
+
+    model = make_mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    options = {"optimizer": opt} if mode == "optimizer=" else {}
+
+    def registered() -> int:
+        return (len(hooklab.hook_inventory(model)) + sum(len(d) for _, _, d in optimizer_hook_dicts(opt))
+                + sum(len(d) for _, _, d in global_optimizer_hook_dicts()))
+
+    with pytest.raises(ValueError, match="inside"):
+        with GradientMonitor(model, **options):
+            assert registered() > 0
+            model(batches[0]).sum().backward()
+            opt.step()
+            raise ValueError("inside the block")
+    assert registered() == 0

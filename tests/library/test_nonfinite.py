@@ -187,7 +187,7 @@ def tanh_model():
 
 
 def no_node_hooks(found) -> bool:
-    return not found._nodes
+    return len(found.scope) == 0  # the Node hooks are owned by the detector's scope, with its module hooks
 
 
 # ------------------------------------------------------------------------------ forward
@@ -215,7 +215,7 @@ def test_input_already_bad_gives_a_propagator_and_an_input_finding():
     assert found.bad_input.phase == "input" and found.bad_input.where == "args[0]"
     assert (found.forward.module, found.forward.kind) == ("0", "propagator")
     assert "model's input already was" in found.forward.note
-    assert [e.phase for e in found.events()] == ["input", "forward"]
+    assert [e.phase for e in found.events] == ["input", "forward"]
 
 
 def test_a_value_made_between_submodule_calls_is_blamed_on_the_enclosing_forward():
@@ -273,7 +273,7 @@ def test_finite_model_finds_nothing_and_counts_steps():
     with find_nonfinite(model) as found:
         for _ in range(3):
             model(torch.ones(2, 3) + 1).sum().backward()
-    assert found.steps == 3 and not found.found and found.events() == []
+    assert found.steps == 3 and not found.found and found.events == []
     assert no_node_hooks(found)
 
 
@@ -332,14 +332,16 @@ def test_a_bad_gradient_from_the_loss_is_a_propagator():
     assert found.backward.node == out.grad_fn.name()
 
 
-def test_nodes_of_freed_graphs_are_forgotten_at_the_next_step():
+def test_hooks_of_nodes_of_freed_graphs_are_forgotten_so_the_handles_stay_bounded():
     model = tanh_model()
     with find_nonfinite(model) as found:
         model(torch.ones(2, 3)).sum().backward()
-        hooked = len(found._nodes)
-        for _ in range(5):
+        after_one = len(found.scope)  # the module hooks and one graph's Node hooks
+        sizes = []
+        for _ in range(300):  # 300 graphs' worth of Node hooks if nothing were forgotten
             model(torch.ones(2, 3)).sum().backward()
-        assert 0 < len(found._nodes) <= hooked  # bounded by one graph, not growing per step
+            sizes.append(len(found.scope))
+        assert max(sizes) <= 64 + 2 * after_one, "the handles grow with the steps"
     assert no_node_hooks(found)
 
 
@@ -379,7 +381,7 @@ def test_a_failing_body_leaves_no_hook():
         with pytest.raises(ValueError, match="body failed"):
             with find_nonfinite(model) as found:
                 model(torch.ones(1, 3))  # a graph is alive: Node hooks are registered
-                assert found._nodes
+                assert len(found.scope) > 3 * len(list(model.modules())) + 1  # more than the module hooks
                 raise ValueError("body failed")
     assert no_node_hooks(found)
 
@@ -399,7 +401,7 @@ def test_a_failing_forward_leaves_no_hook_and_the_next_step_starts_clean():
 
 
 @pytest.mark.parametrize("bad, kwargs, error", [
-    (lambda: "model", {}, "needs an nn.Module"),
+    (lambda: "model", {}, "takes an nn.Module"),
     (lambda: nn.Linear(2, 2), {"raise_first": "yes"}, "raise_first must be True or False"),
     (lambda: nn.Linear(2, 2), {"backward": 1}, "backward must be True or False"),
 ])
@@ -499,3 +501,50 @@ def test_zoo(spec):
     else:
         assert found.backward is None
     assert no_node_hooks(found)
+
+
+def test_a_backward_left_for_after_the_block_is_said_to_be_unchecked():
+    """Round 3's N7: with the backward after the block, NaN weight gradients gave backward None and no word."""
+    class AbsSqrt(nn.Module):
+        def forward(self, x):
+            return x.abs().sqrt()  # sqrt(|0|) = 0; backward: sign(0) * inf = NaN
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 3), AbsSqrt(), nn.Linear(3, 1))
+    with torch.no_grad():
+        model[0].weight.zero_()
+        model[0].bias.zero_()
+    with pytest.warns(RuntimeWarning, match=r"found nothing, but the backward of the last forward in the block did "
+                                            r"not run inside it.*backward=False"):
+        with find_nonfinite(model) as found:
+            loss = model(torch.ones(1, 3)).sum()
+    loss.backward()
+    assert found.backward is None and not found.found
+    assert any(not torch.isfinite(p.grad).all() for p in model.parameters())  # what went unchecked
+
+
+@pytest.mark.parametrize("how", ["output dropped", "backward inside", "backward=False", "no_grad"])
+def test_no_such_warning_when_nothing_was_left_unchecked(how, recwarn):
+    model = tanh_model()
+    with find_nonfinite(model, backward=how != "backward=False") as found:
+        if how == "no_grad":
+            with torch.no_grad():
+                out = model(torch.ones(1, 3))
+        else:
+            out = model(torch.ones(1, 3)).sum()
+        if how == "backward inside":
+            out.backward()
+        if how == "output dropped":
+            del out
+    assert not found.found and not [w for w in recwarn if "did not run inside it" in str(w.message)]
+
+
+def test_results_are_properties_guarded_like_every_recorders_and_events_can_still_be_called():
+    model = tanh_model()
+    detector = find_nonfinite(model)
+    for name in ("forward", "backward", "bad_input", "steps", "events"):
+        with pytest.raises(RuntimeError, match="has recorded nothing"):
+            getattr(detector, name)
+    with detector:
+        model(torch.ones(1, 3)).sum().backward()
+    assert detector.events == [] and detector.events() == [] and detector.steps == 1

@@ -169,3 +169,61 @@ def test_a_scope_filled_inside_its_block_or_refilled_can_be_entered_again(model)
         for _ in range(2):  # named scopes are refilled by design
             with named_scope("test-spent") as named:
                 named.add(model[0].register_forward_hook(noop))
+
+
+def test_adding_under_a_key_replaces_and_removes_the_previous_handle(model):
+    fired = []
+    scope = HookScope()
+    scope.add(model[0].register_forward_hook(lambda m, a, o: fired.append("old")), key="fc")
+    scope.add(model[0].register_forward_hook(lambda m, a, o: fired.append("new")), key="fc")
+    scope.add(model[2].register_forward_hook(noop))
+    model(torch.randn(1, 3))
+    assert fired == ["new"] and len(scope) == 2 and scope.get("fc") is not None and scope.get("other") is None
+    assert scope.remove() == 2 and hook_inventory(model) == []
+
+
+def test_prune_forgets_the_hooks_of_freed_tensors_and_keeps_the_rest(model):
+    scope = HookScope()
+    scope.add(model[0].register_forward_hook(noop))
+    kept = torch.ones(2, requires_grad=True) * 2
+    scope.add(kept.register_hook(noop))
+    for _ in range(100):  # tensors freed right away: their hook dicts go with them
+        scope.add((torch.ones(2, requires_grad=True) * 2).register_hook(noop))
+    assert len(scope) == 102
+    assert scope.prune() == 2  # the module hook and the hook of the tensor still alive
+    assert len(kept._backward_hooks) == 1 and len(model[0]._forward_hooks) == 1
+    scope.remove()
+
+
+def test_prune_walks_only_once_the_handles_have_doubled(model):
+    scope = HookScope()
+    for _ in range(10):
+        scope.add((torch.ones(2, requires_grad=True) * 2).register_hook(noop))
+    assert scope.prune() == 10  # under 64 handles: not walked yet (cheap to call at every step)
+
+
+def test_repr_names_the_subclass():
+    class ClipScope(HookScope):
+        pass
+
+    assert repr(ClipScope("clip")) == "ClipScope 'clip'(0 hooks)" and repr(HookScope()) == "HookScope(0 hooks)"
+
+
+def test_a_copy_of_a_local_hook_is_inert_and_picklable(model):
+    import copy
+    import pickle
+
+    from hooklab.scope import InertHook, LocalHook
+
+    calls = []
+    model[0].register_forward_hook(LocalHook(lambda m, a, o: calls.append(m), "tool", model[0]))
+    twin = copy.deepcopy(model)
+    hook = next(iter(twin[0]._forward_hooks.values()))
+    assert isinstance(hook, InertHook) and hook_inventory(twin)[0].hook == "inert copy of test_a_copy_of_a_local_hook_" \
+        "is_inert_and_picklable.<lambda>"
+    twin(torch.randn(1, 3))
+    model(torch.randn(1, 3))
+    assert calls == [model[0]]
+    again = pickle.loads(pickle.dumps(twin))
+    assert isinstance(next(iter(again[0]._forward_hooks.values())), InertHook)
+    model[0]._forward_hooks.clear()

@@ -250,3 +250,10 @@ def test_without_checkpoint_policy_selective_checkpointing_says_which_torch_it_n
             pass
     with hooklab.checkpoint_modules(nn.Sequential(nn.Linear(2, 2)), "0"):  # full checkpointing still works
         pass
+
+
+def test_ddp_names_the_module_whose_forward_is_running():
+    """GradientMonitor reads it in a forward pre-hook of the inner model (telling no_sync() apart)."""
+    from torch.nn.parallel import DistributedDataParallel
+    assert hasattr(DistributedDataParallel, "_active_ddp_module")
+    assert internals.active_ddp(nn.Linear(2, 2)) is None  # outside a DDP forward

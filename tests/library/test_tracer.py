@@ -380,18 +380,3 @@ def test_saved_tensors_warns_when_the_forward_runs_in_another_thread():
     with Tracer() as tr, tr.saved_tensors():  # the same forward in this thread: packs recorded, no warning
         model(torch.ones(2, 3))
     assert [e.kind for e in tr.events] == ["pack"] * 2
-
-
-def test_a_deepcopy_made_inside_the_block_is_not_traced_as_the_original():
-    """S9: the copy carries the module hooks; its calls must not appear under the original's label."""
-    import copy
-
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh())
-    with Tracer() as tr:
-        tr.modules(model, backward="outputs")
-        twin = copy.deepcopy(model)
-        twin(torch.ones(2, 3, requires_grad=True)).sum().backward()
-        assert tr.events == []
-        model(torch.ones(2, 3, requires_grad=True)).sum().backward()
-    assert [e.name for e in tr.events if e.kind == "module_forward"] == ["0", "1"]

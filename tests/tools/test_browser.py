@@ -3,7 +3,8 @@ lock; Playwright cannot download a browser of its own here).
 
 - `./course lab`: a notebook run through JupyterLab's UI;
 - `./course site` (one site per language, served by a local http.server: search needs http, not file://):
-  Chinese and English search, formulas typeset by the site's own MathJax, no Chinese checker line on the English
+  Chinese and English search (a Chinese query lists exactly the pages that hold its words, the result line in
+  Chinese), the language link keeping the reader's place, formulas typeset by the site's own MathJax, no Chinese checker line on the English
   pages, every figure of every notebook page displayed, and not one request leaving the site;
 - `./course slides` and `./course handout`: the deck starts offline (reveal.js and MathJax from its folder), the
   handout prints (PDF pages, no code line cut at the margin, a page per section).
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import kernelspec
 import pytest
+import workcopies
 from process_group import start_process_group, stop_process_group
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,10 +66,11 @@ def lab(tmp_path):
     """`./course lab` on a free loopback port with a token; its process group is ended afterwards."""
     port = free_port()
     log_path = tmp_path / "lab.log"
-    # served from a copy: running the notebook in the lab saves it, and the committed one must not change
+    # served from a working copy, as ./course lab makes it (tools/workcopies.py): running the notebook in the lab
+    # saves it, and the committed one must not change
     served = tmp_path / "notebooks"
     served.mkdir()
-    shutil.copy2(ROOT / "notebooks" / NOTEBOOK, served / NOTEBOOK)
+    (served / NOTEBOOK).write_bytes(workcopies.fresh_copy("both", ROOT / "notebooks" / NOTEBOOK))
     # this test's own JupyterLab settings: the learner's are not read or written, and every cell stays in
     # the page (no windowing) so that the test can see each one's prompt
     labconfig = tmp_path / "config" / "labconfig"
@@ -157,6 +160,10 @@ def test_lab_runs_a_notebook_in_a_real_browser(lab, browser):
                lambda: kernelspec.DISPLAY_NAME in kernel_name.inner_text(), 60)
     wait_until("the kernel to become idle", lambda: page.locator(
         ".jp-Notebook-ExecutionIndicator[data-status='idle']").count() > 0, 90)
+    # opening a working copy does not mark it changed (●): it carries the language_info the kernel reports, so the
+    # copy stays the course's until the learner edits a cell
+    tab = page.locator(f".lm-TabBar-tab[title*='{NOTEBOOK}']").first
+    assert tab.count() == 1 and "jp-mod-dirty" not in (tab.get_attribute("class") or ""), tab.get_attribute("class")
     # the table of contents lists each section once (the lang-en twins' headings carry jp-toc-ignore)
     zh_headings = [line for c in json.loads((ROOT / "notebooks" / NOTEBOOK).read_text(encoding="utf-8"))["cells"]
                    if c["cell_type"] == "markdown" and c["metadata"].get("tags") in (["lang-zh"], ["lang-both"])
@@ -326,6 +333,59 @@ def test_site_search_finds_words_of_its_language(site, browser, lang, query, mus
 
 
 @pytest.mark.timeout(900)  # as above: may be the first to wait for the site's build
+@pytest.mark.parametrize("query", ["混合精度", "反向前置钩子", "Transformer 语言模型"])
+def test_chinese_search_lists_exactly_the_pages_that_hold_the_words(site, browser, query):
+    """In the browser, as a learner searches: a word jieba used to split (混合精度: 0 pages before), a term whose
+    character pairs also stand apart on other pages (the phrase check removes those), and a title mixing English
+    and Chinese. The pages listed are exactly those whose text holds the words (test_site.py's recall table
+    measures every glossary term and title the same way, without a browser)."""
+    from test_site import containing, found_by_query, search_index
+
+    out, base = site
+    page = new_page(browser, base)
+    found = search(page, base, "zh", query)
+    holding = sorted(name for name in containing(out / "zh", query) if re.match(r"\d\d_", name))
+    assert holding and found == holding, (query, found, holding)
+    if query == "反向前置钩子":  # the pairs alone list more pages: the check in hooklab-zh.js removed them
+        assert found_by_query(search_index(out / "zh"), query) - set(holding) - {"index", "api"}
+    summary = page.locator("#search-results .search-summary").inner_text()
+    assert summary.startswith("搜索完成，找到") and "pages matching" not in summary, summary
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"site-zh-search-{len(query)}.png"))
+    assert page.requests.outside() == [] and page.errors == []
+    page.context.close()
+
+
+@pytest.mark.timeout(900)  # as above
+def test_the_language_link_keeps_the_readers_place(site, browser):
+    _, base = site
+    page = new_page(browser, base)
+    page.goto(f"{base}zh/07_activation_checkpointing.html")
+    sections = "article.bd-article section[id]"
+    count = page.locator(sections).count()
+    index = 6  # a section well down the page
+    # scrolled to it once the page has settled (figures and fonts loaded late move it down): it starts near the top
+    page.wait_for_function("""([selector, i]) => { const s = document.querySelectorAll(selector)[i];
+        s.scrollIntoView(); const top = s.getBoundingClientRect().top;
+        return document.readyState === 'complete' && top >= 0 && top < window.innerHeight / 4; }""",
+                           arg=[sections, index], timeout=30_000)
+    page.locator("a.hooklab-language-link").first.evaluate("a => a.click()")  # as a reader clicks, without scrolling
+    page.wait_for_url(re.compile(r"/en/07_activation_checkpointing\.html#"), timeout=30_000)
+    page.wait_for_load_state("load")
+    assert page.locator(sections).count() == count  # the same sections in both languages
+    target = page.locator(sections).nth(index)
+    assert page.url.endswith("#" + target.get_attribute("id")), page.url
+    top = target.evaluate("s => s.getBoundingClientRect().top")
+    assert -5 <= top <= 120 and page.evaluate("window.scrollY") > 1000, (top, page.evaluate("window.scrollY"))
+    # at the top of a page the link stays plain (no fragment)
+    page.evaluate("window.scrollTo(0, 0)")
+    page.locator("a.hooklab-language-link").first.evaluate("a => a.click()")
+    page.wait_for_url(re.compile(r"/zh/07_activation_checkpointing\.html$"), timeout=30_000)
+    assert page.errors == []
+    page.context.close()
+
+
+@pytest.mark.timeout(900)  # as above: may be the first to wait for the site's build
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_site_formulas_are_typeset(site, browser, lang):
     _, base = site
@@ -433,6 +493,13 @@ def test_handout_prints(classroom_files, browser, lang, tmp_path):
     pdf = tmp_path / path.with_suffix(".pdf").name  # beside the test, not in the shared folder
     pages = handout.print_pdf(page, path, pdf)
     assert pages > 5 and pdf.read_bytes().startswith(b"%PDF"), pages
+    # no page is left nearly empty before the first section: the title and the introduction share page 1 (a
+    # markdown cell kept whole used to push the introduction to page 2, leaving the title alone)
+    first_section = page.evaluate("""() => { const h = [...document.querySelectorAll('h2')][0];
+        return h ? h.getBoundingClientRect().top + window.scrollY : 0; }""")
+    intro_top = page.evaluate("""() => { const c = document.querySelectorAll('.jp-Cell')[1];
+        return c.getBoundingClientRect().top + window.scrollY; }""")
+    assert intro_top < 400 < first_section, (intro_top, first_section)  # the introduction right under the title
     widths = all_images_loaded(page)
     assert len(widths) == committed_figures("06_saved_tensor_hooks") and min(widths) > 100, widths
     assert page.locator("mjx-container").count() >= 3

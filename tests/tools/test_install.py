@@ -8,7 +8,7 @@ uv's cache (which ``./course`` filled when it built .venv; files are symlinked f
 
 - plain: ``import hooklab`` and the course's checkers (``course.setup``, ``check``, ``hint``, ``attempt``) work with
   torch alone; nbformat, nbconvert and transformers are not there, and the export and the course's language model
-  raise an ImportError that names ``hooklab[course]``.
+  raise an ImportError whose ``pip install`` adds ``hooklab[course]`` from where this hooklab came from.
 - with the course's extra: the export writes a one-language notebook and the language model's config loads.
 """
 from __future__ import annotations
@@ -146,11 +146,13 @@ def test_plain_install_gives_the_library_and_the_checkers_with_torch_alone(plain
     assert "captured: [0.0, 0.0]" in plain
 
 
-def test_plain_install_says_which_extra_the_export_and_the_model_need(plain):
+def test_plain_install_says_which_extra_the_export_and_the_model_need(plain, project):
     export = next(line for line in plain.splitlines() if line.startswith("export "))
     model = next(line for line in plain.splitlines() if line.startswith("model "))
-    assert export.startswith("export ImportError nbformat |") and 'pip install "hooklab[course]"' in export
-    assert model.startswith("model ImportError ") and 'pip install "hooklab[course]"' in model
+    # the command adds the extra to this installation, from where it came (here: a folder; hooklab is not on PyPI)
+    command = f'pip install "hooklab[course] @ {project.as_uri()}"'
+    assert export.startswith("export ImportError nbformat |") and command in export, export
+    assert model.startswith("model ImportError ") and command in model, model
     assert "safetensors" in model or "transformers" in model
 
 

@@ -134,7 +134,12 @@ def test_the_first_start_copies_the_notebooks_and_never_touches_the_tracked_ones
     tracked = src.read_bytes()
     notes = workcopies.prepare_copies("both", root=tmp_path)
     copy = tmp_path / "work" / "zh-en" / source.name
-    assert copy.read_bytes() == tracked                        # the bilingual copy: byte for byte
+    made, committed = json.loads(copy.read_bytes()), json.loads(tracked)
+    # the bilingual copy: the notebook, with the language_info the course's kernel reports (ipykernel's own)
+    from ipykernel.ipkernel import IPythonKernel
+    assert made["metadata"].pop("language_info") == IPythonKernel.language_info
+    assert committed["metadata"].pop("language_info") == {"name": "python"}
+    assert made == committed
     assert notes == ["copied 00_introduction.ipynb into work/zh-en/: your working copies, yours to change "
                      "(notebooks/ stays as the course ships it; ./course reset NN gives a fresh copy)"]
     assert workcopies.prepare_copies("both", root=tmp_path) == []   # second start: nothing to say
@@ -171,7 +176,62 @@ def test_an_untouched_copy_follows_the_course(tmp_path):
     assert workcopies.prepare_copies("both", root=tmp_path) == [
         "00 has a newer version, and you had not changed your copy: work/zh-en/00_introduction.ipynb is the new "
         "version now"]
-    assert copy.read_bytes() == src.read_bytes()
+    assert copy.read_bytes() == workcopies.fresh_copy("both", src)
+
+
+def jupyterlab_saves(copy, *, run=False):
+    """What opening, (running) and saving does to a copy without the learner editing a cell: JupyterLab writes the
+    kernel's language_info (here a different Python's) and its own metadata; running rewrites outputs and counts."""
+    nb = json.loads(copy.read_text(encoding="utf-8"))
+    nb["metadata"]["language_info"] = {**nb["metadata"]["language_info"], "version": "3.99.0"}
+    nb["metadata"]["widgets"] = {}
+    for n, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
+        if run:
+            cell["execution_count"] = n + 41
+            cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["run again\n"]}]
+    copy.write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    return copy.read_bytes()
+
+
+@pytest.mark.parametrize("run", [False, True])
+def test_a_copy_opened_saved_or_run_without_an_edited_cell_stays_the_courses(tmp_path, run):
+    """Saving is not editing: a copy the lab saved (autosave, language_info, outputs of a run) still follows the
+    course, and until the course changes it is left as it is."""
+    _, src = course_copy(tmp_path)
+    workcopies.prepare_copies("en", root=tmp_path)
+    copy = tmp_path / "work" / "en" / src.name
+    saved = jupyterlab_saves(copy, run=run)
+    assert workcopies.prepare_copies("en", root=tmp_path) == [] and copy.read_bytes() == saved  # kept, no note
+    change_tracked(src)
+    assert workcopies.prepare_copies("en", root=tmp_path) == [
+        "00 has a newer version, and you had not changed your copy: work/en/00_introduction.ipynb is the new "
+        "version now"]
+    assert copy.read_bytes() == workcopies.fresh_copy("en", src)
+    # an edited cell is the learner's, saved by the lab or not
+    mine = learner_edits(copy)
+    jupyterlab_saves(copy)
+    change_tracked(src)
+    notes = workcopies.prepare_copies("en", root=tmp_path)
+    assert len(notes) == 1 and notes[0].startswith("00 has a newer version: ./course reset 00 --lang en")
+    assert json.loads(copy.read_bytes())["cells"][-1]["source"] == json.loads(mine)["cells"][-1]["source"]
+
+
+def test_copies_stamped_before_the_content_digest_keep_their_meaning(tmp_path):
+    """Stamps written by an earlier version (the sha256 of the bytes only): an untouched copy is brought up to date
+    quietly, and a changed one is not announced as a newer version while the course has not changed."""
+    from hooklab.course.export import sha256_hex
+    _, src = course_copy(tmp_path)
+    folder = tmp_path / "work" / "zh-en"
+    folder.mkdir(parents=True)
+    (folder / src.name).write_bytes(src.read_bytes())        # the old copy: byte for byte
+    (folder / ".hooklab-export.json").write_text(json.dumps({src.name: sha256_hex(src.read_bytes())}),
+                                                 encoding="utf-8")
+    assert workcopies.prepare_copies("both", root=tmp_path) == []
+    assert (folder / src.name).read_bytes() == workcopies.fresh_copy("both", src)  # now with the kernel's info
+    learner_edits(folder / src.name)
+    (folder / ".hooklab-export.json").write_text(json.dumps({src.name: sha256_hex(src.read_bytes())}),
+                                                 encoding="utf-8")
+    assert workcopies.prepare_copies("both", root=tmp_path) == []
 
 
 def test_reset_keeps_the_learners_copy_and_gives_a_fresh_one(tmp_path):
@@ -186,7 +246,7 @@ def test_reset_keeps_the_learners_copy_and_gives_a_fresh_one(tmp_path):
     assert workcopies.reset("both", ["00"], root=tmp_path, today=day) == [
         "work/zh-en/00_introduction.ipynb: fresh copy; yours is kept as "
         "work/zh-en/00_introduction.bak-2026-03-01.ipynb"]
-    assert copy.read_bytes() == src.read_bytes()
+    assert copy.read_bytes() == workcopies.fresh_copy("both", src)
     assert (copy.parent / "00_introduction.bak-2026-03-01.ipynb").read_bytes() == mine
     assert workcopies.prepare_copies("both", root=tmp_path) == []   # fresh: no "newer version" any more
     assert workcopies.reset("both", [], root=tmp_path, today=day) == [
@@ -283,7 +343,7 @@ def test_course_reset_from_the_shell(tmp_path, monkeypatch, capsys):
     first = capsys.readouterr().err
     copy = work / "zh-en" / "03_module_forward_hooks.ipynb"
     assert f"[course] {copy}: fresh copy" in first.splitlines()
-    assert copy.read_bytes() == (ROOT / "notebooks" / copy.name).read_bytes()
+    assert copy.read_bytes() == workcopies.fresh_copy("both", ROOT / "notebooks" / copy.name)
     mine = learner_edits(copy)
     assert workcopies.reset_main(["3", "--lang", "both"]) == 0
     second = capsys.readouterr().err

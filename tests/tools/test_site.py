@@ -1,11 +1,13 @@
 """`./course site`: one static site per language, built offline from the committed notebooks.
 
-Fast tests of the assembly (settings, pages, data tables), then one real build of both languages per test
-run (`./course site`: the session fixture `course_site` of tests/tools/conftest.py, shared with
-test_browser.py and across xdist workers) that the other tests read: every page and figure, the
-language links, Chinese and English search, math rendered by a local MathJax, download and copy buttons, the
-further reading, the API page, the licence, and the repository buttons present or absent as [project.urls] says
-(a second, one-language build with the opposite setting checks the other way)."""
+Fast tests of the assembly (settings, pages, data tables, the landing page), then one real build of both languages
+per test run (`./course site`: the session fixture `course_site` of tests/tools/conftest.py, shared with
+test_browser.py and across xdist workers) that the other tests read: every page and figure, the landing page's map
+of the notebooks, the language links, Chinese search (the recall table over the glossary and the titles) and English
+search, the Chinese interface, math rendered by a local MathJax, download (with the install cell) and copy buttons,
+the further reading, the API page, the licence, and the repository and launch buttons present or absent as the
+repository URL says (a second, one-language build with the opposite setting and a launch branch checks the other
+way)."""
 import functools
 import html.parser
 import importlib.util
@@ -105,6 +107,97 @@ def found_by_search(index: dict, word: str) -> set[str]:
     return pages
 
 
+# --- Sphinx's search page, as searchtools.js runs it --------------------------------------------------------------
+
+HAN_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # the ranges of tools/site/conf.py (index and query)
+ENGLISH_STOPWORDS = {"a", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "near",
+                     "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they",
+                     "this", "to", "was", "will", "with"}
+
+
+def split_query_sphinx(query: str) -> list[str]:
+    """searchtools.js's default splitQuery: words are runs of letters, digits and _ (a Chinese phrase is one word)."""
+    return [w for w in re.split(r"[^\w]+|_(?=_)", query) if w]
+
+
+def split_query_pairs(query: str) -> list[str]:
+    """The zh site's splitQuery (tools/site/conf.py's SPLIT_QUERY_JS, here in Python): Han runs become the pairs of
+    adjacent characters; other words as Sphinx splits them."""
+    words = []
+    for part in split_query_sphinx(query):
+        for piece in re.split(f"([{HAN_CHARS}]+)", part):
+            if not piece:
+                continue
+            if not re.fullmatch(f"[{HAN_CHARS}]+", piece) or len(piece) == 1:
+                words.append(piece)
+            else:
+                words.extend(piece[i:i + 2] for i in range(len(piece) - 1))
+    return words
+
+
+def found_by_query(index: dict, query: str, split=split_query_pairs) -> set[str]:
+    """The pages searchtools.js (Sphinx 8.2's performTermsSearch) lists for ``query``: each query word is looked up
+    in the text and title terms (a word of more than 2 characters also in the terms that contain it), and a page is
+    listed when it has every word, or as many words as the query has words longer than 2 characters (Sphinx's rule
+    for short words)."""
+    stemmer = snowballstemmer.stemmer("english")
+    words = set()
+    for word in split(query.strip()):
+        lower = word.lower()
+        if lower in ENGLISH_STOPWORDS or re.fullmatch(r"\d+", lower):
+            continue
+        words.add(stemmer.stemWord(lower) if re.fullmatch(r"[a-z0-9_]+", lower) else lower)
+    docs, matched = index["docnames"], {}
+    for word in words:
+        files: set[int] = set()
+        for table in (index["terms"], index["titleterms"]):
+            hits = [table[word]] if word in table else []
+            if len(word) > 2 and word not in table:
+                hits += [entry for term, entry in table.items() if word in term]
+            for entry in hits:
+                files.update([entry] if isinstance(entry, int) else entry)
+        for file in files:
+            matched.setdefault(file, set()).add(word)
+    longer = sum(1 for w in words if len(w) > 2)
+    return {docs[file] for file, have in matched.items() if len(have) in (len(words), longer)}
+
+
+def han_phrases(query: str) -> list[str]:
+    return re.findall(f"[{HAN_CHARS}]{{2,}}", query)
+
+
+def zh_search(folder: Path, query: str) -> set[str]:
+    """The pages the zh site's search page lists: Sphinx's search on the character pairs (:func:`found_by_query`),
+    then only the pages whose text holds each Chinese phrase of the query whole (_static/hooklab-zh.js)."""
+    found = found_by_query(search_index(folder), query)
+    phrases = han_phrases(query)
+    return {name for name in found if all(p in parsed(folder / f"{name}.html").text for p in phrases)}
+
+
+def containing(folder: Path, query: str) -> set[str]:
+    """The pages whose text holds every word of ``query`` (its parts between spaces and punctuation; a Chinese
+    phrase is one part), ignoring case."""
+    parts = split_query_sphinx(query)
+    return {p.stem for p in folder.glob("*.html") if p.stem not in ("search", "genindex", "py-modindex")
+            and all(part.lower() in parsed(p).text.lower() for part in parts)}
+
+
+def zh_search_terms() -> list[str]:
+    """What a Chinese learner types: notebook 00's glossary terms and the notebooks' Chinese titles."""
+    nb = json.loads((ROOT / "notebooks" / "00_introduction.ipynb").read_text(encoding="utf-8"))
+    titles = []
+    for path in site.notebooks():
+        first = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"]).split("\n")[0]
+        if match := re.match(r"#\s+\d+\s*·\s*(.+?)\s+/\s+", first):
+            titles.append(match[1])
+    return list(dict.fromkeys([*site.glossary_terms(nb), *titles]))
+
+
+def recall_table(folder: Path, terms: list[str], search=zh_search) -> dict[str, tuple[set[str], set[str]]]:
+    """term -> (pages the search lists, pages whose text holds the term) on one site."""
+    return {term: (search(folder, term), containing(folder, term)) for term in terms}
+
+
 @functools.lru_cache(maxsize=None)
 def parsed(path: Path) -> Page:
     """Each built page parsed once (the build is read-only to the tests)."""
@@ -117,6 +210,17 @@ def pages_containing(folder: Path, word: str) -> set[str]:
 
 
 # --- fast tests: the assembly ------------------------------------------------------------------------------
+
+def test_repository_url_comes_from_the_environment_then_project_urls(tmp_path):
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(f'[project]\nname = "x"\n[project.urls]\nRepository = "{EXAMPLE_URL}"\n', encoding="utf-8")
+    other = "https://github.com/someone-else/hooklab"
+    assert site.configured_repository(pyproject, {}) == EXAMPLE_URL
+    assert site.configured_repository(pyproject, {"HOOKLAB_REPOSITORY_URL": ""}) == EXAMPLE_URL  # empty: unset
+    assert site.configured_repository(pyproject, {"HOOKLAB_REPOSITORY_URL": other + "/"}) == other  # Actions
+    with pytest.raises(site.SiteError, match="HOOKLAB_REPOSITORY_URL should be a repository's https URL"):
+        site.configured_repository(pyproject, {"HOOKLAB_REPOSITORY_URL": "someone-else/hooklab"})
+
 
 def test_repository_url_comes_from_project_urls_only(tmp_path):
     pyproject = tmp_path / "pyproject.toml"
@@ -136,22 +240,54 @@ def test_repository_url_comes_from_project_urls_only(tmp_path):
         site.repository_url(pyproject)
 
 
-def test_readme_links_to_repository_files_never_dangle():
-    readme = "See [the floor](docs/matrix/floor.md), [uv](https://docs.astral.sh/uv/), [top](#x) ![f](a.png)"
-    plain = site.site_readme(readme, None)
-    assert plain == "See the floor, [uv](https://docs.astral.sh/uv/), [top](#x) ![f](a.png)"
-    linked = site.site_readme(readme, EXAMPLE_URL)
-    assert f"[the floor]({EXAMPLE_URL}/blob/main/docs/matrix/floor.md)" in linked
-    assert "[uv](https://docs.astral.sh/uv/)" in linked
-
-
-def test_index_page_puts_the_notebooks_and_the_api_after_the_readme():
+def test_index_page_is_the_landing_page_with_the_notebooks_and_the_api_in_the_sidebar():
     text = site.index_page("# Title\n\nbody\n", ["00_a", "01_b"], "en")
     assert text.startswith("# Title\n\nbody\n")
-    assert text.index("## The notebooks") < text.index("00_a") < text.index("01_b") < text.index("api")
-    assert "## 笔记本" in site.index_page("# T\n", ["00_a"], "zh")
+    assert text.index(":hidden:") < text.index("00_a") < text.index("01_b") < text.index("\napi\n")
+    assert ":caption: 笔记本" in site.index_page("# T\n", ["00_a"], "zh")
     few = site.index_page("# Title\n\nbody\n", ["00_a", "01_b"], "en", api=False)
-    assert text.startswith(few) and "api" not in few  # a build of a few notebooks (only=): no API page, no link
+    assert text.startswith(few) and "\napi\n" not in few  # a build of a few notebooks (only=): no API page
+
+
+def _notebook(title: str, *cells: dict) -> dict:
+    return {"cells": [{"cell_type": "markdown", "metadata": {"tags": ["lang-both"]}, "source": title}, *cells],
+            "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def test_each_notebook_has_a_title_a_line_and_a_picture_for_the_landing_page():
+    learn = {"cell_type": "markdown", "metadata": {"tags": ["lang-en"]},
+             "source": "**What you will learn**\n\n- How hooks fire: in order. And more.\n- Other things."}
+    code = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 1,
+            "source": "h = x.register_hook(lambda g: g * 2)\n# model.register_forward_hook(f) in a comment\ny = 1"}
+    nb = _notebook("# 99 · 新课 / New notebook", learn, code)
+    assert site.notebook_title(nb, "zh") == ("99", "新课") and site.notebook_title(nb, "en") == ("99", "New notebook")
+    assert site.notebook_line(nb, "99_new", "en", {"99_new": {"en": "Curated."}}) == "Curated."
+    assert site.notebook_line(nb, "99_new", "en", {}) == "How hooks fire: in order."  # a new notebook: its own
+    subtitled = _notebook("# 99 · 新课 / New\n\n**副标题 · A subtitle**")
+    assert site.notebook_line(subtitled, "99_new", "zh", {}) == "副标题"
+    name, svg = site.notebook_picture(nb, "99")
+    assert name == "99.svg" and b"x.register_hook(lambda g: g * 2)" in svg and b"in a comment" not in svg
+    figure = {**code, "outputs": [{"output_type": "display_data", "metadata": {},
+                                   "data": {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}}]}
+    assert site.notebook_picture(_notebook("# 99 · a / b", figure), "99") == ("99.png", b"\x89PNG\r\n\x1a\n")
+    with pytest.raises(site.SiteError, match="title line"):
+        site.notebook_title(_notebook("# Untitled"), "en")
+
+
+def test_landing_page_fills_in_the_map_and_keeps_the_blocks_that_apply():
+    template = ("# {{notebook_count}} notebooks on torch {{torch}}\n<!-- if repository -->\nrepo: {{repository}}\n"
+                "<!-- end -->\n<!-- if launch -->\nlaunch\n<!-- end -->\nclone {{repository_or_placeholder}}\n"
+                "{{notebook_map}}\n")
+    cards = [{"name": "00_a", "number": "00", "title": "A & B", "picture": "landing/00.svg", "line": "x < y"}]
+    text = site.landing_page(template, cards, repository=EXAMPLE_URL, launch=False, torch="2.15.0", lang="en")
+    assert text.startswith("# 1 notebooks on torch 2.15.0\nrepo: " + EXAMPLE_URL) and "launch" not in text
+    assert f"clone {EXAMPLE_URL}" in text
+    assert '<a class="hooklab-card" href="00_a.html"><img src="landing/00.svg"' in text
+    assert "00 · A &amp; B" in text and "x &lt; y" in text  # escaped
+    bare = site.landing_page(template, cards, repository=None, launch=False, torch="2.15.0", lang="zh")
+    assert "repo:" not in bare and "clone <仓库地址>" in bare
+    with pytest.raises(site.SiteError, match="unknown"):
+        site.landing_page("{{nope}}", cards, repository=None, launch=False, torch="2", lang="en")
 
 
 def test_api_page_documents_every_public_name_in_its_group():
@@ -168,6 +304,11 @@ def test_api_page_documents_every_public_name_in_its_group():
     grouped = [n for g in groups for n in g["names"]]
     assert len(grouped) == len(set(grouped)), "a name is in two groups"
     assert "API 参考" in site.api_page("zh", names, groups)
+    # a class with a lowercase name (a context manager) is documented as a class, with its members
+    import inspect
+    classes = {n for n in names if inspect.isclass(getattr(hooklab, n))}
+    assert {"capture", "intervene"} <= classes
+    assert ".. autoclass:: intervene\n   :members:" in site.api_page("en", names, groups, classes)
 
 
 def test_every_notebook_has_further_reading():
@@ -202,7 +343,7 @@ def test_a_new_notebook_without_further_reading_is_refused(tmp_path):
         site.assemble(tmp_path / "src", "en", root=tmp_path)
 
 
-def test_glossary_terms_feed_the_chinese_word_splitter():
+def test_glossary_terms_are_read_from_notebook_00():
     nb = json.loads((ROOT / "notebooks" / "00_introduction.ipynb").read_text(encoding="utf-8"))
     terms = site.glossary_terms(nb)
     for term in ("钩子", "句柄", "激活检查点", "累加后钩子", "保存的张量"):
@@ -244,7 +385,7 @@ def test_every_notebook_has_a_page_in_both_languages_in_order(built):
             assert (out / lang / f"{name}.html").is_file(), (lang, name)
         listed = [link[:-5] for link in parsed(out / lang / "index.html").links if link[:-5] in names]
         assert listed[:len(names)] == names  # the sidebar, in course order
-    assert "快速开始 / Quick start" in (out / "en" / "index.html").read_text(encoding="utf-8")  # the README
+    assert "./course test" not in (out / "en" / "index.html").read_text(encoding="utf-8")  # not the README
     chooser = parsed(out / "index.html")
     assert [a["href"] for a in chooser.anchors if "hooklab-choose" in a.get("class", "")] == \
         ["zh/index.html", "en/index.html"]
@@ -295,16 +436,45 @@ def test_every_figure_of_the_notebooks_is_on_its_page(built):
                 assert (out / lang / src).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", src
 
 
-def test_chinese_search_finds_chinese_words(built):
+def test_split_query_cuts_chinese_into_the_pairs_the_index_holds():
+    assert split_query_pairs("混合精度") == ["混合", "合精", "精度"]
+    assert split_query_pairs("Transformer 语言模型") == ["Transformer", "语言", "言模", "模型"]
+    assert split_query_pairs("钩子与编译器、函数变换") == ["钩子", "子与", "与编", "编译", "译器", "函数", "数变", "变换"]
+    assert split_query_pairs("register_hook的钩") == ["register_hook", "的钩"]
+    assert split_query_pairs("a 钩 b") == ["a", "钩", "b"]
+    # the browser's splitter is the same rule, in JavaScript: the ranges of Han characters agree
+    conf = (ROOT / "tools" / "site" / "conf.py").read_text(encoding="utf-8")
+    js = conf[conf.index('SPLIT_QUERY_JS = r"""'):]
+    assert js.count(HAN_CHARS.encode("unicode_escape").decode()) == 2
+    assert conf.count('HAN_RUN = re.compile(r"[' + HAN_CHARS.encode("unicode_escape").decode() + ']+")') == 1
+
+
+def test_chinese_search_finds_every_page_holding_a_glossary_term_or_a_title_and_no_other(built):
+    """The recall table: every term of notebook 00's glossary and every notebook's Chinese title, searched as a
+    learner types it, lists every page whose text holds it (recall 100 %) and no other page."""
+    out, _ = built
+    terms = zh_search_terms()
+    assert len(terms) > 60 and "混合精度" in "".join(terms)
+    table = recall_table(out / "zh", terms)
+    missed = {t: sorted(c - f) for t, (f, c) in table.items() if c - f}
+    extra = {t: sorted(f - c) for t, (f, c) in table.items() if f - c}
+    assert not missed and not extra, (missed, extra)
+    assert all(c for _, c in table.values())  # every term is somewhere on the site
+    # words jieba split into pieces and Sphinx's own search missed (混合精度 0 of 8 pages before)
+    for word in ("混合精度", "逐样本梯度", "全局钩子"):
+        found, holding = recall_table(out / "zh", [word])[word]
+        assert found == holding and holding, word
+
+
+def test_the_pair_index_needs_the_phrase_check_for_no_extra_page(built):
+    """Without the browser's phrase check the pairs would list pages that have every pair of a term but not the
+    term (反向前置钩子: 反向 + 向前 + 前置钩子 apart): the check (hooklab-zh.js) is what removes them."""
     out, _ = built
     index = search_index(out / "zh")
-    for word in ("内存", "钩子", "梯度", "反向传播", "激活检查点"):
-        containing = pages_containing(out / "zh", word)
-        found = found_by_search(index, word)
-        assert containing, word
-        missed = containing - found
-        assert len(missed) <= len(containing) // 5, (word, sorted(missed))  # recall >= 80 %
-    assert {"06_saved_tensor_hooks", "07_activation_checkpointing"} <= found_by_search(index, "内存")
+    loose = {t: found_by_query(index, t) - containing(out / "zh", t) for t in zh_search_terms()}
+    assert any(loose.values())
+    js = (out / "zh" / "_static" / "hooklab-zh.js").read_text(encoding="utf-8")
+    assert "phrases.every((phrase) => text.includes(phrase))" in js
 
 
 def test_english_search_finds_api_names(built):
@@ -359,6 +529,45 @@ def test_every_notebook_page_ends_with_its_further_reading(built):
             assert [url for _, url in table[name]] == [u for u in tail if u.startswith("https://")][:len(table[name])]
 
 
+def public_members() -> dict[str, list[str]]:
+    """Class name -> its own public methods and properties, for every class in ``hooklab.__all__``."""
+    import inspect
+
+    import hooklab
+
+    members = {}
+    for name in hooklab.__all__:
+        cls = getattr(hooklab, name)
+        if not inspect.isclass(cls):
+            continue
+        own = []
+        for attr in vars(cls):
+            raw = inspect.getattr_static(cls, attr)
+            raw = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+            if not attr.startswith("_") and (isinstance(raw, property) or inspect.isfunction(raw)):
+                own.append(attr)
+        members[name] = own
+    return members
+
+
+def test_every_public_method_and_property_has_a_docstring():
+    """autodoc leaves a member without a docstring off the API page (MemoryPlan.table, which the class's own
+    docstring points to, was missing)."""
+    import inspect
+
+    import hooklab
+
+    undocumented = []
+    for name, own in public_members().items():
+        for attr in own:
+            raw = inspect.getattr_static(getattr(hooklab, name), attr)
+            raw = raw.fget if isinstance(raw, property) else getattr(raw, "__func__", raw)
+            if not (raw.__doc__ or "").strip():
+                undocumented.append(f"{name}.{attr}")
+    assert not undocumented, f"no docstring (so not on the API page): {undocumented}"
+    assert sum(map(len, public_members().values())) > 40  # the check looks at real members
+
+
 def test_api_page_lists_every_public_name(built):
     out, _ = built
     for lang in site.LANGS:
@@ -368,6 +577,12 @@ def test_api_page_lists_every_public_name(built):
             assert f"#hooklab.{name}" in page.links, (lang, name)  # the autosummary table links to it
         assert site.TEXT[lang]["api"] in page.text
         assert ">>> " in "".join(page.outputs)  # docstring examples render as code
+        for cls, own in public_members().items():
+            for attr in own:
+                assert f"hooklab.{cls}.{attr}" in page.ids, (lang, cls, attr)  # every public method / property
+        # no private type of hooklab's on the page (MemoryPlan's constructor took a list of _Option)
+        assert not re.search(r"(?<![\w.])_[A-Z][a-z]\w*", page.text), re.findall(r"(?<![\w.])_[A-Z][a-z]\w*", page.text)
+        assert "MemoryPlanner.plan" in page.text
 
 
 def test_footer_states_the_licences(built):
@@ -388,26 +603,88 @@ def repository_buttons(page: Path) -> dict[str, bool]:
     return {button: button in text for button in REPO_BUTTONS}
 
 
-def test_repository_buttons_follow_project_urls_both_ways(built, tmp_path):
+def install_cell(notebook: Path) -> str:
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    first_code = next(c for c in cells if c["cell_type"] == "code")
+    assert "hooklab-install" in first_code["metadata"]["tags"]
+    return "".join(first_code["source"])
+
+
+def test_repository_and_launch_buttons_follow_the_repository_url_both_ways(built, tmp_path):
     out, _ = built
-    configured = site.repository_url(ROOT / "pyproject.toml")
+    configured = site.configured_repository(ROOT / "pyproject.toml")
     page = out / "en" / "01_tensor_hooks.html"
-    assert repository_buttons(page) == {b: bool(configured) for b in REPO_BUTTONS}
-    # the other way: a build with the opposite setting (English, to keep it short)
-    pyproject = tmp_path / "pyproject.toml"
-    pyproject.write_text(f'[project]\nname = "hooklab"\n[project.urls]\nRepository = "{EXAMPLE_URL}"\n'
-                         if not configured else '[project]\nname = "hooklab"\n', encoding="utf-8")
-    other = site.repository_url(pyproject)
-    result = site.build(tmp_path / "site", langs=("en",), repository=other, only=["01_tensor_hooks"],
-                        timeout=300)
-    warnings = [line for line in result["output"]["en"].splitlines() if "WARNING" in line]
+    assert repository_buttons(page) == {**{b: bool(configured) for b in REPO_BUTTONS}, "Colab": False}
+    # without a URL, the downloaded notebook's first cell says how to install hooklab from a clone
+    assert 'pip install -e \\".[course]\\"' in install_cell(out / "en" / "_sources" / "01_tensor_hooks.ipynb")
+    # the other way: a build with a URL (as the publishing workflow gives it) and the launch copies' branch
+    other = None if configured else EXAMPLE_URL
+    result = site.build(tmp_path / "site", langs=("zh",), repository=other, launch_branch="launch",
+                        commit="0123456789abcdef0123456789abcdef01234567", only=["01_tensor_hooks"], timeout=300)
+    warnings = [line for line in result["output"]["zh"].splitlines() if "WARNING" in line]
     assert not [w for w in warnings if "myst.xref_missing" not in w]  # links to the notebooks left out, only
-    flipped = tmp_path / "site" / "en" / "01_tensor_hooks.html"
+    flipped = tmp_path / "site" / "zh" / "01_tensor_hooks.html"
     assert repository_buttons(flipped) == {b: bool(other) for b in REPO_BUTTONS}
     if other:
         text = flipped.read_text(encoding="utf-8")
-        assert f"{EXAMPLE_URL}/edit/main/notebooks/01_tensor_hooks.ipynb" in text
-        assert "mybinder.org/v2/gh/example-owner/hooklab/main?urlpath=lab/tree/notebooks/01_tensor_hooks.ipynb" in text
-        index = (tmp_path / "site" / "en" / "index.html").read_text(encoding="utf-8")
+        assert f"{EXAMPLE_URL}/edit/main/notebooks/01_tensor_hooks.ipynb" in text  # edit: the source notebook
+        # launch: this language's launch copy on the launch branch (tools/launch.py, pushed by pages.yml)
+        assert ("https://mybinder.org/v2/gh/example-owner/hooklab/launch?urlpath=lab/tree/zh/01_tensor_hooks.ipynb"
+                in text)
+        assert ("https://colab.research.google.com/github/example-owner/hooklab/blob/launch/zh/01_tensor_hooks.ipynb"
+                in text)
+        cell = install_cell(tmp_path / "site" / "zh" / "_sources" / "01_tensor_hooks.ipynb")
+        assert f'"hooklab[course] @ git+{EXAMPLE_URL}@0123456789abcdef0123456789abcdef01234567"' in cell
+        index = (tmp_path / "site" / "zh" / "index.html").read_text(encoding="utf-8")
         assert "btn-source-edit-button" not in index  # the landing page is generated: nothing to edit
-        assert f"{EXAMPLE_URL}/blob/main/docs/matrix/floor.md" in index
+        landing = parsed(tmp_path / "site" / "zh" / "index.html")
+        assert f"git clone {EXAMPLE_URL} hooklab" in landing.text and f"{EXAMPLE_URL}/issues" in landing.links
+        assert "Colab" in landing.text  # how to launch: said only where there are launch copies
+
+
+def test_landing_page_maps_every_notebook_with_a_line_and_a_picture(built):
+    out, _ = built
+    names = notebook_names()
+    for lang in site.LANGS:
+        page = parsed(out / lang / "index.html")
+        cards = [a["href"][:-5] for a in page.anchors if "hooklab-card" in a.get("class", "")]
+        assert cards == names, lang  # every notebook present, in order (15 and 16 as they land)
+        pictures = [src for src in page.images if src.startswith("landing/")]
+        assert len(pictures) == len(names), lang
+        for src in pictures:
+            data = (out / lang / src).read_bytes()
+            assert data.startswith(b"\x89PNG") or data.startswith(b"<svg"), src
+        text = page.text
+        assert "./course lab" in text and "pip install" in text and site.TEXT[lang]["api"] in text
+        for name in names:
+            nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8"))
+            assert site.notebook_title(nb, lang)[1] in text, (lang, name)
+    # the English landing page is English (but for the name of the button to the Chinese site)
+    assert not HAN.search(parsed(out / "en" / "index.html").text.replace("中文", ""))
+    assert len(HAN.findall(parsed(out / "zh" / "index.html").text)) > 500
+
+
+def test_chinese_site_interface_is_chinese(built):
+    out, _ = built
+    page = (out / "zh" / "01_tensor_hooks.html").read_text(encoding="utf-8")
+    titles = set(re.findall(r'title="([^"]*)"', page))
+    for english in ("Link to this heading", "Color mode", "Toggle primary sidebar", "Toggle secondary sidebar",
+                    "Print to PDF", "列印成 PDF", "Search"):
+        assert english not in titles, english
+    assert {"链接到本节标题", "颜色模式", "显示或隐藏目录栏", "打印为 PDF"} <= titles
+    assert 'placeholder="搜索本课程……"' in page
+    js = (out / "zh" / "_static" / "hooklab-zh.js").read_text(encoding="utf-8")
+    assert "Search finished, found ${resultCount} pages matching the search query." in js  # Sphinx 8.2's id
+    searchtools = (out / "zh" / "_static" / "searchtools.js").read_text(encoding="utf-8")
+    assert '"Search finished, found ${resultCount} pages matching the search query."' in searchtools
+    assert "hooklab-zh.js" not in (out / "en" / "01_tensor_hooks.html").read_text(encoding="utf-8")
+
+
+def test_downloaded_notebooks_start_with_the_install_cell(built):
+    out, _ = built
+    for lang in site.LANGS:
+        for name in notebook_names():
+            nb = json.loads((out / lang / "_sources" / f"{name}.ipynb").read_text(encoding="utf-8"))
+            assert nb["metadata"]["kernelspec"]["name"] == "python3"  # Colab, Binder, any Jupyter
+            assert "import hooklab" not in install_cell(out / lang / "_sources" / f"{name}.ipynb")
+            assert "hooklab-install" not in (out / lang / f"{name}.html").read_text(encoding="utf-8")  # not shown

@@ -119,6 +119,41 @@ def test_sections_start_printed_pages_in_the_handout_except_the_first():
     assert "tags" not in nb["cells"][3]["metadata"] or nb["cells"][3]["metadata"]["tags"] == ["lang-en"]
 
 
+def test_a_handout_of_chosen_sections_keeps_the_title_and_those_sections_only():
+    nb = {"cells": [md("# 07 · Title"), md("**What you will learn**"), md("## 1. One"), code("one"),
+                    md("## 4. Four <span class=\"jp-toc-ignore\"></span>"), code("four"), md("### 4.1 Part"),
+                    code("four-one"), md("## 5. Five"), code("five"), md("## Summary"), md("- a"),
+                    md("## Exercises"), code("course.check('07.1', None)")]}
+    picked = handout.select_sections(nb, ["4", "exercises"])
+    assert [handout.slides._source(c) for c in picked["cells"]] == [
+        "# 07 · Title", "## 4. Four <span class=\"jp-toc-ignore\"></span>", "four", "### 4.1 Part", "four-one",
+        "## Exercises", "course.check('07.1', None)"]
+    assert len(nb["cells"]) == 14  # the notebook itself is untouched
+    assert [handout.slides._source(c) for c in handout.select_sections(nb, ["04"])["cells"]][1] == \
+        "## 4. Four <span class=\"jp-toc-ignore\"></span>"
+    with pytest.raises(slides.UsageError, match="no section 9 in this notebook: choose from 1, 4, 5, summary, exercises"):
+        handout.select_sections(nb, ["9"])
+    zh = {"cells": [md("# 07 · 标题"), md("## 小结：清单"), md("- 甲"), md("## 练习")]}
+    assert len(handout.select_sections(zh, ["summary"])["cells"]) == 3
+
+
+def test_section_handouts_are_written_beside_the_whole_one(tmp_path, capsys):
+    assert handout.main(["07", "--lang", "en", "--section", "4", "--section", "exercises", "--out", str(tmp_path)]) == 0
+    written = capsys.readouterr().out.split()
+    assert written == [str(tmp_path / "en" / "07_activation_checkpointing-s4-exercises.html")]
+    html = Path(written[0]).read_text(encoding="utf-8")
+    assert "Measuring on a real network" in html and "Exercises" in html and "Selective activation" not in html
+
+
+def test_handout_keeps_code_cells_and_figures_whole_but_lets_prose_flow():
+    css = handout.HANDOUT_CSS
+    assert "img, .jp-RenderedImage, .jp-CodeCell .jp-InputArea { break-inside: avoid; }" in css
+    # a markdown cell is a .jp-InputArea too: kept whole, a long "what you will learn" left page 1 with the title
+    kept_whole = [sel.strip() for rule in re.findall(r"([^{}]+)\{[^}]*break-inside:\s*avoid", css)
+                  for sel in rule.split(",")]
+    assert ".jp-InputArea" not in kept_whole and ".jp-CodeCell .jp-InputArea" in kept_whole, kept_whole
+
+
 def test_notebook_numbers():
     assert [p.name[:2] for p in slides.find_notebooks(["3", "00"])] == ["03", "00"]
     assert len(slides.find_notebooks(["all"])) == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))

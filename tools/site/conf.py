@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 _SETTINGS = os.environ.get("HOOKLAB_SITE")
@@ -35,18 +36,65 @@ exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 root_doc = "index"
 
 # One language per site: Sphinx's own strings ("Search", "Contents", ...) and its search in that language.
-# Chinese search segments words with jieba (Sphinx's zh search language; without jieba it indexes no Chinese
-# words), with the course's own terms added from the glossary (SITE["jieba_dict"]).
 language = "zh_CN" if ZH else "en"
 html_search_language = "zh" if ZH else "en"
-if ZH and SITE.get("jieba_dict"):
-    html_search_options = {"dict": SITE["jieba_dict"]}
+# Our translations of the interface strings that Sphinx's and the themes' Chinese catalogues lack or give in
+# Taiwanese wording (tools/site.py writes them as .po files; Sphinx compiles them): they come before the built-in
+# catalogues. The strings of the search page's script are added by _static/hooklab-zh.js.
+locale_dirs = [SITE["locale_dir"]] if SITE.get("locale_dir") else []
+
+# Chinese search: every pair of adjacent Han characters is a search word, in the index (below) and in the query
+# (the browser cuts a Chinese query into the same pairs, all of which must be on a page). A word segmenter (jieba,
+# Sphinx's default) indexes the words it knows: a word it cuts differently (混合精度 -> 混合 + 精度) was never
+# found, and a learner types words, not segments. tests/tools/test_site.py measures the recall.
+HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+LATIN_WORD = re.compile(r"[a-zA-Z0-9_]+")
+SPLIT_QUERY_JS = r"""
+/* hooklab (tools/site/conf.py): a Chinese query is cut into pairs of adjacent Han characters, as the index is;
+   other words are split as Sphinx splits them. */
+var splitQuery = (query) => {
+  const words = [];
+  const han = /^[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+$/;
+  for (const part of query.split(/[^\p{Letter}\p{Number}_\p{Emoji_Presentation}]+/gu)) {
+    for (const piece of part.split(/([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)/)) {
+      if (!piece) continue;
+      if (!han.test(piece) || piece.length === 1) words.push(piece);
+      else for (let i = 0; i + 1 < piece.length; i++) words.push(piece.slice(i, i + 2));
+    }
+  }
+  return words;
+};
+"""
+
+
+def han_pairs(text: str) -> list[str]:
+    """The Chinese search words of ``text``: each pair of adjacent Han characters (a lone one stays alone)."""
+    words: list[str] = []
+    for run in HAN_RUN.findall(text):
+        words.extend([run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)])
+    return words
+
+
 if ZH:
-    import logging
+    import sphinx.search
+    from sphinx.search.zh import SearchChinese
 
-    import jieba
+    class SearchChinesePairs(SearchChinese):
+        """Sphinx's Chinese search language with Han character pairs instead of jieba's words."""
 
-    jieba.setLogLevel(logging.WARNING)  # not "Building prefix dict ..." on every build
+        js_splitter_code = SPLIT_QUERY_JS
+
+        def init(self, options: dict[str, str]) -> None:
+            import snowballstemmer
+
+            self.stemmer = snowballstemmer.stemmer("english")  # Latin words as Sphinx's zh search stems them
+
+        def split(self, input: str) -> list[str]:
+            latin = LATIN_WORD.findall(input)
+            self.latin_terms.update(latin)
+            return han_pairs(input) + latin
+
+    sphinx.search.languages["zh"] = SearchChinesePairs
 
 # Notebooks as committed: outputs (figures included), no execution.
 nb_execution_mode = "off"
@@ -73,6 +121,8 @@ html_theme = "sphinx_book_theme"
 html_title = "hooklab · PyTorch 钩子动手课" if ZH else "hooklab · a hands-on course on PyTorch hooks"
 html_static_path = ["_static"]
 html_css_files = ["hooklab-site.css"]
+# hooklab-site.js: the language link keeps the reader's place; hooklab-zh.js: the search page's strings in Chinese
+html_js_files = ["hooklab-site.js", *(["hooklab-zh.js"] if ZH else [])]
 html_extra_path = [SITE["extra"]] if SITE.get("extra") else []  # the licence files
 html_copy_source = True          # _sources/NN_x.ipynb: the one-language notebook behind the download button
 html_show_sourcelink = False
@@ -90,14 +140,17 @@ html_theme_options = {
     "use_fullscreen_button": False,
     "navigation_with_keys": False,
     "home_page_in_toc": True,
+    "search_bar_text": "搜索本课程……" if ZH else "Search the course…",
     "article_header_end": ["language-link.html", "article-header-buttons.html"],
     "extra_footer": ('<p class="hooklab-licence">' + _LICENCE.format(code=SITE["licence_links"]["code"],
                                                                      prose=SITE["licence_links"]["prose"])
                      + "</p>"),
 }
-# The repository's public URL comes from one setting, [project.urls] in pyproject.toml (tools/site.py reads it):
-# with it, the theme's repository / edit / issue buttons and the Binder and Colab launch buttons; without it,
-# none of them (never a guessed URL).
+# The repository's public URL (tools/site.py: --repository-url, else HOOKLAB_REPOSITORY_URL, which the publishing
+# workflow sets from the Actions context, else [project.urls] in pyproject.toml): with it, the theme's repository /
+# edit / issue buttons and the Binder launch button; without it, none of them (never a guessed URL). The launch
+# buttons open the launch copies (tools/launch.py) on the branch SITE["launch_branch"], where the publishing
+# workflow puts them: Colab needs such a copy (its first cell installs hooklab), so it is offered only with one.
 if SITE.get("repository_url"):
     html_theme_options.update({
         "repository_url": SITE["repository_url"],
@@ -120,6 +173,48 @@ def _language_link(app, pagename, templatename, context, doctree):
                                     "label": other["label"]}
 
 
+def _launch_copies(app, pagename, templatename, context, doctree):
+    """Point the Binder and Colab buttons at this page's launch copy on the launch branch (``LANG/NN_x.ipynb``),
+    whose first cell installs hooklab where it is missing; without a launch branch, Binder opens the committed
+    notebook on the default branch (its image has hooklab installed) and there is no Colab button."""
+    repository, branch = SITE.get("repository_url"), SITE.get("launch_branch")
+    if not repository or pagename not in SITE["notebooks"]:
+        return
+    owner_repo = repository.split("://", 1)[1].split("/", 1)[1]
+    for group in context.get("header_buttons", []):
+        if group.get("label") != "launch-buttons":
+            continue
+        kept = []
+        for button in group["buttons"]:
+            if button.get("text") == "Binder" and branch:
+                button["url"] = (f"https://mybinder.org/v2/gh/{owner_repo}/{branch}"
+                                 f"?urlpath=lab/tree/{LANG}/{pagename}.ipynb")
+            elif button.get("text") == "Colab":
+                if not branch:
+                    continue
+                button["url"] = f"https://colab.research.google.com/github/{owner_repo}/blob/{branch}/{LANG}/{pagename}.ipynb"
+            kept.append(button)
+        group["buttons"] = kept
+
+
+_PRIVATE_TYPE = re.compile(r"(?<![\w.])_[A-Z]\w*")
+
+
+def _no_constructor_with_private_types(app, what, name, obj, skip, options):
+    """A class whose constructor takes one of hooklab's private types is made by the library, not by hand
+    (``MemoryPlan``: by ``MemoryPlanner.plan()``, as its docstring says): the API page leaves out its ``__init__``
+    (which autodoc_class_signature = "separated" lists as a member) rather than show a type the reader cannot use."""
+    import inspect
+
+    if name != "__init__":
+        return None
+    try:
+        text = str(inspect.signature(obj))
+    except (TypeError, ValueError):
+        return None
+    return True if _PRIVATE_TYPE.search(text) else None
+
+
 def _no_edit_button_on_generated_pages(app, pagename, templatename, context, doctree):
     """The landing page and the API page are generated: there is no file of theirs to edit."""
     if pagename not in SITE["notebooks"]:
@@ -134,4 +229,9 @@ def setup(app):
     # before pydata-sphinx-theme drops the header templates that render empty (priority 500)
     app.connect("html-page-context", _language_link, priority=400)
     app.connect("html-page-context", _no_edit_button_on_generated_pages, priority=900)  # after the theme's (501)
+    app.connect("html-page-context", _launch_copies, priority=900)
+    app.connect("autodoc-skip-member", _no_constructor_with_private_types)
+    if ZH and SITE.get("locale_dir"):
+        # before the theme adds its own catalogue (when the builder loads it), so that ours comes first
+        app.add_message_catalog("booktheme", SITE["locale_dir"])
     return {"parallel_read_safe": True}

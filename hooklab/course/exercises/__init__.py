@@ -382,9 +382,9 @@ def check(key: str, answer: Any) -> None:
         print(unknown.message)
         return
     except ImportError as missing:  # a package of the course's extra (verdict names it): one line, no traceback
-        name = missing.name or "?"
-        print(say(f'[{key}] 检查这道练习需要 {name}，但它没有安装：它随课程的附加依赖一起安装，pip install "hooklab[course]"',
-                  f"[{key}] {missing}"))
+        from .. import install_command
+        print(say(f"[{key}] 检查这道练习需要 {missing.name or '?'}，但它没有安装：它随课程的附加依赖一起安装，"
+                  f"{install_command()}", f"[{key}] {missing}"))
         return
     if status == "correct":
         print(say(f"[{key}] 正确！", f"[{key}] correct!"))

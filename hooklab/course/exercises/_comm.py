@@ -56,8 +56,30 @@ def guard(hook: Callable, report: dict) -> Callable:
         if future is None:  # keep DDP going so that the verdict, not a hang, comes back
             buf = bucket.buffer().div_(dist.get_world_size())
             return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])
-        return future
+
+        def one_tensor(done):  # DDP needs a Future of the bucket's tensor; all_reduce's own gives a list of them
+            value = done.value()
+            if isinstance(value, (list, tuple)) and value and isinstance(value[0], torch.Tensor):
+                report["problem"] = report["problem"] or ("future-of-list", "")
+                return value[0]  # keep DDP going (it would stop on an internal assert)
+            return value
+        return future.then(one_tensor)
     return checked
+
+
+def run_two(worker: Callable, answer: Any, *, reason: str, failed: tuple[str, str],
+            waiting: tuple[str, str]) -> list[dict]:
+    """``worker(rank, world_size, answer)`` in two processes with the deadline; their reports by rank. A worker that
+    fails is the verdict ``reason`` (``failed``: what failed, zh and en, followed by the error's last line); the
+    deadline is the verdict ``never-completes`` (``waiting``: what the learner's code may wait for, zh and en)."""
+    try:
+        return run_workers(worker, answer, world_size=2, timeout=DEADLINE)
+    except WorkerError as err:
+        last = err.details.strip().splitlines()[-1]
+        fail(reason, f"{failed[0]}：{last}", f"{failed[1]}: {last}")
+    except TimeoutError:
+        fail("never-completes", f"两个进程在 {DEADLINE:g} 秒内没有完成：{waiting[0]}",
+             f"the two processes did not finish within {DEADLINE:g} s: {waiting[1]}")
 
 
 def run_checked(worker: Callable, answer: Any, *, not_solved: tuple[str, str]) -> list[dict]:
@@ -65,18 +87,17 @@ def run_checked(worker: Callable, answer: Any, *, not_solved: tuple[str, str]) -
     The blank starting point (``not_solved``) is told at once, without processes."""
     if not started(answer):
         raise NotSolved(*not_solved)
-    try:
-        reports = run_workers(worker, answer, world_size=2, timeout=DEADLINE)
-    except WorkerError as err:
-        last = err.details.strip().splitlines()[-1]
-        fail("ddp-failed", f"运行 DDP 时出错：{last}", f"DDP failed with your hook: {last}")
-    except TimeoutError:
-        fail("never-completes", f"两个进程在 {DEADLINE:g} 秒内没有完成：你的 Future 是否永远不会完成（比如没有发起 all_reduce）？",
-             f"the two processes did not finish within {DEADLINE:g} s: does your Future never complete (no "
-             "all_reduce started, say)?")
+    reports = run_two(worker, answer, reason="ddp-failed", failed=("运行 DDP 时出错", "DDP failed with your hook"),
+                      waiting=("你的 Future 是否永远不会完成（比如没有发起 all_reduce）？",
+                               "does your Future never complete (no all_reduce started, say)?"))
     kind, detail = reports[0]["problem"] or ("", "")
     expect(kind != "raised", "raised", f"你的钩子抛出了 {detail}。", f"your hook raised {detail}.")
     expect(kind != "returned-none", "returned-none", *not_solved)
     expect(kind != "not-a-future", "not-a-future", f"你的钩子返回了 {detail}，而不是 Future。",
            f"your hook returned a {detail}, not a Future.")
+    expect(kind != "future-of-list", "future-of-list",
+           "你的 Future 完成时给出的是一个张量列表（`all_reduce(...).get_future()` 就是这样），而 DDP 要的是一个张量："
+           "接上 `.then(lambda fut: fut.value()[0])`。",
+           "your Future completes with a list of tensors (what `all_reduce(...).get_future()` gives), while DDP needs "
+           "one tensor: chain `.then(lambda fut: fut.value()[0])`.")
     return reports

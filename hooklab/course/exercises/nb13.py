@@ -1,15 +1,19 @@
-"""Exercises of notebook 13 (debugging with hooks): find the producer, a hook without a cycle, the first NaN Node.
+"""Exercises of notebook 13 (debugging with hooks): find the producer, a hook without a cycle, the first NaN Node and
+the module that made it, the gradients of a module that returns a dict.
 
 13.1 runs the learner's ``first_nonfinite(model, x)`` on fresh models (call order unlike definition order,
-a module called twice, a tuple output, a bad input) and compares with the truth found by plain global hooks;
-13.2 checks that the learner's counting hooks count right and leave no reference cycle (with the garbage
-collector off, the model must be freed by ``del`` alone); 13.3 compares the learner's ``first_nan_node``
-with the Node ``torch.autograd.detect_anomaly`` names.
+a module called twice whose second output is inf, a tuple output, a bad input) and compares with the truth found by
+plain global hooks; 13.2 checks that the learner's counting hooks count right and leave no reference cycle (with
+the garbage collector off, the model and every submodule and parameter must be freed by ``del`` alone); 13.3
+compares the learner's ``first_nan_node`` with the Node ``torch.autograd.detect_anomaly`` names and with the module
+whose forward created it (found with a node-creation hook); 13.4 compares the gradients the learner's hooks store
+for a dict output with the gradients known in closed form.
 """
 from __future__ import annotations
 
 import collections
 import gc
+import warnings
 import weakref
 from typing import Any, Callable
 
@@ -17,7 +21,7 @@ import torch
 from torch import nn
 
 from . import exercise
-from ._support import call_answer, collector_sees_only_new_objects, expect, run
+from ._support import call_answer, collector_sees_only_new_objects, expect, guarded, run
 
 
 # ---- 13.1 find the producer ---------------------------------------------------------------------
@@ -63,8 +67,8 @@ class _Pair(nn.Module):
         return self.out(self.split(self.relu(x))[1])
 
 
-def _cases() -> list[tuple[str, nn.Module, torch.Tensor, tuple[str, int]]]:
-    """(what, model, input, (first module, which call)): the truth is checked by :func:`_truth` too."""
+def _cases() -> list[tuple[str, str, nn.Module, torch.Tensor, tuple[str, int]]]:
+    """(zh, en, model, input, (first module, which call)): the truth is checked by :func:`_truth` too."""
     torch.manual_seed(13)
     reordered = _Reordered()
     with torch.no_grad():
@@ -78,11 +82,29 @@ def _cases() -> list[tuple[str, nn.Module, torch.Tensor, tuple[str, int]]]:
     bad = torch.randn(2, 3)
     bad[1, 2] = float("nan")
     return [
-        ("a model called in another order than it is defined", reordered, torch.randn(3, 4), ("norm", 1)),
-        ("a module called twice", twice, torch.full((1, 3), 5.0), ("exp", 2)),  # exp(5) finite, exp(exp(5)) inf
-        ("a module that returns a tuple", _Pair(), torch.tensor([[-1.0, 2.0, 3.0]]), ("split", 1)),
-        ("an input that is already NaN", healthy, bad, ("0", 1)),
+        ("一个调用顺序与定义顺序不同的模型", "a model called in another order than it is defined", reordered,
+         torch.randn(3, 4), ("norm", 1)),
+        ("一个被调用两次的模块", "a module called twice", twice, torch.full((1, 3), 5.0), ("exp", 2)),  # exp(exp(5)) = inf
+        ("一个返回元组的模块", "a module that returns a tuple", _Pair(), torch.tensor([[-1.0, 2.0, 3.0]]), ("split", 1)),
+        ("一个本来就含 NaN 的输入", "an input that is already NaN", healthy, bad, ("0", 1)),
     ]
+
+
+def _output_has_nan(model: nn.Module, x: torch.Tensor, call: tuple[str, int]) -> bool:
+    """Does the output of module call ``call`` (name, which call) hold a NaN (not only inf)?"""
+    seen: list[bool] = []
+    module = dict(model.named_modules())[call[0]]
+
+    def look(m: nn.Module, args: Any, output: Any) -> None:
+        outputs = output if isinstance(output, tuple) else (output,)
+        seen.append(any(bool(torch.isnan(t).any()) for t in outputs if isinstance(t, torch.Tensor)))
+
+    handle = module.register_forward_hook(look)
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return seen[call[1] - 1]
 
 
 def _truth(model: nn.Module, x: torch.Tensor) -> tuple[str, int] | None:
@@ -111,18 +133,24 @@ def _truth(model: nn.Module, x: torch.Tensor) -> tuple[str, int] | None:
 
 @exercise("13.1", answer="first_nonfinite")
 def first_producer(answer: Any) -> None:
-    for what, model, x, expected in _cases():
-        assert _truth(model, x) == expected, what  # the cases are what they claim to be
+    for zh, en, model, x, expected in _cases():
+        assert _truth(model, x) == expected, en  # the cases are what they claim to be
         got = run(answer, model, x, leak_free=tuple(model.modules()),
                   returns=("`(模块名, 第几次调用)`", "`(module name, call number)`"))
         expect(isinstance(got, tuple) and len(got) == 2, "not-a-pair", f"应返回 `(模块名, 第几次调用)`，收到的是 {got!r}。",
                f"return `(module name, call number)`, got {got!r}.")
         expect(got[0] != expected[0] or got == expected, "call-number",
-               f"{what}：模块 {got[0]!r} 对了，但出问题的是它的第 {expected[1]} 次调用，不是第 {got[1]} 次。",
-               f"{what}: module {got[0]!r} is right, but it is its call {expected[1]}, not {got[1]}.")
-        expect(got == expected, "module", f"{what}：第一个输出非有限值的模块调用是 {expected[0]!r}，你的函数给出 {got[0]!r}"
+               f"{zh}：模块 {got[0]!r} 对了，但出问题的是它的第 {expected[1]} 次调用，不是第 {got[1]} 次。",
+               f"{en}: module {got[0]!r} is right, but it is its call {expected[1]}, not {got[1]}.")
+        expect(got == expected or _output_has_nan(model, x, expected), "inf-missed",
+               f"{zh}：第一个输出非有限值的是 {expected[0]!r} 的第 {expected[1]} 次调用，它的输出里是 inf 而不是 NaN，你的函数给出 "
+               f"{got[0]!r}。非有限值不只有 NaN：`torch.isnan` 看不到 inf，用 `torch.isfinite`。",
+               f"{en}: the first non-finite output is that of {expected[0]!r}, call {expected[1]}, and it holds inf, "
+               f"not NaN; your function says {got[0]!r}. NaN is not the only non-finite value: `torch.isnan` misses "
+               "inf, `torch.isfinite` does not.")
+        expect(got == expected, "module", f"{zh}：第一个输出非有限值的模块调用是 {expected[0]!r}，你的函数给出 {got[0]!r}"
                "（按调用顺序找，不是 `named_modules()` 的顺序；元组输出要看每个元素）。",
-               f"{what}: the first module call whose output is non-finite is {expected[0]!r}, your function says "
+               f"{en}: the first module call whose output is non-finite is {expected[0]!r}, your function says "
                f"{got[0]!r} (search in call order, not in `named_modules()` order; check every element of a tuple output).")
 
 
@@ -149,37 +177,64 @@ def no_cycle(answer: Any) -> None:
         expected = {"0": 2, "1": 2, "2": 2}
         expect(counts == expected, "counts", f"调用两次前向之后，计数应是 {expected}，你的字典是 {counts}。",
                f"after two forward calls the counts should be {expected}; your dict holds {counts}.")
-        ref = weakref.ref(model)
+        refs = [(name or "model", weakref.ref(m)) for name, m in model.named_modules()]
+        refs += [(name, weakref.ref(p)) for name, p in model.named_parameters()]
         del model
-        alive = ref() is not None
+        alive = [name for name, ref in refs if ref() is not None]
     finally:
         gc.collect()  # free what a wrong answer kept, whatever happened
         if was_enabled:
             gc.enable()
-    expect(not alive, "cycle", "`del model` 之后模型仍然活着，要等垃圾回收器才会释放：你的钩子通过闭包（或绑定方法）引用了模型，"
+    expect("model" not in alive, "cycle", "`del model` 之后模型仍然活着，要等垃圾回收器才会释放：你的钩子通过闭包（或绑定方法）引用了模型，"
            "模型又通过 `_forward_hooks` 引用钩子，形成了引用环。用钩子的 `module` 参数。",
            "the model is still alive after `del model` and waits for the garbage collector: your hook refers to the "
            "model through its closure (or a bound method), and the model refers to the hook through `_forward_hooks`: "
            "a reference cycle. Use the hook's `module` argument.")
+    expect(not alive, "submodule-cycle", f"`del model` 之后模型本身被释放了，但 {', '.join(alive)} 仍然活着，要等垃圾回收器："
+           "钩子的闭包引用了一个以子模块本身为键（或值）的字典，子模块又通过 `_forward_hooks` 引用钩子，形成了引用环。"
+           "字典的键用 `id(module)` 或名字，或者用 `weakref`。",
+           f"the model itself is freed by `del model`, but {', '.join(alive)} are still alive, waiting for the garbage "
+           "collector: the hook's closure holds a dict keyed by (or holding) the submodules themselves, and each "
+           "submodule holds the hook through `_forward_hooks`: a reference cycle. Key the dict by `id(module)` or by "
+           "name, or use a `weakref`.")
 
 
-# ---- 13.3 the first Node that makes a NaN gradient ----------------------------------------------
+# ---- 13.3 the first Node that makes a NaN gradient, and the module that created it -----------------
 
-def _backward_cases() -> list[tuple[str, nn.Module, torch.Tensor]]:
+class _SqrtInOwnForward(nn.Module):
+    """The NaN-making square root sits in the model's own forward, in no submodule."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.out = nn.Linear(3, 3), nn.Linear(3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.first(x)
+        return self.out(torch.where(h > 0, h.sqrt(), 0.0))
+
+
+def _backward_cases() -> list[tuple[str, str, nn.Module, torch.Tensor]]:
+    def zero_first_unit(first: nn.Linear) -> None:
+        with torch.no_grad():
+            first.weight[0].zero_(), first.bias[0].zero_()  # the first unit is exactly 0: its NaN gradient flows on
+
     def net(middle: nn.Module, width: int) -> nn.Module:
         torch.manual_seed(15)
         first = nn.Linear(3, 3)
         model = nn.Sequential(first, middle, nn.Linear(width, 1))
-        with torch.no_grad():
-            first.weight[0].zero_(), first.bias[0].zero_()  # the first unit is exactly 0: its NaN
-        return model                                         # gradient flows on into the first Linear
+        zero_first_unit(first)
+        return model
 
+    torch.manual_seed(15)
+    own = _SqrtInOwnForward()
+    zero_first_unit(own.first)
     torch.manual_seed(16)
     x = torch.randn(4, 3)
     # finite forwards; at x == 0 the backward of log computes 0 / 0, that of sqrt 0 * inf
-    return [("a safe log", net(_Fn(lambda t: torch.where(t > 0, t.log(), 0.0)), 3), x),
-            ("a safe square root", net(_Fn(lambda t: torch.where(t > 0, t.sqrt(), 0.0)), 3), x),
-            ("a model whose gradients are all finite", net(nn.Tanh(), 3), x)]
+    return [("一个“安全的”对数", "a safe log", net(_Fn(lambda t: torch.where(t > 0, t.log(), 0.0)), 3), x),
+            ("一个“安全的”平方根", "a safe square root", net(_Fn(lambda t: torch.where(t > 0, t.sqrt(), 0.0)), 3), x),
+            ("写在模型自己的 forward 里的平方根", "a square root in the model's own forward", own, x),
+            ("一个梯度全部有限的模型", "a model whose gradients are all finite", net(nn.Tanh(), 3), x)]
 
 
 def _anomaly_node(model: nn.Module, x: torch.Tensor) -> str | None:
@@ -199,18 +254,126 @@ def _anomaly_node(model: nn.Module, x: torch.Tensor) -> str | None:
     return None
 
 
+def _creating_modules(model: nn.Module, x: torch.Tensor) -> dict[str, set[str]]:
+    """{Node name: names of the innermost modules whose forward created a Node of that name} ("": the model itself),
+    found with a node-creation hook and a stack of the modules running (not the way the learner is asked to)."""
+    from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+    names = {id(m): n for n, m in model.named_modules()}
+    running: list[str] = []
+    created: dict[str, set[str]] = collections.defaultdict(set)
+
+    def enter(module: nn.Module, args: Any) -> None:
+        running.append(names.get(id(module), "?"))
+
+    def leave(module: nn.Module, args: Any, output: Any) -> None:
+        running.pop()
+
+    handles = [register_module_forward_pre_hook(enter), register_module_forward_hook(leave)]
+    try:
+        with torch.autograd.graph.node_creation_hook(lambda node: created[node.name()].add(running[-1])):
+            model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return created
+
+
 @exercise("13.3", answer="first_nan_node")
 def first_nan_node(answer: Any) -> None:
-    for what, model, x in _backward_cases():
-        truth = _anomaly_node(model, x)
-        assert (truth is None) == what.startswith("a model whose"), what  # the cases are what they claim to be
+    for zh, en, model, x in _backward_cases():
+        node = _anomaly_node(model, x)
+        assert (node is None) == en.startswith("a model whose"), en  # the cases are what they claim to be
+        modules = _creating_modules(model, x).get(node, set()) if node else set()
+        assert node is None or len(modules) == 1, en
+        truth = (node, modules.pop()) if node else None
         model.zero_grad(set_to_none=True)
-        got = call_answer(answer, model, x, allow_none=truth is None)
+        got = run(answer, model, x, leak_free=tuple(model.modules()), allow_none=truth is None,
+                  returns=("`(节点名, 模块名)`", "`(Node name, module name)`"))
         expect(truth is not None or got is None, "expected-none",
-               f"{what}：没有任何节点产生非有限梯度，应返回 None，你的函数返回了 {got!r}。",
-               f"{what}: no Node makes a non-finite gradient, so return None; your function returned {got!r}.")
-        expect(got == truth, "node", f"{what}：第一个算出 NaN 梯度的节点是 {truth}，你的函数给出 {got!r}"
+               f"{zh}：没有任何节点产生非有限梯度，应返回 None，你的函数返回了 {got!r}。",
+               f"{en}: no Node makes a non-finite gradient, so return None; your function returned {got!r}.")
+        if truth is None:
+            continue
+        expect(isinstance(got, tuple) and len(got) == 2, "not-a-pair",
+               f"{zh}：应返回 `(节点名, 模块名)`，收到的是 {got!r}。", f"{en}: return `(Node name, module name)`, got {got!r}.")
+        expect(got[0] == truth[0], "node", f"{zh}：第一个算出 NaN 梯度的节点是 {truth[0]}，你的函数给出 {got[0]!r}"
                "（检查节点算出的梯度 `grad_inputs`，不是它收到的 `grad_outputs`；要第一个，不是最后一个）。",
-               f"{what}: the first Node that computed a NaN gradient is {truth}, your function says {got!r} (check the "
-               "gradients a Node computed, `grad_inputs`, not those it received, `grad_outputs`; the first one, not "
+               f"{en}: the first Node that computed a NaN gradient is {truth[0]}, your function says {got[0]!r} (check "
+               "the gradients a Node computed, `grad_inputs`, not those it received, `grad_outputs`; the first one, not "
                "the last).")
+        where_zh = "模型自己（`\"\"`）" if truth[1] == "" else repr(truth[1])
+        where_en = "the model itself (`\"\"`)" if truth[1] == "" else repr(truth[1])
+        expect(got[1] == truth[1], "module",
+               f"{zh}：节点 {truth[0]} 对了，但创建它的是 {where_zh} 的 forward，你的函数给出 {got[1]!r}。一个节点属于创建它的"
+               "最内层模块：每个模块的前向钩子从它的输出往回走到它的输入为止，只认领其间还没有被认领的节点（内层模块先结束，先认领）；"
+               "剩下的属于外层模块。",
+               f"{en}: Node {truth[0]} is right, but it was created by the forward of {where_en}, and your function "
+               f"says {got[1]!r}. A Node belongs to the innermost module that created it: each module's forward hook "
+               "walks back from its output to its inputs and claims the Nodes in between that no module has claimed "
+               "yet (inner modules finish, and claim, first); what is left belongs to the outer module.")
+
+
+# ---- 13.4 the gradients of a module that returns a dict ------------------------------------------
+
+class _DictBlock(nn.Module):
+    """Returns a dict, as Hugging Face blocks do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        h = self.lin(x)
+        return {"hidden": h.tanh(), "gate": h.sigmoid()}
+
+
+def _dict_step(block: nn.Module, seed: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One forward + backward of block: (input gradient, the gradient of each output, known in closed form)."""
+    torch.manual_seed(seed)
+    x, weights = torch.randn(3, 4, requires_grad=True), torch.randn(3, 4)
+    out = block(x)
+    ((out["hidden"] * weights).sum() + out["gate"].square().sum()).backward()  # d/d hidden = weights, d/d gate = 2 gate
+    assert x.grad is not None
+    return x.grad, {"hidden": weights, "gate": 2 * out["gate"].detach()}
+
+
+@exercise("13.4", answer="watch_output_grads")
+def dict_output_grads(answer: Any) -> None:
+    torch.manual_seed(17)
+    block = _DictBlock()
+    plain = _DictBlock()
+    plain.load_state_dict(block.state_dict())
+    store: dict = {}
+    handle = run(answer, block, store, returns=("前向钩子的句柄", "the handle of your forward hook"))
+    expect(hasattr(handle, "remove"), "not-a-handle", f"应返回注册前向钩子得到的句柄，收到的是 {type(handle).__name__}。",
+           f"return the handle that registering your forward hook gave you, not a {type(handle).__name__}.")
+    for seed in (1, 2):
+        store.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a full backward hook's "module output should be a Tensor or a tuple"
+            with guarded("raised-in-backward", "前向或反向时你的钩子", "during forward or backward your hooks"):
+                x_grad, truth = _dict_step(block, seed)
+        expect(store or not (block._backward_hooks or block._backward_pre_hooks), "full-backward-hook",
+               "反向之后 `store` 是空的：模块返回字典时，完整反向钩子和反向前置钩子一次也不会触发（第 13 课第 5 节）。"
+               "在前向钩子里给输出的每个张量注册张量钩子。",
+               "`store` is empty after backward: for a module that returns a dict, full backward hooks and backward "
+               "pre-hooks never fire (notebook 13, section 5). Register a tensor hook on each tensor of the output from "
+               "a forward hook.")
+        expect(set(store) == set(truth), "keys", f"`store` 的键应是输出字典的键 {sorted(truth)}，现在是 {sorted(store, key=str)}。",
+               f"`store` should be keyed by the output dict's keys {sorted(truth)}; it holds {sorted(store, key=str)}.")
+        expect(all(isinstance(store[k], torch.Tensor) and store[k].shape == truth[k].shape
+                   and torch.allclose(store[k], truth[k]) for k in truth), "wrong-grad",
+               "`store` 里的张量不是对应输出的梯度：张量钩子收到的参数就是它。",
+               "the tensors in `store` are not the gradients of the outputs: a tensor hook receives exactly that.")
+        plain_grad, _ = _dict_step(plain, seed)
+        expect(torch.allclose(x_grad, plain_grad), "changed-gradient",
+               "你的钩子改变了流向输入的梯度：只观察的张量钩子要返回 None（不要返回修改过的梯度，也不要就地修改它）。",
+               "your hooks changed the gradient that flows on to the input: a tensor hook that only observes returns "
+               "None (return no changed gradient, and do not change it in place).")
+    handle.remove()
+    store.clear()
+    _dict_step(block, 3)
+    expect(not store and not block._forward_hooks, "handle-missing",
+           "`remove()` 了你返回的句柄之后，钩子仍在记录（或模块上还留着前向钩子）：返回的句柄要覆盖你注册的前向钩子。",
+           "after `remove()` of the handle you returned, hooks still record (or a forward hook is left on the module): "
+           "the handle you return must be that of your forward hook.")

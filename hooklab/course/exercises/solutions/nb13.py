@@ -13,13 +13,22 @@ HINTS = {
              "the hook's first argument is the module itself: use it instead of referring to `model` from the "
              "closure (or to a bound method of an object that holds `model`). Keep the counts in a plain dict "
              "keyed by module name."),
-    "13.3": ("从 `out.grad_fn` 出发，沿 `node.next_functions` 走遍计算图，在每个节点上 `node.register_hook(fn)`："
-             "后置钩子 `fn(grad_inputs, grad_outputs)` 在节点算完之后运行，`grad_inputs` 是它算出的梯度。"
-             "第一个算出非有限梯度的节点就是答案；反向结束后移除句柄。",
-             "start from `out.grad_fn`, walk the graph through `node.next_functions`, and `node.register_hook(fn)` "
-             "on every Node: the post-hook `fn(grad_inputs, grad_outputs)` runs after the Node has computed, and "
-             "`grad_inputs` are the gradients it computed. The first Node that computed a non-finite one is the "
-             "answer; remove the handles after backward."),
+    "13.3": ("两件事分开做。模块：给每个模块注册前向钩子，从它的输出的 `grad_fn` 出发沿 `next_functions` 走，把还没有主人的"
+             "节点记到这个模块名下（已有主人的节点跳过但继续往下走），走到它的输入的节点（前向前置钩子里记下）就停（内层模块先结束、先认领；模型自己最后，名字是 `\"\"`）。节点：在认领到的每个节点上 "
+             "`node.register_hook(fn)`，后置钩子 `fn(grad_inputs, grad_outputs)` 里的 `grad_inputs` 是它算出的梯度，第一个"
+             "不有限的就是答案。反向结束后移除所有句柄。",
+             "two jobs. The module: a forward hook on every module walks from its output's `grad_fn` through "
+             "`next_functions` and books each Node that has no owner yet to this module (walking on through the Nodes "
+             "that have one), stopping at the Nodes of its "
+             "inputs (noted by a forward pre-hook); inner modules finish, and claim, first; the model itself last, "
+             "named `\"\"`. The Node: `node.register_hook(fn)` on every Node "
+             "booked; in the post-hook `fn(grad_inputs, grad_outputs)`, `grad_inputs` are the gradients it computed, "
+             "and the first non-finite one is the answer. Remove every handle after backward."),
+    "13.4": ("在前向钩子里拿到输出字典，对其中每个需要梯度的张量 `t` 注册 `t.register_hook(...)`，钩子把收到的梯度存进 "
+             "`store[key]` 并返回 None（注意循环变量的延迟绑定：用默认参数 `key=key`）。返回前向钩子的句柄。",
+             "in a forward hook, take the output dict and `register_hook` on each tensor in it that requires grad; the "
+             "hook stores the gradient it receives in `store[key]` and returns None (mind late binding of the loop "
+             "variable: a default argument `key=key`). Return the forward hook's handle."),
 }
 
 # [13.1]
@@ -63,25 +72,44 @@ def count_calls(model):
 import torch
 
 def first_nan_node(model, x):
-    out = model(x)
-    found, handles, todo, seen = [], [], [out.grad_fn], set()
+    owner, inputs_of, handles, found = {}, {}, [], []
+
+    def note_inputs(module, args):   # where this module's own Nodes end: at the Nodes of its inputs
+        inputs_of[module] = {a.grad_fn for a in args if isinstance(a, torch.Tensor)}
+
+    def claim(name):
+        def hook(module, args, output):   # inner modules finish first: they claim their Nodes first
+            todo, seen = [output.grad_fn], set()
+            while todo:
+                node = todo.pop()
+                if node is None or node in seen or node in inputs_of[module]:
+                    continue
+                seen.add(node)
+                owner.setdefault(node, name)   # a Node an inner module claimed stays its own
+                todo.extend(n for n, _ in node.next_functions)
+        return hook
 
     def check(node):
         def hook(grad_inputs, grad_outputs):
             if not found and any(g is not None and not torch.isfinite(g).all() for g in grad_inputs):
-                found.append(node.name())
+                found.append((node.name(), owner[node]))
         return hook
 
-    while todo:
-        node = todo.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        handles.append(node.register_hook(check(node)))
-        todo.extend(n for n, _ in node.next_functions)
     try:
+        for name, m in model.named_modules():
+            handles += [m.register_forward_pre_hook(note_inputs), m.register_forward_hook(claim(name))]
+        out = model(x)
+        handles += [node.register_hook(check(node)) for node in owner]
         out.sum().backward()
     finally:
         for h in handles:
             h.remove()
     return found[0] if found else None
+
+# [13.4]
+def watch_output_grads(module, store):
+    def forward_hook(module, args, output):
+        for key, tensor in output.items():
+            if tensor.requires_grad:
+                tensor.register_hook(lambda grad, key=key: store.__setitem__(key, grad))  # returns None
+    return module.register_forward_hook(forward_hook)

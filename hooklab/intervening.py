@@ -7,12 +7,15 @@
     inputs = capture_inputs(model, "model.layers.0", ids)    # runs until layer 0 is called, then stops
     inputs.args[0].shape, sorted(inputs.kwargs)              # hidden states, attention_mask, position_ids...
 
-How it compares. TransformerLens puts an identity ``HookPoint`` module at every activation of its own
-model classes and its ``hooks()`` context manager adds forward hooks to them and removes them in
-``finally``; nnsight runs the code of a ``trace`` block alongside the forward pass (as proxies in
-its early releases, in a worker thread in recent ones) and registers a hook on a module when that code
-reads or assigns the module's ``.input`` / ``.output`` (one-shot hooks since 0.7). ``intervene`` does
-the first on the module tree a model already has (a Hugging Face model as it is): a plain forward
+How it compares (checked with transformer-lens 4.3.0 and nnsight 0.8.1). TransformerLens 4 wraps a
+Hugging Face model in a ``TransformerBridge`` that rewrites it (eager attention, every decoder layer
+replaced by a bridge component) and puts an identity ``HookPoint`` module at every activation; its
+``hooks()`` context manager adds plain forward hooks to them and removes them in ``finally``. nnsight
+0.8 registers no hook at all: wrapping a model puts a controller object into every module's instance
+``forward``, and the code of a ``trace`` block runs in a greenlet in step with the forward pass,
+reading and assigning real tensors (``.output``); 0.7 ran that code in a worker thread with a hook on
+every module, earlier releases handed out proxies. ``intervene`` does what TransformerLens does, but
+on the module tree a model already has (a Hugging Face model as it is): a plain forward
 hook (or pre-hook) on each named module, so it sees what that module returns or receives, nothing
 inside it (for one head's output, edit the input of the output projection,
 ``...self_attn.o_proj`` with ``on="input"``). It does not run code interleaved with the forward,
@@ -22,15 +25,18 @@ token per later call with a KV cache (``call.positions`` says which positions a 
 """
 from __future__ import annotations
 
+import warnings
+import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, get_args
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
 
 import torch
 from torch import nn
 
-from ._checks import copy_output, refuse_compiled, select_output
+from ._checks import choice, copy_output, no_call_causes, refuse_compiled, select_output
 from ._text import format_table
+from ._torch_internals import checkpoint_recomputed, checkpoint_region, current_graph_task_id, was_compiled
 from .lookup import get_module, get_modules
 from .scope import Recorder
 
@@ -62,10 +68,10 @@ class _Row:
     calls: int = 0
     edited: int = 0
     what: str = ""
-    shapes: list = None  # type: ignore[assignment]
+    shapes: list[tuple[Any, ...]] = field(default_factory=list)
     more_shapes: int = 0
 
-    def saw(self, shape: tuple) -> None:
+    def saw(self, shape: tuple[Any, ...]) -> None:
         if shape in self.shapes:
             return
         if len(self.shapes) < _MAX_SHAPES:
@@ -118,8 +124,16 @@ def _check_same(name: str, what: str, old: Any, new: Any) -> None:
                          "with a KV cache, later calls hold one token: use call.positions)")
 
 
-def _shape(value: Any) -> tuple:
+def _shape(value: Any) -> tuple[int, ...]:
     return tuple(value.shape) if isinstance(value, torch.Tensor) else ()
+
+
+@dataclass
+class _Region:
+    """The calls made inside one run of an activation-checkpointed region, replayed when backward recomputes it."""
+
+    calls: dict[str, list[Call]] = field(default_factory=dict)  # per module, in call order
+    replayed: dict[tuple[int | None, str], int] = field(default_factory=dict)  # (backward, module) -> calls replayed
 
 
 class intervene(Recorder):  # noqa: N801 - used like a function: ``with intervene(model, edits) as iv``
@@ -153,15 +167,26 @@ class intervene(Recorder):  # noqa: N801 - used like a function: ``with interven
     module  on      calls  edited  value   shapes
     0       output      1       1  tensor  (2, 3)
 
-    Not per thread (module hooks never are), and a ``torch.compile``'d model is refused.
+    Under activation checkpointing (``torch.utils.checkpoint`` with ``use_reentrant=False``, which
+    :func:`~hooklab.checkpoint_modules` and Hugging Face's ``gradient_checkpointing_enable()`` use) backward
+    runs the checkpointed modules' forward again: such a recomputation is not a new call. ``fn`` is called
+    with the :class:`Call` of the call being recomputed (same ``index`` and ``positions``; the checkpoint also
+    restores the random-number state), so the recomputed value is edited as the first one was, and ``calls``
+    and ``edited`` count it once. Run backward inside the block (a backward after it recomputes without the
+    edits: a warning says so). A reentrant checkpoint (``use_reentrant=True``) recomputes in a way that cannot
+    be matched to its call, and is refused when it happens.
+
+    A name that never ran inside the block gets a warning at its end, saying what may have caused it. Not
+    per thread (module hooks never are), and a ``torch.compile``'d model is refused.
     """
+
+    _model_refs = ("model", "modules")
 
     def __init__(self, model: nn.Module, edits: Mapping[str, Callable[[Any, Call], Any]], *, on: On = "output",
                  output: int | str | None = None) -> None:
         super().__init__()
         refuse_compiled(model, "intervene")
-        if on not in get_args(On):
-            raise ValueError(f"on must be {', '.join(map(repr, get_args(On)))}, got {on!r}")
+        choice(on, On, "on")
         if not isinstance(edits, Mapping) or not edits:
             raise TypeError("edits must be a non-empty dict {module name: fn(value, call)}, got "
                             f"{type(edits).__name__}" + (" (empty)" if isinstance(edits, Mapping) else ""))
@@ -172,16 +197,19 @@ class intervene(Recorder):  # noqa: N801 - used like a function: ``with interven
             raise ValueError(f"output= selects a part of a module's output, so it needs on='output' (got on={on!r})")
         if callable(output) or isinstance(output, bool) or not isinstance(output, (int, str, type(None))):
             raise TypeError(f"output= must be an index or a key (the edited part is put back there), got {output!r}")
-        self.model, self.on, self.output = model, on, output
+        self.model, self.on, self.output = model, on, output  # the model and modules: let go of when the block ends
         self.edits = dict(edits)
         self.modules = get_modules(model, list(self.edits))
-        self._rows = {name: _Row(shapes=[]) for name in self.edits}
+        self._rows = {name: _Row() for name in self.edits}
         self._model_positions: torch.Tensor | None = None
+        self._compiled = was_compiled(model)
+        # checkpointed regions run inside the block (the checkpoint's frame, held weakly) -> the calls made in them
+        self._regions: weakref.WeakKeyDictionary[Any, _Region] = weakref.WeakKeyDictionary()
 
     # what was recorded -------------------------------------------------------------------------
     @property
     def calls(self) -> dict[str, int]:
-        """How many times each named module ran inside the block."""
+        """How many times each named module ran inside the block (a checkpoint's recomputation is not a call)."""
         self._check_used()
         return {name: row.calls for name, row in self._rows.items()}
 
@@ -204,55 +232,88 @@ class intervene(Recorder):  # noqa: N801 - used like a function: ``with interven
         return self.table()
 
     # hooks --------------------------------------------------------------------------------------
-    def _call(self, name: str, kwargs: Mapping[str, Any]) -> Call:
+    def _call(self, name: str, kwargs: Mapping[str, Any]) -> tuple[Call, bool] | None:
+        """The :class:`Call` of this module call and whether it is a new one (False: a checkpoint recomputes an
+        earlier call, whose Call it gets); None when the call is to be left alone (the recomputation of a call
+        made before the block, which was not edited either)."""
+        region = checkpoint_region()
+        if region is not None and region[1]:  # backward recomputes a checkpointed region
+            log = self._regions.get(region[0])
+            if log is None:
+                return None
+            key = (current_graph_task_id(), name)
+            done = log.replayed.get(key, 0)
+            log.replayed[key] = done + 1
+            earlier = log.calls.get(name, [])
+            return (earlier[done], False) if done < len(earlier) else None
+        if current_graph_task_id() not in (-1, None):
+            raise RuntimeError(
+                f"intervene: {name!r} ran inside a backward pass, which a reentrant activation checkpoint "
+                "(torch.utils.checkpoint with use_reentrant=True) does when it recomputes a region; intervene cannot "
+                "tell which call that recomputes, so its edit could differ from the forward's and the gradients "
+                "would be wrong. Use use_reentrant=False (the default of hooklab.checkpoint_modules and of Hugging "
+                "Face's gradient_checkpointing_enable()), whose recomputation intervene follows.")
         row = self._rows[name]
         row.calls += 1
         positions = _positions(kwargs)
-        return Call(name, row.calls - 1, positions if positions is not None else self._model_positions)
+        call = Call(name, row.calls - 1, positions if positions is not None else self._model_positions)
+        if region is not None:  # the first run of a checkpointed region: remember the call for its recomputation
+            self._regions.setdefault(region[0], _Region()).calls.setdefault(name, []).append(call)
+        return call, True
 
-    def _apply(self, name: str, what: str, value: Any, call: Call) -> Any:
+    def _edit(self, name: str, what: str, value: Any, call: Call, new_call: bool) -> Any:
         row = self._rows[name]
-        row.what = what
-        row.saw(_shape(value))
+        if new_call:
+            row.what = what
+            row.saw(_shape(value))
         new = self.edits[name](value, call)
         if new is None:
             return None
         _check_same(name, f"{what}, call {call.index}", value, new)
-        row.edited += 1
+        if new_call:
+            row.edited += 1
         return new
 
-    def _output_hook(self, name: str):
-        def hook(module: nn.Module, args: Any, kwargs: dict, output: Any) -> Any:
-            call = self._call(name, kwargs)
+    def _output_hook(self, name: str) -> Callable[..., Any]:
+        def hook(module: nn.Module, args: Any, kwargs: dict[str, Any], output: Any) -> Any:
+            found = self._call(name, kwargs)
+            if found is None:
+                return None
             try:
                 where = self.output if self.output is not None else _first_tensor(output)
             except TypeError as exc:
                 raise TypeError(f"intervene: {name!r} {exc}") from None
             if where is None:
-                return self._apply(name, "tensor", output, call)
+                return self._edit(name, "tensor", output, *found)
             value = select_output(output, where, name)
-            new = self._apply(name, f"{type(output).__name__}[{where!r}]", value, call)
+            new = self._edit(name, f"{type(output).__name__}[{where!r}]", value, *found)
             return None if new is None else _rebuild(output, where, new)
         return hook
 
-    def _input_hook(self, name: str):
-        def hook(module: nn.Module, args: tuple, kwargs: dict) -> Any:
-            call = self._call(name, kwargs)
+    def _input_hook(self, name: str) -> Callable[..., Any]:
+        def hook(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            found = self._call(name, kwargs)
+            if found is None:
+                return None
             if not args or not isinstance(args[0], torch.Tensor):
                 got = f"keywords only ({', '.join(kwargs)})" if not args else f"{type(args[0]).__name__} first"
                 raise TypeError(f"intervene(on='input'): {name!r} was called with {got}, so it has no positional "
                                 "tensor input to edit; use on='kwargs' and edit the keyword (e.g. "
                                 "kwargs['hidden_states'])")
-            new = self._apply(name, "args[0]", args[0], call)
+            new = self._edit(name, "args[0]", args[0], *found)
             return None if new is None else ((new, *args[1:]), kwargs)
         return hook
 
-    def _kwargs_hook(self, name: str):
-        def hook(module: nn.Module, args: tuple, kwargs: dict) -> Any:
-            call = self._call(name, kwargs)
+    def _kwargs_hook(self, name: str) -> Callable[..., Any]:
+        def hook(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            found = self._call(name, kwargs)
+            if found is None:
+                return None
+            call, new_call = found
             row = self._rows[name]
-            row.what = "kwargs"
-            row.saw(tuple(sorted(kwargs)))
+            if new_call:
+                row.what = "kwargs"
+                row.saw(tuple(sorted(kwargs)))
             new = self.edits[name](dict(kwargs), call)
             if new is None:
                 return None
@@ -262,23 +323,36 @@ class intervene(Recorder):  # noqa: N801 - used like a function: ``with interven
             for key, old in kwargs.items():
                 if isinstance(old, torch.Tensor) and key in new:
                     _check_same(name, f"kwargs[{key!r}], call {call.index}", old, new[key])
-            row.edited += 1
+            if new_call:
+                row.edited += 1
             return args, dict(new)
         return hook
 
-    def _model_hook(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+    def _model_hook(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self._model_positions = _positions(kwargs)  # None when this forward was given no positions
 
     def _register(self) -> None:
-        self.scope.add(self.model.register_forward_pre_hook(self._model_hook, with_kwargs=True))
+        self._on(self.model, self._model_hook, kind="forward_pre", with_kwargs=True)
+        make = {"output": self._output_hook, "input": self._input_hook, "kwargs": self._kwargs_hook}[self.on]
         for name, module in self.modules.items():
-            if self.on == "output":
-                handle = module.register_forward_hook(self._output_hook(name), with_kwargs=True)
-            elif self.on == "input":
-                handle = module.register_forward_pre_hook(self._input_hook(name), with_kwargs=True)
-            else:
-                handle = module.register_forward_pre_hook(self._kwargs_hook(name), with_kwargs=True)
-            self.scope.add(handle)
+            self._on(module, make(name), kind="forward" if self.on == "output" else "forward_pre", with_kwargs=True)
+
+    def _unregister(self) -> None:
+        self.scope.remove()
+        if self._block_raised:
+            return
+        silent = [name for name, row in self._rows.items() if not row.calls]
+        if silent:
+            warnings.warn(f"intervene edited nothing of {', '.join(map(repr, silent))}: it never ran inside the block. "
+                          f"{no_call_causes('the model' if self._compiled else None)}", RuntimeWarning, stacklevel=4)
+        pending = sorted({name for frame, region in self._regions.items() if not checkpoint_recomputed(frame)
+                          for name in region.calls})
+        if pending:
+            warnings.warn(f"intervene: calls of {', '.join(map(repr, pending))} inside an activation-checkpointed "
+                          "region have not been recomputed yet: a backward after the block recomputes them without "
+                          "the edits, so the gradients would not match the edited forward. Run backward inside the "
+                          "`with` block.", RuntimeWarning, stacklevel=4)
+        self._regions = weakref.WeakKeyDictionary()
 
 
 class ModuleInputs(NamedTuple):
@@ -288,8 +362,9 @@ class ModuleInputs(NamedTuple):
     kwargs: dict
 
 
-class _Stop(Exception):
-    """Raised by capture_inputs' pre-hook to end the forward once the inputs are held."""
+class _Stop(BaseException):
+    """Raised by capture_inputs' pre-hook to end the forward once the inputs are held (a BaseException, as
+    KeyboardInterrupt is, so that a forward which catches ``Exception`` does not swallow it)."""
 
 
 def capture_inputs(model: nn.Module, name: str, *args: Any, detach: bool = True, **kwargs: Any) -> ModuleInputs:
@@ -316,12 +391,18 @@ def capture_inputs(model: nn.Module, name: str, *args: Any, detach: bool = True,
         raise _Stop
 
     handle = module.register_forward_pre_hook(stop, with_kwargs=True)
+    finished = False
     try:
         model(*args, **kwargs)
+        finished = True
     except _Stop:
         pass
     finally:
         handle.remove()
+    if held and finished:
+        warnings.warn(f"capture_inputs: the forward of {type(model).__name__} caught the stop raised when {name!r} "
+                      "was called (an `except BaseException:` or a bare `except:` in its code), so the rest of the "
+                      "forward ran; the inputs returned are those of that first call.", RuntimeWarning, stacklevel=2)
     if not held:
         raise RuntimeError(f"capture_inputs: {name!r} never ran during {type(model).__name__}(...), so it has no "
                            "inputs to capture; name a module on the path of this forward (a container such as "

@@ -11,7 +11,7 @@ so the model carries no hook before or after.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import warnings
@@ -19,12 +19,12 @@ import warnings
 import torch
 from torch import nn
 
-from ._checks import NO_CALL_CAUSES, copy_output, needs_tensor, refuse_compiled, select_output
+from ._checks import copy_output, flag, needs_tensor, no_call_causes, refuse_compiled, select_output
 from ._torch_internals import was_compiled
 from ._torch_internals import version as _version
 from .errors import NotRecorded
 from .lookup import as_names, get_modules
-from .scope import LocalHook, Recorder, same_module
+from .scope import Recorder
 
 __all__ = ["Capture", "FeatureExtractor", "capture"]
 
@@ -64,10 +64,7 @@ class Capture(Mapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         if name not in self.outputs:
             if name in self.calls:
-                first = ("this model has been torch.compile'd: hooks added after compiling do not run in the "
-                         "compiled code; call the eager model inside the block. Other possible causes: "
-                         if self.compiled else "Possible causes: ")
-                raise NotRecorded(f"{name!r} has not run yet. {first}{NO_CALL_CAUSES}")
+                raise NotRecorded(f"{name!r} has not run yet. {no_call_causes('this model' if self.compiled else None)}")
             raise NotRecorded(f"{name!r} was not captured; captured names: {', '.join(self.names)}")
         out = self.outputs[name]
         before, now = self._versions.get(name), _version(out)
@@ -128,30 +125,28 @@ class capture(Recorder):  # noqa: N801 - used like a function: ``with capture(mo
     it registers when the block is entered and records that one block.
     """
 
+    _model_refs = ("modules",)
+
     def __init__(self, model: nn.Module, names: str | Iterable[str], *, grads: bool = False,
                  detach: bool = True, to_cpu: bool = False, clone: bool = False, output: Any = None) -> None:
         super().__init__()
         refuse_compiled(model, "capture")
         self.names = as_names(names)
-        self.modules = get_modules(model, self.names)
+        self.modules = get_modules(model, self.names)  # let go of when the block ends
+        for value, what in ((grads, "grads"), (detach, "detach"), (to_cpu, "to_cpu"), (clone, "clone")):
+            flag(value, what)
         self.grads, self.detach, self.to_cpu, self.clone = grads, detach, to_cpu, clone
         self.output = output
         self.store = Capture(self.names)
         self.store.compiled = was_compiled(model)
-        # one gradient hook per name, on the output held now: older outputs' hooks are removed,
-        # so the number of live handles stays len(names) however many forward passes run
-        self._grad_hooks: dict[str, Any] = {}
         self._awaited_grads = False  # a gradient hook was registered (so a backward was expected)
         self._grads_seen = False  # ... and one of them fired
 
-    def _hook(self, name: str):
-        store, grad_hooks = self.store, self._grad_hooks
+    def _hook(self, name: str) -> Callable[[nn.Module, Any, Any], None]:
+        store, scope = self.store, self.scope
         grads, detach, to_cpu, clone, selector = self.grads, self.detach, self.to_cpu, self.clone, self.output
-        registered = same_module(self.modules[name])  # a deepcopy made inside the block carries this hook
 
         def capture_output(module: nn.Module, args: Any, output: Any) -> None:
-            if not registered(module):
-                return
             output = select_output(output, selector, name)
             store.calls[name] += 1
             kept = store.outputs[name] = copy_output(output, detach, to_cpu, clone)
@@ -159,30 +154,28 @@ class capture(Recorder):  # noqa: N801 - used like a function: ``with capture(mo
             # a detached tensor shares the output's memory and version counter: remember the
             # version to tell later if an in-place op overwrote what we hold
             store._versions[name] = _version(kept) if shared else None
-            previous = grad_hooks.pop(name, None)
-            if previous is not None:  # only the gradient of the output held now is recorded
-                previous.remove()
+            # one gradient hook per name, on the output held now: the hook on an older output is removed
+            # (only the gradient of the output held now is recorded), so the handles stay len(names)
+            old = scope.get(("grad", name))
+            if old is not None:
+                old.remove()
             if grads and torch.is_grad_enabled():
                 needs_tensor(output, name, "capture(grads=True)")
                 if output.requires_grad:
                     def capture_grad(grad: torch.Tensor) -> None:
                         store.grads[name] = copy_output(grad, detach, to_cpu, clone)
                         self._grads_seen = True
-                    grad_hooks[name] = output.register_hook(capture_grad)
+                    scope.add(output.register_hook(capture_grad), key=("grad", name))
                     self._awaited_grads = True
 
-        return LocalHook(capture_output, "capture")  # pickling the model in the block says what to do instead
+        return capture_output
 
     def _register(self) -> None:
         for name, module in self.modules.items():
-            self.scope.add(module.register_forward_hook(self._hook(name)))
+            self._on(module, self._hook(name))
 
     def _unregister(self) -> None:
-        try:
-            self.scope.remove()
-        finally:
-            while self._grad_hooks:
-                self._grad_hooks.popitem()[1].remove()
+        self.scope.remove()
         if self._awaited_grads and not self._grads_seen and not self._block_raised:
             warnings.warn("capture(grads=True) recorded no gradient: run backward inside the `with` block (its "
                           "gradient hooks are removed when the block ends)", RuntimeWarning, stacklevel=4)
@@ -217,6 +210,8 @@ class FeatureExtractor(nn.Module):
         self.detach, self.clone, self.output = detach, clone, output
 
     def forward(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Run the model on the arguments and return ``{name: output}`` of the named modules (a module that ran
+        twice gives its last output, with a warning); the hooks are gone when this returns."""
         with capture(self.model, self.names, detach=self.detach, clone=self.clone, output=self.output) as store:
             self.model(*args, **kwargs)
         twice = [n for n in self.names if store.calls[n] > 1]
@@ -227,4 +222,5 @@ class FeatureExtractor(nn.Module):
         return {name: store[name] for name in self.names}
 
     def extra_repr(self) -> str:
+        """What ``print(extractor)`` shows besides the wrapped model: the names and ``detach``."""
         return f"names={self.names}, detach={self.detach}"

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Build hooklab's wheel and sdist into dist/ (uv build), then check the wheel as a user meets it: installed with pip,
+# with the course's extra, into a fresh virtual environment (at the versions uv.lock pins, as constraints), imported
+# from there, and its docstring examples run as tests. Used by ci.yml (every push) and release.yml (before
+# publishing); needs uv, python3 and the network (PyPI). tests/tools/test_package.py checks the same offline.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+rm -rf dist
+uv build --out-dir dist
+wheel="$(ls dist/hooklab-*.whl)"
+ls -l dist/
+uv export --frozen --no-hashes --no-emit-project --no-default-groups --extra course --group course --group dev \
+    --output-file "$work/constraints.txt" >/dev/null
+
+python3 -m venv "$work/venv"
+"$work/venv/bin/python" -m pip install --quiet --constraint "$work/constraints.txt" \
+    "$PWD/$wheel[course]" pytest pytest-doctestplus
+
+cd "$work"  # not the checkout: hooklab must come from the installed wheel
+venv/bin/python - <<'PY'
+import pathlib
+import hooklab
+from hooklab import course
+from hooklab.course import induction
+
+where = pathlib.Path(hooklab.__file__)
+assert "site-packages" in where.parts, where
+print("hooklab", hooklab.__name__, "from", where.parent, "| course extra:", induction.config().num_hidden_layers, "layers")
+PY
+venv/bin/python -m pytest -p no:cacheprovider -q --doctest-modules --doctest-plus \
+    -o "doctest_optionflags=ELLIPSIS FLOAT_CMP" --pyargs hooklab

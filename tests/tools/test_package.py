@@ -1,0 +1,135 @@
+"""The package people install: ``uv build`` gives a wheel and an sdist that hold the whole package, and the first
+cell of a launch copy (tools/launch.py: what Colab or a downloaded notebook runs) installs the wheel with the course's
+extra into a fresh environment, says so, and installs nothing the second time; the installed package's doctests pass
+there.
+
+Nothing is downloaded: the build's setuptools and the environment's packages (the versions uv.lock pins) come from
+uv's cache, which ``./course`` filled when it built .venv (offline; without them the tests skip and say so), and pip
+runs with ``PIP_NO_INDEX``, so the cell can only install the wheel given to it and must find every pin satisfied. The
+wheel's size is printed (``-s`` shows it). Everything is written under pytest's temporary folder.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+UV = ROOT / ".tools" / "bin" / "uv"
+STEP_TIMEOUT = 240  # s for one build, one install or one run (each takes 5-30 s on an idle machine)
+
+pytestmark = pytest.mark.timeout(4 * STEP_TIMEOUT)
+
+import launch  # noqa: E402  (tools/launch.py: tools/ is on pytest's pythonpath)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "UV_PROJECT_ENVIRONMENT", "PYTHONDONTWRITEBYTECODE")}
+    return {**env, "UV_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "HF_HUB_OFFLINE": "1", **extra}
+
+
+def _run(command: list[str], what: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    try:
+        done = subprocess.run(command, cwd=cwd, env=_env(**env), capture_output=True, text=True,
+                              timeout=STEP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what} did not finish within {STEP_TIMEOUT} s: {' '.join(command)}")
+    if done.returncode != 0 and ("network was disabled" in done.stderr or "because the network" in done.stderr):
+        pytest.skip(f"uv's cache lacks a package ({what}), and tests download nothing: "
+                    f"{done.stderr.strip().splitlines()[-1]}")
+    assert done.returncode == 0, f"{what} failed ({' '.join(command)}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Path:
+    """A copy of what building and locking the package read (building writes nothing into the checkout)."""
+    if not UV.exists():
+        pytest.skip(f"uv is not installed at {UV} (./course installs it when it builds .venv)")
+    source = tmp_path_factory.mktemp("hooklab-src")
+    for name in ("pyproject.toml", "uv.lock", "README.md", "LICENSE", "LICENSE-prose.md"):
+        shutil.copy2(ROOT / name, source / name)
+    shutil.copytree(ROOT / "hooklab", source / "hooklab", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return source
+
+
+@pytest.fixture(scope="module")
+def dist(source, tmp_path_factory) -> dict[str, Path]:
+    """``uv build`` of the package: the wheel and the sdist."""
+    out = tmp_path_factory.mktemp("dist")
+    _run([str(UV), "build", "--out-dir", str(out), str(source)], "uv build", cwd=source)
+    wheel, = out.glob("hooklab-*.whl")
+    sdist, = out.glob("hooklab-*.tar.gz")
+    print(f"\nwheel {wheel.name}: {wheel.stat().st_size / 1024:.0f} KiB; sdist {sdist.name}: "
+          f"{sdist.stat().st_size / 1024:.0f} KiB")
+    return {"wheel": wheel, "sdist": sdist}
+
+
+def package_files() -> set[str]:
+    files = {p.relative_to(ROOT).as_posix() for p in (ROOT / "hooklab").rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    return {f for f in files if f.endswith((".py", ".typed")) or "/assets/" in f}
+
+
+def test_wheel_and_sdist_hold_the_whole_package(dist):
+    wheel = zipfile.ZipFile(dist["wheel"])
+    names = set(wheel.namelist())
+    missing = package_files() - names
+    assert not missing, f"the wheel lacks {sorted(missing)}"
+    assert "hooklab/py.typed" in names and "hooklab/course/assets/induction_lm/model.safetensors" in names
+    metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "Name: hooklab" in metadata and "Provides-Extra: course" in metadata
+    assert "Requires-Dist: torch>=2.3" in metadata and 'Requires-Dist: nbformat>=5.9; extra == "course"' in metadata
+    assert not [n for n in names if n.startswith(("tests/", "notebooks/", "tools/"))]
+    with tarfile.open(dist["sdist"]) as sdist:
+        members = {m.name.split("/", 1)[1] for m in sdist.getmembers() if "/" in m.name}
+    assert package_files() <= members and {"pyproject.toml", "LICENSE", "LICENSE-prose.md"} <= members
+    assert dist["wheel"].stat().st_size < 5 * 1024 * 1024  # the small trained model is the largest part
+
+
+@pytest.fixture(scope="module")
+def fresh(source, tmp_path_factory) -> Iterator[Path]:
+    """A fresh virtual environment with pip (``python -m venv``), given the packages the course's extra and the
+    install cell's pins need, at uv.lock's versions (``uv sync --inexact --no-install-project``, offline, linked from
+    uv's cache; pip stays), and pytest with pytest-doctestplus for the doctests: everything but hooklab. Its python."""
+    venv = tmp_path_factory.mktemp("fresh") / "venv"
+    try:
+        _run([sys.executable, "-m", "venv", str(venv)], "python -m venv", cwd=venv.parent)
+        _run([str(UV), "sync", "--frozen", "--inexact", "--no-install-project", "--no-default-groups", "--extra",
+              "course", "--group", "course", "--group", "dev", "--link-mode", "symlink", "--python",
+              str(venv / "bin" / "python")],
+             "uv sync (the environment without hooklab)", cwd=source, UV_PROJECT_ENVIRONMENT=str(venv))
+        yield venv / "bin" / "python"
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)  # the throwaway environment goes when the module's tests are done
+
+
+CELL_ENV = {"PIP_NO_INDEX": "1"}  # pip may install only the wheel it is given: every pin must be satisfied
+
+
+def test_install_cell_installs_the_wheel_then_skips_and_the_doctests_pass(dist, fresh, tmp_path):
+    requirement = f"hooklab[course] @ {dist['wheel'].as_uri()}"
+    source = launch.install_cell(requirement, launch.pins(), "en")["source"]
+    (tmp_path / "cell.py").write_text(source, encoding="utf-8")
+    first = _run([str(fresh), "cell.py"], "the install cell (first run)", cwd=tmp_path, **CELL_ENV)
+    assert first.stdout.startswith("installing hooklab and the packages the course is verified with (pip) ...\n")
+    assert "installed: hooklab 0.1.0 | torch 2.15.0" in first.stdout, first.stdout
+    second = _run([str(fresh), "cell.py"], "the install cell (second run)", cwd=tmp_path, **CELL_ENV)
+    assert second.stdout == "hooklab 0.1.0 is installed already: nothing to install\n"
+    where = _run([str(fresh), "-c", "import hooklab, hooklab.course.induction as m; print(hooklab.__file__); "
+                                    "print(m.config().num_hidden_layers)"], "import", cwd=tmp_path).stdout
+    assert "/site-packages/hooklab/__init__.py" in where and where.endswith("2\n"), where  # the wheel, course extra
+    # the installed package's docstring examples, as the test suite runs them in the checkout
+    doctests = _run([str(fresh), "-m", "pytest", "-p", "no:cacheprovider", "-q", "--doctest-modules", "--doctest-plus",
+                     "-o", "doctest_optionflags=ELLIPSIS FLOAT_CMP", "--pyargs", "hooklab"],
+                    "the installed package's doctests", cwd=tmp_path)
+    assert " passed" in doctests.stdout and " failed" not in doctests.stdout, doctests.stdout[-2000:]

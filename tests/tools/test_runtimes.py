@@ -1,0 +1,85 @@
+"""tools/runtimes.py: the notebooks' run times have one source (docs/runtimes.toml, measured by `./course test`), and
+the README's table and every notebook's "Run time" line say what it says."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("course_runtimes", ROOT / "tools" / "runtimes.py")
+runtimes = importlib.util.module_from_spec(spec)
+sys.modules["course_runtimes"] = runtimes
+spec.loader.exec_module(runtimes)
+
+LOG = """\
+=============== notebook run times (budget: 60 s each, 300 s in all per CPU-kernel configuration, 2 CPU cores) ===
+    7.1 s  notebooks/00_introduction.ipynb
+   61.6 s  notebooks/07_activation_checkpointing.ipynb  OVER BUDGET
+   68.7 s  all notebooks, machine's own CPU kernels
+    9.9 s  notebooks/00_introduction.ipynb[scalar-cpu]
+"""
+TABLE = {"measured": {"by": "./course test", "cores": 2, "date": "2026-11-23", "load_average": 6.0},
+         "seconds": {"00_introduction": 7.1, "07_activation_checkpointing": 61.6}}
+
+
+def test_the_readme_and_every_notebook_agree_with_the_measured_table():
+    problems = runtimes.check()
+    assert problems == [], "\n".join(problems) + "\n(python tools/runtimes.py apply writes them from the table)"
+    table = runtimes.read_table()
+    notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert sorted(table["seconds"]) == notebooks  # every notebook measured, none that is gone
+
+
+def test_the_timing_lines_of_course_test_are_read_for_the_own_cpu_kernels_only(tmp_path):
+    assert runtimes.parse_log(LOG) == {"00_introduction": 7.1, "07_activation_checkpointing": 61.6}
+    with pytest.raises(runtimes.RuntimeTableError, match="give the output of ./course test"):
+        runtimes.parse_log("1 passed in 3.0s")
+    text = runtimes.table_text(runtimes.parse_log(LOG), date="2026-11-23", load=6.0)
+    import tomllib
+    assert tomllib.loads(text) == TABLE
+
+
+def test_the_readme_column_and_note_are_written_from_the_table():
+    readme = ("## The notebooks\n\n| # | 标题 | Title | 内容 / What | 运行时间 / Run time |\n|---|---|---|---|---|\n"
+              "| 00 | 导论 | Introduction | what hooks are | ~4 s |\n"
+              "| 07 | 激活检查点 | Activation checkpointing | a | b | ~25 s |\n"
+              "| 15 | 新 | New | not measured yet | ~9 s |\n"
+              "运行时间是在空闲的 2 核 CPU 上测得的 / old note\n\n## Exercises\n| 00 | x | y | z | w |\n")
+    text, missing = runtimes.apply_readme(readme, TABLE)
+    lines = text.split("\n")
+    assert "| 00 | 导论 | Introduction | what hooks are | ~7 s |" in lines
+    assert "| 07 | 激活检查点 | Activation checkpointing | a | b | ~60 s |" in lines  # the last column only
+    assert "| 15 | 新 | New | not measured yet | ~9 s |" in lines and missing == ["15"]
+    note = next(line for line in lines if line.startswith("运行时间由"))
+    assert "平均负载约 6" in note and "load average of about 6" in note and "docs/runtimes.toml" in note
+    assert "old note" not in text and lines[-2] == "| 00 | x | y | z | w |"  # another table is left alone
+    assert runtimes.apply_readme(text, TABLE)[0] == text  # applying twice changes nothing
+
+
+def test_a_notebooks_run_time_line_gets_the_tables_number_and_nothing_else(tmp_path):
+    cells = [
+        {"cell_type": "markdown", "metadata": {"tags": ["lang-both"]}, "source": ["# 07 · 标题 / Title"]},
+        {"cell_type": "markdown", "metadata": {"tags": ["lang-zh"]},
+         "source": ["**本课你将学到** 约 3 秒\n", "\n", "**运行时间**：在两个空闲的 CPU 核上约 20 秒，负载在 10 以上。"]},
+        {"cell_type": "markdown", "metadata": {"tags": ["lang-en"]},
+         "source": ["**Run time**: about 20 s on two idle CPU cores (load average above 10); about 3 s to start."]},
+        {"cell_type": "code", "metadata": {}, "source": ["print('about 20 s')"], "outputs": [], "execution_count": 1},
+    ]
+    path = tmp_path / "07_activation_checkpointing.ipynb"
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5},
+                               ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    assert runtimes.apply_notebook(path, TABLE)
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    assert "".join(nb["cells"][1]["source"]) == ("**本课你将学到** 约 3 秒\n\n**运行时间**：在两个 CPU 核上约 60 秒，"
+                                                 "负载约 6。")  # measured at load 6: not "idle"
+    assert "".join(nb["cells"][2]["source"]) == ("**Run time**: about 60 s on two CPU cores (load average about 6); "
+                                                 "about 3 s to start.")
+    assert nb["cells"][3]["source"] == ["print('about 20 s')"]
+    assert runtimes.stated_seconds(nb) == {"zh": 60, "en": 60}
+    assert not runtimes.apply_notebook(path, TABLE)  # nothing left to change
+    with pytest.raises(runtimes.RuntimeTableError, match="no time for 07_activation_checkpointing"):
+        runtimes.apply_notebook(path, {**TABLE, "seconds": {}})

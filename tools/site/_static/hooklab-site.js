@@ -1,0 +1,34 @@
+/* The course website (tools/site/conf.py).
+
+   The link to the other language keeps the reader's place: both sites have the same sections in the same order
+   (every Chinese cell has its English twin), so the link carries the number of the section being read
+   (#hooklab-section-N), and the other page scrolls to its own N-th section on arrival. */
+(() => {
+  const sections = () => Array.from(document.querySelectorAll("article.bd-article section[id]"));
+  const current = () => {
+    let index = -1;
+    sections().forEach((section, i) => {
+      // the last section that starts in the top third of the window or above it: the one being read (the theme's
+      // sticky header and scroll padding put a section reached by a link some way below the window's top)
+      if (section.getBoundingClientRect().top <= window.innerHeight / 3) index = i;
+    });
+    return index;
+  };
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest("a.hooklab-language-link");
+    if (!link) return;
+    const index = current();
+    const base = link.getAttribute("href").split("#")[0];
+    link.setAttribute("href", index > 0 ? `${base}#hooklab-section-${index}` : base);
+  });
+  const arrive = () => {
+    const match = /^#hooklab-section-(\d+)$/.exec(window.location.hash);
+    if (!match) return;
+    const target = sections()[Number(match[1])];
+    if (!target) return;
+    history.replaceState(null, "", `#${target.id}`);
+    target.scrollIntoView();
+  };
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", arrive);
+  else arrive();
+})();
