@@ -295,7 +295,7 @@ SAVED_HOOKS_LEFT_ACTIVE = ("函数返回后还有一对保存张量的钩子（`
 
 # the packages of the course's extra (pyproject.toml) that a checker may need: without them a check says how to
 # install them (pip install "hooklab[course]") instead of failing on a ModuleNotFoundError
-COURSE_EXTRA_MODULES = ("transformers", "safetensors", "torchvision", "matplotlib", "nbformat", "nbconvert")
+COURSE_EXTRA_MODULES = ("transformers", "safetensors", "torchvision", "peft", "matplotlib", "nbformat", "nbconvert")
 
 
 class Verdict(NamedTuple):
