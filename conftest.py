@@ -7,10 +7,17 @@
 2. ``./course test`` runs on two pytest-xdist workers with ``--dist loadfile``: a notebook's cells share one
    kernel and stay together on one worker (the scalar copy is a file of its own).
 3. Each notebook's run time is reported against the course budget at the end of the run.
+4. Time limits are hang guards, never verdicts, and stretch with the machine's load (``tests/patience.py``):
+   pytest-timeout's limit of each test (``timeout`` in pyproject.toml, or a test's ``@pytest.mark.timeout``) and
+   nbval's limits for a cell, its output and a kernel's start are what an idle machine needs, multiplied by the
+   load factor (load average per core) while the test runs; a guard that fires says how long it waited, for what,
+   and under what load.
 """
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
@@ -120,3 +127,65 @@ def _process_settings_restored():
     torch.set_num_threads(threads)
     torch.set_grad_enabled(grad)
     torch.set_printoptions(**options)
+
+
+# ----------------------------------------------------------------------------------------- hang guards (4.)
+NBVAL_OUTPUT_TIMEOUT = 5.0  # nbval's own wait for a cell's output messages after its reply (IPyNbCell.output_timeout)
+_NBVAL_BASE = pytest.StashKey[dict]()
+
+
+def pytest_configure(config):
+    # nbval's limits as given (pyproject.toml's addopts): what an idle machine needs; scaled at each use below
+    config.stash[_NBVAL_BASE] = {name: getattr(config.option, name, None)
+                                 for name in ("nbval_cell_timeout", "nbval_kernel_startup_timeout")}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """nbval reads its limits when a notebook's kernel starts (the first cell's set-up) and when each cell runs:
+    set them, scaled for the load now, just before."""
+    base = item.config.stash.get(_NBVAL_BASE, {})
+    if not _is_notebook(item) or not base:
+        return
+    from patience import load_factor
+    factor = load_factor()
+    for name, seconds in base.items():
+        if seconds:
+            setattr(item.config.option, name, seconds * factor)
+    if hasattr(item, "output_timeout"):
+        item.output_timeout = NBVAL_OUTPUT_TIMEOUT * factor
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item, settings):
+    """pytest-timeout's limit of a test as a hang guard that stretches with the load (signal method, main thread;
+    anything else is left to pytest-timeout): when the alarm rings before the limit, scaled by the load factor
+    now, has passed, it is set again for the rest; when it has passed, the stacks of the other threads are printed
+    (pytest-timeout's own dump) and the test fails saying how long it waited and under what load."""
+    if settings.method != "signal" or threading.current_thread() is not threading.main_thread():
+        return None
+    from patience import HangGuard
+
+    guard = HangGuard(settings.timeout, f"the test {item.nodeid} to finish (its traceback shows where it waited)")
+
+    def ring(signum, frame):
+        left = guard.left()
+        if left > 0:
+            signal.setitimer(signal.ITIMER_REAL, left)
+            return
+        __tracebackhide__ = True
+        import pytest_timeout
+        terminal = item.config.get_terminal_writer()
+        if len(threading.enumerate()) > 1:
+            terminal.sep("+", title="hang guard: the other threads")
+            pytest_timeout.dump_stacks(terminal)
+        pytest.fail(guard.message())
+
+    def cancel():
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+    item.cancel_timeout = cancel
+    signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, settings.timeout)
+    return True

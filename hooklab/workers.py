@@ -8,12 +8,21 @@ returns what each returned, ordered by rank. It is meant for notebooks and tests
 - a worker's exception comes back as :class:`WorkerError` with the worker's traceback;
 - a deadline bounds the whole run; on timeout, every worker is killed and :class:`TimeoutError`
   names the ranks that had not finished;
-- no process, process group or rendezvous file survives the call, whatever happens;
+- no process, process group or rendezvous file survives the call, whatever happens: also a process a worker
+  started, and also when the calling process is terminated or killed (see below);
 - what workers print is captured and returned only with an error, so a notebook cell's output
   is exactly what the parent prints from the results.
 
 On Linux the workers are forked, so ``fn`` may be defined in a notebook cell. Elsewhere they are
 spawned, and ``fn`` must be importable from a module.
+
+How nothing outlives the call, even a SIGKILL of the caller (a kernel restart, a job's time limit), where no
+``finally`` runs: on POSIX a small guard process (``sh``) leads a process group that the workers join, so a
+process a worker starts is in it too; the guard waits on a pipe that only the caller holds open, and when that
+pipe closes (the call ended, or the caller died) it removes the rendezvous folder and kills the whole group.
+On Linux each worker is also tied to the caller by the kernel (``PR_SET_PDEATHSIG``): it gets SIGKILL when the
+caller ends, whatever else happens. A process a worker starts in a session of its own
+(``start_new_session=True``) leaves the group and is its own business.
 
 >>> def rank_sum(rank, world_size):
 ...     t = torch.tensor([rank + 1.0])
@@ -25,11 +34,16 @@ spawned, and ``fn`` must be importable from a module.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import io
+import math
 import multiprocessing as mp
+import os
 import pickle
 import queue
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,8 +60,37 @@ from .errors import WorkerError
 __all__ = ["WorkerError", "run_workers"]
 
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_IN_WORKER = False  # True inside a worker: run_workers refuses to start workers from there
+_LIBC: list[Any] = []  # the C library (Linux), loaded by the caller before it forks: a forked child loads nothing
+
+
+def _libc() -> Any:
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
+
+
+def _tie_to_parent(parent: int, group: int | None, inherited: int | None) -> None:
+    """In a worker, first thing: die with the caller (Linux: the kernel's parent-death signal), join the guard's
+    process group, and close this process's copy of the pipe only the caller may hold."""
+    global _IN_WORKER
+    _IN_WORKER = True
+    if inherited is not None:  # forked: the guard's pipe was inherited; only the caller may keep it open
+        os.close(inherited)
+    if sys.platform.startswith("linux"):
+        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the caller died before the tie was made: the signal would never come
+        os._exit(1)
+    if group is not None:
+        with contextlib.suppress(OSError):  # the caller also does it (fork); the guard may already be gone
+            os.setpgid(0, group)
+
+
 def _worker(fn: Callable[..., Any], rank: int, world_size: int, args: tuple, backend: str,
-            store: str, timeout: float, results: Any) -> None:
+            store: str, timeout: float, results: Any, parent: int, group: int | None,
+            inherited: int | None) -> None:
+    _tie_to_parent(parent, group, inherited)
     captured = io.StringIO()
     joined = False
     with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
@@ -92,6 +135,57 @@ def _import_what_workers_import() -> None:
     import torch._dynamo  # noqa: F401
 
 
+# The guard (POSIX): leads the process group the workers join; when its stdin (a pipe only the caller holds open)
+# closes, because the call ended or the caller died, it removes the rendezvous folder, then kills the group, itself
+# included. It is in a process group of its own, so a signal to the caller's group (a kernel restart) spares it.
+_GUARD = 'read _; rm -rf -- "$1"; kill -KILL 0'
+
+
+def _start_guard(folder: Path) -> tuple[subprocess.Popen | None, int | None]:
+    """The guard process and the write end of its pipe (both None where there is no POSIX shell)."""
+    if os.name != "posix":
+        return None, None
+    read_end, write_end = os.pipe()
+    group = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+    try:
+        guard = subprocess.Popen(["/bin/sh", "-c", _GUARD, "hooklab-workers-guard", str(folder)], stdin=read_end,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **group)
+    except OSError:
+        os.close(write_end)
+        return None, None
+    finally:
+        os.close(read_end)
+    return guard, write_end
+
+
+def _stop_guard(guard: subprocess.Popen | None, write_end: int | None) -> None:
+    """Close the guard's pipe: it removes the folder and kills the group (what a worker left running); wait for it."""
+    if write_end is not None:
+        os.close(write_end)
+    if guard is not None:
+        try:
+            guard.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # never seen: the guard's work is two system calls
+            guard.kill()
+            guard.wait()
+
+
+def _check_arguments(fn: Any, world_size: Any, timeout: Any) -> None:
+    if _IN_WORKER:
+        raise RuntimeError("run_workers was called inside a worker of run_workers: a worker cannot start workers "
+                           "of its own (they would not be in its process group). Call run_workers once, from the "
+                           "notebook or script, with world_size set to the number of processes you need.")
+    if not callable(fn):
+        raise TypeError(f"run_workers needs a function fn(rank, world_size, ...), got {type(fn).__name__}")
+    if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
+        raise ValueError(f"world_size must be a positive int, got {world_size!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number of seconds (an int or a float), got {type(timeout).__name__} "
+                        f"{timeout!r}")
+    if not (timeout > 0 and math.isfinite(timeout)):
+        raise ValueError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
+
+
 def run_workers(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend: str = "gloo",
                 timeout: float = 120.0) -> list[Any]:
     """Call ``fn(rank, world_size, *args)`` in ``world_size`` processes of one process group.
@@ -100,26 +194,30 @@ def run_workers(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend
     :class:`WorkerError` when a worker raises and :class:`TimeoutError` when the workers have
     not all finished after ``timeout`` seconds; in every case all workers are gone on return.
     """
-    if not callable(fn):
-        raise TypeError(f"run_workers needs a function fn(rank, world_size, ...), got {type(fn).__name__}")
-    if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
-        raise ValueError(f"world_size must be a positive int, got {world_size!r}")
-    if not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    _check_arguments(fn, world_size, timeout)
     if dist.is_available() is False:
         raise RuntimeError("this PyTorch build has no torch.distributed")
     ctx = mp.get_context("fork") if sys.platform.startswith("linux") else mp.get_context("spawn")
     if ctx.get_start_method() == "fork":
         _import_what_workers_import()
+        _libc()
     folder = Path(tempfile.mkdtemp(prefix="hooklab-workers-"))
     results = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(fn, rank, world_size, args, backend, str(folder / "store"),
-                                               timeout, results), daemon=True)
-             for rank in range(world_size)]
+    guard, write_end = None, None
+    procs: list[Any] = []
     values: dict[int, Any] = {}
     try:
+        guard, write_end = _start_guard(folder)
+        group = guard.pid if guard is not None else None
+        inherited = write_end if ctx.get_start_method() == "fork" else None
+        procs = [ctx.Process(target=_worker, args=(fn, rank, world_size, args, backend, str(folder / "store"),
+                                                   timeout, results, os.getpid(), group, inherited), daemon=True)
+                 for rank in range(world_size)]
         for p in procs:
             p.start()
+            if group is not None:
+                with contextlib.suppress(OSError):  # the worker does it too; either may come first
+                    os.setpgid(p.pid, group)
         deadline = time.monotonic() + timeout
         while len(values) < world_size:
             left = deadline - time.monotonic()
@@ -146,6 +244,8 @@ def run_workers(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend
         for p in procs:
             if p.is_alive():
                 p.join(timeout=5 if len(values) == world_size else 0)
+        _stop_guard(guard, write_end)  # the folder, and every process left in the group (a worker's children too)
+        for p in procs:
             if p.is_alive():
                 p.kill()
             if p.pid is not None:

@@ -58,6 +58,7 @@ class LabPlan:
 def split_lang(args: list[str]) -> tuple[str, list[str], bool]:
     """Take ``--lang X`` / ``--lang=X`` and ``--print-command`` out of ``args``."""
     lang, rest, print_only = "both", [], False
+    given: str | None = None
     i = 0
     while i < len(args):
         arg = args[i]
@@ -70,7 +71,10 @@ def split_lang(args: list[str]) -> tuple[str, list[str], bool]:
                 value = arg.split("=", 1)[1]
             if value not in LANGS:
                 raise UsageError(f"--lang must be zh, en or both, got {value!r}")
-            lang = value
+            if given is not None:
+                raise UsageError(f"--lang was given twice ({given} and {value}): one lab serves one language; start "
+                                 "a second lab for the other")
+            lang = given = value
         elif arg == "--print-command":
             print_only = True
         else:

@@ -335,6 +335,10 @@ def reset_main(args: list[str], *, root: Path = ROOT) -> int:
         if arg == "--lang" or arg.startswith("--lang="):
             value = arg.split("=", 1)[1] if "=" in arg else (args[i + 1] if i + 1 < len(args) else None)
             i += 0 if "=" in arg else 1
+            if value is None:
+                print("[course] error: --lang needs a value: zh, en or both (usage: ./course reset [NN ...] "
+                      "[--lang zh|en|both])", file=sys.stderr)
+                return 2
             if value not in LANGS:
                 print(f"[course] error: --lang must be zh, en or both, got {value!r}", file=sys.stderr)
                 return 2

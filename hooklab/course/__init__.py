@@ -13,9 +13,10 @@ from here and changes no process-wide setting. The notebooks start with::
 and ``python -m hooklab.course export --lang zh|en`` writes one-language copies of them.
 
 hooklab alone is enough for ``setup``, ``check``, ``hint``, ``solution`` and ``attempt`` (they need torch only).
-The one-language export (``export_notebook(s)``, nbformat and nbconvert) and notebook 12's model
-(:mod:`hooklab.course.induction`, transformers and safetensors) need the ``course`` extra: they are imported when
-first used, and when missing say how to add it to the installation at hand (:func:`install_command`).
+The one-language export (``export_notebook(s)``, nbformat and nbconvert), notebook 12's model
+(:mod:`hooklab.course.induction`, transformers and safetensors) and the checks of exercises 04.3 (torchvision) and
+12.x (transformers) need the ``course`` extra: they are imported when first used, and when missing say how to add it
+to the installation at hand (:func:`install_command`).
 """
 from __future__ import annotations
 

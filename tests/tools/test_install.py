@@ -8,26 +8,28 @@ uv's cache (which ``./course`` filled when it built .venv; files are symlinked f
 
 - plain: ``import hooklab`` and the course's checkers (``course.setup``, ``check``, ``hint``, ``attempt``) work with
   torch alone; nbformat, nbconvert and transformers are not there, and the export and the course's language model
-  raise an ImportError whose ``pip install`` adds ``hooklab[course]`` from where this hooklab came from.
+  raise an ImportError whose ``pip install`` adds ``hooklab[course]`` from where this hooklab came from; the checks of
+  04.3 and 12.1 (torchvision, transformers) say the same in one line.
 - with the course's extra: the export writes a one-language notebook and the language model's config loads.
 """
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import patience
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 UV = ROOT / ".tools" / "bin" / "uv"
-INSTALL_TIMEOUT = 240  # s for one `uv sync` from the cache (about 10 s on an idle machine)
-RUN_TIMEOUT = 120  # s for one python process in an installed environment (importing torch, transformers)
+# hang guards (an idle machine's figure, stretched by the load: tests/patience.py) and CPU-time limits on the work
+INSTALL_S, INSTALL_CPU_S = 240, 240  # one `uv sync` from the cache: about 10 s, idle
+RUN_S, RUN_CPU_S = 120, 120  # one python process in an installed environment (importing torch, transformers)
 
-pytestmark = pytest.mark.timeout(INSTALL_TIMEOUT + RUN_TIMEOUT)  # each fixture: one install, one run
+pytestmark = pytest.mark.timeout(INSTALL_S + RUN_S + 30)  # each fixture: one install, one run
 
 
 def _env() -> dict[str, str]:
@@ -54,12 +56,9 @@ def _install(project: Path, venv: Path, *extras: str) -> Path:
     """``uv sync`` of the package alone (no dependency group) plus ``extras`` into ``venv``; its python."""
     command = [str(UV), "sync", "--frozen", "--no-default-groups", "--no-editable", "--link-mode", "symlink",
                "--python", sys.executable, *(f"--extra={e}" for e in extras)]
-    try:
-        done = subprocess.run(command, cwd=project, env={**_env(), "UV_PROJECT_ENVIRONMENT": str(venv)},
-                              capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"uv sync {' '.join(extras) or '(no extra)'} did not finish installing into {venv} "
-                    f"within {INSTALL_TIMEOUT} s")
+    done = patience.run(command, what=f"uv sync {' '.join(extras) or '(no extra)'} to install into {venv}",
+                        seconds=INSTALL_S, cpu_seconds=INSTALL_CPU_S, cwd=project,
+                        env={**_env(), "UV_PROJECT_ENVIRONMENT": str(venv)})
     if done.returncode != 0:
         if "network was disabled" in done.stderr or "because the network" in done.stderr:
             pytest.skip(f"uv's cache lacks a package the install needs (torch?), and tests download nothing: "
@@ -69,11 +68,8 @@ def _install(project: Path, venv: Path, *extras: str) -> Path:
 
 
 def _run(python: Path, code: str, cwd: Path) -> str:
-    try:
-        done = subprocess.run([str(python), "-c", textwrap.dedent(code)], cwd=cwd, env=_env(),
-                              capture_output=True, text=True, timeout=RUN_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{python} did not finish running the check within {RUN_TIMEOUT} s:\n{code}")
+    done = patience.run([str(python), "-c", textwrap.dedent(code)], what=f"{python} to run the checks",
+                        seconds=RUN_S, cpu_seconds=RUN_CPU_S, cwd=cwd, env=_env())
     assert done.returncode == 0, f"{python} -c ... failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -94,6 +90,8 @@ PLAIN = """
     with hooklab.capture(model, "0") as store:
         model(-torch.ones(2))
     print("captured:", store["0"].tolist())
+    for key in ("04.3", "12.1"):  # their checks need torchvision / transformers, of the course's extra
+        course.check(key, lambda *args: None)
     for what, get in (("export", lambda: course.export_notebook),
                       ("model", lambda: __import__("hooklab.course.induction").course.induction.config())):
         try:
@@ -154,6 +152,11 @@ def test_plain_install_says_which_extra_the_export_and_the_model_need(plain, pro
     assert export.startswith("export ImportError nbformat |") and command in export, export
     assert model.startswith("model ImportError ") and command in model, model
     assert "safetensors" in model or "transformers" in model
+    # the checks that need a package of the extra say so in one line each (review round 3, N-d), with that command
+    for key, package in (("04.3", "torchvision"), ("12.1", "transformers")):
+        line = next(line for line in plain.splitlines() if line.startswith(f"[{key}] the check"))
+        assert line == (f"[{key}] the check of exercise {key} needs {package}, which is not installed: it comes with "
+                        f"the course's extra, {command}"), line
 
 
 def test_course_extra_gives_the_export_and_the_language_model(with_course):

@@ -70,10 +70,27 @@ def test_a_root_folder_given_by_the_user_replaces_the_default(tmp_path, given):
     (["--lang", "fr"], "--lang must be zh, en or both, got 'fr'"),
     (["--lang"], "--lang needs a value"),
     (["--lang", "en", "--notebook-dir=x"], "do not also give a root folder"),
+    # review round 3: the last of two silently won
+    (["--lang", "zh", "--lang", "en"], r"--lang was given twice \(zh and en\): one lab serves one language"),
+    (["--lang=en", "--lang", "en"], r"--lang was given twice \(en and en\)"),
 ])
 def test_bad_arguments_are_refused(tmp_path, args, message):
     with pytest.raises(lab.UsageError, match=message):
         lab.plan(args, root=tmp_path, is_root_user=False, has_curve=True)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["00", "--lang"], "--lang needs a value: zh, en or both"),  # review round 3: it said "got None"
+    (["--lang=", "00"], "--lang must be zh, en or both, got ''"),
+    (["00", "--lang", "fr"], "--lang must be zh, en or both, got 'fr'"),
+    (["00", "--force"], "unknown option '--force'"),
+])
+def test_reset_refuses_bad_arguments_clearly_and_changes_nothing(tmp_path, monkeypatch, capsys, args, message):
+    monkeypatch.setenv("COURSE_WORK_DIR", str(tmp_path / "work"))
+    assert workcopies.reset_main(args, root=tmp_path) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("[course] error: ") and message in error and "None" not in error, error
+    assert not (tmp_path / "work").exists()
 
 
 def test_settings_turn_off_the_news_and_pick_the_interface_language(tmp_path):
@@ -351,6 +368,11 @@ def test_course_reset_from_the_shell(tmp_path, monkeypatch, capsys):
     assert backup.read_bytes() == mine and f"yours is kept as {backup}" in second
     bad = run_course(["reset", "42"], work)
     assert bad.returncode == 2 and "no notebook '42'" in bad.stderr
+    bad = run_course(["reset", "00", "--lang"], work)  # review round 3: "got None"
+    assert bad.returncode == 2 and "[course] error: --lang needs a value: zh, en or both" in bad.stderr, bad.stderr
+    # review round 3: the last --lang silently won (--print-command: refused before anything would start)
+    bad = run_course(["lab", "--lang", "zh", "--lang", "en", "--print-command"], work)
+    assert bad.returncode == 2 and "[course] error: --lang was given twice (zh and en)" in bad.stderr, bad.stderr
     assert sorted(p.name for p in copy.parent.iterdir()) == sorted([copy.name, backup.name, ".hooklab-export.json"])
 
 

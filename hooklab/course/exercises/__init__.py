@@ -16,11 +16,14 @@ exercise that starts with a line ``# [NN.K]`` (what :func:`solution` shows; the 
 from __future__ import annotations
 
 import importlib
+import math
+import os
 import pkgutil
 import random
 import re
 import signal
 import threading
+import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, NamedTuple
@@ -30,8 +33,9 @@ import torch
 from ... import _torch_internals as internals
 from ..._torch_internals import print_options
 from ..lang import say
-from ._support import (TENSOR_HANDLE, NotSolved, Wrong, call_answer, drop_global_hooks_added_since,  # noqa: F401
-                       global_hook_ids, no_hooks_left, require_callable, started)
+from ._support import (GLOBAL_HOOK_LEFT, TENSOR_HANDLE, NotSolved, Wrong, call_answer,  # noqa: F401
+                       drop_global_hooks_added_since, global_full_backward_flag, global_hook_ids, no_hooks_left,
+                       require_callable, set_global_full_backward_flag, started)
 
 __all__ = ["Exercise", "NotSolved", "UnknownExercise", "Verdict", "Wrong", "check", "exercise", "hint", "hint_text",
            "solution", "solution_text", "verdict"]
@@ -126,31 +130,71 @@ def _get(key: str) -> Exercise:
     return _REGISTRY[key]
 
 
-# A check runs the learner's code: it gets this long (seconds) before it is judged too slow.
+# A check runs the learner's code: it gets this much CPU time (seconds) before it is judged too slow (an endless
+# loop). Code that waits for something that never comes uses no CPU: it is stopped after as long in wall-clock time,
+# stretched by the machine's load (a busy machine runs the same check several times slower; see _load_factor).
 CHECK_TIME_LIMIT = 120
 
 
 class _TooSlow(BaseException):
-    """Raised by the alarm inside a check that ran past :data:`CHECK_TIME_LIMIT`."""
+    """Raised by the alarm inside a check that ran past :data:`CHECK_TIME_LIMIT`; ``waited``: it used little CPU
+    (it waited), else it computed for that long."""
+
+    def __init__(self, waited: bool) -> None:
+        super().__init__(waited)
+        self.waited = waited
+
+
+def _load_factor() -> float:
+    """How many times slower than an idle machine this one runs a CPU-bound process now (load average per core,
+    at least 1)."""
+    try:
+        load = max(os.getloadavg())
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    except (AttributeError, OSError):
+        return 1.0
+    return max(1.0, load / cores)
 
 
 @contextmanager
 def _time_limit(seconds: float) -> Iterator[None]:
-    """Interrupt the block after ``seconds`` (main thread on Unix; elsewhere no limit is possible)."""
+    """Stop the block (:class:`_TooSlow`) once it used ``seconds`` of CPU time, or waited ``seconds`` x the load
+    factor of wall-clock time (main thread on Unix; elsewhere no limit is possible). An alarm ticks once a second to
+    look; an alarm that was set before (a test's time limit) still rings when it is due."""
     if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         yield
         return
+    cpu_start, start, tick = time.process_time(), time.monotonic(), min(1.0, seconds)
+    previous = signal.getsignal(signal.SIGALRM)
+    outer_left, _ = signal.getitimer(signal.ITIMER_REAL)
+    outer_due = [start + outer_left if outer_left > 0 else math.inf]
 
-    def stop(signum: int, frame: Any) -> None:
-        raise _TooSlow
+    def arm(now: float) -> None:
+        signal.setitimer(signal.ITIMER_REAL, max(min(tick, outer_due[0] - now), 0.001))
 
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    def look(signum: int, frame: Any) -> None:
+        now = time.monotonic()
+        if now >= outer_due[0] and callable(previous):  # the alarm that was set before: its handler's turn
+            signal.signal(signal.SIGALRM, previous)
+            previous(signum, frame)  # may raise (a test's time limit); else it set its alarm again, for later
+            left, _ = signal.getitimer(signal.ITIMER_REAL)
+            outer_due[0] = now + left if left > 0 else math.inf
+            signal.signal(signal.SIGALRM, look)
+        elif time.process_time() - cpu_start >= seconds:
+            raise _TooSlow(waited=False)
+        elif now - start >= seconds * _load_factor():
+            raise _TooSlow(waited=True)
+        arm(now)
+
+    signal.signal(signal.SIGALRM, look)
+    arm(start)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer_due[0] < math.inf:  # the earlier alarm, for what is left of it
+            signal.setitimer(signal.ITIMER_REAL, max(outer_due[0] - time.monotonic(), 0.001))
 
 
 def _numpy_random() -> Any:
@@ -167,8 +211,11 @@ class _Isolation:
     The checker gets gradients on (also under ``no_grad`` / ``inference_mode``), float32 as the default dtype
     and anomaly detection off, whatever the learner set. Afterwards the learner's thread count, grad mode,
     default dtype, deterministic mode, anomaly mode, print options and RNGs (torch, Python's ``random``,
-    numpy's) are as they were. A saved-tensor hook context the answer entered and never left is popped, and
-    :attr:`saved_tensor_hooks_left` says so (the verdict is then "wrong").
+    numpy's) are as they were, and so are the environment variables (a checker may set ``HF_HUB_OFFLINE``; an
+    answer may set anything). A saved-tensor hook context the answer entered and never left is popped, and
+    :attr:`saved_tensor_hooks_left` says so; a global hook registered during the check and not removed (module
+    forward / backward / pre hooks, the registration hooks, global optimizer hooks) is removed, and
+    :attr:`global_hooks_left` says so: the verdict is then "wrong", whatever the checker found.
     """
 
     def __enter__(self) -> _Isolation:
@@ -182,6 +229,9 @@ class _Isolation:
         self.numpy_state = self.numpy_random.get_state() if self.numpy_random is not None else None
         self.saved_tensor_hooks = internals.top_saved_tensors_hooks()
         self.saved_tensor_hooks_left = False
+        self.global_hooks, self.full_backward = global_hook_ids(), global_full_backward_flag()
+        self.global_hooks_left = False
+        self.environ = dict(os.environ)
         self._stack = ExitStack()
         # checkers seed their own inputs; the learner's torch RNG is untouched
         self._stack.enter_context(torch.random.fork_rng(devices=[]))
@@ -193,9 +243,12 @@ class _Isolation:
 
     def __exit__(self, *exc: Any) -> None:
         self.saved_tensor_hooks_left = self._pop_saved_tensor_hooks()
+        self.global_hooks_left = drop_global_hooks_added_since(self.global_hooks)
+        set_global_full_backward_flag(self.full_backward)
         try:
             self._stack.close()
         finally:
+            self._restore_environ()
             torch.set_num_threads(self.threads)
             torch.set_grad_enabled(self.grad)
             torch.set_default_dtype(self.dtype)
@@ -209,6 +262,13 @@ class _Isolation:
             random.setstate(self.python_random)
             if self.numpy_random is not None:
                 self.numpy_random.set_state(self.numpy_state)
+
+    def _restore_environ(self) -> None:
+        for name in [n for n in os.environ if n not in self.environ]:
+            del os.environ[name]
+        for name, value in self.environ.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
 
     def _pop_saved_tensor_hooks(self) -> bool:
         """Pop the saved-tensor contexts entered since ``__enter__``; True if there were any."""
@@ -231,6 +291,11 @@ SAVED_HOOKS_LEFT_ACTIVE = ("函数返回后还有一对保存张量的钩子（`
                 "a pair of saved-tensor hooks (`saved_tensors_hooks`) was still active after your function "
                 "returned (the check has now turned it off); enter it with `with saved_tensors_hooks(...):` so "
                 "that it exits before your function ends.")
+
+
+# the packages of the course's extra (pyproject.toml) that a checker may need: without them a check says how to
+# install them (pip install "hooklab[course]") instead of failing on a ModuleNotFoundError
+COURSE_EXTRA_MODULES = ("transformers", "safetensors", "torchvision", "peft", "matplotlib", "nbformat", "nbconvert")
 
 
 class Verdict(NamedTuple):
@@ -265,20 +330,44 @@ def verdict(key: str, answer: Any, *, strict: bool = False) -> Verdict:
         result = Verdict("wrong" if started(answer) else "not solved", why.zh, why.en, why.reason)
     except Wrong as why:
         result = Verdict("wrong", why.zh, why.en, why.reason)
-    except _TooSlow:
-        result = Verdict("wrong", f"检查在 {CHECK_TIME_LIMIT} 秒内没有结束：你的代码是不是陷入了死循环，或者在等一个永远不会来的结果？",
-                         f"the check did not finish within {CHECK_TIME_LIMIT} s: does your code loop for ever, or wait "
-                         "for something that never comes?", "too-slow")
+    except _TooSlow as slow:
+        if slow.waited:
+            result = Verdict("wrong", f"检查等了 {CHECK_TIME_LIMIT} 秒以上（按机器负载放宽后）也没有结束，其间几乎没有计算："
+                             "你的代码是不是在等一个永远不会来的结果？",
+                             f"the check did not finish within {CHECK_TIME_LIMIT} s (stretched for the machine's load) and "
+                             "hardly computed meanwhile: does your code wait for something that never comes?",
+                             "too-slow")
+        else:
+            result = Verdict("wrong", f"检查用了 {CHECK_TIME_LIMIT} 秒的 CPU 时间还没有结束：你的代码是不是陷入了死循环？",
+                             f"the check did not finish within {CHECK_TIME_LIMIT} s of CPU time: does your code loop "
+                             "for ever?", "too-slow")
+    except ImportError as missing:
+        if (missing.name or "").split(".")[0] not in COURSE_EXTRA_MODULES:
+            if strict:
+                raise
+            result = _checker_error(missing)
+        else:  # the checker needs a package of the course's extra (transformers, torchvision): say how to get it
+            from .. import needs_course_extra
+            package = ModuleNotFoundError(str(missing), name=(missing.name or "").split(".")[0])
+            raise needs_course_extra(package, f"the check of exercise {key}") from missing
     except Exception as exc:  # an error the checker did not foresee: a verdict that names it, not a traceback
-        if strict:
+        if strict and not isolation.global_hooks_left:
             raise
-        first = str(exc).strip().split("\n")[0]
-        result = Verdict("wrong", f"检查中途因意外的 {type(exc).__name__} 停止：{first}（如果你确信答案正确，这可能是检查程序的问题）。",
-                         f"the check stopped on an unexpected {type(exc).__name__}: {first} (if you are sure your "
-                         "answer is right, this may be a bug in the checker).", "checker-error")
+        result = _checker_error(exc)
     if isolation.saved_tensor_hooks_left and result.status != "wrong":
         result = Verdict("wrong", *SAVED_HOOKS_LEFT_ACTIVE, "saved-hooks-left")
+    if isolation.global_hooks_left and result.status != "not solved":
+        # the hook ran during the rest of the check (whatever else it found may be its doing) and would have changed
+        # every module of the learner's from then on: that is the verdict; the hook is gone now
+        result = Verdict("wrong", *GLOBAL_HOOK_LEFT, "global-hook-left")
     return result
+
+
+def _checker_error(exc: Exception) -> Verdict:
+    first = str(exc).strip().split("\n")[0]
+    return Verdict("wrong", f"检查中途因意外的 {type(exc).__name__} 停止：{first}（如果你确信答案正确，这可能是检查程序的问题）。",
+                   f"the check stopped on an unexpected {type(exc).__name__}: {first} (if you are sure your answer is "
+                   "right, this may be a bug in the checker).", "checker-error")
 
 
 def check(key: str, answer: Any) -> None:
@@ -291,6 +380,11 @@ def check(key: str, answer: Any) -> None:
         status, zh, en, _ = verdict(key, answer)
     except UnknownExercise as unknown:
         print(unknown.message)
+        return
+    except ImportError as missing:  # a package of the course's extra (verdict names it): one line, no traceback
+        from .. import install_command
+        print(say(f"[{key}] 检查这道练习需要 {missing.name or '?'}，但它没有安装：它随课程的附加依赖一起安装，"
+                  f"{install_command()}", f"[{key}] {missing}"))
         return
     if status == "correct":
         print(say(f"[{key}] 正确！", f"[{key}] correct!"))

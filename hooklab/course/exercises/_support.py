@@ -23,8 +23,9 @@ from ..._torch_internals import GLOBAL_HOOK_FLAGS, global_hook_dicts, global_opt
 from ...inventory import hook_inventory
 from ..attempt import first_sentence
 
-__all__ = ["NotSolved", "Wrong", "call_answer", "collector_sees_only_new_objects", "drop_global_hooks_added_since",
-           "expect", "expect_count", "fail", "global_hook_ids", "guarded", "no_hooks_left", "require_callable", "run",
+__all__ = ["GLOBAL_HOOK_LEFT", "NotSolved", "Wrong", "call_answer", "collector_sees_only_new_objects",
+           "drop_global_hooks_added_since", "expect", "expect_count", "fail", "global_full_backward_flag",
+           "global_hook_ids", "guarded", "no_hooks_left", "require_callable", "run", "set_global_full_backward_flag",
            "short_error", "started"]
 
 
@@ -157,6 +158,25 @@ def drop_global_hooks_added_since(before: set[int]) -> bool:
     return found
 
 
+# the verdict when an answer leaves a global hook registered (no_hooks_left at once, _Isolation for every check)
+GLOBAL_HOOK_LEFT = ("函数返回后还留着一个全局钩子（它会影响之后的每个模块！），检查已把它删除；把句柄交给 `hooklab.HookScope` "
+                    "或调用 `handle.remove()`。",
+                    "a global hook was still registered after your function returned (it affects every module from "
+                    "then on!); the check has removed it. Hand its handle to a `hooklab.HookScope` or call "
+                    "`handle.remove()`.")
+
+
+def global_full_backward_flag() -> Any:
+    """torch's process-wide flag that says whether the global backward hooks are full ones (set when one is
+    registered, never reset by removing it)."""
+    return getattr(module_globals, "_global_is_full_backward_hook", None)
+
+
+def set_global_full_backward_flag(value: Any) -> None:
+    if hasattr(module_globals, "_global_is_full_backward_hook"):
+        module_globals._global_is_full_backward_hook = value
+
+
 @contextmanager
 def no_hooks_left(*owners: Any) -> Iterator[None]:
     """Around a call of the learner's function: afterwards it is wrong to have left a hook on an
@@ -167,10 +187,7 @@ def no_hooks_left(*owners: Any) -> Iterator[None]:
         yield
     finally:
         leaked_global = drop_global_hooks_added_since(globals_before)
-    expect(not leaked_global, "global-hook-left",
-           "函数返回后还留着一个全局钩子（它会影响之后的每个模块！）；把句柄交给 `hooklab.HookScope` 或调用 `handle.remove()`。",
-           "a global hook is still registered after your function returned (it affects every module from "
-           "then on!); hand its handle to a `hooklab.HookScope` or call `handle.remove()`.")
+    expect(not leaked_global, "global-hook-left", *GLOBAL_HOOK_LEFT)
     expect(all(len(hook_inventory(owner, include_global=False)) <= n for owner, n in zip(owners, on_owners)),
            "hook-left", "函数返回后还留着钩子；把句柄交给 `hooklab.HookScope` 或调用 `handle.remove()`。",
            "a hook is still registered after your function returned; hand its handle to a "
