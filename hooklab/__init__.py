@@ -46,11 +46,10 @@ from .ledger import ModuleRow, SavedRecord, SavedTensorLedger
 from .lookup import get_module
 from .monitor import ActivationStats, GradientMonitor
 from .nonfinite import NonFiniteDetector, NonFiniteEvent, find_nonfinite
-from .meter import MemoryMeter, OpCounter
-from .overlap import OverlappedOffload
+from .meter import MemoryMeter, OpCounter, gradient_error
 from .planner import CountedCosts, MeasuredCosts, MemoryPlan, MemoryPlanner
-from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper, SaveOnCpu, SaveOnDisk,
-                      gradient_error, offload_module)
+from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper, OverlappedOffload, SaveOnCpu,
+                      SaveOnDisk, offload_module)
 from .errors import (BudgetError, HooksLeftBehind, MissingTorchInternal, NonFiniteError, NotRecorded,
                      UnknownModuleError, WorkerError)
 from .scope import HookScope, Recorder, named_scope

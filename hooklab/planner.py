@@ -79,8 +79,7 @@ from .checkpoint import checkpoint_modules
 from .errors import BudgetError
 from .ledger import SavedTensorLedger
 from .lookup import as_names, get_modules
-from .offload import CompressSaved, Format, SaveOnDisk, offload_module
-from .overlap import OverlappedOffload
+from .offload import CompressSaved, Format, OverlappedOffload, SaveOnDisk, offload_module
 
 __all__ = ["BlockProfile", "BudgetError", "CostModel", "CountedCosts", "MeasuredCosts", "MemoryPlan",
            "MemoryPlanner"]
