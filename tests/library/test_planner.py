@@ -109,7 +109,7 @@ def test_every_assignments_bytes_are_modelled_exactly(truth):
     for assignment, (held, _) in table.items():
         prev, total = None, planner.fixed_bytes
         for k, choice in enumerate(assignment):
-            option = next(o for o in planner._options(k, prev) if o.choice == choice)
+            option = next(o for o in planner.search.options(k, prev) if o.choice == choice)
             total += option.held
             prev = choice
         assert total == held, assignment

@@ -1,0 +1,180 @@
+"""The choice of :class:`hooklab.MemoryPlanner`: every block's options, and the exact search over the blocks.
+
+The bytes of a choice depend on the previous block's choice only (a kept block already holds the next block's
+input; a segment continues only after a checkpointed block), so a dynamic programme over the blocks in order,
+with the previous choice as its state, keeps every plan that no other plan beats in bytes, time and peak at
+once (a Pareto frontier; the frontier does not depend on the budget, so it is built once). A plan's bytes are
+then counted exactly, as the set of storages it holds (:meth:`Search.held_bytes`): for blocks that share
+storages only with their neighbours, which is how blocks called one after the other share them, the two agree.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from ._profile import BlockProfile, Stored
+from .costs import CostModel
+
+__all__ = ["CHOICES", "Choice", "Option", "Plan", "Search"]
+
+Choice = Literal["keep", "checkpoint", "segment", "offload", "bf16", "int8"]
+CHOICES: tuple[Choice, ...] = get_args(Choice)
+COMPRESS_MIN_BYTES = 4096  # CompressSaved's default: small tensors stay exact
+CHECKPOINTED = ("checkpoint", "segment")
+
+
+def seconds_key(seconds: float) -> float:
+    """Times compared to 15 digits: sums of the same terms in another order are equal."""
+    return round(seconds, 15)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One block's choice given the previous block's: what it holds after forward, moves or encodes (bytes and
+    tensors), the seconds it adds, and the bytes its backward brings back at once (its recompute, or what it
+    reloads or decodes)."""
+
+    choice: str
+    held: int
+    moved: int
+    tensors: int
+    seconds: float
+    transient: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A plan of the search: its choices, modelled bytes (additive, then exact), seconds and peak."""
+
+    options: tuple[Option, ...]
+    held: int         # the sum of the options' bytes (what the frontier compares)
+    seconds: float
+    peak: int         # the highest of the closed segments' and reloads' peaks so far
+    open: int         # the peak of the segment still open (0 if the last block is not checkpointed)
+    ranks: tuple[int, ...]
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(o.choice for o in self.options)
+
+    @property
+    def peak_bytes(self) -> int:
+        return max(self.held, self.peak, self.open)
+
+
+def _one(s: Stored, choice: str, min_bytes: int) -> tuple[int, int]:
+    """(bytes held, bytes moved or encoded) of one storage under ``choice`` (keep, offload, bf16, int8)."""
+    if choice == "keep":
+        return s.storage_bytes, 0
+    if choice == "offload":
+        return (0, s.nbytes) if s.nbytes >= min_bytes else (s.storage_bytes, 0)
+    small = 2 if choice == "bf16" else 1  # bf16 / int8
+    if s.floating and s.nbytes >= COMPRESS_MIN_BYTES and s.element_size > small:
+        scale = (s.shape[1] if len(s.shape) > 1 else 1) * 4 if choice == "int8" else 0
+        return s.nbytes // s.element_size * small + scale, s.nbytes
+    return s.storage_bytes, 0
+
+
+def _pareto(plans: Iterable[Plan]) -> list[Plan]:
+    """The plans that no other plan beats in bytes, seconds, peak and open peak at once, with earlier choices
+    (``ranks``): a plan only as good as another in every respect is dropped only for one with earlier choices,
+    so that the search ends on the tie-break it promises."""
+    kept: list[Plan] = []
+    for p in sorted(plans, key=lambda p: (seconds_key(p.seconds), p.held, p.peak, p.open, p.ranks)):
+        if not any(q.held <= p.held and q.peak <= p.peak and q.open <= p.open and q.ranks <= p.ranks for q in kept):
+            kept.append(p)
+    return kept
+
+
+class Search:
+    """Options per block and the frontier of plans, for fixed profiles, choices and costs."""
+
+    def __init__(self, profiles: list[BlockProfile], top: dict[int, int], choices: tuple[str, ...],
+                 costs: CostModel, min_bytes: int, max_error: float | None) -> None:
+        self.profiles, self.top, self.choices = profiles, top, choices
+        self.costs, self.min_bytes, self.max_error = costs, min_bytes, max_error
+        self.fixed_bytes = sum(top.values())
+        self._frontier: list[Plan] | None = None
+
+    def _held_before(self, k: int, prev: str | None) -> set[int]:
+        """Storages held anyway when block ``k`` runs: the previous block's if it keeps them, and those saved
+        outside every block (the head saves the last block's output)."""
+        return set(self.top) | (set(self.profiles[k - 1].saved) if k and prev == "keep" else set())
+
+    def options(self, k: int, prev: str | None) -> list[Option]:
+        block = self.profiles[k]
+        before = self._held_before(k, prev)
+        own = [s for key, s in block.saved.items() if key not in before]
+        shared = [s for key, s in block.saved.items() if key in before]  # the previous block keeps these
+        options = []
+        for choice in self.choices:
+            if choice in CHECKPOINTED:
+                skip = before
+                if choice == "segment":
+                    if prev not in CHECKPOINTED or not block.chained:
+                        continue
+                    skip = before | self.profiles[k - 1].outputs  # recomputed by the segment, not kept
+                held = sum(b for key, b in block.inputs.items() if key not in skip)
+                options.append(Option(choice, held, 0, 0, self.costs.recompute(block), block.recompute_bytes))
+                continue
+            if choice in ("bf16", "int8") and block.grad_error.get(choice, math.inf) > (self.max_error or 0):
+                continue
+            held = moved = tensors = 0
+            for s in own:
+                h, m = _one(s, choice, self.min_bytes)
+                held, moved, tensors = held + h, moved + m, tensors + bool(m)
+            for s in shared:  # packed again by this block's context: moved or encoded once more
+                h, m = _one(s, choice, self.min_bytes)
+                moved, tensors = moved + m, tensors + bool(m)
+                if choice in ("bf16", "int8") and m:
+                    held += h  # a compressed copy next to the original the previous block keeps
+            seconds = (0.0 if choice == "keep" else self.costs.offload(block, moved, tensors) if choice == "offload"
+                       else self.costs.compress(block, choice, moved, tensors))
+            options.append(Option(choice, held, moved, tensors, seconds, moved))
+        return options
+
+    def frontier(self) -> list[Plan]:
+        """Every plan no other plan beats in bytes, seconds and peak (built once; it does not depend on a budget)."""
+        if self._frontier is not None:
+            return self._frontier
+        order = {c: i for i, c in enumerate(self.choices)}
+        states: dict[str | None, list[Plan]] = {None: [Plan((), self.fixed_bytes, 0.0, 0, 0, ())]}
+        for k in range(len(self.profiles)):
+            following: dict[str | None, list[Plan]] = defaultdict(list)
+            for prev, plans in states.items():
+                for o in self.options(k, prev):
+                    for p in plans:
+                        if o.choice == "checkpoint":  # a new segment: its peak is what is held before it, its
+                            peak, open_ = max(p.peak, p.open), p.held + o.held + o.transient  # inputs, its recompute
+                        elif o.choice == "segment":
+                            peak, open_ = p.peak, p.open + o.held + o.transient
+                        else:  # backward reloads (or decodes) this block's tensors while the blocks before hold theirs
+                            peak, open_ = max(p.peak, p.open, p.held + o.held + o.transient), 0
+                        following[o.choice].append(Plan(p.options + (o,), p.held + o.held, p.seconds + o.seconds,
+                                                        peak, open_, p.ranks + (order[o.choice],)))
+            states = {c: _pareto(plans) for c, plans in following.items()}
+        self._frontier = [p for plans in states.values() for p in plans]
+        return self._frontier
+
+    def held_bytes(self, choices: tuple[str, ...]) -> int:
+        """The activation bytes a plan holds after forward, counted as the set of storages it holds (plus the
+        compressed copies it makes)."""
+        held = dict(self.top)
+        copies = 0
+        for k, (block, choice) in enumerate(zip(self.profiles, choices, strict=True)):
+            if choice == "keep":
+                held.update((key, s.storage_bytes) for key, s in block.saved.items())
+            elif choice in CHECKPOINTED:
+                outputs = self.profiles[k - 1].outputs if choice == "segment" else set()
+                held.update((key, b) for key, b in block.inputs.items() if key not in outputs)
+            else:
+                for s in block.saved.values():
+                    h, m = _one(s, choice, self.min_bytes)
+                    if m and choice != "offload":
+                        copies += h
+                    elif not m:
+                        held[s.key] = s.storage_bytes
+        return sum(held.values()) + copies

@@ -1,0 +1,213 @@
+"""The time model of :class:`hooklab.MemoryPlanner`: what each choice adds to a training step, in seconds.
+
+A :class:`CostModel` answers three questions about a block: how long its forward takes when recomputed
+(``checkpoint``, and each block of a ``segment``), and how long moving (``offload``) or encoding
+(``bf16`` / ``int8``) its saved tensors takes, given their bytes and their number.
+
+:class:`CountedCosts` divides counted FLOPs and bytes by stated speeds: the same plan on every machine
+(tests, committed notebook outputs). :class:`MeasuredCosts` (the planner's default) uses the block
+forwards the planner timed and speeds it measures on this machine with :meth:`MeasuredCosts.measure`.
+Every measurement is made so that it cannot collapse to "free": on a CPU it reads the process's CPU
+time (what other jobs on the same cores disturb least), each quantity is a median of paired,
+interleaved repeats, and moving or encoding a byte is never modelled as faster than a plain memory
+copy of that byte, measured first. A copy that is too fast for the clock to resolve even at 64 MiB
+raises an error instead of giving a speed.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import torch
+
+from ..offload import CompressSaved, OverlappedOffload, SaveOnDisk
+
+if TYPE_CHECKING:
+    from ._profile import BlockProfile
+
+__all__ = ["CostModel", "CountedCosts", "MeasuredCosts", "check_costs"]
+
+
+@runtime_checkable
+class CostModel(Protocol):
+    """Seconds that each choice adds to a step (see :mod:`hooklab.planner`)."""
+
+    def recompute(self, block: BlockProfile) -> float: ...
+
+    def offload(self, block: BlockProfile, moved_bytes: int, tensors: int) -> float: ...
+
+    def compress(self, block: BlockProfile, fmt: str, encoded_bytes: int, tensors: int) -> float: ...
+
+
+def check_costs(costs: object) -> None:
+    """Refuse an object that is not a :class:`CostModel` (when the planner is made, not when it plans)."""
+    missing = [name for name in ("recompute", "offload", "compress") if not callable(getattr(costs, name, None))]
+    if missing:
+        raise TypeError(f"costs must be a cost model (hooklab.CountedCosts, hooklab.MeasuredCosts, or an object with "
+                        f"the methods recompute(block), offload(block, moved_bytes, tensors) and compress(block, fmt, "
+                        f"encoded_bytes, tensors) returning seconds); got {type(costs).__name__}, which has no "
+                        f"{', '.join(missing)}")
+
+
+@dataclass(frozen=True)
+class CountedCosts:
+    """A time model that does not depend on the machine: FLOPs and bytes divided by stated speeds.
+
+    Defaults describe a data-centre GPU (100 TFLOP/s sustained, 25 GB/s each way over PCIe, half of
+    an offload's copy hidden behind compute, 500 GB/s to encode). Change them to describe yours.
+
+    >>> CountedCosts(copy_bytes_per_s=1e9, overlap=0).offload(None, 10**6, tensors=3)   # out and back: 2 ms
+    0.002
+    """
+
+    flops_per_s: float = 100e12
+    copy_bytes_per_s: float = 25e9
+    overlap: float = 0.5
+    encode_bytes_per_s: float = 500e9
+
+    def __post_init__(self) -> None:
+        for name in ("flops_per_s", "copy_bytes_per_s", "encode_bytes_per_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == math.inf:
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        if isinstance(self.overlap, bool) or not isinstance(self.overlap, (int, float)) or not 0 <= self.overlap < 1:
+            raise ValueError(f"overlap must be a number in [0, 1), got {self.overlap!r}")
+
+    def recompute(self, block: BlockProfile) -> float:
+        return block.flops / self.flops_per_s
+
+    def offload(self, block: BlockProfile, moved_bytes: int, tensors: int) -> float:
+        return 2 * moved_bytes / self.copy_bytes_per_s * (1 - self.overlap)
+
+    def compress(self, block: BlockProfile, fmt: str, encoded_bytes: int, tensors: int) -> float:
+        return 2 * encoded_bytes / self.encode_bytes_per_s  # encode in forward, decode in backward
+
+
+@dataclass(frozen=True)
+class MeasuredCosts:
+    """Times measured on this machine: the block forwards (timed by the planner), and the speeds of an
+    offload's round trip and of each encoding's, per byte and per tensor (:meth:`measure`).
+
+    ``copy_bytes_per_s``: bytes per second moved out and back (disk on a CPU, CPU memory from a GPU), each way;
+    ``encode_bytes_per_s``: per format, bytes per second encoded and decoded (the round trip);
+    ``per_tensor_s``: per choice (``"offload"``, ``"bf16"``, ``"int8"``), the fixed seconds of one tensor's round
+    trip (a file opened and closed, a kernel launched); ``overlap``: the share of an offload hidden behind
+    compute (0.5 for :class:`hooklab.OverlappedOffload` on a GPU, 0 on a CPU); ``memory_bytes_per_s``: the plain
+    memory copy that bounds every speed above; ``clock``: what was timed (``"cpu"`` or ``"wall"``).
+    """
+
+    copy_bytes_per_s: float
+    encode_bytes_per_s: dict[str, float]
+    overlap: float = 0.0
+    per_tensor_s: dict[str, float] = field(default_factory=dict)
+    memory_bytes_per_s: float = math.inf
+    clock: str = "cpu"
+
+    def recompute(self, block: BlockProfile) -> float:
+        return block.forward_s
+
+    def offload(self, block: BlockProfile, moved_bytes: int, tensors: int) -> float:
+        fixed = tensors * self.per_tensor_s.get("offload", 0.0)
+        return (fixed + 2 * moved_bytes / self.copy_bytes_per_s) * (1 - self.overlap)
+
+    def compress(self, block: BlockProfile, fmt: str, encoded_bytes: int, tensors: int) -> float:
+        return tensors * self.per_tensor_s.get(fmt, 0.0) + encoded_bytes / self.encode_bytes_per_s[fmt]
+
+    @classmethod
+    def measure(cls, device: torch.device | str = "cpu", *, probe_bytes: int = 4 << 20,
+                repeats: int = 7) -> MeasuredCosts:
+        """Measure the speeds on ``device``: a plain copy first (the bound), then the round trip of a probe
+        through each strategy (to disk on a CPU, to CPU memory from a GPU, bf16, int8), as one tensor of
+        ``probe_bytes`` and as 16 tensors of a 16th each, each against the same work without the strategy in
+        paired, interleaved repeats (medians). Per-byte and per-tensor costs follow from the two sizes.
+
+        >>> costs = MeasuredCosts.measure("cpu", probe_bytes=1 << 20, repeats=3)
+        >>> costs.copy_bytes_per_s <= costs.memory_bytes_per_s and costs.clock
+        'cpu'
+        """
+        device = torch.device(device)
+        if isinstance(probe_bytes, bool) or not isinstance(probe_bytes, int) or probe_bytes < 64 * 1024:
+            raise ValueError(f"probe_bytes must be an int >= 65536, got {probe_bytes!r}")
+        if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 3:
+            raise ValueError(f"repeats must be an int >= 3 (medians of paired runs), got {repeats!r}")
+        cuda = device.type == "cuda"
+        timer = _wall_clock(device) if cuda else time.process_time
+        memory = _memory_speed(device, probe_bytes, repeats, timer)
+        offload = OverlappedOffload if cuda else SaveOnDisk
+        strategies: dict[str, Callable[[], Any]] = {
+            "offload": lambda: offload(min_bytes=0), "bf16": functools.partial(CompressSaved, "bf16", min_bytes=0),
+            "int8": functools.partial(CompressSaved, "int8", min_bytes=0)}
+        per_byte, per_tensor = {}, {}
+        for name, make in strategies.items():
+            one = _paired(device, probe_bytes, 1, make, repeats, timer)
+            many = _paired(device, probe_bytes, 16, make, repeats, timer)
+            tensor_s = max((many - one) / 15, 0.0)
+            floor = (2 if name == "offload" else 1) / memory  # out and back / one pass at least
+            per_byte[name] = max((one - tensor_s) / probe_bytes, floor)
+            per_tensor[name] = tensor_s
+        return cls(copy_bytes_per_s=2 / per_byte["offload"],
+                   encode_bytes_per_s={fmt: 1 / per_byte[fmt] for fmt in ("bf16", "int8")},
+                   overlap=0.5 if cuda else 0.0, per_tensor_s=per_tensor, memory_bytes_per_s=memory,
+                   clock="wall" if cuda else "cpu")
+
+
+def _wall_clock(device: torch.device) -> Callable[[], float]:
+    def now() -> float:
+        torch.cuda.synchronize(device)
+        return time.perf_counter()
+    return now
+
+
+def _memory_speed(device: torch.device, probe_bytes: int, repeats: int, timer: Callable[[], float]) -> float:
+    """Bytes per second of a plain copy; the probe grows (to 64 MiB) until the clock resolves it."""
+    resolution = time.get_clock_info("process_time").resolution if timer is time.process_time else 1e-6
+    size = probe_bytes
+    while True:
+        src = torch.randn(size // 4, device=device)
+        dst = torch.empty_like(src)
+        times = []
+        for _ in range(repeats + 1):
+            start = timer()
+            dst.copy_(src)
+            times.append(timer() - start)
+        seconds = statistics.median(times[1:])
+        if seconds > 100 * resolution:
+            return size / seconds
+        if size >= 64 << 20:
+            raise RuntimeError(
+                f"MeasuredCosts.measure: a {size >> 20} MiB memory copy took {seconds:.3g} s by this clock (resolution "
+                f"{resolution:.3g} s), too little to measure a speed from; pass costs=hooklab.CountedCosts(...) "
+                "with the speeds of this machine")
+        size *= 4
+
+
+def _paired(device: torch.device, probe_bytes: int, tensors: int, make: Callable[[], Any], repeats: int,
+            timer: Callable[[], float]) -> float:
+    """Median extra seconds of a round trip of ``probe_bytes`` (as ``tensors`` saved tensors) through ``make()``."""
+    probe = torch.randn(probe_bytes // 4, device=device)
+
+    def round_trip(context: Callable[[], Any]) -> float:
+        leaf = probe.clone().requires_grad_()
+        start = timer()
+        with context():
+            outs = [chunk.exp() for chunk in leaf.chunk(tensors)]  # exp saves its output: one tensor per chunk
+        torch.stack([o.sum() for o in outs]).sum().backward()
+        return timer() - start
+
+    round_trip(contextlib.nullcontext), round_trip(make)  # warm-up
+    differences = []
+    for r in range(repeats):
+        if r % 2:
+            with_it = round_trip(make)
+            plain = round_trip(contextlib.nullcontext)
+        else:
+            plain = round_trip(contextlib.nullcontext)
+            with_it = round_trip(make)
+        differences.append(with_it - plain)
+    return statistics.median(differences)
