@@ -371,9 +371,10 @@ def checkpoint_segments(model: nn.Module, segments: Sequence[str | Iterable[str]
     if isinstance(segments, str) or not isinstance(segments, Sequence):
         raise TypeError(f"{TOOL} takes a list of segments, each a list of block names in the order they run, e.g. "
                         f"[['layers.0', 'layers.1'], ['layers.2', 'layers.3']]; got {type(segments).__name__}")
+    segments = [s if isinstance(s, str) else list(s) for s in segments]
+    if any(not s for s in segments):
+        raise ValueError(f"{TOOL}: a segment needs at least one block name, e.g. [['layers.0', 'layers.1']]")
     names = [as_names(s) for s in segments]
-    if any(not s for s in names):
-        raise ValueError(f"{TOOL}: a segment needs at least one block name")
     found = get_modules(model, [n for s in names for n in s])
     _refuse_overlaps(names, found)
     parts = [_Segment(s, [found[n] for n in s], preserve_rng_state) for s in names]

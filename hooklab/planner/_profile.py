@@ -176,8 +176,9 @@ def profile_bytes(model: nn.Module, step: Callable[[], torch.Tensor], blocks: di
         elif key not in profiles[block].saved:
             profiles[block].saved[key] = Stored(key, record.storage_bytes, record.nbytes, record.shape, floating, size)
     ordered = [profiles[name] for name in order]
-    if ordered and ordered[0].chained:
-        ordered[0].chained = False
+    for before, after in zip([None, *ordered], ordered):  # a block called twice chains into nothing either
+        if before is None or before.calls > 1:
+            after.chained = False
     return ordered, top
 
 
@@ -247,7 +248,7 @@ def profile_times(model: nn.Module, step: Callable[[], torch.Tensor], blocks: di
         seconds = statistics.median(ts)
         if not seconds > 10 * resolution:
             raise RuntimeError(
-                f"{TOOL}: block {name!r}'s forward took {seconds:.3g} s by this clock (resolution {resolution:.3g} s), "
+                f"{TOOL}: the forward of block {name!r} took {seconds:.3g} s by this clock (resolution {resolution:.3g} s), "
                 "too little to tell what recomputing it costs; give it a larger batch, name larger blocks, or pass "
                 "costs=hooklab.CountedCosts(...) (FLOPs over a stated speed)")
         by_name[name].forward_s = seconds
