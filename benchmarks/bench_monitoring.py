@@ -1,8 +1,8 @@
 """How much do hooklab's capture / monitoring / clipping hooks slow down a training step?
 
-    .venv/bin/python benchmarks/bench_monitoring.py           # ResNet-18, 8x3x128x128, 15 rounds
-    .venv/bin/python benchmarks/bench_monitoring.py --quick   # 2x3x32x32, 2 rounds, 1 warm-up step (smoke test)
-    .venv/bin/python benchmarks/bench_monitoring.py --device cuda   # where a GPU is visible
+    .venv/bin/python -m benchmarks.bench_monitoring           # ResNet-18, 8x3x128x128, 15 rounds
+    .venv/bin/python -m benchmarks.bench_monitoring --quick   # 2x3x32x32, 2 rounds, 1 warm-up step (smoke test)
+    .venv/bin/python -m benchmarks.bench_monitoring --device cuda   # where a GPU is visible
 
 Every row runs the same forward + backward (cross-entropy on random labels) of a torchvision
 ResNet-18 (``weights=None``) on the same input, measured in interleaved rounds (``ratios.py``). A
@@ -20,22 +20,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from pathlib import Path
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.ratios import BASELINE, Case, Row, measure, table  # noqa: E402
-from hooklab.capture import capture  # noqa: E402
-from hooklab.clip import clip_grad_value_hooks  # noqa: E402
-from hooklab.ledger import SavedTensorLedger  # noqa: E402
-from hooklab.monitor import ActivationStats, GradientMonitor  # noqa: E402
-from hooklab.nonfinite import find_nonfinite, new_nodes  # noqa: E402
-from hooklab.scope import HookScope  # noqa: E402
+from benchmarks.ratios import BASELINE, Case, Row, load, measure, table
+from hooklab.capture import capture
+from hooklab.clip import clip_grad_value_hooks
+from hooklab.ledger import SavedTensorLedger
+from hooklab.monitor import ActivationStats, GradientMonitor
+from hooklab.nonfinite import find_nonfinite, new_nodes
+from hooklab.scope import HookScope
 
 STAGES = ["layer1", "layer2", "layer3", "layer4"]
 TOP = ["conv1", "bn1", "relu", "maxpool", *STAGES, "avgpool", "fc"]
@@ -154,11 +151,11 @@ def run(*, quick: bool = False, rounds: int | None = None, repeats: int | None =
     clock = clock or ("wall" if cuda else "cpu")
     model, x, y = make(batch, size, device)
     rows = measure(cases(model, x, y), rounds=rounds, repeats=repeats,
-                   clock=time.perf_counter if clock == "wall" else time.process_time,
+                   clock=clock,
                    sync=torch.cuda.synchronize if cuda else (lambda: None), warmup=1 if quick else 2)
     print(f"ResNet-18 forward+backward, input {batch}x3x{size}x{size}, {device}, threads={threads}, "
-          f"{clock} clock, {rounds} rounds x {repeats} steps")
-    print(table(rows))
+          f"{clock} clock, {rounds} rounds x {repeats} steps, median [min-max] of the rounds; {load()}")
+    print(table(rows, clock))
     return rows
 
 

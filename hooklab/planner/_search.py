@@ -122,8 +122,13 @@ class Search:
                 continue
             if choice in ("bf16", "int8") and block.grad_error.get(choice, math.inf) > (self.max_error or 0):
                 continue
+            # the blocks of one format share one context per forward pass (MemoryPlan.apply): a storage the previous
+            # block compressed the same way is compressed once
+            done = set(self.profiles[k - 1].saved) if k and prev == choice and choice in ("bf16", "int8") else set()
             held = moved = tensors = 0
             for s in own:
+                if s.key in done:
+                    continue
                 h, m = _one(s, choice, self.min_bytes)
                 held, moved, tensors = held + h, moved + m, tensors + bool(m)
             for s in shared:  # packed again by this block's context: moved or encoded once more
@@ -163,7 +168,7 @@ class Search:
         """The activation bytes a plan holds after forward, counted as the set of storages it holds (plus the
         compressed copies it makes)."""
         held = dict(self.top)
-        copies = 0
+        copies: dict[tuple[int, str], int] = {}  # one compressed copy per storage and format (one context each)
         for k, (block, choice) in enumerate(zip(self.profiles, choices, strict=True)):
             if choice == "keep":
                 held.update((key, s.storage_bytes) for key, s in block.saved.items())
@@ -174,7 +179,7 @@ class Search:
                 for s in block.saved.values():
                     h, m = _one(s, choice, self.min_bytes)
                     if m and choice != "offload":
-                        copies += h
+                        copies[s.key, choice] = h
                     elif not m:
                         held[s.key] = s.storage_bytes
-        return sum(held.values()) + copies
+        return sum(held.values()) + sum(copies.values())

@@ -121,11 +121,12 @@ class MeasuredCosts:
 
     @classmethod
     def measure(cls, device: torch.device | str = "cpu", *, probe_bytes: int = 4 << 20,
-                repeats: int = 7) -> MeasuredCosts:
+                repeats: int = 9) -> MeasuredCosts:
         """Measure the speeds on ``device``: a plain copy first (the bound), then the round trip of a probe
-        through each strategy (to disk on a CPU, to CPU memory from a GPU, bf16, int8), as one tensor of
-        ``probe_bytes`` and as 16 tensors of a 16th each, each against the same work without the strategy in
-        paired, interleaved repeats (medians). Per-byte and per-tensor costs follow from the two sizes.
+        through each strategy (to disk on a CPU, to CPU memory from a GPU, bf16, int8), as 4 tensors of a quarter
+        of ``probe_bytes`` and as 32 tensors of a 32nd (the sizes of a network's activations), each against the
+        same work without the strategy in paired, interleaved repeats (medians). Per-byte and per-tensor costs
+        follow from the two.
 
         >>> costs = MeasuredCosts.measure("cpu", probe_bytes=1 << 20, repeats=3)
         >>> costs.copy_bytes_per_s <= costs.memory_bytes_per_s and costs.clock
@@ -145,11 +146,11 @@ class MeasuredCosts:
             "int8": functools.partial(CompressSaved, "int8", min_bytes=0)}
         per_byte, per_tensor = {}, {}
         for name, make in strategies.items():
-            one = _paired(device, probe_bytes, 1, make, repeats, timer)
-            many = _paired(device, probe_bytes, 16, make, repeats, timer)
-            tensor_s = max((many - one) / 15, 0.0)
+            few = _paired(device, probe_bytes, 4, make, repeats, timer)
+            many = _paired(device, probe_bytes, 32, make, repeats, timer)
+            tensor_s = max((many - few) / 28, 0.0)
             floor = (2 if name == "offload" else 1) / memory  # out and back / one pass at least
-            per_byte[name] = max((one - tensor_s) / probe_bytes, floor)
+            per_byte[name] = max((few - 4 * tensor_s) / probe_bytes, floor)
             per_tensor[name] = tensor_s
         return cls(copy_bytes_per_s=2 / per_byte["offload"],
                    encode_bytes_per_s={fmt: 1 / per_byte[fmt] for fmt in ("bf16", "int8")},

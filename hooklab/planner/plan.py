@@ -109,12 +109,15 @@ class MemoryPlan:
         """Inside the block the model runs the plan; on exit (also after an exception) it is as before."""
         self._check_blocks()
         inputs: list[torch.Tensor] = []
+        compressing: dict[str, CompressSaved] = {}  # one context per format and forward pass, shared by its blocks
         cuda = self.device.type == "cuda"
         with HookScope("MemoryPlan.apply") as scope, contextlib.ExitStack() as stack:
             def note(m: nn.Module, args: Any, kwargs: Any) -> None:
                 inputs[:] = [t for t in tree_flatten((args, kwargs)) if isinstance(t, torch.Tensor)]
+                compressing.clear()  # a new forward pass
             scope.add(self.model.register_forward_pre_hook(note, with_kwargs=True))
             stack.callback(inputs.clear)
+            stack.callback(compressing.clear)
             singles = [run[0] for run in self.segments if len(run) == 1]
             longer = [run for run in self.segments if len(run) > 1]
             if singles:
@@ -132,9 +135,11 @@ class MemoryPlan:
                 elif choice in ("bf16", "int8"):
                     fmt: Format = "bf16" if choice == "bf16" else "int8"
 
-                    def compressing(fmt: Format = fmt) -> Any:
-                        return CompressSaved(fmt, keep=[self.model, *inputs, *self.keep])
-                    make = compressing
+                    def shared(fmt: Format = fmt) -> Any:  # a storage two blocks save is compressed once
+                        if fmt not in compressing:
+                            compressing[fmt] = CompressSaved(fmt, keep=[self.model, *inputs, *self.keep])
+                        return compressing[fmt]
+                    make = shared
                 else:
                     continue
                 stack.callback(offload_module(self.blocks[name], make).remove)
