@@ -245,13 +245,16 @@ def compiled_variants(s: Setup, backends: list[str], print_fn: Callable[[str], A
     return out
 
 
-def planner_variants(s: Setup, base_saved: int, repeats: int,
+def planner_variants(s: Setup, base_saved: int, repeats: int, quick: bool,
                      print_fn: Callable[[str], Any]) -> tuple[list[Variant], list[str]]:
     """One plan per budget from a MemoryPlanner with its measured costs; a second, independent planner's plans
     say whether they are stable."""
     def make() -> hooklab.MemoryPlanner:
+        # quick: a small probe (the smoke test's seconds); otherwise MeasuredCosts.measure's defaults, as a user gets
+        costs = hooklab.MeasuredCosts.measure(s.x.device, probe_bytes=1 << 18, repeats=3) if quick else None
         return hooklab.MemoryPlanner(s.model, lambda: s.loss(s.model(s.x)), s.blocks, choices=PLAN_CHOICES,
-                                     max_error=MAX_ERROR, min_bytes=16 * 1024, repeats=repeats, keep=[s.x, s.target])
+                                     max_error=MAX_ERROR, min_bytes=16 * 1024, repeats=repeats, keep=[s.x, s.target],
+                                     costs=costs)
 
     start = time.process_time()
     planner = make()
@@ -475,7 +478,7 @@ def gpu_save_on_cpu(batch: int, size: int, repeats: int) -> list[str]:
     ]
 
 
-def run_model(s: Setup, *, backends: list[str], planner: bool, rounds: int, repeats: int, planner_repeats: int,
+def run_model(s: Setup, *, backends: list[str], planner: bool, rounds: int, repeats: int, quick: bool,
               cuda: bool, print_fn: Callable[[str], Any]) -> list[Variant]:
     print_fn(f"== {s.description}")
     s.loss(s.model(s.x)).backward()  # a first step allocates the gradients (kept allocated from then on)
@@ -484,7 +487,7 @@ def run_model(s: Setup, *, backends: list[str], planner: bool, rounds: int, repe
         measure_memory(s, v)
     notes: list[str] = []
     if planner:
-        plans, notes = planner_variants(s, variants[0].saved, planner_repeats, print_fn)
+        plans, notes = planner_variants(s, variants[0].saved, 1 if quick else 5, quick, print_fn)
         variants += plans
         for v in plans:
             measure_memory(s, v)
@@ -516,7 +519,7 @@ def run(models: tuple[str, ...] = ("resnet", "gpt2"), *, quick: bool = False, ro
     for name in models:
         setup = resnet_setup(quick, device) if name == "resnet" else gpt2_setup(quick, device)
         results[name] = run_model(setup, backends=backends or [], planner=planner, rounds=rounds, repeats=repeats,
-                                  planner_repeats=1 if quick else 5, cuda=cuda, print_fn=print_fn)
+                                  quick=quick, cuda=cuda, print_fn=print_fn)
         print_fn("")
     if not cuda:
         for line in gpu_save_on_cpu(batch=32 if quick else 128, size=32 if quick else 224, repeats=repeats):

@@ -68,15 +68,26 @@ class CompressSaved(_OffloadHooks):
             return t.element_size() > (1 if self.fmt == "int8" else 2)
         return t.dtype in self._SIGNED and t.numel() > 0
 
+    @classmethod
+    def integer_type(cls, t: torch.Tensor) -> torch.dtype | None:
+        """The smallest integer type that holds a signed integer tensor's values, if smaller than its own (what an
+        integer tensor is stored as, losslessly, in both formats); None for anything else."""
+        if t.is_floating_point() or t.dtype not in cls._SIGNED or t.numel() == 0:
+            return None
+        lo, hi = t.min().item(), t.max().item()
+        for dtype in cls._INTS:
+            info = torch.iinfo(dtype)
+            if info.min <= lo and hi <= info.max and torch.iinfo(t.dtype).bits > info.bits:
+                return dtype
+        return None
+
     def _encode(self, t: torch.Tensor) -> _Compressed | Kept:
         if not t.is_floating_point():
             # integer tensors (max-pool indices are int64) go, losslessly, into the smallest
             # integer type that holds their range
-            lo, hi = t.min().item(), t.max().item()
-            for dtype in self._INTS:
-                info = torch.iinfo(dtype)
-                if info.min <= lo and hi <= info.max and torch.iinfo(t.dtype).bits > info.bits:
-                    return _Compressed(t.to(dtype), None, t.dtype)
+            dtype = self.integer_type(t)
+            if dtype is not None:
+                return _Compressed(t.to(dtype), None, t.dtype)
             return Kept(t)  # no smaller type holds it: keep the tensor itself, no copy
         if self.fmt == "bf16":
             return _Compressed(t.to(torch.bfloat16), None, t.dtype)

@@ -23,6 +23,7 @@ from torch import nn
 from .._torch_internals import storage_key, tree_flatten
 from ..ledger import SavedTensorLedger
 from ..meter import checked_loss
+from ..offload import CompressSaved
 from ..scope import HookScope
 from ..segments import chained
 
@@ -33,7 +34,8 @@ TOOL = "MemoryPlanner"
 
 @dataclass(frozen=True)
 class Stored:
-    """One storage a block saves: its bytes, and the tensor it was saved as (bytes, shape, float or not)."""
+    """One storage a block saves: its bytes, and the tensor it was saved as (bytes, shape, float or not, element
+    size, and for an integer tensor the element size it is compressed to without loss, as measured)."""
 
     key: int
     storage_bytes: int
@@ -41,6 +43,7 @@ class Stored:
     shape: tuple[int, ...]
     floating: bool
     element_size: int
+    packed_size: int = 0  # an integer tensor's element size in CompressSaved (0: floating, or not smaller)
 
 
 @dataclass
@@ -107,12 +110,15 @@ class _BlockLedger(SavedTensorLedger):
     def __init__(self, model: nn.Module) -> None:
         super().__init__(model)
         self.block: str | None = None
-        self.notes: list[tuple[str | None, int, bool, int]] = []  # per record: block, key, floating, element size
+        # per record: block, key, floating, element size, compressed integer element size
+        self.notes: list[tuple[str | None, int, bool, int, int]] = []
         self.alive: list[torch.Tensor] = []
 
     def _add(self, t: torch.Tensor, op: str, module: str | None) -> Any:
         record = super()._add(t, op, module)
-        self.notes.append((self.block, storage_key(t), t.is_floating_point(), t.element_size()))
+        packed = CompressSaved.integer_type(t)
+        self.notes.append((self.block, storage_key(t), t.is_floating_point(), t.element_size(),
+                           0 if packed is None else torch.empty((), dtype=packed).element_size()))
         self.alive.append(t.detach())
         return record
 
@@ -168,13 +174,14 @@ def profile_bytes(model: nn.Module, step: Callable[[], torch.Tensor], blocks: di
         if p.calls > 1:
             p.chained = False  # a block called twice per step does not chain: each call would need its own segment
     top: dict[int, int] = {}
-    for record, (block, key, floating, size) in zip(ledger.records, ledger.notes, strict=True):
+    for record, (block, key, floating, size, packed) in zip(ledger.records, ledger.notes, strict=True):
         if record.kind != "activation" or key in model_inputs:
             continue
         if block is None:
             top[key] = record.storage_bytes
         elif key not in profiles[block].saved:
-            profiles[block].saved[key] = Stored(key, record.storage_bytes, record.nbytes, record.shape, floating, size)
+            profiles[block].saved[key] = Stored(key, record.storage_bytes, record.nbytes, record.shape, floating, size,
+                                                packed)
     ordered = [profiles[name] for name in order]
     for before, after in zip([None, *ordered], ordered):  # a block called twice chains into nothing either
         if before is None or before.calls > 1:

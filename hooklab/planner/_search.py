@@ -71,8 +71,12 @@ def _one(s: Stored, choice: str, min_bytes: int) -> tuple[int, int]:
         return s.storage_bytes, 0
     if choice == "offload":
         return (0, s.nbytes) if s.nbytes >= min_bytes else (s.storage_bytes, 0)
+    if s.nbytes < COMPRESS_MIN_BYTES:
+        return s.storage_bytes, 0
+    if not s.floating:  # both formats store an integer tensor losslessly in the smallest type that holds it
+        return (s.nbytes // s.element_size * s.packed_size, s.nbytes) if s.packed_size else (s.storage_bytes, 0)
     small = 2 if choice == "bf16" else 1  # bf16 / int8
-    if s.floating and s.nbytes >= COMPRESS_MIN_BYTES and s.element_size > small:
+    if s.element_size > small:
         scale = (s.shape[1] if len(s.shape) > 1 else 1) * 4 if choice == "int8" else 0
         return s.nbytes // s.element_size * small + scale, s.nbytes
     return s.storage_bytes, 0

@@ -348,16 +348,25 @@ def test_compression_needs_a_stated_error_and_is_only_chosen_within_it():
     assert plan.held_bytes <= loose.baseline_bytes // 2
 
 
-def test_compressed_blocks_share_one_context_and_every_assignments_bytes_are_exact():
+@pytest.mark.parametrize("kind", ["mlp", "conv with max-pool indices"])
+def test_compressed_blocks_share_one_context_and_every_assignments_bytes_are_exact(kind):
     """With compression the bytes depend on which blocks share a format (one context per format and forward pass:
-    a storage two blocks save is compressed once); every assignment, applied by hand, against the model."""
+    a storage two blocks save is compressed once) and on integer tensors (max-pool indices, stored losslessly in
+    a smaller type); every assignment, applied by hand, against the model."""
     torch.manual_seed(0)
-    model = nn.Sequential(*[nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh())
-                            for _ in range(3)])
-    x = torch.randn(BATCH, 64)
+    if kind == "mlp":
+        model = nn.Sequential(*[nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh())
+                                for _ in range(3)])
+        x = torch.randn(BATCH, 64)
+    else:
+        model = nn.Sequential(*[nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+                                for _ in range(3)])
+        x = torch.randn(4, 4, 32, 32)
     step = lambda: model(x).sum()  # noqa: E731
     choices = ("keep", "bf16", "int8")
     planner = MemoryPlanner(model, step, costs=COSTS, choices=choices, max_error=1.0, repeats=1)
+    packed = [s.packed_size for p in planner.profiles for s in p.saved.values() if not s.floating]
+    assert packed == ([] if kind == "mlp" else [2, 2, 1])  # int64 indices of 32x32, 16x16 inputs: int16; of 8x8: int8
     for assignment in itertools.product(choices, repeat=3):
         shared: dict[str, hooklab.CompressSaved] = {}
         with contextlib.ExitStack() as stack:
