@@ -138,7 +138,7 @@ def cases(model: nn.Module, x: torch.Tensor, *, backend: str) -> tuple[list[Case
     for name, add in hook_rows(model).items():
         counter = [0]
         with HookScope() as scope:  # the counting pass
-            add(scope, lambda: counter.__setitem__(0, counter[0] + 1))
+            add(scope, lambda counter=counter: counter.__setitem__(0, counter[0] + 1))
             step()
         calls[name] = counter[0]
 
@@ -173,7 +173,7 @@ def report(rows: list[Row], calls: dict[str, int], clock: str = "cpu") -> str:
     lines = table(rows, clock).splitlines()
     width = max(len(line) for line in lines)
     out = [lines[0].ljust(width) + "  calls/step"]
-    for row, line in zip(rows, lines[1:]):
+    for row, line in zip(rows, lines[1:], strict=True):
         out.append(line.ljust(width) + f"  {calls[row.name]:>10}" if row.name in calls else line)
     return "\n".join(out)
 

@@ -290,8 +290,8 @@ def describe_costs(costs: Any) -> str:
         return type(costs).__name__
     speeds = ", ".join(f"{k} {v / 1e9:.2f} GB/s" for k, v in costs.encode_bytes_per_s.items())
     tensors = ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in costs.per_tensor_s.items())
-    return (f"measured costs ({costs.clock} clock): offload {costs.copy_bytes_per_s / 1e9:.2f} GB/s each way, {speeds}; "
-            f"per tensor {tensors}; memory copy {costs.memory_bytes_per_s / 1e9:.2f} GB/s (the bound)")
+    return (f"measured costs ({costs.clock} clock): offload {costs.copy_bytes_per_s / 1e9:.2f} GB/s each way, "
+            f"{speeds}; per tensor {tensors}; memory copy {costs.memory_bytes_per_s / 1e9:.2f} GB/s (the bound)")
 
 
 # --------------------------------------------------------------------------------------- measuring

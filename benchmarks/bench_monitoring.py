@@ -116,7 +116,8 @@ def cases(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[Case]:
         torch.nn.utils.clip_grad_value_(model.parameters(), 0.01)
 
     floor_stages, floor_top = "floor: no-op forward hooks layer1-4", "floor: no-op forward hooks 10 top-level"
-    floor_grads, floor_params = "floor: no-op forward + output-grad hooks layer1-4", "floor: no-op post-accumulate hooks"
+    floor_grads = "floor: no-op forward + output-grad hooks layer1-4"
+    floor_params = "floor: no-op post-accumulate hooks"
     floor_ledger = "floor: no-op module + saved-tensor hooks"
     floor_nonfinite = "floor: no-op module + Node hooks"
     return [

@@ -136,5 +136,6 @@ def table(rows: Sequence[Row], clock: str = "cpu") -> str:
 
     return format_table(
         ("case", "cpu ms", "wall ms", f"x base ({clock})", "x floor [min-max]", "target", "verdict"),
-        [(r.name, f"{r.cpu_ms:.3g}", f"{r.wall_ms:.3g}", str(r.ratio), "-" if r.floor_ratio is None else str(r.floor_ratio),
-          num(r.target), r.verdict) for r in rows], right=range(1, 6))
+        [(r.name, f"{r.cpu_ms:.3g}", f"{r.wall_ms:.3g}", str(r.ratio),
+          "-" if r.floor_ratio is None else str(r.floor_ratio), num(r.target), r.verdict) for r in rows],
+        right=range(1, 6))

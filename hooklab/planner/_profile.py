@@ -33,17 +33,25 @@ TOOL = "MemoryPlanner"
 
 
 @dataclass(frozen=True)
-class Stored:
-    """One storage a block saves: its bytes, and the tensor it was saved as (bytes, shape, float or not, element
-    size, and for an integer tensor the element size it is compressed to without loss, as measured)."""
+class View:
+    """One tensor a block saved over a storage (attention saves q, k and v: three views of one storage). An
+    offloading or compressing context packs each view on its own."""
 
-    key: int
-    storage_bytes: int
+    where: tuple  # (offset, shape, strides, dtype): what a context's cache tells views apart by
     nbytes: int
     shape: tuple[int, ...]
     floating: bool
     element_size: int
     packed_size: int = 0  # an integer tensor's element size in CompressSaved (0: floating, or not smaller)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One storage a block saves: its bytes, and the views it was saved as."""
+
+    key: int
+    storage_bytes: int
+    views: tuple[View, ...]
 
 
 @dataclass
@@ -110,15 +118,16 @@ class _BlockLedger(SavedTensorLedger):
     def __init__(self, model: nn.Module) -> None:
         super().__init__(model)
         self.block: str | None = None
-        # per record: block, key, floating, element size, compressed integer element size
-        self.notes: list[tuple[str | None, int, bool, int, int]] = []
+        self.notes: list[tuple[str | None, int, View]] = []  # per record: the block, the storage key, the view
         self.alive: list[torch.Tensor] = []
 
     def _add(self, t: torch.Tensor, op: str, module: str | None) -> Any:
         record = super()._add(t, op, module)
         packed = CompressSaved.integer_type(t)
-        self.notes.append((self.block, storage_key(t), t.is_floating_point(), t.element_size(),
-                           0 if packed is None else torch.empty((), dtype=packed).element_size()))
+        view = View((t.storage_offset(), tuple(t.shape), t.stride(), t.dtype), t.numel() * t.element_size(),
+                    tuple(t.shape), t.is_floating_point(), t.element_size(),
+                    0 if packed is None else torch.empty((), dtype=packed).element_size())
+        self.notes.append((self.block, storage_key(t), view))
         self.alive.append(t.detach())
         return record
 
@@ -174,16 +183,21 @@ def profile_bytes(model: nn.Module, step: Callable[[], torch.Tensor], blocks: di
         if p.calls > 1:
             p.chained = False  # a block called twice per step does not chain: each call would need its own segment
     top: dict[int, int] = {}
-    for record, (block, key, floating, size, packed) in zip(ledger.records, ledger.notes, strict=True):
+    views: dict[str, dict[int, dict[tuple, View]]] = {name: {} for name in blocks}  # block -> storage -> its views
+    sizes: dict[int, int] = {}
+    for record, (block, key, view) in zip(ledger.records, ledger.notes, strict=True):
         if record.kind != "activation" or key in model_inputs:
             continue
         if block is None:
             top[key] = record.storage_bytes
-        elif key not in profiles[block].saved:
-            profiles[block].saved[key] = Stored(key, record.storage_bytes, record.nbytes, record.shape, floating, size,
-                                                packed)
+        else:
+            views[block].setdefault(key, {}).setdefault(view.where, view)
+            sizes[key] = record.storage_bytes
+    for name, stored in views.items():
+        profiles[name].saved = {key: Stored(key, sizes[key], tuple(v.values())) for key, v in stored.items()}
     ordered = [profiles[name] for name in order]
-    for before, after in zip([None, *ordered], ordered):  # a block called twice chains into nothing either
+    # a block called twice chains into nothing either
+    for before, after in zip([None, *ordered], ordered, strict=False):
         if before is None or before.calls > 1:
             after.chained = False
     return ordered, top
@@ -256,9 +270,9 @@ def profile_times(model: nn.Module, step: Callable[[], torch.Tensor], blocks: di
         seconds = statistics.median(ts)
         if not seconds > 10 * resolution:
             raise RuntimeError(
-                f"{TOOL}: the forward of block {name!r} took {seconds:.3g} s by this clock (resolution {resolution:.3g} s), "
-                "too little to tell what recomputing it costs; give it a larger batch, name larger blocks, or pass "
-                "costs=hooklab.CountedCosts(...) (FLOPs over a stated speed)")
+                f"{TOOL}: the forward of block {name!r} took {seconds:.3g} s by this clock (resolution "
+                f"{resolution:.3g} s), too little to tell what recomputing it costs; give it a larger batch, name "
+                "larger blocks, or pass costs=hooklab.CountedCosts(...) (FLOPs over a stated speed)")
         by_name[name].forward_s = seconds
     totals = [sum(ts[r] for ts in times.values()) for r in range(repeats)]
     middle = statistics.median(totals)

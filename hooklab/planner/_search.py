@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from ._profile import BlockProfile, Stored
+from ._profile import BlockProfile, Stored, View
 from .costs import CostModel
 
 __all__ = ["CHOICES", "Choice", "Option", "Plan", "Search"]
@@ -65,21 +65,41 @@ class Plan:
         return max(self.held, self.peak, self.open)
 
 
-def _one(s: Stored, choice: str, min_bytes: int) -> tuple[int, int]:
-    """(bytes held, bytes moved or encoded) of one storage under ``choice`` (keep, offload, bf16, int8)."""
-    if choice == "keep":
-        return s.storage_bytes, 0
+def _packed(v: View, choice: str, min_bytes: int) -> int | None:
+    """The bytes a context stores for one view under ``choice`` (offload, bf16, int8); None if it keeps the view
+    as it is (too small, not applicable), which keeps its whole storage alive."""
     if choice == "offload":
-        return (0, s.nbytes) if s.nbytes >= min_bytes else (s.storage_bytes, 0)
-    if s.nbytes < COMPRESS_MIN_BYTES:
-        return s.storage_bytes, 0
-    if not s.floating:  # both formats store an integer tensor losslessly in the smallest type that holds it
-        return (s.nbytes // s.element_size * s.packed_size, s.nbytes) if s.packed_size else (s.storage_bytes, 0)
+        return 0 if v.nbytes >= min_bytes else None
+    if v.nbytes < COMPRESS_MIN_BYTES:
+        return None
+    if not v.floating:  # both formats store an integer tensor losslessly in the smallest type that holds it
+        return v.nbytes // v.element_size * v.packed_size if v.packed_size else None
     small = 2 if choice == "bf16" else 1  # bf16 / int8
-    if s.element_size > small:
-        scale = (s.shape[1] if len(s.shape) > 1 else 1) * 4 if choice == "int8" else 0
-        return s.nbytes // s.element_size * small + scale, s.nbytes
-    return s.storage_bytes, 0
+    if v.element_size > small:
+        scale = (v.shape[1] if len(v.shape) > 1 else 1) * 4 if choice == "int8" else 0  # int8: a scale per channel
+        return v.nbytes // v.element_size * small + scale
+    return None
+
+
+def _one(s: Stored, choice: str, min_bytes: int, done: frozenset[tuple] = frozenset()
+         ) -> tuple[int, dict[tuple, int], int, int]:
+    """Of one storage under ``choice`` (keep, offload, bf16, int8): (bytes of the storage itself held, the bytes
+    of each compressed copy by view, bytes moved or encoded, views moved or encoded). Views in ``done`` were packed
+    already by the same context: they add nothing."""
+    if choice == "keep":
+        return s.storage_bytes, {}, 0, 0
+    kept, copies, moved, count = False, {}, 0, 0
+    for v in s.views:
+        if (s.key, v.where) in done:
+            continue
+        stored = _packed(v, choice, min_bytes)
+        if stored is None:
+            kept = True
+        else:
+            moved, count = moved + v.nbytes, count + 1
+            if stored:
+                copies[v.where] = stored
+    return (s.storage_bytes if kept else 0), copies, moved, count
 
 
 def _pareto(plans: Iterable[Plan]) -> list[Plan]:
@@ -126,20 +146,17 @@ class Search:
                 continue
             if choice in ("bf16", "int8") and block.grad_error.get(choice, math.inf) > (self.max_error or 0):
                 continue
-            # the blocks of one format share one context per forward pass (MemoryPlan.apply): a storage the previous
+            # the blocks of one format share one context per forward pass (MemoryPlan.apply): a view the previous
             # block compressed the same way is compressed once
-            done = set(self.profiles[k - 1].saved) if k and prev == choice and choice in ("bf16", "int8") else set()
+            done = frozenset((s.key, v.where) for s in self.profiles[k - 1].saved.values() for v in s.views
+                             ) if k and prev == choice and choice in ("bf16", "int8") else frozenset()
             held = moved = tensors = 0
             for s in own:
-                if s.key in done:
-                    continue
-                h, m = _one(s, choice, self.min_bytes)
-                held, moved, tensors = held + h, moved + m, tensors + bool(m)
+                kept, copies, m, n = _one(s, choice, self.min_bytes, done)
+                held, moved, tensors = held + kept + sum(copies.values()), moved + m, tensors + n
             for s in shared:  # packed again by this block's context: moved or encoded once more
-                h, m = _one(s, choice, self.min_bytes)
-                moved, tensors = moved + m, tensors + bool(m)
-                if choice in ("bf16", "int8") and m:
-                    held += h  # a compressed copy next to the original the previous block keeps
+                _, copies, m, n = _one(s, choice, self.min_bytes)
+                held, moved, tensors = held + sum(copies.values()), moved + m, tensors + n
             seconds = (0.0 if choice == "keep" else self.costs.offload(block, moved, tensors) if choice == "offload"
                        else self.costs.compress(block, choice, moved, tensors))
             options.append(Option(choice, held, moved, tensors, seconds, moved))
@@ -172,7 +189,7 @@ class Search:
         """The activation bytes a plan holds after forward, counted as the set of storages it holds (plus the
         compressed copies it makes)."""
         held = dict(self.top)
-        copies: dict[tuple[int, str], int] = {}  # one compressed copy per storage and format (one context each)
+        copies: dict[tuple[int, tuple, str], int] = {}  # one compressed copy per view and format (one context each)
         for k, (block, choice) in enumerate(zip(self.profiles, choices, strict=True)):
             if choice == "keep":
                 held.update((key, s.storage_bytes) for key, s in block.saved.items())
@@ -181,9 +198,8 @@ class Search:
                 held.update((key, b) for key, b in block.inputs.items() if key not in outputs)
             else:
                 for s in block.saved.values():
-                    h, m = _one(s, choice, self.min_bytes)
-                    if m and choice != "offload":
-                        copies[s.key, choice] = h
-                    elif not m:
+                    kept, copied, _, _ = _one(s, choice, self.min_bytes)
+                    if kept:
                         held[s.key] = s.storage_bytes
+                    copies.update(((s.key, where, choice), b) for where, b in copied.items())
         return sum(held.values()) + sum(copies.values())

@@ -1,5 +1,5 @@
-"""Smoke test of benchmarks/bench_memory.py: the quick mode runs both models and prints every row, target, plan and
-budget verdict in its form (never judging the timings), and leaves no file behind."""
+"""Smoke test of benchmarks/bench_memory.py: the quick mode runs both models and prints every row, target, plan
+and budget verdict in its form (never judging the timings), and leaves no file behind."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torchvision", reason="the benchmark runs torchvision's ResNet-18, and torchvision is not installed")
+pytest.importorskip("torchvision",
+                    reason="the benchmark runs torchvision's ResNet-18, and torchvision is not installed")
 
 ROOT = Path(__file__).resolve().parents[2]
 SPREAD = r"[0-9.]+ \[[0-9.]+-[0-9.]+\]"

@@ -11,7 +11,8 @@ import warnings
 
 import pytest
 
-pytest.importorskip("torchvision", reason="the benchmark runs torchvision's ResNet-18, and torchvision is not installed")
+pytest.importorskip("torchvision",
+                    reason="the benchmark runs torchvision's ResNet-18, and torchvision is not installed")
 
 from benchmarks import bench_monitoring  # noqa: E402
 from benchmarks.ratios import BASELINE  # noqa: E402

@@ -1,6 +1,6 @@
-"""benchmarks/bench_peers.py is not run here (it needs nnsight and TransformerLens, kept out of uv.lock); what is checked:
-they stay out of the lock, and the script refuses, with the commands that make its side environment, when the peers are
-missing or the environment's torch / transformers are not the project's."""
+"""benchmarks/bench_peers.py is not run here (it needs nnsight and TransformerLens, kept out of uv.lock). What is
+checked: they stay out of the lock, and the script refuses, with the commands that make its side environment, when
+the peers are missing or the environment's torch / transformers are not the project's."""
 from __future__ import annotations
 
 import importlib.metadata
