@@ -199,7 +199,7 @@ class MemoryPlanner:
                         for k, p in enumerate(self.profiles) for fmt in compress}
             for (k, fmt), error in gradient_errors(model, step, variants).items():
                 self.profiles[k].grad_error[fmt] = error
-        self.costs: CostModel = costs if costs is not None else MeasuredCosts.measure(self.device)
+        self.costs: CostModel = costs if costs is not None else MeasuredCosts.measure(self.device, keep=[model])
         # what the measured times cannot tell apart; a time model that counts (CountedCosts) is exact
         self.resolution = noise if isinstance(self.costs, MeasuredCosts) else 0.0
         self.search = Search(self.profiles, self._top, picked, self.costs, min_bytes, max_error)

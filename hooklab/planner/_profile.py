@@ -11,6 +11,7 @@ state back afterwards.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -43,6 +44,7 @@ class View:
     floating: bool
     element_size: int
     packed_size: int = 0  # an integer tensor's element size in CompressSaved (0: floating, or not smaller)
+    uses: int = 1  # ops that saved this view (each unpacks it in backward: a file read, a decode, again)
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,9 @@ def profile_bytes(model: nn.Module, step: Callable[[], torch.Tensor], blocks: di
         if block is None:
             top[key] = record.storage_bytes
         else:
-            views[block].setdefault(key, {}).setdefault(view.where, view)
+            seen = views[block].setdefault(key, {})
+            earlier = seen.get(view.where)
+            seen[view.where] = view if earlier is None else dataclasses.replace(earlier, uses=earlier.uses + 1)
             sizes[key] = record.storage_bytes
     for name, stored in views.items():
         profiles[name].saved = {key: Stored(key, sizes[key], tuple(v.values())) for key, v in stored.items()}

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from ._profile import BlockProfile, Stored, View
-from .costs import CostModel
+from .costs import CostModel, takes_rereads
 
-__all__ = ["CHOICES", "Choice", "Option", "Plan", "Search"]
+__all__ = ["CHOICES", "Choice", "Option", "Plan", "Search", "Traffic"]
 
 Choice = Literal["keep", "checkpoint", "segment", "offload", "bf16", "int8"]
 CHOICES: tuple[Choice, ...] = get_args(Choice)
@@ -32,10 +32,25 @@ def seconds_key(seconds: float) -> float:
 
 
 @dataclass(frozen=True)
+class Traffic:
+    """What an offloading or compressing context does with a block's saved tensors: bytes and tensors moved or
+    encoded in forward (one per view), and the extra unpacks in backward (a view that several ops saved is read
+    back, or decoded, once per op)."""
+
+    moved: int = 0
+    tensors: int = 0
+    reread_bytes: int = 0
+    rereads: int = 0
+
+    def __add__(self, other: Traffic) -> Traffic:
+        return Traffic(self.moved + other.moved, self.tensors + other.tensors, self.reread_bytes + other.reread_bytes,
+                       self.rereads + other.rereads)
+
+
+@dataclass(frozen=True)
 class Option:
-    """One block's choice given the previous block's: what it holds after forward, moves or encodes (bytes and
-    tensors), the seconds it adds, and the bytes its backward brings back at once (its recompute, or what it
-    reloads or decodes)."""
+    """One block's choice given the previous block's: what it holds after forward, moves or encodes, the seconds
+    it adds, and the bytes its backward brings back at once (its recompute, or what it reloads or decodes)."""
 
     choice: str
     held: int
@@ -43,6 +58,7 @@ class Option:
     tensors: int
     seconds: float
     transient: int
+    rereads: int = 0
 
 
 @dataclass(frozen=True)
@@ -82,13 +98,13 @@ def _packed(v: View, choice: str, min_bytes: int) -> int | None:
 
 
 def _one(s: Stored, choice: str, min_bytes: int, done: frozenset[tuple] = frozenset()
-         ) -> tuple[int, dict[tuple, int], int, int]:
+         ) -> tuple[int, dict[tuple, int], Traffic]:
     """Of one storage under ``choice`` (keep, offload, bf16, int8): (bytes of the storage itself held, the bytes
-    of each compressed copy by view, bytes moved or encoded, views moved or encoded). Views in ``done`` were packed
-    already by the same context: they add nothing."""
+    of each compressed copy by view, the traffic). Views in ``done`` were packed already by the same context:
+    they add nothing."""
     if choice == "keep":
-        return s.storage_bytes, {}, 0, 0
-    kept, copies, moved, count = False, {}, 0, 0
+        return s.storage_bytes, {}, Traffic()
+    kept, copies, traffic = False, {}, Traffic()
     for v in s.views:
         if (s.key, v.where) in done:
             continue
@@ -96,10 +112,10 @@ def _one(s: Stored, choice: str, min_bytes: int, done: frozenset[tuple] = frozen
         if stored is None:
             kept = True
         else:
-            moved, count = moved + v.nbytes, count + 1
+            traffic += Traffic(v.nbytes, 1, (v.uses - 1) * v.nbytes, v.uses - 1)
             if stored:
                 copies[v.where] = stored
-    return (s.storage_bytes if kept else 0), copies, moved, count
+    return (s.storage_bytes if kept else 0), copies, traffic
 
 
 def _pareto(plans: Iterable[Plan]) -> list[Plan]:
@@ -120,6 +136,7 @@ class Search:
                  costs: CostModel, min_bytes: int, max_error: float | None) -> None:
         self.profiles, self.top, self.choices = profiles, top, choices
         self.costs, self.min_bytes, self.max_error = costs, min_bytes, max_error
+        self._rereads = {name: takes_rereads(getattr(costs, name)) for name in ("offload", "compress")}
         self.fixed_bytes = sum(top.values())
         self._frontier: list[Plan] | None = None
 
@@ -150,16 +167,21 @@ class Search:
             # block compressed the same way is compressed once
             done = frozenset((s.key, v.where) for s in self.profiles[k - 1].saved.values() for v in s.views
                              ) if k and prev == choice and choice in ("bf16", "int8") else frozenset()
-            held = moved = tensors = 0
+            held, traffic = 0, Traffic()
             for s in own:
-                kept, copies, m, n = _one(s, choice, self.min_bytes, done)
-                held, moved, tensors = held + kept + sum(copies.values()), moved + m, tensors + n
+                kept, copies, t = _one(s, choice, self.min_bytes, done)
+                held, traffic = held + kept + sum(copies.values()), traffic + t
             for s in shared:  # packed again by this block's context: moved or encoded once more
-                _, copies, m, n = _one(s, choice, self.min_bytes)
-                held, moved, tensors = held + sum(copies.values()), moved + m, tensors + n
-            seconds = (0.0 if choice == "keep" else self.costs.offload(block, moved, tensors) if choice == "offload"
-                       else self.costs.compress(block, choice, moved, tensors))
-            options.append(Option(choice, held, moved, tensors, seconds, moved))
+                _, copies, t = _one(s, choice, self.min_bytes)
+                held, traffic = held + sum(copies.values()), traffic + t
+            method = "offload" if choice == "offload" else "compress"
+            extra = ({"reread_bytes": traffic.reread_bytes, "rereads": traffic.rereads}
+                     if self._rereads[method] else {})
+            seconds = (0.0 if choice == "keep" else
+                       self.costs.offload(block, traffic.moved, traffic.tensors, **extra) if choice == "offload" else
+                       self.costs.compress(block, choice, traffic.moved, traffic.tensors, **extra))
+            options.append(Option(choice, held, traffic.moved, traffic.tensors, seconds, traffic.moved,
+                                  traffic.rereads))
         return options
 
     def frontier(self) -> list[Plan]:
@@ -198,7 +220,7 @@ class Search:
                 held.update((key, b) for key, b in block.inputs.items() if key not in outputs)
             else:
                 for s in block.saved.values():
-                    kept, copied, _, _ = _one(s, choice, self.min_bytes)
+                    kept, copied, _ = _one(s, choice, self.min_bytes)
                     if kept:
                         held[s.key] = s.storage_bytes
                     copies.update(((s.key, where, choice), b) for where, b in copied.items())

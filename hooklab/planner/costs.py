@@ -8,41 +8,56 @@ A :class:`CostModel` answers three questions about a block: how long its forward
 (tests, committed notebook outputs). :class:`MeasuredCosts` (the planner's default) uses the block
 forwards the planner timed and speeds it measures on this machine with :meth:`MeasuredCosts.measure`.
 Every measurement is made so that it cannot collapse to "free": on a CPU it reads the process's CPU
-time (what other jobs on the same cores disturb least), each quantity is a median of paired,
-interleaved repeats, and moving or encoding a byte is never modelled as faster than a plain memory
-copy of that byte, measured first. A copy that is too fast for the clock to resolve even at 64 MiB
+time (what other jobs on the same cores disturb least), each quantity is timed directly (a context's own
+pack and unpack, not the difference of two noisy steps) as a median of repeats, and moving or encoding a
+byte is never modelled as faster than a plain memory copy of that byte, measured first. A copy that is too fast for the clock to resolve even at 64 MiB
 raises an error instead of giving a speed.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
+import inspect
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
+from torch import nn
 
 from ..offload import CompressSaved, OverlappedOffload, SaveOnDisk
 
 if TYPE_CHECKING:
     from ._profile import BlockProfile
 
-__all__ = ["CostModel", "CountedCosts", "MeasuredCosts", "check_costs"]
+__all__ = ["CostModel", "CountedCosts", "MeasuredCosts", "check_costs", "takes_rereads"]
 
 
 @runtime_checkable
 class CostModel(Protocol):
-    """Seconds that each choice adds to a step (see :mod:`hooklab.planner`)."""
+    """Seconds that each choice adds to a step (see :mod:`hooklab.planner`). ``moved_bytes`` / ``encoded_bytes``
+    and ``tensors``: what the block's context packs in forward (each view of a storage once); ``reread_bytes`` and
+    ``rereads``: the unpacks beyond the first of a view several ops saved (a file read again, a decode again)."""
 
     def recompute(self, block: BlockProfile) -> float: ...
 
-    def offload(self, block: BlockProfile, moved_bytes: int, tensors: int) -> float: ...
+    def offload(self, block: BlockProfile, moved_bytes: int, tensors: int, *, reread_bytes: int = 0,
+                rereads: int = 0) -> float: ...
 
-    def compress(self, block: BlockProfile, fmt: str, encoded_bytes: int, tensors: int) -> float: ...
+    def compress(self, block: BlockProfile, fmt: str, encoded_bytes: int, tensors: int, *, reread_bytes: int = 0,
+                 rereads: int = 0) -> float: ...
+
+
+def takes_rereads(method: Callable[..., float]) -> bool:
+    """Whether a cost model's ``offload`` / ``compress`` takes ``reread_bytes`` and ``rereads`` (a model written for
+    the earlier three-argument form is called without them)."""
+    try:
+        params = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return True
+    return "rereads" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def check_costs(costs: object) -> None:
@@ -50,8 +65,9 @@ def check_costs(costs: object) -> None:
     missing = [name for name in ("recompute", "offload", "compress") if not callable(getattr(costs, name, None))]
     if missing:
         raise TypeError(f"costs must be a cost model (hooklab.CountedCosts, hooklab.MeasuredCosts, or an object with "
-                        f"the methods recompute(block), offload(block, moved_bytes, tensors) and compress(block, fmt, "
-                        f"encoded_bytes, tensors) returning seconds); got {type(costs).__name__}, which has no "
+                        f"the methods recompute(block), offload(block, moved_bytes, tensors, *, reread_bytes, rereads) and "
+                        f"compress(block, fmt, encoded_bytes, tensors, *, reread_bytes, rereads) returning seconds); got "
+                        f"{type(costs).__name__}, which has no "
                         f"{', '.join(missing)}")
 
 
@@ -60,7 +76,9 @@ class CountedCosts:
     """A time model that does not depend on the machine: FLOPs and bytes divided by stated speeds.
 
     Defaults describe a data-centre GPU (100 TFLOP/s sustained, 25 GB/s each way over PCIe, half of
-    an offload's copy hidden behind compute, 500 GB/s to encode). Change them to describe yours.
+    an offload's copy hidden behind compute, 500 GB/s to encode). Change them to describe yours. An offload
+    brings a tensor back once however many ops saved it (as :class:`hooklab.OverlappedOffload` does); a
+    compressed tensor is decoded once per op that saved it.
 
     >>> CountedCosts(copy_bytes_per_s=1e9, overlap=0).offload(None, 10**6, tensors=3)   # out and back: 2 ms
     0.002
@@ -82,11 +100,13 @@ class CountedCosts:
     def recompute(self, block: BlockProfile) -> float:
         return block.flops / self.flops_per_s
 
-    def offload(self, block: BlockProfile, moved_bytes: int, tensors: int) -> float:
+    def offload(self, block: BlockProfile, moved_bytes: int, tensors: int, *, reread_bytes: int = 0,
+                rereads: int = 0) -> float:
         return 2 * moved_bytes / self.copy_bytes_per_s * (1 - self.overlap)
 
-    def compress(self, block: BlockProfile, fmt: str, encoded_bytes: int, tensors: int) -> float:
-        return 2 * encoded_bytes / self.encode_bytes_per_s  # encode in forward, decode in backward
+    def compress(self, block: BlockProfile, fmt: str, encoded_bytes: int, tensors: int, *, reread_bytes: int = 0,
+                 rereads: int = 0) -> float:
+        return (2 * encoded_bytes + reread_bytes) / self.encode_bytes_per_s  # encode in forward, decode in backward
 
 
 @dataclass(frozen=True)
@@ -97,9 +117,12 @@ class MeasuredCosts:
     ``copy_bytes_per_s``: bytes per second moved out and back (disk on a CPU, CPU memory from a GPU), each way;
     ``encode_bytes_per_s``: per format, bytes per second encoded and decoded (the round trip);
     ``per_tensor_s``: per choice (``"offload"``, ``"bf16"``, ``"int8"``), the fixed seconds of one tensor's round
-    trip (a file opened and closed, a kernel launched); ``overlap``: the share of an offload hidden behind
-    compute (0.5 for :class:`hooklab.OverlappedOffload` on a GPU, 0 on a CPU); ``memory_bytes_per_s``: the plain
-    memory copy that bounds every speed above; ``clock``: what was timed (``"cpu"`` or ``"wall"``).
+    trip (a file opened and closed, a kernel launched); ``per_context_s``: the fixed seconds of one offloading
+    context (a private folder made, locked and removed on a CPU); ``overlap``: the share of an offload hidden
+    behind compute (0.5 for :class:`hooklab.OverlappedOffload` on a GPU, 0 on a CPU); ``memory_bytes_per_s``:
+    the plain memory copy that bounds every speed above; ``clock``: what was timed (``"cpu"`` or ``"wall"``).
+    A view several ops saved is read back from disk once per op (half a round trip each), and decoded once per
+    op; from CPU memory it comes back once.
     """
 
     copy_bytes_per_s: float
@@ -108,25 +131,36 @@ class MeasuredCosts:
     per_tensor_s: dict[str, float] = field(default_factory=dict)
     memory_bytes_per_s: float = math.inf
     clock: str = "cpu"
+    per_context_s: float = 0.0
 
     def recompute(self, block: BlockProfile) -> float:
         return block.forward_s
 
-    def offload(self, block: BlockProfile, moved_bytes: int, tensors: int) -> float:
-        fixed = tensors * self.per_tensor_s.get("offload", 0.0)
-        return (fixed + 2 * moved_bytes / self.copy_bytes_per_s) * (1 - self.overlap)
+    def offload(self, block: BlockProfile, moved_bytes: int, tensors: int, *, reread_bytes: int = 0,
+                rereads: int = 0) -> float:
+        if not tensors:
+            return 0.0
+        per_tensor = self.per_tensor_s.get("offload", 0.0)
+        seconds = self.per_context_s + tensors * per_tensor + 2 * moved_bytes / self.copy_bytes_per_s
+        if self.overlap == 0.0:  # from disk each op reads its file again (OverlappedOffload serves it once)
+            seconds += (rereads * per_tensor + 2 * reread_bytes / self.copy_bytes_per_s) / 2
+        return seconds * (1 - self.overlap)
 
-    def compress(self, block: BlockProfile, fmt: str, encoded_bytes: int, tensors: int) -> float:
-        return tensors * self.per_tensor_s.get(fmt, 0.0) + encoded_bytes / self.encode_bytes_per_s[fmt]
+    def compress(self, block: BlockProfile, fmt: str, encoded_bytes: int, tensors: int, *, reread_bytes: int = 0,
+                 rereads: int = 0) -> float:
+        per_tensor = self.per_tensor_s.get(fmt, 0.0)
+        return ((tensors + rereads / 2) * per_tensor
+                + (encoded_bytes + reread_bytes / 2) / self.encode_bytes_per_s[fmt])
 
     @classmethod
-    def measure(cls, device: torch.device | str = "cpu", *, probe_bytes: int = 4 << 20,
-                repeats: int = 9) -> MeasuredCosts:
+    def measure(cls, device: torch.device | str = "cpu", *, probe_bytes: int = 4 << 20, repeats: int = 9,
+                keep: Iterable[torch.Tensor | nn.Module] = ()) -> MeasuredCosts:
         """Measure the speeds on ``device``: a plain copy first (the bound), then the round trip of a probe
         through each strategy (to disk on a CPU, to CPU memory from a GPU, bf16, int8), as 4 tensors of a quarter
-        of ``probe_bytes`` and as 32 tensors of a 32nd (the sizes of a network's activations), each against the
-        same work without the strategy in paired, interleaved repeats (medians). Per-byte and per-tensor costs
-        follow from the two.
+        of ``probe_bytes`` and as 32 tensors of a 32nd (the sizes of a network's activations): the context's own
+        pack and unpack of each tensor, timed directly, the median of ``repeats``. Per-byte and per-tensor costs
+        follow from the two; the fixed cost of one offloading context is timed empty, with ``keep`` (pass the model:
+        a plan's contexts leave its parameters and buffers in place, and that takes time too).
 
         >>> costs = MeasuredCosts.measure("cpu", probe_bytes=1 << 20, repeats=3)
         >>> costs.copy_bytes_per_s <= costs.memory_bytes_per_s and costs.clock
@@ -144,10 +178,11 @@ class MeasuredCosts:
         strategies: dict[str, Callable[[], Any]] = {
             "offload": lambda: offload(min_bytes=0), "bf16": functools.partial(CompressSaved, "bf16", min_bytes=0),
             "int8": functools.partial(CompressSaved, "int8", min_bytes=0)}
+        context = _context_seconds(lambda: offload(min_bytes=0, keep=keep), repeats, timer)
         per_byte, per_tensor = {}, {}
         for name, make in strategies.items():
-            few = _paired(device, probe_bytes, 4, make, repeats, timer)
-            many = _paired(device, probe_bytes, 32, make, repeats, timer)
+            few = _round_trip(device, probe_bytes, 4, make, repeats, timer)
+            many = _round_trip(device, probe_bytes, 32, make, repeats, timer)
             tensor_s = max((many - few) / 28, 0.0)
             floor = (2 if name == "offload" else 1) / memory  # out and back / one pass at least
             per_byte[name] = max((few - 4 * tensor_s) / probe_bytes, floor)
@@ -155,7 +190,7 @@ class MeasuredCosts:
         return cls(copy_bytes_per_s=2 / per_byte["offload"],
                    encode_bytes_per_s={fmt: 1 / per_byte[fmt] for fmt in ("bf16", "int8")},
                    overlap=0.5 if cuda else 0.0, per_tensor_s=per_tensor, memory_bytes_per_s=memory,
-                   clock="wall" if cuda else "cpu")
+                   clock="wall" if cuda else "cpu", per_context_s=context)
 
 
 def _wall_clock(device: torch.device) -> Callable[[], float]:
@@ -188,27 +223,30 @@ def _memory_speed(device: torch.device, probe_bytes: int, repeats: int, timer: C
         size *= 4
 
 
-def _paired(device: torch.device, probe_bytes: int, tensors: int, make: Callable[[], Any], repeats: int,
-            timer: Callable[[], float]) -> float:
-    """Median extra seconds of a round trip of ``probe_bytes`` (as ``tensors`` saved tensors) through ``make()``."""
-    probe = torch.randn(probe_bytes // 4, device=device)
-
-    def round_trip(context: Callable[[], Any]) -> float:
-        leaf = probe.clone().requires_grad_()
+def _context_seconds(make: Callable[[], Any], repeats: int, timer: Callable[[], float]) -> float:
+    """Median seconds of making, entering and leaving a context that packs nothing."""
+    seconds = []
+    for _ in range(repeats + 1):
         start = timer()
-        with context():
-            outs = [chunk.exp() for chunk in leaf.chunk(tensors)]  # exp saves its output: one tensor per chunk
-        torch.stack([o.sum() for o in outs]).sum().backward()
-        return timer() - start
+        with make():
+            pass
+        seconds.append(timer() - start)
+    return statistics.median(seconds[1:])
 
-    round_trip(contextlib.nullcontext), round_trip(make)  # warm-up
-    differences = []
-    for r in range(repeats):
-        if r % 2:
-            with_it = round_trip(make)
-            plain = round_trip(contextlib.nullcontext)
-        else:
-            plain = round_trip(contextlib.nullcontext)
-            with_it = round_trip(make)
-        differences.append(with_it - plain)
-    return statistics.median(differences)
+
+def _round_trip(device: torch.device, probe_bytes: int, tensors: int, make: Callable[[], Any], repeats: int,
+                timer: Callable[[], float]) -> float:
+    """Median seconds of a round trip of ``probe_bytes`` (as ``tensors`` tensors) through the context ``make()``
+    gives: what its pack hook does in forward, its unpack hook in backward, and freeing what it stored. Timed
+    directly (not as the difference of two steps, whose noise is larger than a fast encoding)."""
+    chunks = [c.clone() for c in torch.randn(probe_bytes // 4, device=device).chunk(tensors)]
+    seconds = []
+    for r in range(repeats + 1):  # the first is a warm-up
+        with make() as context:
+            start = timer()
+            packed = [context._pack(t) for t in chunks]
+            for p in packed:
+                context._unpack(p)
+            del packed  # files are deleted, buffers freed, as when autograd frees the saved tensors
+            seconds.append(timer() - start)
+    return statistics.median(seconds[1:])
