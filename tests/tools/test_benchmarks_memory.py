@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SPREAD = r"[0-9.]+ \[[0-9.]+-[0-9.]+\]"
 BUDGET = re.compile(
     rf"^budget 1/(2|4|10) \(([0-9.]+) MiB\): (?:plan ([kCsobi]+) (met|NOT met) \(([0-9.]+) MiB\), {SPREAD}x time; "
-    rf"(?:x the best alternative \([\w@./]+\), per round: {SPREAD}: (?:slower|faster|tie \(within the spread\))|"
+    rf"(?:x [\w@./]+, per round: {SPREAD}: (?:slower|faster|tie \(within the spread\))"
+    rf"(?:; x [\w@./]+, per round: {SPREAD}: (?:slower|faster|tie \(within the spread\)))?|"
     r"no alternative meets it); alternatives that meet it, fastest first: .+|no plan; alternatives that meet it: .+)$")
 NOTE = re.compile(r"^plan 1/(2|4|10): (?:([kCsobi]+); a second planner's measurement: ([kCsobi]+|none) "
                   r"\((the same|another plan)\)|cannot be met: .+)$")
