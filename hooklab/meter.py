@@ -209,13 +209,10 @@ def gradient_error(model: nn.Module, step: Callable[[], torch.Tensor], make_hook
     the model's gradients and buffers (e.g. batch-norm statistics) are restored afterwards
     (:func:`gradient_errors` measures several contexts against one plain run).
 
-    >>> import torch
-    >>> from torch import nn
     >>> from hooklab import CompressSaved
     >>> _ = torch.manual_seed(0)
-    >>> model = nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh())
-    >>> x = torch.randn(32, 64)
-    >>> gradient_error(model, lambda: model(x).sum(), lambda: CompressSaved("bf16")) < 1e-2
+    >>> layer, x = nn.Linear(64, 64), torch.randn(32, 64)
+    >>> gradient_error(layer, lambda: layer(x).tanh().sum(), lambda: CompressSaved("bf16")) < 1e-2
     True
     """
     return gradient_errors(model, step, {None: make_hooks}, seed=seed)[None]

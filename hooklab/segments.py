@@ -48,7 +48,7 @@ import contextlib
 import sys
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -98,35 +98,36 @@ class _Alias:
         return check_version(self.tensor, self.version, TOOL)
 
 
+def _map(value: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``value`` with ``leaf`` applied to everything inside its lists, tuples and dicts (copied on the way)."""
+    if isinstance(value, list):
+        return [_map(v, leaf) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_map(v, leaf) for v in value)
+    if type(value) is dict:
+        return {k: _map(v, leaf) for k, v in value.items()}
+    return leaf(value)
+
+
 def _record(value: Any, previous: dict[int, int]) -> Any:
     """``value`` with its tensors recorded: a leaf of the previous block's output as :class:`_FromPrevious`,
-    any other tensor as an :class:`_Alias`; lists, tuples and dicts copied, other objects as they are."""
-    if isinstance(value, torch.Tensor):
-        index = previous.get(id(value))
-        return _FromPrevious(index) if index is not None else _Alias(value)
-    if isinstance(value, list):
-        return [_record(v, previous) for v in value]
-    if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(_record(v, previous) for v in value)
-    if type(value) is dict:
-        return {k: _record(v, previous) for k, v in value.items()}
-    return value
+    any other tensor as an :class:`_Alias`; other objects as they are."""
+    def one(v: Any) -> Any:
+        if not isinstance(v, torch.Tensor):
+            return v
+        index = previous.get(id(v))
+        return _FromPrevious(index) if index is not None else _Alias(v)
+    return _map(value, one)
 
 
 def _replayed(value: Any, leaves: list[torch.Tensor] | None) -> Any:
     """A recorded call's arguments, made real again (``leaves``: the previous block's recomputed output)."""
-    if isinstance(value, _FromPrevious):
-        assert leaves is not None  # only recorded after a previous block
-        return leaves[value.index]
-    if isinstance(value, _Alias):
-        return value.get()
-    if isinstance(value, list):
-        return [_replayed(v, leaves) for v in value]
-    if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(_replayed(v, leaves) for v in value)
-    if type(value) is dict:
-        return {k: _replayed(v, leaves) for k, v in value.items()}
-    return value
+    def one(v: Any) -> Any:
+        if isinstance(v, _FromPrevious):
+            assert leaves is not None  # only recorded after a previous block
+            return leaves[v.index]
+        return v.get() if isinstance(v, _Alias) else v
+    return _map(value, one)
 
 
 def _refuse_cache(name: str, value: Any) -> None:
