@@ -26,7 +26,8 @@ One lifecycle for every tool that registers hooks:
   it raised. One recorder records one block: entering it again raises, and so does asking a
   recorder that never recorded for its results. What it recorded stays readable after the
   block; ``remove()`` ends the recording early.
-* Tools that change a model for a while (``checkpoint_modules``, ``selective_checkpoint_modules``)
+* Tools that change a model for a while (``checkpoint_modules``, ``selective_checkpoint_modules``,
+  ``checkpoint_segments``)
   are ``with`` blocks that restore it on exit in the same way; ``FeatureExtractor`` holds hooks
   only while it runs; ``OpCounter`` and ``MemoryMeter`` register no hooks (they are dispatch
   modes, active inside their block).
@@ -53,6 +54,7 @@ from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper,
 from .errors import (BudgetError, HooksLeftBehind, MissingTorchInternal, NonFiniteError, NotRecorded,
                      UnknownModuleError, WorkerError)
 from .scope import HookScope, Recorder, named_scope
+from .segments import checkpoint_segments
 from .summary import ShapeRow, ShapeTable, layer_shapes
 from .tracer import Event, Tracer
 from .workers import run_workers
@@ -100,6 +102,7 @@ __all__ = [
     "capture",
     "capture_inputs",
     "checkpoint_modules",
+    "checkpoint_segments",
     "clip_grad_norm_global_hooks",
     "clip_grad_norm_hooks",
     "clip_grad_value_hooks",
