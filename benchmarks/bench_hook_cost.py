@@ -23,13 +23,16 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
+from pathlib import Path
 from typing import Callable
 
 import torch
 from torch import nn
 
-from benchmarks.ratios import BASELINE, Case, Row, load, measure, table
-from hooklab.scope import HookScope
+if __package__ in (None, ""):  # run as a file (python benchmarks/x.py); python -m benchmarks.x needs no help
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.ratios import BASELINE, Case, Row, load, measure, table  # noqa: E402
+from hooklab.scope import HookScope  # noqa: E402
 
 COMPILED = "compiled (no hooks)"
 

@@ -37,14 +37,17 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 import torchvision
 from torch import nn
 
-import hooklab
-from benchmarks.ratios import Spread, load
+if __package__ in (None, ""):  # run as a file (python benchmarks/x.py); python -m benchmarks.x needs no help
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import hooklab  # noqa: E402
+from benchmarks.ratios import Spread, load  # noqa: E402
 
 MiB = 1024 * 1024
 BUDGETS = (2, 4, 10)  # budgets of 1/2, 1/4, 1/10 of the baseline's saved bytes

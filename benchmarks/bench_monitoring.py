@@ -20,19 +20,22 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmarks.ratios import BASELINE, Case, Row, load, measure, table
-from hooklab.capture import capture
-from hooklab.clip import clip_grad_value_hooks
-from hooklab.ledger import SavedTensorLedger
-from hooklab.monitor import ActivationStats, GradientMonitor
-from hooklab.nonfinite import find_nonfinite, new_nodes
-from hooklab.scope import HookScope
+if __package__ in (None, ""):  # run as a file (python benchmarks/x.py); python -m benchmarks.x needs no help
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.ratios import BASELINE, Case, Row, load, measure, table  # noqa: E402
+from hooklab.capture import capture  # noqa: E402
+from hooklab.clip import clip_grad_value_hooks  # noqa: E402
+from hooklab.ledger import SavedTensorLedger  # noqa: E402
+from hooklab.monitor import ActivationStats, GradientMonitor  # noqa: E402
+from hooklab.nonfinite import find_nonfinite, new_nodes  # noqa: E402
+from hooklab.scope import HookScope  # noqa: E402
 
 STAGES = ["layer1", "layer2", "layer3", "layer4"]
 TOP = ["conv1", "bn1", "relu", "maxpool", *STAGES, "avgpool", "fc"]

@@ -42,6 +42,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: the model
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+if __package__ in (None, ""):  # run as a file (python benchmarks/x.py); python -m benchmarks.x needs no help
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import hooklab  # noqa: E402
 from benchmarks.ratios import Spread, load  # noqa: E402
 

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Callable
 
 import torch
 from torch import nn
 
-from benchmarks.ratios import BASELINE, Case, Row, load, measure, table
-from hooklab import HookScope
-from hooklab.tracer import Tracer
+if __package__ in (None, ""):  # run as a file (python benchmarks/x.py); python -m benchmarks.x needs no help
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.ratios import BASELINE, Case, Row, load, measure, table  # noqa: E402
+from hooklab import HookScope  # noqa: E402
+from hooklab.tracer import Tracer  # noqa: E402
 
 TARGET = 1.10  # the tracer within 1.10x of the same hooks doing nothing
 WHAT = ("modules", "parameters", "saved", "everything")
