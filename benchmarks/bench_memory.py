@@ -432,8 +432,8 @@ def report(s: Setup, variants: list[Variant], notes: list[str], cuda: bool, cloc
         met = "met" if plan.saved <= budget else "NOT met"
         verdicts = []
         # the fastest alternative, and the fastest that runs the same eager kernels (inductor generates its own)
-        for best in dict.fromkeys([rivals[0], *[v for v in rivals if not v.name.startswith("inductor")][:1]]
-                                  if rivals else []):
+        eager_kernels = [v for v in rivals if not v.name.startswith("inductor")][:1]
+        for best in rivals[:1] + [v for v in eager_kernels if v is not rivals[0]]:
             per_round = Spread.of([a / b for a, b in zip(plan.times, best.times, strict=True)])
             verdicts.append(f"x {best.name}, per round: {per_round}: "
                             + ("slower" if per_round.low > 1 else "faster" if per_round.high < 1 else
