@@ -277,11 +277,16 @@ def planner_variants(s: Setup, base_saved: int, repeats: int, quick: bool,
             continue
         codes = "".join(CODES[c] for c in plan.choices.values())
         try:
-            again = "".join(CODES[c] for c in second.plan(budget).choices.values())
+            other = second.plan(budget)
+            again = "".join(CODES[c] for c in other.choices.values())
         except hooklab.BudgetError:
-            again = "none"
-        notes.append(f"plan 1/{n}: {codes}; a second planner's measurement: {again}"
-                     f" ({'the same' if again == codes else 'another plan'})")
+            other, again = None, "none"
+        same = "the same"
+        if again != codes and other is not None:  # how far apart the two are, both priced by the first measurement
+            first_s, second_s = plan.seconds_added, planner.search.seconds(tuple(other.choices.values()))
+            same = (f"another plan: by the first measurement it adds {second_s * 1e3:.1f} ms where the first adds "
+                    f"{first_s * 1e3:.1f} ms")
+        notes.append(f"plan 1/{n}: {codes}; a second planner's measurement: {again} ({same})")
 
         def run(plan: hooklab.MemoryPlan = plan) -> torch.Tensor:
             with plan.apply():

@@ -45,10 +45,10 @@ does not depend on the machine (tests, committed notebook outputs).
 
 **The choice** is exact for the model: a dynamic programme over the blocks in the order they run (state:
 the previous block's choice) keeps every plan that no other plan beats in bytes, time and peak at once;
-the fastest plan under the budget wins. Plans whose modelled times differ by less than the noise of the
-measured times (:attr:`MemoryPlanner.resolution`; 0 with :class:`CountedCosts`) count as equally fast, and
-among them the lower peak wins, then fewer bytes, then the earlier choices in ``choices``: so a plan does not
-change from run to run with the noise of a busy machine. Compression is only offered for a block whose
+the fastest plan under the budget wins. With measured costs, plans whose modelled added times are within
+:attr:`MemoryPlanner.resolution` (5 %) of the fastest's count as equally fast, since two measurements of the
+same machine differ that much; with :class:`CountedCosts` only equal times do. Among them the lower peak wins,
+then fewer bytes, then the earlier choices in ``choices``, so a near tie does not flip from run to run. Compression is only offered for a block whose
 gradient error (:func:`hooklab.gradient_errors`, that block compressed alone) is below ``max_error``; the
 blocks compressed to one format share one context per forward pass, so a storage two of them save is
 compressed once. A budget that no plan meets raises :class:`BudgetError`, which says the least reachable
@@ -192,7 +192,7 @@ class MemoryPlanner:
         with model_state_kept(model) as params:
             self.profiles, self._top = profile_bytes(model, step, found, keep, params)
             profile_flops(model, step, found, self.profiles)
-            noise = profile_times(model, step, found, self.profiles, repeats, self.device)
+            profile_times(model, step, found, self.profiles, repeats, self.device)
         self.blocks = {p.name: found[p.name] for p in self.profiles}  # in the order they run
         if compress:
             variants = {(k, fmt): _compressing(self.blocks[p.name], fmt)
@@ -200,8 +200,9 @@ class MemoryPlanner:
             for (k, fmt), error in gradient_errors(model, step, variants).items():
                 self.profiles[k].grad_error[fmt] = error
         self.costs: CostModel = costs if costs is not None else MeasuredCosts.measure(self.device, keep=[model])
-        # what the measured times cannot tell apart; a time model that counts (CountedCosts) is exact
-        self.resolution = noise if isinstance(self.costs, MeasuredCosts) else 0.0
+        # the share of a plan's added time that two measurements of this machine cannot tell apart; a time model
+        # that counts (CountedCosts) is exact
+        self.resolution = 0.05 if isinstance(self.costs, MeasuredCosts) else 0.0
         self.search = Search(self.profiles, self._top, picked, self.costs, min_bytes, max_error)
         self.fixed_bytes = self.search.fixed_bytes
         self.baseline_bytes = self.search.held_bytes(("keep",) * len(self.profiles))
@@ -210,17 +211,17 @@ class MemoryPlanner:
         """The fastest plan (by the time model) whose bytes held after forward fit ``budget`` (and whose modelled
         peak during backward fits ``peak``, if given); :class:`BudgetError` if none.
 
-        Plans within ``tolerance`` seconds of the fastest count as equally fast (default: :attr:`resolution`, the
-        noise of the measured forward times; 0 with a counted time model): among them the lowest peak wins, then
-        the fewest bytes, then the earlier choices, so that the plan does not follow the noise of a measurement.
+        Plans within ``tolerance`` seconds of the fastest count as equally fast (default: :attr:`resolution` times
+        the fastest plan's added time: 5 % with measured costs, 0 with a counted time model): among them the
+        lowest peak wins, then the fewest bytes, then the earlier choices, so that a near tie does not follow the
+        noise of a measurement.
         """
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
             raise ValueError(f"budget must be an int >= 0 (bytes of activations held after forward), got {budget!r}")
         if peak is not None and (isinstance(peak, bool) or not isinstance(peak, int) or peak < 0):
             raise ValueError(f"peak must be an int >= 0 (bytes of activations during backward) or None, got {peak!r}")
-        if tolerance is None:
-            tolerance = self.resolution
-        if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < math.inf:
+        if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
+                                      or not 0 <= tolerance < math.inf):
             raise ValueError(f"tolerance must be a number of seconds >= 0 or None, got {tolerance!r}")
         plans = [(p, self.search.held_bytes(p.choices)) for p in self.search.frontier()]
         fitting = [(p, held) for p, held in plans if held <= budget and (peak is None or p.peak_bytes <= peak)]
@@ -236,6 +237,8 @@ class MemoryPlanner:
                 f"{format_bytes(self.baseline_bytes)} without a plan. Allow more choices (segment, offload, or bf16 / "
                 "int8 with max_error=), split the model into more blocks, or use a smaller batch.")
         fastest = min(p.seconds for p, _ in fitting)
+        if tolerance is None:
+            tolerance = self.resolution * fastest
         equal = [(p, held) for p, held in fitting if seconds_key(p.seconds) <= seconds_key(fastest + tolerance)]
         best, held = min(equal, key=lambda ph: (ph[0].peak_bytes, ph[1], ph[0].ranks))
         return self._plan_of(best, held, budget, peak)

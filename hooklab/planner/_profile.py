@@ -244,10 +244,9 @@ def clock_of(device: torch.device) -> Callable[[], float]:
 
 
 def profile_times(model: nn.Module, step: Callable[[], torch.Tensor], blocks: dict[str, nn.Module],
-                  profiles: list[BlockProfile], repeats: int, device: torch.device) -> float:
+                  profiles: list[BlockProfile], repeats: int, device: torch.device) -> None:
     """Each block's forward time with grad (what a recompute runs), the median of ``repeats`` steps; raises when
-    the clock cannot resolve a block. Returns the noise of these times: the spread of the blocks' total between
-    repeats (a robust standard deviation; 5 % of the total from fewer than 3 repeats), at least 1 % of it."""
+    the clock cannot resolve a block."""
     by_name = {p.name: p for p in profiles}
     clock = clock_of(device)
     times: dict[str, list[float]] = {name: [0.0] * repeats for name in blocks}
@@ -278,8 +277,3 @@ def profile_times(model: nn.Module, step: Callable[[], torch.Tensor], blocks: di
                 f"{resolution:.3g} s), too little to tell what recomputing it costs; give it a larger batch, name "
                 "larger blocks, or pass costs=hooklab.CountedCosts(...) (FLOPs over a stated speed)")
         by_name[name].forward_s = seconds
-    totals = [sum(ts[r] for ts in times.values()) for r in range(repeats)]
-    middle = statistics.median(totals)
-    if repeats < 3:
-        return 0.05 * middle
-    return max(1.4826 * statistics.median(abs(t - middle) for t in totals), 0.01 * middle)

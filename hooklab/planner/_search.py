@@ -207,6 +207,16 @@ class Search:
         self._frontier = [p for plans in states.values() for p in plans]
         return self._frontier
 
+    def seconds(self, choices: tuple[str, ...]) -> float:
+        """The modelled time a plan adds (its options' seconds, each given the previous block's choice)."""
+        total, prev = 0.0, None
+        for k, choice in enumerate(choices):
+            option = next((o for o in self.options(k, prev) if o.choice == choice), None)
+            if option is None:
+                raise ValueError(f"{choice!r} is not a choice block {self.profiles[k].name!r} has after {prev!r}")
+            total, prev = total + option.seconds, choice
+        return total
+
     def held_bytes(self, choices: tuple[str, ...]) -> int:
         """The activation bytes a plan holds after forward, counted as the set of storages it holds (plus the
         compressed copies it makes)."""

@@ -21,7 +21,8 @@ BUDGET = re.compile(
     rf"(?:; x [\w@./]+, per round: {SPREAD}: (?:slower|faster|tie \(within the spread\)))?|"
     r"no alternative meets it); alternatives that meet it, fastest first: .+|no plan; alternatives that meet it: .+)$")
 NOTE = re.compile(r"^plan 1/(2|4|10): (?:([kCsobi]+); a second planner's measurement: ([kCsobi]+|none) "
-                  r"\((the same|another plan)\)|cannot be met: .+)$")
+                  r"\((the same|another plan: by the first measurement it adds [0-9.]+ ms where the first adds "
+                  r"[0-9.]+ ms)\)|cannot be met: .+)$")
 # per model: the cut model's blocks (the head is not planned) and its Sequential's length (checkpoint_sequential's
 # segment counts run from 2 to it)
 MODELS = {"resnet18 stem + layer1.0 + layer2.0 (--quick)": (3, 4), "GPT-2 from a config (2 layers": (3, 4)}
