@@ -1,8 +1,8 @@
 """What does a hook cost? Each kind of hook as a ratio to the same model without hooks, measured in one run.
 
-    .venv/bin/python benchmarks/bench_hook_cost.py            # MLP 8x(Linear 512 + ReLU), batch 64, 15 rounds
-    .venv/bin/python benchmarks/bench_hook_cost.py --quick    # width 64, 2 rounds, aot_eager (smoke test)
-    .venv/bin/python benchmarks/bench_hook_cost.py --device cuda   # where a GPU is visible (untested here)
+    .venv/bin/python -m benchmarks.bench_hook_cost            # MLP 8x(Linear 512 + ReLU), batch 64, 15 rounds
+    .venv/bin/python -m benchmarks.bench_hook_cost --quick    # width 64, 2 rounds, aot_eager (smoke test)
+    .venv/bin/python -m benchmarks.bench_hook_cost --device cuda   # where a GPU is visible (untested here)
 
 Every row runs the same forward + backward (``out.square().mean()``) of one model on the same input,
 in interleaved rounds (``ratios.py``): "x base" is the row's time over the model without hooks in the
@@ -23,15 +23,15 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
-import time
 from pathlib import Path
 from typing import Callable
 
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.ratios import BASELINE, Case, Row, measure, table  # noqa: E402
+if __package__ in (None, ""):  # run as a file (python benchmarks/x.py); python -m benchmarks.x needs no help
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.ratios import BASELINE, Case, Row, load, measure, table  # noqa: E402
 from hooklab.scope import HookScope  # noqa: E402
 
 COMPILED = "compiled (no hooks)"
@@ -141,7 +141,7 @@ def cases(model: nn.Module, x: torch.Tensor, *, backend: str) -> tuple[list[Case
     for name, add in hook_rows(model).items():
         counter = [0]
         with HookScope() as scope:  # the counting pass
-            add(scope, lambda: counter.__setitem__(0, counter[0] + 1))
+            add(scope, lambda counter=counter: counter.__setitem__(0, counter[0] + 1))
             step()
         calls[name] = counter[0]
 
@@ -171,12 +171,12 @@ def cases(model: nn.Module, x: torch.Tensor, *, backend: str) -> tuple[list[Case
     return rows, calls
 
 
-def report(rows: list[Row], calls: dict[str, int]) -> str:
+def report(rows: list[Row], calls: dict[str, int], clock: str = "cpu") -> str:
     """ratios.table() with a calls/step column."""
-    lines = table(rows).splitlines()
+    lines = table(rows, clock).splitlines()
     width = max(len(line) for line in lines)
     out = [lines[0].ljust(width) + "  calls/step"]
-    for row, line in zip(rows, lines[1:]):
+    for row, line in zip(rows, lines[1:], strict=True):
         out.append(line.ljust(width) + f"  {calls[row.name]:>10}" if row.name in calls else line)
     return "\n".join(out)
 
@@ -196,11 +196,12 @@ def run(*, quick: bool = False, rounds: int | None = None, repeats: int | None =
     model, x = make(width, depth, batch, device)
     rows_in, calls = cases(model, x, backend=backend)
     rows = measure(rows_in, rounds=rounds, repeats=repeats,
-                   clock=time.perf_counter if clock == "wall" else time.process_time,
+                   clock=clock,
                    sync=torch.cuda.synchronize if cuda else (lambda: None))
     print(f"MLP {depth}x(Linear {width} + ReLU) forward+backward, batch {batch}, {device}, threads={threads}, "
-          f"{clock} clock, {rounds} rounds x {repeats} steps, torch.compile backend={backend}")
-    print(report(rows, calls))
+          f"{clock} clock, {rounds} rounds x {repeats} steps, median [min-max] of the rounds, torch.compile "
+          f"backend={backend}; {load()}")
+    print(report(rows, calls, clock))
     return rows, calls
 
 

@@ -1,8 +1,8 @@
 """How much do hooklab's capture / monitoring / clipping hooks slow down a training step?
 
-    .venv/bin/python benchmarks/bench_monitoring.py           # ResNet-18, 8x3x128x128, 15 rounds
-    .venv/bin/python benchmarks/bench_monitoring.py --quick   # 2x3x32x32, 2 rounds, 1 warm-up step (smoke test)
-    .venv/bin/python benchmarks/bench_monitoring.py --device cuda   # where a GPU is visible
+    .venv/bin/python -m benchmarks.bench_monitoring           # ResNet-18, 8x3x128x128, 15 rounds
+    .venv/bin/python -m benchmarks.bench_monitoring --quick   # 2x3x32x32, 2 rounds, 1 warm-up step (smoke test)
+    .venv/bin/python -m benchmarks.bench_monitoring --device cuda   # where a GPU is visible
 
 Every row runs the same forward + backward (cross-entropy on random labels) of a torchvision
 ResNet-18 (``weights=None``) on the same input, measured in interleaved rounds (``ratios.py``). A
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -28,8 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.ratios import BASELINE, Case, Row, measure, table  # noqa: E402
+if __package__ in (None, ""):  # run as a file (python benchmarks/x.py); python -m benchmarks.x needs no help
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.ratios import BASELINE, Case, Row, load, measure, table  # noqa: E402
 from hooklab.capturing import capture  # noqa: E402
 from hooklab.clip import clip_grad_value_hooks  # noqa: E402
 from hooklab.ledger import SavedTensorLedger  # noqa: E402
@@ -119,7 +119,8 @@ def cases(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[Case]:
         torch.nn.utils.clip_grad_value_(model.parameters(), 0.01)
 
     floor_stages, floor_top = "floor: no-op forward hooks layer1-4", "floor: no-op forward hooks 10 top-level"
-    floor_grads, floor_params = "floor: no-op forward + output-grad hooks layer1-4", "floor: no-op post-accumulate hooks"
+    floor_grads = "floor: no-op forward + output-grad hooks layer1-4"
+    floor_params = "floor: no-op post-accumulate hooks"
     floor_ledger = "floor: no-op module + saved-tensor hooks"
     floor_nonfinite = "floor: no-op module + Node hooks"
     return [
@@ -154,11 +155,11 @@ def run(*, quick: bool = False, rounds: int | None = None, repeats: int | None =
     clock = clock or ("wall" if cuda else "cpu")
     model, x, y = make(batch, size, device)
     rows = measure(cases(model, x, y), rounds=rounds, repeats=repeats,
-                   clock=time.perf_counter if clock == "wall" else time.process_time,
+                   clock=clock,
                    sync=torch.cuda.synchronize if cuda else (lambda: None), warmup=1 if quick else 2)
     print(f"ResNet-18 forward+backward, input {batch}x3x{size}x{size}, {device}, threads={threads}, "
-          f"{clock} clock, {rounds} rounds x {repeats} steps")
-    print(table(rows))
+          f"{clock} clock, {rounds} rounds x {repeats} steps, median [min-max] of the rounds; {load()}")
+    print(table(rows, clock))
     return rows
 
 

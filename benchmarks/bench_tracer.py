@@ -1,7 +1,7 @@
 """How much does hooklab.Tracer slow down one forward + backward pass?
 
-    .venv/bin/python benchmarks/bench_tracer.py           # small CNN, 30 rounds
-    .venv/bin/python benchmarks/bench_tracer.py --quick   # tiny MLP, a few rounds (smoke test)
+    .venv/bin/python -m benchmarks.bench_tracer           # small CNN, 30 rounds x 10 steps
+    .venv/bin/python -m benchmarks.bench_tracer --quick   # tiny MLP, a few rounds (smoke test)
 
 Every row runs the same forward + backward on the same model and input, measured in interleaved
 rounds (``ratios.py``); the input requires grad (so that full module backward hooks see a gradient
@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Callable
 
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.ratios import BASELINE, Case, Row, measure, table  # noqa: E402
+if __package__ in (None, ""):  # run as a file (python benchmarks/x.py); python -m benchmarks.x needs no help
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.ratios import BASELINE, Case, Row, load, measure, table  # noqa: E402
 from hooklab import HookScope  # noqa: E402
 from hooklab.tracer import Tracer  # noqa: E402
 
@@ -94,10 +94,12 @@ def noop_hooks(model: nn.Module, x: torch.Tensor, what: str) -> Callable[[], Non
     return run
 
 
-def run(*, quick: bool = False, rounds: int | None = None) -> tuple[list[Row], dict[str, int]]:
+def run(*, quick: bool = False, rounds: int | None = None,
+        repeats: int | None = None) -> tuple[list[Row], dict[str, int]]:
     """Measure every row; return the rows and the number of events each traced row recorded."""
     torch.set_num_threads(1)
     rounds = rounds or (5 if quick else 30)
+    repeats = repeats or (1 if quick else 10)  # a step is a few ms: ten per round keep the clock's noise small
     model, x = make_model(quick)
     cases, events = [Case(BASELINE, lambda: step(model, x))], {}
     for what in WHAT:
@@ -106,9 +108,9 @@ def run(*, quick: bool = False, rounds: int | None = None) -> tuple[list[Row], d
         events[f"tracer: {label}"] = counter = [0]
         cases += [Case(floor, noop_hooks(model, x, what)),
                   Case(f"tracer: {label}", traced(model, x, what, counter), floor, TARGET)]
-    rows = measure(cases, rounds=rounds, repeats=1, clock=time.process_time, warmup=1 if quick else 3)
-    print(f"model: {'tiny MLP' if quick else 'small CNN'}, input {tuple(x.shape)}, {rounds} rounds, "
-          "median, 1 thread, cpu clock")
+    rows = measure(cases, rounds=rounds, repeats=repeats, clock="cpu", warmup=1 if quick else 3)
+    print(f"model: {'tiny MLP' if quick else 'small CNN'}, input {tuple(x.shape)}, {rounds} rounds x {repeats} steps, "
+          f"median [min-max] of the rounds, 1 thread, cpu clock; {load()}")
     print(table(rows))
     return rows, {name: n[0] for name, n in events.items()}
 
@@ -116,9 +118,10 @@ def run(*, quick: bool = False, rounds: int | None = None) -> tuple[list[Row], d
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny model, few rounds (for the smoke test)")
-    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 30, quick 5)")
+    parser.add_argument("--repeats", type=int, default=None, help="steps per row per round (default 10, quick 1)")
     args = parser.parse_args(argv)
-    run(quick=args.quick, rounds=args.rounds)
+    run(quick=args.quick, rounds=args.rounds, repeats=args.repeats)
     return 0
 
 

@@ -1,22 +1,28 @@
-"""Measure rows against a baseline and against their own no-op floor, in interleaved rounds.
+"""Measure rows against a baseline and against their own no-op floor, in interleaved rounds, on two clocks.
 
-Shared by bench_monitoring.py and bench_tracer.py. Each round runs every row (starting one row later
-each round, so that no row is always first); a row's ratio is its time divided by the baseline's time
-*in the same round*, and its floor ratio divides it by its floor row's time in the same round (the
-same hooks with empty bodies, registered and removed the same way). The table shows medians over the
-rounds: these machines are noisy, so compare ratios, not milliseconds.
+Shared by the benchmarks. Each round runs every row (starting one row later each round, so that no row is
+always first); a row's ratio is its time divided by the baseline's time *in the same round*, and its floor
+ratio divides it by its floor row's time in the same round (the same hooks with empty bodies, registered and
+removed the same way). Every ratio is shown as the median over the rounds with its spread, [min-max]: these
+machines are shared, so compare ratios, not milliseconds, and read a difference smaller than the spread as
+none. Times are taken on the process's CPU clock (what other jobs on the same cores disturb least; one torch
+thread) and on the wall clock; ratios use the primary clock (CPU time on a CPU, wall time on a GPU, where the
+host waits for the device). A target is judged only where the spread allows: "ok" when even the worst round is
+within it, "over" when even the best round is over, and "within noise" when the rounds straddle it.
+
+``torch.utils.benchmark`` is not used: it times one statement at a time on the wall clock, while a ratio to a
+baseline and to a floor measured in the same rounds is what survives a busy machine.
 """
 from __future__ import annotations
 
 import math
+import os
 import statistics
-import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from hooklab._text import format_table  # noqa: E402
+from hooklab._text import format_table
 
 BASELINE = "baseline (no hooks)"
 
@@ -32,29 +38,68 @@ class Case:
 
 
 @dataclass(frozen=True)
+class Spread:
+    """A ratio over the rounds: median, lowest and highest round."""
+
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread:
+        return cls(statistics.median(values), min(values), max(values))
+
+    def __str__(self) -> str:
+        return f"{self.median:.2f} [{self.low:.2f}-{self.high:.2f}]"
+
+
+def verdict(ratio: Spread | None, target: float | None) -> str:
+    """ "ok" / "over" where the spread decides, "within noise" where its rounds straddle the target, "-" without."""
+    if target is None or ratio is None:
+        return "-"
+    if ratio.high <= target:
+        return "ok"
+    if ratio.low > target:
+        return "over"
+    return "within noise"
+
+
+@dataclass(frozen=True)
 class Row:
-    """A measured row: median ms per step, median ratio to the baseline and to the floor."""
+    """A measured row: median ms per step on both clocks, its ratios to the baseline and to its floor."""
 
     name: str
-    ms: float
-    ratio: float
+    cpu_ms: float
+    wall_ms: float
+    ratio: Spread
     floor: str | None
-    floor_ratio: float | None
+    floor_ratio: Spread | None
     target: float | None
+    wall_ratio: Spread | None = None  # the same ratio on the other clock (context only)
 
     @property
     def verdict(self) -> str:
-        if self.target is None:
-            return "-"
-        return "ok" if self.floor_ratio <= self.target else "over"
+        return verdict(self.floor_ratio, self.target)
 
 
-def measure(cases: Sequence[Case], *, rounds: int, repeats: int, clock: Callable[[], float],
+def load() -> str:
+    """The machine's load as the rows were measured: load averages over 1, 5 and 15 minutes and the CPUs."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:  # not on every platform
+        return f"load average unknown, {os.cpu_count()} CPUs"
+    return f"load average {one:.1f} / {five:.1f} / {fifteen:.1f} (1 / 5 / 15 min) on {os.cpu_count()} CPUs"
+
+
+def measure(cases: Sequence[Case], *, rounds: int, repeats: int, clock: str = "cpu",
             sync: Callable[[], None] = lambda: None, warmup: int = 2) -> list[Row]:
-    """Run every case ``repeats`` times per round for ``rounds`` rounds; the first case is the baseline."""
+    """Run every case ``repeats`` times per round for ``rounds`` rounds; the first case is the baseline.
+    ``clock``: the primary clock of the ratios, ``"cpu"`` (this process's CPU time) or ``"wall"``."""
     names = [c.name for c in cases]
     if names[0] != BASELINE:
         raise ValueError(f"the first case must be {BASELINE!r}")
+    if clock not in ("cpu", "wall"):
+        raise ValueError(f"clock must be 'cpu' or 'wall', got {clock!r}")
     for c in cases:
         if c.floor is not None and c.floor not in names:
             raise ValueError(f"{c.name!r} names the floor {c.floor!r}, which is not a row")
@@ -62,27 +107,35 @@ def measure(cases: Sequence[Case], *, rounds: int, repeats: int, clock: Callable
         for _ in range(warmup):
             c.run()
     sync()
-    times: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    wall: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
         for c in cases[r % len(cases):] + cases[:r % len(cases)]:
-            start = clock()
+            start_cpu, start_wall = time.process_time(), time.perf_counter()
             for _ in range(repeats):
                 c.run()
             sync()
-            times[c.name].append((clock() - start) / repeats)
+            cpu[c.name].append((time.process_time() - start_cpu) / repeats)
+            wall[c.name].append((time.perf_counter() - start_wall) / repeats)
+    primary, other = (cpu, wall) if clock == "cpu" else (wall, cpu)
 
-    def ratio(a: list[float], b: list[float]) -> float:
-        return statistics.median(x / y for x, y in zip(a, b))
+    def ratios(times: dict[str, list[float]], a: str, b: str) -> Spread:
+        return Spread.of([x / y for x, y in zip(times[a], times[b], strict=True)])
 
-    return [Row(c.name, statistics.median(times[c.name]) * 1e3, ratio(times[c.name], times[BASELINE]), c.floor,
-                ratio(times[c.name], times[c.floor]) if c.floor else None, c.target) for c in cases]
+    return [Row(c.name, statistics.median(cpu[c.name]) * 1e3, statistics.median(wall[c.name]) * 1e3,
+                ratios(primary, c.name, BASELINE), c.floor,
+                ratios(primary, c.name, c.floor) if c.floor else None, c.target, ratios(other, c.name, BASELINE))
+            for c in cases]
 
 
-def table(rows: Sequence[Row]) -> str:
-    """The rows as text: ms, ratio to the baseline, ratio to the floor, target and verdict."""
+def table(rows: Sequence[Row], clock: str = "cpu") -> str:
+    """The rows as text: ms on both clocks, ratio to the baseline and to the floor with their spreads, target,
+    verdict."""
     def num(x: float | None) -> str:
         return "-" if x is None or not math.isfinite(x) else f"{x:.2f}"
 
-    return format_table(("case", "ms", "x base", "x floor", "target", "verdict"),
-                        [(r.name, f"{r.ms:.3g}", num(r.ratio), num(r.floor_ratio), num(r.target), r.verdict)
-                         for r in rows], right=range(1, 5))
+    return format_table(
+        ("case", "cpu ms", "wall ms", f"x base ({clock})", "x floor [min-max]", "target", "verdict"),
+        [(r.name, f"{r.cpu_ms:.3g}", f"{r.wall_ms:.3g}", str(r.ratio),
+          "-" if r.floor_ratio is None else str(r.floor_ratio), num(r.target), r.verdict) for r in rows],
+        right=range(1, 6))

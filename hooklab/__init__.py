@@ -38,7 +38,7 @@ One lifecycle for every tool that hooks a model:
   again does nothing) or use it as a ``with`` block, like the handle of a ``register_*hook`` call; once its
   hooks are removed it is spent, and entering it again raises (call the function again for another block).
 * Tools that change a model for a while (``checkpoint_modules``, ``selective_checkpoint_modules``,
-  ``MemoryPlan.apply``) are ``with`` blocks that restore it on exit in the same way; a block object is used
+  ``checkpoint_segments``, ``MemoryPlan.apply``) are ``with`` blocks that restore it on exit in the same way; a block object is used
   once (call the function again for another block). ``FeatureExtractor``, ``layer_shapes``, ``capture_inputs``
   and ``OffloadWrapper`` hold hooks only while they run.
 * Saved-tensor contexts (``SaveOnCpu``, ``SaveOnDisk``, ``CompressSaved``, ``OverlappedOffload``) and dispatch
@@ -74,16 +74,16 @@ from .ledger import ModuleRow, SavedRecord, SavedTensorLedger
 from .lookup import get_module
 from .monitor import ActivationStats, GradientMonitor
 from .nonfinite import NonFiniteDetector, NonFiniteEvent, find_nonfinite
-from .meter import MemoryMeter, OpCounter
-from .overlap import OverlappedOffload
+from .meter import MemoryMeter, OpCounter, gradient_error
 from .planner import BlockProfile, CostModel, CountedCosts, MeasuredCosts, MemoryPlan, MemoryPlanner
-from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper, SaveOnCpu, SaveOnDisk,
-                      gradient_error, offload_module)
+from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper, OverlappedOffload, SaveOnCpu,
+                      SaveOnDisk, offload_module)
 from .explain import HookExplanation, explain_hook
 from .systems import HookRecord, all_hooks, show_all_hooks
 from .errors import (BudgetError, HooklabError, HooksLeftBehind, MissingTorchInternal, NonFiniteError, NotRecorded,
                      UnknownModuleError, WorkerError)
 from .scope import HookScope, Recorder, named_scope
+from .segments import checkpoint_segments
 from .summary import ShapeRow, ShapeTable, layer_shapes
 from .tracer import Event, Tracer
 from .workers import run_workers
@@ -138,6 +138,7 @@ __all__ = [
     "capture",
     "capture_inputs",
     "checkpoint_modules",
+    "checkpoint_segments",
     "clip_grad_norm_global_hooks",
     "clip_grad_norm_hooks",
     "clip_grad_value_hooks",

@@ -137,7 +137,7 @@ class Tracer(Recorder):
     def __init__(self) -> None:
         super().__init__()
         self._events: list[Event] = []
-        self._known: list[tuple[weakref.ref[torch.Tensor], str]] = []  # tensors the tracer can name
+        self._known: dict[int, tuple[weakref.ref[torch.Tensor], str]] = {}  # id -> tensor the tracer can name (one lookup a pack)
         self._retained: list[list[Any]] = []  # [tensor ref, name, ref to the .grad last seen, version]
         self._module_labels: list[str] = []  # modules traced through module() / modules()
         self._full_backward: list[str] = []  # ... of them, those with full backward hooks
@@ -191,11 +191,12 @@ class Tracer(Recorder):
             raise RuntimeError(f"{what} registers hooks, so it is called inside the Tracer's `with` block "
                                f"({where}): with Tracer() as tr: tr.{what.rstrip('()')}(...)")
 
-    def _record(self, kind: Kind, name: str, detail: str) -> None:
-        if not self.recording:
+    def _record(self, kind: Kind, name: str, detail: str) -> None:  # runs at every hook firing: kept short
+        if self._state != "recording":
             return
-        self._poll_retained()
-        self._append(kind, name, detail)
+        if self._retained:
+            self._poll_retained()
+        self._events.append(Event(len(self._events) + 1, _phase(kind), kind, name, detail))
 
     def _append(self, kind: Kind, name: str, detail: str, phase: Phase | None = None) -> None:
         self._events.append(Event(len(self._events) + 1, phase or _phase(kind), kind, name, detail))
@@ -213,13 +214,13 @@ class Tracer(Recorder):
             self._append("retain_grad", entry[1], f"{describe(grad)} .grad written ({when})", "backward")
 
     def _remember(self, t: torch.Tensor, name: str) -> None:
-        self._known.append((weakref.ref(t), name))
+        entry = self._known.get(id(t))
+        if entry is None or entry[0]() is not t:  # the first name given to a tensor stays its name
+            self._known[id(t)] = (weakref.ref(t), name)
 
     def _name_of(self, t: torch.Tensor) -> str | None:
-        for ref, name in self._known:
-            if ref() is t:
-                return name
-        return None
+        entry = self._known.get(id(t))
+        return entry[1] if entry is not None and entry[0]() is t else None  # the same object, not a reused id
 
     # ------------------------------------------------------------------ tensors and Nodes
     def name(self, t: torch.Tensor, name: str) -> torch.Tensor:

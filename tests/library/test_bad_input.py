@@ -213,7 +213,7 @@ def test_save_on_disk_removes_folders_left_by_a_killed_process(tmp_path):
 def test_save_on_disk_full_disk_names_the_folder_and_cleans_up(tmp_path, monkeypatch):
     from collections import namedtuple
 
-    from hooklab import offload
+    from hooklab.offload import disk as offload
 
     def full(obj, path):
         raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
@@ -235,7 +235,7 @@ def test_interrupt_while_deleting_a_file_does_not_leave_the_folder(tmp_path, mon
     import os
     import threading
 
-    from hooklab import offload
+    from hooklab.offload import _store as offload
     from patience import hang_guard
 
     class FakeOs:  # os.remove raises KeyboardInterrupt on its 2nd call (review B6)

@@ -102,11 +102,9 @@ TOOLS = [
     Tool("selective_checkpoint_modules",
          lambda m, d: hooklab.selective_checkpoint_modules(m, "0", policy=[torch.ops.aten.addmm]), "patch",
          pickles=True),
-    Tool("MemoryPlan.apply", lambda m, d: _plan(m).apply(), "patch", pickles=True,
-         holds_model="a MemoryPlan is made for one model, and apply() applies it to that model again",
-         known={test: "planner.py (h3-planner) registers its own forward pre-hook, a local function: a copy carries "
-                      "it, and pickling the model inside the block fails with Python's own message"
-                for test in ("deepcopy_inside", "pickling", "second_block")}),
+    Tool("checkpoint_segments", lambda m, d: hooklab.checkpoint_segments(m, [["0", "1", "2"]]), "patch"),
+    Tool("MemoryPlan.apply", lambda m, d: _plan(m).apply(), "patch",
+         holds_model="a MemoryPlan is made for one model, and apply() applies it to that model again"),
     Tool("SaveOnCpu", lambda m, d: hooklab.SaveOnCpu(), "context", observe=lambda c: c.stats.packed,
          thread="local", pickles=True, again="adds up"),
     Tool("SaveOnDisk", lambda m, d: hooklab.SaveOnDisk(directory=d), "context", observe=lambda c: c.stats.packed,

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from hooklab.overlap import OverlappedOffload
+from hooklab.offload.overlap import OverlappedOffload
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(300),
               pytest.mark.skipif(not torch.cuda.is_available(),

@@ -1,4 +1,4 @@
-"""Tests of hooklab.offload: CPU / disk / compressed saved tensors, module helpers, gradient_error."""
+"""Tests of hooklab.offload (CPU / disk / compressed saved tensors, module helpers) and hooklab.gradient_error."""
 from __future__ import annotations
 
 import contextlib
@@ -10,15 +10,8 @@ import torch
 from torch import nn
 
 import hooklab
-from hooklab.offload import (
-    CompressSaved,
-    OffloadWrapper,
-    SaveOnCpu,
-    SaveOnDisk,
-    gradient_error,
-    is_parameter_like,
-    offload_module,
-)
+from hooklab import CompressSaved, OffloadWrapper, SaveOnCpu, SaveOnDisk, gradient_error, offload_module
+from hooklab._torch_internals import is_parameter_like
 
 from gc_survivors import only_new_objects_collected, survivors  # noqa: F401 (a fixture)
 
@@ -697,7 +690,7 @@ def test_the_folder_finalizer_can_be_redone_after_an_interrupt(tmp_path):
     """Found by a full run: a Ctrl-C that lands after the lock's descriptor was closed but before the finalizer
     counts as done makes it run again (hooklab._saved.Finalizer redoes interrupted work); the second run closed
     the descriptor again (EBADF, or worse another file opened since under that number). It is closed once."""
-    from hooklab.offload import _remove_folder
+    from hooklab.offload._store import _remove_folder
 
     folder = tmp_path / "hooklab-saved-x"
     folder.mkdir()

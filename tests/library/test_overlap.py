@@ -1,4 +1,4 @@
-"""Tests of hooklab.overlap.OverlappedOffload on the CPU.
+"""Tests of hooklab.offload.overlap.OverlappedOffload on the CPU.
 
 On a CPU-only machine nothing moves (what SaveOnCpu does); to exercise the copy, prefetch and keep-last
 bookkeeping here, a subclass offloads CPU tensors too (synchronous copies instead of side-stream ones).
@@ -13,7 +13,7 @@ from torch import nn
 import hooklab
 from hooklab._torch_internals import top_saved_tensors_hooks
 from test_offload import grads_of  # one training step's gradients under a context
-from hooklab.overlap import OverlappedOffload
+from hooklab.offload.overlap import OverlappedOffload
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -24,7 +24,7 @@ def test_quick_run_table_structure_pairing_and_calls(capsys):
         rows, calls = bench_hook_cost.run(quick=True, rounds=1, backend="eager")
     names = [r.name for r in rows]
     modules, params = 2 * DEPTH + 1, 2 * DEPTH
-    assert names[0] == BASELINE and rows[0].ratio == 1.0
+    assert names[0] == BASELINE and rows[0].ratio.median == rows[0].ratio.low == rows[0].ratio.high == 1.0
     assert calls == {
         "no-op forward hook, 1 module": 1,
         "no-op forward hook, every module": modules,
@@ -45,12 +45,13 @@ def test_quick_run_table_structure_pairing_and_calls(capsys):
                       ".cpu() of the output": "no-op forward hook, every module",
                       "compiled, forward hooks traced in": bench_hook_cost.COMPILED}
     assert all(r.target is None and r.verdict == "-" for r in rows)  # measured, not judged
-    assert all(math.isfinite(r.ms) and r.ms > 0 and math.isfinite(r.ratio) for r in rows)
-    assert all(math.isfinite(r.floor_ratio) for r in rows if r.floor)
+    assert all(math.isfinite(r.cpu_ms) and r.cpu_ms > 0 and math.isfinite(r.ratio.median) for r in rows)
+    assert all(math.isfinite(r.floor_ratio.median) for r in rows if r.floor)
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("MLP 8x(Linear 64 + ReLU) forward+backward, batch 8, cpu, threads=1, cpu clock")
-    assert out[0].endswith("torch.compile backend=eager")
-    assert out[1].split() == ["case", "ms", "x", "base", "x", "floor", "target", "verdict", "calls/step"]
+    assert "torch.compile backend=eager; load average" in out[0]
+    assert out[1].split() == ["case", "cpu", "ms", "wall", "ms", "x", "base", "(cpu)", "x", "floor", "[min-max]",
+                              "target", "verdict", "calls/step"]
     assert len(out) == 2 + len(rows)
     assert [line.split()[-1] for line in out[2:] if line.split()[-1].isdigit()] == [str(v) for v in calls.values()]
 

@@ -11,7 +11,8 @@ import warnings
 
 import pytest
 
-pytest.importorskip("torchvision", reason="the benchmark runs torchvision's ResNet-18, and torchvision is not installed")
+pytest.importorskip("torchvision",
+                    reason="the benchmark runs torchvision's ResNet-18, and torchvision is not installed")
 
 from benchmarks import bench_monitoring  # noqa: E402
 from benchmarks.ratios import BASELINE  # noqa: E402
@@ -32,17 +33,22 @@ def test_quick_run_measures_every_observer_against_its_floor(capsys):
         warnings.simplefilter("error")
         rows = bench_monitoring.run(quick=True, rounds=1)
     by_name = {r.name: r for r in rows}
-    assert rows[0].name == BASELINE and rows[0].ratio == 1.0
+    assert rows[0].name == BASELINE and rows[0].ratio.median == 1.0
     for observer, floor in OBSERVERS.items():
         row = by_name[observer]
         assert row.floor == floor and floor in by_name and by_name[floor].floor is None
         assert row.target == bench_monitoring.TARGET == 1.10
-        assert row.verdict == ("ok" if row.floor_ratio <= row.target else "over")
+        spread = row.floor_ratio
+        assert spread.low <= spread.median <= spread.high
+        assert row.verdict == ("ok" if spread.high <= 1.10 else "over" if spread.low > 1.10 else "within noise")
     assert {r.name for r in rows if r.floor} == set(OBSERVERS)
-    assert all(math.isfinite(r.ms) and r.ms > 0 and math.isfinite(r.ratio) for r in rows)
+    assert all(math.isfinite(r.cpu_ms) and r.cpu_ms > 0 and math.isfinite(r.wall_ms) and math.isfinite(r.ratio.median)
+               for r in rows)
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("ResNet-18 forward+backward, input 2x3x32x32, cpu, threads=1, cpu clock")
-    assert out[1].split() == ["case", "ms", "x", "base", "x", "floor", "target", "verdict"]
+    assert "load average" in out[0]
+    assert out[1].split() == ["case", "cpu", "ms", "wall", "ms", "x", "base", "(cpu)", "x", "floor", "[min-max]",
+                              "target", "verdict"]
     assert len(out) == 2 + len(rows)
 
 

@@ -44,7 +44,7 @@ def validate(notebook: Path, kernels: str, *options: str) -> subprocess.Complete
         [sys.executable, "-m", "pytest", "-q", "-n0", "-p", "no:cacheprovider", "-p", "conftest",
          f"--cpu-kernels={kernels}", "--rootdir", str(notebook.parent), "-c", "/dev/null",
          "--nbval", "--nbval-current-env", *options, str(notebook)],
-        cwd=notebook.parent, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        cwd=notebook.parent, env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")])),
         capture_output=True, text=True, timeout=VALIDATE_TIMEOUT)
 
 

@@ -63,8 +63,9 @@ from typing import Any
 
 import torch
 
-from ._torch_internals import version
-from .offload import Keep, SaveOnCpu
+from .._torch_internals import version
+from ._base import Keep
+from .cpu import SaveOnCpu
 
 __all__ = ["OverlappedOffload"]
 
