@@ -25,13 +25,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT / "tools") not in sys.path:
-    sys.path.insert(0, str(ROOT / "tools"))
+from hooklab.course.notebook import LANGS, NotebookError
 
-import slides  # noqa: E402  (shared: finding notebooks, the one-language export, MathJax, links)
-import vendor  # noqa: E402
-from hooklab.course.export import LANGS, NotebookError  # noqa: E402
+from . import slides  # shared: finding notebooks, the one-language export, MathJax, links
+from . import vendor
+
+ROOT = Path(__file__).resolve().parent.parent
 
 CHROMIUM = Path(os.environ.get("HOOKLAB_CHROMIUM", "/usr/bin/chromium"))
 HEADING = {"zh": "PyTorch 钩子动手课 · 讲义", "en": "PyTorch hooks, hands-on · handout"}

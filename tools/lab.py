@@ -29,8 +29,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workcopies import copies_dir, move_old_copies, prepare_copies, shown  # noqa: E402
+from .workcopies import copies_dir, move_old_copies, prepare_copies, shown
 
 ROOT = Path(__file__).resolve().parent.parent
 LANGS = ("zh", "en", "both")

@@ -1,7 +1,7 @@
 """Launch copies: the one-language notebooks that the site's download, Colab and Binder buttons give a learner,
 each starting with a cell that installs what the notebook needs where it is missing.
 
-    python tools/launch.py OUT --repository-url URL [--commit SHA]
+    python -m tools.launch OUT --repository-url URL [--commit SHA]
 
 writes the tree of the ``launch`` branch that the publishing workflow (.github/workflows/pages.yml) pushes:
 ``zh/NN_x.ipynb`` and ``en/NN_x.ipynb`` (the launch copies), and what Binder builds its image from
@@ -151,7 +151,8 @@ The course itself, its tests and its tools are on the default branch.
 
 def write_tree(out: Path, *, repository: str, commit: str | None, root: Path = ROOT) -> list[Path]:
     """Write the launch branch's files into ``out`` (emptied first); return the launch copies written."""
-    from hooklab.course.export import export_notebook, read_notebook
+    from hooklab.course.export import export_notebook
+    from hooklab.course.notebook import read_notebook
 
     if out.exists():
         shutil.rmtree(out)
@@ -174,7 +175,7 @@ def write_tree(out: Path, *, repository: str, commit: str | None, root: Path = R
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python tools/launch.py", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.launch", description=__doc__.split("\n")[0])
     parser.add_argument("out", help="folder to write the launch branch's files into (emptied first)")
     parser.add_argument("--repository-url", required=True, metavar="URL",
                         help="the repository's https URL (in Actions: $GITHUB_SERVER_URL/$GITHUB_REPOSITORY)")

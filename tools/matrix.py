@@ -30,10 +30,9 @@ import sys
 import time
 from pathlib import Path
 
+from . import kernelspec, matrix_report
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import kernelspec  # noqa: E402
-import matrix_report  # noqa: E402
 
 UV = ROOT / ".tools" / "bin" / "uv"
 BUILD = ROOT / "build" / "matrix"
@@ -232,7 +231,7 @@ def execute(python: Path, notebooks: list[Path], out: Path, timeout: int) -> Non
         return
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "kernels.log", "w") as log:
-        subprocess.run([str(python), str(ROOT / "tools" / "matrix_run.py"), "--out", str(out),
+        subprocess.run([str(python), "-m", "tools.matrix_run", "--out", str(out),
                         "--timeout", str(timeout), *map(str, notebooks)],
                        cwd=ROOT, env=matrix_env(), check=False, stderr=log)
 

@@ -7,7 +7,7 @@ Cells are compared as nbval compares them (``./course test``), with nbval's own 
 ("Cell N"), the cells that nbval skips or whose output it ignores left out (its comment markers and tags), streams
 merged per name (with its ``\r`` / ``\b`` rewriting), images and metadata left out, the rules of
 ``tests/sanitize.cfg`` applied to both sides. Notebooks are read with nbformat; headings are found by the course's
-own fence-aware parser (``hooklab.course.export.heading_lines``: a ``# comment`` in a code fence is no heading). For each changed cell the report gives:
+own fence-aware parser (``hooklab.course.notebook.heading_lines``: a ``# comment`` in a code fence is no heading). For each changed cell the report gives:
 
 - nbval's id, the section heading it sits under and, where it proves a numbered claim, its number (notebook 08's
   "2.17", or a "**Correction 1**" quote before the cell);
@@ -32,7 +32,7 @@ from pathlib import Path
 import nbformat
 from nbval.plugin import coalesce_streams, find_comment_markers, find_metadata_tags, get_sanitize_patterns
 
-from hooklab.course.export import heading_lines, strip_toc_skip
+from hooklab.course.notebook import heading_lines, strip_toc_skip
 
 SKIP_KEYS = {"metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",
              "application/vnd.jupyter.widget-view+json", "image/png", "image/jpeg"}

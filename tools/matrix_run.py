@@ -1,6 +1,6 @@
 """Execute notebooks with nbclient and save them, for ``./course matrix`` (run by the environment under test).
 
-    python tools/matrix_run.py --out DIR notebooks/NN_x.ipynb ...
+    python -m tools.matrix_run --out DIR notebooks/NN_x.ipynb ...
 
 Runs each notebook in the ``hooklab`` kernel of the Python that runs this script (the environment's own
 kernelspec: ``JUPYTER_PREFER_ENV_PATH=1`` is set by the caller), with the same per-cell limit as
@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from kernelspec import NAME as KERNEL
+from .kernelspec import NAME as KERNEL
 
 
 def execute(path: Path, out: Path, *, timeout: int) -> dict:

@@ -1,6 +1,6 @@
 """Write a course notebook from Python, in the course's format (outputs come from regen).
 
-    from nbbuild import Notebook
+    from tools.nbbuild import Notebook
     nb = Notebook()
     nb.both("# 00 · 导论 / Introduction")
     nb.pair("中文说明……", "English explanation...")
@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from kernelspec import KERNELSPEC
+from .kernelspec import KERNELSPEC
 
 
 def _clean(text: str) -> str:

@@ -1,7 +1,7 @@
 """Links to the documentation and source of the PyTorch release the course is pinned to, not of whatever is newest.
 
-    python tools/pinned_links.py check     # exit 1, listing each link to docs/stable, main, ... (tests run this)
-    python tools/pinned_links.py fix       # rewrite them to the pinned release's
+    python -m tools.pinned_links check     # exit 1, listing each link to docs/stable, main, ... (tests run this)
+    python -m tools.pinned_links fix       # rewrite them to the pinned release's
 
 The course states what torch 2.15.0 does; ``docs/stable`` moves on with every release, and ``main`` with every
 commit, so such a link comes to describe another version than the cells beside it. The pins come from
@@ -109,7 +109,7 @@ def pin_file(path: Path, pinned: dict[str, str], *, write: bool) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python tools/pinned_links.py", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.pinned_links", description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=("check", "fix"))
     parser.add_argument("paths", nargs="*", help="files (default: the notebooks, README.md, tools/site/, hooklab/)")
     args = parser.parse_args(argv)
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         for link in found:
             print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: {link}", file=sys.stderr)
     if args.command == "check" and total:
-        print(f"[course] {total} link(s) to a moving version: python tools/pinned_links.py fix pins them to "
+        print(f"[course] {total} link(s) to a moving version: python -m tools.pinned_links fix pins them to "
               f"torch {pinned['torch']} / torchvision {pinned['torchvision']}", file=sys.stderr)
         return 1
     if args.command == "fix":

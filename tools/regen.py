@@ -16,7 +16,7 @@ import nbformat
 from nbclient import NotebookClient
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CoalesceStreamsPreprocessor
 
-from kernelspec import KERNELSPEC
+from .kernelspec import KERNELSPEC
 
 ROOT = Path(__file__).resolve().parent.parent
 # cell metadata worth keeping (tags; "hooklab": the symptom index's entry, tools/symptoms.py); the rest is editor state

@@ -2,9 +2,9 @@
 each notebook's "Run time" line.
 
     ./course test notebooks --cpu-kernels=native 2>&1 | tee test.log
-    python tools/runtimes.py record test.log --load 1.2   # docs/runtimes.toml from the run's timing lines
-    python tools/runtimes.py apply                        # the README's run-time column, each notebook's line
-    python tools/runtimes.py check                        # exit 1 where the README or a notebook disagrees
+    python -m tools.runtimes record test.log --load 1.2   # docs/runtimes.toml from the run's timing lines
+    python -m tools.runtimes apply                        # the README's run-time column, each notebook's line
+    python -m tools.runtimes check                        # exit 1 where the README or a notebook disagrees
 
 `record` reads the closing "notebook run times" lines of ``./course test`` (the machine's own CPU kernels; the
 scalar kernels' lines are left out) and writes them to docs/runtimes.toml with how they were measured (``--load``:
@@ -65,14 +65,14 @@ def shown(seconds: float) -> int:
 
 def read_table(path: Path = TABLE) -> dict[str, Any]:
     if not path.is_file():
-        raise RuntimeTableError(f"{path} is missing: run ./course test and python tools/runtimes.py record LOG")
+        raise RuntimeTableError(f"{path} is missing: run ./course test and python -m tools.runtimes record LOG")
     return tomllib.loads(path.read_text(encoding="utf-8"))
 
 
 def table_text(times: dict[str, float], *, date: str, load: float | None) -> str:
     """docs/runtimes.toml's text."""
     lines = ["# Each notebook's run time (seconds) as `./course test` measured it on 2 CPU cores, the machine's own CPU",
-             "# kernels: written by `python tools/runtimes.py record LOG`; `python tools/runtimes.py apply` writes it",
+             "# kernels: written by `python -m tools.runtimes record LOG`; `python -m tools.runtimes apply` writes it",
              "# into the README's table of notebooks and each notebook's run-time line (tests/tools/test_runtimes.py).",
              "[measured]", 'by = "./course test"', "cores = 2", f'date = "{date}"']
     if load is not None:
@@ -88,10 +88,10 @@ def readme_note(table: dict[str, Any]) -> str:
     zh_load = f"，当时机器的平均负载约 {load:g}，空闲的机器上会更快" if load is not None else ""
     en_load = f", at a load average of about {load:g}: an idle machine is faster" if load is not None else ""
     return (f"运行时间由 `./course test` 在 2 核 CPU 上测得（{measured['date']}{zh_load}；表在 `docs/runtimes.toml`，由 "
-            f"`python tools/runtimes.py apply` 写进本表和每个笔记本开头的“运行时间”）；`./course test` 结束时打印的是"
+            f"`python -m tools.runtimes apply` 写进本表和每个笔记本开头的“运行时间”）；`./course test` 结束时打印的是"
             f"当次的实际用时 / run times as measured by `./course test` on 2 CPU cores ({measured['date']}{en_load}; "
             f"the table is `docs/runtimes.toml`, written into this table and each notebook's \"Run time\" line by "
-            f"`python tools/runtimes.py apply`); `./course test` ends by printing each notebook's actual time for "
+            f"`python -m tools.runtimes apply`); `./course test` ends by printing each notebook's actual time for "
             f"that run.")
 
 
@@ -177,7 +177,7 @@ def apply_notebook(path: Path, table: dict[str, Any]) -> bool:
     seconds = table["seconds"].get(path.stem)
     if seconds is None:
         raise RuntimeTableError(f"docs/runtimes.toml has no time for {path.stem}: run ./course test on it and "
-                                "python tools/runtimes.py record LOG")
+                                "python -m tools.runtimes record LOG")
     load = table["measured"].get("load_average")
     changed = False
     for cell in nb["cells"]:
@@ -216,7 +216,7 @@ def check(root: Path = ROOT) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python tools/runtimes.py", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.runtimes", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     record = sub.add_parser("record", help="docs/runtimes.toml from a ./course test log")
     record.add_argument("log", help="the output of ./course test (- for standard input)")

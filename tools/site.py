@@ -35,7 +35,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import launch
+from . import launch
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "tools" / "site"
@@ -367,12 +367,13 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     cell that installs hooklab from ``repository`` at ``commit`` first, and its further reading appended), index.md,
     api.rst and the licence files; return the notebook page names in order.
     ``only`` (notebook names): those notebooks and no API page (whose autodoc imports hooklab and torch)."""
-    from hooklab.course.export import export_notebook, read_notebook
+    from hooklab.course.export import export_notebook
+    from hooklab.course.notebook import read_notebook
 
     if src.exists():
         shutil.rmtree(src)
     src.mkdir(parents=True)
-    import symptoms  # tools/symptoms.py: the symptom index page, and the targets its links point to
+    from . import symptoms  # tools/symptoms.py: the symptom index page, and the targets its links point to
 
     reading = further_reading()
     chosen = [path for path in notebooks(root) if only is None or path.stem in only]

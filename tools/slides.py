@@ -27,14 +27,12 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # hooklab, when run as a script
-    sys.path.insert(0, str(ROOT))
-if str(ROOT / "tools") not in sys.path:
-    sys.path.insert(0, str(ROOT / "tools"))
+from hooklab.course.export import export_notebook
+from hooklab.course.notebook import LANGS, NotebookError, heading_lines, read_notebook
 
-import vendor  # noqa: E402
-from hooklab.course.export import LANGS, NotebookError, export_notebook, heading_lines, read_notebook  # noqa: E402
+from . import vendor
+
+ROOT = Path(__file__).resolve().parent.parent
 
 NOTEBOOKS = ROOT / "notebooks"
 VENDOR_DIR = "_vendor"                 # in the output folder, beside the <lang>/ folders

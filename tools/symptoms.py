@@ -13,8 +13,8 @@ This module collects them from every notebook and writes the index in two places
 - a page of the website in each language (``symptoms.md``, built by ``tools/site.py``), whose links are MyST
   references to targets ``symptom-<id>`` that the site build puts right before each symptom cell.
 
-    .venv/bin/python tools/symptoms.py            # check: exit 1, saying why, when notebook 00's section is stale
-    .venv/bin/python tools/symptoms.py --write    # rewrite notebook 00's section
+    .venv/bin/python -m tools.symptoms            # check: exit 1, saying why, when notebook 00's section is stale
+    .venv/bin/python -m tools.symptoms --write    # rewrite notebook 00's section
 
 ``tests/tools/test_symptoms.py`` checks every entry (each ``message`` still appears in its cell's committed output,
 so a PyTorch release that rewords one fails there and ``./course matrix`` says which) and that the section is current.
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(symptoms)} symptoms; notebook 00 has no symptom-index markers yet (nothing to check)")
         return 0
     print(f"{len(symptoms)} symptoms; notebook 00's section is " + ("current" if current else
-          "stale: run .venv/bin/python tools/symptoms.py --write"))
+          "stale: run .venv/bin/python -m tools.symptoms --write"))
     return 0 if current else 1
 
 

@@ -1,7 +1,7 @@
 """Train the course's small induction model and write it to hooklab/course/assets/induction_lm/.
 
-    .venv/bin/python tools/train_induction_lm.py            # the shipped weights (a few minutes, 1 CPU thread)
-    .venv/bin/python tools/train_induction_lm.py --steps 5 --out /tmp/x   # a quick try
+    .venv/bin/python -m tools.train_induction_lm            # the shipped weights (a few minutes, 1 CPU thread)
+    .venv/bin/python -m tools.train_induction_lm --steps 5 --out /tmp/x   # a quick try
 
 Task: ``BOS, t_1 .. t_L, t_1 .. t_L`` with random tokens (see :mod:`hooklab.course.induction`).
 Each step draws one half-length L between ``HALF_MIN`` and ``HALF_MAX``, so the distance back to
@@ -17,15 +17,13 @@ import copy
 import math
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hooklab.course import induction  # noqa: E402
+from hooklab.course import induction
 
 SEED = 0
 STEPS = 3000
@@ -135,7 +133,7 @@ rotary position embeddings, untied LM head, default (SDPA) attention. {params:,}
 `model.safetensors` is {size:,} bytes.
 
 ## Training
-- Command: `.venv/bin/python tools/train_induction_lm.py` (one CPU thread; {minutes:.0f} minutes on the
+- Command: `.venv/bin/python -m tools.train_induction_lm` (one CPU thread; {minutes:.0f} minutes on the
   machine that trained it, a shared 2-core VM).
 - Seed: {seed} (initial weights from `torch.manual_seed({seed})`, data from a generator seeded {seed + 1}).
 - Steps: {steps}, batch {BATCH}, AdamW (lr {LR}, betas (0.9, 0.98), weight decay 0.01), {WARMUP} warm-up steps then

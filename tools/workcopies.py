@@ -82,7 +82,8 @@ def fresh_copy(lang: str, source: Path) -> bytes:
     """The bytes of a fresh working copy of ``source`` for ``lang``: the notebook (one language for ``zh`` / ``en``)
     with the kernel's ``language_info``. Raises NotebookError (naming the file) when the tracked notebook is not
     valid JSON (e.g. a merge left conflict markers in it)."""
-    from hooklab.course.export import export_notebook, read_notebook
+    from hooklab.course.export import export_notebook
+    from hooklab.course.notebook import read_notebook
 
     nb = read_notebook(source)
     if lang != "both":
@@ -115,7 +116,7 @@ def content_digest(data: bytes) -> str:
 
 def make_stamp(data: bytes) -> str:
     """The stamp of a copy written with ``data``: ``"<content digest> <sha256 of the bytes>"``."""
-    from hooklab.course.export import sha256_hex
+    from hooklab.course.notebook import sha256_hex
 
     return f"{content_digest(data)} {sha256_hex(data)}"
 
@@ -129,7 +130,7 @@ def _stamp_parts(stamp: str) -> tuple[str | None, str]:
 
 def untouched(stamp: str | None, current: bytes) -> bool:
     """Whether the copy whose bytes are ``current`` is as written: its bytes, or what the learner writes in it."""
-    from hooklab.course.export import sha256_hex
+    from hooklab.course.notebook import sha256_hex
 
     if stamp is None:
         return False
@@ -141,7 +142,7 @@ def course_changed(stamp: str | None, data: bytes, legacy: bytes) -> bool:
     """Whether the course's version of a copy, ``data`` now, differs from the one the copy was made from.
     ``legacy``: the fresh copy as it was written before copies carried the kernel's language_info (what a
     one-hash stamp was taken of), so that that change alone does not count as a new version."""
-    from hooklab.course.export import sha256_hex
+    from hooklab.course.notebook import sha256_hex
 
     if stamp is None:
         return True
@@ -152,7 +153,8 @@ def course_changed(stamp: str | None, data: bytes, legacy: bytes) -> bool:
 def legacy_copy(lang: str, source: Path) -> bytes:
     """A fresh copy as it was made before it carried the kernel's language_info: the bilingual notebook's bytes,
     or the one-language export."""
-    from hooklab.course.export import export_notebook, read_notebook
+    from hooklab.course.export import export_notebook
+    from hooklab.course.notebook import read_notebook
 
     if lang == "both":
         return source.read_bytes()
@@ -170,7 +172,8 @@ def _read_stamps(folder: Path) -> dict[str, str]:
 
 
 def _write_stamps(folder: Path, stamps: dict[str, str]) -> None:
-    from hooklab.course.export import STAMPS, write_atomic
+    from hooklab.course.export import STAMPS
+    from hooklab.course.notebook import write_atomic
 
     write_atomic(folder / STAMPS, json.dumps(stamps, indent=1, sort_keys=True) + "\n")
 
@@ -231,7 +234,7 @@ def move_old_copies(lang: str, *, root: Path = ROOT) -> list[str]:
 def prepare_copies(lang: str, *, root: Path = ROOT, sources: list[Path] | None = None) -> list[str]:
     """Make the working copies that are missing and renew the untouched ones whose notebook changed; keep every copy
     the learner changed. Return the notes to print at lab start."""
-    from hooklab.course.export import is_json, sha256_hex, write_atomic
+    from hooklab.course.notebook import is_json, sha256_hex, write_atomic
 
     sources = course_notebooks(root) if sources is None else sources
     folder = copies_dir(root, lang)
@@ -299,7 +302,7 @@ def reset(lang: str, names: list[str], *, root: Path = ROOT, today: datetime.dat
     fresh one is first kept as ``NN_name.bak-<date>.ipynb``. Return what was done, one line per notebook."""
     sources = course_notebooks(root)
     chosen = pick(names, sources) if names else sources   # an unknown name is refused before hooklab is imported
-    from hooklab.course.export import write_atomic
+    from hooklab.course.notebook import write_atomic
 
     folder = copies_dir(root, lang)
     fresh = [(src, fresh_copy(lang, src)) for src in chosen]

@@ -5,7 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from .export import LANGS, STAMPS, export_folder
+from .export import STAMPS, export_folder
+from .notebook import LANGS
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,16 +10,15 @@ edited, unless ``force``.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
 from . import needs_course_extra
 from .lang import has_cjk
+from .notebook import (LANGS, TOC_SKIP, NotebookError, is_json, lang_tags, read_notebook, sha256_hex,
+                       strip_toc_skip, write_atomic)
 
 try:
     import nbformat
@@ -27,55 +26,11 @@ try:
 except ImportError as missing:  # pip install hooklab without the course's extra
     raise needs_course_extra(missing, "hooklab.course's notebook export") from missing
 
-__all__ = ["LANGS", "STAMPS", "TOC_SKIP", "Exported", "NotebookError", "export_folder", "export_notebook",
-           "export_notebooks", "heading_lines", "lang_tags", "read_notebook", "strip_toc_skip", "write_atomic"]
+__all__ = ["STAMPS", "Exported", "export_folder", "export_notebook", "export_notebooks"]
 
-LANGS = ("zh", "en")
 # In a folder of copies that ./course lab serves: the sha256 of each copy as written, to tell the copies the
 # learner edited (kept) from untouched ones (refreshed).
 STAMPS = ".hooklab-export.json"
-
-
-class NotebookError(ValueError):
-    """A notebook file that cannot be exported; the message names the file and what to do."""
-
-
-def lang_tags(cell: dict[str, Any]) -> list[str]:
-    """The ``lang-*`` tags of a cell (the course's notebook format wants exactly one on a markdown cell).
-
-    >>> lang_tags({"metadata": {"tags": ["lang-en", "nbval-ignore-output"]}}), lang_tags({})
-    (['lang-en'], [])
-    """
-    tags = cell.get("metadata", {}).get("tags", [])
-    return [t for t in tags if isinstance(t, str) and t.startswith("lang-")] if isinstance(tags, list) else []
-
-
-# Ends every heading line of a lang-en cell: JupyterLab's table of contents leaves out a heading that holds an
-# element of class jp-toc-ignore, so the both-languages view lists each section once (at its Chinese cell, where
-# the pair starts). The one-language copies drop the marker and list every heading of their language.
-TOC_SKIP = '<span class="jp-toc-ignore"></span>'
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_HEADING = re.compile(r"^#{1,6}\s")
-
-
-def heading_lines(text: str) -> list[int]:
-    """Indices of the Markdown heading lines of ``text`` (lines in fenced code blocks are code, not headings).
-
-    >>> heading_lines("## 1. Setup\\ntext\\n```python\\n# a comment\\n```\\n### 1.1 More")
-    [0, 5]
-    """
-    found, fenced = [], False
-    for i, line in enumerate(text.split("\n")):
-        if _FENCE.match(line):
-            fenced = not fenced
-        elif not fenced and _HEADING.match(line):
-            found.append(i)
-    return found
-
-
-def strip_toc_skip(text: str) -> str:
-    """``text`` without the table-of-contents marker (and the space before it)."""
-    return text.replace(" " + TOC_SKIP, "").replace(TOC_SKIP, "")
 
 
 def _lang_tag(cell: dict[str, Any]) -> str | None:
@@ -200,52 +155,6 @@ def export_notebook(nb: dict[str, Any], lang: str) -> dict[str, Any]:
                         output["text"] = single
     out.setdefault("metadata", {})["hooklab_language"] = lang
     return out
-
-
-def read_notebook(path: str | Path) -> dict[str, Any]:
-    """The JSON of the notebook file at ``path``; :class:`NotebookError` (naming the file and what to do) when it
-    is not UTF-8 JSON."""
-    path = Path(path)
-    try:
-        return json.loads(path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise NotebookError(f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}), so it is no .ipynb "
-                            "notebook; check the file name, or restore the file (git checkout -- FILE)") from None
-    except json.JSONDecodeError as exc:
-        raise NotebookError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); it may "
-                            "be cut short: restore it (git checkout -- FILE) or save it again from JupyterLab") from None
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` whole or not at all: a temporary file in the same folder, then
-    ``os.replace`` (which also replaces a hard link instead of writing through it)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would have made it (mkstemp gives 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def is_json(data: bytes) -> bool:
-    try:
-        json.loads(data.decode("utf-8"))
-    except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        return False
-    return True
 
 
 class Exported(NamedTuple):

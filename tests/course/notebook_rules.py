@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hooklab.course.export import TOC_SKIP, heading_lines, lang_tags
-from kernelspec import NAME as KERNEL_NAME  # tools/kernelspec.py
+from hooklab.course.notebook import TOC_SKIP, heading_lines, lang_tags
+from tools.kernelspec import NAME as KERNEL_NAME  # tools/kernelspec.py
 NAME_RE = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")
 CJK_RE = re.compile(r"[\u4e00-\u9fff]")
 ADDRESS_RE = re.compile(r"0x[0-9a-fA-F]{8,}")

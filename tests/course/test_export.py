@@ -179,20 +179,20 @@ def test_a_folder_that_cannot_be_written_gives_one_line_and_leaves_nothing(tmp_p
 
 
 def test_a_write_cut_short_leaves_the_old_copy_whole_and_no_temporary_file(tmp_path, monkeypatch):
-    from hooklab.course import export
+    from hooklab.course import notebook  # writes every file whole (write_atomic)
 
     src, out = good_source(tmp_path), tmp_path / "out"
     out.mkdir()
     (out / src.name).write_text("an older copy")
-    real_replace = export.os.replace
+    real_replace = notebook.os.replace
 
     def disk_full(tmp, target):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(export.os, "replace", disk_full)
+    monkeypatch.setattr(notebook.os, "replace", disk_full)
     with pytest.raises(OSError, match="No space left on device"):
         export_notebooks("en", out, [src])
-    monkeypatch.setattr(export.os, "replace", real_replace)
+    monkeypatch.setattr(notebook.os, "replace", real_replace)
     assert [p.name for p in out.iterdir()] == [src.name] and (out / src.name).read_text() == "an older copy"
 
 

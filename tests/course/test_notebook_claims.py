@@ -18,8 +18,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from hooklab.course.export import strip_toc_skip
-from symptoms import MARKER_END, MARKER_START  # tools/symptoms.py
+from hooklab.course.notebook import strip_toc_skip
+from tools.symptoms import MARKER_END, MARKER_START  # tools/symptoms.py
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

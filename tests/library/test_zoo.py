@@ -1,8 +1,8 @@
 """Every public hooklab tool on a zoo of real models (tests/library/zoo.py holds the models and the expectations).
 
 Each cell either works (its runner checks what the tool recorded against plain PyTorch) or
-refuses with the message the table expects. ``tools/zoo_table.py`` prints the same table for
-the README. The full-size ConvNeXt-T, ViT-B/16, Swin-T and DenseNet-121 (about 10 minutes on 2
+refuses with the message the table expects. ``zoo_table.py`` makes the same table for the README, and the
+last test checks that the README holds it. The full-size ConvNeXt-T, ViT-B/16, Swin-T and DenseNet-121 (about 10 minutes on 2
 busy cores) are marked ``zoo_heavy`` and run only with ``HOOKLAB_ZOO_HEAVY=1``; by default their
 small variants (the same torchvision classes, narrower) stand in for them.
 """
@@ -87,7 +87,7 @@ def test_zoo(spec, tool):
         except Exception as exc:
             pytest.xfail(f"{want} ({type(exc).__name__})")
         pytest.fail(f"expected to fail ({want}) but it worked: the defect is gone; update tests/library/zoo.py and the "
-                    "README table (tools/zoo_table.py)")
+                    "README table (tests/library/zoo_table.py)")
     # whatever happens, no hook is left on the model (the workers check their own)
     with contextlib.nullcontext() if distributed else hooklab.no_hooks_left_behind(case.eager):
         if want.startswith("refuses: "):
@@ -99,19 +99,18 @@ def test_zoo(spec, tool):
             assert isinstance(note, str) and note
 
 
-def test_readme_table_is_the_one_this_data_prints(monkeypatch, capsys):
-    # tools/zoo_table.py run as `python tools/zoo_table.py` runs it (as __main__, finding zoo.py through the folder it
-    # puts on sys.path itself, importing it afresh), in this process: a subprocess would import torch again (~3 s)
-    import runpy
-    import sys
+def test_readme_table_is_the_one_this_data_prints():
+    """A golden text: the README holds exactly the table that tests/library/zoo_table.py makes from this data."""
+    import difflib
     from pathlib import Path
-    root = Path(__file__).resolve().parents[2]
-    library = Path(__file__).resolve().parent
-    monkeypatch.setattr(sys, "path", [p for p in sys.path if Path(p or ".").resolve() != library])
-    for name in ("zoo", "zoo_distributed"):
-        monkeypatch.delitem(sys.modules, name)
-    capsys.readouterr()
-    runpy.run_path(str(root / "tools" / "zoo_table.py"), run_name="__main__")
-    table = capsys.readouterr().out.strip()
-    assert table in (root / "README.md").read_text(encoding="utf-8"), \
-        "README's 'what works where' table is out of date: paste the output of tools/zoo_table.py"
+
+    from zoo_table import table
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    expected = table()
+    if expected not in readme:
+        start = readme.find("| model | ")
+        shown = readme[start:start + len(expected)] if start >= 0 else ""
+        diff = "\n".join(difflib.unified_diff(shown.splitlines(), expected.splitlines(), "README.md", "zoo_table.py",
+                                               lineterm="", n=1))
+        pytest.fail("README's 'what works where' table is out of date: paste the output of "
+                    f".venv/bin/python tests/library/zoo_table.py\n{diff}")

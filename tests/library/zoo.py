@@ -1,7 +1,7 @@
 """The model zoo: every public hooklab tool on real architectures, and what each is expected to do.
 
 One table of data feeds both ``tests/library/test_zoo.py`` (which checks every cell) and
-``tools/zoo_table.py`` (which prints the README's "what works where" table), so the README
+``zoo_table.py`` (which makes the README's "what works where" table), so the README
 cannot claim more than the test shows. Models are randomly initialised (``weights=None``) and
 run on tiny inputs (batch 1, 64x64 images); Hugging Face models are built from small configs and called
 with keywords (2 x 8 tokens), also under ``generate()``.

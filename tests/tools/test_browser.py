@@ -27,10 +27,9 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-import kernelspec
 import pytest
-import workcopies
 from process_group import start_process_group, stop_process_group
+from tools import kernelspec, workcopies
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path(os.environ.get("HOOKLAB_CHROMIUM", "/usr/bin/chromium"))
@@ -446,7 +445,7 @@ def test_every_site_page_shows_its_figures_in_its_language_and_nothing_leaves_th
 @pytest.mark.timeout(600)  # may be the first to wait for the decks and handouts (classroom_files)
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_slide_deck_runs_offline(classroom_files, browser, lang):
-    import slides
+    from tools import slides
 
     deck = classroom_files[0] / "slides" / lang / "06_saved_tensor_hooks.html"
     nb = slides.one_language(ROOT / "notebooks" / "06_saved_tensor_hooks.ipynb", lang)
@@ -484,7 +483,7 @@ def test_slide_deck_runs_offline(classroom_files, browser, lang):
 @pytest.mark.timeout(600)  # as above
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_handout_prints(classroom_files, browser, lang, tmp_path):
-    import handout
+    from tools import handout
 
     path = classroom_files[0] / "handout" / lang / "06_saved_tensor_hooks.html"
     page = new_page(browser, "file://")

@@ -145,7 +145,7 @@ def test_every_job_that_installs_keeps_uvs_cache_pruned_for_ci():
 
 
 def test_the_schedule_runs_the_matrix_command_against_the_newest_pytorch_in_a_workflow_of_its_own():
-    import matrix
+    from tools import matrix
 
     workflow = load(MATRIX)
     assert set(workflow["on"]) == {"schedule", "workflow_dispatch"}
@@ -210,14 +210,12 @@ def test_pages_builds_both_sites_with_the_repository_url_from_the_actions_contex
     assert build["if"] == "github.ref_name == github.event.repository.default_branch"
     assert build["env"] == {"HOOKLAB_REPOSITORY_URL": "${{ github.server_url }}/${{ github.repository }}",
                             "HOOKLAB_LAUNCH_BRANCH": "launch"}
-    spec = importlib.util.spec_from_file_location("course_site_ci", ROOT / "tools" / "site.py")
-    course_site = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(course_site)
+    from tools import site as course_site
     assert course_site.ENV_REPOSITORY in build["env"] and course_site.ENV_LAUNCH_BRANCH in build["env"]
     commands = runs(build)
     assert "./course site" in commands  # both languages, the URL from the environment
-    publish, = [c for c in commands if "tools/launch.py" in c]
-    assert ('.venv/bin/python tools/launch.py build/launch --repository-url "$HOOKLAB_REPOSITORY_URL" '
+    publish, = [c for c in commands if "tools.launch" in c]
+    assert ('.venv/bin/python -m tools.launch build/launch --repository-url "$HOOKLAB_REPOSITORY_URL" '
             '--commit "$GITHUB_SHA"') in publish
     assert 'bash .github/scripts/publish_branch.sh build/launch "$HOOKLAB_LAUNCH_BRANCH"' in publish
     assert build["permissions"] == {"contents": "write"}  # pushing the launch branch, nothing more

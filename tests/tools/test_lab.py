@@ -9,11 +9,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-import kernelspec
 import pytest
-import workcopies  # tools/ is on pytest's pythonpath
 from jupyter_client import BlockingKernelClient
 from process_group import start_process_group, stop_process_group
+from tools import kernelspec, workcopies
 
 # `./course lab` always serves the locked .venv, so under ./course matrix it would test the pin, not the torch
 # being checked (and would sync .venv as a side effect).

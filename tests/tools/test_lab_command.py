@@ -1,6 +1,5 @@
 """`./course lab [--lang zh|en]` and `./course reset [NN]`: the command line, the learner's working copies the lab
 serves (tools/workcopies.py) and the settings it writes; no browser, no server."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -9,12 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tools import lab, workcopies
+
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("course_lab", ROOT / "tools" / "lab.py")
-lab = importlib.util.module_from_spec(spec)
-sys.modules["course_lab"] = lab
-spec.loader.exec_module(lab)
-import workcopies  # noqa: E402  (tools/ is on pytest's pythonpath)
 
 
 def option(argv, name):
@@ -236,7 +232,7 @@ def test_a_copy_opened_saved_or_run_without_an_edited_cell_stays_the_courses(tmp
 def test_copies_stamped_before_the_content_digest_keep_their_meaning(tmp_path):
     """Stamps written by an earlier version (the sha256 of the bytes only): an untouched copy is brought up to date
     quietly, and a changed one is not announced as a newer version while the course has not changed."""
-    from hooklab.course.export import sha256_hex
+    from hooklab.course.notebook import sha256_hex
     _, src = course_copy(tmp_path)
     folder = tmp_path / "work" / "zh-en"
     folder.mkdir(parents=True)
@@ -404,7 +400,7 @@ def test_course_lab_print_command(monkeypatch):
 
 def test_the_shell_scripts_register_the_kernel_tools_and_notebooks_name():
     """tools/kernelspec.py is the one definition; `course` and postBuild (shell) repeat it and must agree."""
-    import kernelspec
+    from tools import kernelspec
     course = (ROOT / "course").read_text(encoding="utf-8")
     assert f"\nKERNEL={kernelspec.NAME}\n" in course
     assert f'--name "$KERNEL" \\\n        --display-name "{kernelspec.DISPLAY_NAME}"' in course

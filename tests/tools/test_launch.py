@@ -3,20 +3,16 @@ with a cell that installs hooklab where it is missing. Here: what the cell and t
 cell itself runs in a fresh environment in tests/tools/test_package.py."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
+from tools import launch
+
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("course_launch", ROOT / "tools" / "launch.py")
-launch = importlib.util.module_from_spec(spec)
-sys.modules["course_launch"] = launch
-spec.loader.exec_module(launch)
 
 URL = "https://github.com/example-owner/hooklab"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

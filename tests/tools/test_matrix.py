@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import matrix  # tools/ is on pytest's pythonpath (pyproject.toml)
-import matrix_report as mr
 import pytest
+from tools import matrix
+from tools import matrix_report as mr
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -309,7 +309,7 @@ def test_environment_names():
 
 
 def test_library_only_runs_the_library_tests_only(tmp_path, monkeypatch):
-    import matrix
+    from tools import matrix
     seen = {}
 
     def fake_run(command, **kwargs):

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from tools import launch
+
 ROOT = Path(__file__).resolve().parents[2]
 UV = ROOT / ".tools" / "bin" / "uv"
 STEP_TIMEOUT = 240  # s for one build, one install or one run (each takes 5-30 s on an idle machine)
 
 pytestmark = pytest.mark.timeout(4 * STEP_TIMEOUT)
-
-import launch  # noqa: E402  (tools/launch.py: tools/ is on pytest's pythonpath)
 
 
 def _env(**extra: str) -> dict[str, str]:

@@ -3,8 +3,7 @@ github.com/pytorch/pytorch/blob/v2.15.0/), not to docs/stable or main, which mov
 from __future__ import annotations
 
 import json
-
-import pinned_links  # tools/ is on pytest's pythonpath
+from tools import pinned_links
 
 PINS = {"torch": "2.15.0", "torchvision": "0.29.2"}
 
@@ -12,7 +11,7 @@ PINS = {"torch": "2.15.0", "torchvision": "0.29.2"}
 def test_no_link_in_the_course_points_to_a_moving_version():
     found = {str(path): links for path in pinned_links.files() if (links := pinned_links.pin_file(path, PINS,
                                                                                                  write=False))}
-    assert not found, f"{found}\n(python tools/pinned_links.py fix pins them)"
+    assert not found, f"{found}\n(python -m tools.pinned_links fix pins them)"
     assert len(pinned_links.files()) > 40  # the notebooks, the README, the site's data, hooklab's modules
 
 

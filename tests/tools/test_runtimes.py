@@ -2,18 +2,14 @@
 the README's table and every notebook's "Run time" line say what it says."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from tools import runtimes
+
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("course_runtimes", ROOT / "tools" / "runtimes.py")
-runtimes = importlib.util.module_from_spec(spec)
-sys.modules["course_runtimes"] = runtimes
-spec.loader.exec_module(runtimes)
 
 LOG = """\
 =============== notebook run times (budget: 60 s each, 300 s in all per CPU-kernel configuration, 2 CPU cores) ===
@@ -28,7 +24,7 @@ TABLE = {"measured": {"by": "./course test", "cores": 2, "date": "2026-11-23", "
 
 def test_the_readme_and_every_notebook_agree_with_the_measured_table():
     problems = runtimes.check()
-    assert problems == [], "\n".join(problems) + "\n(python tools/runtimes.py apply writes them from the table)"
+    assert problems == [], "\n".join(problems) + "\n(python -m tools.runtimes apply writes them from the table)"
     table = runtimes.read_table()
     notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert sorted(table["seconds"]) == notebooks  # every notebook measured, none that is gone

@@ -10,20 +10,16 @@ repository URL says (a second, one-language build with the opposite setting and 
 way)."""
 import functools
 import html.parser
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 import snowballstemmer
 
+from tools import site
+
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("course_site", ROOT / "tools" / "site.py")
-site = importlib.util.module_from_spec(spec)
-sys.modules["course_site"] = site
-spec.loader.exec_module(site)
 
 # Building both languages takes about 50 s of CPU; on this 2-core machine under load it took up to 230 s, so the
 # test that first uses the build (its set-up counts) may take longer than the default limit.

@@ -8,16 +8,15 @@ import html.parser
 import io
 import json
 import re
-import subprocess
 import sys
 import tarfile
 import urllib.error
 from pathlib import Path
 
-import handout
 import pytest
-import slides
-import vendor
+
+import patience
+from tools import handout, slides, vendor
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -288,8 +287,8 @@ def test_bad_input_gets_a_clear_message(tmp_path, capsys):
     stderr = capsys.readouterr().err
     assert "no notebook '42'" in stderr and "Traceback" not in stderr
     assert not any(tmp_path.iterdir())
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "handout.py"), "6", "--lang", "fr"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = patience.run([sys.executable, "-m", "tools.handout", "6", "--lang", "fr"], cwd=ROOT,
+                          what="python -m tools.handout to refuse --lang fr", seconds=120)
     assert result.returncode == 2 and "invalid choice: 'fr'" in result.stderr and "Traceback" not in result.stderr
 
 

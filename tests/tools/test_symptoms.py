@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-import matrix_report
-import symptoms
+from tools import matrix_report, symptoms
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +36,7 @@ def test_notebook_00_section_is_current():
     if current is None:
         pytest.skip("notebook 00 has no symptom-index marker cells yet (the lead inserts them; then this test checks "
                     "the section)")
-    assert current, "notebook 00's symptom index is stale: run .venv/bin/python tools/symptoms.py --write"
+    assert current, "notebook 00's symptom index is stale: run .venv/bin/python -m tools.symptoms --write"
 
 
 def cell(kind, source, tags=(), **extra):
@@ -177,10 +175,7 @@ def test_the_site_page_links_to_anchors_the_site_adds(tmp_path):
 
 
 def test_site_assembles_the_symptom_page_and_the_anchors(tmp_path):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("course_site", ROOT / "tools" / "site.py")
-    site = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(site)
+    from tools import site
     src = tmp_path / "src"
     names = site.assemble(src, "en", only=["15_hooks_in_libraries"])
     assert names == ["15_hooks_in_libraries"]

@@ -1,0 +1,13 @@
+"""The course's tools: what ``./course`` runs (``python -m tools.NAME`` from the repository root) and the tests import
+(``from tools import workcopies``). A package, so its modules import each other without touching ``sys.path``.
+
+- ``lab`` (``./course lab``) and ``workcopies`` (``./course reset``: the learner's working copies);
+- ``regen`` (``./course regen``), ``nbbuild`` (write a notebook from Python), ``kernelspec`` (the kernel's name);
+- ``site`` + ``site/`` (``./course site``), ``launch`` (the launch copies), ``symptoms`` (the symptom index),
+  ``runtimes`` (docs/runtimes.toml), ``pinned_links`` (links to the pinned release);
+- ``slides``, ``handout`` and ``vendor`` (``./course slides`` / ``handout``; reveal.js, fetched once);
+- ``matrix``, ``matrix_run``, ``matrix_report`` (``./course matrix``);
+- ``train_induction_lm`` (notebook 12's small model).
+
+The notebook files' format (reading, headings, language tags) is :mod:`hooklab.course.notebook`'s.
+"""
