@@ -63,28 +63,44 @@ Rules every one of them keeps (``tests/library/test_contract.py`` checks each on
   string options are ``Literal`` types checked at run time. Nothing grows per step beyond what a recorder is
   asked to record.
 """
-from . import plot
+from . import plot as plot  # hooklab.plot: the figures of the tools, one module
+from ._text import format_bytes
 from .capturing import Capture, FeatureExtractor, capture
 from .checkpoint import checkpoint_modules, selective_checkpoint_modules
 from .clip import clip_grad_norm_global_hooks, clip_grad_norm_hooks, clip_grad_value_hooks
-from .inventory import HookEntry, hook_inventory, hook_name, no_hooks_left_behind, show_hooks
+from .errors import (
+                      BudgetError,
+                      HooklabError,
+                      HooksLeftBehind,
+                      MissingTorchInternal,
+                      NonFiniteError,
+                      NotRecorded,
+                      UnknownModuleError,
+                      WorkerError,
+)
+from .explain import HookExplanation, explain_hook
 from .intervening import Call, ModuleInputs, capture_inputs, intervene
-from ._text import format_bytes
+from .inventory import HookEntry, hook_inventory, hook_name, no_hooks_left_behind, show_hooks
 from .ledger import ModuleRow, SavedRecord, SavedTensorLedger
 from .lookup import get_module
+from .meter import MemoryMeter, OpCounter, gradient_error
 from .monitor import ActivationStats, GradientMonitor
 from .nonfinite import NonFiniteDetector, NonFiniteEvent, find_nonfinite
-from .meter import MemoryMeter, OpCounter, gradient_error
+from .offload import (
+                      CompressSaved,
+                      OffloadScope,
+                      OffloadStats,
+                      OffloadWrapper,
+                      OverlappedOffload,
+                      SaveOnCpu,
+                      SaveOnDisk,
+                      offload_module,
+)
 from .planner import BlockProfile, CostModel, CountedCosts, MeasuredCosts, MemoryPlan, MemoryPlanner
-from .offload import (CompressSaved, OffloadScope, OffloadStats, OffloadWrapper, OverlappedOffload, SaveOnCpu,
-                      SaveOnDisk, offload_module)
-from .explain import HookExplanation, explain_hook
-from .systems import HookRecord, all_hooks, show_all_hooks
-from .errors import (BudgetError, HooklabError, HooksLeftBehind, MissingTorchInternal, NonFiniteError, NotRecorded,
-                     UnknownModuleError, WorkerError)
 from .scope import HookScope, Recorder, named_scope
 from .segments import checkpoint_segments
 from .summary import ShapeRow, ShapeTable, layer_shapes
+from .systems import HookRecord, all_hooks, show_all_hooks
 from .tracer import Event, Tracer
 from .workers import run_workers
 

@@ -19,7 +19,6 @@ RuntimeError: one of the variables needed for gradient computation has been modi
 from __future__ import annotations
 
 import _thread
-import contextlib
 import functools
 import os
 import signal

@@ -17,8 +17,9 @@ from __future__ import annotations
 import functools
 import importlib
 import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Literal
+from typing import Any, Literal
 
 import torch
 import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8

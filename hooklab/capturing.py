@@ -11,17 +11,15 @@ so the model carries no hook before or after.
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
-
-import warnings
 
 import torch
 from torch import nn
 
 from ._checks import copy_output, flag, needs_tensor, no_call_causes, refuse_compiled, select_output
-from ._torch_internals import was_compiled
-from ._torch_internals import version as _version
+from ._torch_internals import version as _version, was_compiled
 from .errors import NotRecorded
 from .lookup import as_names, get_modules
 from .scope import Recorder

@@ -21,8 +21,9 @@ import functools
 import sys
 import types
 import weakref
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
@@ -33,7 +34,6 @@ from ._torch_internals import ATEN_OP_TYPES, is_compiled_module, tree_flatten
 from .lookup import as_names, get_modules
 
 if TYPE_CHECKING:  # imported when used (public since torch 2.4; hooklab supports 2.3)
-    from typing_extensions import Self
     from torch.utils.checkpoint import CheckpointPolicy
 
 __all__ = ["checkpoint_modules", "selective_checkpoint_modules"]

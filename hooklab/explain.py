@@ -33,8 +33,9 @@ import sys
 import threading
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -165,7 +166,7 @@ class _Watch:
         if code is not None:
             self.hook_codes.setdefault(code, []).append(label)
         else:
-            call = _code(getattr(type(inner), "__call__", None))
+            call = _code(getattr(type(inner), "__call__", None))  # noqa: B004 (its code object, not a callable test)
             if call is not None:
                 self.hook_objects[id(inner)] = label
                 self.hook_codes.setdefault(call, [])

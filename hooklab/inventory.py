@@ -19,12 +19,12 @@ listed from outside; register them through a :class:`~hooklab.HookScope` to trac
 """
 from __future__ import annotations
 
-from collections import Counter
-from contextlib import contextmanager
-
 import functools
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch import nn

@@ -17,18 +17,25 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
-from ._saved import Finalizer, Kept, OtherThreads
-from ._torch_internals import (StorageWeakRef, is_parameter_like, saved_tensor_attrs,
-                               storage_key, top_saved_tensors_hooks, tree_flatten)
 from . import plot
+from ._saved import Finalizer, Kept, OtherThreads
 from ._text import format_bytes, format_table
+from ._torch_internals import (
+    StorageWeakRef,
+    is_parameter_like,
+    saved_tensor_attrs,
+    storage_key,
+    top_saved_tensors_hooks,
+    tree_flatten,
+)
 from .scope import Recorder
 
 __all__ = ["ModuleRow", "SavedRecord", "SavedTensorLedger"]

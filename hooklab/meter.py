@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
-from typing import Any, Callable, ContextManager, Hashable, Iterable, Mapping, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -174,7 +176,7 @@ def gradient_errors(model: nn.Module, step: Callable[[], torch.Tensor], variants
             for name, b in model.named_buffers():
                 b.copy_(buffers[name])
 
-    def grads(context: ContextManager[Any]) -> torch.Tensor:
+    def grads(context: AbstractContextManager[Any]) -> torch.Tensor:
         for p in params:
             p.grad = None
         with torch.random.fork_rng(devices=[]):

@@ -25,11 +25,20 @@ import torch
 from torch import nn
 
 from . import plot
-from ._checks import (check_norm_type, in_process_group, is_dtensor, loss_scale_reader, needs_tensor, no_call_causes,
-                      number, refuse_compiled, select_output)
-from ._checks import module as check_module
-from ._torch_internals import active_ddp, current_graph_task_id, need, queue_backward_callback, was_compiled
+from ._checks import (
+    check_norm_type,
+    in_process_group,
+    is_dtensor,
+    loss_scale_reader,
+    module as check_module,
+    needs_tensor,
+    no_call_causes,
+    number,
+    refuse_compiled,
+    select_output,
+)
 from ._text import format_table
+from ._torch_internals import active_ddp, current_graph_task_id, need, queue_backward_callback, was_compiled
 from .lookup import as_names, get_modules
 from .scope import Recorder
 

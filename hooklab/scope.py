@@ -26,8 +26,8 @@ import functools
 import inspect
 import itertools
 import weakref
-from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Protocol, TypeVar
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 
 from ._torch_internals import handle_alive
 

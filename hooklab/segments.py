@@ -45,11 +45,11 @@ True
 from __future__ import annotations
 
 import contextlib
-from contextlib import AbstractContextManager
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch

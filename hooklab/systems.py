@@ -30,8 +30,9 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 from torch import nn

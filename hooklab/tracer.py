@@ -26,9 +26,10 @@ from __future__ import annotations
 import itertools
 import warnings
 import weakref
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Literal, Sequence, get_args
+from typing import Any, Literal, get_args
 
 import torch
 from torch import nn

@@ -48,9 +48,10 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -234,7 +235,7 @@ def run_workers(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend
                     code = procs[dead[0]].exitcode
                     why = (" (fn, or code it called, ended the process with os._exit(0) before returning)"
                            if code == 0 else "")
-                    raise WorkerError(dead[0], f"the process exited with code {code} without a result{why}")
+                    raise WorkerError(dead[0], f"the process exited with code {code} without a result{why}") from None
                 continue
             if status == "error":
                 raise WorkerError(*_first_failure(rank, value, results))

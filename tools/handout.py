@@ -27,8 +27,10 @@ from typing import Any
 
 from hooklab.course.notebook import LANGS, NotebookError
 
-from . import slides  # shared: finding notebooks, the one-language export, MathJax, links
-from . import vendor
+from . import (
+    slides,  # shared: finding notebooks, the one-language export, MathJax, links
+    vendor,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 

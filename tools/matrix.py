@@ -212,8 +212,8 @@ def unit_tests(python: Path, folder: Path, *, library_only: bool = False) -> mat
 
 
 def last_summary_line(log: Path) -> str:
-    lines = [l.strip("= ").strip() for l in log.read_text(errors="replace").splitlines()
-             if re.search(r"\b(passed|failed|error|skipped|no tests ran)\b", l) and " in " in l]
+    lines = [line.strip("= ").strip() for line in log.read_text(errors="replace").splitlines()
+             if re.search(r"\b(passed|failed|error|skipped|no tests ran)\b", line) and " in " in line]
     return lines[-1] if lines else ""
 
 

@@ -179,8 +179,8 @@ def paragraph_before(nb: dict, cell_index: int, limit: int = 400) -> str:
         if cell["cell_type"] == "markdown" and is_english_or_both(cell):
             text = text_of(cell["source"])
             skip = set(heading_lines(text))
-            lines = (re.sub(r"^(>\s*)+", "", l.strip()) for i, l in enumerate(text.split("\n")) if i not in skip)
-            text = " ".join(l for l in lines if l)
+            lines = (re.sub(r"^(>\s*)+", "", line.strip()) for i, line in enumerate(text.split("\n")) if i not in skip)
+            text = " ".join(line for line in lines if line)
             text = re.sub(r"\s+", " ", text)
             return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
         if cell["cell_type"] == "code":

@@ -20,9 +20,10 @@ import datetime
 import json
 import re
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "docs" / "runtimes.toml"

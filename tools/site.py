@@ -31,9 +31,10 @@ import shutil
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from . import launch
 

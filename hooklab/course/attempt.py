@@ -9,7 +9,8 @@ paths, so ``attempt`` prints one line per event instead::
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def first_sentence(message: object) -> str:

@@ -12,13 +12,23 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 from . import needs_course_extra
 from .lang import has_cjk
-from .notebook import (LANGS, TOC_SKIP, NotebookError, is_json, lang_tags, read_notebook, sha256_hex,
-                       strip_toc_skip, write_atomic)
+from .notebook import (
+    LANGS,
+    TOC_SKIP,
+    NotebookError,
+    is_json,
+    lang_tags,
+    read_notebook,
+    sha256_hex,
+    strip_toc_skip,
+    write_atomic,
+)
 
 try:
     import nbformat

@@ -61,7 +61,7 @@ def _transformers() -> Any:
     return transformers
 
 
-def config() -> "LlamaConfig":
+def config() -> LlamaConfig:
     """The architecture: 2 decoder layers, 4 heads of 16 dims, hidden size 64, MLP 256, untied LM head.
 
     ``attn_implementation`` is left at the default (SDPA), so attention weights are not returned
@@ -142,7 +142,7 @@ def several_successors(batch: torch.Tensor) -> torch.Tensor:
     return torch.stack(columns, dim=1)
 
 
-def load_model() -> "LlamaForCausalLM":
+def load_model() -> LlamaForCausalLM:
     """The shipped model, float32, in eval mode, read from :data:`ASSETS` without the network."""
     LlamaForCausalLM = _transformers().LlamaForCausalLM
     from transformers.utils import logging as hf_logging

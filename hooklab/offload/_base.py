@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn

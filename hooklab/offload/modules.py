@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import warnings
-from typing import Any, Callable, ContextManager
+from collections.abc import Callable
+from typing import Any
 
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
@@ -16,7 +17,7 @@ from ._base import OffloadStats
 __all__ = ["HooksFactory", "OffloadScope", "OffloadWrapper", "offload_module"]
 
 
-HooksFactory = Callable[[], ContextManager[Any]]
+HooksFactory = Callable[[], contextlib.AbstractContextManager[Any]]
 
 
 def _make_context(make_hooks: HooksFactory, tool: str) -> Any:
@@ -77,7 +78,7 @@ class OffloadScope(HookScope):
         super().__init__(name)
         self.calls = 0
         self.stats = OffloadStats()
-        self.last: ContextManager | None = None
+        self.last: contextlib.AbstractContextManager | None = None
 
     def __exit__(self, *exc_info: object) -> None:
         super().__exit__(*exc_info)

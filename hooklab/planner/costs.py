@@ -255,7 +255,7 @@ def _round_trip(device: torch.device, probe_bytes: int, tensors: int, make: Call
     directly (not as the difference of two steps, whose noise is larger than a fast encoding)."""
     chunks = [c.clone() for c in torch.randn(probe_bytes // 4, device=device).chunk(tensors)]
     seconds = []
-    for r in range(repeats + 1):  # the first is a warm-up
+    for _ in range(repeats + 1):  # the first is a warm-up
         with make() as context:
             start = timer()
             packed = [context._pack(t) for t in chunks]

@@ -16,8 +16,8 @@ def test_prints_the_error_type_and_first_sentence_and_returns_none(capsys):
 
 def test_prints_each_warning_and_returns_the_result(capsys):
     def warns_twice(x, *, scale):
-        warnings.warn("first thing. More detail", UserWarning)
-        warnings.warn("second thing", DeprecationWarning)
+        warnings.warn("first thing. More detail", UserWarning, stacklevel=1)
+        warnings.warn("second thing", DeprecationWarning, stacklevel=1)
         return x * scale
 
     assert hooklab.course.attempt(warns_twice, 2, scale=3) == 6
@@ -33,7 +33,7 @@ def test_says_when_nothing_happened_unless_quiet(capsys):
 
 def test_warnings_filters_are_restored():
     before = list(warnings.filters)
-    hooklab.course.attempt(lambda: warnings.warn("x"))
+    hooklab.course.attempt(lambda: warnings.warn("x", stacklevel=1))
     assert warnings.filters == before
 
 

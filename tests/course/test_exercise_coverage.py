@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hooklab.course import exercises
-
 from exercise_support import reference_answer, verdict
+from hooklab.course import exercises
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CHECK_CALL = re.compile(r'\bcourse\.check\("(\d\d\.\d+)"')

@@ -6,11 +6,9 @@ import torch
 
 import hooklab
 import hooklab.course
+from exercise_support import judged, run_solution, verdict
 from hooklab.course import exercises
 from hooklab.course.exercises import _support
-
-from exercise_support import judged, run_solution, verdict
-
 
 # ---- 00.1 count the zeros of the ReLU output ----------------------------------------------
 

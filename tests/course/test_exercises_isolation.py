@@ -5,9 +5,8 @@ import contextlib
 import pytest
 import torch
 
-from hooklab.course import exercises
-
 from exercise_support import reference_answer
+from hooklab.course import exercises
 
 
 def registered_keys():

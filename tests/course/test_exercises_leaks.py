@@ -17,11 +17,10 @@ import torch
 import torch.optim.optimizer as optimizer_globals
 from torch.nn.modules import module as module_globals
 
+from exercise_support import reference_answer
 from hooklab import _torch_internals as internals
 from hooklab.course import exercises
 from hooklab.course.exercises._support import global_full_backward_flag, global_hook_ids
-
-from exercise_support import reference_answer
 
 LEAK_VARIABLE = "HOOKLAB_TEST_LEFT_BY_AN_ANSWER"
 

@@ -4,9 +4,7 @@ import torch
 
 import hooklab
 import hooklab.course
-
 from exercise_support import judged, run_solution, verdict
-
 
 # ---- 01.1 gradient noise --------------------------------------------------------------------
 

@@ -5,10 +5,8 @@ from torch import nn
 
 import hooklab
 import hooklab.course
-from hooklab.course import exercises
-
 from exercise_support import judged, run_solution, verdict
-
+from hooklab.course import exercises
 
 # ---- 02.1 predict the trace of z = (a * b).exp() ------------------------------------------
 

@@ -5,7 +5,6 @@ import torch.nn.modules.module as module_globals
 
 import hooklab
 import hooklab.course
-
 from exercise_support import judged, run_solution, verdict
 
 

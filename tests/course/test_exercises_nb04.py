@@ -4,7 +4,6 @@ import torch
 
 import hooklab
 import hooklab.course
-
 from exercise_support import judged, run_solution, verdict
 
 

@@ -8,10 +8,8 @@ from torch import nn
 
 import hooklab
 import hooklab.course
-from hooklab.course.exercises import nb05
-
 from exercise_support import judged, run_solution, verdict
-
+from hooklab.course.exercises import nb05
 
 # ---- 05.1 input shape of every top-level call --------------------------------------------------
 

@@ -13,9 +13,8 @@ from torch.autograd.graph import saved_tensors_hooks
 
 import hooklab
 import hooklab.course
-from hooklab.course.exercises import _support
-
 from exercise_support import judged, run_solution, verdict
+from hooklab.course.exercises import _support
 
 
 @pytest.fixture(autouse=True)

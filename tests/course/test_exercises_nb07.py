@@ -9,10 +9,8 @@ from torch.utils.checkpoint import checkpoint
 
 import hooklab
 import hooklab.course
-from hooklab.course.exercises import nb07
-
 from exercise_support import judged, run_solution, verdict
-
+from hooklab.course.exercises import nb07
 
 # ---- 07.1 count the real forward calls -----------------------------------------------------------
 

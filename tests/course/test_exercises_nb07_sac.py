@@ -11,9 +11,8 @@ import torch.utils.checkpoint
 
 import hooklab
 import hooklab.course
-from hooklab.course.exercises import nb07
-
 from exercise_support import judged, run_solution, verdict
+from hooklab.course.exercises import nb07
 
 CheckpointPolicy = getattr(torch.utils.checkpoint, "CheckpointPolicy", None)
 if CheckpointPolicy is None:

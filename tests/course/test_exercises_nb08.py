@@ -5,9 +5,7 @@ from torch import nn
 
 import hooklab
 import hooklab.course
-
 from exercise_support import judged, run_solution, verdict
-
 
 # ---- 08.1 hooks registered in a loop ----------------------------------------------------
 

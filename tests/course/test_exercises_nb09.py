@@ -5,7 +5,6 @@ import torch.optim.optimizer as optim_globals
 
 import hooklab
 import hooklab.course
-
 from exercise_support import judged, run_solution, verdict
 
 

@@ -6,10 +6,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from hooklab.course.exercises import _comm, nb10, verdict as full_verdict
-
 from exercise_support import judged, run_solution, verdict
-
+from hooklab.course.exercises import _comm, nb10, verdict as full_verdict
 
 # ---- 10.1 comm hook (each check runs two gloo processes) ---------------------------------------
 

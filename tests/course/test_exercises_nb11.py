@@ -6,7 +6,6 @@ from torch.func import functional_call, grad, vmap
 
 import hooklab
 import hooklab.course
-
 from exercise_support import judged, run_solution, verdict
 
 

@@ -6,9 +6,8 @@ import pytest
 import torch
 
 import hooklab
-from hooklab.course.exercises import nb12
-
 from exercise_support import judged, run_solution, verdict
+from hooklab.course.exercises import nb12
 
 
 def reason_text(key, answer):

@@ -1,7 +1,6 @@
 """Notebook 14's checkers accept right answers written differently and reject the typical wrong ones, each for
 its reason."""
 import multiprocessing
-from collections import Counter
 
 import pytest
 import torch
@@ -9,10 +8,8 @@ import torch.distributed as dist
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from hooklab.course.exercises import verdict as full_verdict
-
 from exercise_support import judged, run_solution, verdict
-
+from hooklab.course.exercises import verdict as full_verdict
 
 # ---- 14.1 once per backward -------------------------------------------------------------------
 

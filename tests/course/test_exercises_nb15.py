@@ -5,9 +5,7 @@ import torch
 from torch import nn
 
 import hooklab
-
 from exercise_support import judged, run_solution, verdict
-
 
 # ---- 15.1 the modules that really ran ------------------------------------------------------------
 

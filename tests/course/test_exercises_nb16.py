@@ -4,10 +4,8 @@ import pytest
 import torch
 
 import hooklab
-from hooklab.course.exercises import verdict as full_verdict
-
 from exercise_support import judged, run_solution, verdict
-
+from hooklab.course.exercises import verdict as full_verdict
 
 # ---- 16.1 the optimizer in backward, one step per logical batch ------------------------------------------------
 

@@ -187,7 +187,7 @@ def navigation_problems(path: Path, notebooks: list[Path]) -> list[str]:
         lines = [(i, line.strip()) for i, t, src in markdown_cells(path) if t == tag
                  for line in src.splitlines() if pattern.match(line)]
         if len(lines) != 1:
-            problems.append(f"{path.name}: {len(lines)} {tag} navigation lines {[l for _, l in lines]}; "
+            problems.append(f"{path.name}: {len(lines)} {tag} navigation lines {[line for _, line in lines]}; "
                             f"end the notebook with exactly one line, written exactly as: {want}")
         for i, line in lines:
             if line != want:
@@ -217,7 +217,7 @@ def first_use_problems(path: Path) -> list[str]:
         for i, tag, src in markdown_cells(path):
             if tag != "lang-zh":
                 continue
-            text = "\n".join(" " * len(l) if l.lstrip().startswith("#") else l for l in prose(src).split("\n"))
+            text = "\n".join(" " * len(line) if line.lstrip().startswith("#") else line for line in prose(src).split("\n"))
             text = LINK_TEXT.sub(lambda m: " " * len(m.group(0)), text)
             m = re.search(term, text)
             if m is None:

@@ -3,10 +3,10 @@ pins (moving a pin means re-running the notebook, not editing a version label)."
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 import nbformat
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "15_hooks_in_libraries.ipynb"

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import functools
 import re
-import tomllib
 from pathlib import Path
 
 import nbformat
 import pytest
+import tomllib
 
 from hooklab.course.notebook import strip_toc_skip
 from tools.symptoms import MARKER_END, MARKER_START  # tools/symptoms.py

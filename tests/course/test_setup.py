@@ -6,7 +6,6 @@ import pytest
 import torch
 
 import hooklab.course
-
 from process_state import restored, snapshot
 
 

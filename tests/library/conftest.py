@@ -18,11 +18,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-import hooklab
-from hooklab import _torch_internals as internals
-
 # the flags torch keeps next to the global hooks, keyed by the same handle ids
 import torch.nn.modules.module as _module_globals
+
+import hooklab
+from hooklab import _torch_internals as internals
 
 _kept_guards: list = []  # inference-mode guards entered to undo a leaked one (a guard is undone when it is freed)
 

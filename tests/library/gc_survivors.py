@@ -13,8 +13,9 @@ objects the test made (import it into the test module to use it).
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

@@ -12,9 +12,8 @@ import torch
 from torch import nn
 
 import hooklab
-from hooklab import _torch_internals as internals
-
 from gc_survivors import only_new_objects_collected  # noqa: F401 (a fixture)
+from hooklab import _torch_internals as internals
 
 
 def make_model():

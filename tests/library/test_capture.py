@@ -6,9 +6,8 @@ import torch
 from torch import nn
 
 import hooklab
-from hooklab import Capture, FeatureExtractor, ShapeRow, capture, layer_shapes, no_hooks_left_behind
-
 from gc_survivors import survivors
+from hooklab import Capture, FeatureExtractor, ShapeRow, capture, layer_shapes, no_hooks_left_behind
 
 
 class Block(nn.Module):

@@ -131,8 +131,8 @@ def test_reentrant_checkpoint_of_a_module_whose_inputs_need_no_grad_is_refused()
 def test_a_copy_made_inside_the_block_computes_with_its_own_weights_and_writes_its_own_grad():
     """N1 (the review's EMA case): the copy's fc1 ran the original's forward, with the original's weights, and its
     backward wrote the original's .grad, for ever."""
-    from collections import OrderedDict
     import copy
+    from collections import OrderedDict
 
     torch.manual_seed(0)
     m = nn.Sequential(OrderedDict(fc1=nn.Linear(4, 8), act=nn.ReLU(), fc2=nn.Linear(8, 3)))

@@ -418,17 +418,17 @@ def test_scaler_makes_hook_clipping_equal_to_clipping_after_unscale(kind):
     reference_model, _ = _scaled_run(None)
     if kind == "value":
         torch.nn.utils.clip_grad_value_(reference_model.parameters(), 0.05)
-        tool = lambda m, s: clip_grad_value_hooks(m, 0.05, scaler=s)
-        unaware = lambda m, s: clip_grad_value_hooks(m, 0.05)
+        tool = lambda m, s: clip_grad_value_hooks(m, 0.05, scaler=s)  # noqa: E731
+        unaware = lambda m, s: clip_grad_value_hooks(m, 0.05)  # noqa: E731
     elif kind == "norm":
         for p in reference_model.parameters():
             torch.nn.utils.clip_grad_norm_([p], 0.5)
-        tool = lambda m, s: clip_grad_norm_hooks(m, 0.5, scaler=s)
-        unaware = lambda m, s: clip_grad_norm_hooks(m, 0.5)
+        tool = lambda m, s: clip_grad_norm_hooks(m, 0.5, scaler=s)  # noqa: E731
+        unaware = lambda m, s: clip_grad_norm_hooks(m, 0.5)  # noqa: E731
     else:
         torch.nn.utils.clip_grad_norm_(reference_model.parameters(), 0.5)
-        tool = lambda m, s: clip_grad_norm_global_hooks(m, 0.5, scaler=s)
-        unaware = lambda m, s: clip_grad_norm_global_hooks(m, 0.5)
+        tool = lambda m, s: clip_grad_norm_global_hooks(m, 0.5, scaler=s)  # noqa: E731
+        unaware = lambda m, s: clip_grad_norm_global_hooks(m, 0.5)  # noqa: E731
     reference = [p.grad for p in reference_model.parameters()]
     _, with_scaler = _scaled_run(tool)
     _, without = _scaled_run(unaware)

@@ -27,8 +27,9 @@ import pickle
 import threading
 import warnings
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import torch

@@ -17,8 +17,7 @@ import torch
 from torch import nn
 
 import hooklab
-from hooklab import ModuleInputs, capture_inputs, intervene, no_hooks_left_behind
-from hooklab import Call
+from hooklab import Call, ModuleInputs, capture_inputs, intervene, no_hooks_left_behind
 
 transformers = pytest.importorskip("transformers")
 

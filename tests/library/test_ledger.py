@@ -10,9 +10,8 @@ import torch
 from torch import nn
 
 import hooklab
-from hooklab import MemoryMeter, SavedTensorLedger, format_bytes
-
 from gc_survivors import only_new_objects_collected  # noqa: F401 (a fixture)
+from hooklab import MemoryMeter, SavedTensorLedger, format_bytes
 
 F32 = 4
 
@@ -324,7 +323,7 @@ def test_the_ledger_internals_do_not_grow_per_step():
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     sizes = []
     with SavedTensorLedger(model) as ledger:
-        for step in range(200):
+        for _ in range(200):
             opt.zero_grad()
             model(torch.randn(2, 4)).sum().backward()
             sizes.append((len(ledger._key_refs), len(ledger._key_bytes)))

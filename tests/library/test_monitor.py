@@ -13,10 +13,9 @@ import torch
 from torch import nn
 
 import hooklab
+from gc_survivors import only_new_objects_collected, survivors  # noqa: F401 (a fixture)
 from hooklab import no_hooks_left_behind
 from hooklab.monitor import ActivationStats, GradientMonitor
-
-from gc_survivors import only_new_objects_collected, survivors  # noqa: F401 (a fixture)
 
 
 def make_mlp() -> nn.Sequential:

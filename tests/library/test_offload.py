@@ -10,10 +10,9 @@ import torch
 from torch import nn
 
 import hooklab
+from gc_survivors import only_new_objects_collected, survivors  # noqa: F401 (a fixture)
 from hooklab import CompressSaved, OffloadWrapper, SaveOnCpu, SaveOnDisk, gradient_error, offload_module
 from hooklab._torch_internals import is_parameter_like
-
-from gc_survivors import only_new_objects_collected, survivors  # noqa: F401 (a fixture)
 
 
 def net_and_batch(seed: int = 0):

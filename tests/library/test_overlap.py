@@ -12,8 +12,8 @@ from torch import nn
 
 import hooklab
 from hooklab._torch_internals import top_saved_tensors_hooks
-from test_offload import grads_of  # one training step's gradients under a context
 from hooklab.offload.overlap import OverlappedOffload
+from test_offload import grads_of  # one training step's gradients under a context
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -566,8 +566,7 @@ def test_a_strategy_measured_as_free_is_floored_at_the_memory_copy(monkeypatch):
 
 
 def test_a_clock_that_cannot_resolve_the_measurement_raises(monkeypatch):
-    from hooklab.planner import _profile
-    from hooklab.planner import costs as costs_module
+    from hooklab.planner import _profile, costs as costs_module
     frozen = types.SimpleNamespace(process_time=lambda: 1.0, perf_counter=lambda: 1.0,
                                    get_clock_info=lambda name: types.SimpleNamespace(resolution=0.015))
     monkeypatch.setattr(costs_module, "time", frozen)

@@ -14,10 +14,10 @@ if CheckpointPolicy is None:
     pytest.skip(f"selective checkpointing needs torch >= 2.4; this is torch {torch.__version__}",
                 allow_module_level=True)
 
-import hooklab
-import hooklab.checkpoint
-import hooklab.meter
-from hooklab import MemoryMeter, OpCounter, UnknownModuleError, no_hooks_left_behind, selective_checkpoint_modules
+import hooklab  # noqa: E402 (after the module-level skip for torch < 2.4)
+import hooklab.checkpoint  # noqa: E402 (after the module-level skip for torch < 2.4)
+import hooklab.meter  # noqa: E402 (after the module-level skip for torch < 2.4)
+from hooklab import MemoryMeter, OpCounter, UnknownModuleError, no_hooks_left_behind, selective_checkpoint_modules  # noqa: E402
 
 aten = torch.ops.aten
 MATMULS = [aten.mm, aten.addmm, aten.bmm]
@@ -139,7 +139,7 @@ def test_options_it_sets_itself_are_refused_and_others_pass_through():
 def test_policy_is_keyword_only():
     net, _ = mlp()
     with pytest.raises(TypeError):
-        selective_checkpoint_modules(net, ["0"], [aten.addmm])  # noqa: the generator raises on creation
+        selective_checkpoint_modules(net, ["0"], [aten.addmm])  # the block is refused when made
 
 
 def test_op_counter_counts_what_runs_and_leaves_no_mode():

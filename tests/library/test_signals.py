@@ -15,7 +15,6 @@ import gc
 import os
 import re
 import signal
-import subprocess
 import sys
 import threading
 import types
@@ -140,7 +139,7 @@ def test_an_interrupt_that_ends_as_another_error_in_a_finalizer_is_raised_again(
             try:
                 signal.raise_signal(signal.SIGINT)
             except KeyboardInterrupt:
-                raise OSError(9, "Bad file descriptor")  # what the clean-up raised on the way out
+                raise OSError(9, "Bad file descriptor")  # noqa: B904 (what the clean-up raised on the way out, in the interrupt's context: the chain is what the test checks)
 
     owner = Owner()
     finalizer = Finalizer(owner, remove_folder)

@@ -16,9 +16,9 @@ from hooklab import _torch_internals as internals
 
 def older_than_the_pin() -> bool:
     """True on a torch older than the one uv.lock pins (``./course matrix`` checks hooklab's floor there)."""
-    import tomllib
     from pathlib import Path
 
+    import tomllib
     from torch.torch_version import TorchVersion
     lock = tomllib.loads((Path(__file__).resolve().parents[2] / "uv.lock").read_text(encoding="utf-8"))
     pinned = next(p["version"] for p in lock["package"] if p["name"] == "torch")

@@ -16,8 +16,9 @@ A worker returns, per tool, its note or the error it raised; ``tests/library/tes
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn

@@ -18,7 +18,6 @@ import http.server
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import threading
@@ -28,6 +27,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
 from process_group import start_process_group, stop_process_group
 from tools import kernelspec, workcopies
 

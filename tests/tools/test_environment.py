@@ -1,10 +1,10 @@
 """environment.yml (conda / Binder) pins the same versions as uv.lock and pyproject's course group."""
 import os
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 PIN = re.compile(r"^\s*-\s*([A-Za-z0-9_.\-]+)==([^\s#]+)", re.MULTILINE)

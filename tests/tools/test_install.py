@@ -20,8 +20,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-import patience
 import pytest
+
+import patience
 
 ROOT = Path(__file__).resolve().parents[2]
 UV = ROOT / ".tools" / "bin" / "uv"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from jupyter_client import BlockingKernelClient
+
 from process_group import start_process_group, stop_process_group
 from tools import kernelspec, workcopies
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tools import launch
 

@@ -3,9 +3,10 @@
 import shutil
 import subprocess
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 CC_BY = "https://creativecommons.org/licenses/by/4.0/"

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from tools import matrix
-from tools import matrix_report as mr
+
+from tools import matrix, matrix_report as mr
 
 ROOT = Path(__file__).resolve().parents[2]
 

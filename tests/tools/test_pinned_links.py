@@ -3,6 +3,7 @@ github.com/pytorch/pytorch/blob/v2.15.0/), not to docs/stable or main, which mov
 from __future__ import annotations
 
 import json
+
 from tools import pinned_links
 
 PINS = {"torch": "2.15.0", "torchvision": "0.29.2"}

@@ -194,7 +194,7 @@ def recall_table(folder: Path, terms: list[str], search=zh_search) -> dict[str, 
     return {term: (search(folder, term), containing(folder, term)) for term in terms}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def parsed(path: Path) -> Page:
     """Each built page parsed once (the build is read-only to the tests)."""
     return Page(path)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from tools import matrix_report, symptoms
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,18 +24,30 @@ import re
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
 from ... import _torch_internals as internals
 from ..._torch_internals import print_options
 from ..lang import say
-from ._support import (GLOBAL_HOOK_LEFT, TENSOR_HANDLE, NotSolved, Wrong, call_answer,  # noqa: F401
-                       drop_global_hooks_added_since, global_full_backward_flag, global_hook_ids, no_hooks_left,
-                       require_callable, set_global_full_backward_flag, started)
+from ._support import (  # noqa: F401
+    GLOBAL_HOOK_LEFT,
+    TENSOR_HANDLE,
+    NotSolved,
+    Wrong,
+    call_answer,
+    drop_global_hooks_added_since,
+    global_full_backward_flag,
+    global_hook_ids,
+    no_hooks_left,
+    require_callable,
+    set_global_full_backward_flag,
+    started,
+)
 
 __all__ = ["Exercise", "NotSolved", "UnknownExercise", "Verdict", "Wrong", "check", "exercise", "hint", "hint_text",
            "solution", "solution_text", "verdict"]

@@ -13,8 +13,9 @@ The rules below (``expect``, ``fail``, ``expect_count``, ...) say the zh and the
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, NoReturn
+from typing import Any, NoReturn
 
 import torch
 from torch.nn.modules import module as module_globals

@@ -6,8 +6,9 @@ learner's hook receives. Each checker compares with hook-free gradients, then re
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -15,7 +16,6 @@ from torch import nn
 from ...inventory import hook_inventory
 from . import exercise
 from ._support import TENSOR_HANDLE, expect, fail, guarded, run
-
 
 # ---- handles (section 5), shared with the handle-returning exercises of notebooks 02 and 03 ----------
 

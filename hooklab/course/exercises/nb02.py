@@ -18,7 +18,6 @@ from . import exercise
 from ._support import NotSolved, expect, fail, run
 from .nb01 import expect_handle, expect_removed, hooked_backward
 
-
 # ---- 02.1 predict the trace of z = (a * b).exp() ---------------------------------------------------------
 
 def _recorded_trace() -> list[tuple[str, str]]:

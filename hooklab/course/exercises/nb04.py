@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from numbers import Real
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn

@@ -5,8 +5,8 @@ function on them; each check takes a few milliseconds on a CPU.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F

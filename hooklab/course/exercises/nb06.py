@@ -8,8 +8,9 @@ import shutil
 import sys
 import tempfile
 import weakref
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -18,8 +19,18 @@ from torch.autograd.graph import save_on_cpu, saved_tensors_hooks
 from ...ledger import SavedTensorLedger
 from ...offload import SaveOnDisk
 from . import exercise
-from ._support import (NotSolved, Wrong, call_answer, collector_sees_only_new_objects, expect, expect_count, fail,
-                       guarded, no_saved_tensor_hooks_left, run)
+from ._support import (
+    NotSolved,
+    Wrong,
+    call_answer,
+    collector_sees_only_new_objects,
+    expect,
+    expect_count,
+    fail,
+    guarded,
+    no_saved_tensor_hooks_left,
+    run,
+)
 
 
 @contextmanager

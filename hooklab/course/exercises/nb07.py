@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8

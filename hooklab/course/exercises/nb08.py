@@ -9,8 +9,7 @@ from torch import nn
 
 from ..._torch_internals import module_hook_dicts
 from . import exercise
-from ._support import (NotSolved, call_answer, drop_global_hooks_added_since, expect, fail, global_hook_ids, guarded,
-                       run)
+from ._support import NotSolved, call_answer, drop_global_hooks_added_since, expect, fail, global_hook_ids, guarded, run
 
 
 def _branchy(width: int) -> nn.Sequential:

@@ -6,8 +6,9 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -15,8 +16,7 @@ from torch import nn
 from ...inventory import hook_inventory
 from ..attempt import first_sentence
 from . import exercise
-from ._support import (NotSolved, call_answer, drop_global_hooks_added_since, expect, fail, global_hook_ids, guarded)
-
+from ._support import NotSolved, call_answer, drop_global_hooks_added_since, expect, fail, global_hook_ids, guarded
 
 # ---- 09.1 upgrade a version-1 checkpoint with a load pre-hook ----------------------------
 

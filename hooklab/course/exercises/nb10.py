@@ -16,7 +16,6 @@ from . import exercise
 from ._comm import ddp_and_plain, guard, run_checked
 from ._support import NotSolved, call_answer, expect, guarded
 
-
 # ---- 10.1 an fp32 communication hook --------------------------------------------------------
 
 def _grads(model: nn.Module) -> list[torch.Tensor]:

@@ -6,16 +6,16 @@
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from . import exercise
-from ._support import (NotSolved, call_answer, expect, fail, guarded, no_hooks_left, run,
-                       short_error, started)
+from ._support import NotSolved, call_answer, expect, fail, guarded, no_hooks_left, run, short_error, started
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:

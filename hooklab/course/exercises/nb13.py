@@ -15,14 +15,14 @@ import collections
 import gc
 import warnings
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 
 from . import exercise
 from ._support import call_answer, collector_sees_only_new_objects, expect, guarded, run
-
 
 # ---- 13.1 find the producer ---------------------------------------------------------------------
 

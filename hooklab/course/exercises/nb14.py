@@ -7,19 +7,18 @@ two processes.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
 from ..._torch_internals import TorchDispatchMode, tree_flatten
-from . import exercise
-from . import _comm
+from . import _comm, exercise
 from ._comm import ddp_and_plain, guard, run_checked
 from ._support import NotSolved, call_answer, expect, fail, guarded, started
-
 
 # ---- 14.1 a callback at the end of every backward pass ----------------------------------------
 

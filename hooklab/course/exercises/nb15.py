@@ -18,8 +18,8 @@ from __future__ import annotations
 import copy
 import warnings
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -28,7 +28,6 @@ from torch.nn.modules import module as module_globals
 
 from . import exercise
 from ._support import NotSolved, Wrong, expect, fail, run, started
-
 
 # ---- 15.1 the modules that really ran -----------------------------------------------------------
 
@@ -345,7 +344,7 @@ def adapter_output(answer: Any) -> None:
                "`base_layer` 的输出。", f"you returned the whole output of `{name}` (base output + adapter). Only the "
                "adapter's part is wanted: hook `lora_B`, or subtract `base_layer`'s output from the LoRA layer's.")
         expect(not same(parts["base"]), "base-output",
-               f"你返回的是 `base_layer` 的输出，也就是没有适配器时的输出；适配器加的是 `scaling * lora_B(lora_A(x))`。",
+               "你返回的是 `base_layer` 的输出，也就是没有适配器时的输出；适配器加的是 `scaling * lora_B(lora_A(x))`。",
                "you returned `base_layer`'s output, the output without the adapter; the adapter adds "
                "`scaling * lora_B(lora_A(x))`.")
         expect(not same(parts["unscaled"]), "no-scaling",

@@ -1,10 +1,9 @@
 """Hints and reference solutions of notebook 07 (activation checkpointing)."""
 import torch
+import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8 (the sections use it)
 from torch import nn
 
 import hooklab
-
-import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8 (the sections use it)
 
 HINTS = {
     "07.1": ("用一个标志记录当前阶段：前向结束、调用 `loss.backward()` 之前把它设为“反向”，钩子只在前向阶段计数；"

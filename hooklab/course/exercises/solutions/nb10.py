@@ -19,6 +19,7 @@ HINTS = {
 # [10.1]
 import torch.distributed as dist
 
+
 def mean_hook(state, bucket):
     grads = bucket.buffer().div_(dist.get_world_size())
     return dist.all_reduce(grads, async_op=True).get_future().then(lambda fut: fut.value()[0])

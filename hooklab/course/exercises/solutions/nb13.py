@@ -34,6 +34,7 @@ HINTS = {
 # [13.1]
 import torch
 
+
 def first_nonfinite(model, x):
     names = {m: n for n, m in model.named_modules() if n}
     calls, found = {}, []
@@ -69,7 +70,6 @@ def count_calls(model):
     return counts
 
 # [13.3]
-import torch
 
 def first_nan_node(model, x):
     owner, inputs_of, handles, found = {}, {}, [], []

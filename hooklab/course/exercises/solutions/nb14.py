@@ -31,14 +31,15 @@ HINTS = {
 # [14.1]
 import torch
 
+
 def once_per_backward(params, on_done):
     def first_gradient_of_the_pass(grads):
         torch.autograd.graph.queue_callback(on_done)
     return [torch.autograd.graph.register_multi_grad_hook(params, first_gradient_of_the_pass, mode="any")]
 
 # [14.2]
-import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
 
 class FirstNonFinite(TorchDispatchMode):
     def __init__(self):
@@ -61,6 +62,7 @@ def first_nonfinite_op(fn):
 
 # [14.3]
 import torch.distributed as dist
+
 
 def counting_mean_hook(state, bucket):
     state["calls"] += 1

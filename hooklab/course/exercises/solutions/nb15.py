@@ -25,6 +25,7 @@ HINTS = {
 # [15.1]
 import torch
 
+
 def modules_that_ran(model, run):
     names = {id(module): name for name, module in model.named_modules()}
     calls = []
