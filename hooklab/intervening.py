@@ -43,7 +43,10 @@ from .scope import Recorder
 __all__ = ["Call", "ModuleInputs", "capture_inputs", "intervene"]
 
 On = Literal["output", "input", "kwargs"]
-_POSITION_KEYS = ("cache_position", "position_ids")  # the keywords that say which positions a call holds
+# the keywords that say which positions a call holds: position_ids first, since it is per row ([batch, seq]: a
+# left-padded row's tokens start at 0 after its padding), where cache_position is one index into the cache for
+# every row ([seq]); a module given only cache_position (older transformers' layers) gets that
+_POSITION_KEYS = ("position_ids", "cache_position")
 _MAX_SHAPES = 6  # shapes kept per module (generate() without a cache sees one more each step)
 
 
@@ -52,8 +55,8 @@ class Call:
     """What an edit function learns about the call it edits.
 
     ``index`` counts this module's calls in the block from 0 (under ``generate()``: 0 is the prompt).
-    ``positions`` are the token positions of this call: the module's own ``cache_position`` or
-    ``position_ids`` keyword when it got one, else the one the model itself was called with in
+    ``positions`` are the token positions of this call: the module's own ``position_ids`` keyword
+    (per row) or else its ``cache_position`` when it got one, else the one the model itself was called with in
     this forward; ``None`` when neither was given (a plain ``model(ids)`` gives a module that
     takes no positions, such as an MLP, ``None``: its positions are then ``0 .. seq - 1``).
     """

@@ -205,6 +205,35 @@ def test_call_index_and_positions_under_generate():
     assert all(isinstance(c, Call) and c.name == "model.layers.1.mlp" for c in seen)
 
 
+def test_positions_are_per_row_position_ids_when_a_call_also_has_cache_position():
+    """A left-padded batch: cache_position is one slot index for every row, position_ids start at 0 after each
+    row's padding. Call.positions is position_ids (what a hand-written hook on a layer reads per row), as a module
+    that got both keywords (a layer of transformers 4.x) shows."""
+    class Layer(nn.Module):
+        def forward(self, h, *, position_ids=None, cache_position=None):
+            return h * 1.0
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = Layer()
+
+        def forward(self, h, position_ids, cache_position):
+            return self.layer(h, position_ids=position_ids, cache_position=cache_position)
+
+    model, h = Model(), torch.zeros(2, 5, 3)
+    cache_position = torch.arange(5)
+    position_ids = torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]])  # row 0: two pads on the left
+    late = lambda positions: (positions >= 2)[..., None].expand_as(h)  # noqa: E731
+    with intervene(model, {"layer": lambda value, call: value + late(call.positions)}):
+        got = model(h, position_ids, cache_position)
+    handle = model.layer.register_forward_hook(
+        lambda m, args, kwargs, out: out + late(kwargs["position_ids"]), with_kwargs=True)
+    expected = with_hook(handle, lambda: model(h, position_ids, cache_position))
+    assert torch.equal(got, expected)
+    assert got[0, :, 0].tolist() == [0, 0, 0, 0, 1] and got[1, :, 0].tolist() == [0, 0, 1, 1, 1]
+
+
 # --- input and keyword edits --------------------------------------------------------------------------
 
 def test_input_edit_equals_a_hand_written_pre_hook():
