@@ -55,7 +55,7 @@ REPLICA = "a replica (shares its hook dicts)"
 COPY = "a copy (carries the same hooks)"
 LOOKALIKE = "a module like it, outside the model"
 COMPILED = "a torch.compile wrapper around it"
-FUSED = "a fused module holding a copy of it"
+FUSED = "a fused module made from it"
 GRAPH = "an FX GraphModule that inlined it"
 IN_MODEL = "another module of the model"
 OTHER_GRAPH = "an FX GraphModule (torch.fx, torch.export)"
@@ -362,6 +362,11 @@ def _reasons(r: HookExplanation, target: nn.Module) -> list[str]:
                       "its hooks are gone)" if isinstance(target, _FOLDED) else
                       "holds a copy of it, which keeps the hooks it had when the model was copied")
             reasons.append(_INSTEAD[found].format(name=name, typename=typename, n=n, folded=folded))
+            if found == OTHER_GRAPH and isinstance(target, nn.modules.batchnorm._BatchNorm):
+                reasons.append(f"{name} is a BatchNorm: a fusing pass (torch.fx.experimental.optimization.fuse, "
+                               "a quantizer's) may fold it into the convolution before it, leaving no module of it "
+                               "to hook; if the graph module holds no BatchNorm, hook the convolution's output "
+                               "instead, or observe it before fusing")
         elif r.fast_paths:
             path = ", ".join(r.fast_paths)
             reasons.append(f"{name} was not called: its parent took a fast path ({path}) that computes it in one op "

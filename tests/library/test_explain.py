@@ -234,3 +234,19 @@ def test_bad_input():
     with pytest.raises(TypeError, match="needs the model"):
         explain_hook("model", "0", run=lambda: None)
     assert hooklab.explain_hook is explain_hook
+
+
+def test_a_batchnorm_folded_by_fx_fuse_is_named_as_folded():
+    """torch.fx.experimental.optimization.fuse folds an eval-mode BatchNorm into the convolution before it: the
+    graph module it returns has no BatchNorm, so the BatchNorm's hooks never fire (plain PyTorch shows it)."""
+    from torch.fx.experimental.optimization import fuse
+
+    model, bn_log = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.ReLU()).eval(), []
+    model[1].register_forward_hook(counting(bn_log))
+    fused = fuse(model)
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in fused.modules())
+    report = explain_hook(model, "1", run=lambda: fused(torch.randn(1, 1, 5, 5)))
+    assert bn_log == [] and report.calls == 0
+    assert any("fold it into the convolution" in r for r in report.reasons), report.reasons
+    plain = explain_hook(model, "0", run=lambda: fused(torch.randn(1, 1, 5, 5)))
+    assert not any("is a BatchNorm" in r for r in plain.reasons)  # said of the BatchNorm only
