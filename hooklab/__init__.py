@@ -54,6 +54,9 @@ Rules every one of them keeps (``tests/library/test_contract.py`` checks each on
 * Pickling the model inside a block either works (a checkpointed model loads as a plain one) or raises a
   ``TypeError`` that says to save ``state_dict()`` or to save after the block.
 * A tool kept after its block (to read its results) does not keep the model alive.
+* A module that an activation checkpoint runs again for backward is recorded once, as without the checkpoint
+  (``Tracer`` shows the recomputation, marked "recomputed for backward"; ``intervene`` replays the edit of the
+  call it recomputes, and refuses a reentrant checkpoint).
 * An exception inside a block leaves no hook, patch, context or file behind.
 * Module and tensor hooks are process-wide: a forward run in another thread inside a block is recorded as this
   thread's; where a tool sees only its own thread (the ledger, ``find_nonfinite``, ``Tracer.saved_tensors()``),

@@ -184,6 +184,7 @@ class intervene(Recorder):  # noqa: N801 - used like a function: ``with interven
     """
 
     _model_refs = ("model", "modules")
+    _sees_recomputation = True  # a checkpoint's recomputation replays the edit of the call it recomputes
 
     def __init__(self, model: nn.Module, edits: Mapping[str, Callable[[Any, Call], Any]], *, on: On = "output",
                  output: int | str | None = None) -> None:

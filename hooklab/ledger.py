@@ -138,6 +138,7 @@ class SavedTensorLedger(Recorder):
     """
 
     _model_refs = ("model",)
+    _sees_recomputation = True  # its module hooks only say which module a saved tensor belongs to
 
     def __init__(self, model: nn.Module | None = None) -> None:
         super().__init__()

@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 
-from ._torch_internals import handle_alive
+from ._torch_internals import current_graph_task_id, handle_alive
 
 if TYPE_CHECKING:  # typing.Self is Python >= 3.11; mypy knows typing_extensions without installing it
     from typing_extensions import Self
@@ -320,6 +320,34 @@ _REGISTER: dict[str, str] = {
 }
 
 
+def recomputing() -> bool:
+    """Whether module code runs now for a backward pass: an activation checkpoint recomputing its region
+    (``use_reentrant=False`` recomputes while backward unpacks a tensor, ``use_reentrant=True`` inside its own
+    backward), not a forward of the step. Read from the autograd engine (a backward pass is running).
+
+    >>> import torch
+    >>> from torch.utils.checkpoint import checkpoint
+    >>> seen = []
+    >>> def f(x):
+    ...     seen.append(recomputing())
+    ...     return x.sin()
+    >>> checkpoint(f, torch.ones(2, requires_grad=True), use_reentrant=False).sum().backward()
+    >>> seen                          # the forward, then the recomputation during backward
+    [False, True]
+    """
+    task = current_graph_task_id()
+    return task is not None and task != -1
+
+
+def _not_when_recomputing(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def forward_hook(*args: Any, **kwargs: Any) -> Any:
+        if recomputing():
+            return None
+        return fn(*args, **kwargs)
+    return forward_hook
+
+
 class Recorder:
     """Base of the recorders (``capture``, ``intervene``, ``GradientMonitor``, ``ActivationStats``, ``Tracer``,
     ``SavedTensorLedger``, ``NonFiniteDetector`` from ``find_nonfinite``): one object records one ``with`` block.
@@ -334,7 +362,11 @@ class Recorder:
     A recorder registers its module hooks through :meth:`_on`, which keeps the rules every tool
     keeps: the hook ignores a ``copy.deepcopy`` of the module (inside the block and after it),
     pickling the model inside the block says what to do instead, and the handle belongs to
-    ``self.scope``. Other handles (tensor and Node hooks) go to ``self.scope`` too, under a key
+    ``self.scope``, and a forward (pre-)hook is not called for a module that runs again for backward (an
+    activation checkpoint recomputing its region, reentrant or not: see :func:`recomputing`), so a call is
+    recorded once, as without the checkpoint; a tool that must see the recomputation (``intervene`` replays its
+    edits, ``Tracer`` shows it) sets ``_sees_recomputation``. Other handles (tensor and Node hooks) go to
+    ``self.scope`` too, under a key
     when a newer one replaces an older one (:meth:`HookScope.add`), and :meth:`HookScope.prune`
     forgets those of freed graphs.
 
@@ -365,6 +397,7 @@ class Recorder:
 
     _tool: ClassVar[str] = ""  # the name users call it by, for messages (default: the class name)
     _model_refs: ClassVar[tuple[str, ...]] = ()  # attributes that hold the model or its parts: dropped at block end
+    _sees_recomputation: ClassVar[bool] = False  # forward hooks also run when a checkpoint recomputes a module
 
     def __init__(self) -> None:
         self.scope = HookScope(type(self).__name__)
@@ -384,6 +417,8 @@ class Recorder:
         naming this tool, and the handle is owned by ``self.scope`` (removed when the block ends).
         """
         register = getattr(module, _REGISTER[kind])
+        if kind in ("forward", "forward_pre") and not self._sees_recomputation:
+            fn = _not_when_recomputing(fn)
         return self.scope.add(register(LocalHook(fn, self._tool_name, module), **flags))
 
     def _register(self) -> None:

@@ -41,7 +41,7 @@ from ._saved import OtherThreads, check_version
 from ._text import describe_shape, format_table
 from ._torch_internals import current_graph_task_id, tree_flatten, version, was_compiled
 from .lookup import as_names, get_modules
-from .scope import Recorder
+from .scope import Recorder, recomputing
 
 __all__ = ["KINDS", "Event", "Tracer", "describe", "in_place_on_outputs"]
 
@@ -114,6 +114,11 @@ Backward = Literal["full", "outputs"]
 MultiMode = Literal["all", "any"]
 
 
+def _again() -> str:
+    """A module event's note when an activation checkpoint runs the module again for backward."""
+    return " (recomputed for backward)" if recomputing() else ""
+
+
 class Tracer(Recorder):
     """Context manager that records hook firings as :class:`Event` s (see the module doc).
 
@@ -134,6 +139,8 @@ class Tracer(Recorder):
     1     backward  tensor                y     (3,)
     2     backward  post_accumulate_grad  w     .grad (3,)
     """
+
+    _sees_recomputation = True  # a checkpoint's recomputation is shown, as what it is
 
     def __init__(self) -> None:
         super().__init__()
@@ -368,10 +375,10 @@ class Tracer(Recorder):
         if forward:
             def forward_pre(mod: nn.Module, args: Any, kwargs: Any) -> None:
                 extra = f" kwargs {describe(kwargs)}" if kwargs else ""
-                self._record("module_forward_pre", label, f"input {describe(args)}{extra}")
+                self._record("module_forward_pre", label, f"input {describe(args)}{extra}{_again()}")
 
             def forward_post(mod: nn.Module, args: Any, output: Any) -> None:
-                self._record("module_forward", label, f"output {describe(output)}")
+                self._record("module_forward", label, f"output {describe(output)}{_again()}")
 
             self._on(m, forward_pre, kind="forward_pre", with_kwargs=True)
             self._on(m, forward_post)

@@ -321,6 +321,45 @@ def test_a_second_block_with_the_same_object_is_refused_or_adds_up(tool, tmp_pat
         assert second == 2 * first
 
 
+# --- recomputation by an activation checkpoint ---------------------------------------------------------------
+@tools("recorder")
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_a_checkpoint_recomputing_the_model_is_not_recorded_again(tool, reentrant, tmp_path):
+    """Backward recomputes a checkpointed region, calling its modules again: a recorder records each call once,
+    as without the checkpoint (capture counted the recomputation as a second call, ActivationStats a second
+    record, find_nonfinite a new step); a tool that shows the recomputation says so, and intervene replays its
+    edit or, with a reentrant checkpoint, refuses."""
+    from torch.utils.checkpoint import checkpoint
+
+    def observed(checkpointed: bool) -> Any:
+        model, x = model_and_batch()
+        block = tool.make(model, tmp_path)
+        with block as given:
+            if tool.start is not None:
+                tool.start(given, model)
+            out = checkpoint(model, x, use_reentrant=reentrant) if checkpointed else model(x)
+            out.sum().backward()
+        return given
+
+    plain = observed(False)
+    if tool.name == "intervene" and reentrant:
+        with pytest.raises(RuntimeError, match="use_reentrant=False"):
+            observed(True)
+        return
+    recomputed = observed(True)
+    if tool.name == "Tracer":  # shown, and marked as what it is
+        again = [e for e in recomputed.events if e.detail.endswith("(recomputed for backward)")]
+        assert len(recomputed.events) == len(plain.events) + len(again) and again
+        return
+    if tool.name == "SavedTensorLedger":  # the region's tensors go through the checkpoint's own hooks (none reach
+        # the ledger) or, reentrant, are saved again while backward recomputes: never more than without it
+        saved = sum(1 for r in recomputed.records if r.module)
+        assert saved <= sum(1 for r in plain.records if r.module) and (reentrant or saved == 0)
+        return
+    assert tool.observe is not None
+    assert tool.observe(recomputed) == tool.observe(plain)
+
+
 # --- another thread ----------------------------------------------------------------------------------------------
 def in_another_thread(fn: Callable[[], Any]) -> Any:
     result: list[Any] = []
