@@ -88,6 +88,31 @@ def _tie_to_parent(parent: int, group: int | None, inherited: int | None) -> Non
             os.setpgid(0, group)
 
 
+# PyTorch's refusal in a forked child whose parent had started autograd's worker threads before the fork
+AUTOGRAD_AFTER_FORK = "Unable to handle autograd's threading in combination with fork-based multiprocessing"
+FORK_HINT = ("hooklab: the workers are forked from the process that called run_workers, and that process had "
+             "already run a backward pass on autograd's worker threads (a torch.compile'd model's backward does): "
+             "a forked process cannot run autograd then. Call run_workers before compiling anything in this "
+             "process, or from a fresh one (restart the kernel, or a separate script).\n")
+
+
+def _fork_can_run_autograd() -> bool:
+    """Whether a process forked now can run a backward pass: not once this one has started autograd's worker
+    threads (any ``torch.compile``'d model's backward does), after which PyTorch refuses autograd in a fork.
+    Asked of a tiny forked probe (a few milliseconds), since PyTorch keeps that state to itself."""
+    pid = os.fork()
+    if pid == 0:  # the probe: one backward, then leave without running any of the parent's clean-up
+        code = 1
+        try:
+            x = torch.ones(1, requires_grad=True)
+            (x * 2).sum().backward()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
 def _worker(fn: Callable[..., Any], rank: int, world_size: int, args: tuple, backend: str,
             store: str, timeout: float, results: Any, parent: int, group: int | None,
             inherited: int | None) -> None:
@@ -108,7 +133,10 @@ def _worker(fn: Callable[..., Any], rank: int, world_size: int, args: tuple, bac
             results.put(("ok", rank, pickle.dumps(fn(rank, world_size, *args))))
         except BaseException:  # noqa: BLE001 - every failure goes back to the parent
             # the time tells the first failure from the ones it causes in the other workers
-            results.put(("error", rank, (time.time(), traceback.format_exc() + captured.getvalue())))
+            report = traceback.format_exc()
+            if AUTOGRAD_AFTER_FORK in report:
+                report += FORK_HINT
+            results.put(("error", rank, (time.time(), report + captured.getvalue())))
         finally:
             if joined:
                 dist.destroy_process_group()
@@ -199,6 +227,12 @@ def run_workers(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend
     if dist.is_available() is False:
         raise RuntimeError("this PyTorch build has no torch.distributed")
     ctx = mp.get_context("fork") if sys.platform.startswith("linux") else mp.get_context("spawn")
+    if ctx.get_start_method() == "fork" and not _fork_can_run_autograd():
+        if getattr(fn, "__module__", "__main__") == "__main__" or "<locals>" in getattr(fn, "__qualname__", "<locals>"):
+            raise RuntimeError(FORK_HINT.replace("hooklab: the workers are", "run_workers: the workers would be")
+                               + "(Or define fn in an importable module: run_workers then starts the workers with "
+                               "'spawn' instead of forking.)")
+        ctx = mp.get_context("spawn")  # fn is importable: fresh interpreters instead of forks
     if ctx.get_start_method() == "fork":
         _import_what_workers_import()
         _libc()

@@ -215,3 +215,42 @@ def test_no_worker_outlives_a_caller_that_is_terminated_or_killed(tmp_path, sign
         for pid in pids:
             if running(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+AFTER_COMPILE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from torch import nn
+import hooklab
+from ddp_step import ddp_step
+
+compiled = torch.compile(nn.Linear(3, 3), backend="eager")
+compiled(torch.randn(2, 3)).sum().backward()  # autograd's worker threads are running now: a fork cannot use autograd
+try:
+    hooklab.run_workers(lambda rank, world: rank, timeout=60)
+except RuntimeError as error:
+    print("refused:", "before compiling" in str(error) and "importable module" in str(error))
+print("spawned:", hooklab.run_workers(ddp_step, timeout=float(sys.argv[2])))
+"""
+
+
+def test_after_a_compiled_backward_the_workers_are_spawned_or_refused_clearly(tmp_path):
+    """PyTorch refuses autograd in a process forked after a compiled model's backward ("Unable to handle autograd's
+    threading in combination with fork-based multiprocessing"): run_workers sees it before forking, starts the
+    workers with 'spawn' when fn is importable (a DDP backward then works in them) and otherwise says what to do.
+    In a subprocess, so that this test process can still fork."""
+    from patience import hang_guard
+
+    (tmp_path / "ddp_step.py").write_text(
+        "import torch\nfrom torch import nn\nfrom torch.nn.parallel import DistributedDataParallel\n\n\n"
+        "def ddp_step(rank, world):\n    model = DistributedDataParallel(nn.Linear(3, 3))\n"
+        "    model(torch.ones(2, 3)).sum().backward()\n    return rank\n", encoding="utf-8")
+    limit = hang_guard(240)
+    try:
+        done = subprocess.run([sys.executable, "-c", AFTER_COMPILE, str(tmp_path), str(limit / 2)],
+                              capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"hang guard: the script (a compile, then two run_workers calls) did not end within {limit:.0f} s")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-2:] == ["refused: True", "spawned: [0, 1]"], done.stdout + done.stderr
