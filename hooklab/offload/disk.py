@@ -118,10 +118,15 @@ class SaveOnDisk(_OffloadHooks):
             torch.save(t.cpu(), packed.path)
         except (RuntimeError, OSError) as exc:
             free = shutil.disk_usage(store.path).free
-            raise OSError(errno.ENOSPC if free < _nbytes(t) + (1 << 20) else errno.EIO,
-                          f"SaveOnDisk could not write a {_nbytes(t)}-byte tensor to {store.path} "
-                          f"({free} bytes free: disk full?); pass directory= on a disk with room, or raise "
-                          f"min_bytes") from exc
+            files_left = os.statvfs(store.path).f_favail if hasattr(os, "statvfs") else -1
+            if files_left == 0:  # bytes to spare, but no inode for one more file
+                why, code = "no file can be created there: the file system has no free inodes", errno.ENOSPC
+            elif free < _nbytes(t) + (1 << 20):
+                why, code = f"{free} bytes free: the disk is full", errno.ENOSPC
+            else:
+                why, code = f"{free} bytes free; the error above says why", errno.EIO
+            raise OSError(code, f"SaveOnDisk could not write a {_nbytes(t)}-byte tensor to {store.path} ({why}); "
+                                "pass directory= on a disk with room, or raise min_bytes") from exc
         return packed
 
     def _decode(self, packed: _OnDisk) -> torch.Tensor:

@@ -220,7 +220,27 @@ def test_save_on_disk_full_disk_names_the_folder_and_cleans_up(tmp_path, monkeyp
     monkeypatch.setattr(offload.torch, "save", full)
     monkeypatch.setattr(offload.shutil, "disk_usage", lambda p: namedtuple("u", "total used free")(1, 1, 100))
     net, x = _net(), torch.randn(8, 64)
-    with pytest.raises(OSError, match=r"SaveOnDisk could not write .* to .*hooklab-saved-.*disk full\?") as info:
+    with pytest.raises(OSError, match=r"SaveOnDisk could not write .* to .*hooklab-saved-.*the disk is full") as info:
+        with hooklab.SaveOnDisk(directory=tmp_path, keep=[net, x]):
+            net(x).sum()
+    assert info.value.errno == __import__("errno").ENOSPC
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_save_on_disk_out_of_inodes_says_so(tmp_path, monkeypatch):
+    """Bytes to spare but no inode left (review round 3): the message names the inodes, not a full disk."""
+    from collections import namedtuple
+
+    from hooklab.offload import disk as offload
+
+    def no_inode(obj, path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(offload.torch, "save", no_inode)
+    monkeypatch.setattr(offload.shutil, "disk_usage", lambda p: namedtuple("u", "total used free")(1 << 40, 0, 1 << 40))
+    monkeypatch.setattr(offload.os, "statvfs", lambda p: namedtuple("v", "f_favail")(0))
+    net, x = _net(), torch.randn(8, 64)
+    with pytest.raises(OSError, match=r"no file can be created there: the file system has no free inodes") as info:
         with hooklab.SaveOnDisk(directory=tmp_path, keep=[net, x]):
             net(x).sum()
     assert info.value.errno == __import__("errno").ENOSPC
