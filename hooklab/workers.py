@@ -14,7 +14,10 @@ returns what each returned, ordered by rank. It is meant for notebooks and tests
   is exactly what the parent prints from the results.
 
 On Linux the workers are forked, so ``fn`` may be defined in a notebook cell. Elsewhere they are
-spawned, and ``fn`` must be importable from a module.
+spawned, and ``fn`` must be importable from a module. A fork cannot run autograd once the calling process has
+started autograd's worker threads (the backward of any ``torch.compile``'d model does): a forked probe tells before
+the workers start, which are then spawned when ``fn`` is importable; otherwise run_workers says to call it before
+compiling, or from a fresh process.
 
 How nothing outlives the call, even a SIGKILL of the caller (a kernel restart, a job's time limit), where no
 ``finally`` runs: on POSIX a small guard process (``sh``) leads a process group that the workers join, so a
