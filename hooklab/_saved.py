@@ -305,10 +305,18 @@ class Finalizer(weakref.finalize):
 
     def __call__(self, _: Any = None) -> Any:
         """Run the work once; it stays registered until it has finished, so an interrupted run is redone
-        (the work must allow that: hooklab's do nothing the second time)."""
+        (the work must allow that: hooklab's do nothing the second time). Work that fails with an error (not an
+        interrupt) is not redone: the error is reported once, and at interpreter exit the other finalizers still
+        run (CPython's exit loop asserts that a finalizer it called is no longer registered)."""
         info = self._registry.get(self)
         if info and not self._shutdown:
-            result = info.func(*info.args, **(info.kwargs or {}))
+            handling = sys.exc_info()[1]  # the program's own exception, if the finalizer runs in its except block
+            try:
+                result = info.func(*info.args, **(info.kwargs or {}))
+            except Exception as exc:
+                if _lost_signal(exc, handling, True) is None:  # an error with no interrupt behind it
+                    self._registry.pop(self, None)
+                raise
             self._registry.pop(self, None)
             return result
         return None

@@ -356,3 +356,30 @@ def test_the_hook_reports_what_it_cannot_deliver_again_from_another_thread(repor
     finalizer.detach()
     del owner
     gc.collect()
+
+
+def test_a_finalizer_whose_work_fails_does_not_stop_the_others_at_exit(tmp_path):
+    """Work that fails with an ordinary error stays failed (it is not redone): at interpreter exit CPython's loop
+    over the finalizers asserted that the failed one was gone, and the AssertionError ended the loop, so the
+    finalizers after it (another tool's folder) never ran. In a subprocess: its exit is what is checked."""
+    import subprocess
+    import sys
+
+    from patience import hang_guard
+
+    script = (
+        "import pathlib, sys\n"
+        "from hooklab._saved import Finalizer\n"
+        "class Owner: pass\n"
+        "def fails(): raise PermissionError(13, 'Permission denied')\n"
+        "def writes(): pathlib.Path(sys.argv[1]).write_text('ran')\n"
+        "keep = [Owner(), Owner()]\n"
+        "Finalizer(keep[0], writes)\n"
+        "Finalizer(keep[1], fails)  # the exit loop calls the newest first\n"
+    )
+    done_file = tmp_path / "done"
+    result = subprocess.run([sys.executable, "-c", script, str(done_file)], capture_output=True, text=True,
+                            timeout=hang_guard(120))
+    assert "PermissionError" in result.stderr  # reported, as every error in a finalizer is
+    assert "AssertionError" not in result.stderr, result.stderr
+    assert done_file.read_text() == "ran"
