@@ -193,8 +193,10 @@ def _net():
 def test_save_on_disk_removes_folders_left_by_a_killed_process(tmp_path):
     import subprocess
     import sys
+
+    from patience import hang_guard
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True, check=True, timeout=60)
+                          text=True, check=True, timeout=hang_guard(60))
     stale = tmp_path / f"hooklab-saved-{int(dead.stdout)}-abc"
     stale.mkdir()
     (stale / "000001.pt").write_bytes(b"x")

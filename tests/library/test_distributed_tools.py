@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 import hooklab
+from patience import hang_guard
 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="this torch has no torch.distributed")
 
@@ -206,7 +207,7 @@ def _both(rank: int, world_size: int) -> dict:
 @pytest.fixture(scope="module")
 def launched():
     """One launch of 2 workers runs the checks of both wrappers."""
-    return hooklab.run_workers(_both, world_size=2, timeout=240)
+    return hooklab.run_workers(_both, world_size=2, timeout=hang_guard(240))
 
 
 @pytest.fixture(params=["ddp", "fsdp2"])

@@ -11,6 +11,7 @@ from torch import nn
 
 import hooklab
 from hooklab import errors
+from patience import hang_guard
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -122,7 +123,7 @@ def _fail(rank: int, world_size: int) -> None:
 
 def test_a_failing_worker_raises_worker_error():
     with pytest.raises(hooklab.WorkerError, match="fails on purpose") as info:
-        hooklab.run_workers(_fail, world_size=1, timeout=90)
+        hooklab.run_workers(_fail, world_size=1, timeout=hang_guard(90))
     assert info.value.rank == 0
 
 

@@ -14,6 +14,7 @@ from torch import nn
 import hooklab
 from hooklab import UnknownModuleError, explain_hook, no_hooks_left_behind
 from hooklab.explain import COMPILED, COPY, FUSED, GRAPH, REPLICA, SELF
+from patience import hang_guard
 
 
 def mlp():
@@ -144,7 +145,7 @@ def test_data_parallel_replicas_share_the_hook_dicts():
             setattr(replica, name, p.view_as(p))
         thread = threading.Thread(target=lambda: replica(torch.ones(1, 3)))  # parallel_apply uses threads
         thread.start()
-        thread.join(timeout=60)
+        thread.join(timeout=hang_guard(60))
     report = explain_hook(model, "0", run=replicas)
     assert len(log) == 1 and log[0] is not model[0]
     assert report.fired == {"counting.hook (forward)": {REPLICA: 1}}

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from patience import hang_guard
+
 LEAKING_TESTS = '''
 import pytest
 import torch
@@ -110,7 +112,7 @@ def run_leaking_tests(tmp_path: Path) -> tuple[str, dict[str, str]]:
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "-rA", "-c", "/dev/null",
          "--rootdir", str(tmp_path), "-o", "markers=leaves_global_state: on purpose", str(tmp_path)],
-        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+        capture_output=True, text=True, timeout=hang_guard(240), cwd=tmp_path,
         env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     out = done.stdout + done.stderr
     outcomes = {}

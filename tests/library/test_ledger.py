@@ -12,6 +12,7 @@ from torch import nn
 import hooklab
 from gc_survivors import only_new_objects_collected  # noqa: F401 (a fixture)
 from hooklab import MemoryMeter, SavedTensorLedger, format_bytes
+from patience import hang_guard
 
 F32 = 4
 
@@ -295,7 +296,7 @@ def test_under_fsdp2_gathered_parameters_count_as_parameters_not_activations():
         model(x).sum()
     truth = [(r.module, r.kind, r.shape, r.storage_bytes) for r in ledger.records]
     assert ("2", "parameter", (16, 4), 16 * 4 * F32) in truth  # F.linear saves weight.t()
-    for records in hooklab.run_workers(_fsdp2_ledger, world_size=2, timeout=90):
+    for records in hooklab.run_workers(_fsdp2_ledger, world_size=2, timeout=hang_guard(90)):
         assert records == truth
 
 
@@ -342,7 +343,7 @@ def test_a_forward_in_another_thread_is_reported_not_silently_missing():
             with make() as ledger:
                 worker = threading.Thread(target=lambda: model(torch.ones(2, 4)).sum())
                 worker.start()
-                worker.join(timeout=30)
+                worker.join(timeout=hang_guard(30))
         assert ledger.records == []  # nothing seen, as the warning says
     with SavedTensorLedger(model) as ledger:  # same thread: no warning, records as usual
         model(torch.ones(2, 4)).sum()

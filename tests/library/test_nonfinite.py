@@ -13,6 +13,7 @@ from torch import nn
 
 import hooklab
 from hooklab.nonfinite import NonFiniteError, find_nonfinite, new_nodes
+from patience import hang_guard
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -430,7 +431,7 @@ def test_calls_from_another_thread_are_not_checked_and_it_says_so():
         with find_nonfinite(model) as found:
             worker = threading.Thread(target=lambda: model(x))
             worker.start()
-            worker.join(timeout=30)
+            worker.join(timeout=hang_guard(30))
             assert not worker.is_alive(), "the thread calling the model did not finish in 30 s"
     assert found.forward is None and found.steps == 0
 

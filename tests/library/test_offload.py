@@ -13,6 +13,7 @@ import hooklab
 from gc_survivors import only_new_objects_collected, survivors  # noqa: F401 (a fixture)
 from hooklab import CompressSaved, OffloadWrapper, SaveOnCpu, SaveOnDisk, gradient_error, offload_module
 from hooklab._torch_internals import is_parameter_like
+from patience import hang_guard
 
 
 def net_and_batch(seed: int = 0):
@@ -611,7 +612,7 @@ def test_the_stale_folder_sweep_spares_a_live_folder_of_another_pid_namespace(tm
     import sys
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True, timeout=60)
+                          check=True, timeout=hang_guard(60))
     folder = tmp_path / f"hooklab-saved-{int(dead.stdout)}-elsewhere"
     holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(folder)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
@@ -625,7 +626,7 @@ def test_the_stale_folder_sweep_spares_a_live_folder_of_another_pid_namespace(tm
         loss.backward()
     finally:
         holder.kill()
-        holder.wait(timeout=30)
+        holder.wait(timeout=hang_guard(30))
     with SaveOnDisk(directory=tmp_path):  # the holder was killed: its lock went with it, so the folder is stale
         pass
     assert not folder.exists() and os.listdir(tmp_path) == []

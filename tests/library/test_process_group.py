@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from patience import hang_guard
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -42,7 +44,7 @@ def kill_parent_and_wait(tied: bool, wait_s: float) -> bool:
         child = int(parent.stdout.readline())
         assert alive(child) and os.getpgid(child) == child  # a group (and session) of its own
         parent.kill()
-        parent.wait(timeout=10)
+        parent.wait(timeout=hang_guard(10))
         deadline = time.monotonic() + wait_s
         while alive(child) and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -15,6 +15,7 @@ from torch import nn
 import hooklab
 from hooklab import all_hooks, hook_inventory, show_all_hooks
 from hooklab.systems import hook_owner
+from patience import hang_guard
 
 
 def needs(module: str):
@@ -181,7 +182,7 @@ def test_all_hooks_imports_no_library():
             "hooklab.all_hooks(torch.compile(nn.Sequential(nn.Linear(2, 2)), backend='eager')); "
             "print(sorted(m for m in ('accelerate', 'diffusers', 'peft', 'torchao', 'captum', 'timm', "
             "'pytorch_lightning') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=hang_guard(120))
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
 

@@ -15,6 +15,7 @@ from torch import nn  # noqa: E402
 from hooklab import hook_inventory, no_hooks_left_behind  # noqa: E402
 from hooklab.lookup import UnknownModuleError  # noqa: E402
 from hooklab.tracer import KINDS, Event, Tracer, describe  # noqa: E402
+from patience import hang_guard
 
 
 def small_graph():
@@ -375,7 +376,7 @@ def test_saved_tensors_warns_when_the_forward_runs_in_another_thread():
         with Tracer() as tr, tr.saved_tensors():
             worker = threading.Thread(target=lambda: model(torch.ones(2, 3)))
             worker.start()
-            worker.join(timeout=30)
+            worker.join(timeout=hang_guard(30))
     assert tr.events == []
     with Tracer() as tr, tr.saved_tensors():  # the same forward in this thread: packs recorded, no warning
         model(torch.ones(2, 3))
