@@ -104,7 +104,10 @@ class GradientMonitor(Recorder):
       inside ``step()``, the monitor divides by the scale the scaler handed it
       (``opt.grad_scale``). A step the scaler skips is not recorded for an optimizer whose
       ``step()`` it then leaves out, and is recorded (with its inf / nan norms) for a fused one,
-      which is called anyway and skips the update itself.
+      which is called anyway and skips the update itself. A step given a closure (``opt.step(closure)``,
+      as Lightning's automatic optimization and ``LBFGS`` call it) runs the last backward inside
+      ``step()``, after the step pre-hooks: its norms are read in a step post-hook instead, once the
+      closure has run (for ``LBFGS``, the gradients of its last evaluation).
     * ``every=N``: record one step in ``N`` (steps ``0, N, 2N, ...``); on the others the hooks only
       count (with ``optimizer=``, one call per step and nothing else).
     * The optimizer in backward (post-accumulate hooks that call ``step()`` and free ``.grad``):
@@ -212,6 +215,7 @@ class GradientMonitor(Recorder):
         self._index: dict[int, int] = {}  # id(parameter) -> its index (optimizers stepping inside backward)
         self._stepped: set[int] = set()  # parameters an optimizer stepped inside this step's backward: recorded then
         self._counted = 0  # steps so far, recorded or not (every=)
+        self._closure_step = False  # optimizer=: this step runs a closure (its backward), read after the step
         self._skip = False  # this step is not recorded (every=, or a backward DDP does not average)
         self._unsynced = False  # the model's latest forward ran under DDP's no_sync()
         self._numbers: list[int] = []  # the step number of each record
@@ -221,6 +225,7 @@ class GradientMonitor(Recorder):
         assert self._model is not None  # dropped only when the block ends
         if self._optimizer is not None:
             self.scope.add(self._optimizer.register_step_pre_hook(self._at_optimizer_step))
+            self.scope.add(self._optimizer.register_step_post_hook(self._after_closure_step))
             return
         # in DDP a parameter this rank did not use still gets the averaged gradient of the ranks that did
         self._whole_model = in_process_group() and not any(is_dtensor(p) for p in self._params)
@@ -260,7 +265,19 @@ class GradientMonitor(Recorder):
                     self._stepped.add(index)
 
     def _at_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        """With ``optimizer=``: a step pre-hook recording the gradients the optimizer is about to use."""
+        """With ``optimizer=``: a step pre-hook recording the gradients the optimizer is about to use; a step given a
+        closure computes them inside ``step()``, so that one is recorded by the step post-hook."""
+        self._closure_step = (args[1] if len(args) > 1 else kwargs.get("closure")) is not None  # args[0]: the optimizer
+        if not self._closure_step:
+            self._record_optimizer_step(optimizer)
+
+    def _after_closure_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        """With ``optimizer=``: a step post-hook; records a step whose closure ran its backward inside ``step()``."""
+        if self._closure_step:
+            self._closure_step = False
+            self._record_optimizer_step(optimizer)
+
+    def _record_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         self._counted += 1
         if (self._counted - 1) % self.every or not self._params:
             return

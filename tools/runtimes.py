@@ -11,7 +11,10 @@ scalar kernels' lines are left out) and writes them to docs/runtimes.toml with h
 the machine's load average during the run, which the texts then mention). `apply` rewrites, from that table only,
 the last column of the README's table of notebooks and the sentence under it, and in each notebook the number in the
 first "about N s" / "约 N 秒" of its ``**Run time**`` / ``**运行时间**`` line (on a busy machine, the word "idle"
-there goes too); nothing else changes. tests/tools/test_runtimes.py checks that they agree.
+there goes too); nothing else changes. So a run-time line states one time only (besides the per-notebook budget): a
+second figure ("about 8 s, about 10 s of it importing") would not follow the table and goes stale, so `apply` refuses
+such a line and `check` reports it; say the part in words ("most of it importing"). tests/tools/test_runtimes.py
+checks that they agree.
 """
 from __future__ import annotations
 
@@ -126,13 +129,27 @@ _IDLE = {"zh": (("在空闲的两核 CPU 上", "在两核 CPU 上"), ("在两个
 _LOAD = {"zh": (re.compile(r"负载在 \d+ 以上"), "负载约 {}"), "en": (re.compile(r"load average above \d+"),
                                                                "load average about {}")}
 _START = {"zh": "**运行时间**", "en": "**Run time**"}
+_SECONDS = {"zh": re.compile(r"\d+(?:\.\d+)? ?秒"), "en": re.compile(r"\d+(?:\.\d+)? ?(?:s|seconds?)\b")}
+_BUDGET = {"zh": re.compile(r"预算是 ?\d+ ?秒|\d+ ?秒的预算"), "en": re.compile(r"budget of \d+ ?s\b")}
+
+
+def extra_figures(line: str, lang: str) -> list[str]:
+    """The times a run-time line states after its first one, the per-notebook budget left out: `apply` rewrites the
+    first only, so any other goes stale.
+
+    >>> extra_figures("**Run time**: about 8 s (two cores), about 10 s of it importing; budget of 60 s", "en")
+    ['10 s']
+    >>> extra_figures("**运行时间**：约 8 秒，其中大部分用于导入；每课 60 秒的预算", "zh")
+    []
+    """
+    return _SECONDS[lang].findall(_BUDGET[lang].sub("", line))[1:]
 
 
 def run_time_line(text: str, lang: str, seconds: float, load: float | None) -> str:
     """``text`` (a markdown cell) with its run-time line saying ``seconds``; other lines unchanged.
 
-    >>> run_time_line("x\\n**Run time**: about 4 s on two idle CPU cores (about 3 s to start)", "en", 9.6, 6.1)
-    'x\\n**Run time**: about 10 s on two CPU cores (about 3 s to start)'
+    >>> run_time_line("x\\n**Run time**: about 4 s on two idle CPU cores (most of it to start)", "en", 9.6, 6.1)
+    'x\\n**Run time**: about 10 s on two CPU cores (most of it to start)'
     >>> run_time_line("**运行时间**：在空闲的两核 CPU 上约 4 秒。", "zh", 4.2, None)
     '**运行时间**：在空闲的两核 CPU 上约 4 秒。'
     """
@@ -140,6 +157,9 @@ def run_time_line(text: str, lang: str, seconds: float, load: float | None) -> s
     for i, line in enumerate(lines):
         if not line.startswith(_START[lang]):
             continue
+        if extra := extra_figures(line, lang):
+            raise RuntimeTableError(f"a run-time line states more than one time ({', '.join(extra)} after the first): "
+                                    f"only the first follows docs/runtimes.toml, so say the others in words: {line}")
         pattern, template = _NUMBER[lang]
         line = pattern.sub(template.format(shown(seconds)), line, count=1)
         if load is not None and load >= BUSY_LOAD:
@@ -163,6 +183,19 @@ def stated_seconds(nb: dict[str, Any]) -> dict[str, int | None]:
                 if line.startswith(_START[lang]) and found[lang] is None:
                     match = re.search(r"约 (\d+) 秒" if lang == "zh" else r"about (\d+) s\b", line)
                     found[lang] = int(match[1]) if match else -1
+    return found
+
+
+def run_time_extras(nb: dict[str, Any]) -> dict[str, list[str]]:
+    """lang -> the figures after the first in the notebook's run-time line, where there are any."""
+    found: dict[str, list[str]] = {}
+    for cell in nb["cells"]:
+        if cell.get("cell_type") != "markdown":
+            continue
+        for lang in _START:
+            for line in _source(cell).split("\n"):
+                if line.startswith(_START[lang]) and (extra := extra_figures(line, lang)):
+                    found.setdefault(lang, []).extend(extra)
     return found
 
 
@@ -210,9 +243,13 @@ def check(root: Path = ROOT) -> list[str]:
         if seconds is None:
             problems.append(f"{path.name}: no time in docs/runtimes.toml")
             continue
-        for lang, stated in stated_seconds(json.loads(path.read_text(encoding="utf-8"))).items():
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for lang, stated in stated_seconds(nb).items():
             if stated != shown(seconds):
                 problems.append(f"{path.name} ({lang}): its run-time line says {stated}, the table {shown(seconds)}")
+        for lang, extra in run_time_extras(nb).items():
+            problems.append(f"{path.name} ({lang}): its run-time line states more than one time ({', '.join(extra)} "
+                            "after the first); only the first follows docs/runtimes.toml: say the others in words")
     return problems
 
 

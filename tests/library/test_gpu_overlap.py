@@ -1,7 +1,6 @@
 """OverlappedOffload on a GPU (side stream, events, prefetch): run with ``HOOKLAB_TEST_GPU=1 ./course test tests -m gpu``.
 
-Skipped where no GPU is visible (``./course test`` hides it; this task's machine has none, so these tests have
-not run yet). They check what the CPU tests cannot: gradients bit-for-bit equal to the plain step with the copies
+Skipped where no GPU is visible (``./course test`` hides it). These tests have not run on a GPU yet. They check what the CPU tests cannot: gradients bit-for-bit equal to the plain step with the copies
 really asynchronous, GPU memory actually released, and PyTorch's in-place error kept while a copy is in flight.
 """
 from __future__ import annotations

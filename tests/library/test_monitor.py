@@ -517,6 +517,33 @@ def test_optimizer_records_once_per_logical_batch(six_batches):
     assert per_backward.steps == 6
 
 
+def test_optimizer_with_a_closure_records_the_gradients_the_closure_computed(six_batches):
+    """opt.step(closure), as Lightning and LBFGS call it: the last micro-batch's backward runs inside step(), after
+    the step pre-hooks, so a pre-hook sees the partial sum; the monitor reads the gradients after the step instead."""
+    plain = make_mlp()
+    truth = _accumulate(plain, torch.optim.SGD(plain.parameters(), lr=0.1), six_batches)
+    model = make_mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    pre_hook_saw = []
+    opt.register_step_pre_hook(lambda o, args, kwargs: pre_hook_saw.append([p.grad.norm().item()
+                                                                            for p in model.parameters()]))
+    with GradientMonitor(model, optimizer=opt) as gm:
+        for first, last in zip(six_batches[::2], six_batches[1::2]):
+            model(first).pow(2).mean().backward()
+
+            def closure(last=last):
+                loss = model(last).pow(2).mean()
+                loss.backward()
+                return loss
+
+            opt.step(closure=closure) if first is six_batches[2] else opt.step(closure)  # both spellings
+            opt.zero_grad(set_to_none=True)
+    assert gm.step_numbers == [0, 1, 2]
+    got = [list(row) for row in zip(*gm.norms(per="parameter").values())]
+    assert all(g == pytest.approx(t, rel=1e-6) for g, t in zip(got, truth))
+    assert not any(s == pytest.approx(t, rel=1e-6) for s, t in zip(pre_hook_saw, truth))  # the check can fail
+
+
 @pytest.mark.parametrize("fused", [False, True])
 def test_optimizer_under_a_grad_scaler_records_true_norms_and_what_a_skipped_step_does(six_batches, fused):
     """M2: a fused optimizer unscales inside step(), so its step pre-hook sees scaled gradients; the monitor divides
