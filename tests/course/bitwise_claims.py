@@ -181,7 +181,7 @@ def _form(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> tuple[str, list[ast
     if name == "equal" and (owner == "torch" or not method) and _two_sides(node):
         return "torch.equal", list(node.args)
     if name == "equal" and method and owner != "torch" and len(node.args) == 1 and not node.keywords:
-        return "Tensor.equal", [node.func.value, node.args[0]]  # type: ignore[attr-defined]
+        return "Tensor.equal", [node.func.value, node.args[0]]
     if name in NUMPY_EXACT:
         return f"numpy {name}", list(node.args)
     if name in CLOSE_CALLS:
@@ -192,7 +192,7 @@ def _form(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> tuple[str, list[ast
         if owner == "torch" and _two_sides(node):
             return f"elementwise {name}", list(node.args)
         if method and len(node.args) == 1:
-            return f"elementwise {name}", [node.func.value, node.args[0]]  # type: ignore[attr-defined]
+            return f"elementwise {name}", [node.func.value, node.args[0]]
     return None
 
 
@@ -245,11 +245,11 @@ class _Lines:
         return node
 
     def marker(self, node: ast.AST) -> Marker | None:
-        first, last = node.lineno, getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]
+        first, last = node.lineno, getattr(node, "end_lineno", None) or node.lineno
         for line in range(first, last + 1):
             if line in self.markers:
                 return self.markers[line]
-        return self._above(first) or self._above(self.statement(node).lineno)  # type: ignore[attr-defined]
+        return self._above(first) or self._above(self.statement(node).lineno)
 
 
 def find_comparisons(source: str) -> tuple[list[Comparison], list[str]]:
@@ -269,7 +269,7 @@ def find_comparisons(source: str) -> tuple[list[Comparison], list[str]]:
         if found is None or any(_evidently_not_float(side) for side in found[1]):
             continue
         marker = lines.marker(node)
-        comparisons.append(Comparison(node.lineno, found[0], text[node.lineno - 1].strip(),  # type: ignore[attr-defined]
+        comparisons.append(Comparison(node.lineno, found[0], text[node.lineno - 1].strip(),
                                       marker.kind if marker else None, marker.reason if marker else ""))
     problems = []
     for line, marker in sorted(markers.items()):
