@@ -150,6 +150,9 @@ def build(name: str) -> Path | None:
         if done.returncode != 0:
             raise RuntimeError(f"could not compile the CPU shim {name}: {done.stderr.strip()}")
         os.replace(partial, target)  # whole or not at all: two test workers may build it at once
+        for older in BUILD.glob(f"lib{name}-*.so"):  # built from an earlier source text
+            if older != target:
+                older.unlink(missing_ok=True)
     finally:
         c_file.unlink(missing_ok=True)
         partial.unlink(missing_ok=True)
