@@ -291,14 +291,21 @@ def problems_of(source: str) -> list[str]:
             for c in comparisons if c.kind is None] + problems
 
 
-def code_cells(path: Path) -> list[tuple[int, str]]:
-    """(0-based cell index, Python source) of each code cell of a notebook; IPython's magics become the calls they
-    stand for (the body of a cell magic is a string to the parser)."""
-    from IPython.core.inputtransformer2 import TransformerManager
+def _python(cell_source: str) -> str:
+    """A code cell as Python: IPython's magics (``%time``, ``!ls``) become the calls they stand for (the code a magic
+    runs is a string to the parser: the course's notebooks use none); a cell without them is Python already."""
+    try:
+        ast.parse(cell_source)
+        return cell_source
+    except SyntaxError:
+        from IPython.core.inputtransformer2 import TransformerManager
+        return TransformerManager().transform_cell(cell_source)
 
-    transform = TransformerManager().transform_cell
+
+def code_cells(path: Path) -> list[tuple[int, str]]:
+    """(0-based cell index, Python source) of each code cell of a notebook."""
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    return [(i, transform("".join(c["source"]) if isinstance(c["source"], list) else c["source"]))
+    return [(i, _python("".join(c["source"]) if isinstance(c["source"], list) else c["source"]))
             for i, c in enumerate(cells) if c["cell_type"] == "code"]
 
 

@@ -152,3 +152,11 @@ def test_removing_a_marker_from_a_real_cell_fails():
     assert problems_of(cell) == []
     stripped = "\n".join(line.split("  # bitwise:")[0] for line in cell.splitlines())
     assert len(problems_of(stripped)) == 3  # entry 0, 1 and 2 each compare with torch.equal
+
+
+def test_a_cell_with_magics_is_parsed_as_the_calls_they_stand_for(tmp_path):
+    path = tmp_path / "magics.ipynb"
+    path.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "%time same = torch.equal(a, b)\n!ls\n"
+                                                                           "print((a == b).all())"}]}), encoding="utf-8")
+    (_, source), = code_cells(path)
+    assert "get_ipython()" in source and forms(source) == ["elementwise =="]  # %time's argument is a string
