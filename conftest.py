@@ -3,9 +3,13 @@
 1. ``--cpu-kernels``: validate every notebook under the machine's own CPU kernels (``native``), under the
    portable scalar kernels (``scalar``: ATen without vector code, oneDNN limited to SSE4.1, MKL to SSE4.2), or
    under both (``./course test`` uses ``both``). Float sums differ in their last bits between kernel paths, so an
-   output that depends on them fails here on every machine, not only on a newcomer's CPU.
+   output that depends on them fails here on every machine, not only on a newcomer's CPU. On a CPU not made by
+   Intel, oneMKL ignores ``MKL_ENABLE_INSTRUCTIONS``: the scalar kernel preloads ``tools/cpu_shims.py``'s
+   ``mkl_any_cpu`` so that it takes MKL's SSE4.2 path there too. Opt-in: ``shifted`` (the machine's own kernels,
+   oneMKL's Intel code paths on any CPU, and every tensor c10 allocates 8 to 56 bytes past a 64-byte boundary:
+   another place in memory than any normal run gives it) and ``all`` (the three).
 2. ``./course test`` runs on two pytest-xdist workers with ``--dist loadfile``: a notebook's cells share one
-   kernel and stay together on one worker (the scalar copy is a file of its own).
+   kernel and stay together on one worker (each other configuration's copy is a file of its own).
 3. Each notebook's run time is reported against the course budget at the end of the run.
 4. Time limits are hang guards, never verdicts, and stretch with the machine's load (``tests/patience.py``):
    pytest-timeout's limit of each test (``timeout`` in pyproject.toml, or a test's ``@pytest.mark.timeout``) and
@@ -33,14 +37,20 @@ SCALAR_CPU_KERNELS = {
     "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
 }
 SCALAR_SUFFIX = "[scalar-cpu]"
+SHIFTED_SUFFIX = "[shifted-memory]"
+# --cpu-kernels -> the configurations it validates the notebooks in ("native" is nbval's own copy)
+CONFIGURATIONS = {"native": ("native",), "scalar": ("scalar",), "both": ("native", "scalar"),
+                  "shifted": ("shifted",), "all": ("native", "scalar", "shifted")}
+SUFFIXES = {"scalar": SCALAR_SUFFIX, "shifted": SHIFTED_SUFFIX}
 _notebook_time: dict[str, float] = defaultdict(float)
 
 
 def pytest_addoption(parser):
     parser.addoption(
-        "--cpu-kernels", choices=("native", "scalar", "both"), default="native",
+        "--cpu-kernels", choices=tuple(CONFIGURATIONS), default="native",
         help="validate notebooks under the machine's own CPU kernels, the scalar ones "
-             f"({' '.join(f'{k}={v}' for k, v in SCALAR_CPU_KERNELS.items())}), or both")
+             f"({' '.join(f'{k}={v}' for k, v in SCALAR_CPU_KERNELS.items())}), or both; opt-in: shifted (own "
+             "kernels, MKL's Intel paths, tensors 8-56 bytes past a 64-byte boundary) or all three")
 
 
 @contextmanager
@@ -58,31 +68,70 @@ def environment(variables: dict[str, str]):
                 os.environ[name] = value
 
 
-def _scalar_notebook_class():
+def scalar_environment() -> tuple[dict[str, str], str]:
+    """The scalar kernel's variables, and a note on oneMKL: on a CPU not made by Intel they preload
+    ``mkl_any_cpu`` (built here once), without which MKL_ENABLE_INSTRUCTIONS has no effect there."""
+    from tools import cpu_shims
+
+    vendor = cpu_shims.cpu_vendor()
+    if vendor in ("GenuineIntel", ""):
+        return dict(SCALAR_CPU_KERNELS), ""
+    library = cpu_shims.build("mkl_any_cpu")
+    if library is None:
+        return dict(SCALAR_CPU_KERNELS), (f"oneMKL ignores MKL_ENABLE_INSTRUCTIONS on this {vendor} CPU and "
+                                          f"tools/cpu_shims.py's mkl_any_cpu {cpu_shims.why_not('mkl_any_cpu')}: "
+                                          "the scalar kernel multiplied matrices with MKL's own path for this CPU")
+    return cpu_shims.preload(SCALAR_CPU_KERNELS, library), f"oneMKL on this {vendor} CPU: told it is an Intel CPU"
+
+
+def shifted_environment() -> tuple[dict[str, str], str]:
+    """The variables of ``--cpu-kernels=shifted``: both libraries of tools/cpu_shims.py preloaded (where they
+    cannot be built, ``pytest_configure`` has refused the option, saying why)."""
+    from tools import cpu_shims
+
+    libraries = [cpu_shims.build(name) for name in ("mkl_any_cpu", "shifted_memory")]  # pytest_configure checked
+    return cpu_shims.preload({cpu_shims.SHIFT_VARIABLE: "1"}, *libraries), "shifted memory, oneMKL's Intel paths"
+
+
+class NotebookCopies:
+    """A plugin that collects every notebook once more, as ``<path>[suffix]``, validated by a kernel started with
+    the configuration's variables (worked out at the first notebook)."""
+
+    def __init__(self, name: str):
+        self.name, self.suffix = name, SUFFIXES[name]
+        self._variables: dict[str, str] | None = None
+        self.note = ""
+
+    def variables(self) -> dict[str, str]:
+        if self._variables is None:
+            self._variables, self.note = (scalar_environment if self.name == "scalar" else shifted_environment)()
+        return self._variables
+
+    def pytest_collect_file(self, file_path, parent):
+        config = parent.config
+        if file_path.suffix != ".ipynb" or not getattr(config.option, "nbval", False):
+            return None
+        nodeid = Path(os.path.relpath(file_path, config.rootpath)).as_posix() + self.suffix
+        return _notebook_class(self).from_parent(parent, path=file_path, nodeid=nodeid)
+
+
+def _notebook_class(copies: NotebookCopies):
     from nbval.plugin import IPyNbFile
 
-    class ScalarCpuNotebook(IPyNbFile):
-        """The same notebook, validated by a kernel started with the scalar CPU kernels."""
+    class NotebookCopy(IPyNbFile):
+        """The same notebook, validated by a kernel started in another CPU configuration."""
 
         def setup(self):
-            with environment(SCALAR_CPU_KERNELS):
+            with environment(copies.variables()):
                 super().setup()
 
-    return ScalarCpuNotebook
-
-
-def pytest_collect_file(file_path, parent):
-    config = parent.config
-    if (file_path.suffix != ".ipynb" or not getattr(config.option, "nbval", False)
-            or config.option.cpu_kernels == "native"):
-        return None
-    nodeid = Path(os.path.relpath(file_path, config.rootpath)).as_posix() + SCALAR_SUFFIX
-    return _scalar_notebook_class().from_parent(parent, path=file_path, nodeid=nodeid)
+    return NotebookCopy
 
 
 def pytest_collection_modifyitems(config, items):
-    if config.option.cpu_kernels == "scalar":  # only the scalar copies of the notebooks
-        keep = [i for i in items if not _is_notebook(i) or SCALAR_SUFFIX in i.nodeid]
+    if "native" not in CONFIGURATIONS[config.option.cpu_kernels]:  # only the other copies of the notebooks
+        suffixes = tuple(SUFFIXES.values())
+        keep = [i for i in items if not _is_notebook(i) or i.nodeid.split("::")[0].endswith(suffixes)]
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
 
@@ -104,7 +153,8 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section(
         f"notebook run times (budget: {NOTEBOOK_BUDGET_S:.0f} s each, {COURSE_BUDGET_S:.0f} s in all "
         "per CPU-kernel configuration, 2 CPU cores)")
-    for suffix, label in (("", "machine's own CPU kernels"), (SCALAR_SUFFIX, "scalar CPU kernels")):
+    for suffix, label in (("", "machine's own CPU kernels"), (SCALAR_SUFFIX, "scalar CPU kernels"),
+                          (SHIFTED_SUFFIX, "shifted memory")):
         times = {p: s for p, s in _notebook_time.items() if p.endswith(".ipynb" + suffix)}
         if not times:
             continue
@@ -114,6 +164,10 @@ def pytest_terminal_summary(terminalreporter):
         total = sum(times.values())
         flag = "  OVER BUDGET" if total > COURSE_BUDGET_S else ""
         write(f"{total:7.1f} s  all notebooks, {label}{flag}")
+    for copies in terminalreporter.config.stash.get(_COPIES, []):
+        copies.variables()  # the note: worked out again here under xdist (the workers ran the kernels)
+        if copies.note:
+            write(f"{copies.suffix} {copies.note}")
 
 
 @pytest.fixture(autouse=True)
@@ -132,12 +186,24 @@ def _process_settings_restored():
 # ----------------------------------------------------------------------------------------- hang guards (4.)
 NBVAL_OUTPUT_TIMEOUT = 5.0  # nbval's own wait for a cell's output messages after its reply (IPyNbCell.output_timeout)
 _NBVAL_BASE = pytest.StashKey[dict]()
+_COPIES = pytest.StashKey[list]()
 
 
 def pytest_configure(config):
     # nbval's limits as given (pyproject.toml's addopts): what an idle machine needs; scaled at each use below
     config.stash[_NBVAL_BASE] = {name: getattr(config.option, name, None)
                                  for name in ("nbval_cell_timeout", "nbval_kernel_startup_timeout")}
+    # 1. one more copy of every notebook per configuration other than the machine's own
+    copies = [NotebookCopies(name) for name in CONFIGURATIONS[config.option.cpu_kernels] if name != "native"]
+    if any(c.name == "shifted" for c in copies):
+        from tools import cpu_shims
+        why = cpu_shims.why_not("shifted_memory")
+        if why:  # at once, not at the first notebook
+            raise pytest.UsageError(f"--cpu-kernels={config.option.cpu_kernels}: the shifted configuration {why}; "
+                                    "use --cpu-kernels=both here")
+    for plugin in copies:
+        config.pluginmanager.register(plugin, f"hooklab-notebooks-{plugin.name}")
+    config.stash[_COPIES] = copies
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -7,7 +7,8 @@
   ``runtimes`` (docs/runtimes.toml), ``pinned_links`` (links to the pinned release);
 - ``slides``, ``handout`` and ``vendor`` (``./course slides`` / ``handout``; reveal.js, fetched once);
 - ``matrix``, ``matrix_run``, ``matrix_report`` (``./course matrix``);
-- ``train_induction_lm`` (notebook 12's small model).
+- ``train_induction_lm`` (notebook 12's small model);
+- ``cpu_shims`` (libraries a notebook's kernel preloads in the scalar and shifted CPU configurations, conftest.py).
 
 The notebook files' format (reading, headings, language tags) is :mod:`hooklab.course.notebook`'s.
 """

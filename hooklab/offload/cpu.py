@@ -41,7 +41,11 @@ class SaveOnCpu(_OffloadHooks):
 
     def _encode(self, t: torch.Tensor) -> _OnCpu:
         pin = self.pin_memory and torch.cuda.is_available() and not t.is_sparse
-        copy = torch.empty(t.size(), dtype=t.dtype, layout=t.layout, pin_memory=pin)
+        if t.layout == torch.strided:  # the original's strides (a transposed view stays transposed): backward
+            # multiplies in the same layout, so it takes the same kernels and gives the same bits as without offloading
+            copy = torch.empty_like(t, device="cpu", pin_memory=pin)
+        else:
+            copy = torch.empty(t.size(), dtype=t.dtype, layout=t.layout, pin_memory=pin)
         copy.copy_(t, non_blocking=pin)
         return _OnCpu(t.device, copy)
 

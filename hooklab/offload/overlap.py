@@ -152,7 +152,7 @@ class OverlappedOffload(SaveOnCpu):
             entry = _Entry(self._next, t.device, list(t.shape), version(t))
             self._next += 1
             pin = self.pin_memory and t.device.type == "cuda"
-            entry.host = torch.empty(t.size(), dtype=t.dtype, pin_memory=pin)
+            entry.host = torch.empty_like(t, device="cpu", pin_memory=pin)  # t's strides: see SaveOnCpu._encode
             if t.device.type == "cuda":
                 entry.compute = torch.cuda.current_stream(t.device)
                 side = self._side(t.device)
@@ -201,7 +201,7 @@ class OverlappedOffload(SaveOnCpu):
         if entry.device.type == "cuda":
             compute = torch.cuda.current_stream(entry.device)
             side = self._side(entry.device)
-            dest = torch.empty(entry.host.size(), dtype=entry.host.dtype, device=entry.device)
+            dest = torch.empty_like(entry.host, device=entry.device)
             side.wait_stream(compute)  # dest's memory may have been in use by queued compute work
             with torch.cuda.stream(side):
                 dest.copy_(entry.host, non_blocking=True)

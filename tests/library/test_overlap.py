@@ -6,6 +6,8 @@ The GPU path (side stream, events, bit-for-bit gradients) is tested in tests/lib
 """
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from torch import nn
@@ -169,3 +171,32 @@ def test_on_the_cpu_the_kept_tensors_keep_pytorchs_inplace_error_too():
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
     assert ctx.stats.kept == 1 and ctx.stats.offloaded == 0
+
+
+class SaveOnCpuEveryTensor(hooklab.SaveOnCpu):
+    """SaveOnCpu copying CPU tensors as well (on a GPU it copies every saved tensor to the CPU)."""
+
+    def _applies(self, t: torch.Tensor) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("context", [lambda: EveryTensor(keep_last=0), lambda: SaveOnCpuEveryTensor()],
+                         ids=["OverlappedOffload", "SaveOnCpu"])
+def test_a_copy_keeps_the_saved_tensors_strides_so_backward_runs_the_same_kernels(context):
+    """mm saves ``h.t()``, a transposed view of an activation; a contiguous copy would make backward multiply in
+    another layout, where a CPU's (or GPU's) matrix multiply may sum in another order and change the last bits."""
+    def step(ctx):
+        torch.manual_seed(0)
+        a, b = torch.randn(96, 64, requires_grad=True), torch.randn(96, 80, requires_grad=True)
+        with ctx:
+            out = a.tanh().t() @ b
+        saved = out.grad_fn._saved_self
+        out.square().sum().backward()
+        return saved.stride(), a.grad, b.grad
+
+    plain_strides, *plain = step(contextlib.nullcontext())
+    ctx = context()
+    strides, *got = step(ctx)
+    assert ctx.stats.offloaded >= 1 and plain_strides == (1, 64)
+    assert strides == plain_strides  # not (96, 1): the copy is transposed like the original
+    assert all(torch.equal(g, p) for g, p in zip(got, plain))  # bitwise: same computation, same values and layout

@@ -1,4 +1,5 @@
-"""`--cpu-kernels=scalar` (part of `./course test`) really starts the notebook kernels with the scalar CPU kernels."""
+"""`--cpu-kernels=scalar` (part of `./course test`) really starts the notebook kernels with the scalar CPU kernels, and
+the opt-in `--cpu-kernels=shifted` with tools/cpu_shims.py's libraries preloaded."""
 import importlib.util
 import os
 import re
@@ -26,10 +27,10 @@ PROBE = ("import os, torch\n"
          "*(os.environ.get(k) for k in ('ONEDNN_MAX_CPU_ISA', 'MKL_ENABLE_INSTRUCTIONS')))")
 
 
-def probe_notebook(path: Path, expected: str) -> Path:
-    """Cell 0 prints the kernel's CPU capability and variables, stored as ``expected``; cell 1 prints a line other
-    than its stored output, which every kernel must fail."""
-    probe = nbformat.v4.new_code_cell(PROBE, execution_count=1)
+def probe_notebook(path: Path, expected: str, code: str = PROBE) -> Path:
+    """Cell 0 prints the kernel's CPU capability and variables (``code``), stored as ``expected``; cell 1 prints a
+    line other than its stored output, which every kernel must fail."""
+    probe = nbformat.v4.new_code_cell(code, execution_count=1)
     probe.outputs = [nbformat.v4.new_output("stream", name="stdout", text=expected + "\n")]
     wrong = nbformat.v4.new_code_cell("print('what the kernel prints')", execution_count=2)
     wrong.outputs = [nbformat.v4.new_output("stream", name="stdout", text="not what any kernel prints\n")]
@@ -81,3 +82,26 @@ def test_both_runs_each_notebook_twice_and_a_wrong_output_fails(both):
     assert outcomes.get("probe.ipynb::Cell 1") == "FAILED", result.stdout[-3000:]
     assert outcomes.get("probe.ipynb[scalar-cpu]::Cell 1") == "FAILED", result.stdout[-3000:]
     assert len(outcomes) == 4, result.stdout[-3000:]  # two copies of two cells, each run
+
+
+# where c10 put 70 small tensors (offsets from a 64-byte boundary), and what oneMKL is told about the CPU's maker
+SHIFTED_PROBE = ("import ctypes, os, torch\n"
+                 "offsets = sorted({torch.empty(16).data_ptr() % 64 for _ in range(70)})\n"
+                 "told_intel = ctypes.CDLL(None).mkl_serv_intel_cpu_true()\n"
+                 "print(os.environ.get('HOOKLAB_SHIFT_ALLOCATIONS'), offsets, told_intel)")
+
+
+def test_shifted_configuration_reaches_the_kernel(tmp_path):
+    from tools import cpu_shims
+
+    why = cpu_shims.why_not("shifted_memory")
+    if why:
+        result = validate(probe_notebook(tmp_path / "probe.ipynb", "", SHIFTED_PROBE), "shifted")
+        assert result.returncode != 0 and why in result.stdout + result.stderr  # refused, saying why
+        return
+    probe = probe_notebook(tmp_path / "probe.ipynb", "1 [8, 16, 24, 32, 40, 48, 56] 1", SHIFTED_PROBE)
+    result = validate(probe, "shifted", "-rA")
+    outcomes = dict((m[2], m[1]) for m in re.finditer(r"^(PASSED|FAILED) (\S+::Cell \d+)", result.stdout, re.MULTILINE))
+    # only the shifted copy runs; its kernel printed the stored line, and still fails a wrong output
+    assert outcomes == {"probe.ipynb[shifted-memory]::Cell 0": "PASSED",
+                        "probe.ipynb[shifted-memory]::Cell 1": "FAILED"}, result.stdout[-3000:]

@@ -96,6 +96,7 @@ def add_grad_noise(answer: Any) -> None:
         expect_handle(handle, "add_grad_noise")
         torch.manual_seed(100 + seed)
         w_grad = _hooked_grad(loss, u, w, 3 * v)
+        # bitwise: exact arithmetic, without noise dL/dw is 2 v exactly; noise of std >= 0.01 is far from it
         expect(not torch.equal(w_grad, 2 * v), "not-returned", "梯度没有变化：钩子要**返回**加了噪声的新张量，返回 None 只是旁观。",
                "the gradient did not change: the hook must **return** the new, noisy tensor; returning None only observes.")
         noise = w_grad / 2 - v
@@ -106,6 +107,7 @@ def add_grad_noise(answer: Any) -> None:
                f"噪声的标准差应为 {std}，测得的是 {spread:.4g}（是不是用了方差 `std ** 2`，或对所有元素加了同一个随机数？）。",
                f"the noise should have standard deviation {std}; measured {spread:.4g} (the variance `std ** 2` "
                "instead, or one random number added to every element?).")
+        # bitwise: exact arithmetic, without the hook dL/dw is v * 1 passed on and doubled: 2 v exactly
         expect_removed(handle, d, ("`t` ", "`t`"), _plain_again(loss, u, w, lambda g: torch.equal(g, 2 * v)))
 
 
@@ -213,16 +215,19 @@ def clip_param_grad(answer: Any) -> None:
             handle = run(answer, model, name, max_norm, returns=TENSOR_HANDLE)
             expect_handle(handle, "clip_param_grad")
             got = _grads(model, x)
+        # bitwise: copy, a clone taken before the answer ran
         expect("grad" not in seen or torch.equal(seen["grad"], seen["copy"]), "in-place",
                f"你在钩子里原地修改了 `{name}` 收到的 `grad`（比如 `grad.mul_(...)`）。钩子收到的梯度可能与别处共用（第 4 节），"
                "要改就返回一个新张量，比如 `grad * factor`。",
                f"your hook edits the `grad` that `{name}` receives in place (`grad.mul_(...)`, say). The gradient a hook "
                "receives may be shared with other parts of the graph (section 4): return a new tensor instead, such "
                "as `grad * factor`.")
+        # bitwise: same computation, the other parameters' gradients come from the same backward as without the hook
         others = [other for other in clean if other != name and not torch.equal(got[other], clean[other])]
         expect(not others, "other-parameters", f"只应改动 `{name}` 的梯度，但 {', '.join(others)} 的梯度也变了。",
                f"only the gradient of `{name}` may change, yet {', '.join(others)} changed too.")
         if not _close(got[name], clean[name] * min(1.0, max_norm / norm)):
             _clip_verdict(name, norm, got[name].norm().item(), max_norm)
+        # bitwise: same computation, without the hook the same backward runs again
         expect_removed(handle, model, ("模型", "the model"), lambda: torch.equal(_grads(model, x)[name], clean[name]))
         model.zero_grad(set_to_none=True)

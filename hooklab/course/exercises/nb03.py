@@ -37,6 +37,7 @@ def _expect_clamped(module: nn.Linear, x: torch.Tensor, low: float, high: float,
     before = x.clone()
     with guarded("forward-raised", f"带着你的钩子调用 {where} 时", f"calling {where} with your hook"):
         out = module(x)
+    # bitwise: copy, a clone taken before the call
     expect(torch.equal(x, before), "in-place", "调用者传入的张量被原地修改了（`clamp_`）；钩子应返回一个新张量 `args[0].clamp(low, high)`。",
            "the caller's tensor was modified in place (`clamp_`); the hook should return a new tensor, "
            "`args[0].clamp(low, high)`.")
@@ -78,6 +79,7 @@ def clamp_inputs(answer: Any) -> None:
             _expect_clamped(module, x, low, high, f"nn.Linear({n_in}, {n_out}), low={low}, high={high}")
         expect_removed(handle, module, ("模块", "the module"), None)
         with torch.no_grad():
+            # bitwise: same computation, nn.Linear's forward is this F.linear call
             expect(torch.equal(module(inputs[0]), F.linear(inputs[0], module.weight, module.bias)), "module-changed",
                    "调用 `handle.remove()` 之后模块的输出仍不等于 `F.linear(x, W, b)`；除了注册钩子，函数不应改动模块。",
                    "after `handle.remove()` the module's output is still not `F.linear(x, W, b)`; your function "
@@ -123,6 +125,7 @@ def _received(answer: Callable, returned: list, seed: int, call: str, run_call: 
     finally:
         handle.remove()
     for name, tensor, original in zip("abc", (a, b, c), sent):
+        # bitwise: copy, clones taken before the call
         expect(torch.equal(tensor, original), "in-place",
                f"调用 `{call}` 之后，调用者的 `{name}` 被原地修改了；用 `kwargs['c'] * 2` 这样的新张量，不要用 `*=`。",
                f"after `{call}` the caller's `{name}` was modified in place; build a new tensor such as "
@@ -136,18 +139,21 @@ def _received(answer: Callable, returned: list, seed: int, call: str, run_call: 
 def double_c(answer: Any) -> None:
     returned: list = []
     failures = [f for seed, call, run_call in _CALLS for f in _received(answer, returned, seed, call, run_call)]
+    # bitwise: rounded, _factor rounds k to 4 decimals
     if all(r is None for r in returned) and len(failures) == len(_CALLS) \
             and all(name == "c" and factor == 1.0 for _, name, factor, _ in failures):  # nothing changed anywhere
         raise NotSolved("你的钩子还没有返回任何值（返回了 None），所以什么都没改变。",
                         "your hook returns None so far, so it changes nothing.", reason="hook-returned-none")
     if failures:
         call, name, factor, _ = failures[0]
+        # bitwise: rounded, _factor rounds k to 4 decimals
         how = (("没有变", "unchanged") if factor == 1.0 else ("被改成了别的值", "changed in some other way")
                if factor is None else (f"乘以了 {factor:g}", f"multiplied by {factor:g}"))
         want = ("乘以 2", "doubled") if name == "c" else ("保持不变", "unchanged")
         said = (f"调用 `{call}` 时，`forward` 收到的 `{name}` {how[0]}，应当{want[0]}。",
                 f"called as `{call}`, `forward` received `{name}` {how[1]}; it should be {want[1]}.")
         expect(name == "c", "other-argument-changed", *said)
+        # bitwise: rounded, _factor rounds k to 4 decimals
         expect(factor != 1.0, "c-unchanged", *said)
         fail("c-wrong-value", *said)
 

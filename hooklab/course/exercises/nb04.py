@@ -90,6 +90,7 @@ def _expect_clamped(what_zh: str, what: str, x_plain: torch.Tensor, x_grad: torc
         fail("clip-values", f"在{what_zh}上，`x.grad` 应等于不挂钩子时的 `x.grad` 逐元素裁剪到 [-0.1, 0.1]，取值范围应为 {want}；"
              f"你的取值范围是 {got}，最大偏差 {diff}。", f"on {what}, `x.grad` should be the hook-free `x.grad` clamped "
              f"element-wise to [-0.1, 0.1], with values in {want}; yours lie in {got} (largest difference {diff}).")
+    # bitwise: same computation, the parameters' gradients are computed before a backward hook can run
     changed = [n for n in params_plain if n not in params or not torch.equal(params[n], params_plain[n])]
     expect(not changed, "param-grads-changed", f"在{what_zh}上，参数梯度 {', '.join(changed)} 变了；反向钩子只应替换 `grad_input`。",
            f"on {what}, the parameter gradients {', '.join(changed)} changed; a backward hook should only replace "
@@ -104,6 +105,7 @@ def clip_grad_input(answer: Any) -> None:
     def probe(module: nn.Module, grad_input: tuple, grad_output: tuple) -> Any:
         before = [None if g is None else g.clone() for g in (*grad_input, *grad_output)]
         returned.append(answer(module, grad_input, grad_output))
+        # bitwise: copy, clones taken before the answer ran
         modified.append(any(b is not None and not torch.equal(a, b) for a, b in zip((*grad_input, *grad_output), before)))
         return returned[-1]
 
@@ -114,6 +116,7 @@ def clip_grad_input(answer: Any) -> None:
                "你的钩子原地修改了 `grad_input` / `grad_output`；文档规定钩子不能修改它的参数，应返回新的张量元组。",
                "your hook modified `grad_input` / `grad_output` in place; the documentation says a hook must not "
                "modify its arguments: return a new tuple of tensors.")
+    # bitwise: same computation, a hook returning None leaves the same backward
     if all(r is None for r in returned) and all(got is not None and torch.equal(plain, got) for plain, got, *_ in outcomes):
         raise NotSolved("你的钩子还没有返回任何值（返回了 None），`grad_input` 没有被替换。",
                         "your hook returns None so far, so `grad_input` is not replaced.", reason="hook-returned-none")

@@ -182,7 +182,10 @@ def _check_disk_case(answer: Callable, root: str, seed: int, batch: int, hidden:
             torch.autograd.grad(loss, list(model.parameters()), retain_graph=True)
         with guarded("second-unpack", "第二次解包（反向传播）", "unpacking a second time (in backward)"):
             loss.backward()  # unpack may run more than once
-        expect(all(p.grad is not None and torch.equal(r, p.grad) for r, p in zip(reference, model.parameters())),
+        # a tolerance, not torch.equal: a right answer may save a compact copy of a transposed view (W.T), and a
+        # matrix multiply in the copy's layout can differ in the last bits on some CPUs (notebook 06, the offload_wrapper cell)
+        expect(all(p.grad is not None and torch.allclose(r, p.grad, rtol=1e-5, atol=1e-6)
+                   for r, p in zip(reference, model.parameters())),
                "gradients-differ",
                "经过你的钩子，梯度与不用钩子时不同：`unpack` 必须还原出原来的张量。",
                "through your hooks the gradients differ from those without hooks: `unpack` must give back the "

@@ -127,6 +127,7 @@ def keep_relu_outputs(answer: Any) -> None:
 @exercise("08.4", answer="halve")
 def halve(answer: Any) -> None:
     probe = torch.arange(1.0, 4.0)
+    # bitwise: copy, the probe untouched, or changed in place by the answer
     if call_answer(answer, probe, allow_none=True) is None and torch.equal(probe, torch.arange(1.0, 4.0)):
         raise NotSolved("你的钩子还没有返回任何值（返回 None 表示梯度不变）。",
                         "your hook returns None so far (None leaves the gradient unchanged).", reason="returned-none")

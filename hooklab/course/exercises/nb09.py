@@ -88,6 +88,7 @@ def upgrade(answer: Any) -> None:
                "调用者的检查点被改了（键或张量的形状）。", "the caller's checkpoint dict was changed (its keys or the "
                "shapes of its tensors).")
         temperature = new.get_buffer("temperature").item()
+        # bitwise: copy, the buffer keeps its 1.0, or the hook stores a literal
         expect(temperature == 1.0, "temperature", f"第 1 版检查点加载后 `temperature` 应为 1，得到 {temperature:g}。",
                f"after loading a version-1 checkpoint `temperature` should be 1, got {temperature:g}.")
         x = torch.randn(5, 4)
@@ -104,6 +105,7 @@ def upgrade(answer: Any) -> None:
     new.register_load_state_dict_pre_hook(answer)
     with _loading(("加载第 2 版检查点时", "loading a version-2 checkpoint")):
         new.load_state_dict(v2.state_dict())
+    # bitwise: copy, load_state_dict copies the checkpoint's values
     expect(new.get_buffer("temperature").item() == 2.5 and torch.equal(new.head.weight, v2.head.weight), "version-2-changed",
            "第 2 版的检查点被你的钩子改了（比如 `temperature` 被重置为 1）：先检查 `local_metadata.get(\"version\", 1)`。",
            "your hook changed a version-2 checkpoint (e.g. reset `temperature` to 1): check "
@@ -183,6 +185,7 @@ def _check_bad_step(model: nn.Sequential, opt: torch.optim.Optimizer, what: str,
     with _stepping(what, bad):
         opt.step()
     after = [p.detach() for p in model.parameters()]
+    # bitwise: copy, a skipped step leaves the parameters untouched (a real step moves them)
     moved = [not torch.equal(a, b) for a, b in zip(params_before, after)]
     expect(all(bool(torch.isfinite(p).all()) for p in after), "nonfinite-reached-params",
            f"{what}：梯度里的 {bad} 进了参数：你的检查没有发现它。`torch.isfinite` 同时查出 NaN 和 ±inf（只查 `isnan` 会漏掉 inf）。",
@@ -198,6 +201,7 @@ def _check_bad_step(model: nn.Sequential, opt: torch.optim.Optimizer, what: str,
            f"{what}: with a {bad} in a gradient the parameters still changed (to finite values). Zeroing is not "
            "skipping: momentum and weight decay still move them; set **every** `p.grad` to None.")
     state_after = _state(opt)
+    # bitwise: copy, a skipped step leaves the state untouched
     expect(len(state_after) == len(state_before) and all(torch.equal(a, b) for a, b in zip(state_before, state_after)),
            "state-changed", f"{what}：参数没变，但优化器状态（步数或动量）变了；这一步应完全不发生。",
            f"{what}: the parameters stayed, but the optimizer state (step count or momentum) changed; the step "
@@ -217,6 +221,7 @@ def skip_nonfinite(answer: Any) -> None:
                 o.zero_grad()
                 _backward(m, 12)
                 o.step()
+            # bitwise: changed, a real step moves the parameters (a skipped one leaves them untouched)
             expect(not all(torch.equal(a, b) for a, b in zip(params_before, model.parameters())), "skipped-finite-step",
                    f"{what}：梯度全是有限值时，你的钩子也跳过了这一步（参数一点没变）。只有梯度含 NaN 或 inf 时才跳过。",
                    f"{what}: your hook skipped a step whose gradients were all finite (no parameter moved). Skip only "

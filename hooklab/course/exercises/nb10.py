@@ -116,6 +116,7 @@ def _scaled_backward(hooks_for: Any) -> tuple[list, list, list]:
 def unscaled_norm(answer: Any) -> None:
     reference_scaled, true_norms, _ = _scaled_backward(None)
     scaled, _, norms = _scaled_backward(answer)
+    # bitwise: same computation, an observing hook leaves the same backward
     expect(all(torch.equal(a, b) for a, b in zip(scaled, reference_scaled)), "changes-gradient",
            "你的钩子改变了梯度：观察用的钩子要返回 None。", "your hook changed the gradients: an observing hook must return None.")
     expect(len(norms) == len(true_norms), "one-per-parameter",

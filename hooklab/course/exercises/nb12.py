@@ -302,6 +302,7 @@ def _hidden_in(got: Any, reference: Any, zh: str, en: str) -> torch.Tensor:
     expect(len(got) == count, "tuple-length", f"在{zh}上，你返回的元组有 {len(got)} 个元素，模块原来的元组有 {count} 个：长度要一样。",
            f"on {en}, your tuple has {len(got)} element{'s' * (len(got) != 1)}, the module's has {count}: keep the "
            "length.")
+    # bitwise: copy, the other elements passed back (or edited: then far off)
     expect(all(a is b or (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b))
                for a, b in zip(got[1:], reference[1:])), "rest-changed",
            f"在{zh}上，元组的其余元素（比如注意力权重）被改动了：只缩放第一个元素（隐藏状态）。",
@@ -323,6 +324,7 @@ def scaling_hook(answer: Any) -> None:
             copies = [t.clone() for t in _tensors(received)]
             with torch.no_grad(), guarded("raised", f"在{zh}上，你的钩子", f"on {en}, your hook"):
                 returned = hook(case.module, case.args, received)
+            # bitwise: copy, clones taken before the answer ran
             changed = (any(not torch.equal(t, c) for t, c in zip(_tensors(received), copies))
                        or (fields is not None and any(received.get(k) is not v for k, v in fields.items())))
             expect(not changed, "in-place", f"在{zh}上，你的钩子原地修改了它收到的输出（`mul_`、`*=`，或者给 ModelOutput 的字段"

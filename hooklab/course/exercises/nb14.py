@@ -309,6 +309,7 @@ def _watch_in_fsdp(rank: int, world_size: int, answer: Any) -> dict:
     report["seen"] = [("DTensor" if isinstance(t, DTensor) else type(t).__name__,
                        tuple(t.shape) if isinstance(t, torch.Tensor) else None,
                        isinstance(t, torch.Tensor) and not isinstance(t, DTensor) and t.untyped_storage().nbytes() > 0
+                       # bitwise: copy, FSDP's all-gather puts the shards' values back together
                        and t.shape == full.shape and bool(torch.equal(t.detach(), full)),
                        isinstance(t, torch.Tensor) and t.untyped_storage().nbytes() == 0)
                       for t in recorded]

@@ -152,6 +152,7 @@ def sync_free_logger(answer: Any) -> None:
             call_answer(answer, history, spikes, step, model, limit, allow_none=True)
         reads += ops.counts["_local_scalar_dense"]
         after = _grads(model)
+        # bitwise: copy, clones taken before the answer ran
         expect(len(after) == len(grads) and all(torch.equal(g, a) for g, a in zip(grads, after)), "changes-gradient",
                "你的函数改变了梯度：记录日志时只读，不要修改 `.grad`。",
                "your function changed the gradients: a logger only reads, never edits `.grad`.")

@@ -22,6 +22,7 @@ def count_relu_zeros(model, x):
     counts = []
     with hooklab.HookScope() as scope:
         scope.add(model[1].register_forward_hook(
+            # bitwise: exact arithmetic, ReLU writes an exact 0 wherever its input is <= 0
             lambda module, args, output: counts.append(int((output == 0).sum()))))
         model(x)
     return counts[0]
