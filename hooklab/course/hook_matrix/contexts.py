@@ -206,7 +206,7 @@ def precompile(h: Any) -> None:
         h.phase("load")
         loaded = pc.load(code, cache)
         h.phase("forward")
-        out = loaded(rig.net, rig.x)
+        out: Any = loaded(rig.net, rig.x)
         h.fact(out)
         if out.requires_grad:
             h.phase("backward")

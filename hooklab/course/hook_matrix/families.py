@@ -142,14 +142,16 @@ class Tap:
         def hook(*args: Any) -> Any:  # a plain function, as a learner registers one (FX, say, refuses either)
             return recorder(*args)
 
+        # written as a learner writes it: h.grad_fn read only where it is used (under torch.compile reading it
+        # breaks the graph), None where nothing requires grad (then the call fails, as the learner's would)
         if self.how == "tensor":
             h.register_hook(hook)
         elif self.how == "node-pre":
-            h.grad_fn.register_prehook(hook)
+            h.grad_fn.register_prehook(hook)  # type: ignore[union-attr]
         elif self.how == "node":
-            h.grad_fn.register_hook(hook)
+            h.grad_fn.register_hook(hook)  # type: ignore[union-attr]
         else:  # "all" / "any"
-            torch.autograd.graph.register_multi_grad_hook((x, h), hook, mode=self.how)
+            torch.autograd.graph.register_multi_grad_hook((x, h), hook, mode=self.how)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -159,42 +161,42 @@ class Family:
     api: str                       # what the page shows
     acts: frozenset[str]           # where it acts: forward, backward, state, step, optimizer-state
     where: str                     # module, forward-code, scope, optimizer, wrapper
-    install: Callable[[Rig, nn.Module], None]
+    install: Callable[[Rig, Any], None]
     modify: Callable[..., Any] | None   # its hook's return value in the modify run (None: not tried)
     returns: str                   # what that return value is: "grad x 2", "a stray value", ...
     pattern: str                   # a regular expression that a code cell teaching it matches
     zh: str = ""                   # the family in a few Chinese words
 
 
-def _tap(how: str) -> Callable[[Rig, nn.Module], None]:
-    def install(rig: Rig, module: nn.Module) -> None:
+def _tap(how: str) -> Callable[[Rig, Any], None]:
+    def install(rig: Rig, module: Any) -> None:
         family = {"tensor": "tensor-hook", "node-pre": "node-pre-hook", "node": "node-hook",
                   "all": "multi-grad-hook-all", "any": "multi-grad-hook-any"}[how]
         module.taps.append(Tap(how, Recorder(family, family)))
     return install
 
 
-def _on_module(method: str, family: str, **options: Any) -> Callable[[Rig, nn.Module], None]:
-    def install(rig: Rig, module: nn.Module) -> None:
+def _on_module(method: str, family: str, **options: Any) -> Callable[[Rig, Any], None]:
+    def install(rig: Rig, module: Any) -> None:
         rig.handles.append(getattr(module, method)(hook(family, family), **options))
     return install
 
 
-def _on_weight(method: str, family: str) -> Callable[[Rig, nn.Module], None]:
-    def install(rig: Rig, module: nn.Module) -> None:
+def _on_weight(method: str, family: str) -> Callable[[Rig, Any], None]:
+    def install(rig: Rig, module: Any) -> None:
         rig.handles.append(getattr(module.lin.weight, method)(hook(family, family)))
     return install
 
 
-def _global(function: str, family: str) -> Callable[[Rig, nn.Module], None]:
-    def install(rig: Rig, module: nn.Module) -> None:
+def _global(function: str, family: str) -> Callable[[Rig, Any], None]:
+    def install(rig: Rig, module: Any) -> None:
         register = getattr(torch.nn.modules.module, function)
         rig.handles.append(register(hook(family, family)))
     return install
 
 
-def _saved(which: str) -> Callable[[Rig, nn.Module], None]:
-    def install(rig: Rig, module: nn.Module) -> None:
+def _saved(which: str) -> Callable[[Rig, Any], None]:
+    def install(rig: Rig, module: Any) -> None:
         family = f"saved-tensors-{which}"
         recorder = Recorder(family, family)
         pack, unpack = (recorder, _identity) if which == "pack" else (_identity, recorder)
@@ -206,30 +208,30 @@ def _identity(t: Any) -> Any:
     return t
 
 
-def _node_creation(rig: Rig, module: nn.Module) -> None:
+def _node_creation(rig: Rig, module: Any) -> None:
     rig.stack.enter_context(torch.autograd.graph.node_creation_hook(Recorder("node-creation-hook",
                                                                              "node-creation-hook")))
 
 
-def _always_call(rig: Rig, module: nn.Module) -> None:
+def _always_call(rig: Rig, module: Any) -> None:
     module.fail_forward = True
     rig.handles.append(module.register_forward_hook(hook("forward-hook-always-call", "forward-hook-always-call"),
                                                     always_call=True))
 
 
-def _parametrization(rig: Rig, module: nn.Module) -> None:
+def _parametrization(rig: Rig, module: Any) -> None:
     from torch.nn.utils import parametrize
 
     parametrize.register_parametrization(module.lin, "weight", RecordingParametrization("parametrization"))
 
 
-def _on_optimizer(method: str, family: str) -> Callable[[Rig, nn.Module], None]:
-    def install(rig: Rig, module: nn.Module) -> None:
+def _on_optimizer(method: str, family: str) -> Callable[[Rig, Any], None]:
+    def install(rig: Rig, module: Any) -> None:
         rig.handles.append(getattr(rig.opt, method)(hook(family, family)))
     return install
 
 
-def _comm_hook(rig: Rig, module: nn.Module) -> None:
+def _comm_hook(rig: Rig, module: Any) -> None:
     """DDP's communication hook; the DDP wrapper itself is made by the distributed runner."""
     from torch.nn.parallel import DistributedDataParallel
 
@@ -238,7 +240,7 @@ def _comm_hook(rig: Rig, module: nn.Module) -> None:
     rig.net.register_comm_hook(None, comm_hook)
 
 
-def _fsdp_hook(rig: Rig, module: nn.Module) -> None:
+def _fsdp_hook(rig: Rig, module: Any) -> None:
     """FSDP2's all-reduce hook on the subject's parameter group (sharded by the distributed runner: its weight's 3
     rows are split 2 + 1 between the ranks, so each rank holds a shard)."""
     set_hook = getattr(module, "set_all_reduce_hook", None)
@@ -247,7 +249,7 @@ def _fsdp_hook(rig: Rig, module: nn.Module) -> None:
     set_hook(Recorder("fsdp2-all-reduce-hook", "fsdp2-all-reduce-hook"))
 
 
-def comm_hook(state, bucket):  # type: ignore[no-untyped-def]
+def comm_hook(state, bucket):  # no annotations: DDP reads them
     """A DDP communication hook: records the bucket, then averages it like the default hook (doubled in modify
     mode). A plain function without annotations: DDP reads its ``__name__`` and refuses a ``bucket`` annotated with
     anything but the ``GradBucket`` class itself (and this module's annotations are strings)."""

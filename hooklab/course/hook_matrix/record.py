@@ -77,20 +77,21 @@ def hook(key: str, family: str) -> Callable[..., Any]:
     if not PLAIN_FUNCTIONS[0]:
         return recorder
     arity = ARITY.get(family)
+    # no annotations: TorchScript reads them (an unannotated argument is a Tensor to it, as in a learner's hook)
     if arity == 1:
-        def hook1(a):  # type: ignore[no-untyped-def]
+        def hook1(a):
             return recorder(a)
         return hook1
     if arity == 2:
-        def hook2(module, a):  # type: ignore[no-untyped-def]
+        def hook2(module, a):
             return recorder(module, a)
         return hook2
     if arity == 3:
-        def hook3(module, a, b):  # type: ignore[no-untyped-def]
+        def hook3(module, a, b):
             return recorder(module, a, b)
         return hook3
     if arity == 4:
-        def hook4(module, a, b, c):  # type: ignore[no-untyped-def]
+        def hook4(module, a, b, c):
             return recorder(module, a, b, c)
         return hook4
 
