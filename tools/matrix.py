@@ -8,13 +8,16 @@
    tests that need torchvision skip when it is absent); ``--library-only`` runs only the library's tests (not those
    marked ``course``: the exercises, the notebooks' format, export, lab, site; nor those marked ``pin``, which check
    how the pinned torch.compile treats hooks), which is how hooklab's torch floor is checked.
-3. Unless ``--unit-only``: executes every notebook there in the fixed environment of ``./course regen``, and the
+3. Unless ``--library-only``: runs every cell of the hook behaviour matrix there and lists the cells whose
+   observation differs from ``docs/hook_matrix.json`` (``tools/matrix_hooks.py``).
+4. Unless ``--unit-only``: executes every notebook there in the fixed environment of ``./course regen``, and the
    same notebooks in the locked ``.venv`` (the baseline, cached under ``build/matrix/baseline/``), and compares
    both with the committed outputs through ``tests/sanitize.cfg`` (see ``tools/matrix_report.py``).
-4. Writes ``build/matrix/<name>/report.md``.
+5. Writes ``build/matrix/<name>/report.md``.
 
-Exit status: 0 nothing changed, 1 something changed (a unit test failed, or an output / figure changed because of
-PyTorch; machine drift alone is listed but is not a change), 2 usage or build error.
+Exit status: 0 nothing changed, 1 something changed (a unit test failed, a cell of the hook matrix changed, or an
+output / figure changed because of PyTorch; machine drift alone is listed but is not a change), 2 usage or build
+error.
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import kernelspec, matrix_report
+from . import kernelspec, matrix_hooks, matrix_report
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -274,6 +277,9 @@ def main(argv: list[str]) -> int:
             if not versions["torch"].startswith(args.torch):
                 raise UsageError(f"asked for torch {args.torch}, the environment has {versions['torch']}")
             units = unit_tests(python, folder, library_only=args.library_only)
+        # the hook behaviour matrix's cells under this PyTorch (tools/matrix_hooks.py)
+        hooks = None if args.library_only else (matrix_hooks.read(folder) if args.report_only else
+                                                matrix_hooks.check(python, folder, matrix_env()))
         all_notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
         if args.notebooks:
             chosen = [ROOT / n if not Path(n).is_absolute() else Path(n) for n in args.notebooks]
@@ -306,12 +312,13 @@ def main(argv: list[str]) -> int:
             "versions": versions, "unit_only": args.unit_only or args.library_only,
             "library_only": args.library_only, "fixed_env": FIXED_ENV,
             "host": f"{platform.machine()}, {os.cpu_count()} CPU cores"}
-    text = matrix_report.render_report(meta, units, results)
+    text = matrix_report.render_report(meta, units, results) + matrix_hooks.section(hooks)
     report = folder / "report.md"
     report.write_text(text, encoding="utf-8")
-    code = matrix_report.exit_code(units, results)
+    code = max(matrix_report.exit_code(units, results), matrix_hooks.exit_code(hooks))
     say(f"report: {report.relative_to(ROOT)}")
     say(matrix_report.one_line(units, results))
+    say(matrix_hooks.one_line(hooks))
     return code
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import tomllib
 
-from . import launch
+from . import hook_matrix_page, launch  # hook_matrix_page: the hook behaviour matrix page and its cell targets
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "tools" / "site"
@@ -384,9 +384,12 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     hooklab, pinned = launch.requirement(repository, commit), launch.pins(root / "pyproject.toml")
     found = symptoms.collect(root)[0]
     by_cell = {(s.notebook, s.cell_id): s.id for s in found}
+    matrix = json.loads((root / "docs" / "hook_matrix.json").read_text(encoding="utf-8"))
+    cited = hook_matrix_page.cited_cells(matrix)
     names = []
     for path in chosen:
         nb = symptoms.add_site_anchors(export_notebook(read_notebook(path), lang))
+        nb = hook_matrix_page.add_site_anchors(nb, path.name, cited)
         nb["cells"] = [cell_links_to_symptom_targets(cell, by_cell) for cell in nb["cells"]]
         nb = launch.launch_copy(nb, lang, hooklab, pinned)
         nb["cells"].append(further_reading_cell(reading[path.stem], lang))
@@ -394,6 +397,7 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
         names.append(path.stem)
     listed = [s for s in found if Path(s.notebook).stem in names]
     (src / "symptoms.md").write_text(symptoms.site_page(listed, lang), encoding="utf-8")
+    hook_matrix_page.write_page(matrix, src, lang, built=set(names))
     extra = src.parent / f"_extra-{lang}"
     if extra.exists():
         shutil.rmtree(extra)
@@ -409,7 +413,7 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     torch = next(p.split("==")[1] for p in launch.pins(root / "pyproject.toml") if p.startswith("torch=="))
     landing = landing_page((LANDING / f"{lang}.md").read_text(encoding="utf-8"), cards, repository=repository,
                            launch=bool(repository and launch_branch), torch=torch, lang=lang)
-    (src / "index.md").write_text(index_page(landing, names, lang, api=only is None, extra=("symptoms",)),
+    (src / "index.md").write_text(index_page(landing, names, lang, api=only is None, extra=("symptoms", "hook_matrix")),
                                   encoding="utf-8")
     if only is None:
         import inspect
@@ -452,7 +456,7 @@ def settings(src: Path, lang: str, names: list[str], *, other: str | None, repos
             "repository_branch": branch, "extra": str(extra) if any(extra.iterdir()) else None,
             "launch_branch": launch_branch if repository else None,
             "licence_links": licence, "locale_dir": str(locale_dir) if locale_dir else None,
-            "other": {"lang": other, "label": LABELS[other], "pages": ["index", "api", "symptoms", *names]}
+            "other": {"lang": other, "label": LABELS[other], "pages": ["index", "api", "symptoms", "hook_matrix", *names]}
             if other else None}
 
 

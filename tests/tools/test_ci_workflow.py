@@ -1,7 +1,8 @@
 """The public workflows (.github/workflows/): valid for GitHub Actions, and they run what the README says.
 
 - ci.yml (every push and pull request): the README's test command, the site, and the package check;
-- matrix.yml (weekly, in a file of its own): `./course matrix` against the newest PyTorch;
+- matrix.yml (weekly, in a file of its own): every cell of the hook behaviour matrix on the pinned PyTorch, then
+  `./course matrix` against the newest PyTorch;
 - pages.yml (the default branch): both sites and the launch copies, deployed to GitHub Pages, the repository URL
   taken from the Actions context;
 - release.yml (a version tag): the package check, then PyPI's trusted publishing.
@@ -164,6 +165,10 @@ def test_the_schedule_runs_the_matrix_command_against_the_newest_pytorch_in_a_wo
     argv = shlex.split(matrix_runs[0].replace("$TORCH", "2.15.0").replace("$VISION", "0.29.2"))[2:]
     args = matrix.parse_args(argv)
     assert (args.torch, args.vision, args.unit_only, args.library_only) == ("2.15.0", "0.29.2", False, False)
+    # and every cell of the hook behaviour matrix, on the pinned PyTorch, before it
+    hooks, = [s for s in job["steps"] if s.get("env", {}).get("HOOKLAB_HOOK_MATRIX") == "all"]
+    assert hooks["run"] == "./course test tests/tools/test_hook_matrix.py"
+    assert job["steps"].index(hooks) < job["steps"].index(step)
 
 
 def load_script(name: str):

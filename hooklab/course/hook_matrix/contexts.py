@@ -1,0 +1,462 @@
+"""The columns of the matrix: every way of running code that changes what a hook does, one small function each.
+
+A context is given a :class:`~.observe.Harness` ``h``: it builds the rig (``h.rig()``), installs the family's hook
+where and when its way of running would (``h.install(rig)``), labels the phases (``h.phase("backward")``), runs,
+and keeps what the run produced (``h.fact(...)``) so that the modify run can be compared with the recording one;
+``h.exercise(rig, model)`` runs the state families' calls (``state_dict()``, ``opt.step()``) on the object a user
+holds afterwards. Adding a column is writing one such function and one :class:`Context` line.
+
+The compiler contexts use the ``aot_eager`` backend: it builds the graphs AOTAutograd builds (one
+``CompiledFunctionBackward`` Node per graph, hooks traced or not) without generating kernels; what a hook does is
+decided there, not by inductor's code generation.
+"""
+from __future__ import annotations
+
+import copy
+import io
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .families import Rig, Subject
+
+BACKEND = "aot_eager"
+PRECOMPILE_BACKEND = "eager"  # precompile takes 'inductor' or 'eager' only
+
+
+def _forward_backward(h: Any, model: Any, rig: Rig, *, x: torch.Tensor | None = None) -> torch.Tensor:
+    x = rig.x if x is None else x
+    h.phase("forward")
+    out = model(x)
+    h.phase("backward")
+    out.sum().backward()
+    h.fact(out, rig.x.grad, *h.grads(rig))
+    return out
+
+
+def eager(h: Any) -> None:
+    rig = h.rig()
+    h.install(rig)
+    _forward_backward(h, rig.net, rig)
+    h.exercise(rig, rig.net)
+
+
+def autograd_grad(h: Any) -> None:
+    rig = h.rig()
+    h.install(rig)
+    h.phase("forward")
+    out = rig.net(rig.x)
+    h.phase("backward")
+    grads = torch.autograd.grad(out.sum(), list(rig.net.parameters()))
+    h.fact(out, *grads, *h.grads(rig))
+
+
+def backward_inputs(h: Any) -> None:
+    rig = h.rig()
+    h.install(rig)
+    h.phase("forward")
+    out = rig.net(rig.x)
+    h.phase("backward")
+    out.sum().backward(inputs=[rig.x])
+    h.fact(out, rig.x.grad, *h.grads(rig))
+
+
+def retain_graph(h: Any) -> None:
+    rig = h.rig()
+    h.install(rig)
+    h.phase("forward")
+    loss = rig.net(rig.x).sum()
+    h.phase("backward")
+    loss.backward(retain_graph=True)
+    h.phase("second backward")
+    loss.backward()
+    h.fact(rig.x.grad, *h.grads(rig))
+
+
+def double_backward(h: Any) -> None:
+    rig = h.rig()
+    h.install(rig)
+    h.phase("forward")
+    loss = rig.net(rig.x).sum()
+    h.phase("backward")
+    grad_x, = torch.autograd.grad(loss, rig.x, create_graph=True)
+    h.phase("second backward")
+    grad_x.square().sum().backward()
+    h.fact(grad_x, rig.x.grad, *h.grads(rig))
+
+
+def no_grad(h: Any) -> None:
+    rig = h.rig()
+    h.install(rig)
+    h.phase("forward")
+    with torch.no_grad():
+        h.fact(rig.net(rig.x))
+
+
+def inference_mode(h: Any) -> None:
+    rig = h.rig()
+    h.install(rig)
+    h.phase("forward")
+    with torch.inference_mode():
+        out = rig.net(rig.x)
+    h.fact(out)
+
+
+def _variant(name: str) -> Callable[[Any], None]:
+    def run(h: Any) -> None:
+        rig = h.rig(variant=name)
+        h.install(rig)
+        _forward_backward(h, rig.net, rig)
+    run.__name__ = name
+    return run
+
+
+def _compile_stats(h: Any) -> None:
+    """Note the graph breaks torch.compile reported (their reasons, each once)."""
+    from torch._dynamo.utils import counters
+
+    breaks = sorted({clean(reason) for reason in counters["graph_break"]})
+    if breaks:
+        h.note(f"graph breaks: {'; '.join(breaks)}")
+
+
+def clean(text: str) -> str:
+    from .record import clean_text
+    return clean_text(text, limit=120)
+
+
+def _fresh_compiler() -> None:
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+
+
+def compile_(h: Any) -> None:
+    _fresh_compiler()
+    rig = h.rig()
+    h.install(rig)
+    model = torch.compile(rig.net, backend=BACKEND)
+    _forward_backward(h, model, rig)
+    _compile_stats(h)
+    h.exercise(rig, model)
+
+
+def compile_hook_after(h: Any) -> None:
+    _fresh_compiler()
+    rig = h.rig()
+    model = torch.compile(rig.net, backend=BACKEND)
+    h.phase("first call")
+    model(rig.x).sum().backward()
+    rig.net.zero_grad(set_to_none=True)
+    rig.x.grad = None
+    h.install(rig)
+    _forward_backward(h, model, rig)
+    _compile_stats(h)
+
+
+def compiled_autograd(h: Any) -> None:
+    _fresh_compiler()
+    rig = h.rig()
+    h.install(rig)
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        out = rig.net(x)
+        out.sum().backward()
+        return out
+
+    h.phase("step")
+    with torch._dynamo.config.patch(compiled_autograd=True):
+        out = torch.compile(step, backend=BACKEND)(rig.x)
+    h.fact(out, rig.x.grad, *h.grads(rig))
+    _compile_stats(h)
+
+
+def export(h: Any) -> None:
+    rig = h.rig()
+    h.install(rig)
+    h.phase("export")
+    program = torch.export.export(rig.net, (rig.x,))
+    model = program.module()
+    _forward_backward(h, model, rig)
+    h.exercise(rig, model)
+
+
+def precompile(h: Any) -> None:
+    from torch.compiler import precompile as pc
+
+    _fresh_compiler()
+    rig = h.rig()
+    h.install(rig)
+
+    def call(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return model(x)
+
+    with tempfile.TemporaryDirectory(prefix="hooklab-precompile-") as folder:
+        code, cache = Path(folder) / "model.py", Path(folder) / "model.cache"
+        h.phase("capture")
+        with pc.capture(call, artifact_path=code, cache_path=cache, backend=PRECOMPILE_BACKEND) as captured:
+            captured(rig.net, rig.x)
+        h.phase("load")
+        loaded = pc.load(code, cache)
+        h.phase("forward")
+        out: Any = loaded(rig.net, rig.x)
+        h.fact(out)
+        if out.requires_grad:
+            h.phase("backward")
+            out.sum().backward()
+            h.fact(rig.x.grad, *h.grads(rig))
+        else:
+            h.note("the loaded runnable's output does not require grad: no backward")
+    h.exercise(rig, rig.net)
+
+
+def jit_script(h: Any) -> None:
+    from . import record
+
+    rig = h.rig()
+    record.PLAIN_FUNCTIONS[0] = True  # TorchScript compiles a module's hooks from their source: plain functions
+    try:
+        h.install(rig)
+    finally:
+        record.PLAIN_FUNCTIONS[0] = False
+    # TorchScript keeps the types it compiled for the whole process: forget them, so that each cell scripts its
+    # classes afresh (otherwise a class scripted by an earlier cell with other attributes "can't be redefined")
+    torch.jit._recursive.concrete_type_store = torch.jit._recursive.ConcreteTypeStore()
+    torch.jit._state._clear_class_state()
+    h.phase("script")
+    model = torch.jit.script(rig.net)
+    _forward_backward(h, model, rig)
+    h.exercise(rig, model)
+
+
+def jit_trace(h: Any) -> None:
+    rig = h.rig()
+    h.install(rig)
+    h.phase("trace")
+    model = torch.jit.trace(rig.net, (rig.x,))
+    rig.net.zero_grad(set_to_none=True)
+    _forward_backward(h, model, rig)
+    h.exercise(rig, model)
+
+
+def fx_root(h: Any) -> None:
+    rig = h.rig()
+    h.install(rig)
+    h.phase("trace")
+    traced = torch.fx.symbolic_trace(rig.subject)
+    rig.net.subject = traced
+    _forward_backward(h, rig.net, rig)
+    h.exercise(rig, rig.net)
+
+
+def fx_child(h: Any) -> None:
+    rig = h.rig()
+    h.install(rig)
+    h.phase("trace")
+    traced = torch.fx.symbolic_trace(rig.net)
+    _forward_backward(h, traced, rig)
+    h.exercise(rig, traced)
+
+
+def vmap(h: Any) -> None:
+    rig = h.rig()
+    h.install(rig)
+    _forward_backward(h, torch.func.vmap(rig.net), rig)
+
+
+def func_grad(h: Any) -> None:
+    rig = h.rig()
+    h.install(rig)
+    params = dict(rig.net.named_parameters())
+
+    def loss(p: dict[str, torch.Tensor]) -> torch.Tensor:
+        return torch.func.functional_call(rig.net, p, (rig.x,)).sum()
+
+    h.phase("transform")
+    grads = torch.func.grad(loss)(params)
+    h.fact(*[grads[name] for name in sorted(grads)], *h.grads(rig))
+
+
+def _checkpoint(reentrant: bool) -> Callable[[Any], None]:
+    def run(h: Any) -> None:
+        from torch.utils.checkpoint import checkpoint
+
+        rig = h.rig()
+        h.install(rig)
+        _forward_backward(h, lambda x: checkpoint(rig.net, x, use_reentrant=reentrant), rig)
+    return run
+
+
+def deepcopy(h: Any) -> None:
+    rig = h.rig()
+    h.install(rig)
+    h.phase("copy")
+    net, opt = copy.deepcopy((rig.net, rig.opt))
+    _run_copy(h, rig, net, opt)
+
+
+def pickle(h: Any) -> None:
+    rig = h.rig()
+    h.install(rig)
+    h.phase("save and load")
+    buffer = io.BytesIO()
+    torch.save((rig.net, rig.opt), buffer)
+    buffer.seek(0)
+    net, opt = torch.load(buffer, weights_only=False)
+    _run_copy(h, rig, net, opt)
+
+
+def _run_copy(h: Any, rig: Rig, net: nn.Module, opt: torch.optim.Optimizer) -> None:
+    subject = next(m for m in net.modules() if isinstance(m, Subject))
+    copy_rig = Rig(net=net, subject=subject, x=rig.x, opt=opt)
+    h.phase("forward")
+    out = net(rig.x)
+    h.phase("backward")
+    out.sum().backward()
+    h.fact(out, rig.x.grad, *h.grads(copy_rig))
+    h.exercise(copy_rig, net, opt)
+
+
+def apply(h: Any) -> None:
+    rig = h.rig(shared=True)
+    h.phase("apply")
+    rig.net.apply(lambda m: h.install(rig, m) if isinstance(m, Subject) else None)
+    _forward_backward(h, rig.net, rig)
+    h.exercise(rig, rig.net)
+
+
+def autocast(h: Any) -> None:
+    rig = h.rig()
+    h.install(rig)
+    h.phase("forward")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = rig.net(rig.x)
+    h.phase("backward")
+    out.float().sum().backward()
+    h.fact(out, rig.x.grad, *h.grads(rig))
+
+
+def cleanup() -> None:
+    """Undo what a context may leave behind in the process (the compilers' caches)."""
+    if torch._dynamo.is_compiling():  # never: contexts run outside compiled code
+        return
+    torch._dynamo.reset()
+
+
+@dataclass(frozen=True)
+class Context:
+    id: str
+    group: str
+    title: str        # in English, as "the matrix under <title>" reads
+    zh: str           # the same in Chinese
+    varies: frozenset[str]
+    run: Callable[[Any], None]
+    pattern: str      # a regular expression that a code cell running this context matches
+    wrap: str = ""    # "ddp" / "fsdp2": the distributed wrapper (run in worker processes)
+    how: str = ""     # what one run is, in English
+
+
+_ALL = frozenset({"forward", "backward", "state", "step", "optimizer-state"})
+_B = frozenset({"backward"})
+_FB = frozenset({"forward", "backward"})
+_FBS = frozenset({"forward", "backward", "state"})
+
+CONTEXTS: list[Context] = [
+    Context("eager", "autograd", "eager", "普通的 eager 执行", _ALL, eager, r"\.backward\(\)",
+            how="forward, loss.backward(), opt.step(), state_dict() and load_state_dict()"),
+    Context("autograd-grad", "autograd", "torch.autograd.grad", "torch.autograd.grad", _B, autograd_grad,
+            r"autograd\.grad\(", how="torch.autograd.grad(loss, parameters)"),
+    Context("backward-inputs", "autograd", "backward(inputs=...)", "backward(inputs=...)", _B, backward_inputs,
+            r"backward\(inputs=", how="loss.backward(inputs=[x]): the input's gradient only"),
+    Context("retain-graph", "autograd", "retain_graph and a second backward", "retain_graph 后再反向一次", _B,
+            retain_graph, r"retain_graph\s*=\s*True", how="loss.backward(retain_graph=True); loss.backward()"),
+    Context("double-backward", "autograd", "create_graph (double backward)", "create_graph（二阶反向）", _B,
+            double_backward, r"create_graph\s*=\s*True",
+            how="g = autograd.grad(loss, x, create_graph=True); g.square().sum().backward()"),
+    Context("no-grad", "autograd", "torch.no_grad", "torch.no_grad", _FB, no_grad, r"no_grad\(\)",
+            how="the forward under torch.no_grad(); no backward"),
+    Context("inference-mode", "autograd", "torch.inference_mode", "torch.inference_mode", _FB, inference_mode,
+            r"inference_mode\(\)", how="the forward under torch.inference_mode(); no backward"),
+    Context("inplace", "autograd", "an in-place op on the output", "对输出的原地操作", _FB, _variant("inplace"),
+            r"\.add_\(|inplace\s*=\s*True|\w_\(", how="h = subject(x); h.add_(1); head(h)"),
+    Context("view", "autograd", "an in-place write through a view", "经由视图的原地写入", _FB, _variant("view"),
+            r"narrow\(|\]\.\w+_\(|view\(", how="h = subject(x); h.narrow(1, 0, 2).mul_(2); head(h)"),
+    Context("used-twice", "autograd", "the module used twice", "模块用两次", _FB, _variant("twice"),
+            r"twice|两次", how="subject(subject(x)): the module and its weight used twice"),
+    Context("unused-branch", "autograd", "a branch the loss does not use", "损失不用的分支", _FB, _variant("unused"),
+            r"unused|不用", how="subject(x) computed, the loss from head(x) only"),
+    Context("compile", "compiler", "torch.compile", "torch.compile", _FBS, compile_, r"torch\.compile\(",
+            how=f"torch.compile(net, backend='{BACKEND}') with the hook registered before the first call"),
+    Context("compile-hook-after", "compiler", "torch.compile, hook added after the first call",
+            "torch.compile，第一次调用之后加钩子", _FB, compile_hook_after, r"torch\.compile\(",
+            how="a first compiled call (forward and backward), then the hook, then a second call"),
+    Context("compiled-autograd", "compiler", "compiled autograd", "编译的自动求导", _FB, compiled_autograd,
+            r"compiled_autograd", how="torch.compile of a step that calls backward, compiled_autograd=True"),
+    Context("export", "compiler", "torch.export", "torch.export", _FBS, export, r"torch\.export\.export\(",
+            how="torch.export.export(net, (x,)).module(), then forward and backward"),
+    Context("precompile", "compiler", "precompile (torch.compiler.precompile)",
+            "预编译（torch.compiler.precompile）", _FBS, precompile, r"precompile",
+            how="precompile.capture of model(x), then precompile.load, then forward and backward"),
+    Context("jit-script", "compiler", "TorchScript (jit.script)", "TorchScript（jit.script）", _FBS, jit_script,
+            r"jit\.script\(", how="torch.jit.script(net), then forward and backward"),
+    Context("jit-trace", "compiler", "TorchScript (jit.trace)", "TorchScript（jit.trace）", _FBS, jit_trace,
+            r"jit\.trace\(", how="torch.jit.trace(net, (x,)), then forward and backward"),
+    Context("fx-root", "compiler", "FX symbolic_trace of the hooked module", "FX symbolic_trace 追踪挂钩子的模块",
+            _FBS, fx_root, r"symbolic_trace\(",
+            how="the subject replaced by symbolic_trace(subject) (the hooked module is the root)"),
+    Context("fx-child", "compiler", "FX symbolic_trace of its parent", "FX symbolic_trace 追踪它的父模块", _FBS,
+            fx_child, r"symbolic_trace\(", how="symbolic_trace(net): the hooked module is a child, traced through"),
+    Context("vmap", "transform", "torch.func.vmap", "torch.func.vmap", _FB, vmap, r"vmap\(",
+            how="vmap(net)(x) over the batch, then backward"),
+    Context("func-grad", "transform", "torch.func.grad + functional_call", "torch.func.grad + functional_call",
+            _FB, func_grad, r"func\.grad\(|functional_call\(",
+            how="torch.func.grad of functional_call(net, params, x).sum()"),
+    Context("checkpoint-reentrant", "transform", "checkpoint(use_reentrant=True)", "checkpoint(use_reentrant=True)",
+            _FB, _checkpoint(True), r"use_reentrant\s*=\s*True", how="checkpoint(net, x, use_reentrant=True)"),
+    Context("checkpoint", "transform", "checkpoint(use_reentrant=False)", "checkpoint(use_reentrant=False)", _FB,
+            _checkpoint(False), r"use_reentrant\s*=\s*False", how="checkpoint(net, x, use_reentrant=False)"),
+    Context("deepcopy", "copy", "copy.deepcopy", "copy.deepcopy", _ALL, deepcopy, r"deepcopy\(",
+            how="the hook registered, then (net, opt) deep-copied; the copy runs"),
+    Context("pickle", "copy", "torch.save / torch.load (pickle)", "torch.save / torch.load（pickle）", _ALL, pickle,
+            r"torch\.save\(|pickle", how="the hook registered, then (net, opt) saved and loaded; the loaded copy runs"),
+    Context("apply", "copy", "model.apply (a module with two parents)", "model.apply（有两个父模块的模块）", _ALL, apply,
+            r"\.apply\(", how="registered by net.apply(...) on a model whose subject has two parents"),
+    Context("ddp", "distributed", "DistributedDataParallel", "DistributedDataParallel", _ALL, eager,
+            r"DistributedDataParallel\(|DDP\(", wrap="ddp",
+            how="2 gloo processes; DDP(net), then the eager run"),
+    Context("fsdp2", "distributed", "FSDP2 (fully_shard)", "FSDP2（fully_shard）", _ALL, eager, r"fully_shard\(",
+            wrap="fsdp2", how="2 gloo processes; fully_shard(subject), fully_shard(net), then the eager run"),
+    Context("autocast", "transform", "autocast (bfloat16)", "autocast（bfloat16）", _FB, autocast, r"autocast\(",
+            how="the forward under torch.autocast('cpu', dtype=torch.bfloat16)"),
+]
+BY_ID = {c.id: c for c in CONTEXTS}
+# the contexts a DDP / FSDP2 family is run in (the others trace or transform the module inside the wrapper)
+WRAPPER_CONTEXTS = ("eager", "autograd-grad", "backward-inputs", "retain-graph", "double-backward", "no-grad",
+                    "inference-mode", "inplace", "view", "used-twice", "unused-branch", "compile",
+                    "compile-hook-after", "compiled-autograd", "checkpoint-reentrant", "checkpoint", "deepcopy",
+                    "autocast")
+
+
+def new_context(id: str, run: Callable[[Any], None], *, title: str, zh: str = "",
+                varies: tuple[str, ...] = ("forward", "backward"), how: str = "") -> Context:
+    """A context of one's own (a new column): ``run(h)`` builds the rig, installs the hook and runs, as the
+    contexts above do; ``varies``: what it changes (forward, backward, state, step, optimizer-state), which decides
+    the families it means nothing for.
+
+    >>> ctx = new_context("twice-forward", lambda h: None, title="two forwards")
+    >>> ctx.id, sorted(ctx.varies)
+    ('twice-forward', ['backward', 'forward'])
+    """
+    unknown = set(varies) - set(_ALL)
+    if unknown:
+        raise ValueError(f"varies: unknown parts {sorted(unknown)}; use some of {sorted(_ALL)}")
+    if not callable(run):
+        raise TypeError(f"run must be a function run(h), got {type(run).__name__}")
+    return Context(id, "new", title, zh or title, frozenset(varies), run, re.escape(id), how=how)
