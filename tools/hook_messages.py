@@ -112,7 +112,7 @@ OTHER_MEANINGS: tuple[tuple[str, str, str, str, str], ...] = (
 HOOK = re.compile(r"hook", re.IGNORECASE)
 PLACEHOLDER = re.compile(r"\{[^{}\n]*\}|%[-#0 +]*\d*(?:\.\d+)?[sdrfixg]")
 PRINTF = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[sdrfixg]")
-MIN_SHOWN = 12  # a cell "shows" a message when it shows a piece of the message's fixed text at least this long
+MIN_SHOWN = 20  # a cell "shows" a message when it shows a clause of the message's fixed text at least this long
 
 WARN_CALLS = {"warn", "warn_once", "warn_explicit", "rank_zero_warn", "_warn_once"}
 LOG_CALLS = {"warning", "warning_once"}
@@ -155,7 +155,8 @@ def render(node: ast.AST | None, local: dict[str, str]) -> str | None:
             if isinstance(value, ast.Constant):
                 parts.append(str(value.value))
             elif isinstance(value, ast.FormattedValue):
-                parts.append(_placeholder(value.value))
+                known = local.get(value.value.id) if isinstance(value.value, ast.Name) else None
+                parts.append(known if known is not None and value.format_spec is None else _placeholder(value.value))
         return "".join(parts)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = render(node.left, local), render(node.right, local)
@@ -218,15 +219,18 @@ class _Collector(ast.NodeVisitor):
         self.source, self.file = source, file
         self.scope: list[str] = []
         self.local: list[dict[str, str]] = [{}]
+        self.varying: list[set[str]] = [set()]
         self.found: list[Found] = []
 
     def _enter(self, node: ast.AST, name: str, function: bool) -> None:
         self.scope.append(name)
         if function:
             self.local.append({})
+            self.varying.append(set())
         self.generic_visit(node)
         if function:
             self.local.pop()
+            self.varying.pop()
         self.scope.pop()
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
@@ -240,11 +244,13 @@ class _Collector(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            text = render(node.value, self.local[-1])
-            if text is not None:
-                self.local[-1][node.targets[0].id] = text
-            else:
-                self.local[-1].pop(node.targets[0].id, None)
+            name, scope = node.targets[0].id, self.local[-1]
+            text = render(node.value, scope)
+            if text is not None and name not in scope and name not in self.varying[-1]:
+                scope[name] = text
+            else:  # assigned twice (in branches, or later on): which text it holds depends on the run
+                scope.pop(name, None)
+                self.varying[-1].add(name)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -253,8 +259,15 @@ class _Collector(ast.NodeVisitor):
             self.local[-1][node.target.id] += more if more is not None else _placeholder(node.value)
         self.generic_visit(node)
 
+    def _names(self) -> dict[str, str]:
+        """The texts the names in scope hold: this function's, and those of the functions around it."""
+        names: dict[str, str] = {}
+        for scope in self.local:
+            names.update(scope)
+        return names
+
     def _add(self, node: ast.AST, call: str, kind: str, text_node: ast.AST | None, detail: str = "") -> None:
-        text = render(text_node, self.local[-1])
+        text = render(text_node, self._names())
         if text is not None and text.strip():
             self.found.append(Found(self.source, self.file, getattr(node, "lineno", 0), ".".join(self.scope), call,
                                     kind, text.strip(), detail))
@@ -279,7 +292,7 @@ class _Collector(ast.NodeVisitor):
         if name in WARN_CALLS and node.args:
             self._add(node, called, "warning", node.args[0])
         elif name in LOG_CALLS and isinstance(func, ast.Attribute) and node.args:
-            template = render(node.args[0], self.local[-1])
+            template = render(node.args[0], self._names())
             if template is not None:
                 values = [_placeholder(a) for a in node.args[1:]]
                 self._add(node, called, "warning", ast.Constant(fill_printf(template, values)))
@@ -292,7 +305,7 @@ class _Collector(ast.NodeVisitor):
         elif name.startswith("unimplemented"):
             keywords = {k.arg: k.value for k in node.keywords}
             if "gb_type" in keywords:
-                detail = render(keywords.get("explanation"), self.local[-1]) or ""
+                detail = render(keywords.get("explanation"), self._names()) or ""
                 self._add(node, "torch._dynamo graph break", "error", keywords["gb_type"], detail.strip())
         self.generic_visit(node)
 
@@ -699,13 +712,20 @@ def trigger_tests(folder: Path = TRIGGER_TESTS) -> dict[str, str]:
     out: dict[str, str] = {}
     for path in sorted(folder.glob("test_*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
+        constants = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+                     for t in node.targets if isinstance(t, ast.Name)}
         for node in ast.walk(tree):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for deco in node.decorator_list:
                 if not (isinstance(deco, ast.Call) and getattr(deco.func, "id", "") in ("trigger", "trigger_all")):
                     continue
-                values = deco.args[0].elts if deco.args and isinstance(deco.args[0], ast.List) else deco.args[:1]
+                arg = deco.args[0] if deco.args else None
+                if isinstance(arg, ast.Call) and getattr(arg.func, "id", "") == "list" and arg.args:
+                    arg = arg.args[0]  # list(IDS)
+                if isinstance(arg, ast.Name):
+                    arg = constants.get(arg.id)  # a module-level list, or dict whose keys are the ids
+                values = arg.elts if isinstance(arg, ast.List) else arg.keys if isinstance(arg, ast.Dict) else [arg]
                 for value in values:
                     if isinstance(value, ast.Constant) and isinstance(value.value, str):
                         out.setdefault(value.value, f"{path.relative_to(ROOT).as_posix()}::{node.name}")
@@ -718,18 +738,34 @@ def _cell_outputs(nb: dict[str, Any], index: int) -> str:
 
 
 def _clauses(text: str) -> list[str]:
-    """The sentences and lines of a message's fixed parts, without their closing punctuation."""
+    """The clauses (between punctuation and line ends) of a message's fixed parts, without the punctuation."""
     out = []
     for piece in literal_pieces(text):
-        out += [c.strip(" .,;:'\"") for c in re.split(r"[.!?]\s+|\n", piece)]
+        out += [c.strip(" .,;:'\"") for c in re.split(r"[.!?;,:]\s+|\n", piece)]
     return [c for c in out if c]
 
 
+def _prefixes(text: str) -> Iterator[str]:
+    """The message cut after each of its words, longest first, while at least :data:`MIN_SHOWN` fixed characters
+    are left (a cell may print a message cut short: ``str(e)[:80]``, its first sentence)."""
+    tokens = re.findall(r"\{[^{}\n]*\}|%[-#0 +]*\d*(?:\.\d+)?[sdrfixg]|\S+|\s+", text.strip())
+    for n in range(len(tokens) - 1, 0, -1):
+        prefix = "".join(tokens[:n]).rstrip()
+        if len("".join(literal_pieces(prefix)).strip()) < MIN_SHOWN:
+            return
+        if not PLACEHOLDER.fullmatch(tokens[n - 1]):
+            yield prefix
+
+
 def shown_piece(text: str, output: str) -> str | None:
-    """The line of ``output`` that shows ``text``: the whole message, or one of its fixed sentences (at least
-    :data:`MIN_SHOWN` characters, or all of the message when it is shorter: a cell may print a message's first
-    sentence only); None when the output does not show it."""
+    """The line of ``output`` that shows ``text``: the whole message, the message cut short (at least
+    :data:`MIN_SHOWN` fixed characters), or one of its clauses that long (all of it when the message is shorter);
+    None when the output does not show it."""
     match = pattern(text).search(output)
+    for prefix in ([] if match else _prefixes(text)):
+        match = pattern(prefix).search(output)
+        if match:
+            break
     if match:
         start, end = match.start(), match.end()
     else:
@@ -818,8 +854,9 @@ def build(site: Path | None = None, *, root: Path = ROOT) -> tuple[dict[str, Any
     for m in messages:
         record = m.as_json()
         record.update(status[m.id])
-        if record["status"] == "test" and m.id in examples:
-            record["example"] = examples[m.id]
+        if "test" in record and m.id in examples:  # what the trigger test printed (the test checks it)
+            record["trigger_example"] = examples[m.id]
+            record.setdefault("example", examples[m.id])
         records.append(record)
     data = {"about": "Every error and warning text about hooks in the pinned PyTorch and libraries, with its status. "
                      "Written by `python -m tools.hook_messages --write`; do not edit (docs/hook_messages.toml holds "

@@ -75,7 +75,7 @@ def node_creation_hook_returns_the_node():
         _leaf() * 2
 
 
-@trigger("creating-a-new-autograd-node-from-inside-a-node-4f89de")
+@trigger("creating-a-new-autograd-node-from-inside-a-node-952cca")
 def node_creation_hook_creates_a_node():
     with graph.node_creation_hook(lambda node: torch.ones(1, requires_grad=True) * 2):
         _leaf() * 2

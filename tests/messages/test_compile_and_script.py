@@ -71,7 +71,7 @@ def compiled_function_given_a_hook_handle():
     _compiled(lambda x, h: (x * 2, h))(_leaf(), handle)
 
 
-@trigger("tensor-post-accumulate-grad-hooks-should-return-none-0a9f53")
+@trigger("tensor-post-accumulate-grad-hooks-should-return-none-10426b")
 def post_accumulate_grad_hook_returns_a_value_under_compiled_autograd():
     from torch._dynamo import compiled_autograd
 

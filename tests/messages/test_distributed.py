@@ -25,6 +25,8 @@ IDS = {  # message id -> the trigger below (run inside the workers)
     "a-communication-hook-is-already-registered-71f8b0": "fsdp1_comm_hook_registered_twice",
     "the-communication-hook-must-be-callable-but-got-6a743c": "fsdp1_comm_hook_not_callable",
     "register-comm-hook-can-only-be-called-on-a-9bc4c5": "fsdp1_comm_hook_on_a_nested_instance",
+    "when-using-no-shard-for-shardingstrategy-full-state-dict-bc51e7": "fsdp1_sharded_state_dict_without_sharding",
+    "when-using-no-shard-for-shardingstrategy-full-state-dict-e844eb": "fsdp1_load_sharded_state_dict_without_sharding",
     "requires-a-single-root-module-but-got-d84903": "fsdp2_two_roots",
     "set-manual-backward-finalization-must-be-called-on-the-f2ea54": "fsdp2_manual_finalization_set_on_a_child",
     "state-has-already-been-lazily-initialized-for-c4e97b": "fsdp2_child_run_before_the_root",
@@ -139,6 +141,22 @@ def powersgd_state_unpickled():
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
     data = pickle.dumps(powerSGD_hook.PowerSGDState(process_group=None))
     pickle.loads(data)  # its process group becomes the default group, which needs one
+
+
+def _fsdp1_unsharded():
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy, StateDictType
+    m = FSDP(nn.Linear(2, 2), device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.NO_SHARD)
+    FSDP.set_state_dict_type(m, StateDictType.SHARDED_STATE_DICT)
+    return m
+
+
+def fsdp1_sharded_state_dict_without_sharding():
+    _fsdp1_unsharded().state_dict()
+
+
+def fsdp1_load_sharded_state_dict_without_sharding():
+    m = _fsdp1_unsharded()
+    m.load_state_dict(m.state_dict())
 
 
 def _mesh():
@@ -281,6 +299,16 @@ def powersgd_started_at_the_first_iteration():
 def powersgd_state_pickled():
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
     pickle.dumps(powerSGD_hook.PowerSGDState(process_group=None))
+
+
+@trigger("memtracker-does-not-support-memory-tracking-for-multiple-3233b1")
+def mem_tracker_over_two_iterations_without_reset():
+    from torch.distributed._tools.mem_tracker import MemTracker
+    model, tracker = nn.Linear(2, 2), MemTracker()
+    tracker.track_external(model)
+    for _ in range(2):
+        with tracker:
+            model(torch.ones(1, 2)).sum().backward()
 
 
 @trigger("only-one-can-be-registered-at-a-time-clear-6de2be")

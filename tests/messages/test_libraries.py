@@ -213,6 +213,20 @@ def captum_layer_attribution_of_an_unused_layer():
     LayerActivation(model, model.unused).attribute(torch.ones(1, 4))
 
 
+@trigger("backward-hooks-not-supported-for-module-with-1-output-17513d")
+def captum_deeplift_on_a_max_pool_returning_indices():
+    from captum.attr import DeepLift
+
+    class PoolWithIndices(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pool, self.layer = nn.MaxPool1d(2, return_indices=True), nn.Linear(2, 1)
+
+        def forward(self, x):
+            return self.layer(self.pool(x)[0])
+    DeepLift(PoolWithIndices()).attribute(torch.ones(1, 1, 4), target=0)
+
+
 # --- timm ---------------------------------------------------------------------------------------------------
 
 @trigger("unsupported-hook-type-64c111")

@@ -54,6 +54,12 @@ def saved_tensor_hooks_registered_after_backward():
     saved.register_hooks(lambda x: x, lambda x: x)
 
 
+@trigger("calling-register-hooks-on-a-saved-tensor-with-value-6fb7ca")
+def saved_tensor_hooks_on_a_saved_none():
+    y = torch.nn.functional.batch_norm(torch.ones(2, 3, requires_grad=True), None, None, training=True)
+    y.grad_fn._raw_saved_running_mean.register_hooks(lambda x: x, lambda x: x)  # no running stats: None saved
+
+
 # --- activation checkpointing -------------------------------------------------------------------------------
 
 def _block() -> nn.Module:
@@ -136,7 +142,7 @@ def _changes_on_recomputation(first, again):
     return fn
 
 
-@trigger("torch-utils-checkpoint-trying-to-save-more-tensors-durin-10ffcd")
+@trigger("torch-utils-checkpoint-trying-to-save-more-tensors-durin-80cfd1")
 def recomputation_saves_more_without_early_stop():
     fn = _changes_on_recomputation(lambda x: x.sin(), lambda x: x.sin().cos().sin())
     with cp.set_checkpoint_early_stop(False):
@@ -180,13 +186,13 @@ def sac_policy_of_the_wrong_type():
     cp.create_selective_checkpoint_contexts(3)
 
 
-@trigger("encountered-during-backward-but-not-found-in-storage-3e19f1")
+@trigger("encountered-during-backward-but-not-found-in-storage-thi-37ee0f")
 def sac_recomputation_runs_another_op():
     fn = _changes_on_recomputation(lambda x: x.sin().exp(), lambda x: x.cos().exp())
     cp.checkpoint(fn, _leaf(), use_reentrant=False, context_fn=_save_sin()).sum().backward()
 
 
-@trigger("invocation-index-encountered-during-backward-but-not-fou-3c80d9")
+@trigger("invocation-index-encountered-during-backward-but-not-fou-f8fbdc")
 def sac_recomputation_runs_an_op_once_more():
     fn = _changes_on_recomputation(lambda x: x.sin().exp(), lambda x: x.sin().sin().exp())
     with cp.set_checkpoint_early_stop(False):
@@ -241,6 +247,24 @@ def activation_wrapper_subclass_without_forward():
 def apply_activation_checkpointing_with_a_bad_policy():
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing
     apply_activation_checkpointing(nn.Sequential(_block()), auto_wrap_policy=3)
+
+
+# --- the compiler's activation-memory budget (torch.autograd.graph) ----------------------------------------
+
+@trigger("torch-autograd-graph-region-activation-memory-budget-can-84d3db")
+def activation_memory_budget_in_eager_mode():
+    with graph.region_activation_memory_budget(0.5):
+        pass
+
+
+@trigger("torch-autograd-graph-region-activation-memory-budget-exp-414fe1")
+def activation_memory_budget_not_a_float():
+    graph.region_activation_memory_budget("half")
+
+
+@trigger("torch-autograd-graph-region-activation-memory-budget-mus-63d47a")
+def activation_memory_budget_above_one():
+    graph.region_activation_memory_budget(2.0)
 
 
 test_trigger = triggers_of(__name__)
