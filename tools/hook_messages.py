@@ -38,12 +38,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import hashlib
 import importlib.metadata
 import json
 import mmap
 import os
 import re
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -310,8 +312,46 @@ class _Collector(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hooklab" / "hook-messages"
+_EXTRACTOR = hashlib.sha1(Path(__file__).read_bytes()).hexdigest()  # a new extractor reads every file again
+
+
+def _file_messages(source: str, rel: str, text: str, whole: bool) -> list[Found]:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    collector = _Collector(source, rel)
+    collector.visit(tree)
+    return [f for f in collector.found
+            if whole or HOOK.search(f.text) or HOOK.search(f.detail) or HOOK.search(f.function)]
+
+
+def _cached_file_messages(source: str, rel: str, text: str, whole: bool, cache: Path | None) -> list[Found]:
+    """:func:`_file_messages`, kept in ``cache`` under a digest of the file's text, its name and this module's
+    code: an unchanged file of an unchanged package is not parsed again (the cache is only a speed-up: a file that
+    cannot be read or written there is parsed)."""
+    if cache is None:
+        return _file_messages(source, rel, text, whole)
+    key = hashlib.sha1(f"{_EXTRACTOR}\0{source}\0{rel}\0{whole}\0{text}".encode()).hexdigest()
+    entry = cache / key[:2] / f"{key}.json"
+    try:
+        return [Found(**f) for f in json.loads(entry.read_text(encoding="utf-8"))]
+    except (OSError, ValueError, TypeError):
+        pass
+    found = _file_messages(source, rel, text, whole)
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = entry.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps([f.__dict__ for f in found]), encoding="utf-8")
+        os.replace(tmp, entry)
+    except OSError:
+        pass
+    return found
+
+
 def python_messages(site: Path, packages: Iterable[str], source: str, *,
-                    whole_files: tuple[str, ...] = ()) -> list[Found]:
+                    whole_files: tuple[str, ...] = (), cache: Path | None = CACHE) -> list[Found]:
     """Every message of the packages' ``.py`` files that concerns hooks (see the module's docstring)."""
     found: list[Found] = []
     for package in packages:
@@ -321,17 +361,8 @@ def python_messages(site: Path, packages: Iterable[str], source: str, *,
                 continue
             text = path.read_text(encoding="utf-8", errors="replace")
             whole = rel.startswith(whole_files)
-            if not whole and "hook" not in text.lower():
-                continue
-            try:
-                tree = ast.parse(text)
-            except SyntaxError:
-                continue
-            collector = _Collector(source, rel)
-            collector.visit(tree)
-            for f in collector.found:
-                if whole or HOOK.search(f.text) or HOOK.search(f.detail) or HOOK.search(f.function):
-                    found.append(f)
+            if whole or "hook" in text.lower():
+                found += _cached_file_messages(source, rel, text, whole, cache)
     return found
 
 
@@ -377,23 +408,37 @@ def looks_like_message(text: str) -> bool:
     return not ("::" in s and "(" in s and ("const" in s or "&" in s))
 
 
+@functools.lru_cache(maxsize=4)
+def constant_data(library: Path) -> bytes:
+    """The bytes of a shared library where its string constants are: its ``.rodata`` sections when it is an ELF
+    file (18 MB of libtorch_cpu's 450), else the whole file."""
+    with open(library, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if data[:5] != b"\x7fELF\x02" or data[5] != 1:  # not a 64-bit little-endian ELF file: read it all
+            return bytes(data)
+        shoff, = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+        sections = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
+        names_at = sections[shstrndx][4]
+
+        def name(offset: int) -> bytes:
+            start = names_at + offset
+            return bytes(data[start:data.find(b"\x00", start)])
+        parts = [bytes(data[off:off + size]) for name_off, _, _, _, off, size in sections
+                 if name(name_off) == b".rodata" or name(name_off).startswith(b".rodata.")]
+        return b"\x00".join(parts) if parts else bytes(data)
+
+
 def cpp_strings(library: Path) -> list[str]:
     """The strings of a shared library that say "hook" and look like a message (one entry per printable run,
     surrounding white space stripped)."""
-    with open(library, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        runs = {run.decode("ascii").strip() for run in _runs_with_hook(data)}
+    runs = {run.decode("ascii").strip() for run in _runs_with_hook(constant_data(library))}
     return sorted(r for r in runs if HOOK.search(r) and looks_like_message(r))
 
 
 def cpp_contains(libraries: Iterable[Path], text: str) -> list[str]:
-    """The names of the libraries whose bytes contain ``text``."""
-    out = []
+    """The names of the libraries whose string constants contain ``text``."""
     needle = text.encode()
-    for library in libraries:
-        with open(library, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            if data.find(needle) != -1:
-                out.append(library.name)
-    return out
+    return [library.name for library in libraries if constant_data(library).find(needle) != -1]
 
 
 def cpp_messages(site: Path, cpp: dict[str, Any]) -> tuple[list[Found], list[str]]:
@@ -781,6 +826,26 @@ def shown_piece(text: str, output: str) -> str | None:
     return output[first:last if last != -1 else len(output)].strip()
 
 
+def resolve_cell(ref: str, root: Path, cache: dict[str, dict]) -> dict[str, str] | str:
+    """``"NN:cell-id"`` -> the notebook and the code cell it means (a heading: the first code cell after it); a
+    string saying what is wrong when there is no such cell."""
+    from . import symptoms
+
+    number, _, cell_id = ref.partition(":")
+    paths = sorted((root / "notebooks").glob(f"{number}_*.ipynb"))
+    if len(paths) != 1 or not cell_id:
+        return "write NN:cell-id, NN a notebook's number"
+    nb = cache.setdefault(paths[0].name, symptoms.read_notebook(paths[0]))
+    cells = nb.get("cells", [])
+    index = next((i for i, c in enumerate(cells) if c.get("id") == cell_id), None)
+    if index is None:
+        return f"{paths[0].name} has no cell with that id (moved or deleted?)"
+    code = next((i for i in range(index, len(cells)) if cells[i].get("cell_type") == "code"), None)
+    if code is None:
+        return f"no code cell follows it in {paths[0].name}"
+    return {"notebook": paths[0].name, "cell_id": cells[code]["id"]}
+
+
 def statuses(messages: list[Message], triage: dict[str, Any], *, root: Path = ROOT) -> tuple[dict[str, dict], list[str]]:
     """message id -> its status record, and the problems found (links that point nowhere, a message with two
     statuses, an id the triage names that no message has)."""
@@ -831,7 +896,11 @@ def statuses(messages: list[Message], triage: dict[str, Any], *, root: Path = RO
             if bad:
                 problems.append(f"{m.id}: its [explained] row lacks {sorted(bad)}")
                 continue
-            out[m.id] = {"status": "test", "test": tests[m.id], **row}
+            where = resolve_cell(row["cell"], root, notebooks)
+            if isinstance(where, str):
+                problems.append(f"{m.id}: [explained] cell {row['cell']!r}: {where}")
+                continue
+            out[m.id] = {"status": "test", "test": tests[m.id], "zh": row["zh"], "en": row["en"], **where}
         elif m.id in triage["explained"]:
             problems.append(f"{m.id}: has an [explained] row but no trigger test (@trigger({m.id!r}))")
         elif m.id in triage["excused"]:
@@ -909,10 +978,8 @@ def difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 def coverage(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per source (and a total row): messages, shown in a cell, triggered in a test, excused, open."""
     rows = []
-    for source in (*SOURCES, "all"):
+    for source in (*SOURCES, "all"):  # every source, also one without messages (torchao has none)
         mine = [r for r in records if source == "all" or r["source"] == source]
-        if not mine:
-            continue
         count = Counter(r["status"] for r in mine)
         rows.append({"source": source, "messages": len(mine), "cell": count["cell"], "test": count["test"],
                      "excused": count["excused"], "open": count["open"]})
@@ -927,7 +994,7 @@ def report(data: dict[str, Any]) -> str:
     lines = ["source       messages  cell  test  excused  open  triggered"]
     for row in coverage(data["messages"]):
         triggered = row["cell"] + row["test"]
-        share = f"{triggered}/{row['messages'] - row['excused']}" if row["messages"] > row["excused"] else "-"
+        share = f"{triggered}/{row['messages'] - row['excused']}"
         lines.append(f"{row['source']:<12} {row['messages']:>8} {row['cell']:>5} {row['test']:>5} "
                      f"{row['excused']:>8} {row['open']:>5}  {share}")
     lines.append("excused by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(excuses(data['messages']).items())))
