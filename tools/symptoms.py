@@ -294,6 +294,23 @@ def explain_target(notebook: str, cell_id: str) -> str:
     return f"explain-{notebook[:2]}-{cell_id}".lower()
 
 
+def cell_sections(root: Path = ROOT) -> dict[tuple[str, str], dict[str, str]]:
+    """(notebook, cell id) -> the heading of the section each cell is in, per language."""
+    out: dict[tuple[str, str], dict[str, str]] = {}
+    for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        heading = {"zh": "", "en": ""}
+        for cell in read_notebook(path).get("cells", []):
+            if cell.get("cell_type") == "markdown":
+                lang = _lang(cell)
+                for line in _text(cell.get("source")).split("\n"):
+                    m = HEADING.match(line)
+                    if m and lang in ("zh", "en", "both"):
+                        for key in (("zh", "en") if lang == "both" else (lang,)):
+                            heading[key] = _plain_heading(m.group(2))
+            out[(path.name, cell.get("id", ""))] = dict(heading)
+    return out
+
+
 def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = None,
               messages: dict[str, Any] | None = None, silent: dict[str, Any] | None = None) -> str:
     """The site's page (MyST Markdown). ``built``: the notebooks on the site (default: every notebook that a row
@@ -306,6 +323,8 @@ def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = No
     records = messages.get("messages", [])
     on_site = (lambda nb: True) if built is None else (lambda nb: nb in built)  # noqa: E731
     by_id = {s.id: s for s in symptoms}
+    sections = cell_sections() if records else {}
+    colon = "：" if lang == "zh" else ": "
     out = [f"# {text['title']}", "", page["intro"], ""]
 
     # coverage
@@ -334,15 +353,15 @@ def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = No
     def cell_row(s: Symptom, heading: str) -> list[str]:
         lines = [f"(row-{s.id})=", f"{heading} {_heading_text(getattr(s, lang))}", ""]
         section = s.heading[lang] or s.notebook
-        lines.append(f"- {page['where']}: {_cell_ref(s.notebook, f'symptom-{s.id}', f'{s.number} · {section}')}")
+        lines.append(f"- {page['where']}{colon}{_cell_ref(s.notebook, f'symptom-{s.id}', f'{s.number} · {section}')}")
         if s.message is not None:
-            lines += [f"- {page['shown']}: {code_span(s.message)}"]
+            lines += [f"- {page['shown']}{colon}{code_span(s.message)}"]
         for m in linked.get(s.id, []):
-            lines += [f"- {page['message']} ({m['source']}, {m['call']}):", "", fenced(m["text"]), ""]
+            lines += [f"- {page['message']} ({m['source']}, {m['call']}){colon.strip()}", "", fenced(m["text"]), ""]
             if m.get("example") and m["example"] not in (m["text"], s.message):
-                lines += [f"- {page['example']}:", "", fenced(m["example"]), ""]
+                lines += [f"- {page['example']}{colon.strip()}", "", fenced(m["example"]), ""]
         if s.id in silent["matrix"]:
-            lines.append(f"- matrix: `{silent['matrix'][s.id]}`")
+            lines.append(f"- matrix{colon}`{silent['matrix'][s.id]}`")
         return lines + [""]
 
     # errors and warnings, by family: the symptom cells that show a message, then the messages tests trigger
@@ -361,13 +380,14 @@ def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = No
             out += cell_row(s, "####")
         for m in msgs:
             out += [f"(msg-{m['id']})=", f"#### {_heading_text(m[lang])}", "",
-                    f"- {page['message']} ({m['source']}, {m['call']}):", "", fenced(m["text"]), ""]
+                    f"- {page['message']} ({m['source']}, {m['call']}){colon.strip()}", "", fenced(m["text"]), ""]
             if m.get("example") and m["example"] != m["text"]:
-                out += [f"- {page['example']}:", "", fenced(m["example"]), ""]
-            number = m["notebook"][:2]
-            out += [f"- {page['explained']}: " + _cell_ref(m["notebook"], explain_target(m["notebook"], m["cell_id"]),
-                                                           f"{number} · {m['notebook'][3:-6]}"),
-                    f"- {page['triggered']}: `{m['test']}`", ""]
+                out += [f"- {page['example']}{colon.strip()}", "", fenced(m["example"]), ""]
+            section = sections.get((m["notebook"], m["cell_id"]), {}).get(lang) or m["notebook"]
+            out += [f"- {page['explained']}{colon}" + _cell_ref(
+                        m["notebook"], explain_target(m["notebook"], m["cell_id"]),
+                        _cell(f"{m['notebook'][:2]} · {section}")),
+                    f"- {page['triggered']}{colon}`{m['test']}`", ""]
 
     # silent symptoms, by kind
     out += [f"## {page['silent']}", ""]
@@ -393,8 +413,8 @@ def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = No
             out += [f"### {titles[0] if lang == 'zh' else titles[1]}", ""]
             for m in mine:
                 out += [f"(msg-{m['id']})=", f"#### {_heading_text(m['text'])}", "", fenced(m["text"]), "",
-                        f"- {page['why']}: {page['reasons'].get(m['reason'], m['reason'])}: {m['why']}",
-                        f"- {page['where']}: {', '.join(m['places'][:3])}", ""]
+                        f"- {page['why']}{colon}{page['reasons'].get(m['reason'], m['reason'])}{colon}{m['why']}",
+                        f"- {page['where']}{colon}{', '.join(m['places'][:3])}", ""]
     return "\n".join(out).rstrip() + "\n"
 
 
