@@ -3,10 +3,22 @@ TorchScript about hooks. Compiled with the ``eager`` backend (no code generation
 first."""
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
 from message_triggers import trigger, triggers_of
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fresh_dynamo():
+    """Dynamo's caches and counters as this module found them: empty (the tests that count graphs or recompiles
+    after it on the same worker start from nothing)."""
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    yield
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
 
 
 def _leaf() -> torch.Tensor:
