@@ -177,3 +177,17 @@ def test_a_status_that_points_nowhere_is_reported(tmp_path):
     assert any("no-such-message-000000" in p and "is no message" in p for p in problems)
     assert any(some["id"] in p and "in both" in p for p in problems)
     assert any("no-such-symptom" in p for p in problems)
+
+
+def test_a_changed_release_is_reported_as_texts_added_and_removed():
+    old = hm.load()
+    new = json.loads(json.dumps(old))
+    gone = new["messages"].pop(0)
+    new["messages"].append({**gone, "text": "a message of the next release about hooks", "id": "new-000000"})
+    new["versions"]["torch"] = "9.9.9"
+    lines = hm.difference(old, new)
+    source = gone["source"]
+    assert lines[0] == f"{source} ({old['versions'].get(source, '?')} -> {new['versions'].get(source, '?')}): " \
+                       "1 message(s) added, 1 removed"
+    assert "  + 'a message of the next release about hooks'" in lines and f"  - {gone['text'][:160]!r}" in lines
+    assert hm.difference(old, old) == []
