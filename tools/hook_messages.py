@@ -636,9 +636,7 @@ def load_triage(path: Path = TRIAGE) -> dict[str, Any]:
 
 def versions() -> dict[str, str]:
     out = {}
-    for source, dist in DISTRIBUTIONS.items():
-        if source == TORCH_CPP:
-            continue
+    for source, dist in DISTRIBUTIONS.items():  # torch C++ is torch's version
         try:
             out[source] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
