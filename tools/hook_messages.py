@@ -45,6 +45,7 @@ import json
 import mmap
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -328,19 +329,22 @@ def _file_messages(source: str, rel: str, text: str, whole: bool) -> list[Found]
 
 
 def _cached_file_messages(source: str, rel: str, text: str, whole: bool, cache: Path | None) -> list[Found]:
-    """:func:`_file_messages`, kept in ``cache`` under a digest of the file's text, its name and this module's
-    code: an unchanged file of an unchanged package is not parsed again (the cache is only a speed-up: a file that
-    cannot be read or written there is parsed)."""
+    """:func:`_file_messages`, kept in ``cache`` under a digest of the file's text and name, in a folder of this
+    module's code (the folders of older versions of it are removed): an unchanged file of an unchanged package is not
+    parsed again. The cache is only a speed-up: a file that cannot be read or written there is parsed."""
     if cache is None:
         return _file_messages(source, rel, text, whole)
-    key = hashlib.sha1(f"{_EXTRACTOR}\0{source}\0{rel}\0{whole}\0{text}".encode()).hexdigest()
-    entry = cache / key[:2] / f"{key}.json"
+    key = hashlib.sha1(f"{source}\0{rel}\0{whole}\0{text}".encode()).hexdigest()
+    entry = cache / _EXTRACTOR[:16] / key[:2] / f"{key}.json"
     try:
         return [Found(**f) for f in json.loads(entry.read_text(encoding="utf-8"))]
     except (OSError, ValueError, TypeError):
         pass
     found = _file_messages(source, rel, text, whole)
     try:
+        if not entry.parent.parent.is_dir() and cache.is_dir():  # a new extractor: what older ones kept goes
+            for old in cache.iterdir():
+                shutil.rmtree(old, ignore_errors=True)
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = entry.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps([f.__dict__ for f in found]), encoding="utf-8")
