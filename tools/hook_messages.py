@@ -14,17 +14,20 @@ Where the texts come from (all read from the files of the running Python's site-
   ``warn`` / ``warn_once`` / ``logger.warning``), ``torch._check*(cond, lambda: "...")``, dynamo's
   ``unimplemented(gb_type="...", explanation="...")`` and ``disable_saved_tensors_hooks("...")``. F-strings,
   ``%``-formatting, ``.format`` and ``+`` keep their variable parts as placeholders (``{type(hook)}``); a message built
-  in a local variable first is followed to its assignments. It concerns hooks when its text or the name of a function
+  in a variable first (of the function, a function around it, or the module) is followed to its one assignment (a
+  name assigned twice stays a placeholder: its text depends on the run). It concerns hooks when its text or the name of a function
   or class around it says "hook", or when it is in one of :data:`HOOK_FILES` (modules that are about hooks as a whole:
   checkpoint, parametrize, saved-tensor hooks, DDP communication hooks, FSDP2's hook state).
-- **torch (C++)**: the printable strings of ``torch/lib/libtorch_cpu.so`` and ``libtorch_python.so`` that say "hook"
-  (TORCH_CHECK's pieces, TORCH_WARN's, internal assertions); strings that are no message (docstrings of the Python
-  bindings, type and symbol names) are listed in ``docs/hook_messages.toml`` (``[cpp] not_messages``).
+- **torch (C++)**: the printable strings of ``torch/lib/libtorch_cpu.so`` and ``libtorch_python.so`` (their ``.rodata``)
+  that say "hook" (TORCH_CHECK's pieces, TORCH_WARN's, internal assertions); strings that are no message (docstrings of
+  the Python bindings, type and symbol names) are listed in ``docs/hook_messages.toml`` (``[cpp] not_messages``), and a
+  message that TORCH_CHECK builds from several strings is written there whole (``[[cpp.joined]]``, its pieces checked).
 - **the libraries** (:data:`LIBRARIES`): their Python sources, read like torch's (text or function says "hook").
 - **curated** (``docs/hook_messages.toml``, ``[[curated]]``): errors users meet *because of* a hook although the text
   does not say so (a view modified in place, a size changed by a hook, a recomputation mismatch, ...); each is checked to
   be where it says (in the C++ strings, or in the Python file it names).
 
+Parsed files are cached by the digest of their text (:data:`CACHE`), so a re-run reads only what changed.
 Texts whose "hook" is another idea (:data:`OTHER_MEANINGS`: Inductor's code-generation callbacks, device-backend
 interfaces, ...) are left out, and counted. Identical texts of one source are one message with every place listed.
 
