@@ -4,7 +4,8 @@
 - ``lab`` (``./course lab``) and ``workcopies`` (``./course reset``: the learner's working copies);
 - ``regen`` (``./course regen``), ``nbbuild`` (write a notebook from Python), ``kernelspec`` (the kernel's name);
 - ``site`` + ``site/`` (``./course site``), ``launch`` (the launch copies), ``symptoms`` (the symptom index),
-  ``runtimes`` (docs/runtimes.toml), ``pinned_links`` (links to the pinned release);
+  ``hook_messages`` (every hook message of the pinned packages: the index's denominator), ``runtimes``
+  (docs/runtimes.toml), ``pinned_links`` (links to the pinned release);
 - ``slides``, ``handout`` and ``vendor`` (``./course slides`` / ``handout``; reveal.js, fetched once);
 - ``matrix``, ``matrix_run``, ``matrix_report`` (``./course matrix``);
 - ``train_induction_lm`` (notebook 12's small model);

@@ -388,7 +388,7 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     cited = hook_matrix_page.cited_cells(matrix)
     names = []
     for path in chosen:
-        nb = symptoms.add_site_anchors(export_notebook(read_notebook(path), lang))
+        nb = symptoms.add_site_anchors(export_notebook(read_notebook(path), lang), notebook=path.name)
         nb = hook_matrix_page.add_site_anchors(nb, path.name, cited)
         nb["cells"] = [cell_links_to_symptom_targets(cell, by_cell) for cell in nb["cells"]]
         nb = launch.launch_copy(nb, lang, hooklab, pinned)
@@ -396,7 +396,8 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
         (src / path.name).write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         names.append(path.stem)
     listed = [s for s in found if Path(s.notebook).stem in names]
-    (src / "symptoms.md").write_text(symptoms.site_page(listed, lang), encoding="utf-8")
+    (src / "symptoms.md").write_text(symptoms.site_page(listed, lang, built={f"{name}.ipynb" for name in names}),
+                                     encoding="utf-8")
     hook_matrix_page.write_page(matrix, src, lang, built=set(names))
     extra = src.parent / f"_extra-{lang}"
     if extra.exists():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,91 @@ def test_the_matrix_report_says_when_a_symptom_message_is_gone():
     assert change.symptom == "boom-raises: RuntimeError: boom"
     assert any("symptom index: the message of `boom-raises: RuntimeError: boom`" in line
                for line in matrix_report._cell_section(change))
+
+
+# --- the site's page: every row under its own anchor, the hook messages and their coverage, the silent kinds -----
+
+def test_every_row_of_the_page_has_its_anchor_and_its_words():
+    from tools import hook_messages
+    found = symptoms.collect(ROOT)[0]
+    data = hook_messages.load()
+    for lang in ("zh", "en"):
+        page = symptoms.site_page(found, lang)
+        for s in found:  # each symptom cell once, under a target made from its id
+            assert page.count(f"\n(row-{s.id})=\n####") == 1, (lang, s.id)
+            if s.message is not None:
+                assert s.message in page
+        for m in data["messages"]:
+            if m["status"] in ("test", "excused"):
+                assert page.count(f"\n(msg-{m['id']})=\n####") == 1, (lang, m["id"])
+            assert m["text"] in page, (lang, m["id"])  # the exact words, in a code block
+            if m["status"] == "test":
+                assert m["example"] in page and m["test"] in page
+        targets = re.findall(r"^\((\S+)\)=$", page, flags=re.M)
+        assert len(targets) == len(set(targets)), "a target is used twice"
+
+
+def test_the_page_states_the_coverage_counted_from_the_data():
+    from tools import hook_messages
+    data = hook_messages.load()
+    page = symptoms.site_page(symptoms.collect(ROOT)[0], "en")
+    for row in hook_messages.coverage(data["messages"]):
+        name = row["source"]
+        triggered = row["cell"] + row["test"]
+        assert (f"| {name} | {row['messages']} | {row['cell']} | {row['test']} | {row['excused']} | "
+                f"{triggered}/{row['messages'] - row['excused']} |") in page
+    total = hook_messages.coverage(data["messages"])[-1]
+    assert f"{total['messages']} messages: {total['cell']} shown by a cell, {total['test']} triggered by a test" in page
+
+
+def test_silent_rows_are_grouped_by_their_kind():
+    silent = symptoms.load_silent()
+    found = {s.id: s for s in symptoms.collect(ROOT)[0]}
+    listed = [r for kind in silent["kind"] for r in kind["rows"]]
+    assert not [r for r in listed if r not in found], "docs/silent_symptoms.toml names ids no symptom cell has"
+    assert len(listed) == len(set(listed)), "a silent row is in two kinds"
+    assert {"fires-twice", "never-fires", "fires-on-a-copy", "sees-another-tensor", "scaled-gradient",
+            "return-value"} <= {kind["id"] for kind in silent["kind"]}
+    page = symptoms.site_page(list(found.values()), "en")
+    silent_part = page.split("\n## Silent symptoms\n")[1].split("\n## ")[0]
+    for kind in silent["kind"]:
+        section = silent_part.split(f"(kind-{kind['id']})=\n### {kind['en']}\n")[1].split("\n(kind-")[0]
+        assert all(f"(row-{r})=" in section for r in kind["rows"]), kind["id"]
+    other = [s.id for s in found.values() if s.message is None and s.id not in listed]
+    assert all(f"(row-{r})=" in silent_part.split("(kind-other)=")[1] for r in other)
+
+
+def test_matrix_ids_of_silent_rows_exist_in_the_hook_matrix():
+    matrix_file = ROOT / "docs" / "hook_matrix.json"
+    silent = symptoms.load_silent()
+    found = {s.id for s in symptoms.collect(ROOT)[0]}
+    assert set(silent["matrix"]) <= found
+    if not matrix_file.is_file():
+        pytest.skip("docs/hook_matrix.json does not exist yet: the matrix ids of docs/silent_symptoms.toml are "
+                    "checked once it does")
+    records = json.loads(matrix_file.read_text(encoding="utf-8"))
+    if isinstance(records, dict) and "records" in records:
+        records = records["records"]
+    keys = set(records) if isinstance(records, dict) else {r.get("id") for r in records if isinstance(r, dict)}
+    missing = {row: key for row, key in silent["matrix"].items() if key not in keys}
+    assert not missing, f"matrix ids not in docs/hook_matrix.json: {missing}"
+
+
+def test_a_partial_site_leaves_out_the_rows_that_point_into_notebooks_it_lacks():
+    found = [s for s in symptoms.collect(ROOT)[0] if s.notebook.startswith("04_")]
+    page = symptoms.site_page(found, "en", built={"04_module_backward_hooks.ipynb"})
+    refs = set(re.findall(r"<(symptom-[^>]+|explain-[^>]+)>`", page))
+    assert refs and all(r.startswith("symptom-") or r.startswith("explain-04-") for r in refs)
+
+
+def test_explain_anchors_are_put_before_the_cells_message_rows_point_to():
+    from tools import hook_messages
+    data = hook_messages.load()
+    row = next(m for m in data["messages"] if m["status"] == "test")
+    nb = symptoms.read_notebook(ROOT / "notebooks" / row["notebook"])
+    anchored = symptoms.add_site_anchors(nb, notebook=row["notebook"])
+    cells = anchored["cells"]
+    target = symptoms.explain_target(row["notebook"], row["cell_id"])
+    i = next(i for i, c in enumerate(cells) if c["source"] == f"({target})=")
+    assert cells[i + 1]["id"] == row["cell_id"] and cells[i + 1]["cell_type"] == "code"
+    assert len(symptoms.add_site_anchors(nb)["cells"]) < len(cells)  # without the notebook's name: none of these

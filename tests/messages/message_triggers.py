@@ -1,0 +1,190 @@
+"""The trigger tests' harness: one small function per message makes it appear, and the test checks its exact text.
+
+A test module of this folder decorates each trigger with the id of the message it shows (``docs/hook_messages.json``)::
+
+    @trigger("state-dict-post-hook-must-return-none-df0a56")
+    def state_dict_post_hook_returns_a_value():
+        m = torch.nn.Linear(2, 2)
+        m.register_state_dict_post_hook(lambda module, sd, prefix, local: {})
+        m.state_dict()
+
+and ends with ``test_trigger = triggers_of(__name__)``: one test per message, which runs the trigger and asserts that
+what it raised, warned or logged (:func:`shown`) holds the message: its fixed parts in order, the variable parts
+anything (:func:`tools.hook_messages.pattern`). The part that matched, addresses and temporary paths masked, is the
+message's printed example: ``python -m tools.hook_messages --examples`` stores it, and the test then checks that the
+trigger still prints exactly that.
+
+A trigger that needs several processes returns ``{message id: text shown}`` for the ids it names (``@trigger_all``);
+it runs once per test process, its ids are checked one by one.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import json
+import logging
+import os
+import re
+import traceback
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools import hook_messages
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES_ENV = "HOOKLAB_MESSAGE_EXAMPLES"  # set by `python -m tools.hook_messages --examples`: where to write them
+LOGGERS = ("", "torch", "torch.distributed", "torch._dynamo", "diffusers", "peft", "accelerate", "captum",
+           "lightning", "lightning.pytorch", "pytorch_lightning", "lightning_fabric", "timm", "torchao")
+
+
+@dataclass(frozen=True)
+class Trigger:
+    ids: tuple[str, ...]
+    fn: Callable[[], Any]
+    module: str
+    group: bool  # fn returns {id: text} instead of showing one message itself
+
+    @property
+    def name(self) -> str:
+        return self.fn.__name__
+
+
+_TRIGGERS: dict[str, list[Trigger]] = {}
+
+
+def trigger(message_id: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    """Register ``fn`` as the trigger of the message ``message_id``."""
+    def register(fn: Callable[[], Any]) -> Callable[[], Any]:
+        _TRIGGERS.setdefault(fn.__module__, []).append(Trigger((message_id,), fn, fn.__module__, False))
+        return fn
+    return register
+
+
+def trigger_all(message_ids: list[str]) -> Callable[[Callable[[], dict[str, str]]], Callable[[], dict[str, str]]]:
+    """Register ``fn`` as the trigger of several messages: it returns ``{id: text shown}`` (run once per process)."""
+    def register(fn: Callable[[], dict[str, str]]) -> Callable[[], dict[str, str]]:
+        cached = functools.cache(fn)
+        functools.update_wrapper(cached, fn)
+        _TRIGGERS.setdefault(fn.__module__, []).append(Trigger(tuple(message_ids), cached, fn.__module__, True))
+        return cached
+    return register
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            self.lines.append(f"{record.levelname}: {record.getMessage()}")
+
+
+@contextlib.contextmanager
+def _logs() -> Iterator[_Records]:
+    handler = _Records()
+    loggers = [logging.getLogger(name) for name in LOGGERS]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as a traceback ends: ``Type: message``, with the exceptions it was raised from or during."""
+    return "".join(traceback.format_exception_only(type(exc), exc)) + (
+        "\n" + describe(exc.__cause__ or exc.__context__) if (exc.__cause__ or exc.__context__) else "")
+
+
+def shown(fn: Callable[[], Any]) -> str:
+    """What ``fn`` shows a user: the exception it raises (with its chain), every warning, every log record of
+    level WARNING or higher, and what it writes to stdout and stderr from Python."""
+    parts: list[str] = []
+    out, err = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings(record=True) as caught, _logs() as logs, \
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        warnings.simplefilter("always")
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 (the message is what the test looks at)
+            parts.append(describe(exc))
+    parts += [f"{w.category.__name__}: {w.message}" for w in caught]
+    parts += logs.lines
+    parts += [out.getvalue(), err.getvalue()]
+    return "\n".join(p for p in parts if p)
+
+
+_MASKS = ((re.compile(r"0x[0-9a-fA-F]{6,}"), "0x..."), (re.compile(r"/tmp/[\w./-]+"), "/tmp/..."),
+          (re.compile(r"___torch_mangle_\d+"), "___torch_mangle_N"))  # TorchScript's counter of classes made so far
+_LABEL = re.compile(r"^[\w.]*(?:Error|Warning|Exception|Unsupported): ")
+
+
+def masked(text: str) -> str:
+    """``text`` without what changes from run to run (addresses, temporary paths)."""
+    for rx, replacement in _MASKS:
+        text = rx.sub(replacement, text)
+    return text
+
+
+@functools.cache
+def messages() -> dict[str, dict[str, Any]]:
+    return {m["id"]: m for m in hook_messages.load()["messages"]}
+
+
+def example(message: dict[str, Any], text: str) -> str | None:
+    """The part of ``text`` that is the message, masked; None when ``text`` does not show the message."""
+    match = hook_messages.pattern(message["text"]).search(text)
+    # a message that starts with a variable part matches from the start of its line: drop the exception's name
+    return _LABEL.sub("", masked(match.group(0))) if match else None
+
+
+def _write_example(message_id: str, value: str) -> None:
+    path = os.environ.get(EXAMPLES_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"id": message_id, "example": value}, ensure_ascii=False) + "\n")
+
+
+def check(case: Trigger, message_id: str) -> None:
+    message = messages().get(message_id)
+    assert message is not None, (f"{case.module}.{case.name}: {message_id!r} is no message of docs/hook_messages.json "
+                                 "(its text changed? run python -m tools.hook_messages)")
+    if case.group:
+        texts = case.fn()
+        assert message_id in texts, f"{case.name} returned no text for {message_id}: {sorted(texts)}"
+        text = texts[message_id]
+    else:
+        text = shown(case.fn)
+    found = example(message, text)
+    assert found is not None, (f"{case.name} did not show {message_id}:\n  expected: {message['text'][:600]!r}\n"
+                               f"  it showed: {text[:3000]!r}")
+    if os.environ.get(EXAMPLES_ENV):
+        _write_example(message_id, found)
+    elif "trigger_example" in message:
+        stored = message["trigger_example"]
+        assert found == stored, (f"{case.name} shows {message_id} differently from the stored example:\n"
+                                 f"  stored: {stored!r}\n  now:    {found!r}\n"
+                                 "(run python -m tools.hook_messages --examples when this is expected)")
+
+
+def triggers_of(module: str) -> Callable[[str], None]:
+    """The parametrized test of a test module: one case per message its triggers show."""
+    cases = [(mid, t) for t in _TRIGGERS.get(module, []) for mid in t.ids]
+
+    @pytest.mark.parametrize("message_id, case", cases, ids=[f"{t.name}:{mid}" for mid, t in cases])
+    def test_trigger(message_id: str, case: Trigger) -> None:
+        check(case, message_id)
+    return test_trigger  # type: ignore[return-value]
+
+
+def registered() -> dict[str, list[Trigger]]:
+    return _TRIGGERS

@@ -1,0 +1,253 @@
+"""Trigger tests: the pinned libraries' own messages about hooks (accelerate, diffusers, PEFT, captum, timm,
+Lightning). Small models built from code or configs; nothing is downloaded."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from message_triggers import trigger, triggers_of
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+
+
+# --- accelerate ---------------------------------------------------------------------------------------------
+
+@trigger("you-shouldn-t-move-a-model-that-is-dispatched-dedc65")
+def accelerate_dispatched_model_moved():
+    from accelerate import dispatch_model
+    model = dispatch_model(_mlp(), device_map={"0": "cpu", "1": "cpu", "2": "cpu"}, force_hooks=True)
+    model.to("cpu")
+
+
+class _SlidingConfig:
+    layer_types = ["full_attention", "sliding_attention"]
+
+
+@trigger("context-parallelism-does-not-support-attention-layers-of-bdd4e8")
+def accelerate_context_parallel_hooks_on_a_sliding_window_model():
+    from accelerate.big_modeling import _attach_context_parallel_hooks  # what context parallelism calls
+    model = _mlp()
+    model.config = _SlidingConfig()
+    _attach_context_parallel_hooks(model)
+
+
+# --- diffusers ----------------------------------------------------------------------------------------------
+
+class _Blocks(nn.Module):
+    """A tiny transformer-like module: its blocks in ``transformer_blocks``, as diffusers' helpers look for."""
+
+    def __init__(self):
+        super().__init__()
+        self.transformer_blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+    def forward(self, x):
+        for block in self.transformer_blocks:
+            x = block(x)
+        return x
+
+
+@trigger("hook-with-name-already-exists-in-the-registry-please-93ba3f")
+def diffusers_two_hooks_with_one_name():
+    from diffusers.hooks import HookRegistry, ModelHook
+    registry = HookRegistry.check_if_exists_or_initialize(_mlp())
+    registry.register_hook(ModelHook(), "mine")
+    registry.register_hook(ModelHook(), "mine")
+
+
+@trigger("this-hook-is-stateful-and-needs-to-implement-the-aae5a4")
+def diffusers_stateful_hook_without_reset_state():
+    from diffusers.hooks import HookRegistry, ModelHook
+
+    class Stateful(ModelHook):
+        _is_stateful = True
+    registry = HookRegistry.check_if_exists_or_initialize(_mlp())
+    registry.register_hook(Stateful(), "stateful")
+    registry.reset_stateful_hooks()
+
+
+def _layer_skip(**options):
+    from diffusers.hooks import LayerSkipConfig, apply_layer_skip
+    apply_layer_skip(_Blocks(), LayerSkipConfig(**options))
+
+
+@trigger("cannot-set-both-skip-attention-and-skip-attention-scores-4b8134")
+def diffusers_layer_skip_of_attention_and_its_scores():
+    _layer_skip(indices=[0], skip_attention=True, skip_attention_scores=True)
+
+
+@trigger("cannot-set-skip-attention-scores-to-true-when-dropout-ba5987")
+def diffusers_layer_skip_of_scores_with_dropout():
+    _layer_skip(indices=[0], skip_attention=False, skip_attention_scores=True, dropout=0.5)
+
+
+@trigger("layer-index-list-is-empty-please-provide-a-non-866f72")
+def diffusers_layer_skip_of_no_layer():
+    _layer_skip(indices=[])
+
+
+@trigger("could-not-find-a-suitable-identifier-for-the-transformer-776f39")
+def diffusers_layer_skip_on_a_model_without_blocks():
+    from diffusers.hooks import LayerSkipConfig, apply_layer_skip
+    apply_layer_skip(_mlp(), LayerSkipConfig(indices=[0]))
+
+
+@trigger("could-not-find-in-the-provided-module-or-configured-a5709f")
+def diffusers_layer_skip_with_a_wrong_fqn():
+    _layer_skip(indices=[0], fqn="blocks")
+
+
+@trigger("could-not-find-any-transformer-blocks-matching-the-provi-90da1f")
+def diffusers_layer_skip_of_a_missing_index():
+    _layer_skip(indices=[7], fqn="transformer_blocks")
+
+
+@trigger("mag-ratios-must-be-provided-for-magcache-inference-becau-8bc72b")
+def diffusers_magcache_without_ratios():
+    from diffusers.hooks import MagCacheConfig
+    MagCacheConfig()
+
+
+@trigger("magcache-no-transformer-blocks-found-to-apply-hooks-01530e")
+def diffusers_magcache_on_a_model_without_blocks():
+    from diffusers.hooks import MagCacheConfig, apply_mag_cache
+    apply_mag_cache(_mlp(), MagCacheConfig(calibrate=True))
+
+
+@trigger("cannot-apply-group-offloading-to-a-module-that-is-bdf4d5")
+def diffusers_group_offloading_after_accelerate_offloading():
+    from accelerate import cpu_offload
+    from diffusers.hooks import apply_group_offloading
+    model = _mlp()
+    cpu_offload(model, execution_device=torch.device("cpu"))
+    apply_group_offloading(model, onload_device=torch.device("cpu"), offload_type="block_level", num_blocks_per_group=1)
+
+
+# --- PEFT ---------------------------------------------------------------------------------------------------
+
+def _lora(train: bool):
+    from peft import LoraConfig, get_peft_model
+    model = get_peft_model(_mlp(), LoraConfig(target_modules=["0"], r=2))
+    return model.train(train)
+
+
+@trigger("cannot-pass-adapter-names-when-the-model-is-in-1fdc04")
+def peft_adapter_names_in_training_mode():
+    _lora(True)(torch.ones(1, 4), adapter_names=["default"])
+
+
+@trigger("trying-to-infer-with-non-existing-adapter-s-6a4c85")
+def peft_adapter_names_of_a_missing_adapter():
+    _lora(False)(torch.ones(1, 4), adapter_names=["other"])
+
+
+@trigger("got-adapter-names-of-type-expected-a-list-of-c52141")
+def peft_adapter_names_not_a_list_under_beam_search():
+    from collections import UserList
+    _lora(False)(torch.ones(1, 4), adapter_names=UserList(["default"]), num_beams=2)
+
+
+@trigger("if-sim-thresh-is-a-tensor-with-more-than-892b06")
+def peft_eva_svd_hook_with_a_wrong_threshold():
+    from peft.tuners.lora.eva import SVDHook
+    SVDHook(n_components=2, sim_thresh=torch.ones(3), name="layer")
+
+
+@trigger("one-of-the-base-layers-adapted-with-shira-has-979564")
+def peft_shira_on_a_layer_with_a_hook():
+    from peft import ShiraConfig, get_peft_model
+    model = _mlp()
+    model[0].register_forward_hook(lambda *args: None)
+    peft_model = get_peft_model(model, ShiraConfig(target_modules=["0"], r=2))
+    peft_model(torch.ones(1, 4))
+
+
+# --- captum -------------------------------------------------------------------------------------------------
+
+@trigger("setting-forward-backward-hooks-and-attributes-on-non-lin-750559")
+def captum_deeplift_attribution():
+    from captum.attr import DeepLift
+    DeepLift(_mlp()).attribute(torch.ones(1, 4), target=0)
+
+
+@trigger("setting-backward-hooks-on-relu-activations-the-hooks-wil-3d4494")
+def captum_guided_backprop_attribution():
+    from captum.attr import GuidedBackprop
+    GuidedBackprop(_mlp()).attribute(torch.ones(1, 4, requires_grad=True), target=0)
+
+
+@trigger("given-model-must-be-an-instance-of-torch-nn-9309c7")
+def captum_guided_backprop_of_a_function():
+    from captum.attr import GuidedBackprop
+    GuidedBackprop(lambda x: x)
+
+
+@trigger("module-is-being-used-more-than-once-in-the-ce73a3")
+def captum_lrp_with_a_layer_used_twice():
+    from captum.attr import LRP
+
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.layer(self.layer(x))
+    LRP(Twice()).attribute(torch.ones(1, 4), target=0)
+
+
+@trigger("forward-hook-did-not-obtain-any-outputs-for-given-3ffd5e")
+def captum_layer_attribution_of_an_unused_layer():
+    from captum.attr import LayerActivation
+
+    class WithUnused(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used, self.unused = nn.Linear(4, 4), nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.used(x)
+    model = WithUnused()
+    LayerActivation(model, model.unused).attribute(torch.ones(1, 4))
+
+
+@trigger("backward-hooks-not-supported-for-module-with-1-output-17513d")
+def captum_deeplift_on_a_max_pool_returning_indices():
+    from captum.attr import DeepLift
+
+    class PoolWithIndices(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pool, self.layer = nn.MaxPool1d(2, return_indices=True), nn.Linear(2, 1)
+
+        def forward(self, x):
+            return self.layer(self.pool(x)[0])
+    DeepLift(PoolWithIndices()).attribute(torch.ones(1, 1, 4), target=0)
+
+
+# --- timm ---------------------------------------------------------------------------------------------------
+
+@trigger("unsupported-hook-type-64c111")
+def timm_feature_hooks_of_an_unknown_type():
+    from timm.models._features import FeatureHooks
+    model = _mlp()
+    FeatureHooks([{"module": "0", "hook_type": "backward"}], model.named_modules())
+
+
+@trigger("return-layers-are-not-present-in-model-ba787f")
+def timm_feature_hook_net_of_a_missing_layer():
+    from timm.models._features import FeatureHookNet
+    model = _mlp()
+    model.feature_info = [{"module": "missing", "num_chs": 4, "reduction": 1}]
+    FeatureHookNet(model, out_indices=(0,), flatten_sequential=True)
+
+
+@trigger("please-provide-hook-fns-for-each-hook-fn-locs-3508f9")
+def timm_activation_stats_hook_with_unmatched_lists():
+    from timm.utils.model import ActivationStatsHook
+    ActivationStatsHook(_mlp(), hook_fn_locs=["0", "2"], hook_fns=[lambda *args: None])
+
+
+test_trigger = triggers_of(__name__)
