@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,10 @@ ZH_MESSAGES = {
     "booktheme": {"Print to PDF": "打印为 PDF", "Launch on": "启动于", "Launch interactive content": "在线运行",
                   "Download this page": "下载本页", "Source repositories": "源代码仓库",
                   "Source repository": "源代码仓库", "Open an issue": "报告问题", "open issue": "报告问题",
-                  "Edit this page": "编辑本页", "suggest edit": "建议修改", "Suggest edit": "建议修改", "repository": "仓库"},
+                  "Edit this page": "编辑本页", "suggest edit": "建议修改", "Suggest edit": "建议修改", "repository": "仓库",
+                  "Repository": "仓库", "Open issue": "报告问题", "Show source": "查看源代码",
+                  "Download notebook file": "下载笔记本文件", "Download source file": "下载源文件",
+                  "Fullscreen mode": "全屏", "Live Code": "在线运行代码"},
 }
 ENV_REPOSITORY = "HOOKLAB_REPOSITORY_URL"
 ENV_LAUNCH_BRANCH = "HOOKLAB_LAUNCH_BRANCH"
@@ -162,6 +166,19 @@ def glossary_terms(nb: dict[str, Any]) -> list[str]:
                 if re.fullmatch(r"[\u4e00-\u9fff]{2,}", term) and term not in terms:
                     terms.append(term)
     return terms
+
+
+def heading_id(title: str) -> str:
+    """A section's anchor from its heading's text: lower case, runs of anything but letters and digits (Han
+    characters are letters) as one '-', the section number left out (a section added before it renumbers it, and
+    the anchor stays). docutils makes the anchor from the ASCII letters only, so a Chinese heading got a
+    positional one (``#id5``) that every heading added before it moved.
+
+    >>> heading_id("3. 保存的张量：`pack_hook` 与 unpack"), heading_id("1.2 Gradient accumulation"), heading_id("…")
+    ('保存的张量-pack_hook-与-unpack', 'gradient-accumulation', 'section')
+    """
+    text = re.sub(r"^\s*\d+(?:\.\d+)*\.?\s+", "", title)
+    return re.sub(r"[^\w]+", "-", text.lower()).strip("-") or "section"
 
 
 # --- the pages ----------------------------------------------------------------------------------------------
@@ -392,8 +409,8 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
         nb["cells"].append(further_reading_cell(reading[path.stem], lang))
         (src / path.name).write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         names.append(path.stem)
-    listed = [s for s in found if Path(s.notebook).stem in names]
-    (src / "symptoms.md").write_text(symptoms.site_page(listed, lang), encoding="utf-8")
+    for page, write in EXTRA_PAGES.items():
+        (src / f"{page}.md").write_text(write(root, lang, names), encoding="utf-8")
     extra = src.parent / f"_extra-{lang}"
     if extra.exists():
         shutil.rmtree(extra)
@@ -409,7 +426,7 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     torch = next(p.split("==")[1] for p in launch.pins(root / "pyproject.toml") if p.startswith("torch=="))
     landing = landing_page((LANDING / f"{lang}.md").read_text(encoding="utf-8"), cards, repository=repository,
                            launch=bool(repository and launch_branch), torch=torch, lang=lang)
-    (src / "index.md").write_text(index_page(landing, names, lang, api=only is None, extra=("symptoms",)),
+    (src / "index.md").write_text(index_page(landing, names, lang, api=only is None, extra=EXTRA_PAGES),
                                   encoding="utf-8")
     if only is None:
         import inspect
@@ -423,6 +440,21 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
         if (root / name).is_file():
             shutil.copy2(root / name, extra / (Path(name).stem + ".txt"))
     return names
+
+
+def symptoms_page(root: Path, lang: str, names: list[str]) -> str:
+    """The symptom index (tools/symptoms.py) of the notebooks ``names``."""
+    from . import symptoms
+
+    return symptoms.site_page([s for s in symptoms.collect(root)[0] if Path(s.notebook).stem in names], lang)
+
+
+# The site's pages besides the landing page, the notebooks and the API page, in the sidebar's order after the
+# notebooks: page name -> a function (repository root, language "zh" / "en", the notebook page names) that returns
+# the page in MyST Markdown. Add a page here; the sidebar, the language link, the search index and the tests
+# (tests/tools/test_site.py) take every entry. A link to a notebook is [text](NN_name.ipynb) or
+# [text](NN_name.ipynb#anchor), to another page [text](name.md).
+EXTRA_PAGES: dict[str, Callable[[Path, str, list[str]], str]] = {"symptoms": symptoms_page}
 
 
 def write_catalogs(folder: Path, messages: dict[str, dict[str, str]] = ZH_MESSAGES) -> Path:
@@ -452,7 +484,7 @@ def settings(src: Path, lang: str, names: list[str], *, other: str | None, repos
             "repository_branch": branch, "extra": str(extra) if any(extra.iterdir()) else None,
             "launch_branch": launch_branch if repository else None,
             "licence_links": licence, "locale_dir": str(locale_dir) if locale_dir else None,
-            "other": {"lang": other, "label": LABELS[other], "pages": ["index", "api", "symptoms", *names]}
+            "other": {"lang": other, "label": LABELS[other], "pages": site_pages(names)}
             if other else None}
 
 
@@ -498,6 +530,16 @@ def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repos
             env = {**os.environ, "HOOKLAB_SITE": str(config_file), "PYTHONPATH": str(root)}
             procs[lang] = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                            text=True, cwd=root)
+        # the slide decks and handouts of the notebooks, both languages, beside the Sphinx builds
+        classroom = src_root / "classroom"
+        if classroom.exists():
+            shutil.rmtree(classroom)
+        numbers = [name[:2] for name in names]
+        for tool in CLASSROOM:
+            command = [sys.executable, "-m", f"tools.{tool}", *numbers, *[a for lang in langs for a in ("--lang", lang)],
+                       "--out", str(classroom / tool)]
+            procs[tool] = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(root)}, cwd=root,
+                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         output = {}
         for lang, proc in procs.items():
             try:
@@ -506,12 +548,20 @@ def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repos
                 raise SiteError(f"sphinx-build of the {lang} site did not finish within {timeout:.0f} s") from None
             output[lang] = text
             if proc.returncode != 0:
-                raise SiteError(f"sphinx-build of the {lang} site failed (exit {proc.returncode}):\n{text[-4000:]}")
-        for lang in procs:
+                what = f"./course {lang}" if lang in CLASSROOM else f"sphinx-build of the {lang} site"
+                raise SiteError(f"{what} failed (exit {proc.returncode}):\n{text[-4000:]}")
+        for lang in langs:
             if (out / lang).exists():
                 shutil.rmtree(out / lang)
             shutil.move(src_root / f"html-{lang}" / "html", out / lang)
             shutil.rmtree(src_root / f"html-{lang}")  # what is left: myst-nb's jupyter_execute/
+            (out / lang / "searchindex.js").unlink(missing_ok=True)  # Sphinx's index: the search asks Pagefind's
+            for tool, folder in CLASSROOM.items():  # <lang>/slides/<lang>/NN_x.html, its _vendor/ beside
+                target = out / lang / folder
+                shutil.copytree(classroom / tool / lang, target / lang)
+                shutil.copytree(classroom / tool / "_vendor", target / "_vendor")
+            index_search(out / lang, pages=site_pages(names, api=only is None),
+                         timeout=max(30.0, timeout - (time.monotonic() - started)))
     finally:
         for proc in procs.values():
             if proc.poll() is None:
@@ -519,7 +569,43 @@ def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repos
                 proc.wait()
     built = [lang for lang in LANGS if (out / lang / "index.html").is_file()]
     (out / "index.html").write_text(chooser_page(built), encoding="utf-8")
+    output = {lang: text for lang, text in output.items() if lang not in CLASSROOM}
     return {"names": names, "output": output, "seconds": time.monotonic() - started}
+
+
+# The classroom files built into each language's site, linked from each notebook's page (conf.py): tool -> folder.
+# `./course slides` / `./course handout` (tools/slides.py, tools/handout.py) write them, with reveal.js and MathJax
+# in a _vendor/ folder beside: <lang>/slides/<lang>/NN_x.html, <lang>/handouts/<lang>/NN_x.html.
+CLASSROOM = {"slides": "slides", "handout": "handouts"}
+SEARCH_ROOT = "article.bd-article"   # what Pagefind indexes of a page: the article (not the sidebars and buttons)
+SEARCH_SKIP = "a.headerlink, .hooklab-language-link, .copybtn"  # in the article, not its text
+
+
+def site_pages(names: list[str], *, api: bool = True) -> list[str]:
+    """Every page of a language's site, in order: the landing page, the notebooks, then :data:`EXTRA_PAGES`
+    (and the API page)."""
+    return ["index", *names, *EXTRA_PAGES, *(["api"] if api else [])]
+
+
+def index_search(folder: Path, *, pages: list[str], timeout: float = 300) -> None:
+    """Write Pagefind's search index of the built site ``folder`` into ``folder``/pagefind/ (the search page's
+    _static/hooklab-search.js reads it): the article of each of ``pages``, in the language of the site's
+    ``<html lang>``, by Pagefind's extended binary (installed from the lock: the ``site`` group's
+    ``pagefind[extended]``), which segments Chinese into words."""
+    try:
+        from pagefind_bin_extended import get_executable
+    except ImportError:
+        raise SiteError("the site's search needs Pagefind's extended binary (the package pagefind-bin-extended, "
+                        "in the site group of pyproject.toml): run ./course site, which installs it") from None
+    command = [str(get_executable()), "--site", str(folder), "--root-selector", SEARCH_ROOT,
+               "--exclude-selectors", SEARCH_SKIP, "--glob", "{" + ",".join(pages) + "}.html", "--quiet"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SiteError(f"Pagefind did not index {folder} within {timeout:.0f} s") from None
+    if done.returncode != 0 or not (folder / "pagefind" / "pagefind.js").is_file():
+        raise SiteError(f"Pagefind could not index {folder} (exit {done.returncode}):\n"
+                        f"{(done.stdout + done.stderr)[-3000:]}")
 
 
 def main(argv: list[str] | None = None) -> int:
