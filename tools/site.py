@@ -7,13 +7,25 @@
 
 Built offline by Sphinx + myst-nb from the committed notebooks, outputs and figures as committed (nothing is
 executed). Each language's site is built from the one-language notebooks that ``hooklab.course export`` writes, so
-its pages, table of contents, Sphinx's own strings and its full-text search (Chinese: pairs of adjacent Han
-characters, see tools/site/conf.py) are in that language; every page links to the same page in the other language.
+its pages, table of contents and Sphinx's own strings are in that language; every page links to the same page in
+the other language (Chinese section anchors are the heading's text: :func:`heading_id`).
 Each notebook page ends with a "further reading" list (tools/site/further_reading.toml) and has the theme's download
 (.ipynb of that language, starting with the cell that installs hooklab where it is missing: tools/launch.py) and
-copy buttons; math is rendered by a MathJax 3 copy inside the site; an API page is generated from hooklab's
-docstrings (grouped as in tools/site/api_groups.toml); the landing page is written for learners
-(tools/site/landing/<lang>.md, with a map of the notebooks present). The repository's URL comes from
+copy buttons, and a menu with its slide deck and handout (`./course slides` / `./course handout`, built into
+<lang>/slides/ and <lang>/handouts/ beside the Sphinx builds: :data:`CLASSROOM`); math is rendered by a MathJax 3
+copy inside the site; an API page is generated from hooklab's docstrings (grouped as in tools/site/api_groups.toml);
+the landing page is written for learners (tools/site/landing/<lang>.md, with a map of the notebooks present).
+
+Pages: the landing page, the notebooks, then :data:`EXTRA_PAGES` (page name -> a function that returns the page's
+MyST Markdown: the symptom index; add a page there and the sidebar, the language link and the search take it),
+then the API page.
+
+Search: after Sphinx, Pagefind's extended binary (the ``site`` group's ``pagefind[extended]``, from the lock) indexes
+each language's pages into <lang>/pagefind/ (:func:`index_search`; it segments Chinese into words); the search page
+(tools/site/_templates/search.html) asks it through tools/site/_static/hooklab-search.js, which finds Chinese words
+typed together, a pasted error message (the symptom row and the cell that explain it) and links into pages.
+
+The repository's URL comes from
 ``--repository-url``, else the environment variable HOOKLAB_REPOSITORY_URL (the publishing workflow sets it from
 the Actions context), else ``[project.urls]`` Repository (or Source) in pyproject.toml: with it the theme shows the
 repository, edit, issue and launch buttons, without it none of them. The sources are assembled in

@@ -4,6 +4,10 @@ tools/site.py assembles the sources of one language (the one-language notebooks 
 writes them, the landing page, the API page) and a settings file, and passes the file's path in the
 environment variable HOOKLAB_SITE: the language, the repository URL (from ``[project.urls]``, or none) and
 the page names of the other language's site. Notebooks are shown as committed: nothing is executed.
+
+Besides the theme: the language link, the Chinese section anchors made from the heading's text, the symptom index's
+row anchors and layout class, the slides / handout menu of each notebook page, the launch and edit buttons; the
+search page is _templates/search.html (Pagefind's index, which tools/site.py writes after the build).
 """
 from __future__ import annotations
 

@@ -85,9 +85,9 @@
 
   /* Where in the page the matched words are densest (Pagefind's word locations): the location starting the window of
      ``width`` words that holds the most weight. */
-  const densest = (data, width, byCount = false) => {
+  const densest = (data, width) => {
     const spots = (data.weighted_locations || []).slice().sort((a, b) => a.location - b.location);
-    const value = (spot) => (byCount ? 1 : spot.balanced_score);  // a message's words: each counts once
+    const value = (spot) => spot.balanced_score;
     let best = null, weight = -1;
     for (let i = 0, j = 0, sum = 0; i < spots.length; i++) {
       while (j < spots.length && spots[j].location < spots[i].location + width) sum += value(spots[j++]);
@@ -111,12 +111,19 @@
 
   const slug = (text) => text.toLowerCase().replace(/[^\p{L}\p{N}_]+/gu, "-").replace(/^-+|-+$/g, "");
 
-  /* How high the query stands in the page's headings: 1 in its title, 2 in a section's heading (a section's anchor is
-     its heading's text), 9 in neither. */
+  /* How high the query stands in the page's headings: 1 in its title (or every word of it there), 2 in a section's
+     heading (a section's anchor is its heading's text), 9 in neither. */
   const headingLevel = (data, query) => {
     const wanted = slug(query.replace(/^"(.*)"$/, "$1"));
     if (!wanted) return 9;
-    if (slug(data.meta.title || "").includes(wanted)) return 1;
+    const bare = (t) => t.replace(/(?:es|s)$/, "");  // hooks, hook
+    const titleWords = new Set(tokens(data.meta.title || "").map(bare));
+    const queryWords = tokens(query).filter((t) => !HAN.test(t) && !STOP.has(t)).map(bare);
+    const hanRuns = query.match(/[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+/g) || [];
+    if (slug(data.meta.title || "").includes(wanted) || (queryWords.length + hanRuns.length > 0
+        && queryWords.every((w) => titleWords.has(w)) && hanRuns.every((r) => (data.meta.title || "").includes(r)))) {
+      return 1;  // the title says it, or holds every word of it (Hooks for saved tensors: saved tensor hooks)
+    }
     return (data.anchors || []).some((a) => /^(section|span)$/.test(a.element) && a.id && !a.id.startsWith("symptom")
       && slug(a.id).includes(wanted)) ? 2 : 9;
   };
@@ -155,16 +162,37 @@
   };
 
   /* Each item's link into its page: the element with an id before the densest place of ``data``'s matches. */
-  const pointInto = (item, data, width, byCount = false) => {
-    const location = densest(data, width, byCount);
+  const pointInto = (item, data, width) => {
+    const location = densest(data, width);
     if (location === null) return item;
     const [anchor, section] = anchorBefore(data, location);
     return { ...item, data, anchor, section: sectionName(section) };
   };
 
+  /* The innermost element with an id in the page at ``url`` whose text holds ``run`` (tokens joined by spaces): a
+     symptom row, a cell, else a section; and the section it is in. The page is fetched and parsed (the browser
+     keeps it for the visit that follows). */
+  const placeInPage = async (url, run) => {
+    if (!run) return null;
+    try {
+      const html = await (await fetch(url)).text();
+      const doc = new DOMParser().parseFromString(html, "text/html");
+      const article = doc.querySelector("article.bd-article") || doc.body;
+      let found = null;
+      for (const element of article.querySelectorAll("[id]")) {
+        if (` ${tokens(element.textContent).join(" ")} `.includes(` ${run} `)) found = element;
+      }
+      if (!found) return null;
+      const section = found.closest("section[id]");
+      return { id: found.id, section: section && section !== found ? { id: section.id } : null };
+    } catch (error) {
+      return null;  // the page could not be read: the result links to the page
+    }
+  };
+
   /* A pasted message: pages scored by the message's words they hold (each looked up alone, rarer words count more),
      then ordered by the longest run of the message's tokens they hold in a row; the top ones link to where the run
-     is (a second search for the run's words gives Pagefind's locations of them). */
+     is in the page (a symptom row, the cell that shows the message). */
   const searchMessage = async (pagefind, query, words) => {
     const everything = await pagefind.search(null);
     const total = Math.max(1, everything.results.length);
@@ -185,15 +213,10 @@
     });
     // a symptom row or the cell explaining it wins a tie
     items.sort((a, b) => (b.run - a.run) || (a.order - b.order));
-    const top = items.slice(0, SHOWN_PLACES);
-    const places = new Map();  // the run's text -> the pages holding its words, by id (with their locations)
-    for (const text of new Set(top.map((i) => i.runText).filter(Boolean))) {
-      places.set(text, new Map((await pagefind.search(text)).results.map((r) => [r.id, r])));
-    }
     const pointed = await Promise.all(items.map(async (item, i) => {
-      const place = i < SHOWN_PLACES && places.has(item.runText) &&
-        places.get(item.runText).get(candidates[item.order].id);
-      return place ? pointInto(item, await place.data(), Math.max(8, item.run + 4), true) : item;
+      if (i >= SHOWN_PLACES || !item.run) return item;
+      const place = await placeInPage(pageUrl(item.data), tokens(item.runText).length ? item.runText : "");
+      return place ? { ...item, anchor: { id: place.id }, section: sectionName(place.section) } : item;
     }));
     const symptom = (item) => (item.anchor && /^symptom-/.test(item.anchor.id) ? 0 : 1);
     pointed.sort((a, b) => (b.run - a.run) || (symptom(a) - symptom(b)) || (a.order - b.order));
@@ -202,7 +225,8 @@
 
   /* A few words: every page whose text holds them as typed (Pagefind's pages, and any page its words missed: the
      text of every page is checked), the page built around them first (the words in its title, then in a section's
-     heading), then Pagefind's order; after them, under a line, Pagefind's pages that hold the words apart. */
+     heading), then Pagefind's order; after them, under a line, Pagefind's pages that hold the words apart (all of
+     them, when no page holds the words together: 混合精度钩子 is written nowhere, 混合精度 and 钩子 are). */
   const searchWords = async (pagefind, query) => {
     const primary = await pagefind.search(query);
     const rank = new Map(primary.results.map((r, i) => [r.id, i]));
@@ -222,7 +246,7 @@
     }
     items.sort((a, b) => (a.level - b.level) || (a.order - b.order));
     const together = items.filter((i) => i.together);
-    return together.length ? [together, items.filter((i) => !i.together)] : [items, []];
+    return [together, items.filter((i) => !i.together)];
   };
 
   const search = async (pagefind, query) => {
