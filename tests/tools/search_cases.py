@@ -262,13 +262,23 @@ def rank(items: list[str], wanted) -> int | None:
     return next((i for i, item in enumerate(items, 1) if wanted(item)), None)
 
 
+@functools.cache
+def symptom_rows(path: Path) -> list[tuple[str, str]]:
+    """(the row's id, the symptom it links to) for each row of the symptom tables of a built page with an id."""
+    text = path.read_text(encoding="utf-8")
+    return [(row, link) for row, body in re.findall(r'<tr[^>]*\bid="([^"]+)"[^>]*>(.*?)</tr>', text, re.S)
+            for link in re.findall(r'href="\d\d_\w+\.html#symptom-([\w-]+)"', body)[:1]]
+
+
 def pasted_ranks(answer: dict[str, list[str]], case: Pasted, folder: Path) -> dict[str, int | None]:
-    """1-based ranks in the listed results of: a symptom-index row of the case (``symptoms.html#symptom-row-<id>``),
+    """1-based ranks in the listed results of: a symptom-index row of the case (a row of the symptom page's or
+    notebook 00's table with an id, linking to one of the case's cells),
     a cell that explains it (``NN_x.html#symptom-<id>``), and, for a search that links pages only, the symptom page
     and the page of such a cell."""
     hrefs = answer["main"] + answer["more"]
     cells = {f"symptom-{s}" for s in case.symptoms}
-    rows = {f"symptom-row-{s}" for s in case.symptoms}
+    rows = {row for page in ("symptoms", "00_introduction") for row, symptom in symptom_rows(folder / f"{page}.html")
+            if symptom in case.symptoms}
     homes = {p for p in pages(folder) if p[:2].isdigit()
              and any(f'id="{c}"' in (folder / f"{p}.html").read_text(encoding="utf-8") for c in cells)}
     fragment = lambda h: urllib.parse.urlsplit(h).fragment  # noqa: E731
