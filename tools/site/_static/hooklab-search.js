@@ -5,15 +5,19 @@
    word as a prefix (FSDP finds FSDP2) and ranks by BM25 with headings weighted. This script asks it and orders what
    it finds for the two kinds of query a learner types:
 
-   - a few words (梯度累积, 混合精度钩子, hook order): Pagefind's pages, those holding the words as typed (a phrase,
-     or each Chinese run whole) first, then the other pages holding every word, under a line of their own;
+   - a few words (梯度累积, 混合精度钩子, hook order): the pages whose text holds the words as typed (each Chinese run
+     whole, the English words in order), found by Pagefind or by reading every page's text (Pagefind 1.5's Chinese
+     segmentation at indexing and in the browser can differ, and qualified names such as hooklab.HookScope are indexed
+     as their parts), the page built around them first (the words in its title, then in a section's heading), then
+     Pagefind's order; after them, under a line of their own, Pagefind's pages that hold the words apart;
    - a pasted message (four or more words: an error or a warning as the learner's run printed it, with their own
      names, shapes and numbers): every word is also looked up alone, pages are scored by the words they hold
      (rarer words count more), and the pages holding the longest run of the message's words in a row come first:
      the variable parts break a run, the fixed text of the message does not.
 
-   Each result links into its page: to the part holding the phrase or the run (a symptom row, a notebook cell, a
-   section: the nearest element with an id before it), else to Pagefind's best section. */
+   Each result links into its page: for a pasted message, to the innermost element with an id that holds the run (a
+   symptom row, the cell showing the message; the page is read for it); for a few words, to the element with an id
+   before the place where Pagefind found them densest (a section). tests/tools/search_cases.py measures it. */
 (() => {
   const ZH = (document.documentElement.lang || "").toLowerCase().startsWith("zh");
   const TEXT = ZH ? {
@@ -211,13 +215,13 @@
       const [run, at] = longestRun(queryTokens, textTokens(data));
       return { data, run, runText: queryTokens.slice(at, at + run).join(" "), order };
     });
-    // a symptom row or the cell explaining it wins a tie
     items.sort((a, b) => (b.run - a.run) || (a.order - b.order));
     const pointed = await Promise.all(items.map(async (item, i) => {
       if (i >= SHOWN_PLACES || !item.run) return item;
       const place = await placeInPage(pageUrl(item.data), tokens(item.runText).length ? item.runText : "");
       return place ? { ...item, anchor: { id: place.id }, section: sectionName(place.section) } : item;
     }));
+    // among equal runs, a result pointing at a symptom row or a symptom's cell comes first
     const symptom = (item) => (item.anchor && /^symptom-/.test(item.anchor.id) ? 0 : 1);
     pointed.sort((a, b) => (b.run - a.run) || (symptom(a) - symptom(b)) || (a.order - b.order));
     return [pointed, []];
