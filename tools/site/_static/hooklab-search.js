@@ -149,7 +149,7 @@
         const url = item.anchor ? `${pageUrl(item.data)}#${item.anchor.id}` : pageUrl(item.data);
         const section = item.section ? `<span class="hooklab-result-section"> › ${escape(item.section)}</span>` : "";
         li.innerHTML = `<a class="hooklab-result" href="${escape(url)}">${escape(item.data.meta.title || url)}` +
-          `</a>${section}<p class="context">${item.data.excerpt || ""}</p>`;
+          `</a>${section}<p class="context">${item.excerpt || item.data.excerpt || ""}</p>`;
         ul.appendChild(li);
       }
       return ul;
@@ -188,7 +188,15 @@
       }
       if (!found) return null;
       const section = found.closest("section[id]");
-      return { id: found.id, section: section && section !== found ? { id: section.id } : null };
+      // the excerpt: the element's text around the run's longest word, that word marked
+      const text = found.textContent.replace(/\s+/g, " ").trim();
+      const word = run.split(" ").reduce((a, b) => (b.length > a.length ? b : a), "");
+      const at = Math.max(0, text.toLowerCase().indexOf(word) - 80);
+      const cut = text.slice(at, at + 240);
+      const marked = !word ? escape(cut) : escape(cut).replace(
+        new RegExp(`(${word.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")})`, "i"), "<mark>$1</mark>");
+      return { id: found.id, section: section && section !== found ? { id: section.id } : null,
+               excerpt: (at > 0 ? "… " : "") + marked + (at + 240 < text.length ? " …" : "") };
     } catch (error) {
       return null;  // the page could not be read: the result links to the page
     }
@@ -219,7 +227,8 @@
     const pointed = await Promise.all(items.map(async (item, i) => {
       if (i >= SHOWN_PLACES || !item.run) return item;
       const place = await placeInPage(pageUrl(item.data), tokens(item.runText).length ? item.runText : "");
-      return place ? { ...item, anchor: { id: place.id }, section: sectionName(place.section) } : item;
+      return place ? { ...item, anchor: { id: place.id }, section: sectionName(place.section), excerpt: place.excerpt }
+        : item;
     }));
     // among equal runs, a result pointing at a symptom row or a symptom's cell comes first
     const symptom = (item) => (item.anchor && /^symptom-/.test(item.anchor.id) ? 0 : 1);
