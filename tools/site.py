@@ -7,13 +7,25 @@
 
 Built offline by Sphinx + myst-nb from the committed notebooks, outputs and figures as committed (nothing is
 executed). Each language's site is built from the one-language notebooks that ``hooklab.course export`` writes, so
-its pages, table of contents, Sphinx's own strings and its full-text search (Chinese: pairs of adjacent Han
-characters, see tools/site/conf.py) are in that language; every page links to the same page in the other language.
+its pages, table of contents and Sphinx's own strings are in that language; every page links to the same page in
+the other language (Chinese section anchors are the heading's text: :func:`heading_id`).
 Each notebook page ends with a "further reading" list (tools/site/further_reading.toml) and has the theme's download
 (.ipynb of that language, starting with the cell that installs hooklab where it is missing: tools/launch.py) and
-copy buttons; math is rendered by a MathJax 3 copy inside the site; an API page is generated from hooklab's
-docstrings (grouped as in tools/site/api_groups.toml); the landing page is written for learners
-(tools/site/landing/<lang>.md, with a map of the notebooks present). The repository's URL comes from
+copy buttons, and a menu with its slide deck and handout (`./course slides` / `./course handout`, built into
+<lang>/slides/ and <lang>/handouts/ beside the Sphinx builds: :data:`CLASSROOM`); math is rendered by a MathJax 3
+copy inside the site; an API page is generated from hooklab's docstrings (grouped as in tools/site/api_groups.toml);
+the landing page is written for learners (tools/site/landing/<lang>.md, with a map of the notebooks present).
+
+Pages: the landing page, the notebooks, then :data:`EXTRA_PAGES` (page name -> a function that returns the page's
+MyST Markdown: the symptom index; add a page there and the sidebar, the language link and the search take it),
+then the API page.
+
+Search: after Sphinx, Pagefind's extended binary (the ``site`` group's ``pagefind[extended]``, from the lock) indexes
+each language's pages into <lang>/pagefind/ (:func:`index_search`; it segments Chinese into words); the search page
+(tools/site/_templates/search.html) asks it through tools/site/_static/hooklab-search.js, which finds Chinese words
+typed together, a pasted error message (the symptom row and the cell that explain it) and links into pages.
+
+The repository's URL comes from
 ``--repository-url``, else the environment variable HOOKLAB_REPOSITORY_URL (the publishing workflow sets it from
 the Actions context), else ``[project.urls]`` Repository (or Source) in pyproject.toml: with it the theme shows the
 repository, edit, issue and launch buttons, without it none of them. The sources are assembled in
@@ -31,6 +43,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +84,10 @@ ZH_MESSAGES = {
     "booktheme": {"Print to PDF": "打印为 PDF", "Launch on": "启动于", "Launch interactive content": "在线运行",
                   "Download this page": "下载本页", "Source repositories": "源代码仓库",
                   "Source repository": "源代码仓库", "Open an issue": "报告问题", "open issue": "报告问题",
-                  "Edit this page": "编辑本页", "suggest edit": "建议修改", "Suggest edit": "建议修改", "repository": "仓库"},
+                  "Edit this page": "编辑本页", "suggest edit": "建议修改", "Suggest edit": "建议修改", "repository": "仓库",
+                  "Repository": "仓库", "Open issue": "报告问题", "Show source": "查看源代码",
+                  "Download notebook file": "下载笔记本文件", "Download source file": "下载源文件",
+                  "Fullscreen mode": "全屏", "Live Code": "在线运行代码"},
 }
 ENV_REPOSITORY = "HOOKLAB_REPOSITORY_URL"
 ENV_LAUNCH_BRANCH = "HOOKLAB_LAUNCH_BRANCH"
@@ -162,6 +178,19 @@ def glossary_terms(nb: dict[str, Any]) -> list[str]:
                 if re.fullmatch(r"[\u4e00-\u9fff]{2,}", term) and term not in terms:
                     terms.append(term)
     return terms
+
+
+def heading_id(title: str) -> str:
+    """A section's anchor from its heading's text: lower case, runs of anything but letters and digits (Han
+    characters are letters) as one '-', the section number left out (a section added before it renumbers it, and
+    the anchor stays). docutils makes the anchor from the ASCII letters only, so a Chinese heading got a
+    positional one (``#id5``) that every heading added before it moved.
+
+    >>> heading_id("3. 保存的张量：`pack_hook` 与 unpack"), heading_id("1.2 Gradient accumulation"), heading_id("…")
+    ('保存的张量-pack_hook-与-unpack', 'gradient-accumulation', 'section')
+    """
+    text = re.sub(r"^\s*\d+(?:\.\d+)*\.?\s+", "", title)
+    return re.sub(r"[^\w]+", "-", text.lower()).strip("-") or "section"
 
 
 # --- the pages ----------------------------------------------------------------------------------------------
@@ -294,7 +323,7 @@ def landing_page(template: str, cards: list[dict[str, str]], *, repository: str 
     return text
 
 
-def index_page(landing: str, names: list[str], lang: str, *, api: bool = True, extra: tuple[str, ...] = ()) -> str:
+def index_page(landing: str, names: list[str], lang: str, *, api: bool = True, extra: Iterable[str] = ()) -> str:
     """The landing page (index.md): the learners' page, then hidden tables of contents that fill the sidebar with
     the notebooks, the ``extra`` pages (the symptom index) and the API page."""
     pages = [*extra, *(["api"] if api else [])]
@@ -395,10 +424,8 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
         nb["cells"].append(further_reading_cell(reading[path.stem], lang))
         (src / path.name).write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         names.append(path.stem)
-    listed = [s for s in found if Path(s.notebook).stem in names]
-    (src / "symptoms.md").write_text(symptoms.site_page(listed, lang, built={f"{name}.ipynb" for name in names}),
-                                     encoding="utf-8")
-    hook_matrix_page.write_page(matrix, src, lang, built=set(names))
+    for page, write in EXTRA_PAGES.items():
+        (src / f"{page}.md").write_text(write(root, lang, names), encoding="utf-8")
     extra = src.parent / f"_extra-{lang}"
     if extra.exists():
         shutil.rmtree(extra)
@@ -414,7 +441,7 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     torch = next(p.split("==")[1] for p in launch.pins(root / "pyproject.toml") if p.startswith("torch=="))
     landing = landing_page((LANDING / f"{lang}.md").read_text(encoding="utf-8"), cards, repository=repository,
                            launch=bool(repository and launch_branch), torch=torch, lang=lang)
-    (src / "index.md").write_text(index_page(landing, names, lang, api=only is None, extra=("symptoms", "hook_matrix")),
+    (src / "index.md").write_text(index_page(landing, names, lang, api=only is None, extra=EXTRA_PAGES),
                                   encoding="utf-8")
     if only is None:
         import inspect
@@ -428,6 +455,30 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
         if (root / name).is_file():
             shutil.copy2(root / name, extra / (Path(name).stem + ".txt"))
     return names
+
+
+def symptoms_page(root: Path, lang: str, names: list[str]) -> str:
+    """The symptom index (tools/symptoms.py) of the notebooks ``names``."""
+    from . import symptoms
+
+    return symptoms.site_page([s for s in symptoms.collect(root)[0] if Path(s.notebook).stem in names], lang,
+                              built={f"{name}.ipynb" for name in names})
+
+
+def hook_matrix_site_page(root: Path, lang: str, names: list[str]) -> str:
+    """The hook behaviour matrix (docs/hook_matrix.json, tools/hook_matrix_page.py), linking into the notebooks
+    ``names``."""
+    matrix = json.loads((root / "docs" / "hook_matrix.json").read_text(encoding="utf-8"))
+    return hook_matrix_page.page(matrix, lang, built=set(names))
+
+
+# The site's pages besides the landing page, the notebooks and the API page, in the sidebar's order after the
+# notebooks: page name -> a function (repository root, language "zh" / "en", the notebook page names) that returns
+# the page in MyST Markdown. Add a page here; the sidebar, the language link, the search index and the tests
+# (tests/tools/test_site.py) take every entry. A link to a notebook is [text](NN_name.ipynb) or
+# [text](NN_name.ipynb#anchor), to another page [text](name.md).
+EXTRA_PAGES: dict[str, Callable[[Path, str, list[str]], str]] = {"symptoms": symptoms_page,
+                                                                 "hook_matrix": hook_matrix_site_page}
 
 
 def write_catalogs(folder: Path, messages: dict[str, dict[str, str]] = ZH_MESSAGES) -> Path:
@@ -457,7 +508,7 @@ def settings(src: Path, lang: str, names: list[str], *, other: str | None, repos
             "repository_branch": branch, "extra": str(extra) if any(extra.iterdir()) else None,
             "launch_branch": launch_branch if repository else None,
             "licence_links": licence, "locale_dir": str(locale_dir) if locale_dir else None,
-            "other": {"lang": other, "label": LABELS[other], "pages": ["index", "api", "symptoms", "hook_matrix", *names]}
+            "other": {"lang": other, "label": LABELS[other], "pages": site_pages(names)}
             if other else None}
 
 
@@ -503,6 +554,16 @@ def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repos
             env = {**os.environ, "HOOKLAB_SITE": str(config_file), "PYTHONPATH": str(root)}
             procs[lang] = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                            text=True, cwd=root)
+        # the slide decks and handouts of the notebooks, both languages, beside the Sphinx builds
+        classroom = src_root / "classroom"
+        if classroom.exists():
+            shutil.rmtree(classroom)
+        numbers = [name[:2] for name in names]
+        for tool in CLASSROOM:
+            command = [sys.executable, "-m", f"tools.{tool}", *numbers, *[a for lang in langs for a in ("--lang", lang)],
+                       "--out", str(classroom / tool)]
+            procs[tool] = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(root)}, cwd=root,
+                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         output = {}
         for lang, proc in procs.items():
             try:
@@ -511,12 +572,20 @@ def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repos
                 raise SiteError(f"sphinx-build of the {lang} site did not finish within {timeout:.0f} s") from None
             output[lang] = text
             if proc.returncode != 0:
-                raise SiteError(f"sphinx-build of the {lang} site failed (exit {proc.returncode}):\n{text[-4000:]}")
-        for lang in procs:
+                what = f"./course {lang}" if lang in CLASSROOM else f"sphinx-build of the {lang} site"
+                raise SiteError(f"{what} failed (exit {proc.returncode}):\n{text[-4000:]}")
+        for lang in langs:
             if (out / lang).exists():
                 shutil.rmtree(out / lang)
             shutil.move(src_root / f"html-{lang}" / "html", out / lang)
             shutil.rmtree(src_root / f"html-{lang}")  # what is left: myst-nb's jupyter_execute/
+            (out / lang / "searchindex.js").unlink(missing_ok=True)  # Sphinx's index: the search asks Pagefind's
+            for tool, folder in CLASSROOM.items():  # <lang>/slides/<lang>/NN_x.html, its _vendor/ beside
+                target = out / lang / folder
+                shutil.copytree(classroom / tool / lang, target / lang)
+                shutil.copytree(classroom / tool / "_vendor", target / "_vendor")
+            index_search(out / lang, pages=site_pages(names, api=only is None),
+                         timeout=max(30.0, timeout - (time.monotonic() - started)))
     finally:
         for proc in procs.values():
             if proc.poll() is None:
@@ -524,7 +593,43 @@ def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repos
                 proc.wait()
     built = [lang for lang in LANGS if (out / lang / "index.html").is_file()]
     (out / "index.html").write_text(chooser_page(built), encoding="utf-8")
+    output = {lang: text for lang, text in output.items() if lang not in CLASSROOM}
     return {"names": names, "output": output, "seconds": time.monotonic() - started}
+
+
+# The classroom files built into each language's site, linked from each notebook's page (conf.py): tool -> folder.
+# `./course slides` / `./course handout` (tools/slides.py, tools/handout.py) write them, with reveal.js and MathJax
+# in a _vendor/ folder beside: <lang>/slides/<lang>/NN_x.html, <lang>/handouts/<lang>/NN_x.html.
+CLASSROOM = {"slides": "slides", "handout": "handouts"}
+SEARCH_ROOT = "article.bd-article"   # what Pagefind indexes of a page: the article (not the sidebars and buttons)
+SEARCH_SKIP = "a.headerlink, .hooklab-language-link, .copybtn"  # in the article, not its text
+
+
+def site_pages(names: list[str], *, api: bool = True) -> list[str]:
+    """Every page of a language's site, in order: the landing page, the notebooks, then :data:`EXTRA_PAGES`
+    (and the API page)."""
+    return ["index", *names, *EXTRA_PAGES, *(["api"] if api else [])]
+
+
+def index_search(folder: Path, *, pages: list[str], timeout: float = 300) -> None:
+    """Write Pagefind's search index of the built site ``folder`` into ``folder``/pagefind/ (the search page's
+    _static/hooklab-search.js reads it): the article of each of ``pages``, in the language of the site's
+    ``<html lang>``, by Pagefind's extended binary (installed from the lock: the ``site`` group's
+    ``pagefind[extended]``), which segments Chinese into words."""
+    try:
+        from pagefind_bin_extended import get_executable
+    except ImportError:
+        raise SiteError("the site's search needs Pagefind's extended binary (the package pagefind-bin-extended, "
+                        "in the site group of pyproject.toml): run ./course site, which installs it") from None
+    command = [str(get_executable()), "--site", str(folder), "--root-selector", SEARCH_ROOT,
+               "--exclude-selectors", SEARCH_SKIP, "--glob", "{" + ",".join(pages) + "}.html", "--quiet"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SiteError(f"Pagefind did not index {folder} within {timeout:.0f} s") from None
+    if done.returncode != 0 or not (folder / "pagefind" / "pagefind.js").is_file():
+        raise SiteError(f"Pagefind could not index {folder} (exit {done.returncode}):\n"
+                        f"{(done.stdout + done.stderr)[-3000:]}")
 
 
 def main(argv: list[str] | None = None) -> int:

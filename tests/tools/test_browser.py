@@ -228,7 +228,7 @@ class Requests:
 
 def new_page(browser, *allowed: str, **options):
     """A page in a fresh context (own cookies and storage) with its requests and script errors recorded."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900}, **options)
+    context = browser.new_context(**{"viewport": {"width": 1400, "height": 900}, **options})
     page = context.new_page()
     page.set_default_timeout(30_000)
     page.requests = Requests(context, *allowed)
@@ -291,42 +291,101 @@ def site(course_site):
         thread.join(timeout=10)
 
 
-def search(page, base: str, lang: str, query: str) -> list[str]:
-    """The page names (NN_name) Sphinx's search page lists for ``query`` on the ``lang`` site."""
-    page.goto(f"{base}{lang}/search.html?q={urllib.parse.quote(query)}")
-    # the summary under the results says "Search finished, found N pages" (or "did not match") when it is done
-    page.wait_for_function("() => { const s = document.querySelector('#search-results .search-summary'); "
-                           "return s && /\\d|match/.test(s.textContent); }", timeout=60_000)
-    hrefs = page.eval_on_selector_all("#search-results ul.search li a", "links => links.map(a => a.href)")
-    return sorted({m[1] for href in hrefs if (m := re.search(r"/(\d\d_\w+)\.html", href))})
+@pytest.fixture(scope="module")
+def searched(site, browser):
+    """Every case of tests/tools/search_cases.py asked of the site's search page in the browser, once per module:
+    (result of search_cases.measure, the page's outside requests and script errors)."""
+    import search_cases
 
-
-def prose(html: str) -> str:
-    """The text of a built page's article, code blocks and outputs left out."""
-    article = re.search(r"<article[^>]*>(.*)</article>", html, re.S)
-    body = re.sub(r"<pre.*?</pre>|<script.*?</script>", " ", article[1] if article else html, flags=re.S)
-    return re.sub(r"<[^>]+>", "", body)
-
-
-@pytest.mark.timeout(900)  # the first test to use the site waits for its build (course_site) on a busy 2-core machine
-@pytest.mark.parametrize(("lang", "query", "must_find"), [
-    ("zh", "内存", "06_saved_tensor_hooks"),
-    ("en", "register_forward_hook", "03_module_forward_hooks"),
-])
-def test_site_search_finds_words_of_its_language(site, browser, lang, query, must_find):
     out, base = site
     page = new_page(browser, base)
-    found = search(page, base, lang, query)
-    containing = sorted(stem for stem in notebook_stems()
-                        if query in prose((out / lang / f"{stem}.html").read_text(encoding="utf-8")))
-    assert must_find in containing, f"{query!r} is not in the prose of {must_find} any more: choose another word"
-    # recall: the search lists (almost) every notebook page whose prose has the word; precision: each page it
-    # lists does hold the word
-    missed = sorted(set(containing) - set(found))
-    assert must_find in found and len(missed) <= len(containing) // 5, (found, containing)
-    assert set(found) <= {s for s in notebook_stems() if query in (out / lang / f"{s}.html").read_text("utf-8")}
+    result = search_cases.measure(page, base, out)
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"site-{lang}-search.png"))
+    page.screenshot(path=str(SHOTS / "site-search-pasted.png"))
+    found = (result, page.requests.outside(), list(page.errors))
+    page.context.close()
+    return found
+
+
+@pytest.mark.timeout(1500)  # 160 searches, and may be the first to wait for the site's build
+def test_search_recall_of_whole_terms_stays_at_least_as_good(searched):
+    """The review's measure of Sphinx's search on this course (50 Chinese and 30 English terms): recall 1.000 zh and
+    0.986 en; best page first 23 / 12, in the top 3 40 / 23. Pagefind's pages, and every page whose text holds the
+    words (hooklab-search.js checks them all), keep the recall; the page built around a term comes first more often."""
+    from search_cases import scores
+
+    result, outside, errors = searched
+    zh = scores([r for r in result["terms"] if r["lang"] == "zh"])
+    en = scores([r for r in result["terms"] if r["lang"] == "en"])
+    assert zh["queries"] == 50 and en["queries"] == 30
+    missed = [(r["query"], sorted(set(r["relevant"]) - set(r["listed"]))) for r in result["terms"]
+              if set(r["relevant"]) - set(r["listed"])]
+    assert zh["recall"] == 1.0 and en["recall"] >= 0.986, missed
+    assert zh["precision (main list)"] >= 0.99 and en["precision (main list)"] >= 0.95, (zh, en)
+    assert zh["best first"] >= 23 and en["best first"] >= 12 and zh["best in top 3"] >= 40, (zh, en)
+    assert outside == [] and errors == [], (outside, errors)
+
+
+@pytest.mark.timeout(1500)
+def test_chinese_words_typed_together_find_the_pages_that_hold_them(searched):
+    """混合精度钩子 and the like, as Chinese is typed (no space): Sphinx's search found 5 of their 126 pages, this one
+    122 (measured)."""
+    result, _, _ = searched
+    found = sum(len(set(r["listed"]) & set(r["relevant"])) for r in result["together"])
+    wanted = sum(len(r["relevant"]) for r in result["together"])
+    assert len(result["together"]) == 12 and wanted > 100
+    assert all(set(r["listed"]) & set(r["relevant"]) for r in result["together"]), result["together"]
+    assert found >= 0.95 * wanted, (found, wanted)
+
+
+@pytest.mark.timeout(1500)
+def test_the_notebook_built_around_a_topic_comes_first(searched):
+    """Sphinx ranked ties in notebook order: the notebook about gradient accumulation came 11th (en) / 6th (zh)."""
+    result, _, _ = searched
+    ranks = {(r["lang"], r["query"]): r["rank"] for r in result["topic"]}
+    assert all(rank == 1 for rank in ranks.values()), ranks
+
+
+@pytest.mark.timeout(1500)
+def test_a_pasted_message_finds_the_symptom_row_and_the_explaining_cell_first(searched):
+    """22 error messages and warnings as a learner's run prints them (their names, shapes, numbers), on both sites:
+    the symptom index's row and the cell that explains the message are among the first results, each a link into
+    its page (measured: the cell at most 3rd, a row at most 5th, one of them first in 39 of 44; Sphinx's search
+    listed the cell's page in 20 of 44, first in 12, the symptom page in 7, and never pointed into a page)."""
+    result, _, _ = searched
+    rows = [(r["lang"], r["source"], r["row"], r["cell"]) for r in result["pasted"]]
+    assert len(rows) == 44
+    assert all(cell is not None and cell <= 3 for _, _, _, cell in rows), rows
+    assert all(row is not None and row <= 5 for _, _, row, _ in rows), rows
+    assert sum(min(row, cell) == 1 for _, _, row, cell in rows) >= 38, rows
+
+
+@pytest.mark.timeout(900)
+def test_search_details_a_character_fsdp_phrases_and_links_into_pages(site, browser):
+    """One character (钩) finds pages; FSDP finds the pages that say only FSDP2; pages holding an English phrase
+    come before pages holding its words apart, which follow under a line of their own; a result links to a place in
+    its page that exists."""
+    from search_cases import article, ask, holds, page_of
+
+    out, base = site
+    page = new_page(browser, base)
+    one = ask(page, base, out / "zh", "zh", "钩")
+    assert len(one["main"]) >= 15 and all("钩" in article(out / "zh" / f"{page_of(h)}.html").text for h in one["main"])
+    fsdp2_only = {p.stem for p in (out / "en").glob("*.html") if "FSDP2" in article(p).text
+                  and not re.search(r"FSDP(?!\d)", article(p).text)}
+    found = {page_of(h) for h in ask(page, base, out / "en", "en", "FSDP")["main"]}
+    assert fsdp2_only and fsdp2_only <= found, (fsdp2_only, found)
+    answer = ask(page, base, out / "en", "en", "state dict")
+    assert answer["main"] and answer["more"]
+    assert all(holds(article(out / "en" / f"{page_of(h)}.html").text, "state dict", "en") for h in answer["main"])
+    assert not any(holds(article(out / "en" / f"{page_of(h)}.html").text, "state dict", "en") for h in answer["more"])
+    assert page.locator(".hooklab-search-more-note").inner_text().startswith("Other pages")
+    first = ask(page, base, out / "zh", "zh", "梯度累积")["main"][0]
+    assert "#" in first and page_of(first) == "16_hooks_across_training", first
+    page.goto(urllib.parse.urljoin(f"{base}zh/search.html", first))
+    target = page.evaluate("() => { const e = document.getElementById(decodeURIComponent(location.hash.slice(1)));"
+                           " return e ? e.getBoundingClientRect().top : null; }")
+    assert target is not None and -5 <= target <= 200, target
     assert page.requests.outside() == [] and page.errors == []
     page.context.close()
 
@@ -335,20 +394,19 @@ def test_site_search_finds_words_of_its_language(site, browser, lang, query, mus
 @pytest.mark.parametrize("query", ["混合精度", "反向前置钩子", "Transformer 语言模型"])
 def test_chinese_search_lists_exactly_the_pages_that_hold_the_words(site, browser, query):
     """In the browser, as a learner searches: a word jieba used to split (混合精度: 0 pages before), a term whose
-    character pairs also stand apart on other pages (the phrase check removes those), and a title mixing English
-    and Chinese. The pages listed are exactly those whose text holds the words (test_site.py's recall table
-    measures every glossary term and title the same way, without a browser)."""
-    from test_site import containing, found_by_query, search_index
+    words also stand apart on other pages, and a title mixing English and Chinese: the first list is exactly the
+    pages whose text holds the words (the pages holding them apart come after it, under a line)."""
+    from search_cases import ask, page_of
+    from test_site import containing
 
     out, base = site
     page = new_page(browser, base)
-    found = search(page, base, "zh", query)
-    holding = sorted(name for name in containing(out / "zh", query) if re.match(r"\d\d_", name))
+    answer = ask(page, base, out / "zh", "zh", query)
+    found = sorted(page_of(h) for h in answer["main"])
+    holding = sorted(name for name in containing(out / "zh", query) if name not in ("search", "genindex"))
     assert holding and found == holding, (query, found, holding)
-    if query == "反向前置钩子":  # the pairs alone list more pages: the check in hooklab-zh.js removed them
-        assert found_by_query(search_index(out / "zh"), query) - set(holding) - {"index", "api"}
     summary = page.locator("#search-results .search-summary").inner_text()
-    assert summary.startswith("搜索完成，找到") and "pages matching" not in summary, summary
+    assert summary.startswith("找到") and "pages" not in summary, summary
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"site-zh-search-{len(query)}.png"))
     assert page.requests.outside() == [] and page.errors == []
@@ -436,6 +494,109 @@ def test_every_site_page_shows_its_figures_in_its_language_and_nothing_leaves_th
     assert english_checker_lines > 10  # the check above did look at checker output
     assert page.requests.outside() == [], page.requests.outside()[:10]
     assert len(page.requests.urls) > 100 and page.errors == []
+    page.context.close()
+
+
+@pytest.mark.timeout(900)  # as above
+def test_a_chinese_section_link_made_from_its_heading_lands_on_it(site, browser):
+    """A shared link to a Chinese section names it by its heading's text (not #id5, which moved whenever a heading
+    was added before it); the language link still lands on the same section."""
+    from tools.site import heading_id
+
+    _, base = site
+    page = new_page(browser, base)
+    page.goto(f"{base}zh/16_hooks_across_training.html")
+    anchor, title = page.evaluate("""() => { const s = document.querySelectorAll('article.bd-article section[id]')[3];
+        const h = s.querySelector('h2, h3').cloneNode(true); h.querySelectorAll('a.headerlink').forEach(a => a.remove());
+        return [s.id, h.textContent.trim()]; }""")
+    assert re.fullmatch(re.escape(heading_id(title)) + r"(-\d+)?", anchor), (anchor, title)
+    assert re.search(r"[\u4e00-\u9fff]", anchor), anchor
+    page.goto(f"{base}zh/16_hooks_across_training.html#{urllib.parse.quote(anchor)}")
+    page.wait_for_load_state("load")
+    top = page.evaluate("(id) => document.getElementById(id).getBoundingClientRect().top", anchor)
+    assert -5 <= top <= 150 and page.evaluate("window.scrollY") > 500, (anchor, top)
+    page.locator("a.hooklab-language-link").first.evaluate("a => a.click()")
+    page.wait_for_url(re.compile(r"/en/16_hooks_across_training\.html#"), timeout=30_000)
+    index = page.evaluate("() => [...document.querySelectorAll('article.bd-article section[id]')]"
+                          ".findIndex(s => '#' + s.id === location.hash)")
+    assert index == 3, index  # the same section: the 4th of the page in both languages
+    assert page.errors == []
+    page.context.close()
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_symptom_index_fits_a_phone(site, browser, lang):
+    """At 390 px the symptom index's last column ("where") was cut off (603 px of table in 358): each row is now a
+    card whose link is inside the screen, and nothing scrolls sideways."""
+    _, base = site
+    page = new_page(browser, base, viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True)
+    page.goto(f"{base}{lang}/symptoms.html")
+    rows = page.evaluate("""() => [...document.querySelectorAll('table.hooklab-symptoms tbody tr')].map(tr => {
+        const link = tr.querySelector('td:last-child a'), box = link.getBoundingClientRect();
+        return {left: box.left, right: box.right, width: box.width}; })""")
+    assert len(rows) > 100
+    assert all(r["width"] > 20 and r["left"] >= 0 and r["right"] <= 390 for r in rows), rows[:3]
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    container = page.evaluate("() => { const t = document.querySelector('table.hooklab-symptoms');"
+                              " const c = t.parentElement; return [c.scrollWidth, c.clientWidth]; }")
+    assert container[0] <= container[1] + 1, container
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"site-{lang}-symptoms-phone.png"))
+    assert page.requests.outside() == [] and page.errors == []
+    page.context.close()
+
+
+def luminance(rgb: str) -> float:
+    r, g, b = (int(v) / 255 for v in re.findall(r"\d+", rgb)[:3])
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (r, g, b)]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+@pytest.mark.timeout(900)
+def test_printing_in_dark_mode_gives_dark_text_on_white(site, browser, tmp_path):
+    """A reader in dark mode who printed got pale grey text on white paper (the browser drops the dark
+    background): in print every text of the article is dark enough to read on white (contrast 7:1 or more)."""
+    _, base = site
+    page = new_page(browser, base)
+    page.add_init_script("localStorage.setItem('theme', 'dark'); localStorage.setItem('mode', 'dark');")
+    page.goto(f"{base}en/06_saved_tensor_hooks.html")
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    screen = page.evaluate("getComputedStyle(document.querySelector('article p')).color")
+    assert luminance(screen) > 0.4  # light text on the dark screen
+    page.emulate_media(media="print")
+    colours = page.evaluate("""() => [...document.querySelectorAll(
+        'article p, article h1, article h2, article li, article pre, article td, article code')]
+        .filter(e => e.textContent.trim()).map(e => getComputedStyle(e).color)""")
+    assert len(colours) > 100
+    contrast = [(1.05) / (luminance(c) + 0.05) for c in colours]  # against white paper
+    assert min(contrast) >= 7, sorted(set(c for c, k in zip(colours, contrast) if k < 7))
+    pdf = page.pdf(format="A4")
+    assert pdf.startswith(b"%PDF")
+    (tmp_path / "dark.pdf").write_bytes(pdf)
+    assert page.errors == []
+    page.context.close()
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_a_notebook_page_opens_its_slides_and_handout(site, browser, lang):
+    """The slides and the handout are in the site (no clone needed): the notebook page's buttons open the deck,
+    which starts offline, and the handout, which prints."""
+    _, base = site
+    page = new_page(browser, base)
+    page.goto(f"{base}{lang}/06_saved_tensor_hooks.html")
+    slides = page.locator(f"a[href$='slides/{lang}/06_saved_tensor_hooks.html']").first
+    handout = page.locator(f"a[href$='handouts/{lang}/06_saved_tensor_hooks.html']").first
+    assert slides.count() == 1 and handout.count() == 1
+    here, deck, sheet = page.url, slides.get_attribute("href"), handout.get_attribute("href")
+    page.goto(urllib.parse.urljoin(here, deck))
+    page.wait_for_function("() => window.Reveal && Reveal.isReady()", timeout=30_000)
+    assert page.evaluate("Reveal.getTotalSlides()") > 10
+    page.goto(urllib.parse.urljoin(here, sheet))
+    page.wait_for_selector("html[data-typeset='done']", state="attached", timeout=30_000)
+    assert page.locator(".jp-Cell").count() > 20 and page.pdf(format="A4").startswith(b"%PDF")
+    assert page.requests.outside() == [] and page.errors == []
     page.context.close()
 
 

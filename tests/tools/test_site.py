@@ -15,7 +15,6 @@ import re
 from pathlib import Path
 
 import pytest
-import snowballstemmer
 
 from tools import site
 
@@ -81,93 +80,9 @@ class Page(html.parser.HTMLParser):
         return ["".join(parts) for parts in self.pre_texts]
 
 
-def search_index(folder: Path) -> dict:
-    text = (folder / "searchindex.js").read_text(encoding="utf-8")
-    return json.loads(text[text.index("(") + 1:text.rindex(")")])
-
-
-def found_by_search(index: dict, word: str) -> set[str]:
-    """The pages Sphinx's search (searchtools.js) lists for a one-word query: the term's pages in the text and
-    titles, and for a word of more than 2 characters that is no term, the pages of the terms containing it."""
-    word = word.lower()
-    if re.fullmatch(r"[a-z0-9_]+", word):  # both sites stem Latin words (the index and the query)
-        word = snowballstemmer.stemmer("english").stemWord(word)
-    docs = index["docnames"]
-    pages: set[str] = set()
-    for table in (index["terms"], index["titleterms"]):
-        hits = [table[word]] if word in table else []
-        if not hits and len(word) > 2:
-            hits = [files for term, files in table.items() if word in term]
-        for files in hits:
-            pages.update(docs[i] for i in ([files] if isinstance(files, int) else files))
-    return pages
-
-
-# --- Sphinx's search page, as searchtools.js runs it --------------------------------------------------------------
-
-HAN_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # the ranges of tools/site/conf.py (index and query)
-ENGLISH_STOPWORDS = {"a", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "near",
-                     "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they",
-                     "this", "to", "was", "will", "with"}
-
-
 def split_query_sphinx(query: str) -> list[str]:
-    """searchtools.js's default splitQuery: words are runs of letters, digits and _ (a Chinese phrase is one word)."""
+    """The words of a query: runs of letters, digits and _ (a Chinese phrase is one word)."""
     return [w for w in re.split(r"[^\w]+|_(?=_)", query) if w]
-
-
-def split_query_pairs(query: str) -> list[str]:
-    """The zh site's splitQuery (tools/site/conf.py's SPLIT_QUERY_JS, here in Python): Han runs become the pairs of
-    adjacent characters; other words as Sphinx splits them."""
-    words = []
-    for part in split_query_sphinx(query):
-        for piece in re.split(f"([{HAN_CHARS}]+)", part):
-            if not piece:
-                continue
-            if not re.fullmatch(f"[{HAN_CHARS}]+", piece) or len(piece) == 1:
-                words.append(piece)
-            else:
-                words.extend(piece[i:i + 2] for i in range(len(piece) - 1))
-    return words
-
-
-def found_by_query(index: dict, query: str, split=split_query_pairs) -> set[str]:
-    """The pages searchtools.js (Sphinx 8.2's performTermsSearch) lists for ``query``: each query word is looked up
-    in the text and title terms (a word of more than 2 characters also in the terms that contain it), and a page is
-    listed when it has every word, or as many words as the query has words longer than 2 characters (Sphinx's rule
-    for short words)."""
-    stemmer = snowballstemmer.stemmer("english")
-    words = set()
-    for word in split(query.strip()):
-        lower = word.lower()
-        if lower in ENGLISH_STOPWORDS or re.fullmatch(r"\d+", lower):
-            continue
-        words.add(stemmer.stemWord(lower) if re.fullmatch(r"[a-z0-9_]+", lower) else lower)
-    docs, matched = index["docnames"], {}
-    for word in words:
-        files: set[int] = set()
-        for table in (index["terms"], index["titleterms"]):
-            hits = [table[word]] if word in table else []
-            if len(word) > 2 and word not in table:
-                hits += [entry for term, entry in table.items() if word in term]
-            for entry in hits:
-                files.update([entry] if isinstance(entry, int) else entry)
-        for file in files:
-            matched.setdefault(file, set()).add(word)
-    longer = sum(1 for w in words if len(w) > 2)
-    return {docs[file] for file, have in matched.items() if len(have) in (len(words), longer)}
-
-
-def han_phrases(query: str) -> list[str]:
-    return re.findall(f"[{HAN_CHARS}]{{2,}}", query)
-
-
-def zh_search(folder: Path, query: str) -> set[str]:
-    """The pages the zh site's search page lists: Sphinx's search on the character pairs (:func:`found_by_query`),
-    then only the pages whose text holds each Chinese phrase of the query whole (_static/hooklab-zh.js)."""
-    found = found_by_query(search_index(folder), query)
-    phrases = han_phrases(query)
-    return {name for name in found if all(p in parsed(folder / f"{name}.html").text for p in phrases)}
 
 
 def containing(folder: Path, query: str) -> set[str]:
@@ -176,22 +91,6 @@ def containing(folder: Path, query: str) -> set[str]:
     parts = split_query_sphinx(query)
     return {p.stem for p in folder.glob("*.html") if p.stem not in ("search", "genindex", "py-modindex")
             and all(part.lower() in parsed(p).text.lower() for part in parts)}
-
-
-def zh_search_terms() -> list[str]:
-    """What a Chinese learner types: notebook 00's glossary terms and the notebooks' Chinese titles."""
-    nb = json.loads((ROOT / "notebooks" / "00_introduction.ipynb").read_text(encoding="utf-8"))
-    titles = []
-    for path in site.notebooks():
-        first = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"]).split("\n")[0]
-        if match := re.match(r"#\s+\d+\s*·\s*(.+?)\s+/\s+", first):
-            titles.append(match[1])
-    return list(dict.fromkeys([*site.glossary_terms(nb), *titles]))
-
-
-def recall_table(folder: Path, terms: list[str], search=zh_search) -> dict[str, tuple[set[str], set[str]]]:
-    """term -> (pages the search lists, pages whose text holds the term) on one site."""
-    return {term: (search(folder, term), containing(folder, term)) for term in terms}
 
 
 @functools.cache
@@ -432,57 +331,6 @@ def test_every_figure_of_the_notebooks_is_on_its_page(built):
                 assert (out / lang / src).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", src
 
 
-def test_split_query_cuts_chinese_into_the_pairs_the_index_holds():
-    assert split_query_pairs("混合精度") == ["混合", "合精", "精度"]
-    assert split_query_pairs("Transformer 语言模型") == ["Transformer", "语言", "言模", "模型"]
-    assert split_query_pairs("钩子与编译器、函数变换") == ["钩子", "子与", "与编", "编译", "译器", "函数", "数变", "变换"]
-    assert split_query_pairs("register_hook的钩") == ["register_hook", "的钩"]
-    assert split_query_pairs("a 钩 b") == ["a", "钩", "b"]
-    # the browser's splitter is the same rule, in JavaScript: the ranges of Han characters agree
-    conf = (ROOT / "tools" / "site" / "conf.py").read_text(encoding="utf-8")
-    js = conf[conf.index('SPLIT_QUERY_JS = r"""'):]
-    assert js.count(HAN_CHARS.encode("unicode_escape").decode()) == 2
-    assert conf.count('HAN_RUN = re.compile(r"[' + HAN_CHARS.encode("unicode_escape").decode() + ']+")') == 1
-
-
-def test_chinese_search_finds_every_page_holding_a_glossary_term_or_a_title_and_no_other(built):
-    """The recall table: every term of notebook 00's glossary and every notebook's Chinese title, searched as a
-    learner types it, lists every page whose text holds it (recall 100 %) and no other page."""
-    out, _ = built
-    terms = zh_search_terms()
-    assert len(terms) > 60 and "混合精度" in "".join(terms)
-    table = recall_table(out / "zh", terms)
-    missed = {t: sorted(c - f) for t, (f, c) in table.items() if c - f}
-    extra = {t: sorted(f - c) for t, (f, c) in table.items() if f - c}
-    assert not missed and not extra, (missed, extra)
-    assert all(c for _, c in table.values())  # every term is somewhere on the site
-    # words jieba split into pieces and Sphinx's own search missed (混合精度 0 of 8 pages before)
-    for word in ("混合精度", "逐样本梯度", "全局钩子"):
-        found, holding = recall_table(out / "zh", [word])[word]
-        assert found == holding and holding, word
-
-
-def test_the_pair_index_needs_the_phrase_check_for_no_extra_page(built):
-    """Without the browser's phrase check the pairs would list pages that have every pair of a term but not the
-    term (反向前置钩子: 反向 + 向前 + 前置钩子 apart): the check (hooklab-zh.js) is what removes them."""
-    out, _ = built
-    index = search_index(out / "zh")
-    loose = {t: found_by_query(index, t) - containing(out / "zh", t) for t in zh_search_terms()}
-    assert any(loose.values())
-    js = (out / "zh" / "_static" / "hooklab-zh.js").read_text(encoding="utf-8")
-    assert "phrases.every((phrase) => text.includes(phrase))" in js
-
-
-def test_english_search_finds_api_names(built):
-    out, _ = built
-    for lang in site.LANGS:
-        index = search_index(out / lang)
-        for word in ("register_forward_hook", "saved_tensors_hooks"):
-            containing = pages_containing(out / lang, word)
-            assert containing and containing <= found_by_search(index, word), (lang, word)
-    assert {"03_module_forward_hooks", "api"} <= found_by_search(search_index(out / "en"), "HookScope".lower())
-
-
 def test_math_is_rendered_by_the_local_mathjax_and_nothing_loads_from_outside(built):
     out, _ = built
     for lang in site.LANGS:
@@ -629,6 +477,12 @@ def test_repository_and_launch_buttons_follow_the_repository_url_both_ways(built
                 in text)
         assert ("https://colab.research.google.com/github/example-owner/hooklab/blob/launch/zh/01_tensor_hooks.ipynb"
                 in text)
+        # every label of the Chinese page's buttons is Chinese, but for names (Binder, Colab) and file types
+        labels = re.findall(r'<span class="btn__text-container">([^<]*)</span>', text)
+        tooltips = re.findall(r'<a [^>]*class="btn[^"]*"[^>]*title="([^"]*)"', text)
+        english = [t for t in labels + tooltips if re.search(r"[A-Za-z]{3,}", t.replace("Binder", "")
+                   .replace("Colab", "").replace("reveal.js", "")) and not HAN.search(t) and not t.startswith(".")]
+        assert {"仓库", "报告问题", "建议修改"} <= set(labels) and not english, (labels, english)
         cell = install_cell(tmp_path / "site" / "zh" / "_sources" / "01_tensor_hooks.ipynb")
         assert f'"hooklab[course] @ git+{EXAMPLE_URL}@0123456789abcdef0123456789abcdef01234567"' in cell
         index = (tmp_path / "site" / "zh" / "index.html").read_text(encoding="utf-8")
@@ -669,11 +523,9 @@ def test_chinese_site_interface_is_chinese(built):
         assert english not in titles, english
     assert {"链接到本节标题", "颜色模式", "显示或隐藏目录栏", "打印为 PDF"} <= titles
     assert 'placeholder="搜索本课程……"' in page
-    js = (out / "zh" / "_static" / "hooklab-zh.js").read_text(encoding="utf-8")
-    assert "Search finished, found ${resultCount} pages matching the search query." in js  # Sphinx 8.2's id
-    searchtools = (out / "zh" / "_static" / "searchtools.js").read_text(encoding="utf-8")
-    assert '"Search finished, found ${resultCount} pages matching the search query."' in searchtools
-    assert "hooklab-zh.js" not in (out / "en" / "01_tensor_hooks.html").read_text(encoding="utf-8")
+    # the search page's own strings are in hooklab-search.js, in both languages (it reads <html lang>)
+    js = (out / "zh" / "_static" / "hooklab-search.js").read_text(encoding="utf-8")
+    assert "找到 ${n} 个页面。" in js and "没有找到包含这些词的页面" in js
 
 
 def test_downloaded_notebooks_start_with_the_install_cell(built):
@@ -684,3 +536,80 @@ def test_downloaded_notebooks_start_with_the_install_cell(built):
             assert nb["metadata"]["kernelspec"]["name"] == "python3"  # Colab, Binder, any Jupyter
             assert "import hooklab" not in install_cell(out / lang / "_sources" / f"{name}.ipynb")
             assert "hooklab-install" not in (out / lang / f"{name}.html").read_text(encoding="utf-8")  # not shown
+
+
+# --- the search index, the anchors, the classroom files ---------------------------------------------------------
+
+def test_heading_ids_come_from_the_heading_text_without_the_section_number():
+    assert site.heading_id("1. 梯度累积：每个微批次里钩子看到什么") == "梯度累积-每个微批次里钩子看到什么"
+    assert site.heading_id("12. 梯度累积：每个微批次里钩子看到什么") == site.heading_id("1. 梯度累积：每个微批次里钩子看到什么")
+    assert site.heading_id("3.2 `register_hook` 与 Hook order") == "register_hook-与-hook-order"
+    assert site.heading_id("？") == "section"
+
+
+def test_extra_pages_are_in_the_page_list_the_sidebar_and_the_language_link_use():
+    assert site.site_pages(["00_a", "01_b"]) == ["index", "00_a", "01_b", *site.EXTRA_PAGES, "api"]
+    assert "api" not in site.site_pages(["00_a"], api=False)
+    assert all(callable(write) for write in site.EXTRA_PAGES.values())
+    page = site.EXTRA_PAGES["symptoms"](ROOT, "en", [p.stem for p in site.notebooks()])
+    assert page.startswith("# Symptom index")
+
+
+def test_each_site_has_a_pagefind_index_of_its_pages_and_the_search_page_asks_it(built):
+    out, _ = built
+    for lang, code in (("zh", "zh-cn"), ("en", "en")):
+        folder = out / lang / "pagefind"
+        assert (folder / "pagefind.js").is_file() and (folder / "wasm.unknown.pagefind").is_file(), lang
+        entry = json.loads((folder / "pagefind-entry.json").read_text(encoding="utf-8"))
+        assert list(entry["languages"]) == [code], entry  # one language per site, from <html lang>
+        assert entry["languages"][code]["page_count"] == len(site.site_pages(notebook_names())), entry
+        search = parsed(out / lang / "search.html")
+        assert "_static/hooklab-search.js" in search.resources
+        assert not [r for r in search.resources if "searchtools" in r or "searchindex" in r], search.resources
+        assert not (out / lang / "searchindex.js").exists()  # Sphinx's own index is not shipped
+
+
+def test_chinese_section_anchors_are_the_heading_text(built):
+    """Chinese section anchors were positional (#id5: a heading added before moved them all): each is now its
+    heading's text (heading_id), unique in the page; the English ones are docutils' (also from the text)."""
+    out, _ = built
+    checked = 0
+    for name in notebook_names():
+        text = (out / "zh" / f"{name}.html").read_text(encoding="utf-8")
+        sections = re.findall(r'<section id="([^"]+)">\s*(?:<span id="[^"]*"></span>)*<h([1-6])>(.*?)'
+                              r'<a class="headerlink"', text, re.S)
+        assert sections, name
+        for anchor, _, heading in sections:
+            title = html.unescape(re.sub(r"<[^>]+>", "", heading)).strip()
+            assert re.fullmatch(re.escape(site.heading_id(title)) + r"(-\d+)?", anchor), (name, anchor, title)
+            checked += 1
+        assert not re.search(r'<section id="id\d+"', text), name
+    assert checked > 150
+
+
+def test_symptom_index_rows_have_anchors_and_the_layout_class(built):
+    out, _ = built
+    for lang in site.LANGS:
+        text = (out / lang / "symptoms.html").read_text(encoding="utf-8")
+        assert len(re.findall(r'<table class="[^"]*\bhooklab-symptoms\b', text)) == 1, lang
+        rows = re.findall(r'<tr class="row-(?:even|odd)" id="symptom-row-([\w-]+)">', text)
+        links = re.findall(r'href="\d\d_\w+\.html#symptom-([\w-]+)"', text)
+        assert rows and rows == links, lang  # one anchor per row, named after the cell it links to
+
+
+def test_every_notebook_page_links_its_slides_and_handout_in_the_site(built):
+    out, _ = built
+    for lang in site.LANGS:
+        assert (out / lang / "slides" / "_vendor" / "reveal.js" / "dist" / "reveal.js").is_file()
+        assert (out / lang / "handouts" / "_vendor" / "mathjax" / "tex-svg.js").is_file()
+        for name in notebook_names():
+            page = parsed(out / lang / f"{name}.html")
+            for folder in ("slides", "handouts"):
+                link = f"{folder}/{lang}/{name}.html"
+                assert link in page.links, (lang, name, folder)
+                target = (out / lang / link).read_text(encoding="utf-8")
+                nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8"))
+                assert site.notebook_title(nb, lang)[1] in target, (lang, link)  # this language's deck / handout
+            labels = "".join(a.get("title", "") for a in page.anchors)
+            assert ("幻灯片" in labels) == (lang == "zh"), (lang, name)
+

@@ -4,6 +4,10 @@ tools/site.py assembles the sources of one language (the one-language notebooks 
 writes them, the landing page, the API page) and a settings file, and passes the file's path in the
 environment variable HOOKLAB_SITE: the language, the repository URL (from ``[project.urls]``, or none) and
 the page names of the other language's site. Notebooks are shown as committed: nothing is executed.
+
+Besides the theme: the language link, the Chinese section anchors made from the heading's text, the symptom index's
+row anchors and layout class, the slides / handout menu of each notebook page, the launch and edit buttons; the
+search page is _templates/search.html (Pagefind's index, which tools/site.py writes after the build).
 """
 from __future__ import annotations
 
@@ -11,6 +15,11 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
+
+from sphinx.transforms import SphinxTransform
+
+from tools.site import heading_id  # the anchor of a section from its heading's text
 
 _SETTINGS = os.environ.get("HOOKLAB_SITE")
 if not _SETTINGS:
@@ -35,66 +44,13 @@ templates_path = ["_templates"]
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 root_doc = "index"
 
-# One language per site: Sphinx's own strings ("Search", "Contents", ...) and its search in that language.
+# One language per site: Sphinx's own strings ("Search", "Contents", ...) in that language. The search is not
+# Sphinx's: tools/site.py indexes the built pages with Pagefind and _templates/search.html asks it.
 language = "zh_CN" if ZH else "en"
-html_search_language = "zh" if ZH else "en"
 # Our translations of the interface strings that Sphinx's and the themes' Chinese catalogues lack or give in
 # Taiwanese wording (tools/site.py writes them as .po files; Sphinx compiles them): they come before the built-in
-# catalogues. The strings of the search page's script are added by _static/hooklab-zh.js.
+# catalogues.
 locale_dirs = [SITE["locale_dir"]] if SITE.get("locale_dir") else []
-
-# Chinese search: every pair of adjacent Han characters is a search word, in the index (below) and in the query
-# (the browser cuts a Chinese query into the same pairs, all of which must be on a page). A word segmenter (jieba,
-# Sphinx's default) indexes the words it knows: a word it cuts differently (混合精度 -> 混合 + 精度) was never
-# found, and a learner types words, not segments. tests/tools/test_site.py measures the recall.
-HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-LATIN_WORD = re.compile(r"[a-zA-Z0-9_]+")
-SPLIT_QUERY_JS = r"""
-/* hooklab (tools/site/conf.py): a Chinese query is cut into pairs of adjacent Han characters, as the index is;
-   other words are split as Sphinx splits them. */
-var splitQuery = (query) => {
-  const words = [];
-  const han = /^[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+$/;
-  for (const part of query.split(/[^\p{Letter}\p{Number}_\p{Emoji_Presentation}]+/gu)) {
-    for (const piece of part.split(/([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)/)) {
-      if (!piece) continue;
-      if (!han.test(piece) || piece.length === 1) words.push(piece);
-      else for (let i = 0; i + 1 < piece.length; i++) words.push(piece.slice(i, i + 2));
-    }
-  }
-  return words;
-};
-"""
-
-
-def han_pairs(text: str) -> list[str]:
-    """The Chinese search words of ``text``: each pair of adjacent Han characters (a lone one stays alone)."""
-    words: list[str] = []
-    for run in HAN_RUN.findall(text):
-        words.extend([run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)])
-    return words
-
-
-if ZH:
-    import sphinx.search
-    from sphinx.search.zh import SearchChinese
-
-    class SearchChinesePairs(SearchChinese):
-        """Sphinx's Chinese search language with Han character pairs instead of jieba's words."""
-
-        js_splitter_code = SPLIT_QUERY_JS
-
-        def init(self, options: dict[str, str]) -> None:
-            import snowballstemmer
-
-            self.stemmer = snowballstemmer.stemmer("english")  # Latin words as Sphinx's zh search stems them
-
-        def split(self, input: str) -> list[str]:
-            latin = LATIN_WORD.findall(input)
-            self.latin_terms.update(latin)
-            return han_pairs(input) + latin
-
-    sphinx.search.languages["zh"] = SearchChinesePairs
 
 # Notebooks as committed: outputs (figures included), no execution.
 nb_execution_mode = "off"
@@ -121,8 +77,8 @@ html_theme = "sphinx_book_theme"
 html_title = "hooklab · PyTorch 钩子动手课" if ZH else "hooklab · a hands-on course on PyTorch hooks"
 html_static_path = ["_static"]
 html_css_files = ["hooklab-site.css"]
-# hooklab-site.js: the language link keeps the reader's place; hooklab-zh.js: the search page's strings in Chinese
-html_js_files = ["hooklab-site.js", *(["hooklab-zh.js"] if ZH else [])]
+# hooklab-site.js: the language link keeps the reader's place (the search page loads hooklab-search.js itself)
+html_js_files = ["hooklab-site.js"]
 html_extra_path = [SITE["extra"]] if SITE.get("extra") else []  # the licence files
 html_copy_source = True          # _sources/NN_x.ipynb: the one-language notebook behind the download button
 html_show_sourcelink = False
@@ -197,6 +153,30 @@ def _launch_copies(app, pagename, templatename, context, doctree):
         group["buttons"] = kept
 
 
+_CLASSROOM = {  # tools/site.py builds them into <lang>/slides/<lang>/ and <lang>/handouts/<lang>/
+    "zh": {"group": "上课用的材料", "slides": ("幻灯片", "本课的 reveal.js 幻灯片（离线可用：S 键打开演讲者视图）"),
+           "handout": ("讲义", "本课的讲义，可以直接打印（每一节从新的一页开始）")},
+    "en": {"group": "For teaching", "slides": ("Slides", "This notebook's reveal.js slide deck (works offline; S opens "
+                                                          "the speaker view)"),
+           "handout": ("Handout", "This notebook's handout, ready to print (each section starts a page)")},
+}[LANG]
+
+
+def _classroom_buttons(app, pagename, templatename, context, doctree):
+    """A notebook's page links its slide deck and its handout (both in this site, in this language), in a menu
+    of their own beside the download button."""
+    if pagename not in SITE["notebooks"]:
+        return
+    up = "../" * pagename.count("/")
+    buttons = [{"type": "link", "url": f"{up}{folder}/{LANG}/{pagename}.html", "text": _CLASSROOM[key][0],
+                "tooltip": _CLASSROOM[key][1], "icon": icon, "label": f"hooklab-{key}-button"}
+               for key, folder, icon in (("slides", "slides", "fas fa-person-chalkboard"),
+                                         ("handout", "handouts", "fas fa-print"))]
+    context.setdefault("header_buttons", []).append(
+        {"type": "group", "tooltip": _CLASSROOM["group"], "icon": "fas fa-chalkboard-user", "buttons": buttons,
+         "label": "hooklab-classroom-buttons"})
+
+
 _PRIVATE_TYPE = re.compile(r"(?<![\w.])_[A-Z]\w*")
 
 
@@ -225,11 +205,65 @@ def _no_edit_button_on_generated_pages(app, pagename, templatename, context, doc
         context["header_buttons"] = [b for b in buttons if b.get("label") != "source-edit-button"]
 
 
+class ChineseSectionIds(SphinxTransform):
+    """On the Chinese site, each section's anchor is :func:`heading_id` of its heading (made unique in the page
+    with -2, -3, ...), in place of the one docutils derived from its ASCII letters alone or numbered; a section's
+    other anchors (explicit targets) stay. Runs before Sphinx collects the anchors (table of contents, labels)."""
+
+    default_priority = 800  # before SphinxDomains (850) and the doctree-read event (880)
+
+    def apply(self, **kwargs: Any) -> None:
+        from docutils import nodes
+        from docutils.nodes import make_id
+
+        if not ZH:
+            return
+        taken: set[str] = set()
+        for section in self.document.findall(nodes.section):
+            title = section[0].astext() if len(section) and isinstance(section[0], nodes.title) else ""
+            generated = make_id(title)
+            old = [i for i in section["ids"] if re.fullmatch(r"id\d+", i) or (
+                generated and re.fullmatch(re.escape(generated) + r"(-\d+)?", i))]
+            base = heading_id(title)
+            new, n = base, 1
+            while new in taken or (new in self.document.ids and self.document.ids[new] is not section):
+                n += 1
+                new = f"{base}-{n}"
+            taken.add(new)
+            for i in old:
+                self.document.ids.pop(i, None)
+            section["ids"] = [new, *[i for i in section["ids"] if i not in old]]
+            self.document.ids[new] = section
+
+
+def _symptom_tables(app, doctree, docname):
+    """A table whose rows link to symptoms' cells (``…#symptom-<id>``: the symptom index) gets the class
+    ``hooklab-symptoms`` (_static/hooklab-site.css lays it out for a phone and for print), and each such row that has
+    no anchor of its own gets ``symptom-row-<id>``: a search result or a shared link can point at the row."""
+    from docutils import nodes
+
+    for table in doctree.findall(nodes.table):
+        rows = 0
+        for row in table.findall(nodes.row):
+            for ref in row.findall(nodes.reference):
+                match = re.search(r"#symptom-([\w-]+)$", ref.get("refuri", ""))
+                if match:
+                    rows += 1
+                    if not row["ids"]:
+                        row["ids"].append(f"symptom-row-{match[1]}")
+                    break
+        if rows:
+            table["classes"].append("hooklab-symptoms")
+
+
 def setup(app):
+    app.add_transform(ChineseSectionIds)
+    app.connect("doctree-resolved", _symptom_tables)
     # before pydata-sphinx-theme drops the header templates that render empty (priority 500)
     app.connect("html-page-context", _language_link, priority=400)
     app.connect("html-page-context", _no_edit_button_on_generated_pages, priority=900)  # after the theme's (501)
     app.connect("html-page-context", _launch_copies, priority=900)
+    app.connect("html-page-context", _classroom_buttons, priority=600)  # after the theme makes its buttons (501)
     app.connect("autodoc-skip-member", _no_constructor_with_private_types)
     if ZH and SITE.get("locale_dir"):
         # before the theme adds its own catalogue (when the builder loads it), so that ours comes first

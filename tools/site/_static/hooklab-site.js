@@ -32,3 +32,17 @@
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", arrive);
   else arrive();
 })();
+
+/* Printing from dark mode: the page is light while the browser prints (the print styles in hooklab-site.css give
+   dark text on white already; this also gives the code its light colours), then as it was. */
+(() => {
+  let before = null;
+  window.addEventListener("beforeprint", () => {
+    before = document.documentElement.dataset.theme;
+    if (before === "dark") document.documentElement.dataset.theme = "light";
+  });
+  window.addEventListener("afterprint", () => {
+    if (before === "dark") document.documentElement.dataset.theme = before;
+    before = null;
+  });
+})();
