@@ -10,7 +10,8 @@ For each notebook (default: all):
    ``hooklab[course] @ file:///…/hooklab-….whl`` instead of the repository's git URL at a commit;
 2. a fresh virtual environment gets pip, Jupyter's kernel machinery (ipykernel, nbclient) and torch at the lock's
    version, from uv's cache (pyproject.toml's ``launch-check`` group): Colab ships torch preinstalled, and so the
-   thirty-odd environments do not each download its 3 GB again. Nothing else is there: not hooklab, not the notebook's libraries;
+   environment of each notebook does not download its 3 GB again. Nothing else is there: not hooklab, not the
+   notebook's libraries;
 3. the copy runs there with nbclient, cell after cell, going on after a cell that fails: its install cell runs pip
    against PyPI only (this machine's pip configuration is set aside, as on Colab); ``--offline``: pip may use no
    index, and the environment gets hooklab's course extra from uv's cache beforehand, so only copies whose cell
