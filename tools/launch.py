@@ -17,8 +17,13 @@ copies that leave the repository, with the URL filled in from the Actions contex
 The cell (:func:`install_cell`) checks whether ``hooklab`` can be imported. Where it can (Binder, whose image is
 built from environment.yml; the course's own lab), it installs nothing and says so. Where it cannot (Colab, a
 notebook downloaded from the site), it runs ``pip install`` of hooklab with its ``course`` extra from the repository
-at that commit, plus the pins the course is verified on (torch, torchvision, ...: :func:`pins`), and says what it
-is doing. Without a repository URL (a site built locally) it says how to install hooklab from a clone instead.
+at that commit, plus exactly what that notebook imports, at the versions uv.lock pins (:func:`notebook_pins`: the
+imports are read from the notebook's code with ``ast`` and mapped to distributions by the installed metadata,
+``tools/notebook_imports.py``; torch always), and says what it is installing. On a Python older than
+``requires-python`` it stops first, saying which Python it needs (torch 2.15.0 has no build for 3.10). Without a
+repository URL (a site built locally) it says how to install hooklab from a clone instead.
+
+``python -m tools.launch_check`` runs every launch copy top to bottom in a fresh environment, as Colab would.
 """
 from __future__ import annotations
 
@@ -34,21 +39,29 @@ from typing import Any
 
 import tomllib
 
+from . import notebook_imports
+
 ROOT = Path(__file__).resolve().parent.parent
 LANGS = ("zh", "en")
+PACKAGE_PAGE = "docs/pypi.md"  # pyproject.toml's readme: Binder's `pip install -e .` builds the package from the branch
 INSTALL_TAG = "hooklab-install"
-# The packages a notebook imports, pinned as the course's environment pins them (pyproject.toml's course group):
-# the notebooks' outputs were recorded with these. Jupyter, the test tools and the language pack are left out: the
-# notebook runs in whatever Jupyter opened it.
-RUNTIME = ("torch", "torchvision", "torchviz", "matplotlib", "transformers", "safetensors")
+LOCK = ROOT / "uv.lock"
+# Every launch copy installs torch at the lock's version whatever it imports: hooklab needs it, and the notebooks'
+# outputs were recorded with it (the cell says so when another torch is running).
+ALWAYS = ("torch",)
+# What every Jupyter kernel has already: the cell never installs these (the notebook runs in whatever Jupyter opened
+# it, and replacing the running kernel's IPython under it would break it).
+IN_EVERY_KERNEL = frozenset({"ipython", "ipykernel", "jupyter-client", "jupyter-core", "traitlets", "comm",
+                             "matplotlib-inline"})
 PYTHON_KERNEL = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 _COMMENT = {
-    "zh": ("# 安装本课需要的包：hooklab（连同课程的 course 依赖）和课程验证时用的版本（torch 等）。\n"
-           "# 已经能导入 hooklab 时（Binder、./course lab）什么也不装。Colab 上第一次运行要几分钟。"),
-    "en": ("# Installs what this notebook needs: hooklab (with the course's extra) and the versions the course is\n"
-           "# verified on (torch, ...). Installs nothing where hooklab can be imported already (Binder, ./course lab).\n"
-           "# The first run on Colab takes a few minutes."),
+    "zh": ("# 安装本课需要的包：hooklab（连同课程的 course 依赖）和本课导入的每个包，\n"
+           "# 版本都是课程验证时用的（torch 等）。已经能导入 hooklab 时（Binder、./course lab）什么也不装。\n"
+           "# Colab 上第一次运行要几分钟。"),
+    "en": ("# Installs what this notebook needs: hooklab (with the course's extra) and every package this\n"
+           "# notebook imports, at the versions the course is verified on (torch, ...). Installs nothing where\n"
+           "# hooklab can be imported already (Binder, ./course lab). The first run on Colab takes a few minutes."),
 }
 
 
@@ -57,17 +70,56 @@ class LaunchError(Exception):
 
 
 def pins(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
-    """The exact pins of the packages the notebooks import, from pyproject.toml's ``course`` dependency group.
+    """The pins every launch copy installs, whatever it imports: torch, at the version uv.lock (beside
+    ``pyproject``) pins.
 
-    >>> [p.split("==")[0] for p in pins()]
-    ['torch', 'torchvision', 'torchviz', 'matplotlib', 'transformers', 'safetensors']
+    >>> pins()
+    ['torch==2.15.0']
     """
-    group = tomllib.loads(pyproject.read_text(encoding="utf-8"))["dependency-groups"]["course"]
-    by_name = {re.split(r"[=<>!~ \[;]", spec, maxsplit=1)[0].lower(): spec for spec in group if isinstance(spec, str)}
-    missing = [name for name in RUNTIME if name not in by_name or "==" not in by_name[name]]
-    if missing:
-        raise LaunchError(f"{pyproject}: the course group pins no exact version of {', '.join(missing)}")
-    return [by_name[name] for name in RUNTIME]
+    lock = pyproject.parent / "uv.lock"
+    if not lock.is_file():
+        raise LaunchError(f"{lock} is missing: the launch copies install the versions it pins")
+    locked = notebook_imports.locked_versions(lock)
+    try:
+        return [f"{name}=={notebook_imports.locked_version(name, locked, lock=lock)}" for name in ALWAYS]
+    except notebook_imports.ImportsError as exc:
+        raise LaunchError(str(exc)) from None
+
+
+def notebook_pins(nb: dict[str, Any], *, lock: Path = LOCK, mapping: dict[str, list[str]] | None = None) -> list[str]:
+    """Exactly what a notebook imports (its code cells, the install cell left out), as ``name==version`` at the
+    versions ``lock`` pins, sorted: torch always; hooklab (installed from the repository) and what every Jupyter kernel
+    has (:data:`IN_EVERY_KERNEL`) left out. ``mapping``: import name -> distributions (default: the installed
+    metadata). A name no installed or locked distribution provides raises :class:`LaunchError`.
+
+    >>> nb = {"cells": [{"cell_type": "code", "source": "import hooklab, timm\\nfrom IPython.display import HTML"}]}
+    >>> notebook_pins(nb)
+    ['timm==1.0.31', 'torch==2.15.0']
+    """
+    try:
+        modules = notebook_imports.imported_modules(nb, skip_tag=INSTALL_TAG)
+        found = set(notebook_imports.distributions(modules, mapping=mapping).values())
+        wanted = sorted((found | set(ALWAYS)) - {"hooklab"} - IN_EVERY_KERNEL)
+        locked = notebook_imports.locked_versions(lock)
+        return [f"{name}=={notebook_imports.locked_version(name, locked, lock=lock)}" for name in wanted]
+    except notebook_imports.ImportsError as exc:
+        title = next((notebook_imports.code_of(c).strip().splitlines()[0] for c in nb.get("cells", [])
+                      if c.get("cell_type") == "markdown" and notebook_imports.code_of(c).strip()), "a notebook")
+        raise LaunchError(f"{title}: {exc}") from None
+
+
+def minimum_python(pyproject: Path = ROOT / "pyproject.toml") -> tuple[int, int]:
+    """The oldest Python that ``requires-python`` allows (``>=3.11`` -> ``(3, 11)``): the install cell stops on an
+    older one.
+
+    >>> minimum_python()
+    (3, 11)
+    """
+    spec = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["requires-python"]
+    found = re.fullmatch(r"\s*>=\s*(\d+)\.(\d+)\s*", spec)
+    if not found:
+        raise LaunchError(f"{pyproject}: requires-python should be '>=3.N', got {spec!r}")
+    return int(found.group(1)), int(found.group(2))
 
 
 def requirement(repository: str | None, commit: str | None) -> str | None:
@@ -84,19 +136,30 @@ def requirement(repository: str | None, commit: str | None) -> str | None:
     return f"hooklab[course] @ git+{repository}" + (f"@{commit}" if commit else "")
 
 
-def install_cell(hooklab: str | None, pinned: list[str], lang: str) -> dict[str, Any]:
+def install_cell(hooklab: str | None, pinned: list[str], lang: str, *,
+                 python: tuple[int, int] | None = None) -> dict[str, Any]:
     """The first code cell of a launch copy: installs ``hooklab`` (a pip requirement) and ``pinned`` where
-    ``import hooklab`` would fail, and says what it did. ``hooklab=None``: it says how to install from a clone.
-    Tagged ``hooklab-install`` (and ``remove-cell``: the site's page does not show it; the downloaded file has it).
+    ``import hooklab`` would fail, and says what it is installing; on a Python older than ``python`` (default:
+    requires-python's) it stops before pip, saying which Python it needs. ``hooklab=None``: it says how to install
+    from a clone. Tagged ``hooklab-install`` (and ``remove-cell``: the site's page does not show it; the downloaded
+    file has it).
     """
     if lang not in LANGS:
         raise LaunchError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
+    major, minor = python or minimum_python()
     if hooklab is None:
         action = ('    raise ModuleNotFoundError(\n'
                   '        "hooklab is not installed. From a clone of the course\'s repository: "\n'
                   '        "pip install -e \\".[course]\\" (or ./course lab, which installs everything)")\n')
     else:
-        action = ('    print("installing hooklab and the packages the course is verified with (pip) ...", flush=True)\n'
+        action = (f'    if sys.version_info < ({major}, {minor}):\n'
+                  '        raise RuntimeError(\n'
+                  f'            "this notebook needs Python {major}.{minor} or newer: "\n'
+                  '            f"its packages ({\', \'.join(PINS)}) "\n'
+                  '            f"have no build for Python {sys.version_info.major}.{sys.version_info.minor}; "\n'
+                  '            "open it in a Jupyter with a newer Python")\n'
+                  '    print("installing hooklab and what this notebook imports, at the versions the course is "\n'
+                  '          "verified with (pip):", ", ".join(PINS), "...", flush=True)\n'
                   '    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", HOOKLAB, *PINS], check=True)\n'
                   '    importlib.invalidate_caches()\n'
                   '    print("installed: hooklab", version("hooklab"), "| torch", version("torch"))\n')
@@ -109,22 +172,27 @@ def install_cell(hooklab: str | None, pinned: list[str], lang: str) -> dict[str,
               f"{action}"
               "else:\n"
               '    print("hooklab", version("hooklab"), "is installed already: nothing to install")\n'
-              'TORCH = next(p.split("==")[1] for p in PINS if p.startswith("torch=="))\n'
-              'if version("torch") != TORCH:\n'
+              'TORCH = next((p.split("==")[1] for p in PINS if p.startswith("torch==")), None)\n'
+              'if TORCH and version("torch") != TORCH:\n'
               '    print(f"note: this is torch {version(\'torch\')}; the outputs shown were recorded with torch {TORCH}")\n')
     return {"cell_type": "code", "execution_count": None, "id": "hooklab-install",
             "metadata": {"tags": [INSTALL_TAG, "remove-cell"]}, "outputs": [], "source": source}
 
 
-def launch_copy(nb: dict[str, Any], lang: str, hooklab: str | None, pinned: list[str]) -> dict[str, Any]:
+def launch_copy(nb: dict[str, Any], lang: str, hooklab: str | None, pinned: list[str], *,
+                lock: Path = LOCK) -> dict[str, Any]:
     """A one-language notebook (as ``hooklab.course export`` writes it) made ready to leave the repository: the
-    install cell first, before the title's first code cell, and a plain Python 3 kernel (Colab's and Binder's
-    ``python3``; the course's kernel ``hooklab`` exists only where ./course or postBuild registered it)."""
+    install cell first, before the title's first code cell, installing ``pinned`` and what this notebook imports
+    (:func:`notebook_pins`, versions from ``lock``), and a plain Python 3 kernel (Colab's and Binder's ``python3``;
+    the course's kernel ``hooklab`` exists only where ./course or postBuild registered it)."""
     out = copy.deepcopy(nb)
     cells = [c for c in out["cells"] if INSTALL_TAG not in c.get("metadata", {}).get("tags", [])]
-    first_code = next((i for i, c in enumerate(cells) if c.get("cell_type") == "code"), len(cells))
-    cells.insert(first_code, install_cell(hooklab, pinned, lang))
     out["cells"] = cells
+    given = {notebook_imports.normal(p.split("==")[0]) for p in pinned}
+    everything = list(pinned) + [p for p in notebook_pins(out, lock=lock)
+                                 if notebook_imports.normal(p.split("==")[0]) not in given]
+    first_code = next((i for i, c in enumerate(cells) if c.get("cell_type") == "code"), len(cells))
+    cells.insert(first_code, install_cell(hooklab, everything, lang))
     out.setdefault("metadata", {})["kernelspec"] = dict(PYTHON_KERNEL)
     return out
 
@@ -163,11 +231,13 @@ def write_tree(out: Path, *, repository: str, commit: str | None, root: Path = R
     for lang in LANGS:
         (out / lang).mkdir()
         for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-            nb = launch_copy(export_notebook(read_notebook(path), lang), lang, hooklab, pinned)
+            nb = launch_copy(export_notebook(read_notebook(path), lang), lang, hooklab, pinned,
+                             lock=root / "uv.lock")
             target = out / lang / path.name
             target.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
             written.append(target)
-    for name in ("environment.yml", "postBuild", "pyproject.toml", "LICENSE", "LICENSE-prose.md"):
+    for name in ("environment.yml", "postBuild", "pyproject.toml", PACKAGE_PAGE, "LICENSE", "LICENSE-prose.md"):
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / name, out / name)
     shutil.copytree(root / "hooklab", out / "hooklab", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (out / "README.md").write_text(BRANCH_README.format(commit=commit or "(unknown)", repository=repository),

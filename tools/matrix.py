@@ -13,7 +13,8 @@
 4. Unless ``--unit-only``: executes every notebook there in the fixed environment of ``./course regen``, and the
    same notebooks in the locked ``.venv`` (the baseline, cached under ``build/matrix/baseline/``), and compares
    both with the committed outputs through ``tests/sanitize.cfg`` (see ``tools/matrix_report.py``).
-5. Writes ``build/matrix/<name>/report.md``.
+5. Writes ``build/matrix/<name>/report.md``, and ``results.json`` beside it (the changed cells as data: the weekly
+   workflow's summary of its runs, ``tools/matrix_ahead.py``).
 
 Exit status: 0 nothing changed, 1 something changed (a unit test failed, a cell of the hook matrix changed, or an
 output / figure changed because of PyTorch; machine drift alone is listed but is not a change), 2 usage or build
@@ -105,12 +106,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+NAME_LIMIT = 120  # a folder's name; eight --with requirements (the weekly look-ahead run) would pass 200
+
+
 def env_name(torch: str, vision: str, extra: list[str]) -> str:
     name = f"torch-{torch}-" + ("novision" if vision == "none" else f"vision-{vision}")
+    base = name
     for req in extra:
         slug = req.replace("<=", "-le").replace(">=", "-ge").replace("==", "-eq").replace("!=", "-ne")
         slug = slug.replace("<", "-lt").replace(">", "-gt").replace("~=", "-compat")
         name += "-with-" + re.sub(r"[^A-Za-z0-9.-]+", "_", slug).strip("_-")
+    if len(name) > NAME_LIMIT:  # the requirements are in the report; the name stays unique by their hash
+        name = f"{base}-with-{len(extra)}-packages-{hashlib.sha256(' '.join(extra).encode()).hexdigest()[:10]}"
     return name
 
 
@@ -316,10 +323,30 @@ def main(argv: list[str]) -> int:
     report = folder / "report.md"
     report.write_text(text, encoding="utf-8")
     code = max(matrix_report.exit_code(units, results), matrix_hooks.exit_code(hooks))
+    write_results(folder / "results.json", meta, units, results, code, hooks)
     say(f"report: {report.relative_to(ROOT)}")
     say(matrix_report.one_line(units, results))
     say(matrix_hooks.one_line(hooks))
     return code
+
+
+def write_results(path: Path, meta: dict, units: matrix_report.UnitResult, results: list, code: int,
+                  hooks: matrix_hooks.HookMatrixResult | None = None) -> None:
+    """What report.md says, as data: the run, its versions, the unit tests' result and failures, every changed
+    cell and figure that is not machine drift, and the hook matrix's changed cells (``python -m tools.matrix_ahead
+    summary`` reads these)."""
+    data = {
+        "name": meta["name"], "requested": meta["requested"], "versions": meta["versions"], "exit": code,
+        "unit_tests": units.summary_line or units.error or "", "failed_tests": [t for t, _ in units.failed],
+        "cells": [{"notebook": c.notebook, "cell": c.cell_num, "kind": c.kind, "heading": c.heading, "why": c.why}
+                  for r in results for c in r.torch_changes],
+        "figures": [{"notebook": f.notebook, "cell": f.cell_num, "note": f.note}
+                    for r in results for f in r.figures if not f.machine_drift],
+        "aborted": [f"{r.notebook}: {r.aborted}" for r in results if r.aborted],
+        "hook_matrix": ({"error": hooks.error, "changed": [c["key"] for c in hooks.changed]} if hooks is not None
+                        else None),
+    }
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """The public workflows (.github/workflows/): valid for GitHub Actions, and they run what the README says.
 
 - ci.yml (every push and pull request): the README's test command, the site, and the package check;
-- matrix.yml (weekly, in a file of its own): every cell of the hook behaviour matrix on the pinned PyTorch, then
-  `./course matrix` against the newest PyTorch;
+- matrix.yml (weekly, in a file of its own): `./course matrix` ahead of the lock (tools/matrix_ahead.py), the
+  launch copies run as Colab would (tools/launch_check.py), and every cell of the hook behaviour matrix on the pinned
+  PyTorch;
 - pages.yml (the default branch): both sites and the launch copies, deployed to GitHub Pages, the repository URL
   taken from the Actions context;
 - release.yml (a version tag): the package check, then PyPI's trusted publishing.
@@ -23,7 +24,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import tomllib
 import yaml
 
@@ -145,7 +145,7 @@ def test_every_job_that_installs_keeps_uvs_cache_pruned_for_ci():
             assert steps.index(setup) < first, f"{path.name} {name}: the cache is restored before anything installs"
 
 
-def test_the_schedule_runs_the_matrix_command_against_the_newest_pytorch_in_a_workflow_of_its_own():
+def test_the_schedule_runs_the_look_ahead_matrix_and_the_launch_copies_in_a_workflow_of_its_own():
     from tools import matrix
 
     workflow = load(MATRIX)
@@ -153,22 +153,53 @@ def test_the_schedule_runs_the_matrix_command_against_the_newest_pytorch_in_a_wo
     assert workflow["on"]["schedule"] and all("cron" in entry for entry in workflow["on"]["schedule"])
     for other in (WORKFLOW, PAGES, RELEASE):
         assert "schedule" not in load(other)["on"], other  # a disabled scheduled workflow takes nothing else along
-    job, = workflow["jobs"].values()
-    matrix_runs = [c for c in runs(job) if c.startswith("./course matrix")]
-    assert matrix_runs == ['./course matrix --torch "$TORCH" --vision "$VISION"']
-    step, = [s for s in job["steps"] if s.get("run", "").startswith("./course matrix")]
-    assert step["env"] == {"TORCH": "${{ steps.newest.outputs.torch }}",
-                           "VISION": "${{ steps.newest.outputs.vision }}"}
-    newest, = [s for s in job["steps"] if s.get("id") == "newest"]
-    assert "python .github/scripts/newest_torch.py >> \"$GITHUB_OUTPUT\"" in newest["run"]
-    # the command line is one tools/matrix.py accepts
-    argv = shlex.split(matrix_runs[0].replace("$TORCH", "2.15.0").replace("$VISION", "0.29.2"))[2:]
-    args = matrix.parse_args(argv)
-    assert (args.torch, args.vision, args.unit_only, args.library_only) == ("2.15.0", "0.29.2", False, False)
-    # and every cell of the hook behaviour matrix, on the pinned PyTorch, before it
-    hooks, = [s for s in job["steps"] if s.get("env", {}).get("HOOKLAB_HOOK_MATRIX") == "all"]
+    jobs = workflow["jobs"]
+    assert set(jobs) == {"plan", "matrix", "launch-copies", "pinned", "summary"}
+    # plan: what PyPI has that the lock does not pin, as the job matrix
+    plan_step, = [s for s in jobs["plan"]["steps"] if s.get("id") == "plan"]
+    assert 'python -m tools.matrix_ahead plan >> "$GITHUB_OUTPUT"' in plan_step["run"]
+    assert plan_step["env"] == {"TORCH": "${{ inputs.torch }}", "VISION": "${{ inputs.vision }}"}
+    assert jobs["plan"]["outputs"] == {"runs": "${{ steps.plan.outputs.runs }}"}
+    # matrix: one job per planned run, each ./course matrix with the run's arguments
+    run = jobs["matrix"]
+    assert run["needs"] == "plan" and run["if"] == "needs.plan.outputs.runs != '[]'"
+    assert run["strategy"] == {"fail-fast": False, "matrix": {"include": "${{ fromJSON(needs.plan.outputs.runs) }}"}}
+    assert [c for c in runs(run) if c.startswith("./course")] == ["./course matrix $ARGS"]
+    step, = [s for s in run["steps"] if s.get("run", "").startswith("./course matrix")]
+    assert step["env"] == {"ARGS": "${{ matrix.args }}", "UV_PRERELEASE": "${{ matrix.prerelease }}"}
+    upload, = [s for s in run["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert "build/matrix/*/results.json" in upload["with"]["path"] and upload["if"] == "always()"
+    # every command line the plan can make is one tools/matrix.py accepts
+    from tools import matrix_ahead
+    runs_made, _ = matrix_ahead.plan(fake_pypi(), lock={"torch": "2.15.0", "torchvision": "0.29.2",
+                                                        **{name: "0.1" for name in matrix_ahead.LIBRARIES}},
+                                     environ={})
+    assert len(runs_made) == 3
+    for made in runs_made:
+        args = matrix.parse_args(shlex.split(made["args"]))
+        assert not (args.unit_only or args.library_only or args.notebooks)  # unit tests and every notebook
+    # the launch copies, run as Colab would, after the test that checks what each one installs
+    commands = [c for c in runs(jobs["launch-copies"]) if not c.startswith("sudo ")]
+    assert commands == ["./course test tests/tools/test_launch.py",
+                        ".venv/bin/python -m tools.launch_check --out build/launch-check"]
+    # every cell of the hook behaviour matrix, on the pinned PyTorch
+    hooks, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_HOOK_MATRIX") == "all"]
     assert hooks["run"] == "./course test tests/tools/test_hook_matrix.py"
-    assert job["steps"].index(hooks) < job["steps"].index(step)
+    assert jobs["summary"]["needs"] == ["plan", "matrix", "launch-copies", "pinned"]
+    assert jobs["summary"]["if"] == "always()"
+    assert any('python -m tools.matrix_ahead summary reports >> "$GITHUB_STEP_SUMMARY"' in c
+               for c in runs(jobs["summary"]))
+
+
+def fake_pypi():
+    """PyPI's JSON for the plan: a newer torch pair, newer libraries and a torch pre-release."""
+    pages = {
+        "torch": {"releases": {"2.15.0": [{}], "2.16.0": [{}], "2.17.0rc1": [{}]}},
+        "torchvision": {"info": {"version": "0.30.0", "requires_dist": ["torch==2.16.0"]},
+                        "releases": {"0.30.0": [{}], "0.31.0rc1": [{}]}},
+        "torchvision/0.31.0rc1": {"info": {"requires_dist": ["torch==2.17.0rc1"]}},
+    }
+    return lambda name: pages.get(name, {"releases": {"0.1": [{}], "0.2": [{}]}})
 
 
 def load_script(name: str):
@@ -177,35 +208,6 @@ def load_script(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def test_newest_torch_pairs_the_newest_torchvision_with_the_newest_torch_it_accepts():
-    import doctest
-
-    module = load_script("newest_torch")
-    assert doctest.testmod(module).failed == 0
-    torch = {"releases": {"2.14.0": [{}], "2.15.0": [{}], "2.16.0": [{"yanked": True}], "2.17.0a0": [{}]}}
-    vision = {"info": {"version": "0.29.2", "requires_dist": ["numpy", "torch>=2.14.0",
-                                                             "scipy; extra == \"scipy\""]}}
-    assert module.newest_pair(vision, torch) == ("2.15.0", "0.29.2")
-    bounded = {"info": {"version": "0.29.0", "requires_dist": ["torch<2.15,>=2.14"]}}
-    assert module.newest_pair(bounded, torch) == ("2.14.0", "0.29.0")
-    with pytest.raises(ValueError, match="no torch release on PyPI satisfies torchvision 0.30.0's torch>=3"):
-        module.newest_pair({"info": {"version": "0.30.0", "requires_dist": ["torch>=3"]}}, torch)
-    with pytest.raises(ValueError, match="names no torch requirement"):
-        module.newest_pair({"info": {"version": "0.30.0", "requires_dist": ["numpy"]}}, torch)
-
-
-@pytest.mark.parametrize("env, rc, out", [
-    ({"TORCH": "2.13.0", "VISION": "0.28.0"}, 0, "torch=2.13.0\nvision=0.28.0\n"),
-    ({"TORCH": "2.13.0", "VISION": ""}, 2, ""),
-])
-def test_newest_torch_takes_a_pair_given_by_hand_without_asking_pypi(env, rc, out):
-    result = subprocess.run([sys.executable, str(ROOT / ".github" / "scripts" / "newest_torch.py")],
-                            env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
-    assert (result.returncode, result.stdout) == (rc, out), result.stderr
-    if rc:
-        assert "give both TORCH and VISION, or neither" in result.stderr
 
 
 def test_pages_builds_both_sites_with_the_repository_url_from_the_actions_context_and_deploys_them():
@@ -252,7 +254,14 @@ def test_release_publishes_on_a_version_tag_with_trusted_publishing_after_the_pa
 def test_check_package_builds_installs_with_pip_from_the_wheel_and_runs_the_installed_doctests():
     script = (ROOT / ".github" / "scripts" / "check_package.sh").read_text(encoding="utf-8")
     assert "uv build --out-dir dist" in script
-    assert '"$PWD/$wheel[course]"' in script and "--constraint" in script and "python3 -m venv" in script
+    assert '"$PWD/${wheel}[course]"' in script and "--constraint" in script and "python3 -m venv" in script
+    assert '"$work/venv/bin/twine" check --strict dist/*' in script
+    assert "python3 -m tools.package_page sizes dist" in script
+    stamp = 'python3 -m tools.package_page stamp --repository-url "$HOOKLAB_REPOSITORY_URL"'
+    assert script.index(stamp) < script.index("uv build --out-dir dist")  # the links are in the built page
+    for path in (WORKFLOW, RELEASE):  # both builds know the repository: the page's links are filled in
+        job, = [j for j in load(path)["jobs"].values() if "bash .github/scripts/check_package.sh" in runs(j)]
+        assert job["env"] == {"HOOKLAB_REPOSITORY_URL": "${{ github.server_url }}/${{ github.repository }}"}, path
     assert 'cd "$work"' in script and "--pyargs hooklab" in script and "--doctest-plus" in script
     result = subprocess.run(["bash", "-n", str(ROOT / ".github" / "scripts" / "check_package.sh")],
                             capture_output=True, text=True, timeout=30)

@@ -1,7 +1,7 @@
 """`pip install hooklab` and `pip install "hooklab[course]"`, into a fresh environment, give what they promise.
 
 One environment (module fixtures): the plain install is made and checked first, then the course's extra is added
-and checked. Both are installed by uv from a copy of the package's files (pyproject.toml, uv.lock, README.md,
+and checked. Both are installed by uv from a copy of the package's files (pyproject.toml, uv.lock, docs/pypi.md,
 hooklab/), non-editable: uv builds the wheel and installs it with the versions uv.lock pins, offline, from
 uv's cache (which ``./course`` filled when it built .venv; files are symlinked from it, so an environment takes about
 100 MB and 10 s). Nothing is downloaded: without the packages in uv's cache the tests skip and say so.
@@ -47,7 +47,8 @@ def project(tmp_path_factory) -> Path:
     if not UV.exists():
         pytest.skip(f"uv is not installed at {UV} (./course installs it when it builds .venv)")
     copy = tmp_path_factory.mktemp("hooklab-src")
-    for name in ("pyproject.toml", "uv.lock", "README.md"):
+    for name in ("pyproject.toml", "uv.lock", "docs/pypi.md"):  # docs/pypi.md: pyproject.toml's readme
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, copy / name)
     shutil.copytree(ROOT / "hooklab", copy / "hooklab", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return copy

@@ -1,16 +1,28 @@
 """tools/launch.py: the launch copies that leave the repository (the site's download button, Colab, Binder) start
-with a cell that installs hooklab where it is missing. Here: what the cell and the launch branch's tree hold; the
-cell itself runs in a fresh environment in tests/tools/test_package.py."""
+with a cell that installs hooklab where it is missing, and exactly what the notebook imports at the lock's versions.
+Here: what the cell and the launch branch's tree hold, and that every notebook's cell installs every distribution
+its code imports (read here independently of tools/notebook_imports.py: import lines by a regular expression,
+distributions by the files they installed). The cell itself runs in a fresh environment in
+tests/tools/test_package.py; whole launch copies run as Colab would with ``python -m tools.launch_check``."""
 from __future__ import annotations
 
+import ast
+import doctest
+import importlib.metadata
+import importlib.util
 import json
+import re
 import shutil
+import sys
+from functools import cache
 from pathlib import Path
 
 import pytest
 import tomllib
 
-from tools import launch
+from tools import launch, notebook_imports
+
+pytestmark = pytest.mark.timeout(120)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,17 +30,143 @@ URL = "https://github.com/example-owner/hooklab"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
-def test_pins_are_the_course_environments_exact_versions():
+def locked() -> dict[str, set[str]]:
+    lock = tomllib.loads((ROOT / "uv.lock").read_text(encoding="utf-8"))
+    found: dict[str, set[str]] = {}
+    for package in lock["package"]:
+        found.setdefault(re.sub(r"[-_.]+", "-", package["name"]).lower(), set()).add(package.get("version"))
+    return found
+
+
+def test_pins_are_torch_at_the_locked_version():
     group = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["dependency-groups"]["course"]
-    pins = launch.pins()
-    assert pins == [spec for name in launch.RUNTIME for spec in group if spec.split("==")[0] == name]
-    assert "torch==2.15.0" in pins and all("==" in p for p in pins)
+    assert launch.pins() == [f"torch=={version}" for version in locked()["torch"]]
+    assert launch.pins()[0] in group  # the course group pins the same torch
 
 
-def test_a_pyproject_without_an_exact_pin_is_refused(tmp_path):
-    (tmp_path / "pyproject.toml").write_text('[dependency-groups]\ncourse = ["torch>=2.3"]\n', encoding="utf-8")
-    with pytest.raises(launch.LaunchError, match="pins no exact version of torch, torchvision"):
+def test_a_missing_lock_is_refused(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n', encoding="utf-8")
+    with pytest.raises(launch.LaunchError, match="uv.lock is missing"):
         launch.pins(tmp_path / "pyproject.toml")
+
+
+def test_the_tools_docstring_examples_run():
+    for module in (launch, notebook_imports):
+        assert doctest.testmod(module).failed == 0, module.__name__
+
+
+# ---- every notebook's cell installs what the notebook imports ------------------------------------------------
+
+IMPORT_LINE = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_]\w*)", re.MULTILINE)
+
+
+@cache
+def file_owners() -> dict[Path, str]:
+    """Installed file -> the distribution that installed it (from every distribution's RECORD): top-level modules and
+    packages' ``__init__`` files only."""
+    owners = {}
+    for dist in importlib.metadata.distributions():
+        for file in dist.files or []:
+            if len(file.parts) <= 2 and file.suffix in (".py", ".so") and not file.parts[0].endswith(".dist-info"):
+                name = re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower()
+                owners[Path(str(dist.locate_file(file))).resolve()] = name
+    return owners
+
+
+def owner(module: str) -> str | None:
+    """The distribution that provides ``module`` (None: the standard library); editable installs map by name."""
+    if module in sys.stdlib_module_names:
+        return None
+    spec = importlib.util.find_spec(module)
+    assert spec is not None, f"{module} is imported by a notebook but not installed in .venv"
+    if spec.origin in (None, "built-in", "frozen"):
+        return None
+    where = Path(spec.origin).resolve()
+    if where in file_owners():
+        return file_owners()[where]
+    if module == "hooklab":  # installed editable: the file is the checkout's
+        return "hooklab"
+    pytest.fail(f"no installed distribution's RECORD lists {where} (module {module})")
+
+
+def cell_lists(copy: dict) -> tuple[str | None, list[str]]:
+    """HOOKLAB and PINS as the launch copy's install cell assigns them."""
+    cell, = [c for c in copy["cells"] if "hooklab-install" in c.get("metadata", {}).get("tags", [])]
+    values = {}
+    for node in ast.parse(cell["source"]).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id in ("HOOKLAB", "PINS"):
+                values[node.targets[0].id] = ast.literal_eval(node.value)
+    return values["HOOKLAB"], values["PINS"]
+
+
+def not_installed(copy: dict) -> list[str]:
+    """What the launch copy's code imports that its install cell does not install at the lock's version."""
+    hooklab, pins = cell_lists(copy)
+    code = "\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in copy["cells"]
+                     if c["cell_type"] == "code" and "hooklab-install" not in c.get("metadata", {}).get("tags", []))
+    missing = []
+    for module in sorted(set(IMPORT_LINE.findall(code))):
+        dist = owner(module)
+        if dist is None or dist in launch.IN_EVERY_KERNEL:
+            continue
+        if dist == "hooklab":
+            if not (hooklab or "").startswith("hooklab[course] @ "):
+                missing.append("hooklab[course]")
+        elif not any(f"{dist}=={version}" in pins for version in locked()[dist]):
+            missing.append(dist)
+    return missing
+
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name[:2] for p in NOTEBOOKS])
+def test_every_launch_copy_installs_everything_its_notebook_imports(path):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    copy = launch.launch_copy(nb, "en", launch.requirement(URL, COMMIT), launch.pins())
+    assert not_installed(copy) == [], f"{path.name}: its launch copy's install cell misses these"
+    _, pins = cell_lists(copy)
+    assert pins[0] == launch.pins()[0] and len(set(pins)) == len(pins)
+
+
+def test_notebook_15s_cell_installs_its_libraries_at_the_course_pins():
+    # the launch copy that failed 15 of 39 cells: it installed none of these
+    nb = json.loads((ROOT / "notebooks" / "15_hooks_in_libraries.ipynb").read_text(encoding="utf-8"))
+    _, pins = cell_lists(launch.launch_copy(nb, "en", launch.requirement(URL, COMMIT), launch.pins()))
+    for name in ("diffusers", "captum", "torchao", "pytorch-lightning", "timm", "accelerate", "peft"):
+        assert [p for p in pins if p.split("==")[0] == name] == [f"{name}=={v}" for v in locked()[name]]
+
+
+def test_a_cell_that_misses_an_import_is_caught():
+    # the check above can fail: a notebook importing timm, with a cell that installs torch only (the old fixed list)
+    source = "import torch\nimport timm\nfrom hooklab import course"
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": source}]}
+    copy = launch.launch_copy(nb, "en", launch.requirement(URL, COMMIT), launch.pins())
+    assert not_installed(copy) == []
+    copy["cells"][0] = launch.install_cell(launch.requirement(URL, COMMIT), launch.pins(), "en")
+    assert not_installed(copy) == ["timm"]
+    copy["cells"][0] = launch.install_cell(f"hooklab @ git+{URL}", launch.pins() + ["timm==1.0.31"], "en")
+    assert not_installed(copy) == ["hooklab[course]"]
+
+
+def test_an_import_nothing_provides_is_refused_with_the_notebook_named():
+    nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": "# 99 · New\ntext"},
+                    {"cell_type": "code", "metadata": {}, "source": "import no_such_module_here"}]}
+    with pytest.raises(launch.LaunchError, match=r"# 99 · New: 'no_such_module_here' is imported, but no installed "
+                                                 r"distribution provides it: add the package"):
+        launch.launch_copy(nb, "en", None, launch.pins())
+    bad = {"cells": [{"cell_type": "code", "metadata": {}, "source": "def f(:\n"}]}
+    with pytest.raises(launch.LaunchError, match="code cell 0 does not parse"):
+        launch.notebook_pins(bad)
+
+
+def test_imports_are_read_through_magics_and_version_calls():
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": "%matplotlib inline\n!pip list\nimport torch\n"
+                     "from importlib import metadata\nmetadata.version('captum')\nfrom . import local"},
+                    {"cell_type": "code", "metadata": {"tags": ["hooklab-install"]}, "source": "import timm"}]}
+    assert notebook_imports.imported_modules(nb, skip_tag="hooklab-install") == {"torch", "importlib", "captum"}
+    assert launch.notebook_pins(nb) == ["captum==0.9.0", "torch==2.15.0"]
 
 
 def test_requirement_names_the_repository_at_the_commit():
@@ -39,7 +177,7 @@ def test_requirement_names_the_repository_at_the_commit():
         launch.requirement(URL, "main; rm -rf /")
 
 
-@pytest.mark.parametrize("lang, words", [("zh", "已经能导入 hooklab 时"), ("en", "Installs nothing where hooklab")])
+@pytest.mark.parametrize("lang, words", [("zh", "已经能导入 hooklab 时"), ("en", "Installs nothing where")])
 def test_install_cell_says_what_it_does_in_the_notebooks_language(lang, words):
     cell = launch.install_cell(f"hooklab[course] @ git+{URL}@{COMMIT}", ["torch==2.15.0"], lang)
     source = cell["source"]
@@ -54,6 +192,23 @@ def test_install_cell_says_what_it_does_in_the_notebooks_language(lang, words):
     with pytest.raises(ModuleNotFoundError, match=r"hooklab is not installed\. From a clone"):
         exec(without.replace('find_spec("hooklab")', 'find_spec("hooklab_not_here")'), namespace)
     assert namespace["HOOKLAB"] is None
+
+
+def test_install_cell_stops_on_a_python_too_old_before_pip(monkeypatch):
+    # torch 2.15.0 has no wheel for Python 3.10: the cell says which Python it needs instead of pip's
+    # "No matching distribution found"; here the required version is raised past the running one
+    source = launch.install_cell(f"hooklab[course] @ git+{URL}", ["torch==2.15.0", "timm==1.0.31"], "en",
+                                 python=(sys.version_info.major, sys.version_info.minor + 1))["source"]
+    ran = []
+    monkeypatch.setattr("subprocess.run", lambda *a, **k: ran.append(a))
+    expected = (rf"this notebook needs Python 3\.{sys.version_info.minor + 1} or newer: "
+                rf"its packages \(torch==2\.15\.0, "
+                rf"timm==1\.0\.31\) have no build for Python 3\.{sys.version_info.minor}; open it in a Jupyter")
+    with pytest.raises(RuntimeError, match=expected):
+        exec(source.replace('find_spec("hooklab")', 'find_spec("hooklab_not_here")'), {})
+    assert ran == []
+    assert launch.minimum_python() == (3, 11)
+    assert "if sys.version_info < (3, 11):" in launch.install_cell("hooklab", [], "en")["source"]
 
 
 def test_launch_copy_puts_the_cell_before_the_first_code_cell_once():
@@ -72,7 +227,9 @@ def test_launch_copy_puts_the_cell_before_the_first_code_cell_once():
 def test_launch_branch_tree_holds_the_copies_and_what_binder_builds(tmp_path):
     root = tmp_path / "repo"
     (root / "notebooks").mkdir(parents=True)
-    for name in ("environment.yml", "postBuild", "pyproject.toml", "LICENSE", "LICENSE-prose.md"):
+    for name in ("environment.yml", "postBuild", "pyproject.toml", "uv.lock", launch.PACKAGE_PAGE, "LICENSE",
+                 "LICENSE-prose.md"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, root / name)
     shutil.copytree(ROOT / "hooklab", root / "hooklab", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(ROOT / "notebooks" / "01_tensor_hooks.ipynb", root / "notebooks")
@@ -89,6 +246,8 @@ def test_launch_branch_tree_holds_the_copies_and_what_binder_builds(tmp_path):
     assert (out / "hooklab" / "course" / "assets" / "induction_lm" / "model.safetensors").is_file()
     assert not (out / ".github").exists() and not (out / "notebooks").exists()  # no workflow runs on the branch
     assert COMMIT in (out / "README.md").read_text(encoding="utf-8")
+    assert (out / launch.PACKAGE_PAGE).read_text(encoding="utf-8") == (ROOT / launch.PACKAGE_PAGE).read_text(
+        encoding="utf-8")  # pyproject.toml's readme: `pip install -e .` needs it
 
 
 def test_command_line_refuses_a_url_that_is_not_a_repository(tmp_path, capsys):

@@ -1,5 +1,6 @@
 """The licenses: MIT for the code (LICENSE, as pyproject.toml says), CC BY 4.0 for the prose and figures
-(LICENSE-prose.md, in both languages), and both files ship in hooklab's wheel (setuptools' default license-files)."""
+(LICENSE-prose.md, in both languages), and both files ship in hooklab's wheel (pyproject.toml's SPDX ``license``
+and ``license-files``, PEP 639)."""
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ def test_code_is_mit_as_pyproject_says():
     assert text.startswith("MIT License\n\nCopyright (c) 2026 the hooklab authors\n")
     assert "THE SOFTWARE IS PROVIDED \"AS IS\", WITHOUT WARRANTY OF ANY KIND" in text
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert project["license"] == {"text": "MIT"}
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE", "LICENSE-prose.md"]
 
 
 def test_prose_and_figures_are_cc_by_in_both_languages():
@@ -31,8 +32,8 @@ def test_prose_and_figures_are_cc_by_in_both_languages():
 
 def test_the_wheel_carries_both_license_files(tmp_path):
     source = tmp_path / "src"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE", "LICENSE-prose.md"):
+    (source / "docs").mkdir(parents=True)
+    for name in ("pyproject.toml", "docs/pypi.md", "LICENSE", "LICENSE-prose.md"):  # docs/pypi.md: the readme
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "hooklab", source / "hooklab", ignore=shutil.ignore_patterns("__pycache__"))
     build = subprocess.run([sys.executable, "-c", "import sys; from setuptools import build_meta; "
@@ -47,3 +48,4 @@ def test_the_wheel_carries_both_license_files(tmp_path):
         metadata = archive.read(f"{info}/METADATA").decode()
     assert {f"{info}/licenses/LICENSE", f"{info}/licenses/LICENSE-prose.md"} <= set(names)
     assert "License-File: LICENSE\n" in metadata and "License-File: LICENSE-prose.md\n" in metadata
+    assert "License-Expression: MIT\n" in metadata and "License :: " not in metadata

@@ -1,7 +1,8 @@
-"""The package people install: ``uv build`` gives a wheel and an sdist that hold the whole package, and the first
-cell of a launch copy (tools/launch.py: what Colab or a downloaded notebook runs) installs the wheel with the course's
-extra into a fresh environment, says so, and installs nothing the second time; the installed package's doctests pass
-there.
+"""The package people install: ``uv build`` gives a wheel and an sdist that hold the whole package, with the metadata
+PyPI shows (the package page docs/pypi.md with its links filled in as CI fills them, the SPDX licence, classifiers,
+project URLs) passing ``twine check --strict``, at the sizes the README states; and the first cell of a launch copy
+(tools/launch.py: what Colab or a downloaded notebook runs) installs the wheel with the course's extra into a fresh
+environment, says so, and installs nothing the second time; the installed package's doctests pass there.
 
 Nothing is downloaded: the build's setuptools and the environment's packages (the versions uv.lock pins) come from
 uv's cache, which ``./course`` filled when it built .venv (offline; without them the tests skip and say so), and pip
@@ -10,6 +11,7 @@ wheel's size is printed (``-s`` shows it). Everything is written under pytest's 
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -21,11 +23,14 @@ from pathlib import Path
 
 import pytest
 
-from tools import launch
+import patience
+from tools import launch, package_page
 
 ROOT = Path(__file__).resolve().parents[2]
 UV = ROOT / ".tools" / "bin" / "uv"
+EXAMPLE_URL = "https://github.com/example-owner/hooklab"
 STEP_TIMEOUT = 240  # s for one build, one install or one run (each takes 5-30 s on an idle machine)
+LAUNCH_CHECK_S = 240  # hang guard (stretched by the load: tests/patience.py) for notebook 01's Colab-like run
 
 pytestmark = pytest.mark.timeout(4 * STEP_TIMEOUT)
 
@@ -56,9 +61,12 @@ def source(tmp_path_factory) -> Path:
     if not UV.exists():
         pytest.skip(f"uv is not installed at {UV} (./course installs it when it builds .venv)")
     source = tmp_path_factory.mktemp("hooklab-src")
-    for name in ("pyproject.toml", "uv.lock", "README.md", "LICENSE", "LICENSE-prose.md"):
+    # README.md too: setuptools puts a README into the sdist whether or not it is the package page, as in CI's build
+    for name in ("pyproject.toml", "uv.lock", "README.md", launch.PACKAGE_PAGE, "LICENSE", "LICENSE-prose.md"):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, source / name)
     shutil.copytree(ROOT / "hooklab", source / "hooklab", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    package_page.stamp(source, EXAMPLE_URL)  # as check_package.sh does in CI and in the release
     return source
 
 
@@ -88,12 +96,41 @@ def test_wheel_and_sdist_hold_the_whole_package(dist):
     assert "hooklab/py.typed" in names and "hooklab/course/assets/induction_lm/model.safetensors" in names
     metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert "Name: hooklab" in metadata and "Provides-Extra: course" in metadata
-    assert "Requires-Dist: torch>=2.3" in metadata and 'Requires-Dist: nbformat>=5.9; extra == "course"' in metadata
+    assert "Requires-Dist: torch>=2.3" in metadata
+    assert 'Requires-Dist: transformers<=5.23.0,>=5.0; extra == "course"' in metadata  # the verified version at most
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert not [n for n in names if n.startswith(("tests/", "notebooks/", "tools/"))]
     with tarfile.open(dist["sdist"]) as sdist:
         members = {m.name.split("/", 1)[1] for m in sdist.getmembers() if "/" in m.name}
-    assert package_files() <= members and {"pyproject.toml", "LICENSE", "LICENSE-prose.md"} <= members
+    assert package_files() <= members
+    assert {"pyproject.toml", "LICENSE", "LICENSE-prose.md", launch.PACKAGE_PAGE} <= members
     assert dist["wheel"].stat().st_size < 5 * 1024 * 1024  # the small trained model is the largest part
+
+
+def test_the_metadata_is_what_pypi_shows_and_twine_passes_it(dist):
+    wheel = zipfile.ZipFile(dist["wheel"])
+    raw = wheel.read(next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    headers, _, description = raw.partition("\n\n")
+    fields = [tuple(line.split(": ", 1)) for line in headers.splitlines() if ": " in line]
+    for expected in [("License-Expression", "MIT"), ("License-File", "LICENSE"), ("Requires-Python", ">=3.11"),
+                     ("Author", "the hooklab authors"), ("Description-Content-Type", "text/markdown"),
+                     ("Project-URL", f"Repository, {EXAMPLE_URL}"), ("Project-URL", f"Issues, {EXAMPLE_URL}/issues"),
+                     ("Project-URL", "Homepage, https://example-owner.github.io/hooklab/"),
+                     ("Classifier", "Programming Language :: Python :: 3.11"), ("Classifier", "Typing :: Typed")]:
+        assert expected in fields, expected
+    assert not [f for f in fields if f[0] == "Classifier" and f[1].startswith("License ::")]  # PEP 639: the expression
+    page = package_page.stamp_page((ROOT / launch.PACKAGE_PAGE).read_text(encoding="utf-8"), EXAMPLE_URL)
+    assert description.strip() == page.strip() and "OWNER" not in description
+    print(f"\npackage page: {len(description.strip()):,} characters")
+    done = _run([sys.executable, "-m", "twine", "check", "--strict", str(dist["wheel"]), str(dist["sdist"])],
+                "twine check --strict", cwd=dist["wheel"].parent)
+    assert done.stdout.count("PASSED") == 2, done.stdout
+
+
+def test_the_readme_states_the_sizes_of_this_build(dist):
+    built = {kind: path.stat().st_size for kind, path in dist.items()}
+    problems = package_page.stale_sizes((ROOT / "README.md").read_text(encoding="utf-8"), built)
+    assert not problems, "; ".join(problems) + ": write them with `python -m tools.package_page sizes DIST --write`"
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +158,8 @@ def test_install_cell_installs_the_wheel_then_skips_and_the_doctests_pass(dist, 
     source = launch.install_cell(requirement, launch.pins(), "en")["source"]
     (tmp_path / "cell.py").write_text(source, encoding="utf-8")
     first = _run([str(fresh), "cell.py"], "the install cell (first run)", cwd=tmp_path, **CELL_ENV)
-    assert first.stdout.startswith("installing hooklab and the packages the course is verified with (pip) ...\n")
+    assert first.stdout.startswith("installing hooklab and what this notebook imports, at the versions the course is "
+                                   f"verified with (pip): {', '.join(launch.pins())} ...\n")
     assert "installed: hooklab 0.1.0 | torch 2.15.0" in first.stdout, first.stdout
     second = _run([str(fresh), "cell.py"], "the install cell (second run)", cwd=tmp_path, **CELL_ENV)
     assert second.stdout == "hooklab 0.1.0 is installed already: nothing to install\n"
@@ -133,3 +171,20 @@ def test_install_cell_installs_the_wheel_then_skips_and_the_doctests_pass(dist, 
                      "-o", "doctest_optionflags=ELLIPSIS FLOAT_CMP", "--pyargs", "hooklab"],
                     "the installed package's doctests", cwd=tmp_path)
     assert " passed" in doctests.stdout and " failed" not in doctests.stdout, doctests.stdout[-2000:]
+
+
+def test_notebook_01s_launch_copy_runs_in_a_fresh_environment(dist, tmp_path):
+    """The smallest Colab-like run (tools/launch_check.py): notebook 01's launch copy, top to bottom, in a fresh
+    environment with pip, Jupyter's kernel and torch, its first cell installing the wheel; offline: the course extra's
+    packages come from uv's cache beforehand and pip uses no index (the weekly workflow runs every copy online)."""
+    done = patience.run([sys.executable, "-m", "tools.launch_check", "01", "--offline", "--wheel", str(dist["wheel"]),
+                         "--out", str(tmp_path)], what="python -m tools.launch_check 01 --offline (a fresh environment "
+                        "from uv's cache, pip, notebook 01)", seconds=LAUNCH_CHECK_S, cwd=ROOT, env=_env())
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    line, = [x for x in done.stdout.splitlines() if x.startswith("01_tensor_hooks.ipynb: ")]
+    print(f"\n{line}")
+    results = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))["results"]
+    result, = results
+    assert result["failed"] == [] and result["aborted"] is None and result["passed"] == result["code_cells"] > 20
+    assert result["installs"] == [f"hooklab[course] @ {dist['wheel'].resolve().as_uri()}", *launch.pins()]
+    assert "installed: hooklab 0.1.0 | torch 2.15.0" in result["install_output"]  # the cell installed the wheel

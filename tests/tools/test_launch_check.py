@@ -1,0 +1,79 @@
+"""tools/launch_check.py (``python -m tools.launch_check``): what it reads from a launch copy, what it refuses, the
+environment it gives pip, and its report. Here without building an environment; notebook 01's copy runs in a fresh
+one, offline, in tests/tools/test_package.py (every copy runs online in the weekly workflow)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tools import launch, launch_check
+
+ROOT = Path(__file__).resolve().parents[2]
+WHEEL = "hooklab[course] @ file:///tmp/dist/hooklab-0.1.0-py3-none-any.whl"
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def copy_of(number: str) -> dict:
+    path, = (ROOT / "notebooks").glob(f"{number}_*.ipynb")
+    return launch.launch_copy(json.loads(path.read_text(encoding="utf-8")), "en", WHEEL, launch.pins())
+
+
+def test_what_a_copys_cell_installs_is_read_from_the_cell():
+    assert launch_check.cell_requirements(copy_of("01")) == [WHEEL, "torch==2.15.0"]
+    fifteen = launch_check.cell_requirements(copy_of("15"))
+    assert fifteen[0] == WHEEL and "timm==1.0.31" in fifteen and "diffusers==0.42.1" in fifteen
+
+
+def test_offline_runs_only_copies_that_need_no_more_than_the_course_extra():
+    assert launch_check.beyond_the_extra(copy_of("01")) == []
+    assert launch_check.beyond_the_extra(copy_of("06")) == ["torchviz==0.0.3"]
+    assert "timm==1.0.31" in launch_check.beyond_the_extra(copy_of("15"))
+
+
+def test_notebooks_are_chosen_by_number_or_name_and_a_wrong_one_is_refused():
+    assert [p.name for p in launch_check.chosen(["01", "15_hooks_in_libraries"])] == [
+        "01_tensor_hooks.ipynb", "15_hooks_in_libraries.ipynb"]
+    assert len(launch_check.chosen([])) == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+    with pytest.raises(launch_check.CheckError, match="'99' names no notebook"):
+        launch_check.chosen(["99"])
+    with pytest.raises(launch_check.CheckError, match="'1' names more than one notebook"):
+        launch_check.chosen(["1"])
+
+
+def test_main_refuses_bad_input_with_exit_2(tmp_path, capsys):
+    assert launch_check.main(["99", "--out", str(tmp_path)]) == 2
+    assert "names no notebook" in capsys.readouterr().err
+    (tmp_path / "x.whl").write_text("")
+    assert launch_check.main(["01", "--wheel", str(tmp_path / "x.whl"), "--out", str(tmp_path)]) == 2
+    assert "not a hooklab wheel" in capsys.readouterr().err
+    assert launch_check.main(["15", "--offline", "--wheel", str(ROOT / "pyproject.toml"), "--out", str(tmp_path)]) == 2
+
+
+def test_pip_in_the_copy_sees_only_its_index_as_on_colab(monkeypatch):
+    monkeypatch.setenv("PIP_FIND_LINKS", "/opt/wheels")
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "file:///opt/pypi/simple")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    env = launch_check.colab_env(offline=False)
+    assert env["PIP_CONFIG_FILE"] == os.devnull and "PIP_FIND_LINKS" not in env and "PIP_EXTRA_INDEX_URL" not in env
+    assert "PYTHONPATH" not in env and env["HF_HUB_OFFLINE"] == "1" and env["CUDA_VISIBLE_DEVICES"] == ""
+    assert "PIP_NO_INDEX" not in env and launch_check.colab_env(offline=True)["PIP_NO_INDEX"] == "1"
+
+
+def test_the_report_gives_per_notebook_what_it_installs_how_long_and_the_cells():
+    ok = launch_check.CopyResult("01_tensor_hooks.ipynb", [WHEEL, "torch==2.15.0"], code_cells=28, passed=28,
+                                 install_seconds=75.8, packages_added=47, seconds=123.4)
+    bad = launch_check.CopyResult("15_hooks_in_libraries.ipynb", [WHEEL, "torch==2.15.0"], code_cells=39, passed=24,
+                                  failed=["Cell 1: PackageNotFoundError: No package metadata was found for diffusers"],
+                                  install_seconds=94.9, packages_added=40, seconds=110)
+    assert ok.ok and not bad.ok
+    assert launch_check.one_line(ok) == ("01_tensor_hooks.ipynb: install 75.8 s (+47 packages), 28/28 code cells ran "
+                                         "in 123 s")
+    report = launch_check.render_report([ok, bad], {"lang": "en", "hooklab": "w.whl", "python": "3.11.7",
+                                                    "offline": False})
+    assert "| 01_tensor_hooks.ipynb | `hooklab[course]`, `torch==2.15.0` | 75.8 s | 47 | 28/28 | 123 s |  |" in report
+    assert "| 24/39 | 110 s | Cell 1: PackageNotFoundError: No package metadata was found for diffusers |" in report
+    assert "- 1 of 2 copies ran every code cell" in report and "downloaded from PyPI only" in report
