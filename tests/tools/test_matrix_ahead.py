@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import launch, matrix, matrix_ahead, matrix_report as mr
+from tools import launch, matrix, matrix_ahead, matrix_hooks, matrix_report as mr
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = {"torch": "2.15.0", "torchvision": "0.29.2", "transformers": "5.23.0", "accelerate": "1.15.0",
@@ -139,7 +139,9 @@ def changed_run(tmp_path: Path) -> Path:
             "versions": {"torch": "2.15.0", "torchvision": "0.29.2"}}
     folder = tmp_path / "matrix-newest-libraries" / meta["name"]
     folder.mkdir(parents=True)
-    matrix.write_results(folder / "results.json", meta, units, results, mr.exit_code(units, results))
+    hooks = matrix_hooks.HookMatrixResult(changed=[{"key": "forward-hook@compile",
+                                                     "fields": {"calls": [1, 2]}}])
+    matrix.write_results(folder / "results.json", meta, units, results, mr.exit_code(units, results), hooks)
     return folder
 
 
@@ -152,8 +154,9 @@ def test_the_summary_lists_every_changed_cell_of_every_run(tmp_path):
     text = matrix_ahead.summary(results, ["newest libraries: timm 1.0.32"])
     assert "- newest libraries: timm 1.0.32" in text
     assert ("| torch-2.15.0-vision-0.29.2-with-timm-eq1.0.32 | torch 2.15.0, torchvision 0.29.2, `timm==1.0.32` | "
-            "3 passed in 1.0s | 1 | 0 | 0 | 1 |") in text
+            "3 passed in 1.0s | 1 | 0 | 0 | 1 changed | 1 |") in text
     assert '- 15 · Cell 0 (behaviour change), under "3. Hooks": numbers changed by more than rounding (2 -> 3)' in text
+    assert "- hook matrix cell `forward-hook@compile` observed differently" in text
     assert "No run wrote results" in matrix_ahead.summary([])
 
 
