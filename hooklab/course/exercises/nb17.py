@@ -170,12 +170,13 @@ _WHY_17_3 = {
                                       "完整反向钩子按模块的每一次调用运行。",
                                       "a full backward hook runs once per call of the module."),
     "forward-hook@apply": ("registered-twice",
-                           "`model.apply` 经两个父模块各访问一次共享的模块，钩子注册了两次。",
-                           "`model.apply` visits the shared module once through each parent: the hook is registered "
-                           "twice."),
+                           "`model.apply` 经两条路径（两个父模块各一条）访问共享的模块，钩子注册了两次。",
+                           "`model.apply` reaches the shared module along two paths (one through each parent): the "
+                           "hook is registered twice."),
     "forward-hook@checkpoint": ("recomputed",
-                                "检查点在反向时重算前向，前向钩子再运行一次。",
-                                "the checkpoint recomputes the forward in backward, and the forward hook runs again."),
+                                "检查点在反向时重算前向，直到反向需要的最后一个张量（由 subject 之后的 head 保存），subject 的前向钩子再运行一次。",
+                                "the checkpoint recomputes the forward in backward, up to the last tensor backward needs "
+                                "(saved by the head, after the subject): the subject's forward hook runs again."),
 }
 
 

@@ -6,9 +6,12 @@ and keeps what the run produced (``h.fact(...)``) so that the modify run can be 
 ``h.exercise(rig, model)`` runs the state families' calls (``state_dict()``, ``opt.step()``) on the object a user
 holds afterwards. Adding a column is writing one such function and one :class:`Context` line.
 
-The compiler contexts use the ``aot_eager`` backend: it builds the graphs AOTAutograd builds (one
-``CompiledFunctionBackward`` Node per graph, hooks traced or not) without generating kernels; what a hook does is
-decided there, not by inductor's code generation.
+The compiler contexts use the ``aot_eager`` backend: Dynamo and AOTAutograd run as usual (one
+``CompiledFunctionBackward`` Node per graph, hooks traced or not) and no kernels are generated; which hooks run, how
+often and with what is decided there, not by inductor's code generation. One step differs: inductor partitions the
+joint graph with its own partitioner (``aot_eager_decomp_partition`` reproduces it without code generation), which may
+recompute cheap intermediates instead of saving them, so saved-tensor hooks can see fewer tensors; on the probe's
+model the two give the same cells (checked on a sample of the compile and compiled-autograd cells).
 """
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ HINTS = {
              "handle.remove()`，再反向。",
              "follow section 5's contexts: `rig = h.rig()`, `h.install(rig)`, the forward, then `for handle in "
              "rig.handles: handle.remove()`, then the backward."),
-    "17.3": ("第 4 节：叶子张量的钩子看到求和后的梯度；`model.apply` 按父模块访问；检查点在反向时重算。",
-             "section 4: a leaf's hook sees the summed gradient; `model.apply` visits per parent; a checkpoint "
-             "recomputes in backward."),
+    "17.3": ("第 3.6、4 节：叶子张量的钩子看到求和后的梯度；`model.apply` 按路径访问；检查点在反向时重算（直到反向需要的最后一个张量）。",
+             "sections 3.6 and 4: a leaf's hook sees the summed gradient; `model.apply` visits per path; a checkpoint "
+             "recomputes in backward (up to the last tensor backward needs)."),
 }
 
 # [17.1]
