@@ -4,15 +4,16 @@
   glossary, 3 a learner would type) and 30 English: recall and precision against the pages whose text holds the
   term, and the rank of the page built around it (the term in its highest heading);
 - 12 Chinese queries of two or three words typed together, as Chinese is written (混合精度钩子);
+- the hook behaviour matrix's page: a cell's key, a family's and a context's names;
 - 22 error messages and warnings pasted as a learner's own run prints them: PyTorch's whole message with the learner's
   names, shapes and numbers (the notebooks' committed outputs, from which the cases are taken, print the course's),
-  and the symptom-index rows (``symptoms.html#symptom-row-<id>``) and explaining cells
-  (``NN_name.html#symptom-<id>``) that are the right results.
+  and the symptom-index rows (``symptoms.html#row-<id>``, and notebook 00's table's ``#symptom-row-<id>``) and
+  explaining cells (``NN_name.html#symptom-<id>``) that are the right results.
 
 Run as a script on a built site to print the tables (both engines: the site's Pagefind search, or Sphinx's own on
 a site built before it)::
 
-    .venv/bin/python tests/tools/search_cases.py build/site > search-tables.md
+    .venv/bin/python tests/tools/search_cases.py build/site [CHROMIUM] [--json] > search-tables.md
 """
 from __future__ import annotations
 
@@ -57,6 +58,18 @@ TOPIC_FIRST = {
     ("zh", "激活检查点"): "07_activation_checkpointing", ("en", "activation checkpointing"): "07_activation_checkpointing",
     ("zh", "张量钩子"): "01_tensor_hooks", ("en", "module backward hooks"): "04_module_backward_hooks",
 }
+
+# the hook behaviour matrix's page: a cell's key (as the page says: search for it) lands on the cell's row, whose
+# anchor is the key (tools/site/conf.py), and so do the family's and the context's words typed together; a family's
+# or a context's name finds the page (None: the page is listed above the line)
+MATRIX = [
+    ("en", "full-backward-hook@autograd-grad", "full-backward-hook@autograd-grad"),
+    ("zh", "full-backward-hook@autograd-grad", "full-backward-hook@autograd-grad"),
+    ("en", "forward-hook@compile", "forward-hook@compile"), ("zh", "param-hook@fsdp2", "param-hook@fsdp2"),
+    ("en", "full backward hook compiled autograd", "full-backward-hook@compiled-autograd"),
+    ("en", "register_full_backward_hook", None), ("en", "compiled autograd", None),
+    ("zh", "完整反向钩子", None), ("zh", "编译的自动求导", None),
+]
 
 
 @dataclass(frozen=True)
@@ -262,35 +275,92 @@ def rank(items: list[str], wanted) -> int | None:
     return next((i for i, item in enumerate(items, 1) if wanted(item)), None)
 
 
+class Targets(html.parser.HTMLParser):
+    """Where each id of a built page leads: for every id, the names of the element it lands on and of each element
+    around it (innermost first). An element's names are its id and the ids of the empty ``<span id>`` it holds
+    (docutils writes a section's or a cell's further targets so: a Chinese row's ``row-<id>`` beside the anchor made
+    from its heading, a cell's ``symptom-<id>`` beside its ``explain-NN-<cell>``); an empty span's own id leads to
+    the element holding it."""
+
+    VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.names: list[list[str]] = []      # element number -> its names
+        self.parent: list[int | None] = []    # element number -> the element around it
+        self.element: dict[str, int] = {}     # id -> the element it lands on
+        self._stack: list[tuple[str, int]] = []
+        self._span: tuple[str, int] | None = None  # a span with an id, open and empty so far
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        self._span = None
+        ident = dict(attrs).get("id")
+        number = len(self.names)
+        self.names.append([ident] if ident else [])
+        self.parent.append(self._stack[-1][1] if self._stack else None)
+        if ident:
+            self.element.setdefault(ident, number)
+        if tag not in self.VOID:
+            self._stack.append((tag, number))
+            if tag == "span" and ident:
+                self._span = (ident, number)
+
+    def handle_endtag(self, tag):
+        span, self._span = self._span, None
+        if span and tag == "span" and self._stack and self._stack[-1][1] == span[1]:
+            holder = self.parent[span[1]]
+            if holder is not None:  # an empty span: its id is a name of the element holding it
+                self.names[holder].append(span[0])
+                self.element[span[0]] = holder
+        while self._stack:
+            if self._stack.pop()[0] == tag:
+                break
+
+    def handle_data(self, data):
+        if data.strip():
+            self._span = None
+
+    def around(self, ident: str) -> list[str]:
+        """The names of the element ``ident`` leads to and of every element around it; [] for an unknown id."""
+        number, found = self.element.get(ident), []
+        while number is not None:
+            found += self.names[number]
+            number = self.parent[number]
+        return found
+
+
 @functools.cache
-def symptom_rows(path: Path) -> list[tuple[str, str]]:
-    """(the row's id, the symptom it links to) for each row of the symptom tables of a built page with an id."""
-    text = path.read_text(encoding="utf-8")
-    return [(row, link) for row, body in re.findall(r'<tr[^>]*\bid="([^"]+)"[^>]*>(.*?)</tr>', text, re.S)
-            for link in re.findall(r'href="\d\d_\w+\.html#symptom-([\w-]+)"', body)[:1]]
+def targets(path: Path) -> Targets:
+    return Targets(path.read_text(encoding="utf-8"))
+
+
+def leads_to(href: str, folder: Path, pages: tuple[str, ...], names: set[str]) -> bool:
+    """Whether ``href`` (a result's link) lands in one of ``pages`` on an element named one of ``names`` or inside
+    one."""
+    page, fragment = page_of(href), urllib.parse.unquote(urllib.parse.urlsplit(href).fragment)
+    return page in pages and bool(fragment) and bool(set(targets(folder / f"{page}.html").around(fragment)) & names)
 
 
 def pasted_ranks(answer: dict[str, list[str]], case: Pasted, folder: Path) -> dict[str, int | None]:
-    """1-based ranks in the listed results of: a symptom-index row of the case (a row of the symptom page's or
-    notebook 00's table with an id, linking to one of the case's cells),
-    a cell that explains it (``NN_x.html#symptom-<id>``), and, for a search that links pages only, the symptom page
-    and the page of such a cell."""
+    """1-based ranks in the listed results of: a symptom-index row of the case (the symptom page's row
+    ``row-<id>``, or the row of notebook 00's table, ``symptom-row-<id>``, of one of the case's symptoms; the link
+    may name the row by another of its anchors, or an element inside it), a cell that explains it (the cell the
+    site marks ``symptom-<id>``, whichever of its anchors the link names), and, for a search that links pages only,
+    the symptom page and the page of such a cell."""
     hrefs = answer["main"] + answer["more"]
+    rows = {f"row-{s}" for s in case.symptoms} | {f"symptom-row-{s}" for s in case.symptoms}
     cells = {f"symptom-{s}" for s in case.symptoms}
-    rows = {row for page in ("symptoms", "00_introduction") for row, symptom in symptom_rows(folder / f"{page}.html")
-            if symptom in case.symptoms}
-    homes = {p for p in pages(folder) if p[:2].isdigit()
-             and any(f'id="{c}"' in (folder / f"{p}.html").read_text(encoding="utf-8") for c in cells)}
-    fragment = lambda h: urllib.parse.urlsplit(h).fragment  # noqa: E731
-    return {"row": rank(hrefs, lambda h: fragment(h) in rows),
-            "cell": rank(hrefs, lambda h: fragment(h) in cells),
+    homes = {p for p in pages(folder) if p[:2].isdigit() and cells & set(targets(folder / f"{p}.html").element)}
+    return {"row": rank(hrefs, lambda h: leads_to(h, folder, ("symptoms", "00_introduction"), rows)),
+            "cell": rank(hrefs, lambda h: leads_to(h, folder, tuple(homes), cells)),
             "symptom page": rank(in_order(answer), lambda p: p == "symptoms"),
             CELL_PAGE: rank(in_order(answer), lambda p: p in homes)}
 
 
 def measure(page, base: str, site: Path) -> dict:
     """Every case on the site served at ``base`` from folder ``site`` (with zh/ and en/)."""
-    out: dict = {"terms": [], "together": [], "topic": [], "pasted": []}
+    out: dict = {"terms": [], "together": [], "topic": [], "pasted": [], "matrix": []}
     for lang, terms in (("zh", ZH_TERMS), ("en", EN_TERMS)):
         folder = site / lang
         for term in terms:
@@ -307,11 +377,16 @@ def measure(page, base: str, site: Path) -> dict:
         listed = in_order(ask(page, base, site / lang, lang, query))
         out["topic"].append({"lang": lang, "query": query, "topic": topic,
                              "rank": rank(listed, lambda p: p == topic)})
+    for lang, query, key in MATRIX:
+        answer = ask(page, base, site / lang, lang, query)
+        main = list(dict.fromkeys(page_of(h) for h in answer["main"]))
+        out["matrix"].append({"lang": lang, "query": query, "key": key, "first": (answer["main"] or [""])[0],
+                              "rank": rank(main, lambda p: p == "hook_matrix")})
     for case in PASTED:
         for lang in ("zh", "en"):
             answer = ask(page, base, site / lang, lang, case.text)
             out["pasted"].append({"lang": lang, "query": case.text, "source": case.source,
-                                  **pasted_ranks(answer, case, site / lang), "first": (answer["main"] or [""])[0]})
+                                  **pasted_ranks(answer, case, site / lang), "links": answer["main"][:8]})
     return out
 
 
@@ -347,6 +422,9 @@ def tables(result: dict) -> str:
         lines.append(f"| {r['query']} | {len(r['relevant'])} | {found} | {len(r['listed'])} |")
     lines += [f"| all | {want_all} | {found_all} | |", "", "| topic query | its notebook | rank |", "|---|---|---|"]
     lines += [f"| {r['lang']} `{r['query']}` | {r['topic'][:2]} | {r['rank']} |" for r in result["topic"]]
+    lines += ["", "| hook matrix query | site | first result | matrix page's rank |", "|---|---|---|---|"]
+    lines += [f"| `{r['query']}` | {r['lang']} | `{r['first'].rsplit('/', 1)[-1]}` | {r['rank']} |"
+              for r in result["matrix"]]
     lines += ["", "| # | pasted (start) | from | site | row | cell | symptom page | cell's page |",
               "|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(result["pasted"]):
@@ -363,6 +441,7 @@ def main(argv: list[str]) -> int:
     from playwright.sync_api import sync_playwright
 
     site = Path(argv[0]).resolve()
+    chromium = next((a for a in argv[1:] if not a.startswith("--")), "/usr/bin/chromium")
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
@@ -372,7 +451,7 @@ def main(argv: list[str]) -> int:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=argv[1] if len(argv) > 1 else "/usr/bin/chromium",
+            browser = playwright.chromium.launch(executable_path=chromium,
                                                  args=["--no-sandbox", "--disable-dev-shm-usage"])
             page = browser.new_page()
             result = measure(page, f"http://127.0.0.1:{server.server_address[1]}/", site)

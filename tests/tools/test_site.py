@@ -588,13 +588,50 @@ def test_chinese_section_anchors_are_the_heading_text(built):
 
 
 def test_symptom_index_rows_have_anchors_and_the_layout_class(built):
+    """Every row of the symptom page (tools/symptoms.py writes ``(row-<symptom>)=`` or ``(msg-<message>)=`` before
+    the row's heading) is a section whose own anchor is that target, in both languages (on the Chinese site the
+    anchor made from the heading's text stands beside it), with the class the site's stylesheet lays out for a phone
+    and for print; a symptom's row links to the cell it names in that notebook's page, a message's row to the cell
+    that explains it. Notebook 00's copy of the index is a table: each row's anchor is named after the cell it links
+    to."""
     out, _ = built
+    names = notebook_names()
     for lang in site.LANGS:
+        source = site.EXTRA_PAGES["symptoms"](ROOT, lang, names)
+        targets = re.findall(r"^\(((?:row|msg)-[\w-]+)\)=$", source, re.M)
         text = (out / lang / "symptoms.html").read_text(encoding="utf-8")
+        sections = [(dict(re.findall(r'(\w+)="([^"]*)"', attrs)), body) for attrs, body in
+                    re.findall(r"<section\b([^>]*)>(.*?)(?=<section\b|</section>)", text, re.S)]
+        rows = [(a["id"], a.get("class", "").split(), body) for a, body in sections
+                if re.match(r"(row|msg)-", a.get("id", ""))]
+        assert len(targets) > 300 and [r[0] for r in rows] == targets, lang  # each row once, in the page's order
+        assert all("hooklab-symptom-row" in classes for _, classes, _ in rows), lang
+        assert "hooklab-symptom-index" in sections[0][0].get("class", "").split(), lang
+        linked = 0
+        for row, _, body in rows:
+            links = re.findall(r'href="(\d\d_\w+\.html)#([^"]+)"', body)
+            if row.startswith("row-"):
+                assert (links[0][1] if links else None) == f"symptom-{row[4:]}", (lang, row)
+            for page, anchor in links[:1]:
+                assert f'id="{anchor}"' in (out / lang / page).read_text(encoding="utf-8"), (lang, row, page, anchor)
+                linked += 1
+        assert linked > 200, (lang, linked)
+        text = (out / lang / "00_introduction.html").read_text(encoding="utf-8")
         assert len(re.findall(r'<table class="[^"]*\bhooklab-symptoms\b', text)) == 1, lang
         rows = re.findall(r'<tr class="row-(?:even|odd)" id="symptom-row-([\w-]+)">', text)
         links = re.findall(r'href="\d\d_\w+\.html#symptom-([\w-]+)"', text)
         assert rows and rows == links, lang  # one anchor per row, named after the cell it links to
+
+
+def test_each_hook_matrix_cell_has_its_key_as_an_anchor(built):
+    """The matrix page tells the reader to search for a cell's key (``forward-hook@compile``): the row that names it
+    has the key as its anchor (tools/site/conf.py), for each of the matrix's cells, once."""
+    out, _ = built
+    cells = json.loads((ROOT / "docs" / "hook_matrix.json").read_text(encoding="utf-8"))["cells"]
+    for lang in site.LANGS:
+        text = (out / lang / "hook_matrix.html").read_text(encoding="utf-8")
+        anchors = [a for a in map(html.unescape, re.findall(r'<tr\b[^>]*\bid="([^"]+)"', text)) if "@" in a]
+        assert sorted(anchors) == sorted(cells), lang  # Sphinx writes the @ as &#64;
 
 
 def test_every_notebook_page_links_its_slides_and_handout_in_the_site(built):

@@ -6,8 +6,9 @@ environment variable HOOKLAB_SITE: the language, the repository URL (from ``[pro
 the page names of the other language's site. Notebooks are shown as committed: nothing is executed.
 
 Besides the theme: the language link, the Chinese section anchors made from the heading's text, the symptom index's
-row anchors and layout class, the slides / handout menu of each notebook page, the launch and edit buttons; the
-search page is _templates/search.html (Pagefind's index, which tools/site.py writes after the build).
+row classes (and the row anchors of notebook 00's table), the hook matrix's cell anchors (its keys), the slides /
+handout menu of each notebook page, the launch and edit buttons; the search page is _templates/search.html
+(Pagefind's index, which tools/site.py writes after the build).
 """
 from __future__ import annotations
 
@@ -208,7 +209,8 @@ def _no_edit_button_on_generated_pages(app, pagename, templatename, context, doc
 class ChineseSectionIds(SphinxTransform):
     """On the Chinese site, each section's anchor is :func:`heading_id` of its heading (made unique in the page
     with -2, -3, ...), in place of the one docutils derived from its ASCII letters alone or numbered; a section's
-    other anchors (explicit targets) stay. Runs before Sphinx collects the anchors (table of contents, labels)."""
+    other anchors stay, and an explicit target's (``(row-<id>)=`` before a heading) stays first, as in English.
+    Runs before Sphinx collects the anchors (table of contents, labels)."""
 
     default_priority = 800  # before SphinxDomains (850) and the doctree-read event (880)
 
@@ -232,16 +234,35 @@ class ChineseSectionIds(SphinxTransform):
             taken.add(new)
             for i in old:
                 self.document.ids.pop(i, None)
-            section["ids"] = [new, *[i for i in section["ids"] if i not in old]]
+            # an explicit target before the heading (the symptom page's ``(row-<id>)=``) stays the section's anchor,
+            # as on the English site: the heading's text is an anchor of the section beside it
+            explicit = [self.document.nameids[n] for n in section["names"]
+                        if self.document.nametypes.get(n) and self.document.nameids.get(n) in section["ids"]]
+            rest = [i for i in section["ids"] if i not in old and i not in explicit]
+            section["ids"] = [*explicit, new, *rest]
             self.document.ids[new] = section
 
 
-def _symptom_tables(app, doctree, docname):
-    """A table whose rows link to symptoms' cells (``…#symptom-<id>``: the symptom index) gets the class
-    ``hooklab-symptoms`` (_static/hooklab-site.css lays it out for a phone and for print), and each such row that has
-    no anchor of its own gets ``symptom-row-<id>``: a search result or a shared link can point at the row."""
+def _symptom_rows(app, doctree, docname):
+    """The symptom index's rows get the classes that _static/hooklab-site.css lays out (for a phone and for print).
+
+    - The symptom page (tools/symptoms.py): every row is a section of its own under an explicit target, ``row-<id>``
+      (a symptom cell's) or ``msg-<id>`` (a hook message's); the section gets the class ``hooklab-symptom-row`` and
+      the page's top section ``hooklab-symptom-index``. The target is the section's anchor in both languages
+      (:class:`ChineseSectionIds` keeps explicit targets first): a search result or a shared link lands on the row.
+    - Notebook 00's copy of the index is a table whose rows link to symptoms' cells (``…#symptom-<id>``): the table
+      gets the class ``hooklab-symptoms``, and each such row that has no anchor of its own ``symptom-row-<id>``."""
     from docutils import nodes
 
+    rows = 0
+    for section in doctree.findall(nodes.section):
+        if any(re.fullmatch(r"(row|msg)-[\w-]+", i) for i in section["ids"]):
+            section["classes"].append("hooklab-symptom-row")
+            rows += 1
+    if rows:
+        top = next(iter(doctree.findall(nodes.section)), None)
+        if top is not None:
+            top["classes"].append("hooklab-symptom-index")
     for table in doctree.findall(nodes.table):
         rows = 0
         for row in table.findall(nodes.row):
@@ -256,9 +277,32 @@ def _symptom_tables(app, doctree, docname):
             table["classes"].append("hooklab-symptoms")
 
 
+_MATRIX_KEY = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*@[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+def _matrix_rows(app, doctree, docname):
+    """A table row that names a cell of the hook behaviour matrix by its key (``forward-hook@compile``, in code: the
+    matrix page's tables, tools/hook_matrix_page.py) gets the key as its anchor, the first row naming a key in a page
+    (a surprising cell's row comes before its family's table): a search for the key, or a shared link, lands on it."""
+    from docutils import nodes
+
+    taken = set(doctree.ids)
+    for row in doctree.findall(nodes.row):
+        if row["ids"]:
+            continue
+        for literal in row.findall(nodes.literal):
+            key = literal.astext().strip()
+            if _MATRIX_KEY.fullmatch(key):
+                if key not in taken:
+                    row["ids"].append(key)
+                    taken.add(key)
+                break
+
+
 def setup(app):
     app.add_transform(ChineseSectionIds)
-    app.connect("doctree-resolved", _symptom_tables)
+    app.connect("doctree-resolved", _symptom_rows)
+    app.connect("doctree-resolved", _matrix_rows)
     # before pydata-sphinx-theme drops the header templates that render empty (priority 500)
     app.connect("html-page-context", _language_link, priority=400)
     app.connect("html-page-context", _no_edit_button_on_generated_pages, priority=900)  # after the theme's (501)

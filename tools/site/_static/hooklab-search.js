@@ -8,12 +8,15 @@
    - a few words (梯度累积, 混合精度钩子, hook order): the pages whose text holds the words as typed (each Chinese run
      whole, the English words in order), found by Pagefind or by reading every page's text (Pagefind 1.5's Chinese
      segmentation at indexing and in the browser can differ, and qualified names such as hooklab.HookScope are indexed
-     as their parts), the page built around them first (the words in its title, then in a section's heading), then
+     as their parts), the page built around them first (the words in its title, then in its highest heading), then
      Pagefind's order; after them, under a line of their own, Pagefind's pages that hold the words apart;
    - a pasted message (four or more words: an error or a warning as the learner's run printed it, with their own
      names, shapes and numbers): every word is also looked up alone, pages are scored by the words they hold
      (rarer words count more), and the pages holding the longest run of the message's words in a row come first:
-     the variable parts break a run, the fixed text of the message does not.
+     the variable parts break a run, the fixed text of the message does not. Among the pages holding nearly the
+     longest run, the symptom index's row comes first, with the cell it names as the explanation, then the other
+     symptom rows and cells, then the pages that only quote the message;
+   - one word that is an anchor's name (a hook matrix cell's key, forward-hook@compile): that place first.
 
    Each result links into its page: for a pasted message, to the innermost element with an id that holds the run (a
    symptom row, the cell showing the message; the page is read for it); for a few words, to the element with an id
@@ -64,7 +67,9 @@
     if (!parts.length) return null;
     const latin = parts.filter((p) => !HAN.test(p)).map((p) => p.replace(/\.+$/, "").toLowerCase());
     const han = parts.filter((p) => HAN.test(p));
-    const words = latin.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("[\\s\\-]+");
+    // words apart by spaces or hyphens, or by @ where the query has one (a hook matrix cell's key)
+    const apart = query.includes("@") ? "[\\s\\-@]+" : "[\\s\\-]+";
+    const words = latin.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join(apart);
     const latinRe = words ? new RegExp(`(?<![\\p{L}\\p{N}_])${words}(?:s|es)?\\d*(?![\\p{L}\\p{N}_])`, "u") : null;
     return (text) => han.every((run) => text.includes(run)) && (!latinRe || latinRe.test(text));
   };
@@ -115,9 +120,17 @@
 
   const slug = (text) => text.toLowerCase().replace(/[^\p{L}\p{N}_]+/gu, "-").replace(/^-+|-+$/g, "");
 
-  /* How high the query stands in the page's headings: 1 in its title (or every word of it there), 2 in a section's
-     heading (a section's anchor is its heading's text), 9 in neither. */
-  const headingLevel = (data, query) => {
+  /* How high the query stands in the page's headings: 1 in its title (or every word of it there); else the level of the
+     highest heading that holds it (2 for a section's h2 … 6 for an h6), 9 in none. A heading is found by the anchor
+     made from its text (a section's, or the span beside it); its level by the weight Pagefind gave the query's words
+     between that anchor and the next (a heading's words weigh 7 in an h1 down to 2 in an h6, the text's 1), read
+     from ``located``, the page as Pagefind found it for the query (3 where Pagefind did not find the page). The
+     anchors the site or the symptom index names by an id of their own (a symptom row's row-<id>, a cell's
+     symptom-<id>, a hook matrix cell's family@context) are not made from a heading's text and do not count. So the
+     notebook with a section about the words comes before the symptom index, whose rows are fourth-level headings
+     that say them too. */
+  const EXPLICIT = /^(symptom|row|msg|kind|explain|matrix)-|@/;
+  const headingLevel = (data, query, located) => {
     const wanted = slug(query.replace(/^"(.*)"$/, "$1"));
     if (!wanted) return 9;
     const bare = (t) => t.replace(/(?:es|s)$/, "");  // hooks, hook
@@ -128,8 +141,20 @@
         && queryWords.every((w) => titleWords.has(w)) && hanRuns.every((r) => (data.meta.title || "").includes(r)))) {
       return 1;  // the title says it, or holds every word of it (Hooks for saved tensors: saved tensor hooks)
     }
-    return (data.anchors || []).some((a) => /^(section|span)$/.test(a.element) && a.id && !a.id.startsWith("symptom")
-      && slug(a.id).includes(wanted)) ? 2 : 9;
+    const anchors = (data.anchors || []).filter((a) => a.id).sort((a, b) => a.location - b.location);
+    const weights = (located && located.weighted_locations) || [];
+    let level = 9;
+    anchors.forEach((anchor, i) => {
+      if (!/^(section|span)$/.test(anchor.element) || EXPLICIT.test(anchor.id) || !slug(anchor.id).includes(wanted)) {
+        return;
+      }
+      const next = anchors.slice(i + 1).find((a) => a.location > anchor.location);
+      const end = next ? next.location : Infinity;
+      const weight = Math.max(0, ...weights.filter((w) => w.location >= anchor.location && w.location < end)
+        .map((w) => w.weight));
+      level = Math.min(level, weight >= 2 ? 8 - Math.round(weight) : 3);
+    });
+    return level;
   };
 
   const pageUrl = (data) => data.url.split("#")[0];
@@ -173,38 +198,74 @@
     return { ...item, data, anchor, section: sectionName(section) };
   };
 
-  /* The innermost element with an id in the page at ``url`` whose text holds ``run`` (tokens joined by spaces): a
-     symptom row, a cell, else a section; and the section it is in. The page is fetched and parsed (the browser
-     keeps it for the visit that follows). */
-  const placeInPage = async (url, run) => {
-    if (!run) return null;
-    try {
-      const html = await (await fetch(url)).text();
-      const doc = new DOMParser().parseFromString(html, "text/html");
-      const article = doc.querySelector("article.bd-article") || doc.body;
-      let found = null;
-      for (const element of article.querySelectorAll("[id]")) {
-        if (` ${tokens(element.textContent).join(" ")} `.includes(` ${run} `)) found = element;
-      }
-      if (!found) return null;
-      const section = found.closest("section[id]");
-      // the excerpt: the element's text around the run's longest word, that word marked
-      const text = found.textContent.replace(/\s+/g, " ").trim();
-      const word = run.split(" ").reduce((a, b) => (b.length > a.length ? b : a), "");
-      const at = Math.max(0, text.toLowerCase().indexOf(word) - 80);
-      const cut = text.slice(at, at + 240);
-      const marked = !word ? escape(cut) : escape(cut).replace(
-        new RegExp(`(${word.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")})`, "i"), "<mark>$1</mark>");
-      return { id: found.id, section: section && section !== found ? { id: section.id } : null,
-               excerpt: (at > 0 ? "… " : "") + marked + (at + 240 < text.length ? " …" : "") };
-    } catch (error) {
-      return null;  // the page could not be read: the result links to the page
+  /* A page of the site, fetched and parsed once per search (the browser keeps it for the visit that follows); null
+     when it cannot be read. */
+  const documents = new Map();
+  const readPage = (url) => {
+    if (!documents.has(url)) {
+      documents.set(url, fetch(url).then((answer) => answer.text())
+        .then((html) => new DOMParser().parseFromString(html, "text/html")).catch(() => null));
     }
+    return documents.get(url);
+  };
+
+  /* What an element is to a pasted message: a row of the symptom index ("row": a section of the symptom page, which
+     tools/site/conf.py marks hooklab-symptom-row, or a row of notebook 00's table, symptom-row-<id>), a notebook cell
+     the index links to ("cell": one holding a symptom-<id> or explain-NN-<cell> anchor, as its id or in an empty span
+     of its own), or null. */
+  const kindOf = (element) => {
+    if (element.matches("section.hooklab-symptom-row, tr[id^='symptom-row-']")) return "row";
+    const names = [element.id, ...Array.from(element.querySelectorAll(":scope > span[id]"), (span) => span.id)];
+    return element.matches("div.cell") && names.some((id) => /^(symptom|explain)-/.test(id)) ? "cell" : null;
+  };
+
+  /* Where ``run`` (tokens joined by spaces) is in the page ``doc``: the element named ``wanted`` (a cell a symptom
+     row links to) when given, else the innermost element with an id whose text holds the run, a symptom row or cell
+     first, then the one holding most of the message's tokens (``queryTokens``), then the first; with its kind, the
+     cells it links to (a row's), the section it is in and an excerpt (its text around the run's longest word, that
+     word marked). */
+  const placeIn = (doc, run, queryTokens, wanted) => {
+    if (!doc) return null;
+    const article = doc.querySelector("article.bd-article") || doc.body;
+    const holds = (element) => ` ${tokens(element.textContent).join(" ")} `.includes(` ${run} `);
+    let found = null, name = null;
+    if (wanted) {
+      const element = doc.getElementById(wanted);
+      found = element && element.tagName === "SPAN" && !element.textContent.trim() ? element.parentElement : element;
+      name = found ? wanted : null;
+    }
+    if (!found && run) {
+      const holding = Array.from(article.querySelectorAll("[id]")).filter(holds);
+      const innermost = holding.filter((element) => !holding.some((other) => other !== element
+        && element.contains(other)));
+      const asked = new Set(queryTokens);
+      const covered = (element) => new Set(tokens(element.textContent).filter((t) => asked.has(t))).size;
+      const rank = (element) => [kindOf(element) ? 0 : 1, -covered(element)];
+      found = innermost.map((element, i) => [rank(element), i, element])
+        .sort((a, b) => (a[0][0] - b[0][0]) || (a[0][1] - b[0][1]) || (a[1] - b[1])).map((x) => x[2])[0] || null;
+    }
+    if (!found) return null;
+    const kind = kindOf(found);
+    const links = kind !== "row" ? [] : Array.from(found.querySelectorAll("a.reference.internal[href]"),
+      (a) => a.getAttribute("href")).filter((href) => /^\d\d_\w+\.html#./.test(href));
+    const section = found.closest("section[id]");
+    const text = found.textContent.replace(/\s+/g, " ").trim();
+    const word = run.split(" ").reduce((a, b) => (b.length > a.length ? b : a), "");
+    const at = Math.max(0, text.toLowerCase().indexOf(word) - 80);
+    const cut = text.slice(at, at + 240);
+    const marked = !word ? escape(cut) : escape(cut).replace(
+      new RegExp(`(${word.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")})`, "i"), "<mark>$1</mark>");
+    return { id: name || found.id, kind, links, section: section && section !== found ? { id: section.id } : null,
+             excerpt: (at > 0 ? "… " : "") + marked + (at + 240 < text.length ? " …" : "") };
   };
 
   /* A pasted message: pages scored by the message's words they hold (each looked up alone, rarer words count more),
      then ordered by the longest run of the message's tokens they hold in a row; the top ones link to where the run
-     is in the page (a symptom row, the cell that shows the message). */
+     is in the page. Among the pages that hold nearly the longest run (CLOSE of it: a page quoting the message with
+     its "RuntimeError:" holds one token more than the symptom row, which gives the words), the symptom index's row
+     comes first with the cell it names as the one that explains the message; then the other symptom rows and cells;
+     then the pages that only quote the message (the hook matrix's observed errors, another notebook's output). */
+  const CLOSE = 0.8;
   const searchMessage = async (pagefind, query, words) => {
     const everything = await pagefind.search(null);
     const total = Math.max(1, everything.results.length);
@@ -224,16 +285,30 @@
       return { data, run, runText: queryTokens.slice(at, at + run).join(" "), order };
     });
     items.sort((a, b) => (b.run - a.run) || (a.order - b.order));
-    const pointed = await Promise.all(items.map(async (item, i) => {
-      if (i >= SHOWN_PLACES || !item.run) return item;
-      const place = await placeInPage(pageUrl(item.data), tokens(item.runText).length ? item.runText : "");
-      return place ? { ...item, anchor: { id: place.id }, section: sectionName(place.section), excerpt: place.excerpt }
+    const place = async (item, wanted) => {
+      const found = placeIn(await readPage(pageUrl(item.data)), item.runText, queryTokens, wanted);
+      return found ? { ...item, anchor: { id: found.id }, kind: found.kind, links: found.links,
+                       section: sectionName(found.section), excerpt: found.excerpt } : item;
+    };
+    const pointed = await Promise.all(items.map((item, i) => (i < SHOWN_PLACES && item.run ? place(item) : item)));
+    const longest = pointed.length ? pointed[0].run : 0;
+    const close = (item) => item.run > 0 && item.run >= CLOSE * longest;
+    // the symptom row holding the longest run, and the cells it links to (the cell that explains the message)
+    const row = pointed.find((item) => close(item) && item.kind === "row");
+    const named = new Map();
+    for (const href of (row && row.links) || []) {
+      const [page, id] = href.split("#");
+      if (!named.has(page)) named.set(page, decodeURIComponent(id));
+    }
+    const explained = await Promise.all(pointed.map((item) => {
+      const id = item === row ? null : named.get(pageUrl(item.data).split("/").pop());
+      return id ? place(item, id).then((placed) => ({ ...placed, named: placed.anchor && placed.anchor.id === id }))
         : item;
     }));
-    // among equal runs, a result pointing at a symptom row or a symptom's cell comes first
-    const symptom = (item) => (item.anchor && /^symptom-/.test(item.anchor.id) ? 0 : 1);
-    pointed.sort((a, b) => (b.run - a.run) || (symptom(a) - symptom(b)) || (a.order - b.order));
-    return [pointed, []];
+    const group = (item) => (item === row || item.named ? 0 : !close(item) ? 3 : item.kind ? 1 : 2);
+    explained.sort((a, b) => (group(a) - group(b)) || (b.run - a.run) || ((a.kind === "row" ? 0 : 1)
+      - (b.kind === "row" ? 0 : 1)) || (a.order - b.order));
+    return [explained, []];
   };
 
   /* A few words: every page whose text holds them as typed (Pagefind's pages, and any page its words missed: the
@@ -252,7 +327,8 @@
     for (const { r, data } of all) {
       const together = holds ? holds(data.content.replace(/\u200B/g, "").toLowerCase()) : false;
       if (!together && !rank.has(r.id)) continue;
-      let item = { data: found.get(r.id) || data, together, level: together ? headingLevel(data, query) : 9,
+      let item = { data: found.get(r.id) || data, together,
+                   level: together ? headingLevel(data, query, found.get(r.id)) : 9,
                    order: rank.has(r.id) ? rank.get(r.id) : primary.results.length + 1, anchor: null, section: null };
       if (found.has(r.id)) item = pointInto(item, found.get(r.id), 12);
       items.push(item);
@@ -262,10 +338,31 @@
     return [together, items.filter((i) => !i.together)];
   };
 
+  /* The page with an element whose anchor is the query, typed as one word (a hook matrix cell's key,
+     full-backward-hook@autograd-grad, which the matrix page tells the reader to search for: tools/site/conf.py gives
+     its row that anchor), and that anchor; null when none is. */
+  const anchorNamed = async (pagefind, query) => {
+    const name = query.trim().toLowerCase();
+    if (!name || /\s/.test(name)) return null;
+    const everything = await pagefind.search(null);
+    for (const data of await Promise.all(everything.results.map((r) => r.data()))) {
+      const anchor = (data.anchors || []).find((a) => a.id && a.id.toLowerCase() === name);
+      if (anchor) return { data, anchor };
+    }
+    return null;
+  };
+
   const search = async (pagefind, query) => {
     const words = messageWords(query);
-    if (words.length >= MESSAGE_WORDS && !/^\s*".+"\s*$/.test(query)) return searchMessage(pagefind, query, words);
-    return searchWords(pagefind, query);
+    const [ordered, more] = words.length >= MESSAGE_WORDS && !/^\s*".+"\s*$/.test(query)
+      ? await searchMessage(pagefind, query, words) : await searchWords(pagefind, query);
+    const named = await anchorNamed(pagefind, query);
+    if (!named) return [ordered, more];
+    const url = pageUrl(named.data), other = (item) => pageUrl(item.data) !== url;
+    const found = ordered.find((item) => !other(item)) || more.find((item) => !other(item));
+    const [, section] = anchorBefore(named.data, named.anchor.location);
+    return [[{ ...(found || {}), data: named.data, anchor: named.anchor, section: sectionName(section) },
+             ...ordered.filter(other)], more.filter(other)];
   };
 
   const start = async () => {

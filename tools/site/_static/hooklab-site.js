@@ -46,3 +46,20 @@
     before = null;
   });
 })();
+
+/* The symptom index's tables (the coverage per source: six columns) on a phone: each cell carries its column's name
+   (data-label), which hooklab-site.css shows before the number when it lays a row out as a card under 720 px. */
+(() => {
+  const label = () => {
+    for (const table of document.querySelectorAll("section.hooklab-symptom-index table")) {
+      const names = Array.from(table.querySelectorAll("thead th"), (th) => th.textContent.trim());
+      if (!names.length) continue;
+      for (const row of table.querySelectorAll("tbody tr")) {
+        Array.from(row.children).forEach((cell, i) => { if (names[i]) cell.dataset.label = names[i]; });
+      }
+      table.classList.add("hooklab-labelled");
+    }
+  };
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", label);
+  else label();
+})();
