@@ -46,6 +46,7 @@ IDS = {  # message id -> the trigger below (run inside the workers)
     "manual-backward-finalization-does-not-support-partial-gr-9b4eba": "hsdp_manual_finalization_after_accumulating",
     "communication-hook-is-not-supported-for-hybrid-strategie-b5ef7e": "fsdp1_comm_hook_with_hybrid_sharding",
     "did-not-find-param-with-fqn-skipping-it-the-35a5c2": "fsdp1_sharded_load_of_a_state_dict_missing_a_key",
+    "fsdp-firing-post-backward-hooks-for-parameters-274aa2": "fsdp1_post_backward_hooks_under_debug_info",
 }
 
 WORLD_SIZE = 2
@@ -353,6 +354,17 @@ def fsdp1_sharded_load_of_a_state_dict_missing_a_key():
     state = m.state_dict()
     del state[next(iter(state))]  # a checkpoint of another model, or one renamed by hand
     m.load_state_dict(state, strict=False)
+
+
+def fsdp1_post_backward_hooks_under_debug_info():
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    level = dist.get_debug_level()
+    dist.set_debug_level(dist.DebugLevel.INFO)  # what TORCH_DISTRIBUTED_DEBUG=INFO sets
+    try:
+        m = FSDP(nn.Linear(2, 2), device_id=torch.device("cpu"), use_orig_params=True)
+        m(torch.ones(1, 2)).sum().backward()
+    finally:
+        dist.set_debug_level(level)
 
 
 def _in_workers(rank, world_size):
