@@ -16,6 +16,10 @@ trigger still prints exactly that.
 
 A trigger that needs several processes returns ``{message id: text shown}`` for the ids it names (``@trigger_all``);
 it runs once per test process, its ids are checked one by one.
+
+A message whose variable parts print stack traces (paths and frames that differ from machine to machine, and between
+a run under ``pytest -n0`` and one under xdist) is triggered with ``@trigger("<id>", head=True)``: its example is the
+printed text up to the message's first variable part.
 """
 from __future__ import annotations
 
@@ -49,6 +53,7 @@ class Trigger:
     fn: Callable[[], Any]
     module: str
     group: bool  # fn returns {id: text} instead of showing one message itself
+    head: bool = False  # the example is the printed text up to the message's first variable part
 
     @property
     def name(self) -> str:
@@ -58,10 +63,10 @@ class Trigger:
 _TRIGGERS: dict[str, list[Trigger]] = {}
 
 
-def trigger(message_id: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
-    """Register ``fn`` as the trigger of the message ``message_id``."""
+def trigger(message_id: str, *, head: bool = False) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    """Register ``fn`` as the trigger of the message ``message_id`` (``head``: see the module docstring)."""
     def register(fn: Callable[[], Any]) -> Callable[[], Any]:
-        _TRIGGERS.setdefault(fn.__module__, []).append(Trigger((message_id,), fn, fn.__module__, False))
+        _TRIGGERS.setdefault(fn.__module__, []).append(Trigger((message_id,), fn, fn.__module__, False, head))
         return fn
     return register
 
@@ -147,6 +152,13 @@ def example(message: dict[str, Any], text: str) -> str | None:
     return _LABEL.sub("", masked(match.group(0))) if match else None
 
 
+def head_of(message: dict[str, Any], found: str) -> str:
+    """The part of an example that shows the message's text up to its first variable part."""
+    first = hook_messages.PLACEHOLDER.split(message["text"].strip())[0]
+    match = hook_messages.pattern(first).search(found)
+    return match.group(0) if match else found
+
+
 def _write_example(message_id: str, value: str) -> None:
     path = os.environ.get(EXAMPLES_ENV)
     if path:
@@ -167,6 +179,8 @@ def check(case: Trigger, message_id: str) -> None:
     found = example(message, text)
     assert found is not None, (f"{case.name} did not show {message_id}:\n  expected: {message['text'][:600]!r}\n"
                                f"  it showed: {text[:3000]!r}")
+    if case.head:
+        found = head_of(message, found)
     if os.environ.get(EXAMPLES_ENV):
         _write_example(message_id, found)
     elif "trigger_example" in message:

@@ -165,6 +165,22 @@ def full_backward_hook_when_no_input_requires_grad():
     m(torch.ones(1, 2)).sum().backward()
 
 
+class _KeywordInput(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+    def forward(self, x=None):
+        return self.lin(x)
+
+
+@trigger("full-backward-hook-is-firing-when-gradients-are-computed-37661b")
+def full_backward_hook_when_the_input_is_passed_by_keyword():
+    m = _KeywordInput()  # the input requires grad, but only positional arguments are wrapped: it is not seen
+    m.register_full_backward_hook(lambda module, grad_input, grad_output: None)
+    m(x=torch.ones(1, 2, requires_grad=True)).sum().backward()
+
+
 class _DictOutput(nn.Module):
     def forward(self, x):
         return {"y": x * 2}
@@ -291,6 +307,18 @@ def optimizer_step_pre_hook_returns_a_value():
     opt = torch.optim.SGD([nn.Parameter(torch.ones(2))], lr=0.1)
     opt.register_step_pre_hook(lambda optimizer, args, kwargs: 1)
     opt.step()
+
+
+# --- DebugMode's dispatch hooks ------------------------------------------------------------------------------
+
+@trigger("hook-must-return-none-or-dict-got-d39de6")
+def debug_mode_log_hook_returns_a_string():
+    from torch.utils._debug_mode import DebugMode
+
+    def log_norm(func, types, args, kwargs, result):
+        return f"norm={result.norm():.3f}"  # a string where a dict is expected
+    with DebugMode(), DebugMode.dispatch_hooks(log_hook=log_norm):
+        torch.ones(2) + 1
 
 
 test_trigger = triggers_of(__name__)

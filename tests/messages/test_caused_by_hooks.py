@@ -2,6 +2,7 @@
 docs/hook_messages.toml that no notebook cell shows)."""
 from __future__ import annotations
 
+import copy
 import pickle
 
 import torch
@@ -46,6 +47,28 @@ def forward_pre_hook_clamps_the_weight_in_place():
     m = nn.Linear(2, 2)
     m.register_forward_pre_hook(lambda module, args: module.weight.clamp_(-0.1, 0.1) and None)
     m(torch.ones(1, 2))
+
+
+@trigger("only-tensors-created-explicitly-by-the-user-graph-leaves-c0c8cb")
+def deepcopy_after_a_hook_stored_its_output_without_detach():
+    m = nn.Linear(2, 2)
+    m.register_forward_hook(lambda module, args, output: setattr(module, "last_output", output))
+    m(torch.ones(1, 2))
+    copy.deepcopy(m)  # the stored output is a non-leaf tensor that carries the graph
+
+
+@trigger("backward-hook-for-modules-where-no-input-requires-gradie-6d8fad")
+def full_backward_hook_returns_a_gradient_for_an_input_passed_by_keyword():
+    class KeywordInput(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x=None):
+            return self.lin(x)
+    m = KeywordInput()
+    m.register_full_backward_hook(lambda module, grad_input, grad_output: (torch.ones(1, 2),))
+    m(x=torch.ones(1, 2, requires_grad=True)).sum().backward()
 
 
 def _model_with_a_local_hook() -> nn.Module:

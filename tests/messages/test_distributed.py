@@ -38,6 +38,15 @@ IDS = {  # message id -> the trigger below (run inside the workers)
     "the-previous-gradient-reduction-must-be-waited-on-before-d2e9b3": "fsdp2_finalize_twice_without_waiting",
     "the-previous-gradient-reduction-must-be-waited-on-before-a6b1bf": "fsdp2_forward_before_waiting",
     "this-gradient-reduction-handle-was-invalidated-f82fe7": "fsdp2_wait_after_reset",
+    "reset-iter-state-cannot-reset-a-gradient-reduction-owned-2e3189": "fsdp2_reset_a_root_sharing_the_comm_context",
+    "set-all-reduce-hook-is-not-supported-with-multiple-7d0446": "fsdp2_all_reduce_hook_with_two_param_groups",
+    "all-reduce-hook-stream-is-specified-but-hook-itself-0bf58d": "fsdp2_all_reduce_hook_removed_its_stream_kept",
+    "stream-cannot-be-set-when-using-native-hsdp-9968a5": "hsdp_all_reduce_hook_with_a_stream",
+    "manual-backward-finalization-requires-all-reduce-for-par-3cbe44": "hsdp_manual_finalization_without_all_reduce",
+    "manual-backward-finalization-does-not-support-partial-gr-9b4eba": "hsdp_manual_finalization_after_accumulating",
+    "communication-hook-is-not-supported-for-hybrid-strategie-b5ef7e": "fsdp1_comm_hook_with_hybrid_sharding",
+    "did-not-find-param-with-fqn-skipping-it-the-35a5c2": "fsdp1_sharded_load_of_a_state_dict_missing_a_key",
+    "fsdp-firing-post-backward-hooks-for-parameters-274aa2": "fsdp1_post_backward_hooks_under_debug_info",
 }
 
 WORLD_SIZE = 2
@@ -262,6 +271,100 @@ def fsdp2_wait_after_reset():
     handle = m.finalize_backward(async_op=True)
     m.reset_iter_state()
     handle.wait()
+
+
+def fsdp2_reset_a_root_sharing_the_comm_context():
+    from torch.distributed.fsdp import fully_shard, share_comm_ctx
+    mesh = _mesh()
+    first, second = fully_shard(nn.Linear(4, 4), mesh=mesh), fully_shard(nn.Linear(4, 4), mesh=mesh)
+    share_comm_ctx([first, second])  # e.g. two pipeline stages
+    second(_x()).sum().backward()
+    first.set_manual_backward_finalization(True)
+    first(_x()).sum().backward()
+    handle = first.finalize_backward(async_op=True)  # first's reduction is in flight ...
+    try:
+        second.reset_iter_state()  # ... and second tries to reset it
+    finally:
+        handle.wait()
+
+
+def fsdp2_all_reduce_hook_with_two_param_groups():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp._fully_shard._fsdp_common import FSDPMeshInfo, ShardPlacementResult
+    from torch.distributed.tensor import Shard
+    mesh = init_device_mesh("cpu", (WORLD_SIZE, 1), mesh_dim_names=("dp", "ep"))
+
+    def bias_on_the_ep_mesh(param):  # a per-parameter mesh, as for the experts of a mixture of experts
+        return ShardPlacementResult(Shard(0), FSDPMeshInfo(mesh["ep"], shard_mesh_dim=0)) if param.ndim == 1 else None
+    fully_shard(nn.Linear(4, 4), mesh=mesh["dp"], shard_placement_fn=bias_on_the_ep_mesh).set_all_reduce_hook(
+        lambda reduce_output: None)
+
+
+def fsdp2_all_reduce_hook_removed_its_stream_kept():
+    from torch.distributed.fsdp import fully_shard
+    m = fully_shard(nn.Linear(4, 4), mesh=_mesh())
+    m.set_all_reduce_hook(lambda reduce_output: None, stream=torch.Stream(device="cpu"))
+    m.set_all_reduce_hook(None)  # "removes" the hook; the stream set before stays
+    m(_x()).sum().backward()
+
+
+def _hsdp(shape=(WORLD_SIZE, 1)):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", shape, mesh_dim_names=("replicate", "shard"))
+    return fully_shard(nn.Linear(4, 4), mesh=mesh)  # a 2-D mesh: native HSDP
+
+
+def hsdp_all_reduce_hook_with_a_stream():
+    _hsdp().set_all_reduce_hook(lambda reduce_output: None, stream=torch.Stream(device="cpu"))
+
+
+def hsdp_manual_finalization_without_all_reduce():
+    m = _hsdp()
+    m.set_manual_backward_finalization(True)
+    m.set_requires_all_reduce(False)
+    m(_x()).sum().backward()
+    m.finalize_backward()
+
+
+def hsdp_manual_finalization_after_accumulating():
+    m = _hsdp()
+    m.set_requires_all_reduce(False)  # gradient accumulation: a partial reduction is kept ...
+    m(_x()).sum().backward()
+    m.set_requires_all_reduce(True)
+    m.set_manual_backward_finalization(True)  # ... and the next step finalizes by hand
+    m(_x()).sum().backward()
+    m.finalize_backward()
+
+
+def fsdp1_comm_hook_with_hybrid_sharding():
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
+    intra = dist.new_group(list(range(WORLD_SIZE)))
+    inter = [dist.new_group([rank]) for rank in range(WORLD_SIZE)][dist.get_rank()]  # every rank makes every group
+    m = FSDP(nn.Linear(2, 2), device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.HYBRID_SHARD,
+             process_group=(intra, inter))
+    m.register_comm_hook(None, _noop_hook)
+
+
+def fsdp1_sharded_load_of_a_state_dict_missing_a_key():
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
+    m = FSDP(nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2)), device_id=torch.device("cpu"), use_orig_params=True)
+    FSDP.set_state_dict_type(m, StateDictType.SHARDED_STATE_DICT)
+    state = m.state_dict()
+    del state[next(iter(state))]  # a checkpoint of another model, or one renamed by hand
+    m.load_state_dict(state, strict=False)
+
+
+def fsdp1_post_backward_hooks_under_debug_info():
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    level = dist.get_debug_level()
+    dist.set_debug_level(dist.DebugLevel.INFO)  # what TORCH_DISTRIBUTED_DEBUG=INFO sets
+    try:
+        m = FSDP(nn.Linear(2, 2), device_id=torch.device("cpu"), use_orig_params=True)
+        m(torch.ones(1, 2)).sum().backward()
+    finally:
+        dist.set_debug_level(level)
 
 
 def _in_workers(rank, world_size):

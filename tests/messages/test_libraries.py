@@ -227,6 +227,18 @@ def captum_deeplift_on_a_max_pool_returning_indices():
     DeepLift(PoolWithIndices()).attribute(torch.ones(1, 1, 4), target=0)
 
 
+@trigger("backward-hooks-not-supported-for-module-with-1-input-360281")
+def captum_sample_gradients_of_a_linear_with_two_inputs():
+    from captum._utils.sample_gradient import SampleGradientWrapper  # what TracInCP's per-sample gradients use
+
+    class ScaledLinear(nn.Linear):  # a Linear subclass (hooked like a Linear) whose forward takes a second input
+        def forward(self, x, scale):
+            return super().forward(x) * scale
+    layer = ScaledLinear(4, 2)
+    SampleGradientWrapper(layer).add_hooks()
+    layer(torch.ones(3, 4, requires_grad=True), torch.ones(3, 1))
+
+
 # --- timm ---------------------------------------------------------------------------------------------------
 
 @trigger("unsupported-hook-type-64c111")

@@ -199,6 +199,15 @@ def tracing_inside_parametrize_cached():
         torch.jit.trace(m, torch.ones(1, 2))
 
 
+@trigger("parametrization-is-not-working-with-scripting-7a6199")
+def calling_a_scripted_parametrized_module():
+    class Double(nn.Module):
+        def forward(self, x):
+            return 2 * x
+    scripted = torch.jit.script(_register(Double()))  # scripting succeeds ...
+    scripted(torch.ones(1, 2))                         # ... the call reads the parametrized weight and fails
+
+
 # --- pruning, weight_norm, spectral_norm --------------------------------------------------------------------
 
 @trigger("avoid-adding-multiple-pruning-hooks-to-the-same-tensor-27b21f")

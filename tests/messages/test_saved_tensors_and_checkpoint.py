@@ -149,6 +149,12 @@ def recomputation_saves_more_without_early_stop():
         cp.checkpoint(fn, _leaf(), use_reentrant=False).sum().backward()
 
 
+@trigger("an-error-happened-while-unpacking-tensors-dumping-logs-o-2780f8", head=True)  # it prints stack traces
+def checkpoint_with_debug_whose_recomputation_differs():
+    fn = _changes_on_recomputation(lambda x: x.sin().cos(), lambda x: x.sin())
+    cp.checkpoint(fn, _leaf(), use_reentrant=False, debug=True).sum().backward()
+
+
 class _SavesTwiceReads(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
