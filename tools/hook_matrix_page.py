@@ -20,6 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from . import symptoms
+
 TEXT = {
     "zh": {
         "title": "钩子行为矩阵",
@@ -108,9 +110,7 @@ def add_site_anchors(nb: dict[str, Any], name: str, cited: dict[str, set[str]]) 
     cells = []
     for cell in out.get("cells", []):
         if cell.get("id") in ids:
-            target = anchor(name, cell["id"])
-            cells.append({"cell_type": "markdown", "id": target[:64],
-                          "metadata": {"tags": ["lang-both", "hooklab-matrix-anchor"]}, "source": f"({target})="})
+            cells.append(symptoms.anchor_cell(anchor(name, cell["id"]), "hooklab-matrix-anchor"))
         cells.append(cell)
     out["cells"] = cells
     return out

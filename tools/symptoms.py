@@ -100,6 +100,24 @@ def _plain_heading(line: str) -> str:
     return re.sub(r"[`*_]", "", text).strip()
 
 
+def follow_heading(cell: dict[str, Any], heading: dict[str, str]) -> None:
+    """Update ``heading`` ({"zh": ..., "en": ...}, the section a notebook has reached) with the headings of the
+    markdown ``cell``, in its language (a ``lang-both`` cell's in both)."""
+    lang = _lang(cell)
+    for line in _text(cell.get("source")).split("\n"):
+        m = HEADING.match(line)
+        if m and lang in ("zh", "en", "both"):
+            for key in (("zh", "en") if lang == "both" else (lang,)):
+                heading[key] = _plain_heading(m.group(2))
+
+
+def anchor_cell(target: str, tag: str) -> dict[str, Any]:
+    """A markdown cell holding only the MyST target ``(target)=``, tagged ``lang-both`` and ``tag``: put before a
+    cell, it gives the site an anchor there (the committed notebooks never hold one)."""
+    return {"cell_type": "markdown", "id": target[:64], "metadata": {"tags": ["lang-both", tag]},
+            "source": f"({target})="}
+
+
 def read_notebook(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -111,12 +129,7 @@ def notebook_symptoms(path: Path, nb: dict[str, Any] | None = None) -> tuple[lis
     heading = {"zh": "", "en": ""}
     for i, cell in enumerate(nb.get("cells", [])):
         if cell.get("cell_type") == "markdown":
-            lang = _lang(cell)
-            for line in _text(cell.get("source")).split("\n"):
-                m = HEADING.match(line)
-                if m and lang in ("zh", "en", "both"):
-                    for key in (("zh", "en") if lang == "both" else (lang,)):
-                        heading[key] = _plain_heading(m.group(2))
+            follow_heading(cell, heading)
             continue
         tags = cell.get("metadata", {}).get("tags", []) or []
         meta = cell.get("metadata", {}).get("hooklab", {})
@@ -301,12 +314,7 @@ def cell_sections(root: Path = ROOT) -> dict[tuple[str, str], dict[str, str]]:
         heading = {"zh": "", "en": ""}
         for cell in read_notebook(path).get("cells", []):
             if cell.get("cell_type") == "markdown":
-                lang = _lang(cell)
-                for line in _text(cell.get("source")).split("\n"):
-                    m = HEADING.match(line)
-                    if m and lang in ("zh", "en", "both"):
-                        for key in (("zh", "en") if lang == "both" else (lang,)):
-                            heading[key] = _plain_heading(m.group(2))
+                follow_heading(cell, heading)
             out[(path.name, cell.get("id", ""))] = dict(heading)
     return out
 
@@ -439,13 +447,9 @@ def add_site_anchors(nb: dict[str, Any], notebook: str | None = None,
     for cell in out.get("cells", []):
         entry = cell.get("metadata", {}).get("hooklab", {}).get("symptom") if cell.get("cell_type") == "code" else None
         if isinstance(entry, dict) and isinstance(entry.get("id"), str):
-            cells.append({"cell_type": "markdown", "id": f"symptom-{entry['id']}"[:64],
-                          "metadata": {"tags": ["lang-both", "hooklab-symptom-anchor"]},
-                          "source": f"(symptom-{entry['id']})="})
+            cells.append(anchor_cell(f"symptom-{entry['id']}", "hooklab-symptom-anchor"))
         if notebook and cell.get("id") in explained:
-            target = explain_target(notebook, cell["id"])
-            cells.append({"cell_type": "markdown", "id": target[:64],
-                          "metadata": {"tags": ["lang-both", "hooklab-explain-anchor"]}, "source": f"({target})="})
+            cells.append(anchor_cell(explain_target(notebook, cell["id"]), "hooklab-explain-anchor"))
         cells.append(cell)
     out["cells"] = cells
     return out
