@@ -83,6 +83,14 @@ class SiteError(Exception):
     """A problem with the site's inputs (pyproject.toml, the data tables); the message says what to fix."""
 
 
+def generated_pages(root: Path = ROOT) -> dict[str, Any]:
+    """Pages generated from the repository's data, listed after the symptom index: page name -> a function of the
+    language that returns the page's Markdown. The one extension point for such pages (the symptom index itself is
+    tools/symptoms.py's): the hook atlas adds one page per zoo (tools/atlas_pages.py, from docs/atlas/)."""
+    from . import atlas_pages
+    return atlas_pages.pages(root / "docs" / "atlas")
+
+
 def notebooks(root: Path = ROOT) -> list[Path]:
     return sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -394,6 +402,9 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
         names.append(path.stem)
     listed = [s for s in found if Path(s.notebook).stem in names]
     (src / "symptoms.md").write_text(symptoms.site_page(listed, lang), encoding="utf-8")
+    generated = generated_pages(root)
+    for page, write in generated.items():
+        (src / f"{page}.md").write_text(write(lang), encoding="utf-8")
     extra = src.parent / f"_extra-{lang}"
     if extra.exists():
         shutil.rmtree(extra)
@@ -409,8 +420,8 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     torch = next(p.split("==")[1] for p in launch.pins(root / "pyproject.toml") if p.startswith("torch=="))
     landing = landing_page((LANDING / f"{lang}.md").read_text(encoding="utf-8"), cards, repository=repository,
                            launch=bool(repository and launch_branch), torch=torch, lang=lang)
-    (src / "index.md").write_text(index_page(landing, names, lang, api=only is None, extra=("symptoms",)),
-                                  encoding="utf-8")
+    (src / "index.md").write_text(index_page(landing, names, lang, api=only is None,
+                                             extra=("symptoms", *generated)), encoding="utf-8")
     if only is None:
         import inspect
 
@@ -452,7 +463,8 @@ def settings(src: Path, lang: str, names: list[str], *, other: str | None, repos
             "repository_branch": branch, "extra": str(extra) if any(extra.iterdir()) else None,
             "launch_branch": launch_branch if repository else None,
             "licence_links": licence, "locale_dir": str(locale_dir) if locale_dir else None,
-            "other": {"lang": other, "label": LABELS[other], "pages": ["index", "api", "symptoms", *names]}
+            "other": {"lang": other, "label": LABELS[other],
+                      "pages": ["index", "api", "symptoms", *generated_pages(), *names]}
             if other else None}
 
 
