@@ -80,8 +80,7 @@ def test_the_sample_covers_every_cause_the_atlas_records():
 
 @pytest.mark.parametrize("zoo, name", cases())
 def test_explain_hook_agrees_with_the_truth_on_every_never_firing_module(zoo, name):
-    from tools import atlas_probe as probe
-    from tools import atlas_zoos
+    from tools import atlas_probe as probe, atlas_zoos
 
     entry = atlas(zoo)["models"].get(name)
     if entry is None or entry["status"] != "built":

@@ -39,7 +39,7 @@ def test_every_atlas_counts_its_models_and_records_what_the_pages_need():
                 continue
             assert isinstance(entry["stacks"], list), name
             if entry["status"] == "built":
-                for path, cls, cause, parent_called in entry["never_fired"]:
+                for path, _cls, cause, parent_called in entry["never_fired"]:
                     assert cause in CAUSES and parent_called in (0, 1), (name, path)
 
 
@@ -50,7 +50,7 @@ def test_the_block_finder_agrees_with_transformers_own_blocks_on_the_whole_zoo()
     if data is None:
         pytest.skip("no transformers atlas")
     checked = missed = 0
-    for name, entry in data["models"].items():
+    for entry in data["models"].values():
         truth = entry.get("library_blocks")
         if truth:
             checked += 1
