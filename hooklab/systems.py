@@ -472,7 +472,7 @@ def module_records(module: nn.Module, where: str, *, seen: set[int] | None = Non
                    kept: dict[int, str] | None = None) -> list[HookRecord]:
     """What :func:`all_hooks` lists for ``module`` itself (not its children), placed at ``where``; ``seen`` (ids of
     tensors already listed) lists a tied parameter once; ``kept``: what :func:`_require_grads_handles` found."""
-    records = []
+    records: list[HookRecord] = []
     for probe in _PROBES:
         if probe is _torch_hooks:
             records.extend(_torch_hooks(where, module, kept))
