@@ -86,7 +86,7 @@ TEXT = {
         "reasons": "未能构建的原因", "causes": "从不触发的模块，按原因", "model": "模型", "class": "类",
         "blocks": "块容器（块数）", "receives": "块的钩子收到", "hidden": "隐藏状态在", "output": "块的输出",
         "never": "从不触发（最上层）", "generate": "generate 每步", "checkpointing": "梯度检查点",
-        "not_built": "未能构建", "reason": "原因", "legend": "原因的含义",
+        "not_built": "未能构建", "reason": "原因", "legend": "含义", "cause": "原因（cause）", "n": "模块数",
     },
     "en": {
         "title": "Hook atlas: {zoo}", "intro":
@@ -102,7 +102,7 @@ TEXT = {
         "class": "class", "blocks": "block container (blocks)", "receives": "a block's hook receives",
         "hidden": "hidden states in", "output": "block output", "never": "never fire (topmost)",
         "generate": "per generate step", "checkpointing": "gradient checkpointing", "not_built": "Not built",
-        "reason": "reason", "legend": "What the causes mean",
+        "reason": "reason", "legend": "what it means", "cause": "cause", "n": "modules",
     },
 }
 CAUSE_TEXT = {
@@ -169,7 +169,7 @@ def site_page(data: dict[str, Any], lang: str) -> str:
              t["intro"].format(zoo=zoo, version=versions.get(zoo, "?"), torch=versions.get("torch", "?")), "",
              t["counts"].format(models=counts["models"], built=counts["built"], structure=counts["structure only"],
                                 failed=failed), ""]
-    lines += [f"## {t['causes']}", "", f"| cause | n | {t['legend']} |", "|---|---|---|"]
+    lines += [f"## {t['causes']}", "", f"| {t['cause']} | {t['n']} | {t['legend']} |", "|---|---|---|"]
     for cause, n in counts["never-firing modules by cause"].items():
         zh, en = CAUSE_TEXT.get(cause, (cause, cause))
         lines.append(f"| {cause} | {n} | {zh if lang == 'zh' else en} |")

@@ -8,8 +8,9 @@ which fast-path op read them), and the same step in training mode. ``explain_hoo
 step with a profile function (module calls, forward code, parameter reads through ``Module.__getattr__``).
 
 Each run of ``./course test`` checks a fixed sample of architectures, chosen to cover every cause the atlas records;
-``HOOKLAB_ATLAS_ALL=1`` checks every architecture that the atlas built and ran (the weekly workflow,
-.github/workflows/matrix.yml, runs that). Each architecture is rebuilt exactly as the atlas built it
+``HOOKLAB_ATLAS_ALL=1`` checks every architecture that the atlas built and ran (the weekly workflow
+.github/workflows/atlas.yml runs that, in four parts: ``HOOKLAB_ATLAS_SHARD=i/4`` takes every fourth model from the
+i-th). Each architecture is rebuilt exactly as the atlas built it
 (``tools/atlas_zoos.py``) and its never-firing modules are measured again: they must still be the atlas's (else
 regenerate it: ``python -m tools.atlas run --zoo Z --fresh --only NAME; python -m tools.atlas write --zoo Z``).
 """
@@ -27,6 +28,7 @@ from hooklab import explain_hook, find_blocks
 ROOT = Path(__file__).resolve().parents[2]
 ATLAS = ROOT / "docs" / "atlas"
 ALL = os.environ.get("HOOKLAB_ATLAS_ALL") == "1"
+SHARD = os.environ.get("HOOKLAB_ATLAS_SHARD", "0/1")
 # every cause of the atlas, in models of at most a few million parameters
 SAMPLE = {
     "transformers": ["bart", "detr", "falcon_mamba", "florence2", "gpt2", "whisper"],
@@ -58,7 +60,8 @@ def cases() -> list[tuple[str, str]]:
                 models = json.loads(path.read_text(encoding="utf-8"))["models"]
                 names = [n for n, e in models.items() if e["status"] == "built"]
         found += [(zoo, name) for name in names]
-    return found
+    part, parts = (int(x) for x in SHARD.split("/"))
+    return found[part::parts]
 
 
 def test_the_sample_covers_every_cause_the_atlas_records():
