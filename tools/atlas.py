@@ -98,8 +98,9 @@ def measure(built: Any) -> dict[str, Any]:
                             for n in never]
     if built.generate is not None:
         entry["generate"] = _generate(built, stacks)
-    if built.train_step is not None:
-        entry["checkpointing"] = _checkpointing(built, stacks)
+    if built.train_step is not None:  # on the largest stack that the forward runs (not a vision tower left idle)
+        ran = [s for s in stacks if isinstance(entry["block_calls"].get(s.path), dict)]
+        entry["checkpointing"] = _checkpointing(built, ran)
     if built.output_capture:
         entry["output_capture_hooks"] = _output_capture(built)
     del torch

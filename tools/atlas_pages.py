@@ -119,6 +119,14 @@ CAUSE_TEXT = {
 }
 
 
+def main_stack(entry: dict[str, Any]) -> str | None:
+    """The path of the largest stack whose blocks the forward ran (a vision tower left idle by a text-only input is
+    not the one to describe), else the largest."""
+    calls = entry.get("block_calls") or {}
+    stacks = [s["path"] for s in entry.get("stacks", [])]
+    return next((p for p in stacks if isinstance(calls.get(p), dict)), stacks[0] if stacks else None)
+
+
 def _md(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -139,7 +147,7 @@ def _generate(entry: dict[str, Any]) -> str:
         return "error"
     steps = g.get("model_calls") or 0
     fires = ", ".join(f"{n}/{steps}" for n in g.get("block_fires", {}).values())
-    return f"{fires} ({steps} steps)" if steps else ""
+    return f"{fires} ({steps} steps)" if steps else f"the model itself is not called ({g.get('new_tokens')} tokens)"
 
 
 def _checkpointing(entry: dict[str, Any]) -> str:
@@ -180,7 +188,7 @@ def site_page(data: dict[str, Any], lang: str) -> str:
         if e["status"] == "not built":
             continue
         stacks = "<br>".join(f"`{s['path']}` ({s['count']})" for s in e.get("stacks", [])) or "-"
-        main = e["stacks"][0]["path"] if e.get("stacks") else None
+        main = main_stack(e)
         receives, hidden, output = _receives((e.get("block_calls") or {}).get(main, "")) if main else ("", "", "")
         top = [r for r in e.get("never_fired", []) if r[3] and r[2] != "container"]
         never = "<br>".join(f"`{r[0]}`: {r[2]}" for r in top[:6]) + (f"<br>+{len(top) - 6}" if len(top) > 6 else "")
@@ -210,7 +218,7 @@ def pages(folder: Path) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------ differences
 def _fingerprint(e: dict[str, Any]) -> dict[str, Any]:
     """What a release may change that a user of hooks cares about."""
-    main = e["stacks"][0]["path"] if e.get("stacks") else None
+    main = main_stack(e)
     call = (e.get("block_calls") or {}).get(main) if main else None
     return {"status": e.get("status"), "reason": e.get("reason"), "class": e.get("class"),
             "stacks": [(s["path"], s["count"]) for s in e.get("stacks", [])],

@@ -375,7 +375,8 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     """Fill ``src`` with the sources of ``lang``'s site: the one-language notebooks (each a launch copy, with the
     cell that installs hooklab from ``repository`` at ``commit`` first, and its further reading appended), index.md,
     api.rst and the licence files; return the notebook page names in order.
-    ``only`` (notebook names): those notebooks and no API page (whose autodoc imports hooklab and torch)."""
+    ``only`` (notebook names): those notebooks, and neither the API page (whose autodoc imports hooklab and torch)
+    nor the :func:`generated_pages`."""
     from hooklab.course.export import export_notebook
     from hooklab.course.notebook import read_notebook
 
@@ -402,7 +403,7 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
         names.append(path.stem)
     listed = [s for s in found if Path(s.notebook).stem in names]
     (src / "symptoms.md").write_text(symptoms.site_page(listed, lang), encoding="utf-8")
-    generated = generated_pages(root)
+    generated = generated_pages(root) if only is None else {}  # a quick build (tests) leaves them out, as the API page
     for page, write in generated.items():
         (src / f"{page}.md").write_text(write(lang), encoding="utf-8")
     extra = src.parent / f"_extra-{lang}"
@@ -464,7 +465,8 @@ def settings(src: Path, lang: str, names: list[str], *, other: str | None, repos
             "launch_branch": launch_branch if repository else None,
             "licence_links": licence, "locale_dir": str(locale_dir) if locale_dir else None,
             "other": {"lang": other, "label": LABELS[other],
-                      "pages": ["index", "api", "symptoms", *generated_pages(), *names]}
+                      "pages": ["index", "api", "symptoms", *generated_pages(),
+                                *names]}
             if other else None}
 
 

@@ -31,7 +31,7 @@ ALL = os.environ.get("HOOKLAB_ATLAS_ALL") == "1"
 SHARD = os.environ.get("HOOKLAB_ATLAS_SHARD", "0/1")
 # every cause of the atlas, in models of at most a few million parameters
 SAMPLE = {
-    "transformers": ["bart", "detr", "falcon_mamba", "florence2", "gpt2", "whisper"],
+    "transformers": ["falcon_mamba", "squeezebert", "switch_transformers", "whisper"],
     "torchvision": [],
     "timm": [],
     "diffusers": [],
