@@ -85,6 +85,7 @@ CAUSES = {
     "tied": "its parameters are tied to a module that ran, which computes with them",
     "not reached": "nothing of it ran: this input's path does not go through it",
     "model not called": "the step did not call this model at all",
+    "not observed": "another profiler was active: whether other code computed with its parameters was not seen",
 }
 _INSTEAD_CAUSE = {COMPILED: "compiled", SCRIPTED: "scripted", FUSED: "fused", COPY_INSIDE: "copy", COPY: "copy",
                   REPLICA: "replica", GRAPH: "graph", LOOKALIKE: "another model", OTHER_GRAPH: "graph"}
@@ -591,6 +592,11 @@ def _not_called(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, 
             "module was replaced in the model after your hooks were registered (model.x = nn.Linear(...) leaves "
             "the hooks on the old module)"]
     where, ancestor = called[0]
+    if not r.profiled:
+        return "not observed", [
+            f"{name} was not called although {where or 'the model'!r} ran: either its parent computes with its "
+            "parameters directly, or this input's path does not go through it. Which one was not observed: another "
+            "profiler was active (sys.setprofile), so explain_hook watched module calls only; stop it and ask again"]
     gap = r.name[len(where) + 1:].split(".")[0] if where else r.name.split(".")[0]
     gap_name = f"{where}.{gap}" if where else gap
     text = (f"{name} was not reached: {where or 'the model'!r} ran {w.calls[id(ancestor)]} time(s) but never "

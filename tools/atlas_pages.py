@@ -43,12 +43,15 @@ def compact(entry: dict[str, Any]) -> dict[str, Any]:
 def summarize(models: dict[str, dict[str, Any]]) -> dict[str, Any]:
     status = Counter(e["status"] for e in models.values())
     reasons = Counter(e.get("reason", "?") for e in models.values() if e["status"] == "not built")
+    unrun = Counter(str(e.get("not_run", "too large to run here")).split(":")[0].split(" (")[0]
+                    for e in models.values() if e["status"] == "structure only")
     causes: Counter = Counter()
     for e in models.values():
         for row in e.get("never_fired", []):
             causes[row[2]] += 1
     return {"models": len(models), "built": status.get("built", 0), "structure only": status.get("structure only", 0),
             "not built": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "structure only, not run": dict(sorted(unrun.items(), key=lambda kv: (-kv[1], kv[0]))),
             "never-firing modules by cause": {c: causes[c] for c in CAUSES if causes[c]}}
 
 

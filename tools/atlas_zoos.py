@@ -13,7 +13,7 @@ How a model is made small, generically (no per-architecture recipe):
   the vocabulary is kept (special token ids must stay inside it), and so is every other field;
 - diffusers: each model class's ``__init__`` defaults, with channel lists, layer counts and head sizes set small;
 - timm: ``timm.create_model(name, pretrained=False)`` as it is (the structure of every model), run only where it
-  has at most :data:`MAX_RUN_PARAMETERS` parameters;
+  has at most :data:`MAX_RUN_TIMM` parameters;
 - torchvision: ``torchvision.models.get_model(name, weights=None)`` as it is, same limit.
 """
 from __future__ import annotations
@@ -35,6 +35,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 MAX_RUN_PARAMETERS = 40_000_000   # a model bigger than this is described from its structure only (2 shared cores)
+MAX_RUN_TIMM = 10_000_000         # timm: about 1,400 models at full size; the small ones run (every family has some)
 SEQ = 8                           # tokens of a text input
 
 
@@ -392,7 +393,20 @@ class Transformers:
         reason = last.reason if isinstance(last, NotBuilt) else classify_error(last)
         if all(" config" in w for w, _ in failures):
             reason = "its config does not build when made small"
-        raise NotBuilt(reason, " | ".join(f"{w}: {type(e).__name__}: {str(e)[:120]}" for w, e in failures[-3:]))
+        detail = " | ".join(f"{w}: {type(e).__name__}: {str(e)[:120]}" for w, e in failures[-3:])
+        for level, recipe in _RECIPES.items():  # not run: its structure, built on the meta device, where it builds
+            try:
+                config = config_cls.from_dict(shrink_config_dict(default.to_dict(), level))
+            except Exception:  # noqa: BLE001
+                continue
+            for name in classes:
+                cls = getattr(transformers, name, None)
+                try:
+                    return _structure_only(model_type, "transformers", None, lambda cls=cls, config=config: cls(config),
+                                           why=f"{reason}: {detail[:200]}", recipe=recipe)
+                except Exception:  # noqa: BLE001 - the next class
+                    continue
+        raise NotBuilt(reason, detail)
 
     def _build(self, cls: type, config: Any, recipe: str) -> Built:
         with contextlib.suppress(Exception):
@@ -467,7 +481,8 @@ def _built_vision(model: nn.Module, name: str, candidates: list[Callable[[], tup
     """The first input that runs (a batch of 2: BatchNorm in training mode needs more than one value)."""
     model.eval()
     failure: Exception | None = None
-    for make in candidates:
+    chosen: tuple[tuple, str] | None = None
+    for make in candidates:  # the first input that runs in eval and in training mode, else the first in eval
         args, note = make()
         try:
             with torch.no_grad():
@@ -475,22 +490,24 @@ def _built_vision(model: nn.Module, name: str, candidates: list[Callable[[], tup
         except Exception as exc:  # noqa: BLE001 - the next input size
             failure = failure or exc
             continue
+        chosen = chosen or (args, note)
+        try:
+            model.train()
+            with torch.no_grad():
+                model(*args)
+        except Exception:  # noqa: BLE001 - training needs another input (or targets)
+            continue
+        finally:
+            model.eval()
+        chosen = (args, note)
+        break
+    if chosen is not None:
+        args, note = chosen
 
         def run(args: tuple = args) -> Any:
             with torch.no_grad():
                 return model(*args)
 
-        def train_step(args: tuple = args) -> Any:
-            model.train()
-            try:
-                from tools.atlas_probe import main_tensor
-                out = model(*args)
-                value = main_tensor(out) if not isinstance(out, dict) else next(iter(out.values()))
-                if isinstance(value, torch.Tensor) and value.requires_grad:
-                    value.float().square().mean().backward()
-                return out
-            finally:
-                model.eval()
         return Built(model, {}, type(model).__name__, recipe, run, None, None, note,
                      info={"parameters": parameter_count(model), "zoo": zoo}, output_capture=False)
     assert failure is not None
@@ -520,10 +537,13 @@ class Torchvision:
 
         def make() -> nn.Module:
             return models.get_model(name, **options)
-        with torch.device("meta"):
-            probe = make()
-        size = parameter_count(probe)
-        del probe
+        try:
+            with torch.device("meta"):
+                probe = make()
+            size = parameter_count(probe)
+            del probe
+        except Exception:  # noqa: BLE001 - a builder that computes with tensors (regnet): measure a real build
+            size = 0
         if size > MAX_BUILD_PARAMETERS:
             return _structure_only(name, "torchvision", size, make)
         torch.manual_seed(0)
@@ -547,19 +567,25 @@ class Torchvision:
         return built
 
 
-def _structure_only(name: str, zoo: str, size: int, make: Callable[[], nn.Module]) -> Built:
+def _structure_only(name: str, zoo: str, size: int | None, make: Callable[[], nn.Module], *,
+                    why: str | None = None, recipe: str = "") -> Built:
+    """A model built on the meta device: its structure (the block stacks) without a run. ``why``: the reason it was
+    not run (default: too large to run here)."""
     with torch.device("meta"):
         model = make()
+    size = parameter_count(model) if size is None else size
+    why = why or f"too large to run here ({size:,} parameters)"
 
     def refuse() -> Any:
-        raise NotBuilt("too large to run here", f"{size:,} parameters")
-    return Built(model, {}, type(model).__name__, "built on the meta device (structure only)", refuse,
-                 info={"parameters": size, "zoo": zoo}, runnable=False, output_capture=False)
+        raise NotBuilt("not run", why)
+    return Built(model, {}, type(model).__name__, (recipe + ", " if recipe else "") + "built on the meta device "
+                 "(structure only)", refuse, info={"parameters": size, "zoo": zoo, "not_run": why}, runnable=False,
+                 output_capture=False)
 
 
 class Timm:
     """Every model name of ``timm.list_models()``, built with ``pretrained=False`` as timm defines it; run at its
-    default input size where it has at most :data:`MAX_RUN_PARAMETERS` parameters (structure only above)."""
+    default input size where it has at most :data:`MAX_RUN_TIMM` parameters (structure only above)."""
 
     zoo = "timm"
 
@@ -570,12 +596,15 @@ class Timm:
     def build(self, name: str) -> Built:
         import timm
 
-        with torch.device("meta"):
+        try:
+            with torch.device("meta"):
+                probe = timm.create_model(name, pretrained=False)
+        except Exception:  # noqa: BLE001 - a model that computes with tensors while it is built: a real build
             probe = timm.create_model(name, pretrained=False)
         size = parameter_count(probe)
         shape = tuple(probe.pretrained_cfg.get("input_size", (3, 224, 224)))
         del probe
-        if size > MAX_RUN_PARAMETERS:
+        if size > MAX_RUN_TIMM:
             built = _structure_only(name, "timm", size, lambda: timm.create_model(name, pretrained=False))
         else:
             torch.manual_seed(0)
@@ -715,4 +744,9 @@ class Diffusers:
                 failures.append((recipe, exc))
         what, first = failures[0]
         reason = first.reason if isinstance(first, NotBuilt) else classify_error(first)
-        raise NotBuilt(reason, " | ".join(f"{w}: {type(e).__name__}: {str(e)[:120]}" for w, e in failures[:3]))
+        detail = " | ".join(f"{w}: {type(e).__name__}: {str(e)[:120]}" for w, e in failures[:3])
+        try:  # not run: its structure, built on the meta device
+            return _structure_only(name, "diffusers", None, lambda: cls(**_shrink_diffusers(defaults)),
+                                   why=f"{reason}: {detail[:200]}", recipe="__init__ defaults, made small")
+        except Exception:  # noqa: BLE001 - not even that
+            raise NotBuilt(reason, detail) from None

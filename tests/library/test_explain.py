@@ -232,6 +232,15 @@ def test_another_profiler_is_left_alone(monkeypatch):
         sys.setprofile(None)
     assert events and report.calls == 1 and not report.profiled
     assert "not counted (another profiler is active)" in str(report)
+    attn = nn.MultiheadAttention(4, 2)  # out_proj computed functionally: not seen without the profile function
+    x = torch.randn(3, 1, 4)
+    sys.setprofile(lambda frame, event, arg: None)
+    try:
+        monkeypatch.setattr(hooklab.explain, "_has_compiled", lambda: False)
+        report = explain_hook(attn, "out_proj", run=lambda: attn(x, x, x))
+    finally:
+        sys.setprofile(None)
+    assert report.cause == "not observed" and "another profiler was active" in report.reasons[0]
 
 
 def test_bad_input():
