@@ -321,15 +321,18 @@ class _Watch:
         caller = frame.f_back
         while caller is not None and caller.f_code is _GETATTR:
             caller = caller.f_back
+        method = None
+        while caller is not None and id(caller.f_locals.get("self")) in self.subtree:
+            # its own code: a method of it (rel_pos.get_bias()) called from outside, or its forward
+            method = f"{type(caller.f_locals['self']).__name__}.{caller.f_code.co_name}()"
+            caller = caller.f_back
         if caller is None:
             return
         reader = caller.f_locals.get("self")
-        if id(reader) in self.subtree:
-            return  # the module's own code
         where = self.tree.get(id(reader))
         who = f"{type(reader).__name__}.{caller.f_code.co_name}" if isinstance(reader, nn.Module) \
             else caller.f_code.co_name
-        self.reads[who + (f" ({where!r})" if where else "")] += 1
+        self.reads[who + (f" ({where!r})" if where else "") + (f" through {method}" if method else "")] += 1
 
     def _hook_fired(self, frame: Any, code: Any) -> None:
         local = frame.f_locals
@@ -575,8 +578,9 @@ def _not_called(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, 
         readers = ", ".join(r.parameter_reads)
         return "parameters used directly", [
             f"{name} was not called, but its parameters were read by {readers}: that code computes with them "
-            "directly (F.linear(x, self.out_proj.weight), a fused kernel, one module holding every expert), "
-            f"so the forward and hooks of {name} never run: hook the module whose code reads them"]
+            "directly (F.linear(x, self.out_proj.weight), a fused kernel, one module holding every expert, or a "
+            f"method of {name} other than forward), so the forward and hooks of {name} never run: hook the "
+            "module whose code reads them"]
     mine = _storages(target.parameters())
     if mine:
         ran = [m for i, m in w.modules_by_id.items() if w.calls[i] and i not in w.subtree]
