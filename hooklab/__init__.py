@@ -10,8 +10,10 @@ between keeping, checkpointing, offloading and compressing to meet a memory budg
 inventories of registered hooks and a test helper that fails when code leaves hooks behind.
 ``all_hooks`` lists every hook system on a model (PyTorch's hooks and what accelerate, diffusers, PEFT,
 quantization, parametrizations, FSDP2 / DDP / tensor parallelism and ``torch.compile`` put there), and
-``explain_hook`` runs a step and says why a module's hooks did not fire, or fired twice (its probes are
-global module hooks and a profile function, removed before it returns, also when the step raises). The plots of
+``explain_hook`` runs a step and says why a module's hooks did not fire, or fired twice (its probe is a profile
+function that registers nothing, removed before it returns; when the step raises, the explanation goes with the
+error). ``find_blocks`` finds a model's repeated blocks, the places most hooks go, by the rule hooklab's atlas of the
+transformers, diffusers, timm and torchvision zoos uses (``docs/atlas/``). The plots of
 what the recorders recorded are functions of plain data in :mod:`hooklab.plot`. The exceptions worth catching
 (``NotRecorded``, ``UnknownModuleError``, ``MissingTorchInternal``, ...) live in :mod:`hooklab.errors`, are
 importable from ``hooklab`` too, and share the base :class:`HooklabError`. ``import hooklab`` changes no
@@ -68,6 +70,7 @@ Rules every one of them keeps (``tests/library/test_contract.py`` checks each on
 """
 from . import plot as plot  # hooklab.plot: the figures of the tools, one module
 from ._text import format_bytes
+from .blocks import BlockStack, find_blocks
 from .capturing import Capture, FeatureExtractor, capture
 from .checkpoint import checkpoint_modules, selective_checkpoint_modules
 from .clip import clip_grad_norm_global_hooks, clip_grad_norm_hooks, clip_grad_value_hooks
@@ -112,6 +115,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ActivationStats",
     "BlockProfile",
+    "BlockStack",
     "BudgetError",
     "Call",
     "Capture",
@@ -162,6 +166,7 @@ __all__ = [
     "clip_grad_norm_hooks",
     "clip_grad_value_hooks",
     "explain_hook",
+    "find_blocks",
     "find_nonfinite",
     "format_bytes",
     "get_module",

@@ -39,6 +39,7 @@ __all__ = [
     "current_graph_task_id",
     "handle_alive",
     "loss_scale",
+    "module_call_codes",
     "need",
     "global_optimizer_hook_dicts",
     "optimizer_hook_dicts",
@@ -136,6 +137,11 @@ INTERNALS: dict[str, Internal] = {
         "telling a non-reentrant checkpoint's recomputation in backward from a new call (intervene replays the "
         "edit of the call being recomputed)", "fallback",
         "a recomputation is not recognised: intervene refuses a module call inside a backward pass"),
+    "Module._call_impl / Module._wrapped_call_impl": Internal(
+        "explain_hook: counting module calls with its profile function, without registering anything (a global "
+        "module hook would make torch.compile recompile)", "fallback",
+        "explain_hook counts module calls with a global forward pre-hook, and refuses a step that may run "
+        "compiled code"),
     "Module._is_torch_compile (set by torch.compile on the eager model)": Internal(
         "warning that hooks on a compiled model's eager copy recorded nothing", "fallback",
         "no such warning; the tools' no-call messages still list compiling as a cause"),
@@ -447,6 +453,15 @@ def is_compiled_module(m: Any) -> bool:
 def was_compiled(m: Any) -> bool:
     """True when ``torch.compile(m)`` was called: its wrapper marks the eager model (a hint, not a promise)."""
     return bool(getattr(m, "_is_torch_compile", False)) or is_compiled_module(m)
+
+
+def module_call_codes() -> tuple[Any, Any]:
+    """The code objects of ``Module._call_impl`` (every ``module(...)`` call runs it, hooks or not) and of
+    ``Module._wrapped_call_impl`` (the ``__call__`` that picks ``_compiled_call_impl`` for a module compiled in
+    place); ``None`` for one that is gone."""
+    call = getattr(getattr(torch.nn.Module, "_call_impl", None), "__code__", None)
+    wrapped = getattr(getattr(torch.nn.Module, "_wrapped_call_impl", None), "__code__", None)
+    return call, wrapped
 
 
 def unwrap_compiled(m: torch.nn.Module) -> torch.nn.Module:

@@ -2,15 +2,21 @@
 
 :func:`explain_hook` runs ``run()`` once and reports whether the module called ``name`` ran (as a module call, and
 how often its ``forward`` code ran), how many times each of its hooks fired and with which module, and what ran
-instead when it did not: a copy, a replica, a fused or compiled version, a graph module that inlined it, a fast path,
-or the parent using its parameters directly.
+instead when it did not: a copy (outside the model, or inside it like PEFT's ``modules_to_save``), a replica, a fused,
+compiled or TorchScript version, a graph module that inlined it, a fast path, a parent that computes with its
+parameters directly, a parent that calls its submodules past it, a tied module that holds its weights, or nothing (this
+input's path does not reach it). :attr:`HookExplanation.cause` names the cause in a word or two, and
+:attr:`HookExplanation.reasons` says it in sentences, the most specific first.
 
-It watches without registering anything on the model: PyTorch's global module hooks see every module call, and a
-profile function (``sys.setprofile``, also in threads started during the step) sees which Python functions and
-fast-path ops ran. Neither changes what the step computes, and both are removed before :func:`explain_hook`
-returns, also when ``run`` raises. A local hook would have changed the answer (``nn.TransformerEncoderLayer`` takes
-its fast path only when no submodule has a forward hook), and so would a ``TorchFunctionMode`` (it makes
-``torch.compile`` recompile, with the hooks added since then traced in).
+It watches without registering anything: a profile function (``sys.setprofile``, also in threads started during the
+step) sees each module call (``Module._call_impl``), which Python functions and fast-path ops ran, and which code read
+the module's parameters. Nothing is added to the model or to PyTorch's global hook dicts, so nothing changes what the
+step computes or what ``torch.compile`` compiles (a global module hook would make it recompile, with the hooks added
+since then traced in; a local hook would turn ``nn.TransformerEncoderLayer``'s fast path off). When another profiler
+is active, it falls back to a global module pre-hook and says so (``profiled`` is False), and refuses when the process
+has compiled code, which that hook would change. The profile function is removed before :func:`explain_hook` returns.
+When the step raises, the explanation of what it saw up to the error is attached to the step's own exception (a note
+under its traceback, and its ``hooklab_explanation`` attribute) and the exception propagates unchanged.
 
 >>> import copy, torch
 >>> from torch import nn
@@ -21,8 +27,8 @@ its fast path only when no submodule has a forward hook), and so would a ``Torch
 >>> copied = copy.deepcopy(model)          # e.g. an EMA copy or a copy for prediction
 >>> report = explain_hook(model, "0", run=lambda: copied(torch.ones(1, 2)))
 (1, 2)
->>> report.calls, report.fired["print_shape (forward)"]
-(0, {'a copy (carries the same hooks)': 1})
+>>> report.calls, report.cause, report.fired["print_shape (forward)"]
+(0, 'copy', {'a copy (carries the same hooks)': 1})
 >>> print(report.reasons[0])
 '0' itself never ran: a copy of it ran instead (Linear, 1 call(s); it carries your hooks, so they fired with the copy as `module`): hook the model that runs, or register before copying only if you want the copy's calls
 >>> handle.remove()
@@ -31,7 +37,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,24 +50,51 @@ from . import _torch_internals as internals
 from ._text import format_table
 from .inventory import hook_name
 from .lookup import get_module
-from .systems import HookRecord, _unwrap, compiled, module_records
+from .systems import HookRecord, _is_script_module, _unwrap, compiled, module_records, not_a_module_hint
 
-__all__ = ["HookExplanation", "explain_hook"]
+__all__ = ["CAUSES", "HookExplanation", "explain_hook"]
 
 # relations of a module that ran to the hooked one
 SELF = "the module"
 REPLICA = "a replica (shares its hook dicts)"
 COPY = "a copy (carries the same hooks)"
+COPY_INSIDE = "a copy inside the model (carries the same hooks)"
 LOOKALIKE = "a module like it, outside the model"
 COMPILED = "a torch.compile wrapper around it"
+SCRIPTED = "a TorchScript module (torch.jit.script / trace)"
 FUSED = "a fused module made from it"
 GRAPH = "an FX GraphModule that inlined it"
 IN_MODEL = "another module of the model"
 OTHER_GRAPH = "an FX GraphModule (torch.fx, torch.export)"
 
+# what HookExplanation.cause can be, and what each means
+CAUSES = {
+    "ran": "the module was called (its hooks' counts say how often they fired)",
+    "forward called directly": "its forward code ran without a module call (module.forward(x)), so no hook ran",
+    "compiled": "compiled code ran instead (torch.compile): hooks run only if they were compiled in",
+    "scripted": "a TorchScript version ran instead (torch.jit.script / trace)",
+    "copy": "a copy of it ran instead (outside the model, or inside it: PEFT's modules_to_save)",
+    "replica": "replicas of it ran (DataParallel)",
+    "fused": "a fused module ran instead (Conv+BN+ReLU fusion, fuse_conv_bn_eval)",
+    "graph": "a graph module ran instead (torch.fx, torch.export, PT2E)",
+    "another model": "a module like it outside the model ran (a copy made before the hooks, another model)",
+    "container": "a ModuleList / ModuleDict: never called itself",
+    "bypassed": "its parent called its submodules directly, not the module itself",
+    "fast path": "its parent took a fused fast path that computes it in one op",
+    "parameters used directly": "its parent's code computed with its parameters without calling it",
+    "tied": "its parameters are tied to a module that ran, which computes with them",
+    "not reached": "nothing of it ran: this input's path does not go through it",
+    "model not called": "the step did not call this model at all",
+    "not observed": "another profiler was active: whether other code computed with its parameters was not seen",
+}
+_INSTEAD_CAUSE = {COMPILED: "compiled", SCRIPTED: "scripted", FUSED: "fused", COPY_INSIDE: "copy", COPY: "copy",
+                  REPLICA: "replica", GRAPH: "graph", LOOKALIKE: "another model", OTHER_GRAPH: "graph"}
+
 _HOOK_KINDS = ("forward_pre", "forward", "backward_pre", "backward")
 # modules that Conv+BN(+ReLU) fusion folds into the fused module (they have no copy inside it)
 _FOLDED = (nn.modules.batchnorm._BatchNorm, nn.ReLU)
+_FAST_PATH_OWNERS = (nn.TransformerEncoderLayer, nn.MultiheadAttention)
+_GETATTR = nn.Module.__getattr__.__code__
 
 
 def _fast_paths() -> dict[Any, str]:
@@ -78,7 +110,8 @@ def _fast_paths() -> dict[Any, str]:
 
 @dataclass
 class HookExplanation:
-    """What :func:`explain_hook` saw; ``print(report)`` (or :meth:`table`) shows it, :attr:`reasons` says why."""
+    """What :func:`explain_hook` saw; ``print(report)`` (or :meth:`table`) shows it, :attr:`reasons` says why and
+    :attr:`cause` names the cause (a key of :data:`CAUSES`); :attr:`error` is the step's exception, when it raised."""
 
     name: str
     module_type: str
@@ -92,6 +125,9 @@ class HookExplanation:
     parent_calls: int = 0
     calls_without_grad: int = 0
     profiled: bool = True
+    parameter_reads: dict[str, int] = field(default_factory=dict)
+    cause: str = "ran"
+    error: str | None = None
     reasons: list[str] = field(default_factory=list)
 
     def table(self) -> str:
@@ -104,6 +140,8 @@ class HookExplanation:
         if self.parent is not None:
             counts.append((f"its parent {self.parent!r} was called" if self.parent else "the model was called",
                            str(self.parent_calls)))
+        if self.error is not None:
+            counts.append(("the step raised", self.error))
         width = max(len(k) for k, _ in counts)
         lines = [f"explain_hook({self.name!r}): {self.module_type}"] + [f"  {k.ljust(width)}  {v}" for k, v in counts]
         rows = [(label, ", ".join(f"{n} x {rel}" for rel, n in on.items()) or "0")
@@ -117,7 +155,10 @@ class HookExplanation:
             lines += ["", format_table(("ran instead", "calls"), [(k, str(v)) for k, v in self.ran_instead.items()])]
         if self.fast_paths:
             lines += ["", format_table(("fast path", "runs"), [(k, str(v)) for k, v in self.fast_paths.items()])]
-        lines += ["", "why:"] + [f"  - {r}" for r in self.reasons]
+        if self.parameter_reads:
+            lines += ["", format_table(("its parameters read by", "reads"),
+                                       [(k, str(v)) for k, v in self.parameter_reads.items()])]
+        lines += ["", f"why ({self.cause}):"] + [f"  - {r}" for r in self.reasons]
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -125,34 +166,52 @@ class HookExplanation:
 
 
 class _Watch:
-    """The probes of one explain_hook call: global module hooks and a profile function."""
+    """The probes of one explain_hook call: a profile function (or, when another profiler is active, a global module
+    pre-hook)."""
 
     def __init__(self, model: nn.Module, name: str, target: nn.Module) -> None:
         self.model, self.name, self.target = model, name, target
-        self.tree = {id(m): n for n, m in model.named_modules(remove_duplicate=False)}
-        self.parent = model.get_submodule(name.rpartition(".")[0]) if name else None
-        self.parent_forward = _code(type(self.parent).forward) if self.parent is not None else None
-        self.calls = self.parent_calls = self.without_grad = self.forward_runs = 0
+        named = list(model.named_modules(remove_duplicate=False))
+        self.tree = {id(m): n for n, m in named}
+        self.modules_by_id = {id(m): m for _, m in named}
+        parts = name.split(".") if name else []
+        self.ancestors = [(".".join(parts[:i]), model.get_submodule(".".join(parts[:i])))
+                          for i in range(len(parts) - 1, -1, -1)]  # parent first, the model last
+        self.parent = self.ancestors[0][1] if self.ancestors else None
+        self.subtree = {id(m) for m in target.modules()}
+        self.calls: Counter = Counter()           # id(module) -> module(...) calls, for every module called
+        self.compiled_calls: Counter = Counter()  # id(module) -> calls of a module compiled in place
+        self.without_grad = self.forward_runs = 0
         self.ran_instead: Counter = Counter()
+        self.outside_convs: Counter = Counter()   # (type name, out_channels) of convolutions outside the model
         self.fast: Counter = Counter()
         self.fast_ops = _fast_paths()
+        self.reads: Counter = Counter()           # who read the target's parameters (code outside it)
         self.forward_code = _code(type(target).forward)
+        self.call_code, self.wrapped_code = internals.module_call_codes()
         self.hook_objects: dict[int, str] = {}     # id(hook object) -> label (callable objects: exact match)
         self.hook_codes: dict[Any, list[str]] = {}  # code object -> labels (functions)
         self.hook_labels: dict[int, str] = {}      # id(module hook function) -> label
         self.fired: dict[str, Counter] = {}
         self.labels: list[str] = []
-        self._target_hooks = set()
+        self._target_hooks: set[int] = set()
+        self._target_keys: set[tuple[int, int]] = set()  # (handle id, id(fn)): what a deepcopy keeps
         for _attr, kind, hooks in internals.module_hook_dicts(target):
             if kind not in _HOOK_KINDS:
                 continue
-            for fn in hooks.values():
+            for key, fn in hooks.items():
                 self.hook_labels[id(fn)] = self._watch(fn, f"{hook_name(fn)} ({kind})", kind)
                 self._target_hooks.add(id(fn))
+                self._target_keys.add((key, id(fn)))
         for pname, p in target.named_parameters(recurse=False):
             for kind, hooks in internals.tensor_hook_dicts(p):
                 for fn in hooks.values():
                     self._watch(fn, f"{hook_name(fn)} ({pname}: {kind} hook)", kind)
+        # copies inside the model: modules that carry the target's hooks under the same handle ids (a deepcopy keeps
+        # them; registering one function on many modules gives each its own id)
+        self.copies_inside = {id(m) for _, m in named if m is not target and self._target_keys and
+                              self._target_keys & {(k, id(f)) for _a, kind, d in internals.module_hook_dicts(m)
+                                                   if kind in _HOOK_KINDS for k, f in d.items()}}
 
     def _watch(self, fn: Any, label: str, kind: str) -> str:
         base, n = label, 1
@@ -180,13 +239,15 @@ class _Watch:
         if getattr(m, "_forward_hooks", None) is getattr(target, "_forward_hooks", False):
             return REPLICA
         if id(m) in self.tree:
-            return IN_MODEL
+            return COPY_INSIDE if id(m) in self.copies_inside else IN_MODEL
         if not isinstance(m, nn.Module):
             return IN_MODEL
         if compiled(m):
             inner = internals.unwrap_compiled(m)
             if inner is target or any(sub is target for sub in inner.modules()):
                 return COMPILED
+        if _is_script_module(m):
+            return SCRIPTED
         if type(m).__module__.startswith("torch.ao.nn.intrinsic") and (
                 any(self._carries_target_hooks(c) or self._looks_alike(c) for c in m.children())
                 or isinstance(target, _FOLDED)):
@@ -217,21 +278,32 @@ class _Watch:
         return bool(mine) and mine == [tuple(p.shape) for p in m.parameters()]
 
     # ---- the probes
-    def pre_hook(self, m: nn.Module, args: Any) -> None:
+    def on_call(self, m: Any) -> None:
+        self.calls[id(m)] += 1
         if m is self.target:
-            self.calls += 1
             if not torch.is_grad_enabled():
                 self.without_grad += 1
-        elif m is self.parent:
-            self.parent_calls += 1
-        elif id(m) not in self.tree:
+        elif id(m) not in self.tree or id(m) in self.copies_inside:
             relation = self.relation(m)
             if relation not in ("other", IN_MODEL):
                 self.ran_instead[f"{relation}: {type(m).__name__}"] += 1
+            elif isinstance(m, nn.modules.conv._ConvNd) and id(m) not in self.tree:
+                self.outside_convs[(type(m).__name__, m.out_channels)] += 1
+
+    def pre_hook(self, m: nn.Module, args: Any) -> None:  # the fallback when another profiler is active
+        self.on_call(m)
 
     def profile(self, frame: Any, event: str, arg: Any) -> None:
         if event == "call":
             code = frame.f_code
+            if code is self.call_code:
+                self.on_call(frame.f_locals.get("self"))
+            elif code is self.wrapped_code:
+                me = frame.f_locals.get("self")
+                if getattr(me, "_compiled_call_impl", None) is not None:
+                    self.compiled_calls[id(me)] += 1
+            elif code is _GETATTR:
+                self._read(frame)
             if code is self.forward_code:
                 me = frame.f_locals.get(code.co_varnames[0]) if code.co_argcount else None
                 if me is self.target:
@@ -240,6 +312,27 @@ class _Watch:
                 self._hook_fired(frame, code)
         elif event == "c_call" and arg in self.fast_ops:
             self.fast[self.fast_ops[arg]] += 1
+
+    def _read(self, frame: Any) -> None:
+        local = frame.f_locals
+        owner, attr = local.get("self"), local.get("name")
+        if id(owner) not in self.subtree or attr not in getattr(owner, "_parameters", {}):
+            return
+        caller = frame.f_back
+        while caller is not None and caller.f_code is _GETATTR:
+            caller = caller.f_back
+        method = None
+        while caller is not None and id(caller.f_locals.get("self")) in self.subtree:
+            # its own code: a method of it (rel_pos.get_bias()) called from outside, or its forward
+            method = f"{type(caller.f_locals['self']).__name__}.{caller.f_code.co_name}()"
+            caller = caller.f_back
+        if caller is None:
+            return
+        reader = caller.f_locals.get("self")
+        where = self.tree.get(id(reader))
+        who = f"{type(reader).__name__}.{caller.f_code.co_name}" if isinstance(reader, nn.Module) \
+            else caller.f_code.co_name
+        self.reads[who + (f" ({where!r})" if where else "") + (f" through {method}" if method else "")] += 1
 
     def _hook_fired(self, frame: Any, code: Any) -> None:
         local = frame.f_locals
@@ -270,6 +363,17 @@ def _code(fn: Any) -> Any:
     return getattr(fn, "__code__", None)
 
 
+def _has_compiled() -> bool:
+    """Whether this process has compiled anything with torch.compile (without importing torch._dynamo)."""
+    if "torch._dynamo" not in sys.modules:
+        return False
+    try:
+        from torch._dynamo.utils import counters
+        return bool(counters["stats"].get("unique_graphs", 0))
+    except Exception:  # noqa: BLE001 - a torch without these counters: assume it may have
+        return True
+
+
 def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> HookExplanation:
     """Run ``run()`` once and explain what happened to the module ``name`` of ``model`` and to its hooks.
 
@@ -278,54 +382,96 @@ def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> Hook
     :class:`HookExplanation`: how often the module was called and how often its ``forward`` code ran, how often
     each of its PyTorch hooks fired and with which module (itself, a replica, a copy), its other hooks (a replaced
     ``forward``, an adapter, an observer...: :func:`~hooklab.all_hooks`), what ran instead of it, the fast paths
-    taken, and ``reasons``: why, in sentences. Exceptions from ``run`` propagate after the probes are removed.
+    taken, who read its parameters, ``cause`` (a key of :data:`CAUSES`) and ``reasons``: why, in sentences.
+
+    When ``run`` raises, the explanation of what happened up to the error is attached to that exception (a note
+    shown under its traceback, and its ``hooklab_explanation`` attribute), which then propagates unchanged.
+    A TorchScript model is refused (its modules are compiled; explain the model before scripting).
     """
     if not isinstance(model, nn.Module):
-        raise TypeError(f"explain_hook needs the model (an nn.Module) whose module you hooked, got {type(model).__name__}")
+        raise TypeError("explain_hook needs the model (an nn.Module) whose module you hooked, got "
+                        f"{type(model).__name__}" + not_a_module_hint(model, "explain_hook"))
     if not callable(run):
         raise TypeError("run is the step to watch, a function with no arguments, e.g. run=lambda: model(x); "
                         f"got {type(run).__name__}")
+    if _is_script_module(model):
+        raise TypeError("explain_hook cannot watch a TorchScript module (torch.jit.script / trace): its forward runs "
+                        "compiled TorchScript, where module calls and hooks are invisible to Python. Explain the "
+                        "nn.Module you scripted (model, name, run=lambda: scripted(x) shows what ran instead), or "
+                        "run the unscripted model")
     target = get_module(model, name)
     watch = _Watch(model, name, target)
     report = HookExplanation(name, type(target).__name__, hooks=module_records(target, name or type(target).__name__),
                              parent=name.rpartition(".")[0] if name else None)
     previous, previous_threads = sys.getprofile(), threading.getprofile()
-    report.profiled = previous is None
+    report.profiled = previous is None and watch.call_code is not None
+    if not report.profiled and _has_compiled():
+        raise RuntimeError("explain_hook watches a step with a profile function, and another profiler is active "
+                           "(sys.setprofile) or this torch lacks Module._call_impl; its fallback, a global module "
+                           "hook, would make torch.compile recompile with the hooks added since, and change what it "
+                           "watches. Stop the other profiler and call it again")
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         watch.profile(frame, event, arg)
 
     handles = []
+    error: Exception | None = None
     try:
-        with warnings.catch_warnings():
-            # the probes are global module hooks; torch.compile's warning about them is about ours, not the user's
-            warnings.filterwarnings("ignore", message=r".*global hooks on modules", category=UserWarning)
+        if report.profiled:
+            threading.setprofile(profile)
+            sys.setprofile(profile)
+        else:
             handles.append(module_globals.register_module_forward_pre_hook(watch.pre_hook))
-            if report.profiled:
-                threading.setprofile(profile)
-                sys.setprofile(profile)
+        try:
             run()
+        except Exception as exc:  # explained below, then raised again with its own traceback
+            error = exc
     finally:
         if report.profiled:
             sys.setprofile(None)
             threading.setprofile(previous_threads)
         for handle in handles:
             handle.remove()
-    report.calls, report.forward_runs = watch.calls, watch.forward_runs
-    report.parent_calls, report.calls_without_grad = watch.parent_calls, watch.without_grad
+    report.calls, report.forward_runs = watch.calls[id(target)], watch.forward_runs
+    report.parent_calls = watch.calls[id(watch.parent)] if watch.parent is not None else 0
+    report.calls_without_grad = watch.without_grad
     report.fired = {label: dict(on) for label, on in watch.fired.items()}
     report.ran_instead, report.fast_paths = dict(watch.ran_instead), dict(watch.fast)
-    report.reasons = _reasons(report, target)
+    report.parameter_reads = dict(watch.reads)
+    if error is not None:
+        report.error = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+    report.cause, report.reasons = _reasons(report, target, watch)
+    if error is not None:
+        note = "hooklab.explain_hook saw, up to this error:\n" + str(report)
+        if hasattr(error, "add_note"):
+            error.add_note(note)
+        else:  # Python 3.10: kept where 3.11 would print it from
+            error.__notes__ = [*getattr(error, "__notes__", []), note]  # type: ignore[attr-defined]
+        try:
+            error.hooklab_explanation = report  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+        raise error
     return report
 
 
 # what ran instead of the module, in the order they are looked for, and the sentence for each
 _INSTEAD = {
-    COMPILED: "{name} was not called in Python: a torch.compile wrapper around it ran {n} time(s) and the compiled "
-              "code ran instead; hooks registered after the first compiled call are not in it. Register them "
-              "before compiling, or call the eager model (model._orig_mod)",
+    COMPILED: "{name} was not called in Python: compiled code ran instead (a torch.compile wrapper around it ran {n} "
+              "time(s)). Hooks present when this code was compiled run inside it, where Python cannot count them; "
+              "hooks registered later do not run at all (torch.compile does not recompile for them), and neither "
+              "do hooks the module had if this code was first compiled for another model of the same structure "
+              "(it is reused without looking at hooks). To see them fire, call the eager model "
+              "(model._orig_mod), or register first and compile again after torch._dynamo.reset(). explain_hook "
+              "registered nothing, so it did not change what was compiled",
+    SCRIPTED: "{name} itself never ran: a TorchScript module ran instead ({typename}, {n} call(s); torch.jit.script "
+              "or trace of a copy). It runs compiled code: hooks compiled in when it was scripted run inside it "
+              "(uncounted), hooks registered on the original since then never do. Hook the module that runs "
+              "before scripting, or run the nn.Module",
     FUSED: "{name} itself never ran: a fused module ran instead ({typename}, {n} call(s)); it {folded}. Register "
            "hooks on the fused model, after fusing",
+    COPY_INSIDE: "{name} itself never ran: a copy of it inside the model ran instead ({copies}, {n} call(s); it "
+                 "carries the hooks {name} had when it was copied, so they fired with the copy as `module`){why}",
     COPY: "{name} itself never ran: a copy of it ran instead ({typename}, {n} call(s); it carries your hooks, so "
           "they fired with the copy as `module`): hook the model that runs, or register before copying only if "
           "you want the copy's calls",
@@ -344,47 +490,149 @@ _INSTEAD = {
 }
 
 
-def _reasons(r: HookExplanation, target: nn.Module) -> list[str]:
-    reasons = []
+def _storages(params: Any) -> set[Any]:
+    keys: set[Any] = set()
+    for p in params:
+        keys.add(id(p))
+        if p.device.type != "meta" and p.numel():
+            keys.add(("storage", p.untyped_storage().data_ptr()))
+    return keys
+
+
+def _not_called(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, list[str]]:
+    """The cause and the first reasons for a module that was never called (its forward code did not run either)."""
     name = repr(r.name)
     instead: dict[str, tuple[str, int]] = {}
     for key, n in r.ran_instead.items():  # per relation: the type names and the calls, added up
         relation, typename = key.split(": ", 1)
         names, total = instead.get(relation, ("", 0))
         instead[relation] = (f"{names} + {typename}" if names else typename, total + n)
+    found = next((relation for relation in _INSTEAD if relation in instead), None)
+    if found is not None:
+        typename, n = instead[found]
+        folded = ("folded it into its weights (a fused module has no copy of a BatchNorm or ReLU it absorbed, so "
+                  "its hooks are gone)" if isinstance(target, _FOLDED) else
+                  "holds a copy of it, which keeps the hooks it had when the model was copied")
+        copies = ", ".join(repr(w.tree[i]) for i in w.copies_inside if w.calls[i]) or typename
+        why = ""
+        if found == COPY_INSIDE and type(w.parent).__name__ == "ModulesToSaveWrapper":
+            why = (f": PEFT's modules_to_save made it. Its ModulesToSaveWrapper {r.parent!r} runs the copy of the "
+                   "active adapter and keeps original_module for when the adapters are disabled; hook the copy "
+                   "(what trains) or the wrapper")
+        elif found == COPY_INSIDE:
+            why = ": hook the copy that runs"
+        reasons = [_INSTEAD[found].format(name=name, typename=typename, n=n, folded=folded, copies=copies, why=why)]
+        if found == OTHER_GRAPH and isinstance(target, nn.modules.batchnorm._BatchNorm):
+            reasons.append(f"{name} is a BatchNorm: a fusing pass (torch.fx.experimental.optimization.fuse, "
+                           "a quantizer's) may fold it into the convolution before it, leaving no module of it "
+                           "to hook; if the graph module holds no BatchNorm, hook the convolution's output "
+                           "instead, or observe it before fusing")
+        return _INSTEAD_CAUSE[found], reasons
+    compiled_above = [(n, m) for n, m in [(r.name, target), *w.ancestors]
+                      if compiled(m) and (w.calls[id(m)] or w.compiled_calls[id(m)])]
+    if compiled_above:
+        where, wrapper = compiled_above[-1]
+        n = w.calls[id(wrapper)] + w.compiled_calls[id(wrapper)]
+        text = _INSTEAD[COMPILED].format(name=name, n=n)
+        if internals.unwrap_compiled(wrapper) is wrapper:
+            text = text.replace("a torch.compile wrapper around it", f"{where or 'the model'!r}, compiled in place "
+                                "(module.compile()),").replace("call the eager model (model._orig_mod), or ", "")
+        return "compiled", [text]
+    typename = type(target).__name__
+    bases = {c.__name__ for c in type(target).__mro__}
+    if bases & {"ObserverBase", "FakeQuantizeBase"} and w.parent is not None and not w.calls[id(w.parent)]:
+        return "not reached", [
+            f"{name} is a quantization observer: it runs from the forward hook of the module it observes "
+            f"(_observer_forward_hook on {r.parent!r}), and {r.parent!r} was not called in this step. The "
+            "calibration data never took that path, so it saw nothing (min_val is inf) and convert() will use "
+            "default qparams (scale 1.0, zero point 0): calibrate with inputs that take this path"]
+    if isinstance(target, nn.modules.batchnorm._BatchNorm):
+        convs = [(t, c, n) for (t, c), n in w.outside_convs.items() if c == target.num_features]
+        if convs:
+            t, c, n = convs[0]
+            return "fused", [
+                f"{name} itself never ran, and a convolution outside the model did ({t}, {n} call(s), {c} output "
+                f"channels, as many as this BatchNorm's features): a Conv+BN fusion "
+                "(torch.nn.utils.fusion.fuse_conv_bn_eval, torch.ao.quantization.fuse_modules, torch.fx's fuse, a "
+                "framework's inference optimizer) folded this BatchNorm into that convolution's weights, and "
+                "nothing of it is left to hook: hook the convolution's output (it equals this BatchNorm's), or "
+                "observe before fusing"]
+    if isinstance(target, (nn.ModuleList, nn.ModuleDict, nn.ParameterList, nn.ParameterDict)) or \
+            type(target).forward is nn.Module.forward:
+        return "container", [f"{name} is a container ({typename}): it is never called itself; hook its children"]
+    ran_inside = [w.tree[id(m)] for m in target.modules() if m is not target and w.calls[id(m)] and id(m) in w.tree]
+    if ran_inside:
+        shown = ", ".join(repr(n) for n in ran_inside[:3]) + (", ..." if len(ran_inside) > 3 else "")
+        return "bypassed", [
+            f"{name} was not called, but its submodules were ({shown}): the code around it calls them directly "
+            f"(e.g. self.model.decoder(...) instead of self.model(...)), passing {name}'s own forward and hooks: "
+            "hook the submodules that run"]
+    called = [(n, m) for n, m in w.ancestors if w.calls[id(m)] or w.compiled_calls[id(m)]]
+    if r.fast_paths and any(isinstance(m, _FAST_PATH_OWNERS) for _n, m in called):
+        path = ", ".join(r.fast_paths)
+        return "fast path", [
+            f"{name} was not called: its parent took a fast path ({path}) that computes it in one op without "
+            "calling it, so no hook of it runs (explain_hook does not change that; a forward hook on any submodule "
+            "of the layer, training mode or gradients turn the fast path off)"]
+    if r.parameter_reads:
+        readers = ", ".join(r.parameter_reads)
+        return "parameters used directly", [
+            f"{name} was not called, but its parameters were read by {readers}: that code computes with them "
+            "directly (F.linear(x, self.out_proj.weight), a fused kernel, one module holding every expert, or a "
+            f"method of {name} other than forward), so the forward and hooks of {name} never run: hook the "
+            "module whose code reads them"]
+    mine = _storages(target.parameters())
+    if mine:
+        ran = [m for i, m in w.modules_by_id.items() if w.calls[i] and i not in w.subtree]
+        held = set().union(*(_storages(m.parameters(recurse=False)) for m in ran)) if ran else set()
+        holders = [w.tree[id(m)] for m in ran if _storages(m.parameters(recurse=False)) & mine]
+        if mine <= held:
+            return "tied", [
+                f"{name} was not called, and its parameters are tied to {', '.join(map(repr, holders[:3]))}, which "
+                f"ran: that module computes with the shared weights, so hook it instead of {name}"]
+    if not called:
+        return "model not called", [
+            f"{name} did not run in this step: the step did not call the model (or called another one), or the "
+            "module was replaced in the model after your hooks were registered (model.x = nn.Linear(...) leaves "
+            "the hooks on the old module)"]
+    where, ancestor = called[0]
+    if not r.profiled:
+        return "not observed", [
+            f"{name} was not called although {where or 'the model'!r} ran: either its parent computes with its "
+            "parameters directly, or this input's path does not go through it. Which one was not observed: another "
+            "profiler was active (sys.setprofile), so explain_hook watched module calls only; stop it and ask again"]
+    gap = r.name[len(where) + 1:].split(".")[0] if where else r.name.split(".")[0]
+    gap_name = f"{where}.{gap}" if where else gap
+    text = (f"{name} was not reached: {where or 'the model'!r} ran {w.calls[id(ancestor)]} time(s) but never "
+            f"called {gap_name!r}" + (f" (so nothing inside it ran, {name} included)" if gap_name != r.name else "")
+            + ", and no code read its parameters: this input's path does not go through it (a head used only "
+            "with labels or by generate(), a branch for another input, such as a vision tower under a text-only "
+            "input, a module the configuration leaves unused)")
+    if not target.training:
+        text += "; the model is in eval mode, and modules used only in training (model.train()) are skipped too"
+    reasons = [text]
+    if type(w.parent).__name__ == "ModulesToSaveWrapper":
+        reasons.insert(0, f"{name} is PEFT's original_module of the ModulesToSaveWrapper {r.parent!r}: the wrapper "
+                       "runs its copy modules_to_save[<active adapter>] instead, and original_module only with the "
+                       "adapters disabled; hooks registered after get_peft_model belong on the copy")
+    return "not reached", reasons
+
+
+def _reasons(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, list[str]]:
+    reasons: list[str] = []
+    name = repr(r.name)
+    cause = "ran"
     kinds = {k.kind for k in r.hooks}
     fired_total = {label: sum(on.values()) for label, on in r.fired.items()}
-    if r.calls == 0 and (r.forward_runs == 0 or not r.profiled):
-        found = next((relation for relation in _INSTEAD if relation in instead), None)
-        if found is not None:
-            typename, n = instead[found]
-            folded = ("folded it into its weights (a fused module has no copy of a BatchNorm or ReLU it absorbed, so "
-                      "its hooks are gone)" if isinstance(target, _FOLDED) else
-                      "holds a copy of it, which keeps the hooks it had when the model was copied")
-            reasons.append(_INSTEAD[found].format(name=name, typename=typename, n=n, folded=folded))
-            if found == OTHER_GRAPH and isinstance(target, nn.modules.batchnorm._BatchNorm):
-                reasons.append(f"{name} is a BatchNorm: a fusing pass (torch.fx.experimental.optimization.fuse, "
-                               "a quantizer's) may fold it into the convolution before it, leaving no module of it "
-                               "to hook; if the graph module holds no BatchNorm, hook the convolution's output "
-                               "instead, or observe it before fusing")
-        elif r.fast_paths:
-            path = ", ".join(r.fast_paths)
-            reasons.append(f"{name} was not called: its parent took a fast path ({path}) that computes it in one op "
-                           "without calling it, so no hook of it runs (global module hooks do not stop the fast "
-                           "path; a forward hook on any submodule of the layer, training mode or gradients do)")
-        elif r.parent is not None and r.parent_calls:
-            reasons.append(f"{name} was not called although its parent {r.parent!r} ran {r.parent_calls} time(s): "
-                           "the parent uses its parameters directly (e.g. MultiheadAttention computes out_proj with "
-                           "F.multi_head_attention_forward), or this input's path does not go through it")
-        elif isinstance(target, (nn.ModuleList, nn.ModuleDict)):
-            reasons.append(f"{name} is a container ({type(target).__name__}): it is never called itself; hook its "
-                           "children")
-        else:
-            reasons.append(f"{name} did not run in this step: the step did not call the model (or called another "
-                           "one), or the module was replaced in the model after your hooks were registered "
-                           "(model.x = nn.Linear(...) leaves the hooks on the old module)")
-    elif REPLICA in instead:
-        typename, n = instead[REPLICA]
+    if r.error is not None:
+        reasons.append(f"the step raised {r.error}: what follows is what ran before that")
+    if r.calls == 0 and r.profiled and r.forward_runs:
+        cause = "forward called directly"
+    elif r.calls == 0:
+        cause, first = _not_called(r, target, w)
+        reasons.extend(first)
+    elif any(k.startswith(REPLICA) for k in r.ran_instead):
+        n = sum(v for k, v in r.ran_instead.items() if k.startswith(REPLICA))
         reasons.append(f"{n} replica(s) of {name} ran too (DataParallel): they share its hook dicts, so its hooks "
                        "fire once per replica, with the replica as `module`")
     if r.profiled and r.forward_runs > r.calls:
@@ -420,7 +668,7 @@ def _reasons(r: HookExplanation, target: nn.Module) -> list[str]:
                        "on its base_layer see the base output only" + (
                            f" (base_layer, the module you had before get_peft_model, carries {held} hook(s): "
                            "registered before wrapping, they stayed there)" if held else ""))
-    if not reasons:
+    if cause == "ran" and not [x for x in reasons if not x.startswith("the step raised")]:
         counts = ", ".join(f"{label} {fired_total[label]}" for label in r.fired) or "no hooks on it"
         reasons.append(f"{name} ran {r.calls} time(s) as a module and its hooks fired as expected ({counts})")
-    return reasons
+    return cause, reasons

@@ -64,7 +64,8 @@ _OWNERS = (
     ("torch.nn.utils.parametrize", "torch.nn.utils.parametrize"),
     ("torch.nn.utils.parametrizations", "torch.nn.utils.parametrize"),
     ("torch.distributed.fsdp", "FSDP2"), ("torch.distributed.tensor", "tensor parallel (DTensor)"),
-    ("torch.distributed", "torch.distributed"), ("torch", "torch"), ("hooklab", "hooklab"),
+    ("torch.distributed", "torch.distributed"), ("torch.export", "torch.export"), ("torch._export", "torch.export"),
+    ("torch", "torch"), ("hooklab", "hooklab"),
     ("accelerate", "accelerate"), ("diffusers", "diffusers"), ("peft", "peft"), ("captum", "captum"),
     ("timm", "timm"), ("transformers", "transformers"), ("pytorch_lightning", "Lightning"),
     ("lightning", "Lightning"), ("__main__", "your code"),
@@ -80,7 +81,16 @@ _REMOVE = {
     "tensor parallel (DTensor)": "none: parallelize_module keeps no handles (build the model again)",
     "captum": "captum removes it when attribute() returns",
     "timm": "none: part of the timm model (build it without features_only)",
-    "transformers": "none needed: transformers' own output capturing",
+    "torch.jit (compiled in by scripting)": "none: compiled into the TorchScript module (script the model again "
+                                            "without it)",
+    "torch.export": "none: part of the module torch.export made (ep.module()); export the model again",
+}
+# transformers' hooks, by the hook function's name: what each one is for, and how it goes
+_TRANSFORMERS = {
+    "output_capturing_hook": "none needed: transformers' own output capturing (it records only when "
+                             "output_hidden_states / output_attentions ask)",
+    "make_inputs_require_grads": "model.disable_input_require_grads() on the transformers model (it removes what "
+                                 "enable_input_require_grads and gradient_checkpointing_enable registered)",
 }
 
 
@@ -112,6 +122,8 @@ def hook_owner(fn: Any) -> str:
     ['torch.nn.utils.prune']
     """
     inner = _unwrap(fn)
+    if type(inner).__name__ == "ScriptFunction":
+        return "torch.jit (compiled in by scripting)"
     plain = inspect.isfunction(inner) or inspect.isbuiltin(inner) or inspect.isclass(inner)
     module = getattr(inner, "__module__", None) if plain else None
     module = module or getattr(type(inner), "__module__", None) or ""
@@ -124,6 +136,12 @@ def hook_owner(fn: Any) -> str:
 def _remove_hint(owner: str, kind: str, fn: Any) -> str:
     if owner == "torch.nn.utils.prune":
         return f"torch.nn.utils.prune.remove(module, {getattr(_unwrap(fn), '_tensor_name', 'weight')!r})"
+    if owner == "transformers":
+        short = getattr(_unwrap(fn), "__name__", "")
+        return _TRANSFORMERS.get(short, "transformers' own API (it kept the handle)")
+    if owner == "peft" and getattr(_unwrap(fn), "__name__", "") == "make_inputs_require_grad":
+        return ("no handle kept: PEFT registered it without keeping one (harmless: it only makes the embeddings' "
+                "output require gradients)")
     if owner in _REMOVE:
         return _REMOVE[owner]
     if owner in ("accelerate", "diffusers", "peft", "Lightning", "torch", "torch.distributed"):
@@ -135,6 +153,8 @@ def _remove_hint(owner: str, kind: str, fn: Any) -> str:
 
 
 def _what(fn: Any, owner: str) -> str:
+    if type(fn).__name__ == "ScriptFunction":
+        return f"{str(getattr(fn, 'qualified_name', 'hook')).rsplit('.', 1)[-1]} (TorchScript)"
     name = hook_name(fn)
     if owner == "torch.nn.utils.prune":
         tensor = getattr(_unwrap(fn), "_tensor_name", "weight")
@@ -143,13 +163,35 @@ def _what(fn: Any, owner: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- probes
-def _torch_hooks(where: str, module: nn.Module) -> Iterator[HookRecord]:
+def _torch_hooks(where: str, module: nn.Module, kept: dict[int, str] | None = None) -> Iterator[HookRecord]:
+    """``kept``: hook ids -> the name of the transformers model whose ``_require_grads_hooks`` holds that handle."""
     full = internals.module_full_backward(module)
-    for _attr, kind, hooks in internals.module_hook_dicts(module):
+    for attr, kind, hooks in internals.module_hook_dicts(module):
         shown = "backward (old-style)" if kind == "backward" and full is False else kind
-        for fn in hooks.values():
+        for key, fn in hooks.items():
             owner = hook_owner(fn)
-            yield HookRecord(where, shown, _what(fn, owner), owner, _remove_hint(owner, kind, fn))
+            remove = _remove_hint(owner, kind, fn)
+            if owner == "transformers" and getattr(_unwrap(fn), "__name__", "") == "make_inputs_require_grads" \
+                    and kept is not None:
+                holder = kept.get(key)
+                if holder is not None:
+                    remove = (f"{holder or 'model'}.disable_input_require_grads() (transformers; it kept this "
+                              "handle)")
+                else:
+                    remove = ("its handle is lost: enable_input_require_grads ran again (gradient_checkpointing_"
+                              "enable, then get_peft_model or Trainer) and kept only the newer one; "
+                              f"module.{attr}.pop({key}) removes this one")
+            yield HookRecord(where, shown, _what(fn, owner), owner, remove)
+
+
+def _require_grads_handles(model: nn.Module) -> dict[int, str]:
+    """The hook ids that transformers' ``enable_input_require_grads`` kept handles of, by the owning model's name."""
+    kept = {}
+    for name, module in model.named_modules():
+        for handle in module.__dict__.get("_require_grads_hooks", None) or []:
+            if hasattr(handle, "id"):
+                kept[handle.id] = name
+    return kept
 
 
 def _tensor_hooks(where: str, module: nn.Module, seen: set[int]) -> Iterator[HookRecord]:
@@ -185,17 +227,31 @@ def _tensor_kind(place: str, tensor: torch.Tensor) -> Iterator[HookRecord]:
                          "accelerate or diffusers (offloading)", "remove the offloading hooks (values come back)")
 
 
+def _is_script_module(module: Any) -> bool:
+    jit = getattr(torch, "jit", None)
+    script_module = getattr(jit, "ScriptModule", None)
+    return isinstance(script_module, type) and isinstance(module, script_module)
+
+
 def _replaced_forward(where: str, module: nn.Module) -> Iterator[HookRecord]:
     forward = module.__dict__.get("forward")
-    if forward is None or compiled(module):  # torch.compile's wrapper sets its own forward
-        return
+    if forward is None or compiled(module) or _is_script_module(module):
+        return  # torch.compile's wrapper and a TorchScript module set their own forward (their rows say so)
     if inspect.ismethod(forward) and forward.__self__ is module and forward.__func__ is type(module).forward:
         return  # the class's own forward put back on the instance (what accelerate leaves after removal)
     hf_hook = module.__dict__.get("_hf_hook")
     registry = module.__dict__.get("_diffusers_hook")
+    owner = hook_owner(forward)
     if hf_hook is not None:
-        yield HookRecord(where, "forward replaced", _accelerate_hook(hf_hook), "accelerate",
-                         "accelerate.hooks.remove_hook_from_module(module, recurse=True)")
+        if owner != "accelerate":  # someone replaced accelerate's replacement
+            yield HookRecord(where, "forward replaced", f"{hook_name(forward)} (set on the instance, over "
+                             "accelerate's forward)", owner, "set module.forward back to the forward you replaced "
+                             "(accelerate's); del module.forward would drop accelerate's too")
+        what = _accelerate_hook(hf_hook)
+        remove = "accelerate.hooks.remove_hook_from_module(module, recurse=True)"
+        if "CpuOffload" in what:
+            remove = ("hook.remove() on the hook that cpu_offload_with_hook returned (or " + remove + ")")
+        yield HookRecord(where, "forward replaced", what, "accelerate", remove)
     elif registry is not None:
         hooks = getattr(registry, "hooks", {}) or {}
         what = ", ".join(f"{n} ({type(h).__name__})" for n, h in hooks.items()) or "an empty registry"
@@ -204,8 +260,10 @@ def _replaced_forward(where: str, module: nn.Module) -> Iterator[HookRecord]:
         if any(type(h).__name__ == "LayerwiseCastingHook" for h in hooks.values()):
             remove = "none: layerwise casting cannot be undone (diffusers raises; load the model again)"
         yield HookRecord(where, "forward replaced", f"HookRegistry: {what}", "diffusers", remove)
+    elif owner in ("torch", "torch.export"):
+        yield HookRecord(where, "forward replaced", f"{hook_name(forward)} (set on the instance by torch)", owner,
+                         "none: part of the module torch built (keep it; deleting it breaks that module)")
     else:
-        owner = hook_owner(forward)
         yield HookRecord(where, "forward replaced", f"{hook_name(forward)} (set on the instance)", owner,
                          "del module.forward (the class's forward comes back)")
 
@@ -257,13 +315,42 @@ def _wrappers(where: str, module: nn.Module) -> Iterator[HookRecord]:
         yield HookRecord(where, "FSDP2", "fully_shard: parameters are DTensor shards, gathered by FSDP's forward "
                          "pre-hook and freed by its forward hook", "FSDP2",
                          "none: fully_shard cannot be undone (build the model again)")
+    if _is_script_module(module):
+        yield HookRecord(where, "TorchScript", "torch.jit.script / trace module: its forward runs compiled "
+                         "TorchScript; hooks it compiled in (registered before scripting) run inside it, Python "
+                         "hooks registered now fire only when Python calls this very module", "torch.jit",
+                         "none: hook the original nn.Module (before scripting), or script it again")
     if _subclass_of(module, "peft", "PeftModel"):
-        yield HookRecord(where, "wrapper", "PeftModel: every submodule name gains the prefix 'base_model.model.'",
-                         "peft", "model.unload() or model.merge_and_unload() gives the plain model back")
+        yield from _peft_model(where, module)
+    if _subclass_of(module, "peft.utils.other", "ModulesToSaveWrapper"):
+        wrapper: Any = module
+        active = list(getattr(wrapper, "active_adapters", []) or [])
+        copies = sorted(getattr(getattr(wrapper, "modules_to_save", None), "keys", lambda: [])())
+        yield HookRecord(where, "wrapper", f"ModulesToSaveWrapper (modules_to_save): runs its copy "
+                         f"modules_to_save[{active[0] if active else '?'}!r] (copies {copies}: deep copies that "
+                         "get_peft_model made, with the hooks original_module had then); original_module runs only "
+                         "with the adapters disabled: hook the copy", "peft",
+                         "merge_and_unload() / unload() on the PeftModel (the trained copy takes its place)")
     if _subclass_of(module, "torch.fx", "GraphModule"):
         yield HookRecord(where, "FX graph", "GraphModule: only the submodules its graph calls (call_module nodes) "
                          "run their hooks; inlined modules never run", "torch.fx",
                          "use the original model for hooks on inlined modules")
+
+
+def _peft_model(where: str, module: Any) -> Iterator[HookRecord]:
+    base = module.get_base_model() if hasattr(module, "get_base_model") else None
+    prefix = next((name for name, sub in module.named_modules() if sub is base), None) if base is not None else None
+    shown = f"every submodule name gains the prefix {prefix + '.'!r}" if prefix else "names gain a prefix"
+    yield HookRecord(where, "wrapper", f"PeftModel: {shown}", "peft",
+                     "model.unload() or model.merge_and_unload() gives the plain model back")
+    config = getattr(module, "active_peft_config", None)
+    if getattr(config, "is_prompt_learning", False):
+        tokens = getattr(config, "num_virtual_tokens", "?")
+        kind = getattr(getattr(config, "peft_type", None), "value", None) or type(config).__name__
+        yield HookRecord(where, "prompt learning", f"{kind}: {tokens} virtual token(s) from prompt_encoder are put "
+                         "before the input embeddings: a hook on the input embeddings sees your tokens only; the "
+                         f"layers see {tokens} more", "peft",
+                         "none: part of the PeftModel (call get_base_model() for the model without them)")
 
 
 def _peft_layer(where: str, module: nn.Module) -> Iterator[HookRecord]:
@@ -271,8 +358,8 @@ def _peft_layer(where: str, module: nn.Module) -> Iterator[HookRecord]:
         return
     layer: Any = module  # PEFT's BaseTunerLayer (untyped)
     base = layer.get_base_layer() if hasattr(layer, "get_base_layer") else None
-    adapters = sorted({key for d in ("lora_A", "ia3_l", "lora_embedding_A")
-                       for key in getattr(getattr(module, d, None), "keys", lambda: [])()})
+    names = tuple(getattr(layer, "adapter_layer_names", ())) or ("lora_A", "ia3_l", "lora_embedding_A")
+    adapters = sorted({key for d in names for key in getattr(getattr(module, d, None), "keys", lambda: [])()})
     state = f"active {list(getattr(module, 'active_adapters', []))}, merged {bool(getattr(module, 'merged', False))}"
     if getattr(module, "disable_adapters", False):
         state += ", disabled"
@@ -346,22 +433,51 @@ def all_hooks(model: nn.Module, *, name: str = "") -> list[HookRecord]:
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"all_hooks takes an nn.Module (a model or one of its submodules), got {type(model).__name__}"
-                        + ("; for a tensor or an optimizer use hooklab.hook_inventory" if isinstance(
-                            model, (torch.Tensor, torch.optim.Optimizer)) else ""))
+                        + not_a_module_hint(model, "all_hooks"))
     if not isinstance(name, str):
         raise TypeError(f"name is a prefix for the places listed (a string such as 'model'), got {name!r}")
     records: list[HookRecord] = []
     seen: set[int] = set()
+    kept = _require_grads_handles(model)
     for sub_name, module in model.named_modules():
         where = ".".join(p for p in (name, sub_name) if p) or type(module).__name__
-        records.extend(module_records(module, where, seen=seen))
-    return records
+        records.extend(module_records(module, where, seen=seen, kept=kept))
+    scripted = {r.where for r in records if r.kind == "TorchScript"}
+    return [r for r in records if r.kind != "TorchScript" or not any(
+        r.where.startswith(outer + ".") or (outer == type(model).__name__ and r.where != outer)
+        for outer in scripted)]  # one TorchScript row: the outermost scripted module's
 
 
-def module_records(module: nn.Module, where: str, *, seen: set[int] | None = None) -> list[HookRecord]:
+def not_a_module_hint(obj: Any, tool: str) -> str:
+    """What to pass instead of ``obj``, which is not an ``nn.Module`` (the end of a ``TypeError``'s message)."""
+    if isinstance(obj, (torch.Tensor, torch.optim.Optimizer)):
+        return "; for a tensor or an optimizer use hooklab.hook_inventory"
+    if _base_names(obj) & {"ExportedProgram"}:
+        return (f"; an ExportedProgram (torch.export) is not a module: pass ep.module(), the module it runs "
+                f"({tool}(ep.module()))")
+    components = getattr(obj, "components", None)
+    if isinstance(components, dict):
+        modules = [k for k, v in components.items() if isinstance(v, nn.Module)]
+        return (f"; a pipeline is not a module: pass one of its models, e.g. pipe.{modules[0]} (its models: "
+                f"{', '.join(modules)}; all of them: pipe.components)" if modules else
+                "; a pipeline is not a module: pass one of the models in pipe.components")
+    inner = next((getattr(obj, a) for a in ("model", "module") if isinstance(getattr(obj, a, None), nn.Module)),
+                 None)
+    if inner is not None:
+        return f"; it holds one in .{'model' if getattr(obj, 'model', None) is inner else 'module'}: pass that"
+    return ""
+
+
+def module_records(module: nn.Module, where: str, *, seen: set[int] | None = None,
+                   kept: dict[int, str] | None = None) -> list[HookRecord]:
     """What :func:`all_hooks` lists for ``module`` itself (not its children), placed at ``where``; ``seen`` (ids of
-    tensors already listed) lists a tied parameter once."""
-    records = [record for probe in _PROBES for record in probe(where, module)]
+    tensors already listed) lists a tied parameter once; ``kept``: what :func:`_require_grads_handles` found."""
+    records: list[HookRecord] = []
+    for probe in _PROBES:
+        if probe is _torch_hooks:
+            records.extend(_torch_hooks(where, module, kept))
+        else:
+            records.extend(probe(where, module))
     records.extend(_tensor_hooks(where, module, set() if seen is None else seen))
     return records
 

@@ -54,6 +54,9 @@ FIXED_ENV = {
 }
 
 
+ATLAS_ZOOS = ("transformers", "diffusers", "timm", "torchvision")
+
+
 class UsageError(Exception):
     """Bad arguments or a failed build: exit status 2, with the message."""
 
@@ -83,6 +86,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="write the report again from the last run's results, running nothing")
     parser.add_argument("--fresh-baseline", action="store_true", help="re-run the baseline even if cached")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per notebook cell (default 300)")
+    parser.add_argument("--atlas", action="append", default=[], choices=ATLAS_ZOOS, metavar="ZOO",
+                        help="also measure the hook atlas of this zoo in the side environment and report what changed "
+                             "against docs/atlas (automatic for a zoo whose package --with replaces; hours for "
+                             "transformers' whole zoo)")
 
     def error(message: str):  # argparse would exit 2 itself; keep one path for usage errors
         raise UsageError(f"{message}\n{parser.format_usage().strip()}")
@@ -265,6 +272,39 @@ def baseline(notebooks: list[Path], timeout: int, fresh: bool) -> Path | None:
     return out
 
 
+def atlas_zoos(args: argparse.Namespace) -> list[str]:
+    """The zoos whose atlas this run measures: those asked for with --atlas, and those whose package --with
+    replaces (``--with transformers==X`` shows what release X changed)."""
+    replaced = {normal(REQ_NAME.match(r).group(1)) for r in args.extra}
+    return sorted(set(args.atlas) | {z for z in ATLAS_ZOOS if z in replaced})
+
+
+def atlas_diff(python: Path, folder: Path, zoos: list[str]) -> str:
+    """The hook atlas of ``zoos`` measured with the side environment's ``python`` (tools/atlas.py, into
+    ``folder``/atlas/), and a Markdown section: what changed against the committed docs/atlas/<zoo>.json (models
+    added, removed, and per model the block container, what a block's hook receives, the never-firing modules and
+    their causes, generate and checkpointing)."""
+    from . import atlas_pages
+
+    out = folder / "atlas"
+    lines = ["", "## Hook atlas", ""]
+    for zoo in zoos:
+        say(f"atlas: measuring {zoo} with {python} (log: {(out / (zoo + '.log')).relative_to(ROOT)}) ...")
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / f"{zoo}.log", "w") as log:
+            subprocess.run([str(python), "-m", "tools.atlas", "run", "--zoo", zoo, "--out", str(out)], cwd=ROOT,
+                           env=matrix_env(), stdout=log, stderr=subprocess.STDOUT)
+            subprocess.run([str(python), "-m", "tools.atlas", "write", "--zoo", zoo, "--src", str(out),
+                            "--dest", str(out)], cwd=ROOT, env=matrix_env(), stdout=log, stderr=subprocess.STDOUT)
+        old, new = atlas_pages.load(zoo, ROOT / "docs" / "atlas"), atlas_pages.load(zoo, out)
+        if old is None or new is None:
+            lines.append(f"- {zoo}: no atlas to compare ({'docs/atlas' if old is None else out}/{zoo}.json missing; "
+                         f"see {(out / (zoo + '.log')).relative_to(ROOT)})")
+            continue
+        lines += [atlas_pages.diff_text(old, new), ""]
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     try:
         args = parse_args(argv)
@@ -320,6 +360,9 @@ def main(argv: list[str]) -> int:
             "library_only": args.library_only, "fixed_env": FIXED_ENV,
             "host": f"{platform.machine()}, {os.cpu_count()} CPU cores"}
     text = matrix_report.render_report(meta, units, results) + matrix_hooks.section(hooks)
+    zoos = atlas_zoos(args)
+    if zoos and not args.report_only:
+        text += atlas_diff(python, folder, zoos)
     report = folder / "report.md"
     report.write_text(text, encoding="utf-8")
     code = max(matrix_report.exit_code(units, results), matrix_hooks.exit_code(hooks))

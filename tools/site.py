@@ -17,8 +17,8 @@ copy inside the site; an API page is generated from hooklab's docstrings (groupe
 the landing page is written for learners (tools/site/landing/<lang>.md, with a map of the notebooks present).
 
 Pages: the landing page, the notebooks, then :data:`EXTRA_PAGES` (page name -> a function that returns the page's
-MyST Markdown: the symptom index; add a page there and the sidebar, the language link and the search take it),
-then the API page.
+MyST Markdown: the symptom index, the hook matrix; add a page there and the sidebar, the language link and the search
+take it), in a full build the hook atlas's pages (one per zoo: :func:`extra_pages`), then the API page.
 
 Search: after Sphinx, Pagefind's extended binary (the ``site`` group's ``pagefind[extended]``, from the lock) indexes
 each language's pages into <lang>/pagefind/ (:func:`index_search`; it segments Chinese into words); the search page
@@ -396,7 +396,8 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     """Fill ``src`` with the sources of ``lang``'s site: the one-language notebooks (each a launch copy, with the
     cell that installs hooklab from ``repository`` at ``commit`` first, and its further reading appended), index.md,
     api.rst and the licence files; return the notebook page names in order.
-    ``only`` (notebook names): those notebooks and no API page (whose autodoc imports hooklab and torch)."""
+    ``only`` (notebook names): those notebooks, and neither the API page (whose autodoc imports hooklab and torch)
+    nor the atlas pages of :func:`extra_pages`."""
     from hooklab.course.export import export_notebook
     from hooklab.course.notebook import read_notebook
 
@@ -424,7 +425,8 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
         nb["cells"].append(further_reading_cell(reading[path.stem], lang))
         (src / path.name).write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         names.append(path.stem)
-    for page, write in EXTRA_PAGES.items():
+    pages = extra_pages(root, full=only is None)  # a quick build (tests) leaves the atlas out, as the API page
+    for page, write in pages.items():
         (src / f"{page}.md").write_text(write(root, lang, names), encoding="utf-8")
     extra = src.parent / f"_extra-{lang}"
     if extra.exists():
@@ -441,8 +443,7 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     torch = next(p.split("==")[1] for p in launch.pins(root / "pyproject.toml") if p.startswith("torch=="))
     landing = landing_page((LANDING / f"{lang}.md").read_text(encoding="utf-8"), cards, repository=repository,
                            launch=bool(repository and launch_branch), torch=torch, lang=lang)
-    (src / "index.md").write_text(index_page(landing, names, lang, api=only is None, extra=EXTRA_PAGES),
-                                  encoding="utf-8")
+    (src / "index.md").write_text(index_page(landing, names, lang, api=only is None, extra=pages), encoding="utf-8")
     if only is None:
         import inspect
 
@@ -605,10 +606,19 @@ SEARCH_ROOT = "article.bd-article"   # what Pagefind indexes of a page: the arti
 SEARCH_SKIP = "a.headerlink, .hooklab-language-link, .copybtn"  # in the article, not its text
 
 
-def site_pages(names: list[str], *, api: bool = True) -> list[str]:
-    """Every page of a language's site, in order: the landing page, the notebooks, then :data:`EXTRA_PAGES`
-    (and the API page)."""
-    return ["index", *names, *EXTRA_PAGES, *(["api"] if api else [])]
+def extra_pages(root: Path = ROOT, *, full: bool = True) -> dict[str, Callable[[Path, str, list[str]], str]]:
+    """:data:`EXTRA_PAGES`, then, in a ``full`` build, one page per zoo of the hook atlas (``atlas-<zoo>``, from
+    docs/atlas/ by tools/atlas_pages.py), which a quick build leaves out as it leaves out the API page."""
+    if not full:
+        return dict(EXTRA_PAGES)
+    from . import atlas_pages
+    return {**EXTRA_PAGES, **atlas_pages.pages(root / "docs" / "atlas")}
+
+
+def site_pages(names: list[str], *, api: bool = True, root: Path = ROOT) -> list[str]:
+    """Every page of a language's site, in order: the landing page, the notebooks, then :func:`extra_pages` (the
+    atlas pages and the API page only in a full build, ``api``)."""
+    return ["index", *names, *extra_pages(root, full=api), *(["api"] if api else [])]
 
 
 def index_search(folder: Path, *, pages: list[str], timeout: float = 300) -> None:

@@ -506,8 +506,8 @@ NOT_TOOLS = {  # public names that neither hook a model nor wrap a block themsel
     "get_module": "looks a module up", "format_bytes": "formats a number",
     "gradient_error": "runs a step with and without a saved-tensor context (one of the table's)",
     "run_workers": "starts processes", "plot": "functions that draw results",
-    "all_hooks": "reads hooks", "show_all_hooks": "reads hooks",
-    "explain_hook": "runs a step with global probes it removes before returning (tests/library/test_explain.py)",
+    "all_hooks": "reads hooks", "show_all_hooks": "reads hooks", "find_blocks": "reads the module tree",
+    "explain_hook": "runs a step with a profile function it removes before returning (tests/library/test_explain.py)",
 }
 
 

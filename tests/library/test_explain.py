@@ -104,7 +104,8 @@ def test_out_proj_is_used_functionally():
     x = torch.randn(3, 1, 4)
     report = explain_hook(attn, "out_proj", run=lambda: attn(x, x, x))
     assert report.calls == 0 and report.parent_calls == 1
-    assert "uses its parameters directly" in report.reasons[0]
+    assert report.cause == "parameters used directly"
+    assert "read by MultiheadAttention.forward" in report.reasons[0]
 
 
 @pytest.mark.pin  # what torch.compile does with hooks added after compiling changes between releases
@@ -213,16 +214,33 @@ def test_probes_removed_when_the_step_raises():
     assert (sys.getprofile(), threading.getprofile()) == before
 
 
-def test_another_profiler_is_left_alone():
+def test_another_profiler_is_left_alone(monkeypatch):
+    """With another profiler active the fallback is a global module hook: fine in a process that compiled nothing,
+    refused in one that did (the hook would make torch.compile recompile)."""
+    import hooklab.explain
     model, events = mlp(), []
+    monkeypatch.setattr(hooklab.explain, "_has_compiled", lambda: False)
     sys.setprofile(lambda frame, event, arg: events.append(event))
     try:
-        report = explain_hook(model, "0", run=lambda: model(torch.ones(1, 3)))
+        with no_hooks_left_behind(model):
+            report = explain_hook(model, "0", run=lambda: model(torch.ones(1, 3)))
         assert sys.getprofile() is not None
+        monkeypatch.setattr(hooklab.explain, "_has_compiled", lambda: True)
+        with pytest.raises(RuntimeError, match="another profiler is active .* recompile"):
+            explain_hook(model, "0", run=lambda: model(torch.ones(1, 3)))
     finally:
         sys.setprofile(None)
     assert events and report.calls == 1 and not report.profiled
     assert "not counted (another profiler is active)" in str(report)
+    attn = nn.MultiheadAttention(4, 2)  # out_proj computed functionally: not seen without the profile function
+    x = torch.randn(3, 1, 4)
+    sys.setprofile(lambda frame, event, arg: None)
+    try:
+        monkeypatch.setattr(hooklab.explain, "_has_compiled", lambda: False)
+        report = explain_hook(attn, "out_proj", run=lambda: attn(x, x, x))
+    finally:
+        sys.setprofile(None)
+    assert report.cause == "not observed" and "another profiler was active" in report.reasons[0]
 
 
 def test_bad_input():

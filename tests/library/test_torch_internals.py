@@ -257,3 +257,22 @@ def test_ddp_names_the_module_whose_forward_is_running():
     from torch.nn.parallel import DistributedDataParallel
     assert hasattr(DistributedDataParallel, "_active_ddp_module")
     assert internals.active_ddp(nn.Linear(2, 2)) is None  # outside a DDP forward
+
+
+def test_module_call_codes_run_for_every_module_call():
+    """explain_hook counts module calls by these code objects (a profile function, no hook registered)."""
+    import sys
+    call, wrapped = internals.module_call_codes()
+    assert call is not None and wrapped is not None
+    seen = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code is call:
+            seen.append(frame.f_locals["self"])
+    layer = nn.Linear(2, 2)
+    sys.setprofile(profile)
+    try:
+        layer(torch.ones(1, 2))
+    finally:
+        sys.setprofile(None)
+    assert seen == [layer]

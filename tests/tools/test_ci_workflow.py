@@ -6,7 +6,8 @@
   PyTorch;
 - pages.yml (the default branch): both sites and the launch copies, deployed to GitHub Pages, the repository URL
   taken from the Actions context;
-- release.yml (a version tag): the package check, then PyPI's trusted publishing.
+- release.yml (a version tag): the package check, then PyPI's trusted publishing;
+- atlas.yml (weekly): the hook doctor on every model of the hook atlas (checked in tests/tools/test_atlas_tools.py).
 Every job has a time limit; uv's cache is kept by astral-sh/setup-uv and pruned for CI. The scripts the workflows
 call are run here where they can be: the branch publisher against a local repository, the tag check.
 
@@ -33,7 +34,8 @@ WORKFLOW = WORKFLOWS / "ci.yml"
 MATRIX = WORKFLOWS / "matrix.yml"
 PAGES = WORKFLOWS / "pages.yml"
 RELEASE = WORKFLOWS / "release.yml"
-ALL = (WORKFLOW, MATRIX, PAGES, RELEASE)
+ATLAS = WORKFLOWS / "atlas.yml"  # the hook doctor on every model of the atlas, weekly (tests/tools/test_atlas_tools.py)
+ALL = (WORKFLOW, MATRIX, PAGES, RELEASE, ATLAS)
 CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
 UV_VERSION = "0.13.8"
 

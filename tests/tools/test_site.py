@@ -548,7 +548,8 @@ def test_heading_ids_come_from_the_heading_text_without_the_section_number():
 
 
 def test_extra_pages_are_in_the_page_list_the_sidebar_and_the_language_link_use():
-    assert site.site_pages(["00_a", "01_b"]) == ["index", "00_a", "01_b", *site.EXTRA_PAGES, "api"]
+    assert site.site_pages(["00_a", "01_b"]) == ["index", "00_a", "01_b", *site.extra_pages(), "api"]
+    assert [p for p in site.site_pages(["00_a"]) if p.startswith("atlas-")] == ["atlas-transformers", "atlas-diffusers", "atlas-timm", "atlas-torchvision"]
     assert "api" not in site.site_pages(["00_a"], api=False)
     assert all(callable(write) for write in site.EXTRA_PAGES.values())
     page = site.EXTRA_PAGES["symptoms"](ROOT, "en", [p.stem for p in site.notebooks()])
