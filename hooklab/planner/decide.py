@@ -20,10 +20,10 @@ by running them. What it measures, in this order, each only while the measuring 
    than 5 % in every round is dropped.
 
 **The decision**: the fastest is the candidate with the lowest median step. A simpler candidate is chosen instead
-unless the fastest was faster in every round (where the spread does not decide, it is a tie, and the decision says
-so). Simpler, in order: ``checkpoint_sequential``, ``torch.compile``, a plan that only recomputes, a plan that
-offloads or compresses. A plan that writes to disk is therefore chosen only where it beat every recomputation that
-meets the budget in every round.
+when no other candidate was faster than it in every round (where the spread does not decide, it is a tie, and the
+decision says so). Simpler, in order: ``checkpoint_sequential``, ``torch.compile``, a plan that only recomputes, a
+plan that offloads or compresses. A plan that writes to disk is therefore chosen only where every simpler way to meet
+the budget was beaten in every round.
 
 **The cost** of deciding is measured on the same clock and stated on the decision (``seconds``, and
 ``wall_seconds``). It is bounded by ``max_seconds`` (default: the time of 100 steps of the model as it is, at least
@@ -94,6 +94,7 @@ class _AsIs:
         return "the model as it is"
 
     def apply(self) -> AbstractContextManager[Any]:
+        """A ``with`` block that changes nothing."""
         return nullcontext(self)
 
 
@@ -117,10 +118,12 @@ class Candidate:
 
     @property
     def rank(self) -> int:
+        """Its place in the order of simplicity (0: the model as it is ... 4: a plan that offloads or compresses)."""
         return RANKS[self.kind]
 
     @property
     def median(self) -> float:
+        """The median of its step times over the rounds."""
         return statistics.median(self.times)
 
     def apply(self) -> AbstractContextManager[Any]:
@@ -186,17 +189,15 @@ class MemoryDecision:
         return Spread.of(a / b for a, b in pairs) if pairs else None
 
     def verdict(self, candidate: Candidate) -> str:
+        """What the rounds say of ``candidate`` against the choice: ``"chosen"``, ``"slower in every round"``, ``"tie
+        (within the spread)"``, or why it was not timed or was dropped."""
         if candidate is self.chosen:
             return "chosen"
         if candidate.status:
             return candidate.status
         if not candidate.times or not self.chosen.times:
             return "not timed"
-        if beats(self.chosen, candidate):
-            return "slower in every round"
-        if beats(candidate, self.chosen):
-            return "faster in every round (not simpler)"
-        return "tie (within the spread)"
+        return "slower in every round" if beats(self.chosen, candidate) else "tie (within the spread)"
 
     def table(self) -> str:
         """Every candidate: measured bytes, whether it meets the budget, step time over the model as it is and
@@ -458,22 +459,20 @@ def _race(m: _Measure, baseline: Candidate, live: list[Candidate], rounds: int) 
 
 
 def _choose(timed: list[Candidate], live: list[Candidate]) -> tuple[Candidate, str]:
-    """The fastest of ``live`` by median, or a simpler candidate it did not beat in every round. ``timed``: every
-    candidate timed, those dropped as slower included."""
+    """The simplest of the ``live`` candidates that no other beat in every round: the fastest by median, unless a
+    simpler one ties with it. ``timed``: every candidate timed, those dropped as slower included."""
     # equal medians: the less simple counts as the fastest, so that an exact tie is decided as a tie
     fastest = min(live, key=lambda c: (c.median, -c.rank))
-    for c in sorted(live, key=lambda c: (c.rank, c.median)):
-        if c.rank >= fastest.rank:
-            break
-        if not beats(fastest, c):
-            return c, (f"tie with {fastest.name}, the fastest at the median, which was not faster in every round: "
-                       "the simpler is kept")
-    simpler = [c for c in timed if c.rank < fastest.rank]
-    others = [c for c in timed if c is not fastest]
-    if not others:
-        return fastest, "the only candidate that meets the budget and was timed"
-    return fastest, ("the fastest (lowest median step), faster than each simpler candidate in every round" if simpler
-                     else "the fastest (lowest median step)")
+    unbeaten = [c for c in live if not any(beats(o, c) for o in live if o is not c)]
+    chosen = min(unbeaten, key=lambda c: (c.rank, c.median))
+    if chosen is not fastest:
+        return chosen, (f"tie with {fastest.name}, the fastest at the median, which was not faster in every round: "
+                        "the simpler is kept")
+    if len(timed) == 1:
+        return chosen, "the only candidate that meets the budget and was timed"
+    simpler = [c for c in timed if c.rank < chosen.rank]
+    return chosen, ("the fastest (lowest median step), faster than each simpler candidate in every round" if simpler
+                    else "the fastest (lowest median step)")
 
 
 def _decision(m: _Measure, budget: int, chosen: Candidate, baseline: Candidate, candidates: list[Candidate],

@@ -19,7 +19,7 @@ from torch.autograd.graph import saved_tensors_hooks
 
 import hooklab
 from hooklab.planner import CountedCosts, MemoryPlanner, SequentialCheckpoint
-from hooklab.planner.decide import Candidate, _choose
+from hooklab.planner.decide import Candidate, _choose, beats
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -150,7 +150,7 @@ def test_a_tie_keeps_the_simpler_plain_choice_and_says_so():
     clock.remove()
 
 
-def test_disk_offload_is_chosen_only_where_it_beats_recomputation_in_every_round(monkeypatch):
+def test_disk_offload_is_chosen_only_where_every_simpler_way_was_beaten_in_every_round(monkeypatch):
     model, x, step = model_and_step()
     # recomputing a block costs 10 units, a file nothing: offloading is the fastest way to meet 1/4
     clock = FakeClock(model, per_block=[10.0] * BLOCKS, per_file=0.0, monkeypatch=monkeypatch)
@@ -158,8 +158,9 @@ def test_disk_offload_is_chosen_only_where_it_beats_recomputation_in_every_round
                             min_bytes=1024, repeats=1)
     decision = decided(planner, planner.baseline_bytes // 4, clock)
     assert "offload" in decision.choice.choices.values()
-    simpler = [c for c in decision.candidates if c.times and c.rank < decision.chosen.rank]
-    assert simpler and all(hooklab.planner.decide.beats(decision.chosen, c) for c in simpler)
+    timed = [c for c in decision.candidates if c.times]
+    simpler = [c for c in timed if c.rank < decision.chosen.rank]
+    assert simpler and all(any(beats(o, c) for o in timed) for c in simpler)  # each beaten in every round
     clock.remove()
 
 
@@ -174,6 +175,17 @@ def test_the_rule_decides_only_where_every_round_agrees(simpler_times, expected)
     chosen, reason = _choose([fastest, simpler], [fastest, simpler])
     assert chosen is (simpler if expected == "simpler" else fastest)
     assert ("tie" in reason) == (expected == "simpler")
+
+
+def test_a_simple_tie_with_the_fastest_is_not_chosen_when_another_beat_it_in_every_round():
+    """checkpoint_sequential ties with the fastest (an offloading plan) at the median's noise, but a plan that only
+    recomputes was faster than it in every round: the choice is that plan, which nothing beat."""
+    fastest = Candidate("plan kCo", "plan", None, 0, [1.00, 1.20, 1.00])
+    middle = Candidate("plan kCs", "plan (recompute)", None, 0, [1.05, 1.04, 1.05])
+    simple = Candidate("checkpoint_sequential(model, 3)", "checkpoint_sequential", None, 0, [1.10, 1.06, 1.08])
+    assert not beats(fastest, simple) and beats(middle, simple)
+    chosen, reason = _choose([fastest, middle, simple], [fastest, middle, simple])
+    assert chosen is middle and reason.startswith("tie with plan kCo")
 
 
 # ----------------------------------------------------------------------------------------- the evidence
