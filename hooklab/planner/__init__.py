@@ -54,6 +54,14 @@ blocks compressed to one format share one context per forward pass, so a storage
 compressed once. A budget that no plan meets raises :class:`BudgetError`, which says the least reachable
 memory.
 
+**Deciding by measuring.** A time model fitted on a busy machine cannot order plans a few per cent apart, and misses
+what it never measured. :meth:`MemoryPlanner.decide` uses it only to propose: it measures the model's few best plans,
+plain ``torch.utils.checkpoint.checkpoint_sequential`` at every segment count (:class:`SequentialCheckpoint`) and
+``torch.compile`` under ``activation_memory_budget`` (:class:`CompiledBudget`) on this machine, bytes first, then step
+times in interleaved rounds, and returns a :class:`MemoryDecision`: the fastest where every round agrees, the simpler
+one (plain PyTorch first) where the spread does not decide, with the evidence and what measuring cost
+(:mod:`hooklab.planner.decide` says how).
+
 >>> import torch
 >>> from torch import nn
 >>> _ = torch.manual_seed(0)

@@ -26,7 +26,8 @@ plan that offloads or compresses. A plan that writes to disk is therefore chosen
 the budget was beaten in every round.
 
 **The cost** of deciding is measured on the same clock and stated on the decision (``seconds``, and
-``wall_seconds``). It is bounded by ``max_seconds`` (default: the time of 100 steps of the model as it is, at least
+``wall_seconds``: on a CPU the process's CPU time does not include a compiler's subprocesses, inductor's C++ builds,
+which the wall clock does). It is bounded by ``max_seconds`` (default: the time of 100 steps of the model as it is, at least
 30 s): a measurement starts only where its expected time (a round: each candidate's last step) still fits, and what
 has started is finished, so the cost passes the bound by at most the error of that estimate or one compile. What the
 bound left unmeasured is listed on the decision.
