@@ -1,37 +1,43 @@
-"""Activation memory against step time: the memory planner, plain PyTorch and torch.compile, in the same run.
+"""Activation memory against step time on models the planner was not tuned on: ``MemoryPlanner.decide`` against
+every alternative that meets the same budget, in the same run.
 
-For each model (the benchmark's ResNet-18 and a GPT-2 built from a config, each as a flat ``nn.Sequential``
-of its blocks) it trains SGD steps under every variant and prints, relative to the baseline measured in the
-same rounds: the activation bytes held after forward, the peak, the step time and the gradient error. Then,
-at budgets of 1/2, 1/4 and 1/10 of the baseline's bytes, it compares the plan of ``hooklab.MemoryPlanner``
-with every alternative that meets the same budget: each single strategy, plain
-``torch.utils.checkpoint.checkpoint_sequential`` at every segment count, and (``--compile``)
-``torch.compile`` with ``activation_memory_budget`` on the ``aot_eager`` and ``inductor`` backends::
+Models (random weights from configs, nothing downloaded), each as a flat ``nn.Sequential`` of its blocks where it is
+a chain: timm's ViT-S/16 (``vit_small_patch16_224``, batch 4 x 3 x 224 x 224), GPT-2 small (12 layers, width 768,
+12 heads, vocabulary 50257, batch 4 x 256 tokens, from ``GPT2Config``), torchvision's ResNet-50 (``weights=None``,
+batch 4 x 3 x 224 x 224) and a diffusers ``UNet2DModel`` from a small config (batch 4 x 3 x 64 x 64; not a chain:
+its up blocks take the down blocks' outputs, so ``checkpoint_sequential`` does not apply)::
 
-    .venv/bin/python -m benchmarks.bench_memory                  # both models, eager variants and the planner
-    .venv/bin/python -m benchmarks.bench_memory --compile        # ... and torch.compile (aot_eager, inductor)
-    .venv/bin/python -m benchmarks.bench_memory --model gpt2     # one model
-    .venv/bin/python -m benchmarks.bench_memory --quick          # smoke run: cut models, tiny inputs (seconds)
-    .venv/bin/python -m benchmarks.bench_memory --device cuda    # the tutorial's case: ResNet-152, batch 256
+    nice -n 10 timeout 24h .venv/bin/python -m benchmarks.bench_memory         # all four (hours on 2 busy cores)
+    .venv/bin/python -m benchmarks.bench_memory --model vit,unet --rounds 3    # some of them
+    .venv/bin/python -m benchmarks.bench_memory --quick                        # smoke run: tiny configs (a minute)
+    .venv/bin/python -m benchmarks.bench_memory --device cuda                  # GPU rows: ResNet-152, batch 256
 
-How it is measured. Bytes: tensors created by forward and alive when it ends (what the graph keeps for
-backward), by ``hooklab.MemoryMeter`` op by op for the eager variants, and for the compiled ones by walking
-the autograd graph from the loss and counting every saved tensor's storage once (a compiled graph runs its
-ops below the meter); parameters, buffers, the batch and the labels are left out, copies of them are not
-(inductor on a CPU keeps layout-converted copies of the conv weights). Peak: the meter's peak during forward
-and backward (eager only). Time: the step (forward, backward, SGD step) of every variant in interleaved
-rounds, each round starting one variant later; a variant's ratio is its time over the baseline's in the same
-round, on the process's CPU clock (on a GPU: the wall clock after a synchronisation), shown as the median
-[min-max] over the rounds. A planner row's verdict compares it round by round with the fastest alternative
-that meets its budget (gradient error < 1e-2), and with the fastest that runs the eager kernels (all but
-inductor, which generates its own): "slower" only when it is slower in every round, "faster" when it is
-faster in every round, otherwise "tie (within the spread)". Gradient error: relative L2 error of
-all parameter gradients against the baseline's, with the same seed.
+What it does, per model. (1) ``hooklab.MemoryPlanner`` measures the model (its own choice of plans: keep,
+checkpoint, segment, offload, bf16, int8 with a gradient error < 1e-2). (2) At budgets of 1/2, 1/4 and 1/10 of the
+bytes held after forward without a plan, ``planner.decide(budget)`` (defaults: its three best plans,
+``checkpoint_sequential``, ``torch.compile`` with ``activation_memory_budget`` on ``--backends``, 5 rounds,
+a bound of 100 steps' time) measures and chooses; its choice, reason and measuring cost are printed. (3) Then every
+variant is measured again, independently, in fresh interleaved rounds: the model as it is, each single strategy
+(disk or CPU offload, bf16, int8, every block checkpointed), plain ``checkpoint_sequential`` at every segment
+count whose bytes meet 1/2 (the bytes of every count are printed: they are not monotonic), every plan and compiled
+model the decisions measured. (4) Per budget, the decision's choice is compared round by round with the fastest
+other variant that meets the budget (gradient error < 1e-2): "slower" only when it is slower in every round,
+"faster" when faster in every round, otherwise "tie (within the spread)"; and so is the plan the planner's time
+model alone would have picked. The last lines are the README's table, as Markdown.
+
+How it is measured. Bytes: held after forward (tensors made by the forward pass and alive when it ends, the loss
+and the inputs left out): ``hooklab.MemoryMeter`` for eager variants, a walk of the autograd graph for compiled ones
+(their ops run below the meter). Peak: the meter's peak during forward and backward (eager only). Time: the step
+(forward, backward, SGD step) of every variant once per round, each round starting one variant later; a ratio is a
+variant's time over the baseline's in the same round, on the process's CPU clock (on a GPU the wall clock after a
+synchronisation), shown as median [min-max] over the rounds. Gradient error: relative L2 error of all parameter
+gradients against the baseline's, same seed. The script's own wall and CPU time are printed at the end.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import statistics
 import sys
 import time
@@ -48,69 +54,107 @@ if __package__ in (None, ""):  # run as a file (python benchmarks/x.py); python 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import hooklab  # noqa: E402
 from benchmarks.ratios import Spread, load  # noqa: E402
+from hooklab.planner.alternatives import graph_saved_bytes  # noqa: E402
 
 MiB = 1024 * 1024
-BUDGETS = (2, 4, 10)  # budgets of 1/2, 1/4, 1/10 of the baseline's saved bytes
+BUDGETS = (2, 4, 10)  # budgets of 1/2, 1/4, 1/10 of the bytes held after forward without a plan
 MAX_ERROR = 1e-2  # the gradient error the planner may spend on compression, and that an alternative may have
 PLAN_CHOICES = ("keep", "checkpoint", "segment", "offload", "bf16", "int8")
-CODES = {"keep": "k", "checkpoint": "C", "segment": "s", "offload": "o", "bf16": "b", "int8": "i"}
-TARGETS = {"checkpoint": (2.0, 1.5, None), "bf16": (2.0, 1.3, 1e-2)}  # variant: (min x less, max time x, max error)
-GPU_TARGETS = {"overlap": (10.0, 1.5, None)}  # the issue's target for overlapped offloading on a GPU
+MODELS = ("vit", "resnet50", "unet", "gpt2")  # the heaviest last
+GPU_TARGET = (10.0, 1.5)  # OverlappedOffload on a GPU: at least 10x less held, at most 1.5x the step
 
 
 # ------------------------------------------------------------------------------------------- models
 @dataclass
 class Setup:
-    """A model as a flat Sequential (its blocks, then a head), a batch, labels and the loss."""
+    """A model, what one forward pass of it is (``forward() -> loss``), the blocks the planner plans for, and the
+    tensors alive anyway (inputs, labels)."""
 
     name: str
-    model: nn.Sequential
-    x: torch.Tensor
-    target: torch.Tensor
+    model: nn.Module
+    forward: Callable[[], torch.Tensor]
+    blocks: list[str]
+    keep: list[torch.Tensor]
     description: str
 
-    def loss(self, logits: torch.Tensor) -> torch.Tensor:
-        return nn.functional.cross_entropy(logits, self.target)
 
-    @property
-    def blocks(self) -> list[str]:
-        """What the planner plans for: every module but the head."""
-        return [str(i) for i in range(len(self.model) - 1)]
+def _checked(flat: nn.Module, reference: Callable[[], torch.Tensor], flat_out: Callable[[], torch.Tensor],
+             what: str) -> None:
+    with torch.no_grad():
+        if not torch.allclose(flat_out(), reference(), atol=1e-5, rtol=1e-4):
+            raise AssertionError(f"the flattened {what} does not compute what the library's model computes")
 
 
-def sequential_resnet(seed: int, depth: int = 18) -> nn.Sequential:
-    """torchvision's ResNet-18 (or -152) as a flat Sequential: stem, the residual blocks, head (same forward)."""
+def sequential_resnet(seed: int, depth: int) -> nn.Sequential:
+    """torchvision's ResNet as a flat Sequential: stem, the residual blocks, head (same forward)."""
     torch.manual_seed(seed)
     r = getattr(torchvision.models, f"resnet{depth}")(weights=None)
-    return nn.Sequential(
-        nn.Sequential(r.conv1, r.bn1, r.relu, r.maxpool),
-        *r.layer1, *r.layer2, *r.layer3, *r.layer4,
-        nn.Sequential(r.avgpool, nn.Flatten(), r.fc),
-    )
+    return nn.Sequential(nn.Sequential(r.conv1, r.bn1, r.relu, r.maxpool), *r.layer1, *r.layer2, *r.layer3,
+                         *r.layer4, nn.Sequential(r.avgpool, nn.Flatten(), r.fc))
 
 
-def quick_resnet(seed: int) -> nn.Sequential:
-    """The smoke run's model (--quick): ResNet-18's stem, its first block (identity shortcut), its first downsampling
-    block (1x1 conv shortcut) and a head on their 128 channels, as a flat Sequential."""
-    torch.manual_seed(seed)
-    r = torchvision.models.resnet18(weights=None)
-    return nn.Sequential(
-        nn.Sequential(r.conv1, r.bn1, r.relu, r.maxpool),
-        r.layer1[0], r.layer2[0],
-        nn.Sequential(r.avgpool, nn.Flatten(), nn.Linear(r.layer2[0].conv2.out_channels, r.fc.out_features)),
-    )
-
-
-def resnet_setup(quick: bool, device: str) -> Setup:
-    cuda = device.startswith("cuda")
-    depth = 152 if cuda else 18
-    batch, size = (2, 32) if quick else (256, 224) if cuda else (8, 128)
-    model = (quick_resnet(0) if quick else sequential_resnet(0, depth)).to(device)
+def _classifier(name: str, model: nn.Sequential, batch: int, size: int, device: str, what: str) -> Setup:
     torch.manual_seed(1)
     x = torch.randn(batch, 3, size, size, device=device)
-    target = torch.randint(0, 1000, (batch,), device=device)
-    what = "resnet18 stem + layer1.0 + layer2.0 (--quick)" if quick else f"resnet{depth}"
-    return Setup("resnet", model, x, target, f"{what}, batch {batch}, {size}x{size}")
+    target = torch.randint(0, 1000 if name != "vit" or size > 32 else 10, (batch,), device=device)
+    return Setup(name, model, lambda: nn.functional.cross_entropy(model(x), target),
+                 [str(i) for i in range(len(model) - 1)], [x, target], f"{what}, batch {batch} x 3 x {size} x {size}")
+
+
+def resnet_setup(quick: bool, device: str, depth: int = 50) -> Setup:
+    """ResNet-50 (ResNet-152 for the GPU rows); --quick: ResNet-50's stem, its first block and a head, 32 x 32."""
+    model = sequential_resnet(0, depth)
+    if quick:
+        model = nn.Sequential(model[0], model[1], nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                                                nn.Linear(256, 1000)))
+    batch, size = (2, 32) if quick else (256, 224) if depth == 152 else (4, 224)
+    what = f"resnet{depth} stem + layer1.0 (--quick)" if quick else f"resnet{depth} (torchvision, weights=None)"
+    return _classifier(f"resnet{depth}", model.to(device), batch, size, device, what)
+
+
+class _VitEmbed(nn.Module):
+    """timm ViT's patch embedding, class token and position embedding (its own modules and parameters only)."""
+
+    def __init__(self, vit: nn.Module) -> None:
+        super().__init__()
+        self.patch_embed, self.pos_drop, self.patch_drop, self.norm_pre = (vit.patch_embed, vit.pos_drop,
+                                                                           vit.patch_drop, vit.norm_pre)
+        self.cls_token, self.pos_embed = vit.cls_token, vit.pos_embed
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patch_embed(x)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+        return self.norm_pre(self.patch_drop(self.pos_drop(x)))
+
+
+class _VitHead(nn.Module):
+    """timm ViT's final norm, class-token pooling and classifier."""
+
+    def __init__(self, vit: nn.Module) -> None:
+        super().__init__()
+        self.norm, self.fc_norm, self.head_drop, self.head = vit.norm, vit.fc_norm, vit.head_drop, vit.head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.head_drop(self.fc_norm(self.norm(x)[:, 0])))
+
+
+def vit_setup(quick: bool, device: str) -> Setup:
+    """timm's ViT-S/16 from its config (no weights), as Sequential(embedding, 12 blocks, head); checked equal to
+    timm's forward. --quick: a 2-block ViT on 32 x 32 images."""
+    import timm
+    from timm.models.vision_transformer import VisionTransformer
+
+    torch.manual_seed(0)
+    vit = (VisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, num_classes=10) if quick
+           else timm.create_model("vit_small_patch16_224", pretrained=False)).to(device)
+    if vit.global_pool != "token" or vit.reg_token is not None or vit.no_embed_class:
+        raise AssertionError("the ViT's flattening assumes class-token pooling with the class token in pos_embed")
+    model = nn.Sequential(_VitEmbed(vit), *vit.blocks, _VitHead(vit))
+    size = 32 if quick else 224
+    s = _classifier("vit", model, 2 if quick else 4, size, device,
+                    "ViT 2 blocks, width 32 (--quick)" if quick else "vit_small_patch16_224 (timm, from its config)")
+    _checked(model, lambda: vit(s.keep[0]), lambda: model(s.keep[0]), "ViT")
+    return s
 
 
 class _Embed(nn.Module):
@@ -136,13 +180,13 @@ class _Head(nn.Module):
 
 
 def gpt2_setup(quick: bool, device: str) -> Setup:
-    """A GPT-2 from a config (random weights, no dropout, SDPA attention), flattened: embeddings, the blocks (each
-    gets and returns the hidden states; causal attention without a mask), head. Checked against the model's own
-    forward."""
+    """GPT-2 small from its config (random weights, no dropout, SDPA attention), flattened: embeddings, the 12
+    blocks (each gets and returns the hidden states; causal attention without a mask), head. Checked against
+    GPT2LMHeadModel's own forward."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    layers, width, heads, vocab, batch, tokens = (2, 32, 2, 64, 2, 16) if quick else (6, 128, 4, 1024, 8, 128)
-    config = GPT2Config(n_layer=layers, n_embd=width, n_head=heads, vocab_size=vocab, n_positions=tokens,
+    layers, width, heads, vocab, batch, tokens = (2, 32, 2, 64, 2, 16) if quick else (12, 768, 12, 50257, 4, 256)
+    config = GPT2Config(n_layer=layers, n_embd=width, n_head=heads, vocab_size=vocab, n_positions=max(tokens, 1024),
                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
     torch.manual_seed(0)
     lm = GPT2LMHeadModel(config).to(device)
@@ -150,11 +194,43 @@ def gpt2_setup(quick: bool, device: str) -> Setup:
     torch.manual_seed(1)
     ids = torch.randint(0, vocab, (batch, tokens + 1), device=device)
     x, target = ids[:, :-1].contiguous(), ids[:, 1:].flatten()
-    with torch.no_grad():
-        if not torch.allclose(model(x), lm(x).logits.flatten(0, 1), atol=1e-5):
-            raise AssertionError("the flattened GPT-2 does not compute what GPT2LMHeadModel computes")
-    return Setup("gpt2", model, x, target, f"GPT-2 from a config ({layers} layers, width {width}, {heads} heads, "
-                 f"vocabulary {vocab}), batch {batch} x {tokens} tokens, {config._attn_implementation} attention")
+    _checked(model, lambda: lm(x).logits.flatten(0, 1), lambda: model(x), "GPT-2")
+    return Setup("gpt2", model, lambda: nn.functional.cross_entropy(model(x), target),
+                 [str(i) for i in range(len(model) - 1)], [x, target],
+                 f"GPT-2 from a config ({layers} layers, width {width}, {heads} heads, vocabulary {vocab}), batch "
+                 f"{batch} x {tokens} tokens, {config._attn_implementation} attention")
+
+
+def unet_setup(quick: bool, device: str) -> Setup:
+    """diffusers' UNet2DModel from a small config (random weights), trained to predict the noise: blocks are its down
+    blocks, mid block and up blocks."""
+    from diffusers import UNet2DModel
+
+    torch.manual_seed(0)
+    if quick:
+        config: dict[str, Any] = dict(sample_size=16, block_out_channels=(8, 16), layers_per_block=1,
+                                      norm_num_groups=4, attention_head_dim=4,
+                                      down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+                                      up_block_types=("AttnUpBlock2D", "UpBlock2D"))
+    else:
+        config = dict(sample_size=64, block_out_channels=(64, 128, 256, 256), layers_per_block=2,
+                      down_block_types=("DownBlock2D", "DownBlock2D", "AttnDownBlock2D", "DownBlock2D"),
+                      up_block_types=("UpBlock2D", "AttnUpBlock2D", "UpBlock2D", "UpBlock2D"))
+    model = UNet2DModel(**config).to(device)
+    batch, size = (2, 16) if quick else (4, 64)
+    torch.manual_seed(1)
+    x = torch.randn(batch, 3, size, size, device=device)
+    noise = torch.randn_like(x)
+    t = torch.randint(0, 1000, (batch,), device=device)
+    blocks = ([f"down_blocks.{i}" for i in range(len(model.down_blocks))] + ["mid_block"]
+              + [f"up_blocks.{i}" for i in range(len(model.up_blocks))])
+    channels = "x".join(map(str, config["block_out_channels"]))
+    return Setup("unet", model, lambda: nn.functional.mse_loss(model(x, t).sample, noise), blocks, [x, noise, t],
+                 f"diffusers UNet2DModel (channels {channels}, {config['layers_per_block']} layers per block), batch "
+                 f"{batch} x 3 x {size} x {size}")
+
+
+SETUPS = {"vit": vit_setup, "gpt2": gpt2_setup, "resnet50": resnet_setup, "unet": unet_setup}
 
 
 # ----------------------------------------------------------------------------------------- variants
@@ -165,8 +241,7 @@ class Variant:
     name: str
     run: Callable[[], torch.Tensor]
     kind: str = "eager"           # "eager", "compiled" (bytes by the graph walk) or "reference" (not compared)
-    codes: str = ""               # a plan's codes, one per block
-    saved: int = 0
+    held: int = 0
     peak: int | None = None
     grad_err: float = 0.0
     times: list[float] = field(default_factory=list)        # primary clock, per round
@@ -185,183 +260,89 @@ def sequential_checkpoints(model: nn.Sequential, segments: int) -> Iterator[None
         del model.forward
 
 
-def eager_variants(s: Setup, cuda: bool) -> list[Variant]:
-    model, x = s.model, s.x
-    keep = [model, x, s.target]
+def under(s: Setup, make: Callable[[], Any]) -> Callable[[], torch.Tensor]:
+    def run() -> torch.Tensor:
+        with make():
+            return s.forward()
+    return run
 
-    def under(make: Callable[[], Any]) -> Callable[[], torch.Tensor]:
-        def run() -> torch.Tensor:
-            with make():
-                return s.loss(model(x))
-        return run
 
-    out = [Variant("baseline", under(contextlib.nullcontext)),
-           Variant("ledger", under(lambda: hooklab.SavedTensorLedger(model)), kind="reference")]
+def single_variants(s: Setup, cuda: bool) -> list[Variant]:
+    """The model as it is, and each strategy applied to the whole model."""
+    keep = [s.model, *s.keep]
+    out = [Variant("baseline", under(s, contextlib.nullcontext))]
     if cuda:  # tens of GB to disk is not a variant anyone would run; the plain copy to the CPU is
-        out.append(Variant("cpu", under(lambda: hooklab.SaveOnCpu(min_bytes=16 * 1024, pin_memory=True, keep=keep))))
+        out.append(Variant("cpu", under(s, lambda: hooklab.SaveOnCpu(min_bytes=16 * 1024, pin_memory=True,
+                                                                       keep=keep))))
     else:
-        out.append(Variant("disk", under(lambda: hooklab.SaveOnDisk(min_bytes=16 * 1024, keep=keep))))
-    out += [Variant("bf16", under(lambda: hooklab.CompressSaved("bf16", keep=keep))),
-            Variant("int8", under(lambda: hooklab.CompressSaved("int8", keep=keep))),
-            Variant("checkpoint", under(lambda: hooklab.checkpoint_modules(model, s.blocks))),
-            Variant("overlap", under(lambda: hooklab.OverlappedOffload(min_bytes=16 * 1024, keep=keep, keep_last=2)),
-                    kind="eager" if cuda else "reference")]
-    for n in range(2, len(model) + 1):
-        out.append(Variant(f"seq_{n}", under(lambda n=n: sequential_checkpoints(model, n))))
+        out.append(Variant("disk", under(s, lambda: hooklab.SaveOnDisk(min_bytes=16 * 1024, keep=keep))))
+    out += [Variant("bf16", under(s, lambda: hooklab.CompressSaved("bf16", keep=keep))),
+            Variant("int8", under(s, lambda: hooklab.CompressSaved("int8", keep=keep))),
+            Variant("checkpoint", under(s, lambda: hooklab.checkpoint_modules(s.model, s.blocks)))]
+    if cuda:  # on a CPU it is SaveOnCpu, which moves nothing
+        out.append(Variant("overlap", under(s, lambda: hooklab.OverlappedOffload(min_bytes=16 * 1024, keep=keep,
+                                                                                  keep_last=2))))
     return out
 
 
-class _Compiled(nn.Module):
-    """A wrapper whose forward has a code object of its own: dynamo caches compiled code per code object and does
-    not guard on the partitioner's settings, so each budget and backend needs its own (see ``_fresh``)."""
-
-    def __init__(self, inner: nn.Module) -> None:
-        super().__init__()
-        self.inner = inner
+def sequential_variants(s: Setup) -> list[Variant]:
+    assert isinstance(s.model, nn.Sequential)
+    model = s.model
+    return [Variant(f"seq_{n}", under(s, lambda n=n: sequential_checkpoints(model, n)))
+            for n in range(2, len(model) + 1)]
 
 
-def _fresh(tag: str) -> type[_Compiled]:
-    def forward(self: _Compiled, x: torch.Tensor) -> torch.Tensor:
-        return self.inner(x)
-    forward.__code__ = forward.__code__.replace(co_name=f"forward_{tag}")
-    return type(f"Compiled_{tag}", (_Compiled,), {"forward": forward})
+def variant_name(candidate: Any) -> str:
+    """The benchmark's name for a decision's candidate."""
+    option = candidate.option
+    if candidate.kind == "checkpoint_sequential":
+        return f"seq_{option.segments}"
+    if candidate.kind == "torch.compile":
+        return f"{option.backend}@{option.fraction:.3g}"
+    if candidate.kind == "as is":
+        return "baseline"
+    return f"plan_{option.codes}"
 
 
-def compiled_variants(s: Setup, backends: list[str], print_fn: Callable[[str], Any]) -> list[Variant]:
-    """torch.compile at activation_memory_budget 1, 1/2, 1/4, 1/10 per backend, each compiled now (not timed)."""
-    from torch._functorch import config as functorch_config
-
+def candidate_variants(s: Setup, decisions: dict[int, Any], have: set[str]) -> list[Variant]:
+    """Every plan and compiled model the decisions measured, once each (their own ``apply()``)."""
     out = []
-    for backend in backends:
-        for budget in (1.0, *(1 / n for n in BUDGETS)):
-            tag = f"{backend}_{budget:.2f}".replace(".", "_")
-            compiled = torch.compile(_fresh(tag)(s.model), backend=backend)
-            start = time.process_time()
-            with functorch_config.patch(activation_memory_budget=budget):
-                torch.manual_seed(0)
-                s.loss(compiled(s.x)).backward()  # compiles here, with this budget
-            s.model.zero_grad(set_to_none=False)
-            print_fn(f"  compiled {backend} at budget {budget:.2f}: {time.process_time() - start:.1f} s of CPU")
-
-            def run(compiled: Any = compiled) -> torch.Tensor:
-                return s.loss(compiled(s.x))
-            out.append(Variant(f"{backend}@{budget:.2f}", run, kind="compiled"))
+    for decision in decisions.values():
+        for c in decision.candidates:
+            name = variant_name(c)
+            if name in have or c.kind == "checkpoint_sequential" or c.held_bytes is None:
+                continue
+            have.add(name)
+            out.append(Variant(name, under(s, c.apply), kind="compiled" if c.kind == "torch.compile" else "eager"))
     return out
-
-
-def planner_variants(s: Setup, base_saved: int, repeats: int, quick: bool,
-                     print_fn: Callable[[str], Any]) -> tuple[list[Variant], list[str]]:
-    """One plan per budget from a MemoryPlanner with its measured costs; a second, independent planner's plans
-    say whether they are stable."""
-    def make() -> hooklab.MemoryPlanner:
-        # quick: a small probe (the smoke test's seconds); otherwise MeasuredCosts.measure's defaults, as a user gets
-        costs = hooklab.MeasuredCosts.measure(s.x.device, probe_bytes=1 << 18, repeats=3) if quick else None
-        return hooklab.MemoryPlanner(s.model, lambda: s.loss(s.model(s.x)), s.blocks, choices=PLAN_CHOICES,
-                                     max_error=MAX_ERROR, min_bytes=16 * 1024, repeats=repeats, keep=[s.x, s.target],
-                                     costs=costs)
-
-    start = time.process_time()
-    planner = make()
-    print_fn(f"  planner measured in {time.process_time() - start:.1f} s of CPU; {describe_costs(planner.costs)}")
-    second = make()
-    print_fn(f"  a second planner, measured again: {describe_costs(second.costs)}")
-    # the meter also counts what the planner's model leaves out (the logits, the loss): the same for every plan
-    overhead = max(base_saved - planner.baseline_bytes, 0)
-    out, notes = [], []
-    for n in BUDGETS:
-        budget = max(base_saved // n - overhead, 0)
-        try:
-            plan = planner.plan(budget)
-        except hooklab.BudgetError as error:
-            notes.append(f"plan 1/{n}: cannot be met: {str(error).split('. ')[0]}")
-            continue
-        codes = "".join(CODES[c] for c in plan.choices.values())
-        try:
-            other = second.plan(budget)
-            again = "".join(CODES[c] for c in other.choices.values())
-        except hooklab.BudgetError:
-            other, again = None, "none"
-        same = "the same"
-        if again != codes and other is not None:  # how far apart the two are, both priced by the first measurement
-            first_s, second_s = plan.seconds_added, planner.search.seconds(tuple(other.choices.values()))
-            same = (f"another plan: by the first measurement it adds {second_s * 1e3:.1f} ms where the first adds "
-                    f"{first_s * 1e3:.1f} ms")
-        notes.append(f"plan 1/{n}: {codes}; a second planner's measurement: {again} ({same})")
-
-        def run(plan: hooklab.MemoryPlan = plan) -> torch.Tensor:
-            with plan.apply():
-                return s.loss(s.model(s.x))
-        out.append(Variant(f"plan_1/{n}", run, codes=codes))
-    return out, notes
-
-
-def describe_costs(costs: Any) -> str:
-    if not isinstance(costs, hooklab.MeasuredCosts):
-        return type(costs).__name__
-    speeds = ", ".join(f"{k} {v / 1e9:.2f} GB/s" for k, v in costs.encode_bytes_per_s.items())
-    tensors = ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in costs.per_tensor_s.items())
-    return (f"measured costs ({costs.clock} clock): offload {costs.copy_bytes_per_s / 1e9:.2f} GB/s each way, "
-            f"{speeds}; per tensor {tensors}; memory copy {costs.memory_bytes_per_s / 1e9:.2f} GB/s (the bound)")
 
 
 # --------------------------------------------------------------------------------------- measuring
-def graph_saved_bytes(loss: torch.Tensor, alive: set[int]) -> int:
-    """Bytes of the storages the autograd graph from ``loss`` saves (each once), leaving out ``alive``: what a
-    compiled graph holds (its ops run below MemoryMeter). Reading an eager node's ``_saved_*`` attribute would
-    unpack a saved-tensor hook; this is used for graphs without hooks only."""
-    seen_nodes, storages = set(), {}
-    stack = [loss.grad_fn]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen_nodes:
-            continue
-        seen_nodes.add(id(node))
-        values: list[Any] = list(getattr(node, "saved_tensors", ()) or ())
-        values += [getattr(node, a) for a in dir(node) if a.startswith("_saved_")]
-        for value in values:
-            for t in value if isinstance(value, (list, tuple)) else [value]:
-                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in alive:
-                    storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        stack.extend(fn for fn, _ in node.next_functions)
-    return sum(storages.values())
-
-
-def measure_memory(s: Setup, v: Variant) -> None:
+def measure_memory(s: Setup, v: Variant, reference: list[torch.Tensor] | None) -> list[torch.Tensor]:
+    """Bytes held after forward (and the peak, eager) and the gradients of one step, same seed; returns them."""
     model = s.model
     model.zero_grad(set_to_none=False)  # gradients already allocated: not counted
-    ignore = [*model.parameters(), *model.buffers(), s.x, s.target,
-              *(p.grad for p in model.parameters() if p.grad is not None)]
+    params = [p for p in model.parameters() if p.requires_grad]
+    ignore = [*model.parameters(), *model.buffers(), *s.keep, *(p.grad for p in params if p.grad is not None)]
+    torch.manual_seed(0)
     if v.kind == "compiled":
         loss = v.run()
-        v.saved = graph_saved_bytes(loss, {t.untyped_storage().data_ptr() for t in ignore})
+        v.held = graph_saved_bytes(loss, {t.untyped_storage().data_ptr() for t in ignore})
         loss.backward()
-        return
-    with hooklab.MemoryMeter(ignore=ignore) as meter:
-        loss = v.run()
-        v.saved = meter.mark()
-        loss.backward()
-        del loss
-    v.peak = meter.peak_bytes
-
-
-def measure_grad_errors(s: Setup, variants: list[Variant]) -> None:
-    """Each variant's relative gradient error against the baseline's (same seed; buffers put back each run)."""
-    params = list(s.model.parameters())
-    buffers = {name: b.detach().clone() for name, b in s.model.named_buffers()}
-
-    def grads(v: Variant) -> torch.Tensor:
-        s.model.zero_grad(set_to_none=True)
-        torch.manual_seed(0)
-        v.run().backward()
-        with torch.no_grad():
-            for name, b in s.model.named_buffers():
-                b.copy_(buffers[name])
-        return torch.cat([p.grad.flatten().double() for p in params if p.grad is not None])
-
-    reference = grads(variants[0])
-    for v in variants[1:]:
-        v.grad_err = ((grads(v) - reference).norm() / reference.norm()).item()
-    s.model.zero_grad(set_to_none=False)
+    else:
+        with hooklab.MemoryMeter(ignore=ignore) as meter:
+            loss = v.run()
+            v.held = meter.mark() - loss.untyped_storage().nbytes()
+            loss.backward()
+        v.peak = meter.peak_bytes
+    del loss
+    grads = [p.grad.detach().clone() for p in params]
+    if reference is not None:
+        diff = torch.cat([(g - r).flatten().double() for g, r in zip(grads, reference, strict=True)])
+        norm = torch.cat([r.flatten().double() for r in reference]).norm()
+        v.grad_err = (diff.norm() / norm).item()
+    model.zero_grad(set_to_none=False)
+    return grads
 
 
 def time_rounds(s: Setup, variants: list[Variant], rounds: int, repeats: int, cuda: bool) -> None:
@@ -375,6 +356,7 @@ def time_rounds(s: Setup, variants: list[Variant], rounds: int, repeats: int, cu
         opt.step()
         opt.zero_grad(set_to_none=False)
 
+    gc.collect()
     for v in variants:  # warm-up
         step(v)
     for r in range(rounds):
@@ -394,62 +376,144 @@ def ratio(v: Variant, base: Variant) -> Spread:
     return Spread.of([a / b for a, b in zip(v.times, base.times, strict=True)])
 
 
-# ---------------------------------------------------------------------------------------- the report
-def report(s: Setup, variants: list[Variant], notes: list[str], cuda: bool, clock: str,
-           print_fn: Callable[[str], Any]) -> None:
+def compare(a: Variant, b: Variant) -> tuple[Spread, str]:
+    """``a`` over ``b`` per round, and the verdict only where the spread decides."""
+    per_round = Spread.of([x / y for x, y in zip(a.times, b.times, strict=True)])
+    return per_round, ("slower" if per_round.low > 1 else "faster" if per_round.high < 1 else "tie (within the spread)")
+
+
+# ---------------------------------------------------------------------------------------- one model
+@dataclass
+class Row:
+    """One line of the README's table."""
+
+    model: str
+    budget: str
+    cells: list[str]
+
+
+def run_model(s: Setup, *, backends: tuple[str, ...], rounds: int, repeats: int, decide_rounds: int,
+              decide_seconds: float | None, cuda: bool, print_fn: Callable[[str], Any]) -> list[Row]:
+    print_fn(f"== {s.description}")
+    model = s.model
+    s.forward().backward()  # a first step allocates the gradients (kept allocated from then on)
+    start = time.process_time()
+    planner = hooklab.MemoryPlanner(model, s.forward, s.blocks, choices=PLAN_CHOICES, max_error=MAX_ERROR,
+                                    min_bytes=16 * 1024, keep=s.keep)
+    print_fn(f"planner: {len(s.blocks)} blocks measured in {time.process_time() - start:.1f} s of CPU; "
+             f"{planner.baseline_bytes / MiB:.2f} MiB held after forward without a plan")
+    decisions: dict[int, Any] = {}
+    picks: dict[int, str] = {}
+    for n in BUDGETS:
+        budget = planner.baseline_bytes // n
+        try:
+            picks[n] = "plan_" + planner.plan(budget).codes
+        except hooklab.BudgetError:
+            picks[n] = "none"
+        try:
+            d = planner.decide(budget, backends=backends, rounds=decide_rounds, max_seconds=decide_seconds)
+        except hooklab.BudgetError as error:
+            print_fn(f"decide 1/{n} ({budget / MiB:.2f} MiB): nothing meets it: {str(error).split('. ')[0]}")
+            continue
+        decisions[n] = d
+        print_fn(f"decide 1/{n} ({budget / MiB:.2f} MiB): {variant_name(d.chosen)} = {d.chosen.name}: {d.reason}; "
+                 f"measuring {d.seconds:.1f} s CPU ({d.wall_seconds:.1f} s wall, bound {d.max_seconds:.0f} s), "
+                 f"{d.rounds} rounds, {sum(1 for c in d.candidates if c.times)} candidates timed")
+        for note in d.notes:
+            print_fn(f"  {note}")
+    variants = single_variants(s, cuda)
+    if isinstance(model, nn.Sequential):
+        variants += sequential_variants(s)
+    variants += candidate_variants(s, decisions, {v.name for v in variants})
+    reference = measure_memory(s, variants[0], None)
+    for v in variants[1:]:
+        measure_memory(s, v, reference)
+    seq = [v for v in variants if v.name.startswith("seq_")]
+    if seq:
+        print_fn("checkpoint_sequential, MiB held after forward by segment count: "
+                 + ", ".join(f"{v.name[4:]}: {v.held / MiB:.2f}" for v in seq))
+    # a checkpoint_sequential count, plan or compiled model that does not meet the loosest budget is nobody's
+    # alternative: not timed
+    late = [v for v in variants if v.name.startswith(("seq_", "plan_")) or v.kind == "compiled"]
+    late = [v for v in late if v.held > planner.baseline_bytes // BUDGETS[0]]
+    variants = [v for v in variants if v not in late]
+    if late:
+        print_fn(f"not timed (they hold more than 1/{BUDGETS[0]}): {', '.join(v.name for v in late)}")
+    time_rounds(s, variants, rounds, repeats, cuda)
+    clock = "wall" if cuda else "cpu"
+    print_fn(f"{rounds} interleaved rounds x {repeats} step(s), median [min-max] of the per-round ratios, {clock} "
+             f"clock; {load()}")
+    rows = report(s, variants, decisions, picks, planner.baseline_bytes, clock, cuda, print_fn)
+    torch._dynamo.reset()
+    return rows
+
+
+def report(s: Setup, variants: list[Variant], decisions: dict[int, Any], picks: dict[int, str], baseline: int,
+           clock: str, cuda: bool, print_fn: Callable[[str], Any]) -> list[Row]:
     base = variants[0]
-    header = (f"{'variant':<16} {'saved MiB':>9} {'x less':>7} {'peak MiB':>9} {'time x (' + clock + ')':>19} "
+    header = (f"{'variant':<18} {'held MiB':>9} {'x less':>7} {'peak MiB':>9} {'time x (' + clock + ')':>19} "
               f"{'wall x':>6} {'grad err':>9}")
     print_fn(header)
     print_fn("-" * len(header))
     for v in variants:
-        less = base.saved / max(v.saved, 1)
+        less = base.held / max(v.held, 1)
         peak = "-" if v.peak is None else f"{v.peak / MiB:.2f}"
         wall = statistics.median(a / b for a, b in zip(v.wall, base.wall, strict=True))
-        print_fn(f"{v.name:<16} {v.saved / MiB:>9.2f} {less:>7.{2 if less < 100 else 0}f} {peak:>9} "
+        print_fn(f"{v.name:<18} {v.held / MiB:>9.2f} {less:>7.{2 if less < 100 else 0}f} {peak:>9} "
                  f"{str(ratio(v, base)):>19} {wall:>6.2f} {v.grad_err:>9.1e}")
     print_fn("")
+    if base.held != baseline:
+        print_fn(f"note: the planner's baseline ({baseline} bytes) and the meter's ({base.held}) differ")
     by_name = {v.name: v for v in variants}
-    for name, (min_less, max_time, max_err) in {**TARGETS, **(GPU_TARGETS if cuda else {})}.items():
-        v = by_name[name]
-        less, slow = base.saved / max(v.saved, 1), ratio(v, base)
-        ok_err = max_err is None or v.grad_err < max_err
-        judged = ("met" if less >= min_less and slow.high <= max_time and ok_err else
-                  "NOT met" if less < min_less or slow.low > max_time or not ok_err else "within noise")
-        err_part = f", grad err < {max_err:g}" if max_err is not None else ""
-        print_fn(f"target {name}: >= {min_less:g}x less at <= {max_time:g}x time{err_part}: {judged} "
+    if cuda:
+        v = by_name["overlap"]
+        less, slow = base.held / max(v.held, 1), ratio(v, base)
+        judged = ("met" if less >= GPU_TARGET[0] and slow.high <= GPU_TARGET[1] else
+                  "NOT met" if less < GPU_TARGET[0] or slow.low > GPU_TARGET[1] else "within noise")
+        print_fn(f"target overlap: >= {GPU_TARGET[0]:g}x less at <= {GPU_TARGET[1]:g}x time: {judged} "
                  f"({less:.2f}x less, {slow}x time)")
-    if not cuda:
+    else:
         print_fn("target overlap: >= 10x less at <= 1.5x time: not measured (no GPU: run --device cuda where one is)")
-    for line in notes:
-        print_fn(line)
+    rows = []
     for n in BUDGETS:
-        budget = base.saved // n
-        plan = by_name.get(f"plan_1/{n}")
-        rivals = [v for v in variants[1:] if v.kind != "reference" and not v.name.startswith("plan_")
-                  and v.saved <= budget and v.grad_err < MAX_ERROR]
-        rivals.sort(key=lambda v: ratio(v, base).median)
-        listed = ", ".join(f"{v.name} {ratio(v, base)}" for v in rivals) or "none"
+        budget = baseline // n
         prefix = f"budget 1/{n} ({budget / MiB:.2f} MiB):"
-        if plan is None:
-            print_fn(f"{prefix} no plan; alternatives that meet it: {listed}")
+        meeting = [v for v in variants[1:] if v.kind != "reference" and v.held <= budget and v.grad_err < MAX_ERROR]
+        meeting.sort(key=lambda v: ratio(v, base).median)
+        listed = ", ".join(f"{v.name} {ratio(v, base)}" for v in meeting) or "none"
+        d = decisions.get(n)
+        if d is None:
+            print_fn(f"{prefix} no decision (nothing the planner measured meets it); variants that meet it: {listed}")
+            rows.append(Row(s.name, f"1/{n}", ["nothing meets it", "-", "-", listed, "-", "-", "-", "-"]))
             continue
-        met = "met" if plan.saved <= budget else "NOT met"
-        verdicts = []
-        # the fastest alternative, and the fastest that runs the same eager kernels (inductor generates its own)
-        eager_kernels = [v for v in rivals if not v.name.startswith("inductor")][:1]
-        for best in rivals[:1] + [v for v in eager_kernels if v is not rivals[0]]:
-            per_round = Spread.of([a / b for a, b in zip(plan.times, best.times, strict=True)])
-            verdicts.append(f"x {best.name}, per round: {per_round}: "
-                            + ("slower" if per_round.low > 1 else "faster" if per_round.high < 1 else
-                               "tie (within the spread)"))
-        verdict = "; ".join(verdicts) or "no alternative meets it"
-        print_fn(f"{prefix} plan {plan.codes} {met} ({plan.saved / MiB:.2f} MiB), {ratio(plan, base)}x time; "
-                 f"{verdict}; alternatives that meet it, fastest first: {listed}")
-    print_fn(f"plan codes per block: {', '.join(f'{c} {k}' for k, c in CODES.items())} (s: checkpointed together "
-             "with the block before it; offload: disk on a CPU, CPU memory on a GPU; compression only where the "
-             f"block's gradient error < {MAX_ERROR:g}); seq_n: checkpoint_sequential with n segments; "
-             "backend@b: torch.compile at activation_memory_budget b")
+        chosen = by_name[variant_name(d.chosen)]
+        met = "met" if chosen.held <= budget else "NOT met"
+        others = [v for v in meeting if v is not chosen]
+        if others:
+            per_round, verdict = compare(chosen, others[0])
+            versus = f"x {others[0].name}, per round: {per_round}: {verdict}"
+        else:
+            per_round, verdict, versus = None, "the only variant that meets it", "no other variant meets it"
+        pick = by_name.get(picks[n])
+        own = "-"
+        if pick is not None and others:
+            fastest_other = [v for v in meeting if v is not pick][:1]
+            if fastest_other:
+                p_round, p_verdict = compare(pick, fastest_other[0])
+                own = f"{pick.name}: {p_round} ({p_verdict})"
+        print_fn(f"{prefix} decided {chosen.name} {met} ({chosen.held / MiB:.2f} MiB), {ratio(chosen, base)}x time; "
+                 f"{versus}; the time model's own pick {own}; measuring {d.seconds:.0f} s; variants that meet it, "
+                 f"fastest first: {listed}")
+        rows.append(Row(s.name, f"1/{n}", [
+            f"`{chosen.name}`", f"{chosen.held / MiB:.2f} ({budget / MiB:.2f})", str(ratio(chosen, base)),
+            f"`{others[0].name}` {ratio(others[0], base)}" if others else "-",
+            str(per_round) if per_round else "-", verdict, own.replace(pick.name, f"`{pick.name}`") if pick else "-",
+            f"{d.seconds:.0f}"]))
+    print_fn("variant names: seq_n checkpoint_sequential with n segments; plan_<codes> a MemoryPlan, one letter per "
+             "block: k keep, C checkpoint, s segment (with the block before), o offload (disk on a CPU, CPU memory "
+             f"on a GPU), b bf16, i int8 (compression only where the block's gradient error < {MAX_ERROR:g}); "
+             "backend@f torch.compile with activation_memory_budget f")
+    return rows
 
 
 def gpu_save_on_cpu(batch: int, size: int, repeats: int) -> list[str]:
@@ -490,85 +554,83 @@ def gpu_save_on_cpu(batch: int, size: int, repeats: int) -> list[str]:
     ]
 
 
-def run_model(s: Setup, *, backends: list[str], planner: bool, rounds: int, repeats: int, quick: bool,
-              cuda: bool, print_fn: Callable[[str], Any]) -> list[Variant]:
-    print_fn(f"== {s.description}")
-    s.loss(s.model(s.x)).backward()  # a first step allocates the gradients (kept allocated from then on)
-    variants = eager_variants(s, cuda)
-    for v in variants:
-        measure_memory(s, v)
-    notes: list[str] = []
-    if planner:
-        plans, notes = planner_variants(s, variants[0].saved, 1 if quick else 5, quick, print_fn)
-        variants += plans
-        for v in plans:
-            measure_memory(s, v)
-    if backends:
-        compiled = compiled_variants(s, backends, print_fn)
-        for v in compiled:
-            measure_memory(s, v)
-        variants += compiled
-    measure_grad_errors(s, variants)
-    time_rounds(s, variants, rounds, repeats, cuda)
-    clock = "wall" if cuda else "cpu"
-    print_fn(f"{rounds} interleaved rounds x {repeats} step(s), median [min-max] of the per-round ratios, {clock} "
-             f"clock; {load()}")
-    report(s, variants, notes, cuda, clock, print_fn)
-    torch._dynamo.reset()
-    return variants
+def markdown(rows: list[Row]) -> list[str]:
+    """The README's table: one row per model and budget."""
+    out = ["| model | budget | decided | MiB held (budget) | step x | fastest other that meets it | decided / it, "
+           "per round | verdict | the time model's own pick / fastest other | measuring s |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    out += [f"| {r.model} | {r.budget} | " + " | ".join(r.cells) + " |" for r in rows]
+    return out
 
 
-def run(models: tuple[str, ...] = ("resnet", "gpt2"), *, quick: bool = False, rounds: int | None = None,
-        repeats: int | None = None, threads: int = 1, device: str = "cpu", planner: bool = True,
-        backends: list[str] | None = None, print_fn: Callable[[str], Any] = print) -> dict[str, list[Variant]]:
+def run(models: tuple[str, ...] = MODELS, *, quick: bool = False, rounds: int | None = None,
+        repeats: int | None = None, threads: int = 1, device: str = "cpu", backends: tuple[str, ...] | None = None,
+        decide_rounds: int = 5, decide_seconds: float | None = None,
+        print_fn: Callable[[str], Any] = print) -> list[Row]:
     cuda = device.startswith("cuda")
-    rounds = rounds or (2 if quick else 7)
-    repeats = repeats or (1 if quick else 2)
+    rounds = rounds or (2 if quick else 5)
+    repeats = repeats or 1
+    backends = backends if backends is not None else (("aot_eager",) if quick else ("inductor",))
     torch.set_num_threads(threads)
+    wall, cpu = time.perf_counter(), time.process_time()
     print_fn(f"torch {torch.__version__.split('+')[0]}, {threads} thread(s), {'GPU' if cuda else 'CPU'}; "
-             f"{load()} at the start")
-    results = {}
+             f"{load()} at the start; compile backends: {', '.join(backends) or 'none'}")
+    rows: list[Row] = []
     for name in models:
-        setup = resnet_setup(quick, device) if name == "resnet" else gpt2_setup(quick, device)
-        results[name] = run_model(setup, backends=backends or [], planner=planner, rounds=rounds, repeats=repeats,
-                                  quick=quick, cuda=cuda, print_fn=print_fn)
+        setup = resnet_setup(quick, device, 152) if name == "resnet152" else SETUPS[name](quick, device)
+        done = run_model(setup, backends=backends, rounds=rounds, repeats=repeats,
+                         decide_rounds=2 if quick else decide_rounds, decide_seconds=decide_seconds, cuda=cuda,
+                         print_fn=print_fn)
+        rows += done
+        print_fn(f"{name}'s rows of the table: {time.perf_counter() - wall:.0f} s wall so far")
+        for line in markdown(done)[2:]:
+            print_fn(line)
         print_fn("")
+    for line in markdown(rows):
+        print_fn(line)
     if not cuda:
         for line in gpu_save_on_cpu(batch=32 if quick else 128, size=32 if quick else 224, repeats=repeats):
             print_fn(line)
-    return results
+    print_fn(f"benchmark: {time.perf_counter() - wall:.0f} s wall, {time.process_time() - cpu:.0f} s CPU; "
+             f"{load()} at the end")
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", choices=("resnet", "gpt2", "all"), default="all",
-                        help="resnet (ResNet-18; ResNet-152 on a GPU), gpt2 (from a config), or all (default)")
-    parser.add_argument("--quick", action="store_true", help="cut models, tiny inputs, two rounds (smoke test)")
-    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 7; quick: 2)")
-    parser.add_argument("--repeats", type=int, help="steps per variant per round (default 2; quick: 1)")
+    parser.add_argument("--model", default="all",
+                        help="vit, resnet50, unet, gpt2, resnet152 (the tutorial's GPU case), several separated by "
+                             "commas, or all (default: the four; on a GPU also resnet152)")
+    parser.add_argument("--quick", action="store_true", help="tiny configs, two rounds (smoke test)")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds of the final timing (default 5; quick: 2)")
+    parser.add_argument("--repeats", type=int, help="steps per variant per round (default 1)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (ResNet-152, batch 256, 224x224)")
-    parser.add_argument("--no-planner", action="store_true", help="skip the planner rows")
-    parser.add_argument("--compile", action="store_true",
-                        help="also torch.compile at activation_memory_budget 1, 1/2, 1/4, 1/10 (minutes); backends "
-                             "aot_eager and inductor (quick: aot_eager)")
-    parser.add_argument("--backends", help="comma-separated torch.compile backends for --compile")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--backends", help="comma-separated torch.compile backends the decisions try, or 'none' "
+                                           "(default: inductor; quick: aot_eager)")
+    parser.add_argument("--decide-rounds", type=int, default=5, help="MemoryPlanner.decide's rounds (default 5)")
+    parser.add_argument("--decide-seconds", type=float,
+                        help="MemoryPlanner.decide's measuring bound (default: its own, 100 steps' time)")
     args = parser.parse_args(argv)
     if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
         parser.error(f"--device must be cpu or cuda, got {args.device!r}")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
-        parser.error("--device cuda: no GPU is visible here (torch.cuda.is_available() is False)")
-    for name in ("rounds", "repeats", "threads"):
+        parser.error("--device cuda: no GPU is visible here (torch.cuda.is_available() is False); the GPU rows "
+                     "run only where one is (./course test hides it unless HOOKLAB_TEST_GPU=1)")
+    for name in ("rounds", "repeats", "threads", "decide_rounds"):
         value = getattr(args, name)
         if value is not None and value < 1:
-            parser.error(f"--{name} must be a positive integer, got {value}")
-    backends: list[str] = []
-    if args.compile:
-        backends = args.backends.split(",") if args.backends else (["aot_eager"] if args.quick
-                                                                   else ["aot_eager", "inductor"])
-    models = ("resnet", "gpt2") if args.model == "all" else (args.model,)
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    if args.decide_rounds < 2:
+        parser.error("--decide-rounds must be at least 2 (a spread needs two rounds)")
+    backends = None if args.backends is None else tuple(b for b in args.backends.split(",") if b and b != "none")
+    cuda = args.device.startswith("cuda")
+    models = (*MODELS, *(("resnet152",) if cuda else ())) if args.model == "all" else tuple(args.model.split(","))
+    unknown = [m for m in models if m not in (*MODELS, "resnet152")]
+    if unknown:
+        parser.error(f"--model: unknown {', '.join(unknown)}; choose among {', '.join(MODELS)}, resnet152 or all")
     run(models, quick=args.quick, rounds=args.rounds, repeats=args.repeats, threads=args.threads,
-        device=args.device, planner=not args.no_planner, backends=backends)
+        device=args.device, backends=backends, decide_rounds=args.decide_rounds, decide_seconds=args.decide_seconds)
     return 0
 
 

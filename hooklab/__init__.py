@@ -6,7 +6,8 @@ modules' outputs or inputs, also under a Hugging Face model's ``generate()``; ``
 module's full inputs, stopping the forward there), ``find_nonfinite`` (the first module and the first backward
 Node that made NaN/inf), gradient clipping inside backward, offloading and (selective) checkpointing of saved
 tensors (``OverlappedOffload`` overlaps the copies with compute on a GPU; ``MemoryPlanner`` chooses per block
-between keeping, checkpointing, offloading and compressing to meet a memory budget at the least cost),
+between keeping, checkpointing, offloading and compressing to meet a memory budget, and its ``decide`` measures
+those plans against plain ``checkpoint_sequential`` and ``torch.compile``'s memory budget on this machine),
 inventories of registered hooks and a test helper that fails when code leaves hooks behind.
 ``all_hooks`` lists every hook system on a model (PyTorch's hooks and what accelerate, diffusers, PEFT,
 quantization, parametrizations, FSDP2 / DDP / tensor parallelism and ``torch.compile`` put there), and
@@ -40,7 +41,8 @@ One lifecycle for every tool that hooks a model:
   again does nothing) or use it as a ``with`` block, like the handle of a ``register_*hook`` call; once its
   hooks are removed it is spent, and entering it again raises (call the function again for another block).
 * Tools that change a model for a while (``checkpoint_modules``, ``selective_checkpoint_modules``,
-  ``checkpoint_segments``, ``MemoryPlan.apply``) are ``with`` blocks that restore it on exit in the same way; a block object is used
+  ``checkpoint_segments``, ``MemoryPlan.apply`` and the other ways to meet a memory budget ``MemoryDecision.apply``
+  returns: ``SequentialCheckpoint.apply``, ``CompiledBudget.apply``) are ``with`` blocks that restore it on exit in the same way; a block object is used
   once (call the function again for another block). ``FeatureExtractor``, ``layer_shapes``, ``capture_inputs``
   and ``OffloadWrapper`` hold hooks only while they run.
 * Saved-tensor contexts (``SaveOnCpu``, ``SaveOnDisk``, ``CompressSaved``, ``OverlappedOffload``) and dispatch
@@ -102,7 +104,17 @@ from .offload import (
                       SaveOnDisk,
                       offload_module,
 )
-from .planner import BlockProfile, CostModel, CountedCosts, MeasuredCosts, MemoryPlan, MemoryPlanner
+from .planner import (
+                      BlockProfile,
+                      CompiledBudget,
+                      CostModel,
+                      CountedCosts,
+                      MeasuredCosts,
+                      MemoryDecision,
+                      MemoryPlan,
+                      MemoryPlanner,
+                      SequentialCheckpoint,
+)
 from .scope import HookScope, Recorder, named_scope
 from .segments import checkpoint_segments
 from .summary import ShapeRow, ShapeTable, layer_shapes
@@ -119,6 +131,7 @@ __all__ = [
     "BudgetError",
     "Call",
     "Capture",
+    "CompiledBudget",
     "CompressSaved",
     "CostModel",
     "CountedCosts",
@@ -132,6 +145,7 @@ __all__ = [
     "HooklabError",
     "HooksLeftBehind",
     "MeasuredCosts",
+    "MemoryDecision",
     "MemoryMeter",
     "MemoryPlan",
     "MemoryPlanner",
@@ -152,6 +166,7 @@ __all__ = [
     "SaveOnDisk",
     "SavedRecord",
     "SavedTensorLedger",
+    "SequentialCheckpoint",
     "ShapeRow",
     "ShapeTable",
     "Tracer",

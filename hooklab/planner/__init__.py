@@ -54,6 +54,14 @@ blocks compressed to one format share one context per forward pass, so a storage
 compressed once. A budget that no plan meets raises :class:`BudgetError`, which says the least reachable
 memory.
 
+**Deciding by measuring.** A time model fitted on a busy machine cannot order plans a few per cent apart, and misses
+what it never measured. :meth:`MemoryPlanner.decide` uses it only to propose: it measures the model's few best plans,
+plain ``torch.utils.checkpoint.checkpoint_sequential`` at every segment count (:class:`SequentialCheckpoint`) and
+``torch.compile`` under ``activation_memory_budget`` (:class:`CompiledBudget`) on this machine, bytes first, then step
+times in interleaved rounds, and returns a :class:`MemoryDecision`: the fastest where every round agrees, the simpler
+one (plain PyTorch first) where the spread does not decide, with the evidence and what measuring cost
+(:mod:`hooklab.planner.decide` says how).
+
 >>> import torch
 >>> from torch import nn
 >>> _ = torch.manual_seed(0)
@@ -88,18 +96,21 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import nn
 
+from .._checks import flag
 from .._text import format_bytes, format_table
 from ..errors import BudgetError
 from ..lookup import as_names, get_modules
 from ..meter import gradient_errors
 from ..offload import CompressSaved, OffloadScope, offload_module
-from ._profile import BlockProfile, model_state_kept, profile_bytes, profile_flops, profile_times
+from ._profile import BlockProfile, clock_of, model_state_kept, profile_bytes, profile_flops, profile_times
 from ._search import CHOICES, Plan, Search, seconds_key
+from .alternatives import CompiledBudget, SequentialCheckpoint
 from .costs import CostModel, CountedCosts, MeasuredCosts, check_costs
+from .decide import Candidate, MemoryDecision, measure_and_decide
 from .plan import MemoryPlan, _ms
 
-__all__ = ["BlockProfile", "BudgetError", "CostModel", "CountedCosts", "MeasuredCosts", "MemoryPlan",
-           "MemoryPlanner"]
+__all__ = ["BlockProfile", "BudgetError", "Candidate", "CompiledBudget", "CostModel", "CountedCosts",
+           "MeasuredCosts", "MemoryDecision", "MemoryPlan", "MemoryPlanner", "SequentialCheckpoint"]
 
 TOOL = "MemoryPlanner"
 
@@ -112,6 +123,11 @@ def _whole(value: object, name: str, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
     return value
+
+
+def _check_budget(budget: object) -> None:
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+        raise ValueError(f"budget must be an int >= 0 (bytes of activations held after forward), got {budget!r}")
 
 
 def _compressing(block: nn.Module, fmt: str) -> Callable[[], OffloadScope]:
@@ -206,6 +222,10 @@ class MemoryPlanner:
         self.search = Search(self.profiles, self._top, picked, self.costs, min_bytes, max_error)
         self.fixed_bytes = self.search.fixed_bytes
         self.baseline_bytes = self.search.held_bytes(("keep",) * len(self.profiles))
+        # what decide() measured that does not depend on the budget: checkpoint_sequential's bytes per segment
+        # count, and each compiled model (backend, fraction) with its bytes (None: it did not compile)
+        self._sequential_bytes: dict[int, int] = {}
+        self._compiled: dict[tuple[str, float], tuple[CompiledBudget | None, int | None]] = {}
 
     def plan(self, budget: int, *, peak: int | None = None, tolerance: float | None = None) -> MemoryPlan:
         """The fastest plan (by the time model) whose bytes held after forward fit ``budget`` (and whose modelled
@@ -214,16 +234,21 @@ class MemoryPlanner:
         Plans within ``tolerance`` seconds of the fastest count as equally fast (default: :attr:`resolution` times
         the fastest plan's added time: 5 % with measured costs, 0 with a counted time model): among them the
         lowest peak wins, then the fewest bytes, then the earlier choices, so that a near tie does not follow the
-        noise of a measurement.
+        noise of a measurement. The time model only proposes: :meth:`decide` measures.
         """
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
-            raise ValueError(f"budget must be an int >= 0 (bytes of activations held after forward), got {budget!r}")
+        _check_budget(budget)
         if peak is not None and (isinstance(peak, bool) or not isinstance(peak, int) or peak < 0):
             raise ValueError(f"peak must be an int >= 0 (bytes of activations during backward) or None, got {peak!r}")
         if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
                                       or not 0 <= tolerance < math.inf):
             raise ValueError(f"tolerance must be a number of seconds >= 0 or None, got {tolerance!r}")
-        plans = [(p, self.search.held_bytes(p.choices)) for p in self.search.frontier()]
+        return self._select(budget, peak, tolerance, None)
+
+    def _select(self, budget: int, peak: int | None, tolerance: float | None,
+                allowed: frozenset[str] | None) -> MemoryPlan:
+        """:meth:`plan`, among the plans whose choices are all in ``allowed`` (None: any)."""
+        plans = [(p, self.search.held_bytes(p.choices)) for p in self.search.frontier()
+                 if allowed is None or set(p.choices) <= allowed]
         fitting = [(p, held) for p, held in plans if held <= budget and (peak is None or p.peak_bytes <= peak)]
         if not fitting:
             least = min(held for p, held in plans if peak is None or p.peak_bytes <= peak) if peak is None or any(
@@ -242,6 +267,63 @@ class MemoryPlanner:
         equal = [(p, held) for p, held in fitting if seconds_key(p.seconds) <= seconds_key(fastest + tolerance)]
         best, held = min(equal, key=lambda ph: (ph[0].peak_bytes, ph[1], ph[0].ranks))
         return self._plan_of(best, held, budget, peak)
+
+    def _ranked(self, budget: int) -> list[MemoryPlan]:
+        """Every plan of the frontier that meets ``budget``, fastest first by the time model."""
+        fitting = [(p, held) for p in self.search.frontier() if (held := self.search.held_bytes(p.choices)) <= budget]
+        fitting.sort(key=lambda ph: (seconds_key(ph[0].seconds), ph[0].peak_bytes, ph[1], ph[0].ranks))
+        return [self._plan_of(p, held, budget, None) for p, held in fitting]
+
+    def decide(self, budget: int, *, plans: int = 3, sequential: bool = True,
+               backends: str | Iterable[str] = ("inductor",), rounds: int = 5, max_seconds: float | None = None,
+               clock: Callable[[], float] | None = None) -> MemoryDecision:
+        """Measure the model's few best plans and the plain-PyTorch alternatives that meet ``budget`` on this
+        machine, and return the fastest (a simpler one where the spread of the rounds does not decide) as a
+        :class:`MemoryDecision`, with the evidence: ``print(decision)`` shows every candidate's measured bytes,
+        step time and spread; ``with decision.apply():`` runs the choice.
+
+        ``budget``: bytes held after forward, as for :meth:`plan`. Keyword-only: ``plans`` how many of the model's
+        plans to measure (its pick, the fastest that only recomputes, the fastest that does not offload, then the
+        next fastest); ``sequential``: also ``checkpoint_sequential`` at every segment count (the model must be an
+        ``nn.Sequential``); ``backends``: ``torch.compile`` backends to try with ``activation_memory_budget`` (a
+        model that does not compile is noted and left out; ``()``: none); ``rounds``: interleaved timing rounds
+        (at least 2); ``max_seconds``: the bound on what deciding may cost, in seconds of ``clock`` (no
+        measurement starts past it; default: the time of 100 steps of the model as it is, at least 30 s); ``clock``: the clock to time with (default: the process's CPU time on a CPU,
+        the wall clock after a synchronisation on a GPU). How it measures and decides: :mod:`hooklab.planner.decide`.
+        The model is left as it was (gradients, buffers, modes, the random-number state); the bytes of
+        ``checkpoint_sequential`` and the compiled models are kept for the next call.
+
+        >>> import torch
+        >>> from torch import nn
+        >>> _ = torch.manual_seed(0)
+        >>> model = nn.Sequential(*[nn.Sequential(nn.Linear(256, 256), nn.Tanh()) for _ in range(6)])
+        >>> x = torch.randn(64, 256)
+        >>> planner = MemoryPlanner(model, lambda: model(x).sum(), choices=("keep", "checkpoint", "segment"))
+        >>> decision = planner.decide(planner.baseline_bytes // 2, backends=(), rounds=3)
+        >>> decision.held_bytes <= planner.baseline_bytes // 2
+        True
+        >>> with decision.apply():            # the plan, checkpoint_sequential or the compiled model chosen
+        ...     loss = model(x).sum()
+        >>> loss.backward()
+        """
+        _check_budget(budget)
+        _whole(plans, "plans", 0)
+        _whole(rounds, "rounds", 2)
+        flag(sequential, "sequential")
+        if isinstance(backends, str):
+            backends = (backends,)
+        backends = tuple(backends)
+        if not all(isinstance(b, str) and b for b in backends):
+            raise TypeError(f"backends are torch.compile backend names such as 'inductor', got {backends!r}")
+        if max_seconds is not None and (isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float))
+                                        or not 0 < max_seconds < math.inf):
+            raise ValueError(f"max_seconds must be a number of seconds > 0 or None, got {max_seconds!r}")
+        if clock is not None and not callable(clock):
+            raise TypeError(f"clock must be a function returning seconds (e.g. time.process_time), got {clock!r}")
+        name = "given" if clock is not None else "wall" if self.device.type == "cuda" else "process CPU"
+        with model_state_kept(self.model):
+            return measure_and_decide(self, budget, plans=plans, sequential=sequential, backends=backends, rounds=rounds,
+                          max_seconds=None if max_seconds is None else float(max_seconds), clock=clock or clock_of(self.device), clock_name=name)
 
     def _plan_of(self, best: Plan, held: int, budget: int, peak: int | None) -> MemoryPlan:
         kept = [self.search.options(k, "keep" if k else None)[0] for k in range(len(self.profiles))]

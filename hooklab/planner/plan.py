@@ -18,7 +18,9 @@ from ..scope import HookScope, LocalHook
 from ..segments import checkpoint_segments
 from ._search import Option
 
-__all__ = ["MemoryPlan"]
+__all__ = ["CODES", "MemoryPlan"]
+
+CODES = {"keep": "k", "checkpoint": "C", "segment": "s", "offload": "o", "bf16": "b", "int8": "i"}
 
 
 def _ms(seconds: float) -> str:
@@ -60,6 +62,12 @@ class MemoryPlan:
         """Block name -> the choice made for it: ``"keep"``, ``"checkpoint"``, ``"segment"`` (checkpointed with
         the block before it), ``"offload"``, ``"bf16"`` or ``"int8"``."""
         return {name: option.choice for name, option, _ in self.rows}
+
+    @property
+    def codes(self) -> str:
+        """The choices as one letter per block, in the order the blocks run: ``k`` keep, ``C`` checkpoint, ``s``
+        segment, ``o`` offload, ``b`` bf16, ``i`` int8 (``"kCss"``)."""
+        return "".join(CODES[option.choice] for _, option, _ in self.rows)
 
     @property
     def segments(self) -> list[list[str]]:

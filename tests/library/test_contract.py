@@ -59,6 +59,15 @@ def _plan(model):
     return planner.plan(budget=planner.baseline_bytes)
 
 
+def _decision(model):
+    """A decision that measured checkpoint_sequential against the planner's plans (only the plan that checkpoints
+    the three layers as one segment meets the budget)."""
+    x = torch.randn(5, 4)
+    planner = hooklab.MemoryPlanner(model, lambda: model(x).sum(), costs=hooklab.CountedCosts(),
+                                    choices=("keep", "checkpoint", "segment"))
+    return planner.decide(planner.baseline_bytes - 1, backends=(), rounds=2)
+
+
 @dataclass
 class Tool:
     name: str
@@ -106,6 +115,12 @@ TOOLS = [
     Tool("checkpoint_segments", lambda m, d: hooklab.checkpoint_segments(m, [["0", "1", "2"]]), "patch"),
     Tool("MemoryPlan.apply", lambda m, d: _plan(m).apply(), "patch",
          holds_model="a MemoryPlan is made for one model, and apply() applies it to that model again"),
+    Tool("SequentialCheckpoint.apply", lambda m, d: hooklab.SequentialCheckpoint(m, 2).apply(), "patch", pickles=True,
+         holds_model="a SequentialCheckpoint is made for one model, and apply() applies it to that model again"),
+    Tool("CompiledBudget.apply", lambda m, d: hooklab.CompiledBudget(m, "aot_eager", 0.5).apply(), "patch",
+         pickles=True, holds_model="a CompiledBudget compiles one model, and apply() runs that model compiled"),
+    Tool("MemoryDecision.apply", lambda m, d: _decision(m).apply(), "patch",
+         holds_model="a MemoryDecision is made for one model, and apply() applies its choice to that model again"),
     Tool("SaveOnCpu", lambda m, d: hooklab.SaveOnCpu(), "context", observe=lambda c: c.stats.packed,
          thread="local", pickles=True, again="adds up"),
     Tool("SaveOnDisk", lambda m, d: hooklab.SaveOnDisk(directory=d), "context", observe=lambda c: c.stats.packed,
@@ -500,6 +515,7 @@ NOT_TOOLS = {  # public names that neither hook a model nor wrap a block themsel
     "Recorder": "the base class of the recorders", "Capture": "what capture's block gives",
     "NonFiniteDetector": "what find_nonfinite returns", "OffloadScope": "what offload_module returns",
     "MemoryPlanner": "measures a model once; its plan's apply() is the tool", "MemoryPlan": "ditto",
+    "MemoryDecision": "what MemoryPlanner.decide returns; its apply() is the tool",
     "CountedCosts": "a cost model", "MeasuredCosts": "a cost model", "ShapeTable": "layer_shapes' result",
     "no_hooks_left_behind": "a test helper: checks, registers nothing",
     "hook_inventory": "reads hooks", "show_hooks": "reads hooks", "hook_name": "names a hook",

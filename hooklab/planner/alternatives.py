@@ -1,0 +1,179 @@
+"""The plain-PyTorch ways to meet a memory budget that :meth:`hooklab.MemoryPlanner.decide` measures beside its plans.
+
+:class:`SequentialCheckpoint` is ``torch.utils.checkpoint.checkpoint_sequential(model, segments, x,
+use_reentrant=False)`` for an ``nn.Sequential``; :class:`CompiledBudget` is ``torch.compile(model, backend=...)``
+compiled under ``torch._functorch.config.activation_memory_budget``. Each has the lifecycle of a
+:class:`hooklab.MemoryPlan`: ``apply()`` is a ``with`` block inside which ``model(x)`` runs that way, and after which
+the model is as before (its ``forward`` is an instance attribute for the block, removed on exit, also after an
+exception); one block per call of ``apply()``. A ``copy.deepcopy`` of the model made inside the block runs plainly,
+and so does a model pickled inside it.
+
+``checkpoint_sequential`` splits the children into ``segments`` runs of ``len(model) // segments`` (the last one
+takes the rest) and checkpoints all but the last: it recomputes the first ``(segments - 1) * (len // segments)``
+children (:attr:`SequentialCheckpoint.recomputed`), and the bytes it holds are not monotonic in ``segments``.
+
+>>> import torch
+>>> from torch import nn
+>>> _ = torch.manual_seed(0)
+>>> model = nn.Sequential(*[nn.Sequential(nn.Linear(16, 16), nn.Tanh()) for _ in range(6)])
+>>> x = torch.randn(4, 16)
+>>> model(x).sum().backward()
+>>> plain = [p.grad.clone() for p in model.parameters()]
+>>> model.zero_grad()
+>>> option = SequentialCheckpoint(model, 3)
+>>> print(option, option.recomputed)
+checkpoint_sequential(model, 3, x, use_reentrant=False) 4
+>>> with option.apply():
+...     loss = model(x).sum()
+>>> loss.backward()
+>>> all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), plain))
+True
+"""
+from __future__ import annotations
+
+import itertools
+import types
+import weakref
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import torch
+import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
+from torch import nn
+
+__all__ = ["CompiledBudget", "SequentialCheckpoint", "graph_saved_bytes"]
+
+
+def _patched_forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """A model's ``forward`` inside an ``apply()`` block: an instance attribute bound to the model, so that a deep
+    copy binds its own to the copy, which then runs its class ``forward`` plainly."""
+    block = _ACTIVE.get(self)
+    if block is None:  # a copy of the model, or the block has ended
+        return type(self).forward(self, *args, **kwargs)
+    return block.run(self, args, kwargs)
+
+
+_patched_forward.__name__ = "forward"  # pickled as getattr(model, "forward"): the loaded copy runs plainly
+
+_ACTIVE: weakref.WeakKeyDictionary[nn.Module, _Applied] = weakref.WeakKeyDictionary()
+
+
+class _Applied:
+    """The ``with`` block of an ``apply()``: ``model.forward`` runs ``run(model, args, kwargs)`` inside it."""
+
+    def __init__(self, model: nn.Module, run: Callable[[nn.Module, tuple, dict], Any], tool: str, given: Any) -> None:
+        self._model: nn.Module | None = model
+        self.run, self._tool, self._given = run, tool, given
+        self._state = "new"
+
+    def __enter__(self) -> Any:
+        model = self._model
+        if self._state != "new" or model is None:
+            raise RuntimeError(f"this {self._tool} block has already run; call apply() again for another block")
+        self._state = "running"
+        if "forward" in model.__dict__:
+            self._state, self._model = "done", None
+            raise RuntimeError(f"{self._tool}: the model already has a patched forward (a block of another tool is "
+                               "running around it); end that block first")
+        model.forward = types.MethodType(_patched_forward, model)
+        _ACTIVE[model] = self
+        return self._given
+
+    def __exit__(self, *exc: object) -> None:
+        model, self._model, self._given, self._state = self._model, None, None, "done"
+        if model is not None and _ACTIVE.get(model) is self:
+            del _ACTIVE[model]
+            del model.forward
+
+
+class SequentialCheckpoint:
+    """``checkpoint_sequential(model, segments, x, use_reentrant=False)`` as a plan: ``apply()`` is a ``with`` block
+    in which ``model(x)`` runs that way. ``model`` is an ``nn.Sequential`` called with one input."""
+
+    def __init__(self, model: nn.Module, segments: int) -> None:
+        if not isinstance(model, nn.Sequential):
+            raise TypeError(f"checkpoint_sequential runs an nn.Sequential, got {type(model).__name__}")
+        if isinstance(segments, bool) or not isinstance(segments, int) or not 1 <= segments <= len(model):
+            raise ValueError(f"segments must be an int from 1 to len(model) = {len(model)}, got {segments!r}")
+        self.model, self.segments = model, segments
+
+    @property
+    def recomputed(self) -> int:
+        """How many of the model's first children backward runs again (all segments but the last)."""
+        return (self.segments - 1) * (len(self.model) // self.segments)
+
+    def __str__(self) -> str:
+        return f"checkpoint_sequential(model, {self.segments}, x, use_reentrant=False)"
+
+    def apply(self) -> AbstractContextManager[SequentialCheckpoint]:
+        """Inside the block ``model(x)`` is ``checkpoint_sequential(model, segments, x, use_reentrant=False)``."""
+        return _Applied(self.model, self._run, "SequentialCheckpoint.apply", self)
+
+    def _run(self, model: nn.Module, args: tuple, kwargs: dict) -> Any:
+        if len(args) != 1 or kwargs:
+            raise TypeError(f"checkpoint_sequential passes one input through the children; this call has "
+                            f"{len(args)} positional and {len(kwargs)} keyword arguments")
+        return torch.utils.checkpoint.checkpoint_sequential(model, self.segments, args[0], use_reentrant=False)
+
+
+_TAGS = itertools.count()
+
+
+def _fresh_forward(tag: str) -> Callable[..., Any]:
+    """A function that runs a module's class ``forward``, with a code object of its own: dynamo caches compiled code
+    per code object and does not guard on the partitioner's settings, so each budget needs its own."""
+    def forward(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        return type(module).forward(module, *args, **kwargs)
+    forward.__code__ = forward.__code__.replace(co_name=f"forward_{tag}")
+    return forward
+
+
+class CompiledBudget:
+    """``torch.compile(model, backend=backend)`` compiled under ``activation_memory_budget = fraction`` (the
+    partitioner keeps at most about that share of the activations and recomputes the rest): ``apply()`` is a
+    ``with`` block in which ``model(...)`` runs the compiled code. The first call compiles (with the budget set;
+    any later recompilation too). It uses the model's eager kernels only with ``backend="aot_eager"``."""
+
+    def __init__(self, model: nn.Module, backend: str, fraction: float) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"CompiledBudget takes an nn.Module, got {type(model).__name__}")
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+            raise ValueError(f"fraction must be a number in [0, 1] (activation_memory_budget), got {fraction!r}")
+        self.model, self.backend, self.fraction = model, backend, float(fraction)
+        self._compiled = torch.compile(_fresh_forward(f"{backend}_{next(_TAGS)}"), backend=backend)
+
+    def __str__(self) -> str:
+        return f"torch.compile(model, backend={self.backend!r}) with activation_memory_budget={self.fraction:.3g}"
+
+    def apply(self) -> AbstractContextManager[CompiledBudget]:
+        """Inside the block ``model(...)`` runs the compiled model (compiled with the budget on its first call)."""
+        return _Applied(self.model, self._run, "CompiledBudget.apply", self)
+
+    def _run(self, model: nn.Module, args: tuple, kwargs: dict) -> Any:
+        from torch._functorch import config as functorch_config
+
+        with functorch_config.patch(activation_memory_budget=self.fraction):
+            return self._compiled(model, *args, **kwargs)
+
+
+def graph_saved_bytes(loss: torch.Tensor, alive: set[int]) -> int:
+    """Bytes of the storages the autograd graph from ``loss`` saves (each once), leaving out the storages whose
+    ``data_ptr()`` is in ``alive``: what a compiled graph holds (its ops run below :class:`hooklab.MemoryMeter`).
+    Reading an eager node's ``_saved_*`` attribute would unpack a saved-tensor hook: use it on graphs made without
+    saved-tensor hooks."""
+    seen_nodes, storages = set(), {}
+    stack = [loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        values: list[Any] = list(getattr(node, "saved_tensors", ()) or ())
+        values += [getattr(node, a) for a in dir(node) if a.startswith("_saved_")]
+        for value in values:
+            for t in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in alive:
+                    storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        stack.extend(fn for fn, _ in node.next_functions)
+    return sum(storages.values())

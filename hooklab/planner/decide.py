@@ -1,0 +1,482 @@
+"""Decide by measuring: the planner's model proposes, a measurement of this machine decides.
+
+A time model fitted on a busy machine cannot order plans that are 5-30 % apart, and it under-models what it has
+not seen (a disk write costs more than its per-byte speed says). :meth:`hooklab.MemoryPlanner.decide` therefore
+uses the model only to propose, and decides between the proposals and the plain-PyTorch ways to meet the same budget
+by running them. What it measures, in this order, each only while the measuring bound allows:
+
+1. **Bytes** held after forward (the planner's currency: tensors made by the forward pass and alive when it ends,
+   the loss and the model's inputs left out), in one forward pass under :class:`hooklab.MemoryMeter`: the model as
+   it is, the planner's few best plans (its pick, the fastest plan that only recomputes, the fastest that does not
+   offload), and ``checkpoint_sequential`` at every segment count (an ``nn.Sequential`` only): its bytes are not
+   monotonic in the count, so every count is measured.
+2. ``torch.compile`` under ``activation_memory_budget`` = budget / baseline, and half that if the first misses the
+   budget (the fraction is of the partitioner's own estimate): bytes by walking the compiled graph.
+3. **Step time** (forward and backward) of every candidate that meets the budget, and of the model as it is, in
+   interleaved rounds, each starting one candidate later, on the process's CPU clock (on a GPU, the wall clock
+   after a synchronisation). Of the ``checkpoint_sequential`` counts that meet the budget, only those that
+   recompute the fewest children are timed: a count recomputes a prefix of the children, so a longer prefix does
+   all the work of a shorter one, and more. From the third round on, a candidate slower than the fastest by more
+   than 5 % in every round is dropped.
+
+**The decision**: the fastest is the candidate with the lowest median step. A simpler candidate is chosen instead
+when no other candidate was faster than it in every round (where the spread does not decide, it is a tie, and the
+decision says so). Simpler, in order: ``checkpoint_sequential``, ``torch.compile``, a plan that only recomputes, a
+plan that offloads or compresses. A plan that writes to disk is therefore chosen only where every simpler way to meet
+the budget was beaten in every round.
+
+**The cost** of deciding is measured on the same clock and stated on the decision (``seconds``, and
+``wall_seconds``: on a CPU the process's CPU time does not include a compiler's subprocesses, inductor's C++ builds,
+which the wall clock does). It is bounded by ``max_seconds`` (default: the time of 100 steps of the model as it is, at least
+30 s): a measurement starts only where its expected time (a round: each candidate's last step) still fits, and what
+has started is finished, so the cost passes the bound by at most the error of that estimate or one compile. What the
+bound left unmeasured is listed on the decision.
+"""
+from __future__ import annotations
+
+import functools
+import gc
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from .._text import format_bytes, format_table
+from .._torch_internals import storage_key, tree_flatten
+from ..errors import BudgetError
+from ..meter import MemoryMeter
+from ..scope import HookScope
+from .alternatives import CompiledBudget, SequentialCheckpoint, graph_saved_bytes
+from .plan import MemoryPlan
+
+if TYPE_CHECKING:
+    from . import MemoryPlanner
+
+__all__ = ["Candidate", "MemoryDecision", "Spread", "measure_and_decide"]
+
+TOOL = "MemoryPlanner.decide"
+DROP_AFTER = 3      # rounds before a candidate can be dropped
+DROP_MARGIN = 0.05  # ... when it is slower than the fastest by more than this in every round
+DEFAULT_STEPS, DEFAULT_FLOOR = 100, 30.0  # the default bound: 100 steps of the model as it is, at least 30 s
+RECOMPUTE = frozenset(("keep", "checkpoint", "segment"))
+RANKS = {"as is": 0, "checkpoint_sequential": 1, "torch.compile": 2, "plan (recompute)": 3, "plan": 4}
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A ratio over the rounds: median, lowest and highest round."""
+
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Spread:
+        values = list(values)
+        return cls(statistics.median(values), min(values), max(values))
+
+    def __str__(self) -> str:
+        return f"{self.median:.2f} [{self.low:.2f}-{self.high:.2f}]"
+
+
+class _AsIs:
+    """The model as it is (it meets the budget): ``apply()`` changes nothing."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+
+    def __str__(self) -> str:
+        return "the model as it is"
+
+    def apply(self) -> AbstractContextManager[Any]:
+        """A ``with`` block that changes nothing."""
+        return nullcontext(self)
+
+
+@dataclass
+class Candidate:
+    """One way to meet the budget and what was measured of it.
+
+    ``name``: how to apply it, in words; ``kind``: ``"as is"``, ``"checkpoint_sequential"``, ``"torch.compile"``,
+    ``"plan (recompute)"`` or ``"plan"`` (the order of simplicity); ``option``: what :meth:`apply` applies (a
+    :class:`hooklab.MemoryPlan`, :class:`SequentialCheckpoint` or :class:`CompiledBudget`); ``held_bytes``:
+    measured bytes held after forward (None: not measured); ``times``: step seconds per round (empty: not timed);
+    ``status``: why it was not timed, or dropped.
+    """
+
+    name: str
+    kind: str
+    option: Any
+    held_bytes: int | None = None
+    times: list[float] = field(default_factory=list)
+    status: str = ""
+
+    @property
+    def rank(self) -> int:
+        """Its place in the order of simplicity (0: the model as it is ... 4: a plan that offloads or compresses)."""
+        return RANKS[self.kind]
+
+    @property
+    def median(self) -> float:
+        """The median of its step times over the rounds."""
+        return statistics.median(self.times)
+
+    def apply(self) -> AbstractContextManager[Any]:
+        """The candidate's ``with`` block (its option's ``apply()``)."""
+        return self.option.apply()
+
+
+def beats(a: Candidate, b: Candidate, margin: float = 0.0) -> bool:
+    """Whether ``a`` was faster than ``b`` (by more than ``margin``) in every round both ran, two rounds at least."""
+    pairs = list(zip(a.times, b.times, strict=False))
+    return len(pairs) >= 2 and all(tb > ta * (1 + margin) for ta, tb in pairs)
+
+
+@dataclass
+class MemoryDecision:
+    """What :meth:`hooklab.MemoryPlanner.decide` chose, and the evidence: :meth:`apply` runs the choice (a ``with``
+    block with the lifecycle of :meth:`hooklab.MemoryPlan.apply`), :meth:`table` shows every candidate's measured
+    bytes, step time over the model as it is, per-round ratio to the choice and verdict.
+
+    ``chosen``: the :class:`Candidate` chosen (``chosen.option`` is what to use: a :class:`hooklab.MemoryPlan`, a
+    :class:`SequentialCheckpoint` or a :class:`CompiledBudget`); ``baseline``: the model as it is, timed in the
+    same rounds; ``candidates``: all the others; ``reason``: why this one; ``rounds``: the rounds timed;
+    ``seconds``: what measuring cost on ``clock``, ``wall_seconds`` on the wall clock; ``notes``: what the bound
+    or a failing compile left out.
+    """
+
+    budget: int
+    chosen: Candidate
+    baseline: Candidate
+    candidates: list[Candidate]
+    reason: str
+    rounds: int
+    seconds: float
+    wall_seconds: float
+    max_seconds: float
+    clock: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def choice(self) -> Any:
+        """What to use: a :class:`hooklab.MemoryPlan`, a :class:`SequentialCheckpoint`, a :class:`CompiledBudget`
+        (each with ``apply()``), or the model as it is."""
+        return self.chosen.option
+
+    @property
+    def held_bytes(self) -> int:
+        """The chosen candidate's measured bytes held after forward."""
+        assert self.chosen.held_bytes is not None
+        return self.chosen.held_bytes
+
+    def apply(self) -> AbstractContextManager[Any]:
+        """Inside the block the model runs the chosen candidate; on exit it is as before. One block per call."""
+        return self.chosen.apply()
+
+    def ratio(self, candidate: Candidate) -> Spread | None:
+        """``candidate``'s step time over the model as it is, per round (None if it was not timed)."""
+        pairs = list(zip(candidate.times, self.baseline.times, strict=False))
+        return Spread.of(a / b for a, b in pairs) if pairs else None
+
+    def versus(self, candidate: Candidate) -> Spread | None:
+        """``candidate``'s step time over the chosen one's, per round (None if not timed in common rounds)."""
+        pairs = list(zip(candidate.times, self.chosen.times, strict=False))
+        return Spread.of(a / b for a, b in pairs) if pairs else None
+
+    def verdict(self, candidate: Candidate) -> str:
+        """What the rounds say of ``candidate`` against the choice: ``"chosen"``, ``"slower in every round"``, ``"tie
+        (within the spread)"``, or why it was not timed or was dropped."""
+        if candidate is self.chosen:
+            return "chosen"
+        if candidate.status:
+            return candidate.status
+        if not candidate.times or not self.chosen.times:
+            return "not timed"
+        return "slower in every round" if beats(self.chosen, candidate) else "tie (within the spread)"
+
+    def table(self) -> str:
+        """Every candidate: measured bytes, whether it meets the budget, step time over the model as it is and
+        over the choice per round (median [min-max]), verdict; then the choice, why, and what measuring cost."""
+        rows = []
+        for c in [self.baseline, *self.candidates]:
+            held = "-" if c.held_bytes is None else format_bytes(c.held_bytes)
+            meets = "-" if c.held_bytes is None else "yes" if c.held_bytes <= self.budget else "no"
+            ratio, versus = self.ratio(c), self.versus(c)
+            verdict = "reference" if c is self.baseline else self.verdict(c)
+            rows.append((c.name, held, meets, "-" if ratio is None else str(ratio),
+                         "-" if versus is None or c is self.baseline else str(versus), verdict))
+        text = format_table(("candidate", "held", "meets", "x step", "x chosen", "verdict"), rows, right=(1,))
+        text += (f"\nbudget {format_bytes(self.budget)}: {self.chosen.name}: {self.reason}"
+                 f"\nmeasuring: {self.seconds:.1f} s on the {self.clock} clock ({self.wall_seconds:.1f} s wall; "
+                 f"bound {self.max_seconds:g} s), {self.rounds} interleaved round(s)")
+        for note in self.notes:
+            text += f"\n{note}"
+        return text
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _noting(inputs: list[torch.Tensor]) -> Callable[..., None]:
+    """A forward pre-hook (with kwargs) that notes the model's input tensors in ``inputs``."""
+    def note(m: nn.Module, args: Any, kwargs: Any) -> None:
+        inputs.extend(t for t in tree_flatten((args, kwargs)) if isinstance(t, torch.Tensor))
+    return note
+
+
+class _Measure:
+    """The clock, the bound and what was left out; bytes and step times of the candidates."""
+
+    def __init__(self, planner: MemoryPlanner, max_seconds: float | None, clock: Callable[[], float]) -> None:
+        self.planner, self.clock = planner, clock
+        self.max_seconds = math.inf if max_seconds is None else max_seconds
+        self.start, self.wall_start = clock(), time.perf_counter()
+        self.step_estimate = 0.0
+        self.notes: list[str] = []
+
+    def spent(self) -> float:
+        return self.clock() - self.start
+
+    def allows(self, seconds: float) -> bool:
+        return self.spent() + seconds <= self.max_seconds
+
+    def _ignored(self) -> list[torch.Tensor]:
+        model = self.planner.model
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        return [*model.parameters(), *model.buffers(), *grads, *self.planner.keep]
+
+    def held_bytes(self, option: Any) -> int:
+        """Bytes held after one forward pass under ``option.apply()`` (MemoryMeter), less the loss and the model's
+        inputs; the graph is let go of (no backward)."""
+        model, inputs = self.planner.model, list[torch.Tensor]()
+        with HookScope(TOOL) as scope:
+            scope.add(model.register_forward_pre_hook(_noting(inputs), with_kwargs=True))
+            with MemoryMeter(ignore=self._ignored()) as meter:
+                with option.apply():
+                    loss = self.planner.step()
+                held = meter.mark()
+                counted = {storage_key(t): t.untyped_storage().nbytes() for t in [loss, *inputs]
+                           if storage_key(t) in meter._live}
+        del loss
+        inputs.clear()
+        return held - sum(counted.values())
+
+    def compiled_bytes(self, option: CompiledBudget) -> int:
+        """Compile (with the budget set), run one step and walk the compiled graph for the bytes it saves."""
+        model, inputs = self.planner.model, list[torch.Tensor]()
+        with HookScope(TOOL) as scope:
+            scope.add(model.register_forward_pre_hook(_noting(inputs), with_kwargs=True))
+            with option.apply():
+                loss = self.planner.step()
+        alive = {t.untyped_storage().data_ptr() for t in [*self._ignored(), *inputs]}
+        held = graph_saved_bytes(loss, alive)
+        loss.backward()
+        return held
+
+    def step(self, option: Any) -> float:
+        """Seconds of one training step (forward under ``option.apply()``, backward) on the clock."""
+        start = self.clock()
+        with option.apply():
+            loss = self.planner.step()
+        loss.backward()
+        del loss
+        return self.clock() - start
+
+
+def _propose(planner: MemoryPlanner, budget: int, count: int) -> list[MemoryPlan]:
+    """The model's few best plans that meet the budget: its pick, the fastest that only recomputes, the fastest that
+    does not offload, then the next fastest; ``count`` at most, each once."""
+    plans: list[MemoryPlan] = []
+    for allowed in (None, RECOMPUTE, frozenset(c for c in planner.choices if c != "offload")):
+        try:
+            plan = planner._select(budget, None, None, allowed)
+        except BudgetError:
+            continue
+        if all(p.choices != plan.choices for p in plans):
+            plans.append(plan)
+    for plan in planner._ranked(budget):
+        if len(plans) >= count:
+            break
+        if all(p.choices != plan.choices for p in plans):
+            plans.append(plan)
+    return plans[:count]
+
+
+def measure_and_decide(planner: MemoryPlanner, budget: int, *, plans: int, sequential: bool,
+                       backends: tuple[str, ...], rounds: int, max_seconds: float | None, clock: Callable[[], float],
+                       clock_name: str) -> MemoryDecision:
+    """See :meth:`hooklab.MemoryPlanner.decide` (this module's docstring says how)."""
+    model = planner.model
+    m = _Measure(planner, max_seconds, clock)
+    baseline = Candidate("the model as it is", "as is", _AsIs(model))
+    m.step_estimate = m.step(baseline)  # the first step allocates the gradients; not a round
+    if max_seconds is None:
+        m.max_seconds = max(DEFAULT_STEPS * m.step_estimate, DEFAULT_FLOOR)
+    held = baseline.held_bytes = m.held_bytes(baseline)
+    if held <= budget:
+        return _decision(m, budget, baseline, baseline, [], "the model as it is meets the budget: nothing to do", 0,
+                         clock_name)
+    candidates: list[Candidate] = []
+    for plan in _propose(planner, budget, plans):
+        kind = "plan (recompute)" if set(plan.choices.values()) <= RECOMPUTE else "plan"
+        candidates.append(_measured(m, Candidate(f"plan {plan.codes}", kind, plan), budget,
+                                    functools.partial(m.held_bytes, plan)))
+    if sequential and isinstance(model, nn.Sequential) and len(model) >= 2:
+        candidates += _sequential(m, planner, model, budget)
+    elif sequential:
+        m.notes.append(f"checkpoint_sequential: not offered: the model is a {type(model).__name__}, not an "
+                       "nn.Sequential")
+    for backend in backends:
+        candidates += _compiled(m, planner, backend, budget, min(1.0, budget / held))
+    eligible = [c for c in candidates if c.held_bytes is not None and c.held_bytes <= budget and not c.status]
+    live = list(eligible)
+    done = _race(m, baseline, live, rounds)
+    if live:
+        chosen, reason = _choose([c for c in candidates if c.times], live)
+        return _decision(m, budget, chosen, baseline, candidates, reason, done, clock_name)
+    meeting = [c for c in candidates if c.held_bytes is not None and c.held_bytes <= budget]
+    if not meeting and any(c.status.startswith("not measured") for c in candidates):
+        raise RuntimeError(
+            f"{TOOL}: the measuring bound (max_seconds={m.max_seconds:g}) was reached before a candidate that "
+            f"meets the budget was measured ({m.spent():.3g} s spent, a step takes about {m.step_estimate:.3g} "
+            "s): raise max_seconds")
+    if not meeting:
+        best = min((c for c in [baseline, *candidates] if c.held_bytes is not None), key=lambda c: c.held_bytes or 0)
+        raise BudgetError(
+            f"nothing measured meets a budget of {format_bytes(budget)} ({budget} bytes): the least held was "
+            f"{format_bytes(best.held_bytes or 0)} ({best.name}), of {format_bytes(held)} as it is. Allow more "
+            "choices (segment, offload, bf16 / int8 with max_error=), a compile backend, more measuring time "
+            "(max_seconds=), or use a smaller batch." + "".join(f" {n}." for n in m.notes))
+    chosen = min(eligible or meeting, key=lambda c: c.rank)  # the first of the simplest kind
+    return _decision(m, budget, chosen, baseline, candidates, "not timed (the measuring bound was reached): the "
+                     "simplest candidate that meets the budget", done, clock_name)
+
+
+def _measured(m: _Measure, c: Candidate, budget: int, measure: Callable[[], int]) -> Candidate:
+    """``c`` with its bytes measured (if the bound allows) and its status."""
+    if not m.allows(m.step_estimate):
+        c.status = "not measured: the measuring bound was reached"
+    else:
+        c.held_bytes = measure()
+        if c.held_bytes > budget:
+            c.status = "over the budget"
+    return c
+
+
+def _sequential(m: _Measure, planner: MemoryPlanner, model: nn.Sequential, budget: int) -> list[Candidate]:
+    """``checkpoint_sequential`` at every segment count, its bytes measured (once per planner); of those that meet
+    the budget, the ones that recompute more children than another are not timed."""
+    cache = planner._sequential_bytes
+    out = []
+    for n in range(2, len(model) + 1):
+        option = SequentialCheckpoint(model, n)
+
+        def bytes_of(n: int = n, option: SequentialCheckpoint = option) -> int:
+            if n not in cache:
+                cache[n] = m.held_bytes(option)
+            return cache[n]
+        out.append(_measured(m, Candidate(f"checkpoint_sequential(model, {n})", "checkpoint_sequential", option),
+                             budget, bytes_of))
+    meeting = [c for c in out if c.held_bytes is not None and c.held_bytes <= budget]
+    if meeting:
+        least = min(meeting, key=lambda c: c.option.recomputed)
+        for c in meeting:
+            if c.option.recomputed > least.option.recomputed:
+                c.status = (f"not timed: recomputes the first {c.option.recomputed} children; "
+                            f"{least.option.segments} segments also meet the budget with {least.option.recomputed}")
+    return out
+
+
+def _compiled(m: _Measure, planner: MemoryPlanner, backend: str, budget: int, fraction: float) -> list[Candidate]:
+    """``torch.compile`` at ``fraction``, and at half of it if the first misses the budget (each compiled once per
+    planner); a backend that fails is noted."""
+    out = []
+    for f in (fraction, fraction / 2):
+        key = (backend, round(f, 6))
+        if key not in planner._compiled:
+            if not m.allows(m.step_estimate):
+                m.notes.append(f"torch.compile(backend={backend!r}) at {f:.3g}: not compiled: the measuring bound "
+                               "was reached")
+                break
+            try:
+                made = CompiledBudget(planner.model, backend, f)
+                planner._compiled[key] = (made, m.compiled_bytes(made))
+            except Exception as error:  # a model that does not compile, a backend that is not installed
+                first = (str(error).strip().splitlines() or [""])[0]
+                m.notes.append(f"torch.compile(backend={backend!r}): failed ({type(error).__name__}: {first[:200]})")
+                planner._compiled[key] = (None, None)
+        option, held = planner._compiled[key]
+        if option is None or held is None:
+            break
+        c = Candidate(f"torch.compile {backend} @{f:.3g}", "torch.compile", option, held)
+        c.status = "" if held <= budget else "over the budget"
+        out.append(c)
+        if held <= budget:
+            break
+    return out
+
+
+def _race(m: _Measure, baseline: Candidate, live: list[Candidate], rounds: int) -> int:
+    """Interleaved rounds over the baseline and the live candidates (dropping those clearly slower); the rounds run."""
+    if not live:
+        return 0
+    racing = list(live)
+    gc.collect()  # what compiling left behind is collected now, not in the middle of a timed step
+    last = {id(baseline): m.step_estimate}  # each candidate's last step: what the next round is expected to cost
+    for c in racing:  # one step each before the rounds (first-call costs); a compiled candidate ran when compiled
+        if not m.allows(m.step_estimate):
+            m.notes.append("timing not started: the measuring bound was reached")
+            live.clear()
+            return 0
+        last[id(c)] = m.step(c)
+    done = 0
+    for r in range(rounds):
+        members = [baseline, *racing]
+        if not m.allows(sum(last[id(c)] for c in members)):
+            m.notes.append(f"timing stopped after {r} round(s): the measuring bound was reached")
+            break
+        k = r % len(members)
+        for c in members[k:] + members[:k]:
+            c.times.append(m.step(c))
+            last[id(c)] = c.times[-1]
+        done = r + 1
+        if done >= DROP_AFTER and len(racing) > 1:
+            fastest = min(racing, key=lambda c: c.median)
+            for c in list(racing):
+                if c is not fastest and beats(fastest, c, DROP_MARGIN):
+                    c.status = (f"dropped after round {done}: slower than {fastest.name} by more than "
+                                f"{DROP_MARGIN:.0%} in every round")
+                    racing.remove(c)
+        if len(racing) == 1 and done >= 2:
+            break
+    live[:] = [c for c in live if not c.status and c.times]
+    return done
+
+
+def _choose(timed: list[Candidate], live: list[Candidate]) -> tuple[Candidate, str]:
+    """The simplest of the ``live`` candidates that no other beat in every round: the fastest by median, unless a
+    simpler one ties with it. ``timed``: every candidate timed, those dropped as slower included."""
+    # equal medians: the less simple counts as the fastest, so that an exact tie is decided as a tie
+    fastest = min(live, key=lambda c: (c.median, -c.rank))
+    unbeaten = [c for c in live if not any(beats(o, c) for o in live if o is not c)]
+    chosen = min(unbeaten, key=lambda c: (c.rank, c.median))
+    if chosen is not fastest:
+        return chosen, (f"tie with {fastest.name}, the fastest at the median, which was not faster in every round: "
+                        "the simpler is kept")
+    if len(timed) == 1:
+        return chosen, "the only candidate that meets the budget and was timed"
+    simpler = [c for c in timed if c.rank < chosen.rank]
+    return chosen, ("the fastest (lowest median step), faster than each simpler candidate in every round" if simpler
+                    else "the fastest (lowest median step)")
+
+
+def _decision(m: _Measure, budget: int, chosen: Candidate, baseline: Candidate, candidates: list[Candidate],
+              reason: str, rounds: int, clock_name: str) -> MemoryDecision:
+    return MemoryDecision(budget, chosen, baseline, candidates, reason, rounds, m.spent(),
+                          time.perf_counter() - m.wall_start, m.max_seconds, clock_name, m.notes)

@@ -1,0 +1,371 @@
+"""Tests of MemoryPlanner.decide: the model proposes, measurement decides; no verdict here depends on how fast this
+machine is.
+
+Times come from a deterministic clock (``FakeClock``): it advances only by what a test charges, one unit each time
+a block's forward starts (a forward pre-hook on the block's first layer, which also fires when a checkpoint
+recomputes the block in backward) and, where a test says so, for each tensor written to disk. The decision is then
+a function of the work each candidate does, not of the machine's load. Bytes are checked against independent
+plain-PyTorch truths: ``MemoryMeter`` run by the test, and the storages an outer ``saved_tensors_hooks`` is given.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+
+import pytest
+import torch
+from torch import nn
+from torch.autograd.graph import saved_tensors_hooks
+
+import hooklab
+from hooklab.planner import CountedCosts, MemoryPlanner, SequentialCheckpoint
+from hooklab.planner.decide import Candidate, _choose, beats
+
+pytestmark = pytest.mark.timeout(300)
+
+BLOCKS, WIDTH, HIDDEN, BATCH = 6, 64, 256, 32
+# the planner's own time model: FLOPs and copies at stated speeds; offloading looks cheap to it
+CHEAP_OFFLOAD = CountedCosts(flops_per_s=1e9, copy_bytes_per_s=1e12, overlap=0.5)
+
+
+def model_and_step(seed: int = 0):
+    """Six equal blocks Linear-Tanh-Linear-Tanh: each saves 40 KiB inside and passes 8 KiB on, so that
+    checkpoint_sequential's bytes are not monotonic in the segment count (128, 96, 144, 112, 80 KiB for 2..6)."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(WIDTH, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, WIDTH), nn.Tanh())
+                            for _ in range(BLOCKS)])
+    x = torch.randn(BATCH, WIDTH)
+    return model, x, (lambda: model(x).sum())
+
+
+class FakeClock:
+    """Seconds that advance only by what is charged: ``per_block[i]`` each time block ``i``'s forward starts (also
+    in a recompute), ``per_file`` for each tensor SaveOnDisk writes."""
+
+    def __init__(self, model: nn.Module, per_block=None, per_file: float = 0.0, monkeypatch=None) -> None:
+        self.now = 0.0
+        self.per_block = per_block or [1.0] * len(model)
+        self.handles = [model[i][0].register_forward_pre_hook(lambda m, args, i=i: self.charge(self.per_block[i]))
+                        for i in range(len(model))]
+        if per_file and monkeypatch is not None:
+            encode = hooklab.SaveOnDisk._encode
+
+            def charged(context, t):
+                self.charge(per_file)
+                return encode(context, t)
+            monkeypatch.setattr(hooklab.SaveOnDisk, "_encode", charged)
+
+    def charge(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+def decided(planner, budget, clock, **kwargs):
+    kwargs.setdefault("backends", ())
+    kwargs.setdefault("rounds", 3)
+    return planner.decide(budget, clock=clock, **kwargs)
+
+
+def saved_storage_bytes(run, ignore) -> int:
+    """The independent truth for plain PyTorch: bytes of the distinct storages an outer saved_tensors_hooks is given
+    during ``run()`` (what the graph keeps for backward), leaving out ``ignore``'s storages."""
+    skip = {t.untyped_storage().data_ptr() for t in ignore}
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in skip:
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with saved_tensors_hooks(pack, lambda t: t):
+        loss = run()
+    del loss
+    return sum(seen.values())
+
+
+def meter_bytes(model, x, apply) -> int:
+    with hooklab.MemoryMeter(ignore=[*model.parameters(), x]) as meter:
+        with apply():
+            loss = model(x).sum()
+        held = meter.mark() - loss.untyped_storage().nbytes()
+    del loss
+    return held
+
+
+# ------------------------------------------------------------------------------ what measurement decides
+def test_a_plain_checkpoint_sequential_wins_where_the_models_disk_offload_loses(monkeypatch):
+    """The review's case: the time model believes in offloading (it costs nothing to it); on this 'machine' a file
+    costs 5 units and recomputing a block 1. The decision returns plain checkpoint_sequential, the fastest in every
+    round, where the planner's own pick writes to disk."""
+    model, x, step = model_and_step()
+    clock = FakeClock(model, per_file=5.0, monkeypatch=monkeypatch)
+    planner = MemoryPlanner(model, step, choices=("keep", "offload"), costs=CHEAP_OFFLOAD, min_bytes=1024, repeats=1)
+    budget = planner.baseline_bytes // 2
+    assert "offload" in planner.plan(budget).choices.values()  # what the time model alone would do
+    decision = decided(planner, budget, clock, max_seconds=10_000)
+    assert isinstance(decision.choice, SequentialCheckpoint)
+    assert decision.choice.segments in (3, 5) and decision.choice.recomputed == 4  # the fewest children recomputed
+    assert decision.reason == "the fastest (lowest median step)"  # and the simplest: nothing simpler to beat
+    plans = [c for c in decision.candidates if c.kind == "plan"]
+    assert plans and all(decision.verdict(c) == "slower in every round" or c.status.startswith("dropped")
+                         for c in plans)
+    assert decision.held_bytes <= budget
+    text = decision.table()
+    assert "checkpoint_sequential(model, 3)" in text and "the measuring bound" not in text
+    clock.remove()
+
+
+def test_a_plan_that_recomputes_less_than_any_checkpoint_sequential_wins():
+    """kkkCss recomputes 3 blocks and meets 1/2; checkpoint_sequential must recompute a prefix of 4: the plan is
+    faster by one block forward in every round and is chosen, though it is not the simplest."""
+    model, x, step = model_and_step()
+    clock = FakeClock(model)
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint", "segment"), costs=CountedCosts(), repeats=1)
+    decision = decided(planner, planner.baseline_bytes // 2, clock)
+    assert decision.chosen.kind == "plan (recompute)"
+    assert sum(c in ("checkpoint", "segment") for c in decision.choice.choices.values()) == 3
+    assert decision.reason == ("the fastest (lowest median step), faster than each simpler candidate in every round")
+    sequential = [c for c in decision.candidates if c.kind == "checkpoint_sequential" and c.times]
+    assert sequential and all(decision.verdict(c) == "slower in every round" or c.status.startswith("dropped")
+                              for c in sequential)
+    clock.remove()
+
+
+def test_a_tie_keeps_the_simpler_plain_choice_and_says_so():
+    """Without segments the fastest recompute-only plan recomputes 4 blocks, as checkpoint_sequential(..., 3) does:
+    equal in every round, so the decision is a tie and the plain one is kept."""
+    model, x, step = model_and_step()
+    clock = FakeClock(model)
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint"), costs=CountedCosts(), repeats=1)
+    decision = decided(planner, planner.baseline_bytes // 2, clock)
+    assert decision.chosen.kind == "checkpoint_sequential"
+    assert decision.reason.startswith("tie with plan ") and "the simpler is kept" in decision.reason
+    assert any(decision.verdict(c) == "tie (within the spread)" for c in decision.candidates if c.kind.startswith("plan"))
+    clock.remove()
+
+
+def test_disk_offload_is_chosen_only_where_every_simpler_way_was_beaten_in_every_round(monkeypatch):
+    model, x, step = model_and_step()
+    # recomputing a block costs 10 units, a file nothing: offloading is the fastest way to meet 1/4
+    clock = FakeClock(model, per_block=[10.0] * BLOCKS, per_file=0.0, monkeypatch=monkeypatch)
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint", "segment", "offload"), costs=CHEAP_OFFLOAD,
+                            min_bytes=1024, repeats=1)
+    decision = decided(planner, planner.baseline_bytes // 4, clock)
+    assert "offload" in decision.choice.choices.values()
+    timed = [c for c in decision.candidates if c.times]
+    simpler = [c for c in timed if c.rank < decision.chosen.rank]
+    assert simpler and all(any(beats(o, c) for o in timed) for c in simpler)  # each beaten in every round
+    clock.remove()
+
+
+@pytest.mark.parametrize("simpler_times, expected", [
+    ([1.02, 0.99, 1.01], "simpler"),          # the spread does not decide: a tie, the simpler is kept
+    ([1.10, 1.10, 1.10], "fastest"),          # slower in every round: the fastest is chosen
+    ([1.00, 1.00, 1.00], "simpler"),          # equal: a tie
+])
+def test_the_rule_decides_only_where_every_round_agrees(simpler_times, expected):
+    fastest = Candidate("plan kCo", "plan", None, 0, [1.0, 1.0, 1.0])
+    simpler = Candidate("checkpoint_sequential(model, 3)", "checkpoint_sequential", None, 0, simpler_times)
+    chosen, reason = _choose([fastest, simpler], [fastest, simpler])
+    assert chosen is (simpler if expected == "simpler" else fastest)
+    assert ("tie" in reason) == (expected == "simpler")
+
+
+def test_a_simple_tie_with_the_fastest_is_not_chosen_when_another_beat_it_in_every_round():
+    """checkpoint_sequential ties with the fastest (an offloading plan) at the median's noise, but a plan that only
+    recomputes was faster than it in every round: the choice is that plan, which nothing beat."""
+    fastest = Candidate("plan kCo", "plan", None, 0, [1.00, 1.20, 1.00])
+    middle = Candidate("plan kCs", "plan (recompute)", None, 0, [1.05, 1.04, 1.05])
+    simple = Candidate("checkpoint_sequential(model, 3)", "checkpoint_sequential", None, 0, [1.10, 1.06, 1.08])
+    assert not beats(fastest, simple) and beats(middle, simple)
+    chosen, reason = _choose([fastest, middle, simple], [fastest, middle, simple])
+    assert chosen is middle and reason.startswith("tie with plan kCo")
+
+
+# ----------------------------------------------------------------------------------------- the evidence
+def test_every_candidates_bytes_are_an_independent_truths_and_the_choice_meets_the_budget():
+    model, x, step = model_and_step()
+    clock = FakeClock(model)
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint", "segment"), costs=CountedCosts(), repeats=1)
+    budget = planner.baseline_bytes // 2
+    decision = decided(planner, budget, clock)
+    ignore = [*model.parameters(), x]
+    assert decision.baseline.held_bytes == planner.baseline_bytes == saved_storage_bytes(step, ignore)
+    sequential = {c.option.segments: c.held_bytes for c in decision.candidates if c.kind == "checkpoint_sequential"}
+    assert sorted(sequential) == list(range(2, BLOCKS + 1))
+    for n, held in sequential.items():
+        plain = lambda n=n: torch.utils.checkpoint.checkpoint_sequential(model, n, x, use_reentrant=False).sum()  # noqa: E731
+        assert held == saved_storage_bytes(plain, ignore) == meter_bytes(model, x, SequentialCheckpoint(model, n).apply)
+    KiB = 1024
+    assert [sequential[n] // KiB for n in range(2, BLOCKS + 1)] == [128, 96, 144, 112, 80]  # not monotonic
+    for c in decision.candidates:
+        if c.kind.startswith("plan"):
+            assert c.held_bytes == c.option.held_bytes == meter_bytes(model, x, c.option.apply)
+    assert decision.held_bytes <= budget
+    # the counts that meet the budget but recompute more than another that does are measured, not timed
+    not_timed = [n for n, held in sequential.items() if held <= budget and not decision.candidates[
+        [c.name for c in decision.candidates].index(f"checkpoint_sequential(model, {n})")].times]
+    assert not_timed == [6]
+    clock.remove()
+
+
+def test_the_decision_runs_gives_the_plain_gradients_and_leaves_the_model_as_it_was():
+    model, x, step = model_and_step()
+    clock = FakeClock(model)
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint"), costs=CountedCosts(), repeats=1)
+    step().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    rng = torch.get_rng_state()
+    with hooklab.no_hooks_left_behind(model):  # the clock's hooks were there before: allowed
+        decision = decided(planner, planner.baseline_bytes // 2, clock)
+    assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), grads, strict=True))
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert not any("forward" in m.__dict__ for m in model.modules())
+    model.zero_grad(set_to_none=True)
+    step().backward()
+    plain = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    with decision.apply():
+        loss = step()
+    loss.backward()
+    assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), plain, strict=True))
+    assert not any("forward" in m.__dict__ for m in model.modules())
+    clock.remove()
+
+
+def test_the_measuring_cost_is_stated_and_bounded():
+    model, x, step = model_and_step()
+    clock = FakeClock(model)  # a step costs 6 units (more with recomputation), a bytes measurement 6
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint", "segment"), costs=CountedCosts(), repeats=1)
+    budget = planner.baseline_bytes // 2
+    before = clock.now
+    free = decided(planner, budget, clock, rounds=5, max_seconds=10_000)
+    # the plan (9 units a step) beats both checkpoint_sequential counts (10) by more than 5 % in rounds 1-3: they are
+    # dropped after round 3, and with one candidate left the timing ends
+    assert free.rounds == 3 and free.seconds == clock.now - before and not free.notes
+    assert f"measuring: {free.seconds:.1f} s on the given clock" in free.table()
+    for bound in (60, 120, 200):
+        before = clock.now
+        d = decided(planner, budget, clock, rounds=5, max_seconds=bound)
+        assert d.seconds == clock.now - before
+        assert d.seconds <= bound + 10  # no measurement starts past the bound: at most one step (<= 10 units) over it
+        assert d.rounds < 3 and any("measuring bound" in n for n in d.notes)
+        assert d.held_bytes <= budget
+    # the default bound: 100 steps of the model as it is (6 units each), at least 30 s
+    before = clock.now
+    d = decided(planner, budget, clock, rounds=2)
+    assert d.max_seconds == 600 and d.seconds == clock.now - before
+    with pytest.raises(RuntimeError, match=r"max_seconds=1\b.*raise max_seconds"):
+        decided(planner, budget, clock, max_seconds=1)
+    clock.remove()
+
+
+def test_the_model_as_it_is_when_it_meets_the_budget():
+    model, x, step = model_and_step()
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint"), costs=CountedCosts(), repeats=1)
+    decision = planner.decide(planner.baseline_bytes, backends=(), rounds=2)
+    assert decision.chosen.kind == "as is" and decision.candidates == [] and "nothing to do" in decision.reason
+    with decision.apply():
+        step().backward()
+
+
+def test_nothing_that_meets_the_budget_raises_a_budget_error():
+    model, x, step = model_and_step()
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint"), costs=CountedCosts(), repeats=1)
+    with pytest.raises(hooklab.BudgetError, match="nothing measured meets a budget of 1 B"):
+        planner.decide(1, backends=(), rounds=2)
+
+
+def test_a_model_that_is_not_a_sequential_has_no_checkpoint_sequential_and_says_so():
+    model, x, _ = model_and_step()
+    wrapper = nn.ModuleDict({"body": model})
+    step = lambda: wrapper["body"](x).sum()  # noqa: E731
+    planner = MemoryPlanner(wrapper, step, [f"body.{i}" for i in range(BLOCKS)],
+                            choices=("keep", "checkpoint", "segment"), costs=CountedCosts(), repeats=1)
+    decision = planner.decide(planner.baseline_bytes // 2, backends=(), rounds=2)
+    assert all(c.kind != "checkpoint_sequential" for c in decision.candidates)
+    assert any("not an nn.Sequential" in n for n in decision.notes)
+
+
+# ------------------------------------------------------------------------------------------- compiling
+def test_a_compiled_candidate_is_measured_and_applied_and_a_backend_that_fails_is_noted():
+    model, x, step = model_and_step()
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint"), costs=CountedCosts(), repeats=1)
+    budget = planner.baseline_bytes // 2
+    decision = planner.decide(budget, backends=("aot_eager", "no_such_backend"), rounds=2, sequential=False)
+    compiled = [c for c in decision.candidates if c.kind == "torch.compile"]
+    assert compiled and compiled[0].option.fraction == pytest.approx(budget / planner.baseline_bytes)
+    assert all(c.held_bytes is not None for c in compiled)
+    assert any(c.held_bytes <= budget for c in compiled) or len(compiled) == 2  # tried f, then f / 2
+    assert any("no_such_backend" in n and "failed" in n for n in decision.notes)
+    model.zero_grad(set_to_none=True)
+    step().backward()
+    plain = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    with compiled[-1].apply():
+        loss = step()
+    loss.backward()
+    assert all(torch.allclose(p.grad, g, atol=1e-6) for p, g in zip(model.parameters(), plain, strict=True))
+    assert not any("forward" in m.__dict__ for m in model.modules())
+    torch._dynamo.reset()
+
+
+# ----------------------------------------------------------------------------------------- lifecycle
+def test_the_alternatives_apply_once_per_call_restore_on_error_and_a_copy_runs_plainly():
+    model, x, step = model_and_step()
+    option = SequentialCheckpoint(model, 3)
+    block = option.apply()
+    with block:
+        copied = copy.deepcopy(model)
+        with hooklab.OpCounter() as ops:
+            copied(x).sum().backward()
+    assert ops.counts["addmm"] == 2 * BLOCKS  # the forward's Linear layers, none run again: the copy is plain
+    with pytest.raises(RuntimeError, match="already run"):
+        with block:
+            pass
+    with pytest.raises(ZeroDivisionError), option.apply():
+        raise ZeroDivisionError
+    assert "forward" not in model.__dict__
+    with pytest.raises(TypeError, match="one input"), option.apply():
+        model(x, x)
+    with pytest.raises(TypeError, match="nn.Sequential"):
+        SequentialCheckpoint(nn.ModuleList([model]), 2)
+    with pytest.raises(ValueError, match="segments must be an int from 1 to len"):
+        SequentialCheckpoint(model, 7)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"rounds": 1}, ValueError, "rounds must be an int >= 2"),
+    ({"plans": -1}, ValueError, "plans must be an int >= 0"),
+    ({"backends": (3,)}, TypeError, "backends are torch.compile backend names"),
+    ({"max_seconds": 0}, ValueError, "max_seconds must be a number of seconds > 0"),
+    ({"sequential": 1}, TypeError, "sequential must be True or False"),
+    ({"clock": 5}, TypeError, "clock must be a function"),
+])
+def test_bad_arguments_are_refused(kwargs, error, match):
+    model, x, step = model_and_step()
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint"), costs=CountedCosts(), repeats=1)
+    with pytest.raises(error, match=match):
+        planner.decide(planner.baseline_bytes // 2, **kwargs)
+    with pytest.raises(ValueError, match="budget must be an int"):
+        planner.decide(-1)
+
+
+def test_names_in_the_table_follow_the_candidates():
+    model, x, step = model_and_step()
+    clock = FakeClock(model)
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint", "segment"), costs=CountedCosts(), repeats=1)
+    decision = decided(planner, planner.baseline_bytes // 4, clock)
+    lines = str(decision).splitlines()
+    assert lines[0].split() == ["candidate", "held", "meets", "x", "step", "x", "chosen", "verdict"]
+    names = [c.name for c in itertools.chain([decision.baseline], decision.candidates)]
+    assert [line.startswith(name) for line, name in zip(lines[1:], names, strict=False)] == [True] * len(names)
+    assert any(line.startswith("budget ") and decision.chosen.name in line for line in lines)
+    assert any(line.startswith("measuring: ") and "given clock" in line for line in lines)
+    clock.remove()
