@@ -58,8 +58,8 @@ memory.
 what it never measured. :meth:`MemoryPlanner.decide` uses it only to propose: it measures the model's few best plans,
 plain ``torch.utils.checkpoint.checkpoint_sequential`` at every segment count (:class:`SequentialCheckpoint`) and
 ``torch.compile`` under ``activation_memory_budget`` (:class:`CompiledBudget`) on this machine, bytes first, then step
-times in interleaved rounds, and returns a :class:`MemoryDecision`: the fastest where every round agrees, the simpler
-one (plain PyTorch first) where the spread does not decide, with the evidence and what measuring cost
+times in interleaved rounds, and returns a :class:`MemoryDecision`: the fastest at the median, or a simpler one (plain PyTorch first) in a near
+tie (within 2 % and never beaten in every round), with the evidence and what measuring cost
 (:mod:`hooklab.planner.decide` says how).
 
 >>> import torch
@@ -278,7 +278,8 @@ class MemoryPlanner:
                backends: str | Iterable[str] = ("inductor",), rounds: int = 5, max_seconds: float | None = None,
                clock: Callable[[], float] | None = None) -> MemoryDecision:
         """Measure the model's few best plans and the plain-PyTorch alternatives that meet ``budget`` on this
-        machine, and return the fastest (a simpler one where the spread of the rounds does not decide) as a
+        machine, and return the fastest (a simpler one in a near tie: within 2 % at the median, never beaten in
+        every round) as a
         :class:`MemoryDecision`, with the evidence: ``print(decision)`` shows every candidate's measured bytes,
         step time and spread; ``with decision.apply():`` runs the choice.
 

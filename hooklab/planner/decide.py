@@ -20,10 +20,11 @@ by running them. What it measures, in this order, each only while the measuring 
    than 5 % in every round is dropped.
 
 **The decision**: the fastest is the candidate with the lowest median step. A simpler candidate is chosen instead
-when no other candidate was faster than it in every round (where the spread does not decide, it is a tie, and the
-decision says so). Simpler, in order: ``checkpoint_sequential``, ``torch.compile``, a plan that only recomputes, a
-plan that offloads or compresses. A plan that writes to disk is therefore chosen only where every simpler way to meet
-the budget was beaten in every round.
+only in a near tie: its median is within 2 % of the fastest's (:data:`TIE_MARGIN`) and no other candidate was faster
+than it in every round (the decision says it was a tie); a wider gap that the rounds do not confirm is still a gap, and
+keeping the simpler one there gives time away. Simpler, in order: ``checkpoint_sequential``, ``torch.compile``, a plan
+that only recomputes, a plan that offloads or compresses. A plan that offloads (to disk on a CPU) is taken only where
+it was faster than every simpler candidate in every round, so it is never chosen where recomputing wins.
 
 **The cost** of deciding is measured on the same clock and stated on the decision (``seconds``, and
 ``wall_seconds``: on a CPU the process's CPU time does not include a compiler's subprocesses, inductor's C++ builds,
@@ -63,6 +64,7 @@ __all__ = ["Candidate", "MemoryDecision", "Spread", "measure_and_decide"]
 TOOL = "MemoryPlanner.decide"
 DROP_AFTER = 3      # rounds before a candidate can be dropped
 DROP_MARGIN = 0.05  # ... when it is slower than the fastest by more than this in every round
+TIE_MARGIN = 0.02   # a simpler candidate whose median is this close to the fastest's (and not beaten) is kept
 DEFAULT_STEPS, DEFAULT_FLOOR = 100, 30.0  # the default bound: 100 steps of the model as it is, at least 30 s
 RECOMPUTE = frozenset(("keep", "checkpoint", "segment"))
 RANKS = {"as is": 0, "checkpoint_sequential": 1, "torch.compile": 2, "plan (recompute)": 3, "plan": 4}
@@ -107,7 +109,8 @@ class Candidate:
     ``"plan (recompute)"`` or ``"plan"`` (the order of simplicity); ``option``: what :meth:`apply` applies (a
     :class:`hooklab.MemoryPlan`, :class:`SequentialCheckpoint` or :class:`CompiledBudget`); ``held_bytes``:
     measured bytes held after forward (None: not measured); ``times``: step seconds per round (empty: not timed);
-    ``status``: why it was not timed, or dropped.
+    ``status``: why it was not timed, or dropped; ``offloads``: a plan that moves saved tensors out (to disk on a
+    CPU), which must beat every simpler candidate in every round to be taken.
     """
 
     name: str
@@ -116,6 +119,7 @@ class Candidate:
     held_bytes: int | None = None
     times: list[float] = field(default_factory=list)
     status: str = ""
+    offloads: bool = False
 
     @property
     def rank(self) -> int:
@@ -325,8 +329,8 @@ def measure_and_decide(planner: MemoryPlanner, budget: int, *, plans: int, seque
     candidates: list[Candidate] = []
     for plan in _propose(planner, budget, plans):
         kind = "plan (recompute)" if set(plan.choices.values()) <= RECOMPUTE else "plan"
-        candidates.append(_measured(m, Candidate(f"plan {plan.codes}", kind, plan), budget,
-                                    functools.partial(m.held_bytes, plan)))
+        candidate = Candidate(f"plan {plan.codes}", kind, plan, offloads="offload" in plan.choices.values())
+        candidates.append(_measured(m, candidate, budget, functools.partial(m.held_bytes, plan)))
     if sequential and isinstance(model, nn.Sequential) and len(model) >= 2:
         candidates += _sequential(m, planner, model, budget)
     elif sequential:
@@ -460,20 +464,33 @@ def _race(m: _Measure, baseline: Candidate, live: list[Candidate], rounds: int) 
 
 
 def _choose(timed: list[Candidate], live: list[Candidate]) -> tuple[Candidate, str]:
-    """The simplest of the ``live`` candidates that no other beat in every round: the fastest by median, unless a
-    simpler one ties with it. ``timed``: every candidate timed, those dropped as slower included."""
+    """The fastest of the ``live`` candidates by median, unless a simpler one ties with it (within
+    :data:`TIE_MARGIN` at the median, and no other candidate faster than it in every round); a plan that offloads
+    only where it beat every simpler candidate in every round. ``timed``: every candidate timed, those dropped as
+    slower included."""
     # equal medians: the less simple counts as the fastest, so that an exact tie is decided as a tie
-    fastest = min(live, key=lambda c: (c.median, -c.rank))
-    unbeaten = [c for c in live if not any(beats(o, c) for o in live if o is not c)]
-    chosen = min(unbeaten, key=lambda c: (c.rank, c.median))
-    if chosen is not fastest:
-        return chosen, (f"tie with {fastest.name}, the fastest at the median, which was not faster in every round: "
-                        "the simpler is kept")
+    by_median = sorted(live, key=lambda c: (c.median, -c.rank))
+    passed = [c for c in by_median if c.offloads and not all(beats(c, o) for o in live if o.rank < c.rank)]
+    admissible = [c for c in by_median if c not in passed] or by_median
+    fastest = admissible[0]
+    unbeaten = [c for c in admissible if c.rank < fastest.rank and c.median <= fastest.median * (1 + TIE_MARGIN)
+                and not any(beats(o, c) for o in live if o is not c)]
+    skipped = (f"{passed[0].name}, the fastest at the median, offloads and was not faster than every simpler "
+               "candidate in every round: not taken; ") if passed and passed[0] is by_median[0] else ""
+    if unbeaten:
+        chosen = min(unbeaten, key=lambda c: (c.rank, c.median))
+        gap = fastest.median / chosen.median - 1
+        return chosen, (skipped + f"tie with {fastest.name}, the fastest at the median ({-gap:.1%} apart, within "
+                        f"{TIE_MARGIN:.0%}), which was not faster in every round: the simpler is kept")
     if len(timed) == 1:
-        return chosen, "the only candidate that meets the budget and was timed"
-    simpler = [c for c in timed if c.rank < chosen.rank]
-    return chosen, ("the fastest (lowest median step), faster than each simpler candidate in every round" if simpler
-                    else "the fastest (lowest median step)")
+        return fastest, "the only candidate that meets the budget and was timed"
+    simpler = [c for c in timed if c.rank < fastest.rank]
+    if skipped:
+        return fastest, skipped + "the fastest of the others (lowest median step)"
+    return fastest, ("the fastest (lowest median step), faster than each simpler candidate in every round"
+                     if simpler and all(beats(fastest, c) for c in simpler) else
+                     "the fastest (lowest median step)" + (f", more than {TIE_MARGIN:.0%} ahead of each simpler "
+                                                           "candidate at the median" if simpler else ""))
 
 
 def _decision(m: _Measure, budget: int, chosen: Candidate, baseline: Candidate, candidates: list[Candidate],
