@@ -663,7 +663,7 @@ def _diffusers_inputs(model: nn.Module) -> list[tuple[dict[str, Any], str]]:
         common["encoder_hidden_states"] = torch.randn(1, 8, cross, generator=g)
     if "pooled_projections" in params and config.get("pooled_projection_dim"):
         common["pooled_projections"] = torch.randn(1, int(config["pooled_projection_dim"]), generator=g)
-    if "class_labels" in params:
+    if "class_labels" in params and getattr(model, "class_embedding", True) is not None:  # not where none is built
         common["class_labels"] = torch.tensor([1])
     for ids, n in (("img_ids", 16), ("txt_ids", 8)):
         if ids in params:
