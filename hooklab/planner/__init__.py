@@ -56,7 +56,7 @@ memory.
 
 **Deciding by measuring.** A time model fitted on a busy machine cannot order plans a few per cent apart, and misses
 what it never measured. :meth:`MemoryPlanner.decide` uses it only to propose: it measures the model's few best plans,
-plain ``torch.utils.checkpoint.checkpoint_sequential`` at every segment count (:class:`SequentialCheckpoint`) and
+PyTorch's plain ``checkpoint_sequential`` at every segment count (:class:`SequentialCheckpoint`) and
 ``torch.compile`` under ``activation_memory_budget`` (:class:`CompiledBudget`) on this machine, bytes first, then step
 times in interleaved rounds, and returns a :class:`MemoryDecision`: the fastest at the median, or a simpler one (plain PyTorch first) in a near
 tie (within 2 % and never beaten in every round), with the evidence and what measuring cost
