@@ -119,12 +119,16 @@ def _one(s: Stored, choice: str, min_bytes: int, done: frozenset[tuple] = frozen
 
 
 def _pareto(plans: Iterable[Plan]) -> list[Plan]:
-    """The plans that no other plan beats in bytes, seconds, peak and open peak at once, with earlier choices
-    (``ranks``): a plan only as good as another in every respect is dropped only for one with earlier choices,
-    so that the search ends on the tie-break it promises."""
+    """The plans that no other plan beats in bytes, seconds, peak and open peak at once. A plan no better than
+    another in bytes and peak (as fast or slower, open peak no lower) is dropped only for one with earlier choices
+    (``ranks``), so that the search ends on the tie-break :meth:`MemoryPlanner.plan` promises (among near-equal
+    times: the lowest peak, the fewest bytes, the earlier choices); one with fewer bytes or a lower peak, as fast
+    and no higher in open peak, is dropped whatever its choices, since the selection never takes it then. (Keeping
+    those for their earlier choices made ResNet-50's 17 blocks a search of hours: 14,847 plans after 8 blocks.)"""
     kept: list[Plan] = []
     for p in sorted(plans, key=lambda p: (seconds_key(p.seconds), p.held, p.peak, p.open, p.ranks)):
-        if not any(q.held <= p.held and q.peak <= p.peak and q.open <= p.open and q.ranks <= p.ranks for q in kept):
+        if not any(q.held <= p.held and q.peak <= p.peak and q.open <= p.open
+                   and (q.ranks <= p.ranks or q.held < p.held or q.peak < p.peak) for q in kept):
             kept.append(p)
     return kept
 
