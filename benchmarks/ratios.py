@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hooklab._text import format_table
+from hooklab.planner.decide import Spread  # a ratio over the rounds: median [lowest-highest]
 
 BASELINE = "baseline (no hooks)"
 
@@ -35,22 +36,6 @@ class Case:
     run: Callable[[], object]
     floor: str | None = None
     target: float | None = None  # the highest acceptable ratio to the floor
-
-
-@dataclass(frozen=True)
-class Spread:
-    """A ratio over the rounds: median, lowest and highest round."""
-
-    median: float
-    low: float
-    high: float
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> Spread:
-        return cls(statistics.median(values), min(values), max(values))
-
-    def __str__(self) -> str:
-        return f"{self.median:.2f} [{self.low:.2f}-{self.high:.2f}]"
 
 
 def verdict(ratio: Spread | None, target: float | None) -> str:

@@ -3,7 +3,6 @@
 torchvision and diffusers define by name (hand-known paths); and the rule's edge cases on small models."""
 from __future__ import annotations
 
-import importlib
 import warnings
 
 import pytest
@@ -11,15 +10,7 @@ import torch
 from torch import nn
 
 from hooklab import BlockStack, find_blocks
-
-
-def needs(module: str):
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return importlib.import_module(module)
-    except Exception as exc:  # noqa: BLE001 - any failure to import means: not usable here
-        pytest.skip(f"{module} does not import here: {type(exc).__name__}: {exc}")
+from optional import needs
 
 
 def library_blocks(model):

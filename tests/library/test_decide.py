@@ -15,11 +15,11 @@ import itertools
 import pytest
 import torch
 from torch import nn
-from torch.autograd.graph import saved_tensors_hooks
 
 import hooklab
 from hooklab.planner import CountedCosts, MemoryPlanner, SequentialCheckpoint
 from hooklab.planner.decide import Candidate, _choose, beats
+from saved_truth import saved_storage_bytes
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -70,23 +70,6 @@ def decided(planner, budget, clock, **kwargs):
     kwargs.setdefault("backends", ())
     kwargs.setdefault("rounds", 3)
     return planner.decide(budget, clock=clock, **kwargs)
-
-
-def saved_storage_bytes(run, ignore) -> int:
-    """The independent truth for plain PyTorch: bytes of the distinct storages an outer saved_tensors_hooks is given
-    during ``run()`` (what the graph keeps for backward), leaving out ``ignore``'s storages."""
-    skip = {t.untyped_storage().data_ptr() for t in ignore}
-    seen: dict[int, int] = {}
-
-    def pack(t):
-        if t.untyped_storage().data_ptr() not in skip:
-            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-
-    with saved_tensors_hooks(pack, lambda t: t):
-        loss = run()
-    del loss
-    return sum(seen.values())
 
 
 def meter_bytes(model, x, apply) -> int:

@@ -9,7 +9,6 @@ that works, the right cause, and the doctor changing nothing it watches.
 from __future__ import annotations
 
 import copy
-import importlib
 import logging
 import warnings
 
@@ -19,18 +18,9 @@ from torch import nn
 
 import hooklab
 from hooklab import all_hooks, explain_hook, no_hooks_left_behind
+from optional import needs
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def needs(module: str):
-    logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return importlib.import_module(module)
-    except Exception as exc:  # noqa: BLE001 - any failure to import means: not usable here
-        pytest.skip(f"{module} does not import here: {type(exc).__name__}: {exc}")
 
 
 class TwoLayers(nn.Module):

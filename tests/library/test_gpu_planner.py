@@ -12,9 +12,9 @@ import contextlib
 import pytest
 import torch
 from torch import nn
-from torch.autograd.graph import saved_tensors_hooks
 
 import hooklab
+from saved_truth import saved_storage_bytes
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600),
               pytest.mark.skipif(not torch.cuda.is_available(),
@@ -27,21 +27,6 @@ def model_and_step():
                             for _ in range(6)]).cuda()
     x = torch.randn(512, 256, device="cuda")
     return model, x, (lambda: model(x).sum())
-
-
-def saved_storage_bytes(run, ignore) -> int:
-    skip = {t.untyped_storage().data_ptr() for t in ignore}
-    seen: dict[int, int] = {}
-
-    def pack(t):
-        if t.untyped_storage().data_ptr() not in skip:
-            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-
-    with saved_tensors_hooks(pack, lambda t: t):
-        loss = run()
-    del loss
-    return sum(seen.values())
 
 
 def test_decide_on_a_gpu_measures_exact_bytes_on_the_wall_clock_and_its_choice_runs():

@@ -2,8 +2,6 @@
 against what the library itself says it put there (its own attributes, hook dicts and APIs)."""
 from __future__ import annotations
 
-import importlib
-import logging
 import subprocess
 import sys
 import warnings
@@ -15,19 +13,8 @@ from torch import nn
 import hooklab
 from hooklab import all_hooks, hook_inventory, show_all_hooks
 from hooklab.systems import hook_owner
+from optional import needs
 from patience import hang_guard
-
-
-def needs(module: str):
-    """Import a library the course pins, or skip (``./course matrix`` runs these tests on other torch versions,
-    where a pinned library may not import)."""
-    logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)  # torchao's import-time notes
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return importlib.import_module(module)
-    except Exception as exc:  # noqa: BLE001 - any failure to import means: not usable here
-        pytest.skip(f"{module} does not import here: {type(exc).__name__}: {exc}")
 
 
 def rows(model, where=None):
