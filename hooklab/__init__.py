@@ -14,7 +14,7 @@ quantization, parametrizations, FSDP2 / DDP / tensor parallelism and ``torch.com
 ``explain_hook`` runs a step and says why a module's hooks did not fire, or fired twice (its probe is a profile
 function that registers nothing, removed before it returns; when the step raises, the explanation goes with the
 error). ``find_blocks`` finds a model's repeated blocks, the places most hooks go, by the rule hooklab's atlas of the
-transformers, diffusers, timm and torchvision zoos uses (``docs/atlas/``). The plots of
+transformers, diffusers, timm and torchvision zoos uses (``hooklab/course/assets/atlas/``). The plots of
 what the recorders recorded are functions of plain data in :mod:`hooklab.plot`. The exceptions worth catching
 (``NotRecorded``, ``UnknownModuleError``, ``MissingTorchInternal``, ...) live in :mod:`hooklab.errors`, are
 importable from ``hooklab`` too, and share the base :class:`HooklabError`. ``import hooklab`` changes no

@@ -3,7 +3,7 @@
 Most models people hook are a stack of repeated blocks: a Hugging Face model's decoder layers, a timm ViT's
 ``blocks``, a ResNet's ``layer1`` ... ``layer4``, a diffusers UNet's ``down_blocks``. :func:`find_blocks` finds them in
 any ``nn.Module`` with one rule (the same rule that hooklab's atlas of the transformers, diffusers, timm and
-torchvision zoos records for every architecture, ``docs/atlas/``):
+torchvision zoos records for every architecture, ``hooklab/course/assets/atlas/``):
 
 * a **stack** is an ``nn.ModuleList`` or ``nn.Sequential`` with at least two children, each of which has submodules
   of its own (a block is made of layers: a list of ``Linear`` layers or of embeddings is no stack), or an

@@ -2,7 +2,7 @@
 running them.
 
     python -m tools.atlas run --zoo transformers [--only llama,t5] [--limit-s 120]   # measure (resumable)
-    python -m tools.atlas write [--zoo Z]       # build/atlas/<zoo>.jsonl -> docs/atlas/<zoo>.json (+ its page)
+    python -m tools.atlas write [--zoo Z]       # build/atlas/<zoo>.jsonl -> hooklab/course/assets/atlas/<zoo>.json (+ its page)
     python -m tools.atlas diff OLD.json NEW.json   # what changed between two atlases of one zoo
 
 ``run`` builds each model small on a CPU (``tools/atlas_zoos.py``), measures it (``measure``, with the plain-PyTorch
@@ -37,7 +37,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "atlas"
-DOCS = ROOT / "docs" / "atlas"
+DOCS = ROOT / "hooklab" / "course" / "assets" / "atlas"
 ZOOS = ("transformers", "diffusers", "timm", "torchvision")
 RESTART_EVERY = 25  # models per worker process (memory that libraries keep grows)
 
@@ -307,10 +307,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", type=Path, default=BUILD, help="folder of the measurements (default: build/atlas)")
     w = sub.add_parser("worker")
     w.add_argument("--zoo", choices=ZOOS, required=True)
-    wr = sub.add_parser("write", help="write docs/atlas/<zoo>.json from the measurements")
+    wr = sub.add_parser("write", help="write hooklab/course/assets/atlas/<zoo>.json from the measurements")
     wr.add_argument("--zoo", choices=ZOOS, action="append")
     wr.add_argument("--src", type=Path, default=BUILD, help="folder of the measurements (default: build/atlas)")
-    wr.add_argument("--dest", type=Path, default=DOCS, help="folder of the atlas (default: docs/atlas)")
+    wr.add_argument("--dest", type=Path, default=DOCS, help="folder of the atlas (default: hooklab/course/assets/atlas)")
     d = sub.add_parser("diff", help="what changed between two atlases of one zoo")
     d.add_argument("old")
     d.add_argument("new")

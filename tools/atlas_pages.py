@@ -1,7 +1,7 @@
-"""The atlas's files: ``docs/atlas/<zoo>.json`` from the measurements, the site's page per zoo and language, and the
+"""The atlas's files: ``hooklab/course/assets/atlas/<zoo>.json`` from the measurements, the site's page per zoo and language, and the
 difference between two atlases (what a new release changed).
 
-``docs/atlas/<zoo>.json`` is the one machine-readable file per zoo that the site pages and the tests read::
+``hooklab/course/assets/atlas/<zoo>.json`` is the one machine-readable file per zoo that the site pages and the tests read::
 
     {"zoo": "transformers", "versions": {...}, "counts": {"models": 804, "built": ..., "not built": {reason: n}},
      "models": {"llama": {"status": "built", "class": "LlamaForCausalLM", "stacks": [...], "block_calls": {...},

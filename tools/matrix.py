@@ -88,7 +88,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--timeout", type=int, default=300, help="seconds per notebook cell (default 300)")
     parser.add_argument("--atlas", action="append", default=[], choices=ATLAS_ZOOS, metavar="ZOO",
                         help="also measure the hook atlas of this zoo in the side environment and report what changed "
-                             "against docs/atlas (automatic for a zoo whose package --with replaces; hours for "
+                             "against hooklab/course/assets/atlas (automatic for a zoo whose package --with replaces; hours for "
                              "transformers' whole zoo)")
 
     def error(message: str):  # argparse would exit 2 itself; keep one path for usage errors
@@ -281,7 +281,7 @@ def atlas_zoos(args: argparse.Namespace) -> list[str]:
 
 def atlas_diff(python: Path, folder: Path, zoos: list[str]) -> str:
     """The hook atlas of ``zoos`` measured with the side environment's ``python`` (tools/atlas.py, into
-    ``folder``/atlas/), and a Markdown section: what changed against the committed docs/atlas/<zoo>.json (models
+    ``folder``/atlas/), and a Markdown section: what changed against the committed hooklab/course/assets/atlas/<zoo>.json (models
     added, removed, and per model the block container, what a block's hook receives, the never-firing modules and
     their causes, generate and checkpointing)."""
     from . import atlas_pages
@@ -296,9 +296,9 @@ def atlas_diff(python: Path, folder: Path, zoos: list[str]) -> str:
                            env=matrix_env(), stdout=log, stderr=subprocess.STDOUT)
             subprocess.run([str(python), "-m", "tools.atlas", "write", "--zoo", zoo, "--src", str(out),
                             "--dest", str(out)], cwd=ROOT, env=matrix_env(), stdout=log, stderr=subprocess.STDOUT)
-        old, new = atlas_pages.load(zoo, ROOT / "docs" / "atlas"), atlas_pages.load(zoo, out)
+        old, new = atlas_pages.load(zoo, ROOT / "hooklab" / "course" / "assets" / "atlas"), atlas_pages.load(zoo, out)
         if old is None or new is None:
-            lines.append(f"- {zoo}: no atlas to compare ({'docs/atlas' if old is None else out}/{zoo}.json missing; "
+            lines.append(f"- {zoo}: no atlas to compare ({'hooklab/course/assets/atlas' if old is None else out}/{zoo}.json missing; "
                          f"see {(out / (zoo + '.log')).relative_to(ROOT)})")
             continue
         lines += [atlas_pages.diff_text(old, new), ""]

@@ -608,11 +608,11 @@ SEARCH_SKIP = "a.headerlink, .hooklab-language-link, .copybtn"  # in the article
 
 def extra_pages(root: Path = ROOT, *, full: bool = True) -> dict[str, Callable[[Path, str, list[str]], str]]:
     """:data:`EXTRA_PAGES`, then, in a ``full`` build, one page per zoo of the hook atlas (``atlas-<zoo>``, from
-    docs/atlas/ by tools/atlas_pages.py), which a quick build leaves out as it leaves out the API page."""
+    hooklab/course/assets/atlas/ by tools/atlas_pages.py), which a quick build leaves out as it leaves out the API page."""
     if not full:
         return dict(EXTRA_PAGES)
     from . import atlas_pages
-    return {**EXTRA_PAGES, **atlas_pages.pages(root / "docs" / "atlas")}
+    return {**EXTRA_PAGES, **atlas_pages.pages(root / "hooklab" / "course" / "assets" / "atlas")}
 
 
 def site_pages(names: list[str], *, api: bool = True, root: Path = ROOT) -> list[str]:

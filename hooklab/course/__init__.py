@@ -28,9 +28,31 @@ from .env import setup
 from .exercises import check, hint, solution
 from .lang import course_language
 
-__all__ = ["attempt", "check", "course_language", "export_notebook", "export_notebooks", "hint", "setup", "solution"]
+__all__ = ["atlas", "attempt", "check", "course_language", "export_notebook", "export_notebooks", "hint", "setup",
+           "solution"]
 
 _LAZY = {"export_notebook": "export", "export_notebooks": "export"}
+
+
+def atlas(zoo: str = "transformers") -> dict[str, Any]:
+    """The hook atlas of one zoo as the course ships it (``hooklab/course/assets/atlas/<zoo>.json``, measured by
+    ``python -m tools.atlas``): model name -> what running it showed (its block stacks, what a block's forward hook
+    receives, the modules whose hooks never fire and why, ``generate``, gradient checkpointing). ``zoo``:
+    ``"transformers"``, ``"diffusers"``, ``"timm"`` or ``"torchvision"``. Notebook 15, section 9, reads it.
+
+    >>> from hooklab import course
+    >>> llama = course.atlas("transformers")["llama"]
+    >>> llama["stacks"][0]["path"], llama["block_calls"]["model.layers"]["hidden_states"]
+    ('model.layers', 'args[0]')
+    """
+    import json
+    from importlib import resources
+
+    folder = resources.files("hooklab.course").joinpath("assets", "atlas")
+    found = sorted(p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json"))
+    if zoo not in found:
+        raise ValueError(f"course.atlas: no atlas for {zoo!r}; the course ships {', '.join(found)}")
+    return json.loads(folder.joinpath(f"{zoo}.json").read_text(encoding="utf-8"))["models"]
 
 
 def install_command(extra: str = "course") -> str:

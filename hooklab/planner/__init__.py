@@ -58,9 +58,9 @@ memory.
 what it never measured. :meth:`MemoryPlanner.decide` uses it only to propose: it measures the model's few best plans,
 PyTorch's plain ``checkpoint_sequential`` at every segment count (:class:`SequentialCheckpoint`) and
 ``torch.compile`` under ``activation_memory_budget`` (:class:`CompiledBudget`) on this machine, bytes first, then step
-times in interleaved rounds, and returns a :class:`MemoryDecision`: the fastest at the median, or a simpler one (plain PyTorch first) in a near
-tie (within 2 % and never beaten in every round), with the evidence and what measuring cost
-(:mod:`hooklab.planner.decide` says how).
+times in interleaved rounds, and returns a :class:`MemoryDecision`: the fastest at the median, or a simpler one
+(plain PyTorch first) in a near tie (within 2 % and never beaten in every round), with the evidence and what
+measuring cost (:mod:`hooklab.planner.decide` says how).
 
 >>> import torch
 >>> from torch import nn
@@ -71,13 +71,13 @@ tie (within 2 % and never beaten in every round), with the evidence and what mea
 >>> planner = MemoryPlanner(model, lambda: model(x).sum(), costs=CountedCosts(), choices=("keep", "checkpoint"))
 >>> plan = planner.plan(budget=planner.baseline_bytes // 2)
 >>> plan.choices
-{'0': 'keep', '1': 'checkpoint', '2': 'checkpoint', '3': 'checkpoint'}
+{'0': 'checkpoint', '1': 'checkpoint', '2': 'keep', '3': 'checkpoint'}
 >>> print(plan)
 block  choice           held      saved  time added
-0      keep        128.0 KiB        0 B        0 ns
-1      checkpoint        0 B  128.0 KiB      168 ns
-2      checkpoint   64.0 KiB   64.0 KiB      168 ns
-3      checkpoint   64.0 KiB   64.0 KiB      168 ns
+0      checkpoint        0 B  128.0 KiB      168 ns
+1      checkpoint   64.0 KiB   64.0 KiB      168 ns
+2      keep        192.0 KiB  -64.0 KiB        0 ns
+3      checkpoint        0 B  128.0 KiB      168 ns
 total              256.0 KiB  256.0 KiB      503 ns
 budget 256.0 KiB: met (modelled 256.0 KiB of 512.0 KiB without a plan, 50%)
 

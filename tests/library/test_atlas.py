@@ -1,4 +1,4 @@
-"""The hook doctor as a property over the atlas (docs/atlas/<zoo>.json): for every module whose hooks never fire in an
+"""The hook doctor as a property over the atlas (hooklab/course/assets/atlas/<zoo>.json): for every module whose hooks never fire in an
 architecture's forward, ``explain_hook`` gives the cause that an independent truth gives, never crashes and never gives
 another; and ``find_blocks`` finds the stacks the atlas recorded.
 
@@ -26,7 +26,7 @@ import pytest
 from hooklab import explain_hook, find_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
-ATLAS = ROOT / "docs" / "atlas"
+ATLAS = ROOT / "hooklab" / "course" / "assets" / "atlas"
 ALL = os.environ.get("HOOKLAB_ATLAS_ALL") == "1"
 SHARD = os.environ.get("HOOKLAB_ATLAS_SHARD", "0/1")
 # every cause the atlas records but one, in models of a few million parameters (the fast path: torchvision's ViTs, 86
@@ -77,7 +77,7 @@ def test_the_sample_covers_every_cause_the_atlas_records():
             recorded |= causes
             if name in SAMPLE[zoo]:
                 sampled |= causes
-    assert recorded, "no atlas under docs/atlas"
+    assert recorded, "no atlas under hooklab/course/assets/atlas"
     assert recorded - sampled - {"fast path"} == set(), \
         "add an architecture with these causes to SAMPLE"
 

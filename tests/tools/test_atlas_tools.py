@@ -1,4 +1,4 @@
-"""The hook atlas's tools: the committed atlas files (docs/atlas/), the site pages made from them, the difference
+"""The hook atlas's tools: the committed atlas files (hooklab/course/assets/atlas/), the site pages made from them, the difference
 between two atlases (what ``./course matrix --with transformers==X`` reports), and the generator's own rules. No model
 is built here (tests/library/test_atlas.py rebuilds a sample and checks the doctor against it)."""
 from __future__ import annotations
@@ -14,14 +14,14 @@ from tools.atlas_probe import CAUSES
 from tools.atlas_zoos import shrink_config_dict
 
 ROOT = Path(__file__).resolve().parents[2]
-ATLAS = ROOT / "docs" / "atlas"
+ATLAS = ROOT / "hooklab" / "course" / "assets" / "atlas"
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def committed() -> list[dict]:
     found = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(ATLAS.glob("*.json"))]
-    assert found, "docs/atlas has no atlas (python -m tools.atlas run --zoo Z; python -m tools.atlas write --zoo Z)"
+    assert found, "hooklab/course/assets/atlas has no atlas (python -m tools.atlas run --zoo Z; python -m tools.atlas write --zoo Z)"
     return found
 
 
