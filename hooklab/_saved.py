@@ -111,7 +111,7 @@ class OtherThreads:
 # time window.
 _REDELIVERED = "_hooklab_redelivered"  # the mark on an exception delivered again (its signal number)
 _PENDING: dict[int, tuple[Any, BaseException]] = {}  # signal number -> (the handler to restore, the exception)
-_SENDER: list[Any] = []  # (pid, queue) of the thread that sends signals to the main thread
+_SENDER: list[Any] = []  # (pid, queue, thread) of the thread that sends signals to the main thread
 _LOCK = threading.Lock()  # held to change _PENDING and the relay, and by the sender while it sends
 _DEFERRED = [0]  # how many times the relay found the main thread still in hooklab's finalizer code (for the tests)
 
@@ -182,12 +182,15 @@ def _in_our_finalizer_code(frame: Any) -> bool:
 def _wake() -> None:
     """Wake the sender thread: it sends each pending signal to the main thread (it needs the GIL, so it runs once
     the code that woke it lets it, never inside that code)."""
-    if not _SENDER or _SENDER[0][0] != os.getpid():  # none yet, or inherited through fork (threads are not)
+    # none yet, inherited through fork (threads are not), or ended (a profile or trace function that a profiler set
+    # for new threads raised in it): a new one
+    if not _SENDER or _SENDER[0][0] != os.getpid() or not _SENDER[0][2].is_alive():
         import queue
         q: Any = queue.SimpleQueue()
-        threading.Thread(target=_sender, args=(q, threading.main_thread().ident), name="hooklab-signal-relay",
-                         daemon=True).start()
-        _SENDER[:] = [(os.getpid(), q)]
+        sender = threading.Thread(target=_sender, args=(q, threading.main_thread().ident),
+                                  name="hooklab-signal-relay", daemon=True)
+        sender.start()
+        _SENDER[:] = [(os.getpid(), q, sender)]
     _SENDER[0][1].put(None)
 
 
@@ -195,6 +198,8 @@ def _sender(wakes: Any, main: int | None) -> None:
     """Send the pending signals to the main thread until the relay has taken them. Sent again, 50 ms, 100 ms, ... up
     to 1 s apart, while one stays pending: a signal that comes just before the main thread blocks (a lock, a queue)
     is only handled once that call returns, and a second one ends the block. Never after the relay took it (the lock)."""
+    sys.setprofile(None)  # what threading.setprofile / settrace gave new threads (a profiler watching then) is
+    sys.settrace(None)    # not this thread's business: it runs for the whole process
     pause: float | None = None
     while True:
         try:
