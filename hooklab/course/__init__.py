@@ -48,7 +48,7 @@ def atlas(zoo: str = "transformers") -> dict[str, Any]:
     import json
     from importlib import resources
 
-    folder = resources.files("hooklab.course").joinpath("assets", "atlas")
+    folder = resources.files("hooklab.course") / "assets" / "atlas"
     found = sorted(p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json"))
     if zoo not in found:
         raise ValueError(f"course.atlas: no atlas for {zoo!r}; the course ships {', '.join(found)}")
