@@ -204,9 +204,12 @@ class _Run:
             arguments = _replayed(call.arguments, leaves)
             saved = [0]
 
-            def collect(t: torch.Tensor, call: _Call = call, saved: list[int] = saved) -> torch.Tensor:
+            # the recompute's own graph is never run backward: its pack hook keeps nothing. Returning ``t`` itself
+            # would make a reference cycle through C++ (an op that saves its output: t -> grad_fn -> the saved
+            # t) that Python's garbage collector cannot see, and every recompute's tensors would leak
+            def collect(t: torch.Tensor, call: _Call = call, saved: list[int] = saved) -> None:
                 if storage_key(t) in self.parameters:  # kept in forward, not counted
-                    return t
+                    return None
                 i = saved[0]
                 saved[0] += 1
                 if i >= len(call.metas) or call.metas[i] != (t.shape, t.dtype, t.device):
@@ -214,7 +217,7 @@ class _Run:
                 holder = call.holders[i]()
                 if holder is not None:
                     holder.value = t.detach() if t.requires_grad else t
-                return t
+                return None
 
             devices = [d for d, _ in call.cuda_rng]
             with contextlib.ExitStack() as stack:
@@ -226,7 +229,7 @@ class _Run:
                 for device_type, enabled, dtype in call.autocast:
                     stack.enter_context(torch.autocast(device_type, enabled=enabled, dtype=dtype))
                 stack.enter_context(torch.enable_grad())
-                stack.enter_context(saved_tensors_hooks(collect, lambda t: t))
+                stack.enter_context(saved_tensors_hooks(collect, _never_unpacked))
                 args, kwargs = arguments
                 out = call.forward(*args, **kwargs)
             if saved[0] != len(call.metas):
@@ -242,6 +245,11 @@ class _Run:
             f"forward pass saved {'none' if then is None else _meta(then)} ({len(call.metas)} in all). Its forward "
             "depends on something that changed between forward and backward (a Python flag or counter, an "
             "argument object changed in place): checkpoint that block on its own, or not at all.")
+
+
+def _never_unpacked(packed: None) -> torch.Tensor:
+    raise RuntimeError(f"{TOOL}: a tensor saved by a recompute was unpacked; the recompute's graph is not meant to be "
+                       "run backward")
 
 
 def _meta(meta: tuple[torch.Size, torch.dtype, torch.device]) -> str:

@@ -464,7 +464,9 @@ class Tracer(Recorder):
         def pack(t: torch.Tensor) -> tuple[str, torch.Tensor, int | None]:
             label = self._name_of(t) or f"saved{next(counter)}"
             self._record("pack", label, describe(t))
-            return label, t, version(t)
+            # detached: ``t`` itself, an output its op saves, would be a reference cycle through grad_fn that the
+            # garbage collector cannot break (a graph let go of without backward would leak)
+            return label, t.detach(), version(t)
 
         def unpack(packed: tuple[str, torch.Tensor, int | None]) -> torch.Tensor:
             label, t, saved = packed

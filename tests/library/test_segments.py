@@ -263,3 +263,33 @@ def test_hooks_are_removed_when_the_block_raises_and_a_deepcopy_is_not_segmented
     with hooklab.SavedTensorLedger(copied) as ledger:
         copied(x).sum()
     assert ledger.activation_bytes > 0
+
+
+def test_nothing_of_a_recompute_stays_alive_after_backward():
+    """The recompute in backward runs the blocks under a pack hook of its own; if that hook returned the tensor
+    itself, an op that saves its output (tanh) would make a cycle through C++ (tensor -> grad_fn -> saved tensor)
+    that Python's garbage collector cannot break, and every backward would leak the recomputed activations. The
+    truth is independent of the tool: the storages the recompute made, held only through weak references."""
+    import gc
+    import weakref
+
+    model = mlp(blocks=4)
+    x = torch.randn(8, 32)
+    made: list[weakref.ref] = []
+
+    def note(module, args, output):  # a forward hook on every Tanh: its output, in forward and in the recompute
+        made.append(weakref.ref(output))
+    handles = [m.register_forward_hook(note) for m in model.modules() if isinstance(m, nn.Tanh)]
+    try:
+        for _ in range(2):
+            with checkpoint_segments(model, [["0", "1", "2"]]):
+                loss = model(x).sum()
+            loss.backward()
+            del loss
+    finally:
+        for h in handles:
+            h.remove()
+    gc.collect()
+    assert len(made) == 2 * (4 + 3)  # four Tanh in forward, three again in the recompute, twice
+    assert [r for r in made if r() is not None] == []
+    assert not [o for o in gc.get_objects() if type(o).__name__ == "_Run" and type(o).__module__ == "hooklab.segments"]

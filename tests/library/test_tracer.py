@@ -381,3 +381,19 @@ def test_saved_tensors_warns_when_the_forward_runs_in_another_thread():
     with Tracer() as tr, tr.saved_tensors():  # the same forward in this thread: packs recorded, no warning
         model(torch.ones(2, 3))
     assert [e.kind for e in tr.events] == ["pack"] * 2
+
+
+def test_a_graph_made_under_saved_tensors_and_let_go_of_without_backward_is_freed():
+    """tanh saves its output: a pack hook that kept that tensor itself would make a cycle through grad_fn that the
+    garbage collector cannot break (the graph, never run backward, would stay alive)."""
+    import gc
+    import weakref
+
+    x = torch.randn(16, requires_grad=True)
+    with Tracer() as tr:
+        with tr.saved_tensors():
+            y = x.tanh()
+        alive = weakref.ref(y)
+        del y
+        gc.collect()
+        assert alive() is None

@@ -78,7 +78,7 @@ def _count_packs(model: nn.Module, x: torch.Tensor) -> int:
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         packed.append(1)
-        return t
+        return t.detach()  # not t itself: the graph is let go of without backward (notebook 06: reference cycles)
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         model(x)

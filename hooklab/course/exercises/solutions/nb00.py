@@ -36,7 +36,7 @@ def count_saved(model, x):
     def pack(tensor):
         nonlocal count
         count += 1
-        return tensor
+        return tensor.detach()  # not the tensor itself: notebook 06 shows the reference cycle it can make
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         model(x)
     return count
