@@ -58,8 +58,9 @@ memory.
 what it never measured. :meth:`MemoryPlanner.decide` uses it only to propose: it measures the model's few best plans,
 PyTorch's plain ``checkpoint_sequential`` at every segment count (:class:`SequentialCheckpoint`) and
 ``torch.compile`` under ``activation_memory_budget`` (:class:`CompiledBudget`) on this machine, bytes first, then step
-times in interleaved rounds, and returns a :class:`MemoryDecision`: the fastest at the median, or a simpler one
-(plain PyTorch first) in a near tie (within 2 % and never beaten in every round), with the evidence and what
+times in interleaved rounds, and returns a :class:`MemoryDecision`: the fastest at the median, each step timed over
+the model as it is in the same round, extra rounds where the two fastest were not told apart, or a simpler one
+(plain PyTorch first) in a near tie (within 1 % and never beaten in every round), with the evidence and what
 measuring cost (:mod:`hooklab.planner.decide` says how).
 
 >>> import torch
@@ -91,7 +92,7 @@ With segments allowed, a quarter of the memory costs the same recompute: blocks 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 from torch import nn
@@ -268,19 +269,20 @@ class MemoryPlanner:
         best, held = min(equal, key=lambda ph: (ph[0].peak_bytes, ph[1], ph[0].ranks))
         return self._plan_of(best, held, budget, peak)
 
-    def _ranked(self, budget: int) -> list[MemoryPlan]:
-        """Every plan of the frontier that meets ``budget``, fastest first by the time model."""
+    def _ranked(self, budget: int) -> Iterator[MemoryPlan]:
+        """The plans of the frontier that meet ``budget``, fastest first by the time model, each made when it is
+        asked for (a frontier can hold a million plans)."""
         fitting = [(p, held) for p in self.search.frontier() if (held := self.search.held_bytes(p.choices)) <= budget]
         fitting.sort(key=lambda ph: (seconds_key(ph[0].seconds), ph[0].peak_bytes, ph[1], ph[0].ranks))
-        return [self._plan_of(p, held, budget, None) for p, held in fitting]
+        return (self._plan_of(p, held, budget, None) for p, held in fitting)
 
     def decide(self, budget: int, *, plans: int = 3, sequential: bool = True,
                backends: str | Iterable[str] = ("inductor",), rounds: int = 5, max_seconds: float | None = None,
                clock: Callable[[], float] | None = None) -> MemoryDecision:
         """Measure the model's few best plans and the plain-PyTorch alternatives that meet ``budget`` on this
-        machine, and return the fastest (a simpler one in a near tie: within 2 % at the median, never beaten in
-        every round) as a
-        :class:`MemoryDecision`, with the evidence: ``print(decision)`` shows every candidate's measured bytes,
+        machine, and return the fastest (the lowest median of its per-round step time over the model as it is; a
+        simpler one in a near tie: within 1 %, never beaten in every round) as a :class:`MemoryDecision`, with the
+        evidence: ``print(decision)`` shows every candidate's measured bytes,
         step time and spread; ``with decision.apply():`` runs the choice.
 
         ``budget``: bytes held after forward, as for :meth:`plan`. Keyword-only: ``plans`` how many of the model's

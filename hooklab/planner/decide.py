@@ -18,13 +18,18 @@ by running them. What it measures, in this order, each only while the measuring 
    recompute the fewest children are timed: a count recomputes a prefix of the children, so a longer prefix does
    all the work of a shorter one, and more. From the third round on, a candidate slower than the fastest by more
    than 5 % in every round is dropped.
+4. **Extra rounds for the finalists**: where the rounds have not told the choice and the fastest other candidate
+   apart (neither was faster in every round), the two and the model as it is run ``rounds`` rounds more.
 
-**The decision**: the fastest is the candidate with the lowest median step. A simpler candidate is chosen instead
-only in a near tie: its median is within 2 % of the fastest's (:data:`TIE_MARGIN`) and no other candidate was faster
-than it in every round (the decision says it was a tie); a wider gap that the rounds do not confirm is still a gap, and
-keeping the simpler one there gives time away. Simpler, in order: ``checkpoint_sequential``, ``torch.compile``, a plan
-that only recomputes, a plan that offloads or compresses. A plan that offloads (to disk on a CPU) is taken only where
-it was faster than every simpler candidate in every round, so it is never chosen where recomputing wins.
+**Paired, not raw**: a candidate's speed is the median over the rounds of its step time over the model as it is
+*in the same round*, so a change of the machine's load between rounds, which moves every step of a round alike,
+does not reorder the candidates (the *step ratio*). **The decision**: the fastest is the candidate with the lowest
+median step ratio. A simpler candidate is chosen instead only in a near tie: its median is within 1 % of the
+fastest's (:data:`TIE_MARGIN`) and no other candidate was faster than it in every round (the decision says it was a
+tie); a wider gap that the rounds do not confirm is still a gap, and keeping the simpler one there gives time away.
+Simpler, in order: ``checkpoint_sequential``, ``torch.compile``, a plan that only recomputes, a plan that offloads or
+compresses. A plan that offloads (to disk on a CPU) is taken only where it was faster than every simpler candidate
+in every round, so it is never chosen where recomputing wins.
 
 **The cost** of deciding is measured on the same clock and stated on the decision (``seconds``, and
 ``wall_seconds``: on a CPU the process's CPU time does not include a compiler's subprocesses, inductor's C++ builds,
@@ -64,7 +69,7 @@ __all__ = ["Candidate", "MemoryDecision", "Spread", "measure_and_decide"]
 TOOL = "MemoryPlanner.decide"
 DROP_AFTER = 3      # rounds before a candidate can be dropped
 DROP_MARGIN = 0.05  # ... when it is slower than the fastest by more than this in every round
-TIE_MARGIN = 0.02   # a simpler candidate whose median is this close to the fastest's (and not beaten) is kept
+TIE_MARGIN = 0.01   # a simpler candidate whose median ratio is this close to the fastest's (and not beaten) is kept
 DEFAULT_STEPS, DEFAULT_FLOOR = 100, 30.0  # the default bound: 100 steps of the model as it is, at least 30 s
 RECOMPUTE = frozenset(("keep", "checkpoint", "segment"))
 RANKS = {"as is": 0, "checkpoint_sequential": 1, "torch.compile": 2, "plan (recompute)": 3, "plan": 4}
@@ -130,6 +135,10 @@ class Candidate:
     def median(self) -> float:
         """The median of its step times over the rounds."""
         return statistics.median(self.times)
+
+    def paired(self, baseline: Candidate) -> float:
+        """The median over the rounds of its step time over ``baseline``'s in the same round (what ranks it)."""
+        return statistics.median(a / b for a, b in zip(self.times, baseline.times, strict=False))
 
     def apply(self) -> AbstractContextManager[Any]:
         """The candidate's ``with`` block (its option's ``apply()``)."""
@@ -342,7 +351,7 @@ def measure_and_decide(planner: MemoryPlanner, budget: int, *, plans: int, seque
     live = list(eligible)
     done = _race(m, baseline, live, rounds)
     if live:
-        chosen, reason = _choose([c for c in candidates if c.times], live)
+        chosen, reason = _choose([c for c in candidates if c.times], live, baseline)
         return _decision(m, budget, chosen, baseline, candidates, reason, done, clock_name)
     meeting = [c for c in candidates if c.held_bytes is not None and c.held_bytes <= budget]
     if not meeting and any(c.status.startswith("not measured") for c in candidates):
@@ -427,7 +436,8 @@ def _compiled(m: _Measure, planner: MemoryPlanner, backend: str, budget: int, fr
 
 
 def _race(m: _Measure, baseline: Candidate, live: list[Candidate], rounds: int) -> int:
-    """Interleaved rounds over the baseline and the live candidates (dropping those clearly slower); the rounds run."""
+    """Interleaved rounds over the baseline and the live candidates (dropping those clearly slower), then the
+    finalists' extra rounds where the first did not tell them apart; the rounds run."""
     if not live:
         return 0
     racing = list(live)
@@ -439,8 +449,22 @@ def _race(m: _Measure, baseline: Candidate, live: list[Candidate], rounds: int) 
             live.clear()
             return 0
         last[id(c)] = m.step(c)
-    done = 0
-    for r in range(rounds):
+    done = _rounds(m, baseline, racing, last, rounds, 0, drop=True)
+    live[:] = [c for c in live if not c.status and c.times]
+    if len(live) >= 2 and done >= 2:
+        chosen, _ = _choose(live, live, baseline)
+        rival = min((c for c in live if c is not chosen), key=lambda c: c.paired(baseline))
+        if not beats(chosen, rival) and not beats(rival, chosen):
+            done = _rounds(m, baseline, [chosen, rival], last, done + rounds, done, drop=False)
+    return done
+
+
+def _rounds(m: _Measure, baseline: Candidate, racing: list[Candidate], last: dict[int, float], until: int,
+            done: int, drop: bool) -> int:
+    """Rounds ``done`` .. ``until - 1`` over the baseline and ``racing`` (each round starting one later), while the
+    bound allows; with ``drop``, a candidate slower than the fastest by more than 5 % in every round leaves from the
+    third round on. Returns the rounds done."""
+    for r in range(done, until):
         members = [baseline, *racing]
         if not m.allows(sum(last[id(c)] for c in members)):
             m.notes.append(f"timing stopped after {r} round(s): the measuring bound was reached")
@@ -450,47 +474,48 @@ def _race(m: _Measure, baseline: Candidate, live: list[Candidate], rounds: int) 
             c.times.append(m.step(c))
             last[id(c)] = c.times[-1]
         done = r + 1
-        if done >= DROP_AFTER and len(racing) > 1:
-            fastest = min(racing, key=lambda c: c.median)
+        if drop and done >= DROP_AFTER and len(racing) > 1:
+            fastest = min(racing, key=lambda c: c.paired(baseline))
             for c in list(racing):
                 if c is not fastest and beats(fastest, c, DROP_MARGIN):
                     c.status = (f"dropped after round {done}: slower than {fastest.name} by more than "
                                 f"{DROP_MARGIN:.0%} in every round")
                     racing.remove(c)
-        if len(racing) == 1 and done >= 2:
+        if drop and len(racing) == 1 and done >= 2:
             break
-    live[:] = [c for c in live if not c.status and c.times]
     return done
 
 
-def _choose(timed: list[Candidate], live: list[Candidate]) -> tuple[Candidate, str]:
-    """The fastest of the ``live`` candidates by median, unless a simpler one ties with it (within
-    :data:`TIE_MARGIN` at the median, and no other candidate faster than it in every round); a plan that offloads
-    only where it beat every simpler candidate in every round. ``timed``: every candidate timed, those dropped as
-    slower included."""
+def _choose(timed: list[Candidate], live: list[Candidate], baseline: Candidate) -> tuple[Candidate, str]:
+    """The fastest of the ``live`` candidates by the median of their per-round ratios to ``baseline``, unless a
+    simpler one ties with it (within :data:`TIE_MARGIN` at the median, and no other candidate faster than it in
+    every round); a plan that offloads only where it beat every simpler candidate in every round. ``timed``: every
+    candidate timed, those dropped as slower included."""
+    speed = {id(c): c.paired(baseline) for c in timed}
     # equal medians: the less simple counts as the fastest, so that an exact tie is decided as a tie
-    by_median = sorted(live, key=lambda c: (c.median, -c.rank))
+    by_median = sorted(live, key=lambda c: (speed[id(c)], -c.rank))
     passed = [c for c in by_median if c.offloads and not all(beats(c, o) for o in live if o.rank < c.rank)]
     admissible = [c for c in by_median if c not in passed] or by_median
     fastest = admissible[0]
-    unbeaten = [c for c in admissible if c.rank < fastest.rank and c.median <= fastest.median * (1 + TIE_MARGIN)
+    unbeaten = [c for c in admissible if c.rank < fastest.rank
+                and speed[id(c)] <= speed[id(fastest)] * (1 + TIE_MARGIN)
                 and not any(beats(o, c) for o in live if o is not c)]
     skipped = (f"{passed[0].name}, the fastest at the median, offloads and was not faster than every simpler "
                "candidate in every round: not taken; ") if passed and passed[0] is by_median[0] else ""
     if unbeaten:
-        chosen = min(unbeaten, key=lambda c: (c.rank, c.median))
-        gap = fastest.median / chosen.median - 1
+        chosen = min(unbeaten, key=lambda c: (c.rank, speed[id(c)]))
+        gap = speed[id(fastest)] / speed[id(chosen)] - 1
         return chosen, (skipped + f"tie with {fastest.name}, the fastest at the median ({-gap:.1%} apart, within "
                         f"{TIE_MARGIN:.0%}), which was not faster in every round: the simpler is kept")
     if len(timed) == 1:
         return fastest, "the only candidate that meets the budget and was timed"
     simpler = [c for c in timed if c.rank < fastest.rank]
     if skipped:
-        return fastest, skipped + "the fastest of the others (lowest median step)"
-    return fastest, ("the fastest (lowest median step), faster than each simpler candidate in every round"
-                     if simpler and all(beats(fastest, c) for c in simpler) else
-                     "the fastest (lowest median step)" + (f", more than {TIE_MARGIN:.0%} ahead of each simpler "
-                                                           "candidate at the median" if simpler else ""))
+        return fastest, skipped + "the fastest of the others (lowest median step ratio)"
+    if simpler and all(beats(fastest, c) for c in simpler):
+        return fastest, "the fastest (lowest median step ratio), faster than each simpler candidate in every round"
+    return fastest, "the fastest (lowest median step ratio)" + (
+        f", more than {TIE_MARGIN:.0%} ahead of each simpler candidate at the median" if simpler else "")
 
 
 def _decision(m: _Measure, budget: int, chosen: Candidate, baseline: Candidate, candidates: list[Candidate],
