@@ -21,9 +21,11 @@ variant is measured again, independently, in fresh interleaved rounds: the model
 (disk or CPU offload, bf16, int8, every block checkpointed), plain ``checkpoint_sequential`` at every segment
 count whose bytes meet 1/2 (the bytes of every count are printed: they are not monotonic), every plan and compiled
 model the decisions measured. (4) Per budget, the decision's choice is compared round by round with the fastest
-other variant that meets the budget (gradient error < 1e-2): "slower" only when it is slower in every round,
-"faster" when faster in every round, otherwise "tie (within the spread)"; and so is the plan the planner's time
-model alone would have picked. The last lines are the README's table, as Markdown.
+other variant that meets the budget (gradient error < 1e-2): "slower" only when it is slower in every round and by
+more at the median than the run's own spread (the A/A ratio of the model as it is, timed twice in each round half a
+round apart: ``baseline_again``), "faster" likewise, "tie (within the A/A spread)" when every round agrees but by
+less, otherwise "tie (within the spread)"; and so is the plan the planner's time model alone would have picked. The
+last lines are the README's table, as Markdown.
 
 How it is measured. Bytes: held after forward (tensors made by the forward pass and alive when it ends, the loss
 and the inputs left out): ``hooklab.MemoryMeter`` for eager variants, a walk of the autograd graph for compiled ones
@@ -62,6 +64,7 @@ MAX_ERROR = 1e-2  # the gradient error the planner may spend on compression, and
 PLAN_CHOICES = ("keep", "checkpoint", "segment", "offload", "bf16", "int8")
 MODELS = ("vit", "resnet50", "unet", "gpt2")  # the heaviest last
 GPU_TARGET = (10.0, 1.5)  # OverlappedOffload on a GPU: at least 10x less held, at most 1.5x the step
+AGAIN = "baseline_again"  # the model as it is once more, half a round later: the run's own spread (an A/A ratio)
 
 
 # ------------------------------------------------------------------------------------------- models
@@ -376,10 +379,23 @@ def ratio(v: Variant, base: Variant) -> Spread:
     return Spread.of([a / b for a, b in zip(v.times, base.times, strict=True)])
 
 
-def compare(a: Variant, b: Variant) -> tuple[Spread, str]:
-    """``a`` over ``b`` per round, and the verdict only where the spread decides."""
+def noise(variants: list[Variant]) -> float:
+    """The run's own spread: the largest distance from 1 of the per-round ratio of the model as it is timed twice
+    in each round, half a round apart: two runs of the same steps that differ by nothing but the moment they ran."""
+    again = next(v for v in variants if v.name == AGAIN)
+    return max(abs(r - 1) for r in (a / b for a, b in zip(again.times, variants[0].times, strict=True)))
+
+
+def compare(a: Variant, b: Variant, spread: float) -> tuple[Spread, str]:
+    """``a`` over ``b`` per round, and the verdict only where the rounds and the run's own spread decide: "slower"
+    when ``a`` was slower in every round and by more than ``spread`` at the median ("faster" likewise); slower or
+    faster in every round by less is "tie (within the A/A spread)"; otherwise "tie (within the spread)"."""
     per_round = Spread.of([x / y for x, y in zip(a.times, b.times, strict=True)])
-    return per_round, ("slower" if per_round.low > 1 else "faster" if per_round.high < 1 else "tie (within the spread)")
+    if per_round.low > 1 or per_round.high < 1:
+        beyond = abs(per_round.median - 1) > spread
+        return per_round, (("slower" if per_round.low > 1 else "faster") if beyond
+                           else "tie (within the A/A spread)")
+    return per_round, "tie (within the spread)"
 
 
 # ---------------------------------------------------------------------------------------- one model
@@ -425,6 +441,8 @@ def run_model(s: Setup, *, backends: tuple[str, ...], rounds: int, repeats: int,
     if isinstance(model, nn.Sequential):
         variants += sequential_variants(s)
     variants += candidate_variants(s, decisions, {v.name for v in variants})
+    # the model as it is, timed a second time half a round away from the first (rounds rotate the order)
+    variants.insert(len(variants) // 2 + 1, Variant(AGAIN, variants[0].run, kind="reference"))
     reference = measure_memory(s, variants[0], None)
     for v in variants[1:]:
         measure_memory(s, v, reference)
@@ -462,6 +480,9 @@ def report(s: Setup, variants: list[Variant], decisions: dict[int, Any], picks: 
         print_fn(f"{v.name:<18} {v.held / MiB:>9.2f} {less:>7.{2 if less < 100 else 0}f} {peak:>9} "
                  f"{str(ratio(v, base)):>19} {wall:>6.2f} {v.grad_err:>9.1e}")
     print_fn("")
+    spread = noise(variants)
+    print_fn(f"the run's own spread (A/A: the model as it is twice in each round, half a round apart): {spread:.1%}; a "
+             "verdict of slower or faster needs every round and more than it at the median")
     if base.held != baseline:
         print_fn(f"note: the planner's baseline ({baseline} bytes) and the meter's ({base.held}) differ")
     by_name = {v.name: v for v in variants}
@@ -490,7 +511,7 @@ def report(s: Setup, variants: list[Variant], decisions: dict[int, Any], picks: 
         met = "met" if chosen.held <= budget else "NOT met"
         others = [v for v in meeting if v is not chosen]
         if others:
-            per_round, verdict = compare(chosen, others[0])
+            per_round, verdict = compare(chosen, others[0], spread)
             versus = f"x {others[0].name}, per round: {per_round}: {verdict}"
         else:
             per_round, verdict, versus = None, "the only variant that meets it", "no other variant meets it"
@@ -499,7 +520,7 @@ def report(s: Setup, variants: list[Variant], decisions: dict[int, Any], picks: 
         if pick is not None and others:
             fastest_other = [v for v in meeting if v is not pick][:1]
             if fastest_other:
-                p_round, p_verdict = compare(pick, fastest_other[0])
+                p_round, p_verdict = compare(pick, fastest_other[0], spread)
                 own = f"{pick.name}: {p_round} ({p_verdict})"
         print_fn(f"{prefix} decided {chosen.name} {met} ({chosen.held / MiB:.2f} MiB), {ratio(chosen, base)}x time; "
                  f"{versus}; the time model's own pick {own}; measuring {d.seconds:.0f} s; variants that meet it, "

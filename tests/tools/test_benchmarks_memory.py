@@ -16,7 +16,7 @@ pytest.importorskip("diffusers", reason="the benchmark runs a diffusers UNet, an
 
 ROOT = Path(__file__).resolve().parents[2]
 SPREAD = r"[0-9.]+ \[[0-9.]+-[0-9.]+\]"
-VERDICT = r"(?:slower|faster|tie \(within the spread\))"
+VERDICT = r"(?:slower|faster|tie \(within the (?:A/A )?spread\))"
 NAME = r"(?:seq_\d+|plan_[kCsobi]+|aot_eager@[0-9.]+|baseline|disk|bf16|int8|checkpoint)"
 DECIDE = re.compile(rf"^decide 1/(2|4|10) \([0-9.]+ MiB\): ({NAME}) = .+: .+; measuring [0-9.]+ s CPU \([0-9.]+ s wall, "
                     r"bound [0-9]+ s\), [0-9]+ rounds, [0-9]+ candidates timed$")
@@ -61,7 +61,9 @@ def test_quick_mode_prints_every_row_decision_and_verdict_and_leaks_no_files(tmp
                 break
             name, *cells = line.split()
             rows[name] = cells
-        assert list(rows)[:5] == ["baseline", "disk", "bf16", "int8", "checkpoint"], section
+        assert [n for n in rows if n != "baseline_again"][:5] == ["baseline", "disk", "bf16", "int8", "checkpoint"]
+        assert "baseline_again" in rows and rows["baseline_again"][0] == rows["baseline"][0]  # the same steps
+        assert any(re.match(r"^the run's own spread \(A/A: .+\): [0-9.]+%; ", line) for line in section), section
         assert all(len(cells) == 7 for cells in rows.values())  # held, x less, peak, time spread (2), wall, error
         assert rows["baseline"][1] == "1.00" and rows["baseline"][3:5] == ["1.00", "[1.00-1.00]"]
         held = {name: float(cells[0]) for name, cells in rows.items()}
@@ -90,6 +92,19 @@ def test_quick_mode_prints_every_row_decision_and_verdict_and_leaks_no_files(tmp
         assert "no GPU" in lines[-2]
     assert re.match(r"^benchmark: [0-9]+ s wall, [0-9]+ s CPU; load average", lines[-1])
     assert list(tmp_path.glob("hooklab-saved-*")) == []  # the disk variants removed their private directories
+
+
+def test_a_verdict_needs_every_round_and_more_than_the_runs_own_spread():
+    from benchmarks.bench_memory import Variant, compare
+    chosen, other = Variant("a", lambda: None), Variant("b", lambda: None)
+    other.times = [1.0, 1.0, 1.0, 1.0, 1.0]
+    for times, spread, verdict in [([1.03, 1.01, 1.05, 1.02, 1.04], 0.02, "slower"),       # every round, 3 % > 2 %
+                                   ([1.03, 1.01, 1.05, 1.02, 1.04], 0.04, "tie (within the A/A spread)"),
+                                   ([1.03, 0.99, 1.05, 1.02, 1.04], 0.0, "tie (within the spread)"),
+                                   ([0.90, 0.95, 0.92, 0.91, 0.93], 0.02, "faster")]:
+        chosen.times = times
+        per_round, said = compare(chosen, other, spread)
+        assert said == verdict and per_round.low == min(times) and per_round.high == max(times)
 
 
 # The argument checks run in this process (main(argv), as argparse exits): a subprocess per check cost an import of
