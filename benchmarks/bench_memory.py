@@ -300,6 +300,8 @@ def variant_name(candidate: Any) -> str:
     option = candidate.option
     if candidate.kind == "checkpoint_sequential":
         return f"seq_{option.segments}"
+    if candidate.kind == "checkpoint":  # torch.utils.checkpoint around each block: the single variant "checkpoint"
+        return "checkpoint"
     if candidate.kind == "torch.compile":
         return f"{option.backend}@{option.fraction:.3g}"
     if candidate.kind == "as is":

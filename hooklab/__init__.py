@@ -42,7 +42,7 @@ One lifecycle for every tool that hooks a model:
   hooks are removed it is spent, and entering it again raises (call the function again for another block).
 * Tools that change a model for a while (``checkpoint_modules``, ``selective_checkpoint_modules``,
   ``checkpoint_segments``, ``MemoryPlan.apply`` and the other ways to meet a memory budget ``MemoryDecision.apply``
-  returns: ``SequentialCheckpoint.apply``, ``CompiledBudget.apply``) are ``with`` blocks that restore it on exit in the same way; a block object is used
+  returns: ``CheckpointEach.apply``, ``SequentialCheckpoint.apply``, ``CompiledBudget.apply``) are ``with`` blocks that restore it on exit in the same way; a block object is used
   once (call the function again for another block). ``FeatureExtractor``, ``layer_shapes``, ``capture_inputs``
   and ``OffloadWrapper`` hold hooks only while they run.
 * Saved-tensor contexts (``SaveOnCpu``, ``SaveOnDisk``, ``CompressSaved``, ``OverlappedOffload``) and dispatch
@@ -106,6 +106,7 @@ from .offload import (
 )
 from .planner import (
                       BlockProfile,
+                      CheckpointEach,
                       CompiledBudget,
                       CostModel,
                       CountedCosts,
@@ -131,6 +132,7 @@ __all__ = [
     "BudgetError",
     "Call",
     "Capture",
+    "CheckpointEach",
     "CompiledBudget",
     "CompressSaved",
     "CostModel",

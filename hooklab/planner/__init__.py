@@ -105,12 +105,12 @@ from ..meter import gradient_errors
 from ..offload import CompressSaved, OffloadScope, offload_module
 from ._profile import BlockProfile, clock_of, model_state_kept, profile_bytes, profile_flops, profile_times
 from ._search import CHOICES, Plan, Search, seconds_key
-from .alternatives import CompiledBudget, SequentialCheckpoint
+from .alternatives import CheckpointEach, CompiledBudget, SequentialCheckpoint
 from .costs import CostModel, CountedCosts, MeasuredCosts, check_costs
 from .decide import Candidate, MemoryDecision, measure_and_decide
 from .plan import MemoryPlan, _ms
 
-__all__ = ["BlockProfile", "BudgetError", "Candidate", "CompiledBudget", "CostModel", "CountedCosts",
+__all__ = ["BlockProfile", "BudgetError", "Candidate", "CheckpointEach", "CompiledBudget", "CostModel", "CountedCosts",
            "MeasuredCosts", "MemoryDecision", "MemoryPlan", "MemoryPlanner", "SequentialCheckpoint"]
 
 TOOL = "MemoryPlanner"
@@ -276,7 +276,7 @@ class MemoryPlanner:
         fitting.sort(key=lambda ph: (seconds_key(ph[0].seconds), ph[0].peak_bytes, ph[1], ph[0].ranks))
         return (self._plan_of(p, held, budget, None) for p, held in fitting)
 
-    def decide(self, budget: int, *, plans: int = 3, sequential: bool = True,
+    def decide(self, budget: int, *, plans: int = 3, sequential: bool = True, plain: bool = True,
                backends: str | Iterable[str] = ("inductor",), rounds: int = 5, max_seconds: float | None = None,
                clock: Callable[[], float] | None = None) -> MemoryDecision:
         """Measure the model's few best plans and the plain-PyTorch alternatives that meet ``budget`` on this
@@ -287,7 +287,8 @@ class MemoryPlanner:
 
         ``budget``: bytes held after forward, as for :meth:`plan`. Keyword-only: ``plans`` how many of the model's
         plans to measure (its pick, the fastest that only recomputes, the fastest that does not offload, then the
-        next fastest); ``sequential``: also ``checkpoint_sequential`` at every segment count (the model must be an
+        next fastest); ``plain``: also ``torch.utils.checkpoint`` around each block (:class:`CheckpointEach`);
+        ``sequential``: also ``checkpoint_sequential`` at every segment count (the model must be an
         ``nn.Sequential``); ``backends``: ``torch.compile`` backends to try with ``activation_memory_budget`` (a
         model that does not compile is noted and left out; ``()``: none); ``rounds``: interleaved timing rounds
         (at least 2); ``max_seconds``: the bound on what deciding may cost, in seconds of ``clock`` (no
@@ -313,6 +314,7 @@ class MemoryPlanner:
         _whole(plans, "plans", 0)
         _whole(rounds, "rounds", 2)
         flag(sequential, "sequential")
+        flag(plain, "plain")
         if isinstance(backends, str):
             backends = (backends,)
         backends = tuple(backends)
@@ -325,7 +327,8 @@ class MemoryPlanner:
             raise TypeError(f"clock must be a function returning seconds (e.g. time.process_time), got {clock!r}")
         name = "given" if clock is not None else "wall" if self.device.type == "cuda" else "process CPU"
         with model_state_kept(self.model):
-            return measure_and_decide(self, budget, plans=plans, sequential=sequential, backends=backends, rounds=rounds,
+            return measure_and_decide(self, budget, plans=plans, sequential=sequential, plain=plain, backends=backends,
+                                      rounds=rounds,
                           max_seconds=None if max_seconds is None else float(max_seconds), clock=clock or clock_of(self.device), clock_name=name)
 
     def _plan_of(self, best: Plan, held: int, budget: int, peak: int | None) -> MemoryPlan:

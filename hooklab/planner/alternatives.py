@@ -1,7 +1,8 @@
 """The plain-PyTorch ways to meet a memory budget that :meth:`hooklab.MemoryPlanner.decide` measures beside its plans.
 
-:class:`SequentialCheckpoint` is ``torch.utils.checkpoint.checkpoint_sequential(model, segments, x,
-use_reentrant=False)`` for an ``nn.Sequential``; :class:`CompiledBudget` is ``torch.compile(model, backend=...)``
+:class:`CheckpointEach` is ``torch.utils.checkpoint.checkpoint(block, ..., use_reentrant=False)`` around each of the
+planner's blocks (any model); :class:`SequentialCheckpoint` is ``torch.utils.checkpoint.checkpoint_sequential(model,
+segments, x, use_reentrant=False)`` for an ``nn.Sequential``; :class:`CompiledBudget` is ``torch.compile(model, backend=...)``
 compiled under ``torch._functorch.config.activation_memory_budget``. Each has the lifecycle of a
 :class:`hooklab.MemoryPlan`: ``apply()`` is a ``with`` block inside which ``model(x)`` runs that way, and after which
 the model is as before (its ``forward`` is an instance attribute for the block, removed on exit, also after an
@@ -42,7 +43,7 @@ import torch
 import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
 from torch import nn
 
-__all__ = ["CompiledBudget", "SequentialCheckpoint", "graph_saved_bytes"]
+__all__ = ["CheckpointEach", "CompiledBudget", "SequentialCheckpoint", "graph_saved_bytes"]
 
 
 def _patched_forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
@@ -115,6 +116,26 @@ class SequentialCheckpoint:
             raise TypeError(f"checkpoint_sequential passes one input through the children; this call has "
                             f"{len(args)} positional and {len(kwargs)} keyword arguments")
         return torch.utils.checkpoint.checkpoint_sequential(model, self.segments, args[0], use_reentrant=False)
+
+
+class CheckpointEach:
+    """``torch.utils.checkpoint.checkpoint(block, ..., use_reentrant=False)`` around each named block, as a plan:
+    ``apply()`` is :func:`hooklab.checkpoint_modules` (a ``with`` block; the blocks' ``forward`` is wrapped inside it
+    and restored on exit). Every block keeps its inputs and is recomputed once in backward."""
+
+    def __init__(self, model: nn.Module, blocks: list[str]) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"CheckpointEach takes an nn.Module, got {type(model).__name__}")
+        self.model, self.blocks = model, list(blocks)
+
+    def __str__(self) -> str:
+        return f"checkpoint(block, use_reentrant=False) around each of the {len(self.blocks)} blocks"
+
+    def apply(self) -> AbstractContextManager[Any]:
+        """Inside the block each named block runs under ``torch.utils.checkpoint.checkpoint``."""
+        from ..checkpoint import checkpoint_modules
+
+        return checkpoint_modules(self.model, self.blocks)
 
 
 _TAGS = itertools.count()

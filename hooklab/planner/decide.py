@@ -8,8 +8,9 @@ by running them. What it measures, in this order, each only while the measuring 
 1. **Bytes** held after forward (the planner's currency: tensors made by the forward pass and alive when it ends,
    the loss and the model's inputs left out), in one forward pass under :class:`hooklab.MemoryMeter`: the model as
    it is, the planner's few best plans (its pick, the fastest plan that only recomputes, the fastest that does not
-   offload), and ``checkpoint_sequential`` at every segment count (an ``nn.Sequential`` only): its bytes are not
-   monotonic in the count, so every count is measured.
+   offload), ``torch.utils.checkpoint`` around each block (:class:`CheckpointEach`), and ``checkpoint_sequential``
+   at every segment count (an ``nn.Sequential`` only): its bytes are not monotonic in the count, so every count is
+   measured.
 2. ``torch.compile`` under ``activation_memory_budget`` = budget / baseline, and half that if the first misses the
    budget (the fraction is of the partitioner's own estimate): bytes by walking the compiled graph.
 3. **Step time** (forward and backward) of every candidate that meets the budget, and of the model as it is, in
@@ -27,9 +28,10 @@ does not reorder the candidates (the *step ratio*). **The decision**: the fastes
 median step ratio. A simpler candidate is chosen instead only in a near tie: its median is within 1 % of the
 fastest's (:data:`TIE_MARGIN`) and no other candidate was faster than it in every round (the decision says it was a
 tie); a wider gap that the rounds do not confirm is still a gap, and keeping the simpler one there gives time away.
-Simpler, in order: ``checkpoint_sequential``, ``torch.compile``, a plan that only recomputes, a plan that offloads or
-compresses. A plan that offloads (to disk on a CPU) is taken only where it was faster than every simpler candidate
-in every round, so it is never chosen where recomputing wins.
+Simpler, in order: a plain checkpoint (``checkpoint_sequential``, or ``checkpoint`` around each block),
+``torch.compile``, a plan that only recomputes, a plan that offloads or compresses. A plan that offloads (to disk on a
+CPU) is held to the same rule: it is chosen only where its median step ratio is lower than that of every
+recomputing candidate by more than the tie margin, so it is never chosen where recomputing is as fast or faster.
 
 **The cost** of deciding is measured on the same clock and stated on the decision (``seconds``, and
 ``wall_seconds``: on a CPU the process's CPU time does not include a compiler's subprocesses, inductor's C++ builds,
@@ -58,7 +60,7 @@ from .._torch_internals import storage_key, tree_flatten
 from ..errors import BudgetError
 from ..meter import MemoryMeter
 from ..scope import HookScope
-from .alternatives import CompiledBudget, SequentialCheckpoint, graph_saved_bytes
+from .alternatives import CheckpointEach, CompiledBudget, SequentialCheckpoint, graph_saved_bytes
 from .plan import MemoryPlan
 
 if TYPE_CHECKING:
@@ -72,7 +74,8 @@ DROP_MARGIN = 0.05  # ... when it is slower than the fastest by more than this i
 TIE_MARGIN = 0.01   # a simpler candidate whose median ratio is this close to the fastest's (and not beaten) is kept
 DEFAULT_STEPS, DEFAULT_FLOOR = 100, 30.0  # the default bound: 100 steps of the model as it is, at least 30 s
 RECOMPUTE = frozenset(("keep", "checkpoint", "segment"))
-RANKS = {"as is": 0, "checkpoint_sequential": 1, "torch.compile": 2, "plan (recompute)": 3, "plan": 4}
+RANKS = {"as is": 0, "checkpoint_sequential": 1, "checkpoint": 1, "torch.compile": 2, "plan (recompute)": 3,
+         "plan": 4}
 
 
 @dataclass(frozen=True)
@@ -110,12 +113,11 @@ class _AsIs:
 class Candidate:
     """One way to meet the budget and what was measured of it.
 
-    ``name``: how to apply it, in words; ``kind``: ``"as is"``, ``"checkpoint_sequential"``, ``"torch.compile"``,
-    ``"plan (recompute)"`` or ``"plan"`` (the order of simplicity); ``option``: what :meth:`apply` applies (a
-    :class:`hooklab.MemoryPlan`, :class:`SequentialCheckpoint` or :class:`CompiledBudget`); ``held_bytes``:
-    measured bytes held after forward (None: not measured); ``times``: step seconds per round (empty: not timed);
-    ``status``: why it was not timed, or dropped; ``offloads``: a plan that moves saved tensors out (to disk on a
-    CPU), which must beat every simpler candidate in every round to be taken.
+    ``name``: how to apply it, in words; ``kind``: ``"as is"``, ``"checkpoint_sequential"`` or ``"checkpoint"``,
+    ``"torch.compile"``, ``"plan (recompute)"`` or ``"plan"`` (the order of simplicity); ``option``: what
+    :meth:`apply` applies (a :class:`hooklab.MemoryPlan`, :class:`CheckpointEach`, :class:`SequentialCheckpoint` or
+    :class:`CompiledBudget`); ``held_bytes``: measured bytes held after forward (None: not measured); ``times``: step
+    seconds per round (empty: not timed); ``status``: why it was not timed, or dropped.
     """
 
     name: str
@@ -124,11 +126,11 @@ class Candidate:
     held_bytes: int | None = None
     times: list[float] = field(default_factory=list)
     status: str = ""
-    offloads: bool = False
 
     @property
     def rank(self) -> int:
-        """Its place in the order of simplicity (0: the model as it is ... 4: a plan that offloads or compresses)."""
+        """Its place in the order of simplicity (0: the model as it is, 1: a plain checkpoint ... 4: a plan that
+        offloads or compresses)."""
         return RANKS[self.kind]
 
     @property
@@ -321,7 +323,7 @@ def _propose(planner: MemoryPlanner, budget: int, count: int) -> list[MemoryPlan
     return plans[:count]
 
 
-def measure_and_decide(planner: MemoryPlanner, budget: int, *, plans: int, sequential: bool,
+def measure_and_decide(planner: MemoryPlanner, budget: int, *, plans: int, sequential: bool, plain: bool,
                        backends: tuple[str, ...], rounds: int, max_seconds: float | None, clock: Callable[[], float],
                        clock_name: str) -> MemoryDecision:
     """See :meth:`hooklab.MemoryPlanner.decide` (this module's docstring says how)."""
@@ -338,8 +340,12 @@ def measure_and_decide(planner: MemoryPlanner, budget: int, *, plans: int, seque
     candidates: list[Candidate] = []
     for plan in _propose(planner, budget, plans):
         kind = "plan (recompute)" if set(plan.choices.values()) <= RECOMPUTE else "plan"
-        candidate = Candidate(f"plan {plan.codes}", kind, plan, offloads="offload" in plan.choices.values())
+        candidate = Candidate(f"plan {plan.codes}", kind, plan)
         candidates.append(_measured(m, candidate, budget, functools.partial(m.held_bytes, plan)))
+    if plain:
+        each = CheckpointEach(model, planner.blocks)
+        candidates.append(_measured(m, Candidate("checkpoint each block", "checkpoint", each), budget,
+                                    functools.partial(m.held_bytes, each)))
     if sequential and isinstance(model, nn.Sequential) and len(model) >= 2:
         candidates += _sequential(m, planner, model, budget)
     elif sequential:
@@ -489,29 +495,21 @@ def _rounds(m: _Measure, baseline: Candidate, racing: list[Candidate], last: dic
 def _choose(timed: list[Candidate], live: list[Candidate], baseline: Candidate) -> tuple[Candidate, str]:
     """The fastest of the ``live`` candidates by the median of their per-round ratios to ``baseline``, unless a
     simpler one ties with it (within :data:`TIE_MARGIN` at the median, and no other candidate faster than it in
-    every round); a plan that offloads only where it beat every simpler candidate in every round. ``timed``: every
-    candidate timed, those dropped as slower included."""
+    every round). ``timed``: every candidate timed, those dropped as slower included."""
     speed = {id(c): c.paired(baseline) for c in timed}
     # equal medians: the less simple counts as the fastest, so that an exact tie is decided as a tie
-    by_median = sorted(live, key=lambda c: (speed[id(c)], -c.rank))
-    passed = [c for c in by_median if c.offloads and not all(beats(c, o) for o in live if o.rank < c.rank)]
-    admissible = [c for c in by_median if c not in passed] or by_median
-    fastest = admissible[0]
-    unbeaten = [c for c in admissible if c.rank < fastest.rank
+    fastest = min(live, key=lambda c: (speed[id(c)], -c.rank))
+    unbeaten = [c for c in live if c.rank < fastest.rank
                 and speed[id(c)] <= speed[id(fastest)] * (1 + TIE_MARGIN)
                 and not any(beats(o, c) for o in live if o is not c)]
-    skipped = (f"{passed[0].name}, the fastest at the median, offloads and was not faster than every simpler "
-               "candidate in every round: not taken; ") if passed and passed[0] is by_median[0] else ""
     if unbeaten:
         chosen = min(unbeaten, key=lambda c: (c.rank, speed[id(c)]))
         gap = speed[id(fastest)] / speed[id(chosen)] - 1
-        return chosen, (skipped + f"tie with {fastest.name}, the fastest at the median ({-gap:.1%} apart, within "
+        return chosen, (f"tie with {fastest.name}, the fastest at the median ({-gap:.1%} apart, within "
                         f"{TIE_MARGIN:.0%}), which was not faster in every round: the simpler is kept")
     if len(timed) == 1:
         return fastest, "the only candidate that meets the budget and was timed"
     simpler = [c for c in timed if c.rank < fastest.rank]
-    if skipped:
-        return fastest, skipped + "the fastest of the others (lowest median step ratio)"
     if simpler and all(beats(fastest, c) for c in simpler):
         return fastest, "the fastest (lowest median step ratio), faster than each simpler candidate in every round"
     return fastest, "the fastest (lowest median step ratio)" + (

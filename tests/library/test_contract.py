@@ -117,6 +117,8 @@ TOOLS = [
          holds_model="a MemoryPlan is made for one model, and apply() applies it to that model again"),
     Tool("SequentialCheckpoint.apply", lambda m, d: hooklab.SequentialCheckpoint(m, 2).apply(), "patch", pickles=True,
          holds_model="a SequentialCheckpoint is made for one model, and apply() applies it to that model again"),
+    Tool("CheckpointEach.apply", lambda m, d: hooklab.CheckpointEach(m, ["0", "2"]).apply(), "patch", pickles=True,
+         holds_model="a CheckpointEach is made for one model, and apply() applies it to that model again"),
     Tool("CompiledBudget.apply", lambda m, d: hooklab.CompiledBudget(m, "aot_eager", 0.5).apply(), "patch",
          pickles=True, holds_model="a CompiledBudget compiles one model, and apply() runs that model compiled"),
     Tool("MemoryDecision.apply", lambda m, d: _decision(m).apply(), "patch",
