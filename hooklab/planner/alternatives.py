@@ -35,7 +35,7 @@ from __future__ import annotations
 import itertools
 import types
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -123,7 +123,7 @@ class CheckpointEach:
     ``apply()`` is :func:`hooklab.checkpoint_modules` (a ``with`` block; the blocks' ``forward`` is wrapped inside it
     and restored on exit). Every block keeps its inputs and is recomputed once in backward."""
 
-    def __init__(self, model: nn.Module, blocks: list[str]) -> None:
+    def __init__(self, model: nn.Module, blocks: Iterable[str]) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"CheckpointEach takes an nn.Module, got {type(model).__name__}")
         self.model, self.blocks = model, list(blocks)
