@@ -121,7 +121,20 @@ class SequentialCheckpoint:
 class CheckpointEach:
     """``torch.utils.checkpoint.checkpoint(block, ..., use_reentrant=False)`` around each named block, as a plan:
     ``apply()`` is :func:`hooklab.checkpoint_modules` (a ``with`` block; the blocks' ``forward`` is wrapped inside it
-    and restored on exit). Every block keeps its inputs and is recomputed once in backward."""
+    and restored on exit). Every block keeps its inputs and is recomputed once in backward.
+
+    >>> import torch
+    >>> from torch import nn
+    >>> model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8))
+    >>> option = CheckpointEach(model, ["0", "2"])
+    >>> print(option)
+    checkpoint(block, use_reentrant=False) around each of the 2 blocks
+    >>> with option.apply():
+    ...     loss = model(torch.randn(4, 8)).sum()
+    >>> loss.backward()
+    >>> "forward" in model[0].__dict__    # restored on exit
+    False
+    """
 
     def __init__(self, model: nn.Module, blocks: Iterable[str]) -> None:
         if not isinstance(model, nn.Module):
