@@ -461,16 +461,18 @@ class Tracer(Recorder):
         counter = itertools.count()
         threads = OtherThreads()  # saved-tensor hooks are thread-local: notice a forward in another thread
 
-        def pack(t: torch.Tensor) -> tuple[str, torch.Tensor, int | None]:
+        def pack(t: torch.Tensor) -> tuple[str, torch.Tensor, int | None, weakref.ref[torch.Tensor]]:
             label = self._name_of(t) or f"saved{next(counter)}"
             self._record("pack", label, describe(t))
-            # detached: ``t`` itself, an output its op saves, would be a reference cycle through grad_fn that the
-            # garbage collector cannot break (a graph let go of without backward would leak)
-            return label, t.detach(), version(t)
+            # detached, and the tensor itself only by a weak reference (for a name given to it later): ``t`` itself,
+            # an output its op saves, would be a reference cycle through grad_fn that the garbage collector cannot
+            # break (a graph let go of without backward would leak)
+            return label, t.detach(), version(t), weakref.ref(t)
 
-        def unpack(packed: tuple[str, torch.Tensor, int | None]) -> torch.Tensor:
-            label, t, saved = packed
-            self._record("unpack", self._name_of(t) or label, describe(t))
+        def unpack(packed: tuple[str, torch.Tensor, int | None, weakref.ref[torch.Tensor]]) -> torch.Tensor:
+            label, t, saved, original = packed
+            alive = original()
+            self._record("unpack", (self._name_of(alive) if alive is not None else None) or label, describe(t))
             return check_version(t, saved, "Tracer.saved_tensors()")
 
         watch = threads.global_hook()
