@@ -114,6 +114,7 @@ from .planner import (
                       MemoryDecision,
                       MemoryPlan,
                       MemoryPlanner,
+                      OffloadStep,
                       SequentialCheckpoint,
 )
 from .scope import HookScope, Recorder, named_scope
@@ -159,6 +160,7 @@ __all__ = [
     "NonFiniteEvent",
     "NotRecorded",
     "OffloadScope",
+    "OffloadStep",
     "OffloadStats",
     "OffloadWrapper",
     "OpCounter",

@@ -106,13 +106,13 @@ from ..meter import gradient_errors
 from ..offload import CompressSaved, OffloadScope, offload_module
 from ._profile import BlockProfile, clock_of, model_state_kept, profile_bytes, profile_flops, profile_times
 from ._search import CHOICES, Plan, Search, seconds_key
-from .alternatives import CheckpointEach, CompiledBudget, SequentialCheckpoint
+from .alternatives import CheckpointEach, CompiledBudget, OffloadStep, SequentialCheckpoint
 from .costs import CostModel, CountedCosts, MeasuredCosts, check_costs
 from .decide import Candidate, MemoryDecision, measure_and_decide
 from .plan import MemoryPlan, _ms
 
 __all__ = ["BlockProfile", "BudgetError", "Candidate", "CheckpointEach", "CompiledBudget", "CostModel", "CountedCosts",
-           "MeasuredCosts", "MemoryDecision", "MemoryPlan", "MemoryPlanner", "SequentialCheckpoint"]
+           "MeasuredCosts", "MemoryDecision", "MemoryPlan", "MemoryPlanner", "OffloadStep", "SequentialCheckpoint"]
 
 TOOL = "MemoryPlanner"
 
@@ -288,7 +288,8 @@ class MemoryPlanner:
 
         ``budget``: bytes held after forward, as for :meth:`plan`. Keyword-only: ``plans`` how many of the model's
         plans to measure (its pick, the fastest that only recomputes, the fastest that does not offload, then the
-        next fastest); ``plain``: also ``torch.utils.checkpoint`` around each block (:class:`CheckpointEach`);
+        next fastest); ``plain``: also ``torch.utils.checkpoint`` around each block (:class:`CheckpointEach`) and
+        every saved tensor of the step offloaded (:class:`OffloadStep`);
         ``sequential``: also ``checkpoint_sequential`` at every segment count (the model must be an
         ``nn.Sequential``); ``backends``: ``torch.compile`` backends to try with ``activation_memory_budget`` (a
         model that does not compile is noted and left out; ``()``: none); ``rounds``: interleaved timing rounds

@@ -43,7 +43,7 @@ import torch
 import torch.utils.checkpoint  # `import torch` alone does not import it before torch 2.8
 from torch import nn
 
-__all__ = ["CheckpointEach", "CompiledBudget", "SequentialCheckpoint", "graph_saved_bytes"]
+__all__ = ["CheckpointEach", "CompiledBudget", "OffloadStep", "SequentialCheckpoint", "graph_saved_bytes"]
 
 
 def _patched_forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
@@ -149,6 +149,43 @@ class CheckpointEach:
         from ..checkpoint import checkpoint_modules
 
         return checkpoint_modules(self.model, self.blocks)
+
+
+class OffloadStep:
+    """Every tensor the step saves for backward, from ``min_bytes`` up, moved out of memory while the ``with`` block
+    runs: :class:`hooklab.SaveOnDisk` on a CPU, :class:`hooklab.OverlappedOffload` (pinned CPU memory) on a GPU. It
+    wraps what the block runs, the loss included, so it also reaches tensors saved outside every block (a language
+    model's log-softmax over its vocabulary), which no per-block plan can. The model's parameters and ``keep`` are
+    never moved.
+
+    >>> import torch
+    >>> from torch import nn
+    >>> model = nn.Sequential(nn.Linear(64, 64), nn.Tanh())
+    >>> option = OffloadStep(model, keep=[], device=torch.device("cpu"), min_bytes=1024)
+    >>> with option.apply() as saving:
+    ...     loss = model(torch.randn(32, 64)).log_softmax(-1).sum()
+    >>> loss.backward()
+    >>> saving.stats.offloaded > 0
+    True
+    """
+
+    def __init__(self, model: nn.Module, keep: Iterable[Any], device: torch.device, min_bytes: int) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"OffloadStep takes an nn.Module, got {type(model).__name__}")
+        self.model, self.keep, self.device, self.min_bytes = model, list(keep), device, min_bytes
+
+    def __str__(self) -> str:
+        where = "pinned CPU memory (OverlappedOffload)" if self.device.type == "cuda" else "disk (SaveOnDisk)"
+        return f"every saved tensor of the step from {self.min_bytes} bytes up to {where}"
+
+    def apply(self) -> AbstractContextManager[Any]:
+        """The saved-tensor context around the step."""
+        from ..offload import OverlappedOffload, SaveOnDisk
+
+        keep = [self.model, *self.keep]
+        if self.device.type == "cuda":
+            return OverlappedOffload(min_bytes=self.min_bytes, keep=keep)
+        return SaveOnDisk(min_bytes=self.min_bytes, keep=keep)
 
 
 _TAGS = itertools.count()

@@ -8,9 +8,10 @@ by running them. What it measures, in this order, each only while the measuring 
 1. **Bytes** held after forward (the planner's currency: tensors made by the forward pass and alive when it ends,
    the loss and the model's inputs left out), in one forward pass under :class:`hooklab.MemoryMeter`: the model as
    it is, the planner's few best plans (its pick, the fastest plan that only recomputes, the fastest that does not
-   offload), ``torch.utils.checkpoint`` around each block (:class:`CheckpointEach`), and ``checkpoint_sequential``
-   at every segment count (an ``nn.Sequential`` only): its bytes are not monotonic in the count, so every count is
-   measured.
+   offload), ``torch.utils.checkpoint`` around each block (:class:`CheckpointEach`), every saved tensor of the step
+   offloaded (:class:`OffloadStep`: it also reaches what is saved outside every block, the loss's own tensors),
+   and ``checkpoint_sequential`` at every segment count (an ``nn.Sequential`` only): its bytes are not monotonic in
+   the count, so every count is measured.
 2. ``torch.compile`` under ``activation_memory_budget`` = budget / baseline, and half that if the first misses the
    budget (the fraction is of the partitioner's own estimate): bytes by walking the compiled graph.
 3. **Step time** (forward and backward) of every candidate that meets the budget, and of the model as it is, in
@@ -60,7 +61,7 @@ from .._torch_internals import storage_key, tree_flatten
 from ..errors import BudgetError
 from ..meter import MemoryMeter
 from ..scope import HookScope
-from .alternatives import CheckpointEach, CompiledBudget, SequentialCheckpoint, graph_saved_bytes
+from .alternatives import CheckpointEach, CompiledBudget, OffloadStep, SequentialCheckpoint, graph_saved_bytes
 from .plan import MemoryPlan
 
 if TYPE_CHECKING:
@@ -346,6 +347,9 @@ def measure_and_decide(planner: MemoryPlanner, budget: int, *, plans: int, seque
         each = CheckpointEach(model, planner.blocks)
         candidates.append(_measured(m, Candidate("checkpoint each block", "checkpoint", each), budget,
                                     functools.partial(m.held_bytes, each)))
+        whole = OffloadStep(model, planner.keep, planner.device, planner.min_bytes)
+        candidates.append(_measured(m, Candidate("offload the whole step", "plan", whole), budget,
+                                    functools.partial(m.held_bytes, whole)))
     if sequential and isinstance(model, nn.Sequential) and len(model) >= 2:
         candidates += _sequential(m, planner, model, budget)
     elif sequential:

@@ -127,6 +127,8 @@ TOOLS = [
          thread="local", pickles=True, again="adds up"),
     Tool("SaveOnDisk", lambda m, d: hooklab.SaveOnDisk(directory=d), "context", observe=lambda c: c.stats.packed,
          thread="local", pickles=True, again="adds up"),
+    Tool("OffloadStep.apply", lambda m, d: hooklab.OffloadStep(m, [], torch.device("cpu"), 0).apply(), "context",
+         observe=lambda c: c.stats.packed, thread="local", pickles=True, again="adds up"),
     Tool("CompressSaved", lambda m, d: hooklab.CompressSaved("int8", min_bytes=0), "context",
          observe=lambda c: c.stats.packed, thread="local", pickles=True, again="adds up"),
     Tool("OverlappedOffload", lambda m, d: hooklab.OverlappedOffload(), "context", observe=lambda c: c.stats.packed,

@@ -104,11 +104,11 @@ def test_a_plain_checkpoint_sequential_wins_where_the_models_disk_offload_loses(
     clock.remove()
 
 
-def test_a_plan_that_recomputes_less_than_any_checkpoint_sequential_wins():
+def test_a_plan_that_recomputes_less_than_any_checkpoint_sequential_wins(monkeypatch):
     """kkkCss recomputes 3 blocks and meets 1/2; checkpoint_sequential must recompute a prefix of 4: the plan is
     faster by one block forward in every round and is chosen, though it is not the simplest."""
     model, x, step = model_and_step()
-    clock = FakeClock(model)
+    clock = FakeClock(model, per_file=1.0, monkeypatch=monkeypatch)  # a file costs as much as a block
     planner = MemoryPlanner(model, step, choices=("keep", "checkpoint", "segment"), costs=CountedCosts(), repeats=1)
     decision = decided(planner, planner.baseline_bytes // 2, clock)
     assert decision.chosen.kind == "plan (recompute)"
@@ -120,11 +120,11 @@ def test_a_plan_that_recomputes_less_than_any_checkpoint_sequential_wins():
     clock.remove()
 
 
-def test_a_tie_keeps_the_simpler_plain_choice_and_says_so():
+def test_a_tie_keeps_the_simpler_plain_choice_and_says_so(monkeypatch):
     """Without segments the fastest recompute-only plan recomputes 4 blocks, as checkpoint_sequential(..., 3) does:
     equal in every round, so the decision is a tie and the plain one is kept."""
     model, x, step = model_and_step()
-    clock = FakeClock(model)
+    clock = FakeClock(model, per_file=1.0, monkeypatch=monkeypatch)  # a file costs as much as a block
     planner = MemoryPlanner(model, step, choices=("keep", "checkpoint"), costs=CountedCosts(), repeats=1)
     decision = decided(planner, planner.baseline_bytes // 2, clock)
     assert decision.chosen.kind == "checkpoint_sequential"
@@ -214,8 +214,10 @@ def test_every_candidates_bytes_are_an_independent_truths_and_the_choice_meets_t
     KiB = 1024
     assert [sequential[n] // KiB for n in range(2, BLOCKS + 1)] == [128, 96, 144, 112, 80]  # not monotonic
     for c in decision.candidates:
-        if c.kind.startswith("plan"):
+        if isinstance(c.option, hooklab.MemoryPlan):
             assert c.held_bytes == c.option.held_bytes == meter_bytes(model, x, c.option.apply)
+        elif isinstance(c.option, hooklab.OffloadStep):
+            assert c.held_bytes == meter_bytes(model, x, c.option.apply)
     assert decision.held_bytes <= budget
     # the counts that meet the budget but recompute more than another that does are measured, not timed
     not_timed = [n for n, held in sequential.items() if held <= budget and not decision.candidates[
@@ -407,3 +409,31 @@ def test_names_in_the_table_follow_the_candidates():
     assert any(line.startswith("budget ") and decision.chosen.name in line for line in lines)
     assert any(line.startswith("measuring: ") and "given clock" in line for line in lines)
     clock.remove()
+
+
+def test_a_budget_below_what_the_blocks_can_reach_is_met_by_offloading_the_whole_step(tmp_path, monkeypatch):
+    """The loss saves a tensor of its own (log_softmax's output, outside every block): no per-block plan reaches a
+    budget below it, and before OffloadStep nothing the decision measured did. Offloading every saved tensor of the
+    step meets it; its bytes are the meter's, and its gradients are the plain ones."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    model, x, _ = model_and_step()
+    step = lambda: model(x).log_softmax(-1).sum()  # noqa: E731
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint"), costs=CountedCosts(), min_bytes=1024,
+                            repeats=1)
+    with pytest.raises(hooklab.BudgetError):
+        planner.plan(4096)  # the least a plan reaches: the checkpoints' inputs and the loss's own 8 KiB
+    decision = planner.decide(4096, backends=(), rounds=2)
+    assert isinstance(decision.choice, hooklab.OffloadStep) and decision.chosen.name == "offload the whole step"
+    with hooklab.MemoryMeter(ignore=[*model.parameters(), x]) as meter:
+        with decision.apply():
+            loss = step()
+        held = meter.mark() - loss.untyped_storage().nbytes()
+    assert held == decision.held_bytes <= 4096
+    loss.backward()
+    offloaded = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    step().backward()
+    assert all(torch.equal(a, p.grad) for a, p in zip(offloaded, model.parameters()))  # bitwise: copy, disk round trip
+    with pytest.raises(hooklab.BudgetError, match="nothing measured meets"):
+        planner.decide(4096, backends=(), rounds=2, plain=False)
+    assert list(tmp_path.glob("hooklab-saved-*")) == []
