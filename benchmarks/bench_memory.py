@@ -270,20 +270,23 @@ def under(s: Setup, make: Callable[[], Any]) -> Callable[[], torch.Tensor]:
     return run
 
 
+MIN_BYTES = 16 * 1024  # the smallest saved tensor an offloading variant moves, the planner's too
+
+
 def single_variants(s: Setup, cuda: bool) -> list[Variant]:
     """The model as it is, and each strategy applied to the whole model."""
     keep = [s.model, *s.keep]
     out = [Variant("baseline", under(s, contextlib.nullcontext))]
     if cuda:  # tens of GB to disk is not a variant anyone would run; the plain copy to the CPU is
-        out.append(Variant("cpu", under(s, lambda: hooklab.SaveOnCpu(min_bytes=16 * 1024, pin_memory=True,
+        out.append(Variant("cpu", under(s, lambda: hooklab.SaveOnCpu(min_bytes=MIN_BYTES, pin_memory=True,
                                                                        keep=keep))))
     else:
-        out.append(Variant("disk", under(s, lambda: hooklab.SaveOnDisk(min_bytes=16 * 1024, keep=keep))))
+        out.append(Variant("disk", under(s, lambda: hooklab.SaveOnDisk(min_bytes=MIN_BYTES, keep=keep))))
     out += [Variant("bf16", under(s, lambda: hooklab.CompressSaved("bf16", keep=keep))),
             Variant("int8", under(s, lambda: hooklab.CompressSaved("int8", keep=keep))),
             Variant("checkpoint", under(s, lambda: hooklab.checkpoint_modules(s.model, s.blocks)))]
     if cuda:  # on a CPU it is SaveOnCpu, which moves nothing
-        out.append(Variant("overlap", under(s, lambda: hooklab.OverlappedOffload(min_bytes=16 * 1024, keep=keep,
+        out.append(Variant("overlap", under(s, lambda: hooklab.OverlappedOffload(min_bytes=MIN_BYTES, keep=keep,
                                                                                   keep_last=2))))
     return out
 
@@ -306,6 +309,9 @@ def variant_name(candidate: Any) -> str:
         return f"{option.backend}@{option.fraction:.3g}"
     if candidate.kind == "as is":
         return "baseline"
+    if isinstance(option, hooklab.OffloadStep):  # on a CPU the variant "disk": the same SaveOnDisk, keep and size
+        same = option.device.type == "cpu" and option.min_bytes == MIN_BYTES
+        return "disk" if same else "offload_step"
     return f"plan_{option.codes}"
 
 
@@ -417,7 +423,7 @@ def run_model(s: Setup, *, backends: tuple[str, ...], rounds: int, repeats: int,
     s.forward().backward()  # a first step allocates the gradients (kept allocated from then on)
     start = time.process_time()
     planner = hooklab.MemoryPlanner(model, s.forward, s.blocks, choices=PLAN_CHOICES, max_error=MAX_ERROR,
-                                    min_bytes=16 * 1024, keep=s.keep)
+                                    min_bytes=MIN_BYTES, keep=s.keep)
     print_fn(f"planner: {len(s.blocks)} blocks measured in {time.process_time() - start:.1f} s of CPU; "
              f"{planner.baseline_bytes / MiB:.2f} MiB held after forward without a plan")
     decisions: dict[int, Any] = {}

@@ -107,6 +107,22 @@ def test_a_verdict_needs_every_round_and_more_than_the_runs_own_spread():
         assert said == verdict and per_round.low == min(times) and per_round.high == max(times)
 
 
+def test_the_whole_step_offloaded_is_timed_as_the_disk_variant_only_where_it_is_the_same_offload():
+    import torch
+    from torch import nn
+
+    import hooklab
+    from benchmarks.bench_memory import MIN_BYTES, variant_name
+    from hooklab.planner import Candidate
+    model = nn.Sequential(nn.Linear(4, 4))
+
+    def name(device: str, min_bytes: int) -> str:
+        option = hooklab.OffloadStep(model, [], torch.device(device), min_bytes)
+        return variant_name(Candidate("offload the whole step", "plan", option))
+    assert name("cpu", MIN_BYTES) == "disk"  # SaveOnDisk(min_bytes=MIN_BYTES, keep=[model, *keep]), as "disk" is
+    assert name("cpu", MIN_BYTES * 2) == "offload_step" and name("cuda", MIN_BYTES) == "offload_step"
+
+
 # The argument checks run in this process (main(argv), as argparse exits): a subprocess per check cost an import of
 # torch and torchvision each, about 5 s of CPU.
 @pytest.mark.parametrize("argv, message", [(["--rounds", "0"], "--rounds must be a positive integer"),
