@@ -56,8 +56,9 @@ memory.
 
 **Deciding by measuring.** A time model fitted on a busy machine cannot order plans a few per cent apart, and misses
 what it never measured. :meth:`MemoryPlanner.decide` uses it only to propose: it measures the model's few best plans,
-PyTorch's plain ``checkpoint`` around each block (:class:`CheckpointEach`) and ``checkpoint_sequential`` at every
-segment count (:class:`SequentialCheckpoint`), and
+PyTorch's plain ``checkpoint`` around each block (:class:`CheckpointEach`), every saved tensor of the step offloaded
+(:class:`OffloadStep`, the loss's own included) and ``checkpoint_sequential`` at every segment count
+(:class:`SequentialCheckpoint`), and
 ``torch.compile`` under ``activation_memory_budget`` (:class:`CompiledBudget`) on this machine, bytes first, then step
 times in interleaved rounds, and returns a :class:`MemoryDecision`: the fastest at the median, each step timed over
 the model as it is in the same round, extra rounds where the two fastest were not told apart, or a simpler one
