@@ -330,9 +330,10 @@ class MemoryPlanner:
             raise TypeError(f"clock must be a function returning seconds (e.g. time.process_time), got {clock!r}")
         name = "given" if clock is not None else "wall" if self.device.type == "cuda" else "process CPU"
         with model_state_kept(self.model):
+            bound = None if max_seconds is None else float(max_seconds)
             return measure_and_decide(self, budget, plans=plans, sequential=sequential, plain=plain, backends=backends,
-                                      rounds=rounds,
-                          max_seconds=None if max_seconds is None else float(max_seconds), clock=clock or clock_of(self.device), clock_name=name)
+                                      rounds=rounds, max_seconds=bound, clock=clock or clock_of(self.device),
+                                      clock_name=name)
 
     def _plan_of(self, best: Plan, held: int, budget: int, peak: int | None) -> MemoryPlan:
         kept = [self.search.options(k, "keep" if k else None)[0] for k in range(len(self.profiles))]
