@@ -44,7 +44,7 @@ COLUMNS = 110                          # characters of prose per line on a slide
 PROSE_SPACING = 1.4                    # a line of prose is this much taller than a line of code
 CONTINUED = {"zh": "（续 {part}/{parts}）", "en": "(continued, {part}/{parts})"}
 OUTPUT_NOTE = {"zh": "（上面代码的输出）", "en": "(output of the code above)"}
-LANGUAGE_CODE = {"zh": "zh-CN", "en": "en"}
+LANGUAGE_CODE = {"zh": "zh", "en": "en"}  # ISO 639-1: nbconvert replaces anything else ("zh-CN") by "en"
 
 
 class UsageError(ValueError):

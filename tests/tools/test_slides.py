@@ -261,6 +261,7 @@ def test_deck_and_handout_load_only_files_in_their_folder(classroom_files):
         assert printed[tool] == [str(page) for page in pages]  # the files written, in the order of --lang
         for lang, page in zip(langs, pages):
             text = page.read_text(encoding="utf-8")
+            assert f'<html lang="{lang}">' in text  # the page's language, for fonts and screen readers
             urls = Resources(text).urls
             assert urls, "no script or style sheet found"
             for url in urls:
