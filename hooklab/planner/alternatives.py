@@ -169,10 +169,12 @@ class OffloadStep:
     True
     """
 
-    def __init__(self, model: nn.Module, keep: Iterable[Any], device: torch.device, min_bytes: int) -> None:
+    def __init__(self, model: nn.Module, keep: Iterable[Any], device: torch.device | str, min_bytes: int) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"OffloadStep takes an nn.Module, got {type(model).__name__}")
-        self.model, self.keep, self.device, self.min_bytes = model, list(keep), device, min_bytes
+        if isinstance(min_bytes, bool) or not isinstance(min_bytes, int) or min_bytes < 0:
+            raise ValueError(f"min_bytes must be an int >= 0 (a size in bytes), got {min_bytes!r}")
+        self.model, self.keep, self.device, self.min_bytes = model, list(keep), torch.device(device), min_bytes
 
     def __str__(self) -> str:
         where = "pinned CPU memory (OverlappedOffload)" if self.device.type == "cuda" else "disk (SaveOnDisk)"

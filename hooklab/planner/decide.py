@@ -117,8 +117,9 @@ class Candidate:
     ``name``: how to apply it, in words; ``kind``: ``"as is"``, ``"checkpoint_sequential"`` or ``"checkpoint"``,
     ``"torch.compile"``, ``"plan (recompute)"`` or ``"plan"`` (the order of simplicity); ``option``: what
     :meth:`apply` applies (a :class:`hooklab.MemoryPlan`, :class:`CheckpointEach`, :class:`OffloadStep`,
-    :class:`SequentialCheckpoint` or :class:`CompiledBudget`); ``held_bytes``: measured bytes held after forward (None: not measured); ``times``: step
-    seconds per round (empty: not timed); ``status``: why it was not timed, or dropped.
+    :class:`SequentialCheckpoint` or :class:`CompiledBudget`); ``held_bytes``: measured bytes held after forward
+    (None: not measured); ``times``: step seconds per round (empty: not timed); ``status``: why it was not timed, or
+    dropped.
     """
 
     name: str
