@@ -1,0 +1,67 @@
+"""The bank of real questions (recipes/bank/) keeps its written method, and its held-out part was drawn by the seed,
+not picked (tools/recipes/bank.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tools.recipes import bank
+
+pytestmark = pytest.mark.tools
+
+
+def test_the_bank_loads_and_meets_the_quotas_of_its_method():
+    questions = bank.load()
+    assert bank.problems(questions) == []
+    assert {q.category for q in questions} <= {path.stem for path in bank.BANK.glob("*.jsonl")}
+
+
+def test_the_held_out_part_is_the_seeded_draw_over_the_bank_as_it_was_then():
+    record = json.loads(bank.HELD_OUT.read_text(encoding="utf-8"))
+    assert record["seed"] == bank.SEED and record["share"] == bank.HELD_OUT_SHARE
+    assert record["bank_size"] == len(record["bank_ids"])
+    assert record["ids"] == bank.draw(record["bank_ids"], seed=record["seed"], share=record["share"])
+    # every question that was in the bank then is still there (none removed after the draw)
+    assert set(record["bank_ids"]) <= {q.id for q in bank.load()}
+
+
+def test_a_different_seed_draws_a_different_part():
+    ids = [q.id for q in bank.load()]
+    assert bank.draw(ids, seed=bank.SEED) != bank.draw(ids, seed=bank.SEED + 1)
+
+
+@pytest.mark.parametrize(("line", "says"), [
+    ("{not json", "not a JSON object"),
+    (json.dumps({"id": "x-01"}), "the fields must be exactly"),
+    (json.dumps(dict.fromkeys(bank.FIELDS, "x") | {"year": 2025, "message": None, "corpus": "issues",
+                                                   "category": "x", "id": "x-01"}), "'source' must be"),
+    (json.dumps(dict.fromkeys(bank.FIELDS, "x") | {"year": 1999, "message": None, "corpus": "issues",
+                                                   "category": "x", "id": "x-01",
+                                                   "source": "https://github.com/a/b/issues/1"}), "'year'"),
+    (json.dumps(dict.fromkeys(bank.FIELDS, "x") | {"year": 2025, "message": None, "corpus": "issues",
+                                                   "category": "y", "id": "x-01",
+                                                   "source": "https://github.com/a/b/issues/1"}), "has category"),
+])
+def test_a_broken_row_is_refused_with_its_file_and_line(tmp_path, monkeypatch, line, says):
+    monkeypatch.setattr(bank, "ROOT", tmp_path)
+    (tmp_path / "x.jsonl").write_text(line + "\n", encoding="utf-8")
+    with pytest.raises(bank.BankError, match=rf"x\.jsonl:1: .*{says}"):
+        bank.load(tmp_path)
+
+
+def test_the_same_thread_twice_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(bank, "ROOT", tmp_path)
+    row = dict.fromkeys(bank.FIELDS, "x") | {"year": 2025, "message": None, "corpus": "issues", "category": "x",
+                                             "source": "https://github.com/a/b/issues/1"}
+    lines = [json.dumps(row | {"id": "x-01"}), json.dumps(row | {"id": "x-02"})]
+    (tmp_path / "x.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(bank.BankError, match="the same source appears twice"):
+        bank.load(tmp_path)
+
+
+def test_the_quotas_are_reported_not_silently_passed():
+    questions = bank.load()
+    assert any("questions, the method asks" in p for p in bank.problems(questions[:10]))
+    old = [q for q in questions if q.year not in bank.RECENT_YEARS]
+    assert any("from 2024-2026" in p for p in bank.problems(old)) or not old

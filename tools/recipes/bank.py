@@ -1,0 +1,189 @@
+"""The bank of real questions the recipes answer: load it, check it against its written method, and draw the part
+held out before any answer is written.
+
+    python -m tools.recipes.bank check        # every row well formed; the quotas of recipes/METHOD.md met
+    python -m tools.recipes.bank summary      # the category table (count, share from 2024-2026)
+    python -m tools.recipes.bank draw         # write recipes/held_out.json (refuses to overwrite: drawn once)
+
+The bank is ``recipes/bank/<category>.jsonl``, one question per line (the fields are :data:`FIELDS`). The held-out
+part is a seeded random sample of :data:`HELD_OUT_SHARE` of the ids, drawn from the sorted ids with
+``random.Random(seed)``; ``recipes/held_out.json`` records the seed, the date, the ids of the whole bank at that
+moment and the ids drawn, and tests/tools/test_recipe_bank.py draws it again from the seed to show that nobody picked
+it by hand (questions added to the bank later are never in the held-out part).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import random
+import re
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BANK = ROOT / "recipes" / "bank"
+HELD_OUT = ROOT / "recipes" / "held_out.json"
+HELD_OUT_SHARE = 0.2
+SEED = 20261125  # the day the part was drawn, fixed before the draw (recipes/METHOD.md)
+
+FIELDS = ("id", "question", "source", "year", "category", "library", "symptom", "message", "query", "corpus")
+CORPORA = ("issues", "pages", "code")
+# The method's quotas (recipes/METHOD.md): how many questions, over how many categories, how recent.
+MIN_QUESTIONS = 200
+MIN_CATEGORIES = 30
+MIN_PER_CATEGORY = 6
+MIN_RECENT_SHARE = 0.6
+RECENT_YEARS = range(2024, 2027)
+_SOURCE = re.compile(r"^https://[A-Za-z0-9.-]+\.[a-z]{2,}/\S+$")
+_GITHUB = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/(issues|discussions|pull)/\d+$")
+
+
+class BankError(Exception):
+    """The bank breaks its method: the message names the file, the line and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Question:
+    """One real question, as the asker put it, and where it was asked."""
+
+    id: str
+    question: str
+    source: str
+    year: int | None
+    category: str
+    library: str
+    symptom: str
+    message: str | None
+    query: str
+    corpus: str
+
+
+def _row(path: Path, number: int, line: str) -> Question:
+    where = f"{path.relative_to(ROOT)}:{number}"
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise BankError(f"{where}: not a JSON object ({error.msg}); one question per line") from None
+    if not isinstance(data, dict) or set(data) != set(FIELDS):
+        keys = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise BankError(f"{where}: the fields must be exactly {', '.join(FIELDS)}; got {keys}")
+    for key in ("id", "question", "source", "category", "library", "symptom", "query", "corpus"):
+        if not isinstance(data[key], str) or not data[key].strip() or "\n" in data[key]:
+            raise BankError(f"{where}: {key!r} must be a non-empty string on one line")
+    if data["message"] is not None and (not isinstance(data["message"], str) or not data["message"].strip()):
+        raise BankError(f"{where}: 'message' is the exact text the asker quotes, or null")
+    if data["year"] is not None and not (isinstance(data["year"], int) and 2015 <= data["year"] <= 2026):
+        raise BankError(f"{where}: 'year' is the year the question was asked (2015-2026), or null if unseen")
+    if data["category"] != path.stem or not data["id"].startswith(f"{path.stem}-"):
+        raise BankError(f"{where}: a question of {path.name} has category {path.stem!r} and an id "
+                        f"'{path.stem}-NN' (got {data['category']!r}, {data['id']!r})")
+    if not _SOURCE.match(data["source"]) or ("github.com" in data["source"] and not _GITHUB.match(data["source"])):
+        raise BankError(f"{where}: 'source' must be a public address (a GitHub issue, discussion or pull request "
+                        f"as https://github.com/OWNER/REPO/issues/N); got {data['source']!r}")
+    if data["corpus"] not in CORPORA:
+        raise BankError(f"{where}: 'corpus' is one of {', '.join(CORPORA)}")
+    return Question(**data)
+
+
+def load(folder: Path = BANK) -> list[Question]:
+    """Every question of the bank, sorted by id; a broken row or a repeated id or source is a :class:`BankError`.
+
+    >>> questions = load()
+    >>> len(questions) >= MIN_QUESTIONS, len({q.category for q in questions}) >= MIN_CATEGORIES
+    (True, True)
+    """
+    files = sorted(folder.glob("*.jsonl"))
+    if not files:
+        raise BankError(f"no recipes/bank/*.jsonl in {folder}: the bank is missing")
+    questions = []
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if line.strip():
+                questions.append(_row(path, number, line))
+    for field in ("id", "source"):
+        repeated = [value for value, n in Counter(getattr(q, field) for q in questions).items() if n > 1]
+        if repeated:
+            raise BankError(f"the same {field} appears twice in the bank (one question per thread): {repeated[:5]}")
+    return sorted(questions, key=lambda q: q.id)
+
+
+def problems(questions: Iterable[Question]) -> list[str]:
+    """What the bank lacks against the quotas of its method (an empty list: all met)."""
+    questions = list(questions)
+    per_category = Counter(q.category for q in questions)
+    recent = sum(q.year in RECENT_YEARS for q in questions)
+    found = []
+    if len(questions) < MIN_QUESTIONS:
+        found.append(f"{len(questions)} questions, the method asks for at least {MIN_QUESTIONS}")
+    if len(per_category) < MIN_CATEGORIES:
+        found.append(f"{len(per_category)} categories, the method asks for at least {MIN_CATEGORIES}")
+    thin = sorted(c for c, n in per_category.items() if n < MIN_PER_CATEGORY)
+    if thin:
+        found.append(f"fewer than {MIN_PER_CATEGORY} questions in {', '.join(thin)}")
+    if questions and recent / len(questions) < MIN_RECENT_SHARE:
+        found.append(f"{recent} of {len(questions)} from 2024-2026, under {MIN_RECENT_SHARE:.0%}")
+    return found
+
+
+def draw(ids: Iterable[str], seed: int = SEED, share: float = HELD_OUT_SHARE) -> list[str]:
+    """The held-out ids: ``round(share * n)`` of the sorted ids, sampled with ``random.Random(seed)``, sorted.
+
+    >>> draw(["a-01", "a-02", "b-01", "b-02", "c-01"], seed=1)
+    ['a-02']
+    """
+    pool = sorted(ids)
+    return sorted(random.Random(seed).sample(pool, k=round(share * len(pool))))
+
+
+def summary(questions: list[Question]) -> str:
+    """The category table: questions, those from 2024-2026, and the libraries named most."""
+    lines = ["| category | questions | from 2024-2026 | libraries |", "|---|---|---|---|"]
+    for category in sorted({q.category for q in questions}):
+        rows = [q for q in questions if q.category == category]
+        libraries = ", ".join(name for name, _ in Counter(q.library for q in rows).most_common(3))
+        lines.append(f"| {category} | {len(rows)} | {sum(q.year in RECENT_YEARS for q in rows)} | {libraries} |")
+    recent = sum(q.year in RECENT_YEARS for q in questions)
+    lines.append(f"| **{len({q.category for q in questions})} categories** | **{len(questions)}** | "
+                 f"**{recent} ({recent / len(questions):.0%})** | |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.recipes.bank", description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=("check", "summary", "draw"))
+    args = parser.parse_args(argv)
+    try:
+        questions = load()
+    except BankError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    if args.command == "summary":
+        print(summary(questions))
+        return 0
+    found = problems(questions)
+    if found:
+        print("the bank does not meet its method yet:\n  " + "\n  ".join(found), file=sys.stderr)
+        return 1
+    if args.command == "check":
+        print(f"{len(questions)} questions in {len({q.category for q in questions})} categories: the method's "
+              "quotas are met")
+        return 0
+    if HELD_OUT.exists():
+        print(f"error: {HELD_OUT.relative_to(ROOT)} exists: the held-out part is drawn once, before any answer is "
+              "written; it is never drawn again", file=sys.stderr)
+        return 1
+    held_out = draw(q.id for q in questions)
+    HELD_OUT.write_text(json.dumps({
+        "seed": SEED, "share": HELD_OUT_SHARE, "drawn": datetime.date.today().isoformat(),
+        "bank_size": len(questions), "ids": held_out, "bank_ids": [q.id for q in questions],
+    }, indent=1) + "\n", encoding="utf-8")
+    print(f"held out {len(held_out)} of {len(questions)} questions (seed {SEED}): {HELD_OUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
