@@ -9,8 +9,10 @@ from here and changes no process-wide setting. The notebooks start with::
     ...
     course.check("01.1", answer)    # exercise checkers, hints and reference solutions
     course.attempt(lambda: ...)     # show an error or a warning in one stable line
+    course.ask("pasted error or your own words")   # the cells, symptoms and matrix cells that explain it
 
-and ``python -m hooklab.course export --lang zh|en`` writes one-language copies of them.
+and ``python -m hooklab.course export --lang zh|en`` writes one-language copies of them; ``python -m hooklab.course
+ask "…"`` is :func:`ask` from a shell.
 :mod:`hooklab.course.hook_matrix` holds the probes of the hook behaviour matrix (notebook 17, ``tools/hook_matrix.py``).
 
 hooklab alone is enough for ``setup``, ``check``, ``hint``, ``solution`` and ``attempt`` (they need torch only).
@@ -23,12 +25,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from .asking import ask
 from .attempt import attempt
 from .env import setup
 from .exercises import check, hint, solution
 from .lang import course_language
 
-__all__ = ["atlas", "attempt", "check", "course_language", "export_notebook", "export_notebooks", "hint", "setup",
+__all__ = ["ask", "atlas", "attempt", "check", "course_language", "export_notebook", "export_notebooks", "hint", "setup",
            "solution"]
 
 _LAZY = {"export_notebook": "export", "export_notebooks": "export"}

@@ -1,11 +1,11 @@
-"""Command line: ``python -m hooklab.course export --lang zh|en [--out DIR] [--force] [NOTEBOOK ...]``."""
+"""Command line: ``python -m hooklab.course export --lang zh|en [--out DIR] [--force] [NOTEBOOK ...]`` and
+``python -m hooklab.course ask "pasted error or your own words" [--lang zh|en|both] [-k N]``."""
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
 
-from .export import STAMPS, export_folder
 from .notebook import LANGS
 
 
@@ -16,9 +16,26 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--lang", required=True, choices=LANGS)
     export.add_argument("--out", help="output folder (default: build/<lang>)")
     export.add_argument("--force", action="store_true",
-                        help=f"also overwrite copies you edited in a folder of ./course lab's (one holding {STAMPS})")
+                        help="also overwrite copies you edited in a folder of ./course lab's working copies")
     export.add_argument("notebooks", nargs="*", help="default: notebooks/*.ipynb")
+    ask = commands.add_parser("ask", help="the places in the course that answer a pasted error or a question")
+    ask.add_argument("query", nargs="+", help="an error message or your own words, in Chinese or English")
+    ask.add_argument("--lang", choices=("zh", "en", "both"), help="the language of the titles")
+    ask.add_argument("-k", type=int, default=5, help="how many answers (default 5)")
     args = parser.parse_args(argv)
+    if args.command == "ask":
+        from .asking import ask as lookup
+
+        if args.k < 1:
+            parser.error("-k takes a whole number of at least 1")
+        answers = lookup(" ".join(args.query), k=args.k, lang=args.lang)
+        print(repr(answers))
+        return 0 if answers else 1
+    try:
+        from .export import export_folder  # needs the course extra (nbformat): imported only for export
+    except ImportError as missing:  # its message says how to add the extra to this installation
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
 
     paths = args.notebooks or sorted(Path("notebooks").glob("[0-9][0-9]_*.ipynb"))
     if not paths:

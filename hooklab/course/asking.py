@@ -1,0 +1,287 @@
+"""Ask the course: a pasted error or a question in your own words, in Chinese or English, answered offline with the
+course's cells, symptoms, message rows and behaviour-matrix cells that explain it.
+
+>>> from hooklab import course
+>>> hits = course.ask("RuntimeError: cannot register a hook on a tensor that doesn't require gradient", lang="en")
+>>> hits[0].kind, hits[0].notebook
+('symptom', '01_tensor_hooks.ipynb')
+>>> course.ask("我的前向钩子没有被调用", lang="zh")[0].kind in {"symptom", "section", "matrix", "message"}
+True
+
+In a notebook the answer shows as a list of links (to the cell in JupyterLab, and the page of the course website
+relative to its root); from a shell: ``python -m hooklab.course ask "hook not firing after torch.compile"``.
+
+How it ranks: a pasted message is matched against every message the course indexes (PyTorch's and the libraries'
+texts, with their names and numbers left out), and the words of a question by BM25 over each entry's text in both
+languages; Chinese is read as pairs of characters (no word segmenter), and a table of the phrases learners use for
+the same symptom ("not firing", "没有被调用", "never called" …) maps them onto one term, so the course's wording and
+the learner's meet. The index ships with the package (``assets/ask/index.json``), written by ``python -m
+tools.ask --write`` from the notebooks and the data files in ``docs/``.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from .lang import course_language
+
+__all__ = ["Answers", "Hit", "ask", "entry_terms", "message_key", "tokens"]
+
+KINDS = ("message", "symptom", "section", "matrix", "recipe", "profile")
+
+# Phrases that mean the same symptom, in the words learners use (both languages): each group becomes one term.
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "never-fires": ("not firing", "not fire", "doesn't fire", "does not fire", "never fire", "never fires",
+                    "never called", "not called", "isn't called", "is not called", "not being called",
+                    "not triggered", "never triggered", "not run", "never run", "doesn't run", "does not run",
+                    "not invoked", "never invoked", "no effect", "ignored", "没有被调用", "没被调用", "不被调用",
+                    "没有调用", "没有触发", "没触发", "不触发", "从不触发", "不执行", "没有执行", "没执行", "不起作用",
+                    "没有效果", "没反应", "失效", "不运行", "没有运行"),
+    "fires-twice": ("twice", "two times", "called twice", "fires twice", "runs twice", "multiple times",
+                    "more than once", "duplicate", "duplicated", "两次", "多次", "重复", "触发两次", "调用两次"),
+    "grad-none": ("grad is none", "grad none", "gradient is none", "gradients are none", "no gradient",
+                  "none gradient", "grad_input is none", "梯度为空", "梯度是none", "梯度为none", "没有梯度", "梯度是空的",
+                  "梯度为 none", "梯度是 none"),
+    "memory-leak": ("memory leak", "leak", "leaks", "leaking", "memory grows", "memory keeps growing",
+                    "out of memory", "oom", "memory increase", "内存泄漏", "内存泄露", "显存泄漏", "显存泄露", "泄漏",
+                    "泄露", "内存一直涨", "显存一直涨", "内存增长", "显存增长", "爆显存", "显存不够", "内存不够"),
+    "shape": ("shape mismatch", "wrong shape", "size mismatch", "shape", "形状不对", "形状", "维度不对", "维度",
+              "尺寸不对"),
+    "rerun": ("re-run", "re-ran", "rerun", "reran", "re-running", "rerunning", "run the cell again", "ran the cell again",
+              "重新运行", "再运行一次", "重跑", "再跑一次", "重新执行"),
+    "hook-order": ("order", "which runs first", "run first", "sequence", "顺序", "先后", "哪个先"),
+    "remove-hook": ("remove hook", "remove the hook", "removehandle", "handle.remove", "unregister", "remove",
+                    "removed", "移除", "删除钩子", "去掉钩子", "注销"),
+    "compile": ("torch.compile", "compile", "compiled", "dynamo", "inductor", "编译"),
+    "checkpoint": ("checkpoint", "checkpointing", "gradient checkpointing", "activation checkpointing", "recompute",
+                   "recomputation", "检查点", "重算", "重计算"),
+    "saved-tensor": ("saved tensor", "saved tensors", "saved_tensors_hooks", "pack hook", "unpack hook",
+                     "保存的张量", "保存张量", "打包钩子", "解包钩子"),
+    "backward-hook": ("backward hook", "register_full_backward_hook", "register_backward_hook", "反向钩子"),
+    "forward-hook": ("forward hook", "register_forward_hook", "前向钩子"),
+    "pre-hook": ("pre-hook", "pre hook", "prehook", "forward_pre_hook", "前置钩子"),
+    "nan": ("nan", "inf", "non-finite", "nonfinite", "非有限", "无穷"),
+    "in-place": ("in-place", "inplace", "in place", "modified by an inplace operation", "原地"),
+    "copy": ("deepcopy", "deep copy", "copy.deepcopy", "pickle", "torch.save", "深拷贝", "副本", "复制"),
+    "distributed": ("ddp", "distributeddataparallel", "fsdp", "distributed", "all-reduce", "allreduce",
+                    "分布式", "多卡"),
+    "mixed-precision": ("autocast", "amp", "gradscaler", "mixed precision", "fp16", "bf16", "混合精度"),
+    "accumulation": ("gradient accumulation", "accumulate", "micro-batch", "micro batch", "no_sync",
+                     "梯度累积", "微批次"),
+    "hook": ("hook", "hooks", "钩子"),
+}
+_GROUP_OF = {phrase: group for group, phrases in SYNONYMS.items() for phrase in phrases}
+# one pass over a text finds every phrase; an English phrase only as whole words ("amp" not in "example")
+_PHRASE = re.compile("|".join(
+    re.escape(p) if not p[0].isascii() else rf"(?<![a-z0-9_]){re.escape(p)}(?![a-z0-9_])"
+    for p in sorted(_GROUP_OF, key=len, reverse=True)))
+_STOP = frozenset("a an the is are was were be to of in on at for and or my i it its this that with from by as do "
+                  "does did how why what when can i'm im me you your we our not no".split())
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_WORD = re.compile(r"[a-z0-9_][a-z0-9_.]*[a-z0-9_]|[a-z0-9]")
+_PLACEHOLDER = re.compile(r"\{[^{}]*\}|%[sdrf]|<[^<>]*>")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`")
+_NUMBER = re.compile(r"\b\d+(\.\d+)?\b|\[[\d, ]*\]|\([\d, ]*\)")
+
+
+def _stem(word: str) -> str:
+    """A light English stemmer: "called" / "calls" / "calling" -> "call" ("loss", "class" stay)."""
+    for suffix in ("ing", "ed", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith(("ss", "us", "is")):
+            return word[: -len(suffix)]
+    return word
+
+
+def entry_terms(text: str, title: str) -> str:
+    """What the index keeps of an entry: its terms, the title's counted three times (see :func:`tokens`)."""
+    return " ".join(tokens(text) + 3 * tokens(title))
+
+
+def tokens(text: str) -> list[str]:
+    """The terms of a text: English words (lightly stemmed; a dotted or snake_case name also by its parts), pairs
+    of Chinese characters, and one ``~group`` term for each phrase of :data:`SYNONYMS` found.
+
+    >>> tokens("Hook not called")
+    ['hook', 'call', '~never-fires', '~hook']
+    >>> tokens("钩子没有被调用")[:3]
+    ['钩子', '子没', '没有']
+    """
+    lower = text.lower()
+    out: list[str] = []
+    for word in _WORD.findall(lower):
+        if word in _STOP:
+            continue
+        out.append(_stem(word))
+        parts = [p for p in re.split(r"[._]", word) if len(p) > 1 and p not in _STOP]
+        if len(parts) > 1:
+            out.extend(_stem(p) for p in parts)
+    for run in _CJK_RUN.findall(lower):
+        out.extend(run[i:i + 2] for i in range(max(1, len(run) - 1)))
+    groups = {_GROUP_OF[phrase] for phrase in _PHRASE.findall(lower)}
+    out.extend(f"~{group}" for group in SYNONYMS if group in groups)
+    return out
+
+
+def message_key(text: str) -> str:
+    """A message as words only: placeholders, quoted names, numbers and shapes left out, so that PyTorch's text and
+    the one a learner's run printed (with the learner's names and sizes) compare equal.
+
+    >>> message_key("Expected 3 elements but got 'conv1' of size [2, 3]")
+    'expected elements but got of size'
+    """
+    text = _PLACEHOLDER.sub(" ", text)
+    text = _QUOTED.sub(" ", text)
+    text = _NUMBER.sub(" ", text)
+    return " ".join(re.findall(r"[a-z]+", text.lower()))
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One answer: what it is (``kind``), its title in both languages, where it is, and how well it matched."""
+
+    kind: str
+    title_zh: str
+    title_en: str
+    notebook: str | None
+    cell: str | None
+    page: str | None
+    score: float
+
+    def title(self, lang: str) -> str:
+        if lang == "zh":
+            return self.title_zh or self.title_en
+        if lang == "en":
+            return self.title_en or self.title_zh
+        return " / ".join(dict.fromkeys(t for t in (self.title_zh, self.title_en) if t))
+
+    @property
+    def lab_link(self) -> str | None:
+        """The cell in JupyterLab, relative to the notebooks' folder (your working copies' too)."""
+        if not self.notebook:
+            return None
+        return f"{self.notebook}#cell-id={self.cell}" if self.cell else self.notebook
+
+    def site_link(self, lang: str) -> str | None:
+        """The page on the course website, relative to its root (``zh/…`` or ``en/…``)."""
+        return f"{'en' if lang == 'en' else 'zh'}/{self.page}" if self.page else None
+
+
+class Answers(list[Hit]):
+    """The hits of one question, best first; shown as links in a notebook, as lines in a terminal."""
+
+    def __init__(self, hits: list[Hit], query: str, lang: str) -> None:
+        super().__init__(hits)
+        self.query, self.lang = query, lang
+
+    def __repr__(self) -> str:
+        if not self:
+            return _nothing(self.lang)
+        lines = []
+        for rank, hit in enumerate(self, start=1):
+            where = hit.lab_link or hit.site_link(self.lang) or ""
+            lines.append(f"{rank}. [{hit.kind}] {hit.title(self.lang)}  ->  {where}")
+        return "\n".join(lines)
+
+    def _repr_markdown_(self) -> str:
+        if not self:
+            return _nothing(self.lang)
+        rows = []
+        for hit in self:
+            links = [f"[{hit.lab_link}]({hit.lab_link})"] if hit.lab_link else []
+            site = hit.site_link(self.lang)
+            links += [f"site: {site}"] if site else []
+            rows.append(f"1. **{hit.kind}** {hit.title(self.lang)} — {' · '.join(links)}")
+        return "\n".join(rows)
+
+
+def _nothing(lang: str) -> str:
+    zh = "没有找到。换个说法试试，或者把完整的报错信息贴进来。"
+    en = "Nothing found: try other words, or paste the whole error message."
+    return {"zh": zh, "en": en}.get(lang, f"{zh}\n{en}")
+
+
+@functools.cache
+def _index() -> tuple[list[dict[str, Any]], list[Counter[str]], dict[str, float], float]:
+    path = resources.files("hooklab.course") / "assets" / "ask" / "index.json"
+    entries = json.loads(path.read_text(encoding="utf-8"))["entries"]
+    counts = [Counter(e["terms"].split()) for e in entries]
+    frequency: Counter[str] = Counter()
+    for count in counts:
+        frequency.update(count.keys())
+    n = len(entries)
+    idf = {term: math.log(1 + (n - f + 0.5) / (f + 0.5)) for term, f in frequency.items()}
+    average = sum(sum(c.values()) for c in counts) / max(n, 1)
+    return entries, counts, idf, average
+
+
+def _bm25(query: list[str], count: Counter[str], idf: dict[str, float], average: float) -> float:
+    length = sum(count.values())
+    score = 0.0
+    for term, times in Counter(query).items():
+        f = count.get(term, 0)
+        if f:
+            score += times * idf[term] * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * length / average))
+    return score
+
+
+def _message_match(query_key: str, entry: dict[str, Any]) -> float:
+    """How much of an indexed message the pasted text holds (0..1): the share of the message's words found, in
+    order, in the query; 0 for entries without a message or a query too short to be a message."""
+    message = entry.get("message")
+    if not message or len(query_key) < 12:
+        return 0.0
+    key = message_key(message)
+    words = key.split()
+    if len(words) < 3:
+        return 1.0 if key and key in query_key else 0.0
+    if key in query_key:
+        return 1.0
+    found = sum(1 for w in set(words) if re.search(rf"\b{re.escape(w)}\b", query_key))
+    return found / len(set(words))
+
+
+def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ...] | None = None) -> Answers:
+    """The ``k`` best places in the course for a pasted error message or a question in your own words.
+
+    ``lang``: ``"zh"``, ``"en"`` or ``"both"`` for the titles (default: :func:`course_language`); ``kinds``: only
+    these kinds of entry (``"message"``, ``"symptom"``, ``"section"``, ``"matrix"``, and ``"recipe"`` /
+    ``"profile"`` where the course ships them).
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError("course.ask needs a question or a pasted message, e.g. course.ask('hook not called')")
+    if kinds is not None:
+        unknown = sorted(set(kinds) - set(KINDS))
+        if unknown:
+            raise ValueError(f"course.ask: unknown kinds {unknown}; choose from {', '.join(KINDS)}")
+    lang = lang or course_language()
+    entries, counts, idf, average = _index()
+    terms = tokens(query)
+    query_key = message_key(query)
+    scored = []
+    for entry, count in zip(entries, counts, strict=True):
+        if kinds is not None and entry["kind"] not in kinds:
+            continue
+        score = _bm25(terms, count, idf, average)
+        match = _message_match(query_key, entry)
+        if match >= 0.8:  # a pasted message that is this one comes first; the place that explains it before a
+            score += (90 if entry["kind"] == "matrix" else 100) * match  # matrix cell that merely records it
+        if score > 0:
+            scored.append((score, entry))
+    scored.sort(key=lambda pair: (-pair[0], pair[1]["id"]))
+    hits: list[Hit] = []
+    seen: set[tuple[str | None, str | None, str | None]] = set()
+    for score, e in scored:  # one hit per place: matrix cells taught by one cell would otherwise fill the list
+        place = (e.get("notebook"), e.get("cell"), None if e.get("cell") else e.get("page"))
+        if place in seen:
+            continue
+        seen.add(place)
+        hits.append(Hit(e["kind"], e["zh"], e["en"], e.get("notebook"), e.get("cell"), e.get("page"), round(score, 3)))
+        if len(hits) == k:
+            break
+    return Answers(hits, query, lang)

@@ -1,0 +1,104 @@
+"""course.ask: a pasted message finds the row that explains it, a learner's words in either language find the place
+that shows the symptom, and bad input is refused."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from hooklab.course import asking as ask_module
+from hooklab.course.asking import ask, message_key, tokens
+
+KINDS = tomllib.loads((Path(__file__).parents[2] / "docs" / "silent_symptoms.toml").read_text(encoding="utf-8"))
+
+pytestmark = pytest.mark.course
+
+
+def _entries():
+    return ask_module._index()[0]
+
+
+def _learner_copy(message: str) -> str:
+    """The message as a learner's run prints it: the placeholders filled with the learner's own names."""
+    return "RuntimeError: " + re.sub(r"\{[^{}]*\}", "decoder_block_7", message)
+
+
+def test_every_indexed_message_pasted_as_a_run_prints_it_finds_a_cell_that_explains_it_in_the_first_three():
+    rows = [e for e in _entries() if e["message"] and e["kind"] in ("message", "symptom")]
+    assert len(rows) > 200
+    places: dict[str, set[tuple[str, str]]] = {}  # one message can be shown by several cells: any of them is right
+    for row in rows:
+        places.setdefault(message_key(row["message"]), set()).add((row["notebook"], row["cell"]))
+    missed = []
+    for row in rows:
+        hits = ask(_learner_copy(row["message"]), k=3, lang="en")
+        if not any((h.notebook, h.cell) in places[message_key(row["message"])] for h in hits):
+            missed.append(row["id"])
+    assert missed == []
+
+
+# A learner's words (as typed, not the course's wording) -> the symptom whose cell answers them: that cell, or the
+# symptom page's list of that kind of symptom (which links to it), in the first three answers is right.
+LEARNER_WORDS = [
+    ("my forward hook is never called when I call model.forward(x)", "hook-never-fires-forward-called-directly"),
+    ("我直接调用 model.forward(x)，前向钩子没有被调用", "hook-never-fires-forward-called-directly"),
+    ("hook added after torch.compile is ignored", "hook-registered-after-torch-compile-ignored"),
+    ("torch.compile 之后注册的钩子不触发", "hook-registered-after-torch-compile-ignored"),
+    ("the same hook runs twice because I re-ran the cell", "hooks-stack-when-cell-reruns"),
+    ("重新运行单元格后钩子触发了两次", "hooks-stack-when-cell-reruns"),
+    ("backward hook on LSTM never fires", "full-backward-hook-on-lstm-never-fires"),
+    ("LSTM 上的反向钩子从不触发", "full-backward-hook-on-lstm-never-fires"),
+    ("deepcopy of my model copies the hooks too", "deepcopy-copies-hooks"),
+    ("深拷贝模型之后钩子也被复制了", "deepcopy-copies-hooks"),
+]
+
+
+@pytest.mark.parametrize(("words", "symptom"), LEARNER_WORDS)
+def test_a_learners_own_words_find_the_cell_that_shows_the_symptom(words, symptom):
+    row = next((e for e in _entries() if e["id"] == f"symptom:{symptom}"), None)
+    assert row is not None, f"no symptom {symptom!r} in the index: the table above is stale"
+    lists = {f"symptoms.html#kind-{kind['id']}" for kind in KINDS["kind"] if symptom in kind["rows"]}
+    hits = ask(words, k=3, lang="both")
+    assert any((h.notebook, h.cell) == (row["notebook"], row["cell"]) or h.page in lists for h in hits), repr(hits)
+
+
+def test_chinese_and_english_phrasings_of_one_symptom_meet_on_one_term():
+    assert "~never-fires" in tokens("钩子没有被调用") and "~never-fires" in tokens("the hook is not called")
+    assert "~grad-none" in tokens("梯度为空") and "~grad-none" in tokens("grad is None")
+    assert "~mixed-precision" not in tokens("an example")  # a phrase counts only as whole words
+
+
+def test_a_message_key_drops_what_differs_between_runs():
+    assert message_key("size [2, 3] of 'fc1'") == message_key("size [8, 16] of 'layer4.conv'")
+
+
+@pytest.mark.parametrize("bad", ["", "   ", None, 42])
+def test_an_empty_or_non_text_question_is_refused(bad):
+    with pytest.raises(ValueError, match="course.ask needs"):
+        ask(bad)
+
+
+def test_unknown_kinds_are_refused_with_the_kinds_that_exist():
+    with pytest.raises(ValueError, match="unknown kinds.*message"):
+        ask("hook", kinds=("messages",))
+
+
+def test_nothing_found_says_what_to_try():
+    answers = ask("zzzz qqqq", lang="en")
+    assert list(answers) == [] and "paste the whole error message" in repr(answers)
+
+
+def test_the_answers_show_as_links_in_a_notebook_and_as_lines_in_a_shell():
+    answers = ask("post accumulate grad hook on a non-leaf tensor", k=2, lang="en")
+    assert answers and "#cell-id=" in answers._repr_markdown_() and repr(answers).startswith("1. [")
+
+
+def test_the_command_line_form(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "hooklab.course", "ask", "hook", "not", "called", "--lang", "en",
+                          "-k", "2"], capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("1. [") and "\n2. [" in run.stdout

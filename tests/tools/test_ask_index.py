@@ -1,0 +1,46 @@
+"""The index of course.ask (hooklab/course/assets/ask/index.json) is what tools/ask/index.py writes from today's
+notebooks and docs/, and every entry points at a cell that exists."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hooklab.course.notebook import read_notebook
+from tools.ask import index
+
+pytestmark = pytest.mark.tools
+
+
+def test_the_shipped_index_is_current():
+    assert index.INDEX.read_text(encoding="utf-8") == index.render(index.build()), (
+        "hooklab/course/assets/ask/index.json is stale: run `python -m tools.ask --write`")
+
+
+def test_every_entry_links_to_a_notebook_and_a_cell_that_exist():
+    entries = json.loads(index.INDEX.read_text(encoding="utf-8"))["entries"]
+    cells = {path.name: {c.get("id") for c in read_notebook(path)["cells"]}
+             for path in index.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")}
+    for entry in entries:
+        assert entry["notebook"] in cells, entry["id"]
+        assert entry["cell"] is None or entry["cell"] in cells[entry["notebook"]], entry["id"]
+        assert entry["zh"] and entry["en"] and entry["terms"], entry["id"]
+    kinds = {e["kind"] for e in entries}
+    assert {"section", "symptom", "message", "matrix"} <= kinds
+
+
+def test_the_check_fails_on_a_stale_index_and_names_the_fix(tmp_path, monkeypatch, capsys):
+    stale = tmp_path / "index.json"
+    stale.write_text('{"entries": []}\n', encoding="utf-8")
+    monkeypatch.setattr(index, "INDEX", stale)
+    monkeypatch.setattr(index, "ROOT", tmp_path)
+    assert index.main([]) == 1
+    assert "python -m tools.ask --write" in capsys.readouterr().err
+
+
+def test_a_broken_data_file_is_named(tmp_path, monkeypatch, capsys):
+    broken = tmp_path / "hook_matrix.json"
+    broken.write_text('{"cells": ', encoding="utf-8")
+    monkeypatch.setattr(index, "MATRIX", broken)
+    assert index.main([]) == 1
+    assert "hook_matrix.json cannot be read" in capsys.readouterr().err

@@ -1,0 +1,242 @@
+"""The index behind ``course.ask`` (hooklab/course/asking.py): every place in the course a question can land on,
+written from the committed notebooks and the data files in ``docs/``.
+
+    python -m tools.ask            # check: exit 1, saying why, when the shipped index is not what the sources give
+    python -m tools.ask --write    # write hooklab/course/assets/ask/index.json
+
+An entry is one of:
+
+- ``section``: a numbered section of a notebook (its heading in both languages, its prose in both, the names its
+  code uses), linked to the heading's cell;
+- ``symptom``: a cell of the symptom index (the cells tagged ``symptom``: an error or a silent symptom the course
+  reproduces), linked to that cell, with the message it prints; and each kind of silent symptom
+  (``docs/silent_symptoms.toml``: "the hook never fires", "… fires twice" …), linked to its list on the site's
+  symptom page, with the words of every symptom in it;
+- ``message``: an explained row of the message index (``docs/hook_messages.json``), with PyTorch's or the library's
+  text, linked to the cell that explains it;
+- ``matrix``: a cell of the hook behaviour matrix (``docs/hook_matrix.json``) where a hook does not fire, fires more
+  than once, raises, or is marked surprising, linked to the cell that teaches it.
+
+The recipes and the library profiles add their own kinds when they land (``recipe``, ``profile``).
+tests/tools/test_ask_index.py checks that the shipped index is current.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from hooklab.course.asking import entry_terms
+from hooklab.course.notebook import heading_lines, lang_tags, read_notebook, strip_toc_skip
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+MESSAGES = ROOT / "docs" / "hook_messages.json"
+MATRIX = ROOT / "docs" / "hook_matrix.json"
+SILENT_KINDS = ROOT / "docs" / "silent_symptoms.toml"
+INDEX = ROOT / "hooklab" / "course" / "assets" / "ask" / "index.json"
+SECTION = re.compile(r"^##\s+(\d+)\.\s+(.*?)\s*$")
+_CODE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[a-z]+_[a-z0-9_]+")
+_MARKUP = re.compile(r"<[^>]+>|\]\([^)]*\)|[*#>|`\[]")
+MAX_TEXT = 6000  # characters of prose kept per section and language: enough to rank, not the whole notebook
+
+
+class IndexError_(Exception):
+    """A source the index cannot be built from; the message names the file."""
+
+
+def _source(cell: dict[str, Any]) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _plain(text: str) -> str:
+    return re.sub(r"\s+", " ", _MARKUP.sub(" ", strip_toc_skip(text))).strip()
+
+
+def _sections(path: Path) -> list[dict[str, Any]]:
+    """The numbered sections of one notebook: heading, prose in both languages, names used in its code."""
+    nb = read_notebook(path)
+    sections: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    for cell in nb["cells"]:
+        text = _source(cell)
+        tags = lang_tags(cell) if cell["cell_type"] == "markdown" else []
+        lang = "zh" if "lang-zh" in tags else "en" if "lang-en" in tags else None
+        first = text.splitlines()[0] if text else ""
+        heading = SECTION.match(strip_toc_skip(first)) if lang and 0 in heading_lines(text) else None
+        if heading and lang:
+            number = heading[1]
+            if current is None or current["number"] != number:
+                current = {"number": number, "cell": cell.get("id"), "zh": "", "en": "", "prose": {"zh": [], "en": []},
+                           "names": []}
+                sections.append(current)
+            current[lang] = _plain(heading[2])
+        if current is None:
+            continue
+        if lang:
+            current["prose"][lang].append(_plain(text))
+        elif cell["cell_type"] == "code":
+            current["names"].extend(_CODE_NAME.findall(text))
+    return sections
+
+
+def section_entries() -> list[dict[str, Any]]:
+    entries = []
+    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        for section in _sections(path):
+            prose = " ".join(" ".join(section["prose"][lang])[:MAX_TEXT] for lang in ("zh", "en"))
+            names = " ".join(dict.fromkeys(section["names"]))
+            entries.append({
+                "id": f"section:{path.stem[:2]}.{section['number']}", "kind": "section",
+                "zh": f"{path.stem[:2]} · {section['number']}. {section['zh']}",
+                "en": f"{path.stem[:2]} · {section['number']}. {section['en']}",
+                "text": f"{prose} {names}".strip(), "message": None,
+                "notebook": path.name, "cell": section["cell"], "page": f"{path.stem}.html",
+            })
+    return entries
+
+
+def symptom_entries() -> list[dict[str, Any]]:
+    entries = []
+    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        for cell in read_notebook(path)["cells"]:
+            symptom = cell.get("metadata", {}).get("hooklab", {}).get("symptom")
+            if not symptom:
+                continue
+            entries.append({
+                "id": f"symptom:{symptom['id']}", "kind": "symptom", "zh": symptom["zh"], "en": symptom["en"],
+                "text": " ".join(filter(None, (symptom["id"].replace("-", " "), symptom.get("message")))),
+                "message": symptom.get("message"), "notebook": path.name, "cell": cell.get("id"),
+                "page": f"{path.stem}.html#symptom-{symptom['id']}",
+            })
+    return entries
+
+
+def symptom_kind_entries() -> list[dict[str, Any]]:
+    by_id = {e["id"].removeprefix("symptom:"): e for e in symptom_entries()}
+    try:
+        kinds = tomllib.loads(SILENT_KINDS.read_text(encoding="utf-8"))["kind"]
+    except (OSError, tomllib.TOMLDecodeError, KeyError) as error:
+        raise IndexError_(f"{_shown(SILENT_KINDS)} cannot be read ({error}); restore it from git") from None
+    entries = []
+    for kind in kinds:
+        rows = [by_id[r] for r in kind["rows"] if r in by_id]
+        entries.append({
+            "id": f"symptom-kind:{kind['id']}", "kind": "symptom", "zh": kind["zh"], "en": kind["en"],
+            "text": " ".join(f"{r['zh']} {r['en']}" for r in rows), "message": None,
+            "notebook": "00_introduction.ipynb", "cell": None, "page": f"symptoms.html#kind-{kind['id']}",
+        })
+    return entries
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise IndexError_(f"{_shown(path)} cannot be read ({error}); restore it with `git checkout -- "
+                          f"{_shown(path)}`") from None
+    if not isinstance(data, dict):
+        raise IndexError_(f"{_shown(path)} is not a JSON object; restore it from git")
+    return data
+
+
+def message_entries() -> list[dict[str, Any]]:
+    entries = []
+    for row in _load(MESSAGES)["messages"]:
+        if not (row.get("en") and row.get("notebook")):
+            continue  # an excused row explains nothing a learner can open
+        notebook = row["notebook"]
+        entries.append({
+            "id": f"message:{row['id']}", "kind": "message", "zh": row["zh"], "en": row["en"],
+            "text": f"{row['text']} {row.get('family', '')} {row.get('source', '')}", "message": row["text"],
+            "notebook": notebook, "cell": row.get("cell_id"), "page": f"{Path(notebook).stem}.html",
+        })
+    return entries
+
+
+def matrix_entries() -> list[dict[str, Any]]:
+    data = _load(MATRIX)
+    families = {f["id"]: f for f in data["families"]}
+    contexts = {c["id"]: c for c in data["contexts"]}
+    entries = []
+    for key, cell in sorted(data["cells"].items()):
+        if cell.get("status") != "observed":
+            continue
+        unusual = cell.get("surprising") or not cell.get("fires") or (cell.get("calls") or 0) > 1 or cell.get("error")
+        if not unusual:
+            continue
+        family, context = families[cell["family"]], contexts[cell["context"]]
+        if cell.get("error"):
+            what_en, what_zh = f"raises {cell['error'].split(':')[0]}", f"报错 {cell['error'].split(':')[0]}"
+        elif not cell.get("fires"):
+            what_en, what_zh = "does not fire", "不触发"
+        elif (cell.get("calls") or 0) > 1:
+            what_en, what_zh = f"fires {cell['calls']} times", f"触发 {cell['calls']} 次"
+        else:
+            what_en, what_zh = "fires, with a surprise", "会触发，但出人意料"
+        why = cell.get("why") or {}
+        taught = cell.get("taught_by") or {}
+        entries.append({
+            "id": f"matrix:{key}", "kind": "matrix",
+            "zh": f"{family['zh']} · {context['zh']}：{what_zh}",
+            "en": f"{family['api']} under {context['title']}: {what_en}",
+            "text": " ".join(filter(None, (family["id"].replace("-", " "), context["id"].replace("-", " "),
+                                           context.get("how"), why.get("en"), why.get("zh"), cell.get("error")))),
+            "message": cell.get("error"), "notebook": taught.get("notebook"), "cell": taught.get("cell"),
+            "page": f"hook_matrix.html#{key.replace('@', '-')}",
+        })
+    return entries
+
+
+def build() -> dict[str, Any]:
+    """The whole index, in a stable order (by kind, then id)."""
+    entries = (section_entries() + symptom_kind_entries() + symptom_entries() + message_entries()
+               + matrix_entries())
+    for entry in entries:  # the lookup reads terms, not text: tokenizing every entry at each start took seconds
+        entry["terms"] = entry_terms(entry.pop("text"), f"{entry['zh']} {entry['en']}")
+    ids = [e["id"] for e in entries]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise IndexError_(f"two entries share an id: {repeated[:5]}")
+    return {"about": "The places course.ask can answer with. Written by `python -m tools.ask --write` from the "
+                     "notebooks and docs/; do not edit.",
+            "entries": entries}
+
+
+def render(index: dict[str, Any]) -> str:
+    return json.dumps(index, ensure_ascii=False, indent=0, sort_keys=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.ask", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true", help=f"write {INDEX.relative_to(ROOT)}")
+    args = parser.parse_args(argv)
+    try:
+        text = render(build())
+    except IndexError_ as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    if args.write:
+        INDEX.parent.mkdir(parents=True, exist_ok=True)
+        INDEX.write_text(text, encoding="utf-8")
+        print(f"wrote {_shown(INDEX)} ({text.count(chr(10))} lines)")
+        return 0
+    if not INDEX.is_file() or INDEX.read_text(encoding="utf-8") != text:
+        print(f"{_shown(INDEX)} is not current: run `python -m tools.ask --write`", file=sys.stderr)
+        return 1
+    print(f"{_shown(INDEX)} is current")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
