@@ -101,8 +101,7 @@ class GradientMonitor(Recorder):
       rank under DDP, ``no_sync()`` or not. Only the watched parameters the optimizer holds are
       recorded (those it holds when the monitor is made are the columns; at each step, those it
       holds then): a parameter it does not step (another optimizer's, or one left out of its
-      groups) is no column, and no parameter the optimizer holds is one. No parameter hook is
-      registered. Under a
+      groups) is no column. No parameter hook is registered. Under a
       ``GradScaler`` the records are true norms without ``scaler=``: ``scaler.step(opt)`` has
       unscaled the gradients by then, or, for a fused optimizer (``fused=True``), which unscales
       inside ``step()``, the monitor divides by the scale the scaler handed it
