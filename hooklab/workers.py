@@ -23,7 +23,7 @@ How nothing outlives the call, even a SIGKILL of the caller (a kernel restart, a
 ``finally`` runs: on POSIX a small guard process (``sh``) leads a process group that the workers join, so a
 process a worker starts is in it too; the guard waits on a pipe that only the caller holds open, and when that
 pipe closes (the call ended, or the caller died) it removes the rendezvous folder and kills the whole group. When the
-call ends (returns or raises), it waits for that: on Linux no process of the group is still running then.
+call ends (returns or raises), it waits for that (on Linux, until no process of the group still runs; 30 s at most).
 On Linux each worker is also tied to the caller by the kernel (``PR_SET_PDEATHSIG``): it gets SIGKILL when the
 caller ends, whatever else happens. A process a worker starts in a session of its own
 (``start_new_session=True``) leaves the group and is its own business.
