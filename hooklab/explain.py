@@ -86,6 +86,8 @@ CAUSES = {
     "not reached": "nothing of it ran: this input's path does not go through it",
     "model not called": "the step did not call this model at all",
     "not observed": "another profiler was active: whether other code computed with its parameters was not seen",
+    "profiler stopped": "the step stopped explain_hook's profile function (sys.setprofile inside it): what ran after "
+                        "that was not seen",
 }
 _INSTEAD_CAUSE = {COMPILED: "compiled", SCRIPTED: "scripted", FUSED: "fused", COPY_INSIDE: "copy", COPY: "copy",
                   REPLICA: "replica", GRAPH: "graph", LOOKALIKE: "another model", OTHER_GRAPH: "graph"}
@@ -125,6 +127,7 @@ class HookExplanation:
     parent_calls: int = 0
     calls_without_grad: int = 0
     profiled: bool = True
+    profile_stopped: bool = False  # the step replaced or cleared the profile function: what followed was not seen
     parameter_reads: dict[str, int] = field(default_factory=dict)
     cause: str = "ran"
     error: str | None = None
@@ -428,6 +431,9 @@ def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> Hook
             error = exc
     finally:
         if report.profiled:
+            # the step itself may have called sys.setprofile (None, or a profiler of its own): calls after that
+            # went unseen, and "not called" would be a false cause
+            report.profile_stopped = sys.getprofile() is not profile
             sys.setprofile(None)
             threading.setprofile(previous_threads)
         for handle in handles:
@@ -626,6 +632,14 @@ def _reasons(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, lis
     fired_total = {label: sum(on.values()) for label, on in r.fired.items()}
     if r.error is not None:
         reasons.append(f"the step raised {r.error}: what follows is what ran before that")
+    if r.profile_stopped:
+        stopped = ("the step stopped explain_hook's profile function (it called sys.setprofile itself: None, or a "
+                   "profiler of its own), so what ran after that was not seen")
+        if r.calls == 0:  # whether it was called later cannot be told: no cause from what was not seen
+            return "profiler stopped", [*reasons, f"{stopped}: whether {name} was called is not known. Take the "
+                                        "sys.setprofile call out of the step (or run that profiler after it) and ask "
+                                        "again"]
+        reasons.append(f"{stopped}: the counts are those of the step up to that point")
     if r.calls == 0 and r.profiled and r.forward_runs:
         cause = "forward called directly"
     elif r.calls == 0:

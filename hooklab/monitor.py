@@ -98,7 +98,10 @@ class GradientMonitor(Recorder):
     * ``optimizer=opt``: a step is a call of ``opt.step()`` instead, and the norms are read in a
       step pre-hook: the gradients the optimizer is about to use, once per logical batch under
       gradient accumulation (the micro-batches' backwards are not steps), and the same on every
-      rank under DDP, ``no_sync()`` or not. No parameter hook is registered. Under a
+      rank under DDP, ``no_sync()`` or not. Only the watched parameters the optimizer holds are
+      recorded (those it holds when the monitor is made are the columns; at each step, those it
+      holds then): a parameter it does not step (another optimizer's, or one left out of its
+      groups) is no column. No parameter hook is registered. Under a
       ``GradScaler`` the records are true norms without ``scaler=``: ``scaler.step(opt)`` has
       unscaled the gradients by then, or, for a fused optimizer (``fused=True``), which unscales
       inside ``step()``, the monitor divides by the scale the scaler handed it
@@ -110,6 +113,10 @@ class GradientMonitor(Recorder):
       closure has run (for ``LBFGS``, the gradients of its last evaluation).
     * ``every=N``: record one step in ``N`` (steps ``0, N, 2N, ...``); on the others the hooks only
       count (with ``optimizer=``, one call per step and nothing else).
+    * ``start_step=S``: the number of the block's first step, for a run resumed from a checkpoint: the
+      step numbers go on from ``S`` (``step_numbers``, ``plot()``) and ``every=N`` keeps recording the
+      steps whose number is a multiple of ``N``, as the run without the interruption did. Pass the number
+      of steps done before (e.g. ``int(opt.state_dict()["state"][0]["step"])`` for ``Adam``, which counts them).
     * The optimizer in backward (post-accumulate hooks that call ``step()`` and free ``.grad``):
       the norm of a parameter stepped by a ``torch.optim`` optimizer inside backward is read when
       that optimizer steps (a global optimizer step pre-hook, while the block runs). A gradient
@@ -142,10 +149,12 @@ class GradientMonitor(Recorder):
             that step) the recorded norm is inf or nan. Not with ``optimizer=`` (not needed there).
         optimizer: record at each ``optimizer.step()`` instead of at each backward (see above).
         every: record one step in ``every``.
+        start_step: the number of the first step (default 0; see above).
 
     Sparse gradients (``nn.Embedding(sparse=True)``) are measured on their stored values.
     ``model.load_state_dict(..., assign=True)`` inside the block swaps in new parameters: the
-    monitor follows them.
+    monitor follows them (with ``optimizer=``, once the optimizer holds them too: re-point its
+    ``param_groups`` at them, or the block's end warns that their steps were not recorded).
 
     >>> model, x = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1)), torch.ones(8, 4)
     >>> _ = nn.init.constant_(model[0].weight, 0.5), nn.init.zeros_(model[0].bias)
@@ -175,7 +184,7 @@ class GradientMonitor(Recorder):
 
     def __init__(self, model: nn.Module, names: str | Iterable[str] | None = None, *,
                  norm_type: float = 2.0, scaler: object | None = None,
-                 optimizer: torch.optim.Optimizer | None = None, every: int = 1) -> None:
+                 optimizer: torch.optim.Optimizer | None = None, every: int = 1, start_step: int = 0) -> None:
         super().__init__()
         check_module(model, "GradientMonitor")
         if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
@@ -187,6 +196,9 @@ class GradientMonitor(Recorder):
                              "optimizer gets the scale from the scaler, and the monitor divides by it)")
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be an int >= 1 (record one step in `every`), got {every!r}")
+        if isinstance(start_step, bool) or not isinstance(start_step, int) or start_step < 0:
+            raise ValueError(f"start_step must be an int >= 0 (the number of the block's first step: the steps a "
+                             f"resumed run did before), got {start_step!r}")
         self.every = every
         self._optimizer = optimizer
         self._loss_scale = loss_scale_reader(scaler)
@@ -202,6 +214,13 @@ class GradientMonitor(Recorder):
         if not params:
             raise ValueError("no parameter that requires a gradient to watch; "
                              "check `names` and `requires_grad`")
+        if optimizer is not None:  # the gradients this optimizer uses: those of the parameters it holds
+            held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+            params = [(n, p) for n, p in params if id(p) in held]
+            if not params:
+                raise ValueError("optimizer= holds none of the parameters watched (the model's, or those of "
+                                 "`names`): give the optimizer that steps this model, or no optimizer= to record "
+                                 "at each backward")
         self._model: nn.Module | None = model
         self._names = [n for n, _ in params]
         self._params: list[torch.Tensor] = [p for _, p in params]  # dropped when the block ends
@@ -214,7 +233,7 @@ class GradientMonitor(Recorder):
         self._whole_model = False
         self._index: dict[int, int] = {}  # id(parameter) -> its index (optimizers stepping inside backward)
         self._stepped: set[int] = set()  # parameters an optimizer stepped inside this step's backward: recorded then
-        self._counted = 0  # steps so far, recorded or not (every=)
+        self._counted = start_step  # the number of steps so far, recorded or not (every=), resumed runs' included
         self._closure_step = False  # optimizer=: this step runs a closure (its backward), read after the step
         self._skip = False  # this step is not recorded (every=, or a backward DDP does not average)
         self._unsynced = False  # the model's latest forward ran under DDP's no_sync()
@@ -226,6 +245,7 @@ class GradientMonitor(Recorder):
         if self._optimizer is not None:
             self.scope.add(self._optimizer.register_step_pre_hook(self._at_optimizer_step))
             self.scope.add(self._optimizer.register_step_post_hook(self._after_closure_step))
+            self._on(self._model, self._follow_new_parameters, kind="load_state_dict_post")
             return
         # in DDP a parameter this rank did not use still gets the averaged gradient of the ranks that did
         self._whole_model = in_process_group() and not any(is_dtensor(p) for p in self._params)
@@ -283,8 +303,9 @@ class GradientMonitor(Recorder):
             return
         # GradScaler hands a fused optimizer the scale to unscale by inside step(); the others it unscaled already
         scale = getattr(optimizer, "grad_scale", None)
+        held = {id(p) for group in optimizer.param_groups for p in group["params"]}  # what this step updates
         norms = {index: self._norm(index, p.grad, 1.0 if scale is None else scale)
-                 for index, p in enumerate(self._params) if p.grad is not None}
+                 for index, p in enumerate(self._params) if p.grad is not None and id(p) in held}
         row = self._row(norms)
         if row is not None:
             self._rows.append(row)
@@ -387,7 +408,8 @@ class GradientMonitor(Recorder):
             if now is not self._params[index] and now.requires_grad:
                 self._index.pop(id(self._params[index]), None)
                 self._params[index], self._index[id(now)] = now, index
-                self.scope.add(now.register_post_accumulate_grad_hook(self._hook(index)))
+                if self._optimizer is None:  # with optimizer=, read at its step: no parameter hook
+                    self.scope.add(now.register_post_accumulate_grad_hook(self._hook(index)))
 
     def _unregister(self) -> None:
         self.scope.remove()
@@ -406,6 +428,18 @@ class GradientMonitor(Recorder):
                           "inside the block (e.g. `model.fc.weight = nn.Parameter(...)`): gradients of the new ones "
                           "were not recorded. Replace parameters before entering the block; "
                           "load_state_dict(..., assign=True) is followed.", RuntimeWarning, stacklevel=4)
+        if self._optimizer is not None and not self._block_raised:
+            held = {id(p) for group in self._optimizer.param_groups for p in group["params"]}
+            dropped = [name for name, param in zip(self._names, self._params)
+                       if name not in replaced and id(param) not in held]
+            if dropped:
+                warnings.warn(f"GradientMonitor: {', '.join(map(repr, dropped[:5]))}"
+                              f"{' and others' if len(dropped) > 5 else ''} are in the model but not in the optimizer "
+                              "at the end of the block (load_state_dict(..., assign=True) put new Parameter objects "
+                              "in the model, and the optimizer still holds the old ones): their gradients are not "
+                              "what it steps, and were not recorded from then on. Re-point the optimizer at the new "
+                              "parameters (opt.param_groups[i]['params']), or load with assign=False.",
+                              RuntimeWarning, stacklevel=4)
 
     # ------------------------------------------------------------------------------ results
     def _matrix(self) -> torch.Tensor | None:
@@ -435,7 +469,8 @@ class GradientMonitor(Recorder):
 
     @property
     def step_numbers(self) -> list[int]:
-        """The number of each recorded step, counted from 0 (``[0, N, 2N, ...]`` with ``every=N``)."""
+        """The number of each recorded step, counted from ``start_step`` (0 by default: ``[0, N, 2N, ...]`` with
+        ``every=N``)."""
         self._check_used()
         pending = [self._counted - 1] if self._last is not None and self._last else []
         return self._numbers + pending

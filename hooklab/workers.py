@@ -22,7 +22,8 @@ compiling, or from a fresh process.
 How nothing outlives the call, even a SIGKILL of the caller (a kernel restart, a job's time limit), where no
 ``finally`` runs: on POSIX a small guard process (``sh``) leads a process group that the workers join, so a
 process a worker starts is in it too; the guard waits on a pipe that only the caller holds open, and when that
-pipe closes (the call ended, or the caller died) it removes the rendezvous folder and kills the whole group.
+pipe closes (the call ended, or the caller died) it removes the rendezvous folder and kills the whole group. When the
+call ends (returns or raises), it waits for that (on Linux, until no process of the group still runs; 30 s at most).
 On Linux each worker is also tied to the caller by the kernel (``PR_SET_PDEATHSIG``): it gets SIGKILL when the
 caller ends, whatever else happens. A process a worker starts in a session of its own
 (``start_new_session=True``) leaves the group and is its own business.
@@ -191,15 +192,40 @@ def _start_guard(folder: Path) -> tuple[subprocess.Popen | None, int | None]:
 
 
 def _stop_guard(guard: subprocess.Popen | None, write_end: int | None) -> None:
-    """Close the guard's pipe: it removes the folder and kills the group (what a worker left running); wait for it."""
+    """Close the guard's pipe: it removes the folder and kills the group (what a worker left running, a worker's own
+    child processes included); wait for it, and (Linux) for every process of the group to have ended."""
     if write_end is not None:
         os.close(write_end)
-    if guard is not None:
-        try:
-            guard.wait(timeout=60)
-        except subprocess.TimeoutExpired:  # never seen: the guard's work is two system calls
-            guard.kill()
-            guard.wait()
+    if guard is None:
+        return
+    try:
+        guard.wait(timeout=60)
+    except subprocess.TimeoutExpired:  # never seen: the guard's work is two system calls
+        guard.kill()
+        guard.wait()
+    if not sys.platform.startswith("linux"):
+        return
+    # the guard's SIGKILL reaches the whole group at once, but each process ends only when it next runs (on a busy
+    # machine, a while after the guard): wait until none of the group still runs, so that none is running when
+    # run_workers returns. A process that has ended but not yet been reaped (a zombie: a worker's child whose
+    # parent died is reaped by init) has ended. Bounded: a process stuck in the kernel would not hold the call.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        running = False
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", encoding="utf-8", errors="replace") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()  # state, ppid, pgrp, ...
+            except (OSError, IndexError):
+                continue  # ended meanwhile
+            if len(fields) > 2 and fields[2] == str(guard.pid) and fields[0] not in ("Z", "X"):
+                running = True
+                break
+        if not running:
+            return
+        time.sleep(0.01)
 
 
 def _check_arguments(fn: Any, world_size: Any, timeout: Any) -> None:

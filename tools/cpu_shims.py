@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -141,17 +142,22 @@ def build(name: str) -> Path | None:
     if target.exists():
         return target
     BUILD.mkdir(parents=True, exist_ok=True)
-    c_file = target.with_suffix(f".{os.getpid()}.c")
-    partial = target.with_suffix(f".{os.getpid()}.so")
+    # this builder's own files, named so that no other builder's clean-up below can take them for a library
+    c_file = target.with_name(f"{target.name}.partial-{os.getpid()}.c")
+    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
     try:
         c_file.write_text(source, encoding="utf-8")
-        done = subprocess.run([_compiler(), "-shared", "-fPIC", "-O2", "-o", str(partial), str(c_file)],
-                              capture_output=True, text=True, timeout=120)
+        command = [_compiler(), "-shared", "-fPIC", "-O2", "-o", str(partial), str(c_file)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
-            raise RuntimeError(f"could not compile the CPU shim {name}: {done.stderr.strip()}")
+            said = "\n".join(t.strip() for t in (done.stderr, done.stdout) if t.strip())
+            raise RuntimeError(f"could not compile the CPU shim {name}: `{command[0]} ...` exited with "
+                               f"code {done.returncode}" + (f":\n{said}" if said else " and printed nothing")
+                               + f". Set CC to a working C compiler (now {os.environ.get('CC') or 'unset: cc'}), "
+                               "or unset CC to use cc")
         os.replace(partial, target)  # whole or not at all: two test workers may build it at once
-        for older in BUILD.glob(f"lib{name}-*.so"):  # built from an earlier source text
-            if older != target:
+        for older in BUILD.glob(f"lib{name}-*.so"):  # built from an earlier source text: another hash, whole
+            if older != target and re.fullmatch(rf"lib{re.escape(name)}-[0-9a-f]{{12}}\.so", older.name):
                 older.unlink(missing_ok=True)
     finally:
         c_file.unlink(missing_ok=True)

@@ -14,7 +14,8 @@ stable, and other files (the symptom index's ``matrix`` keys) may cite them. ``d
 cell, what the probe observed (:data:`OBSERVED`: fires, calls by phase, what the hook received, what its return
 value did, the exact error and warning text, or ``n/a`` with the reason) and what the course says about it
 (``tools/hook_matrix_notes.toml``: whether it is surprising and why, and the notebook cell that teaches it, by cell
-id). Run the cells in the course's fixed environment (one thread, ``PYTHONHASHSEED=0``): ``./course`` and the
+id; ``annotate`` and ``generate`` refuse a note whose cell or family does not exist, or whose ``taught`` names a
+notebook or cell that does not). Run the cells in the course's fixed environment (one thread, ``PYTHONHASHSEED=0``): ``./course`` and the
 tests set it.
 
 The cells that need a process group (the DDP and FSDP2 columns and rows) run first, in two ``gloo`` processes
@@ -151,7 +152,17 @@ def document(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def load(path: Path = JSON) -> dict[str, Any]:
     if not path.is_file():
         raise SystemExit(f"[hook-matrix] {path} is missing: run python -m tools.hook_matrix")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
+        where = f" (line {error.lineno}, column {error.colno})" if isinstance(error, json.JSONDecodeError) else ""
+        raise SystemExit(f"[hook-matrix] {path} is not valid JSON{where}: {error}. It may be cut short or edited "
+                         "by hand: restore it (git checkout -- docs/hook_matrix.json for the committed one) or "
+                         "write it again (python -m tools.hook_matrix)") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("cells"), dict):
+        raise SystemExit(f"[hook-matrix] {path} is JSON but not a hook matrix (no 'cells' object): restore it (git "
+                         "checkout -- docs/hook_matrix.json) or write it again (python -m tools.hook_matrix)")
+    return doc
 
 
 def write(doc: dict[str, Any], path: Path = JSON) -> None:
@@ -204,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
         print(hook_matrix_page.page(load(), args.lang), end="")
         return 0
     if args.command == "check":
+        if args.report is not None and not args.report.parent.is_dir():  # before minutes of observing, not after
+            raise SystemExit(f"[hook-matrix] --report {args.report}: the folder {args.report.parent} does not "
+                             "exist; make it first (mkdir -p) or name a file in a folder that exists")
         recorded = load(args.against)["cells"]
         keys = args.keys or (hm.keys() if args.all else sample_keys())
         start = time.monotonic()
@@ -222,6 +236,32 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     keys = hm.keys()
     table = notes()
+    # a note for a cell or family that does not exist (a typo in its key), or that cites a notebook cell that does
+    # not exist, would never be shown or would link nowhere: refuse them, by name
+    families = {f.id for f in hm.FAMILIES}
+    bad = [f"[cell.\"{k}\"] (no such cell)" for k in table.get("cell", {}) if k not in set(keys)]
+    bad += [f"[family.{k}] (no such family)" for k in table.get("family", {}) if k not in families]
+    cited: dict[str, set[str] | None] = {}  # notebook -> its cell ids (None: no such notebook)
+    for section in ("cell", "family"):
+        for key, entry in table.get(section, {}).items():
+            taught = entry.get("taught") if isinstance(entry, dict) else None
+            if not taught:
+                continue
+            ref = _cell_ref(taught)
+            if ref["notebook"] not in cited:
+                path = ROOT / "notebooks" / ref["notebook"]
+                cited[ref["notebook"]] = ({c.get("id") for c in json.loads(path.read_text(encoding="utf-8"))["cells"]}
+                                          if path.is_file() else None)
+            ids = cited[ref["notebook"]]
+            label = f"[cell.\"{key}\"]" if section == "cell" else f"[family.{key}]"
+            if ids is None:
+                bad.append(f"{label} taught = {taught!r} (no notebook notebooks/{ref['notebook']})")
+            elif ref["cell"] not in ids:
+                bad.append(f"{label} taught = {taught!r} (notebook {ref['notebook']} has no cell {ref['cell']!r})")
+    if bad:
+        raise SystemExit(f"[hook-matrix] {NOTES.relative_to(ROOT)} has notes that fit nothing; fix or remove them "
+                         "(cell keys are <family>@<context>, as in docs/hook_matrix.json; taught = "
+                         "\"NN_name.ipynb#<cell id>\"):\n  " + "\n  ".join(bad))
     if args.command == "annotate":
         doc = load()
         observed = {k: {f: v for f, v in doc["cells"][k].items() if f in OBSERVED or f in ("family", "context")}

@@ -115,3 +115,30 @@ def test_explain_hook_agrees_with_the_truth_on_every_never_firing_module(zoo, na
             wrong.append(f"{n.name} ({n.cls}): truth {n.cause!r}, explain_hook {report.cause!r}: {report.reasons[0]}")
         assert report.calls == 0, n.name
     assert wrong == []
+
+
+@pytest.mark.parametrize("zoo", sorted(SAMPLE))
+def test_an_unknown_or_wrongly_cased_model_name_names_the_close_ones(zoo):
+    """course.atlas(zoo)[name] with a name the atlas lacks was a bare KeyError: 'Llama'. Now the error names the
+    close names, says that names are case-sensitive when only the case differs, and how to list them."""
+    from hooklab import course
+
+    models = atlas(zoo)["models"]  # the truth: the JSON file's own keys
+    shipped = course.atlas(zoo)
+    assert dict(shipped) == models and shipped is not course.atlas(zoo)  # a plain dict's content, fresh each call
+    name = max(models, key=len)
+    cased = name.upper() if name.upper() != name else name.lower()
+    typo = name[:-1] if len(name) > 3 else name + "x"
+    for wrong, case_note in ((cased, True), (typo, False)):
+        assert wrong not in models
+        with pytest.raises(KeyError) as raised:
+            shipped[wrong]
+        message = str(raised.value)
+        assert f"has no model {wrong!r}" in message and f"did you mean {name!r}" in message, message
+        assert ("(names are case-sensitive)" in message) is case_note
+        assert f"sorted(course.atlas({zoo!r})) lists its {len(models)} model names" in message
+    with pytest.raises(KeyError, match=r"no model 'no-such-model-at-all'\. sorted"):
+        shipped["no-such-model-at-all"]
+    with pytest.raises(KeyError, match="keyed by model name, a str, got int 3"):
+        shipped[3]
+    assert shipped.get(cased) is None and cased not in shipped and shipped[name] == models[name]

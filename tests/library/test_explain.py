@@ -243,6 +243,37 @@ def test_another_profiler_is_left_alone(monkeypatch):
     assert report.cause == "not observed" and "another profiler was active" in report.reasons[0]
 
 
+@pytest.mark.parametrize("replacement", [None, lambda frame, event, arg: None], ids=["None", "its own profiler"])
+def test_a_step_that_stops_the_profile_function_is_told_not_not_called(replacement):
+    """A step that calls sys.setprofile itself ends explain_hook's watch: it said 'model not called' although the
+    model ran (plain PyTorch's forward hook fired)."""
+    model, log = mlp(), []
+    model[0].register_forward_hook(counting(log))
+
+    def step():
+        sys.setprofile(replacement)
+        model(torch.ones(1, 3))
+
+    before = (sys.getprofile(), threading.getprofile())
+    report = explain_hook(model, "0", run=step)
+    assert len(log) == 1  # the truth: it was called, and its hook fired
+    assert report.cause == "profiler stopped" and report.profile_stopped
+    assert "stopped explain_hook's profile function" in report.reasons[-1]
+    assert "whether '0' was called is not known" in report.reasons[-1]
+    assert (sys.getprofile(), threading.getprofile()) == before
+
+    def after_the_call():  # called first, then the profiler stopped: the counts so far, said to be partial
+        model(torch.ones(1, 3))
+        sys.setprofile(replacement)
+        model(torch.ones(1, 3))
+
+    report = explain_hook(model, "0", run=after_the_call)
+    assert report.calls == 1 and len(log) == 3 and report.cause == "ran"
+    assert any("the counts are those of the step up to that point" in r for r in report.reasons)
+    assert sys.getprofile() is None
+    assert "profiler stopped" in hooklab.explain.CAUSES
+
+
 def test_bad_input():
     model = nn.Sequential()
     model.add_module("encoder", mlp())

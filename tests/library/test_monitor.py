@@ -506,7 +506,8 @@ def test_optimizer_records_once_per_logical_batch(six_batches):
     model = make_mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with GradientMonitor(model, optimizer=opt) as gm:
-        assert [e.kind for e in hooklab.hook_inventory(model, include_global=False)] == []  # no parameter hook
+        # no parameter hook: only the model's load_state_dict post-hook, to follow load_state_dict(assign=True)
+        assert [e.kind for e in hooklab.hook_inventory(model, include_global=False)] == ["load_state_dict_post"]
         _accumulate(model, opt, six_batches)
     assert gm.steps == 3 and gm.step_numbers == [0, 1, 2]
     got = [list(row) for row in zip(*gm.norms(per="parameter").values())]
@@ -628,3 +629,122 @@ def test_every_hook_is_removed_also_when_the_block_raises(batches, mode):
             opt.step()
             raise ValueError("inside the block")
     assert registered() == 0
+
+
+# ---- optimizer= at its edges: load_state_dict(assign=True), parameters it does not hold, resumed runs ---------------
+
+def _norms_before_step(model, opt, xs, *, before_step=None):
+    """Plain-PyTorch truth: at each optimizer step, ‖p.grad‖ of each parameter the optimizer holds, read by hand right
+    before opt.step(). ``before_step(i)`` runs before the i-th step's forward (a swap of the parameters)."""
+    truth = []
+    for i, xb in enumerate(xs):
+        if before_step is not None:
+            before_step(i)
+        model(xb).pow(2).mean().backward()
+        held = {id(p) for group in opt.param_groups for p in group["params"]}
+        truth.append({n: p.grad.norm().item() for n, p in model.named_parameters() if id(p) in held})
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return truth
+
+
+def _swap_in(model, opt, fresh):
+    """load_state_dict(assign=True) (new Parameter objects), then the same optimizer re-pointed at them."""
+    def swap(i):
+        if i == 2:
+            model.load_state_dict({k: v.clone() for k, v in fresh.items()}, assign=True)
+            opt.param_groups[0]["params"] = list(model.parameters())
+    return swap
+
+
+def test_optimizer_follows_load_state_dict_assign_inside_the_block(six_batches):
+    """Review of notebook 16, setup 11b: with optimizer= the monitor recorded 2 of 4 steps, nothing after the swap,
+    and its end-of-block warning said load_state_dict(assign=True) is followed."""
+    torch.manual_seed(9)
+    fresh = {k: torch.randn_like(v) for k, v in make_mlp().state_dict().items()}
+    plain = make_mlp()
+    plain_opt = torch.optim.SGD(plain.parameters(), lr=0.1)
+    truth = _norms_before_step(plain, plain_opt, six_batches[:4], before_step=_swap_in(plain, plain_opt, fresh))
+    model = make_mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with no_hooks_left_behind(model), warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to warn about: every step was recorded
+        with GradientMonitor(model, optimizer=opt) as gm:
+            _norms_before_step(model, opt, six_batches[:4], before_step=_swap_in(model, opt, fresh))
+    assert gm.step_numbers == [0, 1, 2, 3]
+    got = gm.norms(per="parameter")
+    assert [{n: v[i] for n, v in got.items()} for i in range(4)] == [pytest.approx(t, rel=1e-6) for t in truth]
+    assert truth[2]["2.weight"] != pytest.approx(truth[1]["2.weight"], rel=0.1)  # the swap changed the gradients
+
+
+def test_optimizer_not_re_pointed_after_assign_is_said_at_the_end_of_the_block(six_batches):
+    torch.manual_seed(9)
+    fresh = {k: torch.randn_like(v) for k, v in make_mlp().state_dict().items()}
+    model = make_mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def swap_only(i):
+        if i == 2:
+            model.load_state_dict(fresh, assign=True)  # the optimizer still holds the old parameters
+
+    with pytest.warns(RuntimeWarning, match=r"'0\.weight', '0\.bias', '2\.weight', '2\.bias' are in the model but "
+                                            r"not in the optimizer.*Re-point the optimizer"):
+        with GradientMonitor(model, optimizer=opt) as gm:
+            _norms_before_step(model, opt, six_batches[:4], before_step=swap_only)
+    assert gm.step_numbers == [0, 1]  # what the optimizer steps after the swap got no gradient
+
+
+def test_optimizer_records_exactly_the_parameters_the_optimizer_holds(six_batches):
+    """Review of notebook 16, setups 8 and 10: a parameter in no group of the optimizer (another optimizer's, or one
+    left out) was recorded as if the optimizer used its gradient."""
+    plain = make_mlp()
+    plain_opt = torch.optim.AdamW([{"params": plain[0].parameters(), "lr": 1e-3},
+                                   {"params": [plain[2].weight], "lr": 1e-2}])  # 2.bias in no group
+    truth = _norms_before_step(plain, plain_opt, six_batches[:3])
+    model = make_mlp()
+    opt = torch.optim.AdamW([{"params": model[0].parameters(), "lr": 1e-3}, {"params": [model[2].weight], "lr": 1e-2}])
+    with GradientMonitor(model, optimizer=opt) as gm:
+        _norms_before_step(model, opt, six_batches[:3])
+    got = gm.norms(per="parameter")
+    assert sorted(got) == sorted(truth[0]) == ["0.bias", "0.weight", "2.weight"]
+    assert [{n: v[i] for n, v in got.items()} for i in range(3)] == [pytest.approx(t, rel=1e-6) for t in truth]
+    assert gm.norms()["2"] == pytest.approx([t["2.weight"] for t in truth], rel=1e-6)  # the layer: its weight only
+    with pytest.raises(ValueError, match="optimizer= holds none of the parameters watched"):
+        GradientMonitor(model, "2", optimizer=torch.optim.SGD(model[0].parameters(), lr=0.1))
+
+
+@pytest.mark.parametrize("optimizer", [True, False], ids=["optimizer=", "per backward"])
+def test_a_resumed_run_numbers_its_steps_as_the_uninterrupted_one(optimizer):
+    """Review of notebook 16, setup 11: a run resumed from a checkpoint numbered its steps from 0 again, and with
+    every=2 recorded global steps 5, 7, 9, none of which the uninterrupted run records. start_step= goes on."""
+    torch.manual_seed(3)
+    xs = [torch.randn(5, 4) for _ in range(10)]
+
+    def run(model, opt, batches, **options):
+        with GradientMonitor(model, every=2, **({"optimizer": opt} if optimizer else {}), **options) as gm:
+            for xb in batches:
+                model(xb).pow(2).mean().backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        return gm
+
+    plain = make_mlp()  # the truth: the uninterrupted run's norms, read by hand before each step
+    truth = _norms_before_step(plain, torch.optim.Adam(plain.parameters(), lr=1e-2), xs)
+    model = make_mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    first = run(model, opt, xs[:5])
+    saved = {k: v.clone() for k, v in model.state_dict().items()}, opt.state_dict()
+    resumed = make_mlp()
+    resumed.load_state_dict(saved[0])
+    resumed_opt = torch.optim.Adam(resumed.parameters(), lr=1e-2)
+    resumed_opt.load_state_dict(saved[1])
+    done = int(resumed_opt.state_dict()["state"][0]["step"])  # Adam counts the steps it took
+    second = run(resumed, resumed_opt, xs[5:], start_step=done)
+    assert done == 5 and first.step_numbers == [0, 2, 4] and second.step_numbers == [6, 8]
+    for i, step in enumerate(second.step_numbers):
+        got = {n: v[i] for n, v in second.norms(per="parameter").items()}
+        assert got == pytest.approx(truth[step], rel=1e-5), step
+    assert list(second.plot().get_lines()[0].get_xdata()) == [7, 9]
+    for bad in (-1, 1.0, True, "5"):
+        with pytest.raises(ValueError, match="start_step must be an int >= 0"):
+            GradientMonitor(model, start_step=bad)

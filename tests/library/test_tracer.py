@@ -397,3 +397,73 @@ def test_a_graph_made_under_saved_tensors_and_let_go_of_without_backward_is_free
         del y
         gc.collect()
         assert alive() is None
+
+
+# ---- work grows linearly with the model (review N69: Tracer.modules on 10,000 leaves) ----------------------------
+
+def _calls_during(fn) -> int:
+    """The Python function calls, and the calls of C functions from Python, that ``fn()`` makes: a measure of work
+    that is the same on every machine and under any load (no clock)."""
+    count = [0]
+
+    def profile(frame, event, arg):
+        if event in ("call", "c_call"):
+            count[0] += 1
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(previous)
+    return count[0]
+
+
+def _work(leaves: int, backward) -> dict[str, int]:
+    """The calls made by each phase of tracing every leaf of a stack of ``leaves`` Linear layers."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(2, 2) for _ in range(leaves)])
+    x = torch.randn(1, 2, requires_grad=True)  # an input that needs a gradient: no warning from full backward hooks
+    tr = Tracer()
+    tr.__enter__()
+    try:
+        work = {"register": _calls_during(lambda: tr.modules(model, backward=backward)),
+                "step": _calls_during(lambda: model(x).sum().backward()),
+                "end": _calls_during(tr.remove)}
+        work["table"] = _calls_during(tr.table)
+        assert len(tr.events) == leaves * (4 if backward is True else 3)
+    finally:
+        tr.remove()
+    return work
+
+
+def _superlinear(backward) -> dict[str, float]:
+    """Per phase: the extra work of going from 200 to 400 leaves over that of going from 100 to 200 (2.0 when the
+    work is a + b * leaves; a cost that grows with the leaves already there makes it larger)."""
+    _work(2, backward)  # what is imported or cached on first use is not counted
+    at = {n: _work(n, backward) for n in (100, 200, 400)}
+    return {phase: (at[400][phase] - at[200][phase]) / (at[200][phase] - at[100][phase]) for phase in at[100]}
+
+
+@pytest.mark.parametrize("backward", [True, "outputs"], ids=["full backward hooks", "outputs"])
+def test_tracing_work_grows_linearly_with_the_number_of_leaves(backward):
+    """N69 ran past 300 s on 10,000 leaves at load ~30 (22 s in the release before); measured with process CPU time
+    it takes about 3 s in both releases, linearly. This counts the work instead of timing it: registering the hooks,
+    the traced step, leaving the block and the table each grow linearly in the number of leaves."""
+    ratios = _superlinear(backward)
+    assert all(ratio <= 2.05 for ratio in ratios.values()), ratios
+
+
+def test_the_linearity_measure_sees_a_cost_that_grows_with_the_hooks_already_there(monkeypatch):
+    """The check above can fail: a registration that walks the hooks registered so far (quadratic) is caught."""
+    from hooklab.scope import HookScope
+
+    add = HookScope.add
+
+    def add_after_a_walk(self, handle, **kwargs):
+        sum(1 for _ in self._handles)  # a generator: one profiled call per hook already there
+        return add(self, handle, **kwargs)
+
+    monkeypatch.setattr(HookScope, "add", add_after_a_walk)
+    ratios = _superlinear(True)
+    assert ratios["register"] > 2.5 and ratios["step"] <= 2.05, ratios

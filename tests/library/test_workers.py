@@ -4,6 +4,7 @@ from __future__ import annotations
 import glob
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -157,6 +158,45 @@ def test_a_process_a_worker_started_ends_with_the_call():
     children = run_workers(start_a_child, world_size=2, timeout=NEVER)
     wait_until_gone(children, "the processes the workers started to end with run_workers", 30)
     assert _leftovers() == ([], [])
+
+
+# a child that holds 256 MiB (written, so really held): the kernel frees that as it ends, which takes a moment after
+# SIGKILL, as a data loader's worker would; a process that holds nothing ends too fast to show the difference
+SLEEPER = [sys.executable, "-c", "import time; held = b'x' * (256 << 20); print('ready', flush=True); time.sleep(600)"]
+
+
+def start_a_python_child(rank, world_size, raise_after):
+    """A worker whose own child process (a Python, as a data loader's worker is) outlives it unless something ends it;
+    it returns the child's pid, or raises with it in the message."""
+    child = subprocess.Popen(SLEEPER, stdout=subprocess.PIPE)
+    child.stdout.readline()  # it holds its memory now
+    if raise_after:
+        raise RuntimeError(f"failing after starting child {child.pid}")
+    return child.pid
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the wait for the group reads /proc (Linux)")
+@pytest.mark.parametrize("raise_after", [False, True], ids=["returns", "raises"])
+def test_no_child_of_a_worker_is_running_when_the_call_returns_or_raises(raise_after):
+    """RW15: a worker's own child process was seen alive after run_workers. The guard's SIGKILL reaches the whole
+    group, but a process ends only when it next runs: the call now waits until none of the group runs. Checked at
+    once when the call ends (no waiting here), on the call's return and on its error; a zombie (killed, not yet
+    reaped by init) has ended."""
+    pids: list[int] = []
+    try:
+        if raise_after:
+            with pytest.raises(WorkerError, match="failing after starting child") as raised:
+                run_workers(start_a_python_child, True, world_size=2, timeout=NEVER)
+            pids = [int(pid) for pid in re.findall(r"failing after starting child (\d+)", str(raised.value))]
+            assert pids, str(raised.value)
+        else:
+            pids = run_workers(start_a_python_child, False, world_size=2, timeout=NEVER)
+        assert [pid for pid in pids if running(pid)] == []
+        assert _leftovers() == ([], [])
+    finally:  # nothing survives a failing test either
+        for pid in pids:
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 # run_workers in a process of its own (the caller the test kills): each worker reports its pid and the pid of a

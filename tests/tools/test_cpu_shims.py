@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from patience import wait_for
 from tools import cpu_shims
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,3 +84,61 @@ def test_the_scalar_configuration_preloads_mkl_any_cpu_on_a_cpu_not_made_by_inte
 def test_an_unknown_shim_is_refused():
     with pytest.raises(ValueError, match="mkl_any_cpu"):
         cpu_shims.why_not("faster_cpu")
+
+
+# a compiler that compiles, then (builder 1 only) says so and waits until the test lets it finish
+SLOW_CC = """#!/bin/sh
+cc "$@" || exit $?
+touch "$HOOKLAB_TEST_COMPILED"
+i=0
+while [ ! -e "$HOOKLAB_TEST_GO" ]; do
+    i=$((i + 1)); [ $i -gt 2400 ] && exit 3   # 120 s at most
+    sleep 0.05
+done
+"""
+BUILD_IN = "import sys; from pathlib import Path; from tools import cpu_shims; cpu_shims.BUILD = Path(sys.argv[1]); " \
+           "print(cpu_shims.build('mkl_any_cpu'))"
+
+
+def test_two_builds_at_once_leave_each_other_s_partial_library_alone(tmp_path, monkeypatch):
+    """CS10: a builder's clean-up of libraries built from an earlier source text (lib<name>-*.so) deleted the
+    partial library another builder was about to move into place, which then failed with FileNotFoundError.
+    Builder 1 (a process) has compiled its partial file and waits; builder 2 (this process) builds and cleans up;
+    then builder 1 finishes."""
+    build = tmp_path / "cpu-shims"
+    compiler = tmp_path / "slow-cc"
+    compiler.write_text(SLOW_CC, encoding="utf-8")
+    compiler.chmod(0o755)
+    compiled, go = tmp_path / "compiled", tmp_path / "go"
+    first = subprocess.Popen([sys.executable, "-c", BUILD_IN, str(build)], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "CC": str(compiler), "HOOKLAB_TEST_COMPILED": str(compiled),
+                                  "HOOKLAB_TEST_GO": str(go)})
+    try:
+        wait_for("builder 1 to have compiled its partial library", compiled.exists, RUN_TIMEOUT)
+        older = build / "libmkl_any_cpu-000000000000.so"  # built from an earlier source text: to be cleaned up
+        older.write_bytes(b"")
+        monkeypatch.setattr(cpu_shims, "BUILD", build)
+        monkeypatch.delenv("CC", raising=False)
+        target = cpu_shims.build("mkl_any_cpu")
+        assert target is not None and target.is_file() and not older.exists()
+        go.touch()
+        out, err = first.communicate(timeout=RUN_TIMEOUT)
+        assert first.returncode == 0, err[-3000:]
+        assert out.strip() == str(target)
+        assert sorted(p.name for p in build.iterdir()) == [target.name]  # no partial or source file left
+    finally:
+        go.touch()
+        if first.poll() is None:
+            first.kill()
+        first.communicate()
+
+
+def test_a_compiler_that_fails_without_a_word_is_named(tmp_path, monkeypatch):
+    """CS3: with CC=false the error was 'could not compile the CPU shim mkl_any_cpu:' and nothing after it."""
+    monkeypatch.setattr(cpu_shims, "BUILD", tmp_path)
+    monkeypatch.setenv("CC", "false")
+    with pytest.raises(RuntimeError, match=r"could not compile the CPU shim mkl_any_cpu: `false \.\.\.` exited with "
+                                           r"code 1 and printed nothing\. Set CC to a working C compiler \(now false\)"):
+        cpu_shims.build("mkl_any_cpu")
+    assert list(tmp_path.iterdir()) == []  # its partial files are gone

@@ -253,3 +253,54 @@ def test_course_matrix_reports_the_changed_cells(tmp_path):
     assert matrix_hooks.exit_code(result) == 1 and matrix_hooks.one_line(result) == "hook matrix: 1 changed cell(s)"
     section = matrix_hooks.section(result)
     assert "`forward-hook@compile-hook-after`" in section and "calls: recorded `0`, now `1`" in section
+
+
+def _never_observe(*args, **kwargs):
+    raise AssertionError("the check observed cells before refusing its arguments")
+
+
+def test_annotate_refuses_notes_that_fit_no_cell_or_cite_no_notebook(monkeypatch):
+    """HM11, HM15: a note for a cell that does not exist (a typo in its key) and a `taught` naming a notebook that does
+    not exist were accepted ("annotated 870 cells", exit 0): never shown, or a link to nowhere."""
+    real = hook_matrix.notes()
+    written = []
+    monkeypatch.setattr(hook_matrix, "write", lambda doc, path=None: written.append(doc))
+    monkeypatch.setattr(hook_matrix, "notes", lambda path=None: real)
+    assert hook_matrix.main(["annotate"]) == 0  # the course's own notes fit: the JSON they give is the committed one
+    assert written == [json.loads((ROOT / "docs" / "hook_matrix.json").read_text(encoding="utf-8"))]
+    bad = copy.deepcopy(real)
+    bad["cell"]["forward-hook@eagr"] = {"surprising": True, "en": "a typo", "zh": "笔误"}
+    bad["cell"]["forward-hook@eager"] = {"taught": "99_no_such_notebook.ipynb#2b266702"}
+    bad["family"]["tensor-hook"] = {"taught": "01_tensor_hooks.ipynb#nocellid"}
+    bad["family"]["tensor-hok"] = {"taught": "01_tensor_hooks.ipynb#2b266702"}
+    monkeypatch.setattr(hook_matrix, "notes", lambda path=None: bad)
+    written.clear()
+    with pytest.raises(SystemExit) as refused:
+        hook_matrix.main(["annotate"])
+    message = str(refused.value)
+    for part in ('[cell."forward-hook@eagr"] (no such cell)', "[family.tensor-hok] (no such family)",
+                 "(no notebook notebooks/99_no_such_notebook.ipynb)",
+                 "(notebook 01_tensor_hooks.ipynb has no cell 'nocellid')"):
+        assert part in message, message
+    assert written == []
+
+
+def test_check_refuses_a_report_in_a_missing_folder_before_observing(tmp_path, monkeypatch):
+    """HM9: `check --report <missing folder>/...` observed every cell, then failed with a raw FileNotFoundError."""
+    monkeypatch.setattr(hook_matrix, "observe", _never_observe)
+    with pytest.raises(SystemExit, match=r"--report .*: the folder .*no-such-folder does not exist"):
+        hook_matrix.main(["check", "--report", str(tmp_path / "no-such-folder" / "report.json")])
+
+
+def test_check_against_a_truncated_matrix_names_the_file_and_how_to_restore_it(tmp_path, monkeypatch):
+    """HM3: a cut-short docs/hook_matrix.json gave a raw JSONDecodeError that named no file."""
+    monkeypatch.setattr(hook_matrix, "observe", _never_observe)
+    text = (ROOT / "docs" / "hook_matrix.json").read_text(encoding="utf-8")
+    cut = tmp_path / "hook_matrix.json"
+    cut.write_text(text[:len(text) // 2], encoding="utf-8")
+    with pytest.raises(SystemExit, match=rf"{re.escape(str(cut))} is not valid JSON \(line \d+, column \d+\).*cut "
+                                         r"short.*git checkout -- docs/hook_matrix\.json"):
+        hook_matrix.main(["check", "--against", str(cut)])
+    cut.write_text("[]", encoding="utf-8")
+    with pytest.raises(SystemExit, match="is JSON but not a hook matrix"):
+        hook_matrix.main(["check", "--against", str(cut)])
