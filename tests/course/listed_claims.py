@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import json
 import sys
-import tomllib
 import traceback
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAIMS = ROOT / "tests" / "course" / "claims"
