@@ -262,4 +262,75 @@ def timm_activation_stats_hook_with_unmatched_lists():
     ActivationStatsHook(_mlp(), hook_fn_locs=["0", "2"], hook_fns=[lambda *args: None])
 
 
+# diffusers' context-parallel hooks check their plan before they shard anything: one process, no device mesh
+
+def _context_parallel(forward, plan=None, gather=None):
+    from diffusers.hooks import HookRegistry
+    from diffusers.hooks.context_parallel import ContextParallelGatherHook, ContextParallelSplitHook
+
+    class Model(nn.Module):
+        pass
+    Model.forward = forward
+    model = Model()
+    registry = HookRegistry.check_if_exists_or_initialize(model)
+    if gather is None:
+        registry.register_hook(ContextParallelSplitHook(plan, parallel_config=None), "cp_split")
+    else:
+        registry.register_hook(ContextParallelGatherHook(gather, parallel_config=None), "cp_gather")
+    return model
+
+
+def _cp_input(**options):
+    from diffusers.models._modeling_parallel import ContextParallelInput
+    return ContextParallelInput(**{"split_dim": 1, "expected_dims": 2, **options})
+
+
+@trigger("expected-input-model-plan-to-have-elements-but-got-3bea0d")
+def diffusers_context_parallel_plan_shorter_than_the_input_list():
+    model = _context_parallel(lambda self, xs: xs[0], {"xs": [_cp_input(), _cp_input()]})
+    model([torch.ones(2, 4)] * 3)
+
+
+@trigger("unsupported-input-type-59b453")
+def diffusers_context_parallel_input_that_is_no_tensor():
+    model = _context_parallel(lambda self, x: torch.ones(1), {"x": _cp_input()})
+    model(3)
+
+
+@trigger("expected-input-tensor-to-have-dimensions-but-got-dimensi-79aa21")
+def diffusers_context_parallel_input_of_other_dimensions():
+    model = _context_parallel(lambda self, x: x, {"x": _cp_input(expected_dims=3)})
+    model(torch.ones(2, 4))
+
+
+@trigger("expected-output-to-be-a-tensor-or-a-list-2302a1")
+def diffusers_context_parallel_output_that_is_a_dict():
+    model = _context_parallel(lambda self, x: {"out": x}, {"x": _cp_input(expected_dims=3)})
+    model(torch.ones(2, 4))
+
+
+@trigger("index-out-of-bounds-for-output-of-length-277258")
+def diffusers_context_parallel_output_index_past_the_outputs():
+    model = _context_parallel(lambda self, x: x, {3: _cp_input(split_output=True)})
+    model(torch.ones(2, 4))
+
+
+@trigger("expected-output-to-have-elements-but-got-4861b0")
+def diffusers_context_parallel_gather_of_fewer_outputs():
+    model = _context_parallel(lambda self, x: x, gather=[None, None])
+    model(torch.ones(2, 4))
+
+
+@trigger("beam-search-not-yet-supported-for-alora-bc48b7")
+def peft_alora_generation_with_beam_search():
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+    config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = get_peft_model(LlamaForCausalLM(config), LoraConfig(r=2, target_modules=["q_proj", "v_proj"],
+                                                                alora_invocation_tokens=[5, 6], task_type="CAUSAL_LM"))
+    model.generate(input_ids=torch.tensor([[1, 2, 5, 6, 3]]), max_new_tokens=2, num_beams=2, do_sample=False)
+
+
 test_trigger = triggers_of(__name__)
