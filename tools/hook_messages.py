@@ -12,28 +12,37 @@ Where the texts come from (all read from the files of the running Python's site-
 - **torch (Python)**: ``torch/**.py`` parsed with :mod:`ast` (``torch/testing/_internal`` left out: the test suite's
   helpers). A message is the text of ``raise X("...")``, ``assert ..., "..."``, ``warnings.warn("...")`` (and
   ``warn`` / ``warn_once`` / ``logger.warning``), ``torch._check*(cond, lambda: "...")``, dynamo's
-  ``unimplemented(gb_type="...", explanation="...")`` and ``disable_saved_tensors_hooks("...")``. F-strings,
+  ``unimplemented(gb_type="...", explanation="...")``, ``disable_saved_tensors_hooks("...")`` and the message of a
+  ``@deprecated("...")`` decorator (unless ``category=None``, which warns nothing). F-strings,
   ``%``-formatting, ``.format`` and ``+`` keep their variable parts as placeholders (``{type(hook)}``); a message built
   in a variable first (of the function, a function around it, or the module) is followed to its one assignment (a
-  name assigned twice stays a placeholder: its text depends on the run). It concerns hooks when its text or the name of a function
-  or class around it says "hook", or when it is in one of :data:`HOOK_FILES` (modules that are about hooks as a whole:
-  checkpoint, parametrize, saved-tensor hooks, DDP communication hooks, FSDP2's hook state).
+  name assigned twice stays a placeholder: its text depends on the run). It concerns hooks when its text or the name
+  of a function or class around it says "hook", when its text speaks of saved tensors (or saved variables: what a
+  user of saved-tensor hooks meets), or when it is in one of :data:`HOOK_FILES` (modules that are about hooks as a
+  whole: checkpoint, parametrize, the old weight norm, saved-tensor hooks, DDP communication hooks, FSDP2's hook
+  state). :mod:`tools.hook_messages_python`.
 - **torch (C++)**: the printable strings of ``torch/lib/libtorch_cpu.so`` and ``libtorch_python.so`` (their ``.rodata``)
-  that say "hook" (TORCH_CHECK's pieces, TORCH_WARN's, internal assertions); strings that are no message (docstrings of
-  the Python bindings, type and symbol names) are listed in ``docs/hook_messages.toml`` (``[cpp] not_messages``), and a
-  message that TORCH_CHECK builds from several strings is written there whole (``[[cpp.joined]]``, its pieces checked).
+  that say "hook" or speak of saved tensors (TORCH_CHECK's pieces, TORCH_WARN's, internal assertions); strings that are
+  no message (docstrings of the Python bindings, type and symbol names) are listed in ``docs/hook_messages.toml``
+  (``[cpp] not_messages``), and a message that TORCH_CHECK builds from several strings is written there whole
+  (``[[cpp.joined]]``, its pieces checked). :mod:`tools.hook_messages_cpp`.
 - **the libraries** (:data:`LIBRARIES`): their Python sources, read like torch's (text or function says "hook").
 - **curated** (``docs/hook_messages.toml``, ``[[curated]]``): errors users meet *because of* a hook although the text
   does not say so (a view modified in place, a size changed by a hook, a recomputation mismatch, ...); each is checked to
   be where it says (in the C++ strings, or in the Python file it names).
 
-Parsed files are cached by the digest of their text (:data:`CACHE`), so a re-run reads only what changed.
-Texts whose "hook" is another idea (:data:`OTHER_MEANINGS`: Inductor's code-generation callbacks, device-backend
-interfaces, ...) are left out, and counted. Identical texts of one source are one message with every place listed.
+Parsed files are cached by the digest of their text (``CACHE``), so a re-run reads only what changed.
+Texts whose "hook" is another idea (``OTHER_MEANINGS`` of :mod:`tools.hook_messages_families`: Inductor's
+code-generation callbacks, device-backend interfaces, ...) are left out, and listed by category in the data and on the
+index's page. Identical texts are one message with every place listed, whichever sources have them (the C++ check and
+its Python copy: one row, with ``sources``).
 
-The status of each message comes from ``docs/hook_messages.toml`` (``[symptom]``: the symptom cell that shows it;
-``[explained]``: the row of a message a test triggers; ``[excused]``: why it is not triggered here) and from the trigger
-tests (``tests/messages/test_*.py``, ``@trigger("<id>")``, found by reading their source). ``tests/messages/`` re-runs
+The status of each message (:mod:`tools.hook_messages_status`) comes from ``docs/hook_messages.toml`` (``[symptom]``:
+the symptom cell that shows it; ``[explained]``: the row of a message a test triggers; ``[excused]``: why it is not
+triggered here) and from the tests of ``tests/messages/``, found by reading their source: ``@trigger("<id>")`` shows a
+message; ``@attempt(["<id>", ...], outcome="...")`` (``test_excused_*.py``) tries to reach an excused one from Python
+and records what happened instead. An excuse without an attempt is a problem; an attempt that reaches its message
+fails its test (the message is then triggered, not excused). ``tests/messages/`` re-runs
 the extraction and fails, listing the added and removed texts, when the installed packages' messages are not the
 committed ones: what ``./course matrix`` shows on another PyTorch.
 """

@@ -4,7 +4,6 @@ attempt), and records what happened instead (see ``message_triggers.py``)."""
 from __future__ import annotations
 
 import contextlib
-import logging
 import warnings
 
 import torch
@@ -119,8 +118,7 @@ def zero_overlapped_with_ddp_on_gloo():
           "tensors-in-local-state-dict-should-be-shardedtensor-89e8fa"],
          outcome="FSDP (1) in one process: full, local and sharded state_dicts saved and loaded")
 def fsdp1_state_dicts_and_double_backward():
-    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-    from torch.distributed.fsdp import StateDictType
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
     with _one_process_group(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # FSDP's own notes on a world of one
         model = FSDP(_model(), device_id=torch.device("cpu"), use_orig_params=False)

@@ -165,6 +165,7 @@ def gradient_edge_of_a_tensor_that_needs_no_grad():
          outcome="eager-mode quantization prepare: observers attached")
 def eager_quantization_prepare_runs_its_observer_hooks():
     import warnings
+
     from torch.ao.quantization import QuantStub, get_default_qconfig, prepare
     m = nn.Sequential(QuantStub(), nn.Linear(2, 2))
     m.qconfig = get_default_qconfig("x86")
@@ -181,7 +182,7 @@ def eager_quantization_prepare_runs_its_observer_hooks():
 def fx_splitter_preview():
     import torch.fx
     from torch.fx.passes.operator_support import OperatorSupport
-    from torch.fx.passes.splitter_base import SplitResult, _SplitterBase, _SplitterSettingBase  # noqa: F401
+    from torch.fx.passes.splitter_base import _SplitterBase, _SplitterSettingBase
     m = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
     gm = torch.fx.symbolic_trace(m)
     x = torch.ones(1, 2)

@@ -324,13 +324,48 @@ def diffusers_context_parallel_gather_of_fewer_outputs():
 @trigger("beam-search-not-yet-supported-for-alora-bc48b7")
 def peft_alora_generation_with_beam_search():
     from peft import LoraConfig, get_peft_model
+    model = get_peft_model(_tiny_llama(), LoraConfig(r=2, target_modules=["q_proj", "v_proj"],
+                                                                alora_invocation_tokens=[5, 6], task_type="CAUSAL_LM"))
+    model.generate(input_ids=torch.tensor([[1, 2, 5, 6, 3]]), max_new_tokens=2, num_beams=2, do_sample=False)
+
+
+def _tiny_llama():
     from transformers import LlamaConfig, LlamaForCausalLM
     config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                          num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64)
     torch.manual_seed(0)
-    model = get_peft_model(LlamaForCausalLM(config), LoraConfig(r=2, target_modules=["q_proj", "v_proj"],
-                                                                alora_invocation_tokens=[5, 6], task_type="CAUSAL_LM"))
-    model.generate(input_ids=torch.tensor([[1, 2, 5, 6, 3]]), max_new_tokens=2, num_beams=2, do_sample=False)
+    return LlamaForCausalLM(config)
+
+
+@trigger("multiple-invocations-of-peft-forward-hooks-before-backwa-68848b")
+def peft_alora_with_gradient_checkpointing_two_forwards_before_backward():
+    from peft import LoraConfig, get_peft_model
+    model = _tiny_llama()
+    model.gradient_checkpointing_enable()
+    model = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"], alora_invocation_tokens=[5, 6],
+                                             task_type="CAUSAL_LM"))
+    model.train()
+    ids = torch.tensor([[1, 2, 5, 6, 3]])
+    (model(input_ids=ids, labels=ids).loss + model(input_ids=ids, labels=ids).loss).backward()
+
+
+@trigger("invalid-value-found-in-input-please-check-your-input-5a0433")
+def peft_corda_preprocessing_on_data_with_nan():
+    from peft import LoraConfig
+    from peft.tuners.lora.config import CordaConfig
+    from peft.tuners.lora.corda import preprocess_corda
+    model = _mlp()
+    config = LoraConfig(r=2, target_modules=["0"], init_lora_weights="corda", corda_config=CordaConfig())
+    data = [torch.randn(8, 4), torch.full((8, 4), float("nan"))]
+    preprocess_corda(model, config, run_model=lambda: [model(x) for x in data])
+
+
+@trigger("one-of-the-base-layers-adapted-with-super-tuning-3098e7")
+def peft_super_tuning_on_a_layer_with_a_forward_hook():
+    import peft
+    model = _mlp()
+    model[0].register_forward_hook(lambda m, i, o: None)
+    peft.get_peft_model(model, peft.SupertuningConfig(target_modules=["0"], sparsity=0.5))(torch.ones(1, 4))
 
 
 test_trigger = triggers_of(__name__)

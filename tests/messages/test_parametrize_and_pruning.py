@@ -245,8 +245,12 @@ def old_weight_norm_removed_where_there_is_none():
 
 
 class _CannotSet(torch.Tensor):
+    refuse = False  # registering a parametrization calls set_() too: refuse only when it is removed
+
     def set_(self, *args, **kwargs):
-        raise RuntimeError("this tensor subclass does not implement set_()")
+        if _CannotSet.refuse:
+            raise RuntimeError("this tensor subclass does not implement set_()")
+        return super().set_(*args, **kwargs)
 
 
 class _Double(nn.Module):
@@ -260,7 +264,11 @@ def parametrization_removed_from_a_tensor_subclass_without_set():
     m = _linear()
     m.weight = nn.Parameter(m.weight.detach().as_subclass(_CannotSet))
     parametrize.register_parametrization(m, "weight", _Double())
-    parametrize.remove_parametrizations(m, "weight", leave_parametrized=True)
+    _CannotSet.refuse = True
+    try:
+        parametrize.remove_parametrizations(m, "weight", leave_parametrized=True)
+    finally:
+        _CannotSet.refuse = False
 
 
 test_trigger = triggers_of(__name__)
