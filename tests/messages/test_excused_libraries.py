@@ -81,13 +81,6 @@ def diffusers_group_offloading_with_streams_on_a_cpu():
                            num_blocks_per_group=1, use_stream=True)
 
 
-@attempt(["magcache-dimension-mismatch-input-residual-cannot-apply-d54755"],
-         outcome="MagCache: No transformer blocks found to apply hooks")
-def diffusers_mag_cache_on_a_small_model():
-    from diffusers.hooks import MagCacheConfig, apply_mag_cache
-    apply_mag_cache(_mlp(), MagCacheConfig(mag_ratios=torch.ones(4), num_inference_steps=2))
-
-
 @attempt(["seacache-decoder-stack-hook-is-not-initialized-6f02dc", "seacache-requires-cosmos-3-to-expose-a-callable-decoder-d37130",
           "seacache-requires-cosmos-3-to-expose-a-non-empty-c81e63"],
          outcome="SeaCache found no repeated transformer blocks on the model.")

@@ -368,4 +368,30 @@ def peft_super_tuning_on_a_layer_with_a_forward_hook():
     peft.get_peft_model(model, peft.SupertuningConfig(target_modules=["0"], sparsity=0.5))(torch.ones(1, 4))
 
 
+@trigger("magcache-dimension-mismatch-input-residual-cannot-apply-d54755")
+def diffusers_mag_cache_step_with_another_sequence_length():
+    from diffusers.hooks import MagCacheConfig, apply_mag_cache
+    from diffusers.hooks._helpers import TransformerBlockMetadata, TransformerBlockRegistry
+
+    class Block(nn.Module):  # a transformer block as diffusers' registry describes one
+        def forward(self, hidden_states):
+            return hidden_states * 2
+    TransformerBlockRegistry.register(Block, TransformerBlockMetadata(return_hidden_states_index=0))
+
+    class Transformer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transformer_blocks = nn.ModuleList([Block(), Block()])
+
+        def forward(self, x):
+            for block in self.transformer_blocks:
+                x = block(x)
+            return x
+    model = Transformer()
+    apply_mag_cache(model, MagCacheConfig(mag_ratios=torch.ones(4), num_inference_steps=4, retention_ratio=0.0,
+                                          threshold=10.0, max_skip_steps=10))
+    model(torch.ones(1, 8, 4))  # computed: its residual is kept
+    model(torch.ones(1, 4, 4))  # skipped: the kept residual is for 8 positions
+
+
 test_trigger = triggers_of(__name__)
