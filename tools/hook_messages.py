@@ -11,7 +11,8 @@ Where the texts come from (all read from the files of the running Python's site-
 
 - **torch (Python)**: ``torch/**.py`` parsed with :mod:`ast` (``torch/testing/_internal`` left out: the test suite's
   helpers). A message is the text of ``raise X("...")``, ``assert ..., "..."``, ``warnings.warn("...")`` (and
-  ``warn`` / ``warn_once`` / ``logger.warning``), ``torch._check*(cond, lambda: "...")``, dynamo's
+  ``warn`` / ``warn_once`` / ``logger.warning``), ``torch._check*(cond, lambda: "...")`` (and FSDP's
+  ``_p_assert(cond, "...")``), dynamo's
   ``unimplemented(gb_type="...", explanation="...")``, ``disable_saved_tensors_hooks("...")`` and the message of a
   ``@deprecated("...")`` decorator (unless ``category=None``, which warns nothing). F-strings,
   ``%``-formatting, ``.format`` and ``+`` keep their variable parts as placeholders (``{type(hook)}``); a message built

@@ -22,7 +22,8 @@ PRINTF = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[sdrfixg]")
 
 WARN_CALLS = {"warn", "warn_once", "warn_explicit", "rank_zero_warn", "_warn_once"}
 LOG_CALLS = {"warning", "warning_once"}
-CHECK_CALLS = {"_check", "_check_value", "_check_type", "_check_index", "_check_not_implemented", "_check_is_size"}
+CHECK_CALLS = {"_check", "_check_value", "_check_type", "_check_index", "_check_not_implemented", "_check_is_size",
+               "_p_assert"}  # torch._check*(cond, message), and FSDP's _p_assert(cond, message)
 DISABLE_CALLS = {"disable_saved_tensors_hooks", "_saved_tensors_hooks_disable"}
 
 

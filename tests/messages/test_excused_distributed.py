@@ -115,12 +115,21 @@ def zero_overlapped_with_ddp_on_gloo():
           "local-state-dict-can-only-be-used-when-parameters-4a93b7",
           "no-flatparameter-in-state-dict-for-this-fsdp-instance-1f55f9",
           "sharded-state-dict-can-only-be-used-when-parameters-cd0c84", "should-have-returned-early-f1ab4c",
-          "tensors-in-local-state-dict-should-be-shardedtensor-89e8fa"],
-         outcome="FSDP (1) in one process: full, local and sharded state_dicts saved and loaded")
+          "tensors-in-local-state-dict-should-be-shardedtensor-89e8fa",
+          "expects-backward-pre-or-backward-post-state-but-got-c57456", "expects-to-have-saved-tensor-for-aa7bfb",
+          "invalid-post-backward-hook-state-3e91ed", "the-grad-fn-is-needed-to-access-the-accumulategrad-6dfc2e"],
+         outcome="FSDP (1) in one process: two training steps (one layer frozen), full, local and sharded state_dicts "
+                 "saved and loaded")
 def fsdp1_state_dicts_and_double_backward():
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
     with _one_process_group(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # FSDP's own notes on a world of one
+        frozen = _model()
+        frozen[0].requires_grad_(False)
+        for module in (FSDP(frozen, device_id=torch.device("cpu"), use_orig_params=True),
+                       FSDP(_model(), device_id=torch.device("cpu"), use_orig_params=False)):
+            for _ in range(2):
+                module(torch.ones(2, 3)).sum().backward()
         model = FSDP(_model(), device_id=torch.device("cpu"), use_orig_params=False)
         x = torch.ones(2, 3, requires_grad=True)
         y = model(x).sum()
@@ -130,7 +139,8 @@ def fsdp1_state_dicts_and_double_backward():
         for kind in (StateDictType.FULL_STATE_DICT, StateDictType.LOCAL_STATE_DICT, StateDictType.SHARDED_STATE_DICT):
             with FSDP.state_dict_type(model, kind):
                 model.load_state_dict(model.state_dict())
-    return "FSDP (1) in one process: full, local and sharded state_dicts saved and loaded"
+    return ("FSDP (1) in one process: two training steps (one layer frozen), full, local and sharded state_dicts "
+            "saved and loaded")
 
 
 @attempt(["expected-at-most-1-param-group-for-backward-compatibilit-9b6b6e", "expected-is-root-to-be-true-6e994e",
