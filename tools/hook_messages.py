@@ -12,10 +12,10 @@ Where the texts come from (all read from the files of the running Python's site-
 - **torch (Python)**: ``torch/**.py`` parsed with :mod:`ast` (``torch/testing/_internal`` left out: the test suite's
   helpers). A message is the text of ``raise X("...")``, ``assert ..., "..."``, ``warnings.warn("...")`` (and
   ``warn`` / ``warn_once`` / ``logger.warning``), ``torch._check*(cond, lambda: "...")`` (and FSDP's
-  ``_p_assert(cond, "...")``), dynamo's
-  ``unimplemented(gb_type="...", explanation="...")``, ``disable_saved_tensors_hooks("...")`` and the message of a
-  ``@deprecated("...")`` decorator (unless ``category=None``, which warns nothing). F-strings,
-  ``%``-formatting, ``.format`` and ``+`` keep their variable parts as placeholders (``{type(hook)}``); a message built
+  ``_p_assert(cond, "...")``), dynamo's ``unimplemented(gb_type="...", explanation="...")``,
+  ``disable_saved_tensors_hooks("...")`` and the message of a ``@deprecated("...")`` decorator (unless
+  ``category=None``, which warns nothing). F-strings, ``%``-formatting, ``.format`` and ``+`` keep their variable
+  parts as placeholders (``{type(hook)}``); a message built
   in a variable first (of the function, a function around it, or the module) is followed to its one assignment (a
   name assigned twice stays a placeholder: its text depends on the run). It concerns hooks when its text or the name
   of a function or class around it says "hook", when its text speaks of saved tensors (or saved variables: what a
