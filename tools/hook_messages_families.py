@@ -29,6 +29,37 @@ OTHER_MEANINGS: tuple[tuple[str, str, str, str, str], ...] = (
      "TorchScript serialization callbacks and module docstrings"),
 )
 
+# the reasons above in the index's Chinese page
+OTHER_MEANINGS_ZH = {
+    "Inductor's code-generation callbacks (render, epilogue and launch hooks) and choice overrides":
+        "Inductor 的代码生成回调（render、epilogue、launch 钩子）与候选方案的覆盖",
+    "DataPipe serialization callbacks (getstate / reduce_ex hooks)": "DataPipe 的序列化回调（getstate / reduce_ex 钩子）",
+    "a vendored kernel library's warm-up hooks": "随 PyTorch 附带的内核库的预热钩子",
+    "Triton kernel initialisation hooks": "Triton 内核的初始化钩子",
+    "FX graph-editing callbacks (node created / replaced / erased)": "FX 的图编辑回调（节点创建、替换、删除）",
+    "FX graph-editing callbacks (node metadata)": "FX 的图编辑回调（节点元数据）",
+    "Dynamo's own compile callbacks (bytecode and guard hooks)": "Dynamo 自己的编译回调（字节码与 guard 钩子）",
+    "Dynamo's clean-up callbacks for generated names": "Dynamo 为生成的名字做清理的回调",
+    "Python's __instancecheck__ / __subclasscheck__ methods, which a graph break calls hooks":
+        "Python 的 __instancecheck__ / __subclasscheck__ 方法（图中断信息把它们叫作 hook）",
+    "device-backend interfaces (PrivateUse1 / HPU / XLA 'hooks')": "设备后端接口（PrivateUse1 / HPU / XLA 的“hooks”）",
+    "AOTInductor's debug dump of a tensor to a file": "AOTInductor 把张量写入文件的调试输出",
+    "TorchScript serialization callbacks and module docstrings": "TorchScript 的序列化回调与模块的文档字符串",
+}
+
+
+def left_out_category(category: str, lang: str) -> str:
+    """A category of left-out texts ("source: reason") in the page's language.
+
+    >>> left_out_category("torch: Triton kernel initialisation hooks", "zh")
+    'torch：Triton 内核的初始化钩子'
+    """
+    source, _, reason = category.partition(": ")
+    if lang != "zh" or reason not in OTHER_MEANINGS_ZH:
+        return category
+    return f"{source}：{OTHER_MEANINGS_ZH[reason]}"
+
+
 # (file pattern, function pattern, text pattern, family): the first rule that matches decides; "" matches anything
 FAMILY_RULES: tuple[tuple[str, str, str, str], ...] = (
     (r"", "", r"region_activation_memory_budget", "compile"),

@@ -449,9 +449,11 @@ def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = No
     # texts left out: "hook" there is another idea
     left_out = hook_messages.left_out_texts(messages)
     if left_out:
+        from .hook_messages_families import left_out_category
+
         out += [f"## {page['left_out']}", "", page["left_out_intro"], ""]
         for category, texts in left_out.items():
-            out += [f"### {_heading_text(category)} ({len(texts)})", ""]
+            out += [f"### {_heading_text(left_out_category(category, lang))} ({len(texts)})", ""]
             out += [f"- {code_span(' '.join(t.split()))}" for t in sorted(texts)] + [""]
     return "\n".join(out).rstrip() + "\n"
 

@@ -334,3 +334,13 @@ def test_the_page_lists_the_left_out_texts_by_category_and_each_excuse_with_its_
     for m in data["messages"]:
         if m["status"] == "excused":
             assert f"`{m['attempt']}`" in page, m["id"]
+
+
+def test_every_category_of_left_out_texts_has_its_chinese_name():
+    from tools import hook_messages_data, hook_messages_families
+    data = hook_messages_data.load()
+    page = symptoms.site_page(symptoms.collect(ROOT)[0], "zh", messages=data)
+    for category in hook_messages_data.left_out_texts(data):
+        zh = hook_messages_families.left_out_category(category, "zh")
+        assert zh != category and symptoms.CJK.search(zh), f"{category}: add it to OTHER_MEANINGS_ZH"
+        assert f"### {symptoms._heading_text(zh)} (" in page
