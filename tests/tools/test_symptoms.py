@@ -344,3 +344,16 @@ def test_every_category_of_left_out_texts_has_its_chinese_name():
         zh = hook_messages_families.left_out_category(category, "zh")
         assert zh != category and symptoms.CJK.search(zh), f"{category}: add it to OTHER_MEANINGS_ZH"
         assert f"### {symptoms._heading_text(zh)} (" in page
+
+
+def test_a_message_with_a_python_copy_of_its_check_has_one_row_the_explained_one():
+    """The C++ check and its Python copy in Dynamo print the same words: the page holds one row for them, among the
+    errors with its explanation, none among the excused messages (a search for the words finds only that row)."""
+    from tools import hook_messages_data
+    data = hook_messages_data.load()
+    page = symptoms.site_page(symptoms.collect(ROOT)[0], "en", messages=data)
+    words = "Tensor post accumulate grad hooks should return None."
+    rows = [m for m in data["messages"] if m["text"] == words]
+    assert len(rows) == 1 and rows[0]["status"] == "test"
+    errors, excused = page.split("## Messages not triggered here", 1)
+    assert f"(msg-{rows[0]['id']})=" in errors and words not in excused
