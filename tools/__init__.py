@@ -6,7 +6,9 @@
 - ``site`` + ``site/`` (``./course site``), ``launch`` (the launch copies; what their cell installs:
   ``notebook_imports``), ``launch_check`` + ``launch_check_runner`` (the copies run as Colab would),
   ``package_page`` (the PyPI page's links, the README's package sizes), ``symptoms`` (the symptom index),
-  ``hook_messages`` (every hook message of the pinned packages: the index's denominator), ``runtimes``
+  ``hook_messages`` (every hook message of the pinned packages: the index's denominator; its parts
+  ``hook_messages_python`` / ``_cpp`` (reading the sources), ``_families`` (sorting), ``_text`` (ids and patterns),
+  ``_status`` (cells, triggers, excuses and their attempts), ``_data`` (the data file)), ``runtimes``
   (docs/runtimes.toml), ``pinned_links`` (links to the pinned release);
 - ``slides``, ``handout`` and ``vendor`` (``./course slides`` / ``handout``; reveal.js, fetched once);
 - ``matrix``, ``matrix_run``, ``matrix_report`` (``./course matrix``), ``matrix_ahead`` (the weekly runs ahead of the

@@ -119,7 +119,16 @@ def anchor_cell(target: str, tag: str) -> dict[str, Any]:
 
 
 def read_notebook(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))
+    """A notebook's JSON; :class:`SymptomError` naming the file (and how to restore it) when it cannot be read."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SymptomError(f"cannot read the notebook {path}: {exc}. Restore it with `git checkout -- {path.name}` "
+                           "in its folder (or re-execute it with ./course regen)") from None
+    if not isinstance(nb, dict):
+        raise SymptomError(f"{path} is no notebook (its JSON is a {type(nb).__name__}, not an object); restore it "
+                           f"with `git checkout -- {path.name}` in its folder")
+    return nb
 
 
 def notebook_symptoms(path: Path, nb: dict[str, Any] | None = None) -> tuple[list[Symptom], list[str]]:
@@ -236,7 +245,10 @@ PAGE = {
            "coverage": "覆盖情况", "errors": "报错与警告", "silent": "悄悄出错的症状", "excused": "没有在这里触发的消息",
            "other_errors": "笔记本里的其他报错", "other_silent": "其他", "shown": "输出中的原文",
            "message": "消息", "example": "实际打印的一例", "explained": "解释与修正", "triggered": "触发它的测试",
-           "why": "原因", "where": "出处",
+           "why": "原因", "where": "出处", "tried": "尝试过的触发办法及结果",
+           "left_out": "未列入的文本",
+           "left_out_intro": "这些文本也含有“hook”一词，但说的是另一回事（Inductor 的代码生成回调、FX 的图编辑回调、"
+                             "设备后端接口等），不是本课程讲的钩子，所以不列入上面的统计。按类别列出，供核对。",
            "columns": ("来源", "消息数", "单元格演示", "测试触发", "豁免", "已触发 / 可触发"),
            "coverage_intro": "“消息”是 PyTorch 2.15 与所固定的库在源码里写下的每一条与钩子有关的报错和警告文本"
                              "（`python -m tools.hook_messages` 从安装的文件中读出），再加上因钩子而起、文字里却"
@@ -255,7 +267,12 @@ PAGE = {
            "excused": "Messages not triggered here", "other_errors": "Other errors the notebooks show",
            "other_silent": "Other", "shown": "What the output says", "message": "Message",
            "example": "As printed", "explained": "Explained, and the fix", "triggered": "Triggered by",
-           "why": "Why", "where": "Where",
+           "why": "Why", "where": "Where", "tried": "Tried, and what happened",
+           "left_out": "Texts left out",
+           "left_out_intro": "These texts say \"hook\" too, but mean another idea (Inductor's code-generation "
+                             "callbacks, FX's graph-editing callbacks, device-backend interfaces, ...), not the hooks "
+                             "this course is about, so the counts above leave them out. Listed by category, to be "
+                             "checked.",
            "columns": ("Source", "Messages", "Shown in a cell", "Triggered in a test", "Excused",
                        "Triggered / triggerable"),
            "coverage_intro": "A message is each error and warning text about hooks written in the sources of "
@@ -275,7 +292,11 @@ SILENT = ROOT / "docs" / "silent_symptoms.toml"
 
 def load_messages(path: Path = MESSAGES) -> dict[str, Any]:
     """docs/hook_messages.json (tools/hook_messages.py), or no messages when it is missing."""
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"messages": []}
+    if not path.is_file():
+        return {"messages": []}
+    from .hook_messages_data import load
+
+    return load(path)
 
 
 def load_silent(path: Path = SILENT) -> dict[str, Any]:
@@ -323,7 +344,7 @@ def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = No
               messages: dict[str, Any] | None = None, silent: dict[str, Any] | None = None) -> str:
     """The site's page (MyST Markdown). ``built``: the notebooks on the site (default: every notebook that a row
     names); rows that point into another notebook are left out, so a partial build has no broken link."""
-    from . import hook_messages
+    from . import hook_messages_data as hook_messages
 
     text, page = TEXT[lang], PAGE[lang]
     messages = load_messages() if messages is None else messages
@@ -422,7 +443,18 @@ def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = No
             for m in mine:
                 out += [f"(msg-{m['id']})=", f"#### {_heading_text(m['text'])}", "", fenced(m["text"]), "",
                         f"- {page['why']}{colon}{page['reasons'].get(m['reason'], m['reason'])}{colon}{m['why']}",
+                        f"- {page['tried']}{colon}`{m.get('attempt', '')}`{colon}{code_span(m.get('outcome', ''))}",
                         f"- {page['where']}{colon}{', '.join(m['places'][:3])}", ""]
+
+    # texts left out: "hook" there is another idea
+    left_out = hook_messages.left_out_texts(messages)
+    if left_out:
+        from .hook_messages_families import left_out_category
+
+        out += [f"## {page['left_out']}", "", page["left_out_intro"], ""]
+        for category, texts in left_out.items():
+            out += [f"### {_heading_text(left_out_category(category, lang))} ({len(texts)})", ""]
+            out += [f"- {code_span(' '.join(t.split()))}" for t in sorted(texts)] + [""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -506,15 +538,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true", help="rewrite notebook 00's section")
     args = parser.parse_args(argv)
-    symptoms, problems = collect()
+    try:
+        symptoms, problems = collect()
+    except SymptomError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
         return 1
     import nbformat  # written as every notebook of the course is (key order, line lists), so the diff is the section
 
-    nb = nbformat.read(str(NOTEBOOK_00), as_version=4)
     try:
+        read_notebook(NOTEBOOK_00)  # a clear error for a damaged file, before nbformat's own
+        nb = nbformat.read(str(NOTEBOOK_00), as_version=4)
         if args.write:
             if update_section(nb, symptoms):
                 nbformat.write(nbformat.from_dict(nb), str(NOTEBOOK_00))
@@ -527,8 +564,11 @@ def main(argv: list[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 1
     if current is None:
-        print(f"{len(symptoms)} symptoms; notebook 00 has no symptom-index markers yet (nothing to check)")
-        return 0
+        print(f"notebook 00 ({NOTEBOOK_00.name}) has no symptom-index markers, so its index cannot be checked: put "
+              f"back the lang-both markdown cells holding {MARKER_START!r} and {MARKER_END!r} (git checkout -- "
+              f"notebooks/{NOTEBOOK_00.name} restores them), then run .venv/bin/python -m tools.symptoms --write",
+              file=sys.stderr)
+        return 1
     print(f"{len(symptoms)} symptoms; notebook 00's section is " + ("current" if current else
           "stale: run .venv/bin/python -m tools.symptoms --write"))
     return 0 if current else 1

@@ -17,6 +17,14 @@ trigger still prints exactly that.
 A trigger that needs several processes returns ``{message id: text shown}`` for the ids it names (``@trigger_all``);
 it runs once per test process, its ids are checked one by one.
 
+A message that is not triggered here is excused in ``docs/hook_messages.toml`` with a reason, and the excuse stands only
+with an attempt to reach it from Python: a function decorated ``@attempt(["<id>", ...], outcome="...")`` in a test
+module of this folder (``test_excused_*.py``). The attempt does what a user would do to reach the message (the same
+feature, used wrongly, on this machine); its test asserts that none of the attempt's messages appears in what it
+showed, and that ``outcome`` (what happened instead: another error, a missing module, or what the function returns
+as its finding) does. The index lists each excuse with its attempt and outcome; ``tools/hook_messages_status.py`` reads
+them from the decorators, as it reads ``@trigger``.
+
 A message whose variable parts print stack traces (paths and frames that differ from machine to machine, and between
 a run under ``pytest -n0`` and one under xdist) is triggered with ``@trigger("<id>", head=True)``: its example is the
 printed text up to the message's first variable part.
@@ -188,6 +196,64 @@ def check(case: Trigger, message_id: str) -> None:
         assert found == stored, (f"{case.name} shows {message_id} differently from the stored example:\n"
                                  f"  stored: {stored!r}\n  now:    {found!r}\n"
                                  "(run python -m tools.hook_messages --examples when this is expected)")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    ids: tuple[str, ...]
+    fn: Callable[[], Any]
+    module: str
+    outcome: str
+
+    @property
+    def name(self) -> str:
+        return self.fn.__name__
+
+
+_ATTEMPTS: dict[str, list[Attempt]] = {}
+
+
+def attempt(message_ids: list[str], *, outcome: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    """Register ``fn`` as the attempt to reach the excused messages ``message_ids``; ``outcome``: a piece of what it
+    shows instead (a string it returns is shown, as what it printed is). Write both as literals: the index reads them
+    from the source."""
+    def register(fn: Callable[[], Any]) -> Callable[[], Any]:
+        _ATTEMPTS.setdefault(fn.__module__, []).append(Attempt(tuple(message_ids), fn, fn.__module__, outcome))
+        return fn
+    return register
+
+
+def _returned(fn: Callable[[], Any]) -> Callable[[], None]:
+    def run() -> None:
+        result = fn()
+        if isinstance(result, str):
+            print(result)
+    return run
+
+
+def check_attempt(case: Attempt) -> None:
+    known = messages()
+    for message_id in case.ids:
+        message = known.get(message_id)
+        assert message is not None, f"{case.module}.{case.name}: {message_id!r} is no message of docs/hook_messages.json"
+        assert message["status"] == "excused", (f"{case.name}: {message_id} is {message['status']}, not excused: "
+                                                "remove it from the attempt")
+    text = masked(shown(_returned(case.fn)))
+    reached = [mid for mid in case.ids if example(known[mid], text) is not None]
+    assert not reached, (f"{case.name} reached {reached}: trigger them (@trigger, an [explained] row) instead of "
+                         f"excusing them.\n  it showed: {text[:3000]!r}")
+    assert case.outcome in text, (f"{case.name}: the recorded outcome {case.outcome!r} is not what happened:\n"
+                                  f"  it showed: {text[:3000]!r}")
+
+
+def attempts_of(module: str) -> Callable[[Attempt], None]:
+    """The parametrized test of a module of attempts: one case per attempt."""
+    cases = _ATTEMPTS.get(module, [])
+
+    @pytest.mark.parametrize("case", cases, ids=[c.name for c in cases])
+    def test_attempt(case: Attempt) -> None:
+        check_attempt(case)
+    return test_attempt  # type: ignore[return-value]
 
 
 def triggers_of(module: str) -> Callable[[str], None]:

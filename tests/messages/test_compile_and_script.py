@@ -83,7 +83,7 @@ def compiled_function_given_a_hook_handle():
     _compiled(lambda x, h: (x * 2, h))(_leaf(), handle)
 
 
-@trigger("tensor-post-accumulate-grad-hooks-should-return-none-10426b")
+@trigger("tensor-post-accumulate-grad-hooks-should-return-none-0a9f53")
 def post_accumulate_grad_hook_returns_a_value_under_compiled_autograd():
     from torch._dynamo import compiled_autograd
 
@@ -195,6 +195,20 @@ def scripting_a_forward_hook_with_a_wrong_signature():
 @trigger("can-t-define-hook-on-class-because-a-method-313c51")
 def scripting_a_hook_named_forward():
     _script_with(lambda m: m.register_forward_hook(forward))
+
+
+@trigger("idx-must-not-be-none-for-hook-removal-5e3a6b")
+def handle_of_an_intermediate_hook_removed_inside_a_compiled_function():
+    def f(x):
+        y = (x * 2).sin()
+        handle = y.register_hook(lambda g: g)
+        handle.remove()
+        return y.sum()
+    torch._dynamo.reset()
+    try:
+        torch.compile(f, backend="eager")(torch.ones(3, requires_grad=True))
+    finally:
+        torch._dynamo.reset()
 
 
 test_trigger = triggers_of(__name__)

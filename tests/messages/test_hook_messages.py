@@ -191,3 +191,102 @@ def test_a_changed_release_is_reported_as_texts_added_and_removed():
                        "1 message(s) added, 1 removed"
     assert "  + 'a message of the next release about hooks'" in lines and f"  - {gone['text'][:160]!r}" in lines
     assert hm.difference(old, old) == []
+
+
+# --- deprecation and saved-tensor texts, merged texts, left-out texts, attempts -----------------------------
+
+DEPRECATED = '''
+from typing_extensions import deprecated
+
+@deprecated("`old_norm` is deprecated in favor of `new_norm`.", category=FutureWarning)
+def old_norm_hook(module):
+    return module
+
+@deprecated("kept quiet", category=None)
+def quiet_hook(module):
+    return module
+
+def unrelated(ctx):
+    raise RuntimeError("saved tensors were freed after backward")
+'''
+
+
+def test_deprecated_decorators_and_saved_tensor_texts_are_read(tmp_path):
+    (tmp_path / "fakepkg").mkdir()
+    (tmp_path / "fakepkg" / "__init__.py").write_text(DEPRECATED, encoding="utf-8")
+    found = {f.text: f for f in hm.python_messages(tmp_path, ["fakepkg"], "fake", cache=None)}
+    assert set(found) == {"`old_norm` is deprecated in favor of `new_norm`.",  # category=None warns nothing
+                          "saved tensors were freed after backward"}        # says "saved tensors", not "hook"
+    assert found["`old_norm` is deprecated in favor of `new_norm`."].call == "@deprecated"
+    assert found["`old_norm` is deprecated in favor of `new_norm`."].kind == "warning"
+
+
+def test_the_same_words_in_two_sources_are_one_row_and_it_is_the_explained_one(built):
+    data, _ = built
+    texts: dict[str, list[str]] = {}
+    for m in data["messages"]:
+        texts.setdefault(" ".join(m["text"].split()), []).append(m["id"])
+    assert not [ids for ids in texts.values() if len(ids) > 1]
+    (row,) = [m for m in data["messages"] if m["text"] == "Tensor post accumulate grad hooks should return None."]
+    assert row["status"] == "test" and row["en"] and set(row["sources"]) == {hm.TORCH_PY, hm.TORCH_CPP}
+    assert any(p.startswith("torch/_dynamo/") for p in row["places"]) and "libtorch_python.so" in row["places"]
+
+
+def test_left_out_texts_are_listed_by_category(built):
+    data, _ = built
+    left = hm.left_out_texts(data)
+    fx = next(texts for category, texts in left.items() if category.startswith("torch: FX graph-editing"))
+    assert "Replace hook must be a callable." in fx
+    for entries in data["left_out"].values():
+        assert all(e["text"] and e["places"] for e in entries)
+
+
+def test_an_excuse_needs_an_attempt_read_from_its_decorator(tmp_path, monkeypatch):
+    from tools import hook_messages_status
+    folder = tmp_path / "tests" / "messages"
+    folder.mkdir(parents=True)
+    (folder / "test_excused_x.py").write_text(
+        'IDS = ["b-000000"]\n\n'
+        '@attempt(["a-000000", "c-000000"], outcome="ran without it")\ndef tried():\n    pass\n\n'
+        '@attempt(IDS, outcome="")\ndef tried_too():\n    pass\n', encoding="utf-8")
+    tried = hook_messages_status.attempts(folder)
+    assert tried["a-000000"] == {"attempt": "tests/messages/test_excused_x.py::tried", "outcome": "ran without it"}
+    assert tried["b-000000"]["outcome"] == ""
+    data = hm.load()
+    messages = [hm.Message(m["id"], m["source"], m["kind"], m["family"], m["text"], m["call"], m["places"])
+                for m in data["messages"]]
+    excused = next(m["id"] for m in data["messages"] if m["status"] == "excused")
+    monkeypatch.setattr(hook_messages_status, "attempts", lambda folder: {})
+    _, problems = hm.statuses(messages, hm.load_triage(), root=ROOT)
+    assert any(excused in p and "without an attempt" in p for p in problems)
+
+
+def test_an_attempt_that_reaches_its_message_or_shows_another_outcome_fails():
+    import message_triggers as mt
+    excused = next(m for m in hm.load()["messages"] if m["status"] == "excused" and "{" not in m["text"])
+
+    def reaches():
+        raise RuntimeError(excused["text"])
+    with pytest.raises(AssertionError, match="reached"):
+        mt.check_attempt(mt.Attempt((excused["id"],), reaches, __name__, "RuntimeError"))
+    with pytest.raises(AssertionError, match="recorded outcome"):
+        mt.check_attempt(mt.Attempt((excused["id"],), lambda: "something else", __name__, "what was recorded"))
+    mt.check_attempt(mt.Attempt((excused["id"],), lambda: "what was recorded", __name__, "what was recorded"))
+
+
+def test_every_excused_row_carries_its_attempt_and_outcome(built):
+    data, _ = built
+    for m in data["messages"]:
+        if m["status"] == "excused":
+            assert m["attempt"].startswith("tests/messages/test_excused_") and m["outcome"], m["id"]
+
+
+def test_a_damaged_data_file_is_named_with_how_to_restore_it(tmp_path, monkeypatch, capsys):
+    damaged = tmp_path / "hook_messages.json"
+    damaged.write_text(hm.DATA.read_text(encoding="utf-8")[:300], encoding="utf-8")
+    with pytest.raises(hm.HookMessageError, match=r"cannot read .*hook_messages\.json.*git checkout.*--write"):
+        hm.load(damaged)
+    monkeypatch.setattr(hm, "DATA", damaged)
+    assert hm.main([]) == 1
+    err = capsys.readouterr().err
+    assert "hook_messages.json" in err and "git checkout" in err and "Traceback" not in err

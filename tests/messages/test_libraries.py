@@ -262,4 +262,136 @@ def timm_activation_stats_hook_with_unmatched_lists():
     ActivationStatsHook(_mlp(), hook_fn_locs=["0", "2"], hook_fns=[lambda *args: None])
 
 
+# diffusers' context-parallel hooks check their plan before they shard anything: one process, no device mesh
+
+def _context_parallel(forward, plan=None, gather=None):
+    from diffusers.hooks import HookRegistry
+    from diffusers.hooks.context_parallel import ContextParallelGatherHook, ContextParallelSplitHook
+
+    class Model(nn.Module):
+        pass
+    Model.forward = forward
+    model = Model()
+    registry = HookRegistry.check_if_exists_or_initialize(model)
+    if gather is None:
+        registry.register_hook(ContextParallelSplitHook(plan, parallel_config=None), "cp_split")
+    else:
+        registry.register_hook(ContextParallelGatherHook(gather, parallel_config=None), "cp_gather")
+    return model
+
+
+def _cp_input(**options):
+    from diffusers.models._modeling_parallel import ContextParallelInput
+    return ContextParallelInput(**{"split_dim": 1, "expected_dims": 2, **options})
+
+
+@trigger("expected-input-model-plan-to-have-elements-but-got-3bea0d")
+def diffusers_context_parallel_plan_shorter_than_the_input_list():
+    model = _context_parallel(lambda self, xs: xs[0], {"xs": [_cp_input(), _cp_input()]})
+    model([torch.ones(2, 4)] * 3)
+
+
+@trigger("unsupported-input-type-59b453")
+def diffusers_context_parallel_input_that_is_no_tensor():
+    model = _context_parallel(lambda self, x: torch.ones(1), {"x": _cp_input()})
+    model(3)
+
+
+@trigger("expected-input-tensor-to-have-dimensions-but-got-dimensi-79aa21")
+def diffusers_context_parallel_input_of_other_dimensions():
+    model = _context_parallel(lambda self, x: x, {"x": _cp_input(expected_dims=3)})
+    model(torch.ones(2, 4))
+
+
+@trigger("expected-output-to-be-a-tensor-or-a-list-2302a1")
+def diffusers_context_parallel_output_that_is_a_dict():
+    model = _context_parallel(lambda self, x: {"out": x}, {"x": _cp_input(expected_dims=3)})
+    model(torch.ones(2, 4))
+
+
+@trigger("index-out-of-bounds-for-output-of-length-277258")
+def diffusers_context_parallel_output_index_past_the_outputs():
+    model = _context_parallel(lambda self, x: x, {3: _cp_input(split_output=True)})
+    model(torch.ones(2, 4))
+
+
+@trigger("expected-output-to-have-elements-but-got-4861b0")
+def diffusers_context_parallel_gather_of_fewer_outputs():
+    model = _context_parallel(lambda self, x: x, gather=[None, None])
+    model(torch.ones(2, 4))
+
+
+@trigger("beam-search-not-yet-supported-for-alora-bc48b7")
+def peft_alora_generation_with_beam_search():
+    from peft import LoraConfig, get_peft_model
+    model = get_peft_model(_tiny_llama(), LoraConfig(r=2, target_modules=["q_proj", "v_proj"],
+                                                                alora_invocation_tokens=[5, 6], task_type="CAUSAL_LM"))
+    model.generate(input_ids=torch.tensor([[1, 2, 5, 6, 3]]), max_new_tokens=2, num_beams=2, do_sample=False)
+
+
+def _tiny_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config)
+
+
+@trigger("multiple-invocations-of-peft-forward-hooks-before-backwa-68848b")
+def peft_alora_with_gradient_checkpointing_two_forwards_before_backward():
+    from peft import LoraConfig, get_peft_model
+    model = _tiny_llama()
+    model.gradient_checkpointing_enable()
+    model = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"], alora_invocation_tokens=[5, 6],
+                                             task_type="CAUSAL_LM"))
+    model.train()
+    ids = torch.tensor([[1, 2, 5, 6, 3]])
+    (model(input_ids=ids, labels=ids).loss + model(input_ids=ids, labels=ids).loss).backward()
+
+
+@trigger("invalid-value-found-in-input-please-check-your-input-5a0433")
+def peft_corda_preprocessing_on_data_with_nan():
+    from peft import LoraConfig
+    from peft.tuners.lora.config import CordaConfig
+    from peft.tuners.lora.corda import preprocess_corda
+    model = _mlp()
+    config = LoraConfig(r=2, target_modules=["0"], init_lora_weights="corda", corda_config=CordaConfig())
+    data = [torch.randn(8, 4), torch.full((8, 4), float("nan"))]
+    preprocess_corda(model, config, run_model=lambda: [model(x) for x in data])
+
+
+@trigger("one-of-the-base-layers-adapted-with-super-tuning-3098e7")
+def peft_super_tuning_on_a_layer_with_a_forward_hook():
+    import peft
+    model = _mlp()
+    model[0].register_forward_hook(lambda m, i, o: None)
+    peft.get_peft_model(model, peft.SupertuningConfig(target_modules=["0"], sparsity=0.5))(torch.ones(1, 4))
+
+
+@trigger("magcache-dimension-mismatch-input-residual-cannot-apply-d54755")
+def diffusers_mag_cache_step_with_another_sequence_length():
+    from diffusers.hooks import MagCacheConfig, apply_mag_cache
+    from diffusers.hooks._helpers import TransformerBlockMetadata, TransformerBlockRegistry
+
+    class Block(nn.Module):  # a transformer block as diffusers' registry describes one
+        def forward(self, hidden_states):
+            return hidden_states * 2
+    TransformerBlockRegistry.register(Block, TransformerBlockMetadata(return_hidden_states_index=0))
+
+    class Transformer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transformer_blocks = nn.ModuleList([Block(), Block()])
+
+        def forward(self, x):
+            for block in self.transformer_blocks:
+                x = block(x)
+            return x
+    model = Transformer()
+    apply_mag_cache(model, MagCacheConfig(mag_ratios=torch.ones(4), num_inference_steps=4, retention_ratio=0.0,
+                                          threshold=10.0, max_skip_steps=10))
+    model(torch.ones(1, 8, 4))  # computed: its residual is kept
+    model(torch.ones(1, 4, 4))  # skipped: the kept residual is for 8 positions
+
+
 test_trigger = triggers_of(__name__)

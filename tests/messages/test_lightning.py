@@ -230,4 +230,49 @@ def fabric_callback_attribute_that_is_not_a_method():
     Fabric(accelerator="cpu", devices=1, callbacks=[_NotCallable()]).call("on_train_start")
 
 
+# --- the sampler Lightning injects under a DDP strategy: one CPU process is enough -------------------------
+
+def _fit_under_ddp(loader):
+    import torch.distributed as dist
+    try:
+        _trainer(strategy="ddp").fit(_module_class()(), train_dataloaders=loader)
+    finally:
+        if dist.is_initialized():  # the strategy's one-process group
+            dist.destroy_process_group()
+
+
+class _Batches(torch.utils.data.BatchSampler):
+    """A BatchSampler whose arguments come in another order: Lightning cannot make it again with its sampler."""
+
+    def __init__(self, batch_size, sampler, drop_last=False):
+        super().__init__(sampler, batch_size, drop_last)
+
+
+@trigger("lightning-can-t-inject-a-distributed-sampler-into-your-7c38f0")
+def lightning_ddp_with_a_batch_sampler_of_another_signature():
+    data = _data().dataset
+    _fit_under_ddp(DataLoader(data, batch_sampler=_Batches(2, torch.utils.data.SequentialSampler(data))))
+
+
+class _ScaledLoader(DataLoader):
+    def __init__(self, data, scale, **options):  # neither argument is kept as an attribute
+        super().__init__(data, **options)
+
+
+@trigger("trying-to-inject-custom-sampler-into-the-instance-this-7a00ba")
+def lightning_ddp_with_a_dataloader_subclass_that_drops_its_arguments():
+    _fit_under_ddp(_ScaledLoader(_data().dataset, 2.0, batch_size=2))
+
+
+@trigger("when-using-the-you-are-required-to-override-the-b63670")
+def lightning_model_parallel_strategy_without_configure_model():
+    import torch.distributed as dist
+    from pytorch_lightning.strategies import ModelParallelStrategy
+    try:
+        _fit(_module_class()(), strategy=ModelParallelStrategy())
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 test_trigger = triggers_of(__name__)

@@ -229,4 +229,46 @@ def old_spectral_norm_twice():
     nn.utils.spectral_norm(nn.utils.spectral_norm(_linear()))
 
 
+@trigger("torch-nn-utils-weight-norm-is-deprecated-in-favor-3520eb")
+def old_weight_norm_called():
+    nn.utils.weight_norm(_linear())
+
+
+@trigger("the-module-passed-to-weightnorm-can-t-have-uninitialized-0a5950")
+def old_weight_norm_on_a_lazy_module():
+    nn.utils.weight_norm(nn.LazyLinear(2))
+
+
+@trigger("weight-norm-of-not-found-in-80ea50")
+def old_weight_norm_removed_where_there_is_none():
+    nn.utils.remove_weight_norm(_linear())
+
+
+class _CannotSet(torch.Tensor):
+    refuse = False  # registering a parametrization calls set_() too: refuse only when it is removed
+
+    def set_(self, *args, **kwargs):
+        if _CannotSet.refuse:
+            raise RuntimeError("this tensor subclass does not implement set_()")
+        return super().set_(*args, **kwargs)
+
+
+class _Double(nn.Module):
+    def forward(self, w):
+        return w * 2
+
+
+@trigger("calling-remove-parametrizations-with-leave-parametrized-87f107")
+def parametrization_removed_from_a_tensor_subclass_without_set():
+    from torch.nn.utils import parametrize
+    m = _linear()
+    m.weight = nn.Parameter(m.weight.detach().as_subclass(_CannotSet))
+    parametrize.register_parametrization(m, "weight", _Double())
+    _CannotSet.refuse = True
+    try:
+        parametrize.remove_parametrizations(m, "weight", leave_parametrized=True)
+    finally:
+        _CannotSet.refuse = False
+
+
 test_trigger = triggers_of(__name__)

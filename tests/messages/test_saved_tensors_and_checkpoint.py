@@ -273,4 +273,57 @@ def activation_memory_budget_above_one():
     graph.region_activation_memory_budget(2.0)
 
 
+# --- saved tensors: messages that do not say "hook" ---------------------------------------------------------
+
+@trigger("trying-to-use-a-saved-tensor-that-has-been-039c08")
+def saved_input_detached_in_place_before_backward():
+    w = torch.ones(3, requires_grad=True)
+    a = w * 2
+    b = a.sin()  # saves a
+    a.detach_()
+    b.sum().backward()
+
+
+@trigger("trying-to-create-a-savedtensor-object-from-python-is-cf93b6")
+def saved_tensor_object_made_from_python():
+    torch._C._autograd.SavedTensor()
+
+
+class _ReadsSavedTensorsTwice(torch.autograd.Function):
+    clear_saved_tensors_on_access = True
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.saved_tensors  # noqa: B018 (the first read frees them)
+        (x,) = ctx.saved_tensors
+        return grad * 2
+
+
+@trigger("saved-tensors-can-only-be-accessed-once-when-clear-a836b8")
+def saved_tensors_read_twice_with_clear_on_access():
+    _ReadsSavedTensorsTwice.apply(torch.ones(2, requires_grad=True)).sum().backward()
+
+
+class _ReadsSavedVariables(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_variables
+        return grad * 2
+
+
+@trigger("saved-variables-is-deprecated-use-saved-tensors-2f2153")
+def saved_variables_read_in_backward():
+    _ReadsSavedVariables.apply(torch.ones(2, requires_grad=True)).sum().backward()
+
+
 test_trigger = triggers_of(__name__)

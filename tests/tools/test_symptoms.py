@@ -290,3 +290,70 @@ def test_explain_anchors_are_put_before_the_cells_message_rows_point_to():
     i = next(i for i, c in enumerate(cells) if c["source"] == f"({target})=")
     assert cells[i + 1]["id"] == row["cell_id"] and cells[i + 1]["cell_type"] == "code"
     assert len(symptoms.add_site_anchors(nb)["cells"]) < len(cells)  # without the notebook's name: none of these
+
+
+# --- damaged inputs: a clear error naming the file ------------------------------------------------------------
+
+def test_a_truncated_notebook_is_named_with_how_to_restore_it(tmp_path, monkeypatch, capsys):
+    damaged = tmp_path / "00_introduction.ipynb"
+    damaged.write_bytes(symptoms.NOTEBOOK_00.read_bytes()[:5000])
+    with pytest.raises(symptoms.SymptomError, match=r"cannot read the notebook .*00_introduction\.ipynb.*git checkout"):
+        symptoms.read_notebook(damaged)
+    damaged.write_bytes(b"\xff\xfe{not utf-8")
+    with pytest.raises(symptoms.SymptomError, match="00_introduction.ipynb"):
+        symptoms.read_notebook(damaged)
+    monkeypatch.setattr(symptoms, "NOTEBOOK_00", damaged)
+    assert symptoms.main([]) == 1
+    err = capsys.readouterr().err
+    assert "00_introduction.ipynb" in err and "git checkout" in err and "Traceback" not in err
+
+
+def test_notebook_00_without_its_markers_fails_the_check(tmp_path, monkeypatch, capsys):
+    nb = notebook_00()
+    nb["cells"] = [c for c in nb["cells"] if symptoms.MARKER_START not in symptoms._text(c.get("source"))
+                   and symptoms.MARKER_END not in symptoms._text(c.get("source"))]
+    stripped = tmp_path / "00_introduction.ipynb"
+    stripped.write_text(json.dumps(nb), encoding="utf-8")
+    monkeypatch.setattr(symptoms, "NOTEBOOK_00", stripped)
+    assert symptoms.main([]) == 1
+    err = capsys.readouterr().err
+    assert "no symptom-index markers" in err and symptoms.MARKER_START in err
+
+
+def test_the_page_lists_the_left_out_texts_by_category_and_each_excuse_with_its_attempt():
+    from tools import hook_messages_data
+    data = hook_messages_data.load()
+    page = symptoms.site_page(symptoms.collect(ROOT)[0], "en", messages=data)
+    left_out = hook_messages_data.left_out_texts(data)
+    assert left_out and sum(map(len, left_out.values())) >= 40
+    section = page.split("## Texts left out", 1)[1]
+    for category, texts in left_out.items():
+        assert f"({len(texts)})" in section and category.split(":")[0] in section
+        for text in texts:
+            assert symptoms.code_span(" ".join(text.split())) in section
+    for m in data["messages"]:
+        if m["status"] == "excused":
+            assert f"`{m['attempt']}`" in page, m["id"]
+
+
+def test_every_category_of_left_out_texts_has_its_chinese_name():
+    from tools import hook_messages_data, hook_messages_families
+    data = hook_messages_data.load()
+    page = symptoms.site_page(symptoms.collect(ROOT)[0], "zh", messages=data)
+    for category in hook_messages_data.left_out_texts(data):
+        zh = hook_messages_families.left_out_category(category, "zh")
+        assert zh != category and symptoms.CJK.search(zh), f"{category}: add it to OTHER_MEANINGS_ZH"
+        assert f"### {symptoms._heading_text(zh)} (" in page
+
+
+def test_a_message_with_a_python_copy_of_its_check_has_one_row_the_explained_one():
+    """The C++ check and its Python copy in Dynamo print the same words: the page holds one row for them, among the
+    errors with its explanation, none among the excused messages (a search for the words finds only that row)."""
+    from tools import hook_messages_data
+    data = hook_messages_data.load()
+    page = symptoms.site_page(symptoms.collect(ROOT)[0], "en", messages=data)
+    words = "Tensor post accumulate grad hooks should return None."
+    rows = [m for m in data["messages"] if m["text"] == words]
+    assert len(rows) == 1 and rows[0]["status"] == "test"
+    errors, excused = page.split("## Messages not triggered here", 1)
+    assert f"(msg-{rows[0]['id']})=" in errors and words not in excused
