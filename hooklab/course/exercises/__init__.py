@@ -37,7 +37,7 @@ import torch
 from ... import _torch_internals as internals
 from ..._torch_internals import print_options
 from ..lang import say
-from ._harness import Harness, guard_solutions_module, note_machinery, threads_left
+from ._harness import Harness, guard_solutions_module, note_machinery, threads_left, threads_started
 from ._support import (  # noqa: F401
     GLOBAL_HOOK_LEFT,
     TENSOR_HANDLE,
@@ -268,9 +268,10 @@ class _Isolation:
         self.recursion_limit = sys.getrecursionlimit()
         self.warning_filters = list(warnings.filters)
         self.logging_disabled = logging.root.manager.disable
-        self.threads_before = set(threading.enumerate())
+        self.threads_started: list[threading.Thread] = []
         self.threads_left: list[str] = []
         self._stack = ExitStack()
+        self._stack.enter_context(threads_started(self.threads_started))
         # checkers seed their own inputs; the learner's torch RNG is untouched
         self._stack.enter_context(torch.random.fork_rng(devices=[]))
         self._stack.enter_context(torch.inference_mode(False))
@@ -319,7 +320,7 @@ class _Isolation:
             warnings._filters_mutated()  # type: ignore[attr-defined]  # what warnings.simplefilter calls
         if logging.root.manager.disable != self.logging_disabled:
             logging.disable(self.logging_disabled)
-        self.threads_left = threads_left(self.threads_before)
+        self.threads_left = threads_left(self.threads_started)
 
     def _restore_environ(self) -> None:
         for name in [n for n in os.environ if n not in self.environ]:
@@ -395,6 +396,8 @@ def verdict(key: str, answer: Any, *, strict: bool = False) -> Verdict:
                     harness.run(ex.checker)
             except Exception:
                 harness.judge_during()  # what the answer did while it ran is the verdict, whatever the checker found
+                if isinstance(sys.exc_info()[1], Wrong):
+                    harness.judge_kept()
                 raise
             harness.judge_during()
             harness.judge_after(again)

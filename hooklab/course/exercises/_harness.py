@@ -38,7 +38,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._support import Wrong
 
-__all__ = ["Harness", "Leak", "consulted", "forget_consulted", "from_learner", "note_machinery", "threads_left"]
+__all__ = ["Harness", "Leak", "consulted", "forget_consulted", "from_learner", "note_machinery", "threads_left", "threads_started"]
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # hooklab/
 
@@ -176,9 +176,9 @@ def _learner_type(obj: type) -> bool:
     return module is not None and (filename is None or _is_learner_file(filename)) and module.__name__ != "builtins"
 
 
-def _function_children(fn: types.FunctionType) -> list[tuple[tuple[str, str], Any]]:
-    """Where a function of the learner's keeps things: its closure, its defaults and attributes, and the globals its
-    code names, each with how the verdict names it (en, zh)."""
+def _function_children(fn: types.FunctionType, *, names: bool) -> list[tuple[tuple[str, str], Any]]:
+    """Where a function keeps things: its closure, its defaults and attributes, and (``names``: a function of the
+    learner's) the globals its code names, each with how the verdict names it (en, zh)."""
     name = fn.__name__
     children: list[tuple[tuple[str, str], Any]] = []
     for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
@@ -189,7 +189,7 @@ def _function_children(fn: types.FunctionType) -> list[tuple[tuple[str, str], An
     children += [((f"a default argument of `{name}`", f"`{name}` 的默认参数"), d) for d in (fn.__defaults__ or ())]
     children += [((f"the default of `{k}`", f"`{k}` 的默认值"), d) for k, d in (fn.__kwdefaults__ or {}).items()]
     children += [((f"`{name}.{k}`", f"`{name}.{k}`"), v) for k, v in vars(fn).items()]
-    if fn.__globals__ is not builtins.__dict__:
+    if names and fn.__globals__ is not builtins.__dict__:
         children += [((f"the global `{g}`", f"全局变量 `{g}`"), fn.__globals__[g])
                      for g in sorted(_names_in(fn.__code__)) if g in fn.__globals__]
     return children
@@ -200,14 +200,14 @@ def _is_learner_function(obj: Any) -> bool:
 
 
 def _skip(obj: Any) -> bool:
-    """Not walked into: modules, frames, the course's and the libraries' classes and functions."""
+    """Not walked into: modules, frames, the course's and the libraries' classes, functions written in C (a
+    function in Python is walked into through its closure and defaults; the globals it names only when it is the
+    learner's)."""
     if isinstance(obj, (types.ModuleType, types.FrameType, types.CodeType)):
         return True
     if isinstance(obj, type):
         return not _learner_type(obj)
-    if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType)):
-        return not _is_learner_function(obj)
-    return False
+    return isinstance(obj, types.BuiltinFunctionType)
 
 
 _ANSWER = ("your answer", "你的答案")
@@ -233,7 +233,7 @@ def _reach(answer: Any, watch: set[int]) -> tuple[int, int, list[tuple[tuple[str
             continue
         children: list[Any]
         if isinstance(obj, types.FunctionType):
-            held = _function_children(obj)
+            held = _function_children(obj, names=_is_learner_function(obj))
             count += len(held)
             stack.extend(held)
             continue
@@ -344,7 +344,7 @@ class Harness:
                 yield self
         finally:
             _ACTIVE.remove(self)
-            self.patched = _put_back(snapshot)
+            self.patched += _put_back(snapshot)
             self._new_objects: list[Any] = []
             if self._frozen:
                 gc.collect()
@@ -387,7 +387,16 @@ class Harness:
 
         read.__name__ = name
         setattr(owner, name, read)
-        self._undo.append(lambda: setattr(owner, name, original) if had else delattr(owner, name))
+
+        def undo() -> None:
+            if vars(owner).get(name) is not read and not _torch_did_it(vars(owner).get(name)):
+                self.patched.append(f"{getattr(owner, '__name__', owner)}.{name}")  # the answer replaced it
+            if had:
+                setattr(owner, name, original)
+            else:
+                delattr(owner, name)
+
+        self._undo.append(undo)
 
     # -- after the check
     def judge_during(self) -> None:
@@ -421,11 +430,12 @@ class Harness:
                        "waits for the device. Keep the value in a tensor and compute with tensor ops (the comparison "
                        "`norm > limit` is itself a tensor).", reason="host-read")
 
-    def judge_after(self, rerun: Callable[[], None]) -> None:
-        """After a check that found the answer right: nothing the check made may still be reachable from the answer,
-        and what it reaches may not grow from one check to the next."""
+    def judge_kept(self) -> tuple[int, int]:
+        """Nothing the check made may still be reachable from the answer (also when the checker found it wrong: a
+        model kept alive looks like a reference cycle or like saved memory to a checker); what the answer reaches,
+        as :func:`_reach` counts it."""
         if not self._frozen:
-            return
+            return (0, 0)
         watch = {id(o) for o in self._new_objects}
         count, nbytes, kept = _reach(self.answer, watch)
         self._new_objects = []
@@ -438,6 +448,14 @@ class Harness:
                        "in all): it cannot be freed, nor anything it holds. Do not store models, tensors or what your "
                        "hooks receive in a global, a closure or a default argument; keep only what you must and hand it "
                        "back before your function returns.", reason="kept-reference")
+        return count, nbytes
+
+    def judge_after(self, rerun: Callable[[], None]) -> None:
+        """After a check that found the answer right: nothing the check made is kept (:meth:`judge_kept`), and what
+        the answer reaches does not grow from one check to the next."""
+        if not self._frozen:
+            return
+        count, nbytes = self.judge_kept()
         if self.data or (count, nbytes) <= self.size_before:
             return
         rerun()
@@ -462,17 +480,32 @@ def _zh_describe(obj: Any) -> str:
     return f" `{type(obj).__name__}` 模块"
 
 
-def threads_left(before: set[threading.Thread]) -> list[str]:
-    """The threads started since ``before`` by the learner's code (their function is the learner's) and still
-    running."""
-    names = []
-    for thread in threading.enumerate():
-        if thread in before or not thread.is_alive():
-            continue
+_LIBRARY_CODE = (os.path.join(_PACKAGE, ""), os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), ""))
+
+
+@contextmanager
+def threads_started(started: list[threading.Thread]) -> Iterator[None]:
+    """Inside the block, note in ``started`` each thread the learner's code starts inside a check (a thread that
+    runs torch's or the course's own code, such as a compiler's worker pool, is theirs, not the learner's)."""
+    start = threading.Thread.start
+
+    def noting(thread: threading.Thread) -> None:
+        inside, learner, _ = from_learner(1)
         target = getattr(thread, "_target", None)
-        code = getattr(target, "__code__", None)
-        if code is None and type(thread).run is not threading.Thread.run:
-            code = getattr(type(thread).run, "__code__", None)
-        if code is not None and _is_learner_file(code.co_filename):
-            names.append(thread.name)
-    return names
+        if type(thread).run is not threading.Thread.run:
+            target = type(thread).run
+        code = getattr(getattr(target, "__func__", target), "__code__", None)
+        if inside and learner and not (code is not None and code.co_filename.startswith(_LIBRARY_CODE)):
+            started.append(thread)
+        start(thread)
+
+    threading.Thread.start = noting  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        threading.Thread.start = start  # type: ignore[method-assign]
+
+
+def threads_left(started: list[threading.Thread]) -> list[str]:
+    """The names of the threads in ``started`` still running."""
+    return [thread.name for thread in started if thread.is_alive()]

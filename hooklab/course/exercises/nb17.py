@@ -254,8 +254,9 @@ _WHY_17_3 = {
 }
 
 
-# the cells of 17.3 whose records notebook 17 shows before the exercises (section 4): a learner has seen them run
-SHOWN_17_3 = ("param-hook@used-twice", "full-backward-hook@used-twice")
+# the cells of 17.3 whose probes notebook 17 runs before the exercises (sections 3.6 and 4): a learner who ran the
+# notebook has run them
+SHOWN_17_3 = ("forward-hook@apply", "param-hook@used-twice", "full-backward-hook@used-twice")
 
 
 @exercise("17.3", answer="my_calls", data=True)
