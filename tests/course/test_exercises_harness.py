@@ -28,7 +28,6 @@ from torch import nn
 
 from exercise_support import reference_answer
 from hooklab.course import exercises
-from hooklab.course.exercises import _harness
 
 
 def registered_keys():
@@ -418,45 +417,3 @@ def test_a_thread_left_running_is_named_and_not_stopped():
         assert any(t.name == "learners-sleeper" and t.is_alive() for t in threading.enumerate())  # not stopped
     finally:
         release.set()
-
-
-# ---- 17.3: a prediction is not a probe's output ------------------------------------------------------------------
-
-def test_17_3_refuses_a_prediction_computed_by_the_probes():
-    from hooklab.course import hook_matrix
-    from hooklab.course.exercises.nb17 import KEYS_17_3
-
-    right = reference_answer("17.3")
-    assert exercises.verdict("17.3", right).status == "correct"
-    probed = {key: hook_matrix.observe(*key.split("@")).calls for key in KEYS_17_3}  # what the review's answer did
-    result = exercises.verdict("17.3", probed)
-    assert (result.status, result.reason) == ("wrong", "answer-machinery"), result
-    assert "forward-hook@checkpoint" in result.en and "`hook_matrix.observe`" in result.zh
-    _harness.forget_consulted()
-    assert exercises.verdict("17.3", probed).status == "correct"
-
-
-def test_17_3_the_cells_the_notebook_shows_may_have_been_probed():
-    """Notebook 17 runs the probes of three of the four cells before the exercises: a learner who ran the notebook
-    and predicts is right."""
-    from hooklab.course import hook_matrix
-    from hooklab.course.exercises.nb17 import SHOWN_17_3
-
-    for key in SHOWN_17_3:
-        hook_matrix.observe(*key.split("@"))
-    assert exercises.verdict("17.3", reference_answer("17.3")).status == "correct"
-
-
-def test_17_3_shown_cells_are_those_notebook_17_probes_before_its_exercises():
-    import json
-    import re
-    from pathlib import Path
-
-    from hooklab.course.exercises.nb17 import KEYS_17_3, SHOWN_17_3
-
-    cells = json.loads(Path("notebooks/17_hook_behaviour_matrix.ipynb").read_text())["cells"]
-    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code"
-                     and "course.check(\"17." not in "".join(c["source"]))
-    named = {f"{f}@{c}" for f, c in re.findall(r'observe\("([\w-]+)", "([\w-]+)"\)', code)}
-    named |= set(re.findall(r'"([\w-]+@[\w-]+)"', code))
-    assert set(SHOWN_17_3) == named & set(KEYS_17_3)

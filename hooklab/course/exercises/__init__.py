@@ -371,7 +371,11 @@ def verdict(key: str, answer: Any, *, strict: bool = False) -> Verdict:
 
     The check runs with gradients enabled (also when called under ``no_grad`` / ``inference_mode``), float32
     as the default dtype and anomaly detection off; it leaves the learner's settings and random generators as
-    they were (:class:`_Isolation`) and gives the learner's code :data:`CHECK_TIME_LIMIT` seconds.
+    they were (:class:`_Isolation`) and gives the learner's code :data:`CHECK_TIME_LIMIT` seconds. The answer runs
+    under the leak harness (:mod:`._harness`): a host read where the task forbids it, a module or tensor of the check's
+    still reachable from the answer, what the answer keeps growing from one check to the next (then the check runs a
+    second time to tell), a call into the course's answer machinery or a replaced function is "wrong", whatever the
+    checker found.
     "not solved" is for the blank starting point only: once the answer is a function with a body, a checker's
     "not solved yet" reason is given as "wrong". An unexpected error inside the check is a "wrong" verdict that
     names it (reason ``checker-error``), never a traceback; with ``strict=True`` (the tests) it propagates, so a
