@@ -316,8 +316,10 @@ class _Isolation:
         if sys.getrecursionlimit() != self.recursion_limit:
             sys.setrecursionlimit(self.recursion_limit)
         if warnings.filters != self.warning_filters:
-            warnings.filters[:] = self.warning_filters
-            warnings._filters_mutated()  # type: ignore[attr-defined]  # what warnings.simplefilter calls
+            warnings.filters[:] = self.warning_filters  # type: ignore[index]  # a list at run time
+            mutated = getattr(warnings, "_filters_mutated", None)  # what warnings.simplefilter calls (Python 3.11, 3.12)
+            if callable(mutated):
+                mutated()
         if logging.root.manager.disable != self.logging_disabled:
             logging.disable(self.logging_disabled)
         self.threads_left = threads_left(self.threads_started)

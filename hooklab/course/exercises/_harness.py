@@ -9,7 +9,8 @@ One mechanism for every checker (:func:`hooklab.course.exercises.verdict` enters
   makes for the learner (``_local_scalar_dense``);
 * **references kept**: a module or tensor made during the check that the answer (its closure, its defaults, the
   globals its code names) still reaches once the check is over;
-* **unbounded growth**: an answer that retains more after each check (measured after one check and after a second);
+* **unbounded growth**: an answer that retains more after each check (measured after one check and, only when the
+  first check left the answer holding more than before, after a second: a cache filled once is not growth);
 * **calls into the course's answer machinery** from the learner's code during the check: the probes of the hook
   matrix (``hook_matrix.observe``), the reference solutions (``exercises.solutions``), the checkers themselves
   (``verdict``), and any function or class of the course or of torch the answer replaced (patching a checker's
@@ -17,7 +18,9 @@ One mechanism for every checker (:func:`hooklab.course.exercises.verdict` enters
 
 Learner's code is code outside the course's package, torch and the Python installation: a notebook cell, a test
 module, ``exec``-ed text. A call counts when such a frame lies between the check and the call (a hook the answer
-registered and the checker ran counts too).
+registered and the checker ran counts too; one that autograd runs in a thread of its own, as on a GPU, does not).
+The objects the check made are told apart by freezing the collector's objects for the check (``gc.freeze``): when
+the learner's process froze objects itself, kept references and growth are not looked for.
 """
 from __future__ import annotations
 
@@ -69,7 +72,7 @@ _ACTIVE: list[Harness] = []
 def from_learner(depth: int = 1) -> tuple[bool, bool, str]:
     """``(inside a check, the learner's code is on the way, where)``: walk up from the caller's caller to the frame
     that runs the check; ``where`` is the learner's innermost frame as ``file:line``."""
-    frame = sys._getframe(depth + 1)
+    frame: types.FrameType | None = sys._getframe(depth + 1)
     learner, where = False, ""
     while frame is not None:
         if _BOUNDARY and frame.f_code is _BOUNDARY[0]:
@@ -499,7 +502,7 @@ def threads_started(started: list[threading.Thread]) -> Iterator[None]:
             started.append(thread)
         start(thread)
 
-    threading.Thread.start = noting  # type: ignore[method-assign]
+    threading.Thread.start = noting  # type: ignore[method-assign, assignment]
     try:
         yield
     finally:

@@ -10,7 +10,7 @@ harness notes those calls).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -136,10 +136,11 @@ def _twice(values: Any) -> Any:
 
 
 # what each family's hook returns in the matrix's second run (hook_matrix.families.MODIFIERS): the value changed
-_CHANGE_17_2 = {"full-backward-hook": lambda module, grad_input, grad_output: _twice(grad_input),
-                "param-hook": lambda grad: grad * 2,
-                "forward-hook": lambda module, args, output: output * 2,
-                "backward-pre-hook": lambda module, grad_output: _twice(grad_output)}
+_CHANGE_17_2: dict[str, Callable[..., Any]] = {
+    "full-backward-hook": lambda module, grad_input, grad_output: _twice(grad_input),
+    "param-hook": lambda grad: grad * 2,
+    "forward-hook": lambda module, args, output: output * 2,
+    "backward-pre-hook": lambda module, grad_output: _twice(grad_output)}
 
 
 def _run_17_2(family: str, change: bool) -> tuple[int, list[torch.Tensor]]:
