@@ -25,6 +25,7 @@ the learner's process froze objects itself, kept references and growth are not l
 from __future__ import annotations
 
 import builtins
+import functools
 import gc
 import os
 import sys
@@ -57,6 +58,7 @@ def _trusted_roots() -> tuple[str, ...]:
 _TRUSTED = _trusted_roots()
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_learner_file(filename: str) -> bool:
     """Code the learner wrote: not the course's package, not torch, not the Python installation."""
     if filename.startswith("<frozen") or filename.startswith(_TRUSTED):
