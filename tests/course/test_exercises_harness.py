@@ -249,8 +249,7 @@ def logger_reading_by(read):
     def log_norm(history, spikes, step, model, limit):
         norm = norm_of(model)
         history[step % len(history)] = norm
-        if read(norm) > limit:
-            spikes += 1
+        spikes += read(norm) > limit  # a tensor when ``read`` gives one back: then that read is the only one
     return log_norm
 
 
@@ -260,9 +259,9 @@ ROUTES = {
     "`.item()`": lambda t: t.item(),
     "`float(t)`": float,
     "`numpy.asarray(t)`": lambda t: numpy.asarray(t),
-    "`print(t)` / `repr(t)`": lambda t: (repr(t), t)[1] > 0 and t.clone(),  # repr alone, then a tensor compare
-    "`torch.equal`": lambda t: torch.equal(t, t) and t.clone(),
-    "`storage[i]`": lambda t: t.untyped_storage()[0] * 0 + t.clone(),
+    "`print(t)` / `repr(t)`": lambda t: float(repr(t)[len("tensor("):-1]),
+    "`torch.equal`": lambda t: t if torch.equal(t, t) else -t,
+    "`storage[i]`": lambda t: t.untyped_storage()[0] * 0 + t,  # a byte of the storage read, the tensor given back
 }
 
 
