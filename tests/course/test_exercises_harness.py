@@ -373,6 +373,20 @@ def test_17_2_an_answer_that_runs_the_probes_is_refused():
     assert "`hook_matrix.observe` (forward-hook@eager)" in result.en
 
 
+def test_the_reference_solutions_functions_are_refused_as_an_answer_or_inside_one():
+    from hooklab.course.exercises.solutions import nb17 as solutions  # imported before the check, as in a notebook
+
+    def wraps_the_solution(cells):
+        return solutions_function(cells)
+
+    solutions_function = solutions.silent_cells
+    for answer in (solutions.silent_cells, wraps_the_solution):
+        result = exercises.verdict("17.1", answer)
+        assert (result.status, result.reason) == ("wrong", "answer-machinery"), result
+        assert "the reference solution's function `silent_cells`" in result.en and "参考答案" in result.zh
+    assert "through the closure variable `solutions_function`" in exercises.verdict("17.1", wraps_the_solution).en
+
+
 def test_an_answer_that_calls_the_checker_is_refused():
     def asks_the_checker(model, x):
         assert exercises.verdict("00.1", lambda model, x: 0).status == "wrong"

@@ -12,9 +12,10 @@ One mechanism for every checker (:func:`hooklab.course.exercises.verdict` enters
 * **unbounded growth**: an answer that retains more after each check (measured after one check and, only when the
   first check left the answer holding more than before, after a second: a cache filled once is not growth);
 * **calls into the course's answer machinery** from the learner's code during the check: the probes of the hook
-  matrix (``hook_matrix.observe``), the reference solutions (``exercises.solutions``), the checkers themselves
-  (``verdict``), and any function or class of the course or of torch the answer replaced (patching a checker's
-  ``_silent`` makes every answer right): the original is put back.
+  matrix (``hook_matrix.observe``), the reference solutions (``exercises.solutions``: read during the check, or a
+  function of theirs that the answer is or holds), the checkers themselves (``verdict``), and any function or class of
+  the course or of torch the answer replaced (patching a checker's ``_silent`` makes every answer right): the
+  original is put back.
 
 Learner's code is code outside the course's package, torch and the Python installation: a notebook cell, a test
 module, ``exec``-ed text. A call counts when such a frame lies between the check and the call (a hook the answer
@@ -218,10 +219,18 @@ def _skip(obj: Any) -> bool:
 _ANSWER = ("your answer", "你的答案")
 
 
+_SOLUTIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "solutions", "")
+
+
+def _is_solution(obj: Any) -> bool:
+    """A function of the reference solutions (``exercises/solutions/nbNN.py``)."""
+    return isinstance(obj, types.FunctionType) and obj.__code__.co_filename.startswith(_SOLUTIONS)
+
+
 def _reach(answer: Any, watch: set[int]) -> tuple[int, int, list[tuple[tuple[str, str], Any]]]:
     """Walk from the answer (for a function of the learner's: from what it keeps, see :func:`_function_children`):
-    ``(objects and references reached, tensor bytes reached, [(how, object)] for each object in ``watch`` reached)``. Module dicts,
-    frames and the libraries' functions and classes are not walked into."""
+    ``(objects and references reached, tensor bytes reached, [(how, object)] for each object in ``watch`` and each
+    reference solution's function reached)``. Module dicts, frames and functions written in C are not walked into."""
     module_dicts = {id(vars(m)) for m in list(sys.modules.values()) if isinstance(m, types.ModuleType)}
     visited: set[int] = set()
     found: list[tuple[tuple[str, str], Any]] = []
@@ -233,7 +242,7 @@ def _reach(answer: Any, watch: set[int]) -> tuple[int, int, list[tuple[tuple[str
             continue
         visited.add(id(obj))
         count += 1
-        if id(obj) in watch:
+        if id(obj) in watch or _is_solution(obj):
             found.append((how, obj))
             continue
         children: list[Any]
@@ -328,6 +337,7 @@ class Harness:
         self._reading = [False]
         self._undo: list[Callable[[], None]] = []
         self.patched: list[str] = []
+        self.solutions_used: list[tuple[tuple[str, str], Any]] = []
 
     # -- the check runs inside run(): the boundary of the walk up the stack
     def run(self, checker: Callable[[Any], None]) -> None:
@@ -341,7 +351,8 @@ class Harness:
         if self._frozen:
             gc.freeze()
         if track:
-            self.size_before = _reach(self.answer, set())[:2]
+            count, nbytes, solutions = _reach(self.answer, set())
+            self.size_before, self.solutions_used = (count, nbytes), solutions
         snapshot = _snapshot()
         _ACTIVE.append(self)
         try:
@@ -412,6 +423,13 @@ class Harness:
                        f"your code replaced {self.patched[0]}, of the course or of torch (the check has put the "
                        "original back): the check judges your answer with it, so replacing it grades your own answer. "
                        "Change only the objects the exercise gives you.", reason="patched-checker")
+        if self.solutions_used:
+            (how, zh_how), function = self.solutions_used[0]
+            raise Leak(f"你的答案通过{zh_how} 用到了参考答案里的函数 `{function.__name__}`（来自 "
+                       "`hooklab.course.exercises.solutions`）：答案要由你自己的代码算出来。",
+                       f"your answer uses the reference solution's function `{function.__name__}` (from "
+                       f"`hooklab.course.exercises.solutions`), through {how}: your answer must compute it with code "
+                       "of its own.", reason="answer-machinery")
         if self.machinery:
             what, detail, where = self.machinery[0]
             zh, en = {"hook_matrix.observe": ("运行了行为矩阵的探针 `hook_matrix.observe`", "ran the matrix's probe "
@@ -443,6 +461,7 @@ class Harness:
             return (0, 0)
         watch = {id(o) for o in self._new_objects}
         count, nbytes, kept = _reach(self.answer, watch)
+        kept = [(how, obj) for how, obj in kept if id(obj) in watch]
         self._new_objects = []
         if kept:
             (how, zh_how), obj = kept[0]
