@@ -357,9 +357,14 @@ def test_17_1_patching_the_checker_is_refused_and_undone():
         nb17._silent = lambda cells: []
         return []
 
-    result = exercises.verdict("17.1", cheat)
-    assert (result.status, result.reason) == ("wrong", "patched-checker"), result
-    assert "nb17._silent" in result.en and nb17._silent is silent
+    def cheat_with_the_course(cells):  # a function of the course's own in its place is a replacement too
+        nb17._silent = nb17._records
+        return []
+
+    for answer in (cheat, cheat_with_the_course):
+        result = exercises.verdict("17.1", answer)
+        assert (result.status, result.reason) == ("wrong", "patched-checker"), result
+        assert "nb17._silent" in result.en and nb17._silent is silent
 
 
 def test_17_2_an_answer_that_runs_the_probes_is_refused():

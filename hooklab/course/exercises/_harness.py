@@ -297,13 +297,17 @@ def _snapshot() -> list[tuple[Any, dict[str, Any]]]:
     return [(owner, {k: v for k, v in vars(owner).items() if _replaceable(v)}) for owner in _watched_namespaces()]
 
 
+_TORCH = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "")
+
+
 def _torch_did_it(new: Any) -> bool:
-    """``new`` is Python code of torch's or the course's own: torch replaces some of its functions when a part of it
-    is first imported (``torch._dynamo`` wraps ``torch.manual_seed`` and ``Module.__init__``). A function of the
-    learner's, a value that is not Python code and a deleted name are not."""
+    """``new`` is Python code of torch's own: torch replaces some of its functions when a part of it is first imported
+    (``torch._dynamo`` wraps ``torch.manual_seed`` and ``Module.__init__``). A function of the learner's or of the
+    course's, a value that is not Python code and a deleted name are not."""
     new = getattr(new, "__func__", new)
     code = getattr(new, "__code__", None)
-    return code is not None and not _is_learner_file(code.co_filename)
+    return code is not None and os.path.realpath(code.co_filename).startswith(
+        (_TORCH, os.path.join(os.path.realpath(_TORCH), "")))
 
 
 def _put_back(snapshot: list[tuple[Any, dict[str, Any]]]) -> list[str]:
@@ -327,8 +331,8 @@ class Harness:
     """Around one check (:func:`hooklab.course.exercises.verdict`): see :mod:`module docstring <._harness>`.
 
     ``host_reads``: whether the exercise allows reading tensor values on the host. After the check,
-    :meth:`judge` raises :class:`Leak` for what the answer did; ``rerun`` runs the checker once more to tell a bounded
-    cache from unbounded growth."""
+    :meth:`judge_during` and :meth:`judge_after` raise :class:`Leak` for what the answer did; the latter's ``rerun``
+    runs the checker once more to tell a bounded cache from unbounded growth."""
 
     def __init__(self, answer: Any, *, host_reads: bool = True, data: bool = False) -> None:
         self.answer, self.host_reads, self.data = answer, host_reads, data
