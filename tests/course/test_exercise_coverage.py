@@ -53,7 +53,7 @@ EXERCISES = Path(exercises.__file__).parent
 CHECKERS = sorted(EXERCISES.glob("nb[0-9][0-9].py"))
 TESTS = Path(__file__).parent
 # the rules, with the position of their reason id; the verdicts take it as `reason=`
-RULES, VERDICTS = {"fail": 0, "expect": 1, "guarded": 0}, {"Wrong", "NotSolved"}
+RULES, VERDICTS = {"fail": 0, "expect": 1, "guarded": 0}, {"Wrong", "NotSolved", "Leak"}
 
 
 def reason_ids(path):
@@ -83,14 +83,18 @@ def reason_ids(path):
 
 def asserting_tests(path):
     """The tests of a checker module: tests/course/test_exercises_nbNN*.py; notebook 00's and the shared rules'
-    are in test_exercises.py; _comm.py's (DDP communication hooks) in those of notebooks 10 and 14."""
+    are in test_exercises.py; _comm.py's (DDP communication hooks) in those of notebooks 10 and 14; the leak
+    harness's in test_exercises_harness.py."""
+    if path.stem == "_harness":  # the leak harness, tested on every exercise at once
+        return (TESTS / "test_exercises_harness.py").read_text(encoding="utf-8")
     numbers = {"_comm": ["10", "14"], "_support": ["00"]}.get(path.stem, [path.stem[2:]])
     files = [f for n in numbers for f in (sorted(TESTS.glob(f"test_exercises_nb{n}*.py")) if n != "00"
                                           else [TESTS / "test_exercises.py"])]
     return "\n".join(f.read_text(encoding="utf-8") for f in files)
 
 
-@pytest.mark.parametrize("path", [*CHECKERS, EXERCISES / "_support.py", EXERCISES / "_comm.py"], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [*CHECKERS, EXERCISES / "_support.py", EXERCISES / "_comm.py",
+                                  EXERCISES / "_harness.py"], ids=lambda p: p.stem)
 def test_every_reason_has_an_id_that_a_test_asserts(path):
     ids, unnamed = reason_ids(path)
     assert unnamed == [], f"verdicts without a literal reason id: {unnamed}"

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from exercise_support import judged, run_solution, verdict
+from hooklab.course.exercises import verdict as full_verdict
 
 
 def message(key, answer):
@@ -87,9 +88,42 @@ def nan_only(model, x):  # looks for NaN only: misses the inf of exp(exp(5))
     return by_global_hook(model, x, bad=lambda t: torch.isnan(t).any())
 
 
+def first_of_a_tuple(model, x):
+    """isfinite on every output, but of a tuple output only ``output[0]`` (the review's answer)."""
+    from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+    names = {m: n for n, m in model.named_modules() if n}
+    calls, found = {}, []
+
+    def pre(m, args):
+        if m in names:
+            calls[names[m]] = calls.get(names[m], 0) + 1
+
+    def post(m, args, out):
+        first = out[0] if isinstance(out, tuple) else out
+        if m in names and not found and not torch.isfinite(first).all():
+            found.append((names[m], calls[names[m]]))
+
+    handles = [register_module_forward_pre_hook(pre), register_module_forward_hook(post)]
+    try:
+        model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return found[0]
+
+
+def test_13_1_a_tuple_checked_at_output_0_only_is_told_so():
+    """Review round 5: this answer uses isfinite, and was told "`torch.isnan` misses inf, use `torch.isfinite`"."""
+    result = full_verdict("13.1", first_of_a_tuple)
+    assert (result.status, result.reason) == ("wrong", "tuple-element"), result
+    assert "Check every element of a tuple output, not only `output[0]`" in result.en and "isnan" not in result.en
+    assert "元组输出要检查每一个元素" in result.zh
+    assert "`torch.isnan` misses inf" in full_verdict("13.1", nan_only).en  # the isnan answer is still told that
+
+
 @pytest.mark.parametrize("answer, reason", [
     (in_named_modules_order, "module"), (last_call_only, "call-number"), (leaves_hooks, "hook-left"),
-    (nan_only, "inf-missed"),
+    (nan_only, "inf-missed"), (first_of_a_tuple, "tuple-element"),
     (name_only, "not-a-pair"), (3, "not-a-function")])
 def test_13_1_rejects_wrong_answers(answer, reason):
     assert judged("13.1", answer) == ("wrong", reason)

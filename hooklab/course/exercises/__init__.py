@@ -16,14 +16,17 @@ exercise that starts with a line ``# [NN.K]`` (what :func:`solution` shows; the 
 from __future__ import annotations
 
 import importlib
+import logging
 import math
 import os
 import pkgutil
 import random
 import re
 import signal
+import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -34,6 +37,7 @@ import torch
 from ... import _torch_internals as internals
 from ..._torch_internals import print_options
 from ..lang import say
+from ._harness import Harness, guard_solutions_module, note_machinery, threads_left, threads_started
 from ._support import (  # noqa: F401
     GLOBAL_HOOK_LEFT,
     TENSOR_HANDLE,
@@ -61,6 +65,7 @@ class Exercise:
     data: bool             # the answer is a value (a list, a dict), not a function
     hint: tuple[str, str]  # (zh, en)
     solution: str          # reference code
+    host_reads: bool = True  # False: the task forbids reading tensor values on the host (the harness refuses them)
 
 
 _REGISTRY: dict[str, Exercise] = {}
@@ -68,8 +73,11 @@ _SECTION = re.compile(r"^# \[(\d\d\.\d+)\]$", re.MULTILINE)
 
 
 def solutions_module(key: str) -> Any:
-    """The module ``solutions/nbNN.py`` that holds exercise ``key``'s hint and reference solution."""
-    return importlib.import_module(f"{__name__}.solutions.nb{key.split('.')[0]}")
+    """The module ``solutions/nbNN.py`` that holds exercise ``key``'s hint and reference solution (reading it from
+    an answer during a check is refused: :mod:`._harness`)."""
+    module = importlib.import_module(f"{__name__}.solutions.nb{key.split('.')[0]}")
+    guard_solutions_module(module)
+    return module
 
 
 def solution_sections(module: Any) -> dict[str, str]:
@@ -83,13 +91,14 @@ def solution_sections(module: Any) -> dict[str, str]:
 
 
 def exercise(key: str, *, answer: str | None = None, data: bool = False, hint: tuple[str, str] | None = None,
-             solution: str | None = None) -> Callable:
+             solution: str | None = None, host_reads: bool = True) -> Callable:
     """Register the decorated function as the checker of exercise ``key`` (e.g. ``"00.1"``).
 
     ``answer`` names what the learner defines (``"count_relu_zeros"``): a function, which the framework requires
     before the checker runs (a blank answer is "not solved", anything else not callable is wrong), or with
     ``data=True`` a value the checker judges alone. The hint and the reference solution come from
-    ``solutions/nbNN.py`` (``HINTS[key]`` and the section ``# [key]``) unless given here.
+    ``solutions/nbNN.py`` (``HINTS[key]`` and the section ``# [key]``) unless given here. ``host_reads=False``: the
+    task forbids reading tensor values on the host, which the harness then refuses by any route (:mod:`._harness`).
     """
     def register(checker: Callable[[Any], None]) -> Callable[[Any], None]:
         if key in _REGISTRY:
@@ -99,7 +108,7 @@ def exercise(key: str, *, answer: str | None = None, data: bool = False, hint: t
             module = solutions_module(key)
             shown_hint = shown_hint if shown_hint is not None else module.HINTS[key]
             code = code if code is not None else solution_sections(module)[key]
-        _REGISTRY[key] = Exercise(key, checker, answer, data, shown_hint, code.strip("\n"))
+        _REGISTRY[key] = Exercise(key, checker, answer, data, shown_hint, code.strip("\n"), host_reads)
         return checker
     return register
 
@@ -228,7 +237,10 @@ class _Isolation:
     and anomaly detection off, whatever the learner set. Afterwards the learner's thread count, grad mode,
     default dtype, deterministic mode, anomaly mode, print options and RNGs (torch, Python's ``random``,
     numpy's) are as they were, and so are the environment variables (a checker may set ``HF_HUB_OFFLINE``; an
-    answer may set anything). A saved-tensor hook context the answer entered and never left is popped, and
+    answer may set anything), the SIGINT handler (an answer that ignores it would leave Ctrl-C and the notebook's
+    interrupt without effect), the working directory, the recursion limit, the warning filters and logging's disable
+    level. A thread the learner's code started and left running is not stopped: :attr:`threads_left` names it (the
+    verdict is then "wrong"). A saved-tensor hook context the answer entered and never left is popped, and
     :attr:`saved_tensor_hooks_left` says so; a global hook registered during the check and not removed (module
     forward / backward / pre hooks, the registration hooks, global optimizer hooks) is removed, and
     :attr:`global_hooks_left` says so: the verdict is then "wrong", whatever the checker found.
@@ -248,7 +260,18 @@ class _Isolation:
         self.global_hooks, self.full_backward = global_hook_ids(), global_full_backward_flag()
         self.global_hooks_left = False
         self.environ = dict(os.environ)
+        self.sigint = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+        try:
+            self.cwd: str | None = os.getcwd()
+        except OSError:  # the working directory was deleted: nothing to go back to
+            self.cwd = None
+        self.recursion_limit = sys.getrecursionlimit()
+        self.warning_filters = list(warnings.filters)
+        self.logging_disabled = logging.root.manager.disable
+        self.threads_started: list[threading.Thread] = []
+        self.threads_left: list[str] = []
         self._stack = ExitStack()
+        self._stack.enter_context(threads_started(self.threads_started))
         # checkers seed their own inputs; the learner's torch RNG is untouched
         self._stack.enter_context(torch.random.fork_rng(devices=[]))
         self._stack.enter_context(torch.inference_mode(False))
@@ -265,6 +288,7 @@ class _Isolation:
             self._stack.close()
         finally:
             self._restore_environ()
+            self._restore_process()
             torch.set_num_threads(self.threads)
             torch.set_grad_enabled(self.grad)
             torch.set_default_dtype(self.dtype)
@@ -278,6 +302,27 @@ class _Isolation:
             random.setstate(self.python_random)
             if self.numpy_random is not None:
                 self.numpy_random.set_state(self.numpy_state)
+
+    def _restore_process(self) -> None:
+        """Put back what Python (not torch) keeps process-wide, and name the threads left running."""
+        if self.sigint is not None and signal.getsignal(signal.SIGINT) is not self.sigint:
+            signal.signal(signal.SIGINT, self.sigint)
+        if self.cwd is not None:
+            try:
+                if os.getcwd() != self.cwd:
+                    os.chdir(self.cwd)
+            except OSError:  # the answer deleted the directory it moved to
+                os.chdir(self.cwd)
+        if sys.getrecursionlimit() != self.recursion_limit:
+            sys.setrecursionlimit(self.recursion_limit)
+        if warnings.filters != self.warning_filters:
+            warnings.filters[:] = self.warning_filters  # type: ignore[index]  # a list at run time
+            mutated = getattr(warnings, "_filters_mutated", None)  # what warnings.simplefilter calls (Python 3.11, 3.12)
+            if callable(mutated):
+                mutated()
+        if logging.root.manager.disable != self.logging_disabled:
+            logging.disable(self.logging_disabled)
+        self.threads_left = threads_left(self.threads_started)
 
     def _restore_environ(self) -> None:
         for name in [n for n in os.environ if n not in self.environ]:
@@ -328,19 +373,40 @@ def verdict(key: str, answer: Any, *, strict: bool = False) -> Verdict:
 
     The check runs with gradients enabled (also when called under ``no_grad`` / ``inference_mode``), float32
     as the default dtype and anomaly detection off; it leaves the learner's settings and random generators as
-    they were (:class:`_Isolation`) and gives the learner's code :data:`CHECK_TIME_LIMIT` seconds.
+    they were (:class:`_Isolation`) and gives the learner's code :data:`CHECK_TIME_LIMIT` seconds. The answer runs
+    under the leak harness (:mod:`._harness`): a host read where the task forbids it, a module or tensor of the check's
+    still reachable from the answer, what the answer keeps growing from one check to the next (then the check runs a
+    second time to tell), a call into the course's answer machinery or a replaced function is "wrong", whatever the
+    checker found.
     "not solved" is for the blank starting point only: once the answer is a function with a body, a checker's
     "not solved yet" reason is given as "wrong". An unexpected error inside the check is a "wrong" verdict that
     names it (reason ``checker-error``), never a traceback; with ``strict=True`` (the tests) it propagates, so a
     checker that crashes fails its test instead of passing as "wrong".
     """
+    note_machinery("verdict", key)  # an answer that calls the checker from inside a check
     ex = _get(key)
     isolation = _Isolation()
+    harness = Harness(answer, host_reads=ex.host_reads, data=ex.data)
+
+    def again() -> None:  # the second check that tells a bounded cache from unbounded growth
+        with harness.watching(track=False):
+            harness.run(ex.checker)
+        harness.judge_during()
+
     try:
         with isolation, _time_limit(CHECK_TIME_LIMIT):
-            if ex.answer is not None and not ex.data:
-                require_callable(answer, ex.answer)
-            ex.checker(answer)
+            try:
+                with harness.watching():
+                    if ex.answer is not None and not ex.data:
+                        require_callable(answer, ex.answer)
+                    harness.run(ex.checker)
+            except Exception:
+                harness.judge_during()  # what the answer did while it ran is the verdict, whatever the checker found
+                if isinstance(sys.exc_info()[1], Wrong):
+                    harness.judge_kept()
+                raise
+            harness.judge_during()
+            harness.judge_after(again)
         result = Verdict("correct", "", "", "")
     except NotSolved as why:
         result = Verdict("wrong" if started(answer) else "not solved", why.zh, why.en, why.reason)
@@ -372,6 +438,13 @@ def verdict(key: str, answer: Any, *, strict: bool = False) -> Verdict:
         result = _checker_error(exc)
     if isolation.saved_tensor_hooks_left and result.status != "wrong":
         result = Verdict("wrong", *SAVED_HOOKS_LEFT_ACTIVE, "saved-hooks-left")
+    if isolation.threads_left and result.status != "not solved":
+        names = ", ".join(isolation.threads_left)
+        result = Verdict("wrong", f"函数返回后，你的代码启动的线程还在运行：{names}（检查没有停止它）。在函数返回前等它结束"
+                         "（`thread.join()`），或者不要启动线程。",
+                         f"a thread your code started is still running after your function returned: {names} (the "
+                         "check has not stopped it). Wait for it before returning (`thread.join()`), or start none.",
+                         "thread-left")
     if isolation.global_hooks_left and result.status != "not solved":
         # the hook ran during the rest of the check (whatever else it found may be its doing) and would have changed
         # every module of the learner's from then on: that is the verdict; the hook is gone now
@@ -444,6 +517,7 @@ def hint_text(key: str) -> tuple[str, str]:
 
 def solution_text(key: str) -> tuple[str, str]:
     """Exercise ``key``'s reference solution as ``(plain text, Markdown)``."""
+    note_machinery("solution", key)
     code = _get(key).solution
     plain = say(f"# [{key}] 参考答案", f"# [{key}] reference solution", both=f"# [{key}] reference solution / 参考答案")
     title = say(f"**[{key}] 参考答案**", f"**[{key}] reference solution**",

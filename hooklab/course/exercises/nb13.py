@@ -107,6 +107,28 @@ def _output_has_nan(model: nn.Module, x: torch.Tensor, call: tuple[str, int]) ->
     return seen[call[1] - 1]
 
 
+def _tuple_output(model: nn.Module, x: torch.Tensor, call: tuple[str, int]) -> bool:
+    """Is the output of module call ``call`` (name, which call) a tuple?"""
+    seen: list[bool] = []
+    handle = dict(model.named_modules())[call[0]].register_forward_hook(
+        lambda m, args, output: seen.append(isinstance(output, tuple)))
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return seen[call[1] - 1]
+
+
+def _sees_every_element(answer: Any) -> bool:
+    """Does the answer find a NaN (not an inf) in the second element of a tuple output? Told apart from missing
+    inf: an answer that looks at ``output[0]`` only misses this NaN too."""
+    torch.manual_seed(13)
+    model = _Pair()
+    model.split.fn = lambda x: (x.clone(), x / x)  # relu(-1) = 0 and 0 / 0 = NaN: in the second element only
+    got = run(answer, model, torch.tensor([[-1.0, 2.0, 3.0]]), leak_free=tuple(model.modules()))
+    return got == ("split", 1)
+
+
 def _truth(model: nn.Module, x: torch.Tensor) -> tuple[str, int] | None:
     """The first module call with a non-finite output, by global hooks (the reference solution uses per-module ones)."""
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
@@ -142,6 +164,13 @@ def first_producer(answer: Any) -> None:
         expect(got[0] != expected[0] or got == expected, "call-number",
                f"{zh}：模块 {got[0]!r} 对了，但出问题的是它的第 {expected[1]} 次调用，不是第 {got[1]} 次。",
                f"{en}: module {got[0]!r} is right, but it is its call {expected[1]}, not {got[1]}.")
+        if got != expected and _tuple_output(model, x, expected):
+            expect(_sees_every_element(answer), "tuple-element",
+                   f"{zh}：第一个输出非有限值的是 {expected[0]!r} 的第 {expected[1]} 次调用，它返回一个元组，非有限值在第二个元素里，"
+                   f"你的函数给出 {got[0]!r}。元组输出要检查每一个元素，不只是 `output[0]`。",
+                   f"{en}: the first non-finite output is that of {expected[0]!r}, call {expected[1]}; it returns a "
+                   f"tuple whose second element is non-finite, and your function says {got[0]!r}. Check every element "
+                   "of a tuple output, not only `output[0]`.")
         expect(got == expected or _output_has_nan(model, x, expected), "inf-missed",
                f"{zh}：第一个输出非有限值的是 {expected[0]!r} 的第 {expected[1]} 次调用，它的输出里是 inf 而不是 NaN，你的函数给出 "
                f"{got[0]!r}。非有限值不只有 NaN：`torch.isnan` 看不到 inf，用 `torch.isfinite`。",

@@ -1,19 +1,23 @@
 """Exercises of notebook 17 (the hook behaviour matrix).
 
-17.1 asks for the cells in which a hook stays silent (observed, no call, no error) among matrix records; 17.2 for a
+17.1 asks for the cells in which a hook stays silent (observed, no call, no error) among matrix records, checked on
+the records it is told of and on a second set it cannot know (a list written into the code fails there); 17.2 for a
 new context of the matrix, the hook removed between forward and backward, checked by running it through the probes
-of four families against the truth of an independent run; 17.3 is a prediction of four cells' call counts, checked
-against the probes.
+of four families against an independent run: each family's number of calls, and what its changed return value does
+(which the context's ``h.fact`` records make visible); 17.3 is a prediction of four cells' call counts, checked
+against the probes, and refused when the learner ran the probes of the cells notebook 17 does not show (the
+harness notes those calls).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 from torch import nn
 
 from . import exercise
+from ._harness import consulted
 from ._support import NotSolved, expect, fail, guarded, started
 
 # ---- 17.1 the silent cells --------------------------------------------------------------------------------------
@@ -47,15 +51,28 @@ def _records() -> dict[str, dict[str, Any]]:
     return {f"{f}@{c}": _record(f, c, status=s, calls=n, error=e) for f, c, s, n, e in rows}
 
 
+# a second set the answer cannot know in advance: the same kinds of cell, with the roles moved (a cell silent in the
+# first set fires here, one that fired is silent, a silent one is n/a) and keys the first set does not have
+_ROWS_2 = [("forward-hook", "eager", "observed", 0, None),
+           ("param-hook", "deepcopy", "observed", 1, None),
+           ("full-backward-hook", "autograd-grad", "n/a", 0, None),
+           ("tensor-hook", "vmap", "observed", 0, None),
+           ("forward-pre-hook", "jit-trace", "observed", 0, None),
+           ("node-hook", "compile", "observed", 0, "RuntimeError: a hook on a Node the compiled graph does not have"),
+           ("state-dict-pre-hook", "pickle", "observed", 2, None),
+           ("backward-pre-hook", "no-grad", "n/a", 0, None)]
+
+
+def _records_2() -> dict[str, dict[str, Any]]:
+    return {f"{f}@{c}": _record(f, c, status=s, calls=n, error=e) for f, c, s, n, e in _ROWS_2}
+
+
 def _silent(cells: dict[str, dict[str, Any]]) -> list[str]:
     return sorted(k for k, r in cells.items() if r["status"] == "observed" and r["calls"] == 0 and not r["error"])
 
 
-@exercise("17.1", answer="silent_cells")
-def silent_cells(answer: Any) -> None:
-    if not started(answer):
-        raise NotSolved("你的函数还没有返回任何键。", "your function does not return any key yet.")
-    cells = _records()
+def _keys_of(answer: Any, cells: dict[str, dict[str, Any]]) -> list[str]:
+    """The answer's keys for ``cells`` (a copy: the answer may change what it gets)."""
     with guarded("raised", "你的函数", "your function"):
         result = answer({k: dict(v) for k, v in cells.items()})
     if result is None:
@@ -67,6 +84,25 @@ def silent_cells(answer: Any) -> None:
     expect(all(isinstance(k, str) for k in got), "not-keys",
            "列表里应是格子的键（如 \"param-hook@deepcopy\"），不是记录。",
            "the list should hold the cells' keys (such as \"param-hook@deepcopy\"), not their records.")
+    return got
+
+
+@exercise("17.1", answer="silent_cells")
+def silent_cells(answer: Any) -> None:
+    if not started(answer):
+        raise NotSolved("你的函数还没有返回任何键。", "your function does not return any key yet.")
+    first = _keys_of(answer, _records())
+    _judge_silent(first, _records())
+    second = _keys_of(answer, _records_2())
+    if second != _silent(_records_2()) and sorted(second) == _silent(_records()):
+        fail("hard-coded", "换一组记录，你的函数返回的还是第一组里沉默的格子：键要从给你的 `cells` 里算出来，不能写死。",
+             "given another set of records, your function returned the silent cells of the first set again: compute "
+             "the keys from the `cells` you get; do not write them into the code.")
+    _judge_silent(second, _records_2())
+
+
+def _judge_silent(got: list[str], cells: dict[str, dict[str, Any]]) -> None:
+    """The answer's keys ``got`` for ``cells``, judged: what it kept that it should not, what it missed, the order."""
     want, chosen = set(_silent(cells)), set(got)
     na = sorted(k for k in chosen if cells.get(k, {}).get("status") == "n/a")
     if na:
@@ -95,29 +131,55 @@ def silent_cells(answer: Any) -> None:
 _FAMILIES_17_2 = ("full-backward-hook", "param-hook", "forward-hook", "backward-pre-hook")
 
 
-def _truth_17_2() -> dict[str, int]:
-    """How often each family's hook runs when its handle is removed after forward, before backward: plain
-    PyTorch, without the probes."""
-    counts = {}
+def _twice(values: Any) -> Any:
+    return tuple(None if v is None else v * 2 for v in values)
+
+
+# what each family's hook returns in the matrix's second run (hook_matrix.families.MODIFIERS): the value changed
+_CHANGE_17_2: dict[str, Callable[..., Any]] = {
+    "full-backward-hook": lambda module, grad_input, grad_output: _twice(grad_input),
+    "param-hook": lambda grad: grad * 2,
+    "forward-hook": lambda module, args, output: output * 2,
+    "backward-pre-hook": lambda module, grad_output: _twice(grad_output)}
+
+
+def _run_17_2(family: str, change: bool) -> tuple[int, list[torch.Tensor]]:
+    """One run of the new context in plain PyTorch: the hook registered, the forward, the handle removed, the
+    backward; ``(calls of the hook, what the run produced)``."""
+    torch.manual_seed(0)
+    lin, head = nn.Linear(3, 3), nn.Linear(3, 1)
+    x = torch.randn(2, 3, requires_grad=True)
+    calls = [0]
+
+    def hook(*args: Any) -> Any:
+        calls[0] += 1
+        return _CHANGE_17_2[family](*args) if change else None
+
+    register = {"full-backward-hook": lin.register_full_backward_hook,
+                "param-hook": lin.weight.register_hook,
+                "forward-hook": lin.register_forward_hook,
+                "backward-pre-hook": lin.register_full_backward_pre_hook}[family]
+    handle = register(hook)
+    out = head(lin(torch.tanh(x)))
+    handle.remove()
+    out.sum().backward()
+    grads = [p.grad for p in (*lin.parameters(), *head.parameters())]
+    return calls[0], [out.detach(), x.grad, *grads]
+
+
+def _truth_17_2() -> dict[str, tuple[int, str]]:
+    """For each family, how often its hook runs when its handle is removed after forward, before backward, and
+    what its changed return value does ("used", "ignored", or not tried): plain PyTorch, without the probes."""
+    truth = {}
     for family in _FAMILIES_17_2:
-        torch.manual_seed(0)
-        lin, head = nn.Linear(3, 3), nn.Linear(3, 1)
-        x = torch.randn(2, 3, requires_grad=True)
-        calls = [0]
-
-        def hook(*args: Any) -> None:
-            calls[0] += 1
-
-        register = {"full-backward-hook": lin.register_full_backward_hook,
-                    "param-hook": lin.weight.register_hook,
-                    "forward-hook": lin.register_forward_hook,
-                    "backward-pre-hook": lin.register_full_backward_pre_hook}[family]
-        handle = register(hook)
-        out = head(lin(torch.tanh(x)))
-        handle.remove()
-        out.sum().backward()
-        counts[family] = calls[0]
-    return counts
+        calls, plain = _run_17_2(family, change=False)
+        if not calls:
+            truth[family] = (0, "not tried (never called)")
+            continue
+        _, changed = _run_17_2(family, change=True)
+        same = all(torch.allclose(a, b) for a, b in zip(plain, changed))
+        truth[family] = (calls, "ignored" if same else "used")
+    return truth
 
 
 def _run_context(answer: Any) -> dict[str, Any]:
@@ -138,8 +200,21 @@ def remove_before_backward(answer: Any) -> None:
         fail("raised", f"在 {family} 这一族上，你的上下文报错：{error}",
              f"with the {family} family your context raised: {error}")
     calls = {f: o.calls for f, o in seen.items()}
-    truth = _truth_17_2()
+    truth_both = _truth_17_2()
+    truth = {f: n for f, (n, _) in truth_both.items()}
     if calls == truth:
+        returned = {f: o.return_value for f, o in seen.items()}
+        want = {f: r for f, (_, r) in truth_both.items()}
+        wrong = [f for f in _FAMILIES_17_2 if returned[f] != want[f]]
+        if wrong:
+            f = wrong[0]
+            fail("no-facts", f"调用次数都对，但 {f} 的返回值被判为“{returned[f]}”，独立运行的结果是“{want[f]}”："
+                 "矩阵比较两次运行（钩子返回 None / 钩子改变返回值）记下的事实，反向之后要用 "
+                 "`h.fact(out, rig.x.grad, *h.grads(rig))` 记下这次运行的结果。",
+                 f"the call counts are right, but {f}'s return value was judged {returned[f]!r} where an independent "
+                 f"run says {want[f]!r}: the matrix compares the facts of two runs (hooks that return None, hooks "
+                 "that change their value); record what the run produced after the backward with "
+                 "`h.fact(out, rig.x.grad, *h.grads(rig))`.")
         return
     expect(any(calls.values()), "nothing-ran",
            "四族钩子一次也没有运行：先 `h.install(rig)`，再前向，前向之后才移除句柄。",
@@ -180,6 +255,11 @@ _WHY_17_3 = {
 }
 
 
+# the cells of 17.3 whose probes notebook 17 runs before the exercises (sections 3.6 and 4): a learner who ran the
+# notebook has run them
+SHOWN_17_3 = ("forward-hook@apply", "param-hook@used-twice", "full-backward-hook@used-twice")
+
+
 @exercise("17.3", answer="my_calls", data=True)
 def predict_calls(answer: Any) -> None:
     from .. import hook_matrix
@@ -193,6 +273,13 @@ def predict_calls(answer: Any) -> None:
            and all(isinstance(v, int) and not isinstance(v, bool) for v in answer.values()), "four-ints",
            "`my_calls` 应是以这四个键为键、整数为值的字典（或按这个顺序的四个整数）。",
            "`my_calls` must be a dict from these four keys to ints (or four ints in this order).")
+    probed = [key for key in KEYS_17_3 if key not in SHOWN_17_3 and key in consulted("hook_matrix.observe")]
+    if probed:
+        fail("answer-machinery", f"这个内核里运行过 {probed[0]} 的探针（`hook_matrix.observe`）：这道练习要的是预测，"
+             "探针给出的正是检查用来判断的答案。重启内核，不运行探针，凭第 3、4 节的规则预测。",
+             f"the probe of {probed[0]} ran in this kernel (`hook_matrix.observe`): the exercise asks for a "
+             "prediction, and the probe gives the very answer the check judges with. Restart the kernel and predict "
+             "without running the probes, from the rules of sections 3 and 4.")
     for key in KEYS_17_3:
         family, context = key.split("@")
         truth = hook_matrix.observe(family, context).calls

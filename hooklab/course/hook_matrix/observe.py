@@ -273,7 +273,11 @@ def _receives(calls: list[tuple[str, str]], limit: int = 4) -> list[str]:
 def observe(family_id: str, context: Any, *, wrap: str = "") -> Observation:
     """Run the probe of ``family_id`` in ``context`` (an id of the matrix, or a :class:`~.contexts.Context` of one's
     own) and return what it observed."""
+    from ..exercises._harness import note_machinery
     from .contexts import BY_ID as CONTEXTS
+
+    # the probes are what the exercises' checkers compute the truth with: a call from an answer is noted
+    note_machinery("hook_matrix.observe", f"{family_id}@{getattr(context, 'id', context)}")
 
     if family_id not in FAMILIES:
         raise KeyError(f"no hook family {family_id!r}; the families are: {', '.join(FAMILIES)}")

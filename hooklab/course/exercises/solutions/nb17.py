@@ -5,9 +5,10 @@ HINTS = {
              "skip the records whose `status` is \"n/a\"; of the others, those with `calls == 0` and no `error` are the "
              "silent ones. `sorted(...)` at the end."),
     "17.2": ("照着第 5 节的上下文写：`rig = h.rig()`、`h.install(rig)`、前向，然后 `for handle in rig.handles: "
-             "handle.remove()`，再反向。",
+             "handle.remove()`，再反向，最后用 `h.fact(...)` 记下这次运行的结果（输出和梯度：检查靠它们判断返回值的作用）。",
              "follow section 5's contexts: `rig = h.rig()`, `h.install(rig)`, the forward, then `for handle in "
-             "rig.handles: handle.remove()`, then the backward."),
+             "rig.handles: handle.remove()`, then the backward, and last record what the run produced with "
+             "`h.fact(...)` (the output and the gradients: the check judges what a return value does by them)."),
     "17.3": ("第 3.6、4 节：叶子张量的钩子看到求和后的梯度；`model.apply` 按路径访问；检查点在反向时重算（直到反向需要的最后一个张量）。",
              "sections 3.6 and 4: a leaf's hook sees the summed gradient; `model.apply` visits per path; a checkpoint "
              "recomputes in backward (up to the last tensor backward needs)."),
