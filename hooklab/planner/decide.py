@@ -261,7 +261,7 @@ def _noting(inputs: list[torch.Tensor]) -> Callable[..., None]:
     return note
 
 
-def rng_state_bytes(device: torch.device) -> int:
+def _rng_state_bytes(device: torch.device) -> int:
     """Bytes of the random-number state a checkpointed region keeps: the CPU generator's, and on a GPU its
     generator's too."""
     cpu = torch.get_rng_state().nbytes
@@ -368,7 +368,7 @@ def _propose(m: _Measure, budget: int, count: int) -> list[MemoryPlan]:
     does not offload, then the next fastest; ``count`` at most, each once. The search stops (noted) where the share
     of the bound before timing is spent."""
     planner, plans = m.planner, list[MemoryPlan]()
-    rng = rng_state_bytes(planner.device)  # kept per checkpointed block call: measured below, so counted here too
+    rng = _rng_state_bytes(planner.device)  # kept per checkpointed block call: measured below, so counted here too
     searches = [functools.partial(planner._select, budget, None, None, allowed, rng)
                 for allowed in (None, RECOMPUTE, frozenset(c for c in planner.choices if c != "offload"))]
     for search in searches:
