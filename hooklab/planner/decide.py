@@ -46,9 +46,10 @@ step) still fits, and what has started is finished, so the cost passes the bound
 estimate, one compile or one search of the time model's plans. Half the bound (:data:`TIMING_SHARE`) is kept for
 timing: the plan search (after the planner's own pick), the bytes and the compiles stop where they would pass the
 other half, so that the finalists are timed. Deciding never fails for lack of time: bytes are measured past that
-half while no candidate measured meets the budget; where the timing runs out, the choice is made among the
-candidates timed (the reason says so); where nothing could be timed, the simplest candidate that meets the budget is
-returned untimed (its reason says so). What the bound left unmeasured is listed on the decision. A clock that does
+half while no candidate measured meets the budget; timing starts only as many candidates as the rest of the bound
+leaves time for (a step each and two rounds; the first measured first); where the timing runs out, the choice is made
+among the candidates timed (the reason says so); where nothing could be timed, the simplest candidate that meets the
+budget is returned untimed (its reason says so). What the bound left unmeasured is listed on the decision. A clock that does
 not advance over a step, or runs backwards, is refused: step times are divided by one another.
 """
 from __future__ import annotations
@@ -518,7 +519,17 @@ def _race(m: _Measure, baseline: Candidate, live: list[Candidate], rounds: int) 
     finalists' extra rounds where the first did not tell them apart; the rounds run."""
     if not live:
         return 0
+    # as many candidates as the bound leaves time for: a step each before the rounds and two rounds (the fewest that
+    # tell two apart), a candidate's step taken as 1.5 steps of the model as it is (a recompute adds a forward)
+    left = m.max_seconds - m.spent() - 2 * m.step_estimate
+    affordable = max(1, int(left // (3 * 1.5 * m.step_estimate))) if m.step_estimate > 0 else len(live)
     racing = list(live)
+    if affordable < len(racing):
+        m.notes.append(f"timing of {len(racing) - affordable} candidate(s) not started: the measuring bound leaves "
+                       f"time for {affordable} (the first measured)")
+        for late in racing[affordable:]:
+            late.status = "not timed: the measuring bound was reached"
+        del racing[affordable:]
     gc.collect()  # what compiling left behind is collected now, not in the middle of a timed step
     last = {id(baseline): m.step_estimate}  # each candidate's last step: what the next round is expected to cost
     for k, c in enumerate(racing):  # one step each before the rounds (first-call costs)

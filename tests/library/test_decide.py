@@ -285,6 +285,10 @@ def test_the_measuring_cost_is_stated_and_bounded():
         assert d.seconds <= bound + 10  # no measurement starts past the bound: at most one step (<= 10 units) over it
         assert d.rounds < 3 and any("measuring bound" in n for n in d.notes)
         assert d.held_bytes <= budget
+        # as many candidates are timed as the bound leaves time for; the choice is made among them, and says so
+        timed = sum(1 for c in d.candidates if c.times and not c.status)
+        assert d.chosen.times and d.reason.endswith(
+            f"the measuring bound was reached after {d.rounds} round(s): chosen among the {timed} candidate(s) timed")
     # the default bound: 100 steps of the model as it is (6 units each), at least 30 s
     before = clock.now
     d = decided(planner, budget, clock, rounds=2)
