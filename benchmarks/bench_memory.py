@@ -188,7 +188,7 @@ def gpt2_setup(quick: bool, device: str) -> Setup:
     GPT2LMHeadModel's own forward."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    layers, width, heads, vocab, batch, tokens = (2, 32, 2, 64, 2, 16) if quick else (12, 768, 12, 50257, 4, 256)
+    layers, width, heads, vocab, batch, tokens = (2, 32, 2, 64, 2, 64) if quick else (12, 768, 12, 50257, 4, 256)
     config = GPT2Config(n_layer=layers, n_embd=width, n_head=heads, vocab_size=vocab, n_positions=max(tokens, 1024),
                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
     torch.manual_seed(0)

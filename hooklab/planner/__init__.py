@@ -28,7 +28,10 @@ on a GPU — :class:`hooklab.OverlappedOffload` — and to disk on a CPU — :cl
 channel for int8), the others as they are (:class:`hooklab.CompressSaved`). Saved tensors outside every
 block (the head, the loss) are a fixed cost; pass tensors that are alive anyway (the labels) as
 ``keep``. A segment is offered where a block receives the previous block's output itself (the profile
-checks it). A plan's bytes are counted exactly, as the set of storages it holds.
+checks it). A plan's bytes are counted exactly, as the set of storages it holds. They leave out one thing autograd
+does not save: the random-number state each checkpointed block call keeps until its recompute, to replay dropout
+(``torch.get_rng_state()``: 5,056 bytes on a CPU, plus the GPU generator's on a GPU) — a few KiB beside blocks that
+hold MiB; :meth:`MemoryPlanner.decide` counts them.
 
 **The peak.** During backward a checkpointed block holds its recomputed tensors again, and a segment all
 of its blocks' at once: the plan's ``peak_bytes`` models the most the activations reach (what the blocks
@@ -163,7 +166,9 @@ class MemoryPlanner:
     device), ``min_bytes`` the smallest tensor an offload moves, ``repeats`` timed forwards per block, ``keep``
     tensors that are alive anyway (the labels: the model's own inputs are found by themselves), neither
     counted nor offloaded. Measuring leaves the model as it was: gradients, buffers (batch-norm statistics),
-    train/eval modes and the random-number state are put back.
+    train/eval modes and the random-number state (torch's, Python's ``random``, NumPy's global one) are put back.
+    A model on the meta device (its tensors hold no memory) and a step whose loss does not require grad (a frozen
+    model: nothing is saved for backward) are refused.
     """
 
     def __init__(self, model: nn.Module, step: Callable[[], torch.Tensor], blocks: str | Iterable[str] | None = None,
@@ -206,6 +211,12 @@ class MemoryPlanner:
                     raise ValueError(f"block {inner!r} is inside block {outer!r}: name blocks that do not nest")
         param = next(model.parameters(), None)
         self.device = param.device if param is not None else torch.device("cpu")
+        meta = next((n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta), None)
+        if meta is not None or any(t.is_meta for t in keep):
+            where = f"{meta!r} is" if meta is not None else "a tensor in keep is"
+            raise ValueError(f"{TOOL}: {where} on the meta device, where tensors hold no memory, so there are no "
+                             "bytes to measure: build the model on a real device (or model.to_empty(device=...) "
+                             "and load its weights) and pass it a real batch")
         self.model, self.step, self.choices = model, step, picked
         self.max_error, self.min_bytes, self.keep = max_error, min_bytes, keep
         with model_state_kept(model) as params:
@@ -248,11 +259,13 @@ class MemoryPlanner:
         return self._select(budget, peak, tolerance, None)
 
     def _select(self, budget: int, peak: int | None, tolerance: float | None,
-                allowed: frozenset[str] | None) -> MemoryPlan:
-        """:meth:`plan`, among the plans whose choices are all in ``allowed`` (None: any)."""
+                allowed: frozenset[str] | None, rng: int = 0) -> MemoryPlan:
+        """:meth:`plan`, among the plans whose choices are all in ``allowed`` (None: any); ``rng``: bytes of the
+        random-number state each checkpointed block call keeps, counted against the budget (:meth:`decide`)."""
         plans = [(p, self.search.held_bytes(p.choices)) for p in self.search.frontier()
                  if allowed is None or set(p.choices) <= allowed]
-        fitting = [(p, held) for p, held in plans if held <= budget and (peak is None or p.peak_bytes <= peak)]
+        fitting = [(p, held) for p, held in plans if held + rng * self.search.checkpointed_calls(p.choices) <= budget
+                   and (peak is None or p.peak_bytes <= peak)]
         if not fitting:
             least = min(held for p, held in plans if peak is None or p.peak_bytes <= peak) if peak is None or any(
                 p.peak_bytes <= peak for p, _ in plans) else None
@@ -271,10 +284,11 @@ class MemoryPlanner:
         best, held = min(equal, key=lambda ph: (ph[0].peak_bytes, ph[1], ph[0].ranks))
         return self._plan_of(best, held, budget, peak)
 
-    def _ranked(self, budget: int) -> Iterator[MemoryPlan]:
-        """The plans of the frontier that meet ``budget``, fastest first by the time model, each made when it is
-        asked for (a frontier can hold a million plans)."""
-        fitting = [(p, held) for p in self.search.frontier() if (held := self.search.held_bytes(p.choices)) <= budget]
+    def _ranked(self, budget: int, rng: int = 0) -> Iterator[MemoryPlan]:
+        """The plans of the frontier that meet ``budget`` (``rng`` as for :meth:`_select`), fastest first by the
+        time model, each made when it is asked for (a frontier can hold a million plans)."""
+        fitting = [(p, held) for p in self.search.frontier() if (held := self.search.held_bytes(p.choices))
+                   + rng * self.search.checkpointed_calls(p.choices) <= budget]
         fitting.sort(key=lambda ph: (seconds_key(ph[0].seconds), ph[0].peak_bytes, ph[1], ph[0].ranks))
         return (self._plan_of(p, held, budget, None) for p, held in fitting)
 
@@ -295,9 +309,13 @@ class MemoryPlanner:
         ``nn.Sequential``); ``backends``: ``torch.compile`` backends to try with ``activation_memory_budget`` (a
         model that does not compile is noted and left out; ``()``: none); ``rounds``: interleaved timing rounds
         (at least 2); ``max_seconds``: the bound on what deciding may cost, in seconds of ``clock`` (no
-        measurement starts past it; default: the time of 100 steps of the model as it is, at least 30 s); ``clock``: the clock to time with (default: the process's CPU time on a CPU,
-        the wall clock after a synchronisation on a GPU). How it measures and decides: :mod:`hooklab.planner.decide`.
-        The model is left as it was (gradients, buffers, modes, the random-number state); the bytes of
+        measurement starts past it, half of it is kept for timing, and running out of it never raises; default: the
+        time of 100 steps of the model as it is, at least 30 s); ``clock``: the clock to time with (default: the
+        process's CPU time on a CPU, the wall clock after a synchronisation on a GPU; one that does not advance over
+        a step is refused). The bytes count the random-number states each checkpoint keeps. How it measures and
+        decides: :mod:`hooklab.planner.decide`.
+        The model is left as it was (gradients, buffers, modes, the random-number state: torch's, Python's
+        ``random``, NumPy's global one); the bytes of
         ``checkpoint_sequential`` and the compiled models are kept for the next call.
 
         >>> import torch

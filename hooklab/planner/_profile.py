@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import random
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -95,17 +97,25 @@ def _tensors(value: Any) -> list[torch.Tensor]:
 def model_state_kept(model: nn.Module) -> Iterator[list[torch.Tensor]]:
     """Inside, the model's gradients are None (yields the parameters that require grad); afterwards its
     gradients, buffers (batch-norm running statistics and counters), train/eval modes and the random-number
-    state are what they were, also after an exception."""
+    state (torch's on the CPU and on the model's GPUs, Python's ``random`` and, once imported, NumPy's global one)
+    are what they were, also after an exception."""
     params: list[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
     grads = [p.grad for p in params]
     buffers = [(b, b.detach().clone()) for b in model.buffers()]
     modes = [(m, m.training) for m in model.modules()]
+    gpus = sorted({t.device.index or 0 for t in [*model.parameters(), *model.buffers()] if t.device.type == "cuda"})
+    python_random = random.getstate()
+    numpy = sys.modules.get("numpy")  # a step may draw from it; not imported here when nothing has
+    numpy_random = numpy.random.get_state() if numpy is not None else None
     try:
         for p in params:
             p.grad = None
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=gpus):
             yield params
     finally:
+        random.setstate(python_random)
+        if numpy is not None:
+            numpy.random.set_state(numpy_random)
         for p, g in zip(params, grads, strict=True):
             p.grad = g
         with torch.no_grad():
@@ -175,7 +185,12 @@ def profile_bytes(model: nn.Module, step: Callable[[], torch.Tensor], blocks: di
 
             scope.add(module.register_forward_pre_hook(enter, with_kwargs=True))
             scope.add(module.register_forward_hook(leave, prepend=True, always_call=True))
-        checked_loss(step, params, TOOL)  # the storages stay alive in ledger.alive and `alive` until read
+        loss = checked_loss(step, params, TOOL)  # the storages stay alive in ledger.alive and `alive` until read
+    if not loss.requires_grad:
+        raise ValueError(f"{TOOL}: the loss does not require grad (every parameter is frozen and no input requires "
+                         "grad), so the step saves nothing for backward and there is no memory to plan: unfreeze "
+                         "the parameters you train (requires_grad_(True)) first")
+    del loss
     never = [name for name in blocks if not profiles[name].calls]
     if never:
         raise ValueError(f"{TOOL}: block {never[0]!r} never ran in step() (the model's forward does not call it); "

@@ -143,6 +143,7 @@ class Search:
         self._rereads = {name: takes_rereads(getattr(costs, name)) for name in ("offload", "compress")}
         self.fixed_bytes = sum(top.values())
         self._frontier: list[Plan] | None = None
+        self._held: dict[tuple[str, ...], int] = {}  # held_bytes per plan: decide asks for every plan more than once
 
     def _held_before(self, k: int, prev: str | None) -> set[int]:
         """Storages held anyway when block ``k`` runs: the previous block's if it keeps them, and those saved
@@ -221,9 +222,19 @@ class Search:
             total, prev = total + option.seconds, choice
         return total
 
+    def checkpointed_calls(self, choices: tuple[str, ...]) -> int:
+        """The block calls a plan checkpoints (alone or in a segment): each keeps a random-number state until its
+        recompute (``torch.get_rng_state()``, 5,056 bytes on a CPU), which the plan's bytes leave out."""
+        return sum(p.calls for p, c in zip(self.profiles, choices, strict=True) if c in CHECKPOINTED)
+
     def held_bytes(self, choices: tuple[str, ...]) -> int:
         """The activation bytes a plan holds after forward, counted as the set of storages it holds (plus the
         compressed copies it makes)."""
+        if choices not in self._held:
+            self._held[choices] = self._count_held(choices)
+        return self._held[choices]
+
+    def _count_held(self, choices: tuple[str, ...]) -> int:
         held = dict(self.top)
         copies: dict[tuple[int, tuple, str], int] = {}  # one compressed copy per view and format (one context each)
         for k, (block, choice) in enumerate(zip(self.profiles, choices, strict=True)):

@@ -155,8 +155,9 @@ class OffloadStep:
     """Every tensor the step saves for backward, from ``min_bytes`` up, moved out of memory while the ``with`` block
     runs: :class:`hooklab.SaveOnDisk` on a CPU, :class:`hooklab.OverlappedOffload` (pinned CPU memory) on a GPU. It
     wraps what the block runs, the loss included, so it also reaches tensors saved outside every block (a language
-    model's log-softmax over its vocabulary), which no per-block plan can. The model's parameters and ``keep`` are
-    never moved.
+    model's log-softmax over its vocabulary), which no per-block plan can. The model's parameters and ``keep`` (a
+    tensor, or a list of tensors alive anyway; ``[]`` for none) are never moved. ``device``: the model's device
+    (``"cuda"`` is refused where CUDA is not available).
 
     >>> import torch
     >>> from torch import nn
@@ -174,7 +175,16 @@ class OffloadStep:
             raise TypeError(f"OffloadStep takes an nn.Module, got {type(model).__name__}")
         if isinstance(min_bytes, bool) or not isinstance(min_bytes, int) or min_bytes < 0:
             raise ValueError(f"min_bytes must be an int >= 0 (a size in bytes), got {min_bytes!r}")
-        self.model, self.keep, self.device, self.min_bytes = model, list(keep), torch.device(device), min_bytes
+        if isinstance(keep, torch.Tensor):
+            keep = [keep]  # one tensor, as MemoryPlanner takes it (not iterated row by row)
+        elif not isinstance(keep, Iterable):
+            raise TypeError(f"keep takes the tensors that are alive anyway (the batch, the labels), e.g. keep=[x, y]; "
+                            f"[] for none; got {keep!r}")
+        device = torch.device(device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("OffloadStep: device 'cuda' was given, but CUDA is not available on this machine: pass "
+                             "the model's device (torch.device('cpu') offloads to disk)")
+        self.model, self.keep, self.device, self.min_bytes = model, list(keep), device, min_bytes
 
     def __str__(self) -> str:
         where = "pinned CPU memory (OverlappedOffload)" if self.device.type == "cuda" else "disk (SaveOnDisk)"
@@ -206,15 +216,20 @@ class CompiledBudget:
     """``torch.compile(model, backend=backend)`` compiled under ``activation_memory_budget = fraction`` (the
     partitioner keeps at most about that share of the activations and recomputes the rest): ``apply()`` is a
     ``with`` block in which ``model(...)`` runs the compiled code. The first call compiles (with the budget set;
-    any later recompilation too). It uses the model's eager kernels only with ``backend="aot_eager"``."""
+    any later recompilation too). It uses the model's eager kernels only with ``backend="aot_eager"``. ``backend``
+    is a backend name or function (anything else is refused here, not at the first call)."""
 
-    def __init__(self, model: nn.Module, backend: str, fraction: float) -> None:
+    def __init__(self, model: nn.Module, backend: str | Callable[..., Any], fraction: float) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"CompiledBudget takes an nn.Module, got {type(model).__name__}")
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
             raise ValueError(f"fraction must be a number in [0, 1] (activation_memory_budget), got {fraction!r}")
+        if not (isinstance(backend, str) and backend) and not callable(backend):
+            raise TypeError(f"backend must be a torch.compile backend: a name such as 'inductor' or 'aot_eager', or a "
+                            f"backend function; got {backend!r}")
         self.model, self.backend, self.fraction = model, backend, float(fraction)
-        self._compiled = torch.compile(_fresh_forward(f"{backend}_{next(_TAGS)}"), backend=backend)
+        tag = backend if isinstance(backend, str) else getattr(backend, "__name__", "backend")
+        self._compiled = torch.compile(_fresh_forward(f"{tag}_{next(_TAGS)}"), backend=backend)
 
     def __str__(self) -> str:
         return f"torch.compile(model, backend={self.backend!r}) with activation_memory_budget={self.fraction:.3g}"

@@ -6,7 +6,11 @@ uses the model only to propose, and decides between the proposals and the plain-
 by running them. What it measures, in this order, each only while the measuring bound allows:
 
 1. **Bytes** held after forward (the planner's currency: tensors made by the forward pass and alive when it ends,
-   the loss and the model's inputs left out), in one forward pass under :class:`hooklab.MemoryMeter`: the model as
+   the loss and the model's inputs left out), in one forward pass under :class:`hooklab.MemoryMeter`, plus the
+   random-number states the checkpoints keep, which the meter does not see (``torch.get_rng_state()``, 5,056 bytes
+   on a CPU, and the GPU generator's on a GPU, per checkpointed region: per block call of a plan or of
+   :class:`CheckpointEach`, per segment but the last of ``checkpoint_sequential``; the plans are proposed with
+   them counted, though a :class:`hooklab.MemoryPlan`'s own ``held_bytes`` leaves them out): the model as
    it is, the planner's few best plans (its pick, the fastest plan that only recomputes, the fastest that does not
    offload), ``torch.utils.checkpoint`` around each block (:class:`CheckpointEach`), every saved tensor of the step
    offloaded (:class:`OffloadStep`: it also reaches what is saved outside every block, the loss's own tensors),
@@ -37,18 +41,27 @@ recomputing candidate by more than the tie margin, so it is never chosen where r
 **The cost** of deciding is measured on the same clock and stated on the decision (``seconds``, and
 ``wall_seconds``: on a CPU the process's CPU time does not include a compiler's subprocesses, inductor's C++ builds,
 which the wall clock does). It is bounded by ``max_seconds`` (default: the time of 100 steps of the model as it is, at least
-30 s): a measurement starts only where its expected time (a round: each candidate's last step) still fits, and what
-has started is finished, so the cost passes the bound by at most the error of that estimate or one compile. What the
-bound left unmeasured is listed on the decision.
+30 s), the plan search included: a measurement starts only where its expected time (a round: each candidate's last
+step) still fits, and what has started is finished, so the cost passes the bound by at most the error of that
+estimate, one compile or one search of the time model's plans. Half the bound (:data:`TIMING_SHARE`) is kept for
+timing: the plan search (after the planner's own pick), the bytes and the compiles stop where they would pass the
+other half, so that the finalists are timed. Deciding never fails for lack of time: bytes are measured past that
+half while no candidate measured meets the budget; timing starts only as many candidates as the rest of the bound
+leaves time for (a step each and two rounds; the first measured first); where the timing runs out, the choice is made
+among the candidates timed (the reason says so); where nothing could be timed, the simplest candidate that meets the
+budget is returned untimed (its reason says so). What the bound left unmeasured is listed on the decision. A clock that does
+not advance over a step, or runs backwards, is refused: step times are divided by one another.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterable
+import weakref
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -74,6 +87,7 @@ DROP_AFTER = 3      # rounds before a candidate can be dropped
 DROP_MARGIN = 0.05  # ... when it is slower than the fastest by more than this in every round
 TIE_MARGIN = 0.01   # a simpler candidate whose median ratio is this close to the fastest's (and not beaten) is kept
 DEFAULT_STEPS, DEFAULT_FLOOR = 100, 30.0  # the default bound: 100 steps of the model as it is, at least 30 s
+TIMING_SHARE = 0.5  # the share of the bound kept for timing: the plan search, bytes and compiles stop at the rest
 RECOMPUTE = frozenset(("keep", "checkpoint", "segment"))
 RANKS = {"as is": 0, "checkpoint_sequential": 1, "checkpoint": 1, "torch.compile": 2, "plan (recompute)": 3,
          "plan": 4}
@@ -188,7 +202,8 @@ class MemoryDecision:
 
     @property
     def held_bytes(self) -> int:
-        """The chosen candidate's measured bytes held after forward."""
+        """The chosen candidate's measured bytes held after forward (the random-number states its checkpoints keep
+        included)."""
         assert self.chosen.held_bytes is not None
         return self.chosen.held_bytes
 
@@ -247,6 +262,35 @@ def _noting(inputs: list[torch.Tensor]) -> Callable[..., None]:
     return note
 
 
+def _rng_state_bytes(device: torch.device) -> int:
+    """Bytes of the random-number state a checkpointed region keeps: the CPU generator's, and on a GPU its
+    generator's too."""
+    cpu = torch.get_rng_state().nbytes
+    return cpu + (torch.cuda.get_rng_state(device).nbytes if device.type == "cuda" else 0)
+
+
+@contextlib.contextmanager
+def _rng_states_noted(states: list[weakref.ref[torch.Tensor]]) -> Iterator[None]:
+    """Inside, every random-number state that ``torch.get_rng_state`` and ``torch.cuda.get_rng_state`` return is
+    noted in ``states`` (weakly): a checkpointed region (``torch.utils.checkpoint``, :func:`hooklab.checkpoint_modules`,
+    each block call of :func:`hooklab.segments.checkpoint_segments`) keeps one (5,056 bytes on a CPU, and one per
+    GPU its inputs are on) until its recompute, to replay dropout; those still alive after the forward are held."""
+    cpu, cuda = torch.get_rng_state, torch.cuda.get_rng_state
+
+    def noted(get: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+        @functools.wraps(get)
+        def state(*args: Any, **kwargs: Any) -> torch.Tensor:
+            t = get(*args, **kwargs)
+            states.append(weakref.ref(t))
+            return t
+        return state
+    torch.get_rng_state, torch.cuda.get_rng_state = noted(cpu), noted(cuda)
+    try:
+        yield
+    finally:
+        torch.get_rng_state, torch.cuda.get_rng_state = cpu, cuda
+
+
 class _Measure:
     """The clock, the bound and what was left out; bytes and step times of the candidates."""
 
@@ -255,6 +299,7 @@ class _Measure:
         self.max_seconds = math.inf if max_seconds is None else max_seconds
         self.start, self.wall_start = clock(), time.perf_counter()
         self.step_estimate = 0.0
+        self.met = False  # a candidate measured so far meets the budget
         self.notes: list[str] = []
 
     def spent(self) -> float:
@@ -263,6 +308,11 @@ class _Measure:
     def allows(self, seconds: float) -> bool:
         return self.spent() + seconds <= self.max_seconds
 
+    def allows_preparing(self, seconds: float) -> bool:
+        """Whether the plan search, a bytes measurement or a compile may start: :data:`TIMING_SHARE` of the bound is
+        kept for timing."""
+        return self.spent() + seconds <= self.max_seconds * (1 - TIMING_SHARE)
+
     def _ignored(self) -> list[torch.Tensor]:
         model = self.planner.model
         grads = [p.grad for p in model.parameters() if p.grad is not None]
@@ -270,19 +320,21 @@ class _Measure:
 
     def held_bytes(self, option: Any) -> int:
         """Bytes held after one forward pass under ``option.apply()`` (MemoryMeter), less the loss and the model's
-        inputs; the graph is let go of (no backward)."""
-        model, inputs = self.planner.model, list[torch.Tensor]()
+        inputs, plus the random-number states the checkpoints keep (:func:`_rng_states_noted`: MemoryMeter does not
+        see them); the graph is let go of (no backward)."""
+        model, inputs, states = self.planner.model, list[torch.Tensor](), list[weakref.ref[torch.Tensor]]()
         with HookScope(TOOL) as scope:
             scope.add(model.register_forward_pre_hook(_noting(inputs), with_kwargs=True))
             with MemoryMeter(ignore=self._ignored()) as meter:
-                with option.apply():
+                with option.apply(), _rng_states_noted(states):
                     loss = self.planner.step()
                 held = meter.mark()
                 counted = {storage_key(t): t.untyped_storage().nbytes() for t in [loss, *inputs]
                            if storage_key(t) in meter._live}
+        kept = {storage_key(t): t.untyped_storage().nbytes() for ref in states if (t := ref()) is not None}
         del loss
         inputs.clear()
-        return held - sum(counted.values())
+        return held - sum(counted.values()) + sum(kept.values())
 
     def compiled_bytes(self, option: CompiledBudget) -> int:
         """Compile (with the budget set), run one step and walk the compiled graph for the bytes it saves."""
@@ -303,21 +355,37 @@ class _Measure:
             loss = self.planner.step()
         loss.backward()
         del loss
-        return self.clock() - start
+        seconds = self.clock() - start
+        if not seconds > 0:  # 0: the clock did not advance (too coarse); below 0: it ran backwards
+            raise ValueError(
+                f"{TOOL}: a training step took {seconds!r} s on the given clock: "
+                + ("the clock ran backwards" if seconds < 0 else "the clock is too coarse for this step")
+                + ": pass clock=time.perf_counter or a bigger batch (step times are divided by one another)")
+        return seconds
 
 
-def _propose(planner: MemoryPlanner, budget: int, count: int) -> list[MemoryPlan]:
+def _propose(m: _Measure, budget: int, count: int) -> list[MemoryPlan]:
     """The model's few best plans that meet the budget: its pick, the fastest that only recomputes, the fastest that
-    does not offload, then the next fastest; ``count`` at most, each once."""
-    plans: list[MemoryPlan] = []
-    for allowed in (None, RECOMPUTE, frozenset(c for c in planner.choices if c != "offload")):
+    does not offload, then the next fastest; ``count`` at most, each once. The search stops (noted) where the share
+    of the bound before timing is spent."""
+    planner, plans = m.planner, list[MemoryPlan]()
+    rng = _rng_state_bytes(planner.device)  # kept per checkpointed block call: measured below, so counted here too
+    searches = [functools.partial(planner._select, budget, None, None, allowed, rng)
+                for allowed in (None, RECOMPUTE, frozenset(c for c in planner.choices if c != "offload"))]
+    for search in searches:
+        if len(plans) >= count:
+            return plans
+        if plans and not m.allows_preparing(0.0):  # the planner's own pick is always looked for
+            m.notes.append(f"plan search stopped after {len(plans)} plan(s): the share of the measuring bound "
+                           "before timing was spent")
+            return plans
         try:
-            plan = planner._select(budget, None, None, allowed)
+            plan = search()
         except BudgetError:
             continue
         if all(p.choices != plan.choices for p in plans):
             plans.append(plan)
-    for plan in planner._ranked(budget):
+    for plan in planner._ranked(budget, rng):
         if len(plans) >= count:
             break
         if all(p.choices != plan.choices for p in plans):
@@ -340,7 +408,7 @@ def measure_and_decide(planner: MemoryPlanner, budget: int, *, plans: int, seque
         return _decision(m, budget, baseline, baseline, [], "the model as it is meets the budget: nothing to do", 0,
                          clock_name)
     candidates: list[Candidate] = []
-    for plan in _propose(planner, budget, plans):
+    for plan in _propose(m, budget, plans):
         kind = "plan (recompute)" if set(plan.choices.values()) <= RECOMPUTE else "plan"
         candidate = Candidate(f"plan {plan.codes}", kind, plan)
         candidates.append(_measured(m, candidate, budget, functools.partial(m.held_bytes, plan)))
@@ -363,13 +431,11 @@ def measure_and_decide(planner: MemoryPlanner, budget: int, *, plans: int, seque
     done = _race(m, baseline, live, rounds)
     if live:
         chosen, reason = _choose([c for c in candidates if c.times], live, baseline)
+        if any("timing" in note and "measuring bound" in note for note in m.notes):
+            reason += (f"; the measuring bound was reached after {done} round(s): chosen among the "
+                       f"{len(live)} candidate(s) timed")
         return _decision(m, budget, chosen, baseline, candidates, reason, done, clock_name)
     meeting = [c for c in candidates if c.held_bytes is not None and c.held_bytes <= budget]
-    if not meeting and any(c.status.startswith("not measured") for c in candidates):
-        raise RuntimeError(
-            f"{TOOL}: the measuring bound (max_seconds={m.max_seconds:g}) was reached before a candidate that "
-            f"meets the budget was measured ({m.spent():.3g} s spent, a step takes about {m.step_estimate:.3g} "
-            "s): raise max_seconds")
     if not meeting:
         best = min((c for c in [baseline, *candidates] if c.held_bytes is not None), key=lambda c: c.held_bytes or 0)
         raise BudgetError(
@@ -383,13 +449,15 @@ def measure_and_decide(planner: MemoryPlanner, budget: int, *, plans: int, seque
 
 
 def _measured(m: _Measure, c: Candidate, budget: int, measure: Callable[[], int]) -> Candidate:
-    """``c`` with its bytes measured (if the bound allows) and its status."""
-    if not m.allows(m.step_estimate):
+    """``c`` with its bytes measured and its status: past the share of the bound before timing, only while no
+    candidate measured so far meets the budget (so that deciding never fails for lack of time)."""
+    if not m.allows_preparing(m.step_estimate) and m.met:
         c.status = "not measured: the measuring bound was reached"
     else:
         c.held_bytes = measure()
         if c.held_bytes > budget:
             c.status = "over the budget"
+        m.met = m.met or c.held_bytes <= budget
     return c
 
 
@@ -424,9 +492,9 @@ def _compiled(m: _Measure, planner: MemoryPlanner, backend: str, budget: int, fr
     for f in (fraction, fraction / 2):
         key = (backend, round(f, 6))
         if key not in planner._compiled:
-            if not m.allows(m.step_estimate):
-                m.notes.append(f"torch.compile(backend={backend!r}) at {f:.3g}: not compiled: the measuring bound "
-                               "was reached")
+            if not m.allows_preparing(m.step_estimate):
+                m.notes.append(f"torch.compile(backend={backend!r}) at {f:.3g}: not compiled: the share of the "
+                               "measuring bound before timing was spent")
                 break
             try:
                 made = CompiledBudget(planner.model, backend, f)
@@ -451,16 +519,28 @@ def _race(m: _Measure, baseline: Candidate, live: list[Candidate], rounds: int) 
     finalists' extra rounds where the first did not tell them apart; the rounds run."""
     if not live:
         return 0
+    # as many candidates as the bound leaves time for: a step each before the rounds and two rounds (the fewest that
+    # tell two apart), a candidate's step taken as 1.5 steps of the model as it is (a recompute adds a forward)
+    left = m.max_seconds - m.spent() - 2 * m.step_estimate
+    affordable = max(1, int(left // (3 * 1.5 * m.step_estimate))) if m.step_estimate > 0 else len(live)
     racing = list(live)
+    if affordable < len(racing):
+        m.notes.append(f"timing of {len(racing) - affordable} candidate(s) not started: the measuring bound leaves "
+                       f"time for {affordable} (the first measured)")
+        for late in racing[affordable:]:
+            late.status = "not timed: the measuring bound was reached"
+        del racing[affordable:]
     gc.collect()  # what compiling left behind is collected now, not in the middle of a timed step
     last = {id(baseline): m.step_estimate}  # each candidate's last step: what the next round is expected to cost
-    for c in racing:  # one step each before the rounds (first-call costs); a compiled candidate ran when compiled
+    for k, c in enumerate(racing):  # one step each before the rounds (first-call costs)
         if not m.allows(m.step_estimate):
-            m.notes.append("timing not started: the measuring bound was reached")
-            live.clear()
-            return 0
+            m.notes.append(f"timing of {len(racing) - k} candidate(s) not started: the measuring bound was reached")
+            for late in racing[k:]:
+                late.status = "not timed: the measuring bound was reached"
+            del racing[k:]
+            break
         last[id(c)] = m.step(c)
-    done = _rounds(m, baseline, racing, last, rounds, 0, drop=True)
+    done = _rounds(m, baseline, racing, last, rounds, 0, drop=True) if racing else 0
     live[:] = [c for c in live if not c.status and c.times]
     if len(live) >= 2 and done >= 2:
         chosen, _ = _choose(live, live, baseline)

@@ -108,3 +108,95 @@ def test_the_rule_on_small_models():
     assert isinstance(found[0], BlockStack) and len(found[0]) == 2
     with pytest.raises(TypeError, match="find_blocks takes an nn.Module"):
         find_blocks("model")
+
+
+class Attention(nn.Module):
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return self.out(torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v)
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.up, self.down = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))
+
+
+class ListOfLists(nn.Module):
+    """The common hand-written transformer: ``forward`` iterates ``layers`` and each ``[attn, ff]`` and calls only the
+    two modules inside; the lists themselves are never called."""
+
+    def __init__(self, depth: int = 3) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.ModuleList([Attention(), FeedForward()]) for _ in range(depth)])
+
+    def forward(self, x):
+        for attn, ff in self.layers:
+            x = attn(x) + x
+            x = ff(x) + x
+        return x
+
+
+def called_modules(model, run) -> list[str]:
+    """The plain-PyTorch truth: the names of the modules whose forward hooks fire in ``run()``, in call order."""
+    fired: list[str] = []
+    handles = [m.register_forward_hook(lambda m, a, o, name=name: fired.append(name))
+               for name, m in model.named_modules() if name]
+    try:
+        run()
+    finally:
+        for h in handles:
+            h.remove()
+    return fired
+
+
+def test_a_list_of_lists_gives_the_modules_that_are_called_and_explain_hook_agrees():
+    from hooklab import explain_hook
+
+    model = ListOfLists()
+    run = lambda: model(torch.randn(2, 4, 8))  # noqa: E731
+    (stack,) = find_blocks(model)  # each layers.k is part of this stack, not a stack of its own
+    assert stack.path == "layers" and stack.classes == ["Attention", "FeedForward"]
+    truth = [n for n in called_modules(model, run) if n.count(".") == 2]  # layers.k.i: what forward calls
+    assert stack.names == sorted(set(truth), key=truth.index) == [f"layers.{k}.{i}" for k in range(3) for i in (0, 1)]
+    for name in stack.names:
+        assert explain_hook(model, name, run=run).calls == 1
+    for k in range(3):  # what find_blocks leaves out is what explain_hook says never fires
+        assert f"layers.{k}" not in called_modules(model, run)
+        assert explain_hook(model, f"layers.{k}", run=run).cause == "container"
+
+
+def test_nested_lists_of_blocks_are_one_stack_of_the_blocks_inside():
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    model = nn.Module()
+    model.stages = nn.ModuleList([nn.ModuleList([Block() for _ in range(3)]) for _ in range(2)])
+    stacks = find_blocks(model)
+    assert [(s.path, s.names) for s in stacks] == [("stages", [f"stages.{i}.{j}" for i in range(2) for j in range(3)])]
+    leaves = nn.Module()  # lists of lists of single layers: layers, not blocks
+    leaves.layers = nn.ModuleList([nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)]) for _ in range(3)])
+    assert find_blocks(leaves) == []
+
+
+@pytest.mark.parametrize("convert", [torch.jit.script, lambda m: torch.jit.trace(m, torch.randn(2, 4))])
+def test_a_torchscript_model_is_refused(convert):
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(4, 4), nn.ReLU()) for _ in range(3)])
+    assert [s.names for s in find_blocks(model)] == [["0", "1", "2"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit is deprecated
+        scripted = convert(model)
+    with pytest.raises(TypeError, match="a TorchScript model .* pass the model before scripting or tracing it"):
+        find_blocks(scripted)

@@ -19,22 +19,24 @@ from torch import nn
 import hooklab
 from hooklab.planner import CountedCosts, MemoryPlanner, SequentialCheckpoint
 from hooklab.planner.decide import Candidate, _choose, beats
-from saved_truth import saved_storage_bytes
+from saved_truth import rng_state_bytes, saved_storage_bytes
 
 pytestmark = pytest.mark.timeout(300)
 
 BLOCKS, WIDTH, HIDDEN, BATCH = 6, 64, 256, 32
+RNG = torch.get_rng_state().nbytes  # what each checkpointed region keeps until its recompute (5,056 bytes)
 # the planner's own time model: FLOPs and copies at stated speeds; offloading looks cheap to it
 CHEAP_OFFLOAD = CountedCosts(flops_per_s=1e9, copy_bytes_per_s=1e12, overlap=0.5)
 
 
-def model_and_step(seed: int = 0):
+def model_and_step(seed: int = 0, batch: int = BATCH):
     """Six equal blocks Linear-Tanh-Linear-Tanh: each saves 40 KiB inside and passes 8 KiB on, so that
-    checkpoint_sequential's bytes are not monotonic in the segment count (128, 96, 144, 112, 80 KiB for 2..6)."""
+    checkpoint_sequential's bytes are not monotonic in the segment count (128, 96, 144, 112, 80 KiB for 2..6; all
+    times ``batch / BATCH``)."""
     torch.manual_seed(seed)
     model = nn.Sequential(*[nn.Sequential(nn.Linear(WIDTH, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, WIDTH), nn.Tanh())
                             for _ in range(BLOCKS)])
-    x = torch.randn(BATCH, WIDTH)
+    x = torch.randn(batch, WIDTH)
     return model, x, (lambda: model(x).sum())
 
 
@@ -81,6 +83,15 @@ def meter_bytes(model, x, apply) -> int:
     return held
 
 
+def held_truth(model, x, apply) -> int:
+    """What a candidate holds after forward by two independent counts: the tensors the meter sees, and the
+    random-number states (which it does not see) found by the garbage collector."""
+    def run():
+        with apply():
+            return model(x).sum()
+    return meter_bytes(model, x, apply) + rng_state_bytes(run)
+
+
 # ------------------------------------------------------------------------------ what measurement decides
 def test_a_plain_checkpoint_sequential_wins_where_the_models_disk_offload_loses(monkeypatch):
     """The review's case: the time model believes in offloading (it costs nothing to it); on this 'machine' a file
@@ -106,11 +117,13 @@ def test_a_plain_checkpoint_sequential_wins_where_the_models_disk_offload_loses(
 
 def test_a_plan_that_recomputes_less_than_any_checkpoint_sequential_wins(monkeypatch):
     """kkkCss recomputes 3 blocks and meets 1/2; checkpoint_sequential must recompute a prefix of 4: the plan is
-    faster by one block forward in every round and is chosen, though it is not the simplest."""
-    model, x, step = model_and_step()
+    faster by one block forward in every round and is chosen, though it is not the simplest. (A batch 4 times the
+    usual, so that the random-number states checkpoints keep, 5,056 bytes each, are small beside the blocks.)"""
+    model, x, step = model_and_step(batch=4 * BATCH)
     clock = FakeClock(model, per_file=1.0, monkeypatch=monkeypatch)  # a file costs as much as a block
     planner = MemoryPlanner(model, step, choices=("keep", "checkpoint", "segment"), costs=CountedCosts(), repeats=1)
-    decision = decided(planner, planner.baseline_bytes // 2, clock)
+    # 1/2, and room for the random-number states of the 3 checkpointed blocks
+    decision = decided(planner, planner.baseline_bytes // 2 + 3 * RNG, clock)
     assert decision.chosen.kind == "plan (recompute)"
     assert sum(c in ("checkpoint", "segment") for c in decision.choice.choices.values()) == 3
     assert decision.reason == ("the fastest (lowest median step ratio), faster than each simpler candidate in every round")
@@ -123,10 +136,11 @@ def test_a_plan_that_recomputes_less_than_any_checkpoint_sequential_wins(monkeyp
 def test_a_tie_keeps_the_simpler_plain_choice_and_says_so(monkeypatch):
     """Without segments the fastest recompute-only plan recomputes 4 blocks, as checkpoint_sequential(..., 3) does:
     equal in every round, so the decision is a tie and the plain one is kept."""
-    model, x, step = model_and_step()
+    model, x, step = model_and_step(batch=4 * BATCH)
     clock = FakeClock(model, per_file=1.0, monkeypatch=monkeypatch)  # a file costs as much as a block
     planner = MemoryPlanner(model, step, choices=("keep", "checkpoint"), costs=CountedCosts(), repeats=1)
-    decision = decided(planner, planner.baseline_bytes // 2, clock)
+    # 1/2, and room for the random-number states of the 4 checkpointed blocks
+    decision = decided(planner, planner.baseline_bytes // 2 + 4 * RNG, clock)
     assert decision.chosen.kind == "checkpoint_sequential"
     assert decision.reason.startswith("tie with plan ") and "the simpler is kept" in decision.reason
     tied = [c for c in decision.candidates if c.kind.startswith("plan") and decision.verdict(c) == "tie (within the spread)"]
@@ -210,14 +224,17 @@ def test_every_candidates_bytes_are_an_independent_truths_and_the_choice_meets_t
     assert sorted(sequential) == list(range(2, BLOCKS + 1))
     for n, held in sequential.items():
         plain = lambda n=n: torch.utils.checkpoint.checkpoint_sequential(model, n, x, use_reentrant=False).sum()  # noqa: E731
-        assert held == saved_storage_bytes(plain, ignore) == meter_bytes(model, x, SequentialCheckpoint(model, n).apply)
+        assert held - rng_state_bytes(plain) == saved_storage_bytes(plain, ignore) == meter_bytes(
+            model, x, SequentialCheckpoint(model, n).apply)
+        assert rng_state_bytes(plain) == (n - 1) * RNG  # one state per checkpointed segment: all but the last
     KiB = 1024
-    assert [sequential[n] // KiB for n in range(2, BLOCKS + 1)] == [128, 96, 144, 112, 80]  # not monotonic
+    assert [(sequential[n] - (n - 1) * RNG) // KiB for n in range(2, BLOCKS + 1)] == [128, 96, 144, 112, 80]
     for c in decision.candidates:
-        if isinstance(c.option, hooklab.MemoryPlan):
-            assert c.held_bytes == c.option.held_bytes == meter_bytes(model, x, c.option.apply)
+        if isinstance(c.option, hooklab.MemoryPlan):  # the plan's own bytes leave the random-number states out
+            assert c.option.held_bytes == meter_bytes(model, x, c.option.apply)
+            assert c.held_bytes == held_truth(model, x, c.option.apply) > c.option.held_bytes
         elif isinstance(c.option, hooklab.OffloadStep):
-            assert c.held_bytes == meter_bytes(model, x, c.option.apply)
+            assert c.held_bytes == held_truth(model, x, c.option.apply) == meter_bytes(model, x, c.option.apply)
     assert decision.held_bytes <= budget
     # the counts that meet the budget but recompute more than another that does are measured, not timed
     not_timed = [n for n, held in sequential.items() if held <= budget and not decision.candidates[
@@ -268,12 +285,48 @@ def test_the_measuring_cost_is_stated_and_bounded():
         assert d.seconds <= bound + 10  # no measurement starts past the bound: at most one step (<= 10 units) over it
         assert d.rounds < 3 and any("measuring bound" in n for n in d.notes)
         assert d.held_bytes <= budget
+        # as many candidates are timed as the bound leaves time for; the choice is made among them, and says so
+        timed = sum(1 for c in d.candidates if c.times and not c.status)
+        assert d.chosen.times and d.reason.endswith(
+            f"the measuring bound was reached after {d.rounds} round(s): chosen among the {timed} candidate(s) timed")
     # the default bound: 100 steps of the model as it is (6 units each), at least 30 s
     before = clock.now
     d = decided(planner, budget, clock, rounds=2)
     assert d.max_seconds == 600 and d.seconds == clock.now - before
-    with pytest.raises(RuntimeError, match=r"max_seconds=1\b.*raise max_seconds"):
-        decided(planner, budget, clock, max_seconds=1)
+    # a bound too small for anything: candidates are measured until one meets the budget, which is returned untimed
+    tiny = decided(planner, budget, clock, max_seconds=1)
+    assert tiny.held_bytes <= budget and tiny.rounds == 0 and not tiny.chosen.times
+    assert tiny.reason.startswith("not timed (the measuring bound was reached)")
+    measured = [c for c in tiny.candidates if c.held_bytes is not None]
+    assert measured[-1] is tiny.chosen and all(c.held_bytes > budget for c in measured[:-1])
+    clock.remove()
+
+
+def test_the_default_bound_leaves_time_to_time_the_finalists_when_the_plan_search_is_slow(monkeypatch):
+    """As on a model with many blocks, where the plan search alone costs about the whole default bound: each search
+    of the time model's plans costs 200 units here, against a bound of 600 (100 steps of 6). The search stops at
+    the share of the bound kept for timing, and what was found is measured and timed; nothing raises."""
+    model, x, step = model_and_step()
+    clock = FakeClock(model)
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint", "segment"), costs=CountedCosts(), repeats=1)
+    select = planner._select
+
+    def slow_select(*args, **kwargs):
+        clock.charge(200.0)
+        return select(*args, **kwargs)
+    monkeypatch.setattr(planner, "_select", slow_select)
+    budget = planner.baseline_bytes // 2
+    decision = decided(planner, budget, clock, plain=False, sequential=False)
+    assert decision.max_seconds == 600 and any(n.startswith("plan search stopped") for n in decision.notes)
+    assert decision.chosen.kind.startswith("plan") and decision.held_bytes <= budget
+    assert decision.rounds >= 2 and len(decision.chosen.times) == decision.rounds  # timed (one finalist: 2 rounds)
+    assert decision.seconds <= decision.max_seconds
+    # the same with checkpoint_sequential and the plain candidates: they are measured within the share kept before
+    # timing, and the finalists are timed
+    decision = decided(planner, budget, clock)
+    assert decision.seconds <= decision.max_seconds + 20  # no more than a step over
+    assert decision.chosen.times and decision.rounds >= 2
+    assert decision.held_bytes <= budget
     clock.remove()
 
 
@@ -327,7 +380,8 @@ def test_checkpoint_around_each_block_is_a_plain_candidate_on_any_model(monkeypa
     decision = decided(planner, budget, clock, max_seconds=10_000)
     each = next(c for c in decision.candidates if c.kind == "checkpoint")
     assert isinstance(each.option, hooklab.CheckpointEach) and each.name == "checkpoint each block"
-    assert each.held_bytes == meter_bytes(model, x, lambda: hooklab.checkpoint_modules(wrapper, blocks))
+    each_block = lambda: hooklab.checkpoint_modules(wrapper, blocks)  # noqa: E731
+    assert each.held_bytes == held_truth(model, x, each_block) == meter_bytes(model, x, each_block) + BLOCKS * RNG
     assert decision.chosen is each and decision.held_bytes <= budget
     assert decided(planner, budget, clock, plain=False).chosen.kind == "plan"  # left out: a plan is chosen
     clock.remove()
@@ -338,9 +392,10 @@ def test_a_compiled_candidate_is_measured_and_applied_and_a_backend_that_fails_i
     model, x, step = model_and_step()
     planner = MemoryPlanner(model, step, choices=("keep", "checkpoint"), costs=CountedCosts(), repeats=1)
     budget = planner.baseline_bytes // 2
-    decision = planner.decide(budget, backends=("aot_eager", "no_such_backend"), rounds=2, sequential=False)
+    decision = planner.decide(budget, backends=("aot_eager", "no_such_backend"), rounds=2, sequential=False,
+                              max_seconds=600)  # a bound no compile on a busy machine reaches
     compiled = [c for c in decision.candidates if c.kind == "torch.compile"]
-    assert compiled and compiled[0].option.fraction == pytest.approx(budget / planner.baseline_bytes)
+    assert compiled and compiled[0].option.fraction == pytest.approx(budget / planner.baseline_bytes), decision.table()
     assert all(c.held_bytes is not None for c in compiled)
     assert any(c.held_bytes <= budget for c in compiled) or len(compiled) == 2  # tried f, then f / 2
     assert any("no_such_backend" in n and "failed" in n for n in decision.notes)
@@ -384,6 +439,60 @@ def test_the_alternatives_apply_once_per_call_restore_on_error_and_a_copy_runs_p
         with pytest.raises(ValueError, match="min_bytes must be an int >= 0"):
             hooklab.OffloadStep(model, [], "cpu", bad)
     assert hooklab.OffloadStep(model, [], "cpu", 0).device == torch.device("cpu")  # a name is taken as a device
+
+
+def offloaded(option, model, x) -> int:
+    with option.apply() as saving:
+        loss = model(x).sum()
+    loss.backward()
+    return saving.stats.offloaded
+
+
+def test_offload_step_and_compiled_budget_refuse_what_would_fail_later():
+    model, x, _ = model_and_step()
+    with pytest.raises(TypeError, match=r"keep takes the tensors .* \[\] for none; got None"):
+        hooklab.OffloadStep(model, None, "cpu", 0)
+    # one tensor is one tensor kept, as MemoryPlanner takes it (not its rows): the input is then not offloaded
+    one = hooklab.OffloadStep(model, x, "cpu", 0)
+    assert len(one.keep) == 1 and one.keep[0] is x
+    listed, none = hooklab.OffloadStep(model, [x], "cpu", 0), hooklab.OffloadStep(model, [], "cpu", 0)
+    assert offloaded(one, model, x) == offloaded(listed, model, x) == offloaded(none, model, x) - 1
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            hooklab.OffloadStep(model, [], "cuda", 0)
+    for bad in (123, "", None):
+        with pytest.raises(TypeError, match="backend must be a torch.compile backend"):
+            hooklab.CompiledBudget(model, bad, 0.5)
+
+
+@pytest.mark.parametrize("clock, match", [
+    (lambda: 0.0, "the clock is too coarse for this step: pass clock=time.perf_counter"),  # does not advance
+    (itertools.count(0.0, -1.0).__next__, "the clock ran backwards"),
+])
+def test_a_clock_that_cannot_time_a_step_is_refused(clock, match):
+    model, x, step = model_and_step()
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint"), costs=CountedCosts(), repeats=1)
+    with hooklab.no_hooks_left_behind(model), pytest.raises(ValueError, match=match):
+        planner.decide(planner.baseline_bytes // 2, backends=(), clock=clock)
+    assert not any("forward" in m.__dict__ for m in model.modules())
+
+
+def test_the_random_states_the_step_draws_from_are_put_back():
+    """torch's, Python's random and NumPy's global generator: a step that draws from each leaves them as they were
+    (the truth: the next draws equal those of a copy of the states taken before)."""
+    import random
+
+    import numpy as np
+    model, x, _ = model_and_step()
+    step = lambda: model(x * (1 + 0 * random.random() + 0 * np.random.rand()) + 0 * torch.rand(1)).sum()  # noqa: E731
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint"), costs=CountedCosts(), repeats=1)
+    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    planner.decide(planner.baseline_bytes // 2, backends=(), rounds=2)
+    after = [random.random(), float(np.random.rand()), float(torch.rand(1))]
+    random.setstate(states[0])
+    np.random.set_state(states[1])
+    torch.set_rng_state(states[2])
+    assert after == [random.random(), float(np.random.rand()), float(torch.rand(1))]
 
 
 @pytest.mark.parametrize("kwargs, error, match", [

@@ -477,6 +477,8 @@ def _backward_in_step():
     ("step returns None", ValueError, r"step\(\) must return the scalar loss .* got NoneType"),
     ("step returns a vector", ValueError, r"got Tensor of shape \(32, 128\)"),
     ("never runs", ValueError, "block '0.1' never ran"),
+    ("frozen", ValueError, "the loss does not require grad .* nothing for backward"),
+    ("meta", ValueError, "'0.0.weight' is on the meta device, where tensors hold no memory"),
 ])
 def test_bad_input_is_refused_at_construction_and_leaves_no_hook(case, error, match):
     model, x, step = model_and_step()
@@ -508,6 +510,11 @@ def test_bad_input_is_refused_at_construction_and_leaves_no_hook(case, error, ma
     elif case == "never runs":
         kwargs["blocks"] = ["0.1", "1"]
         step = lambda: model[1](torch.randn(BATCH, 96)).sum()  # noqa: E731
+    elif case == "frozen":
+        model.requires_grad_(False)
+    elif case == "meta":
+        model.to("meta")
+        step = lambda: model(x.to("meta")).sum()  # noqa: E731
     with hooklab.no_hooks_left_behind(model), pytest.raises(error, match=match):
         MemoryPlanner(model, step, **kwargs)
     assert all(p.grad is None for p in model.parameters())
