@@ -162,7 +162,7 @@ class Hit:
 
     @property
     def lab_link(self) -> str | None:
-        """The cell in JupyterLab, relative to the notebooks' folder (your working copies' too)."""
+        """The cell in JupyterLab, relative to the notebooks' folder (a recipe is in ``../recipes/``)."""
         if not self.notebook:
             return None
         return f"{self.notebook}#cell-id={self.cell}" if self.cell else self.notebook

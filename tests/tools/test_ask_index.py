@@ -21,6 +21,8 @@ def test_every_entry_links_to_a_notebook_and_a_cell_that_exist():
     entries = json.loads(index.INDEX.read_text(encoding="utf-8"))["entries"]
     cells = {path.name: {c.get("id") for c in read_notebook(path)["cells"]}
              for path in index.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")}
+    cells |= {f"../recipes/{path.name}": {c.get("id") for c in read_notebook(path)["cells"]}
+              for path in index.RECIPES.glob("[0-9][0-9]_*.ipynb")}
     for entry in entries:
         assert entry["notebook"] in cells, entry["id"]
         assert entry["cell"] is None or entry["cell"] in cells[entry["notebook"]], entry["id"]

@@ -17,7 +17,11 @@ An entry is one of:
 - ``matrix``: a cell of the hook behaviour matrix (``docs/hook_matrix.json``) where a hook does not fire, fires more
   than once, raises, or is marked surprising, linked to the cell that teaches it.
 
-The recipes and the library profiles add their own kinds when they land (``recipe``, ``profile``).
+- ``recipe``: a recipe (``recipes/NN_area.ipynb``: a real question answered by running code; its heading cell carries
+  ``hooklab.recipe`` metadata: the bank id, the libraries and the calls the asker would type), linked to its heading,
+  with the question, its message from the bank (``recipes/bank/``) and the calls.
+
+The library profiles add their own kind when they land (``profile``).
 tests/tools/test_ask_index.py checks that the shipped index is current.
 """
 from __future__ import annotations
@@ -36,6 +40,7 @@ from hooklab.course.notebook import heading_lines, lang_tags, read_notebook, str
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
+RECIPES = ROOT / "recipes"
 MESSAGES = ROOT / "docs" / "hook_messages.json"
 MATRIX = ROOT / "docs" / "hook_matrix.json"
 SILENT_KINDS = ROOT / "docs" / "silent_symptoms.toml"
@@ -114,6 +119,41 @@ def symptom_entries() -> list[dict[str, Any]]:
                 "text": " ".join(filter(None, (symptom["id"].replace("-", " "), symptom.get("message")))),
                 "message": symptom.get("message"), "notebook": path.name, "cell": cell.get("id"),
                 "page": f"{path.stem}.html#symptom-{symptom['id']}",
+            })
+    return entries
+
+
+def _bank() -> dict[str, dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for path in sorted((RECIPES / "bank").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                rows[row["id"]] = row
+    return rows
+
+
+def recipe_entries() -> list[dict[str, Any]]:
+    bank = _bank()
+    entries = []
+    for path in sorted(RECIPES.glob("[0-9][0-9]_*.ipynb")):
+        cells = read_notebook(path)["cells"]
+        for number, cell in enumerate(cells):
+            recipe = cell.get("metadata", {}).get("hooklab", {}).get("recipe")
+            if not recipe:
+                continue
+            twin = cells[number + 1] if number + 1 < len(cells) else {}
+            zh, en = _source(cell), _source(twin)
+            question = bank.get(recipe["id"])
+            if question is None:
+                raise IndexError_(f"{_shown(path)}: recipe {recipe['id']!r} answers no question of recipes/bank/")
+            title = {lang: _plain(text.splitlines()[0]).split(" · ", 1)[-1] for lang, text in (("zh", zh), ("en", en))}
+            calls = " ".join(recipe.get("calls", []) + recipe.get("libraries", []))
+            entries.append({
+                "id": f"recipe:{recipe['id']}", "kind": "recipe", "zh": title["zh"], "en": title["en"],
+                "text": f"{_plain(zh)} {_plain(en)} {question['question']} {question['message'] or ''} {calls}",
+                "message": question["message"], "notebook": f"../recipes/{path.name}", "cell": cell.get("id"),
+                "page": f"recipes/{path.stem}.html", "asked_zh": recipe.get("asked_zh"),
             })
     return entries
 
@@ -201,9 +241,10 @@ def matrix_entries() -> list[dict[str, Any]]:
 def build() -> dict[str, Any]:
     """The whole index, in a stable order (by kind, then id)."""
     entries = (section_entries() + symptom_kind_entries() + symptom_entries() + message_entries()
-               + matrix_entries())
+               + matrix_entries() + recipe_entries())
     for entry in entries:  # the lookup reads terms, not text: tokenizing every entry at each start took seconds
         entry["terms"] = entry_terms(entry.pop("text"), f"{entry['zh']} {entry['en']}")
+        entry.pop("asked_zh", None)  # a recipe's Chinese test query measures the lookup; it is not indexed
     ids = [e["id"] for e in entries]
     repeated = sorted({i for i in ids if ids.count(i) > 1})
     if repeated:

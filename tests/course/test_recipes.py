@@ -1,0 +1,74 @@
+"""The recipes (recipes/NN_area.ipynb): the course's notebook format, and every recipe answers a question of the bank
+that was not held out, with links that lead somewhere (a course cell, a matrix cell, a message row)."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from hooklab.course.notebook import lang_tags, read_notebook
+from notebook_rules import check_notebook
+
+pytestmark = pytest.mark.course
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPES = sorted((ROOT / "recipes").glob("[0-9][0-9]_*.ipynb"))
+BANK = {json.loads(line)["id"]: json.loads(line) for path in sorted((ROOT / "recipes" / "bank").glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
+HELD_OUT = set(json.loads((ROOT / "recipes" / "held_out.json").read_text(encoding="utf-8"))["ids"])
+HEADING = re.compile(r"^## R([a-z-]+-\d\d) · \S")
+
+
+def _source(cell):
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def _recipes(path):
+    cells = read_notebook(path)["cells"]
+    return [(cell, cells[k + 1]) for k, cell in enumerate(cells)
+            if cell.get("metadata", {}).get("hooklab", {}).get("recipe")]
+
+
+def test_there_are_recipe_notebooks_each_with_recipes():
+    assert RECIPES, "no recipes/NN_area.ipynb"
+    assert all(_recipes(path) for path in RECIPES)
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
+def test_a_recipe_notebook_follows_the_course_format(path):
+    assert check_notebook(path) == []
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
+def test_every_recipe_answers_a_question_of_the_bank_that_was_not_held_out(path):
+    for zh, en in _recipes(path):
+        recipe = zh["metadata"]["hooklab"]["recipe"]
+        assert recipe["id"] in BANK, f"{path.name}: {recipe['id']} is not a question of recipes/bank/"
+        assert recipe["id"] not in HELD_OUT, f"{path.name}: {recipe['id']} is held out: it is graded, not answered"
+        assert lang_tags(zh) == ["lang-zh"] and lang_tags(en) == ["lang-en"], recipe["id"]
+        for cell in (zh, en):
+            heading = HEADING.match(_source(cell))
+            assert heading and heading[1] == recipe["id"], f"{path.name}: heading of {recipe['id']}"
+        assert BANK[recipe["id"]]["source"] in _source(zh) and BANK[recipe["id"]]["source"] in _source(en), (
+            f"{path.name}: {recipe['id']} must link to its source in both languages")
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
+def test_every_link_of_a_recipe_leads_to_a_cell_a_matrix_cell_or_a_message_that_exists(path):
+    matrix = json.loads((ROOT / "docs" / "hook_matrix.json").read_text(encoding="utf-8"))["cells"]
+    messages = {row["id"] for row in json.loads((ROOT / "docs" / "hook_messages.json").read_text(
+        encoding="utf-8"))["messages"]}
+    for zh, _ in _recipes(path):
+        recipe = zh["metadata"]["hooklab"]["recipe"]
+        assert recipe.get("course") or recipe.get("matrix") or recipe.get("messages"), (
+            f"{recipe['id']}: link the course cell, matrix cell or message row that explains the mechanism")
+        for link in recipe.get("course", []):
+            notebook, _, cell = link.partition("#")
+            ids = {c.get("id") for c in read_notebook(ROOT / "notebooks" / notebook)["cells"]}
+            assert cell.removeprefix("cell-id=") in ids, f"{recipe['id']}: no cell {link}"
+        for key in recipe.get("matrix", []):
+            assert key in matrix, f"{recipe['id']}: no matrix cell {key}"
+        for row in recipe.get("messages", []):
+            assert row in messages, f"{recipe['id']}: no message row {row}"
