@@ -17,6 +17,7 @@ from bitwise_claims import KINDS, code_cells, find_comparisons, problems_of, sou
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS += sorted((ROOT / "recipes").glob("[0-9][0-9]_*.ipynb"))  # the recipes hold to the same rule
 CHECKERS = sorted((ROOT / "hooklab" / "course" / "exercises").rglob("*.py"))
 
 

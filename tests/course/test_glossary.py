@@ -24,6 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+RECIPES = sorted((ROOT / "recipes").glob("[0-9][0-9]_*.ipynb"))  # the recipes keep to the same glossary
 GLOSSARY_NOTEBOOK = ROOT / "notebooks" / "00_introduction.ipynb"
 
 # the glossary's term -> the renderings it rules out (matched case-insensitively)
@@ -99,7 +100,7 @@ def chinese_cells(path: Path) -> list[tuple[int, str, str]]:
     return cells
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS + RECIPES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_chinese_text_keeps_to_the_glossary(path):
     problems = [f"{path.name} cell {i}: {variant!r} -> use {preferred} ({excerpt!r})"
                 for i, tag, source in chinese_cells(path) for variant, preferred, excerpt in violations(source, tag)]
