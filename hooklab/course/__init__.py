@@ -11,7 +11,7 @@ from here and changes no process-wide setting. The notebooks start with::
     course.attempt(lambda: ...)     # show an error or a warning in one stable line
 
 and ``python -m hooklab.course export --lang zh|en`` writes one-language copies of them.
-:mod:`hooklab.course.hook_matrix` holds the probes of the hook behaviour matrix (notebook 17, ``tools/hook_matrix.py``).
+:mod:`hooklab.course.hook_matrix` holds the probes of the hook behaviour matrix (notebook 17, ``tools/hook_matrix/generate.py``).
 
 hooklab alone is enough for ``setup``, ``check``, ``hint``, ``solution`` and ``attempt`` (they need torch only).
 The one-language export (``export_notebook(s)``, nbformat and nbconvert), notebook 12's model

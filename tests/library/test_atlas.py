@@ -2,7 +2,7 @@
 architecture's forward, ``explain_hook`` gives the cause that an independent truth gives, never crashes and never gives
 another; and ``find_blocks`` finds the stacks the atlas recorded.
 
-The truth is ``tools/atlas_probe.py``'s, which watches without hooklab: a counting wrapper on each class's ``forward``
+The truth is ``tools/atlas/probe.py``'s, which watches without hooklab: a counting wrapper on each class's ``forward``
 (was it entered?), the modules called (a global pre-hook), a ``TorchDispatchMode`` (whose parameters did the ops read,
 which fast-path op read them), and the same step in training mode. ``explain_hook`` sees none of that: it watches the
 step with a profile function (module calls, forward code, parameter reads through ``Module.__getattr__``).
@@ -11,7 +11,7 @@ Each run of ``./course test`` checks a fixed sample of architectures, chosen to 
 ``HOOKLAB_ATLAS_ALL=1`` checks every architecture that the atlas built and ran (the weekly workflow
 .github/workflows/atlas.yml runs that, in four parts: ``HOOKLAB_ATLAS_SHARD=i/4`` takes every fourth model from the
 i-th). Each architecture is rebuilt exactly as the atlas built it
-(``tools/atlas_zoos.py``) and its never-firing modules are measured again: they must still be the atlas's (else
+(``tools/atlas/zoos.py``) and its never-firing modules are measured again: they must still be the atlas's (else
 regenerate it: ``python -m tools.atlas run --zoo Z --fresh --only NAME; python -m tools.atlas write --zoo Z``).
 """
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_the_sample_covers_every_cause_the_atlas_records():
 
 @pytest.mark.parametrize("zoo, name", cases())
 def test_explain_hook_agrees_with_the_truth_on_every_never_firing_module(zoo, name):
-    from tools import atlas_probe as probe, atlas_zoos
+    from tools.atlas import probe, zoos as atlas_zoos
 
     entry = atlas(zoo)["models"].get(name)
     if entry is None or entry["status"] != "built":

@@ -1,5 +1,5 @@
 """`--cpu-kernels=scalar` (part of `./course test`) really starts the notebook kernels with the scalar CPU kernels, and
-the opt-in `--cpu-kernels=shifted` with tools/cpu_shims.py's libraries preloaded."""
+the opt-in `--cpu-kernels=shifted` with tools/notebooks/cpu_shims.py's libraries preloaded."""
 import importlib.util
 import os
 import re
@@ -92,7 +92,7 @@ SHIFTED_PROBE = ("import ctypes, os, torch\n"
 
 
 def test_shifted_configuration_reaches_the_kernel(tmp_path):
-    from tools import cpu_shims
+    from tools.notebooks import cpu_shims
 
     why = cpu_shims.why_not("shifted_memory")
     if why:

@@ -80,7 +80,7 @@ def test_postbuild_registers_the_kernel_the_notebooks_name_as_binder_runs_it(tmp
     import subprocess
     import sys
 
-    from tools.kernelspec import DISPLAY_NAME, NAME  # tools/kernelspec.py
+    from tools.notebooks.kernelspec import DISPLAY_NAME, NAME  # tools/notebooks/kernelspec.py
 
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path),
            "MPLCONFIGDIR": str(tmp_path / "mpl"), "JUPYTER_PLATFORM_DIRS": "1"}

@@ -1,4 +1,4 @@
-"""./course matrix's report (tools/matrix_report.py) and argument handling (tools/matrix.py), on small synthetic
+"""./course matrix's report (tools/rerun/report.py) and argument handling (tools/rerun/command.py), on small synthetic
 notebooks: no kernel, no network, no environment is built."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import matrix, matrix_report as mr
+from tools.rerun import command as rerun, report as mr
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -285,8 +285,8 @@ def test_compare_all_reads_files_and_reports_skipped_notebooks(tmp_path):
     (["--torch", "2.13.0", "--with", "numpy<2; rm -rf /"], "is not a requirement"),
 ])
 def test_usage_errors_exit_2_with_a_message(argv, message, capsys, monkeypatch):
-    monkeypatch.setattr(matrix, "build_env", lambda *a: pytest.fail("must not build on a usage error"))
-    assert matrix.main(argv) == 2
+    monkeypatch.setattr(rerun, "build_env", lambda *a: pytest.fail("must not build on a usage error"))
+    assert rerun.main(argv) == 2
     assert message in capsys.readouterr().err
 
 
@@ -296,33 +296,32 @@ def test_the_lock_minus_the_torch_set_keeps_torchviz_and_replaces_with_packages(
         "triton==3.9.0 ; sys_platform == 'linux'", "nvidia-cudnn-cu13==9.26.0.51", "nvidia-nvtx==13.2.86",
         "cuda-toolkit==13.2.2", "cuda-bindings==13.5.0", "numpy==2.4.6 ; python_full_version == '3.11.*'",
         "    # via", "    #   numpy", "nbval==0.11.0"])
-    reqs = matrix.replace_torch_set(exported, "2.3.0", "0.18.0", ["numpy<2"]).splitlines()
+    reqs = rerun.replace_torch_set(exported, "2.3.0", "0.18.0", ["numpy<2"]).splitlines()
     assert [r for r in reqs if not r.startswith(("#", " "))] == [
         "torchviz==0.0.3", "nbval==0.11.0", "torch==2.3.0", "torchvision==0.18.0", "numpy<2"]
-    assert "torchvision==" not in "".join(matrix.replace_torch_set(exported, "2.15.0", "none", []))
+    assert "torchvision==" not in "".join(rerun.replace_torch_set(exported, "2.15.0", "none", []))
 
 
 def test_environment_names():
-    assert matrix.env_name("2.13.0", "0.28.0", []) == "torch-2.13.0-vision-0.28.0"
-    assert matrix.env_name("2.15.0", "none", []) == "torch-2.15.0-novision"
-    assert matrix.env_name("2.3.0", "0.18.0", ["numpy<2"]) == "torch-2.3.0-vision-0.18.0-with-numpy-lt2"
+    assert rerun.env_name("2.13.0", "0.28.0", []) == "torch-2.13.0-vision-0.28.0"
+    assert rerun.env_name("2.15.0", "none", []) == "torch-2.15.0-novision"
+    assert rerun.env_name("2.3.0", "0.18.0", ["numpy<2"]) == "torch-2.3.0-vision-0.18.0-with-numpy-lt2"
 
 
 def test_library_only_runs_the_library_tests_only(tmp_path, monkeypatch):
-    from tools import matrix
     seen = {}
 
     def fake_run(command, **kwargs):
         seen["command"] = command
         return subprocess.CompletedProcess(command, 0)
 
-    monkeypatch.setattr(matrix.subprocess, "run", fake_run)
-    folder = matrix.ROOT / "build" / "matrix-test-library-only"
+    monkeypatch.setattr(rerun.subprocess, "run", fake_run)
+    folder = rerun.ROOT / "build" / "matrix-test-library-only"
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        matrix.unit_tests(Path(sys.executable), folder, library_only=True)
+        rerun.unit_tests(Path(sys.executable), folder, library_only=True)
         assert seen["command"][-2:] == ["-m", "library and not pin"]
-        matrix.unit_tests(Path(sys.executable), folder)
+        rerun.unit_tests(Path(sys.executable), folder)
         assert "library and not pin" not in seen["command"]
     finally:
         import shutil

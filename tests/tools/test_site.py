@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import site
+from tools.site import build as site
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -472,7 +472,7 @@ def test_repository_and_launch_buttons_follow_the_repository_url_both_ways(built
     if other:
         text = flipped.read_text(encoding="utf-8")
         assert f"{EXAMPLE_URL}/edit/main/notebooks/01_tensor_hooks.ipynb" in text  # edit: the source notebook
-        # launch: this language's launch copy on the launch branch (tools/launch.py, pushed by pages.yml)
+        # launch: this language's launch copy on the launch branch (tools/launch/copies.py, pushed by pages.yml)
         assert ("https://mybinder.org/v2/gh/example-owner/hooklab/launch?urlpath=lab/tree/zh/01_tensor_hooks.ipynb"
                 in text)
         assert ("https://colab.research.google.com/github/example-owner/hooklab/blob/launch/zh/01_tensor_hooks.ipynb"
@@ -589,7 +589,7 @@ def test_chinese_section_anchors_are_the_heading_text(built):
 
 
 def test_symptom_index_rows_have_anchors_and_the_layout_class(built):
-    """Every row of the symptom page (tools/symptoms.py writes ``(row-<symptom>)=`` or ``(msg-<message>)=`` before
+    """Every row of the symptom page (tools/messages/symptoms.py writes ``(row-<symptom>)=`` or ``(msg-<message>)=`` before
     the row's heading) is a section whose own anchor is that target, in both languages (on the Chinese site the
     anchor made from the heading's text stands beside it), with the class the site's stylesheet lays out for a phone
     and for print; a symptom's row links to the cell it names in that notebook's page, a message's row to the cell
