@@ -63,19 +63,14 @@ from typing import Any
 
 import tomllib
 
+from .records import CURATED, LIBRARIES, SOURCES, TORCH_CPP, TORCH_PY, coverage, excuses
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "docs" / "hook_messages.json"
 TRIAGE = ROOT / "docs" / "hook_messages.toml"
 TRIGGER_TESTS = ROOT / "tests" / "messages"
 NOTEBOOKS = ROOT / "notebooks"
 
-TORCH_PY = "torch"
-TORCH_CPP = "torch C++"
-CURATED = "curated"
-# source name -> the top-level packages it reads
-LIBRARIES = {"accelerate": ("accelerate",), "diffusers": ("diffusers",), "peft": ("peft",), "captum": ("captum",),
-             "lightning": ("pytorch_lightning", "lightning_fabric"), "timm": ("timm",), "torchao": ("torchao",)}
-SOURCES = (TORCH_PY, TORCH_CPP, *LIBRARIES, CURATED)
 DISTRIBUTIONS = {TORCH_PY: "torch", TORCH_CPP: "torch", "accelerate": "accelerate", "diffusers": "diffusers",
                  "peft": "peft", "captum": "captum", "lightning": "pytorch-lightning", "timm": "timm",
                  "torchao": "torchao"}
@@ -500,33 +495,6 @@ def cpp_messages(site: Path, cpp: dict[str, Any]) -> tuple[list[Found], list[str
 
 
 # --- classification -----------------------------------------------------------------------------------------
-
-FAMILIES = {
-    "tensor-hooks": ("张量钩子", "Tensor hooks"),
-    "node-hooks": ("Node 钩子与多梯度钩子", "Node and multi-grad hooks"),
-    "module-hooks": ("模块钩子", "Module hooks"),
-    "saved-tensor-hooks": ("保存张量钩子", "Saved-tensor hooks"),
-    "checkpoint": ("激活检查点", "Activation checkpointing"),
-    "state-dict-hooks": ("state_dict 钩子", "state_dict hooks"),
-    "optimizer-hooks": ("优化器钩子", "Optimizer hooks"),
-    "parametrize": ("参数化、剪枝与权重归一化", "Parametrizations, pruning and weight norm"),
-    "ddp": ("DDP 通信钩子", "DDP communication hooks"),
-    "fsdp": ("FSDP 与 FSDP2", "FSDP and FSDP2"),
-    "distributed": ("其他分布式钩子", "Other distributed hooks"),
-    "compile": ("torch.compile 与钩子", "torch.compile and hooks"),
-    "script-fx-export": ("TorchScript、FX 与 export", "TorchScript, FX and export"),
-    "views-and-in-place": ("视图与原地操作", "Views and in-place operations"),
-    "autograd": ("自动求导引擎", "The autograd engine"),
-    "devices": ("设备与卸载", "Devices and offloading"),
-    "accelerate": ("accelerate", "accelerate"),
-    "diffusers": ("diffusers", "diffusers"),
-    "peft": ("PEFT", "PEFT"),
-    "captum": ("captum", "captum"),
-    "lightning": ("Lightning", "Lightning"),
-    "timm": ("timm", "timm"),
-    "torchao": ("torchao", "torchao"),
-    "python": ("Python 本身", "Python itself"),
-}
 
 # (file pattern, function pattern, text pattern, family): the first rule that matches decides; "" matches anything
 FAMILY_RULES: tuple[tuple[str, str, str, str], ...] = (
@@ -979,21 +947,6 @@ def difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 # --- coverage -----------------------------------------------------------------------------------------------
-
-def coverage(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per source (and a total row): messages, shown in a cell, triggered in a test, excused, open."""
-    rows = []
-    for source in (*SOURCES, "all"):  # every source, also one without messages (torchao has none)
-        mine = [r for r in records if source == "all" or r["source"] == source]
-        count = Counter(r["status"] for r in mine)
-        rows.append({"source": source, "messages": len(mine), "cell": count["cell"], "test": count["test"],
-                     "excused": count["excused"], "open": count["open"]})
-    return rows
-
-
-def excuses(records: list[dict[str, Any]]) -> Counter[str]:
-    return Counter(r["reason"] for r in records if r["status"] == "excused")
-
 
 def report(data: dict[str, Any]) -> str:
     lines = ["source       messages  cell  test  excused  open  triggered"]

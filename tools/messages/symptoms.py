@@ -323,7 +323,7 @@ def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = No
               messages: dict[str, Any] | None = None, silent: dict[str, Any] | None = None) -> str:
     """The site's page (MyST Markdown). ``built``: the notebooks on the site (default: every notebook that a row
     names); rows that point into another notebook are left out, so a partial build has no broken link."""
-    from . import hook_messages
+    from . import records as message_records
 
     text, page = TEXT[lang], PAGE[lang]
     messages = load_messages() if messages is None else messages
@@ -337,7 +337,7 @@ def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = No
 
     # coverage
     if records:
-        rows = hook_messages.coverage(records)
+        rows = message_records.coverage(records)
         out += [f"## {page['coverage']}", "", page["coverage_intro"], "",
                 "| " + " | ".join(page["columns"]) + " |", "|---|---:|---:|---:|---:|---:|"]
         for r in rows:
@@ -345,7 +345,7 @@ def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = No
             out.append(f"| {name} | {r['messages']} | {r['cell']} | {r['test']} | {r['excused']} | "
                        f"{r['cell'] + r['test']}/{r['messages'] - r['excused']} |")
         total = rows[-1]
-        reasons = hook_messages.excuses(records)
+        reasons = message_records.excuses(records)
         out += ["", page["total"].format(
             all=total["messages"], cell=total["cell"], test=total["test"], excused=total["excused"],
             reasons=", ".join(f"{page['reasons'].get(k, k)} {n}" for k, n in sorted(reasons.items(),
@@ -373,7 +373,7 @@ def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = No
         return lines + [""]
 
     # errors and warnings, by family: the symptom cells that show a message, then the messages tests trigger
-    families = hook_messages.FAMILIES
+    families = message_records.FAMILIES
     errors = [s for s in symptoms if s.message is not None and s.id not in silent_ids]
     tested = [m for m in records if m.get("status") == "test" and on_site(m["notebook"])]
     family_of_cell = {s.id: linked[s.id][0]["family"] for s in errors if s.id in linked}
