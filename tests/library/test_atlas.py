@@ -102,7 +102,7 @@ def test_explain_hook_agrees_with_the_truth_on_every_never_firing_module(zoo, na
             finally:
                 model.eval()
         truth, _ = probe.never_fired(model, built.run, train_run=train)
-    if os.environ.get("COURSE_MATRIX") != "1":  # another torch may change them: then only the causes are checked
+    if os.environ.get("COURSE_RERUN") != "1":  # another torch may change them: then only the causes are checked
         assert [[n.name, n.cls, n.cause] for n in truth] == [row[:3] for row in entry["never_fired"]], \
             f"the atlas of {zoo} is out of date for {name}: regenerate it (this module's docstring)"
         assert [(s.path, len(s)) for s in find_blocks(model)] == [(s["path"], s["count"]) for s in entry["stacks"]]

@@ -1,7 +1,7 @@
 """docs/hook_messages.json is what tools/messages/hook_messages.py reads from the installed packages, every message has one
 status that holds, and the extraction finds what it claims to on sources written here.
 
-The first test re-runs the extraction: on another PyTorch (``./course matrix --torch X``) it fails with the texts
+The first test re-runs the extraction: on another PyTorch (``./course rerun --torch X``) it fails with the texts
 added and removed, per source. The trigger tests of this folder check that each triggered message still prints as
 stored."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The hook atlas's tools: the committed atlas files (hooklab/course/assets/atlas/), the site pages made from them, the difference
-between two atlases (what ``./course matrix --with transformers==X`` reports), and the generator's own rules. No model
+between two atlases (what ``./course rerun --with transformers==X`` reports), and the generator's own rules. No model
 is built here (tests/library/test_atlas.py rebuilds a sample and checks the doctor against it)."""
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_matrix_atlas_section_compares_with_the_committed_atlas(tmp_path, monkey
         return None
     monkeypatch.setattr(rerun.subprocess, "run", fake_run)
     monkeypatch.setattr(rerun, "ROOT", ROOT)
-    folder = ROOT / "build" / "matrix" / "test-atlas"
+    folder = ROOT / "build" / "rerun" / "test-atlas"
     try:
         text = rerun.atlas_diff(Path("python"), folder, [zoo])
     finally:

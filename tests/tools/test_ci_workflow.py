@@ -1,7 +1,7 @@
 """The public workflows (.github/workflows/): valid for GitHub Actions, and they run what the README says.
 
 - ci.yml (every push and pull request): the README's test command, the site, and the package check;
-- rerun.yml (weekly, in a file of its own): `./course matrix` ahead of the lock (tools/rerun/ahead.py), the
+- rerun.yml (weekly, in a file of its own): `./course rerun` ahead of the lock (tools/rerun/ahead.py), the
   launch copies run as Colab would (tools/launch/check.py), and every cell of the hook behaviour matrix on the pinned
   PyTorch;
 - pages.yml (the default branch): both sites and the launch copies, deployed to GitHub Pages, the repository URL
@@ -31,11 +31,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
 WORKFLOW = WORKFLOWS / "ci.yml"
-MATRIX = WORKFLOWS / "matrix.yml"
+RERUN = WORKFLOWS / "rerun.yml"
 PAGES = WORKFLOWS / "pages.yml"
 RELEASE = WORKFLOWS / "release.yml"
 ATLAS = WORKFLOWS / "atlas.yml"  # the hook doctor on every model of the atlas, weekly (tests/tools/test_atlas_tools.py)
-ALL = (WORKFLOW, MATRIX, PAGES, RELEASE, ATLAS)
+ALL = (WORKFLOW, RERUN, PAGES, RELEASE, ATLAS)
 CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
 UV_VERSION = "0.13.8"
 
@@ -134,7 +134,7 @@ def test_every_job_that_installs_keeps_uvs_cache_pruned_for_ci():
     """astral-sh/setup-uv restores uv's cache keyed by uv.lock and, after the job, prunes it for CI (`uv cache prune
     --ci`, its default) before saving: not the whole 6-11 GB cache with every lock's wheels, growing run by run."""
     assert course_uv_version() == UV_VERSION
-    for path in (WORKFLOW, MATRIX, PAGES):
+    for path in (WORKFLOW, RERUN, PAGES):
         for name, job in load(path)["jobs"].items():
             steps = job["steps"]
             if not any(s.get("run", "").startswith(("./course", "bash .github/scripts/check_package")) for s in steps):
@@ -147,30 +147,30 @@ def test_every_job_that_installs_keeps_uvs_cache_pruned_for_ci():
             assert steps.index(setup) < first, f"{path.name} {name}: the cache is restored before anything installs"
 
 
-def test_the_schedule_runs_the_look_ahead_matrix_and_the_launch_copies_in_a_workflow_of_its_own():
+def test_the_schedule_runs_the_look_ahead_rerun_and_the_launch_copies_in_a_workflow_of_its_own():
     from tools.rerun import command as rerun
 
-    workflow = load(MATRIX)
+    workflow = load(RERUN)
     assert set(workflow["on"]) == {"schedule", "workflow_dispatch"}
     assert workflow["on"]["schedule"] and all("cron" in entry for entry in workflow["on"]["schedule"])
     for other in (WORKFLOW, PAGES, RELEASE):
         assert "schedule" not in load(other)["on"], other  # a disabled scheduled workflow takes nothing else along
     jobs = workflow["jobs"]
-    assert set(jobs) == {"plan", "matrix", "launch-copies", "pinned", "summary"}
+    assert set(jobs) == {"plan", "rerun", "launch-copies", "pinned", "summary"}
     # plan: what PyPI has that the lock does not pin, as the job matrix
     plan_step, = [s for s in jobs["plan"]["steps"] if s.get("id") == "plan"]
     assert 'python -m tools.rerun.ahead plan >> "$GITHUB_OUTPUT"' in plan_step["run"]
     assert plan_step["env"] == {"TORCH": "${{ inputs.torch }}", "VISION": "${{ inputs.vision }}"}
     assert jobs["plan"]["outputs"] == {"runs": "${{ steps.plan.outputs.runs }}"}
-    # matrix: one job per planned run, each ./course matrix with the run's arguments
-    run = jobs["matrix"]
+    # matrix: one job per planned run, each ./course rerun with the run's arguments
+    run = jobs["rerun"]
     assert run["needs"] == "plan" and run["if"] == "needs.plan.outputs.runs != '[]'"
     assert run["strategy"] == {"fail-fast": False, "matrix": {"include": "${{ fromJSON(needs.plan.outputs.runs) }}"}}
-    assert [c for c in runs(run) if c.startswith("./course")] == ["./course matrix $ARGS"]
-    step, = [s for s in run["steps"] if s.get("run", "").startswith("./course matrix")]
+    assert [c for c in runs(run) if c.startswith("./course")] == ["./course rerun $ARGS"]
+    step, = [s for s in run["steps"] if s.get("run", "").startswith("./course rerun")]
     assert step["env"] == {"ARGS": "${{ matrix.args }}", "UV_PRERELEASE": "${{ matrix.prerelease }}"}
     upload, = [s for s in run["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
-    assert "build/matrix/*/results.json" in upload["with"]["path"] and upload["if"] == "always()"
+    assert "build/rerun/*/results.json" in upload["with"]["path"] and upload["if"] == "always()"
     # every command line the plan can make is one tools/rerun/command.py accepts
     from tools.rerun import ahead
     runs_made, _ = ahead.plan(fake_pypi(), lock={"torch": "2.15.0", "torchvision": "0.29.2",
@@ -187,7 +187,7 @@ def test_the_schedule_runs_the_look_ahead_matrix_and_the_launch_copies_in_a_work
     # every cell of the hook behaviour matrix, on the pinned PyTorch
     hooks, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_HOOK_MATRIX") == "all"]
     assert hooks["run"] == "./course test tests/tools/test_hook_matrix.py"
-    assert jobs["summary"]["needs"] == ["plan", "matrix", "launch-copies", "pinned"]
+    assert jobs["summary"]["needs"] == ["plan", "rerun", "launch-copies", "pinned"]
     assert jobs["summary"]["if"] == "always()"
     assert any('python -m tools.rerun.ahead summary reports >> "$GITHUB_STEP_SUMMARY"' in c
                for c in runs(jobs["summary"]))

@@ -20,7 +20,7 @@ VALIDATE_TIMEOUT = 240  # s for one pytest run of the probe notebook (a kernel i
 pytestmark = pytest.mark.timeout(2 * VALIDATE_TIMEOUT + 30)
 
 # older torch (2.3, hooklab's floor) names the scalar capability "NO AVX", newer releases "DEFAULT": the same path
-# (`./course matrix --torch 2.3.0 ...` runs this test too).
+# (`./course rerun --torch 2.3.0 ...` runs this test too).
 PROBE = ("import os, torch\n"
          "cap = torch.backends.cpu.get_cpu_capability()\n"
          "print('DEFAULT' if cap == 'NO AVX' else cap, "

@@ -3,8 +3,8 @@
 - Every run: a fixed sample of cells (each family's eager cell and one cell of every other context) is observed
   again, in a fresh process, and must equal the record; the record has every family x context; every surprising
   cell names a cell that exists and runs it; the JSON says what tools/hook_matrix/notes.toml says; a few probes
-  agree with plain PyTorch written here; the page and the ./course matrix section are rendered from the JSON.
-- Every cell: set ``HOOKLAB_HOOK_MATRIX=all`` (the weekly CI does: .github/workflows/matrix.yml), and
+  agree with plain PyTorch written here; the page and the ./course rerun section are rendered from the JSON.
+- Every cell: set ``HOOKLAB_HOOK_MATRIX=all`` (the weekly CI does: .github/workflows/rerun.yml), and
   ``test_every_cell_is_observed_as_recorded`` re-observes all 870 (a few minutes).
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ def check(*args: str, seconds: float):
 
 
 def test_the_fixed_sample_is_observed_as_recorded_and_a_changed_cell_is_reported(tmp_path):
-    """One run of the check, as ./course matrix runs it in a side environment (tools/rerun/matrix_cells.py): the fixed
+    """One run of the check, as ./course rerun runs it in a side environment (tools/rerun/matrix_cells.py): the fixed
     sample against the record with one cell altered on purpose. That cell, and only that cell, is reported."""
     doc = json.loads((ROOT / "docs" / "hook_matrix.json").read_text(encoding="utf-8"))
     assert doc["cells"]["forward-hook@eager"]["calls"] == 1
@@ -201,7 +201,7 @@ def test_the_recording_hooks_leave_nothing_behind():
     assert x.grad is not None
 
 
-# ---- comparing, the page, ./course matrix ------------------------------------------------------------------------
+# ---- comparing, the page, ./course rerun ------------------------------------------------------------------------
 
 def test_differences_name_each_changed_field(doc):
     recorded = {k: doc["cells"][k] for k in ("forward-hook@eager", "tensor-hook@no-grad")}
@@ -243,7 +243,7 @@ def test_the_site_copy_of_a_notebook_gets_a_target_before_each_cited_cell(doc):
     assert nb["cells"] == json.loads((ROOT / "notebooks" / name).read_text(encoding="utf-8"))["cells"]
 
 
-def test_course_matrix_reports_the_changed_cells(tmp_path):
+def test_the_rerun_reports_the_changed_cells_of_the_matrix(tmp_path):
     assert matrix_cells.read(tmp_path).error and matrix_cells.exit_code(None) == 0
     (tmp_path / matrix_cells.REPORT).write_text(json.dumps([]), encoding="utf-8")
     same = matrix_cells.read(tmp_path)

@@ -14,13 +14,13 @@ from jupyter_client import BlockingKernelClient
 
 from process_group import start_process_group, stop_process_group
 
-# `./course lab` always serves the locked .venv, so under ./course matrix it would test the pin, not the torch
+# `./course lab` always serves the locked .venv, so under ./course rerun it would test the pin, not the torch
 from tools.classroom import workcopies
 from tools.notebooks import kernelspec
 
 # being checked (and would sync .venv as a side effect).
-pytestmark = pytest.mark.skipif(os.environ.get("COURSE_MATRIX") == "1",
-                                reason="COURSE_MATRIX=1: ./course lab serves the locked .venv, not this torch")
+pytestmark = pytest.mark.skipif(os.environ.get("COURSE_RERUN") == "1",
+                                reason="COURSE_RERUN=1: ./course lab serves the locked .venv, not this torch")
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "hooklab-test-token"

@@ -191,7 +191,7 @@ def test_site_assembles_the_symptom_page_and_the_anchors(tmp_path):
     assert "symptoms" in (src / "index.md").read_text(encoding="utf-8").split("```{toctree}")[-1]
 
 
-def test_the_matrix_report_says_when_a_symptom_message_is_gone():
+def test_the_rerun_report_says_when_a_symptom_message_is_gone():
     committed = {"cells": [cell("code", "boom()", ["symptom"], outputs=[stream("RuntimeError: boom\n")],
                                 hooklab={"symptom": {"id": "boom-raises", "zh": "报错", "en": "raises",
                                                      "message": "RuntimeError: boom"}})]}

@@ -245,7 +245,7 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 
 
 def diff_text(old: dict[str, Any], new: dict[str, Any], *, limit: int = 200) -> str:
-    """:func:`diff` as Markdown (for ``./course matrix``'s report)."""
+    """:func:`diff` as Markdown (for ``./course rerun``'s report)."""
     d = diff(old, new)
     lines = [f"atlas of {new.get('zoo', '?')}: {d['versions'][0]} -> {d['versions'][1]}",
              f"- models added: {len(d['added'])}" + (f" ({', '.join(d['added'][:20])})" if d["added"] else ""),

@@ -28,7 +28,7 @@ TEXT = {
         "intro": ("每一种 PyTorch 钩子（行）在每一种运行方式（列）下做了什么：触发几次、收到什么、返回值是否生效、报什么错。"
                   "表中每一格都由 `python -m tools.hook_matrix` 实际运行一个小探针得到（torch {torch}；编译用 `{backend}` "
                   "后端，预编译用 `{precompile}`），记录在 `docs/hook_matrix.json`；`./course test` 每次重新运行一个固定样本，"
-                  "每周的 CI 重新运行全部格子，`./course matrix` 在新版 PyTorch 上列出变化的格子。怎样读、怎样扩展它，见"
+                  "每周的 CI 重新运行全部格子，`./course rerun` 在新版 PyTorch 上列出变化的格子。怎样读、怎样扩展它，见"
                   "第 17 课。"),
         "legend": ("图例：**N** 触发 N 次；**0** 不触发；**✗** 报错；**n/a** 不适用（原因见该族的表）；**⚠** 出人意料的格子。"
                    "每一格的键形如 `forward-hook@compile`（族@运行方式），可以直接搜索。"),
@@ -57,7 +57,7 @@ TEXT = {
                   "what it receives, whether its return value is used, what it raises. Every cell was observed by "
                   "running a small probe (`python -m tools.hook_matrix`; torch {torch}; compiled with the `{backend}` "
                   "backend, precompiled with `{precompile}`) and is kept in `docs/hook_matrix.json`; `./course test` "
-                  "runs a fixed sample again every time, the weekly CI every cell, and `./course matrix` lists the cells "
+                  "runs a fixed sample again every time, the weekly CI every cell, and `./course rerun` lists the cells "
                   "that change on a new PyTorch. Notebook 17 teaches how to read it and how to extend it."),
         "legend": ("Legend: **N** fires N times; **0** does not fire; **✗** raises; **n/a** not applicable (the "
                    "family's table says why); **⚠** a surprising cell. Each cell has a key such as "

@@ -21,7 +21,7 @@ For each notebook (default: all):
 
 Both languages' copies hold the same code cells (checked here), so one language is run (``--lang``, default en).
 Exit status: 0 every cell of every copy ran, 1 a cell failed, 2 usage or build error. The weekly workflow
-(.github/workflows/matrix.yml) runs it for every notebook.
+(.github/workflows/rerun.yml) runs it for every notebook.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 UV = ROOT / ".tools" / "bin" / "uv"
 RUNNER = Path(__file__).resolve().parent / "check_runner.py"
 INSTALL_CELL_S = 1800  # pip downloading a course's worth of packages on a slow connection
-CELL_S = 300  # any other cell: as ./course matrix
+CELL_S = 300  # any other cell: as ./course rerun
 STEP_S = 1800  # one uv step (an environment from the cache, the wheel)
 PACKAGE_FILES = ("pyproject.toml", "uv.lock", launch.PACKAGE_PAGE, "LICENSE", "LICENSE-prose.md")
 

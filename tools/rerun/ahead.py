@@ -1,4 +1,4 @@
-"""The weekly matrix looks ahead of the lock: which ``./course matrix`` runs test what uv.lock does not pin yet, and
+"""The weekly re-run looks ahead of the lock: which ``./course rerun`` runs test what uv.lock does not pin yet, and
 one summary of which cells changed in them.
 
     python -m tools.rerun.ahead plan >> "$GITHUB_OUTPUT"          # runs=[...]: the workflow's job matrix
@@ -11,13 +11,13 @@ one summary of which cells changed in them.
    ``VISION`` in the environment (the workflow's manual inputs) name the pair instead, without asking PyPI;
 2. **newest libraries**: transformers and the libraries notebook 15 imports (:data:`LIBRARIES`), each at its
    newest release where that is newer than the lock's, together on the locked torch and torchvision:
-   ``--torch LOCKED --vision LOCKED --with transformers==A --with diffusers==B ...`` (``./course matrix`` puts
+   ``--torch LOCKED --vision LOCKED --with transformers==A --with diffusers==B ...`` (``./course rerun`` puts
    each in place of the lock's pin, overriding the other packages' requirements on it);
 3. **PyTorch pre-release**: where PyPI has a torch pre-release newer than its newest release, with the newest
    torchvision pre-release that accepts it (else none): ``--torch 2.16.0rc1 --vision ...``; its environment lets
    uv take pre-releases (``prerelease: allow``).
 
-Each run writes ``build/matrix/<name>/results.json`` beside its report (tools/rerun/command.py); ``summary`` turns the
+Each run writes ``build/rerun/<name>/results.json`` beside its report (tools/rerun/command.py); ``summary`` turns the
 results of all runs into one table and a list of the changed cells, for the workflow's summary page.
 Standard library and ``packaging`` only: the workflow runs it before any environment is built.
 """
@@ -38,10 +38,10 @@ import tomllib
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "uv.lock"
 PYPI = "https://pypi.org/pypi/{}/json"
-# transformers (notebook 12, hooklab.course) and the libraries notebook 15 imports (tests/tools/test_matrix_ahead.py
+# transformers (notebook 12, hooklab.course) and the libraries notebook 15 imports (tests/tools/test_rerun_ahead.py
 # checks the list against the notebook's imports)
 LIBRARIES = ("transformers", "accelerate", "captum", "diffusers", "peft", "pytorch-lightning", "timm", "torchao")
-VERSION = re.compile(r"^\d+\.\d+(\.\d+)?((a|b|rc|\.post|\.dev)\d+)?$")  # what ./course matrix accepts
+VERSION = re.compile(r"^\d+\.\d+(\.\d+)?((a|b|rc|\.post|\.dev)\d+)?$")  # what ./course rerun accepts
 
 Fetch = Callable[[str], dict]
 
@@ -137,7 +137,7 @@ def newer(candidate: str | None, than: str | None) -> bool:
 
 def checked(version: str, what: str) -> str:
     if not VERSION.match(version):
-        raise PlanError(f"{what} {version!r} on PyPI is not a version ./course matrix takes")
+        raise PlanError(f"{what} {version!r} on PyPI is not a version ./course rerun takes")
     return version
 
 
@@ -283,10 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         runs, lines = plan()
     except (PlanError, OSError, ValueError) as exc:
-        print(f"[matrix-ahead] error: could not plan the runs from PyPI: {exc}", file=sys.stderr)
+        print(f"[rerun-ahead] error: could not plan the runs from PyPI: {exc}", file=sys.stderr)
         return 1
     for line in lines:
-        print(f"[matrix-ahead] {line}", file=sys.stderr)
+        print(f"[rerun-ahead] {line}", file=sys.stderr)
     print(f"runs={json.dumps(runs)}")
     return 0
 

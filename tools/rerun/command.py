@@ -1,19 +1,19 @@
-"""Check the course against another PyTorch: ``./course matrix --torch X [--vision Y|none] [--unit-only | --library-only] [--with REQ ...]``.
+"""Re-run the course against another PyTorch release: ``./course rerun --torch X [--vision Y|none] [--unit-only | --library-only] [--with REQ ...]``.
 
-1. Builds (or reuses) a side environment ``build/matrix/<name>/venv`` with the project's uv: the lock's course
+1. Builds (or reuses) a side environment ``build/rerun/<name>/venv`` with the project's uv: the lock's course
    requirements, minus the exact pins of torch, torchvision, triton and the CUDA packages, plus ``torch==X``,
    ``torchvision==Y`` (unless ``--vision none``) and any ``--with`` requirement (which replaces the lock's pin of
    the same package), and hooklab itself (editable) with a ``hooklab`` kernel.
-2. Runs hooklab's unit tests there with ``COURSE_MATRIX=1`` (the lock-pin test and the lab test skip themselves;
+2. Runs hooklab's unit tests there with ``COURSE_RERUN=1`` (the lock-pin test and the lab test skip themselves;
    tests that need torchvision skip when it is absent); ``--library-only`` runs only the library's tests (not those
    marked ``course``: the exercises, the notebooks' format, export, lab, site; nor those marked ``pin``, which check
    how the pinned torch.compile treats hooks), which is how hooklab's torch floor is checked.
 3. Unless ``--library-only``: runs every cell of the hook behaviour matrix there and lists the cells whose
    observation differs from ``docs/hook_matrix.json`` (``tools/rerun/matrix_cells.py``).
 4. Unless ``--unit-only``: executes every notebook there in the fixed environment of ``./course regen``, and the
-   same notebooks in the locked ``.venv`` (the baseline, cached under ``build/matrix/baseline/``), and compares
+   same notebooks in the locked ``.venv`` (the baseline, cached under ``build/rerun/baseline/``), and compares
    both with the committed outputs through ``tests/sanitize.cfg`` (see ``tools/rerun/report.py``).
-5. Writes ``build/matrix/<name>/report.md``, and ``results.json`` beside it (the changed cells as data: the weekly
+5. Writes ``build/rerun/<name>/report.md``, and ``results.json`` beside it (the changed cells as data: the weekly
    workflow's summary of its runs, ``tools/rerun/ahead.py``).
 
 Exit status: 0 nothing changed, 1 something changed (a unit test failed, a cell of the hook matrix changed, or an
@@ -35,23 +35,23 @@ import time
 from pathlib import Path
 
 from ..notebooks import kernelspec
-from . import matrix_cells as matrix_hooks, report as matrix_report
+from . import matrix_cells, report
 
 ROOT = Path(__file__).resolve().parents[2]
 
 UV = ROOT / ".tools" / "bin" / "uv"
-BUILD = ROOT / "build" / "matrix"
+BUILD = ROOT / "build" / "rerun"
 BASELINE_PYTHON = ROOT / ".venv" / "bin" / "python"
 # The lock's exact pins that belong to the torch build under test (exact names: `^torch` would also drop torchviz).
 TORCH_SET = re.compile(r"^(torch|torchvision|triton|nvidia-[a-z0-9-]+|cuda-[a-z-]+)==")
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)?((a|b|rc|\.post|\.dev)\d+)?$")
 REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
-# ./course regen's fixed environment, plus: hide any GPU, tell the tests they run in a matrix, and let the
+# ./course regen's fixed environment, plus: hide any GPU, tell the tests they run in a re-run, and let the
 # environment's own `hooklab` kernelspec win over one a user installed.
 FIXED_ENV = {
     "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
     "PYDEVD_DISABLE_FILE_VALIDATION": "1", "JUPYTER_PLATFORM_DIRS": "1", "PYTHONDONTWRITEBYTECODE": "1",
-    "CUDA_VISIBLE_DEVICES": "", "COURSE_MATRIX": "1", "JUPYTER_PREFER_ENV_PATH": "1",
+    "CUDA_VISIBLE_DEVICES": "", "COURSE_RERUN": "1", "JUPYTER_PREFER_ENV_PATH": "1",
 }
 
 
@@ -67,11 +67,11 @@ def normal(name: str) -> str:
 
 
 def say(message: str) -> None:
-    print(f"[matrix] {message}", file=sys.stderr, flush=True)
+    print(f"[rerun] {message}", file=sys.stderr, flush=True)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="./course matrix", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="./course rerun", description=__doc__.split("\n\n")[0])
     parser.add_argument("--torch", required=True, metavar="X", help="torch version to install, e.g. 2.13.0")
     parser.add_argument("--vision", metavar="Y|none",
                         help="torchvision version to pair with it, or 'none' (the default: notebooks and tests "
@@ -148,7 +148,7 @@ def replace_torch_set(exported: str, torch: str, vision: str, extra: list[str]) 
             continue
         kept.append(line)
     wanted = [f"torch=={torch}"] + ([] if vision == "none" else [f"torchvision=={vision}"]) + list(extra)
-    return "\n".join(kept + ["# the build under test (./course matrix)"] + wanted) + "\n"
+    return "\n".join(kept + ["# the build under test (./course rerun)"] + wanted) + "\n"
 
 
 def run_checked(cmd: list[str], what: str, **kw) -> str:
@@ -163,13 +163,13 @@ def build_env(folder: Path, reqs: str, extra: list[str]) -> Path:
     """Create or reuse folder/venv for these requirements; return its Python."""
     venv = folder / "venv"
     python = venv / "bin" / "python"
-    stamp = venv / ".matrix-stamp"
+    stamp = venv / ".rerun-stamp"
     digest = hashlib.sha256((reqs + (ROOT / "pyproject.toml").read_text()).encode()).hexdigest()
     if python.exists() and stamp.exists() and stamp.read_text().strip() == digest:
         say(f"reusing {venv.relative_to(ROOT)}")
         return python
     if not UV.exists():
-        raise UsageError(f"{UV.relative_to(ROOT)} is missing: run ./course test once, or ./course matrix via the "
+        raise UsageError(f"{UV.relative_to(ROOT)} is missing: run ./course test once, or ./course rerun via the "
                          "course script, which installs it")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "requirements.txt").write_text(reqs, encoding="utf-8")
@@ -202,17 +202,17 @@ def describe(python: Path) -> dict:
             "cap = getattr(torch.backends.cpu, 'get_cpu_capability', lambda: '?')()\n"
             "print(json.dumps({'torch': torch.__version__, 'torchvision': v('torchvision'), 'numpy': v('numpy'),"
             " 'python': platform.python_version(), 'cpu_capability': cap, 'machine': platform.machine()}))")
-    out = run_checked([str(python), "-c", code], f"{python} cannot import torch", env=matrix_env())
+    out = run_checked([str(python), "-c", code], f"{python} cannot import torch", env=rerun_env())
     return json.loads(out.strip().splitlines()[-1])
 
 
-def matrix_env() -> dict[str, str]:
+def rerun_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(FIXED_ENV)
     return env
 
 
-def unit_tests(python: Path, folder: Path, *, library_only: bool = False) -> matrix_report.UnitResult:
+def unit_tests(python: Path, folder: Path, *, library_only: bool = False) -> report.UnitResult:
     junit = folder / "unit-tests.xml"
     log = folder / "unit-tests.log"
     say(f"unit tests in {python.parent.parent.relative_to(ROOT)} (log: {log.relative_to(ROOT)}) ...")
@@ -220,9 +220,9 @@ def unit_tests(python: Path, folder: Path, *, library_only: bool = False) -> mat
     with open(log, "w") as fh:
         proc = subprocess.run([str(python), "-m", "pytest", "tests", "-p", "no:cacheprovider", "-n0", "-q",
                                "-rs", f"--junitxml={junit}", *(["-m", "library and not pin"] if library_only else [])],
-                              cwd=ROOT, env=matrix_env(), stdout=fh, stderr=subprocess.STDOUT)
-    result = matrix_report.read_junit(junit, returncode=proc.returncode) if junit.exists() else \
-        matrix_report.UnitResult(returncode=proc.returncode, error=f"pytest wrote no results, see {log}")
+                              cwd=ROOT, env=rerun_env(), stdout=fh, stderr=subprocess.STDOUT)
+    result = report.read_junit(junit, returncode=proc.returncode) if junit.exists() else \
+        report.UnitResult(returncode=proc.returncode, error=f"pytest wrote no results, see {log}")
     result.seconds = time.perf_counter() - start
     result.summary_line = last_summary_line(log)
     say(f"unit tests: {result.summary_line or result.error}")
@@ -251,7 +251,7 @@ def execute(python: Path, notebooks: list[Path], out: Path, timeout: int) -> Non
     with open(out / "kernels.log", "w") as log:
         subprocess.run([str(python), "-m", "tools.rerun.execute", "--out", str(out),
                         "--timeout", str(timeout), *map(str, notebooks)],
-                       cwd=ROOT, env=matrix_env(), check=False, stderr=log)
+                       cwd=ROOT, env=rerun_env(), check=False, stderr=log)
 
 
 def baseline(notebooks: list[Path], timeout: int, fresh: bool) -> Path | None:
@@ -269,7 +269,7 @@ def baseline(notebooks: list[Path], timeout: int, fresh: bool) -> Path | None:
             if (out / p.name).exists():
                 (out / (p.stem + ".key")).write_text(notebook_key(p) + "\n")
     else:
-        say("baseline: reusing build/matrix/baseline (same notebooks, lock and hooklab code)")
+        say("baseline: reusing build/rerun/baseline (same notebooks, lock and hooklab code)")
     return out
 
 
@@ -294,9 +294,9 @@ def atlas_diff(python: Path, folder: Path, zoos: list[str]) -> str:
         out.mkdir(parents=True, exist_ok=True)
         with open(out / f"{zoo}.log", "w") as log:
             subprocess.run([str(python), "-m", "tools.atlas", "run", "--zoo", zoo, "--out", str(out)], cwd=ROOT,
-                           env=matrix_env(), stdout=log, stderr=subprocess.STDOUT)
+                           env=rerun_env(), stdout=log, stderr=subprocess.STDOUT)
             subprocess.run([str(python), "-m", "tools.atlas", "write", "--zoo", zoo, "--src", str(out),
-                            "--dest", str(out)], cwd=ROOT, env=matrix_env(), stdout=log, stderr=subprocess.STDOUT)
+                            "--dest", str(out)], cwd=ROOT, env=rerun_env(), stdout=log, stderr=subprocess.STDOUT)
         old, new = atlas_pages.load(zoo, ROOT / "hooklab" / "course" / "assets" / "atlas"), atlas_pages.load(zoo, out)
         if old is None or new is None:
             lines.append(f"- {zoo}: no atlas to compare ({'hooklab/course/assets/atlas' if old is None else out}/{zoo}.json missing; "
@@ -316,7 +316,7 @@ def main(argv: list[str]) -> int:
                 raise UsageError(f"--report-only: no earlier run in {folder.relative_to(ROOT)}")
             python = folder / "venv" / "bin" / "python"
             versions = describe(python)
-            units = matrix_report.read_junit(folder / "unit-tests.xml", returncode=0)
+            units = report.read_junit(folder / "unit-tests.xml", returncode=0)
             units.summary_line = last_summary_line(folder / "unit-tests.log")
             units.returncode = 1 if units.failed else 0
         else:
@@ -326,8 +326,8 @@ def main(argv: list[str]) -> int:
                 raise UsageError(f"asked for torch {args.torch}, the environment has {versions['torch']}")
             units = unit_tests(python, folder, library_only=args.library_only)
         # the hook behaviour matrix's cells under this PyTorch (tools/rerun/matrix_cells.py)
-        hooks = None if args.library_only else (matrix_hooks.read(folder) if args.report_only else
-                                                matrix_hooks.check(python, folder, matrix_env()))
+        hooks = None if args.library_only else (matrix_cells.read(folder) if args.report_only else
+                                                matrix_cells.check(python, folder, rerun_env()))
         all_notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
         if args.notebooks:
             chosen = [ROOT / n if not Path(n).is_absolute() else Path(n) for n in args.notebooks]
@@ -336,11 +336,11 @@ def main(argv: list[str]) -> int:
                 raise UsageError(f"no such notebook: {', '.join(missing)}")
             all_notebooks = [p.resolve() for p in chosen]
     except UsageError as exc:
-        print(f"[matrix] error: {exc}", file=sys.stderr)
+        print(f"[rerun] error: {exc}", file=sys.stderr)
         return 2
-    results: list[matrix_report.NotebookResult] = []
+    results: list[report.NotebookResult] = []
     if not args.unit_only and not args.library_only:
-        needs_vision = {p: matrix_report.needs_torchvision(matrix_report.read_nb(p)) for p in all_notebooks}
+        needs_vision = {p: report.needs_torchvision(report.read_nb(p)) for p in all_notebooks}
         runnable = [p for p in all_notebooks if not (args.vision == "none" and needs_vision[p])]
         fresh_dir = folder / "executed"
         if args.report_only:
@@ -351,7 +351,7 @@ def main(argv: list[str]) -> int:
             say(f"notebooks: running {len(runnable)} in {name} ...")
             execute(python, runnable, fresh_dir, args.timeout)
             base_dir = baseline(runnable, args.timeout, args.fresh_baseline)
-        results = matrix_report.compare_all(
+        results = report.compare_all(
             all_notebooks, fresh_dir, base_dir, ROOT / "tests" / "sanitize.cfg",
             fresh_label=f"fresh (torch {versions['torch']})",
             skipped={p.name: "needs torchvision, and this run has none (--vision none)"
@@ -360,22 +360,22 @@ def main(argv: list[str]) -> int:
             "versions": versions, "unit_only": args.unit_only or args.library_only,
             "library_only": args.library_only, "fixed_env": FIXED_ENV,
             "host": f"{platform.machine()}, {os.cpu_count()} CPU cores"}
-    text = matrix_report.render_report(meta, units, results) + matrix_hooks.section(hooks)
+    text = report.render_report(meta, units, results) + matrix_cells.section(hooks)
     zoos = atlas_zoos(args)
     if zoos and not args.report_only:
         text += atlas_diff(python, folder, zoos)
-    report = folder / "report.md"
-    report.write_text(text, encoding="utf-8")
-    code = max(matrix_report.exit_code(units, results), matrix_hooks.exit_code(hooks))
+    written = folder / "report.md"
+    written.write_text(text, encoding="utf-8")
+    code = max(report.exit_code(units, results), matrix_cells.exit_code(hooks))
     write_results(folder / "results.json", meta, units, results, code, hooks)
-    say(f"report: {report.relative_to(ROOT)}")
-    say(matrix_report.one_line(units, results))
-    say(matrix_hooks.one_line(hooks))
+    say(f"report: {written.relative_to(ROOT)}")
+    say(report.one_line(units, results))
+    say(matrix_cells.one_line(hooks))
     return code
 
 
-def write_results(path: Path, meta: dict, units: matrix_report.UnitResult, results: list, code: int,
-                  hooks: matrix_hooks.HookMatrixResult | None = None) -> None:
+def write_results(path: Path, meta: dict, units: report.UnitResult, results: list, code: int,
+                  hooks: matrix_cells.HookMatrixResult | None = None) -> None:
     """What report.md says, as data: the run, its versions, the unit tests' result and failures, every changed
     cell and figure that is not machine drift, and the hook matrix's changed cells (``python -m tools.rerun.ahead
     summary`` reads these)."""

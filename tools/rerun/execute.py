@@ -1,4 +1,4 @@
-"""Execute notebooks with nbclient and save them, for ``./course matrix`` (run by the environment under test).
+"""Execute notebooks with nbclient and save them, for ``./course rerun`` (run by the environment under test).
 
     python -m tools.rerun.execute --out DIR notebooks/NN_x.ipynb ...
 

@@ -1,10 +1,10 @@
-"""``./course matrix``'s part for the hook behaviour matrix: which cells of ``docs/hook_matrix.json`` another PyTorch
+"""``./course rerun``'s part for the hook behaviour matrix: which cells of ``docs/hook_matrix.json`` another PyTorch
 changes.
 
 The side environment's Python runs every probe (``python -m tools.hook_matrix check --all --report ...``, in the
-fixed environment of ``./course matrix``) and writes the cells whose observation differs from the record: a hook
+fixed environment of ``./course rerun``) and writes the cells whose observation differs from the record: a hook
 that fires more or less often, receives something else, treats its return value otherwise, or raises another error.
-The report gets a section listing them, field by field, and a changed cell makes ``./course matrix`` exit 1, like a
+The report gets a section listing them, field by field, and a changed cell makes ``./course rerun`` exit 1, like a
 changed notebook output.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The report of ``./course matrix``: which committed outputs a fresh run changed, and which claims they prove.
+"""The report of ``./course rerun``: which committed outputs a fresh run changed, and which claims they prove.
 
 Pure functions on notebooks (JSON dicts) and pytest's JUnit XML, so that they are unit-tested on small synthetic
-notebooks (``tests/tools/test_matrix.py``) without running a kernel.
+notebooks (``tests/tools/test_rerun.py``) without running a kernel.
 
 Cells are compared as nbval compares them (``./course test``), with nbval's own functions: code cells numbered from 0
 ("Cell N"), the cells that nbval skips or whose output it ignores left out (its comment markers and tags), streams
@@ -574,7 +574,7 @@ def _nb_short(name: str) -> str:
 def render_report(meta: dict, units: UnitResult | None, results: list[NotebookResult]) -> str:
     v = meta.get("versions", {})
     req = meta.get("requested", {})
-    lines = [f"# Course matrix: {meta.get('name', '?')}", ""]
+    lines = [f"# Course re-run: {meta.get('name', '?')}", ""]
     lines += [
         f"- torch **{v.get('torch', req.get('torch'))}**, torchvision **{v.get('torchvision') or 'none'}**"
         + (f", with {', '.join(f'`{w}`' for w in req.get('with', []))}" if req.get("with") else "")
@@ -640,7 +640,7 @@ def render_report(meta: dict, units: UnitResult | None, results: list[NotebookRe
     for c in drift:
         lines += _cell_section(c)
     lines += ["## Figures that changed", "",
-              "nbval does not compare images; look at these in `build/matrix/<name>/executed/`.", ""]
+              "nbval does not compare images; look at these in `build/rerun/<name>/executed/`.", ""]
     figures = [f for r in results for f in r.figures]
     if not figures:
         lines += ["None.", ""]

@@ -1,4 +1,4 @@
-"""tools/rerun/ahead.py: the weekly matrix's runs ahead of the lock, planned from PyPI's answers (here: made-up JSON,
+"""tools/rerun/ahead.py: the weekly re-run's runs ahead of the lock, planned from PyPI's answers (here: made-up JSON,
 nothing is asked of PyPI), and the summary of which cells changed, from the runs' results.json (written by
 tools/rerun/command.py from the same report data, here from synthetic notebooks)."""
 from __future__ import annotations
@@ -62,7 +62,7 @@ def test_newer_libraries_run_together_on_the_locked_torch():
     assert lines[1].startswith("newest libraries: transformers 5.24.0, timm 1.0.32 (the lock's: accelerate, ")
     args = rerun.parse_args(shlex.split(run["args"]))
     assert (args.torch, args.vision, args.extra) == ("2.15.0", "0.29.2", ["transformers==5.24.0", "timm==1.0.32"])
-    # ./course matrix replaces the lock's pins of those packages and keeps the others
+    # ./course rerun replaces the lock's pins of those packages and keeps the others
     exported = "torch==2.15.0\ntorchvision==0.29.2\ntransformers==5.23.0\ntimm==1.0.31\npeft==0.21.2\n"
     reqs = rerun.replace_torch_set(exported, args.torch, args.vision, args.extra).splitlines()
     assert [r for r in reqs if not r.startswith("#")] == ["peft==0.21.2", "torch==2.15.0", "torchvision==0.29.2",
@@ -94,7 +94,7 @@ def test_a_pair_given_by_hand_runs_without_asking_pypi_for_it():
     assert runs[0]["args"] == "--torch 2.13.0 --vision 0.28.0" and lines[0].endswith("(given by hand)")
     with pytest.raises(ahead.PlanError, match="give both TORCH and VISION, or neither"):
         ahead.plan(get, lock=LOCK, environ={"TORCH": "2.13.0"})
-    with pytest.raises(ahead.PlanError, match="not a version ./course matrix takes"):
+    with pytest.raises(ahead.PlanError, match="not a version ./course rerun takes"):
         ahead.plan(get, lock=LOCK, environ={"TORCH": "2.13; rm -rf /", "VISION": "none"})
 
 
@@ -138,7 +138,7 @@ def changed_run(tmp_path: Path) -> Path:
     meta = {"name": "torch-2.15.0-vision-0.29.2-with-timm-eq1.0.32",
             "requested": {"torch": "2.15.0", "vision": "0.29.2", "with": ["timm==1.0.32"]},
             "versions": {"torch": "2.15.0", "torchvision": "0.29.2"}}
-    folder = tmp_path / "matrix-newest-libraries" / meta["name"]
+    folder = tmp_path / "rerun-newest-libraries" / meta["name"]
     folder.mkdir(parents=True)
     hooks = matrix_cells.HookMatrixResult(changed=[{"key": "forward-hook@compile",
                                                      "fields": {"calls": [1, 2]}}])

@@ -1,4 +1,4 @@
-"""./course matrix's report (tools/rerun/report.py) and argument handling (tools/rerun/command.py), on small synthetic
+"""./course rerun's report (tools/rerun/report.py) and argument handling (tools/rerun/command.py), on small synthetic
 notebooks: no kernel, no network, no environment is built."""
 from __future__ import annotations
 
@@ -316,7 +316,7 @@ def test_library_only_runs_the_library_tests_only(tmp_path, monkeypatch):
         return subprocess.CompletedProcess(command, 0)
 
     monkeypatch.setattr(rerun.subprocess, "run", fake_run)
-    folder = rerun.ROOT / "build" / "matrix-test-library-only"
+    folder = rerun.ROOT / "build" / "rerun-test-library-only"
     folder.mkdir(parents=True, exist_ok=True)
     try:
         rerun.unit_tests(Path(sys.executable), folder, library_only=True)
