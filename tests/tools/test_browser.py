@@ -527,7 +527,7 @@ def test_every_site_page_shows_its_figures_in_its_language_and_nothing_leaves_th
 def test_a_chinese_section_link_made_from_its_heading_lands_on_it(site, browser):
     """A shared link to a Chinese section names it by its heading's text (not #id5, which moved whenever a heading
     was added before it); the language link still lands on the same section."""
-    from tools.site.build import heading_id
+    from tools.site.pages import heading_id
 
     _, base = site
     page = new_page(browser, base)

@@ -20,7 +20,7 @@ from typing import Any
 
 from sphinx.transforms import SphinxTransform
 
-from tools.site.build import heading_id  # the anchor of a section from its heading's text
+from tools.site.pages import heading_id  # the anchor of a section from its heading's text
 
 _SETTINGS = os.environ.get("HOOKLAB_SITE")
 if not _SETTINGS:

@@ -107,7 +107,7 @@
   };
 
   /* The nearest element with an id at or before word ``location`` (a symptom row, a cell, a section), and the
-     section it is in (its anchor, derived from the heading's text: tools/site/build.py's heading_id). */
+     section it is in (its anchor, derived from the heading's text: tools/site/pages.py's heading_id). */
   const anchorBefore = (data, location) => {
     let found = null, section = null;
     for (const anchor of data.anchors || []) {
