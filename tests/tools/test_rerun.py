@@ -1,5 +1,5 @@
-"""./course rerun's report (tools/rerun/report.py) and argument handling (tools/rerun/command.py), on small synthetic
-notebooks: no kernel, no network, no environment is built."""
+"""./course rerun's comparison and report (tools/rerun/compare.py, claims.py, report.py) and argument handling
+(tools/rerun/command.py), on small synthetic notebooks: no kernel, no network, no environment is built."""
 from __future__ import annotations
 
 import json
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tools.rerun import command as rerun, report as mr
+from tools.rerun import claims, command as rerun, compare, report as mr
 
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.timeout(60)
-RULES = mr.load_sanitizer(ROOT / "tests" / "sanitize.cfg")
+RULES = compare.load_sanitizer(ROOT / "tests" / "sanitize.cfg")
 
 
 def md(text, tag="lang-en"):
@@ -64,7 +64,7 @@ def linear_notebook():
 def test_a_changed_cell_is_named_with_its_heading_and_correction_number():
     committed = linear_notebook()
     fresh = with_outputs(committed, {2: "grad_fn of the 1-D call: UnsafeViewBackward0\nshape (2,)\n"})
-    result = mr.compare_notebook("08_pitfalls.ipynb", committed, fresh, None, RULES)
+    result = compare.compare_notebook("08_pitfalls.ipynb", committed, fresh, None, RULES)
     assert [c.cell_num for c in result.changes] == [2]  # nbval's numbering: code cells from 0
     change = result.changes[0]
     assert change.heading == "2.17 `nn.Linear` accepts a 1-D input"  # the English heading, not the Chinese twin
@@ -79,12 +79,12 @@ def test_a_changed_cell_is_named_with_its_heading_and_correction_number():
 def test_pitfalls_and_quoted_corrections_are_numbered_too():
     committed = linear_notebook()
     fresh = with_outputs(committed, {1: "late binding: False\n"})
-    change, = mr.compare_notebook("08_pitfalls.ipynb", committed, fresh, None, RULES).changes
+    change, = compare.compare_notebook("08_pitfalls.ipynb", committed, fresh, None, RULES).changes
     assert change.claim == "pitfall 1.1" and change.kind == "behaviour change" and "boolean flipped" in change.why
     seven = nb(md("## 2. Today's argument"), md("> **Correction 1**: the post says ..."),
                code("warn()", "UserWarning: Starting in PyTorch 2.9, calling ...\n"))
     fresh7 = with_outputs(seven, {0: "UserWarning: In a future release, calling ...\n"})
-    change, = mr.compare_notebook("07_checkpointing.ipynb", seven, fresh7, None, RULES).changes
+    change, = compare.compare_notebook("07_checkpointing.ipynb", seven, fresh7, None, RULES).changes
     assert change.heading == "2. Today's argument" and change.claim == "correction 1"
     assert change.paragraph == "**Correction 1**: the post says ..."  # the quote's '>' left out
     assert change.kind == "cosmetic" and "warning" in change.why
@@ -94,7 +94,7 @@ def test_a_comment_in_a_code_fence_is_not_a_heading():
     # notebook 06's exercises: the prose shows code in a fence whose comment '# d' once filed the cells under "d"
     fenced = nb(md("## Exercises"), md("Fill in:\n\n```python\nx = c * 2\n# d\ny = x.sum()\n```\n\nthen run it."),
                 code("answer()", "ok\n"))
-    change, = mr.compare_notebook("06_saved.ipynb", fenced, with_outputs(fenced, {0: "wrong\n"}), None, RULES).changes
+    change, = compare.compare_notebook("06_saved.ipynb", fenced, with_outputs(fenced, {0: "wrong\n"}), None, RULES).changes
     assert change.heading == "Exercises"
     assert change.paragraph == "Fill in: ```python x = c * 2 # d y = x.sum() ``` then run it."  # the comment kept
 
@@ -104,27 +104,27 @@ def test_streams_are_merged_and_rewritten_as_nbval_does():
     outputs = [{"output_type": "stream", "name": "stdout", "text": "step 1\rstep 2\n"},
                {"output_type": "stream", "name": "stderr", "text": "warn\n"},
                {"output_type": "stream", "name": "stdout", "text": ["a", "b\n"]}]
-    assert mr.comparable(outputs, RULES) == {"stdout": ["step 2\nab\n"], "stderr": ["warn\n"]}
+    assert compare.comparable(outputs, RULES) == {"stdout": ["step 2\nab\n"], "stderr": ["warn\n"]}
     assert outputs[0]["text"] == "step 1\rstep 2\n"  # the notebook itself is left as it was
     tagged = code("f()", "x\n", tags=["raises-exception"])
-    assert mr.nbval_options(tagged) == {"raises"}
-    assert mr.nbval_options({**tagged, "source": "# NBVAL_IGNORE_OUTPUT\nf()"}) == {"raises", "ignore-output"}
-    assert mr.nbval_options(code("# NBVAL_SKIP\nf()", tags=["nbval-ignore-output"])) == {"skip", "ignore-output"}
+    assert compare.nbval_options(tagged) == {"raises"}
+    assert compare.nbval_options({**tagged, "source": "# NBVAL_IGNORE_OUTPUT\nf()"}) == {"raises", "ignore-output"}
+    assert compare.nbval_options(code("# NBVAL_SKIP\nf()", tags=["nbval-ignore-output"])) == {"skip", "ignore-output"}
 
 
 def test_ignored_outputs_and_sanitized_differences_are_not_changes():
     committed = linear_notebook()
     fresh = with_outputs(committed, {3: "object at 0x7f22cafef00d\n", 4: "module at 0x7f99bbbb1111\n"})
-    result = mr.compare_notebook("08_pitfalls.ipynb", committed, fresh, None, RULES)
+    result = compare.compare_notebook("08_pitfalls.ipynb", committed, fresh, None, RULES)
     assert result.changes == [] and result.code_cells == 5 and result.compared == 4
 
 
 def test_vanished_token_is_found_in_the_prose_of_both_languages():
     committed = linear_notebook()
     fresh = with_outputs(committed, {2: "grad_fn of the 1-D call: UnsafeViewBackward0\nshape (2,)\n"})
-    results = mr.compare_all_from({"08_pitfalls.ipynb": committed}, {"08_pitfalls.ipynb": fresh}, None, RULES)
+    results = compare.compare_all_from({"08_pitfalls.ipynb": committed}, {"08_pitfalls.ipynb": fresh}, None, RULES)
     change = results[0].changes[0]
-    assert mr.maximal(change.vanished) == ["ViewBackward0"]
+    assert claims.maximal(change.vanished) == ["ViewBackward0"]
     quoted = [(index, tag) for _, index, tag, phrase, _ in change.prose]
     assert quoted == [(5, "zh"), (6, "en")]
     report = mr.render_report({"name": "t"}, None, results)
@@ -137,11 +137,11 @@ def test_vanished_token_is_found_in_the_prose_of_both_languages():
 
 
 def test_a_phrase_split_over_punctuation_in_prose_is_found():
-    phrases = mr.vanished_phrases("UserWarning: Starting in PyTorch 2.9, calling ...\n",
+    phrases = claims.vanished_phrases("UserWarning: Starting in PyTorch 2.9, calling ...\n",
                                   "UserWarning: In a future release, calling ...\n")
     notebook = nb(md("It says this becomes an error “starting in PyTorch 2.9”."),
                   md("警告说从 PyTorch 2.9 开始会报错。", "lang-zh"), md("PyTorch is a library."))
-    hits = mr.prose_quoting({"07.ipynb": notebook}, phrases)
+    hits = claims.prose_quoting({"07.ipynb": notebook}, phrases)
     assert [(i, phrase) for _, i, _, phrase, _ in hits] == [(0, "Starting in PyTorch 2.9"), (1, "PyTorch 2.9")]
 
 
@@ -150,7 +150,7 @@ def test_machine_drift_is_separated_from_pytorch_changes():
                    md("## 6. Nodes"), code("node()", "last node: ViewBackward0\n"))
     fresh = with_outputs(committed, {0: "entries beyond 1e-3: 7808665\n", 1: "last node: UnsafeViewBackward0\n"})
     baseline = with_outputs(committed, {0: "entries beyond 1e-3: 7808665\n"})
-    result = mr.compare_notebook("05_apps.ipynb", committed, fresh, baseline, RULES)
+    result = compare.compare_notebook("05_apps.ipynb", committed, fresh, baseline, RULES)
     assert [c.cell_num for c in result.drift] == [0]
     assert result.drift[0].kind == "float" and "baseline gives the same output" in result.drift[0].baseline_note
     assert [c.cell_num for c in result.torch_changes] == [1]
@@ -159,7 +159,7 @@ def test_machine_drift_is_separated_from_pytorch_changes():
     assert "05 · Cell 1:" in changed and "05 · Cell 0" not in changed
     assert "05 · Cell 0: float" in drift
     # only the drift left: nothing changed because of PyTorch
-    only_drift = mr.compare_notebook("05_apps.ipynb", committed, baseline, baseline, RULES)
+    only_drift = compare.compare_notebook("05_apps.ipynb", committed, baseline, baseline, RULES)
     assert only_drift.drift and not only_drift.torch_changes and mr.exit_code(None, [only_drift]) == 0
 
 
@@ -173,7 +173,7 @@ def test_figures_that_changed_are_listed_and_drift_is_told_apart():
     fresh["cells"][2]["outputs"][0]["data"]["image/png"] = "iVBORw0KGgoDDDD"
     baseline = json.loads(json.dumps(committed))
     baseline["cells"][2]["outputs"][0]["data"]["image/png"] = "iVBORw0KGgoEEEE"
-    result = mr.compare_notebook("07_ckpt.ipynb", committed, fresh, baseline, RULES)
+    result = compare.compare_notebook("07_ckpt.ipynb", committed, fresh, baseline, RULES)
     assert result.changes == []  # nbval leaves images out; so does the comparison
     assert [(f.cell_num, f.machine_drift) for f in result.figures] == [(0, False), (1, True)]
     assert mr.exit_code(None, [result]) == 1
@@ -193,7 +193,7 @@ def test_figures_that_changed_are_listed_and_drift_is_told_apart():
     ("a line\n", "another line\nand more\n", "behaviour change"),
 ])
 def test_guess_kind(old, new, kind):
-    assert mr.guess_kind(old, new, [])[0] == kind
+    assert compare.guess_kind(old, new, [])[0] == kind
 
 
 def test_errors_and_hooklab_bugs():
@@ -201,9 +201,9 @@ def test_errors_and_hooklab_bugs():
         return [{"output_type": "error", "ename": ename, "evalue": "boom", "traceback": frames}]
     plain = error("RuntimeError", ["\x1b[0;31mRuntimeError\x1b[0m: boom", "File /x/site-packages/torch/nn/f.py:3"])
     ours = error("TypeError", ["File \x1b[0;32m/work/repo/hooklab/tracer.py:120\x1b[0m, in Tracer.multi_grad"])
-    assert mr.guess_kind("ok\n", "", plain) == ("error", "raises `RuntimeError: boom`")
-    assert mr.guess_kind("ok\n", "", ours)[0] == "hooklab bug"
-    kind, why = mr.guess_kind("ok\n", "", error("NameError", []), after_error=3)
+    assert compare.guess_kind("ok\n", "", plain) == ("error", "raises `RuntimeError: boom`")
+    assert compare.guess_kind("ok\n", "", ours)[0] == "hooklab bug"
+    kind, why = compare.guess_kind("ok\n", "", error("NameError", []), after_error=3)
     assert kind == "error" and "Cell 3 failed before it" in why
 
 
@@ -214,7 +214,7 @@ def test_a_cell_that_now_raises_is_a_change_and_later_name_errors_point_back():
                                      "evalue": "No module named 'torchviz'", "traceback": []}]
     fresh["cells"][2]["outputs"] = [{"output_type": "error", "ename": "NameError",
                                      "evalue": "name 'torchviz' is not defined", "traceback": []}]
-    result = mr.compare_notebook("06_saved.ipynb", committed, fresh, None, RULES)
+    result = compare.compare_notebook("06_saved.ipynb", committed, fresh, None, RULES)
     assert [(c.cell_num, c.kind) for c in result.changes] == [(0, "error"), (1, "error")]
     assert "ModuleNotFoundError" in result.changes[0].why and "Cell 0 failed before it" in result.changes[1].why
     assert "+[ename]" in result.changes[0].diff  # the error shows in the diff, not only in the guess
@@ -244,14 +244,14 @@ def test_junit_results_and_exit_codes(tmp_path):
     assert "Only the library's tests ran (`--library-only`" in library
     clean = mr.UnitResult(returncode=0, tests=3)
     assert mr.exit_code(clean, []) == 0
-    assert mr.exit_code(clean, [mr.NotebookResult("00.ipynb", aborted="DeadKernelError")]) == 1
-    assert mr.exit_code(clean, [mr.NotebookResult("04.ipynb", skipped="needs torchvision")]) == 0
+    assert mr.exit_code(clean, [compare.NotebookResult("00.ipynb", aborted="DeadKernelError")]) == 1
+    assert mr.exit_code(clean, [compare.NotebookResult("04.ipynb", skipped="needs torchvision")]) == 0
 
 
 def test_notebooks_needing_torchvision_are_recognised():
-    assert mr.needs_torchvision(nb(code("import torch\nimport torchvision", "")))
-    assert mr.needs_torchvision(nb(code("from torchvision.models import resnet18", "")))
-    assert not mr.needs_torchvision(nb(md("uses `torchvision`"), code("# torchvision's BasicBlock\nx = 1", "")))
+    assert compare.needs_torchvision(nb(code("import torch\nimport torchvision", "")))
+    assert compare.needs_torchvision(nb(code("from torchvision.models import resnet18", "")))
+    assert not compare.needs_torchvision(nb(md("uses `torchvision`"), code("# torchvision's BasicBlock\nx = 1", "")))
 
 
 def test_compare_all_reads_files_and_reports_skipped_notebooks(tmp_path):
@@ -263,7 +263,7 @@ def test_compare_all_reads_files_and_reports_skipped_notebooks(tmp_path):
     fresh = with_outputs(committed, {2: "grad_fn of the 1-D call: UnsafeViewBackward0\nshape (2,)\n"})
     (fresh_dir / "08_pitfalls.ipynb").write_text(json.dumps(fresh))
     (fresh_dir / "08_pitfalls.json").write_text(json.dumps({"seconds": 3.2, "aborted": None}))
-    results = mr.compare_all(sorted(committed_dir.glob("*.ipynb")), fresh_dir, None, ROOT / "tests" / "sanitize.cfg",
+    results = compare.compare_all(sorted(committed_dir.glob("*.ipynb")), fresh_dir, None, ROOT / "tests" / "sanitize.cfg",
                              skipped={"04_backward.ipynb": "needs torchvision, and this run has none"},
                              fresh_label="fresh (torch 9.9.0)")
     assert [r.skipped for r in results] == ["needs torchvision, and this run has none", None]

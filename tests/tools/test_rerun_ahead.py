@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tools.launch import copies as launch
-from tools.rerun import ahead, command as rerun, matrix_cells, report as mr
+from tools.rerun import ahead, command as rerun, compare, matrix_cells, report as mr
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = {"torch": "2.15.0", "torchvision": "0.29.2", "transformers": "5.23.0", "accelerate": "1.15.0",
@@ -133,7 +133,7 @@ def changed_run(tmp_path: Path) -> Path:
                  "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     fresh = json.loads(json.dumps(committed))
     fresh["cells"][1]["outputs"][0]["text"] = "fired: 3\n"
-    results = mr.compare_all_from({"15_hooks.ipynb": committed}, {"15_hooks.ipynb": fresh}, None, [])
+    results = compare.compare_all_from({"15_hooks.ipynb": committed}, {"15_hooks.ipynb": fresh}, None, [])
     units = mr.UnitResult(returncode=0, tests=3, summary_line="3 passed in 1.0s")
     meta = {"name": "torch-2.15.0-vision-0.29.2-with-timm-eq1.0.32",
             "requested": {"torch": "2.15.0", "vision": "0.29.2", "with": ["timm==1.0.32"]},

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tools.messages import symptoms
-from tools.rerun import report as rerun_report
+from tools.rerun import compare, report as rerun_report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -197,9 +197,9 @@ def test_the_rerun_report_says_when_a_symptom_message_is_gone():
                                                      "message": "RuntimeError: boom"}})]}
     fresh = copy.deepcopy(committed)
     fresh["cells"][0]["outputs"] = [stream("RuntimeError: boom happened differently\n")]
-    assert rerun_report.compare_notebook("07_demo.ipynb", committed, fresh, None, []).changes[0].symptom == ""
+    assert compare.compare_notebook("07_demo.ipynb", committed, fresh, None, []).changes[0].symptom == ""
     fresh["cells"][0]["outputs"] = [stream("RuntimeError: bang\n")]
-    (change,) = rerun_report.compare_notebook("07_demo.ipynb", committed, fresh, None, []).changes
+    (change,) = compare.compare_notebook("07_demo.ipynb", committed, fresh, None, []).changes
     assert change.symptom == "boom-raises: RuntimeError: boom"
     assert any("symptom index: the message of `boom-raises: RuntimeError: boom`" in line
                for line in rerun_report._cell_section(change))

@@ -12,7 +12,7 @@
    observation differs from ``docs/hook_matrix.json`` (``tools/rerun/matrix_cells.py``).
 4. Unless ``--unit-only``: executes every notebook there in the fixed environment of ``./course regen``, and the
    same notebooks in the locked ``.venv`` (the baseline, cached under ``build/rerun/baseline/``), and compares
-   both with the committed outputs through ``tests/sanitize.cfg`` (see ``tools/rerun/report.py``).
+   both with the committed outputs through ``tests/sanitize.cfg`` (see ``tools/rerun/compare.py``).
 5. Writes ``build/rerun/<name>/report.md``, and ``results.json`` beside it (the changed cells as data: the weekly
    workflow's summary of its runs, ``tools/rerun/ahead.py``).
 
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from ..notebooks import kernelspec
-from . import matrix_cells, report
+from . import compare, matrix_cells, report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -338,9 +338,9 @@ def main(argv: list[str]) -> int:
     except UsageError as exc:
         print(f"[rerun] error: {exc}", file=sys.stderr)
         return 2
-    results: list[report.NotebookResult] = []
+    results: list[compare.NotebookResult] = []
     if not args.unit_only and not args.library_only:
-        needs_vision = {p: report.needs_torchvision(report.read_nb(p)) for p in all_notebooks}
+        needs_vision = {p: compare.needs_torchvision(compare.read_nb(p)) for p in all_notebooks}
         runnable = [p for p in all_notebooks if not (args.vision == "none" and needs_vision[p])]
         fresh_dir = folder / "executed"
         if args.report_only:
@@ -351,7 +351,7 @@ def main(argv: list[str]) -> int:
             say(f"notebooks: running {len(runnable)} in {name} ...")
             execute(python, runnable, fresh_dir, args.timeout)
             base_dir = baseline(runnable, args.timeout, args.fresh_baseline)
-        results = report.compare_all(
+        results = compare.compare_all(
             all_notebooks, fresh_dir, base_dir, ROOT / "tests" / "sanitize.cfg",
             fresh_label=f"fresh (torch {versions['torch']})",
             skipped={p.name: "needs torchvision, and this run has none (--vision none)"
