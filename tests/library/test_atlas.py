@@ -84,12 +84,12 @@ def test_the_sample_covers_every_cause_the_atlas_records():
 
 @pytest.mark.parametrize("zoo, name", cases())
 def test_explain_hook_agrees_with_the_truth_on_every_never_firing_module(zoo, name):
-    from tools.atlas import probe, zoos as atlas_zoos
+    from tools.atlas import probe, transformers_zoo, zoos as atlas_zoos
 
     entry = atlas(zoo)["models"].get(name)
     if entry is None or entry["status"] != "built":
         pytest.skip(f"{name} is not built in the atlas of {zoo}")
-    builder = {"transformers": atlas_zoos.Transformers, "torchvision": atlas_zoos.Torchvision,
+    builder = {"transformers": transformers_zoo.Transformers, "torchvision": atlas_zoos.Torchvision,
                "timm": atlas_zoos.Timm, "diffusers": atlas_zoos.Diffusers}[zoo]()
     with atlas_zoos.quiet():
         built = builder.build(name)

@@ -11,7 +11,7 @@ import pytest
 
 from tools.atlas import pages as atlas_pages
 from tools.atlas.probe import CAUSES
-from tools.atlas.zoos import shrink_config_dict
+from tools.atlas.transformers_zoo import shrink_config_dict
 from tools.rerun import command as rerun
 from tools.site import build as site
 

@@ -5,9 +5,9 @@ running them.
     python -m tools.atlas write [--zoo Z]       # build/atlas/<zoo>.jsonl -> hooklab/course/assets/atlas/<zoo>.json (+ its page)
     python -m tools.atlas diff OLD.json NEW.json   # what changed between two atlases of one zoo
 
-``run`` builds each model small on a CPU (``tools/atlas/zoos.py``), measures it (``measure``, with the plain-PyTorch
-watchers of ``tools/atlas/probe.py``) in a worker process, one model at a time under a time limit, and appends one
-JSON line per model to ``build/atlas/<zoo>.jsonl`` (a model already there is skipped: ``--fresh`` starts again).
+``run`` builds each model small on a CPU (``tools/atlas/zoos.py``, ``transformers_zoo.py``), measures it
+(``measure``, with the plain-PyTorch watchers of ``tools/atlas/probe.py``) in a worker process, one model at a time
+under a time limit, and appends one JSON line per model to ``build/atlas/<zoo>.jsonl`` (a model already there is skipped: ``--fresh`` starts again).
 A worker that crashes or runs past the limit is replaced and the model recorded as ``not built`` with that reason.
 Run it as ``nice -n 10 .venv/bin/python -m tools.atlas run --zoo ...``: the whole transformers zoo takes hours on two
 busy cores.
@@ -43,8 +43,8 @@ RESTART_EVERY = 25  # models per worker process (memory that libraries keep grow
 
 
 def zoo(name: str) -> Any:
-    from . import zoos
-    return {"transformers": zoos.Transformers, "diffusers": zoos.Diffusers,
+    from . import transformers_zoo, zoos
+    return {"transformers": transformers_zoo.Transformers, "diffusers": zoos.Diffusers,
             "timm": zoos.Timm, "torchvision": zoos.Torchvision}[name]()
 
 
