@@ -67,12 +67,22 @@ def test_every_tool_imports_as_part_of_its_package(name):
     assert module.__name__ == name and Path(module.__file__).resolve().is_relative_to(ROOT / "tools")
 
 
+def _run_time_nodes(tree: ast.AST):
+    """Every node of the tree but those under ``if TYPE_CHECKING:`` (imports for annotations only, never run)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from (n for child in node.orelse for n in [child, *_run_time_nodes(child)])
+            continue
+        yield node
+        yield from _run_time_nodes(node)
+
+
 def imports_of(path: Path, known: set[str]) -> set[str]:
     """The modules of ``known`` that the file imports (at its top or inside a function), resolved as Python does."""
     name = dotted(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _run_time_nodes(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -126,6 +136,13 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
         if v not in index:
             visit(v)
     return found
+
+
+def test_imports_for_annotations_only_are_no_edge():
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import b\nelse:\n    import c\n"
+                     "def f():\n    import d\n")
+    imported = {a.name for n in _run_time_nodes(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert imported == {"c", "d"}
 
 
 def test_the_circle_finder_finds_a_circle():
