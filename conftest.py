@@ -4,7 +4,7 @@
    portable scalar kernels (``scalar``: ATen without vector code, oneDNN limited to SSE4.1, MKL to SSE4.2), or
    under both (``./course test`` uses ``both``). Float sums differ in their last bits between kernel paths, so an
    output that depends on them fails here on every machine, not only on a newcomer's CPU. On a CPU not made by
-   Intel, oneMKL ignores ``MKL_ENABLE_INSTRUCTIONS``: the scalar kernel preloads ``tools/cpu_shims.py``'s
+   Intel, oneMKL ignores ``MKL_ENABLE_INSTRUCTIONS``: the scalar kernel preloads ``tools/notebooks/cpu_shims.py``'s
    ``mkl_any_cpu`` so that it takes MKL's SSE4.2 path there too. Opt-in: ``shifted`` (the machine's own kernels,
    oneMKL's Intel code paths on any CPU, and every tensor c10 allocates 8 to 56 bytes past a 64-byte boundary:
    another place in memory than any normal run gives it) and ``all`` (the three).
@@ -71,7 +71,7 @@ def environment(variables: dict[str, str]):
 def scalar_environment() -> tuple[dict[str, str], str]:
     """The scalar kernel's variables, and a note on oneMKL: on a CPU not made by Intel they preload
     ``mkl_any_cpu`` (built here once), without which MKL_ENABLE_INSTRUCTIONS has no effect there."""
-    from tools import cpu_shims
+    from tools.notebooks import cpu_shims
 
     vendor = cpu_shims.cpu_vendor()
     if vendor in ("GenuineIntel", ""):
@@ -79,15 +79,15 @@ def scalar_environment() -> tuple[dict[str, str], str]:
     library = cpu_shims.build("mkl_any_cpu")
     if library is None:
         return dict(SCALAR_CPU_KERNELS), (f"oneMKL ignores MKL_ENABLE_INSTRUCTIONS on this {vendor} CPU and "
-                                          f"tools/cpu_shims.py's mkl_any_cpu {cpu_shims.why_not('mkl_any_cpu')}: "
+                                          f"tools/notebooks/cpu_shims.py's mkl_any_cpu {cpu_shims.why_not('mkl_any_cpu')}: "
                                           "the scalar kernel multiplied matrices with MKL's own path for this CPU")
     return cpu_shims.preload(SCALAR_CPU_KERNELS, library), f"oneMKL on this {vendor} CPU: told it is an Intel CPU"
 
 
 def shifted_environment() -> tuple[dict[str, str], str]:
-    """The variables of ``--cpu-kernels=shifted``: both libraries of tools/cpu_shims.py preloaded (where they
+    """The variables of ``--cpu-kernels=shifted``: both libraries of tools/notebooks/cpu_shims.py preloaded (where they
     cannot be built, ``pytest_configure`` has refused the option, saying why)."""
-    from tools import cpu_shims
+    from tools.notebooks import cpu_shims
 
     libraries = [cpu_shims.build(name) for name in ("mkl_any_cpu", "shifted_memory")]  # pytest_configure checked
     return cpu_shims.preload({cpu_shims.SHIFT_VARIABLE: "1"}, *libraries), "shifted memory, oneMKL's Intel paths"
@@ -196,7 +196,7 @@ def pytest_configure(config):
     # 1. one more copy of every notebook per configuration other than the machine's own
     copies = [NotebookCopies(name) for name in CONFIGURATIONS[config.option.cpu_kernels] if name != "native"]
     if any(c.name == "shifted" for c in copies):
-        from tools import cpu_shims
+        from tools.notebooks import cpu_shims
         why = cpu_shims.why_not("shifted_memory")
         if why:  # at once, not at the first notebook
             raise pytest.UsageError(f"--cpu-kernels={config.option.cpu_kernels}: the shifted configuration {why}; "

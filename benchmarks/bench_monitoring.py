@@ -30,10 +30,11 @@ from torch import nn
 if __package__ in (None, ""):  # run as a file (python benchmarks/x.py); python -m benchmarks.x needs no help
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.ratios import BASELINE, Case, Row, load, measure, table  # noqa: E402
+from hooklab.activations import ActivationStats  # noqa: E402
 from hooklab.capturing import capture  # noqa: E402
 from hooklab.clip import clip_grad_value_hooks  # noqa: E402
 from hooklab.ledger import SavedTensorLedger  # noqa: E402
-from hooklab.monitor import ActivationStats, GradientMonitor  # noqa: E402
+from hooklab.monitor import GradientMonitor  # noqa: E402
 from hooklab.nonfinite import find_nonfinite, new_nodes  # noqa: E402
 from hooklab.scope import HookScope  # noqa: E402
 

@@ -72,6 +72,7 @@ Rules every one of them keeps (``tests/library/test_contract.py`` checks each on
 """
 from . import plot as plot  # hooklab.plot: the figures of the tools, one module
 from ._text import format_bytes
+from .activations import ActivationStats
 from .blocks import BlockStack, find_blocks
 from .capturing import Capture, FeatureExtractor, capture
 from .checkpoint import checkpoint_modules, selective_checkpoint_modules
@@ -92,7 +93,7 @@ from .inventory import HookEntry, hook_inventory, hook_name, no_hooks_left_behin
 from .ledger import ModuleRow, SavedRecord, SavedTensorLedger
 from .lookup import get_module
 from .meter import MemoryMeter, OpCounter, gradient_error
-from .monitor import ActivationStats, GradientMonitor
+from .monitor import GradientMonitor
 from .nonfinite import NonFiniteDetector, NonFiniteEvent, find_nonfinite
 from .offload import (
                       CompressSaved,

@@ -37,35 +37,36 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from torch import nn
 from torch.nn.modules import module as module_globals
 
 from . import _torch_internals as internals
 from ._text import format_table
-from .inventory import hook_name
+from ._watch import (
+    _FAST_PATH_OWNERS,
+    _FOLDED,
+    _HOOK_KINDS,
+    COMPILED,
+    COPY,
+    COPY_INSIDE,
+    FUSED,
+    GRAPH,
+    LOOKALIKE,
+    OTHER_GRAPH,
+    REPLICA,
+    SCRIPTED,
+    SELF,
+    _Watch,
+)
 from .lookup import get_module
-from .systems import HookRecord, _is_script_module, _unwrap, compiled, module_records, not_a_module_hint
+from .systems import HookRecord, _is_script_module, compiled, module_records, not_a_module_hint
 
 __all__ = ["CAUSES", "HookExplanation", "explain_hook"]
 
-# relations of a module that ran to the hooked one
-SELF = "the module"
-REPLICA = "a replica (shares its hook dicts)"
-COPY = "a copy (carries the same hooks)"
-COPY_INSIDE = "a copy inside the model (carries the same hooks)"
-LOOKALIKE = "a module like it, outside the model"
-COMPILED = "a torch.compile wrapper around it"
-SCRIPTED = "a TorchScript module (torch.jit.script / trace)"
-FUSED = "a fused module made from it"
-GRAPH = "an FX GraphModule that inlined it"
-IN_MODEL = "another module of the model"
-OTHER_GRAPH = "an FX GraphModule (torch.fx, torch.export)"
 
 # what HookExplanation.cause can be, and what each means
 CAUSES = {
@@ -91,23 +92,6 @@ CAUSES = {
 }
 _INSTEAD_CAUSE = {COMPILED: "compiled", SCRIPTED: "scripted", FUSED: "fused", COPY_INSIDE: "copy", COPY: "copy",
                   REPLICA: "replica", GRAPH: "graph", LOOKALIKE: "another model", OTHER_GRAPH: "graph"}
-
-_HOOK_KINDS = ("forward_pre", "forward", "backward_pre", "backward")
-# modules that Conv+BN(+ReLU) fusion folds into the fused module (they have no copy inside it)
-_FOLDED = (nn.modules.batchnorm._BatchNorm, nn.ReLU)
-_FAST_PATH_OWNERS = (nn.TransformerEncoderLayer, nn.MultiheadAttention)
-_GETATTR = nn.Module.__getattr__.__code__
-
-
-def _fast_paths() -> dict[Any, str]:
-    """Built-in ops that compute a whole module without calling its submodules (nor their hooks)."""
-    paths = {}
-    for op, what in (("_transformer_encoder_layer_fwd", "nn.TransformerEncoderLayer's fast path"),
-                     ("_native_multi_head_attention", "nn.MultiheadAttention's fast path")):
-        fn = getattr(torch, op, None)
-        if fn is not None:
-            paths[fn] = f"{what} (torch.{op})"
-    return paths
 
 
 @dataclass
@@ -166,204 +150,6 @@ class HookExplanation:
 
     def __str__(self) -> str:
         return self.table()
-
-
-class _Watch:
-    """The probes of one explain_hook call: a profile function (or, when another profiler is active, a global module
-    pre-hook)."""
-
-    def __init__(self, model: nn.Module, name: str, target: nn.Module) -> None:
-        self.model, self.name, self.target = model, name, target
-        named = list(model.named_modules(remove_duplicate=False))
-        self.tree = {id(m): n for n, m in named}
-        self.modules_by_id = {id(m): m for _, m in named}
-        parts = name.split(".") if name else []
-        self.ancestors = [(".".join(parts[:i]), model.get_submodule(".".join(parts[:i])))
-                          for i in range(len(parts) - 1, -1, -1)]  # parent first, the model last
-        self.parent = self.ancestors[0][1] if self.ancestors else None
-        self.subtree = {id(m) for m in target.modules()}
-        self.calls: Counter = Counter()           # id(module) -> module(...) calls, for every module called
-        self.compiled_calls: Counter = Counter()  # id(module) -> calls of a module compiled in place
-        self.without_grad = self.forward_runs = 0
-        self.ran_instead: Counter = Counter()
-        self.outside_convs: Counter = Counter()   # (type name, out_channels) of convolutions outside the model
-        self.fast: Counter = Counter()
-        self.fast_ops = _fast_paths()
-        self.reads: Counter = Counter()           # who read the target's parameters (code outside it)
-        self.forward_code = _code(type(target).forward)
-        self.call_code, self.wrapped_code = internals.module_call_codes()
-        self.hook_objects: dict[int, str] = {}     # id(hook object) -> label (callable objects: exact match)
-        self.hook_codes: dict[Any, list[str]] = {}  # code object -> labels (functions)
-        self.hook_labels: dict[int, str] = {}      # id(module hook function) -> label
-        self.fired: dict[str, Counter] = {}
-        self.labels: list[str] = []
-        self._target_hooks: set[int] = set()
-        self._target_keys: set[tuple[int, int]] = set()  # (handle id, id(fn)): what a deepcopy keeps
-        for _attr, kind, hooks in internals.module_hook_dicts(target):
-            if kind not in _HOOK_KINDS:
-                continue
-            for key, fn in hooks.items():
-                self.hook_labels[id(fn)] = self._watch(fn, f"{hook_name(fn)} ({kind})", kind)
-                self._target_hooks.add(id(fn))
-                self._target_keys.add((key, id(fn)))
-        for pname, p in target.named_parameters(recurse=False):
-            for kind, hooks in internals.tensor_hook_dicts(p):
-                for fn in hooks.values():
-                    self._watch(fn, f"{hook_name(fn)} ({pname}: {kind} hook)", kind)
-        # copies inside the model: modules that carry the target's hooks under the same handle ids (a deepcopy keeps
-        # them; registering one function on many modules gives each its own id)
-        self.copies_inside = {id(m) for _, m in named if m is not target and self._target_keys and
-                              self._target_keys & {(k, id(f)) for _a, kind, d in internals.module_hook_dicts(m)
-                                                   if kind in _HOOK_KINDS for k, f in d.items()}}
-
-    def _watch(self, fn: Any, label: str, kind: str) -> str:
-        base, n = label, 1
-        while label in self.fired:
-            n += 1
-            label = f"{base} #{n}"
-        self.labels.append(label)
-        self.fired[label] = Counter()
-        inner = _unwrap(fn)
-        code = _code(inner)
-        if code is not None:
-            self.hook_codes.setdefault(code, []).append(label)
-        else:
-            call = _code(getattr(type(inner), "__call__", None))  # noqa: B004 (its code object, not a callable test)
-            if call is not None:
-                self.hook_objects[id(inner)] = label
-                self.hook_codes.setdefault(call, [])
-        return label
-
-    # ---- what a module that ran is to the hooked one
-    def relation(self, m: Any) -> str:
-        target = self.target
-        if m is target:
-            return SELF
-        if getattr(m, "_forward_hooks", None) is getattr(target, "_forward_hooks", False):
-            return REPLICA
-        if id(m) in self.tree:
-            return COPY_INSIDE if id(m) in self.copies_inside else IN_MODEL
-        if not isinstance(m, nn.Module):
-            return IN_MODEL
-        if compiled(m):
-            inner = internals.unwrap_compiled(m)
-            if inner is target or any(sub is target for sub in inner.modules()):
-                return COMPILED
-        if _is_script_module(m):
-            return SCRIPTED
-        if type(m).__module__.startswith("torch.ao.nn.intrinsic") and (
-                any(self._carries_target_hooks(c) or self._looks_alike(c) for c in m.children())
-                or isinstance(target, _FOLDED)):
-            return FUSED
-        if self._carries_target_hooks(m):
-            return COPY
-        if isinstance(m, torch.fx.GraphModule) and any(sub is child for sub in m.modules()
-                                                        for child in target.children()):
-            return GRAPH
-        if self._looks_alike(m):
-            return LOOKALIKE
-        if isinstance(m, torch.fx.GraphModule):
-            return OTHER_GRAPH
-        return "other"
-
-    def _carries_target_hooks(self, m: nn.Module) -> bool:
-        if not self._target_hooks:
-            return False
-        for _attr, kind, hooks in internals.module_hook_dicts(m):
-            if kind in _HOOK_KINDS and any(id(fn) in self._target_hooks for fn in hooks.values()):
-                return True
-        return False
-
-    def _looks_alike(self, m: nn.Module) -> bool:
-        if type(m) is not type(self.target):
-            return False
-        mine = [tuple(p.shape) for p in self.target.parameters()]
-        return bool(mine) and mine == [tuple(p.shape) for p in m.parameters()]
-
-    # ---- the probes
-    def on_call(self, m: Any) -> None:
-        self.calls[id(m)] += 1
-        if m is self.target:
-            if not torch.is_grad_enabled():
-                self.without_grad += 1
-        elif id(m) not in self.tree or id(m) in self.copies_inside:
-            relation = self.relation(m)
-            if relation not in ("other", IN_MODEL):
-                self.ran_instead[f"{relation}: {type(m).__name__}"] += 1
-            elif isinstance(m, nn.modules.conv._ConvNd) and id(m) not in self.tree:
-                self.outside_convs[(type(m).__name__, m.out_channels)] += 1
-
-    def pre_hook(self, m: nn.Module, args: Any) -> None:  # the fallback when another profiler is active
-        self.on_call(m)
-
-    def profile(self, frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            code = frame.f_code
-            if code is self.call_code:
-                self.on_call(frame.f_locals.get("self"))
-            elif code is self.wrapped_code:
-                me = frame.f_locals.get("self")
-                if getattr(me, "_compiled_call_impl", None) is not None:
-                    self.compiled_calls[id(me)] += 1
-            elif code is _GETATTR:
-                self._read(frame)
-            if code is self.forward_code:
-                me = frame.f_locals.get(code.co_varnames[0]) if code.co_argcount else None
-                if me is self.target:
-                    self.forward_runs += 1
-            if code in self.hook_codes:
-                self._hook_fired(frame, code)
-        elif event == "c_call" and arg in self.fast_ops:
-            self.fast[self.fast_ops[arg]] += 1
-
-    def _read(self, frame: Any) -> None:
-        local = frame.f_locals
-        owner, attr = local.get("self"), local.get("name")
-        if id(owner) not in self.subtree or attr not in getattr(owner, "_parameters", {}):
-            return
-        caller = frame.f_back
-        while caller is not None and caller.f_code is _GETATTR:
-            caller = caller.f_back
-        method = None
-        while caller is not None and id(caller.f_locals.get("self")) in self.subtree:
-            # its own code: a method of it (rel_pos.get_bias()) called from outside, or its forward
-            method = f"{type(caller.f_locals['self']).__name__}.{caller.f_code.co_name}()"
-            caller = caller.f_back
-        if caller is None:
-            return
-        reader = caller.f_locals.get("self")
-        where = self.tree.get(id(reader))
-        who = f"{type(reader).__name__}.{caller.f_code.co_name}" if isinstance(reader, nn.Module) \
-            else caller.f_code.co_name
-        self.reads[who + (f" ({where!r})" if where else "") + (f" through {method}" if method else "")] += 1
-
-    def _hook_fired(self, frame: Any, code: Any) -> None:
-        local = frame.f_locals
-        positional = [local.get(n) for n in code.co_varnames[:code.co_argcount]]
-        if code.co_flags & 0x04:  # *args
-            positional += list(local.get(code.co_varnames[code.co_argcount + code.co_kwonlyargcount], ()))
-        labels = list(self.hook_codes[code])
-        if positional and id(positional[0]) in self.hook_objects:  # a callable object: exactly this one
-            labels = [self.hook_objects[id(positional[0])]]
-        if not labels:
-            return
-        module = next((a for a in positional if isinstance(a, nn.Module)), None)
-        relation = self.relation(module) if module is not None else SELF
-        if relation in (IN_MODEL, "other"):
-            return  # the same function registered on another module
-        if module is not None and len(labels) > 0 and not (positional and id(positional[0]) in self.hook_objects):
-            # functions that share this code (lambdas made in a loop): only those in the calling module's dicts
-            present = {self.hook_labels[id(fn)] for _a, kind, hooks in internals.module_hook_dicts(module)
-                       if kind in _HOOK_KINDS for fn in hooks.values()
-                       if id(fn) in self.hook_labels and _code(fn) is code}
-            labels = [label for label in labels if label in present]
-        for label in labels:
-            self.fired[label][relation] += 1
-
-
-def _code(fn: Any) -> Any:
-    fn = _unwrap(fn) if fn is not None else None
-    return getattr(fn, "__code__", None)
 
 
 def _has_compiled() -> bool:

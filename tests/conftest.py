@@ -5,12 +5,12 @@ import pytest
 # broken notebooks are written by tests into tmp dirs; nothing under tests/ is a course notebook
 collect_ignore_glob = ["*.ipynb"]
 
-# Under `./course matrix` (COURSE_MATRIX=1) the unit tests run in a side environment with another torch.
+# Under `./course rerun` (COURSE_RERUN=1) the unit tests run in a side environment with another torch.
 # The tests of tests/tools/ drive `./course lab`, `./course site` and the other tools, which always use the
 # locked .venv: they would test the pin, not the torch being checked, so they are skipped there with that reason.
 #
 # The folders are the markers: tests/library/ (`library`: hooklab itself, what hooklab's torch floor is
-# checked with: ./course matrix --library-only), tests/course/ (`course`: exercises and checkers, the
+# checked with: ./course rerun --library-only), tests/course/ (`course`: exercises and checkers, the
 # notebooks' format and prose, export, language), tests/tools/ (`tools`: lab, site, matrix, benchmarks,
 # the environment). `-m library` runs the library's tests alone.
 FOLDER_MARKERS = ("library", "course", "tools")
@@ -27,9 +27,9 @@ def pytest_collection_modifyitems(config, items):
             if folder in FOLDER_MARKERS:
                 item.add_marker(getattr(pytest.mark, folder))
     items.sort(key=_long_first)  # stable: every file's tests stay together and in their order
-    if os.environ.get("COURSE_MATRIX") != "1":
+    if os.environ.get("COURSE_RERUN") != "1":
         return
-    skip = pytest.mark.skip(reason="COURSE_MATRIX=1: ./course lab and ./course site use the locked .venv, not this torch")
+    skip = pytest.mark.skip(reason="COURSE_RERUN=1: ./course lab and ./course site use the locked .venv, not this torch")
     for item in items:
         if tests / "tools" in Path(str(item.fspath)).resolve().parents:
             item.add_marker(skip)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build hooklab's wheel and sdist into dist/ (uv build), then check them as PyPI and a user meet them: the package page
-# rendered by `twine check --strict`, the README's sizes of both (tools/package_page.py), the wheel installed with
+# rendered by `twine check --strict`, the README's sizes of both (tools/launch/package_page.py), the wheel installed with
 # pip, with the course's extra, into a fresh virtual environment (at the versions uv.lock pins, as constraints),
 # imported from there, and its docstring examples run as tests. With HOOKLAB_REPOSITORY_URL set (ci.yml and
 # release.yml set it from the Actions context) the page's links and pyproject.toml's [project.urls] are filled in
@@ -13,7 +13,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 if [ -n "${HOOKLAB_REPOSITORY_URL:-}" ]; then
-    python3 -m tools.package_page stamp --repository-url "$HOOKLAB_REPOSITORY_URL"
+    python3 -m tools.launch.package_page stamp --repository-url "$HOOKLAB_REPOSITORY_URL"
 else
     echo "check_package.sh: HOOKLAB_REPOSITORY_URL is not set: the page keeps its placeholder links" >&2
 fi
@@ -28,7 +28,7 @@ python3 -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install --quiet --constraint "$work/constraints.txt" \
     "$PWD/${wheel}[course]" pytest pytest-doctestplus twine
 "$work/venv/bin/twine" check --strict dist/*
-python3 -m tools.package_page sizes dist
+python3 -m tools.launch.package_page sizes dist
 
 cd "$work"  # not the checkout: hooklab must come from the installed wheel
 venv/bin/python - <<'PY'

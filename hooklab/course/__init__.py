@@ -13,7 +13,7 @@ from here and changes no process-wide setting. The notebooks start with::
 
 and ``python -m hooklab.course export --lang zh|en`` writes one-language copies of them; ``python -m hooklab.course
 ask "…"`` is :func:`ask` from a shell.
-:mod:`hooklab.course.hook_matrix` holds the probes of the hook behaviour matrix (notebook 17, ``tools/hook_matrix.py``).
+:mod:`hooklab.course.hook_matrix` holds the probes of the hook behaviour matrix (notebook 17, ``tools/hook_matrix/generate.py``).
 
 hooklab alone is enough for ``setup``, ``check``, ``hint``, ``solution`` and ``attempt`` (they need torch only).
 The one-language export (``export_notebook(s)``, nbformat and nbconvert), notebook 12's model

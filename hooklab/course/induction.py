@@ -3,7 +3,7 @@
 A sequence is ``BOS``, ``SEQ_HALF`` random tokens, then the same tokens again. The first half is
 unpredictable; the second half is predictable only by looking back at what followed the same token
 earlier, the job of *induction heads* (a previous-token head in layer 0 feeding an induction head in
-layer 1). The weights ship in :data:`ASSETS` (trained by ``tools/train_induction_lm.py``, described
+layer 1). The weights ship in :data:`ASSETS` (trained by ``tools/notebooks/train_induction_lm.py``, described
 in the model card ``ASSETS / "README.md"``), so nothing is trained or downloaded in a notebook.
 
 Importing this module changes no process-wide setting and needs no network; loading reads only

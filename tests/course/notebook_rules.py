@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from hooklab.course.notebook import TOC_SKIP, heading_lines, lang_tags
-from tools.kernelspec import NAME as KERNEL_NAME  # tools/kernelspec.py
+from tools.notebooks.kernelspec import NAME as KERNEL_NAME  # tools/notebooks/kernelspec.py
 
 NAME_RE = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")
 CJK_RE = re.compile(r"[\u4e00-\u9fff]")

@@ -76,7 +76,7 @@ def test_the_shipped_weights_reach_the_stated_accuracy(model):
 
 
 def test_the_card_accuracy_is_what_the_script_measures(model):
-    from tools import train_induction_lm as script
+    from tools.notebooks import train_induction_lm as script
 
     assert abs(script.held_out_accuracy(model) - card_number("held-out accuracy")) <= 0.002
 
@@ -124,7 +124,7 @@ def test_several_successors_by_hand():
 
 
 def test_the_training_script_reproduces_its_first_loss():
-    from tools import train_induction_lm as script
+    from tools.notebooks import train_induction_lm as script
 
     _, losses = script.train(steps=2, seed=script.SEED)
     assert losses[0] == pytest.approx(card_number("- First loss"), abs=1e-4)

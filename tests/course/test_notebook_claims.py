@@ -19,7 +19,7 @@ import pytest
 import tomllib
 
 from hooklab.course.notebook import strip_toc_skip
-from tools.symptoms import MARKER_END, MARKER_START  # tools/symptoms.py
+from tools.messages.symptoms import MARKER_END, MARKER_START  # tools/messages/symptoms.py
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

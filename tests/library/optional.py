@@ -1,4 +1,4 @@
-"""Libraries the course pins but a test may not find (``./course matrix`` runs the tests on other torch versions,
+"""Libraries the course pins but a test may not find (``./course rerun`` runs the tests on other torch versions,
 where a pinned library may not import)."""
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 architecture's forward, ``explain_hook`` gives the cause that an independent truth gives, never crashes and never gives
 another; and ``find_blocks`` finds the stacks the atlas recorded.
 
-The truth is ``tools/atlas_probe.py``'s, which watches without hooklab: a counting wrapper on each class's ``forward``
+The truth is ``tools/atlas/probe.py``'s, which watches without hooklab: a counting wrapper on each class's ``forward``
 (was it entered?), the modules called (a global pre-hook), a ``TorchDispatchMode`` (whose parameters did the ops read,
 which fast-path op read them), and the same step in training mode. ``explain_hook`` sees none of that: it watches the
 step with a profile function (module calls, forward code, parameter reads through ``Module.__getattr__``).
@@ -11,7 +11,7 @@ Each run of ``./course test`` checks a fixed sample of architectures, chosen to 
 ``HOOKLAB_ATLAS_ALL=1`` checks every architecture that the atlas built and ran (the weekly workflow
 .github/workflows/atlas.yml runs that, in four parts: ``HOOKLAB_ATLAS_SHARD=i/4`` takes every fourth model from the
 i-th). Each architecture is rebuilt exactly as the atlas built it
-(``tools/atlas_zoos.py``) and its never-firing modules are measured again: they must still be the atlas's (else
+(``tools/atlas/zoos.py``) and its never-firing modules are measured again: they must still be the atlas's (else
 regenerate it: ``python -m tools.atlas run --zoo Z --fresh --only NAME; python -m tools.atlas write --zoo Z``).
 """
 from __future__ import annotations
@@ -84,12 +84,12 @@ def test_the_sample_covers_every_cause_the_atlas_records():
 
 @pytest.mark.parametrize("zoo, name", cases())
 def test_explain_hook_agrees_with_the_truth_on_every_never_firing_module(zoo, name):
-    from tools import atlas_probe as probe, atlas_zoos
+    from tools.atlas import probe, transformers_zoo, zoos as atlas_zoos
 
     entry = atlas(zoo)["models"].get(name)
     if entry is None or entry["status"] != "built":
         pytest.skip(f"{name} is not built in the atlas of {zoo}")
-    builder = {"transformers": atlas_zoos.Transformers, "torchvision": atlas_zoos.Torchvision,
+    builder = {"transformers": transformers_zoo.Transformers, "torchvision": atlas_zoos.Torchvision,
                "timm": atlas_zoos.Timm, "diffusers": atlas_zoos.Diffusers}[zoo]()
     with atlas_zoos.quiet():
         built = builder.build(name)
@@ -102,7 +102,7 @@ def test_explain_hook_agrees_with_the_truth_on_every_never_firing_module(zoo, na
             finally:
                 model.eval()
         truth, _ = probe.never_fired(model, built.run, train_run=train)
-    if os.environ.get("COURSE_MATRIX") != "1":  # another torch may change them: then only the causes are checked
+    if os.environ.get("COURSE_RERUN") != "1":  # another torch may change them: then only the causes are checked
         assert [[n.name, n.cls, n.cause] for n in truth] == [row[:3] for row in entry["never_fired"]], \
             f"the atlas of {zoo} is out of date for {name}: regenerate it (this module's docstring)"
         assert [(s.path, len(s)) for s in find_blocks(model)] == [(s["path"], s["count"]) for s in entry["stacks"]]

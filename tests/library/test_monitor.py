@@ -1,4 +1,4 @@
-"""hooklab.monitor: GradientMonitor and ActivationStats."""
+"""hooklab.monitor and hooklab.activations: GradientMonitor and ActivationStats."""
 from __future__ import annotations
 
 import math
@@ -15,7 +15,8 @@ from torch import nn
 import hooklab
 from gc_survivors import only_new_objects_collected, survivors  # noqa: F401 (a fixture)
 from hooklab import no_hooks_left_behind
-from hooklab.monitor import ActivationStats, GradientMonitor
+from hooklab.activations import ActivationStats
+from hooklab.monitor import GradientMonitor
 
 
 def make_mlp() -> nn.Sequential:

@@ -239,7 +239,7 @@ def test_fsdp2_tensor_parallel_and_ddp(one_process_group):
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
         from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-    except ImportError as exc:  # hooklab's torch floor (./course matrix --library-only) predates the public FSDP2
+    except ImportError as exc:  # hooklab's torch floor (./course rerun --library-only) predates the public FSDP2
         pytest.skip(f"FSDP2 / tensor parallelism as torch.distributed.fsdp / tensor exports them: {exc}")
 
     sharded = mlp()

@@ -15,7 +15,7 @@ from hooklab import _torch_internals as internals
 
 
 def older_than_the_pin() -> bool:
-    """True on a torch older than the one uv.lock pins (``./course matrix`` checks hooklab's floor there)."""
+    """True on a torch older than the one uv.lock pins (``./course rerun`` checks hooklab's floor there)."""
     from pathlib import Path
 
     import tomllib

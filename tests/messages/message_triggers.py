@@ -10,8 +10,8 @@ A test module of this folder decorates each trigger with the id of the message i
 
 and ends with ``test_trigger = triggers_of(__name__)``: one test per message, which runs the trigger and asserts that
 what it raised, warned or logged (:func:`shown`) holds the message: its fixed parts in order, the variable parts
-anything (:func:`tools.hook_messages.pattern`). The part that matched, addresses and temporary paths masked, is the
-message's printed example: ``python -m tools.hook_messages --examples`` stores it, and the test then checks that the
+anything (:func:`tools.messages.hook_messages.pattern`). The part that matched, addresses and temporary paths masked, is the
+message's printed example: ``python -m tools.messages.hook_messages --examples`` stores it, and the test then checks that the
 trigger still prints exactly that.
 
 A trigger that needs several processes returns ``{message id: text shown}`` for the ids it names (``@trigger_all``);
@@ -22,7 +22,7 @@ with an attempt to reach it from Python: a function decorated ``@attempt(["<id>"
 module of this folder (``test_excused_*.py``). The attempt does what a user would do to reach the message (the same
 feature, used wrongly, on this machine); its test asserts that none of the attempt's messages appears in what it
 showed, and that ``outcome`` (what happened instead: another error, a missing module, or what the function returns
-as its finding) does. The index lists each excuse with its attempt and outcome; ``tools/hook_messages_status.py`` reads
+as its finding) does. The index lists each excuse with its attempt and outcome; ``tools/messages/hook_messages_status.py`` reads
 them from the decorators, as it reads ``@trigger``.
 
 A message whose variable parts print stack traces (paths and frames that differ from machine to machine, and between
@@ -47,10 +47,10 @@ from typing import Any
 
 import pytest
 
-from tools import hook_messages
+from tools.messages import hook_messages
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES_ENV = "HOOKLAB_MESSAGE_EXAMPLES"  # set by `python -m tools.hook_messages --examples`: where to write them
+EXAMPLES_ENV = "HOOKLAB_MESSAGE_EXAMPLES"  # set by `python -m tools.messages.hook_messages --examples`: where to write them
 LOGGERS = ("", "torch", "torch.distributed", "torch._dynamo", "diffusers", "peft", "accelerate", "captum",
            "lightning", "lightning.pytorch", "pytorch_lightning", "lightning_fabric", "timm", "torchao")
 
@@ -177,7 +177,7 @@ def _write_example(message_id: str, value: str) -> None:
 def check(case: Trigger, message_id: str) -> None:
     message = messages().get(message_id)
     assert message is not None, (f"{case.module}.{case.name}: {message_id!r} is no message of docs/hook_messages.json "
-                                 "(its text changed? run python -m tools.hook_messages)")
+                                 "(its text changed? run python -m tools.messages.hook_messages)")
     if case.group:
         texts = case.fn()
         assert message_id in texts, f"{case.name} returned no text for {message_id}: {sorted(texts)}"
@@ -195,7 +195,7 @@ def check(case: Trigger, message_id: str) -> None:
         stored = message["trigger_example"]
         assert found == stored, (f"{case.name} shows {message_id} differently from the stored example:\n"
                                  f"  stored: {stored!r}\n  now:    {found!r}\n"
-                                 "(run python -m tools.hook_messages --examples when this is expected)")
+                                 "(run python -m tools.messages.hook_messages --examples when this is expected)")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
-"""docs/hook_messages.json is what tools/hook_messages.py reads from the installed packages, every message has one
+"""docs/hook_messages.json is what tools/messages/hook_messages.py reads from the installed packages, every message has one
 status that holds, and the extraction finds what it claims to on sources written here.
 
-The first test re-runs the extraction: on another PyTorch (``./course matrix --torch X``) it fails with the texts
+The first test re-runs the extraction: on another PyTorch (``./course rerun --torch X``) it fails with the texts
 added and removed, per source. The trigger tests of this folder check that each triggered message still prints as
 stored."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import hook_messages as hm
+from tools.messages import hook_messages as hm
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ def test_the_data_is_what_the_installed_packages_say(built):
     if changes:
         summary = "; ".join(line for line in changes if not line.startswith(" "))[:300]
         pytest.fail(f"docs/hook_messages.json is not what the installed packages and the triage say ({summary}); "
-                    "run python -m tools.hook_messages --write and look at the diff:\n" + "\n".join(changes[:80]))
+                    "run python -m tools.messages.hook_messages --write and look at the diff:\n" + "\n".join(changes[:80]))
     assert not problems, "\n".join(problems)
 
 
@@ -242,7 +242,7 @@ def test_left_out_texts_are_listed_by_category(built):
 
 
 def test_an_excuse_needs_an_attempt_read_from_its_decorator(tmp_path, monkeypatch):
-    from tools import hook_messages_status
+    from tools.messages import hook_messages_status
     folder = tmp_path / "tests" / "messages"
     folder.mkdir(parents=True)
     (folder / "test_excused_x.py").write_text(

@@ -70,9 +70,9 @@ def classroom_files(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
     --out folder/handout`, and the lines each printed on stdout (the files written).
 
     The tools' main() runs in this process (this worker has hooklab and nbconvert imported already; a command
-    line of its own would import them again, ~7 s of CPU each): python -m tools.slides / tools.handout run as
+    line of its own would import them again, ~7 s of CPU each): python -m tools.classroom.slides / tools.classroom.handout run as
     commands in tests/tools/test_slides.py::test_bad_input_gets_a_clear_message."""
-    from tools import handout, slides
+    from tools.classroom import handout, slides
 
     def build(out: Path) -> str:
         printed = {}

@@ -1,5 +1,5 @@
 """The hook atlas's tools: the committed atlas files (hooklab/course/assets/atlas/), the site pages made from them, the difference
-between two atlases (what ``./course matrix --with transformers==X`` reports), and the generator's own rules. No model
+between two atlases (what ``./course rerun --with transformers==X`` reports), and the generator's own rules. No model
 is built here (tests/library/test_atlas.py rebuilds a sample and checks the doctor against it)."""
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tools import atlas_pages, matrix, site
-from tools.atlas_probe import CAUSES
-from tools.atlas_zoos import shrink_config_dict
+from tools.atlas import pages as atlas_pages
+from tools.atlas.probe import CAUSES
+from tools.atlas.transformers_zoo import shrink_config_dict
+from tools.rerun import command as rerun
+from tools.site import build as site
 
 ROOT = Path(__file__).resolve().parents[2]
 ATLAS = ROOT / "hooklab" / "course" / "assets" / "atlas"
@@ -97,7 +99,7 @@ def test_the_difference_between_two_atlases():
     (["--torch", "2.13.0", "--vision", "0.28.0", "--atlas", "timm"], ["timm"]),
 ])
 def test_matrix_measures_the_atlas_of_a_replaced_zoo(argv, zoos):
-    assert matrix.atlas_zoos(matrix.parse_args(argv)) == zoos
+    assert rerun.atlas_zoos(rerun.parse_args(argv)) == zoos
 
 
 def test_matrix_atlas_section_compares_with_the_committed_atlas(tmp_path, monkeypatch):
@@ -111,11 +113,11 @@ def test_matrix_atlas_section_compares_with_the_committed_atlas(tmp_path, monkey
             dest = Path(cmd[cmd.index("--dest") + 1])
             (dest / f"{zoo}.json").write_text(json.dumps(changed), encoding="utf-8")
         return None
-    monkeypatch.setattr(matrix.subprocess, "run", fake_run)
-    monkeypatch.setattr(matrix, "ROOT", ROOT)
-    folder = ROOT / "build" / "matrix" / "test-atlas"
+    monkeypatch.setattr(rerun.subprocess, "run", fake_run)
+    monkeypatch.setattr(rerun, "ROOT", ROOT)
+    folder = ROOT / "build" / "rerun" / "test-atlas"
     try:
-        text = matrix.atlas_diff(Path("python"), folder, [zoo])
+        text = rerun.atlas_diff(Path("python"), folder, [zoo])
     finally:
         import shutil
         shutil.rmtree(folder, ignore_errors=True)

@@ -29,7 +29,8 @@ from pathlib import Path
 import pytest
 
 from process_group import start_process_group, stop_process_group
-from tools import kernelspec, workcopies
+from tools.classroom import workcopies
+from tools.notebooks import kernelspec
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path(os.environ.get("HOOKLAB_CHROMIUM", "/usr/bin/chromium"))
@@ -65,7 +66,7 @@ def lab(tmp_path):
     """`./course lab` on a free loopback port with a token; its process group is ended afterwards."""
     port = free_port()
     log_path = tmp_path / "lab.log"
-    # served from a working copy, as ./course lab makes it (tools/workcopies.py): running the notebook in the lab
+    # served from a working copy, as ./course lab makes it (tools/classroom/workcopies.py): running the notebook in the lab
     # saves it, and the committed one must not change
     served = tmp_path / "notebooks"
     served.mkdir()
@@ -208,7 +209,7 @@ def test_lab_runs_a_notebook_in_a_real_browser(lab, browser):
     page.screenshot(path=str(SHOTS / "lab-02.png"))
     log = log_path.read_text(errors="replace")
     assert "Traceback" not in log
-    assert "websocket_ping_timeout" not in log and "Skipped non-installed server" not in log  # tools/lab.py
+    assert "websocket_ping_timeout" not in log and "Skipped non-installed server" not in log  # tools/classroom/lab.py
 
 
 # ---------------------------------------------------------------- helpers for the static files
@@ -526,7 +527,7 @@ def test_every_site_page_shows_its_figures_in_its_language_and_nothing_leaves_th
 def test_a_chinese_section_link_made_from_its_heading_lands_on_it(site, browser):
     """A shared link to a Chinese section names it by its heading's text (not #id5, which moved whenever a heading
     was added before it); the language link still lands on the same section."""
-    from tools.site import heading_id
+    from tools.site.pages import heading_id
 
     _, base = site
     page = new_page(browser, base)
@@ -587,12 +588,12 @@ def phone_misfits(fit: dict) -> list:
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_symptom_index_fits_a_phone(site, browser, lang):
     """At 390 px the symptom index's table had its last column ("where") cut off (603 px of table in 358); the index
-    is now a row per message or symptom, each under its own anchor (tools/symptoms.py), and on a phone nothing of it
+    is now a row per message or symptom, each under its own anchor (tools/messages/symptoms.py), and on a phone nothing of it
     is cut off or scrolls sideways: every row and its link lie inside the screen, the exact words and the printed
     example wrap inside their code blocks, the coverage table is a card per source; a row's anchor lands on it. The
     same measure of the page without the site's stylesheet finds the code blocks scrolling sideways and the page
     wider than the screen: the test can fail."""
-    from tools.site import EXTRA_PAGES
+    from tools.site.build import EXTRA_PAGES
 
     out, base = site
     source = EXTRA_PAGES["symptoms"](ROOT, lang, notebook_stems())
@@ -688,7 +689,7 @@ def test_a_notebook_page_opens_its_slides_and_handout(site, browser, lang):
 @pytest.mark.timeout(600)  # may be the first to wait for the decks and handouts (classroom_files)
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_slide_deck_runs_offline(classroom_files, browser, lang):
-    from tools import slides
+    from tools.classroom import slides
 
     deck = classroom_files[0] / "slides" / lang / "06_saved_tensor_hooks.html"
     nb = slides.one_language(ROOT / "notebooks" / "06_saved_tensor_hooks.ipynb", lang)
@@ -726,7 +727,7 @@ def test_slide_deck_runs_offline(classroom_files, browser, lang):
 @pytest.mark.timeout(600)  # as above
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_handout_prints(classroom_files, browser, lang, tmp_path):
-    from tools import handout
+    from tools.classroom import handout
 
     path = classroom_files[0] / "handout" / lang / "06_saved_tensor_hooks.html"
     page = new_page(browser, "file://")

@@ -1,8 +1,8 @@
 """The public workflows (.github/workflows/): valid for GitHub Actions, and they run what the README says.
 
 - ci.yml (every push and pull request): the README's test command, the site, and the package check;
-- matrix.yml (weekly, in a file of its own): `./course matrix` ahead of the lock (tools/matrix_ahead.py), the
-  launch copies run as Colab would (tools/launch_check.py), and every cell of the hook behaviour matrix on the pinned
+- rerun.yml (weekly, in a file of its own): `./course rerun` ahead of the lock (tools/rerun/ahead.py), the
+  launch copies run as Colab would (tools/launch/check.py), and every cell of the hook behaviour matrix on the pinned
   PyTorch;
 - pages.yml (the default branch): both sites and the launch copies, deployed to GitHub Pages, the repository URL
   taken from the Actions context;
@@ -31,11 +31,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
 WORKFLOW = WORKFLOWS / "ci.yml"
-MATRIX = WORKFLOWS / "matrix.yml"
+RERUN = WORKFLOWS / "rerun.yml"
 PAGES = WORKFLOWS / "pages.yml"
 RELEASE = WORKFLOWS / "release.yml"
 ATLAS = WORKFLOWS / "atlas.yml"  # the hook doctor on every model of the atlas, weekly (tests/tools/test_atlas_tools.py)
-ALL = (WORKFLOW, MATRIX, PAGES, RELEASE, ATLAS)
+ALL = (WORKFLOW, RERUN, PAGES, RELEASE, ATLAS)
 CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
 UV_VERSION = "0.13.8"
 
@@ -104,7 +104,7 @@ def test_every_job_has_a_time_limit_and_no_workflow_piles_up():
 
 def test_push_and_pull_requests_run_the_readme_test_command_then_build_the_site():
     workflow = load()
-    assert set(workflow["on"]) == {"push", "pull_request"}  # no schedule here: matrix.yml has it
+    assert set(workflow["on"]) == {"push", "pull_request"}  # no schedule here: rerun.yml has it
     command = readme_test_command()
     assert command == "./course test"
     test_jobs = [job for job in workflow["jobs"].values() if command in runs(job)]
@@ -134,7 +134,7 @@ def test_every_job_that_installs_keeps_uvs_cache_pruned_for_ci():
     """astral-sh/setup-uv restores uv's cache keyed by uv.lock and, after the job, prunes it for CI (`uv cache prune
     --ci`, its default) before saving: not the whole 6-11 GB cache with every lock's wheels, growing run by run."""
     assert course_uv_version() == UV_VERSION
-    for path in (WORKFLOW, MATRIX, PAGES):
+    for path in (WORKFLOW, RERUN, PAGES):
         for name, job in load(path)["jobs"].items():
             steps = job["steps"]
             if not any(s.get("run", "").startswith(("./course", "bash .github/scripts/check_package")) for s in steps):
@@ -147,49 +147,49 @@ def test_every_job_that_installs_keeps_uvs_cache_pruned_for_ci():
             assert steps.index(setup) < first, f"{path.name} {name}: the cache is restored before anything installs"
 
 
-def test_the_schedule_runs_the_look_ahead_matrix_and_the_launch_copies_in_a_workflow_of_its_own():
-    from tools import matrix
+def test_the_schedule_runs_the_look_ahead_rerun_and_the_launch_copies_in_a_workflow_of_its_own():
+    from tools.rerun import command as rerun
 
-    workflow = load(MATRIX)
+    workflow = load(RERUN)
     assert set(workflow["on"]) == {"schedule", "workflow_dispatch"}
     assert workflow["on"]["schedule"] and all("cron" in entry for entry in workflow["on"]["schedule"])
     for other in (WORKFLOW, PAGES, RELEASE):
         assert "schedule" not in load(other)["on"], other  # a disabled scheduled workflow takes nothing else along
     jobs = workflow["jobs"]
-    assert set(jobs) == {"plan", "matrix", "launch-copies", "pinned", "summary"}
+    assert set(jobs) == {"plan", "rerun", "launch-copies", "pinned", "summary"}
     # plan: what PyPI has that the lock does not pin, as the job matrix
     plan_step, = [s for s in jobs["plan"]["steps"] if s.get("id") == "plan"]
-    assert 'python -m tools.matrix_ahead plan >> "$GITHUB_OUTPUT"' in plan_step["run"]
+    assert 'python -m tools.rerun.ahead plan >> "$GITHUB_OUTPUT"' in plan_step["run"]
     assert plan_step["env"] == {"TORCH": "${{ inputs.torch }}", "VISION": "${{ inputs.vision }}"}
     assert jobs["plan"]["outputs"] == {"runs": "${{ steps.plan.outputs.runs }}"}
-    # matrix: one job per planned run, each ./course matrix with the run's arguments
-    run = jobs["matrix"]
+    # matrix: one job per planned run, each ./course rerun with the run's arguments
+    run = jobs["rerun"]
     assert run["needs"] == "plan" and run["if"] == "needs.plan.outputs.runs != '[]'"
     assert run["strategy"] == {"fail-fast": False, "matrix": {"include": "${{ fromJSON(needs.plan.outputs.runs) }}"}}
-    assert [c for c in runs(run) if c.startswith("./course")] == ["./course matrix $ARGS"]
-    step, = [s for s in run["steps"] if s.get("run", "").startswith("./course matrix")]
+    assert [c for c in runs(run) if c.startswith("./course")] == ["./course rerun $ARGS"]
+    step, = [s for s in run["steps"] if s.get("run", "").startswith("./course rerun")]
     assert step["env"] == {"ARGS": "${{ matrix.args }}", "UV_PRERELEASE": "${{ matrix.prerelease }}"}
     upload, = [s for s in run["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
-    assert "build/matrix/*/results.json" in upload["with"]["path"] and upload["if"] == "always()"
-    # every command line the plan can make is one tools/matrix.py accepts
-    from tools import matrix_ahead
-    runs_made, _ = matrix_ahead.plan(fake_pypi(), lock={"torch": "2.15.0", "torchvision": "0.29.2",
-                                                        **{name: "0.1" for name in matrix_ahead.LIBRARIES}},
+    assert "build/rerun/*/results.json" in upload["with"]["path"] and upload["if"] == "always()"
+    # every command line the plan can make is one tools/rerun/command.py accepts
+    from tools.rerun import ahead
+    runs_made, _ = ahead.plan(fake_pypi(), lock={"torch": "2.15.0", "torchvision": "0.29.2",
+                                                        **{name: "0.1" for name in ahead.LIBRARIES}},
                                      environ={})
     assert len(runs_made) == 3
     for made in runs_made:
-        args = matrix.parse_args(shlex.split(made["args"]))
+        args = rerun.parse_args(shlex.split(made["args"]))
         assert not (args.unit_only or args.library_only or args.notebooks)  # unit tests and every notebook
     # the launch copies, run as Colab would, after the test that checks what each one installs
     commands = [c for c in runs(jobs["launch-copies"]) if not c.startswith("sudo ")]
     assert commands == ["./course test tests/tools/test_launch.py",
-                        ".venv/bin/python -m tools.launch_check --out build/launch-check"]
+                        ".venv/bin/python -m tools.launch.check --out build/launch-check"]
     # every cell of the hook behaviour matrix, on the pinned PyTorch
     hooks, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_HOOK_MATRIX") == "all"]
     assert hooks["run"] == "./course test tests/tools/test_hook_matrix.py"
-    assert jobs["summary"]["needs"] == ["plan", "matrix", "launch-copies", "pinned"]
+    assert jobs["summary"]["needs"] == ["plan", "rerun", "launch-copies", "pinned"]
     assert jobs["summary"]["if"] == "always()"
-    assert any('python -m tools.matrix_ahead summary reports >> "$GITHUB_STEP_SUMMARY"' in c
+    assert any('python -m tools.rerun.ahead summary reports >> "$GITHUB_STEP_SUMMARY"' in c
                for c in runs(jobs["summary"]))
 
 
@@ -219,7 +219,7 @@ def test_pages_builds_both_sites_with_the_repository_url_from_the_actions_contex
     assert build["if"] == "github.ref_name == github.event.repository.default_branch"
     assert build["env"] == {"HOOKLAB_REPOSITORY_URL": "${{ github.server_url }}/${{ github.repository }}",
                             "HOOKLAB_LAUNCH_BRANCH": "launch"}
-    from tools import site as course_site
+    from tools.site import build as course_site
     assert course_site.ENV_REPOSITORY in build["env"] and course_site.ENV_LAUNCH_BRANCH in build["env"]
     commands = runs(build)
     assert "./course site" in commands  # both languages, the URL from the environment
@@ -258,8 +258,8 @@ def test_check_package_builds_installs_with_pip_from_the_wheel_and_runs_the_inst
     assert "uv build --out-dir dist" in script
     assert '"$PWD/${wheel}[course]"' in script and "--constraint" in script and "python3 -m venv" in script
     assert '"$work/venv/bin/twine" check --strict dist/*' in script
-    assert "python3 -m tools.package_page sizes dist" in script
-    stamp = 'python3 -m tools.package_page stamp --repository-url "$HOOKLAB_REPOSITORY_URL"'
+    assert "python3 -m tools.launch.package_page sizes dist" in script
+    stamp = 'python3 -m tools.launch.package_page stamp --repository-url "$HOOKLAB_REPOSITORY_URL"'
     assert script.index(stamp) < script.index("uv build --out-dir dist")  # the links are in the built page
     for path in (WORKFLOW, RELEASE):  # both builds know the repository: the page's links are filled in
         job, = [j for j in load(path)["jobs"].values() if "bash .github/scripts/check_package.sh" in runs(j)]

@@ -197,12 +197,41 @@ def test_help_lists_every_command():
     dispatch = script[script.index('case "$cmd" in'):]
     commands = [c for label in re.findall(r"^    ([a-z][a-z |-]*)\)$", dispatch, re.MULTILINE)
                 for c in label.replace(" ", "").split("|") if not c.startswith("-") and c != "help"]
-    assert {"lab", "reset", "test", "regen", "export", "site", "slides", "handout", "matrix"} <= set(commands)
+    assert {"lab", "reset", "test", "regen", "export", "site", "slides", "handout", "rerun", "matrix"} <= set(commands)
     shown = subprocess.run([str(ROOT / "course"), "help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and not shown.stdout.startswith("#!")
-    for command in commands:
+    for command in set(commands) - set(OLD_NAMES):
         assert f"./course {command} " in shown.stdout, command
+    for old in OLD_NAMES:  # an old name is told as the new one's old name, and not offered
+        assert f"`./course {old}`, its name before, still runs it" in shown.stdout
     unknown = subprocess.run([str(ROOT / "course"), "frobnicate"], cwd=ROOT, capture_output=True, text=True,
                              timeout=60)
     assert unknown.returncode == 1 and "unknown command 'frobnicate'" in unknown.stderr
-    assert all(command in unknown.stderr for command in commands)
+    assert all(command in unknown.stderr for command in set(commands) - set(OLD_NAMES))
+    assert not any(re.search(rf"\b{old}\b", unknown.stderr) for old in OLD_NAMES)
+
+
+OLD_NAMES = {"matrix": "rerun"}  # a command's name before this release -> its name now (kept for one release)
+
+
+@pytest.mark.parametrize("old, new", OLD_NAMES.items())
+def test_an_old_command_name_says_the_new_one_and_runs_it(tmp_path, old, new):
+    """In a copy of the project's environment files with a fake .venv (its python prints what it was asked to run)
+    and a current stamp, so nothing is installed: the old name prints a note naming the new one, then runs it."""
+    for name in ("course", "uv.lock", "pyproject.toml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f'#!{BASH}\necho "python $*"\n')
+    python.chmod(0o755)
+    bin_dir = make_bin(tmp_path, extra={"dot": "exit 0"})
+    os.symlink(BASH, bin_dir / "bash")  # the old name runs ./course again, through its #!/usr/bin/env bash
+    env = {"PATH": str(bin_dir), "HOME": os.environ.get("HOME", "/tmp")}
+    stamp = subprocess.run([BASH, "-c", "COURSE_SOURCE_ONLY=1 source ./course; stamp_now"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60, env=env)
+    (tmp_path / ".venv" / ".course-stamp").write_text(stamp.stdout)
+    ran = subprocess.run([str(tmp_path / "course"), old, "--torch", "2.15.0"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60, env=env)
+    assert ran.returncode == 0, ran.stderr
+    assert f"'./course {old}' is now './course {new}'" in ran.stderr and "building" not in ran.stderr
+    assert ran.stdout.strip() == f"python -m tools.{new} --torch 2.15.0"

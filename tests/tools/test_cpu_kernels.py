@@ -1,5 +1,5 @@
 """`--cpu-kernels=scalar` (part of `./course test`) really starts the notebook kernels with the scalar CPU kernels, and
-the opt-in `--cpu-kernels=shifted` with tools/cpu_shims.py's libraries preloaded."""
+the opt-in `--cpu-kernels=shifted` with tools/notebooks/cpu_shims.py's libraries preloaded."""
 import importlib.util
 import os
 import re
@@ -20,7 +20,7 @@ VALIDATE_TIMEOUT = 240  # s for one pytest run of the probe notebook (a kernel i
 pytestmark = pytest.mark.timeout(2 * VALIDATE_TIMEOUT + 30)
 
 # older torch (2.3, hooklab's floor) names the scalar capability "NO AVX", newer releases "DEFAULT": the same path
-# (`./course matrix --torch 2.3.0 ...` runs this test too).
+# (`./course rerun --torch 2.3.0 ...` runs this test too).
 PROBE = ("import os, torch\n"
          "cap = torch.backends.cpu.get_cpu_capability()\n"
          "print('DEFAULT' if cap == 'NO AVX' else cap, "
@@ -92,7 +92,7 @@ SHIFTED_PROBE = ("import ctypes, os, torch\n"
 
 
 def test_shifted_configuration_reaches_the_kernel(tmp_path):
-    from tools import cpu_shims
+    from tools.notebooks import cpu_shims
 
     why = cpu_shims.why_not("shifted_memory")
     if why:

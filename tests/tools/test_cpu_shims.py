@@ -1,4 +1,4 @@
-"""tools/cpu_shims.py's two preloaded libraries do what conftest.py's CPU configurations rely on.
+"""tools/notebooks/cpu_shims.py's two preloaded libraries do what conftest.py's CPU configurations rely on.
 
 - ``mkl_any_cpu``: oneMKL obeys ``MKL_ENABLE_INSTRUCTIONS`` on any x86-64 CPU (on one not made by Intel it ignores
   the variable without the library); MKL_VERBOSE's first line names the path it took.
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from patience import wait_for
-from tools import cpu_shims
+from tools.notebooks import cpu_shims
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT = 120  # s for one Python importing torch, a hang guard on a busy machine
@@ -96,7 +96,7 @@ while [ ! -e "$HOOKLAB_TEST_GO" ]; do
     sleep 0.05
 done
 """
-BUILD_IN = "import sys; from pathlib import Path; from tools import cpu_shims; cpu_shims.BUILD = Path(sys.argv[1]); " \
+BUILD_IN = "import sys; from pathlib import Path; from tools.notebooks import cpu_shims; cpu_shims.BUILD = Path(sys.argv[1]); " \
            "print(cpu_shims.build('mkl_any_cpu'))"
 
 

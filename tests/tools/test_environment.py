@@ -59,8 +59,8 @@ def test_conda_env_installs_hooklab_and_graphviz():
     assert re.search(r"^\s*-\s*python=3\.11\s*$", text, re.MULTILINE)
 
 
-@pytest.mark.skipif(os.environ.get("COURSE_MATRIX") == "1",
-                    reason="COURSE_MATRIX=1: ./course matrix installs another torch on purpose")
+@pytest.mark.skipif(os.environ.get("COURSE_RERUN") == "1",
+                    reason="COURSE_RERUN=1: ./course rerun installs another torch on purpose")
 def test_installed_environment_matches_the_lock():
     from importlib.metadata import version
     locked = lock_versions()
@@ -80,7 +80,7 @@ def test_postbuild_registers_the_kernel_the_notebooks_name_as_binder_runs_it(tmp
     import subprocess
     import sys
 
-    from tools.kernelspec import DISPLAY_NAME, NAME  # tools/kernelspec.py
+    from tools.notebooks.kernelspec import DISPLAY_NAME, NAME  # tools/notebooks/kernelspec.py
 
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path),
            "MPLCONFIGDIR": str(tmp_path / "mpl"), "JUPYTER_PLATFORM_DIRS": "1"}

@@ -1,10 +1,10 @@
-"""The hook behaviour matrix (docs/hook_matrix.json, tools/hook_matrix.py) stays true.
+"""The hook behaviour matrix (docs/hook_matrix.json, tools/hook_matrix/generate.py) stays true.
 
 - Every run: a fixed sample of cells (each family's eager cell and one cell of every other context) is observed
   again, in a fresh process, and must equal the record; the record has every family x context; every surprising
-  cell names a cell that exists and runs it; the JSON says what tools/hook_matrix_notes.toml says; a few probes
-  agree with plain PyTorch written here; the page and the ./course matrix section are rendered from the JSON.
-- Every cell: set ``HOOKLAB_HOOK_MATRIX=all`` (the weekly CI does: .github/workflows/matrix.yml), and
+  cell names a cell that exists and runs it; the JSON says what tools/hook_matrix/notes.toml says; a few probes
+  agree with plain PyTorch written here; the page and the ./course rerun section are rendered from the JSON.
+- Every cell: set ``HOOKLAB_HOOK_MATRIX=all`` (the weekly CI does: .github/workflows/rerun.yml), and
   ``test_every_cell_is_observed_as_recorded`` re-observes all 870 (a few minutes).
 """
 from __future__ import annotations
@@ -21,7 +21,8 @@ import torch
 from torch import nn
 
 from patience import run
-from tools import hook_matrix, hook_matrix_page, matrix_hooks
+from tools.hook_matrix import generate as hook_matrix, page as hook_matrix_page
+from tools.rerun import matrix_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*@[a-z0-9]+(-[a-z0-9]+)*$")
@@ -39,15 +40,15 @@ def check(*args: str, seconds: float):
 
 
 def test_the_fixed_sample_is_observed_as_recorded_and_a_changed_cell_is_reported(tmp_path):
-    """One run of the check, as ./course matrix runs it in a side environment (tools/matrix_hooks.py): the fixed
+    """One run of the check, as ./course rerun runs it in a side environment (tools/rerun/matrix_cells.py): the fixed
     sample against the record with one cell altered on purpose. That cell, and only that cell, is reported."""
     doc = json.loads((ROOT / "docs" / "hook_matrix.json").read_text(encoding="utf-8"))
     assert doc["cells"]["forward-hook@eager"]["calls"] == 1
     doc["cells"]["forward-hook@eager"]["calls"] = 7
     altered = tmp_path / "altered.json"
     altered.write_text(json.dumps(doc), encoding="utf-8")
-    proc = check("--against", str(altered), "--report", str(tmp_path / matrix_hooks.REPORT), seconds=240)
-    result = matrix_hooks.read(tmp_path)
+    proc = check("--against", str(altered), "--report", str(tmp_path / matrix_cells.REPORT), seconds=240)
+    result = matrix_cells.read(tmp_path)
     assert result.error is None, proc.stderr[-3000:]
     assert [c["key"] for c in result.changed] == ["forward-hook@eager"], \
         f"PyTorch now does something else in these cells:\n{hook_matrix.render_differences(result.changed)}"
@@ -94,7 +95,7 @@ def test_the_json_says_what_the_notes_say(doc):
                 for k, r in doc["cells"].items()}
     assert hook_matrix.records(observed, table) == doc["cells"], "run python -m tools.hook_matrix annotate"
     unknown = set(table.get("cell", {})) - set(doc["cells"])
-    assert not unknown, f"tools/hook_matrix_notes.toml names cells the matrix does not have: {sorted(unknown)}"
+    assert not unknown, f"tools/hook_matrix/notes.toml names cells the matrix does not have: {sorted(unknown)}"
     assert set(table["family"]) == {f["id"] for f in doc["families"]}
 
 
@@ -200,7 +201,7 @@ def test_the_recording_hooks_leave_nothing_behind():
     assert x.grad is not None
 
 
-# ---- comparing, the page, ./course matrix ------------------------------------------------------------------------
+# ---- comparing, the page, ./course rerun ------------------------------------------------------------------------
 
 def test_differences_name_each_changed_field(doc):
     recorded = {k: doc["cells"][k] for k in ("forward-hook@eager", "tensor-hook@no-grad")}
@@ -242,16 +243,16 @@ def test_the_site_copy_of_a_notebook_gets_a_target_before_each_cited_cell(doc):
     assert nb["cells"] == json.loads((ROOT / "notebooks" / name).read_text(encoding="utf-8"))["cells"]
 
 
-def test_course_matrix_reports_the_changed_cells(tmp_path):
-    assert matrix_hooks.read(tmp_path).error and matrix_hooks.exit_code(None) == 0
-    (tmp_path / matrix_hooks.REPORT).write_text(json.dumps([]), encoding="utf-8")
-    same = matrix_hooks.read(tmp_path)
-    assert matrix_hooks.exit_code(same) == 0 and "Every cell is observed as recorded" in matrix_hooks.section(same)
+def test_the_rerun_reports_the_changed_cells_of_the_matrix(tmp_path):
+    assert matrix_cells.read(tmp_path).error and matrix_cells.exit_code(None) == 0
+    (tmp_path / matrix_cells.REPORT).write_text(json.dumps([]), encoding="utf-8")
+    same = matrix_cells.read(tmp_path)
+    assert matrix_cells.exit_code(same) == 0 and "Every cell is observed as recorded" in matrix_cells.section(same)
     changed = [{"key": "forward-hook@compile-hook-after", "fields": {"calls": [0, 1]}}]
-    (tmp_path / matrix_hooks.REPORT).write_text(json.dumps(changed), encoding="utf-8")
-    result = matrix_hooks.read(tmp_path)
-    assert matrix_hooks.exit_code(result) == 1 and matrix_hooks.one_line(result) == "hook matrix: 1 changed cell(s)"
-    section = matrix_hooks.section(result)
+    (tmp_path / matrix_cells.REPORT).write_text(json.dumps(changed), encoding="utf-8")
+    result = matrix_cells.read(tmp_path)
+    assert matrix_cells.exit_code(result) == 1 and matrix_cells.one_line(result) == "hook matrix: 1 changed cell(s)"
+    section = matrix_cells.section(result)
     assert "`forward-hook@compile-hook-after`" in section and "calls: recorded `0`, now `1`" in section
 
 

@@ -13,12 +13,14 @@ import pytest
 from jupyter_client import BlockingKernelClient
 
 from process_group import start_process_group, stop_process_group
-from tools import kernelspec, workcopies
 
-# `./course lab` always serves the locked .venv, so under ./course matrix it would test the pin, not the torch
+# `./course lab` always serves the locked .venv, so under ./course rerun it would test the pin, not the torch
+from tools.classroom import workcopies
+from tools.notebooks import kernelspec
+
 # being checked (and would sync .venv as a side effect).
-pytestmark = pytest.mark.skipif(os.environ.get("COURSE_MATRIX") == "1",
-                                reason="COURSE_MATRIX=1: ./course lab serves the locked .venv, not this torch")
+pytestmark = pytest.mark.skipif(os.environ.get("COURSE_RERUN") == "1",
+                                reason="COURSE_RERUN=1: ./course lab serves the locked .venv, not this torch")
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "hooklab-test-token"
@@ -179,7 +181,7 @@ def test_lab_serves_working_copies_and_its_kernel_uses_hooklab(lab_server):
                                                             "content": model["content"]})
     assert "print('mine')" in (copies / "00_introduction.ipynb").read_text(encoding="utf-8")
     assert (ROOT / "notebooks" / "00_introduction.ipynb").read_bytes() == tracked["00_introduction.ipynb"]
-    # the terminal stays quiet (tools/lab.py): no jupyter_lsp list of 19 servers the course does not install, no
+    # the terminal stays quiet (tools/classroom/lab.py): no jupyter_lsp list of 19 servers the course does not install, no
     # tornado warning about jupyter_server's websocket ping settings (it came when a websocket connected)
     log = lab_server.log.read_text(errors="replace")
     assert "Skipped non-installed server" not in log and "websocket_ping_timeout" not in log, log[-3000:]

@@ -1,5 +1,5 @@
 """`./course lab [--lang zh|en]` and `./course reset [NN]`: the command line, the learner's working copies the lab
-serves (tools/workcopies.py) and the settings it writes; no browser, no server."""
+serves (tools/classroom/workcopies.py) and the settings it writes; no browser, no server."""
 import json
 import os
 import subprocess
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import lab, workcopies
+from tools.classroom import lab, workcopies
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -349,7 +349,7 @@ def run_course(args, work, timeout=120):
 def test_course_reset_from_the_shell(tmp_path, monkeypatch, capsys):
     """The `reset` line of `course`: fresh copies of the real notebooks into COURSE_WORK_DIR, the old one kept.
     The refused reset runs the real command (`course` hands its arguments and exit status through); the two that
-    copy run tools/workcopies.py's command line in this process (a real one spends seconds importing torch)."""
+    copy run tools/classroom/workcopies.py's command line in this process (a real one spends seconds importing torch)."""
     work = tmp_path / "work"
     monkeypatch.setenv("COURSE_WORK_DIR", str(work))
     assert workcopies.reset_main(["03"]) == 0
@@ -399,8 +399,8 @@ def test_course_lab_print_command(monkeypatch):
 
 
 def test_the_shell_scripts_register_the_kernel_tools_and_notebooks_name():
-    """tools/kernelspec.py is the one definition; `course` and postBuild (shell) repeat it and must agree."""
-    from tools import kernelspec
+    """tools/notebooks/kernelspec.py is the one definition; `course` and postBuild (shell) repeat it and must agree."""
+    from tools.notebooks import kernelspec
     course = (ROOT / "course").read_text(encoding="utf-8")
     assert f"\nKERNEL={kernelspec.NAME}\n" in course
     assert f'--name "$KERNEL" \\\n        --display-name "{kernelspec.DISPLAY_NAME}"' in course

@@ -1,9 +1,9 @@
-"""tools/launch.py: the launch copies that leave the repository (the site's download button, Colab, Binder) start
+"""tools/launch/copies.py: the launch copies that leave the repository (the site's download button, Colab, Binder) start
 with a cell that installs hooklab where it is missing, and exactly what the notebook imports at the lock's versions.
 Here: what the cell and the launch branch's tree hold, and that every notebook's cell installs every distribution
-its code imports (read here independently of tools/notebook_imports.py: import lines by a regular expression,
+its code imports (read here independently of tools/notebooks/imports.py: import lines by a regular expression,
 distributions by the files they installed). The cell itself runs in a fresh environment in
-tests/tools/test_package.py; whole launch copies run as Colab would with ``python -m tools.launch_check``."""
+tests/tools/test_package.py; whole launch copies run as Colab would with ``python -m tools.launch.check``."""
 from __future__ import annotations
 
 import ast
@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from tools import launch, notebook_imports
+from tools.launch import copies as launch
+from tools.notebooks import imports as notebook_imports
 
 pytestmark = pytest.mark.timeout(120)
 

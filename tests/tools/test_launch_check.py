@@ -1,4 +1,4 @@
-"""tools/launch_check.py (``python -m tools.launch_check``): what it reads from a launch copy, what it refuses, the
+"""tools/launch/check.py (``python -m tools.launch.check``): what it reads from a launch copy, what it refuses, the
 environment it gives pip, and its report. Here without building an environment; notebook 01's copy runs in a fresh
 one, offline, in tests/tools/test_package.py (every copy runs online in the weekly workflow)."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import launch, launch_check
+from tools.launch import check as launch_check, copies as launch
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEEL = "hooklab[course] @ file:///tmp/dist/hooklab-0.1.0-py3-none-any.whl"

@@ -1,7 +1,7 @@
 """The package people install: ``uv build`` gives a wheel and an sdist that hold the whole package, with the metadata
 PyPI shows (the package page docs/pypi.md with its links filled in as CI fills them, the SPDX licence, classifiers,
 project URLs) passing ``twine check --strict``, at the sizes the README states; and the first cell of a launch copy
-(tools/launch.py: what Colab or a downloaded notebook runs) installs the wheel with the course's extra into a fresh
+(tools/launch/copies.py: what Colab or a downloaded notebook runs) installs the wheel with the course's extra into a fresh
 environment, says so, and installs nothing the second time; the installed package's doctests pass there.
 
 Nothing is downloaded: the build's setuptools and the environment's packages (the versions uv.lock pins) come from
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import patience
-from tools import launch, package_page
+from tools.launch import copies as launch, package_page
 
 ROOT = Path(__file__).resolve().parents[2]
 UV = ROOT / ".tools" / "bin" / "uv"
@@ -130,7 +130,7 @@ def test_the_metadata_is_what_pypi_shows_and_twine_passes_it(dist):
 def test_the_readme_states_the_sizes_of_this_build(dist):
     built = {kind: path.stat().st_size for kind, path in dist.items()}
     problems = package_page.stale_sizes((ROOT / "README.md").read_text(encoding="utf-8"), built)
-    assert not problems, "; ".join(problems) + ": write them with `python -m tools.package_page sizes DIST --write`"
+    assert not problems, "; ".join(problems) + ": write them with `python -m tools.launch.package_page sizes DIST --write`"
 
 
 @pytest.fixture(scope="module")
@@ -174,11 +174,11 @@ def test_install_cell_installs_the_wheel_then_skips_and_the_doctests_pass(dist, 
 
 
 def test_notebook_01s_launch_copy_runs_in_a_fresh_environment(dist, tmp_path):
-    """The smallest Colab-like run (tools/launch_check.py): notebook 01's launch copy, top to bottom, in a fresh
+    """The smallest Colab-like run (tools/launch/check.py): notebook 01's launch copy, top to bottom, in a fresh
     environment with pip, Jupyter's kernel and torch, its first cell installing the wheel; offline: the course extra's
     packages come from uv's cache beforehand and pip uses no index (the weekly workflow runs every copy online)."""
-    done = patience.run([sys.executable, "-m", "tools.launch_check", "01", "--offline", "--wheel", str(dist["wheel"]),
-                         "--out", str(tmp_path)], what="python -m tools.launch_check 01 --offline (a fresh environment "
+    done = patience.run([sys.executable, "-m", "tools.launch.check", "01", "--offline", "--wheel", str(dist["wheel"]),
+                         "--out", str(tmp_path)], what="python -m tools.launch.check 01 --offline (a fresh environment "
                         "from uv's cache, pip, notebook 01)", seconds=LAUNCH_CHECK_S, cwd=ROOT, env=_env())
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     line, = [x for x in done.stdout.splitlines() if x.startswith("01_tensor_hooks.ipynb: ")]

@@ -1,4 +1,4 @@
-"""hooklab's page on PyPI (docs/pypi.md) and tools/package_page.py: the page is short, in both languages, its example
+"""hooklab's page on PyPI (docs/pypi.md) and tools/launch/package_page.py: the page is short, in both languages, its example
 runs and prints what the page says, and the links are filled in for the repository the package is built for. The
 built package's metadata and `twine check --strict` are in tests/tools/test_package.py."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from tools import package_page
+from tools.launch import package_page
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "pypi.md"
@@ -66,7 +66,7 @@ def test_stamping_fills_in_every_link_of_the_page_and_the_project_urls(tmp_path)
                                "Repository": EXAMPLE_URL, "Issues": f"{EXAMPLE_URL}/issues"}
     assert project["optional-dependencies"] == tomllib.loads((ROOT / "pyproject.toml").read_text(
         encoding="utf-8"))["project"]["optional-dependencies"]  # nothing else moved
-    from tools import site  # the site reads its repository from the same table
+    from tools.site import build as site  # the site reads its repository from the same table
     assert site.repository_url(tmp_path / "pyproject.toml") == EXAMPLE_URL
     package_page.stamp(tmp_path, "https://git.example.org/team/hooklab")  # again, elsewhere: replaced, not added
     text = (tmp_path / "pyproject.toml").read_text(encoding="utf-8")
@@ -99,7 +99,7 @@ def test_readme_sizes_are_checked_and_written_from_a_build(tmp_path, monkeypatch
     (tmp_path / "README.md").write_text(readme, encoding="utf-8")
     monkeypatch.setattr(package_page, "README", tmp_path / "README.md")
     assert package_page.main(["sizes", str(dist)]) == 1
-    assert "python -m tools.package_page sizes" in capsys.readouterr().err
+    assert "python -m tools.launch.package_page sizes" in capsys.readouterr().err
     assert package_page.main(["sizes", str(dist), "--write"]) == 0
     assert package_page.main(["sizes", str(dist)]) == 0
     assert "a wheel (2 KiB," in (tmp_path / "README.md").read_text(encoding="utf-8")

@@ -1,10 +1,10 @@
-"""tools/pinned_links.py: links go to the pinned release's documentation and source (docs.pytorch.org/docs/2.15/,
+"""tools/launch/pinned_links.py: links go to the pinned release's documentation and source (docs.pytorch.org/docs/2.15/,
 github.com/pytorch/pytorch/blob/v2.15.0/), not to docs/stable or main, which move on to other versions."""
 from __future__ import annotations
 
 import json
 
-from tools import pinned_links
+from tools.launch import pinned_links
 
 PINS = {"torch": "2.15.0", "torchvision": "0.29.2"}
 
@@ -12,7 +12,7 @@ PINS = {"torch": "2.15.0", "torchvision": "0.29.2"}
 def test_no_link_in_the_course_points_to_a_moving_version():
     found = {str(path): links for path in pinned_links.files() if (links := pinned_links.pin_file(path, PINS,
                                                                                                  write=False))}
-    assert not found, f"{found}\n(python -m tools.pinned_links fix pins them)"
+    assert not found, f"{found}\n(python -m tools.launch.pinned_links fix pins them)"
     assert len(pinned_links.files()) > 40  # the notebooks, the README, the site's data, hooklab's modules
 
 

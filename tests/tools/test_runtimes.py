@@ -1,4 +1,4 @@
-"""tools/runtimes.py: the notebooks' run times have one source (docs/runtimes.toml, measured by `./course test`), and
+"""tools/notebooks/runtimes.py: the notebooks' run times have one source (docs/runtimes.toml, measured by `./course test`), and
 the README's table and every notebook's "Run time" line say what it says."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import runtimes
+from tools.notebooks import runtimes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +24,7 @@ TABLE = {"measured": {"by": "./course test", "cores": 2, "date": "2026-11-23", "
 
 def test_the_readme_and_every_notebook_agree_with_the_measured_table():
     problems = runtimes.check()
-    assert problems == [], "\n".join(problems) + "\n(python -m tools.runtimes apply writes them from the table)"
+    assert problems == [], "\n".join(problems) + "\n(python -m tools.notebooks.runtimes apply writes them from the table)"
     table = runtimes.read_table()
     notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert sorted(table["seconds"]) == notebooks  # every notebook measured, none that is gone

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import site
+from tools.site import build as site, pages
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,7 +113,7 @@ def test_repository_url_comes_from_the_environment_then_project_urls(tmp_path):
     assert site.configured_repository(pyproject, {}) == EXAMPLE_URL
     assert site.configured_repository(pyproject, {"HOOKLAB_REPOSITORY_URL": ""}) == EXAMPLE_URL  # empty: unset
     assert site.configured_repository(pyproject, {"HOOKLAB_REPOSITORY_URL": other + "/"}) == other  # Actions
-    with pytest.raises(site.SiteError, match="HOOKLAB_REPOSITORY_URL should be a repository's https URL"):
+    with pytest.raises(pages.SiteError, match="HOOKLAB_REPOSITORY_URL should be a repository's https URL"):
         site.configured_repository(pyproject, {"HOOKLAB_REPOSITORY_URL": "someone-else/hooklab"})
 
 
@@ -128,19 +128,19 @@ def test_repository_url_comes_from_project_urls_only(tmp_path):
                          encoding="utf-8")
     assert site.repository_url(pyproject) == EXAMPLE_URL  # Repository first
     pyproject.write_text('[project.urls]\nRepository = "github.com/x"\n', encoding="utf-8")
-    with pytest.raises(site.SiteError, match="Repository .*https URL"):
+    with pytest.raises(pages.SiteError, match="Repository .*https URL"):
         site.repository_url(pyproject)
     pyproject.write_text('[project\n', encoding="utf-8")
-    with pytest.raises(site.SiteError, match="cannot read"):
+    with pytest.raises(pages.SiteError, match="cannot read"):
         site.repository_url(pyproject)
 
 
 def test_index_page_is_the_landing_page_with_the_notebooks_and_the_api_in_the_sidebar():
-    text = site.index_page("# Title\n\nbody\n", ["00_a", "01_b"], "en")
+    text = pages.index_page("# Title\n\nbody\n", ["00_a", "01_b"], "en")
     assert text.startswith("# Title\n\nbody\n")
     assert text.index(":hidden:") < text.index("00_a") < text.index("01_b") < text.index("\napi\n")
-    assert ":caption: 笔记本" in site.index_page("# T\n", ["00_a"], "zh")
-    few = site.index_page("# Title\n\nbody\n", ["00_a", "01_b"], "en", api=False)
+    assert ":caption: 笔记本" in pages.index_page("# T\n", ["00_a"], "zh")
+    few = pages.index_page("# Title\n\nbody\n", ["00_a", "01_b"], "en", api=False)
     assert text.startswith(few) and "\napi\n" not in few  # a build of a few notebooks (only=): no API page
 
 
@@ -155,18 +155,18 @@ def test_each_notebook_has_a_title_a_line_and_a_picture_for_the_landing_page():
     code = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 1,
             "source": "h = x.register_hook(lambda g: g * 2)\n# model.register_forward_hook(f) in a comment\ny = 1"}
     nb = _notebook("# 99 · 新课 / New notebook", learn, code)
-    assert site.notebook_title(nb, "zh") == ("99", "新课") and site.notebook_title(nb, "en") == ("99", "New notebook")
-    assert site.notebook_line(nb, "99_new", "en", {"99_new": {"en": "Curated."}}) == "Curated."
-    assert site.notebook_line(nb, "99_new", "en", {}) == "How hooks fire: in order."  # a new notebook: its own
+    assert pages.notebook_title(nb, "zh") == ("99", "新课") and pages.notebook_title(nb, "en") == ("99", "New notebook")
+    assert pages.notebook_line(nb, "99_new", "en", {"99_new": {"en": "Curated."}}) == "Curated."
+    assert pages.notebook_line(nb, "99_new", "en", {}) == "How hooks fire: in order."  # a new notebook: its own
     subtitled = _notebook("# 99 · 新课 / New\n\n**副标题 · A subtitle**")
-    assert site.notebook_line(subtitled, "99_new", "zh", {}) == "副标题"
-    name, svg = site.notebook_picture(nb, "99")
+    assert pages.notebook_line(subtitled, "99_new", "zh", {}) == "副标题"
+    name, svg = pages.notebook_picture(nb, "99")
     assert name == "99.svg" and b"x.register_hook(lambda g: g * 2)" in svg and b"in a comment" not in svg
     figure = {**code, "outputs": [{"output_type": "display_data", "metadata": {},
                                    "data": {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}}]}
-    assert site.notebook_picture(_notebook("# 99 · a / b", figure), "99") == ("99.png", b"\x89PNG\r\n\x1a\n")
-    with pytest.raises(site.SiteError, match="title line"):
-        site.notebook_title(_notebook("# Untitled"), "en")
+    assert pages.notebook_picture(_notebook("# 99 · a / b", figure), "99") == ("99.png", b"\x89PNG\r\n\x1a\n")
+    with pytest.raises(pages.SiteError, match="title line"):
+        pages.notebook_title(_notebook("# Untitled"), "en")
 
 
 def test_landing_page_fills_in_the_map_and_keeps_the_blocks_that_apply():
@@ -174,23 +174,23 @@ def test_landing_page_fills_in_the_map_and_keeps_the_blocks_that_apply():
                 "<!-- end -->\n<!-- if launch -->\nlaunch\n<!-- end -->\nclone {{repository_or_placeholder}}\n"
                 "{{notebook_map}}\n")
     cards = [{"name": "00_a", "number": "00", "title": "A & B", "picture": "landing/00.svg", "line": "x < y"}]
-    text = site.landing_page(template, cards, repository=EXAMPLE_URL, launch=False, torch="2.15.0", lang="en")
+    text = pages.landing_page(template, cards, repository=EXAMPLE_URL, launch=False, torch="2.15.0", lang="en")
     assert text.startswith("# 1 notebooks on torch 2.15.0\nrepo: " + EXAMPLE_URL) and "launch" not in text
     assert f"clone {EXAMPLE_URL}" in text
     assert '<a class="hooklab-card" href="00_a.html"><img src="landing/00.svg"' in text
     assert "00 · A &amp; B" in text and "x &lt; y" in text  # escaped
-    bare = site.landing_page(template, cards, repository=None, launch=False, torch="2.15.0", lang="zh")
+    bare = pages.landing_page(template, cards, repository=None, launch=False, torch="2.15.0", lang="zh")
     assert "repo:" not in bare and "clone <仓库地址>" in bare
-    with pytest.raises(site.SiteError, match="unknown"):
-        site.landing_page("{{nope}}", cards, repository=None, launch=False, torch="2", lang="en")
+    with pytest.raises(pages.SiteError, match="unknown"):
+        pages.landing_page("{{nope}}", cards, repository=None, launch=False, torch="2", lang="en")
 
 
 def test_api_page_documents_every_public_name_in_its_group():
-    names = site.public_names()
+    names = pages.public_names()
     import hooklab  # the source's __all__ as Python sees it
     assert names == list(hooklab.__all__)
-    groups = site.api_groups()
-    page = site.api_page("en", names + ["NotInAnyGroup"], groups)
+    groups = pages.api_groups()
+    page = pages.api_page("en", names + ["NotInAnyGroup"], groups)
     for name in names + ["NotInAnyGroup"]:
         assert re.search(rf"^\.\. auto(class|function):: {name}$", page, re.M), name
         assert re.search(rf"^   {name}$", page, re.M), name  # in its group's autosummary table
@@ -198,22 +198,22 @@ def test_api_page_documents_every_public_name_in_its_group():
     assert page.rindex("Other") < page.index(".. autoclass:: NotInAnyGroup")
     grouped = [n for g in groups for n in g["names"]]
     assert len(grouped) == len(set(grouped)), "a name is in two groups"
-    assert "API 参考" in site.api_page("zh", names, groups)
+    assert "API 参考" in pages.api_page("zh", names, groups)
     # a class with a lowercase name (a context manager) is documented as a class, with its members
     import inspect
     classes = {n for n in names if inspect.isclass(getattr(hooklab, n))}
     assert {"capture", "intervene"} <= classes
-    assert ".. autoclass:: intervene\n   :members:" in site.api_page("en", names, groups, classes)
+    assert ".. autoclass:: intervene\n   :members:" in pages.api_page("en", names, groups, classes)
 
 
 def test_every_notebook_has_further_reading():
-    table = site.further_reading()
+    table = pages.further_reading()
     names = [p.stem for p in site.notebooks()]
     assert sorted(table) == names
     for name, links in table.items():
         assert 2 <= len(links) <= 8, name
         assert all(url.startswith("https://") for _, url in links), name
-    cell = site.further_reading_cell([("torch.Tensor.register_hook", "https://pytorch.org/x")], "zh")
+    cell = pages.further_reading_cell([("torch.Tensor.register_hook", "https://pytorch.org/x")], "zh")
     assert cell["source"].startswith("## 延伸阅读\n")
     assert "- [torch.Tensor.register_hook](https://pytorch.org/x)" in cell["source"]
     assert cell["metadata"]["tags"][0] == "lang-zh"
@@ -222,11 +222,11 @@ def test_every_notebook_has_further_reading():
 def test_bad_further_reading_says_what_to_fix(tmp_path):
     path = tmp_path / "fr.toml"
     path.write_text('[00_x]\nlinks = [["t", "http://insecure.example"]]\n', encoding="utf-8")
-    with pytest.raises(site.SiteError, match=r"\[00_x\] 't': the URL should start with https://"):
-        site.further_reading(path)
+    with pytest.raises(pages.SiteError, match=r"\[00_x\] 't': the URL should start with https://"):
+        pages.further_reading(path)
     path.write_text('[00_x]\nlinks = ["t"]\n', encoding="utf-8")
-    with pytest.raises(site.SiteError, match=r"\[00_x\] needs links"):
-        site.further_reading(path)
+    with pytest.raises(pages.SiteError, match=r"\[00_x\] needs links"):
+        pages.further_reading(path)
 
 
 def test_a_new_notebook_without_further_reading_is_refused(tmp_path):
@@ -234,20 +234,20 @@ def test_a_new_notebook_without_further_reading_is_refused(tmp_path):
     nb = {"cells": [{"cell_type": "markdown", "metadata": {"tags": ["lang-both"]}, "source": "# 99 · 新 / New"}],
           "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     (tmp_path / "notebooks" / "99_new.ipynb").write_text(json.dumps(nb), encoding="utf-8")
-    with pytest.raises(site.SiteError, match=r"has no \[99_new\] table"):
+    with pytest.raises(pages.SiteError, match=r"has no \[99_new\] table"):
         site.assemble(tmp_path / "src", "en", root=tmp_path)
 
 
 def test_glossary_terms_are_read_from_notebook_00():
     nb = json.loads((ROOT / "notebooks" / "00_introduction.ipynb").read_text(encoding="utf-8"))
-    terms = site.glossary_terms(nb)
+    terms = pages.glossary_terms(nb)
     for term in ("钩子", "句柄", "激活检查点", "累加后钩子", "保存的张量"):
         assert term in terms
     assert all(re.fullmatch(r"[\u4e00-\u9fff]{2,}", t) for t in terms)
 
 
 def test_chooser_page_links_both_languages():
-    page = site.chooser_page(["zh", "en"])
+    page = pages.chooser_page(["zh", "en"])
     assert 'href="zh/index.html"' in page and 'href="en/index.html"' in page
     assert "<script" not in page and "http" not in page.split("<body>")[1]
 
@@ -275,7 +275,7 @@ def test_every_notebook_has_a_page_in_both_languages_in_order(built):
     out, _ = built
     names = notebook_names()
     assert names and names[0].startswith("00_")
-    for lang in site.LANGS:
+    for lang in pages.LANGS:
         for name in [*names, "index", "api", "search"]:
             assert (out / lang / f"{name}.html").is_file(), (lang, name)
         listed = [link[:-5] for link in parsed(out / lang / "index.html").links if link[:-5] in names]
@@ -300,7 +300,7 @@ def test_each_site_is_in_its_language_checker_lines_included(built):
     out, _ = built
     seen = {"zh": 0, "en": 0}
     for name in notebook_names():
-        for lang in site.LANGS:
+        for lang in pages.LANGS:
             page = parsed(out / lang / f"{name}.html")
             for output in page.outputs:
                 for line in output.split("\n"):
@@ -324,7 +324,7 @@ def test_every_figure_of_the_notebooks_is_on_its_page(built):
     for path in site.notebooks():
         nb = json.loads(path.read_text(encoding="utf-8"))
         figures = sum(1 for c in nb["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data", {}))
-        for lang in site.LANGS:
+        for lang in pages.LANGS:
             images = [src for src in parsed(out / lang / f"{path.stem}.html").images if src.startswith("_images/")]
             assert len(images) == figures, (lang, path.name, figures, images)
             for src in images:
@@ -333,7 +333,7 @@ def test_every_figure_of_the_notebooks_is_on_its_page(built):
 
 def test_math_is_rendered_by_the_local_mathjax_and_nothing_loads_from_outside(built):
     out, _ = built
-    for lang in site.LANGS:
+    for lang in pages.LANGS:
         page = (out / lang / "06_saved_tensor_hooks.html").read_text(encoding="utf-8")
         assert r'<span class="math notranslate nohighlight">\(y = a \cdot b\)</span>' in page
         assert "$y = a" not in page  # no raw TeX left
@@ -349,7 +349,7 @@ def test_math_is_rendered_by_the_local_mathjax_and_nothing_loads_from_outside(bu
 
 def test_download_and_copy_buttons(built):
     out, _ = built
-    for lang in site.LANGS:
+    for lang in pages.LANGS:
         for name in notebook_names():
             page = parsed(out / lang / f"{name}.html")
             downloads = [a["href"] for a in page.anchors if "btn-download-source-button" in a.get("class", "")]
@@ -363,11 +363,11 @@ def test_download_and_copy_buttons(built):
 
 def test_every_notebook_page_ends_with_its_further_reading(built):
     out, _ = built
-    table = site.further_reading()
-    for lang in site.LANGS:
+    table = pages.further_reading()
+    for lang in pages.LANGS:
         for name in notebook_names():
             page = parsed(out / lang / f"{name}.html")
-            heading = site.TEXT[lang]["further"]
+            heading = pages.TEXT[lang]["further"]
             assert heading in page.text, (lang, name)
             tail = page.links[page.links.index(table[name][0][1]):]
             assert [url for _, url in table[name]] == [u for u in tail if u.startswith("https://")][:len(table[name])]
@@ -414,12 +414,12 @@ def test_every_public_method_and_property_has_a_docstring():
 
 def test_api_page_lists_every_public_name(built):
     out, _ = built
-    for lang in site.LANGS:
+    for lang in pages.LANGS:
         page = parsed(out / lang / "api.html")
-        for name in site.public_names():
+        for name in pages.public_names():
             assert f"hooklab.{name}" in page.ids, (lang, name)  # autodoc's entry
             assert f"#hooklab.{name}" in page.links, (lang, name)  # the autosummary table links to it
-        assert site.TEXT[lang]["api"] in page.text
+        assert pages.TEXT[lang]["api"] in page.text
         assert ">>> " in "".join(page.outputs)  # docstring examples render as code
         for cls, own in public_members().items():
             for attr in own:
@@ -472,7 +472,7 @@ def test_repository_and_launch_buttons_follow_the_repository_url_both_ways(built
     if other:
         text = flipped.read_text(encoding="utf-8")
         assert f"{EXAMPLE_URL}/edit/main/notebooks/01_tensor_hooks.ipynb" in text  # edit: the source notebook
-        # launch: this language's launch copy on the launch branch (tools/launch.py, pushed by pages.yml)
+        # launch: this language's launch copy on the launch branch (tools/launch/copies.py, pushed by pages.yml)
         assert ("https://mybinder.org/v2/gh/example-owner/hooklab/launch?urlpath=lab/tree/zh/01_tensor_hooks.ipynb"
                 in text)
         assert ("https://colab.research.google.com/github/example-owner/hooklab/blob/launch/zh/01_tensor_hooks.ipynb"
@@ -495,7 +495,7 @@ def test_repository_and_launch_buttons_follow_the_repository_url_both_ways(built
 def test_landing_page_maps_every_notebook_with_a_line_and_a_picture(built):
     out, _ = built
     names = notebook_names()
-    for lang in site.LANGS:
+    for lang in pages.LANGS:
         page = parsed(out / lang / "index.html")
         cards = [a["href"][:-5] for a in page.anchors if "hooklab-card" in a.get("class", "")]
         assert cards == names, lang  # every notebook present, in order (15 and 16 as they land)
@@ -505,10 +505,10 @@ def test_landing_page_maps_every_notebook_with_a_line_and_a_picture(built):
             data = (out / lang / src).read_bytes()
             assert data.startswith(b"\x89PNG") or data.startswith(b"<svg"), src
         text = page.text
-        assert "./course lab" in text and "pip install" in text and site.TEXT[lang]["api"] in text
+        assert "./course lab" in text and "pip install" in text and pages.TEXT[lang]["api"] in text
         for name in names:
             nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8"))
-            assert site.notebook_title(nb, lang)[1] in text, (lang, name)
+            assert pages.notebook_title(nb, lang)[1] in text, (lang, name)
     # the English landing page is English (but for the name of the button to the Chinese site)
     assert not HAN.search(parsed(out / "en" / "index.html").text.replace("中文", ""))
     assert len(HAN.findall(parsed(out / "zh" / "index.html").text)) > 500
@@ -530,7 +530,7 @@ def test_chinese_site_interface_is_chinese(built):
 
 def test_downloaded_notebooks_start_with_the_install_cell(built):
     out, _ = built
-    for lang in site.LANGS:
+    for lang in pages.LANGS:
         for name in notebook_names():
             nb = json.loads((out / lang / "_sources" / f"{name}.ipynb").read_text(encoding="utf-8"))
             assert nb["metadata"]["kernelspec"]["name"] == "python3"  # Colab, Binder, any Jupyter
@@ -541,10 +541,10 @@ def test_downloaded_notebooks_start_with_the_install_cell(built):
 # --- the search index, the anchors, the classroom files ---------------------------------------------------------
 
 def test_heading_ids_come_from_the_heading_text_without_the_section_number():
-    assert site.heading_id("1. 梯度累积：每个微批次里钩子看到什么") == "梯度累积-每个微批次里钩子看到什么"
-    assert site.heading_id("12. 梯度累积：每个微批次里钩子看到什么") == site.heading_id("1. 梯度累积：每个微批次里钩子看到什么")
-    assert site.heading_id("3.2 `register_hook` 与 Hook order") == "register_hook-与-hook-order"
-    assert site.heading_id("？") == "section"
+    assert pages.heading_id("1. 梯度累积：每个微批次里钩子看到什么") == "梯度累积-每个微批次里钩子看到什么"
+    assert pages.heading_id("12. 梯度累积：每个微批次里钩子看到什么") == pages.heading_id("1. 梯度累积：每个微批次里钩子看到什么")
+    assert pages.heading_id("3.2 `register_hook` 与 Hook order") == "register_hook-与-hook-order"
+    assert pages.heading_id("？") == "section"
 
 
 def test_extra_pages_are_in_the_page_list_the_sidebar_and_the_language_link_use():
@@ -582,14 +582,14 @@ def test_chinese_section_anchors_are_the_heading_text(built):
         assert sections, name
         for anchor, _, heading in sections:
             title = html.unescape(re.sub(r"<[^>]+>", "", heading)).strip()
-            assert re.fullmatch(re.escape(site.heading_id(title)) + r"(-\d+)?", anchor), (name, anchor, title)
+            assert re.fullmatch(re.escape(pages.heading_id(title)) + r"(-\d+)?", anchor), (name, anchor, title)
             checked += 1
         assert not re.search(r'<section id="id\d+"', text), name
     assert checked > 150
 
 
 def test_symptom_index_rows_have_anchors_and_the_layout_class(built):
-    """Every row of the symptom page (tools/symptoms.py writes ``(row-<symptom>)=`` or ``(msg-<message>)=`` before
+    """Every row of the symptom page (tools/messages/symptoms.py writes ``(row-<symptom>)=`` or ``(msg-<message>)=`` before
     the row's heading) is a section whose own anchor is that target, in both languages (on the Chinese site the
     anchor made from the heading's text stands beside it), with the class the site's stylesheet lays out for a phone
     and for print; a symptom's row links to the cell it names in that notebook's page, a message's row to the cell
@@ -597,7 +597,7 @@ def test_symptom_index_rows_have_anchors_and_the_layout_class(built):
     to."""
     out, _ = built
     names = notebook_names()
-    for lang in site.LANGS:
+    for lang in pages.LANGS:
         source = site.EXTRA_PAGES["symptoms"](ROOT, lang, names)
         targets = re.findall(r"^\(((?:row|msg)-[\w-]+)\)=$", source, re.M)
         text = (out / lang / "symptoms.html").read_text(encoding="utf-8")
@@ -629,7 +629,7 @@ def test_each_hook_matrix_cell_has_its_key_as_an_anchor(built):
     has the key as its anchor (tools/site/conf.py), for each of the matrix's cells, once."""
     out, _ = built
     cells = json.loads((ROOT / "docs" / "hook_matrix.json").read_text(encoding="utf-8"))["cells"]
-    for lang in site.LANGS:
+    for lang in pages.LANGS:
         text = (out / lang / "hook_matrix.html").read_text(encoding="utf-8")
         anchors = [a for a in map(html.unescape, re.findall(r'<tr\b[^>]*\bid="([^"]+)"', text)) if "@" in a]
         assert sorted(anchors) == sorted(cells), lang  # Sphinx writes the @ as &#64;
@@ -637,7 +637,7 @@ def test_each_hook_matrix_cell_has_its_key_as_an_anchor(built):
 
 def test_every_notebook_page_links_its_slides_and_handout_in_the_site(built):
     out, _ = built
-    for lang in site.LANGS:
+    for lang in pages.LANGS:
         assert (out / lang / "slides" / "_vendor" / "reveal.js" / "dist" / "reveal.js").is_file()
         assert (out / lang / "handouts" / "_vendor" / "mathjax" / "tex-svg.js").is_file()
         for name in notebook_names():
@@ -647,7 +647,7 @@ def test_every_notebook_page_links_its_slides_and_handout_in_the_site(built):
                 assert link in page.links, (lang, name, folder)
                 target = (out / lang / link).read_text(encoding="utf-8")
                 nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8"))
-                assert site.notebook_title(nb, lang)[1] in target, (lang, link)  # this language's deck / handout
+                assert pages.notebook_title(nb, lang)[1] in target, (lang, link)  # this language's deck / handout
             labels = "".join(a.get("title", "") for a in page.anchors)
             assert ("幻灯片" in labels) == (lang == "zh"), (lang, name)
 

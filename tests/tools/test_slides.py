@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import patience
-from tools import handout, slides, vendor
+from tools.classroom import handout, slides, vendor
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -288,8 +288,8 @@ def test_bad_input_gets_a_clear_message(tmp_path, capsys):
     stderr = capsys.readouterr().err
     assert "no notebook '42'" in stderr and "Traceback" not in stderr
     assert not any(tmp_path.iterdir())
-    result = patience.run([sys.executable, "-m", "tools.handout", "6", "--lang", "fr"], cwd=ROOT,
-                          what="python -m tools.handout to refuse --lang fr", seconds=120)
+    result = patience.run([sys.executable, "-m", "tools.classroom.handout", "6", "--lang", "fr"], cwd=ROOT,
+                          what="python -m tools.classroom.handout to refuse --lang fr", seconds=120)
     assert result.returncode == 2 and "invalid choice: 'fr'" in result.stderr and "Traceback" not in result.stderr
 
 

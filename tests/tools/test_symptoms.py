@@ -1,4 +1,4 @@
-"""The symptom index (tools/symptoms.py): every entry still matches its cell's committed output, notebook 00's section
+"""The symptom index (tools/messages/symptoms.py): every entry still matches its cell's committed output, notebook 00's section
 is current, the generator touches only the markdown between the markers, and the site and the matrix use it."""
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tools import matrix_report, symptoms
+from tools.messages import symptoms
+from tools.rerun import compare, report as rerun_report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +39,7 @@ def test_notebook_00_section_is_current():
     if current is None:
         pytest.skip("notebook 00 has no symptom-index marker cells yet (the lead inserts them; then this test checks "
                     "the section)")
-    assert current, "notebook 00's symptom index is stale: run .venv/bin/python -m tools.symptoms --write"
+    assert current, "notebook 00's symptom index is stale: run .venv/bin/python -m tools.messages.symptoms --write"
 
 
 def cell(kind, source, tags=(), **extra):
@@ -177,7 +178,7 @@ def test_the_site_page_links_to_anchors_the_site_adds(tmp_path):
 
 
 def test_site_assembles_the_symptom_page_and_the_anchors(tmp_path):
-    from tools import site
+    from tools.site import build as site
     src = tmp_path / "src"
     names = site.assemble(src, "en", only=["15_hooks_in_libraries"])
     assert names == ["15_hooks_in_libraries"]
@@ -190,24 +191,24 @@ def test_site_assembles_the_symptom_page_and_the_anchors(tmp_path):
     assert "symptoms" in (src / "index.md").read_text(encoding="utf-8").split("```{toctree}")[-1]
 
 
-def test_the_matrix_report_says_when_a_symptom_message_is_gone():
+def test_the_rerun_report_says_when_a_symptom_message_is_gone():
     committed = {"cells": [cell("code", "boom()", ["symptom"], outputs=[stream("RuntimeError: boom\n")],
                                 hooklab={"symptom": {"id": "boom-raises", "zh": "报错", "en": "raises",
                                                      "message": "RuntimeError: boom"}})]}
     fresh = copy.deepcopy(committed)
     fresh["cells"][0]["outputs"] = [stream("RuntimeError: boom happened differently\n")]
-    assert matrix_report.compare_notebook("07_demo.ipynb", committed, fresh, None, []).changes[0].symptom == ""
+    assert compare.compare_notebook("07_demo.ipynb", committed, fresh, None, []).changes[0].symptom == ""
     fresh["cells"][0]["outputs"] = [stream("RuntimeError: bang\n")]
-    (change,) = matrix_report.compare_notebook("07_demo.ipynb", committed, fresh, None, []).changes
+    (change,) = compare.compare_notebook("07_demo.ipynb", committed, fresh, None, []).changes
     assert change.symptom == "boom-raises: RuntimeError: boom"
     assert any("symptom index: the message of `boom-raises: RuntimeError: boom`" in line
-               for line in matrix_report._cell_section(change))
+               for line in rerun_report._cell_section(change))
 
 
 # --- the site's page: every row under its own anchor, the hook messages and their coverage, the silent kinds -----
 
 def test_every_row_of_the_page_has_its_anchor_and_its_words():
-    from tools import hook_messages
+    from tools.messages import hook_messages
     found = symptoms.collect(ROOT)[0]
     data = hook_messages.load()
     for lang in ("zh", "en"):
@@ -227,7 +228,7 @@ def test_every_row_of_the_page_has_its_anchor_and_its_words():
 
 
 def test_the_page_states_the_coverage_counted_from_the_data():
-    from tools import hook_messages
+    from tools.messages import hook_messages
     data = hook_messages.load()
     page = symptoms.site_page(symptoms.collect(ROOT)[0], "en")
     for row in hook_messages.coverage(data["messages"]):
@@ -280,7 +281,7 @@ def test_a_partial_site_leaves_out_the_rows_that_point_into_notebooks_it_lacks()
 
 
 def test_explain_anchors_are_put_before_the_cells_message_rows_point_to():
-    from tools import hook_messages
+    from tools.messages import hook_messages
     data = hook_messages.load()
     row = next(m for m in data["messages"] if m["status"] == "test")
     nb = symptoms.read_notebook(ROOT / "notebooks" / row["notebook"])
@@ -321,7 +322,7 @@ def test_notebook_00_without_its_markers_fails_the_check(tmp_path, monkeypatch, 
 
 
 def test_the_page_lists_the_left_out_texts_by_category_and_each_excuse_with_its_attempt():
-    from tools import hook_messages_data
+    from tools.messages import hook_messages_data
     data = hook_messages_data.load()
     page = symptoms.site_page(symptoms.collect(ROOT)[0], "en", messages=data)
     left_out = hook_messages_data.left_out_texts(data)
@@ -337,7 +338,7 @@ def test_the_page_lists_the_left_out_texts_by_category_and_each_excuse_with_its_
 
 
 def test_every_category_of_left_out_texts_has_its_chinese_name():
-    from tools import hook_messages_data, hook_messages_families
+    from tools.messages import hook_messages_data, hook_messages_families
     data = hook_messages_data.load()
     page = symptoms.site_page(symptoms.collect(ROOT)[0], "zh", messages=data)
     for category in hook_messages_data.left_out_texts(data):
@@ -349,7 +350,7 @@ def test_every_category_of_left_out_texts_has_its_chinese_name():
 def test_a_message_with_a_python_copy_of_its_check_has_one_row_the_explained_one():
     """The C++ check and its Python copy in Dynamo print the same words: the page holds one row for them, among the
     errors with its explanation, none among the excused messages (a search for the words finds only that row)."""
-    from tools import hook_messages_data
+    from tools.messages import hook_messages_data
     data = hook_messages_data.load()
     page = symptoms.site_page(symptoms.collect(ROOT)[0], "en", messages=data)
     words = "Tensor post accumulate grad hooks should return None."

@@ -1,6 +1,6 @@
 """Sphinx configuration of the course website, one build per language (`./course site` runs it twice).
 
-tools/site.py assembles the sources of one language (the one-language notebooks as `hooklab.course export`
+tools/site/build.py assembles the sources of one language (the one-language notebooks as `hooklab.course export`
 writes them, the landing page, the API page) and a settings file, and passes the file's path in the
 environment variable HOOKLAB_SITE: the language, the repository URL (from ``[project.urls]``, or none) and
 the page names of the other language's site. Notebooks are shown as committed: nothing is executed.
@@ -8,7 +8,7 @@ the page names of the other language's site. Notebooks are shown as committed: n
 Besides the theme: the language link, the Chinese section anchors made from the heading's text, the symptom index's
 row classes (and the row anchors of notebook 00's table), the hook matrix's cell anchors (its keys), the slides /
 handout menu of each notebook page, the launch and edit buttons; the search page is _templates/search.html
-(Pagefind's index, which tools/site.py writes after the build).
+(Pagefind's index, which tools/site/build.py writes after the build).
 """
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from typing import Any
 
 from sphinx.transforms import SphinxTransform
 
-from tools.site import heading_id  # the anchor of a section from its heading's text
+from tools.site.pages import heading_id  # the anchor of a section from its heading's text
 
 _SETTINGS = os.environ.get("HOOKLAB_SITE")
 if not _SETTINGS:
-    raise RuntimeError("this configuration is used by `./course site` (tools/site.py), which sets HOOKLAB_SITE "
+    raise RuntimeError("this configuration is used by `./course site` (tools/site/build.py), which sets HOOKLAB_SITE "
                        "to the settings of the language being built; run ./course site")
 SITE = json.loads(Path(_SETTINGS).read_text(encoding="utf-8"))
 LANG = SITE["lang"]  # "zh" or "en"
@@ -46,10 +46,10 @@ exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 root_doc = "index"
 
 # One language per site: Sphinx's own strings ("Search", "Contents", ...) in that language. The search is not
-# Sphinx's: tools/site.py indexes the built pages with Pagefind and _templates/search.html asks it.
+# Sphinx's: tools/site/build.py indexes the built pages with Pagefind and _templates/search.html asks it.
 language = "zh_CN" if ZH else "en"
 # Our translations of the interface strings that Sphinx's and the themes' Chinese catalogues lack or give in
-# Taiwanese wording (tools/site.py writes them as .po files; Sphinx compiles them): they come before the built-in
+# Taiwanese wording (tools/site/build.py writes them as .po files; Sphinx compiles them): they come before the built-in
 # catalogues.
 locale_dirs = [SITE["locale_dir"]] if SITE.get("locale_dir") else []
 
@@ -103,10 +103,10 @@ html_theme_options = {
                                                                      prose=SITE["licence_links"]["prose"])
                      + "</p>"),
 }
-# The repository's public URL (tools/site.py: --repository-url, else HOOKLAB_REPOSITORY_URL, which the publishing
+# The repository's public URL (tools/site/build.py: --repository-url, else HOOKLAB_REPOSITORY_URL, which the publishing
 # workflow sets from the Actions context, else [project.urls] in pyproject.toml): with it, the theme's repository /
 # edit / issue buttons and the Binder launch button; without it, none of them (never a guessed URL). The launch
-# buttons open the launch copies (tools/launch.py) on the branch SITE["launch_branch"], where the publishing
+# buttons open the launch copies (tools/launch/copies.py) on the branch SITE["launch_branch"], where the publishing
 # workflow puts them: Colab needs such a copy (its first cell installs hooklab), so it is offered only with one.
 if SITE.get("repository_url"):
     html_theme_options.update({
@@ -154,7 +154,7 @@ def _launch_copies(app, pagename, templatename, context, doctree):
         group["buttons"] = kept
 
 
-_CLASSROOM = {  # tools/site.py builds them into <lang>/slides/<lang>/ and <lang>/handouts/<lang>/
+_CLASSROOM = {  # tools/site/build.py builds them into <lang>/slides/<lang>/ and <lang>/handouts/<lang>/
     "zh": {"group": "上课用的材料", "slides": ("幻灯片", "本课的 reveal.js 幻灯片（离线可用：S 键打开演讲者视图）"),
            "handout": ("讲义", "本课的讲义，可以直接打印（每一节从新的一页开始）")},
     "en": {"group": "For teaching", "slides": ("Slides", "This notebook's reveal.js slide deck (works offline; S opens "
@@ -246,7 +246,7 @@ class ChineseSectionIds(SphinxTransform):
 def _symptom_rows(app, doctree, docname):
     """The symptom index's rows get the classes that _static/hooklab-site.css lays out (for a phone and for print).
 
-    - The symptom page (tools/symptoms.py): every row is a section of its own under an explicit target, ``row-<id>``
+    - The symptom page (tools/messages/symptoms.py): every row is a section of its own under an explicit target, ``row-<id>``
       (a symptom cell's) or ``msg-<id>`` (a hook message's); the section gets the class ``hooklab-symptom-row`` and
       the page's top section ``hooklab-symptom-index``. The target is the section's anchor in both languages
       (:class:`ChineseSectionIds` keeps explicit targets first): a search result or a shared link lands on the row.
@@ -282,7 +282,7 @@ _MATRIX_KEY = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*@[a-z0-9]+(?:-[a-z0-9]+)*")
 
 def _matrix_rows(app, doctree, docname):
     """A table row that names a cell of the hook behaviour matrix by its key (``forward-hook@compile``, in code: the
-    matrix page's tables, tools/hook_matrix_page.py) gets the key as its anchor, the first row naming a key in a page
+    matrix page's tables, tools/hook_matrix/page.py) gets the key as its anchor, the first row naming a key in a page
     (a surprising cell's row comes before its family's table): a search for the key, or a shared link, lands on it."""
     from docutils import nodes
 

@@ -7,7 +7,7 @@ Rows are hook families (:data:`FAMILIES`), columns the ways code runs (:data:`CO
     >>> print(hook_matrix.observe("forward-hook", "no-grad").summary())  # doctest: +ELLIPSIS
     forward-hook@no-grad: fires 1x (forward 1) | receives 1x (Subject, (f32[2,3],), f32[2,3]) | ...
 
-``tools/hook_matrix.py`` runs every cell and keeps the results in ``docs/hook_matrix.json``; notebook 17 teaches
+``tools/hook_matrix/generate.py`` runs every cell and keeps the results in ``docs/hook_matrix.json``; notebook 17 teaches
 how to read it and how to add a context.
 """
 from __future__ import annotations

@@ -8,28 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .families import Rig
-
-
-def wrap(rig: Rig, wrapper: str) -> None:
-    """Wrap ``rig.net`` in DDP, or shard it with FSDP2 (the subject, then the root), in place."""
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        raise RuntimeError(f"the {wrapper} cells run in worker processes with a process group: "
-                           "use hooklab.course.hook_matrix.observe_distributed")
-    if wrapper == "ddp":
-        from torch.nn.parallel import DistributedDataParallel
-
-        rig.net = DistributedDataParallel(rig.net)
-    else:
-        from torch.distributed.fsdp import fully_shard
-
-        fully_shard(rig.subject)
-        fully_shard(rig.net)
-    import torch
-    rig.opt = torch.optim.SGD(rig.net.parameters(), lr=0.1)
-
 
 def _cells(rank: int, world_size: int, keys: list[str]) -> list[dict[str, Any]]:
     import torch

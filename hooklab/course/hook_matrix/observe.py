@@ -38,7 +38,7 @@ class Harness:
         self.rigs.append(rig)
         wrapper = self.wrap or {"ddp-comm-hook": "ddp", "fsdp2-all-reduce-hook": "fsdp2"}.get(self.family.id, "")
         if wrapper:
-            from .distributed import wrap
+            from .wrappers import wrap
             wrap(rig, wrapper)
         return rig
 

@@ -1,4 +1,4 @@
-/* The course website's search page (tools/site/_templates/search.html loads it; tools/site.py writes the index).
+/* The course website's search page (tools/site/_templates/search.html loads it; tools/site/build.py writes the index).
 
    The index is Pagefind's (https://pagefind.app), written after Sphinx by its extended binary, which segments Chinese
    into words; in the browser Pagefind segments a Chinese query with Intl.Segmenter, stems English, matches every
@@ -107,7 +107,7 @@
   };
 
   /* The nearest element with an id at or before word ``location`` (a symptom row, a cell, a section), and the
-     section it is in (its anchor, derived from the heading's text: tools/site.py's heading_id). */
+     section it is in (its anchor, derived from the heading's text: tools/site/pages.py's heading_id). */
   const anchorBefore = (data, location) => {
     let found = null, section = null;
     for (const anchor of data.anchors || []) {

@@ -1,0 +1,268 @@
+"""The site's page of the hook behaviour matrix, in each language, generated from ``docs/hook_matrix.json``.
+
+    python -m tools.hook_matrix page --lang zh
+
+The page (MyST Markdown, ``hook_matrix.md`` next to the notebooks' pages, built by ``tools/site/build.py``) has:
+
+- an overview per group of contexts: one row per family, one column per context, each cell a symbol (fires N
+  times, does not fire, raises, n/a), a surprising cell marked with ⚠;
+- the surprising cells: what happens, why, and a link to the cell that teaches it;
+- one table per family: every context, what the hook did in a few words, the key (``forward-hook@compile``, which
+  the site's search and the browser's find both match), and the cell that teaches it.
+
+Links to a notebook cell are MyST references to targets that :func:`add_site_anchors` puts before each cited cell
+in the site's copy of a notebook (the committed notebooks are not changed).
+"""
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+from ..messages import symptoms
+
+TEXT = {
+    "zh": {
+        "title": "钩子行为矩阵",
+        "intro": ("每一种 PyTorch 钩子（行）在每一种运行方式（列）下做了什么：触发几次、收到什么、返回值是否生效、报什么错。"
+                  "表中每一格都由 `python -m tools.hook_matrix` 实际运行一个小探针得到（torch {torch}；编译用 `{backend}` "
+                  "后端，预编译用 `{precompile}`），记录在 `docs/hook_matrix.json`；`./course test` 每次重新运行一个固定样本，"
+                  "每周的 CI 重新运行全部格子，`./course rerun` 在新版 PyTorch 上列出变化的格子。怎样读、怎样扩展它，见"
+                  "第 17 课。"),
+        "legend": ("图例：**N** 触发 N 次；**0** 不触发；**✗** 报错；**n/a** 不适用（原因见该族的表）；**⚠** 出人意料的格子。"
+                   "每一格的键形如 `forward-hook@compile`（族@运行方式），可以直接搜索。"),
+        "counts": "共 {families} 族 × {contexts} 种运行方式 = {cells} 格：实际运行 {observed} 格，不适用 {na} 格；出人意料的 {surprising} 格。",
+        "overview": "总览", "surprising": "出人意料的格子", "families": "逐族的表", "contexts": "运行方式",
+        "groups": {"autograd": "自动求导的各种用法", "compiler": "编译、导出与追踪", "transform": "变换、检查点与混合精度",
+                   "copy": "复制与遍历", "distributed": "分布式"},
+        "family_groups": {"autograd": "张量与计算图", "module": "模块", "state": "状态与优化器",
+                          "distributed": "分布式"},
+        "columns_surprise": ("格子", "发生了什么", "为什么", "在哪里讲"),
+        "columns_family": ("运行方式", "观察到的", "键", "在哪里讲"),
+        "family_line": "API：`{api}`。改写返回值时探针返回：{returns}。",
+        "how": "一次运行",
+        "fires": "触发 {n} 次", "never": "不触发", "raises": "报错", "return": "返回值",
+        "returned": {"used": "生效", "ignored": "被忽略", "rejected": "被拒绝"},
+        "na": "不适用", "teaches_family": "讲这一族", "teaches_cell": "讲这一格",
+        "phases": {"forward": "前向", "backward": "反向", "second backward": "第二次反向", "register": "注册",
+                   "export": "导出", "trace": "追踪", "capture": "捕获", "load": "加载", "copy": "复制",
+                   "save and load": "保存与加载", "transform": "变换", "first call": "第一次调用", "step": "训练步",
+                   "script": "script", "apply": "apply", "state_dict": "state_dict", "load_state_dict": "load_state_dict",
+                   "run": "运行"},
+    },
+    "en": {
+        "title": "The hook behaviour matrix",
+        "intro": ("What every PyTorch hook family (rows) does under every way code runs (columns): how often it fires, "
+                  "what it receives, whether its return value is used, what it raises. Every cell was observed by "
+                  "running a small probe (`python -m tools.hook_matrix`; torch {torch}; compiled with the `{backend}` "
+                  "backend, precompiled with `{precompile}`) and is kept in `docs/hook_matrix.json`; `./course test` "
+                  "runs a fixed sample again every time, the weekly CI every cell, and `./course rerun` lists the cells "
+                  "that change on a new PyTorch. Notebook 17 teaches how to read it and how to extend it."),
+        "legend": ("Legend: **N** fires N times; **0** does not fire; **✗** raises; **n/a** not applicable (the "
+                   "family's table says why); **⚠** a surprising cell. Each cell has a key such as "
+                   "`forward-hook@compile` (family@context): search for it."),
+        "counts": "{families} families × {contexts} contexts = {cells} cells: {observed} observed by running, {na} "
+                  "not applicable; {surprising} surprising.",
+        "overview": "Overview", "surprising": "The surprising cells", "families": "Family by family",
+        "contexts": "The contexts",
+        "groups": {"autograd": "Ways of running autograd", "compiler": "Compiling, exporting and tracing",
+                   "transform": "Transforms, checkpointing and mixed precision", "copy": "Copies and tree walks",
+                   "distributed": "Distributed"},
+        "family_groups": {"autograd": "Tensors and the graph", "module": "Modules", "state": "State and optimizers",
+                          "distributed": "Distributed"},
+        "columns_surprise": ("Cell", "What happens", "Why", "Taught in"),
+        "columns_family": ("Context", "Observed", "Key", "Taught in"),
+        "family_line": "API: `{api}`. In the probe's modify run the hook returns: {returns}.",
+        "how": "one run",
+        "fires": "fires {n}×", "never": "does not fire", "raises": "raises", "return": "return value",
+        "returned": {"used": "used", "ignored": "ignored", "rejected": "rejected"},
+        "na": "n/a", "teaches_family": "the family", "teaches_cell": "this cell",
+        "phases": {},
+    },
+}
+_NB = re.compile(r"^(\d\d)_")
+
+
+def anchor(notebook: str, cell: str) -> str:
+    """The MyST target name put before a cited cell: ``matrix-<NN>-<cell id>``."""
+    match = _NB.match(notebook)
+    return f"matrix-{match[1] if match else 'nb'}-{cell}".lower()
+
+
+def cited_cells(doc: dict[str, Any]) -> dict[str, set[str]]:
+    """Notebook file name -> the ids of its cells that the matrix cites."""
+    cited: dict[str, set[str]] = {}
+    for record in doc["cells"].values():
+        taught = record.get("taught_by")
+        if taught:
+            cited.setdefault(taught["notebook"], set()).add(taught["cell"])
+    return cited
+
+
+def add_site_anchors(nb: dict[str, Any], name: str, cited: dict[str, set[str]]) -> dict[str, Any]:
+    """A copy of notebook ``name`` (its file name) with a MyST target ``(matrix-NN-<id>)=`` right before each cell
+    the matrix cites (for the page's links)."""
+    ids = cited.get(name, set())
+    if not ids:
+        return nb
+    out = copy.deepcopy(nb)
+    cells = []
+    for cell in out.get("cells", []):
+        if cell.get("id") in ids:
+            cells.append(symptoms.anchor_cell(anchor(name, cell["id"]), "hooklab-matrix-anchor"))
+        cells.append(cell)
+    out["cells"] = cells
+    return out
+
+
+def _esc(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: str) -> str:
+    ticks = "``" if "`" in text else "`"
+    pad = " " if ticks == "``" else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}".replace("|", "\\|")
+
+
+def symbol(record: dict[str, Any]) -> str:
+    """The overview's symbol of a cell."""
+    if record["status"] == "n/a":
+        mark = "n/a"
+    elif record.get("error"):
+        mark = f"✗{record['calls']}" if record["calls"] else "✗"
+    else:
+        mark = str(record["calls"])
+    return ("⚠" + mark) if record.get("surprising") else mark
+
+
+def observed(record: dict[str, Any], lang: str) -> str:
+    """What a cell observed, in a few words of ``lang``."""
+    t = TEXT[lang]
+    if record["status"] == "n/a":
+        return f"{t['na']}: " + (record.get("reason_zh") if lang == "zh" else record.get("reason", ""))
+    if record.get("status") != "observed":
+        return f"{record.get('status')}: {record.get('error', '')}"
+    parts = []
+    if record["calls"]:
+        phases = ", ".join(f"{t['phases'].get(p, p)} {n}" for p, n in record["by_phase"].items())
+        parts.append(t["fires"].format(n=record["calls"]) + f" ({phases})")
+    else:
+        parts.append(t["never"])
+    if record.get("receives"):
+        parts.append(_code(record["receives"][0][record["receives"][0].index("x ") + 2:]
+                           if "x " in record["receives"][0] else record["receives"][0]))
+    value = record.get("return_value") or ""
+    head = value.split(":")[0]
+    if head in t["returned"]:
+        parts.append(f"{t['return']} {t['returned'][head]}")
+    if record.get("error"):
+        parts.append(f"{t['raises']} {_code(record['error'])}")
+    for note in record.get("notes", []):
+        parts.append(_code(note))
+    return "; ".join(parts)
+
+
+def _link(record: dict[str, Any], lang: str, built: set[str] | None) -> str:
+    taught = record.get("taught_by")
+    if not taught:
+        return ""
+    t = TEXT[lang]
+    label = f"{taught['notebook'][:2]} · " + (t["teaches_cell"] if taught["scope"] == "cell" else t["teaches_family"])
+    if built is not None and Path(taught["notebook"]).stem not in built:
+        return label  # that notebook's page is not in this build
+    return f"{{ref}}`{label} <{anchor(taught['notebook'], taught['cell'])}>`"
+
+
+# what the probe's modify run returns, and what one run of a context is, in Chinese (the English is in the JSON)
+RETURNS_ZH = {"the gradient doubled": "加倍的梯度", "a stray value": "一个多余的值（API 不接受返回值）",
+              "grad_outputs doubled": "加倍的 grad_outputs", "grad_inputs doubled": "加倍的 grad_inputs",
+              "what is saved doubled": "加倍后再保存", "the unpacked tensor doubled": "加倍的解包结果",
+              "the input doubled": "加倍的输入", "the output doubled": "加倍的输出",
+              "grad_output doubled": "加倍的 grad_output", "grad_input doubled": "加倍的 grad_input",
+              "every output doubled": "每个模块的输出都加倍", "every grad_input doubled": "每个模块的 grad_input 都加倍",
+              "a state dict with a key added": "多一个键的状态字典",
+              "a state dict with another learning rate": "换了学习率的状态字典", "the weight doubled": "加倍的权重",
+              "the averaged bucket doubled": "平均后再加倍的梯度桶", "the gradient doubled in place": "原地加倍的梯度"}
+HOW_ZH = {
+    "eager": "前向、loss.backward()、opt.step()、state_dict() 与 load_state_dict()",
+    "autograd-grad": "torch.autograd.grad(loss, parameters)", "backward-inputs": "loss.backward(inputs=[x])：只求输入的梯度",
+    "retain-graph": "loss.backward(retain_graph=True); loss.backward()",
+    "double-backward": "g = autograd.grad(loss, x, create_graph=True); g.square().sum().backward()",
+    "no-grad": "在 torch.no_grad() 下前向，不反向", "inference-mode": "在 torch.inference_mode() 下前向，不反向",
+    "inplace": "h = subject(x); h.add_(1); head(h)", "view": "h = subject(x); h.narrow(1, 0, 2).mul_(2); head(h)",
+    "used-twice": "subject(subject(x))：模块和它的权重都用两次", "unused-branch": "算了 subject(x)，损失只来自 head(x)",
+    "compile": "torch.compile(net, backend='aot_eager')，钩子在第一次调用之前注册",
+    "compile-hook-after": "第一次编译调用（前向和反向）之后再注册钩子，然后第二次调用",
+    "compiled-autograd": "compiled_autograd=True 时 torch.compile 一个调用 backward 的训练步",
+    "export": "torch.export.export(net, (x,)).module()，然后前向和反向",
+    "precompile": "precompile.capture 捕获 model(x)，再 precompile.load，然后前向和反向",
+    "jit-script": "torch.jit.script(net)，然后前向和反向", "jit-trace": "torch.jit.trace(net, (x,))，然后前向和反向",
+    "fx-root": "用 symbolic_trace(subject) 替换 subject（挂钩子的模块是根）",
+    "fx-child": "symbolic_trace(net)：挂钩子的模块是子模块，被追踪穿过",
+    "vmap": "vmap(net)(x) 按批次映射，然后反向", "func-grad": "torch.func.grad 作用于 functional_call(net, params, x).sum()",
+    "checkpoint-reentrant": "checkpoint(net, x, use_reentrant=True)", "checkpoint": "checkpoint(net, x, use_reentrant=False)",
+    "deepcopy": "注册钩子后深拷贝 (net, opt)，运行副本", "pickle": "注册钩子后保存并加载 (net, opt)，运行加载的副本",
+    "apply": "在 subject 有两个父模块的模型上用 net.apply(...) 注册",
+    "ddp": "2 个 gloo 进程；DDP(net)，然后普通的 eager 运行",
+    "fsdp2": "2 个 gloo 进程；fully_shard(subject)、fully_shard(net)，然后普通的 eager 运行",
+    "autocast": "在 torch.autocast('cpu', dtype=torch.bfloat16) 下前向",
+}
+
+
+def page(doc: dict[str, Any], lang: str, *, built: set[str] | None = None) -> str:
+    """The page in ``lang``; ``built``: the notebook pages (names without .ipynb) of this build, whose cells the page
+    links to (None: all)."""
+    t = TEXT[lang]
+    families, contexts, cells = doc["families"], doc["contexts"], doc["cells"]
+    records = list(cells.values())
+    na = sum(r["status"] == "n/a" for r in records)
+    surprising = [r for r in records if r.get("surprising")]
+    title_of = {c["id"]: (c["zh"] if lang == "zh" else c["title"]) for c in contexts}
+    lines = [f"# {t['title']}", "",
+             t["intro"].format(torch=doc["torch"], backend=doc["compile_backend"],
+                               precompile=doc["precompile_backend"]), "",
+             t["counts"].format(families=len(families), contexts=len(contexts), cells=len(records),
+                                observed=len(records) - na, na=na, surprising=len(surprising)), "",
+             t["legend"], "", f"## {t['contexts']}", "", "| | " + t["how"] + " |", "|---|---|"]
+    for c in contexts:
+        how = HOW_ZH.get(c["id"], c["how"]) if lang == "zh" else c["how"]
+        lines.append(f"| `{c['id']}`: {_esc(title_of[c['id']])} | {_esc(how)} |")
+    lines += ["", f"## {t['overview']}", ""]
+    for group, heading in t["groups"].items():
+        group_contexts = [c for c in contexts if c["group"] == group]
+        if not group_contexts:
+            continue
+        lines += [f"### {heading}", "", "| | " + " | ".join(_esc(title_of[c["id"]]) for c in group_contexts) + " |",
+                  "|---|" + "---|" * len(group_contexts)]
+        for f in families:
+            row = [symbol(cells[f"{f['id']}@{c['id']}"]) for c in group_contexts]
+            lines.append(f"| `{f['id']}` | " + " | ".join(row) + " |")
+        lines.append("")
+    lines += [f"## {t['surprising']}", "", "| " + " | ".join(t["columns_surprise"]) + " |", "|---|---|---|---|"]
+    for r in surprising:
+        key = f"{r['family']}@{r['context']}"
+        lines.append(f"| ⚠ `{key}` | {_esc(observed(r, lang))} | {_esc(r['why'][lang])} | {_link(r, lang, built)} |")
+    lines += ["", f"## {t['families']}", ""]
+    for group, heading in t["family_groups"].items():
+        lines += [f"### {heading}", ""]
+        for f in (f for f in families if f["group"] == group):
+            name = f["zh"] if lang == "zh" and f.get("zh") else f["api"]
+            returns = (RETURNS_ZH.get(f["returns"], f["returns"]) if lang == "zh" else f["returns"]) or "—"
+            lines += [f"#### `{f['id']}`: {_esc(name)}", "", t["family_line"].format(api=f["api"], returns=returns), "",
+                      "| " + " | ".join(t["columns_family"]) + " |", "|---|---|---|---|"]
+            for c in contexts:
+                r = cells[f"{f['id']}@{c['id']}"]
+                mark = "⚠ " if r.get("surprising") else ""
+                lines.append(f"| {mark}{_esc(title_of[c['id']])} | {_esc(observed(r, lang))} | "
+                             f"`{f['id']}@{c['id']}` | {_link(r, lang, built)} |")
+            lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def write_page(doc: dict[str, Any], folder: Path, lang: str, *, built: set[str] | None = None) -> Path:
+    """``folder``/hook_matrix.md: the page in ``lang``, linking to the cells of the ``built`` notebooks."""
+    path = folder / "hook_matrix.md"
+    path.write_text(page(doc, lang, built=built), encoding="utf-8")
+    return path

@@ -1,0 +1,332 @@
+"""Run the launch copies as Colab would: each notebook's launch copy top to bottom in a fresh environment that has
+only pip and Jupyter, with hooklab installed by the copy's own first cell from a local path.
+
+    python -m tools.launch.check [NN ...] [--lang en|zh] [--out build/launch-check] [--offline] [--keep]
+
+For each notebook (default: all):
+
+1. hooklab's wheel is built once from the checkout (``uv build``, from a copy of the package's files); the launch
+   copy is made as tools/launch/copies.py makes it for the site and the launch branch, except that its cell installs
+   ``hooklab[course] @ file:///…/hooklab-….whl`` instead of the repository's git URL at a commit;
+2. a fresh virtual environment gets pip, Jupyter's kernel machinery (ipykernel, nbclient) and torch at the lock's
+   version, from uv's cache (pyproject.toml's ``launch-check`` group): Colab ships torch preinstalled, and so the
+   environment of each notebook does not download its 3 GB again. Nothing else is there: not hooklab, not the
+   notebook's libraries;
+3. the copy runs there with nbclient, cell after cell, going on after a cell that fails: its install cell runs pip
+   against PyPI only (this machine's pip configuration is set aside, as on Colab); ``--offline``: pip may use no
+   index, and the environment gets hooklab's course extra from uv's cache beforehand, so only copies whose cell
+   needs nothing more run (how ``./course test`` runs notebook 01's copy without the network);
+4. one line per notebook: the packages its cell installs, how long the install took, and how many code cells ran
+   without an error; ``OUT/report.md`` and ``OUT/results.json`` keep it all, ``OUT/NN_x.ipynb`` each executed copy.
+
+Both languages' copies hold the same code cells (checked here), so one language is run (``--lang``, default en).
+Exit status: 0 every cell of every copy ran, 1 a cell failed, 2 usage or build error. The weekly workflow
+(.github/workflows/rerun.yml) runs it for every notebook.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..notebooks import imports as notebook_imports
+from . import copies as launch
+
+ROOT = Path(__file__).resolve().parents[2]
+UV = ROOT / ".tools" / "bin" / "uv"
+RUNNER = Path(__file__).resolve().parent / "check_runner.py"
+INSTALL_CELL_S = 1800  # pip downloading a course's worth of packages on a slow connection
+CELL_S = 300  # any other cell: as ./course rerun
+STEP_S = 1800  # one uv step (an environment from the cache, the wheel)
+PACKAGE_FILES = ("pyproject.toml", "uv.lock", launch.PACKAGE_PAGE, "LICENSE", "LICENSE-prose.md")
+
+
+class CheckError(Exception):
+    """A usage or build error: exit status 2, with the message."""
+
+
+@dataclass
+class CopyResult:
+    notebook: str
+    installs: list[str]
+    code_cells: int = 0
+    passed: int = 0
+    failed: list[str] = field(default_factory=list)  # "Cell N: ErrorName: message"
+    install_seconds: float | None = None
+    install_output: str = ""
+    packages_added: int | None = None
+    seconds: float = 0.0
+    aborted: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and self.aborted is None and self.passed == self.code_cells
+
+
+def say(message: str) -> None:
+    print(f"[launch-check] {message}", file=sys.stderr, flush=True)
+
+
+def run(command: list[str], what: str, *, cwd: Path = ROOT, env: dict[str, str] | None = None,
+        timeout: int = STEP_S) -> str:
+    try:
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CheckError(f"{what} did not finish within {timeout} s: {' '.join(command)}") from None
+    if done.returncode != 0:
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-20:])
+        raise CheckError(f"{what} failed (exit {done.returncode}): {' '.join(command)}\n{tail}")
+    return done.stdout
+
+
+def uv_env(offline: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "PYTHONPATH")}
+    return {**env, "UV_OFFLINE": "1"} if offline else env
+
+
+def copy_package_files(source: Path) -> None:
+    """What building the package and syncing an environment from the lock read, copied to ``source``."""
+    for name in PACKAGE_FILES:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, source / name)
+    shutil.copytree(ROOT / "hooklab", source / "hooklab", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
+
+def build_wheel(work: Path, *, offline: bool) -> Path:
+    """hooklab's wheel, built by uv from a copy of the package's files (the build writes nothing into the checkout)."""
+    source = work / "source"
+    copy_package_files(source)
+    run([str(UV), "build", "--wheel", "--out-dir", str(work / "dist"), str(source)], "uv build",
+        cwd=source, env=uv_env(offline))
+    wheel, = (work / "dist").glob("hooklab-*.whl")
+    return wheel
+
+
+def launch_copies(names: list[Path], lang: str, hooklab: str) -> dict[str, dict]:
+    """The launch copies, as tools/launch/copies.py writes them, with ``hooklab`` as the cell's requirement; refuses when
+    the other language's copy holds other code (then one language would not stand for both)."""
+    from hooklab.course.export import export_notebook
+    from hooklab.course.notebook import read_notebook
+
+    copies = {}
+    for path in names:
+        nb = read_notebook(path)
+        made = {code: launch.launch_copy(export_notebook(nb, code), code, hooklab, launch.pins())
+                for code in launch.LANGS}
+        sources = {code: [c["source"] for c in copy["cells"] if c["cell_type"] == "code"][1:]
+                   for code, copy in made.items()}
+        if sources["zh"] != sources["en"]:
+            raise CheckError(f"{path.name}: the zh and en launch copies hold different code; run both languages")
+        copies[path.name] = made[lang]
+    return copies
+
+
+def cell_requirements(copy: dict) -> list[str]:
+    """HOOKLAB and PINS of a launch copy's install cell: what it installs."""
+    cell = next(c for c in copy["cells"] if launch.INSTALL_TAG in c.get("metadata", {}).get("tags", []))
+    values = {}
+    for name in ("HOOKLAB", "PINS"):
+        found = re.search(rf"^{name} = (.*)$", cell["source"], re.MULTILINE)
+        if not found:
+            raise CheckError(f"the install cell assigns no {name}")
+        values[name] = json.loads(found.group(1).replace("None", "null"))
+    return [values["HOOKLAB"], *values["PINS"]] if values["HOOKLAB"] else list(values["PINS"])
+
+
+def fresh_env(venv: Path, source: Path, *, offline: bool) -> Path:
+    """A new virtual environment with pip (``python -m venv``: the pip that Python bundles) and, linked from uv's
+    cache at the lock's versions, pyproject.toml's ``launch-check`` group: torch, ipykernel, nbclient. ``offline``:
+    also what the install cell would fetch, hooklab's ``course`` extra (the cell's pip then finds it installed).
+    Its python."""
+    env = {**uv_env(offline), "UV_PROJECT_ENVIRONMENT": str(venv)}
+    run([sys.executable, "-m", "venv", str(venv)], "python -m venv", env=env)
+    python = venv / "bin" / "python"
+    selection = ["--no-default-groups", "--group", "launch-check", "--extra", "course"] if offline else \
+        ["--only-group", "launch-check"]
+    run([str(UV), "sync", "--quiet", "--frozen", "--inexact", "--no-install-project", *selection,
+         "--python", str(python)], "uv sync (the fresh environment)", cwd=source, env=env)
+    run([str(python), "-m", "ipykernel", "install", "--sys-prefix", "--name", "python3",
+         "--display-name", "Python 3 (ipykernel)"], "ipykernel install", env=env)
+    return python
+
+
+def beyond_the_extra(copy: dict) -> list[str]:
+    """The pins of a launch copy's cell that hooklab's course extra and torch do not cover (``--offline`` has only
+    those in uv's cache for the environment)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    covered = {notebook_imports.normal(re.split(r"[<>=!~ \[;]", r, maxsplit=1)[0])
+               for r in project["optional-dependencies"]["course"]} | {"torch"}
+    return [p for p in cell_requirements(copy)[1:] if notebook_imports.normal(p.split("==")[0]) not in covered]
+
+
+def colab_env(*, offline: bool) -> dict[str, str]:
+    """The notebook's environment: pip sees PyPI only (no pip.conf, no find-links, as on Colab; ``offline``: no
+    index at all), one thread, no GPU, nothing downloaded from a model hub."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PIP_", "VIRTUAL_ENV", "PYTHONPATH", "UV_", "JUPYTER_PATH", "CONDA"))}
+    env.update({"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "JUPYTER_PREFER_ENV_PATH": "1",
+                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1",
+                "PYDEVD_DISABLE_FILE_VALIDATION": "1", "MPLBACKEND": "module://matplotlib_inline.backend_inline"})
+    if "PIP_CERT" in os.environ:
+        env["PIP_CERT"] = os.environ["PIP_CERT"]
+    if offline:
+        env["PIP_NO_INDEX"] = "1"
+    return env
+
+
+def check_copy(name: str, copy: dict, work: Path, *, offline: bool, keep: bool,
+               out: Path) -> CopyResult:
+    result = CopyResult(name, installs=cell_requirements(copy))
+    folder = work / Path(name).stem
+    folder.mkdir(parents=True)
+    start = time.perf_counter()
+    try:
+        python = fresh_env(folder / "venv", work / "source", offline=offline)
+        (folder / "run").mkdir()
+        source = folder / name
+        source.write_text(json.dumps(copy, ensure_ascii=False), encoding="utf-8")
+        report = folder / "result.json"
+        limit = INSTALL_CELL_S + CELL_S * len(copy["cells"]) + 120
+        done = None
+        try:
+            done = subprocess.run([str(python), "-P", str(RUNNER), str(source), str(out / name), str(report),
+                            "--install-timeout", str(INSTALL_CELL_S), "--timeout", str(CELL_S)],
+                           cwd=folder / "run", env=colab_env(offline=offline), capture_output=True, text=True,
+                           timeout=limit)
+        except subprocess.TimeoutExpired:
+            result.aborted = f"the run did not finish within {limit} s"
+        if report.exists():
+            ran = json.loads(report.read_text(encoding="utf-8"))
+            for key in ("code_cells", "passed", "failed", "install_seconds", "install_output", "packages_added",
+                        "aborted"):
+                setattr(result, key, ran[key] if key != "aborted" or ran[key] else result.aborted)
+        elif result.aborted is None:
+            tail = " ".join((done.stderr if done else "").strip().splitlines()[-3:])
+            result.aborted = f"the runner wrote no result: {tail}"
+    except CheckError as exc:
+        result.aborted = str(exc)
+    finally:
+        result.seconds = time.perf_counter() - start
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    return result
+
+
+def one_line(r: CopyResult) -> str:
+    install = f"install {r.install_seconds:.1f} s" if r.install_seconds is not None else "install –"
+    added = f" (+{r.packages_added} packages)" if r.packages_added is not None else ""
+    cells = f"{r.passed}/{r.code_cells} code cells ran"
+    note = f"; stopped: {r.aborted}" if r.aborted else ""
+    failed = f"; failed: {'; '.join(r.failed[:3])}" + (" …" if len(r.failed) > 3 else "") if r.failed else ""
+    return f"{r.notebook}: {install}{added}, {cells} in {r.seconds:.0f} s{failed}{note}"
+
+
+def render_report(results: list[CopyResult], meta: dict) -> str:
+    lines = ["# Launch copies, run as Colab would", "",
+             f"- {meta['lang']} copies; hooklab from {meta['hooklab']}; Python {meta['python']}",
+             "- each in a fresh virtual environment (`python -m venv`) with pip, ipykernel, nbclient and torch "
+             f"{launch.pins()[0].split('==')[1]} (preinstalled from uv's cache, as Colab ships torch); the install "
+             "cell's pip " + ("used no index (`--offline`: its packages preinstalled from uv's cache)"
+                              if meta["offline"] else "downloaded from PyPI only (with pip's own cache)"),
+             f"- {sum(r.ok for r in results)} of {len(results)} copies ran every code cell", "",
+             "| notebook | the install cell installs | install | packages added | code cells run | total | failed |",
+             "|---|---|---|---|---|---|---|"]
+    for r in results:
+        installs = ", ".join(f"`{p.split(' @ ')[0]}`" for p in r.installs)
+        install = f"{r.install_seconds:.1f} s" if r.install_seconds is not None else "–"
+        failed = "; ".join(r.failed) or (r.aborted or "")
+        added = r.packages_added if r.packages_added is not None else "–"
+        lines.append(f"| {r.notebook} | {installs} | {install} | {added} | {r.passed}/{r.code_cells} | {r.seconds:.0f} s "
+                     f"| {failed.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tools.launch.check", description=__doc__.split("\n\n")[0])
+    parser.add_argument("notebooks", nargs="*", metavar="NN", help="notebook numbers or names (default: all)")
+    parser.add_argument("--lang", choices=launch.LANGS, default="en", help="which language's copies (default en)")
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "launch-check", help="where the report goes")
+    parser.add_argument("--offline", action="store_true",
+                        help="pip may use no index: what the cell installs comes from uv's cache beforehand")
+    parser.add_argument("--keep", action="store_true", help="keep the environments (under OUT)")
+    parser.add_argument("--wheel", type=Path, metavar="WHL",
+                        help="install this hooklab wheel (default: build one from the checkout with uv)")
+    return parser.parse_args(argv)
+
+
+def chosen(names: list[str]) -> list[Path]:
+    every = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    if not names:
+        return every
+    picked = []
+    for name in names:
+        found = [p for p in every if p.name.startswith(name) or p.stem == Path(name).stem]
+        if len(found) != 1:
+            raise CheckError(f"{name!r} names {'no' if not found else 'more than one'} notebook "
+                             f"(e.g. 01 or 01_tensor_hooks)")
+        picked += found
+    return picked
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+        paths = chosen(args.notebooks)
+        if not UV.exists():
+            raise CheckError(f"{UV} is missing: ./course installs it (./course test, for instance)")
+        args.out.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix="launch-check-", dir=args.out if args.keep else None))
+        try:
+            if args.wheel:
+                if not re.fullmatch(r"hooklab-[^-]+-py3-none-any\.whl", args.wheel.name) or not args.wheel.is_file():
+                    raise CheckError(f"--wheel {args.wheel}: not a hooklab wheel (uv build --wheel writes one)")
+                wheel = args.wheel.resolve()
+                copy_package_files(work / "source")
+            else:
+                say("building hooklab's wheel ...")
+                wheel = build_wheel(work, offline=args.offline)
+            hooklab = f"hooklab[course] @ {wheel.as_uri()}"
+            copies = launch_copies(paths, args.lang, hooklab)
+            beyond = {name: missing for name, copy in copies.items()
+                      if args.offline and (missing := beyond_the_extra(copy))}
+            if beyond:
+                raise CheckError("--offline runs the copies whose cell needs no more than hooklab's course extra; "
+                                 + "; ".join(f"{n} also installs {', '.join(m)}" for n, m in beyond.items()))
+            results = []
+            for name, copy in copies.items():
+                say(f"{name}: installs {', '.join(cell_requirements(copy)[1:])} (and hooklab[course]) ...")
+                result = check_copy(name, copy, work, offline=args.offline, keep=args.keep,
+                                    out=args.out)
+                say(one_line(result))
+                results.append(result)
+        finally:
+            if not args.keep:
+                shutil.rmtree(work, ignore_errors=True)
+    except (CheckError, launch.LaunchError) as exc:
+        print(f"[launch-check] error: {exc}", file=sys.stderr)
+        return 2
+    meta = {"lang": args.lang, "hooklab": f"{wheel.name} ({'given' if args.wheel else 'built from this checkout'})",
+            "offline": args.offline,
+            "python": ".".join(map(str, sys.version_info[:3]))}
+    (args.out / "results.json").write_text(json.dumps({"meta": meta, "results": [asdict(r) for r in results]},
+                                                      indent=1), encoding="utf-8")
+    (args.out / "report.md").write_text(render_report(results, meta), encoding="utf-8")
+    for result in results:
+        print(one_line(result))
+    print(f"{sum(r.ok for r in results)} of {len(results)} launch copies ran every code cell "
+          f"(report: {args.out / 'report.md'})")
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

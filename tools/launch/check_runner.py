@@ -1,0 +1,85 @@
+"""Run one launch copy with nbclient, in the environment of the Python that runs this file: tools/launch/check.py
+starts it with ``python -P`` in a fresh environment, so that nothing of the checkout can be imported.
+
+    python -P tools/launch/check_runner.py COPY.ipynb EXECUTED.ipynb RESULT.json [--install-timeout S] [--timeout S]
+
+Runs every cell in the environment's own ``python3`` kernel, going on after a cell that raises, and writes the
+executed notebook and RESULT.json: code cells, how many ran without an error, the failures (``Cell N: Name:
+message``, counted from 0 as nbval counts), how long the install cell took and what it printed, how many
+distributions pip added, and why the run stopped early if it did.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import nbformat
+from jupyter_client.kernelspec import KernelSpecManager
+from nbclient import NotebookClient
+
+INSTALL_TAG = "hooklab-install"
+
+
+def installed() -> set[str]:
+    done = subprocess.run([sys.executable, "-m", "pip", "list", "--format=json"], capture_output=True, text=True,
+                          timeout=300)
+    return {p["name"].lower() for p in json.loads(done.stdout or "[]")}
+
+
+def seconds(cell) -> float | None:
+    timing = cell.get("metadata", {}).get("execution", {})
+    start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+    if not (start and end):
+        return None
+    return round((datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds(), 1)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("copy", type=Path)
+    parser.add_argument("executed", type=Path)
+    parser.add_argument("result", type=Path)
+    parser.add_argument("--install-timeout", type=int, default=1800)
+    parser.add_argument("--timeout", type=int, default=300)
+    args = parser.parse_args(argv)
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    if not Path(os.path.abspath(spec.argv[0])).is_relative_to(os.path.abspath(sys.prefix)):
+        raise SystemExit(f"the python3 kernel runs {spec.argv[0]}, not this environment's Python ({sys.prefix})")
+    nb = nbformat.read(args.copy, as_version=4)
+    before = installed()
+    aborted = None
+    client = NotebookClient(
+        nb, kernel_name="python3", timeout=args.timeout, allow_errors=True, interrupt_on_timeout=True,
+        record_timing=True, resources={"metadata": {"path": os.getcwd()}},
+        timeout_func=lambda cell: args.install_timeout if INSTALL_TAG in cell.metadata.get("tags", [])
+        else args.timeout)
+    try:
+        client.execute()
+    except Exception as exc:  # a dead kernel or a failed start: the cells not reached stay without output
+        aborted = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+    args.executed.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, args.executed)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    failed, passed = [], 0
+    for number, cell in enumerate(code):
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if errors:
+            failed.append(f"Cell {number}: {errors[0].get('ename')}: {str(errors[0].get('evalue', ''))[:160]}")
+        elif cell.get("execution_count") is not None:
+            passed += 1
+    install = next((c for c in code if INSTALL_TAG in c.metadata.get("tags", [])), None)
+    output = "".join(o.get("text", "") for o in (install or {}).get("outputs", []) if o.get("output_type") == "stream")
+    result = {"code_cells": len(code), "passed": passed, "failed": failed,
+              "install_seconds": seconds(install) if install is not None else None,
+              "install_output": output[-2000:], "packages_added": len(installed() - before), "aborted": aborted}
+    args.result.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
