@@ -53,6 +53,8 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
                     "泄露", "内存一直涨", "显存一直涨", "内存增长", "显存增长", "爆显存", "显存不够", "内存不够"),
     "shape": ("shape mismatch", "wrong shape", "size mismatch", "shape", "形状不对", "形状", "维度不对", "维度",
               "尺寸不对"),
+    "direct-call": (".forward(", "forward directly", "forward() directly", "called directly", "call directly",
+                    "calls directly", "calling directly", "直接调用", "直接调 forward", "绕过 __call__", "bypass __call__"),
     "rerun": ("re-run", "re-ran", "rerun", "reran", "re-running", "rerunning", "run the cell again", "ran the cell again",
               "重新运行", "再运行一次", "重跑", "再跑一次", "重新执行"),
     "hook-order": ("order", "which runs first", "run first", "sequence", "顺序", "先后", "哪个先"),

@@ -3,5 +3,6 @@ symptom cells, explained messages, unusual behaviour-matrix cells; recipes and l
 
 Owns the generator (:mod:`tools.ask.index`) of the shipped index ``hooklab/course/assets/ask/index.json``; the
 lookup itself is :mod:`hooklab.course.asking`, in the package, so that it works offline wherever hooklab is installed.
-Reads the notebooks and ``docs/``; imports :mod:`hooklab.course.notebook` and the standard library only.
+Reads the notebooks, the recipes and ``docs/``; it may import ``hooklab.course`` (the lookup's own tokens, the
+notebook format) and the standard library, nothing else of ``tools``.
 """
