@@ -153,7 +153,7 @@ def recipe_entries() -> list[dict[str, Any]]:
                 "id": f"recipe:{recipe['id']}", "kind": "recipe", "zh": title["zh"], "en": title["en"],
                 "text": f"{_plain(zh)} {_plain(en)} {question['question']} {question['message'] or ''} {calls}",
                 "message": question["message"], "notebook": f"../recipes/{path.name}", "cell": cell.get("id"),
-                "page": f"recipes/{path.stem}.html", "asked_zh": recipe.get("asked_zh"),
+                "page": f"recipes-{path.stem}.html#recipe-{recipe['id']}", "asked_zh": recipe.get("asked_zh"),
             })
     return entries
 

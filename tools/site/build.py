@@ -351,12 +351,16 @@ SEARCH_SKIP = "a.headerlink, .hooklab-language-link, .copybtn"  # in the article
 
 
 def extra_pages(root: Path = ROOT, *, full: bool = True) -> dict[str, Callable[[Path, str, list[str]], str]]:
-    """:data:`EXTRA_PAGES`, then, in a ``full`` build, one page per zoo of the hook atlas (``atlas-<zoo>``, from
-    hooklab/course/assets/atlas/ by tools/atlas/pages.py), which a quick build leaves out as it leaves out the API page."""
+    """:data:`EXTRA_PAGES`, the recipes (``recipes`` and ``recipes-NN_area``, from recipes/ by tools/recipes/pages.py),
+    then, in a ``full`` build, one page per zoo of the hook atlas (``atlas-<zoo>``, from hooklab/course/assets/atlas/
+    by tools/atlas/pages.py), which a quick build leaves out as it leaves out the API page."""
+    from ..recipes import pages as recipe_pages
+
+    found = {**EXTRA_PAGES, **recipe_pages.pages(root / "recipes")}
     if not full:
-        return dict(EXTRA_PAGES)
+        return found
     from ..atlas import pages as atlas_pages
-    return {**EXTRA_PAGES, **atlas_pages.pages(root / "hooklab" / "course" / "assets" / "atlas")}
+    return {**found, **atlas_pages.pages(root / "hooklab" / "course" / "assets" / "atlas")}
 
 
 def site_pages(names: list[str], *, api: bool = True, root: Path = ROOT) -> list[str]:

@@ -1,0 +1,115 @@
+"""The recipes on the course's website: a page per area (``recipes-NN_area``, one recipe notebook each, in the site's
+language, with the outputs as they were validated) and a page that lists them all (``recipes``).
+
+tools/site/build.py's ``extra_pages`` takes :func:`pages`. Each recipe gets the anchor ``recipe-<bank id>``
+(course.ask links to it). A link from a recipe to a course notebook (``../notebooks/NN_x.ipynb#cell-id=…``) becomes a
+link to that notebook's page; links elsewhere stay as they are.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hooklab.course.notebook import lang_tags, read_notebook, strip_toc_skip
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+TITLE = re.compile(r"^#\s+(?:Recipes|食谱)?\s*(\d\d)\s*·\s*(.*?)\s*/\s*(.*?)\s*$", re.MULTILINE)
+HEADING = re.compile(r"^## R([a-z-]+-\d\d) · ", re.MULTILINE)
+COURSE_LINK = re.compile(r"\]\(\.\./notebooks/(\d\d_\w+)\.ipynb(?:#[^)]*)?\)")
+TEXT = {
+    "zh": {"title": "食谱：实践者真正问过的问题", "area": "领域", "recipes": "食谱",
+           "intro": "每个食谱回答一个从公开问题跟踪器里收集来的真实问题：问题和出处、几句话的回答、在 CPU 上实际运行、"
+                    "演示问题发生的代码和它验证过的输出、修正方法，以及讲解其中机制的课程单元格、钩子行为矩阵的格子和"
+                    "消息索引的行。问题库和它的抽取方法见仓库的 `recipes/METHOD.md`；在笔记本里可以用 "
+                    "`course.ask(\"报错原文或你自己的话\")` 直接查到对应的食谱。"},
+    "en": {"title": "Recipes: the questions practitioners actually ask", "area": "Area", "recipes": "Recipes",
+           "intro": "Each recipe answers one real question gathered from public issue trackers: the question and its "
+                    "source, the answer in a few sentences, code that shows it happening on a CPU with its validated "
+                    "output, the fix, and the course cell, behaviour-matrix cell and message row that explain the "
+                    "mechanism. The bank of questions and how it was drawn are in the repository's "
+                    "`recipes/METHOD.md`; in a notebook, `course.ask(\"a pasted error or your own words\")` finds "
+                    "the recipe."},
+}
+
+
+def notebooks(folder: Path = RECIPES) -> list[Path]:
+    return sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+
+
+def _source(cell: dict[str, Any]) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def title(nb: dict[str, Any], lang: str) -> tuple[str, str]:
+    """(number, title in ``lang``) from the notebook's bilingual title cell."""
+    match = TITLE.search(_source(nb["cells"][0]))
+    if not match:
+        raise ValueError("a recipe notebook starts with '# Recipes NN · 中文标题 / English title'")
+    return match[1], match[2] if lang == "zh" else match[3]
+
+
+def _outputs(cell: dict[str, Any]) -> list[str]:
+    shown = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "stream":
+            shown.append(_source({"source": output.get("text", "")}))
+        elif output.get("output_type") in ("execute_result", "display_data"):
+            text = output.get("data", {}).get("text/plain")
+            if text is not None:
+                shown.append(_source({"source": text}))
+    return [s.rstrip("\n") for s in shown if s.strip()]
+
+
+def area_page(path: Path, lang: str) -> str:
+    """One recipe notebook as a page of ``lang``'s site (MyST Markdown)."""
+    nb = read_notebook(path)
+    number, name = title(nb, lang)
+    out = [f"# {TEXT[lang]['recipes']} {number} · {name}", ""]
+    for cell in nb["cells"][1:]:
+        text = _source(cell)
+        if cell["cell_type"] == "markdown":
+            tags = lang_tags(cell)
+            if f"lang-{lang}" not in tags and "lang-both" not in tags:
+                continue
+            text = COURSE_LINK.sub(lambda m: f"]({m[1]}.ipynb)", strip_toc_skip(text))
+            heading = HEADING.match(text)
+            if heading:
+                out += [f"(recipe-{heading[1]})=", ""]
+            out += [text.rstrip(), ""]
+        elif cell["cell_type"] == "code" and text.strip():
+            out += ["```python", text.rstrip(), "```", ""]
+            for shown in _outputs(cell):
+                out += ["```text", shown, "```", ""]
+    return "\n".join(out)
+
+
+def index_page(paths: list[Path], lang: str) -> str:
+    """The page that lists every recipe, by area."""
+    out = [f"# {TEXT[lang]['title']}", "", TEXT[lang]["intro"], ""]
+    for path in paths:
+        nb = read_notebook(path)
+        number, name = title(nb, lang)
+        out += [f"## {number} · {name}", ""]
+        for cell in nb["cells"]:
+            if f"lang-{lang}" in lang_tags(cell) and (heading := HEADING.match(_source(cell))):
+                line = strip_toc_skip(_source(cell).splitlines()[0]).removeprefix("## ").strip()
+                out.append(f"- [{line}](recipes-{path.stem}.md#recipe-{heading[1]})")
+        out.append("")
+    return "\n".join(out)
+
+
+def pages(folder: Path = RECIPES) -> dict[str, Callable[[Path, str, list[str]], str]]:
+    """The site's recipe pages: ``recipes`` (the list), then ``recipes-NN_area`` for each recipe notebook; name -> a
+    function of (root, language, notebook names), as tools/site/build.py's ``extra_pages`` takes them."""
+    paths = notebooks(folder)
+    if not paths:
+        return {}
+    found: dict[str, Callable[[Path, str, list[str]], str]] = {
+        "recipes": lambda root, lang, names: index_page(paths, lang)}
+    for path in paths:
+        found[f"recipes-{path.stem}"] = lambda root, lang, names, path=path: area_page(path, lang)
+    return found
+
