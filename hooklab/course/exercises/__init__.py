@@ -40,6 +40,7 @@ from ..lang import say
 from ._harness import Harness, guard_solutions_module, note_machinery, threads_left, threads_started
 from ._support import (  # noqa: F401
     GLOBAL_HOOK_LEFT,
+    SAVED_HOOKS_LEFT_ACTIVE,
     TENSOR_HANDLE,
     NotSolved,
     Wrong,
@@ -346,12 +347,6 @@ class _Isolation:
         return found
 
 
-# the verdict when an answer leaves a saved_tensors_hooks context active (also raised early by 06 / 07 checkers)
-SAVED_HOOKS_LEFT_ACTIVE = ("函数返回后还有一对保存张量的钩子（`saved_tensors_hooks`）处于生效状态，检查已把它关掉；"
-                "用 `with saved_tensors_hooks(...):` 进入，让它在函数结束前退出。",
-                "a pair of saved-tensor hooks (`saved_tensors_hooks`) was still active after your function "
-                "returned (the check has now turned it off); enter it with `with saved_tensors_hooks(...):` so "
-                "that it exits before your function ends.")
 
 
 # the packages of the course's extra (pyproject.toml) that a checker may need: without them a check says how to

@@ -229,9 +229,15 @@ def saved_tensor_hooks_active() -> bool:
     return any(e.kind == "saved_tensors" for e in hook_inventory(None))
 
 
+# the verdict when an answer leaves a saved_tensors_hooks context active (also raised early by 06 / 07 checkers)
+SAVED_HOOKS_LEFT_ACTIVE = ("函数返回后还有一对保存张量的钩子（`saved_tensors_hooks`）处于生效状态，检查已把它关掉；"
+                "用 `with saved_tensors_hooks(...):` 进入，让它在函数结束前退出。",
+                "a pair of saved-tensor hooks (`saved_tensors_hooks`) was still active after your function "
+                "returned (the check has now turned it off); enter it with `with saved_tensors_hooks(...):` so "
+                "that it exits before your function ends.")
+
+
 def no_saved_tensor_hooks_left() -> None:
     """A rule for right after the learner's function returned: no ``saved_tensors_hooks`` context it entered may
     still be active (checked at once, before the checker computes anything under the answer's hooks)."""
-    from . import SAVED_HOOKS_LEFT_ACTIVE
-
     expect(not saved_tensor_hooks_active(), "saved-hooks-left", *SAVED_HOOKS_LEFT_ACTIVE)
