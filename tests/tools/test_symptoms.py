@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.messages import symptoms
+from tools.messages import page as symptom_page, symptoms
 from tools.rerun import compare, report as rerun_report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,9 +170,9 @@ def test_messages_with_backticks_and_pipes_stay_one_table_cell():
 def test_the_site_page_links_to_anchors_the_site_adds(tmp_path):
     nb = fixture_notebook(tmp_path)
     found = symptoms.collect(tmp_path)[0]
-    page = symptoms.site_page(found, "en")
+    page = symptom_page.site_page(found, "en")
     assert page.startswith("# Symptom index") and "{ref}`07 · 1. Failing <symptom-boom-raises>`" in page
-    anchored = symptoms.add_site_anchors(nb)
+    anchored = symptom_page.add_site_anchors(nb)
     assert [c["source"] for c in anchored["cells"]][3:5] == ["(symptom-boom-raises)=", "boom()"]
     assert len(nb["cells"]) == 4  # the notebook itself is not changed
 
@@ -212,7 +212,7 @@ def test_every_row_of_the_page_has_its_anchor_and_its_words():
     found = symptoms.collect(ROOT)[0]
     data = hook_messages.load()
     for lang in ("zh", "en"):
-        page = symptoms.site_page(found, lang)
+        page = symptom_page.site_page(found, lang)
         for s in found:  # each symptom cell once, under a target made from its id
             assert page.count(f"\n(row-{s.id})=\n####") == 1, (lang, s.id)
             if s.message is not None:
@@ -230,7 +230,7 @@ def test_every_row_of_the_page_has_its_anchor_and_its_words():
 def test_the_page_states_the_coverage_counted_from_the_data():
     from tools.messages import hook_messages
     data = hook_messages.load()
-    page = symptoms.site_page(symptoms.collect(ROOT)[0], "en")
+    page = symptom_page.site_page(symptoms.collect(ROOT)[0], "en")
     for row in hook_messages.coverage(data["messages"]):
         name = row["source"]
         triggered = row["cell"] + row["test"]
@@ -241,14 +241,14 @@ def test_the_page_states_the_coverage_counted_from_the_data():
 
 
 def test_silent_rows_are_grouped_by_their_kind():
-    silent = symptoms.load_silent()
+    silent = symptom_page.load_silent()
     found = {s.id: s for s in symptoms.collect(ROOT)[0]}
     listed = [r for kind in silent["kind"] for r in kind["rows"]]
     assert not [r for r in listed if r not in found], "docs/silent_symptoms.toml names ids no symptom cell has"
     assert len(listed) == len(set(listed)), "a silent row is in two kinds"
     assert {"fires-twice", "never-fires", "fires-on-a-copy", "sees-another-tensor", "scaled-gradient",
             "return-value"} <= {kind["id"] for kind in silent["kind"]}
-    page = symptoms.site_page(list(found.values()), "en")
+    page = symptom_page.site_page(list(found.values()), "en")
     silent_part = page.split("\n## Silent symptoms\n")[1].split("\n## ")[0]
     for kind in silent["kind"]:
         section = silent_part.split(f"(kind-{kind['id']})=\n### {kind['en']}\n")[1].split("\n(kind-")[0]
@@ -258,7 +258,7 @@ def test_silent_rows_are_grouped_by_their_kind():
 
 
 def test_matrix_ids_of_silent_rows_exist_in_the_hook_matrix():
-    silent = symptoms.load_silent()
+    silent = symptom_page.load_silent()
     found = {s.id for s in symptoms.collect(ROOT)[0]}
     assert set(silent["matrix"]) <= found
     cells = json.loads((ROOT / "docs" / "hook_matrix.json").read_text(encoding="utf-8"))["cells"]
@@ -275,7 +275,7 @@ def test_matrix_ids_of_silent_rows_exist_in_the_hook_matrix():
 
 def test_a_partial_site_leaves_out_the_rows_that_point_into_notebooks_it_lacks():
     found = [s for s in symptoms.collect(ROOT)[0] if s.notebook.startswith("04_")]
-    page = symptoms.site_page(found, "en", built={"04_module_backward_hooks.ipynb"})
+    page = symptom_page.site_page(found, "en", built={"04_module_backward_hooks.ipynb"})
     refs = set(re.findall(r"<(symptom-[^>]+|explain-[^>]+)>`", page))
     assert refs and all(r.startswith("symptom-") or r.startswith("explain-04-") for r in refs)
 
@@ -285,12 +285,12 @@ def test_explain_anchors_are_put_before_the_cells_message_rows_point_to():
     data = hook_messages.load()
     row = next(m for m in data["messages"] if m["status"] == "test")
     nb = symptoms.read_notebook(ROOT / "notebooks" / row["notebook"])
-    anchored = symptoms.add_site_anchors(nb, notebook=row["notebook"])
+    anchored = symptom_page.add_site_anchors(nb, notebook=row["notebook"])
     cells = anchored["cells"]
-    target = symptoms.explain_target(row["notebook"], row["cell_id"])
+    target = symptom_page.explain_target(row["notebook"], row["cell_id"])
     i = next(i for i, c in enumerate(cells) if c["source"] == f"({target})=")
     assert cells[i + 1]["id"] == row["cell_id"] and cells[i + 1]["cell_type"] == "code"
-    assert len(symptoms.add_site_anchors(nb)["cells"]) < len(cells)  # without the notebook's name: none of these
+    assert len(symptom_page.add_site_anchors(nb)["cells"]) < len(cells)  # without the notebook's name: none of these
 
 
 # --- damaged inputs: a clear error naming the file ------------------------------------------------------------
@@ -324,7 +324,7 @@ def test_notebook_00_without_its_markers_fails_the_check(tmp_path, monkeypatch, 
 def test_the_page_lists_the_left_out_texts_by_category_and_each_excuse_with_its_attempt():
     from tools.messages import hook_messages_data
     data = hook_messages_data.load()
-    page = symptoms.site_page(symptoms.collect(ROOT)[0], "en", messages=data)
+    page = symptom_page.site_page(symptoms.collect(ROOT)[0], "en", messages=data)
     left_out = hook_messages_data.left_out_texts(data)
     assert left_out and sum(map(len, left_out.values())) >= 40
     section = page.split("## Texts left out", 1)[1]
@@ -340,11 +340,11 @@ def test_the_page_lists_the_left_out_texts_by_category_and_each_excuse_with_its_
 def test_every_category_of_left_out_texts_has_its_chinese_name():
     from tools.messages import hook_messages_data, hook_messages_families
     data = hook_messages_data.load()
-    page = symptoms.site_page(symptoms.collect(ROOT)[0], "zh", messages=data)
+    page = symptom_page.site_page(symptoms.collect(ROOT)[0], "zh", messages=data)
     for category in hook_messages_data.left_out_texts(data):
         zh = hook_messages_families.left_out_category(category, "zh")
         assert zh != category and symptoms.CJK.search(zh), f"{category}: add it to OTHER_MEANINGS_ZH"
-        assert f"### {symptoms._heading_text(zh)} (" in page
+        assert f"### {symptom_page._heading_text(zh)} (" in page
 
 
 def test_a_message_with_a_python_copy_of_its_check_has_one_row_the_explained_one():
@@ -352,7 +352,7 @@ def test_a_message_with_a_python_copy_of_its_check_has_one_row_the_explained_one
     errors with its explanation, none among the excused messages (a search for the words finds only that row)."""
     from tools.messages import hook_messages_data
     data = hook_messages_data.load()
-    page = symptoms.site_page(symptoms.collect(ROOT)[0], "en", messages=data)
+    page = symptom_page.site_page(symptoms.collect(ROOT)[0], "en", messages=data)
     words = "Tensor post accumulate grad hooks should return None."
     rows = [m for m in data["messages"] if m["text"] == words]
     assert len(rows) == 1 and rows[0]["status"] == "test"

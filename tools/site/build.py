@@ -147,7 +147,8 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
         shutil.rmtree(src)
     src.mkdir(parents=True)
     from ..messages import (
-        symptoms,  # tools/messages/symptoms.py: the symptom index page, and the targets its links point to
+        page as symptom_page,  # the symptom page and the targets its links point to
+        symptoms,  # the symptom cells
     )
 
     reading = further_reading()
@@ -162,7 +163,7 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     cited = hook_matrix_page.cited_cells(matrix)
     names = []
     for path in chosen:
-        nb = symptoms.add_site_anchors(export_notebook(read_notebook(path), lang), notebook=path.name)
+        nb = symptom_page.add_site_anchors(export_notebook(read_notebook(path), lang), notebook=path.name)
         nb = hook_matrix_page.add_site_anchors(nb, path.name, cited)
         nb["cells"] = [cell_links_to_symptom_targets(cell, by_cell) for cell in nb["cells"]]
         nb = launch.launch_copy(nb, lang, hooklab, pinned)
@@ -204,9 +205,9 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
 
 def symptoms_page(root: Path, lang: str, names: list[str]) -> str:
     """The symptom index (tools/messages/symptoms.py) of the notebooks ``names``."""
-    from ..messages import symptoms
+    from ..messages import page as symptom_page, symptoms
 
-    return symptoms.site_page([s for s in symptoms.collect(root)[0] if Path(s.notebook).stem in names], lang,
+    return symptom_page.site_page([s for s in symptoms.collect(root)[0] if Path(s.notebook).stem in names], lang,
                               built={f"{name}.ipynb" for name in names})
 
 
