@@ -65,3 +65,14 @@ def test_the_quotas_are_reported_not_silently_passed():
     assert any("questions, the method asks" in p for p in bank.problems(questions[:10]))
     old = [q for q in questions if q.year not in bank.RECENT_YEARS]
     assert any("from 2024-2026" in p for p in bank.problems(old)) or not old
+
+
+def test_the_held_out_grade_covers_exactly_the_held_out_part_and_adds_up():
+    held_out = json.loads(bank.HELD_OUT.read_text(encoding="utf-8"))["ids"]
+    record = json.loads((bank.ROOT / "recipes" / "held_out_grade.json").read_text(encoding="utf-8"))
+    grades = {g["id"]: g for g in record["grades"]}
+    assert sorted(grades) == sorted(held_out) and len(grades) == len(record["grades"])
+    assert all(g["grade"] in ("✓", "~", "✗") and g["why"] for g in grades.values())
+    assert all(g["where"] for g in grades.values() if g["grade"] != "✗"), "a ✓ or ~ names where the course answers"
+    counts = {mark: sum(g["grade"] == mark for g in grades.values()) for mark in ("✓", "~", "✗")}
+    assert record["summary"] == counts
