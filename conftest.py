@@ -11,7 +11,11 @@
 2. ``./course test`` runs on two pytest-xdist workers with ``--dist loadfile``: a notebook's cells share one
    kernel and stay together on one worker (each other configuration's copy is a file of its own).
 3. Each notebook's run time is reported against the course budget at the end of the run.
-4. Time limits are hang guards, never verdicts, and stretch with the machine's load (``tests/patience.py``):
+4. The recipes (``recipes/NN_area.ipynb``): every push validates a sample of them, ``RECIPE_SAMPLE`` notebooks (``tests/recipe_sample.py``) that
+   rotate with the ISO week (the same sample all week, every notebook within a few weeks), in both configurations;
+   ``HOOKLAB_RECIPES=all`` validates every one (the weekly CI does, and ``./course rerun`` re-runs them all). A
+   recipe notebook named on the command line always runs. The structure tests read every recipe on every run.
+5. Time limits are hang guards, never verdicts, and stretch with the machine's load (``tests/patience.py``):
    pytest-timeout's limit of each test (``timeout`` in pyproject.toml, or a test's ``@pytest.mark.timeout``) and
    nbval's limits for a cell, its output and a kernel's start are what an idle machine needs, multiplied by the
    load factor (load average per core) while the test runs; a guard that fires says how long it waited, for what,
@@ -134,6 +138,12 @@ def pytest_collection_modifyitems(config, items):
         keep = [i for i in items if not _is_notebook(i) or i.nodeid.split("::")[0].endswith(suffixes)]
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
+    from recipe_sample import is_recipe, notebook_path, recipe_sample
+    sample = recipe_sample(config)
+    if sample is not None:
+        keep = [i for i in items if not is_recipe(i.nodeid) or notebook_path(i.nodeid) in sample]
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
 
 
 def _is_notebook(item) -> bool:
@@ -150,6 +160,11 @@ def pytest_terminal_summary(terminalreporter):
     if not _notebook_time:
         return
     write = terminalreporter.write_line
+    from recipe_sample import recipe_sample
+    sample = recipe_sample(terminalreporter.config)
+    if sample is not None and any(p.startswith("recipes/") for p in _notebook_time):
+        terminalreporter.section("recipes validated in this run")
+        write(f"a sample that rotates weekly ({', '.join(sorted(sample))}); HOOKLAB_RECIPES=all validates every one")
     terminalreporter.section(
         f"notebook run times (budget: {NOTEBOOK_BUDGET_S:.0f} s each, {COURSE_BUDGET_S:.0f} s in all "
         "per CPU-kernel configuration, 2 CPU cores)")
@@ -183,7 +198,7 @@ def _process_settings_restored():
     torch.set_printoptions(**options)
 
 
-# ----------------------------------------------------------------------------------------- hang guards (4.)
+# ----------------------------------------------------------------------------------------- hang guards (5.)
 NBVAL_OUTPUT_TIMEOUT = 5.0  # nbval's own wait for a cell's output messages after its reply (IPyNbCell.output_timeout)
 _NBVAL_BASE = pytest.StashKey[dict]()
 _COPIES = pytest.StashKey[list]()

@@ -328,7 +328,9 @@ def main(argv: list[str]) -> int:
         # the hook behaviour matrix's cells under this PyTorch (tools/rerun/matrix_cells.py)
         hooks = None if args.library_only else (matrix_cells.read(folder) if args.report_only else
                                                 matrix_cells.check(python, folder, rerun_env()))
-        all_notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+        # the course's notebooks, then the recipes (every recipe re-runs here; ./course test runs a sample)
+        all_notebooks = (sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+                         + sorted((ROOT / "recipes").glob("[0-9][0-9]_*.ipynb")))
         if args.notebooks:
             chosen = [ROOT / n if not Path(n).is_absolute() else Path(n) for n in args.notebooks]
             missing = [str(p) for p in chosen if not p.is_file()]

@@ -12,6 +12,8 @@ from pathlib import Path
 from .claims import maximal
 from .compare import CellChange, NotebookResult
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 @dataclass
 class UnitResult:
@@ -86,8 +88,13 @@ def exit_code(units: UnitResult | None, results: list[NotebookResult]) -> int:
     return 0
 
 
+def _folder(name: str) -> str:
+    """Where a re-run notebook lives: the course's notebooks/, or recipes/ (the recipes are re-run too)."""
+    return "recipes" if (ROOT / "recipes" / name).is_file() and not (ROOT / "notebooks" / name).is_file() else "notebooks"
+
+
 def _nb_short(name: str) -> str:
-    return name[:2]
+    return ("recipes " if _folder(name) == "recipes" else "") + name[:2]
 
 
 def render_report(meta: dict, units: UnitResult | None, results: list[NotebookResult]) -> str:
@@ -172,7 +179,7 @@ def render_report(meta: dict, units: UnitResult | None, results: list[NotebookRe
 
 def _cell_section(c: CellChange) -> list[str]:
     out = [f"### {_nb_short(c.notebook)} · Cell {c.cell_num}: {c.kind}", "",
-           f"- nbval id: `notebooks/{c.notebook}::Cell {c.cell_num}` (`In [{c.cell_num + 1}]`)",
+           f"- nbval id: `{_folder(c.notebook)}/{c.notebook}::Cell {c.cell_num}` (`In [{c.cell_num + 1}]`)",
            f"- under: **{c.heading}**" + (f" ({c.claim})" if c.claim else ""),
            f"- guessed kind: **{c.kind}**: {c.why}"]
     if c.machine_drift:

@@ -1,0 +1,47 @@
+"""Which recipe notebooks a run of the tests validates (the root conftest.py deselects the others).
+
+Every push validates ``RECIPE_SAMPLE`` recipe notebooks that rotate with the ISO week: the same sample all week, so a
+red run does not depend on the day, and every notebook within a few weeks. ``HOOKLAB_RECIPES=all`` validates every
+one (the weekly CI does; ``./course rerun`` re-runs them all), and so does naming a recipe notebook on the command line.
+"""
+from __future__ import annotations
+
+import os
+from datetime import date
+from pathlib import Path
+
+RECIPE_GLOB = "[0-9][0-9]_*.ipynb"
+RECIPE_SAMPLE = 2  # recipe notebooks validated per run: about a minute in both CPU-kernel configurations
+SUFFIXES = ("[scalar-cpu]", "[shifted-memory]")  # the other configurations' copies of a notebook (conftest.py)
+
+
+def recipe_sample(config, today: date | None = None) -> set[str] | None:
+    """The recipe notebooks (``recipes/NN_area.ipynb``) this run validates, or None for all of them:
+    ``HOOKLAB_RECIPES=all`` validates them all, and so does naming recipe notebooks on the command line (then only
+    those are collected)."""
+    if os.environ.get("HOOKLAB_RECIPES") == "all":
+        return None
+    named = {Path(os.path.relpath(Path(a.split("::")[0]).resolve(), config.rootpath)).as_posix() for a in config.args}
+    if any(n.startswith("recipes/") and n.endswith(".ipynb") for n in named):
+        return None
+    names = sorted(p.relative_to(config.rootpath).as_posix() for p in (config.rootpath / "recipes").glob(RECIPE_GLOB))
+    if not names:
+        return set()
+    week = (today or date.today()).isocalendar()
+    start = (week.year * 53 + week.week) * RECIPE_SAMPLE % len(names)
+    return {names[(start + k) % len(names)] for k in range(min(RECIPE_SAMPLE, len(names)))}
+
+
+def notebook_path(nodeid: str) -> str:
+    """The notebook a test id belongs to, without the suffix of another configuration's copy."""
+    path = nodeid.split("::")[0]
+    for suffix in SUFFIXES:
+        path = path.removesuffix(suffix)
+    return path
+
+
+def is_recipe(nodeid: str) -> bool:
+    path = notebook_path(nodeid)
+    return path.startswith("recipes/") and path.endswith(".ipynb")
+
+
