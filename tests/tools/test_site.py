@@ -651,3 +651,24 @@ def test_every_notebook_page_links_its_slides_and_handout_in_the_site(built):
             labels = "".join(a.get("title", "") for a in page.anchors)
             assert ("幻灯片" in labels) == (lang == "zh"), (lang, name)
 
+
+
+def test_a_busy_machine_makes_the_build_slow_never_a_failure_and_a_hang_is_named(monkeypatch):
+    """The build's limits are what an idle machine needs, stretched by the load (tools/site/build.py's
+    wait_stretched): a step that needs 3 s passes a 1 s limit at a load factor of 10; at a load factor of 1 it is
+    taken for a hang, killed, and the error says what it waited for, how long and under what load."""
+    import subprocess
+    import sys
+    import time
+
+    def sleeper():
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3); print('done')"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    monkeypatch.setattr(site, "load_factor", lambda: 10.0)
+    assert site.wait_stretched(sleeper(), 1.0, time.monotonic(), "a step", tick=0.5).strip() == "done"
+    monkeypatch.setattr(site, "load_factor", lambda: 1.0)
+    proc = sleeper()
+    with pytest.raises(site.SiteError, match=r"a step did not finish within 1 s .*load factor 1\.0.*hung"):
+        site.wait_stretched(proc, 1.0, time.monotonic(), "a step", tick=0.5)
+    assert proc.poll() is not None  # killed, not left running

@@ -34,6 +34,22 @@ TEXT = {
 }
 
 
+RECIPE_LINK = re.compile(r"\]\(\.\./recipes/(\d\d_\w+)\.ipynb(#recipe-[\w-]+)?\)")
+
+
+def links_to_recipe_pages(cell: dict[str, Any]) -> dict[str, Any]:
+    """A course notebook's markdown cell whose links to a recipe (``../recipes/NN_area.ipynb#recipe-<id>``, as
+    tools/recipes/used_by.py writes them) point to the recipe on its area page on the site instead.
+
+    >>> cell = {"cell_type": "markdown", "source": "[Rx-01](../recipes/07_hf.ipynb#recipe-x-01)"}
+    >>> links_to_recipe_pages(cell)["source"]
+    '[Rx-01](recipes-07_hf.md#recipe-x-01)'
+    """
+    if cell.get("cell_type") != "markdown" or "../recipes/" not in _source(cell):
+        return cell
+    return {**cell, "source": RECIPE_LINK.sub(lambda m: f"](recipes-{m[1]}.md{m[2] or ''})", _source(cell))}
+
+
 def notebooks(folder: Path = RECIPES) -> list[Path]:
     return sorted(folder.glob("[0-9][0-9]_*.ipynb"))
 

@@ -49,6 +49,7 @@ import tomllib
 
 from ..hook_matrix import page as hook_matrix_page  # the hook behaviour matrix page and its cell targets
 from ..launch import copies as launch
+from ..recipes.pages import links_to_recipe_pages  # a section's links to the recipes that rely on it
 from .pages import (
     CONF,
     FURTHER_READING,
@@ -165,7 +166,7 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     for path in chosen:
         nb = symptom_page.add_site_anchors(export_notebook(read_notebook(path), lang), notebook=path.name)
         nb = hook_matrix_page.add_site_anchors(nb, path.name, cited)
-        nb["cells"] = [cell_links_to_symptom_targets(cell, by_cell) for cell in nb["cells"]]
+        nb["cells"] = [links_to_recipe_pages(cell_links_to_symptom_targets(cell, by_cell)) for cell in nb["cells"]]
         nb = launch.launch_copy(nb, lang, hooklab, pinned)
         nb["cells"].append(further_reading_cell(reading[path.stem], lang))
         (src / path.name).write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
@@ -260,11 +261,14 @@ def settings(src: Path, lang: str, names: list[str], *, other: str | None, repos
 
 def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repository: str | None = None,
           branch: str = "main", launch_branch: str | None = None, commit: str | None = None,
-          only: list[str] | None = None, quiet: bool = True, timeout: float = 900) -> dict[str, Any]:
+          only: list[str] | None = None, quiet: bool = True, timeout: float = 900,
+          progress: bool = False) -> dict[str, Any]:
     """Build the sites of ``langs`` into ``out/<lang>/`` (at the same time) and ``out/index.html``; ``only``
     (notebook names) leaves out the other notebooks and the API page (a quicker build, for tests).
     ``launch_branch``: the branch holding the launch copies (tools/launch/copies.py) that the launch buttons open;
-    ``commit``: the commit the download copies install hooklab from (default: the checkout's).
+    ``commit``: the commit the download copies install hooklab from (default: the checkout's). ``timeout``: what a
+    build needs on an idle machine, stretched by the load while it runs (:func:`wait_stretched`), so that only a hung
+    build fails; ``progress``: a line every minute while it runs.
 
     Returns the notebook page names, each language's Sphinx output (warnings) and the seconds it took.
     Raises :class:`SiteError` when a build fails (with Sphinx's output)."""
@@ -312,14 +316,10 @@ def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repos
                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         output = {}
         for lang, proc in procs.items():
-            try:
-                text, _ = proc.communicate(timeout=max(1.0, timeout - (time.monotonic() - started)))
-            except subprocess.TimeoutExpired:
-                raise SiteError(f"sphinx-build of the {lang} site did not finish within {timeout:.0f} s") from None
-            output[lang] = text
+            what = f"./course {lang}" if lang in CLASSROOM else f"sphinx-build of the {lang} site"
+            output[lang] = wait_stretched(proc, timeout, started, what, quiet=not progress)
             if proc.returncode != 0:
-                what = f"./course {lang}" if lang in CLASSROOM else f"sphinx-build of the {lang} site"
-                raise SiteError(f"{what} failed (exit {proc.returncode}):\n{text[-4000:]}")
+                raise SiteError(f"{what} failed (exit {proc.returncode}):\n{output[lang][-4000:]}")
         for lang in langs:
             if (out / lang).exists():
                 shutil.rmtree(out / lang)
@@ -330,8 +330,7 @@ def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repos
                 target = out / lang / folder
                 shutil.copytree(classroom / tool / lang, target / lang)
                 shutil.copytree(classroom / tool / "_vendor", target / "_vendor")
-            index_search(out / lang, pages=site_pages(names, api=only is None),
-                         timeout=max(30.0, timeout - (time.monotonic() - started)))
+            index_search(out / lang, pages=site_pages(names, api=only is None), timeout=300)
     finally:
         for proc in procs.values():
             if proc.poll() is None:
@@ -370,6 +369,40 @@ def site_pages(names: list[str], *, api: bool = True, root: Path = ROOT) -> list
     return ["index", *names, *extra_pages(root, full=api), *(["api"] if api else [])]
 
 
+def load_factor() -> float:
+    """How many times slower than on an idle machine a CPU-bound process may run now: the highest load average
+    (1, 5 or 15 minutes) per core, at least 1 (tests/patience.py measures the test run's patience the same way)."""
+    try:
+        load, cores = max(os.getloadavg()), len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no load average, or no affinity (macOS)
+        return 1.0
+    return max(1.0, load / max(cores, 1))
+
+
+def wait_stretched(proc: subprocess.Popen, seconds: float, started: float, what: str, *, quiet: bool = True,
+                   tick: float = 60.0) -> str:
+    """Wait for ``proc`` and return its output. ``seconds`` is what an idle machine needs: the limit is stretched by
+    :func:`load_factor` (the highest seen while waiting), so a busy machine makes a build slow, never a failure; a
+    process that is still running past the stretched limit is a hang, and the error says how long it waited and
+    under what load. Unless ``quiet``, a line of progress every ``tick`` seconds."""
+    factor = load_factor()
+    while True:
+        factor = max(factor, load_factor())
+        left = seconds * factor - (time.monotonic() - started)
+        if left <= 0:
+            proc.kill()
+            proc.wait()
+            raise SiteError(f"{what} did not finish within {seconds * factor:.0f} s ({seconds:.0f} s on an idle "
+                            f"machine, stretched by the load factor {factor:.1f}): it looks hung")
+        try:
+            text, _ = proc.communicate(timeout=min(tick, left))
+            return text or ""
+        except subprocess.TimeoutExpired:
+            if not quiet:
+                print(f"[site] {what}: still running after {time.monotonic() - started:.0f} s "
+                      f"(load factor {factor:.1f})", file=sys.stderr, flush=True)
+
+
 def index_search(folder: Path, *, pages: list[str], timeout: float = 300) -> None:
     """Write Pagefind's search index of the built site ``folder`` into ``folder``/pagefind/ (the search page's
     _static/hooklab-search.js reads it): the article of each of ``pages``, in the language of the site's
@@ -382,10 +415,14 @@ def index_search(folder: Path, *, pages: list[str], timeout: float = 300) -> Non
                         "in the site group of pyproject.toml): run ./course site, which installs it") from None
     command = [str(get_executable()), "--site", str(folder), "--root-selector", SEARCH_ROOT,
                "--exclude-selectors", SEARCH_SKIP, "--glob", "{" + ",".join(pages) + "}.html", "--quiet"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise SiteError(f"Pagefind did not index {folder} within {timeout:.0f} s") from None
+        text = wait_stretched(proc, timeout, time.monotonic(), f"Pagefind's index of {folder}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    done = subprocess.CompletedProcess(command, proc.returncode, text, "")
     if done.returncode != 0 or not (folder / "pagefind" / "pagefind.js").is_file():
         raise SiteError(f"Pagefind could not index {folder} (exit {done.returncode}):\n"
                         f"{(done.stdout + done.stderr)[-3000:]}")
@@ -412,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.launch_branch and not re.fullmatch(r"[A-Za-z0-9._/-]+", args.launch_branch):
             raise SiteError(f"--launch-branch should be a branch name, got {args.launch_branch!r}")
         result = build(out, langs=tuple(args.lang or LANGS), repository=repository,
-                       launch_branch=args.launch_branch, quiet=not args.verbose)
+                       launch_branch=args.launch_branch, quiet=not args.verbose, progress=True)
     except SiteError as exc:
         print(f"[course] error: {exc}", file=sys.stderr)
         return 1
