@@ -55,3 +55,20 @@ def test_a_notebook_without_a_title_is_refused(tmp_path):
                                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}), encoding="utf-8")
     with pytest.raises(ValueError, match=re.escape("# Recipes NN")):
         pages.area_page(bad, "en")
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_symptom_page_links_each_recipe_from_the_message_rows_it_names(lang):
+    """A message row on the symptom page (shown in a cell or triggered by a test) links every recipe that names it,
+    to the recipe's anchor on its area page."""
+    from tools.messages import page as symptom_page, symptoms
+    from tools.recipes import used_by
+
+    recipes = used_by.recipes()
+    text = symptom_page.site_page(symptoms.collect()[0], lang, recipes=recipes)
+    rows = {m["id"]: m for m in symptom_page.load_messages()["messages"]}
+    named = [(r, row) for r in recipes for row in r.get("messages", []) if rows[row].get("status") in ("cell", "test")]
+    assert named, "no recipe names a message row the page shows"
+    for recipe, row in named:
+        link = f"[R{recipe['id']}](recipes-{recipe['path'].removesuffix('.ipynb')}.md#recipe-{recipe['id']})"
+        assert link in text, f"{row}: the symptom page does not link {link}"

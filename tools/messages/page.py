@@ -21,7 +21,7 @@ PAGE = {
                     "对应的行。这一页由 `tools/messages/symptoms.py` 生成，不要手工修改。",
            "coverage": "覆盖情况", "errors": "报错与警告", "silent": "悄悄出错的症状", "excused": "没有在这里触发的消息",
            "other_errors": "笔记本里的其他报错", "other_silent": "其他", "shown": "输出中的原文",
-           "message": "消息", "example": "实际打印的一例", "explained": "解释与修正", "triggered": "触发它的测试",
+           "message": "消息", "example": "实际打印的一例", "explained": "解释与修正", "triggered": "触发它的测试", "recipes": "真实问题的食谱",
            "why": "原因", "where": "出处", "tried": "尝试过的触发办法及结果",
            "left_out": "未列入的文本",
            "left_out_intro": "这些文本也含有“hook”一词，但说的是另一回事（Inductor 的代码生成回调、FX 的图编辑回调、"
@@ -43,7 +43,7 @@ PAGE = {
            "coverage": "Coverage", "errors": "Errors and warnings", "silent": "Silent symptoms",
            "excused": "Messages not triggered here", "other_errors": "Other errors the notebooks show",
            "other_silent": "Other", "shown": "What the output says", "message": "Message",
-           "example": "As printed", "explained": "Explained, and the fix", "triggered": "Triggered by",
+           "example": "As printed", "explained": "Explained, and the fix", "triggered": "Triggered by", "recipes": "Recipes for real questions",
            "why": "Why", "where": "Where", "tried": "Tried, and what happened",
            "left_out": "Texts left out",
            "left_out_intro": "These texts say \"hook\" too, but mean another idea (Inductor's code-generation "
@@ -116,10 +116,36 @@ def cell_sections(root: Path = ROOT) -> dict[tuple[str, str], dict[str, str]]:
     return out
 
 
+def recipe_refs(recipes: list[dict[str, Any]], sections: dict[tuple[str, str], dict[str, str]]
+                ) -> tuple[dict[str, list[dict[str, Any]]], dict[tuple[str, str], list[dict[str, Any]]]]:
+    """The recipes (their metadata, with ``path``: the recipe notebook) by the message rows they name, and by the
+    course section (notebook, English heading) their links lead into."""
+    by_message: dict[str, list[dict[str, Any]]] = {}
+    by_section: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for recipe in recipes:
+        for row in recipe.get("messages", []):
+            by_message.setdefault(row, []).append(recipe)
+        for link in recipe.get("course", []):
+            notebook, _, cell = link.partition("#")
+            heading = sections.get((notebook, cell.removeprefix("cell-id=")), {}).get("en")
+            if heading and recipe not in by_section.setdefault((notebook, heading), []):
+                by_section[(notebook, heading)].append(recipe)
+    return by_message, by_section
+
+
+def _recipe_line(found: list[dict[str, Any]], label: str, colon: str) -> list[str]:
+    unique = list({r["id"]: r for r in found}.values())
+    links = [f"[R{r['id']}](recipes-{Path(r['path']).stem}.md#recipe-{r['id']})" for r in unique]
+    return [f"- {label}{colon}{', '.join(links)}"] if links else []
+
+
 def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = None,
-              messages: dict[str, Any] | None = None, silent: dict[str, Any] | None = None) -> str:
+              messages: dict[str, Any] | None = None, silent: dict[str, Any] | None = None,
+              recipes: list[dict[str, Any]] | None = None) -> str:
     """The site's page (MyST Markdown). ``built``: the notebooks on the site (default: every notebook that a row
-    names); rows that point into another notebook are left out, so a partial build has no broken link."""
+    names); rows that point into another notebook are left out, so a partial build has no broken link.
+    ``recipes``: the recipes' metadata (tools/recipes/used_by.py's ``recipes``): a row links the recipes that name
+    its message or lead into its section (the site has a page per recipe area)."""
     from . import hook_messages_data as hook_messages
 
     text, page = TEXT[lang], PAGE[lang]
@@ -128,7 +154,8 @@ def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = No
     records = messages.get("messages", [])
     on_site = (lambda nb: True) if built is None else (lambda nb: nb in built)  # noqa: E731
     by_id = {s.id: s for s in symptoms}
-    sections = cell_sections() if records else {}
+    sections = cell_sections() if records or recipes else {}
+    by_message, by_section = recipe_refs(recipes or [], sections)
     colon = "：" if lang == "zh" else ": "
     out = [f"# {text['title']}", "", page["intro"], ""]
 
@@ -167,7 +194,9 @@ def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = No
                 lines += [f"- {page['example']}{colon.strip()}", "", fenced(m["example"]), ""]
         if s.id in silent["matrix"]:
             lines.append(f"- matrix{colon}`{silent['matrix'][s.id]}`")
-        return lines + [""]
+        found = by_section.get((s.notebook, s.heading.get("en", "")), [])
+        found += [r for m in linked.get(s.id, []) for r in by_message.get(m["id"], [])]
+        return lines + _recipe_line(found, page["recipes"], colon) + [""]
 
     # errors and warnings, by family: the symptom cells that show a message, then the messages tests trigger
     families = hook_messages.FAMILIES
@@ -192,7 +221,8 @@ def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = No
             out += [f"- {page['explained']}{colon}" + _cell_ref(
                         m["notebook"], explain_target(m["notebook"], m["cell_id"]),
                         _cell(f"{m['notebook'][:2]} · {section}")),
-                    f"- {page['triggered']}{colon}`{m['test']}`", ""]
+                    f"- {page['triggered']}{colon}`{m['test']}`", *_recipe_line(by_message.get(m["id"], []),
+                                                                          page["recipes"], colon), ""]
 
     # silent symptoms, by kind
     out += [f"## {page['silent']}", ""]

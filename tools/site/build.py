@@ -207,9 +207,10 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
 def symptoms_page(root: Path, lang: str, names: list[str]) -> str:
     """The symptom index (tools/messages/symptoms.py) of the notebooks ``names``."""
     from ..messages import page as symptom_page, symptoms
+    from ..recipes import used_by  # the recipes that name a message or rely on a section
 
     return symptom_page.site_page([s for s in symptoms.collect(root)[0] if Path(s.notebook).stem in names], lang,
-                              built={f"{name}.ipynb" for name in names})
+                                  built={f"{name}.ipynb" for name in names}, recipes=used_by.recipes(root))
 
 
 def hook_matrix_site_page(root: Path, lang: str, names: list[str]) -> str:
