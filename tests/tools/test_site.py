@@ -672,3 +672,40 @@ def test_a_busy_machine_makes_the_build_slow_never_a_failure_and_a_hang_is_named
     with pytest.raises(site.SiteError, match=r"a step did not finish within 1 s .*load factor 1\.0.*hung"):
         site.wait_stretched(proc, 1.0, time.monotonic(), "a step", tick=0.5)
     assert proc.poll() is not None  # killed, not left running
+
+
+def _local(url: str) -> bool:
+    return bool(url) and not re.match(r"^(?:[a-z][a-z0-9+.-]*:|//)", url, re.I)
+
+
+def test_a_crawl_finds_no_dead_link_anchor_or_resource(built):
+    """Every page of both sites, the slides and the handouts included (not the themes' files in _static/): each local link, script, stylesheet, image
+    and frame names a file the site has, and each #anchor into a page is an id of that page (reveal.js's #/N slide
+    addresses aside). No page asks for a file the build removed (Sphinx's searchindex.js)."""
+    out, _ = built
+    pages_by_path: dict[Path, Page] = {}
+
+    def page_of(path: Path) -> Page:
+        if path not in pages_by_path:
+            pages_by_path[path] = Page(path)
+        return pages_by_path[path]
+
+    dead = []
+    for path in sorted(out.rglob("*.html")):
+        if "_static" in path.relative_to(out).parts:  # the themes' template files, copied as they are: not pages
+            continue
+        page = page_of(path)
+        for url in page.resources + page.links:
+            if not _local(url):
+                continue
+            target, _, anchor = url.partition("#")
+            target = target.split("?")[0]
+            file = (path.parent / target).resolve() if target else path
+            if file.is_dir():
+                file = file / "index.html"
+            if not file.is_file():
+                dead.append(f"{path.relative_to(out)}: {url} (no such file)")
+            elif anchor and not anchor.startswith("/") and file.suffix == ".html" \
+                    and anchor not in page_of(file).ids:
+                dead.append(f"{path.relative_to(out)}: {url} (no such anchor)")
+    assert not dead, f"{len(dead)} dead links:\n" + "\n".join(dead[:40])

@@ -30,6 +30,7 @@ from typing import Any
 from hooklab.course.export import export_notebook
 from hooklab.course.notebook import LANGS, NotebookError, heading_lines, read_notebook
 
+from ..recipes import used_by
 from . import vendor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,8 +76,9 @@ def find_notebooks(numbers: list[str], root: Path = ROOT) -> list[Path]:
 
 
 def one_language(path: Path, lang: str) -> dict[str, Any]:
-    """The notebook at ``path`` in ``lang`` only (nothing executed)."""
-    return export_notebook(read_notebook(path), lang)
+    """The notebook at ``path`` in ``lang`` only (nothing executed), without the notes that name the recipes
+    relying on a section (tools/recipes/used_by.py: a slide or a printed page has no recipes beside it)."""
+    return used_by.without_notes(export_notebook(read_notebook(path), lang))
 
 
 # ---------------------------------------------------------------- how much fits on a slide

@@ -117,6 +117,19 @@ def rewritten(nb: dict[str, Any], sections: dict[int, list[dict[str, Any]]]) -> 
     return {**nb, "cells": cells}
 
 
+def without_notes(nb: dict[str, Any]) -> dict[str, Any]:
+    """``nb`` without the notes (the slides and handouts leave them out: no recipe lies beside a slide or a printed
+    page).
+
+    >>> cell = {"cell_type": "markdown", "source": "## 2. T\\n\\n<!-- recipes -->\\nx\\n<!-- /recipes -->\\n\\nText"}
+    >>> without_notes({"cells": [cell]})["cells"][0]["source"]
+    '## 2. T\\n\\nText'
+    """
+    cells = [{**c, "source": BLOCK.sub("", _source(c))} if c.get("cell_type") == "markdown" and BEGIN in _source(c)
+             else c for c in nb["cells"]]
+    return {**nb, "cells": cells}
+
+
 def out_of_date(root: Path = ROOT, *, write: bool = False) -> list[str]:
     """The course notebooks whose notes differ from what the recipes say (rewritten when ``write``)."""
     found = notes(root)
