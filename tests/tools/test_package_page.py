@@ -107,3 +107,14 @@ def test_readme_sizes_are_checked_and_written_from_a_build(tmp_path, monkeypatch
 
 def test_the_tools_docstring_examples_run():
     assert doctest.testmod(package_page).failed == 0
+
+
+def test_no_line_break_falls_between_two_chinese_characters():
+    """PyPI's renderer shows a line break inside a paragraph as a space, which Chinese text does not have: the page
+    breaks its Chinese lines only next to a Latin word or a code span (tools/site/pages.py's join_cjk_lines)."""
+    from tools.site.pages import join_cjk_lines
+
+    text = PAGE.read_text(encoding="utf-8")
+    joined = join_cjk_lines(text)
+    assert joined == text, "a line of docs/pypi.md breaks between two Chinese characters: " + next(
+        line for line in text.splitlines() if line not in joined.splitlines())

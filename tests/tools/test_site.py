@@ -709,3 +709,20 @@ def test_a_crawl_finds_no_dead_link_anchor_or_resource(built):
                     and anchor not in page_of(file).ids:
                 dead.append(f"{path.relative_to(out)}: {url} (no such anchor)")
     assert not dead, f"{len(dead)} dead links:\n" + "\n".join(dead[:40])
+
+
+def test_no_chinese_page_breaks_a_line_between_two_chinese_characters(built):
+    """A browser shows a line break between two Chinese characters as a space: the Chinese site's pages (the landing
+    page, the notebooks, the extra pages) hold none outside code (tools/site/pages.py's join_cjk_lines)."""
+    out, _ = built
+    between = re.compile(r"[\u4e00-\u9fff，。、；：）][ \t]*\n[ \t]*[\u4e00-\u9fff（]")
+    broken = []
+    for path in sorted((out / "zh").glob("*.html")):
+        page = Page(path)
+        prose = "".join(page.article)
+        for pre in page.pre_texts:  # code keeps its lines
+            prose = prose.replace("".join(pre), "")
+        found = between.search(prose)
+        if found:
+            broken.append(f"{path.name}: {found[0]!r}")
+    assert not broken, "\n".join(broken)

@@ -65,6 +65,7 @@ from .pages import (
     further_reading,
     further_reading_cell,
     index_page,
+    join_cjk_lines,
     landing_page,
     notebook_line,
     notebook_picture,
@@ -167,13 +168,17 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
         nb = symptom_page.add_site_anchors(export_notebook(read_notebook(path), lang), notebook=path.name)
         nb = hook_matrix_page.add_site_anchors(nb, path.name, cited)
         nb["cells"] = [links_to_recipe_pages(cell_links_to_symptom_targets(cell, by_cell)) for cell in nb["cells"]]
+        for cell in nb["cells"]:  # no line break between two Chinese characters: a browser shows it as a space
+            if cell["cell_type"] == "markdown":
+                cell["source"] = join_cjk_lines("".join(cell["source"]) if isinstance(cell["source"], list)
+                                                else cell["source"])
         nb = launch.launch_copy(nb, lang, hooklab, pinned)
         nb["cells"].append(further_reading_cell(reading[path.stem], lang))
         (src / path.name).write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         names.append(path.stem)
     pages = extra_pages(root, full=only is None)  # a quick build (tests) leaves the atlas out, as the API page
     for page, write in pages.items():
-        (src / f"{page}.md").write_text(write(root, lang, names), encoding="utf-8")
+        (src / f"{page}.md").write_text(join_cjk_lines(write(root, lang, names)), encoding="utf-8")
     extra = src.parent / f"_extra-{lang}"
     if extra.exists():
         shutil.rmtree(extra)

@@ -207,6 +207,21 @@ def notebook_map(cards: list[dict[str, str]]) -> str:
     return f'<div class="hooklab-map">\n{items}\n</div>'
 
 
+_CJK = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"  # Han, CJK punctuation, full-width forms
+_CJK_BREAK = re.compile(f"(?<=[{_CJK}])\n[ \t]*(?=[{_CJK}])")
+
+
+def join_cjk_lines(markdown: str) -> str:
+    r"""``markdown`` with every line break between two Chinese characters (or full-width punctuation) removed, outside
+    fenced code: a browser, Sphinx and PyPI's renderer show such a break as a space, which Chinese text does not have.
+
+    >>> join_cjk_lines("钩子在\n  前向时运行。\nEnglish\n继续\n```\n代码\n里\n```")
+    '钩子在前向时运行。\nEnglish\n继续\n```\n代码\n里\n```'
+    """
+    parts = re.split(r"(^```.*?^```[ \t]*$)", markdown, flags=re.M | re.S)
+    return "".join(part if k % 2 else _CJK_BREAK.sub("", part) for k, part in enumerate(parts))
+
+
 def landing_page(template: str, cards: list[dict[str, str]], *, repository: str | None, launch: bool,
                  torch: str, lang: str) -> str:
     """tools/site/landing/<lang>.md filled in: ``{{notebook_map}}``, ``{{notebook_count}}``, ``{{torch}}``,
@@ -223,7 +238,7 @@ def landing_page(template: str, cards: list[dict[str, str]], *, repository: str 
     text = re.sub(r"\{\{(\w+)\}\}", lambda m: values.get(m[1], m[0]), text)
     if "{{" in text or "<!-- if" in text:
         raise SiteError(f"{LANDING / (lang + '.md')}: an unknown {{{{placeholder}}}} or an unclosed block is left")
-    return text
+    return join_cjk_lines(text)
 
 
 def index_page(landing: str, names: list[str], lang: str, *, api: bool = True, extra: Iterable[str] = ()) -> str:
