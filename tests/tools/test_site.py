@@ -356,6 +356,10 @@ def test_download_and_copy_buttons(built):
             assert downloads == [f"_sources/{name}.ipynb"], (lang, name, downloads)
             nb = json.loads((out / lang / downloads[0]).read_text(encoding="utf-8"))
             assert nb["metadata"]["hooklab_language"] == lang  # the one-language notebook of this site
+            # opens clean in Jupyter and Colab: none of the site's label cells ("(symptom-x)=") or its further reading
+            sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in nb["cells"]]
+            assert not [t for t in sources if re.fullmatch(r"\s*\([\w-]+\)=\s*", t)], (lang, name)
+            assert not any("hooklab-further-reading" in c.get("metadata", {}).get("tags", []) for c in nb["cells"])
             assert "copybutton.js" in " ".join(page.resources)
         assert (out / lang / "_static" / "copybutton.js").is_file()
         assert (out / lang / "_static" / "clipboard.min.js").is_file()

@@ -164,7 +164,14 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     matrix = json.loads((root / "docs" / "hook_matrix.json").read_text(encoding="utf-8"))
     cited = hook_matrix_page.cited_cells(matrix)
     names = []
+    downloads = src.parent / f"_downloads-{lang}"  # the notebooks behind the download buttons (build() puts them)
+    if downloads.exists():
+        shutil.rmtree(downloads)
+    downloads.mkdir(parents=True)
     for path in chosen:
+        # the download: the one-language launch copy, without the site's anchor cells and further reading
+        clean = launch.launch_copy(export_notebook(read_notebook(path), lang), lang, hooklab, pinned)
+        (downloads / path.name).write_text(json.dumps(clean, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         nb = symptom_page.add_site_anchors(export_notebook(read_notebook(path), lang), notebook=path.name)
         nb = hook_matrix_page.add_site_anchors(nb, path.name, cited)
         nb["cells"] = [links_to_recipe_pages(cell_links_to_symptom_targets(cell, by_cell)) for cell in nb["cells"]]
@@ -332,6 +339,8 @@ def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repos
             shutil.move(src_root / f"html-{lang}" / "html", out / lang)
             shutil.rmtree(src_root / f"html-{lang}")  # what is left: myst-nb's jupyter_execute/
             (out / lang / "searchindex.js").unlink(missing_ok=True)  # Sphinx's index: the search asks Pagefind's
+            for clean in (src_root / f"_downloads-{lang}").glob("*.ipynb"):  # no label-only cells in a download
+                shutil.copy2(clean, out / lang / "_sources" / clean.name)
             for tool, folder in CLASSROOM.items():  # <lang>/slides/<lang>/NN_x.html, its _vendor/ beside
                 target = out / lang / folder
                 shutil.copytree(classroom / tool / lang, target / lang)
