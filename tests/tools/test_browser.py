@@ -722,6 +722,15 @@ def test_slide_deck_runs_offline(classroom_files, browser, lang):
     page.screenshot(path=str(SHOTS / f"slides-{lang}-06.png"))
     assert page.requests.outside() == [] and page.errors == []
     page.context.close()
+    # a link to a cell (notebook 00's symptom rows link cells) opens the slide that holds it, not slide 1
+    target = next(c["id"] for c in nb["cells"][len(nb["cells"]) // 2:] if c["cell_type"] == "code")
+    page = new_page(browser, "file://")
+    page.goto(deck.as_uri() + f"#cell-id={target}")
+    page.wait_for_function("() => window.Reveal && Reveal.isReady()", timeout=30_000)
+    page.wait_for_function(f"() => Reveal.getCurrentSlide().contains(document.getElementById('cell-id={target}'))",
+                           timeout=10_000)
+    assert page.evaluate("Reveal.getIndices().h") > 0
+    page.context.close()
 
 
 @pytest.mark.timeout(600)  # as above

@@ -219,7 +219,8 @@ def split_cell(cell: dict[str, Any], lang: str, limit: int = LINES_PER_SLIDE) ->
     for number, part in enumerate(parts, 1):
         piece = copy.deepcopy(cell)
         piece["source"] = part
-        piece.pop("id", None)
+        if number > 1:
+            piece.pop("id", None)  # the first piece keeps the cell's id: a link to the cell lands on it
         if kind == "code" and (number < len(parts) or own_slide):
             piece["outputs"] = []
         if number > 1:
@@ -248,7 +249,8 @@ def plan_slides(nb: dict[str, Any], lang: str, limit: int = LINES_PER_SLIDE) -> 
     used = 0
     for index, cell in enumerate(cells):
         source = cell["source"] = _source(cell)
-        cell["id"] = f"hooklab-{index}"  # split cells need ids of their own
+        # a cell keeps its id (the anchor a link to it names: notebook 00's symptom rows); split pieces get their own
+        cell["id"] = cell.get("id") or f"hooklab-{index}"
         first = source.lstrip("\n").split("\n", 1)[0]
         level = len(first) - len(first.lstrip("#")) if cell["cell_type"] == "markdown" and heading_lines(
             source.lstrip("\n"))[:1] == [0] else 0
@@ -300,6 +302,14 @@ SLIDES_TEMPLATE = r"""{%- extends 'index.html.j2' -%}
 <script src="{{ resources.reveal.url_prefix }}/dist/reveal.js"></script>
 <script src="{{ resources.reveal.url_prefix }}/plugin/notes/notes.js"></script>
 <script>
+// A link to a cell (NN_x.html#cell-id=...) opens the slide that holds it: reveal.js's own named links expect the
+// id on a slide's own section element, and would open slide 1.
+const hooklabTarget = decodeURIComponent(location.hash.slice(1));
+Reveal.on('ready', () => {
+  const cell = hooklabTarget && !hooklabTarget.startsWith('/') && document.getElementById(hooklabTarget);
+  const slide = cell && cell.closest('section');
+  if (slide) { const at = Reveal.getIndices(slide); Reveal.slide(at.h, at.v); }
+});
 Reveal.initialize({
   controls: true, progress: true, history: true, hash: true, center: false,
   slideNumber: 'c/t', transition: '{{ resources.reveal.transition }}',
