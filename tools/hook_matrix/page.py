@@ -26,10 +26,12 @@ TEXT = {
     "zh": {
         "title": "钩子行为矩阵",
         "intro": ("每一种 PyTorch 钩子（行）在每一种运行方式（列）下做了什么：触发几次、收到什么、返回值是否生效、报什么错。"
-                  "表中每一格都由 `python -m tools.hook_matrix` 实际运行一个小探针得到（torch {torch}；编译用 `{backend}` "
-                  "后端，预编译用 `{precompile}`），记录在 `docs/hook_matrix.json`；`./course test` 每次重新运行一个固定样本，"
-                  "每周的 CI 重新运行全部格子，`./course rerun` 在新版 PyTorch 上列出变化的格子。怎样读、怎样扩展它，见"
-                  "第 17 课。"),
+                  "表中每一格都是在 torch {torch} 上实际运行一个小探针观察到的（编译用 `{backend}` 后端，预编译用 "
+                  "`{precompile}`）。怎样读、怎样扩展它，见第 17 课。"),
+        "maintainers": "维护者参考",
+        "kept": ("探针是 `python -m tools.hook_matrix`，结果记录在 `docs/hook_matrix.json`，这一页由它生成；"
+                 "`./course test` 每次重新运行一个固定样本，每周的 CI 重新运行全部格子，`./course rerun` 在新版 PyTorch "
+                 "上列出变化的格子。"),
         "legend": ("图例：**N** 触发 N 次；**0** 不触发；**✗** 报错；**n/a** 不适用（原因见该族的表）；**⚠** 出人意料的格子。"
                    "每一格的键形如 `forward-hook@compile`（族@运行方式），可以直接搜索。"),
         "counts": "共 {families} 族 × {contexts} 种运行方式 = {cells} 格：实际运行 {observed} 格，不适用 {na} 格；出人意料的 {surprising} 格。",
@@ -55,10 +57,12 @@ TEXT = {
         "title": "The hook behaviour matrix",
         "intro": ("What every PyTorch hook family (rows) does under every way code runs (columns): how often it fires, "
                   "what it receives, whether its return value is used, what it raises. Every cell was observed by "
-                  "running a small probe (`python -m tools.hook_matrix`; torch {torch}; compiled with the `{backend}` "
-                  "backend, precompiled with `{precompile}`) and is kept in `docs/hook_matrix.json`; `./course test` "
-                  "runs a fixed sample again every time, the weekly CI every cell, and `./course rerun` lists the cells "
-                  "that change on a new PyTorch. Notebook 17 teaches how to read it and how to extend it."),
+                  "running a small probe on torch {torch} (compiled with the `{backend}` backend, precompiled with "
+                  "`{precompile}`). Notebook 17 teaches how to read it and how to extend it."),
+        "maintainers": "For maintainers",
+        "kept": ("The probe is `python -m tools.hook_matrix`; the cells are kept in `docs/hook_matrix.json`, from which "
+                 "this page is generated. `./course test` runs a fixed sample again every time, the weekly CI every "
+                 "cell, and `./course rerun` lists the cells that change on a new PyTorch."),
         "legend": ("Legend: **N** fires N times; **0** does not fire; **✗** raises; **n/a** not applicable (the "
                    "family's table says why); **⚠** a surprising cell. Each cell has a key such as "
                    "`forward-hook@compile` (family@context): search for it."),
@@ -258,6 +262,7 @@ def page(doc: dict[str, Any], lang: str, *, built: set[str] | None = None) -> st
                 lines.append(f"| {mark}{_esc(title_of[c['id']])} | {_esc(observed(r, lang))} | "
                              f"`{f['id']}@{c['id']}` | {_link(r, lang, built)} |")
             lines.append("")
+    lines += [f"## {t['maintainers']}", "", t["kept"], ""]  # how the page is kept: after what a learner reads
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
