@@ -74,6 +74,27 @@
     return (text) => han.every((run) => text.includes(run)) && (!latinRe || latinRe.test(text));
   };
 
+  /* Whether a page's text holds a Chinese query's words apart, without knowing where the words end: every run of Han
+     characters in the query splits into pieces of two or more characters that each stand somewhere in the text
+     (模块钩子句柄: 模块, 钩子 and 句柄), and every other word of it stands there too. Pagefind finds such a page only when
+     its own segmenter cut the page's text where it cut the query; this finds the rest. */
+  const heldApart = (query) => {
+    const runs = query.match(/[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+/g) || [];
+    if (!runs.length) return null;
+    const latin = (query.match(/[\p{L}\p{N}_]+/gu) || []).filter((w) => !HAN.test(w)).map((w) => w.toLowerCase());
+    const splits = (run, text) => {
+      const ok = [true];  // ok[i]: run's first i characters split into pieces the text holds
+      for (let end = 2; end <= run.length; end += 1) {
+        ok[end] = false;
+        for (let start = end - 2; start >= 0 && !ok[end]; start -= 1) {
+          ok[end] = Boolean(ok[start]) && text.includes(run.slice(start, end));
+        }
+      }
+      return Boolean(ok[run.length]);
+    };
+    return (text) => runs.every((run) => splits(run, text)) && latin.every((w) => text.includes(w));
+  };
+
   /* The tokens of a page's text, in order. */
   const textTokens = (data) => tokens(data.content);
 
@@ -158,6 +179,10 @@
   };
 
   const pageUrl = (data) => data.url.split("#")[0];
+  /* A recipes page (recipes.html, recipes-NN_area.html) collects questions about many topics: at the same depth the
+     course's page that teaches the topic comes first, so a recipe page's title counts as a section heading, its
+     sections as subsections. */
+  const isRecipes = (data) => /^recipes[-.]/.test(pageUrl(data).split("/").pop());
   const sectionName = (section) => (section ? section.id.replace(/^\d+-+/, "").replace(/-/g, " ") : null);
 
   const render = (target, ordered, more) => {
@@ -320,15 +345,17 @@
     const rank = new Map(primary.results.map((r, i) => [r.id, i]));
     const everything = await pagefind.search(null);
     const holds = phraseTest(query);
+    const apart = heldApart(query);
     const all = await Promise.all(everything.results.map(async (r) => ({ r, data: await r.data() })));
     const found = new Map((await Promise.all(primary.results.map((r) => r.data()))).map((d, i) =>
       [primary.results[i].id, d]));
     const items = [];
     for (const { r, data } of all) {
-      const together = holds ? holds(data.content.replace(/\u200B/g, "").toLowerCase()) : false;
-      if (!together && !rank.has(r.id)) continue;
+      const text = data.content.replace(/\u200B/g, "").toLowerCase();
+      const together = holds ? holds(text) : false;
+      if (!together && !rank.has(r.id) && !(apart && apart(text))) continue;
       let item = { data: found.get(r.id) || data, together,
-                   level: together ? headingLevel(data, query, found.get(r.id)) : 9,
+                   level: together ? headingLevel(data, query, found.get(r.id)) + (isRecipes(data) ? 1 : 0) : 9,
                    order: rank.has(r.id) ? rank.get(r.id) : primary.results.length + 1, anchor: null, section: null };
       if (found.has(r.id)) item = pointInto(item, found.get(r.id), 12);
       items.push(item);
