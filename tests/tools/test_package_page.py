@@ -118,3 +118,26 @@ def test_no_line_break_falls_between_two_chinese_characters():
     joined = join_cjk_lines(text)
     assert joined == text, "a line of docs/pypi.md breaks between two Chinese characters: " + next(
         line for line in text.splitlines() if line not in joined.splitlines())
+
+
+def test_the_page_renders_as_pypi_renders_markdown():
+    """PyPI renders the long description with readme_renderer (GFM); `twine check --strict` does not render Markdown
+    at all. Rendered here: it renders, every heading and code block of the page is there, every link is a link, and no
+    Markdown is left over as text."""
+    import html
+
+    import readme_renderer.markdown
+
+    text = PAGE.read_text(encoding="utf-8")
+    rendered = readme_renderer.markdown.render(text)
+    assert rendered, "readme_renderer could not render docs/pypi.md"
+    headings = re.findall(r"^#+ (.+)$", text, re.MULTILINE)
+    shown = html.unescape(re.sub(r"<[^>]+>", "", rendered))
+    for heading in headings:
+        assert heading.replace("`", "") in shown, heading
+    assert rendered.count("<pre") == len(blocks(text))
+    for url in re.findall(r"\]\((https?://[^)\s]+)\)", text):
+        assert f'href="{html.escape(url)}"' in rendered or f'href="{url}"' in rendered, url
+    prose = re.sub(r"<pre.*?</pre>|<code>.*?</code>", "", rendered, flags=re.S)
+    leftovers = [m for m in ("](", "**", "```") if m in html.unescape(re.sub(r"<[^>]+>", "", prose))]
+    assert not leftovers, f"Markdown shown as text on PyPI: {leftovers}"
