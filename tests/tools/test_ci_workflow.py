@@ -319,3 +319,13 @@ def test_publish_branch_force_pushes_the_folder_as_one_parentless_commit(tmp_pat
         assert git("rev-list", "--count", "launch", cwd=origin).strip() == "1"  # no parent: no growing history
         assert git("log", "-1", "--format=%s|%an", "launch", cwd=origin).strip() == f"round {round_}|github-actions[bot]"
     assert git("status", "--porcelain", cwd=checkout) == "" and git("ls-files", cwd=checkout).split() == ["README.md"]
+
+
+def test_dependabot_keeps_the_actions_current_and_leaves_the_course_pins_alone():
+    """.github/dependabot.yml is valid (check-jsonschema's bundled Dependabot schema) and watches the workflows'
+    actions only: the course's Python pins move by a reviewed change after the weekly look ahead."""
+    path = WORKFLOWS.parent / "dependabot.yml"
+    result = subprocess.run([str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.dependabot", str(path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [u["package-ecosystem"] for u in load(path)["updates"]] == ["github-actions"]

@@ -15,6 +15,13 @@ Chromium (the one the browser tests use) write the PDF. Everything works offline
 ``--section`` keeps the title and the chosen ``##`` sections only (a number N is the section headed "## N. ...";
 ``summary`` and ``exercises`` are the notebook's closing sections): a handout for one lesson of a class rather than
 the whole notebook (notebook 07 whole: about 40 A4 pages).
+
+Why not nbconvert's ``WebPDFExporter`` (``--to webpdf``), which also prints HTML with Playwright's Chromium: it
+launches only the Chromium that Playwright downloads (``playwright install chromium``, or its
+``--allow-chromium-download``), with no way to name the system's browser, which is the one this project installs
+(Playwright cannot download its own here); it waits a fixed ``page_render_timeout`` instead of for MathJax to finish
+typesetting; and it prints either one tall page or the browser's default pages, without A4 pages, page numbers or the
+``##`` page breaks. The HTML is nbconvert's (its HTML exporter); only the printing is done here, in a few lines.
 """
 from __future__ import annotations
 

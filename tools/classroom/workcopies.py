@@ -26,6 +26,13 @@ at every lab start:
 The notebooks import hooklab from the environment (an editable install), and link to each other by file name, so
 they work from any folder that holds all of them; a kernel starts in the folder of its notebook, so files a notebook
 writes land in ``work/`` too. ``COURSE_WORK_DIR`` moves the whole ``work/`` folder (the tests use it).
+
+Why not nbgitpuller, the maintained tool for "the learner's copy, merged with the course's updates": it pulls a git
+repository into the learner's folder on a JupyterHub (a server extension reached through a link), merging by git's
+rules and keeping the learner's version of a changed file. Here the copies are made from a local checkout that the
+learner updates with ``git pull``, they are one-language exports as well as the bilingual notebooks (not files of the
+repository), and a copy the learner never edited should follow the course's new version, which git's merge cannot
+tell from a copy the learner edited and JupyterLab re-saved. So this module keeps its own small rule (above).
 """
 from __future__ import annotations
 

@@ -20,6 +20,12 @@ one summary of which cells changed in them.
 Each run writes ``build/rerun/<name>/results.json`` beside its report (tools/rerun/command.py); ``summary`` turns the
 results of all runs into one table and a list of the changed cells, for the workflow's summary page.
 Standard library and ``packaging`` only: the workflow runs it before any environment is built.
+
+Why not Renovate or Dependabot, which watch PyPI for newer releases too: they open a pull request that moves the
+lock, one package at a time, and CI then tests that lock. The look ahead is the other way round: it keeps the lock and
+runs the whole course (every notebook's cells, the behaviour matrix, the recipes) against the newer PyTorch and
+libraries together, in side environments, and reports which cells changed, before anyone moves a pin. Dependabot does
+keep the workflows' actions current (.github/dependabot.yml); bumping the course's own pins stays a reviewed change.
 """
 from __future__ import annotations
 
