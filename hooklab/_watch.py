@@ -9,6 +9,8 @@ below: the module itself, a copy, a replica, a compiled, scripted or fused versi
 """
 from __future__ import annotations
 
+import os
+import sys
 from collections import Counter
 from typing import Any
 
@@ -31,11 +33,13 @@ FUSED = "a fused module made from it"
 GRAPH = "an FX GraphModule that inlined it"
 IN_MODEL = "another module of the model"
 OTHER_GRAPH = "an FX GraphModule (torch.fx, torch.export)"
+DYNAMO_GRAPH = "a graph module made by torch.compile (its backend returned it)"
 _HOOK_KINDS = ("forward_pre", "forward", "backward_pre", "backward")
 # modules that Conv+BN(+ReLU) fusion folds into the fused module (they have no copy inside it)
 _FOLDED = (nn.modules.batchnorm._BatchNorm, nn.ReLU)
 _FAST_PATH_OWNERS = (nn.TransformerEncoderLayer, nn.MultiheadAttention)
 _GETATTR = nn.Module.__getattr__.__code__
+_CHECKPOINT_FILE = os.path.join("torch", "utils", "checkpoint.py")
 
 
 def _fast_paths() -> dict[Any, str]:
@@ -71,7 +75,10 @@ class _Watch:
         self.fast: Counter = Counter()
         self.fast_ops = _fast_paths()
         self.reads: Counter = Counter()           # who read the target's parameters (code outside it)
-        self.forward_code = _code(type(target).forward)
+        # a TorchScript module's class has no Python forward to watch (type(m).forward raises)
+        self.forward_code: Any = None if _is_script_module(target) else _code(type(target).forward)
+        self.checkpoint_first = self.checkpoint_recomputed = 0  # calls in checkpoint's first pass / its recompute
+        self.checkpoint_inputs_need_grad = False  # whether an input of a reentrant checkpoint required grad
         self.call_code, self.wrapped_code = internals.module_call_codes()
         self.hook_objects: dict[int, str] = {}     # id(hook object) -> label (callable objects: exact match)
         self.hook_codes: dict[Any, list[str]] = {}  # code object -> labels (functions)
@@ -138,6 +145,8 @@ class _Watch:
             return FUSED
         if self._carries_target_hooks(m):
             return COPY
+        if isinstance(m, torch.fx.GraphModule) and "dynamo_compile_id" in getattr(m, "meta", {}):
+            return DYNAMO_GRAPH  # what a torch.compile backend returned (not torch.fx tracing of the model)
         if isinstance(m, torch.fx.GraphModule) and any(sub is child for sub in m.modules()
                                                         for child in target.children()):
             return GRAPH
@@ -167,12 +176,30 @@ class _Watch:
         if m is self.target:
             if not torch.is_grad_enabled():
                 self.without_grad += 1
+            self._checkpoint(sys._getframe(1))
         elif id(m) not in self.tree or id(m) in self.copies_inside:
             relation = self.relation(m)
             if relation not in ("other", IN_MODEL):
                 self.ran_instead[f"{relation}: {type(m).__name__}"] += 1
             elif isinstance(m, nn.modules.conv._ConvNd) and id(m) not in self.tree:
                 self.outside_convs[(type(m).__name__, m.out_channels)] += 1
+
+    def _checkpoint(self, frame: Any) -> None:
+        """Whether this call of the target is torch.utils.checkpoint's first pass or its recomputation."""
+        while frame is not None:
+            code = frame.f_code
+            if code.co_filename.endswith(_CHECKPOINT_FILE):
+                if code.co_name == "forward" and "run_function" in frame.f_locals:  # reentrant, under no_grad
+                    self.checkpoint_first += 1
+                    self.checkpoint_inputs_need_grad |= any(
+                        isinstance(a, torch.Tensor) and a.requires_grad for a in frame.f_locals.get("args", ()))
+                elif code.co_name in ("backward", "recompute_fn", "unpack_hook"):
+                    self.checkpoint_recomputed += 1
+                else:
+                    frame = frame.f_back
+                    continue
+                return
+            frame = frame.f_back
 
     def pre_hook(self, m: nn.Module, args: Any) -> None:  # the fallback when another profiler is active
         self.on_call(m)
@@ -238,8 +265,26 @@ class _Watch:
                        if kind in _HOOK_KINDS for fn in hooks.values()
                        if id(fn) in self.hook_labels and _code(fn) is code}
             labels = [label for label in labels if label in present]
+        if len(labels) > 1:  # several functions share this code (one factory, two hooks): which one is running
+            labels = self._which(frame, labels, relation)
         for label in labels:
             self.fired[label][relation] += 1
+
+    def _which(self, frame: Any, labels: list[str], relation: str) -> list[str]:
+        """Of hook functions that share one code object, the one this frame runs: its caller holds it (PyTorch
+        calls ``hook(module, ...)`` from a loop variable); otherwise the one with the fewest firings so far, so that
+        each firing is counted once."""
+        wanted = set(labels)
+        caller = frame.f_back
+        for _depth in range(3):  # _call_impl, BackwardHook, or a functools.partial / wrapper in between
+            if caller is None:
+                break
+            for value in list(caller.f_locals.values()):
+                label = self.hook_labels.get(id(value)) or self.hook_labels.get(id(_unwrap(value)))
+                if label in wanted:
+                    return [label]
+            caller = caller.f_back
+        return [min(labels, key=lambda label: self.fired[label][relation])]
 
 
 def _code(fn: Any) -> Any:

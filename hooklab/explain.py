@@ -6,7 +6,9 @@ instead when it did not: a copy (outside the model, or inside it like PEFT's ``m
 compiled or TorchScript version, a graph module that inlined it, a fast path, a parent that computes with its
 parameters directly, a parent that calls its submodules past it, a tied module that holds its weights, or nothing (this
 input's path does not reach it). :attr:`HookExplanation.cause` names the cause in a word or two, and
-:attr:`HookExplanation.reasons` says it in sentences, the most specific first.
+:attr:`HookExplanation.reasons` says it in sentences, the most specific first. Causes found past the counts (a
+TorchScript module around it, a branch for the other mode, a hook left on a replaced module, a forward that raised
+under ``always_call`` hooks, ``torch.utils.checkpoint``, fast-path advice) live in :mod:`hooklab._explain_causes`.
 
 It watches without registering anything: a profile function (``sys.setprofile``, also in threads started during the
 step) sees each module call (``Module._call_impl``), which Python functions and fast-path ops ran, and which code read
@@ -44,7 +46,7 @@ from typing import Any
 from torch import nn
 from torch.nn.modules import module as module_globals
 
-from . import _torch_internals as internals
+from . import _explain_causes as causes, _torch_internals as internals
 from ._text import format_table
 from ._watch import (
     _FAST_PATH_OWNERS,
@@ -53,6 +55,7 @@ from ._watch import (
     COMPILED,
     COPY,
     COPY_INSIDE,
+    DYNAMO_GRAPH,
     FUSED,
     GRAPH,
     LOOKALIKE,
@@ -91,7 +94,8 @@ CAUSES = {
                         "that was not seen",
 }
 _INSTEAD_CAUSE = {COMPILED: "compiled", SCRIPTED: "scripted", FUSED: "fused", COPY_INSIDE: "copy", COPY: "copy",
-                  REPLICA: "replica", GRAPH: "graph", LOOKALIKE: "another model", OTHER_GRAPH: "graph"}
+                  REPLICA: "replica", GRAPH: "graph", LOOKALIKE: "another model", OTHER_GRAPH: "graph",
+                  DYNAMO_GRAPH: "compiled"}
 
 
 @dataclass
@@ -115,6 +119,7 @@ class HookExplanation:
     parameter_reads: dict[str, int] = field(default_factory=dict)
     cause: str = "ran"
     error: str | None = None
+    raised_inside: bool = False  # the step's exception came out of a call of this module (forward or hooks)
     reasons: list[str] = field(default_factory=list)
 
     def table(self) -> str:
@@ -232,6 +237,7 @@ def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> Hook
     report.parameter_reads = dict(watch.reads)
     if error is not None:
         report.error = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+        report.raised_inside = causes.raised_inside(error, target, watch)
     report.cause, report.reasons = _reasons(report, target, watch)
     if error is not None:
         note = "hooklab.explain_hook saw, up to this error:\n" + str(report)
@@ -256,6 +262,11 @@ _INSTEAD = {
               "(it is reused without looking at hooks). To see them fire, call the eager model "
               "(model._orig_mod), or register first and compile again after torch._dynamo.reset(). explain_hook "
               "registered nothing, so it did not change what was compiled",
+    DYNAMO_GRAPH: "{name} was not called in Python: a graph module that torch.compile made ran instead ({typename}, "
+                  "{n} call(s); the compile backend returned it, so it runs as Python, but it is dynamo's capture of "
+                  "the model, not torch.fx tracing of it). Hooks present when it was compiled were traced into "
+                  "it; hooks registered later do not run. Call the eager model, or register first and compile "
+                  "again after torch._dynamo.reset()",
     SCRIPTED: "{name} itself never ran: a TorchScript module ran instead ({typename}, {n} call(s); torch.jit.script "
               "or trace of a copy). It runs compiled code: hooks compiled in when it was scripted run inside it "
               "(uncounted), hooks registered on the original since then never do. Hook the module that runs "
@@ -294,12 +305,19 @@ def _storages(params: Any) -> set[Any]:
 def _not_called(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, list[str]]:
     """The cause and the first reasons for a module that was never called (its forward code did not run either)."""
     name = repr(r.name)
+    scripted = causes.scripted_around(name, target, w)
+    if scripted is not None:
+        return "scripted", [scripted[1]]
     instead: dict[str, tuple[str, int]] = {}
     for key, n in r.ran_instead.items():  # per relation: the type names and the calls, added up
         relation, typename = key.split(": ", 1)
         names, total = instead.get(relation, ("", 0))
         instead[relation] = (f"{names} + {typename}" if names else typename, total + n)
     found = next((relation for relation in _INSTEAD if relation in instead), None)
+    compiled_above = [(n, m) for n, m in [(r.name, target), *w.ancestors]
+                      if compiled(m) and (w.calls[id(m)] or w.compiled_calls[id(m)])]
+    if found in (DYNAMO_GRAPH, OTHER_GRAPH, GRAPH) and compiled_above and DYNAMO_GRAPH in instead:
+        found = None  # the graph module is torch.compile's output, called by the compiled model: said below
     if found is not None:
         typename, n = instead[found]
         folded = ("folded it into its weights (a fused module has no copy of a BatchNorm or ReLU it absorbed, so "
@@ -320,8 +338,6 @@ def _not_called(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, 
                            "to hook; if the graph module holds no BatchNorm, hook the convolution's output "
                            "instead, or observe it before fusing")
         return _INSTEAD_CAUSE[found], reasons
-    compiled_above = [(n, m) for n, m in [(r.name, target), *w.ancestors]
-                      if compiled(m) and (w.calls[id(m)] or w.compiled_calls[id(m)])]
     if compiled_above:
         where, wrapper = compiled_above[-1]
         n = w.calls[id(wrapper)] + w.compiled_calls[id(wrapper)]
@@ -361,11 +377,8 @@ def _not_called(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, 
             "hook the submodules that run"]
     called = [(n, m) for n, m in w.ancestors if w.calls[id(m)] or w.compiled_calls[id(m)]]
     if r.fast_paths and any(isinstance(m, _FAST_PATH_OWNERS) for _n, m in called):
-        path = ", ".join(r.fast_paths)
-        return "fast path", [
-            f"{name} was not called: its parent took a fast path ({path}) that computes it in one op without "
-            "calling it, so no hook of it runs (explain_hook does not change that; a forward hook on any submodule "
-            "of the layer, training mode or gradients turn the fast path off)"]
+        cause, text = causes.fast_path(name, r, w)
+        return cause, [text]
     if r.parameter_reads:
         readers = ", ".join(r.parameter_reads)
         return "parameters used directly", [
@@ -395,6 +408,9 @@ def _not_called(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, 
             "profiler was active (sys.setprofile), so explain_hook watched module calls only; stop it and ask again"]
     gap = r.name[len(where) + 1:].split(".")[0] if where else r.name.split(".")[0]
     gap_name = f"{where}.{gap}" if where else gap
+    branch = causes.mode_branch(name, gap, where, ancestor)
+    if branch is not None:
+        return "not reached", [branch]
     text = (f"{name} was not reached: {where or 'the model'!r} ran {w.calls[id(ancestor)]} time(s) but never "
             f"called {gap_name!r}" + (f" (so nothing inside it ran, {name} included)" if gap_name != r.name else "")
             + ", and no code read its parameters: this input's path does not go through it (a head used only "
@@ -426,6 +442,8 @@ def _reasons(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, lis
                                         "sys.setprofile call out of the step (or run that profiler after it) and ask "
                                         "again"]
         reasons.append(f"{stopped}: the counts are those of the step up to that point")
+    if r.raised_inside:
+        reasons.append(causes.always_call(name, target, w, fired_total))
     if r.calls == 0 and r.profiled and r.forward_runs:
         cause = "forward called directly"
     elif r.calls == 0:
@@ -435,10 +453,18 @@ def _reasons(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, lis
         n = sum(v for k, v in r.ran_instead.items() if k.startswith(REPLICA))
         reasons.append(f"{n} replica(s) of {name} ran too (DataParallel): they share its hook dicts, so its hooks "
                        "fire once per replica, with the replica as `module`")
+    elif (scripted := causes.scripted_around(name, target, w)) is not None:
+        reasons.append(scripted[1])
+    elif not r.hooks and (swapped := causes.replaced(name, target, w)) is not None:
+        reasons.append(swapped)
     if r.profiled and r.forward_runs > r.calls:
         reasons.append(f"{name}.forward ran {r.forward_runs - r.calls} time(s) without a module call: calling "
                        "module.forward(x) directly skips __call__ and every module hook; call module(x)")
-    if r.calls > 1:
+    if r.calls > 1 and w.checkpoint_recomputed:
+        reasons.append(f"{name} was called {r.calls} times in this step, {w.checkpoint_recomputed} of them "
+                       "torch.utils.checkpoint's recomputation in backward: its forward hooks fire on each call, "
+                       "its backward hooks once per backward through the recomputed output")
+    elif r.calls > 1:
         reasons.append(f"{name} was called {r.calls} times in this step (used twice, in a loop, or once per "
                        "generated token): each hook fires once per call")
     for label, on in r.fired.items():
@@ -447,12 +473,13 @@ def _reasons(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, lis
             why = (": fuse_modules gives the fused module the first module's forward pre-hooks and the last one's "
                    "forward hooks, while the copy inside keeps its own" if FUSED in on and COPY in on else "")
             reasons.append(f"{label} fired {sum(on.values())} times ({places}){why}")
-        if on.get(SELF, 0) > r.calls and r.calls and not label.endswith(" hook)"):
+        if on.get(SELF, 0) > r.calls - w.checkpoint_recomputed and r.calls and w.checkpoint_recomputed == 0 and not label.endswith(" hook)"):
             reasons.append(f"{label} fired {on[SELF]} times on {name} for {r.calls} call(s): it is registered more "
                            "than once (re-running a cell stacks hooks; use hooklab.named_scope)")
     backward = [label for label in r.fired if "backward" in label]
     if r.calls and backward and not any(fired_total[label] for label in backward):
-        why = (f"{r.calls_without_grad} of its {r.calls} call(s) ran without gradients (torch.no_grad / "
+        why = (causes.checkpoint_no_grad(r, w) if w.checkpoint_first else
+               f"{r.calls_without_grad} of its {r.calls} call(s) ran without gradients (torch.no_grad / "
                "inference_mode)" if r.calls_without_grad else "no backward through its output ran in the step, its "
                "output was not part of the loss, or no input or parameter of it needs a gradient")
         reasons.append(f"its backward hooks never fired: {why}")
