@@ -180,10 +180,27 @@ def test_the_schedule_runs_the_look_ahead_rerun_and_the_launch_copies_in_a_workf
     for made in runs_made:
         args = rerun.parse_args(shlex.split(made["args"]))
         assert not (args.unit_only or args.library_only or args.notebooks)  # unit tests and every notebook
-    # the launch copies, run as Colab would, after the test that checks what each one installs
-    commands = [c for c in runs(jobs["launch-copies"]) if not c.startswith("sudo ")]
+    # the launch copies, run as Colab would, after the test that checks what each one installs: with the runtime's
+    # torch at both ends of the range the install cell keeps, and hooklab from the real install source (this
+    # repository at this commit, as the published copies' cell has it)
+    from tools.launch import copies as launch
+
+    copies_job = jobs["launch-copies"]
+    commands = [c for c in runs(copies_job) if not c.startswith("sudo ")]
     assert commands == ["./course test tests/tools/test_launch.py",
-                        ".venv/bin/python -m tools.launch.check --out build/launch-check"]
+                        '.venv/bin/python -m tools.launch.check --torch "$TORCH" --repository-url '
+                        '"$HOOKLAB_REPOSITORY_URL" --commit "$GITHUB_SHA" --out build/launch-check']
+    low, high = launch.torch_range()
+    matrix = copies_job["strategy"]["matrix"]["include"]
+    assert [m["torch"] for m in matrix] == [high, ".".join((low.split(".") + ["0"])[:3])]  # 2.15.0, 2.13.0
+    assert copies_job["strategy"]["fail-fast"] is False
+    check, = [s for s in copies_job["steps"] if "tools.launch.check" in s.get("run", "")]
+    assert check["env"] == {"TORCH": "${{ matrix.torch }}",
+                            "HOOKLAB_REPOSITORY_URL": "${{ github.server_url }}/${{ github.repository }}"}
+    upload, = [s for s in copies_job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert upload["with"]["name"] == "${{ matrix.report }}" and upload["if"] == "always()"
+    # the newest torch's report keeps the name the summary shows; every report's name differs
+    assert matrix[0]["report"] == "launch-check" and len({m["report"] for m in matrix}) == len(matrix)
     # every cell of the hook behaviour matrix, on the pinned PyTorch
     hooks, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_HOOK_MATRIX") == "all"]
     assert hooks["run"] == "./course test tests/tools/test_hook_matrix.py"

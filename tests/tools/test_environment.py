@@ -14,9 +14,16 @@ def normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def conda_pins() -> dict[str, str]:
+# Binder has no GPU: torch and torchvision come as PyTorch's CPU builds ("+cpu", a local version label on the locked
+# release) from its CPU index, not PyPI's Linux wheels with about 3 GB of CUDA libraries
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+CPU_BUILDS = {"torch", "torchvision"}
+
+
+def conda_pins(*, local: bool = False) -> dict[str, str]:
+    """name -> pinned version, without its local label (``2.15.0+cpu`` -> ``2.15.0``; ``local``: the whole pin)."""
     text = (ROOT / "environment.yml").read_text(encoding="utf-8")
-    return {normal(n): v for n, v in PIN.findall(text)}
+    return {normal(n): v if local else v.split("+")[0] for n, v in PIN.findall(text)}
 
 
 def lock_versions() -> dict[str, set[str]]:
@@ -46,6 +53,18 @@ def test_every_conda_pin_is_the_locked_version():
         assert version in locked[name], f"{name}=={version} in environment.yml, uv.lock has {sorted(locked[name])}"
 
 
+def test_binder_takes_pytorchs_cpu_wheels_of_the_locked_releases():
+    text = (ROOT / "environment.yml").read_text(encoding="utf-8")
+    assert re.search(rf"^\s*-\s*--extra-index-url {re.escape(CPU_INDEX)}\s*$", text, re.MULTILINE), \
+        "environment.yml's pip section should name PyTorch's CPU index"
+    pins = conda_pins(local=True)
+    labelled = {name: version.split("+", 1)[1] for name, version in pins.items() if "+" in version}
+    assert labelled == dict.fromkeys(CPU_BUILDS, "cpu"), "torch and torchvision pinned as +cpu, nothing else labelled"
+    locked = lock_versions()
+    for name in CPU_BUILDS:  # the CPU build of exactly the locked release
+        assert pins[name] == f"{next(iter(locked[name]))}+cpu" and len(locked[name]) == 1
+
+
 def test_conda_env_has_every_course_package_at_its_pin():
     pins = conda_pins()
     for name, version in course_pins().items():
@@ -73,8 +92,9 @@ def test_postbuild_registers_the_kernel_the_notebooks_name_as_binder_runs_it(tmp
     """Binder (repo2docker) runs postBuild with the environment's python first on PATH, as the user.
 
     What can be checked offline: the commands work on the course's packages and leave the kernel the notebooks
-    ask for. What cannot: conda-forge (unreachable here) providing python 3.11 and graphviz, and Binder's build
-    limits with the 2.6 GB torch wheels.
+    ask for, and the torch check passes outside repo2docker (no REPO_DIR) whatever the build. What cannot:
+    conda-forge (unreachable here) providing python 3.11 and graphviz, and PyTorch's CPU index (unreachable here)
+    giving Binder torch 2.15.0+cpu.
     """
     import json
     import subprocess
@@ -87,9 +107,17 @@ def test_postbuild_registers_the_kernel_the_notebooks_name_as_binder_runs_it(tmp
     result = subprocess.run(["bash", str(ROOT / "postBuild")], cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
+    assert re.search(r"^torch 2\.15\.0\S* \((CPU|CUDA) build\)$", result.stdout, re.MULTILINE), result.stdout
     specs = list(tmp_path.rglob(f"kernels/{NAME}/kernel.json"))
     assert len(specs) == 1, f"postBuild left no kernel spec named {NAME!r} under the home folder: {result.stderr}"
     spec = json.loads(specs[0].read_text(encoding="utf-8"))
     assert spec["display_name"] == DISPLAY_NAME and spec["language"] == "python"
     notebook = json.loads((ROOT / "notebooks" / "00_introduction.ipynb").read_text(encoding="utf-8"))
     assert notebook["metadata"]["kernelspec"]["name"] == NAME
+    # in Binder's image (repo2docker sets REPO_DIR) a CUDA build of torch fails the build: the CPU wheels were not used
+    import torch
+    inside = subprocess.run(["bash", str(ROOT / "postBuild")], cwd=ROOT, env={**env, "REPO_DIR": str(ROOT)},
+                            capture_output=True, text=True, timeout=120)
+    assert (inside.returncode != 0) == bool(torch.version.cuda), inside.stderr
+    if torch.version.cuda:
+        assert "should give Binder PyTorch's CPU wheels, and this torch is a CUDA build" in inside.stderr

@@ -188,7 +188,8 @@ def test_install_cell_says_what_it_does_in_the_notebooks_language(lang, words):
     assert '"-m", "pip", "install"' in source and "is installed already: nothing to install" in source
     compile(source, "<install cell>", "exec")  # valid Python
     without = launch.install_cell(None, ["torch==2.15.0"], lang)["source"]
-    assert "pip install -e \\\".[course]\\\"" in without and '"-m", "pip"' not in without
+    # without a URL, hooklab never comes from pip (what a notebook imports besides may: hooklab installed from a clone)
+    assert "pip install -e \\\".[course]\\\"" in without and "HOOKLAB, *wanted" not in without
     namespace: dict = {}
     with pytest.raises(ModuleNotFoundError, match=r"hooklab is not installed\. From a clone"):
         exec(without.replace('find_spec("hooklab")', 'find_spec("hooklab_not_here")'), namespace)
@@ -255,3 +256,145 @@ def test_command_line_refuses_a_url_that_is_not_a_repository(tmp_path, capsys):
     assert launch.main([str(tmp_path / "out"), "--repository-url", "github.com/x"]) == 1
     assert "--repository-url should be https://HOST/OWNER/REPO" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+# ---- the install cell's choices, run with fakes (no pip, no download) -----------------------------------------
+
+HOOKLAB_GIT = f"hooklab[course] @ git+{URL}@{COMMIT}"
+NOTEBOOK_PINS = ["torch==2.15.0", "timm==1.0.31", "torchvision==0.29.2"]
+
+
+def run_cell(monkeypatch, capsys, runtime: dict[str, str], *, hooklab_installed: bool = False,
+             pins: list[str] = NOTEBOOK_PINS) -> tuple[list[list[str]], str]:
+    """Run a launch copy's install cell in a pretend runtime: ``runtime`` is what is installed (name -> version);
+    pip is a fake that "installs" what it is given at the version asked for (a name alone: the release matching the
+    running torch). Returns pip's command lines and what the cell printed."""
+    import importlib.metadata as metadata
+    import importlib.util as util
+    import subprocess
+
+    installed = dict(runtime)
+    calls: list[list[str]] = []
+
+    def version(name):
+        if name not in installed:
+            raise metadata.PackageNotFoundError(name)
+        return installed[name]
+
+    def pip(command, check):
+        assert check is True and command[1:4] == ["-m", "pip", "install"]
+        calls.append(command[4:])
+        for requirement in command[5:]:
+            name, _, wanted = requirement.partition("==")
+            if " @ " in requirement or name in installed and installed[name].split("+")[0] == wanted:
+                continue  # hooklab (below); a distribution installed at the version asked for stays as it is
+            installed[name] = wanted or f"matching torch {installed['torch']}"
+        installed["hooklab"] = "0.1.0"
+
+    monkeypatch.setattr(metadata, "version", version)
+    monkeypatch.setattr(util, "find_spec", lambda name: object() if hooklab_installed and name == "hooklab" else None)
+    monkeypatch.setattr(subprocess, "run", pip)
+    source = launch.install_cell(HOOKLAB_GIT, pins, "en", torch=("2.13", "2.15.0"))["source"]
+    exec(source, {})
+    return calls, capsys.readouterr().out
+
+
+def test_cell_keeps_the_runtimes_torch_at_the_newest_supported_version(monkeypatch, capsys):
+    # Colab-like: torch 2.15.0 (the lock's) preinstalled, nothing else of the course's
+    calls, out = run_cell(monkeypatch, capsys, {"torch": "2.15.0+cu130"})
+    assert calls == [["--quiet", HOOKLAB_GIT, "torch==2.15.0", "timm==1.0.31", "torchvision==0.29.2"]]
+    assert "--upgrade" not in calls[0] and "--force-reinstall" not in calls[0]
+    assert "outside the range" not in out and "3 GB" not in out
+    assert out.splitlines()[-2:] == ["installed: hooklab 0.1.0 | torch 2.15.0+cu130",  # the runtime's, kept
+                                     "running on torch 2.15.0+cu130; the outputs shown were verified with torch 2.15.0"]
+
+
+def test_cell_keeps_the_oldest_supported_torch_and_lets_pip_match_torchvision(monkeypatch, capsys):
+    calls, out = run_cell(monkeypatch, capsys, {"torch": "2.13.0+cpu"})
+    # torch pinned at the runtime's own release (+cpu is a local label: ==2.13.0 matches it, no download), and
+    # torchvision without a version: 0.29.2 asks for torch>=2.14, pip picks the release built for 2.13
+    assert calls == [["--quiet", HOOKLAB_GIT, "torch==2.13.0", "timm==1.0.31", "torchvision"]]
+    assert "running on torch 2.13.0+cpu; the outputs shown were verified with torch 2.15.0" in out
+    assert "outside the range" not in out
+
+
+def test_cell_installs_only_what_the_runtime_lacks(monkeypatch, capsys):
+    # Colab ships torchvision and timm of its own: they stay (hooklab[course]'s ranges still bound what pip keeps)
+    calls, _ = run_cell(monkeypatch, capsys, {"torch": "2.14.1", "torchvision": "0.28.9", "timm": "1.0.20"})
+    assert calls == [["--quiet", HOOKLAB_GIT, "torch==2.14.1"]]
+
+
+@pytest.mark.parametrize("running", ["2.12.1", "2.15.1", "2.16.0.dev20261101"])
+def test_a_torch_outside_the_range_gets_a_message_and_the_locked_torch(monkeypatch, capsys, running):
+    calls, out = run_cell(monkeypatch, capsys, {"torch": running, "torchvision": "0.27.0", "timm": "1.0.31"})
+    assert out.splitlines()[0] == (f"torch {running} is outside the range these notebooks run on (2.13 to 2.15.0): "
+                                   "installing torch 2.15.0 in its place (from PyPI; on Linux with its CUDA "
+                                   "libraries, about 3 GB)")
+    # the runtime's torchvision was built for the torch being replaced: it goes too; timm stays
+    assert calls == [["--quiet", HOOKLAB_GIT, "torch==2.15.0", "torchvision==0.29.2"]]
+    assert out.splitlines()[-1] == "running on torch 2.15.0; the outputs shown were verified with torch 2.15.0"
+
+
+def test_without_torch_the_cell_says_it_installs_the_locked_one(monkeypatch, capsys):
+    calls, out = run_cell(monkeypatch, capsys, {})
+    assert out.startswith("torch is not installed: installing torch 2.15.0 (from PyPI; on Linux with its CUDA")
+    assert calls == [["--quiet", HOOKLAB_GIT, "torch==2.15.0", "timm==1.0.31", "torchvision==0.29.2"]]
+
+
+@pytest.mark.parametrize("running, note", [
+    ("2.15.0+cpu", None),  # Binder's CPU build of the lock's torch: the same release, nothing to say
+    ("2.13.0+cpu", "note: this is torch 2.13.0+cpu; the outputs shown were verified with torch 2.15.0"),
+    ("2.9.1", "note: this is torch 2.9.1; the outputs shown were verified with torch 2.15.0 (outside the range these "
+              "notebooks run on, 2.13 to 2.15.0)")])
+def test_where_hooklab_is_installed_nothing_is_and_another_torch_is_named(monkeypatch, capsys, running, note):
+    # Binder, ./course lab: everything the notebook imports is there
+    runtime = {"torch": running, "hooklab": "0.1.0", "timm": "1.0.31", "torchvision": "0.29.2+cpu"}
+    calls, out = run_cell(monkeypatch, capsys, runtime, hooklab_installed=True)
+    assert calls == []
+    assert out.splitlines() == ["hooklab 0.1.0 is installed already: nothing to install"] + ([note] if note else [])
+
+
+def test_the_torch_range_is_the_floor_up_to_the_course_extras_top():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extra, = [r for r in project["optional-dependencies"]["course"] if r.startswith("torch>")]
+    low, high = launch.torch_range()
+    assert (low, high) == (launch.TORCH_FLOOR, "2.15.0") and extra == f"torch>=2.3,<={high}"
+    assert launch.pins() == [f"torch=={high}"]  # the top of the range is the torch the outputs were verified with
+    assert launch._release("2.3") <= launch._release(low) <= launch._release(high)
+    assert 'LOW, HIGH = "2.13", "2.15.0"' in launch.install_cell(HOOKLAB_GIT, launch.pins(), "zh")["source"]
+
+
+def test_a_course_extra_without_a_torch_range_is_refused(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[project]\noptional-dependencies = {course = ["torch>=2.3"]}\n',
+                                             encoding="utf-8")
+    with pytest.raises(launch.LaunchError, match=r"should name torch as 'torch>=A,<=B', got 'torch>=2.3'"):
+        launch.torch_range(tmp_path / "pyproject.toml")
+    (tmp_path / "pyproject.toml").write_text('[project]\noptional-dependencies = {course = ["torch>=2.3,<=2.12"]}\n',
+                                             encoding="utf-8")
+    with pytest.raises(launch.LaunchError, match="TORCH_FLOOR 2.13 is outside"):
+        launch.torch_range(tmp_path / "pyproject.toml")
+
+
+def test_where_hooklab_is_installed_the_cell_still_installs_what_this_notebook_lacks(monkeypatch, capsys):
+    # one Jupyter, notebook 01's copy first (hooklab installed), then notebook 15's: its libraries must come too;
+    # the running torch stays whatever it is, pinned at its own release
+    calls, out = run_cell(monkeypatch, capsys, {"torch": "2.13.0+cpu", "hooklab": "0.1.0", "torchvision": "0.28.0"},
+                          hooklab_installed=True)
+    assert calls == [["--quiet", "torch==2.13.0", "timm==1.0.31"]]
+    assert out.splitlines() == [
+        "hooklab 0.1.0 is installed already; installing what this notebook imports and this environment lacks "
+        "(pip): timm==1.0.31 ...",
+        "running on torch 2.13.0+cpu; the outputs shown were verified with torch 2.15.0"]
+
+
+def test_a_notebook_using_a_newer_torch_api_keeps_torch_only_from_its_release():
+    # notebook 14 calls torch.autograd.graph.queue_callback, new in 2.15.0: on 2.13.0 its cells failed (measured)
+    fourteen = json.loads((ROOT / "notebooks" / "14_hooks_in_frameworks.ipynb").read_text(encoding="utf-8"))
+    assert launch.notebook_torch_range(fourteen) == ("2.15", "2.15.0")
+    copy = launch.launch_copy(fourteen, "en", launch.requirement(URL, COMMIT), launch.pins())
+    assert 'LOW, HIGH = "2.15", "2.15.0"' in copy["cells"][next(
+        i for i, c in enumerate(copy["cells"]) if c["cell_type"] == "code")]["source"]
+    one = json.loads((ROOT / "notebooks" / "01_tensor_hooks.ipynb").read_text(encoding="utf-8"))
+    assert launch.notebook_torch_range(one) == launch.torch_range()
+    nodes = {"cells": [{"cell_type": "code", "source": "with torch.autograd.graph.node_creation_hook(f): pass"}]}
+    assert launch.notebook_torch_range(nodes) == ("2.14", "2.15.0")

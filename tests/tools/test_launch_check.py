@@ -63,17 +63,81 @@ def test_pip_in_the_copy_sees_only_its_index_as_on_colab(monkeypatch):
     assert "PIP_NO_INDEX" not in env and launch_check.colab_env(offline=True)["PIP_NO_INDEX"] == "1"
 
 
-def test_the_report_gives_per_notebook_what_it_installs_how_long_and_the_cells():
+def test_the_report_gives_per_notebook_what_it_installs_how_long_the_cells_and_the_memory():
     ok = launch_check.CopyResult("01_tensor_hooks.ipynb", [WHEEL, "torch==2.15.0"], code_cells=28, passed=28,
-                                 install_seconds=75.8, packages_added=47, seconds=123.4)
+                                 install_seconds=75.8, packages_added=47, seconds=123.4, peak_rss_mb=316.8,
+                                 torch_before="2.15.0", torch_after="2.15.0")
     bad = launch_check.CopyResult("15_hooks_in_libraries.ipynb", [WHEEL, "torch==2.15.0"], code_cells=39, passed=24,
                                   failed=["Cell 1: PackageNotFoundError: No package metadata was found for diffusers"],
-                                  install_seconds=94.9, packages_added=40, seconds=110)
+                                  install_seconds=94.9, packages_added=40, seconds=110, peak_rss_mb=2300.0)
     assert ok.ok and not bad.ok
-    assert launch_check.one_line(ok) == ("01_tensor_hooks.ipynb: install 75.8 s (+47 packages), 28/28 code cells ran "
-                                         "in 123 s")
+    assert launch_check.one_line(ok) == ("01_tensor_hooks.ipynb: install 75.8 s (+47 packages), 28/28 code cells ran, "
+                                         "kernel peak 317 MiB in 123 s")
+    assert "kernel peak 2300 MiB (over Binder's 2048 MiB)" in launch_check.one_line(bad)
     report = launch_check.render_report([ok, bad], {"lang": "en", "hooklab": "w.whl", "python": "3.11.7",
-                                                    "offline": False})
-    assert "| 01_tensor_hooks.ipynb | `hooklab[course]`, `torch==2.15.0` | 75.8 s | 47 | 28/28 | 123 s |  |" in report
-    assert "| 24/39 | 110 s | Cell 1: PackageNotFoundError: No package metadata was found for diffusers |" in report
+                                                    "offline": False, "torch": "2.13.0"})
+    assert ("| 01_tensor_hooks.ipynb | `hooklab[course]`, `torch==2.15.0` | 75.8 s | 47 | 28/28 | 123 s | 317 MiB "
+            "| 2.15.0 → 2.15.0 |  |") in report
+    assert ("| 24/39 | 110 s | 2300 MiB (over Binder's limit) | – | Cell 1: PackageNotFoundError: No package metadata "
+            "was found for diffusers |") in report
     assert "- 1 of 2 copies ran every code cell" in report and "downloaded from PyPI only" in report
+    assert "torch 2.13.0 (preinstalled, as Colab ships torch; the outputs were verified with 2.15.0" in report
+
+
+@pytest.mark.parametrize("before, after, replaced", [
+    ("2.13.0", "2.13.0", False), ("2.15.0+cpu", "2.15.0+cpu", False),
+    ("2.13.0", "2.15.0", True), ("2.15.0", "2.14.0", True),  # a torch inside the range must stay
+    ("2.12.1", "2.15.0", False), ("2.16.0", "2.15.0", False)])  # outside it the cell installs the lock's on purpose
+def test_a_copy_that_replaces_a_torch_inside_the_range_fails(before, after, replaced):
+    result = launch_check.CopyResult("01_tensor_hooks.ipynb", [WHEEL], code_cells=3, passed=3, torch_before=before,
+                                     torch_after=after)
+    assert result.torch_replaced is replaced and result.ok is not replaced
+    if replaced:
+        assert f"the cell replaced torch {before} (inside the range) with {after}" in launch_check.one_line(result)
+
+
+def test_the_real_install_source_and_another_torch_are_options(tmp_path, capsys, monkeypatch):
+    assert launch_check.main(["01", "--repository-url", "https://github.com/o/r", "--offline", "--out",
+                              str(tmp_path)]) == 2
+    assert "--repository-url installs hooklab from the repository: not with --wheel or --offline" in \
+        capsys.readouterr().err
+    assert launch_check.main(["01", "--commit", "0123abc", "--out", str(tmp_path)]) == 2
+    assert "--commit goes with --repository-url" in capsys.readouterr().err
+    assert launch_check.main(["01", "--torch", "latest", "--out", str(tmp_path)]) == 2
+    assert "--torch should be a release such as 2.13.0" in capsys.readouterr().err
+    # the fresh environment gets the lock's torch from uv's cache, then the asked-for one in its place
+    commands = []
+    monkeypatch.setattr(launch_check, "run", lambda command, what, **kwargs: commands.append(command) or "")
+    launch_check.fresh_env(tmp_path / "venv", tmp_path, offline=False, torch="2.13.0")
+    assert [c for c in commands if "pip" in c] == [[str(launch_check.UV), "pip", "install", "--quiet", "--python",
+                                                    str(tmp_path / "venv" / "bin" / "python"), "torch==2.13.0"]]
+    commands.clear()
+    launch_check.fresh_env(tmp_path / "venv", tmp_path, offline=False, torch="2.15.0")  # the lock's: nothing more
+    assert not [c for c in commands if "pip" in c]
+
+
+def test_a_copy_made_for_the_repository_installs_from_it(monkeypatch, tmp_path):
+    made = {}
+
+    def fake_check_copy(name, copy, work, **kwargs):
+        made[name] = (launch_check.cell_requirements(copy), kwargs["torch"])
+        return launch_check.CopyResult(name, [], code_cells=1, passed=1)
+
+    monkeypatch.setattr(launch_check, "check_copy", fake_check_copy)
+    monkeypatch.setattr(launch_check, "UV", ROOT / "pyproject.toml")  # exists; nothing runs uv here
+    assert launch_check.main(["01", "--repository-url", "https://github.com/o/r", "--commit", "0123abc",
+                              "--torch", "2.13.0", "--out", str(tmp_path)]) == 0
+    assert made["01_tensor_hooks.ipynb"] == (["hooklab[course] @ git+https://github.com/o/r@0123abc",
+                                              "torch==2.15.0"], "2.13.0")
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "hooklab from `git+https://github.com/o/r@0123abc` (the install source of the published copies)" in report
+
+
+def test_a_copy_is_judged_by_the_torch_range_its_own_cell_keeps():
+    fourteen = copy_of("14")
+    assert launch_check.cell_torch_range(fourteen) == ("2.15", "2.15.0")
+    assert launch_check.cell_torch_range(copy_of("01")) == launch.torch_range()
+    # the weekly run on 2.13.0: notebook 14's cell installs 2.15.0 on purpose, which is no failure
+    result = launch_check.CopyResult("14_hooks_in_frameworks.ipynb", [WHEEL], code_cells=1, passed=1,
+                                     torch_before="2.13.0", torch_after="2.15.0", torch_range=("2.15", "2.15.0"))
+    assert not result.torch_replaced and result.ok

@@ -1,26 +1,32 @@
 """Run the launch copies as Colab would: each notebook's launch copy top to bottom in a fresh environment that has
-only pip and Jupyter, with hooklab installed by the copy's own first cell from a local path.
+only pip, Jupyter and a preinstalled torch, with hooklab installed by the copy's own first cell.
 
     python -m tools.launch.check [NN ...] [--lang en|zh] [--out build/launch-check] [--offline] [--keep]
+                                 [--torch VERSION] [--repository-url URL [--commit SHA] | --wheel WHL]
 
 For each notebook (default: all):
 
-1. hooklab's wheel is built once from the checkout (``uv build``, from a copy of the package's files); the launch
-   copy is made as tools/launch/copies.py makes it for the site and the launch branch, except that its cell installs
-   ``hooklab[course] @ file:///…/hooklab-….whl`` instead of the repository's git URL at a commit;
+1. the launch copy is made as tools/launch/copies.py makes it for the site and the launch branch. ``--repository-url
+   URL --commit SHA`` (the weekly workflow): exactly that copy, its cell installing ``hooklab[course] @
+   git+URL@SHA``, the real install source; otherwise hooklab's wheel is built once from the checkout (``uv build``,
+   from a copy of the package's files, or ``--wheel``) and the cell installs ``hooklab[course] @ file:///…whl``;
 2. a fresh virtual environment gets pip, Jupyter's kernel machinery (ipykernel, nbclient) and torch at the lock's
-   version, from uv's cache (pyproject.toml's ``launch-check`` group): Colab ships torch preinstalled, and so the
-   environment of each notebook does not download its 3 GB again. Nothing else is there: not hooklab, not the
-   notebook's libraries;
+   version, from uv's cache (pyproject.toml's ``launch-check`` group), as Colab ships torch preinstalled;
+   ``--torch VERSION``: that torch instead (``uv pip install torch==VERSION``; the weekly workflow runs both ends of
+   the range the install cell keeps, :func:`tools.launch.copies.torch_range`). Nothing else is there: not
+   torchvision, not hooklab, not the notebook's libraries;
 3. the copy runs there with nbclient, cell after cell, going on after a cell that fails: its install cell runs pip
    against PyPI only (this machine's pip configuration is set aside, as on Colab); ``--offline``: pip may use no
    index, and the environment gets hooklab's course extra from uv's cache beforehand, so only copies whose cell
    needs nothing more run (how ``./course test`` runs notebook 01's copy without the network);
-4. one line per notebook: the packages its cell installs, how long the install took, and how many code cells ran
-   without an error; ``OUT/report.md`` and ``OUT/results.json`` keep it all, ``OUT/NN_x.ipynb`` each executed copy.
+4. one line per notebook: the packages its cell names, how long the install took, how many code cells ran without an
+   error, the kernel's peak memory (its ``VmHWM``; above Binder's 2 GB it is flagged) and whether the cell replaced
+   the preinstalled torch (a failure where that torch is inside the range); ``OUT/report.md`` and
+   ``OUT/results.json`` keep it all, ``OUT/NN_x.ipynb`` each executed copy.
 
 Both languages' copies hold the same code cells (checked here), so one language is run (``--lang``, default en).
-Exit status: 0 every cell of every copy ran, 1 a cell failed, 2 usage or build error. The weekly workflow
+Exit status: 0 every cell of every copy ran (and no torch in the range was replaced), 1 otherwise, 2 usage or
+build error. The weekly workflow
 (.github/workflows/rerun.yml) runs it for every notebook.
 """
 from __future__ import annotations
@@ -46,6 +52,7 @@ RUNNER = Path(__file__).resolve().parent / "check_runner.py"
 INSTALL_CELL_S = 1800  # pip downloading a course's worth of packages on a slow connection
 CELL_S = 300  # any other cell: as ./course rerun
 STEP_S = 1800  # one uv step (an environment from the cache, the wheel)
+BINDER_MEMORY_MB = 2048  # mybinder.org: a session's memory limit (1 GB guaranteed, up to 2 GB)
 PACKAGE_FILES = ("pyproject.toml", "uv.lock", launch.PACKAGE_PAGE, "LICENSE", "LICENSE-prose.md")
 
 
@@ -65,10 +72,24 @@ class CopyResult:
     packages_added: int | None = None
     seconds: float = 0.0
     aborted: str | None = None
+    peak_rss_mb: float | None = None  # the kernel's high-water mark (VmHWM)
+    torch_before: str | None = None  # the torch installed before the copy ran, and after
+    torch_after: str | None = None
+    torch_range: tuple[str, str] | None = None  # what the copy's cell keeps (default: launch.torch_range())
+
+    @property
+    def torch_replaced(self) -> bool:
+        """The copy's cell replaced a torch that it should have kept (one inside its range)."""
+        if not (self.torch_before and self.torch_after) or self.torch_before == self.torch_after:
+            return False
+        low, high = self.torch_range or launch.torch_range()
+        release = launch._release
+        return release(low) <= release(self.torch_before) <= release(high)
 
     @property
     def ok(self) -> bool:
-        return not self.failed and self.aborted is None and self.passed == self.code_cells
+        return (not self.failed and self.aborted is None and self.passed == self.code_cells
+                and not self.torch_replaced)
 
 
 def say(message: str) -> None:
@@ -141,11 +162,20 @@ def cell_requirements(copy: dict) -> list[str]:
     return [values["HOOKLAB"], *values["PINS"]] if values["HOOKLAB"] else list(values["PINS"])
 
 
-def fresh_env(venv: Path, source: Path, *, offline: bool) -> Path:
+def cell_torch_range(copy: dict) -> tuple[str, str]:
+    """LOW, HIGH of a launch copy's install cell: the torch releases it keeps."""
+    cell = next(c for c in copy["cells"] if launch.INSTALL_TAG in c.get("metadata", {}).get("tags", []))
+    found = re.search(r'^LOW, HIGH = "([\d.]+)", "([\d.]+)"', cell["source"], re.MULTILINE)
+    if not found:
+        raise CheckError("the install cell assigns no LOW, HIGH")
+    return found.group(1), found.group(2)
+
+
+def fresh_env(venv: Path, source: Path, *, offline: bool, torch: str | None = None) -> Path:
     """A new virtual environment with pip (``python -m venv``: the pip that Python bundles) and, linked from uv's
     cache at the lock's versions, pyproject.toml's ``launch-check`` group: torch, ipykernel, nbclient. ``offline``:
     also what the install cell would fetch, hooklab's ``course`` extra (the cell's pip then finds it installed).
-    Its python."""
+    ``torch``: this torch in place of the lock's (the runtime's torch of a Colab-like run). Its python."""
     env = {**uv_env(offline), "UV_PROJECT_ENVIRONMENT": str(venv)}
     run([sys.executable, "-m", "venv", str(venv)], "python -m venv", env=env)
     python = venv / "bin" / "python"
@@ -153,9 +183,16 @@ def fresh_env(venv: Path, source: Path, *, offline: bool) -> Path:
         ["--only-group", "launch-check"]
     run([str(UV), "sync", "--quiet", "--frozen", "--inexact", "--no-install-project", *selection,
          "--python", str(python)], "uv sync (the fresh environment)", cwd=source, env=env)
+    if torch and torch != locked_torch():
+        run([str(UV), "pip", "install", "--quiet", "--python", str(python), f"torch=={torch}"],
+            f"uv pip install torch=={torch} (the runtime's torch)", cwd=source, env=env)
     run([str(python), "-m", "ipykernel", "install", "--sys-prefix", "--name", "python3",
          "--display-name", "Python 3 (ipykernel)"], "ipykernel install", env=env)
     return python
+
+
+def locked_torch() -> str:
+    return launch.pins()[0].split("==")[1]
 
 
 def beyond_the_extra(copy: dict) -> list[str]:
@@ -185,13 +222,13 @@ def colab_env(*, offline: bool) -> dict[str, str]:
 
 
 def check_copy(name: str, copy: dict, work: Path, *, offline: bool, keep: bool,
-               out: Path) -> CopyResult:
-    result = CopyResult(name, installs=cell_requirements(copy))
+               out: Path, torch: str | None = None) -> CopyResult:
+    result = CopyResult(name, installs=cell_requirements(copy), torch_range=cell_torch_range(copy))
     folder = work / Path(name).stem
     folder.mkdir(parents=True)
     start = time.perf_counter()
     try:
-        python = fresh_env(folder / "venv", work / "source", offline=offline)
+        python = fresh_env(folder / "venv", work / "source", offline=offline, torch=torch)
         (folder / "run").mkdir()
         source = folder / name
         source.write_text(json.dumps(copy, ensure_ascii=False), encoding="utf-8")
@@ -208,8 +245,8 @@ def check_copy(name: str, copy: dict, work: Path, *, offline: bool, keep: bool,
         if report.exists():
             ran = json.loads(report.read_text(encoding="utf-8"))
             for key in ("code_cells", "passed", "failed", "install_seconds", "install_output", "packages_added",
-                        "aborted"):
-                setattr(result, key, ran[key] if key != "aborted" or ran[key] else result.aborted)
+                        "aborted", "peak_rss_mb", "torch_before", "torch_after"):
+                setattr(result, key, ran.get(key) if key != "aborted" or ran[key] else result.aborted)
         elif result.aborted is None:
             tail = " ".join((done.stderr if done else "").strip().splitlines()[-3:])
             result.aborted = f"the runner wrote no result: {tail}"
@@ -226,7 +263,13 @@ def one_line(r: CopyResult) -> str:
     install = f"install {r.install_seconds:.1f} s" if r.install_seconds is not None else "install –"
     added = f" (+{r.packages_added} packages)" if r.packages_added is not None else ""
     cells = f"{r.passed}/{r.code_cells} code cells ran"
+    memory = f", kernel peak {r.peak_rss_mb:.0f} MiB" if r.peak_rss_mb is not None else ""
+    if r.peak_rss_mb is not None and r.peak_rss_mb > BINDER_MEMORY_MB:
+        memory += f" (over Binder's {BINDER_MEMORY_MB} MiB)"
+    cells += memory
     note = f"; stopped: {r.aborted}" if r.aborted else ""
+    if r.torch_replaced:
+        note += f"; the cell replaced torch {r.torch_before} (inside the range) with {r.torch_after}"
     failed = f"; failed: {'; '.join(r.failed[:3])}" + (" …" if len(r.failed) > 3 else "") if r.failed else ""
     return f"{r.notebook}: {install}{added}, {cells} in {r.seconds:.0f} s{failed}{note}"
 
@@ -235,19 +278,27 @@ def render_report(results: list[CopyResult], meta: dict) -> str:
     lines = ["# Launch copies, run as Colab would", "",
              f"- {meta['lang']} copies; hooklab from {meta['hooklab']}; Python {meta['python']}",
              "- each in a fresh virtual environment (`python -m venv`) with pip, ipykernel, nbclient and torch "
-             f"{launch.pins()[0].split('==')[1]} (preinstalled from uv's cache, as Colab ships torch); the install "
-             "cell's pip " + ("used no index (`--offline`: its packages preinstalled from uv's cache)"
+             f"{meta.get('torch') or locked_torch()} (preinstalled, as Colab ships torch; the outputs were verified "
+             f"with {locked_torch()}, the cell keeps {' to '.join(launch.torch_range())}); the install cell's pip " + ("used no index (`--offline`: its packages preinstalled from uv's cache)"
                               if meta["offline"] else "downloaded from PyPI only (with pip's own cache)"),
-             f"- {sum(r.ok for r in results)} of {len(results)} copies ran every code cell", "",
-             "| notebook | the install cell installs | install | packages added | code cells run | total | failed |",
-             "|---|---|---|---|---|---|---|"]
+             f"- {sum(r.ok for r in results)} of {len(results)} copies ran every code cell",
+             f"- kernel peak: the kernel's resident-set high-water mark (VmHWM); Binder's limit is {BINDER_MEMORY_MB} MiB",
+             "", "| notebook | the install cell names | install | packages added | code cells run | total | kernel peak "
+             "| torch before → after | failed |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         installs = ", ".join(f"`{p.split(' @ ')[0]}`" for p in r.installs)
         install = f"{r.install_seconds:.1f} s" if r.install_seconds is not None else "–"
         failed = "; ".join(r.failed) or (r.aborted or "")
         added = r.packages_added if r.packages_added is not None else "–"
+        peak = f"{r.peak_rss_mb:.0f} MiB" if r.peak_rss_mb is not None else "–"
+        if r.peak_rss_mb is not None and r.peak_rss_mb > BINDER_MEMORY_MB:
+            peak += " (over Binder's limit)"
+        torch = f"{r.torch_before} → {r.torch_after}" if r.torch_before else "–"
+        if r.torch_replaced:
+            failed = "; ".join(x for x in (failed, "replaced a torch inside the range") if x)
         lines.append(f"| {r.notebook} | {installs} | {install} | {added} | {r.passed}/{r.code_cells} | {r.seconds:.0f} s "
-                     f"| {failed.replace('|', '/')} |")
+                     f"| {peak} | {torch} | {failed.replace('|', '/')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -261,6 +312,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep the environments (under OUT)")
     parser.add_argument("--wheel", type=Path, metavar="WHL",
                         help="install this hooklab wheel (default: build one from the checkout with uv)")
+    parser.add_argument("--repository-url", metavar="URL",
+                        help="the cell installs hooklab from this repository, as the published copies do (git+URL)")
+    parser.add_argument("--commit", metavar="SHA", help="with --repository-url: the commit (default: the checkout's)")
+    parser.add_argument("--torch", metavar="VERSION",
+                        help="the torch preinstalled in each environment, as a runtime ships one (default: the lock's)")
     return parser.parse_args(argv)
 
 
@@ -282,12 +338,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         paths = chosen(args.notebooks)
+        if args.repository_url and (args.wheel or args.offline):
+            raise CheckError("--repository-url installs hooklab from the repository: not with --wheel or --offline")
+        if args.commit and not args.repository_url:
+            raise CheckError("--commit goes with --repository-url")
+        if args.torch and not re.fullmatch(r"\d+\.\d+\.\d+", args.torch):
+            raise CheckError(f"--torch should be a release such as 2.13.0, got {args.torch!r}")
         if not UV.exists():
             raise CheckError(f"{UV} is missing: ./course installs it (./course test, for instance)")
         args.out.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix="launch-check-", dir=args.out if args.keep else None))
         try:
-            if args.wheel:
+            wheel = None
+            if args.repository_url:
+                hooklab = launch.requirement(args.repository_url.rstrip("/"), args.commit or launch.current_commit())
+                copy_package_files(work / "source")
+            elif args.wheel:
                 if not re.fullmatch(r"hooklab-[^-]+-py3-none-any\.whl", args.wheel.name) or not args.wheel.is_file():
                     raise CheckError(f"--wheel {args.wheel}: not a hooklab wheel (uv build --wheel writes one)")
                 wheel = args.wheel.resolve()
@@ -295,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 say("building hooklab's wheel ...")
                 wheel = build_wheel(work, offline=args.offline)
-            hooklab = f"hooklab[course] @ {wheel.as_uri()}"
+            if wheel is not None:
+                hooklab = f"hooklab[course] @ {wheel.as_uri()}"
             copies = launch_copies(paths, args.lang, hooklab)
             beyond = {name: missing for name, copy in copies.items()
                       if args.offline and (missing := beyond_the_extra(copy))}
@@ -306,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, copy in copies.items():
                 say(f"{name}: installs {', '.join(cell_requirements(copy)[1:])} (and hooklab[course]) ...")
                 result = check_copy(name, copy, work, offline=args.offline, keep=args.keep,
-                                    out=args.out)
+                                    out=args.out, torch=args.torch)
                 say(one_line(result))
                 results.append(result)
         finally:
@@ -315,8 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckError, launch.LaunchError) as exc:
         print(f"[launch-check] error: {exc}", file=sys.stderr)
         return 2
-    meta = {"lang": args.lang, "hooklab": f"{wheel.name} ({'given' if args.wheel else 'built from this checkout'})",
-            "offline": args.offline,
+    source = (f"{wheel.name} ({'given' if args.wheel else 'built from this checkout'})" if wheel is not None
+              else f"`{hooklab.split(' @ ', 1)[1]}` (the install source of the published copies)")
+    meta = {"lang": args.lang, "hooklab": source, "offline": args.offline, "torch": args.torch or locked_torch(),
             "python": ".".join(map(str, sys.version_info[:3]))}
     (args.out / "results.json").write_text(json.dumps({"meta": meta, "results": [asdict(r) for r in results]},
                                                       indent=1), encoding="utf-8")

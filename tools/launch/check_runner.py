@@ -6,7 +6,9 @@ starts it with ``python -P`` in a fresh environment, so that nothing of the chec
 Runs every cell in the environment's own ``python3`` kernel, going on after a cell that raises, and writes the
 executed notebook and RESULT.json: code cells, how many ran without an error, the failures (``Cell N: Name:
 message``, counted from 0 as nbval counts), how long the install cell took and what it printed, how many
-distributions pip added, and why the run stopped early if it did.
+distributions pip added, the torch installed before and after the run, the kernel's peak memory (its resident set's
+high-water mark, ``VmHWM`` in ``/proc/PID/status``, read after every cell; pip, a child of the kernel, is not
+counted), and why the run stopped early if it did.
 """
 from __future__ import annotations
 
@@ -31,6 +33,28 @@ def installed() -> set[str]:
     return {p["name"].lower() for p in json.loads(done.stdout or "[]")}
 
 
+def torch_version() -> str | None:
+    """The torch installed in this environment now (a fresh process: the runner never imports torch)."""
+    done = subprocess.run([sys.executable, "-c", "from importlib.metadata import version; print(version('torch'))"],
+                          capture_output=True, text=True, timeout=300)
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def peak_rss_mb(pid: int | None) -> float | None:
+    """The process's peak resident set so far (Linux's ``VmHWM``), in MiB; None where it cannot be read."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="ascii") if pid else ""
+    except OSError:
+        return None
+    found = next((line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")), None)
+    return round(int(found) / 1024, 1) if found else None
+
+
+def kernel_pid(client: NotebookClient) -> int | None:
+    provisioner = getattr(getattr(client, "km", None), "provisioner", None)
+    return getattr(getattr(provisioner, "process", None), "pid", None)
+
+
 def seconds(cell) -> float | None:
     timing = cell.get("metadata", {}).get("execution", {})
     start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
@@ -51,13 +75,21 @@ def main(argv: list[str]) -> int:
     if not Path(os.path.abspath(spec.argv[0])).is_relative_to(os.path.abspath(sys.prefix)):
         raise SystemExit(f"the python3 kernel runs {spec.argv[0]}, not this environment's Python ({sys.prefix})")
     nb = nbformat.read(args.copy, as_version=4)
-    before = installed()
+    before, torch_before = installed(), torch_version()
     aborted = None
+    peak: list[float] = []
     client = NotebookClient(
         nb, kernel_name="python3", timeout=args.timeout, allow_errors=True, interrupt_on_timeout=True,
         record_timing=True, resources={"metadata": {"path": os.getcwd()}},
         timeout_func=lambda cell: args.install_timeout if INSTALL_TAG in cell.metadata.get("tags", [])
         else args.timeout)
+
+    def measure(**_) -> None:
+        found = peak_rss_mb(kernel_pid(client))
+        if found is not None:
+            peak.append(found)
+
+    client.on_cell_executed = measure
     try:
         client.execute()
     except Exception as exc:  # a dead kernel or a failed start: the cells not reached stay without output
@@ -76,7 +108,9 @@ def main(argv: list[str]) -> int:
     output = "".join(o.get("text", "") for o in (install or {}).get("outputs", []) if o.get("output_type") == "stream")
     result = {"code_cells": len(code), "passed": passed, "failed": failed,
               "install_seconds": seconds(install) if install is not None else None,
-              "install_output": output[-2000:], "packages_added": len(installed() - before), "aborted": aborted}
+              "install_output": output[-2000:], "packages_added": len(installed() - before), "aborted": aborted,
+              "peak_rss_mb": max(peak) if peak else None, "torch_before": torch_before,
+              "torch_after": torch_version()}
     args.result.write_text(json.dumps(result, indent=1), encoding="utf-8")
     return 0
 
