@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BEGIN, END = "<!-- recipes -->", "<!-- /recipes -->"
 BLOCK = re.compile(r"\n\n" + re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
 HEADING = re.compile(r"^#{2,3} ")
+RECIPE_LINK = re.compile(r"\[([^\]]*)\]\(\.\./recipes/[^)]*\)")  # [text](../recipes/NN_area.ipynb#recipe-id)
 PER_LIBRARY = 3  # recipes named per library in one note; the rest are counted
 LEAD = {"zh": "**食谱里用到本节机制的库**：", "en": "**Libraries whose recipes rely on this section**: "}
 MORE = {"zh": "另有 {n} 个", "en": "{n} more"}
@@ -118,14 +119,21 @@ def rewritten(nb: dict[str, Any], sections: dict[int, list[dict[str, Any]]]) -> 
 
 
 def without_notes(nb: dict[str, Any]) -> dict[str, Any]:
-    """``nb`` without the notes (the slides and handouts leave them out: no recipe lies beside a slide or a printed
-    page).
+    """``nb`` without the notes, and with any other link to a recipe kept as its text (the slides and handouts: no
+    recipe lies beside a slide or a printed page).
 
     >>> cell = {"cell_type": "markdown", "source": "## 2. T\\n\\n<!-- recipes -->\\nx\\n<!-- /recipes -->\\n\\nText"}
     >>> without_notes({"cells": [cell]})["cells"][0]["source"]
     '## 2. T\\n\\nText'
+    >>> without_notes({"cells": [{"cell_type": "markdown", "source": "see [Rx-01](../recipes/07_a.ipynb#recipe-x-01)"}]}
+    ...               )["cells"][0]["source"]
+    'see Rx-01'
     """
-    cells = [{**c, "source": BLOCK.sub("", _source(c))} if c.get("cell_type") == "markdown" and BEGIN in _source(c)
+    def plain(text: str) -> str:
+        return RECIPE_LINK.sub(r"\1", BLOCK.sub("", text))
+
+    cells = [{**c, "source": plain(_source(c))} if c.get("cell_type") == "markdown"
+             and (BEGIN in _source(c) or "../recipes/" in _source(c))
              else c for c in nb["cells"]]
     return {**nb, "cells": cells}
 
