@@ -10,10 +10,19 @@
   and the symptom-index rows (``symptoms.html#row-<id>``, and notebook 00's table's ``#symptom-row-<id>``) and
   explaining cells (``NN_name.html#symptom-<id>``) that are the right results.
 
-Run as a script on a built site to print the tables (both engines: the site's Pagefind search, or Sphinx's own on
-a site built before it)::
+- a learner's own words (issue 56, :data:`LEARNER`): 48 English and 46 Chinese queries as learners type them
+  (symptoms, not the course's terms: hook not firing, 钩子没有被调用, 显存一直涨), each with the results that are a useful
+  first one (a notebook teaching it, a symptom's row or cell, a kind of symptom, a recipe): the share whose first
+  result is useful, per language;
+- the recipes found by the site's search (issue 53, :func:`recipe_queries`): each recipe of recipes/*.ipynb asked
+  of the English site by the library and the asker's words (and the message pasted, when there is one) and of the
+  Chinese site by its ``asked_zh``: the share of questions whose recipe (its anchor or its page) is among the first
+  three results, per language.
 
-    .venv/bin/python tests/tools/search_cases.py build/site [CHROMIUM] [--json] > search-tables.md
+Run as a script on a built site to print the tables (both engines: the site's Pagefind search, or Sphinx's own on
+a site built before it; ``--only=learner,recipes`` asks only those; ``--misses`` lists the recipes not found)::
+
+    .venv/bin/python tests/tools/search_cases.py build/site [CHROMIUM] [--json] [--only=learner,recipes] > tables.md
 """
 from __future__ import annotations
 
@@ -167,6 +176,279 @@ PASTED = [
     Pasted("RuntimeError: Tensor on device meta is not on the expected device cuda:0!",
            ("tensor-on-meta-device-in-hook",), "15: the learner's device"),
 ]
+
+
+
+
+# --- a learner's own words (issue 56) ---------------------------------------------------------------------------
+
+# Queries as learners type them: symptoms in their own words, not the course's terms, and each with the results that
+# are a useful first one: ``row:<id>`` a symptom's row of the symptom index (symptoms.html#row-<id>, notebook 00's
+# #symptom-row-<id>) or the cell that explains it (NN_name.html#symptom-<id>); ``kind:<id>`` a kind of silent
+# symptom (symptoms.html#kind-<id>, the list of its rows); ``recipe:<id>`` a recipe; a page's name (a notebook
+# teaching the topic: any place on it).
+NEVER = ("kind:never-fires", "row:tensor-hook-never-fires-or-cannot-register", "row:hook-skipped-by-forward-call",
+         "row:hook-never-fires-forward-called-directly", "row:hook-never-fires-no-input-requires-grad",
+         "03_module_forward_hooks", "08_pitfalls_and_corrections")
+TWICE = ("kind:fires-twice", "row:same-hook-registered-twice-runs-twice", "row:hooks-stack-on-rerun",
+         "row:hooks-stack-when-cell-reruns", "row:hooks-pile-up-registered-every-epoch")
+GRAD_NONE = ("row:non-leaf-grad-is-none", "row:param-data-grad-is-none", "01_tensor_hooks")
+MEMORY = ("kind:memory-and-cost", "row:stored-activations-keep-graph-alive", "row:hooks-pile-up-registered-every-epoch",
+          "row:hook-closure-keeps-model-alive", "13_debugging_and_cost", "16_hooks_across_training")
+SHAPE = ("row:tensor-hook-changes-size-or-type", "row:backward-hook-returns-wrong-type",
+         "row:node-hook-returns-wrong-type-or-shape", "04_module_backward_hooks", "01_tensor_hooks")
+FEATURES = ("03_module_forward_hooks", "05_applications", "row:feature-hook-numpy-or-returned-detach",
+            "08_pitfalls_and_corrections")
+REMOVE = ("01_tensor_hooks", "03_module_forward_hooks", "row:wrapper-hooks-never-removed",
+          "row:clearing-hook-dict-breaks-pruning")
+NAN = ("13_debugging_and_cost", "api", "row:log-of-logits-loss-nan", "row:anomaly-mode-nan-in-backward",
+       "row:sqrt-at-zero-inf-gradient")
+SAVE_MEMORY = ("07_activation_checkpointing", "06_saved_tensor_hooks")
+COMPILE = ("11_compilers_and_function_transforms", "row:hook-registered-after-compile-ignored",
+           "row:hook-added-after-compile-never-fires", "row:hook-registered-after-torch-compile-ignored")
+COPY = ("kind:fires-on-a-copy", "row:deepcopy-copies-hooks", "row:parameter-hooks-dropped-by-save-and-deepcopy",
+        "09_hooks_beyond_autograd")
+LATE = ("kind:wrong-call-recorded", "row:late-binding-loop-variable-in-hook", "row:late-binding-lambda-in-loop")
+SCALED = ("kind:scaled-gradient", "row:hook-sees-scaled-gradient-under-gradscaler", "10_distributed_and_mixed_precision")
+KWARGS = ("row:pre-hook-sees-empty-args-for-keyword-call", "row:attention-pre-hook-empty-args", "03_module_forward_hooks",
+          "12_transformer_language_models")
+LSTM = ("row:full-backward-hook-on-lstm-never-fires", "row:lstm-backward-hook-grad-output-none")
+PICKLE = ("row:torch-save-model-with-lambda-hook", "row:parameter-hooks-dropped-by-save-and-deepcopy",
+          "09_hooks_beyond_autograd")
+DDP = ("row:ddp-hooks-see-local-gradient", "10_distributed_and_mixed_precision")
+SHARDED = ("row:hooks-after-fsdp2-sharding", "row:hook-sees-empty-sharded-parameter",
+           "10_distributed_and_mixed_precision", "14_hooks_in_frameworks")
+META = ("row:hook-sees-meta-weights", "row:tensor-on-meta-device-in-hook", "15_hooks_in_libraries")
+LORA = ("row:hook-misses-lora-adapter", "15_hooks_in_libraries")
+GRADCAM = ("row:vit-grad-cam-zero-at-last-block", "05_applications")
+RECOMPUTE = ("row:forward-hooks-fire-again-in-recomputation", "row:submodule-hook-runs-twice-under-checkpointing",
+             "07_activation_checkpointing")
+COST = ("13_debugging_and_cost", "row:per-parameter-hooks-quadratic-backward", "row:logging-forces-host-sync-every-step",
+        "kind:memory-and-cost", "16_hooks_across_training")
+ATTENTION = ("12_transformer_language_models",)
+CHANGE_OUTPUT = ("03_module_forward_hooks", "12_transformer_language_models", "row:forward-hook-returns-by-accident")
+MICRO = ("row:per-backward-hook-runs-per-micro-batch", "16_hooks_across_training")
+FREED = ("row:hook-closure-keeps-model-alive", "row:bound-method-hook-reference-cycle", "13_debugging_and_cost",
+         "kind:memory-and-cost")
+ORDER = ("00_introduction", "02_node_hooks_and_order")
+INPLACE = ("row:inplace-grad-edit-in-hook-leaks-to-other-branch", "row:inplace-grad-edit-changes-sibling-grads",
+           "01_tensor_hooks", "08_pitfalls_and_corrections")
+OLD_KEYS = ("row:old-checkpoint-missing-keys", "09_hooks_beyond_autograd")
+CLIP = ("01_tensor_hooks", "05_applications", "08_pitfalls_and_corrections", "api")
+EXPLODE = ("05_applications", "13_debugging_and_cost")
+FROZEN = ("row:tensor-hook-never-fires-or-cannot-register", "row:hook-never-fires-no-input-requires-grad",
+          "01_tensor_hooks", "recipe:tensor-hooks-06")
+TO_CPU = ("06_saved_tensor_hooks",)
+RNG = ("row:checkpoint-preserve-rng-state-false-wrong-grad", "07_activation_checkpointing")
+MASK = ("row:gradient-mask-does-not-freeze-under-weight-decay", "01_tensor_hooks", "05_applications")
+TUPLE_OUT = ("row:decoder-layer-output-0-is-first-sample", "12_transformer_language_models")
+
+LEARNER = {
+    "en": [
+        ("hook not firing", NEVER), ("my forward hook is never called", NEVER),
+        ("register_forward_hook does nothing", NEVER), ("grad is None after backward", GRAD_NONE),
+        ("why is the gradient of my intermediate tensor None", GRAD_NONE),
+        ("memory keeps growing every iteration", MEMORY), ("memory leak with hooks", MEMORY),
+        ("hook fires twice", TWICE), ("hook called multiple times per forward", TWICE),
+        ("backward hook returns wrong shape", SHAPE), ("how to get the output of an intermediate layer", FEATURES),
+        ("extract features from a resnet layer", FEATURES), ("how to remove a hook", REMOVE),
+        ("remove all hooks from model", REMOVE), ("gradients exploding", EXPLODE), ("loss becomes nan", NAN),
+        ("find which layer produces nan", NAN), ("cuda out of memory during training", SAVE_MEMORY),
+        ("reduce gpu memory of activations", SAVE_MEMORY), ("hook not working with torch.compile", COMPILE),
+        ("hook added after compile is ignored", COMPILE), ("deepcopy model with hooks", COPY),
+        ("all hooks record the same layer name", LATE), ("hook in a for loop uses the last layer", LATE),
+        ("gradients in hook are huge with amp", SCALED), ("hook gets empty args when calling with kwargs", KWARGS),
+        ("backward hook on lstm not called", LSTM), ("can't pickle model with hook", PICKLE),
+        ("ddp gradient in hook not averaged", DDP), ("fsdp hook sees empty weight", SHARDED),
+        ("weight is on meta device inside hook", META), ("hook does not see lora output", LORA),
+        ("grad-cam heatmap all zeros for vit", GRADCAM), ("checkpointing makes my hooks run twice", RECOMPUTE),
+        ("hooks slow down training", COST), ("get attention weights from a transformer", ATTENTION),
+        ("modify the output of a layer with a hook", CHANGE_OUTPUT),
+        ("hook runs every micro batch with gradient accumulation", MICRO),
+        ("model not freed after del", FREED), ("in what order do hooks run", ORDER),
+        ("changing grad in hook changes another branch", INPLACE), ("load old checkpoint missing keys", OLD_KEYS),
+        ("clip gradients inside a hook", CLIP), ("cannot register hook on frozen layer", FROZEN),
+        ("offload activations to cpu to save memory", TO_CPU),
+        ("checkpoint with dropout gives different gradients", RNG),
+        ("zeroing gradients with a mask does not freeze weights", MASK),
+        ("forward hook output is a tuple in huggingface", TUPLE_OUT),
+    ],
+    "zh": [
+        ("钩子没有触发", NEVER), ("钩子没有被调用", NEVER), ("前向钩子不执行", NEVER), ("hook 不生效", NEVER),
+        ("反向传播后梯度为空", GRAD_NONE), ("梯度为空", GRAD_NONE), ("中间变量的梯度是 None", GRAD_NONE),
+        ("内存泄漏", MEMORY), ("显存一直涨", MEMORY), ("钩子触发了两次", TWICE), ("钩子执行了好几次", TWICE),
+        ("形状不对", SHAPE), ("反向钩子返回值报错", SHAPE), ("怎么拿到中间层的输出", FEATURES),
+        ("提取中间层特征", FEATURES), ("怎么删除钩子", REMOVE), ("梯度爆炸怎么办", EXPLODE),
+        ("loss 变成 nan", NAN), ("哪一层出现了 nan", NAN), ("显存不够", SAVE_MEMORY),
+        ("编译以后钩子不起作用", COMPILE), ("深拷贝模型后钩子还在", COPY), ("循环里注册钩子都记成最后一层", LATE),
+        ("混合精度下钩子看到的梯度特别大", SCALED), ("用关键字参数调用时前置钩子拿不到输入", KWARGS),
+        ("LSTM 的反向钩子不触发", LSTM), ("带钩子的模型保存报错", PICKLE), ("DDP 里钩子看到的梯度没有平均", DDP),
+        ("FSDP 之后钩子里的权重是空的", SHARDED), ("钩子里权重在 meta 设备上", META), ("LoRA 的钩子没触发", LORA),
+        ("Grad-CAM 全是零", GRADCAM), ("用了检查点钩子跑两遍", RECOMPUTE), ("钩子让训练变慢", COST),
+        ("注意力权重怎么取出来", ATTENTION), ("用钩子修改某层的输出", CHANGE_OUTPUT),
+        ("梯度累积时钩子每个微批次都跑", MICRO), ("del 模型以后显存不释放", FREED), ("钩子的执行顺序", ORDER),
+        ("在钩子里原地改梯度影响了别的分支", INPLACE), ("加载旧的 checkpoint 缺少 key", OLD_KEYS),
+        ("冻结的层注册钩子报错", FROZEN), ("把激活存到 CPU 上省显存", TO_CPU), ("用钩子裁剪梯度", CLIP),
+        ("检查点加 dropout 梯度不一样", RNG), ("用掩码把梯度置零权重还是在变", MASK),
+    ],
+}
+
+
+@functools.cache
+def silent_kinds() -> dict[str, tuple[str, ...]]:
+    """A kind of silent symptom -> its rows (docs/silent_symptoms.toml): a row of the kind is a useful result too."""
+    import tomllib
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "silent_symptoms.toml"
+    return {kind["id"]: tuple(kind["rows"]) for kind in tomllib.loads(path.read_text(encoding="utf-8"))["kind"]}
+
+
+def useful(href: str, folder: Path, wanted: tuple[str, ...]) -> bool:
+    """Whether a result's link is one of ``wanted`` (see :data:`LEARNER`)."""
+    for target in wanted:
+        kind, _, ident = target.partition(":")
+        if not ident and page_of(href) == target:
+            return True
+        if kind == "kind" and (leads_to(href, folder, ("symptoms",), {f"kind-{ident}"})
+                               or useful(href, folder, tuple(f"row:{row}" for row in silent_kinds().get(ident, ())))):
+            return True
+        if kind == "row":
+            homes = tuple(p for p in pages(folder) if p[:2].isdigit()
+                          and f"symptom-{ident}" in targets(folder / f"{p}.html").element)
+            if (leads_to(href, folder, ("symptoms",), {f"row-{ident}"})
+                    or leads_to(href, folder, ("00_introduction",), {f"symptom-row-{ident}"})
+                    or leads_to(href, folder, homes, {f"symptom-{ident}"})):
+                return True
+        if kind == "recipe" and any(leads_to(href, folder, (q.page,), {f"recipe-{ident}"})
+                                    for q in recipe_queries() if q.recipe == ident):
+            return True
+    return False
+
+
+def measure_learner(page, base: str, site: Path) -> list[dict]:
+    """Each learner query asked of its site: whether the first result is a useful one, and where the first useful
+    one stands among the links (None: not listed)."""
+    rows = []
+    for lang, cases in LEARNER.items():
+        folder = site / lang
+        for query, wanted in cases:
+            answer = ask(page, base, folder, lang, query)
+            hrefs = answer["main"] + answer["more"]
+            at = rank(hrefs, lambda h: useful(h, folder, wanted))
+            rows.append({"lang": lang, "query": query, "rank": at, "first": hrefs[0] if hrefs else None})
+    return rows
+
+
+def learner_shares(rows: list[dict]) -> dict[str, tuple[int, int]]:
+    """language -> (queries whose first result is useful, queries)."""
+    return {lang: (sum(r["rank"] == 1 for r in rows if r["lang"] == lang), sum(r["lang"] == lang for r in rows))
+            for lang in ("zh", "en")}
+
+
+def learner_table(rows: list[dict]) -> str:
+    lines = ["| learner's words (issue 56) | useful first result | share |", "|---|---|---|"]
+    for lang, (good, asked) in learner_shares(rows).items():
+        lines.append(f"| {lang} | {good} of {asked} | {good / asked:.0%} |")
+    lines += ["", "| query | site | first useful at | first result |", "|---|---|---|---|"]
+    lines += [f"| {r['query']} | {r['lang']} | {r['rank']} | `{(r['first'] or '').rsplit('/', 1)[-1][:70]}` |"
+              for r in rows if r["rank"] != 1]
+    return "\n".join(lines)
+
+
+# --- the recipes found by the site's search (issue 53) ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class RecipeQuery:
+    """What a learner with a recipe's question types into the site's search: on the English site the asker's words
+    with the library (``f"{library} {symptom}"``, the symptom alone when it names the library) or the message they
+    paste; on the Chinese site the recipe's ``asked_zh`` (written with the recipe)."""
+    recipe: str  # the bank id
+    page: str    # recipes-NN_area (the built page)
+    lang: str
+    kind: str    # "words", "message" or "asked_zh"
+    text: str
+
+
+def recipe_queries() -> list[RecipeQuery]:
+    """Every recipe of recipes/*.ipynb (their hooklab.recipe metadata, read as course.ask's index reads it) and its
+    queries, from the bank's fields: none is the recipe's heading or text."""
+    from tools.ask.index import recipe_entries
+    from tools.recipes import bank
+
+    questions = {q.id: q for q in bank.load()}
+    out = []
+    for entry in recipe_entries():
+        rid, page = entry["id"].removeprefix("recipe:"), entry["page"].split("#")[0].removesuffix(".html")
+        question = questions[rid]
+        named = question.library.lower() in question.symptom.lower()
+        out.append(RecipeQuery(rid, page, "en", "words",
+                               question.symptom if named else f"{question.library} {question.symptom}"))
+        if question.message:
+            out.append(RecipeQuery(rid, page, "en", "message", question.message))
+        if entry.get("asked_zh"):
+            out.append(RecipeQuery(rid, page, "zh", "asked_zh", entry["asked_zh"]))
+    return out
+
+
+RECIPES_TOP = 3  # the recipe's anchor or its page among the first three results
+
+
+def measure_recipes(page, base: str, site: Path, langs: tuple[str, ...] = ("en", "zh")) -> list[dict]:
+    """Each recipe query asked of its site: the rank of the recipe's page among the pages listed, and of a link
+    landing on the recipe (its ``recipe-<id>`` anchor, or an element inside it) among the links; whether the built
+    site holds the recipe at all (a site built before the recipe was written does not)."""
+    rows = []
+    for case in recipe_queries():
+        if case.lang not in langs:
+            continue
+        folder = site / case.lang
+        path = folder / f"{case.page}.html"
+        on_site = path.is_file() and f"recipe-{case.recipe}" in targets(path).element
+        answer = ask(page, base, folder, case.lang, case.text)
+        hrefs = answer["main"] + answer["more"]
+        rows.append({"lang": case.lang, "recipe": case.recipe, "kind": case.kind, "query": case.text,
+                     "page": case.page, "on site": on_site,
+                     "page rank": rank(in_order(answer), lambda p: p == case.page),
+                     "anchor rank": rank(hrefs, lambda h: leads_to(h, folder, (case.page,), {f"recipe-{case.recipe}"})),
+                     "first": [page_of(h) for h in hrefs[:RECIPES_TOP]]})
+    return rows
+
+
+def recipe_found(row: dict) -> bool:
+    return min(row["page rank"] or 99, row["anchor rank"] or 99) <= RECIPES_TOP
+
+
+def recipe_shares(rows: list[dict]) -> dict[str, tuple[int, int]]:
+    """Per language (a question counts as found in a language when its message or its words find its recipe in the
+    first three) and per kind of query: (found, asked), over the recipes the site holds."""
+    table: dict[str, tuple[int, int]] = {}
+    questions: dict[tuple[str, str], bool] = {}
+    for r in rows:
+        if not r["on site"]:
+            continue
+        found, asked = table.get(r["kind"], (0, 0))
+        table[r["kind"]] = (found + recipe_found(r), asked + 1)
+        key = (r["lang"], r["recipe"])
+        questions[key] = questions.get(key, False) or recipe_found(r)
+    for lang in ("en", "zh"):
+        mine = [v for (lg, _), v in questions.items() if lg == lang]
+        if mine:
+            table[lang] = (sum(mine), len(mine))
+    return table
+
+
+def recipe_table(rows: list[dict], misses: bool = False) -> str:
+    lines = ["| recipes (issue 53) | recipe in the first three | share |", "|---|---|---|"]
+    for key, (found, asked) in recipe_shares(rows).items():
+        name = {"en": "a question, en: its message or its words", "zh": "a question, zh: its asked_zh"}.get(key, key)
+        lines.append(f"| {name} | {found} of {asked} | {found / asked:.0%} |")
+    absent = sorted({r["recipe"] for r in rows if not r["on site"]})
+    if absent:
+        lines.append(f"\nnot on this built site (left out): {len(absent)}: {', '.join(absent)}")
+    if misses:
+        lines += [f"miss {r['lang']} {r['recipe']} [{r['kind']}] {r['query'][:90]!r} -> {r['first']}"
+                  for r in rows if r["on site"] and not recipe_found(r)]
+    return "\n".join(lines)
 
 
 # --- what the built site holds ---------------------------------------------------------------------------------
@@ -442,6 +724,8 @@ def main(argv: list[str]) -> int:
 
     site = Path(argv[0]).resolve()
     chromium = next((a for a in argv[1:] if not a.startswith("--")), "/usr/bin/chromium")
+    only = next((a.split("=", 1)[1] for a in argv if a.startswith("--only=")), "terms,learner,recipes")
+    parts = set(only.split(","))
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
@@ -454,15 +738,23 @@ def main(argv: list[str]) -> int:
             browser = playwright.chromium.launch(executable_path=chromium,
                                                  args=["--no-sandbox", "--disable-dev-shm-usage"])
             page = browser.new_page()
-            result = measure(page, f"http://127.0.0.1:{server.server_address[1]}/", site)
+            base = f"http://127.0.0.1:{server.server_address[1]}/"
+            result = measure(page, base, site) if "terms" in parts else None
+            learner = measure_learner(page, base, site) if "learner" in parts else None
+            recipes = measure_recipes(page, base, site) if "recipes" in parts else None
             browser.close()
     finally:
         server.shutdown()
     print(f"engine: {engine(site / 'zh')}\n")
-    print(tables(result))
+    if result is not None:
+        print(tables(result))
+    if learner is not None:
+        print("\n" + learner_table(learner))
+    if recipes is not None:
+        print("\n" + recipe_table(recipes, misses="--misses" in argv))
     if "--json" in argv:
         import json
-        print(json.dumps(result, ensure_ascii=False))
+        print(json.dumps({"cases": result, "learner": learner, "recipes": recipes}, ensure_ascii=False))
     return 0
 
 

@@ -386,6 +386,74 @@ def test_the_hook_matrix_is_found_by_a_cells_key_and_by_its_names(searched, site
             assert r["rank"] is not None, r
 
 
+@pytest.fixture(scope="module")
+def learner_searched(site, browser):
+    """The learner's own words of tests/tools/search_cases.py (issue 56) asked of both sites, once per module:
+    (result of search_cases.measure_learner, the page's outside requests and script errors)."""
+    import search_cases
+
+    out, base = site
+    page = new_page(browser, base)
+    rows = search_cases.measure_learner(page, base, out)
+    found = (rows, page.requests.outside(), list(page.errors))
+    page.context.close()
+    return found
+
+
+@pytest.mark.timeout(1500)  # 94 searches, and may be the first to wait for the site's build
+def test_a_learners_own_words_find_a_useful_first_result(learner_searched):
+    """Queries as learners type them, symptoms in their own words (hook not firing, grad is None after backward,
+    钩子没有被调用, 显存一直涨): the first result is a notebook that teaches it, the symptom's row or cell, its kind of
+    symptom or a recipe. Measured: before the site's search knew learners' words (hooklab-search.js's SYNONYMS and
+    the places whose headings say the same), 15 of 48 English and 19 of 46 Chinese; after, 36 of 48 (75 %) and 28
+    of 46 (61 %). The goal is 90 %: this holds what is reached."""
+    from search_cases import LEARNER, learner_shares
+
+    rows, outside, errors = learner_searched
+    shares = learner_shares(rows)
+    assert len(LEARNER["en"]) >= 40 and len(LEARNER["zh"]) >= 40
+    assert shares["en"][1] == len(LEARNER["en"]) and shares["zh"][1] == len(LEARNER["zh"])
+    missed = [(r["lang"], r["query"], r["rank"], r["first"]) for r in rows if r["rank"] != 1]
+    # what is reached, less two queries: a new page (a recipe, a section) can take a first place that was right
+    assert shares["en"][0] >= 34 and shares["zh"][0] >= 26, (shares, missed)
+    assert outside == [] and errors == [], (outside, errors)
+
+
+@pytest.fixture(scope="module")
+def recipes_searched(site, browser):
+    """Every recipe's queries of tests/tools/search_cases.py (issue 53) asked of its site, once per module:
+    (result of search_cases.measure_recipes, the page's outside requests and script errors)."""
+    import search_cases
+
+    out, base = site
+    page = new_page(browser, base)
+    rows = search_cases.measure_recipes(page, base, out)
+    found = (rows, page.requests.outside(), list(page.errors))
+    page.context.close()
+    return found
+
+
+@pytest.mark.timeout(3000)  # about 480 searches
+@pytest.mark.skipif(os.environ.get("HOOKLAB_RECIPES") != "all",
+                    reason="about 480 searches: HOOKLAB_RECIPES=all runs them (the weekly CI, with every recipe)")
+def test_the_sites_search_finds_each_recipe_by_its_askers_words(recipes_searched):
+    """Each recipe of recipes/*.ipynb asked of the English site by the library and the asker's words (and the message,
+    pasted, when there is one) and of the Chinese site by its asked_zh: the recipe's anchor or its page among the
+    first three results. Measured per question (a site built before 9 of the recipes, left out): before, 127 of 206
+    English (62 %) and 104 of 189 Chinese (55 %); after the learner's words (hooklab-search.js's SYNONYMS and the
+    places whose headings say the same), 152 of 206 (74 %) and 131 of 189 (69 %; 143 of 206 with the asked_zh
+    written since). The goal is 90 % in each language: this holds what is reached."""
+    from search_cases import recipe_found, recipe_shares
+
+    rows, outside, errors = recipes_searched
+    assert rows and all(r["on site"] for r in rows), sorted({r["recipe"] for r in rows if not r["on site"]})
+    shares = recipe_shares(rows)
+    misses = [(r["lang"], r["recipe"], r["query"][:80], r["first"]) for r in rows if not recipe_found(r)]
+    assert shares["en"][0] >= 0.70 * shares["en"][1], (shares, misses)  # reached, less a margin for new pages
+    assert shares["zh"][0] >= 0.65 * shares["zh"][1], (shares, misses)
+    assert outside == [] and errors == [], (outside, errors)
+
+
 @pytest.mark.timeout(900)
 def test_search_details_a_character_fsdp_phrases_and_links_into_pages(site, browser):
     """One character (钩) finds pages; FSDP finds the pages that say only FSDP2; pages holding an English phrase

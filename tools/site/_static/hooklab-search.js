@@ -16,7 +16,10 @@
      the variable parts break a run, the fixed text of the message does not. Among the pages holding nearly the
      longest run, the symptom index's row comes first, with the cell it names as the explanation, then the other
      symptom rows and cells, then the pages that only quote the message;
-   - one word that is an anchor's name (a hook matrix cell's key, forward-hook@compile): that place first.
+   - one word that is an anchor's name (a hook matrix cell's key, forward-hook@compile): that place first;
+   - a learner's own words (hook not firing, 钩子没有被调用, 显存一直涨), when no heading says the query as typed and no
+     page quotes it as a message, or when it uses words the course does not (SYNONYMS): the place (a section, a
+     symptom row, a kind of symptom, a recipe) whose heading says most of it in the course's words first.
 
    Each result links into its page: for a pasted message, to the innermost element with an id that holds the run (a
    symptom row, the cell showing the message; the page is read for it); for a few words, to the element with an id
@@ -333,7 +336,7 @@
     const group = (item) => (item === row || item.named ? 0 : !close(item) ? 3 : item.kind ? 1 : 2);
     explained.sort((a, b) => (group(a) - group(b)) || (b.run - a.run) || ((a.kind === "row" ? 0 : 1)
       - (b.kind === "row" ? 0 : 1)) || (a.order - b.order));
-    return [explained, []];
+    return [explained, [], longest];
   };
 
   /* A few words: every page whose text holds them as typed (Pagefind's pages, and any page its words missed: the
@@ -365,6 +368,151 @@
     return [together, items.filter((i) => !i.together)];
   };
 
+  /* A learner's own words (hook not firing, 钩子没有被调用, grad is None after backward, 显存一直涨): the words the course
+     uses for the same thing (SYNONYMS: each learner's word or phrase, then the course's; applied to the query and to
+     the headings alike), then the places of the site, each a heading with its anchor (a section, a symptom row, a
+     kind of symptom, a recipe, a cell the symptom index names: their ids are made from their headings' or symptoms'
+     words), scored by the query's words they hold (English words stemmed, Chinese as pairs of characters; rarer
+     words count more, words no heading holds do not count). The best place, when it holds most of the query's
+     weight, comes first, linked to its anchor, then the other pages as found. */
+  const QUOTED = 6;        // a pasted message the site quotes: this many of its tokens in a row on a page
+  const SYNONYMS = [
+    // English: the learner's word -> the course's
+    [/\b(?:not|never|no longer|isn't|is not|doesn't|does not|don't|didn't|won't|wont|cannot|can't|nothing|ignored|skipped|silently dropped)\b/g, " never "],
+    [/\b(?:fir(?:e|es|ed|ing)|call(?:ed|s|ing)?|trigger(?:s|ed|ing)?|invok(?:e|es|ed|ing)|execut(?:e|es|ed|ing)|runs?|running|ran|work(?:s|ing)?|does nothing|has no effect|take effect)\b/g, " fire "],
+    [/\b(?:twice|double|duplicated?|multiple times|many times|several times|repeated(?:ly)?|again|more than once)\b/g, " twice "],
+    [/\b(?:none|null|nonetype)\b/g, " none "],
+    [/\b(?:intermediate|non-leaf|non leaf) (?:tensors?|variables?|values?|results?)\b/g, " non leaf tensor "],
+    [/\b(?:oom|out of memory|vram|gpu memory|memory)\b/g, " memory "],
+    [/\b(?:leak(?:s|ing|ed)?|grow(?:s|ing)?|increas(?:es|ing)|keeps? (?:growing|increasing)|(?:kept|keeps?|stays?) alive|alive|free|freed|release[sd]?|del|piles? up)\b/g, " leak "],
+    [/\b(?:nan|nans|inf|infinite|non-finite|nonfinite)\b/g, " nan "],
+    [/\b(?:shape|size|dimensions?|dims?)\b/g, " shape "],
+    [/\b(?:grads?|gradients?)\b/g, " grad "],
+    [/\b(?:errors?|exceptions?|raises?|crash(?:es|ed)?|fails?|failing|failed)\b/g, " error "],
+    [/\b(?:remove|removing|delete|deleting|unregister|get rid of|clear)\b/g, " remove "],
+    [/\b(?:deep ?copy|deepcopy|copy|copies|copied|clone[sd]?)\b/g, " copy "],
+    [/\b(?:torch\.compile|compiled?|compiling)\b/g, " compile "],
+    [/\b(?:slow(?:s|er)?(?: down)?|speed|overhead|expensive|cost)\b/g, " cost "],
+    [/\b(?:amp|autocast|fp16|bf16|half precision|mixed precision|gradscaler|grad scaler|loss scal\w*|scaled)\b/g, " amp "],
+    [/\b(?:huge|big|large|too large|enormous)\b/g, " large "],
+    [/\b(?:kwargs|keyword arguments?|keywords?)\b/g, " keyword "],
+    [/\b(?:layers?|submodules?|modules?|blocks?)\b/g, " module "],
+    [/\b(?:weights?|parameters?|params?)\b/g, " param "],
+    [/\b(?:intermediate|hidden|inner|middle)\b/g, " intermediate "],
+    [/\b(?:features?|activations?|outputs?)\b/g, " output "],
+    [/\b(?:extract(?:ion|ing|s)?|get|grab|capture|record|save|store|log)\b/g, " extract "],
+    [/\b(?:pickle|pickling|serializ\w*|torch\.save)\b/g, " pickle "],
+    [/\b(?:zeros?|zeroed|blank)\b/g, " zero "],
+    [/\b(?:explod\w*|blow(?:s|ing)? up)\b/g, " exploding "],
+    [/\b(?:micro[- ]?batch(?:es)?|accumulat\w*)\b/g, " accumulation "],
+    [/\b(?:frozen|freeze|requires_grad=false|no grad)\b/g, " frozen "],
+    [/\b(?:averaged|average|all-?reduced?|synced)\b/g, " averaged "],
+    // Chinese: the learner's words -> the course's
+    [/没有被?触发|没被?触发|没有被调用|没被调用|不被调用|没有调用|不调用|不执行|没有执行|没执行|不生效|没生效|不起作用|没有作用|没反应|不运行|没有运行|没运行|没跑|不跑|从不触发|不会触发|不触发/g, " 不触发 "],
+    [/触发了?(?:两次|两遍|多次|好几次)|执行了?(?:两次|两遍|多次|好几次)|跑了?(?:两次|两遍|多次|好几次)|调用了?(?:两次|两遍|多次|好几次)|重复触发|多次触发|又触发/g, " 触发两次 "],
+    [/(?:为|是|变成|变为|成了)\s*(?:空的?|none|null)/g, " none "],
+    [/执行|运行|调用/g, "触发"],
+    [/显存|内存|存储空间/g, "内存"],
+    [/泄漏|泄露|一直涨|一直增长|一直增加|越来越大|越来越多|不断增长|不释放|没有释放|没释放|暴涨|爆了|涨/g, " 泄漏 "],
+    [/尺寸|维度|shape|形状/g, "形状"],
+    [/报错|出错|错误|异常|崩溃|崩了/g, " 报错 "],
+    [/删除|移除|去掉|注销|删掉|清除|卸掉/g, " 移除 "],
+    [/深拷贝|深复制|拷贝|复制|deepcopy/g, " 复制 "],
+    [/编译|torch\.compile|compile/g, " 编译 "],
+    [/变慢|很慢|太慢|开销|耗时|拖慢/g, " 开销 "],
+    [/顺序|先后/g, " 顺序 "],
+    [/混合精度|半精度|autocast|gradscaler|fp16|bf16|\bamp\b/g, " 混合精度 "],
+    [/特别大|很大|太大|变大|巨大/g, " 大 "],
+    [/关键字参数|kwargs|关键字/g, " 关键字参数 "],
+    [/中间变量|中间结果|中间张量|非叶子张量|非叶子节点/g, " 非叶子张量 "],
+    [/微批次|micro ?batch|梯度累积/g, " 梯度累积 "],
+    [/冻结的?|冻住的?|requires_grad=false/g, " 冻结 "],
+    [/权重|参数/g, " 参数 "],
+    [/全是零|全为零|全是 ?0|全零|都是零/g, " 零 "],
+    [/检查点|checkpoint/g, " 检查点 "],
+    // Chinese words that say nothing of the topic
+    [/的|了|吗|呢|吧|啊|怎么办|怎么|为什么|如何|以后|之后|时候|一直|总是|我的|我|还是|还在|什么/g, " "],
+  ];
+  const normalized = (text) => ` ${text.toLowerCase().replace(/[\s_\-]+/g, " ")} `;
+  const courseWords = (text) => SYNONYMS.reduce((t, [from, to]) => t.replace(from, to), normalized(text));
+  const LEARNER_STOP = new Set([...STOP, "my", "i", "how", "what", "why", "when", "do", "does", "can", "after",
+    "from", "all", "every", "each", "keeps", "keep", "one", "use", "uses", "using", "which", "there", "their",
+    "some", "still", "only", "about", "while", "inside", "during", "per", "same", "other", "another", "we", "you",
+    "get", "hook", "hooks"]);
+  const stem = (word) => (word.length > 4 ? word.replace(/(?:ing|ed|es|s|e)$/, "") : word);
+  /* The words of a text to match a learner's query by: English words stemmed (no stop words), and each pair of
+     Chinese characters in a row. */
+  const matchWords = (text) => {
+    const out = new Map();  // word -> its share of a word of the text (a pair of characters of a run of n: 1/(n-1))
+    for (const part of courseWords(text).match(/[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[\p{L}\p{N}_]+/gu) || []) {
+      if (HAN.test(part)) {
+        if (part.length === 1) out.set(part, 1);
+        for (let i = 0; i + 1 < part.length; i++) out.set(part.slice(i, i + 2), 1 / (part.length - 1));
+      } else if (!LEARNER_STOP.has(part) && !/^\d+$/.test(part)) out.set(stem(part), 1);
+    }
+    return out;
+  };
+  const PLACE_PREFIX = /^(?:row|kind|recipe|symptom|symptom-row|explain-\d+)-/;
+  /* Every place of the site: a location of a page with the ids there, the one to link to (a symptom row, a kind, a
+     recipe, a symptom's cell, else a section) and the words of its ids (the page's title with its first place). */
+  let placesOf = null;
+  const sitePlaces = async (pagefind) => {
+    if (placesOf) return placesOf;
+    const everything = await pagefind.search(null);
+    const places = [];
+    for (const data of await Promise.all(everything.results.map((r) => r.data()))) {
+      const at = new Map();
+      for (const anchor of data.anchors || []) {
+        if (!anchor.id) continue;
+        if (!at.has(anchor.location)) at.set(anchor.location, []);
+        at.get(anchor.location).push(anchor);
+      }
+      const locations = [...at.keys()].sort((a, b) => a - b);
+      locations.forEach((location, i) => {
+        const anchors = at.get(location);
+        const link = anchors.find((a) => /^(?:row|kind|recipe|symptom-row)-/.test(a.id))
+          || anchors.find((a) => /^symptom-/.test(a.id)) || anchors.find((a) => a.element === "section") || anchors[0];
+        const text = anchors.map((a) => a.id.replace(PLACE_PREFIX, "").replace(/^\d+[\-.]*/, "")).join(" ")
+          + (i === 0 ? ` ${data.meta.title || ""}` : "");
+        places.push({ data, anchor: link, location, words: matchWords(text.replace(/-/g, " ")) });
+      });
+    }
+    placesOf = places;
+    return places;
+  };
+  const learnerFirst = async (pagefind, query, ordered, more, within, pasted) => {
+    const share = matchWords(query), wanted = [...share.keys()];
+    if (!wanted.length) return [ordered, more];
+    const places = await sitePlaces(pagefind);
+    const df = new Map(wanted.map((w) => [w, places.filter((p) => p.words.has(w)).length]));
+    const known = wanted.filter((w) => df.get(w) > 0);
+    if (!known.length) return [ordered, more];
+    const idf = (w) => share.get(w) * Math.log(1 + places.length / df.get(w));
+    const total = known.reduce((sum, w) => sum + idf(w), 0);
+    let best = null;
+    for (const place of places) {
+      if (within && !within.has(pageUrl(place.data))) continue;
+      const held = known.filter((w) => place.words.has(w));
+      if (held.length < Math.min(2, known.length)) continue;
+      // the share of the query's weight the place holds, then how little else its heading says
+      const score = held.reduce((sum, w) => sum + idf(w), 0) / total;
+      const key = [score + 0.1 * (held.length / place.words.size), score];  // words: a Map, its size
+      if (!best || key[0] > best.key[0]) best = { place, key };
+    }
+    if (best) best.key = [best.key[1]];
+    if (!best || best.key[0] < LEARNER_SHARE) return [ordered, more];
+    const { place } = best;
+    const url = pageUrl(place.data), other = (item) => pageUrl(item.data) !== url;
+    const [, section] = anchorBefore(place.data, place.location);
+    const found = ordered.find((item) => !other(item)) || more.find((item) => !other(item)) || {};
+    const first = { ...found, data: found.data || place.data, anchor: place.anchor,
+                    section: sectionName(section && section.id !== place.anchor.id ? section : null) };
+    // a few words no page holds as typed: the first list stays empty, the place heads the pages holding them apart
+    if (!pasted && !ordered.length) return [[], [first, ...more.filter(other)]];
+    return [[first, ...ordered.filter(other)], more.filter(other)];
+  };
+  const LEARNER_SHARE = 0.5;  // the share of the query's weight the best place must hold to come first
+
   /* The page with an element whose anchor is the query, typed as one word (a hook matrix cell's key,
      full-backward-hook@autograd-grad, which the matrix page tells the reader to search for: tools/site/conf.py gives
      its row that anchor), and that anchor; null when none is. */
@@ -381,8 +529,16 @@
 
   const search = async (pagefind, query) => {
     const words = messageWords(query);
-    const [ordered, more] = words.length >= MESSAGE_WORDS && !/^\s*".+"\s*$/.test(query)
-      ? await searchMessage(pagefind, query, words) : await searchWords(pagefind, query);
+    const pasted = words.length >= MESSAGE_WORDS && !/^\s*".+"\s*$/.test(query);
+    let [ordered, more, longest] = pasted ? await searchMessage(pagefind, query, words)
+      : await searchWords(pagefind, query);
+    // a learner's own words: the place whose heading says the same (in the course's words) first, unless the query
+    // is a pasted message the site quotes (a run of QUOTED tokens), or a term the site says in a heading
+    const quoted = pasted ? longest >= QUOTED : ordered.some((item) => item.level <= 6);
+    const ownWords = courseWords(query).replace(/\s+/g, "") !== normalized(query).replace(/\s+/g, "");
+    // (a few words that pages hold as typed, in the course's own words: the place is one of those pages)
+    const within = !pasted && ordered.length && !ownWords ? new Set(ordered.map((item) => pageUrl(item.data))) : null;
+    if (!quoted || (ownWords && !pasted)) [ordered, more] = await learnerFirst(pagefind, query, ordered, more, within, pasted);
     const named = await anchorNamed(pagefind, query);
     if (!named) return [ordered, more];
     const url = pageUrl(named.data), other = (item) => pageUrl(item.data) !== url;
