@@ -34,6 +34,10 @@ from .lang import course_language
 __all__ = ["Answers", "Hit", "ask", "entry_terms", "message_key", "tokens"]
 
 KINDS = ("message", "symptom", "section", "matrix", "recipe", "profile")
+# A recipe answers one asker's case in its library's words, and its text holds many terms: at equal words the
+# course's own place (the section, the symptom that explains the mechanism) comes first, the recipe right after.
+KIND_WEIGHT = {"recipe": 0.95}
+MESSAGE_BONUS = {"recipe": 95, "matrix": 90}  # a pasted message: the explaining place, then recipes, then the matrix
 
 # Phrases that mean the same symptom, in the words learners use (both languages): each group becomes one term.
 SYNONYMS: dict[str, tuple[str, ...]] = {
@@ -269,10 +273,10 @@ def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ..
     for entry, count in zip(entries, counts, strict=True):
         if kinds is not None and entry["kind"] not in kinds:
             continue
-        score = _bm25(terms, count, idf, average)
+        score = _bm25(terms, count, idf, average) * KIND_WEIGHT.get(entry["kind"], 1.0)
         match = _message_match(query_key, entry)
-        if match >= 0.8:  # a pasted message that is this one comes first; the place that explains it before a
-            score += (90 if entry["kind"] == "matrix" else 100) * match  # matrix cell that merely records it
+        if match >= 0.8:  # a pasted message that is this one comes first: the place that explains it, then the
+            score += MESSAGE_BONUS.get(entry["kind"], 100) * match  # recipes that meet it, then a matrix cell
         if score > 0:
             scored.append((score, entry))
     scored.sort(key=lambda pair: (-pair[0], pair[1]["id"]))
