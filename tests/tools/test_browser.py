@@ -386,18 +386,23 @@ def test_the_hook_matrix_is_found_by_a_cells_key_and_by_its_names(searched, site
             assert r["rank"] is not None, r
 
 
-@pytest.fixture(scope="module")
-def learner_searched(site, browser):
-    """The learner's own words of tests/tools/search_cases.py (issue 56) asked of both sites, once per module:
-    (result of search_cases.measure_learner, the page's outside requests and script errors)."""
-    import search_cases
-
+def asked(site, browser, measure):
+    """``measure`` (a function of tests/tools/search_cases.py) run in a new page of the built site: (its rows, the
+    page's outside requests and script errors)."""
     out, base = site
     page = new_page(browser, base)
-    rows = search_cases.measure_learner(page, base, out)
+    rows = measure(page, base, out)
     found = (rows, page.requests.outside(), list(page.errors))
     page.context.close()
     return found
+
+
+@pytest.fixture(scope="module")
+def learner_searched(site, browser):
+    """The learner's own words of tests/tools/search_cases.py (issue 56) asked of both sites, once per module."""
+    import search_cases
+
+    return asked(site, browser, search_cases.measure_learner)
 
 
 @pytest.mark.timeout(1500)  # 94 searches, and may be the first to wait for the site's build
@@ -421,16 +426,10 @@ def test_a_learners_own_words_find_a_useful_first_result(learner_searched):
 
 @pytest.fixture(scope="module")
 def recipes_searched(site, browser):
-    """Every recipe's queries of tests/tools/search_cases.py (issue 53) asked of its site, once per module:
-    (result of search_cases.measure_recipes, the page's outside requests and script errors)."""
+    """Every recipe's queries of tests/tools/search_cases.py (issue 53) asked of its site, once per module."""
     import search_cases
 
-    out, base = site
-    page = new_page(browser, base)
-    rows = search_cases.measure_recipes(page, base, out)
-    found = (rows, page.requests.outside(), list(page.errors))
-    page.context.close()
-    return found
+    return asked(site, browser, search_cases.measure_recipes)
 
 
 @pytest.mark.timeout(3000)  # about 480 searches
