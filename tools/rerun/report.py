@@ -153,18 +153,14 @@ def render_report(meta: dict, units: UnitResult | None, results: list[NotebookRe
         lines.append(f"| {r.notebook} | {r.code_cells} | {r.compared} | {len(r.torch_changes)} | {len(r.drift)} | "
                      f"{len(figs)} | {secs} | {note} |")
     lines.append("")
-    changed = [c for r in results for c in r.torch_changes]
-    lines += ["## Changed cells", ""]
-    if not changed:
-        lines += ["None: every compared output is the committed one (machine drift aside).", ""]
-    for c in changed:
-        lines += _cell_section(c)
-    drift = [c for r in results for c in r.drift]
-    lines += ["## Machine drift (differs on the baseline too: not caused by this PyTorch)", ""]
-    if not drift:
-        lines += ["None.", ""]
-    for c in drift:
-        lines += _cell_section(c)
+    for heading, none, cells in (
+            ("Changed cells", "None: every compared output is the committed one (machine drift aside).",
+             [c for r in results for c in r.torch_changes]),
+            ("Machine drift (differs on the baseline too: not caused by this PyTorch)", "None.",
+             [c for r in results for c in r.drift])):
+        lines += [f"## {heading}", ""] + ([] if cells else [none, ""])
+        for c in cells:
+            lines += _cell_section(c)
     lines += ["## Figures that changed", "",
               "nbval does not compare images; look at these in `build/rerun/<name>/executed/`.", ""]
     figures = [f for r in results for f in r.figures]
