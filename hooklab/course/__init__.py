@@ -30,9 +30,10 @@ from .attempt import attempt
 from .env import setup
 from .exercises import check, hint, solution
 from .lang import course_language
+from .profiles import profile, profiles
 
-__all__ = ["ask", "atlas", "attempt", "check", "course_language", "export_notebook", "export_notebooks", "hint", "setup",
-           "solution"]
+__all__ = ["ask", "atlas", "attempt", "check", "course_language", "export_notebook", "export_notebooks", "hint",
+           "profile", "profiles", "setup", "solution"]
 
 _LAZY = {"export_notebook": "export", "export_notebooks": "export"}
 

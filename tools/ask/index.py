@@ -21,7 +21,9 @@ An entry is one of:
   ``hooklab.recipe`` metadata: the bank id, the libraries and the calls the asker would type), linked to its heading,
   with the question, its message from the bank (``recipes/bank/``) and the calls.
 
-The library profiles add their own kind when they land (``profile``).
+- ``profile``: a library profile (``hooklab/course/assets/profiles/library_profiles.json``: what a library does to a
+  model's hooks), linked to its page on the site, with the library's name, its summary, removal and API in both
+  languages and its own API names.
 tests/tools/test_ask_index.py checks that the shipped index is current.
 """
 from __future__ import annotations
@@ -45,6 +47,7 @@ MESSAGES = ROOT / "docs" / "hook_messages.json"
 MATRIX = ROOT / "docs" / "hook_matrix.json"
 SILENT_KINDS = ROOT / "docs" / "silent_symptoms.toml"
 INDEX = ROOT / "hooklab" / "course" / "assets" / "ask" / "index.json"
+PROFILES = ROOT / "hooklab" / "course" / "assets" / "profiles" / "library_profiles.json"
 SECTION = re.compile(r"^##\s+(\d+)\.\s+(.*?)\s*$")
 _CODE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[a-z]+_[a-z0-9_]+")
 _MARKUP = re.compile(r"<[^>]+>|\]\([^)]*\)|[*#>|`\[]")
@@ -238,10 +241,25 @@ def matrix_entries() -> list[dict[str, Any]]:
     return entries
 
 
+def profile_entries() -> list[dict[str, Any]]:
+    if not PROFILES.exists():
+        return []
+    entries = []
+    for slug, record in json.loads(PROFILES.read_text(encoding="utf-8"))["libraries"].items():
+        words = " ".join(record["words"][lang][part] for lang in ("en", "zh") for part in ("summary", "remove", "api"))
+        entries.append({
+            "id": f"profile:{slug}", "kind": "profile", "zh": f"{record['name']}：它对你的钩子做了什么",
+            "en": f"{record['name']}: what it does to your hooks", "message": None, "notebook": None, "cell": None,
+            "text": f"{record['name']} {record['name']} {slug} {record['entry']} {' '.join(record['names'])} {words}",
+            "page": f"profiles-{slug}.html",
+        })
+    return entries
+
+
 def build() -> dict[str, Any]:
     """The whole index, in a stable order (by kind, then id)."""
     entries = (section_entries() + symptom_kind_entries() + symptom_entries() + message_entries()
-               + matrix_entries() + recipe_entries())
+               + matrix_entries() + recipe_entries() + profile_entries())
     for entry in entries:  # the lookup reads terms, not text: tokenizing every entry at each start took seconds
         entry["terms"] = entry_terms(entry.pop("text"), f"{entry['zh']} {entry['en']}")
         entry.pop("asked_zh", None)  # a recipe's Chinese test query measures the lookup; it is not indexed
