@@ -187,6 +187,27 @@ def _target(record: dict[str, Any]) -> str:
     return getattr(module, "TARGET", "") or "the model"
 
 
+def slugs_for(libraries: list[str], path: Path | None = None) -> list[tuple[str, str]]:
+    """(name, slug) of the profiles of ``libraries`` (names as a recipe's metadata gives them: ``torch_geometric``,
+    ``pytorch-lightning``), in that order, those without a profile left out.
+
+    >>> slugs_for(["torch", "accelerate", "no-such-library"])
+    [('accelerate', 'accelerate')]
+    """
+    from .generate import PROFILES
+    if not (path or PROFILES).exists():
+        return []
+    doc = load(path)
+
+    def norm(name: str) -> str:
+        return name.lower().replace("-", "_").replace(" ", "_")
+    known = {}
+    for slug, record in doc["libraries"].items():
+        known.setdefault(norm(slug), (record["name"], slug))
+        known.setdefault(norm(record["name"]), (record["name"], slug))
+    return list(dict.fromkeys(known[norm(n)] for n in libraries if norm(n) in known))
+
+
 def pages(path: Path | None = None) -> dict[str, Callable[[Path, str, list[str]], str]]:
     """The site's profile pages: ``profiles`` and ``profiles-<slug>``, name -> a function of (root, language,
     notebook names), as tools/site/build.py's ``extra_pages`` takes them; none when the file is missing."""

@@ -14,17 +14,20 @@ from typing import Any
 
 from hooklab.course.notebook import lang_tags, read_notebook, strip_toc_skip
 
+from ..profiles.page import slugs_for
+
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 TITLE = re.compile(r"^#\s+(?:Recipes|食谱)?\s*(\d\d)\s*·\s*(.*?)\s*/\s*(.*?)\s*$", re.MULTILINE)
 HEADING = re.compile(r"^## R([a-z-]+-\d\d) · ", re.MULTILINE)
 COURSE_LINK = re.compile(r"\]\(\.\./notebooks/(\d\d_\w+)\.ipynb(?:#[^)]*)?\)")
 TEXT = {
-    "zh": {"title": "食谱：实践者真正问过的问题", "area": "领域", "recipes": "食谱",
+    "zh": {"title": "食谱：实践者真正问过的问题", "area": "领域", "recipes": "食谱", "profiles": "库的钩子画像",
            "intro": "每个食谱回答一个从公开问题跟踪器里收集来的真实问题：问题和出处、几句话的回答、在 CPU 上实际运行、"
                     "演示问题发生的代码和它验证过的输出、修正方法，以及讲解其中机制的课程单元格、钩子行为矩阵的格子和"
                     "消息索引的行。问题库和它的抽取方法见仓库的 `recipes/METHOD.md`；在笔记本里可以用 "
                     "`course.ask(\"报错原文或你自己的话\")` 直接查到对应的食谱。"},
     "en": {"title": "Recipes: the questions practitioners actually ask", "area": "Area", "recipes": "Recipes",
+           "profiles": "Library profiles",
            "intro": "Each recipe answers one real question gathered from public issue trackers: the question and its "
                     "source, the answer in a few sentences, code that shows it happening on a CPU with its validated "
                     "output, the fix, and the course cell, behaviour-matrix cell and message row that explain the "
@@ -84,8 +87,12 @@ def area_page(path: Path, lang: str) -> str:
     nb = read_notebook(path)
     number, name = title(nb, lang)
     out = [f"# {TEXT[lang]['recipes']} {number} · {name}", ""]
+    libraries: list[str] = []
     for cell in nb["cells"][1:]:
         text = _source(cell)
+        recipe = cell.get("metadata", {}).get("hooklab", {}).get("recipe")
+        if recipe:  # the twins of a recipe's heading: the Chinese one carries the metadata
+            libraries = recipe.get("libraries", [])
         if cell["cell_type"] == "markdown":
             tags = lang_tags(cell)
             if f"lang-{lang}" not in tags and "lang-both" not in tags:
@@ -95,6 +102,10 @@ def area_page(path: Path, lang: str) -> str:
             if heading:
                 out += [f"(recipe-{heading[1]})=", ""]
             out += [text.rstrip(), ""]
+            profiled = slugs_for(libraries) if heading else []
+            if profiled:  # what the recipe's libraries do to a model's hooks, measured
+                out += [f"**{TEXT[lang]['profiles']}**: "
+                        + ", ".join(f"[{name}](profiles-{slug}.md)" for name, slug in profiled), ""]
         elif cell["cell_type"] == "code" and text.strip():
             out += ["```python", text.rstrip(), "```", ""]
             for shown in _outputs(cell):
