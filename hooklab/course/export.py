@@ -82,6 +82,24 @@ def one_language_title(text: str, lang: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
 
 
+BLOCK_HEADERS = {"—— 中文 ——": "zh", "—— English ——": "en"}
+
+
+def _one_language_blocks(text: str, lang: str) -> str:
+    if not any(header in text for header in BLOCK_HEADERS):
+        return text
+    kept, current = [], None
+    for line in text.split("\n"):
+        if line in BLOCK_HEADERS:
+            current = BLOCK_HEADERS[line]
+            continue
+        if current in (None, lang):
+            kept.append(line)
+    while len(kept) > 1 and kept[-1] == "" and kept[-2] == "":
+        kept.pop()
+    return "\n".join(kept)
+
+
 def one_language_output(text: str, lang: str) -> str:
     r"""Printed output of ``course.check`` / ``hint`` / ``solution`` in one language.
 
@@ -89,7 +107,14 @@ def one_language_output(text: str, lang: str) -> str:
 
     >>> one_language_output("[01.2] 尚未完成：请先实现。\n[01.2] not solved yet: implement it first.\n", "en")
     '[01.2] not solved yet: implement it first.\n'
+
+    A longer reading printed in both languages (``print(course.profile(...))``) comes as two blocks, each under its
+    header line (:data:`BLOCK_HEADERS`); one language keeps its own block, without the header.
+
+    >>> one_language_output("—— 中文 ——\n钩子\n\n—— English ——\nhooks\n", "en")
+    'hooks\n'
     """
+    text = _one_language_blocks(text, lang)
     lines = text.split("\n")
     out, i = [], 0
     while i < len(lines):

@@ -62,7 +62,10 @@ class Profile(dict):
 
     def __str__(self) -> str:
         lang = course_language()
-        return "\n\n".join(self.reading(code) for code in (("zh", "en") if lang == "both" else (lang,)))
+        if lang != "both":
+            return self.reading(lang)
+        # two blocks under the headers a one-language copy of a notebook splits on (hooklab.course.export)
+        return f"—— 中文 ——\n{self.reading('zh')}\n\n—— English ——\n{self.reading('en')}"
 
     def reading(self, lang: str) -> str:
         label, words = LABELS[lang], self["words"][lang]

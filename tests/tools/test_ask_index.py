@@ -8,6 +8,7 @@ import pytest
 
 from hooklab.course.notebook import read_notebook
 from tools.ask import index
+from tools.profiles import page
 
 pytestmark = pytest.mark.tools
 
@@ -17,18 +18,23 @@ def test_the_shipped_index_is_current():
         "hooklab/course/assets/ask/index.json is stale: run `python -m tools.ask --write`")
 
 
-def test_every_entry_links_to_a_notebook_and_a_cell_that_exist():
+def test_every_entry_links_to_a_notebook_and_a_cell_that_exist_or_to_a_profile_page():
     entries = json.loads(index.INDEX.read_text(encoding="utf-8"))["entries"]
     cells = {path.name: {c.get("id") for c in read_notebook(path)["cells"]}
              for path in index.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")}
     cells |= {f"../recipes/{path.name}": {c.get("id") for c in read_notebook(path)["cells"]}
               for path in index.RECIPES.glob("[0-9][0-9]_*.ipynb")}
+    profiles = set(page.pages())
     for entry in entries:
+        if entry["kind"] == "profile":  # a library profile lives on its site page (and in course.profile)
+            assert entry["notebook"] is None and entry["page"].removesuffix(".html") in profiles, entry["id"]
+            assert entry["zh"] and entry["en"] and entry["terms"], entry["id"]
+            continue
         assert entry["notebook"] in cells, entry["id"]
         assert entry["cell"] is None or entry["cell"] in cells[entry["notebook"]], entry["id"]
         assert entry["zh"] and entry["en"] and entry["terms"], entry["id"]
     kinds = {e["kind"] for e in entries}
-    assert {"section", "symptom", "message", "matrix"} <= kinds
+    assert {"section", "symptom", "message", "matrix", "recipe", "profile"} <= kinds
 
 
 def test_the_check_fails_on_a_stale_index_and_names_the_fix(tmp_path, monkeypatch, capsys):

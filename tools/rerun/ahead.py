@@ -46,7 +46,8 @@ LOCK = ROOT / "uv.lock"
 PYPI = "https://pypi.org/pypi/{}/json"
 # transformers (notebook 12, hooklab.course) and the libraries notebook 15 imports (tests/tools/test_rerun_ahead.py
 # checks the list against the notebook's imports)
-LIBRARIES = ("transformers", "accelerate", "captum", "diffusers", "peft", "pytorch-lightning", "timm", "torchao")
+LIBRARIES = ("transformers", "accelerate", "captum", "diffusers", "peft", "pytorch-lightning", "timm", "torchao",
+             "torchinfo")
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)?((a|b|rc|\.post|\.dev)\d+)?$")  # what ./course rerun accepts
 
 Fetch = Callable[[str], dict]
