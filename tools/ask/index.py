@@ -23,7 +23,8 @@ An entry is one of:
 
 - ``profile``: a library profile (``hooklab/course/assets/profiles/library_profiles.json``: what a library does to a
   model's hooks), linked to its page on the site, with the library's name, its summary, removal and API in both
-  languages and its own API names.
+  languages and its own API names; and one per framework of the other frameworks' equivalents of a hook
+  (``tools/profiles/frameworks_data.py``), linked to its section of that page.
 tests/tools/test_ask_index.py checks that the shipped index is current.
 """
 from __future__ import annotations
@@ -256,10 +257,30 @@ def profile_entries() -> list[dict[str, Any]]:
     return entries
 
 
+def framework_entries() -> list[dict[str, Any]]:
+    """The other frameworks' equivalents of a hook (tools/profiles/frameworks_data.py), one entry per framework,
+    of the ``profile`` kind, linked to its section of the site's page."""
+    from tools.profiles.frameworks import anchor
+    from tools.profiles.frameworks_data import CONCEPTS, FRAMEWORKS
+
+    entries = []
+    for framework in FRAMEWORKS:
+        concepts = [framework.concept(c) for c in CONCEPTS]
+        text = " ".join([framework.title, framework.title, framework.summary_en, framework.summary_zh,
+                         framework.missing_en, framework.missing_zh, "hook equivalent 钩子 等价",
+                         *(f"{' '.join(c.api)} {c.en} {c.zh}" for c in concepts)])
+        entries.append({
+            "id": f"profile:frameworks-{framework.name}", "kind": "profile", "message": None, "notebook": None,
+            "cell": None, "zh": f"{framework.title} 里与钩子相当的东西", "en": f"The equivalent of a hook in {framework.title}",
+            "text": text, "page": f"other_frameworks.html#{anchor(framework.name)}",
+        })
+    return entries
+
+
 def build() -> dict[str, Any]:
     """The whole index, in a stable order (by kind, then id)."""
     entries = (section_entries() + symptom_kind_entries() + symptom_entries() + message_entries()
-               + matrix_entries() + recipe_entries() + profile_entries())
+               + matrix_entries() + recipe_entries() + profile_entries() + framework_entries())
     for entry in entries:  # the lookup reads terms, not text: tokenizing every entry at each start took seconds
         entry["terms"] = entry_terms(entry.pop("text"), f"{entry['zh']} {entry['en']}")
         entry.pop("asked_zh", None)  # a recipe's Chinese test query measures the lookup; it is not indexed

@@ -367,11 +367,16 @@ SEARCH_SKIP = "a.headerlink, .hooklab-language-link, .copybtn"  # in the article
 
 def extra_pages(root: Path = ROOT, *, full: bool = True) -> dict[str, Callable[[Path, str, list[str]], str]]:
     """:data:`EXTRA_PAGES`, the recipes (``recipes`` and ``recipes-NN_area``, from recipes/ by tools/recipes/pages.py),
-    then, in a ``full`` build, one page per zoo of the hook atlas (``atlas-<zoo>``, from hooklab/course/assets/atlas/
+    the library profiles (``profiles`` and ``profiles-<slug>``, by tools/profiles/page.py), the other frameworks'
+    equivalents of a hook (``other_frameworks``, by tools/profiles/frameworks.py), then, in a ``full`` build, one
+    page per zoo of the hook atlas (``atlas-<zoo>``, from hooklab/course/assets/atlas/
     by tools/atlas/pages.py), which a quick build leaves out as it leaves out the API page."""
+    from ..profiles import page as profile_pages
+    from ..profiles.frameworks import page as frameworks_page
     from ..recipes import pages as recipe_pages
 
-    found = {**EXTRA_PAGES, **recipe_pages.pages(root / "recipes")}
+    found = {**EXTRA_PAGES, **recipe_pages.pages(root / "recipes"), **profile_pages.pages(),
+             "other_frameworks": frameworks_page}
     if not full:
         return found
     from ..atlas import pages as atlas_pages
