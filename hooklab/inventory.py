@@ -46,6 +46,8 @@ class HookEntry:
 
 def hook_name(fn: Any) -> str:
     """A stable, address-free name for a hook callable."""
+    if type(fn).__name__ == "_WrappedHook" and hasattr(fn, "hook"):  # a copied _WrappedHook loses its __qualname__
+        return hook_name(fn.hook)
     if isinstance(fn, functools.partial):
         return f"partial({hook_name(fn.func)})"
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)

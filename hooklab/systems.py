@@ -63,7 +63,7 @@ _OWNERS = (
     ("torch.nn.utils.spectral_norm", "torch.nn.utils.spectral_norm"),
     ("torch.nn.utils.parametrize", "torch.nn.utils.parametrize"),
     ("torch.nn.utils.parametrizations", "torch.nn.utils.parametrize"),
-    ("torch.distributed.fsdp", "FSDP2"), ("torch.distributed.tensor", "tensor parallel (DTensor)"),
+    ("torch.distributed.fsdp._fully_shard", "FSDP2"), ("torch.distributed.fsdp", "FSDP1"), ("torch.distributed.tensor", "tensor parallel (DTensor)"),
     ("torch.distributed", "torch.distributed"), ("torch.export", "torch.export"), ("torch._export", "torch.export"),
     ("torch", "torch"), ("hooklab", "hooklab"),
     ("accelerate", "accelerate"), ("diffusers", "diffusers"), ("peft", "peft"), ("captum", "captum"),
@@ -78,6 +78,7 @@ _REMOVE = {
     "torch.nn.utils.spectral_norm": "torch.nn.utils.remove_spectral_norm(module)",
     "torch.nn.utils.parametrize": "goes with torch.nn.utils.parametrize.remove_parametrizations(module, name)",
     "FSDP2": "none: fully_shard cannot be undone (build the model again)",
+    "FSDP1": "none: part of the FullyShardedDataParallel wrapper (build the model again without it)",
     "tensor parallel (DTensor)": "none: parallelize_module keeps no handles (build the model again)",
     "captum": "captum removes it when attribute() returns",
     "timm": "none: part of the timm model (build it without features_only)",
@@ -311,6 +312,12 @@ def _wrappers(where: str, module: nn.Module) -> Iterator[HookRecord]:
         yield HookRecord(where, "wrapper", "DataParallel: with GPUs, each forward runs replicas that share the "
                          "modules' hook dicts (hooks get the replica as `module`)", "torch",
                          "call model.module for the plain model")
+    if _subclass_of(module, "torch.distributed.fsdp", "FullyShardedDataParallel"):
+        yield HookRecord(where, "wrapper", "FullyShardedDataParallel (FSDP1): parameters are flattened into "
+                         "_flat_param; FSDP's gradient hooks (on outputs and on the flat parameter's AccumulateGrad, "
+                         "in no hook dict) reduce the gradients; a hook on an original parameter does not fire",
+                         "FSDP1", "none: build the model again without the wrapper (model.module is the wrapped "
+                         "model, its parameters views of the flat one)")
     if _subclass_of(module, "torch.distributed.fsdp", "FSDPModule"):
         yield HookRecord(where, "FSDP2", "fully_shard: parameters are DTensor shards, gathered by FSDP's forward "
                          "pre-hook and freed by its forward hook", "FSDP2",

@@ -72,6 +72,10 @@ def records(model: nn.Module) -> list[dict[str, str]]:
     return found
 
 
+def _place(record: dict[str, str]) -> tuple[str, ...]:
+    return record["where"], record["kind"], record["owner"]
+
+
 def _key(record: dict[str, str]) -> tuple[str, ...]:
     return record["where"], record["kind"], record["what"], record["owner"]
 
@@ -217,7 +221,11 @@ def _library_labels(log: list[str]) -> list[str]:
 
 
 def _grads(model: nn.Module) -> list[torch.Tensor | None]:
-    return [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
+    """Each parameter's gradient, a DTensor's as the full tensor (allclose has no rule for sharded ones)."""
+    def plain(grad: torch.Tensor) -> torch.Tensor:
+        full = getattr(grad, "full_tensor", None)
+        return (full() if callable(full) else grad).detach().clone()
+    return [None if p.grad is None else plain(p.grad) for p in model.parameters()]
 
 
 # ---------------------------------------------------------------------------------------------- the probe
@@ -276,8 +284,14 @@ def _survival(setup: Any, ran: nn.Module, installed: list[dict[str, str]], fresh
         except Exception as exc:  # noqa: BLE001 - a library's model that cannot be copied is a finding
             out["deepcopy"] = f"raises {type(exc).__name__}"
         else:
-            kept = _difference(installed, _difference(installed, _not_yours(records(twin))))
-            out["deepcopy"] = f"{len(kept)} of {len(installed)} kept"
+            # compared without ``what``: it may carry state that a step changes (an observer that "saw data")
+            left = Counter(_place(r) for r in _not_yours(records(twin)))
+            kept = 0
+            for record in installed:
+                if left[_place(record)]:
+                    left[_place(record)] -= 1
+                    kept += 1
+            out["deepcopy"] = f"{kept} of {len(installed)} kept"
     if "state_dict" not in skip:
         keys = sorted(ran.state_dict())
         out["state_dict_keys"] = "same" if keys == fresh_keys else \
