@@ -145,12 +145,14 @@ def _logged(fn: Callable, label: str, log: list[str]) -> Callable:
 
 @contextlib.contextmanager
 def logging_hooks(model: nn.Module, log: list[str], *, where: str = "") -> Iterator[None]:
-    """For the ``with`` block, every hook in PyTorch's hook dicts of the module at ``where``, of its parameters and in
-    the global dicts, and a ``forward`` set on that module's instance, writes its label to ``log`` when it runs; the
+    """For the ``with`` block, every hook in PyTorch's hook dicts of the module at ``where`` and of the model itself
+    (labelled ``(model)``), of that module's parameters and in the global dicts, and a ``forward`` set on those
+    modules' instances, writes its label to ``log`` when it runs; the
     original callables are put back on exit, also when the block raises. A user's own hooks (which log themselves)
     are left alone."""
     swapped: list[tuple[dict, Any, Any]] = []
-    modules = [(where, find(model, where))]
+    target = find(model, where)
+    modules = [(where, target)] + ([("(model)", model)] if target is not model else [])
     dicts = [(name, kind, d) for name, module in modules for _attr, kind, d in internals.module_hook_dicts(module)]
     dicts += [("(global)", f"global {kind}", d) for _attr, kind, d in internals.global_hook_dicts()]
     for name, module in modules:
@@ -162,16 +164,17 @@ def logging_hooks(model: nn.Module, log: list[str], *, where: str = "") -> Itera
         if forward is not None:
             dicts.append((name, "forward replaced", module.__dict__))
     try:
-        for _where, kind, d in dicts:
+        for place, kind, d in dicts:
+            on = "(model) " if place == "(model)" else ""  # the model's own hooks, when the target is a submodule
             if kind == "forward replaced":
                 fn = d["forward"]
-                d["forward"] = _logged(fn, f"{hook_owner(fn)}: forward replaced", log)
+                d["forward"] = _logged(fn, f"{on}{hook_owner(fn)}: forward replaced", log)
                 swapped.append((d, "forward", fn))
                 continue
             for key, fn in list(d.items()):
                 if hook_name(fn).startswith("_user_"):
                     continue
-                d[key] = _logged(fn, f"{hook_owner(fn)}: {kind} {_short(fn)}", log)
+                d[key] = _logged(fn, f"{on}{hook_owner(fn)}: {kind} {_short(fn)}", log)
                 swapped.append((d, key, fn))
         yield
     finally:
@@ -348,14 +351,14 @@ def _under(setup: Any, ran: nn.Module, plain: Counter, how: str) -> str:
 def _accumulation(setup: Any, ran: nn.Module) -> str:
     """Whether two backward passes leave twice the gradients of one (as PyTorch's accumulation does)."""
     sink: list[str] = []
-    ran.zero_grad(set_to_none=True)
+    nn.Module.zero_grad(ran, set_to_none=True)  # a wrapper's own zero_grad may take other arguments (DeepSpeed's)
     torch.manual_seed(2)
     _step(setup, ran, sink)
     once = _grads(ran)
     torch.manual_seed(2)
     _step(setup, ran, sink)
     twice = _grads(ran)
-    ran.zero_grad(set_to_none=True)
+    nn.Module.zero_grad(ran, set_to_none=True)
     pairs = [(a, b) for a, b in zip(once, twice, strict=True) if a is not None or b is not None]
     if not pairs:
         return "no gradients"
