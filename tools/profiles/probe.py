@@ -288,11 +288,14 @@ def _survival(setup: Any, ran: nn.Module, installed: list[dict[str, str]], fresh
             out["deepcopy"] = f"raises {type(exc).__name__}"
         else:
             # compared without ``what``: it may carry state that a step changes (an observer that "saw data")
-            left = Counter(_place(r) for r in _not_yours(records(twin)))
+            # and the model itself by "" (all_hooks names it by its class, which a copy may not keep: torchvision's)
+            def place(record: dict[str, str], root: nn.Module) -> tuple[str, ...]:
+                return ("" if record["where"] == type(root).__name__ else record["where"]), *_place(record)[1:]
+            left = Counter(place(r, twin) for r in _not_yours(records(twin)))
             kept = 0
             for record in installed:
-                if left[_place(record)]:
-                    left[_place(record)] -= 1
+                if left[place(record, ran)]:
+                    left[place(record, ran)] -= 1
                     kept += 1
             out["deepcopy"] = f"{kept} of {len(installed)} kept"
     if "state_dict" not in skip:
