@@ -223,3 +223,24 @@ def test_the_lookup_finds_a_library_by_its_name_and_reads_its_profile():
     assert record["slug"] == "accelerate" and "accelerate" in str(record)
     with pytest.raises(LookupError, match="did you mean 'accelerate'"):
         course.profile("acelerate")
+
+
+def test_the_probe_sees_a_module_swapped_and_a_users_hook_taken_off():
+    class Swapper(_Library):
+        """Replaces the hooked Linear by a new one (as PEFT or quanto do) after clearing the old one's hooks (as
+        pyvene does): the truth, by construction, is one swap and four of the user's hooks taken off."""
+
+        @staticmethod
+        def apply(model):
+            for hooks in (model[0]._forward_pre_hooks, model[0]._forward_hooks, model[0]._backward_pre_hooks,
+                          model[0]._backward_hooks):
+                hooks.clear()
+            model[0] = nn.Sequential(nn.Linear(3, 2))
+            return model
+
+        TARGET = "0"
+    result = probe.measure(Swapper, probes={"compile", "remove", "deepcopy"})
+    assert result["modules_replaced"] == ["0: Linear -> Sequential"]
+    assert [(r["where"], r["what"]) for r in result["hooks_taken_off"]] == [("0", "your hook")] * 4
+    plain = probe.measure(_Library, probes={"compile", "remove"})
+    assert plain["modules_replaced"] == [] and plain["hooks_taken_off"] == []

@@ -12,7 +12,11 @@ and reports, in words that do not depend on the machine:
   changed and a state dict of a fresh model still loads, whether the library's hooks run under ``torch.compile``
   (eager backend) and under non-reentrant checkpointing (and how often), and whether two backward passes accumulate
   gradients as two separate ones would;
-- ``removed``: whether the library's own way to take its hooks off (``remove``) leaves the model as it found it;
+- ``modules_replaced``: the submodules whose class changed or that are gone (a module swapped for the library's
+  own: the hooks on the old object no longer run); ``hooks_taken_off``: hooks there before the entry point (yours
+  included) that are gone after it;
+- ``removed``: whether the library's own way to take its hooks off (``remove``) leaves the model as it found it
+  (no hook of its left, every module of the same class as before);
 - ``inherits``: the behaviour-matrix cells whose hook families the library's hooks belong to.
 
 >>> import torch
@@ -246,13 +250,16 @@ def measure(setup: Any, *, probes: set[str] | frozenset[str] = frozenset()) -> d
     log: list[str] = []
     seen: dict[str, Any] = {"root": [model]}
     handles = _user_hooks(find(model, setup.TARGET), USER[0], log, seen)
+    classes = _classes(model)
     try:
+        with_yours = records(model)
         with logging_hooks(model, log, where=setup.TARGET):
             ran = setup.apply(model)
         ran = model if ran is None else ran
         seen["root"][0] = ran
         during = seen.get("during")
         installed = _difference(_not_yours(records(ran)), _not_yours(before))
+        taken = _difference(with_yours, records(ran))
         entry_log = list(log)
         log.clear()
         target = find(ran, setup.TARGET)
@@ -264,6 +271,9 @@ def measure(setup: Any, *, probes: set[str] | frozenset[str] = frozenset()) -> d
             "installs": installed,
             "during": None if during is None else _difference(_not_yours(during), _not_yours(before)),
             "forward_replaced": sorted({r["where"] for r in installed if r["kind"] == "forward replaced"}),
+            "modules_replaced": _swapped(classes, _classes(ran)),
+            "hooks_taken_off": [{**r, "what": "your hook" if r["what"].startswith("_user_") else r["what"]}
+                                for r in taken],
             "order": order,
             "library_fires": sorted(set(_library_labels(order["forward"] + order["backward"]))),
         }
@@ -272,7 +282,7 @@ def measure(setup: Any, *, probes: set[str] | frozenset[str] = frozenset()) -> d
         for handle in handles:
             handle.remove()
     if "remove" not in skip and hasattr(setup, "remove"):
-        result["removed"] = _removal(setup, ran, before)
+        result["removed"] = _removal(setup, ran, before, classes)
     result["inherits"] = inherited(result["installs"] + (result["during"] or []))
     result["skipped"] = sorted(skip)
     return result
@@ -369,14 +379,32 @@ def _accumulation(setup: Any, ran: nn.Module) -> str:
     return "accumulates" if same else "does not accumulate as two backward passes do"
 
 
-def _removal(setup: Any, ran: nn.Module, before: list[dict[str, str]]) -> str:
+def _removal(setup: Any, ran: nn.Module, before: list[dict[str, str]], classes: dict[str, str]) -> str:
     try:
         back = setup.remove(ran)
     except Exception as exc:  # noqa: BLE001 - reported
         return f"raises {type(exc).__name__}"
     back = ran if back is None else back
-    left = _difference(_not_yours(records(back)), _not_yours(before))
-    return "nothing left" if not left else f"{len(left)} left: " + ", ".join(f"{r['where']} {r['kind']}" for r in left)
+    left = [f"{r['where']} {r['kind']}" for r in _difference(_not_yours(records(back)), _not_yours(before))]
+    left += [f"{change} (module not put back)" for change in _swapped(classes, _classes(back))]
+    return "nothing left" if not left else f"{len(left)} left: " + ", ".join(left)
+
+
+def _classes(model: nn.Module) -> dict[str, str]:
+    return {name: type(module).__name__ for name, module in model.named_modules()}
+
+
+def _swapped(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """``path: Old -> New`` for each module path whose class changed (a module replaced, or its class swapped), and
+    ``path: Old -> gone`` for one that is no longer there; paths a wrapper only prefixed are matched by their end."""
+    changes = []
+    for path, cls in before.items():
+        if not path:
+            continue
+        now = after.get(path) or next((c for p, c in after.items() if p.endswith("." + path)), None)
+        if now != cls:
+            changes.append(f"{path}: {cls} -> {now or 'gone'}")
+    return changes
 
 
 def inherited(found: list[dict[str, str]]) -> list[str]:
