@@ -107,6 +107,29 @@ def test_chinese_text_keeps_to_the_glossary(path):
     assert not problems, "terms the glossary of notebook 00 rules out:\n" + "\n".join(problems)
 
 
+def _profile_texts() -> list[tuple[str, str]]:
+    """(where, Chinese text) of the library profiles' words and of the other frameworks' page (tools/profiles/)."""
+    from tools.profiles.frameworks_data import CONCEPTS, FRAMEWORKS
+    from tools.profiles.libraries import modules
+
+    found = []
+    for slug, module in modules().items():
+        library = module.LIBRARY
+        found += [(f"{slug} words[zh][{part}]", text) for part, text in library.words["zh"].items()]
+        found += [(f"{slug} surprise", s["zh"]) for s in library.surprises]
+        found += [(f"{slug} why_source", library.why_source["zh"])] if library.why_source else []
+        found += [(f"{slug} order", library.order["zh"])] if library.order else []
+    for framework in FRAMEWORKS:
+        found += [(f"frameworks {framework.name}", t) for t in (framework.summary_zh, framework.missing_zh,
+                                                               *(framework.concept(c).zh for c in CONCEPTS))]
+    return found
+
+
+def test_the_library_profiles_and_the_other_frameworks_keep_to_the_glossary():
+    bad = [(where, found) for where, text in _profile_texts() if (found := violations(text, "lang-zh"))]
+    assert not bad, "\n".join(f"{where}: {v[0]!r} -> {v[1]!r} ({v[2]})" for where, found in bad for v in found)
+
+
 def test_the_glossary_lists_every_preferred_term():
     glossary = [src for _, tag, src in chinese_cells(GLOSSARY_NOTEBOOK) if tag == "lang-both" and "Glossary" in src]
     assert len(glossary) == 1, "notebook 00 should have exactly one lang-both glossary cell"

@@ -520,7 +520,7 @@ FRAMEWORKS: list[Framework] = [
             "with `self.sow('intermediates', name, value)`. Flax NNX has `Module.sow` and `nnx.capture` for the same.",
             "`nn.intercept_methods(interceptor)` 是一个上下文管理器：在它里面，Flax 模块的每一次方法调用都要经过 "
             "`interceptor(next_fun, args, kwargs, context)`，它可以改参数、改结果，也可以干脆不调用"
-            "（相当于前向预钩子和前向钩子合在一起；`context.module` 和 `context.method_name` 告诉它当前是哪个模块的哪个方法）。"
+            "（相当于前向前置钩子和前向钩子合在一起；`context.module` 和 `context.method_name` 告诉它当前是哪个模块的哪个方法）。"
             "只想看一看的话，`apply(..., capture_intermediates=True, mutable=['intermediates'])` 会记下每个子模块的输出；"
             "模块自己也可以用 `self.sow('intermediates', name, value)` 主动交出一个值。Flax NNX 里对应的是 "
             "`Module.sow` 和 `nnx.capture`。"),
@@ -683,7 +683,7 @@ FRAMEWORKS: list[Framework] = [
             "`torch::nn::Module` has no forward or pre-forward hook (module.h declares none; the example checks at "
             "compile time). Instead: wrap the submodule in a module of your own whose `forward` calls it and then "
             "your code, or call the children one by one in the parent's `forward`.",
-            "`torch::nn::Module` 没有前向钩子，也没有前向预钩子（module.h 里一个都没有声明；示例在编译期检查过）。"
+            "`torch::nn::Module` 没有前向钩子，也没有前向前置钩子（module.h 里一个都没有声明；示例在编译期检查过）。"
             "替代做法：自己写一个模块把子模块包起来，在它的 `forward` 里先调用子模块、再执行自己的代码；"
             "或者在父模块的 `forward` 里逐个调用子模块。"),
         backward=Concept(
@@ -710,7 +710,7 @@ FRAMEWORKS: list[Framework] = [
             "`ctx->save_for_backward` 保存自己选定的东西，形式随意（示例以 bfloat16 保存 `x`，反向时再转回来）。"),
         missing_en=("Module forward, pre-forward, backward and state-dict hooks; default saved-tensor hooks written "
                     "in C++. Only the tensor-level hook and custom autograd functions carry over."),
-        missing_zh=("模块的前向、前向预、反向和 state_dict 钩子；用 C++ 写的默认保存张量钩子。能照搬过来的只有张量级钩子"
+        missing_zh=("模块的前向、前向预、反向和 state_dict 钩子；用 C++ 写的默认保存张量的钩子。能照搬过来的只有张量级钩子"
                     "和自定义 autograd 函数。"),
         links=(("torch::nn::Module (module.h: no hooks)", TORCH + "torch/csrc/api/include/torch/nn/module.h#L64"),
                ("TensorBase::register_hook", TORCH + "aten/src/ATen/core/TensorBase.h#L872"),
@@ -754,11 +754,11 @@ FRAMEWORKS: list[Framework] = [
             ("AutogradContext.save_for_backward",), "partial",
             "No saved-tensor hooks. In a custom `torch.autograd.Function<T>`, `ctx.save_for_backward(...)` saves the "
             "tensors you choose, in the form you choose.",
-            "没有保存张量钩子。在自定义的 `torch.autograd.Function<T>` 里，`ctx.save_for_backward(...)` "
+            "没有保存张量的钩子。在自定义的 `torch.autograd.Function<T>` 里，`ctx.save_for_backward(...)` "
             "保存你选定的张量，形式也由你决定。"),
         missing_en=("Tensor hooks, module backward hooks, saved-tensor hooks and state-dict hooks. The forward hooks "
                     "are TorchSharp's own C# code, not libtorch's."),
-        missing_zh="张量钩子、模块反向钩子、保存张量钩子和 state_dict 钩子。前向钩子是 TorchSharp 自己的 C# 代码，不是 libtorch 的。",
+        missing_zh="张量钩子、模块反向钩子、保存张量的钩子和 state_dict 钩子。前向钩子是 TorchSharp 自己的 C# 代码，不是 libtorch 的。",
         links=(("HookableModule.register_forward_hook / register_forward_pre_hook",
                 SHARP + "NN/Module.cs#L1297-L1330"),
                ("Module<T,TResult>.call runs the hooks, forward does not", SHARP + "NN/Module.cs#L1383-L1418"),
@@ -845,7 +845,7 @@ FRAMEWORKS: list[Framework] = [
             "推理时没有反向传播，也就没有为它保存的东西。"),
         missing_en=("Gradient hooks, saved-tensor hooks, and replacing a node's value from the callback (the "
                     "callback observes or cancels). Hook points are graph nodes by name, not modules."),
-        missing_zh=("梯度钩子、保存张量钩子，以及在回调里替换节点的值（回调只能观察或取消）。钩子点是按名字区分的图节点，"
+        missing_zh=("梯度钩子、保存张量的钩子，以及在回调里替换节点的值（回调只能观察或取消）。钩子点是按名字区分的图节点，"
                     "而不是模块。"),
         links=(("llama_context_params.cb_eval", LLAMA + "include/llama.h#L378-L379"),
                ("ggml_backend_sched_eval_callback (ask, then observe)", LLAMA + "ggml/include/ggml-backend.h#L309-L316"),
