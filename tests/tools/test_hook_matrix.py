@@ -1,15 +1,18 @@
 """The hook behaviour matrix (docs/hook_matrix.json, tools/hook_matrix/generate.py) stays true.
 
-- Every run: a fixed sample of cells (each family's eager cell and one cell of every other context) is observed
-  again, in a fresh process, and must equal the record; the record has every family x context; every surprising
-  cell names a cell that exists and runs it; the JSON says what tools/hook_matrix/notes.toml says; a few probes
-  agree with plain PyTorch written here; the page and the ./course rerun section are rendered from the JSON.
+- Every run: a sample of cells (each family's eager cell, one fixed cell of every other context, and one cell of
+  every other context that is sensitive to its step, taken in turn by the ISO week) is observed again, in a fresh
+  process, and must equal the record; a flipped record in any context and a probe with its context's step skipped
+  are caught; the record has every family x context; every surprising cell names a cell that exists and runs it;
+  the JSON says what tools/hook_matrix/notes.toml says; a few probes agree with plain PyTorch written here; the page
+  and the ./course rerun section are rendered from the JSON.
 - Every cell: set ``HOOKLAB_HOOK_MATRIX=all`` (the weekly CI does: .github/workflows/rerun.yml), and
-  ``test_every_cell_is_observed_as_recorded`` re-observes all 870 (a few minutes).
+  ``test_every_cell_is_observed_as_recorded`` re-observes all of them (a few minutes).
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import re
@@ -34,30 +37,49 @@ def doc():
     return json.loads((ROOT / "docs" / "hook_matrix.json").read_text(encoding="utf-8"))
 
 
-def check(*args: str, seconds: float):
+def check(*args: str, seconds: float, week: str | None = None):
+    env = {**os.environ, **FIXED_ENV, **({"HOOKLAB_HOOK_MATRIX_WEEK": week} if week else {})}
     return run([sys.executable, "-m", "tools.hook_matrix", "check", *args], what=f"hook matrix check {args}",
-               seconds=seconds, cwd=ROOT, env={**os.environ, **FIXED_ENV})
+               seconds=seconds, cwd=ROOT, env=env)
 
 
-def test_the_fixed_sample_is_observed_as_recorded_and_a_changed_cell_is_reported(tmp_path):
-    """One run of the check, as ./course rerun runs it in a side environment (tools/rerun/matrix_cells.py): the fixed
-    sample against the record with one cell altered on purpose. That cell, and only that cell, is reported."""
+def this_week() -> str:
+    import datetime
+
+    year, week, _ = datetime.date.today().isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+def test_the_sample_is_observed_as_recorded_and_a_flipped_record_in_every_context_is_reported(tmp_path):
+    """One run of the check, as ./course rerun runs it in a side environment (tools/rerun/matrix_cells.py): this
+    week's sample against the record with one sampled cell of every context flipped on purpose (one call more; the
+    cell sensitive to the context's step where the sample has one). Those cells, and only those, are reported."""
+    from hooklab.course import hook_matrix as hm
+
+    week = this_week()
+    sample = hook_matrix.sample_keys(week)
     doc = json.loads((ROOT / "docs" / "hook_matrix.json").read_text(encoding="utf-8"))
-    assert doc["cells"]["forward-hook@eager"]["calls"] == 1
-    doc["cells"]["forward-hook@eager"]["calls"] = 7
+    flipped = {}
+    for context in hm.CONTEXTS:
+        key = [k for k in sample if k.endswith(f"@{context.id}")][-1]
+        flipped[key] = doc["cells"][key]["calls"]
+        doc["cells"][key]["calls"] += 1
+    assert len(flipped) == len(hm.CONTEXTS)
     altered = tmp_path / "altered.json"
     altered.write_text(json.dumps(doc), encoding="utf-8")
-    proc = check("--against", str(altered), "--report", str(tmp_path / matrix_cells.REPORT), seconds=240)
+    proc = check("--against", str(altered), "--report", str(tmp_path / matrix_cells.REPORT), seconds=400, week=week)
     result = matrix_cells.read(tmp_path)
     assert result.error is None, proc.stderr[-3000:]
-    assert [c["key"] for c in result.changed] == ["forward-hook@eager"], \
-        f"PyTorch now does something else in these cells:\n{hook_matrix.render_differences(result.changed)}"
-    assert result.changed[0]["fields"] == {"calls": [7, 1]}
-    assert proc.returncode == 1 and f"1 of {len(hook_matrix.sample_keys())} cells differ" in proc.stderr
+    unexpected = [c for c in result.changed if c["key"] not in flipped or set(c["fields"]) != {"calls"}]
+    assert not unexpected, \
+        f"PyTorch now does something else in these cells:\n{hook_matrix.render_differences(unexpected)}"
+    assert {c["key"]: c["fields"]["calls"] for c in result.changed} == {k: [n + 1, n] for k, n in flipped.items()}
+    assert proc.returncode == 1 and f"{len(flipped)} of {len(sample)} cells differ" in proc.stderr
 
 
 @pytest.mark.skipif(os.environ.get("HOOKLAB_HOOK_MATRIX") != "all",
                     reason="every cell of the hook matrix takes minutes: HOOKLAB_HOOK_MATRIX=all runs them (weekly CI)")
+@pytest.mark.timeout(2500)
 def test_every_cell_is_observed_as_recorded():
     proc = check("--all", seconds=2400)
     assert proc.returncode == 0, f"PyTorch now does something else in these cells:\n{proc.stdout}\n{proc.stderr[-3000:]}"
@@ -70,6 +92,97 @@ def test_the_sample_covers_every_family_and_context():
     assert {k.split("@")[0] for k in sample} == {f.id for f in hm.FAMILIES}
     assert {k.split("@")[1] for k in sample} == {c.id for c in hm.CONTEXTS}
     assert len(sample) == len(set(sample))
+
+
+def test_every_week_the_sample_holds_a_cell_sensitive_to_each_contexts_step_and_they_take_turns(doc):
+    """A cell whose record would be the same with the context's step skipped (ddp-comm-hook@retain-graph fires once
+    with or without the second backward) cannot catch a broken probe: each context's sensitive cells differ from
+    their family's eager cell, and the sample takes one of them each week, another the next week."""
+    from hooklab.course import hook_matrix as hm
+
+    weeks = [f"2026-W{n:02d}" for n in range(1, 9)]
+    samples = {week: hook_matrix.sample_keys(week) for week in weeks}
+    assert hook_matrix.sample_keys(weeks[0]) == samples[weeks[0]]  # one week, one sample
+    for context in hm.CONTEXTS[1:]:
+        sensitive = hook_matrix.sensitive_keys(doc["cells"], context.id)
+        assert sensitive, f"{context.id}: no cell of the record is sensitive to its step"
+        for key in sensitive:
+            family, eager = doc["cells"][key], doc["cells"][f"{key.split('@')[0]}@eager"]
+            assert any(family[f] != eager[f] for f in hook_matrix.STEP_FIELDS), key
+        picked = {week: [k for k in sample if k in sensitive and k not in hook_matrix.SAMPLE_CONTEXT_CELLS]
+                  for week, sample in samples.items()}
+        assert all(len(keys) == 1 for keys in picked.values()), (context.id, picked)
+        turns = [k for k in sensitive if k not in hook_matrix.SAMPLE_CONTEXT_CELLS]
+        assert len({keys[0] for keys in picked.values()}) == min(len(weeks), len(turns)), context.id
+
+
+# what each of these contexts runs with its step skipped: the run then is the eager one (a broken probe)
+def _skipped_forward_only(h):
+    rig = h.rig()
+    h.install(rig)
+    h.phase("forward")
+    h.fact(rig.net(rig.x))
+
+
+def _skipped_backward(h, variant="plain"):
+    rig = h.rig(variant=variant)
+    h.install(rig)
+    h.phase("forward")
+    out = rig.net(rig.x)
+    h.phase("backward")
+    out.sum().backward()
+    h.fact(out, rig.x.grad, *h.grads(rig))
+
+
+def _skipped_copy(h):
+    from hooklab.course.hook_matrix import contexts
+
+    rig = h.rig()
+    h.install(rig)
+    contexts._run_copy(h, rig, rig.net, rig.opt)  # the original runs, as if it were the copy
+
+
+def _skipped_apply(h):
+    rig = h.rig(shared=True)
+    h.install(rig)  # on the subject itself, once
+    _skipped_backward_on(h, rig)
+
+
+def _skipped_backward_on(h, rig):
+    h.phase("forward")
+    out = rig.net(rig.x)
+    h.phase("backward")
+    out.sum().backward()
+    h.fact(out, rig.x.grad, *h.grads(rig))
+    h.exercise(rig, rig.net)
+
+
+SKIPPED = {"no-grad": _skipped_forward_only, "inference-mode": _skipped_forward_only,
+           "autograd-grad": _skipped_backward, "backward-inputs": _skipped_backward, "retain-graph": _skipped_backward,
+           "double-backward": _skipped_backward, "inplace": _skipped_backward, "view": _skipped_backward,
+           "used-twice": _skipped_backward, "unused-branch": _skipped_backward, "autocast": _skipped_backward,
+           "deepcopy": _skipped_copy, "pickle": _skipped_copy, "apply": _skipped_apply}
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("context", sorted(SKIPPED))
+def test_a_probe_with_its_contexts_step_skipped_is_caught_by_each_sensitive_cell(context, doc):
+    """A broken probe (the context's step left out: no torch.no_grad, no second backward, no copy, ...) is observed
+    differently from the record in every cell of that context the sample may take, this week's included."""
+    from hooklab.course import hook_matrix as hm
+
+    broken = dataclasses.replace(hm.CONTEXT_BY_ID[context], run=SKIPPED[context], shapes=())
+    checked = []
+    for key in hook_matrix.sensitive_keys(doc["cells"], context):
+        if hm.needs_workers(key):
+            continue  # a DDP / FSDP2 row: worker processes (the check runs them)
+        now = hm.observe(key.split("@")[0], broken).as_dict()
+        fields = [d["fields"] for d in hook_matrix.differences({key: doc["cells"][key]}, {key: now})]
+        assert fields and set(fields[0]) & set(hook_matrix.STEP_FIELDS), \
+            f"{key}: the probe without the step of {context} is observed as recorded"
+        checked.append(key)
+    this_weeks = [k for k in hook_matrix.sample_keys(this_week()) if k.endswith(f"@{context}")]
+    assert checked and (set(this_weeks) & set(checked) or all(hm.needs_workers(k) for k in this_weeks)), context
 
 
 def test_every_family_and_context_is_recorded_with_stable_keys(doc):
@@ -182,19 +295,91 @@ def test_a_cell_that_means_nothing_says_why_and_runs_nothing():
 
     cell = observe("state-dict-pre-hook", "autograd-grad")
     assert cell.status == "n/a" and "state_dict()" in cell.reason and "autograd.grad" in cell.reason
-    assert observe("tensor-hook", "pickle").status == "n/a"
+    assert observe("tensor-hook", "apply").status == "n/a"
     with pytest.raises(KeyError, match="the contexts are"):
         observe("forward-hook", "no-such-context")
+
+
+class Tapping(nn.Module):
+    """A module whose forward hooks the tensor it makes, counting the calls in a list it holds."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.calls = nn.Linear(3, 3), []
+
+    def forward(self, x):
+        h = self.lin(x)
+        h.register_hook(lambda grad: self.calls.append(1))
+        return h
+
+
+def test_a_hook_registered_in_forward_fires_on_a_copy_as_the_record_says():
+    import io
+
+    from hooklab.course.hook_matrix import observe
+
+    torch.manual_seed(0)
+    model, x = Tapping(), torch.randn(2, 3)
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    for copied in (copy.deepcopy(model), torch.load(buffer, weights_only=False)):
+        copied(x).sum().backward()
+        assert len(copied.calls) == 1 and model.calls == []  # the copy's own forward registered it, and it fired
+    for context in ("deepcopy", "pickle"):
+        cell = observe("tensor-hook", context)
+        assert cell.status == "observed" and cell.calls == 1 == observe("tensor-hook", "eager").calls
+
+
+def test_what_a_post_accumulate_grad_hooks_return_value_does_is_recorded_for_each_size():
+    from hooklab.course.hook_matrix import observe
+
+    def attempt(value):
+        p = nn.Parameter(torch.ones(3, 3))
+        p.register_post_accumulate_grad_hook(value)
+        try:
+            (p * 2).sum().backward()
+            return "ran"
+        except RuntimeError as error:
+            return str(error)
+
+    cell = observe("post-accumulate-grad-hook", "eager")
+    shapes = {s["shape"]: s["return_value"] for s in cell.shapes}
+    same = attempt(lambda p: torch.zeros_like(p))
+    assert "should return None" in same and cell.return_value == f"rejected: RuntimeError: {same}"
+    assert "changed the size" in attempt(lambda p: torch.zeros(())) and "changed the size" in shapes["another-size"]
+    assert attempt(lambda p: p) == "ran" and shapes["itself"] == "ignored"
+
+
+def test_a_full_backward_hook_in_double_backward_is_recorded_with_and_without_a_nonlinearity_after_it():
+    from hooklab.course.hook_matrix import observe
+
+    def calls(tail):
+        torch.manual_seed(0)
+        lin, head, x, fired = nn.Linear(3, 3), nn.Linear(3, 1), torch.randn(2, 3, requires_grad=True), []
+        lin.register_full_backward_hook(lambda *args: fired.append(1))
+        h = lin(torch.tanh(x))
+        grad_x, = torch.autograd.grad(head(tail(h)).sum(), x, create_graph=True)
+        grad_x.square().sum().backward()
+        return len(fired)
+
+    cell = observe("full-backward-hook", "double-backward")
+    tanh_tail = next(s for s in cell.shapes if s["shape"] == "tanh-tail")
+    assert cell.calls == calls(lambda h: h) and tanh_tail["calls"] == calls(torch.tanh) == cell.calls + 1
 
 
 def test_the_recording_hooks_leave_nothing_behind():
     from torch.nn.modules import module as module_globals
 
     from hooklab.course.hook_matrix import observe, record
-    before = (len(module_globals._global_forward_hooks), len(module_globals._global_backward_hooks))
-    assert observe("global-forward-hook", "eager").calls > 0
+    dicts = ("_global_forward_pre_hooks", "_global_forward_hooks", "_global_forward_hooks_with_kwargs",
+             "_global_backward_pre_hooks", "_global_backward_hooks")
+    before = [len(getattr(module_globals, name)) for name in dicts]
+    for family in ("global-forward-pre-hook", "global-forward-hook", "global-forward-hook-with-kwargs",
+                   "global-full-backward-pre-hook", "global-full-backward-hook"):
+        assert observe(family, "eager").calls > 0, family
     assert observe("saved-tensors-pack", "no-grad").calls == 0
-    assert (len(module_globals._global_forward_hooks), len(module_globals._global_backward_hooks)) == before
+    assert [len(getattr(module_globals, name)) for name in dicts] == before  # with_kwargs' flag too (see families)
     assert not record.LOG and record.phase() == "run" and not record._MODIFY[0]
     x = torch.ones(1, requires_grad=True)
     x.sum().backward()  # no saved-tensor or node-creation hook is left active: a plain backward runs
@@ -225,6 +410,12 @@ def test_the_page_shows_every_cell_and_links_to_the_cells_that_teach(doc):
         assert text.count("⚠") >= 2 * len(surprising)
         assert "{ref}`17 · " in text and "<matrix-17-top-full-backward-hook-autograd-grad>" in text
     assert re.search(r"[\u4e00-\u9fff]", hook_matrix_page.page(doc, "zh").split("## ")[1])
+    # a cell recorded in two shapes shows both: the overview's symbol, and each shape's words in each language
+    cell = doc["cells"]["full-backward-hook@double-backward"]
+    shape = next(s for s in cell["shapes"] if "calls" in s)
+    assert hook_matrix_page.symbol(cell).endswith(f"{cell['calls']}/{shape['calls']}")
+    for lang in ("zh", "en"):
+        assert shape[lang] in hook_matrix_page.observed(cell, lang)
     only_17 = hook_matrix_page.page(doc, "en", built={"17_hook_behaviour_matrix"})
     assert "<matrix-08-" not in only_17 and "<matrix-17-" in only_17
 

@@ -32,7 +32,8 @@ TEXT = {
         "kept": ("探针是 `python -m tools.hook_matrix`，结果记录在 `docs/hook_matrix.json`，这一页由它生成；"
                  "`./course test` 每次重新运行一个固定样本，每周的 CI 重新运行全部格子，`./course rerun` 在新版 PyTorch "
                  "上列出变化的格子。"),
-        "legend": ("图例：**N** 触发 N 次；**0** 不触发；**✗** 报错；**n/a** 不适用（原因见该族的表）；**⚠** 出人意料的格子。"
+        "legend": ("图例：**N** 触发 N 次；**0** 不触发；**✗** 报错；**n/a** 不适用（原因见该族的表）；**⚠** 出人意料的格子；"
+                   "**1/2**：探针和另一种写法结果不同（该族的表里写明是哪种写法）。"
                    "每一格的键形如 `forward-hook@compile`（族@运行方式），可以直接搜索。"),
         "counts": "共 {families} 族 × {contexts} 种运行方式 = {cells} 格：实际运行 {observed} 格，不适用 {na} 格；出人意料的 {surprising} 格。",
         "overview": "总览", "surprising": "出人意料的格子", "families": "逐族的表", "contexts": "运行方式",
@@ -46,6 +47,7 @@ TEXT = {
         "how": "一次运行",
         "fires": "触发 {n} 次", "never": "不触发", "raises": "报错", "return": "返回值",
         "returned": {"used": "生效", "ignored": "被忽略", "rejected": "被拒绝"},
+        "shape": "{label}：{what}", "same": "同上",
         "na": "不适用", "teaches_family": "讲这一族", "teaches_cell": "讲这一格",
         "phases": {"forward": "前向", "backward": "反向", "second backward": "第二次反向", "register": "注册",
                    "export": "导出", "trace": "追踪", "capture": "捕获", "load": "加载", "copy": "复制",
@@ -64,7 +66,8 @@ TEXT = {
                  "this page is generated. `./course test` runs a fixed sample again every time, the weekly CI every "
                  "cell, and `./course rerun` lists the cells that change on a new PyTorch."),
         "legend": ("Legend: **N** fires N times; **0** does not fire; **✗** raises; **n/a** not applicable (the "
-                   "family's table says why); **⚠** a surprising cell. Each cell has a key such as "
+                   "family's table says why); **⚠** a surprising cell; **1/2**: the probe and another way of writing "
+                   "it differ (the family's table says which way). Each cell has a key such as "
                    "`forward-hook@compile` (family@context): search for it."),
         "counts": "{families} families × {contexts} contexts = {cells} cells: {observed} observed by running, {na} "
                   "not applicable; {surprising} surprising.",
@@ -81,6 +84,7 @@ TEXT = {
         "how": "one run",
         "fires": "fires {n}×", "never": "does not fire", "raises": "raises", "return": "return value",
         "returned": {"used": "used", "ignored": "ignored", "rejected": "rejected"},
+        "shape": "{label}: {what}", "same": "the same",
         "na": "n/a", "teaches_family": "the family", "teaches_cell": "this cell",
         "phases": {},
     },
@@ -130,15 +134,26 @@ def _code(text: str) -> str:
     return f"{ticks}{pad}{text}{pad}{ticks}".replace("|", "\\|")
 
 
+def _mark(record: dict[str, Any]) -> str:
+    if record.get("error"):
+        return f"✗{record['calls']}" if record["calls"] else "✗"
+    return str(record["calls"])
+
+
 def symbol(record: dict[str, Any]) -> str:
-    """The overview's symbol of a cell."""
+    """The overview's symbol of a cell; ``1/2`` where another way of writing the probe (a shape) differs."""
     if record["status"] == "n/a":
         mark = "n/a"
-    elif record.get("error"):
-        mark = f"✗{record['calls']}" if record["calls"] else "✗"
     else:
-        mark = str(record["calls"])
+        marks = [_mark(record)]
+        for shape in record.get("shapes", []):
+            if "calls" in shape and _mark(shape) not in marks:
+                marks.append(_mark(shape))
+        mark = "/".join(marks)
     return ("⚠" + mark) if record.get("surprising") else mark
+
+
+_SAME = ("calls", "by_phase", "receives", "return_value", "error")  # hooklab.course.hook_matrix.observe.SAME
 
 
 def observed(record: dict[str, Any], lang: str) -> str:
@@ -157,15 +172,30 @@ def observed(record: dict[str, Any], lang: str) -> str:
     if record.get("receives"):
         parts.append(_code(record["receives"][0][record["receives"][0].index("x ") + 2:]
                            if "x " in record["receives"][0] else record["receives"][0]))
-    value = record.get("return_value") or ""
-    head = value.split(":")[0]
-    if head in t["returned"]:
-        parts.append(f"{t['return']} {t['returned'][head]}")
+    parts += _returned(record, lang)
     if record.get("error"):
         parts.append(f"{t['raises']} {_code(record['error'])}")
     for note in record.get("notes", []):
         parts.append(_code(note))
+    for shape in record.get("shapes", []):
+        if "calls" not in shape:  # the same run, another return value
+            what = "; ".join(_returned(shape, lang))
+        elif all(shape.get(k) == record.get(k) for k in _SAME):
+            what = t["same"]
+        else:
+            what = observed({"status": "observed", **shape}, lang)
+        parts.append(t["shape"].format(label=shape["zh"] if lang == "zh" else shape["en"], what=what))
     return "; ".join(parts)
+
+
+def _returned(record: dict[str, Any], lang: str) -> list[str]:
+    """What the return value did, in ``lang``, with the error's text where it was rejected."""
+    t = TEXT[lang]
+    value = record.get("return_value") or ""
+    head, _, rest = value.partition(": ")
+    if head not in t["returned"]:
+        return []
+    return [f"{t['return']} {t['returned'][head]}" + (f" {_code(rest)}" if head == "rejected" and rest else "")]
 
 
 def _link(record: dict[str, Any], lang: str, built: set[str] | None) -> str:
@@ -186,6 +216,8 @@ RETURNS_ZH = {"the gradient doubled": "加倍的梯度", "a stray value": "一�
               "the input doubled": "加倍的输入", "the output doubled": "加倍的输出",
               "grad_output doubled": "加倍的 grad_output", "grad_input doubled": "加倍的 grad_input",
               "every output doubled": "每个模块的输出都加倍", "every grad_input doubled": "每个模块的 grad_input 都加倍",
+              "every input doubled": "每个模块的输入都加倍", "every grad_output doubled": "每个模块的 grad_output 都加倍",
+              "a tensor of the parameter's size (the API takes None)": "与参数同样大小的张量（API 只接受 None）",
               "a state dict with a key added": "多一个键的状态字典",
               "a state dict with another learning rate": "换了学习率的状态字典", "the weight doubled": "加倍的权重",
               "the averaged bucket doubled": "平均后再加倍的梯度桶", "the gradient doubled in place": "原地加倍的梯度"}

@@ -82,8 +82,8 @@ def retain_graph(h: Any) -> None:
     h.fact(rig.x.grad, *h.grads(rig))
 
 
-def double_backward(h: Any) -> None:
-    rig = h.rig()
+def double_backward(h: Any, variant: str = "plain") -> None:
+    rig = h.rig(variant=variant)
     h.install(rig)
     h.phase("forward")
     loss = rig.net(rig.x).sum()
@@ -161,6 +161,39 @@ def compile_hook_after(h: Any) -> None:
     rig.x.grad = None
     h.install(rig)
     _forward_backward(h, model, rig)
+    _compile_stats(h)
+
+
+def compile_no_loop(h: Any) -> None:
+    """The ``compile`` run with the registration straight in the subject's forward, not in a loop
+    (:class:`~.families.InlineSubject`): the graph break that reading ``h.grad_fn`` causes ends a compiled graph
+    instead of sending the whole forward back to eager."""
+    _fresh_compiler()
+    rig = h.rig(inline=True)
+    h.install(rig)
+    _forward_backward(h, torch.compile(rig.net, backend=BACKEND), rig)
+    _compile_stats(h)
+
+
+def compile_outside(h: Any) -> None:
+    """The ``compile`` run with the hook registered after the compiled call, in plain Python outside the compiled
+    region, on the compiled model's output (its ``grad_fn``, for a Node hook): what the code a learner writes
+    around a compiled model gets."""
+    _fresh_compiler()
+    rig = h.rig()
+    h.install(rig)
+    taps = list(rig.subject.taps)  # the family's registration, taken out of the subject's forward
+    rig.subject.taps.clear()
+    model = torch.compile(rig.net, backend=BACKEND)
+    h.phase("forward")
+    out = model(rig.x)
+    for tap in taps:
+        tap(rig.x, out)
+    if out.grad_fn is not None:
+        h.note(f"the output's grad_fn: {out.grad_fn.name()}")
+    h.phase("backward")
+    out.sum().backward()
+    h.fact(out, rig.x.grad, *h.grads(rig))
     _compile_stats(h)
 
 
@@ -353,6 +386,24 @@ def cleanup() -> None:
     torch._dynamo.reset()
 
 
+_ALL = frozenset({"forward", "backward", "state", "step", "optimizer-state"})
+_B = frozenset({"backward"})
+_FB = frozenset({"forward", "backward"})
+_FBS = frozenset({"forward", "backward", "state"})
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Another way of writing a context's probe, for the families whose answer depends on it (``applies``): the
+    cell records the probe's run and, under ``shapes``, this one's, so neither is mistaken for the whole answer."""
+
+    id: str
+    en: str                                 # how this shape differs from the probe's, in English
+    zh: str                                 # the same in Chinese
+    run: Callable[[Any], None]              # the context function written this way
+    applies: Callable[[Any], bool]          # given a Family: whether its answer may depend on the shape
+
+
 @dataclass(frozen=True)
 class Context:
     id: str
@@ -364,12 +415,29 @@ class Context:
     pattern: str      # a regular expression that a code cell running this context matches
     wrap: str = ""    # "ddp" / "fsdp2": the distributed wrapper (run in worker processes)
     how: str = ""     # what one run is, in English
+    runs: frozenset[str] = _ALL   # what one run goes through (no-grad: the forward only)
+    shapes: tuple[Shape, ...] = ()  # other ways of writing the probe, recorded beside it
 
 
-_ALL = frozenset({"forward", "backward", "state", "step", "optimizer-state"})
-_B = frozenset({"backward"})
-_FB = frozenset({"forward", "backward"})
-_FBS = frozenset({"forward", "backward", "state"})
+def _in_forward_code(family: Any) -> bool:
+    return family.where == "forward-code"
+
+
+def _module_or_graph(family: Any) -> bool:
+    return "backward" in family.acts and family.where in ("module", "forward-code", "scope")
+
+
+COMPILE_SHAPES = (
+    Shape("no-loop", "registered in forward outside a loop (the probe registers inside a for loop)",
+          "在 forward 里注册，但不在循环里（探针是在 for 循环里注册的）", compile_no_loop, _in_forward_code),
+    Shape("outside", "registered after the compiled call, outside the compiled region, on the compiled output",
+          "在编译的调用之后、编译区域之外注册在编译得到的输出上", compile_outside, _in_forward_code),
+)
+DOUBLE_BACKWARD_SHAPES = (
+    Shape("tanh-tail", "a tanh between the module and the head (the probe: the module's output goes straight into "
+          "a Linear)", "模块和输出头之间有一个 tanh（探针里模块的输出直接进入一个 Linear）",
+          lambda h: double_backward(h, "tanh-tail"), _module_or_graph),
+)
 
 CONTEXTS: list[Context] = [
     Context("eager", "autograd", "eager", "普通的 eager 执行", _ALL, eager, r"\.backward\(\)",
@@ -382,11 +450,13 @@ CONTEXTS: list[Context] = [
             retain_graph, r"retain_graph\s*=\s*True", how="loss.backward(retain_graph=True); loss.backward()"),
     Context("double-backward", "autograd", "create_graph (double backward)", "create_graph（二阶反向）", _B,
             double_backward, r"create_graph\s*=\s*True",
-            how="g = autograd.grad(loss, x, create_graph=True); g.square().sum().backward()"),
+            how="g = autograd.grad(loss, x, create_graph=True); g.square().sum().backward()",
+            shapes=DOUBLE_BACKWARD_SHAPES),
     Context("no-grad", "autograd", "torch.no_grad", "torch.no_grad", _FB, no_grad, r"no_grad\(\)",
-            how="the forward under torch.no_grad(); no backward"),
+            how="the forward under torch.no_grad(); no backward", runs=frozenset({"forward"})),
     Context("inference-mode", "autograd", "torch.inference_mode", "torch.inference_mode", _FB, inference_mode,
-            r"inference_mode\(\)", how="the forward under torch.inference_mode(); no backward"),
+            r"inference_mode\(\)", how="the forward under torch.inference_mode(); no backward",
+            runs=frozenset({"forward"})),
     Context("inplace", "autograd", "an in-place op on the output", "对输出的原地操作", _FB, _variant("inplace"),
             r"\.add_\(|inplace\s*=\s*True|\w_\(", how="h = subject(x); h.add_(1); head(h)"),
     Context("view", "autograd", "an in-place write through a view", "经由视图的原地写入", _FB, _variant("view"),
@@ -396,7 +466,8 @@ CONTEXTS: list[Context] = [
     Context("unused-branch", "autograd", "a branch the loss does not use", "损失不用的分支", _FB, _variant("unused"),
             r"unused|不用", how="subject(x) computed, the loss from head(x) only"),
     Context("compile", "compiler", "torch.compile", "torch.compile", _FBS, compile_, r"torch\.compile\(",
-            how=f"torch.compile(net, backend='{BACKEND}') with the hook registered before the first call"),
+            how=f"torch.compile(net, backend='{BACKEND}') with the hook registered before the first call",
+            shapes=COMPILE_SHAPES),
     Context("compile-hook-after", "compiler", "torch.compile, hook added after the first call",
             "torch.compile，第一次调用之后加钩子", _FB, compile_hook_after, r"torch\.compile\(",
             how="a first compiled call (forward and backward), then the hook, then a second call"),
@@ -444,7 +515,7 @@ BY_ID = {c.id: c for c in CONTEXTS}
 WRAPPER_CONTEXTS = ("eager", "autograd-grad", "backward-inputs", "retain-graph", "double-backward", "no-grad",
                     "inference-mode", "inplace", "view", "used-twice", "unused-branch", "compile",
                     "compile-hook-after", "compiled-autograd", "checkpoint-reentrant", "checkpoint", "deepcopy",
-                    "autocast")
+                    "pickle", "autocast")
 
 
 def new_context(id: str, run: Callable[[Any], None], *, title: str, zh: str = "",

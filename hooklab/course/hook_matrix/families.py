@@ -12,7 +12,8 @@ optimizer, or on DDP / FSDP2. Every hook is a :class:`~.record.Recorder`.
 Each family also says where it acts (``acts``: forward, backward, state, step, optimizer-state), where it is
 registered (``where``), and what its hook returns in the probe's *modify* run (:data:`~.record.MODIFIERS`): a
 doubled gradient, a doubled output, or, for the hooks whose API takes no return value, a stray value, to see
-whether it is used, ignored or refused.
+whether it is used, ignored or refused. Where what PyTorch does depends on which value is returned, ``also`` names
+other values to try (each a :class:`Returned`, recorded as one of the cell's ``shapes``).
 """
 from __future__ import annotations
 
@@ -57,10 +58,37 @@ class TappedSubject(Subject):
         return h
 
 
+class InlineSubject(TappedSubject):
+    """The tapped subject registering its one tap's hook straight in forward, outside any loop. The probe's
+    :class:`TappedSubject` registers in a ``for`` loop over its taps, and under ``torch.compile`` a graph break
+    inside a loop makes Dynamo run the whole frame eagerly, while one outside a loop ends a graph and resumes after
+    it: the Node a hook lands on differs (a shape of the ``compile`` column)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(torch.tanh(x))
+        if not self.taps:
+            return h
+        how, recorder = self.taps[0].how, self.taps[0].hook  # one family's tap
+
+        def hook(*args: Any) -> Any:
+            return recorder(*args)
+
+        if how == "tensor":
+            h.register_hook(hook)
+        elif how == "node-pre":
+            h.grad_fn.register_prehook(hook)  # type: ignore[union-attr]
+        elif how == "node":
+            h.grad_fn.register_hook(hook)  # type: ignore[union-attr]
+        else:
+            torch.autograd.graph.register_multi_grad_hook((x, h), hook, mode=how)  # type: ignore[arg-type]
+        return h
+
+
 class Net(nn.Module):
     """subject -> head. ``variant`` is how the subject's output is used: ``plain``; ``inplace`` (``h.add_(1)``);
     ``view`` (an in-place write through a view of it); ``twice`` (the subject applied twice); ``unused`` (the loss
-    does not use it)."""
+    does not use it); ``tanh-tail`` (``head(tanh(h))``: a nonlinearity between the subject and the head, so that a
+    second backward goes back through the subject's output)."""
 
     def __init__(self, subject: Subject, variant: str = "plain") -> None:
         super().__init__()
@@ -79,6 +107,8 @@ class Net(nn.Module):
             h.narrow(1, 0, 2).mul_(2.0)
         elif self.variant == "unused":
             return self.head(x)
+        elif self.variant == "tanh-tail":
+            h = torch.tanh(h)
         return self.head(h)
 
 
@@ -116,9 +146,10 @@ class Rig:
     stack: ExitStack = field(default_factory=ExitStack)
 
     @classmethod
-    def build(cls, *, tapped: bool = False, variant: str = "plain", shared: bool = False, seed: int = 0) -> Rig:
+    def build(cls, *, tapped: bool = False, variant: str = "plain", shared: bool = False, inline: bool = False,
+              seed: int = 0) -> Rig:
         torch.manual_seed(seed)
-        subject: Subject = TappedSubject() if tapped else Subject()
+        subject: Subject = (InlineSubject() if inline else TappedSubject()) if tapped else Subject()
         net: nn.Module = SharedNet(subject) if shared else Net(subject, variant)
         x = torch.randn(2, 3).requires_grad_()
         return cls(net=net, subject=subject, x=x, opt=torch.optim.SGD(net.parameters(), lr=0.1))
@@ -155,6 +186,16 @@ class Tap:
 
 
 @dataclass(frozen=True)
+class Returned:
+    """Another value for a family's hook to return in the modify run, where PyTorch answers differently to it."""
+
+    id: str
+    en: str                        # what the hook returns, in English ("a tensor of another size")
+    zh: str                        # the same in Chinese
+    value: Callable[..., Any]      # the hook's return value, given the call's arguments
+
+
+@dataclass(frozen=True)
 class Family:
     id: str
     group: str
@@ -166,6 +207,7 @@ class Family:
     returns: str                   # what that return value is: "grad x 2", "a stray value", ...
     pattern: str                   # a regular expression that a code cell teaching it matches
     zh: str = ""                   # the family in a few Chinese words
+    also: tuple[Returned, ...] = ()  # other return values tried, each recorded as a shape of the cell
 
 
 def _tap(how: str) -> Callable[[Rig, Any], None]:
@@ -188,10 +230,15 @@ def _on_weight(method: str, family: str) -> Callable[[Rig, Any], None]:
     return install
 
 
-def _global(function: str, family: str) -> Callable[[Rig, Any], None]:
+def _global(function: str, family: str, **options: Any) -> Callable[[Rig, Any], None]:
     def install(rig: Rig, module: Any) -> None:
-        register = getattr(torch.nn.modules.module, function)
-        rig.handles.append(register(hook(family, family)))
+        globals_ = torch.nn.modules.module
+        handle = getattr(globals_, function)(hook(family, family), **options)
+        rig.handles.append(handle)
+        if options.get("with_kwargs"):
+            # in 2.15 handle.remove() leaves the hook's id in this dict (and torch.compile(module) warns of global
+            # hooks from then on, in every later cell): the probe takes it out itself
+            rig.stack.callback(globals_._global_forward_hooks_with_kwargs.pop, handle.id, None)
     return install
 
 
@@ -275,7 +322,7 @@ STRAY = "a stray value"   # what a hook whose API takes no return value returns 
 MODIFIERS.update({
     "tensor-hook": lambda grad: grad * 2,
     "param-hook": lambda grad: grad * 2,
-    "post-accumulate-grad-hook": lambda param: torch.zeros(()),
+    "post-accumulate-grad-hook": lambda param: torch.zeros_like(param),
     "node-pre-hook": lambda grad_outputs: _each_times_two(grad_outputs),
     "node-hook": lambda grad_inputs, grad_outputs: _each_times_two(grad_inputs),
     "multi-grad-hook-all": lambda grads: torch.zeros(()),
@@ -288,7 +335,11 @@ MODIFIERS.update({
     "forward-pre-hook-with-kwargs": lambda module, args, kwargs: ((args[0] * 2,), kwargs),
     "backward-pre-hook": lambda module, grad_output: _each_times_two(grad_output),
     "full-backward-hook": lambda module, grad_input, grad_output: _each_times_two(grad_input),
+    "global-forward-pre-hook": lambda module, args: tuple(a * 2 if isinstance(a, torch.Tensor) else a for a in args),
     "global-forward-hook": lambda module, args, output: output * 2 if isinstance(output, torch.Tensor) else None,
+    "global-forward-hook-with-kwargs": lambda module, args, kwargs, output: (
+        output * 2 if isinstance(output, torch.Tensor) else None),
+    "global-full-backward-pre-hook": lambda module, grad_output: _each_times_two(grad_output),
     "global-full-backward-hook": lambda module, grad_input, grad_output: _each_times_two(grad_input),
     "state-dict-pre-hook": lambda module, prefix, keep_vars: {},
     "state-dict-post-hook": lambda module, state_dict, prefix, local_metadata: {},
@@ -313,7 +364,10 @@ FAMILIES: list[Family] = [
            r"(weight|bias|param\w*|p)\.register_hook\(", "参数上的张量钩子"),
     Family("post-accumulate-grad-hook", "autograd", "Tensor.register_post_accumulate_grad_hook", _AB, "module",
            _on_weight("register_post_accumulate_grad_hook", "post-accumulate-grad-hook"),
-           MODIFIERS["post-accumulate-grad-hook"], STRAY, r"register_post_accumulate_grad_hook", "累加后钩子"),
+           MODIFIERS["post-accumulate-grad-hook"], "a tensor of the parameter's size (the API takes None)",
+           r"register_post_accumulate_grad_hook", "累加后钩子",
+           also=(Returned("another-size", "a tensor of another size", "另一种大小的张量", lambda param: torch.zeros(())),
+                 Returned("itself", "the parameter itself", "参数本身", lambda param: param))),
     Family("node-pre-hook", "autograd", "Node.register_prehook", _AB, "forward-code", _tap("node-pre"),
            MODIFIERS["node-pre-hook"], "grad_outputs doubled", r"grad_fn\.register_prehook|register_prehook\(",
            "节点前置钩子"),
@@ -353,9 +407,23 @@ FAMILIES: list[Family] = [
     Family("full-backward-hook", "module", "Module.register_full_backward_hook", _AB, "module",
            _on_module("register_full_backward_hook", "full-backward-hook"), MODIFIERS["full-backward-hook"],
            "grad_input doubled", r"register_full_backward_hook", "完整反向钩子"),
+    Family("global-forward-pre-hook", "module", "nn.modules.module.register_module_forward_pre_hook",
+           frozenset({"forward"}), "scope", _global("register_module_forward_pre_hook", "global-forward-pre-hook"),
+           MODIFIERS["global-forward-pre-hook"], "every input doubled", r"register_module_forward_pre_hook",
+           "全局前向前置钩子"),
     Family("global-forward-hook", "module", "nn.modules.module.register_module_forward_hook", frozenset({"forward"}),
            "scope", _global("register_module_forward_hook", "global-forward-hook"), MODIFIERS["global-forward-hook"],
            "every output doubled", r"register_module_forward_hook", "全局前向钩子"),
+    Family("global-forward-hook-with-kwargs", "module",
+           "nn.modules.module.register_module_forward_hook(with_kwargs=True)", frozenset({"forward"}), "scope",
+           _global("register_module_forward_hook", "global-forward-hook-with-kwargs", with_kwargs=True),
+           MODIFIERS["global-forward-hook-with-kwargs"], "every output doubled",
+           r"register_module_forward_hook\((?:(?!register_)[\s\S]){0,300}?with_kwargs\s*=\s*True",
+           "带关键字参数的全局前向钩子"),
+    Family("global-full-backward-pre-hook", "module", "nn.modules.module.register_module_full_backward_pre_hook",
+           _AB, "scope", _global("register_module_full_backward_pre_hook", "global-full-backward-pre-hook"),
+           MODIFIERS["global-full-backward-pre-hook"], "every grad_output doubled",
+           r"register_module_full_backward_pre_hook", "全局反向前置钩子"),
     Family("global-full-backward-hook", "module", "nn.modules.module.register_module_full_backward_hook", _AB,
            "scope", _global("register_module_full_backward_hook", "global-full-backward-hook"),
            MODIFIERS["global-full-backward-hook"], "every grad_input doubled",

@@ -4,6 +4,9 @@ The first run records (every hook returns ``None``); the second, where the famil
 returns its modification (:data:`.record.MODIFIERS`) and compares what the run produced (outputs, gradients,
 state-dict keys, ...) with the first run: ``used`` when it changed, ``ignored`` when not, ``rejected`` when the
 run raised instead. A cell that cannot mean anything gets ``n/a`` and the reason (:func:`not_applicable`).
+
+Where the answer depends on how the probe is written (a context's :class:`~.contexts.Shape`, a family's
+:class:`~.families.Returned`), the cell also records each other way under ``shapes``.
 """
 from __future__ import annotations
 
@@ -33,8 +36,8 @@ class Harness:
     notes: list[str] = field(default_factory=list)
     rigs: list[Rig] = field(default_factory=list)
 
-    def rig(self, *, variant: str = "plain", shared: bool = False) -> Rig:
-        rig = Rig.build(tapped=self.family.where == "forward-code", variant=variant, shared=shared)
+    def rig(self, *, variant: str = "plain", shared: bool = False, inline: bool = False) -> Rig:
+        rig = Rig.build(tapped=self.family.where == "forward-code", variant=variant, shared=shared, inline=inline)
         self.rigs.append(rig)
         wrapper = self.wrap or {"ddp-comm-hook": "ddp", "fsdp2-all-reduce-hook": "fsdp2"}.get(self.family.id, "")
         if wrapper:
@@ -112,12 +115,15 @@ class _Logs(logging.Handler):
         self.messages.append(f"{rec.name} {rec.levelname.lower()}: {clean_text(rec.getMessage())}")
 
 
-def _run(family: Family, context: Any, *, modify: bool, wrap: str = "") -> Run:
+def _run(family: Family, context: Any, *, modify: bool, wrap: str = "", returns: Any = None) -> Run:
+    """One run of ``context`` (anything with a ``run(h)``: a Context or a Shape); ``returns``: in the modify run,
+    the hooks' return value instead of the family's modification."""
     from .contexts import cleanup
 
     harness = Harness(family, wrap=wrap)
     record.LOG.clear()
     record._MODIFY[0] = modify
+    record._RETURNS[0] = returns if modify else None
     record.set_phase("run")
     error, expected = None, False
     handler = _Logs()
@@ -148,6 +154,7 @@ def _run(family: Family, context: Any, *, modify: bool, wrap: str = "") -> Run:
             lg.removeHandler(handler)
             lg.propagate = propagate
         record._MODIFY[0] = False
+        record._RETURNS[0] = None
         record.set_phase("run")
     found = sorted({f"{w.category.__name__}: {clean_text(str(w.message))}" for w in caught} | set(handler.messages))
     calls = [(phase, describe(args)) for key, phase, args in record.LOG if key == family.id]
@@ -195,10 +202,11 @@ def not_applicable(family: Family, context: Any) -> tuple[str, str] | None:
         return (f"the hook runs in {' and '.join(where[a][0] for a in acts)}, which {context.title} does not change",
                 f"钩子在{'和'.join(where[a][1] for a in acts)}中运行，{context.zh} 不改变这一部分")
     if context.id in ("deepcopy", "pickle", "apply"):
-        if family.where == "forward-code":
-            return ("registered by code in forward on a tensor it makes, not stored on the model: "
-                    f"{context.title} does not touch it",
-                    f"由前向中的代码挂在它产生的张量上，不存放在模型里：{context.zh} 碰不到它")
+        # (under deepcopy and pickle a hook registered by forward code is observed: the copy runs that code too)
+        if family.where == "forward-code" and context.id == "apply":
+            return ("registered by the module's forward code, anew in each call, on a tensor it makes: there is "
+                    "nothing for model.apply() to register",
+                    "由模块的前向代码在每次调用时挂在它产生的张量上：没有什么要 model.apply() 去注册")
         if family.where == "scope":
             return (f"registered for the whole process or thread, not on the model: {context.title} does not touch it",
                     f"对整个进程或线程注册，不在模型上：{context.zh} 碰不到它")
@@ -224,6 +232,7 @@ class Observation:
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    shapes: list[dict[str, Any]] = field(default_factory=list)  # the other ways of writing the probe, each observed
 
     @property
     def key(self) -> str:
@@ -243,10 +252,13 @@ class Observation:
         if self.status == "n/a":
             return {"family": self.family, "context": self.context, "status": "n/a", "reason": self.reason,
                     "reason_zh": self.reason_zh}
-        return {"family": self.family, "context": self.context, "status": self.status, "fires": self.fires,
-                "calls": self.calls, "by_phase": self.by_phase, "receives": self.receives,
-                "return_value": self.return_value, "error": self.error, "warnings": self.warnings,
-                "notes": self.notes}
+        out = {"family": self.family, "context": self.context, "status": self.status, "fires": self.fires,
+               "calls": self.calls, "by_phase": self.by_phase, "receives": self.receives,
+               "return_value": self.return_value, "error": self.error, "warnings": self.warnings,
+               "notes": self.notes}
+        if self.shapes:
+            out["shapes"] = self.shapes
+        return out
 
     def summary(self) -> str:
         """One line: what fired, how often, with what, and what the return value did."""
@@ -261,13 +273,62 @@ class Observation:
         if self.error:
             parts.append(f"raises {self.error}")
         parts += self.notes
+        for shape in self.shapes:
+            same = "calls" in shape and all(shape[k] == getattr(self, k) for k in SAME)
+            parts.append(f"{shape['en']}: {'the same' if same else shape_summary(shape)}")
         return f"{self.key}: " + " | ".join(parts)
+
+
+SAME = ("calls", "by_phase", "receives", "return_value", "error")  # a shape that observed these as the cell did: the same
+
+
+def shape_summary(shape: dict[str, Any]) -> str:
+    """One shape of a cell (an entry of ``shapes``) in a few words: what fired, with what, and the return value."""
+    parts = []
+    if "calls" in shape:
+        phases = ", ".join(f"{p} {n}" for p, n in shape["by_phase"].items())
+        parts.append(f"fires {shape['calls']}x ({phases})" if shape["calls"] else "does not fire")
+        if shape["receives"]:
+            parts.append("receives " + "; ".join(shape["receives"]))
+    if shape.get("return_value"):
+        parts.append(f"return value: {shape['return_value']}")
+    if shape.get("error"):
+        parts.append(f"raises {shape['error']}")
+    parts += shape.get("notes", [])
+    return ", ".join(parts)
 
 
 def _receives(calls: list[tuple[str, str]], limit: int = 4) -> list[str]:
     counts = Counter(desc for _, desc in calls)
     shown = [f"{n}x {desc}" for desc, n in counts.items()]
     return shown[:limit] + ([f"... {len(shown) - limit} more kinds"] if len(shown) > limit else [])
+
+
+def _return_value(family: Family, context: Any, first: Run, wrap: str, returns: Any = None) -> str:
+    """What the family's return value did: the modify run (returning ``returns``, or the family's modification)
+    compared with the recording run ``first``."""
+    if first.error is not None:
+        return "not tried (the run raised)"
+    if not first.calls:
+        return "not tried (never called)"
+    second = _run(family, context, modify=True, wrap=wrap, returns=returns)
+    if second.error is not None:
+        return f"rejected: {second.error}"
+    return "ignored" if _same(first.facts, second.facts) else "used"
+
+
+def _observed(family: Family, context: Any, wrap: str) -> tuple[Run, dict[str, Any]]:
+    """The recording run of ``context`` and what it observed, as a record's fields (without family and context)."""
+    first = _run(family, context, modify=False, wrap=wrap)
+    phases: dict[str, int] = {}
+    for phase, _ in first.calls:
+        phases[phase] = phases.get(phase, 0) + 1
+    notes = list(dict.fromkeys(first.notes))
+    if first.expected_failure:
+        notes.insert(0, "the forward raised on purpose")
+    returned = "" if family.modify is None else _return_value(family, context, first, wrap)
+    return first, {"calls": len(first.calls), "by_phase": phases, "receives": _receives(first.calls),
+                   "return_value": returned, "error": first.error, "warnings": first.warnings, "notes": notes}
 
 
 def observe(family_id: str, context: Any, *, wrap: str = "") -> Observation:
@@ -290,28 +351,18 @@ def observe(family_id: str, context: Any, *, wrap: str = "") -> Observation:
     if reason is not None:
         return Observation(family_id, context_id, "n/a", reason=reason[0], reason_zh=reason[1])
     wrap = wrap or context.wrap
-    first = _run(family, context, modify=False, wrap=wrap)
-    phases: dict[str, int] = {}
-    for phase, _ in first.calls:
-        phases[phase] = phases.get(phase, 0) + 1
-    notes = list(dict.fromkeys(first.notes))
-    if first.expected_failure:
-        notes.insert(0, "the forward raised on purpose")
-    returned = ""
-    if family.modify is not None:
-        if first.error is not None:
-            returned = "not tried (the run raised)"
-        elif not first.calls:
-            returned = "not tried (never called)"
-        else:
-            second = _run(family, context, modify=True, wrap=wrap)
-            if second.error is not None and first.error is None:
-                returned = f"rejected: {second.error}"
-            else:
-                returned = "ignored" if _same(first.facts, second.facts) else "used"
-    return Observation(family_id, context_id, "observed", calls=len(first.calls), by_phase=phases,
-                       receives=_receives(first.calls), return_value=returned, error=first.error,
-                       warnings=first.warnings, notes=notes)
+    first, seen = _observed(family, context, wrap)
+    shapes = []
+    for other in family.also:  # the same run, the hook returning another value
+        if first.calls and first.error is None:
+            shapes.append({"shape": other.id, "en": f"returning {other.en}", "zh": f"返回{other.zh}",
+                           "return_value": _return_value(family, context, first, wrap, other.value)})
+    for shape in getattr(context, "shapes", ()):  # the context's run written another way
+        if shape.applies(family):
+            _, other_seen = _observed(family, shape, wrap)
+            shapes.append({"shape": shape.id, "en": shape.en, "zh": shape.zh,
+                           **{k: v for k, v in other_seen.items() if k != "warnings"}})
+    return Observation(family_id, context_id, "observed", warnings=seen.pop("warnings"), shapes=shapes, **seen)
 
 
 def is_subject(module: Any) -> bool:

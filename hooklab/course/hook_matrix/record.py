@@ -22,6 +22,7 @@ from torch import nn
 LOG: list[tuple[str, str, Any]] = []   # (recorder key, phase, the call's arguments)
 _PHASE = ["run"]                       # the phase the running context is in ("forward", "backward", "export", ...)
 _MODIFY = [False]                      # False: hooks return None; True: they return their family's modification
+_RETURNS: list[Callable[..., Any] | None] = [None]  # in the modify run, another return value to try than MODIFIERS'
 # family id -> what its hook returns in modify mode, given the call's arguments (filled by families.py)
 MODIFIERS: dict[str, Callable[..., Any]] = {}
 PLAIN_FUNCTIONS = [False]   # True: hook() gives plain functions (see there)
@@ -51,8 +52,8 @@ class Recorder:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         LOG.append((self.key, _PHASE[0], args + ((kwargs,) if kwargs else ())))
-        if _MODIFY[0] and self.family in MODIFIERS:
-            return MODIFIERS[self.family](*args, **kwargs)
+        if _MODIFY[0] and (_RETURNS[0] is not None or self.family in MODIFIERS):
+            return (_RETURNS[0] or MODIFIERS[self.family])(*args, **kwargs)
         if self.family in PASS_THROUGH:  # a pack / unpack hook returns what it was given
             return args[0]
         return None
@@ -65,8 +66,9 @@ class Recorder:
 # learner writes it: TorchScript reads the signature)
 ARITY = {"param-hook": 1, "post-accumulate-grad-hook": 1, "forward-pre-hook": 2, "forward-hook": 3,
          "forward-pre-hook-with-kwargs": 3, "forward-hook-always-call": 3, "backward-pre-hook": 2,
-         "full-backward-hook": 3, "global-forward-hook": 3, "global-full-backward-hook": 3, "state-dict-pre-hook": 3,
-         "state-dict-post-hook": 4, "load-state-dict-post-hook": 2}
+         "full-backward-hook": 3, "global-forward-pre-hook": 2, "global-forward-hook": 3,
+         "global-forward-hook-with-kwargs": 4, "global-full-backward-pre-hook": 2, "global-full-backward-hook": 3,
+         "state-dict-pre-hook": 3, "state-dict-post-hook": 4, "load-state-dict-post-hook": 2}
 
 
 def hook(key: str, family: str) -> Callable[..., Any]:
