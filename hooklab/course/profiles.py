@@ -25,10 +25,12 @@ __all__ = ["profile", "profiles"]
 LABELS = {
     "en": {"installs": "puts on the model", "during": "while it runs", "order": "one step, in firing order",
            "survives": "survives", "removed": "its own removal", "source": "read from its source, not run: ",
-           "nothing": "nothing", "remove": "to take it off", "api": "its own API", "surprises": "unexpected"},
+           "nothing": "nothing", "remove": "to take it off", "api": "its own API", "surprises": "unexpected",
+           "swapped": "modules it replaced", "yours": "your hooks registered before it"},
     "zh": {"installs": "装到模型上的", "during": "运行期间", "order": "一步之内，按触发顺序", "survives": "能否保留",
            "removed": "用它自己的方法移除后", "source": "读源码得来，未运行：", "nothing": "没有",
-           "remove": "如何移除", "api": "它自己的接口", "surprises": "出人意料之处"},
+           "remove": "如何移除", "api": "它自己的接口", "surprises": "出人意料之处",
+           "swapped": "它换掉的模块", "yours": "你在它之前注册的钩子"},
 }
 
 
@@ -77,6 +79,10 @@ class Profile(dict):
         else:
             lines.append(f"{label['installs']}: " + (", ".join(f"{r['where']} {r['kind']} ({r['owner']})"
                                                              for r in measured["installs"]) or label["nothing"]))
+            if measured.get("modules_replaced"):
+                lines.append(f"{label['swapped']}: " + ", ".join(measured["modules_replaced"]))
+            if any(state != "kept" for state in measured.get("your_hooks", {}).values()):
+                lines.append(f"{label['yours']}: " + ", ".join(f"{k} {v}" for k, v in measured["your_hooks"].items()))
             if measured.get("during"):
                 lines.append(f"{label['during']}: " + ", ".join(f"{r['where']} {r['kind']}" for r in measured["during"]))
             order = measured["order"]

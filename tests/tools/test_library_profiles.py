@@ -227,8 +227,8 @@ def test_the_lookup_finds_a_library_by_its_name_and_reads_its_profile():
 
 def test_the_probe_sees_a_module_swapped_and_a_users_hook_taken_off():
     class Swapper(_Library):
-        """Replaces the hooked Linear by a new one (as PEFT or quanto do) after clearing the old one's hooks (as
-        pyvene does): the truth, by construction, is one swap and four of the user's hooks taken off."""
+        """Clears the hooked Linear's hooks (as pyvene does) and replaces it by a new module (as quanto does): the
+        truth, by construction, is one swap and the user's four hooks taken off."""
 
         @staticmethod
         def apply(model):
@@ -240,7 +240,21 @@ def test_the_probe_sees_a_module_swapped_and_a_users_hook_taken_off():
 
         TARGET = "0"
     result = probe.measure(Swapper, probes={"compile", "remove", "deepcopy"})
-    assert result["modules_replaced"] == ["0: Linear -> Sequential"]
-    assert [(r["where"], r["what"]) for r in result["hooks_taken_off"]] == [("0", "your hook")] * 4
+    assert result["modules_replaced"] == ["0: torch Linear -> torch Sequential"]
+    assert set(result["your_hooks"].values()) == {"taken off"}
     plain = probe.measure(_Library, probes={"compile", "remove"})
-    assert plain["modules_replaced"] == [] and plain["hooks_taken_off"] == []
+    assert plain["modules_replaced"] == [] and set(plain["your_hooks"].values()) == {"kept"}
+
+
+def test_the_probe_follows_a_users_hook_onto_the_module_that_now_holds_it():
+    class Wrapping(_Library):
+        """Puts a new module where the hooked one was and keeps the old one inside it (as PEFT's LoRA layers keep
+        base_layer): the user's hooks are on the old object, now at ``0.0``."""
+
+        @staticmethod
+        def apply(model):
+            model[0] = nn.Sequential(model[0])
+            return model
+    result = probe.measure(Wrapping, probes={"compile", "remove", "deepcopy"})
+    assert result["your_hooks"] == dict.fromkeys(("forward_pre", "forward", "backward_pre", "backward"), "moved to 0.0")
+    assert result["modules_replaced"] == ["0: torch Linear -> torch Sequential"]

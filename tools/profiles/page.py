@@ -42,6 +42,7 @@ TEXT = {
                         "loads_fresh_state_dict": "loading a fresh model's state dict",
                         "compile": "`torch.compile` (eager backend)", "checkpoint": "non-reentrant checkpointing",
                         "accumulate": "two backward passes", "removed": "its own removal"},
+           "swapped": "Modules it replaced", "yours": "Your hooks registered before the entry point, after it",
            "back": "All library profiles"},
     "zh": {"title": "库的钩子画像：每个库对你的钩子做了什么",
            "intro": "一个库往你的模型上装了哪些钩子、它们和你的钩子谁先谁后、深拷贝、状态字典、编译和检查点之后还剩什么、"
@@ -64,6 +65,7 @@ TEXT = {
            "survival": {"deepcopy": "`copy.deepcopy`", "state_dict_keys": "`state_dict()` 的键",
                         "loads_fresh_state_dict": "加载一个新模型的状态字典", "compile": "`torch.compile`（eager 后端）",
                         "checkpoint": "非重入式检查点", "accumulate": "两次反向传播", "removed": "用它自己的方法移除"},
+           "swapped": "它换掉的模块", "yours": "你在入口之前注册的钩子，入口之后在哪里",
            "back": "全部库的钩子画像"},
 }
 
@@ -73,7 +75,8 @@ ZH_VALUES = [(r"^same$", "不变"), (r"^(\d+) of (\d+) kept$", r"\2 个中保留
              (r"^no gradients$", "参数上没有梯度"), (r"^(\d+) added, (\d+) gone$", r"多 \1 个，少 \2 个"),
              (r"^(\d+) missing, (\d+) unexpected$", r"缺 \1 个，多 \2 个"),
              (r"^does not accumulate as two backward passes do$", "不像两次反向那样累加"),
-             (r"(\d+)x -> (\d+)x", r"\1 次 → \2 次"), (r"^(\d+) left: ", r"留下 \1 个："), (r"^nothing$", "没有")]
+             (r"(\d+)x -> (\d+)x", r"\1 次 → \2 次"), (r"^(\d+) left: ", r"留下 \1 个："), (r"^nothing$", "没有"),
+             (r"^kept$", "还在原处"), (r"^taken off$", "被拿掉了"), (r"^moved to (.+)$", r"移到了 \1 上")]
 
 
 def value(text: str, lang: str) -> str:
@@ -146,6 +149,12 @@ def library_page(slug: str, record: dict[str, Any], lang: str, matrix: dict[str,
         lines += [f"## {t['installs']}", "", *_rows(probe["installs"], t)]
         if probe.get("during") is not None:
             lines += [f"## {t['during']}", "", *_rows(probe["during"], t)]
+        if probe.get("modules_replaced"):
+            lines += [f"## {t['swapped']}", "", *[f"- `{change}`" for change in probe["modules_replaced"]], ""]
+        if probe.get("your_hooks"):
+            lines += [f"## {t['yours']}", "", "| | |", "|---|---|"]
+            lines += [f"| `{kind}` | {_esc(value(state, lang))} |" for kind, state in probe["your_hooks"].items()]
+            lines.append("")
         lines += [f"## {t['order']}", "", t["order_note"].format(target=_target(record)), ""]
         for part in ("entry", "forward", "backward"):
             steps = probe["order"].get(part) or []

@@ -13,8 +13,8 @@ and reports, in words that do not depend on the machine:
   (eager backend) and under non-reentrant checkpointing (and how often), and whether two backward passes accumulate
   gradients as two separate ones would;
 - ``modules_replaced``: the submodules whose class changed or that are gone (a module swapped for the library's
-  own: the hooks on the old object no longer run); ``hooks_taken_off``: hooks there before the entry point (yours
-  included) that are gone after it;
+  own: the hooks on the old object no longer run); ``your_hooks``: where each of your hooks registered before the
+  entry point is after it (kept on the target, moved to another module, or taken off);
 - ``removed``: whether the library's own way to take its hooks off (``remove``) leaves the model as it found it
   (no hook of its left, every module of the same class as before);
 - ``inherits``: the behaviour-matrix cells whose hook families the library's hooks belong to.
@@ -252,14 +252,12 @@ def measure(setup: Any, *, probes: set[str] | frozenset[str] = frozenset()) -> d
     handles = _user_hooks(find(model, setup.TARGET), USER[0], log, seen)
     classes = _classes(model)
     try:
-        with_yours = records(model)
         with logging_hooks(model, log, where=setup.TARGET):
             ran = setup.apply(model)
         ran = model if ran is None else ran
         seen["root"][0] = ran
         during = seen.get("during")
         installed = _difference(_not_yours(records(ran)), _not_yours(before))
-        taken = _difference(with_yours, records(ran))
         entry_log = list(log)
         log.clear()
         target = find(ran, setup.TARGET)
@@ -271,9 +269,8 @@ def measure(setup: Any, *, probes: set[str] | frozenset[str] = frozenset()) -> d
             "installs": installed,
             "during": None if during is None else _difference(_not_yours(during), _not_yours(before)),
             "forward_replaced": sorted({r["where"] for r in installed if r["kind"] == "forward replaced"}),
-            "modules_replaced": _swapped(classes, _classes(ran)),
-            "hooks_taken_off": [{**r, "what": "your hook" if r["what"].startswith("_user_") else r["what"]}
-                                for r in taken],
+            "modules_replaced": _swapped(classes, _classes(ran), _prefix(ran, setup.TARGET)),
+            "your_hooks": _where_yours_are(ran, handles, setup.TARGET),
             "order": order,
             "library_fires": sorted(set(_library_labels(order["forward"] + order["backward"]))),
         }
@@ -386,25 +383,52 @@ def _removal(setup: Any, ran: nn.Module, before: list[dict[str, str]], classes: 
         return f"raises {type(exc).__name__}"
     back = ran if back is None else back
     left = [f"{r['where']} {r['kind']}" for r in _difference(_not_yours(records(back)), _not_yours(before))]
-    left += [f"{change} (module not put back)" for change in _swapped(classes, _classes(back))]
+    left += [f"{change} (module not put back)" for change in _swapped(classes, _classes(back),
+                                                                          _prefix(back, setup.TARGET))]
     return "nothing left" if not left else f"{len(left)} left: " + ", ".join(left)
 
 
 def _classes(model: nn.Module) -> dict[str, str]:
-    return {name: type(module).__name__ for name, module in model.named_modules()}
+    """Each module path's class, as its top-level package and name (``torch Linear``, ``peft Linear``)."""
+    return {name: f"{type(m).__module__.split('.')[0]} {type(m).__qualname__}" for name, m in model.named_modules()}
 
 
-def _swapped(before: dict[str, str], after: dict[str, str]) -> list[str]:
+def _prefix(model: nn.Module, target: str) -> str:
+    """What a wrapper put before the paths (``module.``, ``base_model.model.``), read from where the target is."""
+    if not target:
+        return ""
+    names = [name for name, _ in model.named_modules()]
+    if target in names:
+        return ""
+    ends = [name for name in names if name.endswith("." + target)]
+    return ends[0][: -len(target)] if ends else ""
+
+
+def _swapped(before: dict[str, str], after: dict[str, str], prefix: str = "") -> list[str]:
     """``path: Old -> New`` for each module path whose class changed (a module replaced, or its class swapped), and
-    ``path: Old -> gone`` for one that is no longer there; paths a wrapper only prefixed are matched by their end."""
+    ``path: Old -> gone`` for one that is no longer there; a wrapper's ``prefix`` is put before the old paths."""
     changes = []
     for path, cls in before.items():
         if not path:
             continue
-        now = after.get(path) or next((c for p, c in after.items() if p.endswith("." + path)), None)
+        now = after.get(prefix + path, after.get(path))
         if now != cls:
             changes.append(f"{path}: {cls} -> {now or 'gone'}")
     return changes
+
+
+def _where_yours_are(model: nn.Module, handles: list[Any], target: str) -> dict[str, str]:
+    """For each of the user's four hooks registered before the entry point: still on the target (``kept``), on
+    another module now (``moved to <path>``: the library put a new module in its place and kept the old one inside
+    it), or on no module of the model any more (``taken off``)."""
+    kinds = ("forward_pre", "forward", "backward_pre", "backward")
+    where = {}
+    home = _prefix(model, target) + target
+    for kind, handle in zip(kinds, handles[:4], strict=True):
+        found = next((name for name, module in model.named_modules()
+                      for _attr, _kind, hooks in internals.module_hook_dicts(module) if handle.id in hooks), None)
+        where[kind] = "taken off" if found is None else "kept" if found == home else f"moved to {found or '(model)'}"
+    return where
 
 
 def inherited(found: list[dict[str, str]]) -> list[str]:

@@ -25,7 +25,7 @@ LIBRARY = Library(
                       "`SequentialHook`, run in the order added)."},
         "zh": {"summary": "把每个模块实例上的 `forward` 换成一个包装函数，由它调用 `ModelHook` 的 `pre_forward` 和 "
                           "`post_forward`（把权重和输入搬到执行设备上）；PyTorch 的钩子字典仍是空的，所以用户的模块钩子"
-                          "在 accelerate 的钩子之外运行：前向预钩子看到的是 accelerate 搬动之前的输入。",
+                          "在 accelerate 的钩子之外运行：前向前置钩子看到的是 accelerate 搬动之前的输入。",
                "remove": "`accelerate.hooks.remove_hook_from_module(model, recurse=True)` 会把类自己的 `forward` "
                          "（存在 `_old_forward` 里）放回去，并删掉 `_hf_hook`。",
                "api": "`ModelHook` 有 `init_hook`、`pre_forward`、`post_forward`、`detach_hook`；"

@@ -40,11 +40,11 @@ LIBRARY = Library(
                           "的 `Int8Params` / `Params4bit` 子类，第一次 `.to(device)`（包括移到 CPU）时就地量化："
                           "读 `module.weight` 的钩子看到的是 `int8` 数值，4 bit 时是打包成一列的 `uint8`，"
                           "再也看不到浮点权重。`Linear8bitLt` 会把 `maybe_rearrange_weight` 注册为 `load_state_dict` "
-                          "预钩子，两种层都会把量化状态写进 `state_dict`。",
+                          "前置钩子，两种层都会把量化状态写进 `state_dict`。",
                "remove": "没有钩子需要删除；量化不能撤销（用 `bnb.functional` 的 `dequantize_4bit` 或 `SCB` 缩放"
                          "可以还原浮点值）。换上新层之后，在新层上重新注册钩子。",
                "api": "模型上没有钩子或回调接口。量化矩阵乘（`bnb.matmul`、`bnb.matmul_4bit`）在层的 `forward` 里"
-                      "运行，位于用户的前向预钩子和前向钩子之间；梯度会流向输入（反向钩子会触发），"
+                      "运行，位于用户的前向前置钩子和前向钩子之间；梯度会流向输入（反向钩子会触发），"
                       "不会流向被冻结的权重。"},
     },
     surprises=(

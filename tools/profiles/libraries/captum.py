@@ -35,10 +35,10 @@ LIBRARY = Library(
                       "the layer's real output; the rest of the model gets captum's replacement, and an edit the "
                       "user's hook makes is what captum records and attributes."},
         "zh": {"summary": "层级方法在每次内部前向之前给目标层注册一个前向钩子（`attribute_to_layer_input=True` 时是"
-                          "前向预钩子），在 `finally` 里移除，调用结束后模型上什么也不留。一次 "
+                          "前向前置钩子），在 `finally` 里移除，调用结束后模型上什么也不留。一次 "
                           "`LayerIntegratedGradients.attribute` 会把模型跑三遍：两遍 `no_grad`，分别读取输入和"
                           "基线在该层的输出；最后一遍把插值步骤拼成一个批次，captum 的钩子用插值后的层值替换该层"
-                          "真正的输出。`GuidedBackprop` 和 `Deconvolution` 给每个 `nn.ReLU` 挂一个前向预钩子和"
+                          "真正的输出。`GuidedBackprop` 和 `Deconvolution` 给每个 `nn.ReLU` 挂一个前向前置钩子和"
                           "一个前向钩子，再由它们在 ReLU 的输入和输出张量上挂张量钩子来截断梯度。",
                "remove": "调用结束后无需移除。若不想让自己的钩子参与归因，就在 `attribute` 之前移除它，或在钩子里"
                          "检查 `torch.is_grad_enabled()`；函数式的 `F.relu` 不受 `GuidedBackprop` 影响（它只钩 "
@@ -62,7 +62,7 @@ LIBRARY = Library(
          "en": "`GuidedBackprop` warns that it sets backward hooks on ReLUs, but the hooks it registers are a "
                "forward pre-hook and a forward hook per `nn.ReLU`: `module._backward_hooks` stays empty.",
          "zh": "`GuidedBackprop` 的警告说它在 ReLU 上设置了反向钩子，但它实际注册的是每个 `nn.ReLU` 上的一个前向"
-               "预钩子和一个前向钩子：`module._backward_hooks` 始终为空。"},
+               "前置钩子和一个前向钩子：`module._backward_hooks` 始终为空。"},
     ),
 )
 TARGET = "0"

@@ -32,8 +32,8 @@ LIBRARY = Library(
                       "`offload_wrapper` does the same with CPU offloading of saved tensors."},
         "zh": {"summary": "PyTorch 自带的激活检查点包装器把选中的每个子模块换成 `CheckpointWrapper`，原模块存为 "
                           "`_checkpoint_wrapped_module`；包装器的 `forward` 调用 `torch.utils.checkpoint`（默认非重入）。"
-                          "它只注册一个 state-dict 钩子和一个 load-state-dict 预钩子，用来去掉 / 加上前缀，所以 "
-                          "`state_dict()` 的键不变。你之前注册的钩子现在在内层模块上，反向重算时会再触发：前向预钩子每次"
+                          "它只注册一个 state-dict 钩子和一个 load-state-dict 前置钩子，用来去掉 / 加上前缀，所以 "
+                          "`state_dict()` 的键不变。你之前注册的钩子现在在内层模块上，反向重算时会再触发：前向前置钩子每次"
                           "都会，前向钩子只有重入版本才会（非重入的重算在保存的张量重建完后就提前停止）。之后注册在 "
                           "`model[i]` 上的钩子落在包装器上，只触发一次。",
                "remove": "没有解包函数：重建模型，或者自己把 `wrapper._checkpoint_wrapped_module` 放回父模块。state dict "
@@ -45,7 +45,7 @@ LIBRARY = Library(
         {"fact": "facts.your_hook_calls_per_step",
          "en": "A forward pre-hook on the wrapped module runs twice per step (forward and recomputation), its "
                "forward hook once with the default non-reentrant checkpoint but twice with the reentrant one.",
-         "zh": "被包装模块上的前向预钩子每步运行两次（前向和重算），前向钩子在默认的非重入检查点下只运行一次，在"
+         "zh": "被包装模块上的前向前置钩子每步运行两次（前向和重算），前向钩子在默认的非重入检查点下只运行一次，在"
                "重入版本下则是两次。"},
         {"fact": "facts.names",
          "en": "`state_dict()` keys are unchanged, but `model.named_parameters()` names gain "

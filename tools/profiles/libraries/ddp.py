@@ -32,13 +32,13 @@ LIBRARY = Library(
                       "post-accumulate-grad hooks on those parameters; the result is written to `.grad` at the end "
                       "of backward."},
         "zh": {"summary": "PyTorch 自带的 `DistributedDataParallel` 把模型包一层（原模型在 `model.module`），并建一个 "
-                          "C++ 的 `Reducer`，在每个参数的 `AccumulateGrad` 节点上挂钩子：一个桶里的梯度都累加好后就做 "
+                          "C++ 的 `Reducer`，在每个参数的 `AccumulateGrad` 节点上挂钩子：一个梯度桶里的梯度都累加好后就做 "
                           "all-reduce。这些钩子不在任何钩子字典里，`hooklab.all_hooks` 只能看到外层包装。你的模块钩子照常"
                           "运行；参数上的张量钩子和累加后钩子先于同步运行，看到的是本进程自己的梯度，而不是平均后的。",
                "remove": "没有开关可关：不用包装、直接调用 `model.module`（reducer 的钩子随 `DistributedDataParallel` "
                          "对象一起消失）。只想跳过几步的同步，就把前向和反向放进 `with ddp.no_sync():`。",
                "api": "`ddp.register_comm_hook(state, hook)` 用自己的通信替换 all-reduce：`hook(state, bucket)` 拿到 "
-                      "`GradBucket`，返回装着新缓冲区的 `Future`。每个桶调用一次，时机是桶内参数的梯度全部到齐之后，"
+                      "`GradBucket`，返回装着新缓冲区的 `Future`。每个梯度桶调用一次，时机是梯度桶内参数的梯度全部到齐之后，"
                       "即在这些参数上你的张量钩子和累加后钩子之后；结果在反向结束时才写回 `.grad`。"}},
     surprises=(
         {"fact": "facts.inner_module_backward_comm_hook_calls",

@@ -49,11 +49,11 @@ LIBRARY = Library(
                       "`engine.backward(loss)` (backward hooks, then the partitioning of gradients), "
                       "`engine.step()`. `deepspeed.zero.Init()` partitions parameters as modules are built, "
                       "before any hook exists."},
-        "zh": {"summary": "ZeRO-3 给每个模块加上：一个收集参数的前向预钩子（`_pre_forward_module_hook`）和一个把输入"
-                          "包进 autograd 函数、供反向时释放参数的前向预钩子（`_post_backward_module_hook`），一个释放"
+        "zh": {"summary": "ZeRO-3 给每个模块加上：一个收集参数的前向前置钩子（`_pre_forward_module_hook`）和一个把输入"
+                          "包进 autograd 函数、供反向时释放参数的前向前置钩子（`_post_backward_module_hook`），一个释放"
                           "参数的前向钩子（`_post_forward_module_hook`）和一个把输出包起来、供反向时收集参数的前向钩子"
                           "（`_pre_backward_module_hook`）；根模块还有 `_start_of_forward_hook` 和 engine 自己的前后钩子，"
-                          "每个参数再加一个梯度累积后钩子，把梯度搬进分片。`initialize` 之前注册的钩子在同一模块上先于 "
+                          "每个参数再加一个梯度累加后钩子，把梯度搬进分片。`initialize` 之前注册的钩子在同一模块上先于 "
                           "deepspeed 的运行，之后注册的在它们之后运行。两步之间参数是空张量（`numel() == 0`），"
                           "而且整个进程里 `torch.nn.functional.linear` 都被换成了 `zero3_linear_wrap`。",
                "remove": "`engine.destroy()` 移除 ZeRO 的模块钩子（根模块上 engine 自己的前后钩子还在）；在 "
@@ -74,13 +74,13 @@ LIBRARY = Library(
         {"fact": "facts.grad_after_backward",
          "en": "Your tensor hook and post-accumulate-grad hook see the full gradient, but after the backward "
                "`param.grad` is `None`: deepspeed's own post-accumulate-grad hook moved it into the partition.",
-         "zh": "你的张量钩子和梯度累积后钩子能看到完整梯度，但反向结束后 `param.grad` 是 `None`："
-               "deepspeed 自己的梯度累积后钩子已经把它搬进了分片。"},
+         "zh": "你的张量钩子和梯度累加后钩子能看到完整梯度，但反向结束后 `param.grad` 是 `None`："
+               "deepspeed 自己的梯度累加后钩子已经把它搬进了分片。"},
         {"fact": "facts.weight_numel",
          "en": "Between steps `module.weight.numel()` is 0; inside the forward and backward your hooks see the full "
                "weight, also a forward pre-hook registered before deepspeed's.",
          "zh": "两步之间 `module.weight.numel()` 是 0；在前向和反向里你的钩子看到的是完整权重，"
-               "即使是比 deepspeed 更早注册的前向预钩子也一样。"},
+               "即使是比 deepspeed 更早注册的前向前置钩子也一样。"},
     ),
 )
 TARGET = "0"

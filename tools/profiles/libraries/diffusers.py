@@ -38,7 +38,7 @@ LIBRARY = Library(
                       "first and its `post_forward` last."},
         "zh": {"summary": "每个钩子放进模块属性 `_diffusers_hook` 里的 `HookRegistry`，`register_hook` 在实例上设置"
                           "一个新的 `forward`，依次调用钩子的 `pre_forward`、原先的 `forward` 和 `post_forward`。"
-                          "PyTorch 的钩子字典保持为空；用户的前向预钩子在 diffusers 的 `pre_forward` 之前运行，"
+                          "PyTorch 的钩子字典保持为空；用户的前向前置钩子在 diffusers 的 `pre_forward` 之前运行，"
                           "前向钩子在它的 `post_forward` 之后运行。所以在逐层类型转换下，用户钩子看到的权重永远是存储"
                           "类型（如 `float8_e4m3fn`），看不到计算类型（反向传播也会失败：那时权重已经转回存储类型）。",
                "remove": "在每个挂了钩子的模块上调用 `module._diffusers_hook.remove_hook(name, recurse=True)`"
@@ -54,7 +54,7 @@ LIBRARY = Library(
         {"fact": "facts.layerwise_casting_weight_dtype_seen_by_user_hooks",
          "en": "With `apply_layerwise_casting` the user's forward pre-hook and forward hook both see the weight in "
                "the storage dtype: the cast up and back down happens inside the replaced `forward`.",
-         "zh": "用了 `apply_layerwise_casting` 之后，用户的前向预钩子和前向钩子看到的权重都是存储类型："
+         "zh": "用了 `apply_layerwise_casting` 之后，用户的前向前置钩子和前向钩子看到的权重都是存储类型："
                "升精度和降回去都发生在被替换的 `forward` 里面。"},
         {"fact": "probe.survives.deepcopy",
          "en": "A model with group offloading cannot be deep-copied: each `ModuleGroup` keeps a `TorchDeviceBackend` "

@@ -27,9 +27,9 @@ LIBRARY = Library(
                       "`Sequential.0`, then per op) and `get_table(depth)` after the block; "
                       "`register_flop_formula` adds a formula for an op."},
         "zh": {"summary": "PyTorch 自带的 `FlopCounterMode` 在一个 `TorchDispatchMode` 里统计 FLOPs（这部分不用钩子），"
-                          "再用 `ModuleTracker` 把它们归到模块：仅在 `with` 块内，为所有模块注册一个全局前向预钩子和一个"
-                          "全局前向钩子，并在每个模块的输入、输出上挂多梯度钩子供反向使用。全局钩子先于模块自己的钩子"
-                          "运行，所以你的前向预钩子里的运算记在该模块名下，前向钩子里的运算则记在它的父模块名下。",
+                          "再用 `ModuleTracker` 把它们归到模块：仅在 `with` 块内，为所有模块注册一个全局前向前置钩子和一个"
+                          "全局前向钩子，并在每个模块的输入、输出上挂多梯度钩子供反向使用。全局模块钩子先于模块自己的钩子"
+                          "运行，所以你的前向前置钩子里的运算记在该模块名下，前向钩子里的运算则记在它的父模块名下。",
                "remove": "离开 `with` 块即可：dispatch mode 和 tracker 的钩子全部撤掉，模型上什么也不留。反向也要在块内"
                          "执行，否则不计入。",
                "api": "没有回调：块结束后用 `get_total_flops()`、`get_flop_counts()`（按模块名如 `Sequential.0`，再按"

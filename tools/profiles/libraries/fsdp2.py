@@ -35,8 +35,8 @@ LIBRARY = Library(
                       "`register_fsdp_forward_method(module, 'generate')` wraps another method with FSDP's pre- and "
                       "post-forward logic; your module hooks do not run for it."},
         "zh": {"summary": "PyTorch 自带的 FSDP2：`fully_shard(module)` 把模块的类换成 `FSDP<Name>`，把参数换成新的 "
-                          "`DTensor` 参数，并用 `prepend=True` 注册 FSDP 的前向预钩子（负责 all-gather，排在你所有"
-                          "前向预钩子之前，连更早注册的也不例外），前向钩子则排在最后（重新分片，并在输出上挂张量钩子"
+                          "`DTensor` 参数，并用 `prepend=True` 注册 FSDP 的前向前置钩子（负责 all-gather，排在你所有"
+                          "前向前置钩子之前，连更早注册的也不例外），前向钩子则排在最后（重新分片，并在输出上挂张量钩子"
                           "供反向使用）。梯度在未分片的副本上算出，reduce-scatter 后直接赋给分片参数的 `.grad`："
                           "autograd 从不往你的参数上累加。",
                "remove": "无法撤销：`fully_shard` 不可逆，`copy.deepcopy` 会报错；只能重建模型。参数上的钩子要在 "
@@ -54,7 +54,7 @@ LIBRARY = Library(
         {"fact": "probe.order.forward",
          "en": "FSDP's forward pre-hook is prepended: a pre-hook you registered before `fully_shard` now runs after "
                "it and sees the all-gathered parameters.",
-         "zh": "FSDP 的前向预钩子是插到最前面的：你在 `fully_shard` 之前注册的预钩子现在排在它后面，看到的是已经 "
+         "zh": "FSDP 的前向前置钩子是插到最前面的：你在 `fully_shard` 之前注册的前置钩子现在排在它后面，看到的是已经 "
                "all-gather 的参数。"},
         {"fact": "facts.deepcopy",
          "en": "`copy.deepcopy` of a `fully_shard` model raises (FSDP forbids it), so EMA or SWA copies must be made "

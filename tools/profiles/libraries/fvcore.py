@@ -33,7 +33,7 @@ LIBRARY = Library(
                       "the scope is pushed (its operations are counted for the parent), and a user's forward "
                       "hook runs before the scope is popped (counted for the module)."},
         "zh": {"summary": "构造 `FlopCountAnalysis` 时什么也不做；第一次调用 `total()` / `by_module()` 时，它给"
-                          "每个模块注册一个 `ScopePushHook` 前向预钩子和一个 `ScopePopHook` 前向钩子，在 JIT "
+                          "每个模块注册一个 `ScopePushHook` 前向前置钩子和一个 `ScopePopHook` 前向钩子，在 JIT "
                           "跟踪器下跑一遍前向（保持模型当前的模式，开着梯度），然后移除钩子；之后的查询复用这次的"
                           "结果。用户的钩子在这遍被跟踪的前向里像普通 Python 代码一样运行：其中的张量运算会进入计算"
                           "图，只要结果被用到就会被计数，并记在钩子运行时所处的作用域下。",
@@ -41,7 +41,7 @@ LIBRARY = Library(
                          "钩子不会被移除：请在 `copy.deepcopy(model)` 上做分析，或从各模块的 "
                          "`_forward_pre_hooks` / `_forward_hooks` 中删掉 `ScopePushHook` / `ScopePopHook`。",
                "api": "`set_op_handle(\"aten::op\", fn)` 为算子指定计数函数；没有钩子 API。fvcore 在分析时才注册"
-                      "钩子，所以用户先前注册的前向预钩子在作用域压栈之前运行（其运算记在父模块名下），用户的前向"
+                      "钩子，所以用户先前注册的前向前置钩子在作用域压栈之前运行（其运算记在父模块名下），用户的前向"
                       "钩子则在作用域出栈之前运行（记在该模块名下）。"},
     },
     surprises=(
@@ -53,7 +53,7 @@ LIBRARY = Library(
         {"fact": "facts.user_hook_matmul_counted_for",
          "en": "A matrix product computed in a user's forward hook (and used) is counted as the layer's FLOPs; "
                "the same product in a user's forward pre-hook is counted only for the parent.",
-         "zh": "用户前向钩子里算出并被用到的矩阵乘法，会计入该层的 FLOPs；同样的乘法放在用户的前向预钩子里，"
+         "zh": "用户前向钩子里算出并被用到的矩阵乘法，会计入该层的 FLOPs；同样的乘法放在用户的前向前置钩子里，"
                "则只记在父模块名下。"},
     ),
 )

@@ -48,7 +48,7 @@ LIBRARY = Library(
                          "设 `enable_model_summary=False` 或 `example_input_array = None` 就没有这次额外前向。",
                "api": "每个 batch：`on_train_batch_start`（先 Callback、后模块）、`training_step`（你的前向钩子），"
                       "累积窗口的第一个 batch 上是 `on_before_zero_grad` 和 `zero_grad`（在前向之后、反向之前），"
-                      "然后 `on_before_backward`、`backward`（反向钩子、张量钩子、梯度累积后钩子）、"
+                      "然后 `on_before_backward`、`backward`（反向钩子、张量钩子、梯度累加后钩子）、"
                       "`on_after_backward`，窗口的最后一个 batch 上再有 `on_before_optimizer_step` 和 "
                       "`optimizer.step`，最后是 `on_train_batch_end`。同名钩子里 Callback 先于 LightningModule。"
                       "摘要那次前向期间，PyTorch 的 `FlopCounterMode` 还会挂上 `ModuleTracker` 的全局前向钩子。"},

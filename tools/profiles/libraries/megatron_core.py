@@ -39,11 +39,11 @@ LIBRARY = Library(
                  "Megatron's pre-hook is registered when the wrapper is built (or at `enable_forward_pre_hook()`), "
                  "so your forward pre-hooks registered earlier run before the wait for the parameters' all-gather, "
                  "those registered later after it.",
-           "zh": "反向：你的张量钩子（`param.register_hook`）在梯度累加之前运行，梯度累积后钩子在 `AccumulateGrad` "
+           "zh": "反向：你的张量钩子（`param.register_hook`）在梯度累加之前运行，梯度累加后钩子在 `AccumulateGrad` "
                  "节点内部运行，Megatron 的节点钩子在它之后：所以你的这两种钩子都还能看到 `param.grad`，但反向结束后 "
                  "`param.grad` 是 `None`，梯度在 `param.main_grad` 里（`finish_grad_sync()` 之后是规约过的）。"
-                 "前向：Megatron 的预钩子在包装器构造时（或 `enable_forward_pre_hook()` 时）注册，所以比它早注册的"
-                 "前向预钩子在等待参数 all-gather 之前运行，晚注册的在之后运行。"},
+                 "前向：Megatron 的前置钩子在包装器构造时（或 `enable_forward_pre_hook()` 时）注册，所以比它早注册的"
+                 "前向前置钩子在等待参数 all-gather 之前运行，晚注册的在之后运行。"},
     words={
         "en": {"summary": "Gradient synchronisation is driven by a hook on each parameter's `AccumulateGrad` node "
                           "(kept in `self.grad_accs`), not by a module hook: it moves `param.grad` into the "
@@ -62,9 +62,9 @@ LIBRARY = Library(
         "zh": {"summary": "梯度同步由每个参数的 `AccumulateGrad` 节点上的钩子驱动（节点保存在 `self.grad_accs`），"
                           "而不是模块钩子：它把 `param.grad` 挪进连续的 `param.main_grad` 缓冲区，并把该参数标记为"
                           "所在 bucket 可以规约。用分布式优化器并开启 `overlap_param_gather` 时，每个模块还会多一个"
-                          "前向预钩子，等待自己参数的 all-gather 完成。梯度要在张量钩子或梯度累积后钩子里读，或者读 "
+                          "前向前置钩子，等待自己参数的 all-gather 完成。梯度要在张量钩子或梯度累加后钩子里读，或者读 "
                           "`param.main_grad`，反向结束后不要读 `param.grad`。",
-               "remove": "节点钩子没有保存句柄（只保存了 `grad_accs` 里的节点），随包装器一起消失。前向预钩子用 "
+               "remove": "节点钩子没有保存句柄（只保存了 `grad_accs` 里的节点），随包装器一起消失。前向前置钩子用 "
                          "`disable_forward_pre_hook()` 移除（同时同步一次参数），用 `enable_forward_pre_hook()` "
                          "装回；梯度累积时用 `no_sync()` 推迟规约。",
                "api": "没有回调 API：一步的 microbatch 之前调用 `model.zero_grad_buffer()`，除最后一个外都放在 "

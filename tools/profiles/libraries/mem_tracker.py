@@ -32,7 +32,7 @@ LIBRARY = Library(
                       "`get_tracker_snapshot('peak')`, `display_snapshot('peak')` and "
                       "`display_modulewise_snapshots()` after it."},
         "zh": {"summary": "PyTorch 自带的（私有模块 `torch.distributed._tools`）`MemTracker` 是一个 `TorchDispatchMode`，"
-                          "在 CPU 上也能用。在它的 `with` 块里，它通过 `ModTracker` 注册一个全局前向预钩子和一个全局前向"
+                          "在 CPU 上也能用。在它的 `with` 块里，它通过 `ModTracker` 注册一个全局前向前置钩子和一个全局前向"
                           "钩子（`always_call=True`），在每个模块第一次运行时给它的每个参数挂 `register_hook` 和 "
                           "`register_post_accumulate_grad_hook`，注册全局的优化器 step 前后钩子，并替换 "
                           "`torch.UntypedStorage.resize_`。不用 saved-tensor 钩子。它的参数钩子排在你已有的钩子之后。",

@@ -27,18 +27,18 @@ LIBRARY = Library(
                "api": "No callbacks: read `tracker.parents` (names like `Sequential.0`, always with `Global`) and "
                       "`tracker.is_bw` from code running inside the block (an op override, a dispatch mode, your "
                       "own hooks)."},
-        "zh": {"summary": "PyTorch 自带的 `ModuleTracker` 只在 `with` 块内，为所有模块注册一个全局前向预钩子和一个全局前向"
+        "zh": {"summary": "PyTorch 自带的 `ModuleTracker` 只在 `with` 块内，为所有模块注册一个全局前向前置钩子和一个全局前向"
                           "钩子（`register_module_forward_pre_hook`、`register_module_forward_hook`）：它们在 "
                           "`tracker.parents` 里加入、删除模块名，并在模块的输入和输出上挂多梯度钩子，让反向也这样记录。"
-                          "全局钩子先于模块自己的钩子运行，所以在你的前向钩子里，这个模块已经离开了 `parents`。",
-               "remove": "离开 `with` 块即可：`__exit__` 会删掉两个全局钩子和所有多梯度钩子。块外执行的反向不会被跟踪。",
+                          "全局模块钩子先于模块自己的钩子运行，所以在你的前向钩子里，这个模块已经离开了 `parents`。",
+               "remove": "离开 `with` 块即可：`__exit__` 会删掉两个全局模块钩子和所有多梯度钩子。块外执行的反向不会被跟踪。",
                "api": "没有回调：在块内运行的代码（算子替换、dispatch mode、你自己的钩子）里读取 `tracker.parents`"
                       "（形如 `Sequential.0` 的名字，总含有 `Global`）和 `tracker.is_bw`。"}},
     surprises=(
         {"fact": "facts.parents_seen_by_your_hooks",
          "en": "In your forward hook the module is no longer in `tracker.parents`, and in your backward pre-hook it "
                "is not in it yet: anything that reads `parents` from those hooks sees only the parent module.",
-         "zh": "在你的前向钩子里，这个模块已不在 `tracker.parents` 中；在你的反向预钩子里，它还没进去：在这些钩子里"
+         "zh": "在你的前向钩子里，这个模块已不在 `tracker.parents` 中；在你的反向前置钩子里，它还没进去：在这些钩子里"
                "读取 `parents` 的代码只看得到父模块。"},),
 )
 TARGET = "0"

@@ -44,7 +44,7 @@ LIBRARY = Library(
                          "`copy.deepcopy(model)`。",
                "api": "干预写在 `trace` 块里（`envoy.output`、`envoy.input`、`.skip`、`.source`，梯度用 "
                       "`with loss.backward():`）。控制器本身就是 forward，所以它在模块自己的钩子之内运行：用户的前向"
-                      "预钩子在 nnsight 拿到 `.input` 之前运行（nnsight 拿到的是它改过的值）；用户的前向钩子在 nnsight "
+                      "前置钩子在 nnsight 拿到 `.input` 之前运行（nnsight 拿到的是它改过的值）；用户的前向钩子在 nnsight "
                       "交回 `.output` 之后运行（它看到 nnsight 的修改；它返回的值会传给下一个模块，但不是 `.output` "
                       "交给追踪的那个值）。"},
     },

@@ -39,7 +39,7 @@ LIBRARY = Library(
                           "旧模块钩子字典里的东西一样也不会带过去，所以用户的模块钩子不再运行；而权重上的张量钩子"
                           "还会触发，直到 `freeze(model)` 把权重换成 `WeightQBytesTensor` 参数。设置了 "
                           "`activations=qint8` 时，每个 `QLinear` 会在 PyTorch 的钩子字典里注册 `quantize_input`"
-                          "（前向预钩子）和 `quantize_output`（前向钩子），之后注册在它上面的钩子看到的是量化后的激活。"
+                          "（前向前置钩子）和 `quantize_output`（前向钩子），之后注册在它上面的钩子看到的是量化后的激活。"
                           "冻结后的模型无法 `copy.deepcopy`（`WeightQBytesTensor` 没有保持自身类型的 `clone()`）。",
                "remove": "没有反量化：重新加载浮点模型。`qmodule.disable_output_quantization()` 删掉输出钩子；这些钩子"
                          "的句柄在 `qmodule._quantize_hooks` 里。`quantize` 之后要在新模块（`model.get_submodule(name)`）"
@@ -62,8 +62,8 @@ LIBRARY = Library(
         {"fact": "facts.with_activations",
          "en": "With `activations=qint8` a user's forward pre-hook on a `QLinear` sees an `ActivationQBytesTensor`, "
                "not the float input: quanto's own `quantize_input` pre-hook ran first.",
-         "zh": "设置 `activations=qint8` 后，用户挂在 `QLinear` 上的前向预钩子看到的是 `ActivationQBytesTensor`，"
-               "而不是浮点输入：quanto 自己的 `quantize_input` 预钩子先运行了。"},
+         "zh": "设置 `activations=qint8` 后，用户挂在 `QLinear` 上的前向前置钩子看到的是 `ActivationQBytesTensor`，"
+               "而不是浮点输入：quanto 自己的 `quantize_input` 前置钩子先运行了。"},
     ),
 )
 TARGET = "0"

@@ -38,10 +38,10 @@ LIBRARY = Library(
                           "`parametrizations.weight_norm`）把类换成生成的子类 `Parametrized<Name>`，其中 `weight` 是属性："
                           "每次读取都要对 `parametrizations.weight.original`（weight norm 是 `original0` / `original1`）"
                           "跑一遍参数化。你的模块钩子原地不动，照常触发。`weight_norm` 还会加一个 load-state-dict "
-                          "预钩子，用来接收旧的 `weight_g` / `weight_v` 键。已弃用的 `torch.nn.utils.weight_norm` 则不同："
-                          "它是一个前向预钩子（`WeightNorm`），每次前向之前重算 `weight`。",
+                          "前置钩子，用来接收旧的 `weight_g` / `weight_v` 键。已弃用的 `torch.nn.utils.weight_norm` 则不同："
+                          "它是一个前向前置钩子（`WeightNorm`），每次前向之前重算 `weight`。",
                "remove": "`torch.nn.utils.parametrize.remove_parametrizations(module, 'weight')` 把类换回去，并把当前值"
-                         "保留为参数；weight norm 的 load-state-dict 预钩子会留下。旧的钩子形式用 "
+                         "保留为参数；weight norm 的 load-state-dict 前置钩子会留下。旧的钩子形式用 "
                          "`torch.nn.utils.remove_weight_norm(module)`。",
                "api": "参数化就是一个带 `forward(original)`（可选 `right_inverse`）的 `nn.Module`；同一张量上的多个"
                       "参数化按注册顺序运行。`with torch.nn.utils.parametrize.cached():` 让每个参数化张量在块内只算"
@@ -55,7 +55,7 @@ LIBRARY = Library(
                "（除非放在 `parametrize.cached()` 里）。"},
         {"fact": "probe.removed",
          "en": "`remove_parametrizations` leaves `weight_norm`'s load-state-dict pre-hook on the module.",
-         "zh": "`remove_parametrizations` 之后，`weight_norm` 的 load-state-dict 预钩子仍留在模块上。"},
+         "zh": "`remove_parametrizations` 之后，`weight_norm` 的 load-state-dict 前置钩子仍留在模块上。"},
         {"fact": "facts.pickle",
          "en": "`torch.save(model)` (pickling the module) raises for a parametrized model; `deepcopy` and "
                "`state_dict()` work.",

@@ -45,8 +45,8 @@ LIBRARY = Library(
                          "把适配器合并进权重，所以这些钩子之后看得到它）。被拷进 `modules_to_save` 的钩子，用户手里的句柄"
                          "删不掉：要从拷贝的 `_forward_hooks` 里删，或者直接 unload。",
                "api": "没有给用户的回调接口。内部的 `_enable_peft_forward_hooks` 在传入 `adapter_names` 或 aLoRA "
-                      "偏移时，只在这一次调用期间给每个 LoRA 层注册带 kwargs 的前向预钩子，调用结束就删掉；"
-                      "它们排在用户先注册的预钩子之后运行。"},
+                      "偏移时，只在这一次调用期间给每个 LoRA 层注册带 kwargs 的前向前置钩子，调用结束就删掉；"
+                      "它们排在用户先注册的前置钩子之后运行。"},
     },
     surprises=(
         {"fact": "facts.hook_on_replaced_linear",

@@ -28,14 +28,14 @@ LIBRARY = Library(
                "api": "No callbacks: subclass `BasePruningMethod` (`compute_mask`); pruning the same tensor again "
                       "replaces its hook with a `PruningContainer` that applies the methods in order, still one "
                       "pre-hook per tensor."},
-        "zh": {"summary": "PyTorch 自带的剪枝把剪枝方法对象本身（`L1Unstructured` 等）注册为前向预钩子，排在已有的预钩子"
+        "zh": {"summary": "PyTorch 自带的剪枝把剪枝方法对象本身（`L1Unstructured` 等）注册为前向前置钩子，排在已有的前置钩子"
                           "之后。参数改名为 `weight_orig`，另加一个 `weight_mask` 缓冲区，而 `weight` 变成普通的张量属性，"
                           "由钩子在每次前向之前按 `mask * weight_orig` 重新计算。梯度落在 `weight_orig.grad` 上（被遮住的"
                           "位置为零）；state dict 里是 `weight_orig` 和 `weight_mask`，不再有 `weight`。",
                "remove": "`torch.nn.utils.prune.remove(module, 'weight')`：剪枝后的数值重新成为参数 `weight`，钩子、"
                          "`weight_orig` 和 `weight_mask` 一并去掉（剪掉的值不会恢复）。",
                "api": "没有回调：继承 `BasePruningMethod` 并实现 `compute_mask`；对同一张量再次剪枝时，它的钩子被换成"
-                      "一个 `PruningContainer`，按顺序应用各方法，每个张量仍只有一个预钩子。"}},
+                      "一个 `PruningContainer`，按顺序应用各方法，每个张量仍只有一个前置钩子。"}},
     surprises=(
         {"fact": "probe.survives.deepcopy",
          "en": "`copy.deepcopy` of a pruned model raises: `weight` is a computed (non-leaf) tensor, which deepcopy "

@@ -47,7 +47,7 @@ LIBRARY = Library(
                           "`__params__`、`__flops_handle__`），调用期间在整个进程范围内把 `torch.matmul`、"
                           "`torch.mm`、`torch.add`、`F.relu` 等换成计数包装，结束时移除钩子和 `__flops__`；"
                           "那四个方法和 `__batch_counter__` 留在根模块上。`aten` 后端：在 `TorchDispatchMode` "
-                          "里跑前向，并在每个直接子模块上注册一个前向预钩子和一个前向钩子来记录模块路径；它不保存句柄，"
+                          "里跑前向，并在每个直接子模块上注册一个前向前置钩子和一个前向钩子来记录模块路径；它不保存句柄，"
                           "这些钩子就永远留下了。两个后端都不在 `no_grad` 下运行，且都调用 `model.eval()` 而不切回去。",
                "remove": "最好在 `copy.deepcopy(model)` 上调用。否则：事后调用 `model.train()`；对 `aten`，删掉 "
                          "`child._forward_pre_hooks` / `child._forward_hooks` 中函数来自 `ptflops.aten_engine` "
@@ -61,7 +61,7 @@ LIBRARY = Library(
         {"fact": "facts.aten_hooks_left_per_child_after_two_calls",
          "en": "With `backend='aten'` every call leaves one more forward pre-hook and forward hook on each direct "
                "child: they run on every later forward, and deep copies carry them.",
-         "zh": "使用 `backend='aten'` 时，每调用一次，每个直接子模块上就多留下一个前向预钩子和一个前向钩子："
+         "zh": "使用 `backend='aten'` 时，每调用一次，每个直接子模块上就多留下一个前向前置钩子和一个前向钩子："
                "之后的每次前向都会运行它们，深拷贝也会带上它们。"},
         {"fact": "facts.training_after",
          "en": "Both backends switch the model to `eval()` and leave it there: training continues with dropout "

@@ -57,12 +57,12 @@ LIBRARY = Library(
          "en": "One call of `IntervenableModel` deletes every forward hook and forward pre-hook on the wrapped "
                "model, including the user's (which never fire during the call); only the full backward hook "
                "survives.",
-         "zh": "调用一次 `IntervenableModel` 就会删掉被包装模型上所有的前向钩子和前向预钩子，包括用户的（它们在"
+         "zh": "调用一次 `IntervenableModel` 就会删掉被包装模型上所有的前向钩子和前向前置钩子，包括用户的（它们在"
                "调用期间一次也不会触发）；只有完整反向钩子留了下来。"},
         {"fact": "facts.prune_forward_pre_hook_left",
          "en": "It also removes other libraries' hooks: a layer pruned with `torch.nn.utils.prune` loses the "
                "forward pre-hook that applies its mask.",
-         "zh": "其他库的钩子也一并被删：用 `torch.nn.utils.prune` 剪枝过的层会失去负责套用掩码的前向预钩子。"},
+         "zh": "其他库的钩子也一并被删：用 `torch.nn.utils.prune` 剪枝过的层会失去负责套用掩码的前向前置钩子。"},
         {"fact": "facts.parameters_requiring_grad_after_wrapping",
          "en": "Wrapping a model in `IntervenableModel` puts it in `eval()` and sets `requires_grad=False` on all "
                "its parameters: a backward through the model afterwards reaches no parameter.",

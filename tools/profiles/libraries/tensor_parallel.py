@@ -32,9 +32,9 @@ LIBRARY = Library(
                       "`RowwiseParallel`, `SequenceParallel`, `PrepareModuleInput`, `PrepareModuleOutput`), each "
                       "appending its `input_fn` / `output_fn` hook in plan order."},
         "zh": {"summary": "PyTorch 自带的张量并行：`parallelize_module` 对计划中的每个模块调用 `distribute_module`，"
-                          "把参数换成新的 `DTensor` 参数，并追加两个普通的 lambda：前向预钩子（`input_fn`：把输入变成"
+                          "把参数换成新的 `DTensor` 参数，并追加两个普通的 lambda：前向前置钩子（`input_fn`：把输入变成"
                           "指定布局的 `DTensor`）和前向钩子（`output_fn`：重新分布输出，`use_local_output=True` 时再变回"
-                          "普通张量）。你的钩子看到什么取决于注册的先后：在 `parallelize_module` 之前注册的预钩子拿到"
+                          "普通张量）。你的钩子看到什么取决于注册的先后：在 `parallelize_module` 之前注册的前置钩子拿到"
                           "普通张量、前向钩子拿到原始的 `DTensor` 输出；之后注册的正好相反。",
                "remove": "无法撤销：`parallelize_module` 不保留句柄，也没有反向操作；只能重建模型。参数钩子要在它之后"
                          "注册（原来的参数对象已被替换）。",

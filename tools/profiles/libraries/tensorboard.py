@@ -36,8 +36,8 @@ LIBRARY = Library(
                       "gradients, call `add_histogram` in `param.register_hook(...)` or after `backward()`."},
         "zh": {"summary": "不注册任何钩子。`add_graph` 在调用期间把模型切到 `eval()`（`_set_model_to_eval`），"
                           "再调用 `torch.jit.trace(model, inputs)`；追踪加上随后的一致性检查，模型一共前向了三次："
-                          "你的前向预钩子和前向钩子每次都会触发，看到的是 `module.training == False`，副作用也都会发生；"
-                          "不做反向。模块上有完整反向钩子时追踪直接拒绝（`ValueError`），有完整反向预钩子时一致性检查"
+                          "你的前向前置钩子和前向钩子每次都会触发，看到的是 `module.training == False`，副作用也都会发生；"
+                          "不做反向。模块上有完整反向钩子时追踪直接拒绝（`ValueError`），有完整反向前置钩子时一致性检查"
                           "失败（`TracingCheckError`）。前向钩子里做的张量运算会被当作模型自己的运算记进图里。"
                           "`torch.jit.trace` 本身还会发出已弃用的 `FutureWarning`。记录梯度的常见做法是"
                           "自己注册张量钩子，在里面调用 `add_histogram`。",
@@ -50,7 +50,7 @@ LIBRARY = Library(
         {"fact": "facts.add_graph_by_hooks",
          "en": "`add_graph` fails on a model with a full backward hook (`ValueError` from `torch.jit.trace`) or a "
                "full backward pre-hook (`TracingCheckError`), although drawing a graph needs no backward.",
-         "zh": "模型上有完整反向钩子时 `add_graph` 会失败（`torch.jit.trace` 抛 `ValueError`），有完整反向预钩子时"
+         "zh": "模型上有完整反向钩子时 `add_graph` 会失败（`torch.jit.trace` 抛 `ValueError`），有完整反向前置钩子时"
                "抛 `TracingCheckError`，尽管画图根本用不到反向。"},
         {"fact": "facts.add_graph_hook_calls",
          "en": "`add_graph` runs your forward hooks three times, in `eval()` mode, although it only draws a graph.",

@@ -32,7 +32,7 @@ LIBRARY = Library(
                       "compute is added to the total unless it runs between thop's pre-hook and its counting "
                       "hook on a module with a rule."},
         "zh": {"summary": "在一次调用期间，凡是类型有非零计数规则的模块（`Linear`、卷积、归一化等）都会挂上"
-                          "一个前向钩子，把计算量累加到 `module.total_ops`，另有一对前向预钩子/前向钩子标记"
+                          "一个前向钩子，把计算量累加到 `module.total_ops`，另有一对前向前置钩子/前向钩子标记"
                           "“正在计数的模块”；模型在 `eval()` 和 `no_grad` 下跑一遍前向，外面套着一个 `TorchFunctionMode`，专门统计这些模块之外的 "
                           "`matmul`、`bmm`、`einsum`、`F.linear` 和注意力调用。`profile` 把 `total_ops` 存成普通"
                           "属性，老的 `profile_origin` 则存成缓冲区，所以在那次调用期间它会出现在 `state_dict()` "
@@ -41,7 +41,7 @@ LIBRARY = Library(
                          "用户原有的 `total_ops` 在调用期间被暂时遮住，结束后还原。",
                "api": "`custom_ops={模块类型: fn(module, inputs, output)}` 可以新增或覆盖计数规则；thop 在调用时"
                       "才注册钩子，所以在同一模块上排在用户先前注册的钩子之后。用户的钩子在被计数的前向里运行：它们"
-                      "做的矩阵乘法会被算进总数，除非恰好落在某个有规则模块的 thop 预钩子和计数钩子之间。"},
+                      "做的矩阵乘法会被算进总数，除非恰好落在某个有规则模块的 thop 前置钩子和计数钩子之间。"},
     },
     surprises=(
         {"fact": "facts.user_matmul_counted",
@@ -49,7 +49,7 @@ LIBRARY = Library(
                "sits on the root or on a module without a counting rule (a `Dropout`), and also when it is a "
                "forward pre-hook on a `Linear`; on the `Linear`'s forward hook it is not.",
          "zh": "用户前向钩子里的一次 `torch.matmul`，若钩子挂在根模块或没有计数规则的模块（如 `Dropout`）上，"
-               "会被算进模型的 MACs；挂在 `Linear` 的前向预钩子上也会被算进去，而挂在它的前向钩子上则不会。"},
+               "会被算进模型的 MACs；挂在 `Linear` 的前向前置钩子上也会被算进去，而挂在它的前向钩子上则不会。"},
         {"fact": "facts.profile_origin_buffers_in_state_dict_during",
          "en": "`profile_origin` registers `total_ops` as a buffer on every counted module, so a `state_dict()` "
                "taken by a hook during the call has those extra keys (`profile` does not).",

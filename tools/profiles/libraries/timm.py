@@ -41,7 +41,7 @@ LIBRARY = Library(
                "remove": "没有删除接口：这些钩子就是特征提取器本身（句柄在 `net.hooks._handles` 里）。要普通输出就用"
                          "被包装的模型 `net.body`，或者不带 `features_only` 重新构建模型。",
                "api": "没有回调接口。ResNet 的 `set_grad_checkpointing()` 在 `checkpoint_seq` 里逐个运行各 stage 的 "
-                      "block（stage 模块上的钩子不再触发，block 的前向预钩子在反向时再触发一次）；`FeatureHookNet` "
+                      "block（stage 模块上的钩子不再触发，block 的前向前置钩子在反向时再触发一次）；`FeatureHookNet` "
                       "的版本只对既不是第一个也不是最后一个的顶层模块做检查点，默认 `no_rewrite` 下只有一个顶层模块 "
                       "`body`，所以什么都不会被检查点。"},
     },
@@ -57,7 +57,7 @@ LIBRARY = Library(
                "never fire, and a pre-hook on a block fires twice. On a `FeatureHookNet` it checkpoints nothing.",
          "zh": "在普通的 timm ResNet 上，`set_grad_checkpointing()` 通过 `checkpoint_seq(..., flatten=True)` "
                "直接逐个运行各 stage 里的 block：stage 模块本身（如 `layer2`）不再被调用，挂在上面的钩子永远不触发，"
-               "block 上的前向预钩子则触发两次。在 `FeatureHookNet` 上它什么都没检查点。"},
+               "block 上的前向前置钩子则触发两次。在 `FeatureHookNet` 上它什么都没检查点。"},
         {"fact": "facts.features_returned_with_body_checkpointed",
          "en": "Turning on checkpointing in the wrapped model (`net.body.set_grad_checkpointing()`) makes "
                "`FeatureHookNet` return no features at all: its hooks sit on the stages, which the checkpointed "

@@ -33,12 +33,12 @@ LIBRARY = Library(
         "zh": {"summary": "PyTorch 自带的（已标记弃用但仍随包提供）eager 模式量化：`prepare(model)` 在深拷贝上操作"
                           "（你的钩子也跟着拷过去），给每个有 `qconfig` 的模块加一个子模块 `activation_post_process`"
                           "（观察器），由以 `prepend=True` 注册的 `_observer_forward_hook` 调用：它记录的是模块的原始输出，"
-                          "你的前向钩子还来不及修改。`convert` 把被观察的模块换成量化类，并把旧模块的前向预钩子和前向钩子"
+                          "你的前向钩子还来不及修改。`convert` 把被观察的模块换成量化类，并把旧模块的前向前置钩子和前向钩子"
                           "重新注册到新模块上（观察器的除外，反向钩子也不带），于是你的钩子从此看到的是量化张量。",
                "remove": "`convert(prepared)` 会去掉观察器和它们的钩子；在此之前没有公开的移除方法（prepare 不返回句柄）。"
                          "想只保留一个模型而不是带钩子的副本，用 `prepare(model, inplace=True)`。",
                "api": "没有自己的钩子 API：观察器是模块（`activation_post_process`），由前向钩子调用（观察输入的模块用"
-                      "前向预钩子），永远排在该模块钩子字典的最前面。"}},
+                      "前向前置钩子），永远排在该模块钩子字典的最前面。"}},
     surprises=(
         {"fact": "facts.prepare_returns_a_copy",
          "en": "`prepare` returns a deep copy: your hooks fire in the prepared model, and a hook you add to the "
@@ -47,7 +47,7 @@ LIBRARY = Library(
         {"fact": "facts.after_convert",
          "en": "After `convert` your forward hook is still there and sees `torch.quint8` outputs; a forward pre-hook "
                "registered `with_kwargs=True` is copied without that flag and breaks the converted model.",
-         "zh": "`convert` 之后你的前向钩子仍在，但看到的是 `torch.quint8` 输出；以 `with_kwargs=True` 注册的前向预钩子"
+         "zh": "`convert` 之后你的前向钩子仍在，但看到的是 `torch.quint8` 输出；以 `with_kwargs=True` 注册的前向前置钩子"
                "被复制时丢了这个标志，转换后的模型一调用就出错。"},
         {"fact": "probe.survives.checkpoint",
          "en": "Under activation checkpointing the observer hook runs again in the recomputation: each calibration "

@@ -48,7 +48,7 @@ LIBRARY = Library(
                           "再把它关掉。",
                "remove": "每个 `register_*_hook` 都返回 `RemovableHandle`，调用 `handle.remove()` 即可。解释器自己会"
                          "清掉掩码（`clear_masks(model)`）。",
-               "api": "一层的一次调用里，顺序是：用户的模块前向预钩子，然后 `propagate_forward_pre`、"
+               "api": "一层的一次调用里，顺序是：用户的模块前向前置钩子，然后 `propagate_forward_pre`、"
                       "`message_forward_pre`、`message`、`message_forward`、`aggregate_forward_pre`、`aggregate`、"
                       "`aggregate_forward`、`propagate_forward`，最后是模块的前向钩子。输入是稀疏邻接矩阵时走融合路径，"
                       "运行的是 `message_and_aggregate` 钩子而不是 message 和 aggregate 的钩子。在 `torch.compile` "

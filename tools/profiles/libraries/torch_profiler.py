@@ -30,7 +30,7 @@ LIBRARY = Library(
                       "`on_trace_ready=` calls you back at the end of each active cycle (driven by `prof.step()`), "
                       "outside the model's hooks."},
         "zh": {"summary": "PyTorch 自带的性能分析器在调度器（每个 aten 算子）、autograd 引擎（每个反向节点）和 "
-                          "`record_function` 区间里记录事件：它运行期间模型上不出现任何模块钩子、参数钩子、全局钩子或 "
+                          "`record_function` 区间里记录事件：它运行期间模型上不出现任何模块钩子、参数钩子、全局模块钩子或 "
                           "saved-tensor 钩子（已测量），因此不改变任何钩子的顺序。`with_modules=True` 已弃用，对 eager "
                           "模型不起作用（没有模块事件）。`with_stack=True` 会记录 `nn.Module: Linear_0` 这样的事件，也能"
                           "按名字记录你的钩子函数，靠的是通过解释器 profiling 接口设置的 C 级 profile 函数，它会顶替你原来"

@@ -38,7 +38,7 @@ LIBRARY = Library(
                "remove": "没有可删除的东西：量化不能撤销（要全精度模型就对它的一份新拷贝做量化）。如果需要权重钩子，"
                          "只能在新参数上重新注册（而且只有需要梯度的张量才能注册）。",
                "api": "没有钩子或回调接口；张量子类的 `__torch_dispatch__` / `__torch_function__` 在 `F.linear` "
-                      "里面运行，也就是在模块的 `forward` 之内：在用户的前向预钩子之后、前向钩子之前。"},
+                      "里面运行，也就是在模块的 `forward` 之内：在用户的前向前置钩子之后、前向钩子之前。"},
     },
     surprises=(
         {"fact": "facts.hooks_on_old_weight_fire",

@@ -29,7 +29,7 @@ LIBRARY = Library(
                "api": "No hook API of its own. Its hooks are registered when `summary` is called, so on each "
                       "module they run after the user's forward pre-hooks and forward hooks registered earlier; "
                       "a user's hook that changes the output changes the sizes torchinfo reports."},
-        "zh": {"summary": "在一次调用期间，每个模块都会挂上一个前向预钩子（创建它的 `LayerInfo`）和一个前向钩子"
+        "zh": {"summary": "在一次调用期间，每个模块都会挂上一个前向前置钩子（创建它的 `LayerInfo`）和一个前向钩子"
                           "（记录输入输出的形状）；随后在 `torch.no_grad()` 下跑一遍前向，模型先被切到 `eval()`"
                           "（`mode` 的默认值），钩子在 `finally` 里移除。用户的钩子也会在这遍前向中运行，此时处于 "
                           "eval 模式且没有梯度。",
@@ -38,7 +38,7 @@ LIBRARY = Library(
                          "`torchinfo.torchinfo._cached_forward_pass` 里（以模型的类名为键），引用着各个模块，"
                          "即使 `cache_forward_pass=False` 也是如此：要让模型能被回收，得清空这个字典。",
                "api": "torchinfo 没有自己的钩子 API。它的钩子在调用 `summary` 时才注册，所以在每个模块上都排在"
-                      "用户先前注册的前向预钩子和前向钩子之后；用户钩子若修改了输出，torchinfo 报告的形状也随之改变。"},
+                      "用户先前注册的前向前置钩子和前向钩子之后；用户钩子若修改了输出，torchinfo 报告的形状也随之改变。"},
     },
     surprises=(
         {"fact": "facts.submodule_eval_kept",
