@@ -71,7 +71,7 @@ class Profile(dict):
 
     def reading(self, lang: str) -> str:
         label, words = LABELS[lang], self["words"][lang]
-        lines = [f"{self['name']} — {self['entry']}", words["summary"]]
+        lines = [f"{self['title']} — {self['entry']}", words["summary"]]
         measured = (self.get("measured") or {}).get("probe")
         if self["status"] == "source" or not measured:
             lines.append(label["source"] + (self.get("why_source") or {}).get(lang, ""))

@@ -249,9 +249,9 @@ def profile_entries() -> list[dict[str, Any]]:
     for slug, record in json.loads(PROFILES.read_text(encoding="utf-8"))["libraries"].items():
         words = " ".join(record["words"][lang][part] for lang in ("en", "zh") for part in ("summary", "remove", "api"))
         entries.append({
-            "id": f"profile:{slug}", "kind": "profile", "zh": f"{record['name']}：它对你的钩子做了什么",
-            "en": f"{record['name']}: what it does to your hooks", "message": None, "notebook": None, "cell": None,
-            "text": f"{record['name']} {record['name']} {slug} {record['entry']} {' '.join(record['names'])} {words}",
+            "id": f"profile:{slug}", "kind": "profile", "zh": f"{record['title']}：它对你的钩子做了什么",
+            "en": f"{record['title']}: what it does to your hooks", "message": None, "notebook": None, "cell": None,
+            "text": f"{record['title']} {record['title']} {slug} {record['entry']} {' '.join(record['names'])} {words}",
             "page": f"profiles-{slug}.html",
         })
     return entries

@@ -70,6 +70,10 @@ TEXT = {
 }
 
 
+CATEGORY_ZH = {"trackers and trainers": "实验跟踪与训练框架", "distributed and memory": "分布式与内存",
+               "quantization and compression": "量化与压缩", "model libraries": "模型库",
+               "interpretability and attribution": "可解释性与归因", "measurement": "测量", "privacy": "隐私",
+               "serving": "推理服务"}
 ZH_VALUES = [(r"^same$", "不变"), (r"^(\d+) of (\d+) kept$", r"\2 个中保留 \1 个"), (r"^clean$", "键完全一致"),
              (r"^accumulates$", "照常累加"), (r"^nothing left$", "不留痕迹"), (r"^raises (\w+)$", r"抛出 \1"),
              (r"^no gradients$", "参数上没有梯度"), (r"^(\d+) added, (\d+) gone$", r"多 \1 个，少 \2 个"),
@@ -125,7 +129,8 @@ def index_page(doc: dict[str, Any], lang: str) -> str:
     lines = ["(profiles)=", f"# {t['title']}", "", t["intro"], "",
              f"| {t['library']} | {t['category']} | {t['status']} | {t['puts']} |", "|---|---|---|---|"]
     for slug, record in doc["libraries"].items():
-        lines.append(f"| [{_esc(record['name'])}](profiles-{slug}.md) | {_esc(record['category'])} | "
+        category = CATEGORY_ZH.get(record["category"], record["category"]) if lang == "zh" else record["category"]
+        lines.append(f"| [{_esc(record['title'])}](profiles-{slug}.md) | {_esc(category)} | "
                      f"{_esc(_status(record, t))} | {_esc(_puts(record, t))} |")
     return "\n".join(lines) + "\n"
 
@@ -142,7 +147,7 @@ def _rows(rows: list[dict[str, str]], t: dict[str, str]) -> list[str]:
 def library_page(slug: str, record: dict[str, Any], lang: str, matrix: dict[str, Any]) -> str:
     """One library's page."""
     t, words = TEXT[lang], record["words"][lang]
-    lines = [f"(profiles-{slug})=", f"# {record['name']}", "", f"[{t['back']}](profiles.md) · {_esc(_status(record, t))}",
+    lines = [f"(profiles-{slug})=", f"# {record['title']}", "", f"[{t['back']}](profiles.md) · {_esc(_status(record, t))}",
              "", words["summary"], "", f"**{t['entry']}**: `{record['entry']}`", ""]
     probe = (record.get("measured") or {}).get("probe")
     if probe:
@@ -210,10 +215,12 @@ def slugs_for(libraries: list[str], path: Path | None = None) -> list[tuple[str,
 
     def norm(name: str) -> str:
         return name.lower().replace("-", "_").replace(" ", "_")
+    names = [norm(record["name"]) for record in doc["libraries"].values()]
     known = {}
     for slug, record in doc["libraries"].items():
         known.setdefault(norm(slug), (record["name"], slug))
-        known.setdefault(norm(record["name"]), (record["name"], slug))
+        if names.count(norm(record["name"])) == 1:  # "torch" names fourteen of PyTorch's own tools: none of them
+            known.setdefault(norm(record["name"]), (record["name"], slug))
     return list(dict.fromkeys(known[norm(n)] for n in libraries if norm(n) in known))
 
 

@@ -54,6 +54,7 @@ class Library:
     installs: tuple[dict[str, str], ...] = ()  # source-only: what the source shows it puts on a model
     order: dict[str, str] | None = None  # source-only: when its hooks run against a user's, from the source
     extra: dict[str, Any] = field(default_factory=dict)
+    title: str | None = None  # what pages call it, when ``name`` (which reads its version) does not tell it apart
 
     def __post_init__(self) -> None:
         if self.status not in ("measured", "source"):
@@ -75,7 +76,7 @@ class Library:
         return self.import_name or self.name.replace("-", "_")
 
     def to_json(self) -> dict[str, Any]:
-        return {"slug": self.slug, "name": self.name, "category": self.category, "status": self.status,
+        return {"slug": self.slug, "name": self.name, "title": self.title or self.name, "category": self.category, "status": self.status,
                 "requirement": self.requirement, "entry": self.entry, "words": self.words,
                 "sources": list(self.sources), "names": list(self.names), "surprises": list(self.surprises),
                 "why_source": self.why_source, "installs": list(self.installs), "order": self.order}

@@ -10,7 +10,7 @@ from ..spec import Library
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/distributed/algorithms/_checkpoint/checkpoint_wrapper.py"
 LIBRARY = Library(
-    slug="checkpoint_wrapper", name="torch", category="distributed and memory",
+    title="checkpoint_wrapper (FSDP's activation checkpointing)", slug="checkpoint_wrapper", name="torch", category="distributed and memory",
     entry="apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, nn.Linear))",
     names=("checkpoint_wrapper", "apply_activation_checkpointing", "CheckpointWrapper", "ActivationWrapper",
            "CheckpointImpl", "NO_REENTRANT", "REENTRANT", "offload_wrapper", "_checkpoint_wrapped_module",

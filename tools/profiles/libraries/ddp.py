@@ -10,7 +10,7 @@ from ..spec import Library
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/nn/parallel/distributed.py"
 LIBRARY = Library(
-    slug="ddp", name="torch", category="distributed and memory",
+    title='DistributedDataParallel', slug="ddp", name="torch", category="distributed and memory",
     entry="torch.nn.parallel.DistributedDataParallel(model)",
     names=("DistributedDataParallel", "register_comm_hook", "no_sync", "Reducer", "GradBucket", "AccumulateGrad",
            "prepare_for_backward", "ddp_comm_hooks", "bucket_cap_mb", "gradient_as_bucket_view"),

@@ -10,7 +10,7 @@ from ..spec import Library
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/utils"
 LIBRARY = Library(
-    slug="flop_counter", name="torch", category="measurement",
+    title='FlopCounterMode', slug="flop_counter", name="torch", category="measurement",
     entry="with torch.utils.flop_counter.FlopCounterMode(display=False) as counter: model(x).sum().backward()",
     names=("FlopCounterMode", "get_flop_counts", "get_total_flops", "get_table", "ModuleTracker", "mod_tracker",
            "register_flop_formula", "TorchDispatchMode"),

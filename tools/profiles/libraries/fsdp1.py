@@ -10,7 +10,7 @@ from ..spec import Library
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/distributed/fsdp"
 LIBRARY = Library(
-    slug="fsdp1", name="torch", category="distributed and memory",
+    title='FSDP1 (FullyShardedDataParallel)', slug="fsdp1", name="torch", category="distributed and memory",
     entry="FullyShardedDataParallel(model, device_id=torch.device('cpu'), "
           "auto_wrap_policy=ModuleWrapPolicy({nn.Linear}))",
     names=("FullyShardedDataParallel", "FlatParameter", "_fsdp_wrapped_module", "ModuleWrapPolicy", "use_orig_params",

@@ -10,7 +10,7 @@ from ..spec import Library
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/distributed/fsdp/_fully_shard"
 LIBRARY = Library(
-    slug="fsdp2", name="torch", category="distributed and memory",
+    title='FSDP2 (fully_shard)', slug="fsdp2", name="torch", category="distributed and memory",
     entry="torch.distributed.fsdp.fully_shard(model[0]); fully_shard(model)",
     names=("fully_shard", "FSDPModule", "FSDPState", "_pre_forward", "_post_forward", "set_all_reduce_hook",
            "register_fsdp_forward_method", "DTensor", "RegisterPostBackwardFunction", "reshard_after_forward",

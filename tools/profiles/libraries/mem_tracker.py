@@ -10,7 +10,7 @@ from ..spec import Library
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/distributed/_tools"
 LIBRARY = Library(
-    slug="mem_tracker", name="torch", category="distributed and memory",
+    title='MemTracker', slug="mem_tracker", name="torch", category="distributed and memory",
     entry="tracker = MemTracker(); tracker.track_external(model, optimizer); with tracker: train_step()",
     names=("MemTracker", "track_external", "reset_mod_stats", "get_tracker_snapshot", "display_snapshot",
            "display_modulewise_snapshots", "ModTracker", "register_user_hooks", "_track_module_params_and_buffers",

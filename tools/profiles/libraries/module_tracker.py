@@ -10,7 +10,7 @@ from ..spec import Library
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/utils/module_tracker.py"
 LIBRARY = Library(
-    slug="module_tracker", name="torch", category="measurement",
+    title='ModuleTracker', slug="module_tracker", name="torch", category="measurement",
     entry="with torch.utils.module_tracker.ModuleTracker() as tracker: loss = model(x).sum(); loss.backward()",
     names=("ModuleTracker", "parents", "is_bw", "register_module_forward_pre_hook", "register_module_forward_hook",
            "register_multi_grad_hook", "_fw_pre_hook", "_fw_post_hook"),

@@ -10,7 +10,7 @@ from ..spec import Library
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/nn/utils"
 LIBRARY = Library(
-    slug="parametrize", name="torch", category="quantization and compression",
+    title='torch.nn.utils.parametrize', slug="parametrize", name="torch", category="quantization and compression",
     entry="torch.nn.utils.parametrizations.weight_norm(model[0])",
     names=("register_parametrization", "remove_parametrizations", "is_parametrized", "cached", "ParametrizationList",
            "parametrizations.weight_norm", "_WeightNorm", "_weight_norm_compat_hook", "torch.nn.utils.weight_norm",

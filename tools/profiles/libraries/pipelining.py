@@ -10,7 +10,7 @@ from ..spec import Library
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/distributed/pipelining/_IR.py"
 LIBRARY = Library(
-    slug="pipelining", name="torch", category="distributed and memory",
+    title='torch.distributed.pipelining', slug="pipelining", name="torch", category="distributed and memory",
     entry="torch.distributed.pipelining.pipeline(model, mb_args=(x,)).get_stage_module(0)",
     names=("pipeline", "Pipe", "SplitPoint", "pipe_split", "annotate_split_points", "get_stage_module", "build_stage",
            "PipelineStage", "ScheduleGPipe", "ScheduleLoopedBFS", "InterpreterModule", "split_gm"),

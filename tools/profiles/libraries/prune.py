@@ -9,7 +9,7 @@ from ..spec import Library
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/nn/utils/prune.py"
 LIBRARY = Library(
-    slug="prune", name="torch", category="quantization and compression",
+    title='torch.nn.utils.prune', slug="prune", name="torch", category="quantization and compression",
     entry="torch.nn.utils.prune.l1_unstructured(model[0], 'weight', amount=0.5)",
     names=("torch.nn.utils.prune", "BasePruningMethod", "PruningContainer", "L1Unstructured", "l1_unstructured",
            "random_unstructured", "global_unstructured", "prune.remove", "is_pruned", "weight_orig", "weight_mask",

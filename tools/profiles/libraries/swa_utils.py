@@ -10,7 +10,7 @@ from ..spec import Library
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/optim/swa_utils.py"
 LIBRARY = Library(
-    slug="swa_utils", name="torch", category="measurement",
+    title='AveragedModel (torch.optim.swa_utils)', slug="swa_utils", name="torch", category="measurement",
     entry="torch.optim.swa_utils.AveragedModel(model)",
     names=("AveragedModel", "update_parameters", "update_bn", "SWALR", "get_ema_multi_avg_fn", "get_ema_avg_fn",
            "n_averaged", "use_buffers"),

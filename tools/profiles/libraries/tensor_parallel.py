@@ -10,7 +10,7 @@ from ..spec import Library
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/distributed/tensor"
 LIBRARY = Library(
-    slug="tensor_parallel", name="torch", category="distributed and memory",
+    title='tensor parallel (parallelize_module)', slug="tensor_parallel", name="torch", category="distributed and memory",
     entry="parallelize_module(model, init_device_mesh('cpu', (1,)), "
           "{'0': ColwiseParallel(), '2': RowwiseParallel()})",
     names=("parallelize_module", "ColwiseParallel", "RowwiseParallel", "SequenceParallel", "PrepareModuleInput",

@@ -10,7 +10,7 @@ from ..spec import Library
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/ao/quantization/quantize.py"
 LIBRARY = Library(
-    slug="torch_ao_quantization", name="torch", category="quantization and compression",
+    title='torch.ao.quantization (prepare / convert)', slug="torch_ao_quantization", name="torch", category="quantization and compression",
     entry="model.qconfig = torch.ao.quantization.get_default_qconfig('x86'); torch.ao.quantization.prepare(model)",
     names=("prepare", "convert", "_observer_forward_hook", "_observer_forward_pre_hook", "activation_post_process",
            "swap_module", "QuantStub", "DeQuantStub", "get_default_qconfig", "prepare_qat",

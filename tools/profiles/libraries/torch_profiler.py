@@ -10,7 +10,7 @@ from ..spec import Library
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch"
 LIBRARY = Library(
-    slug="torch_profiler", name="torch", category="measurement",
+    title='torch.profiler', slug="torch_profiler", name="torch", category="measurement",
     entry="with torch.profiler.profile(record_shapes=True, with_modules=True): model(x).sum().backward()",
     names=("torch.profiler.profile", "record_shapes", "with_modules", "with_stack", "record_function",
            "key_averages", "export_chrome_trace", "ProfilerActivity", "schedule", "on_trace_ready"),
