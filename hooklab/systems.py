@@ -122,16 +122,30 @@ def hook_owner(fn: Any) -> str:
     >>> [hook_owner(h) for h in layer._forward_pre_hooks.values()]
     ['torch.nn.utils.prune']
     """
+    if _library_object(fn):  # a library's callable object that wraps torch's function (nnsight's Controller)
+        return _owner_of(type(fn).__module__ or "")
     inner = _unwrap(fn)
     if type(inner).__name__ == "ScriptFunction":
         return "torch.jit (compiled in by scripting)"
     plain = inspect.isfunction(inner) or inspect.isbuiltin(inner) or inspect.isclass(inner)
     module = getattr(inner, "__module__", None) if plain else None
-    module = module or getattr(type(inner), "__module__", None) or ""
+    return _owner_of(module or getattr(type(inner), "__module__", None) or "")
+
+
+def _owner_of(module: str) -> str:
     for prefix, owner in _OWNERS:
         if module == prefix or module.startswith(prefix + "."):
             return owner
     return module.split(".")[0] or "unknown"
+
+
+def _library_object(fn: Any) -> bool:
+    """A callable object (not a function, method or partial) of a class from outside PyTorch and the standard
+    library, which wraps another callable (``__wrapped__``): its class says who put it there, not what it wraps."""
+    if inspect.isfunction(fn) or inspect.ismethod(fn) or inspect.isbuiltin(fn) or isinstance(fn, functools.partial):
+        return False
+    top = (type(fn).__module__ or "").split(".")[0]
+    return hasattr(fn, "__wrapped__") and top not in ("torch", "functools", "builtins", "hooklab", "__main__")
 
 
 def _remove_hint(owner: str, kind: str, fn: Any) -> str:
