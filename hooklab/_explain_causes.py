@@ -1,8 +1,12 @@
-"""Causes that :func:`~hooklab.explain.explain_hook` finds by looking past the call counts: a module inside a
-TorchScript module, a branch taken only in the other mode (train / eval), a hook left on the module that was
-replaced, a forward that raised under ``always_call`` hooks, a step under ``torch.utils.checkpoint``, and what turns a
-fast path off. Each function returns sentences (or nothing, when what it looks for is not there); none guesses a
-cause it did not see.
+"""What :func:`~hooklab.explain.explain_hook` says, cause by cause: what ran instead of a module never called
+(:func:`not_called`), and what it finds past the counts (a TorchScript module around it, a branch for the other mode,
+a replaced module, copies of the hooks, a raising forward or step, ``torch.utils.checkpoint``, a fast path, tracing and
+``torch.func`` transforms, the step's backward passes, a module reached by two paths). Each function returns sentences
+(or nothing, when what it looks for is not there); none guesses a cause it did not see, and where it cannot tell, it
+says what it saw and what to check.
+
+>>> passes({"backward()": 2})
+'2 backward passes (backward() 2)'
 """
 from __future__ import annotations
 
@@ -10,13 +14,243 @@ import ast
 import gc
 import inspect
 import textwrap
+from collections import Counter
 from typing import Any
 
 from torch import nn
 
 from . import _torch_internals as internals
-from ._watch import _HOOK_KINDS, _Watch
-from .systems import _is_script_module
+from ._watch import (
+    _FAST_PATH_OWNERS,
+    _FOLDED,
+    _HOOK_KINDS,
+    COMPILED,
+    COPY,
+    COPY_INSIDE,
+    DYNAMO_GRAPH,
+    FUSED,
+    GRAPH,
+    LOOKALIKE,
+    OTHER_GRAPH,
+    REPLICA,
+    SCRIPTED,
+    _Watch,
+)
+from .inventory import hook_name
+from .systems import _is_script_module, _unwrap, compiled
+
+PRECOMPILED = "a precompiled artifact (torch.compiler.precompile)"
+# what a call of the module was made under (HookExplanation.traced): tracing, or a torch.func transform
+FX_TRACE = "torch.fx's symbolic tracing (its inputs were Proxies)"
+FAKE_TRACE = "tracing with FakeTensors (torch.export, or torch.compile capturing it)"
+JIT_TRACE = "torch.jit.trace (with check_trace=True, the default, it runs the model twice more to check)"
+TRACING = (FX_TRACE, FAKE_TRACE, JIT_TRACE)
+VMAP, FUNC_GRAD, FUNC_JVP = "torch.func.vmap", "torch.func.grad / vjp / jacrev", "torch.func.jvp / jacfwd"
+# modules whose code runs a module's forward directly while tracing it
+TRACERS = ("torch.fx", "torch.jit", "torch._dynamo", "torch.export", "torch._export", "torch._functorch")
+INSTEAD_CAUSE = {COMPILED: "compiled", SCRIPTED: "scripted", FUSED: "fused", COPY_INSIDE: "copy", COPY: "copy",
+                 REPLICA: "replica", GRAPH: "graph", LOOKALIKE: "another model", OTHER_GRAPH: "graph",
+                 DYNAMO_GRAPH: "compiled", PRECOMPILED: "compiled"}
+
+
+# what ran instead of the module, in the order they are looked for, and the sentence for each
+INSTEAD = {
+    COMPILED: "{name} was not called in Python: compiled code ran instead (a torch.compile wrapper around it ran {n} "
+              "time(s)). Hooks present when this code was compiled run inside it, where Python cannot count them; "
+              "hooks registered later do not run at all (torch.compile does not recompile for them), and neither "
+              "do hooks the module had if this code was first compiled for another model of the same structure "
+              "(it is reused without looking at hooks). To see them fire, call the eager model "
+              "(model._orig_mod), or register first and compile again after torch._dynamo.reset(). explain_hook "
+              "registered nothing, so it did not change what was compiled",
+    DYNAMO_GRAPH: "{name} was not called in Python: a graph module that torch.compile made ran instead ({typename}, "
+                  "{n} call(s); the compile backend returned it, so it runs as Python, but it is dynamo's capture of "
+                  "the model, not torch.fx tracing of it). Hooks present when it was compiled were traced into "
+                  "it; hooks registered later do not run. Call the eager model, or register first and compile "
+                  "again after torch._dynamo.reset()",
+    PRECOMPILED: "{name} was not called in Python: a precompiled artifact ran instead ({typename}, {n} call(s); "
+                 "torch.compiler.precompile.load): it runs the code captured from the model and calls no hook of it "
+                 "(what the hooks returned at capture is baked in). Hooks fire where the model runs eagerly",
+    SCRIPTED: "{name} itself never ran: a TorchScript module ran instead ({typename}, {n} call(s); torch.jit.script "
+              "or trace of a copy). It runs compiled code: hooks compiled in when it was scripted run inside it "
+              "(uncounted), hooks registered on the original since then never do. Hook the module that runs "
+              "before scripting, or run the nn.Module",
+    FUSED: "{name} itself never ran: a fused module ran instead ({typename}, {n} call(s)); it {folded}. Register "
+           "hooks on the fused model, after fusing",
+    COPY_INSIDE: "{name} itself never ran: a copy of it inside the model ran instead ({copies}, {n} call(s); it "
+                 "carries the hooks {name} had when it was copied, so they fired with the copy as `module`){why}",
+    COPY: "{name} itself never ran: a copy of it ran instead ({typename}, {n} call(s); it carries your hooks, so "
+          "they fired with the copy as `module`): hook the model that runs, or register before copying only if "
+          "you want the copy's calls",
+    REPLICA: "{name} itself was not called: {n} replica(s) of it ran (DataParallel). They share its hook dicts, so "
+             "its hooks fire once per replica with the replica as `module`; state a hook stores on `module` is "
+             "lost with the replica",
+    GRAPH: "{name} itself never ran: an FX GraphModule ran and inlined its forward (only leaf modules stay module "
+           "calls, so their hooks still fire); hook its submodules or the GraphModule's own modules",
+    LOOKALIKE: "{name} itself never ran, but a module like it outside the model did ({typename}, {n} call(s)): a "
+               "copy made before your hooks were registered (deepcopy, an EMA / AveragedModel, a framework's copy "
+               "for prediction) or another model: check which model the step calls, and hook the one that runs",
+    OTHER_GRAPH: "{name} itself never ran: a graph module ran instead ({typename}, {n} call(s); made by torch.fx, "
+                 "torch.export or a quantizer such as PT2E from a copy of the model). Its graph calls only the "
+                 "modules it kept as call_module nodes, and hooks of the original modules are not in it: hook the "
+                 "graph module's own modules, or trace after registering",
+}
+
+
+COPIED = ("{name} itself never ran: a copy of it made after your hooks were registered ran instead ({typename}, {n} "
+          "call(s)). deepcopy and torch.save / torch.load copy the module's hook dicts, and a hook that is an object "
+          "(a class with __call__, a bound method) is copied with them: copies of your hooks run on the copy (with it "
+          "as `module`), and explain_hook counts the hooks you registered, so the table shows 0 for them. Hook the "
+          "model that runs, or register on it after copying")
+EXPORTED = ("{name} was not called in Python: a graph module that torch.export made with dynamo (strict=True) ran "
+            "instead ({typename}, {n} call(s)). Dynamo traced the hooks present at export into the graph, so what "
+            "they compute is in it, but their Python side effects (printing, appending to a list) never happen, and "
+            "the graph module calls no hook; hooks registered later are not in it. Hook the graph module's own "
+            "modules, or run the eager model")
+PARAMETER_HOOKS_LOST = ("hooks on its parameters do not survive copying (deepcopy builds new Parameters from the data, "
+                        "and torch.save / torch.load keep no tensor hooks), so a copy runs without them whenever it "
+                        "was made: register them on the parameters of the module that runs")
+
+
+def _storages(params: Any) -> set[Any]:
+    keys: set[Any] = set()
+    for p in params:
+        keys.add(id(p))
+        if p.device.type != "meta" and p.numel():
+            keys.add(("storage", p.untyped_storage().data_ptr()))
+    return keys
+
+
+def not_called(r: Any, target: nn.Module, w: _Watch) -> tuple[str, list[str]]:
+    """The cause and the first reasons for a module that was never called (``r``: the HookExplanation so far)."""
+    name = repr(r.name)
+    scripted = scripted_around(name, target, w)
+    if scripted is not None:
+        return "scripted", [scripted[1]]
+    instead: dict[str, tuple[str, int]] = {}
+    for key, n in r.ran_instead.items():  # per relation: the type names and the calls, added up
+        relation, typename = key.split(": ", 1)
+        names, total = instead.get(relation, ("", 0))
+        instead[relation] = (f"{names} + {typename}" if names else typename, total + n)
+    found = next((relation for relation in INSTEAD if relation in instead), None)
+    compiled_above = [(n, m) for n, m in [(r.name, target), *w.ancestors]
+                      if compiled(m) and (w.calls[id(m)] or w.compiled_calls[id(m)])]
+    if found in (DYNAMO_GRAPH, OTHER_GRAPH, GRAPH) and compiled_above and DYNAMO_GRAPH in instead:
+        found = None  # the graph module is torch.compile's output, called by the compiled model: said below
+    copied = copies_with_hooks(target, w) if found == LOOKALIKE else []
+    if copied:
+        return "copy", [COPIED.format(name=name, typename=type(target).__name__, n=sum(w.calls[id(m)] for m in copied))]
+    if found == DYNAMO_GRAPH and r.step_calls.get("torch.export.export"):
+        return "graph", [EXPORTED.format(name=name, typename=instead[found][0], n=instead[found][1])]
+    if found is not None:
+        typename, n = instead[found]
+        folded = ("folded it into its weights (a fused module has no copy of a BatchNorm or ReLU it absorbed, so "
+                  "its hooks are gone)" if isinstance(target, _FOLDED) else
+                  "holds a copy of it, which keeps the hooks it had when the model was copied")
+        copies = ", ".join(repr(w.tree[i]) for i in w.copies_inside if w.calls[i]) or typename
+        why = ""
+        if found == COPY_INSIDE and type(w.parent).__name__ == "ModulesToSaveWrapper":
+            why = (f": PEFT's modules_to_save made it. Its ModulesToSaveWrapper {r.parent!r} runs the copy of the "
+                   "active adapter and keeps original_module for when the adapters are disabled; hook the copy "
+                   "(what trains) or the wrapper")
+        elif found == COPY_INSIDE:
+            why = ": hook the copy that runs"
+        reasons = [INSTEAD[found].format(name=name, typename=typename, n=n, folded=folded, copies=copies, why=why)]
+        if found == OTHER_GRAPH and isinstance(target, nn.modules.batchnorm._BatchNorm):
+            reasons.append(f"{name} is a BatchNorm: a fusing pass (torch.fx.experimental.optimization.fuse, "
+                           "a quantizer's) may fold it into the convolution before it, leaving no module of it "
+                           "to hook; if the graph module holds no BatchNorm, hook the convolution's output "
+                           "instead, or observe it before fusing")
+        if found == LOOKALIKE and _parameter_hooks(target):
+            reasons.append(PARAMETER_HOOKS_LOST)
+        return INSTEAD_CAUSE[found], reasons
+    if compiled_above:
+        where, wrapper = compiled_above[-1]
+        n = w.calls[id(wrapper)] + w.compiled_calls[id(wrapper)]
+        text = INSTEAD[COMPILED].format(name=name, n=n)
+        if internals.unwrap_compiled(wrapper) is wrapper:
+            text = text.replace("a torch.compile wrapper around it", f"{where or 'the model'!r}, compiled in place "
+                                "(module.compile()),").replace("call the eager model (model._orig_mod), or ", "")
+        return "compiled", [text]
+    typename = type(target).__name__
+    bases = {c.__name__ for c in type(target).__mro__}
+    if bases & {"ObserverBase", "FakeQuantizeBase"} and w.parent is not None and not w.calls[id(w.parent)]:
+        return "not reached", [
+            f"{name} is a quantization observer: it runs from the forward hook of the module it observes "
+            f"(_observer_forward_hook on {r.parent!r}), and {r.parent!r} was not called in this step. The "
+            "calibration data never took that path, so it saw nothing (min_val is inf) and convert() will use "
+            "default qparams (scale 1.0, zero point 0): calibrate with inputs that take this path"]
+    if isinstance(target, nn.modules.batchnorm._BatchNorm):
+        convs = [(t, c, n) for (t, c), n in w.outside_convs.items() if c == target.num_features]
+        if convs:
+            t, c, n = convs[0]
+            return "fused", [
+                f"{name} itself never ran, and a convolution outside the model did ({t}, {n} call(s), {c} output "
+                f"channels, as many as this BatchNorm's features): a Conv+BN fusion "
+                "(torch.nn.utils.fusion.fuse_conv_bn_eval, torch.ao.quantization.fuse_modules, torch.fx's fuse, a "
+                "framework's inference optimizer) folded this BatchNorm into that convolution's weights, and "
+                "nothing of it is left to hook: hook the convolution's output (it equals this BatchNorm's), or "
+                "observe before fusing"]
+    if isinstance(target, (nn.ModuleList, nn.ModuleDict, nn.ParameterList, nn.ParameterDict)) or \
+            type(target).forward is nn.Module.forward:
+        return "container", [f"{name} is a container ({typename}): it is never called itself; hook its children"]
+    ran_inside = [w.tree[id(m)] for m in target.modules() if m is not target and w.calls[id(m)] and id(m) in w.tree]
+    if ran_inside:
+        shown = ", ".join(repr(n) for n in ran_inside[:3]) + (", ..." if len(ran_inside) > 3 else "")
+        return "bypassed", [
+            f"{name} was not called, but its submodules were ({shown}): the code around it calls them directly "
+            f"(e.g. self.model.decoder(...) instead of self.model(...)), passing {name}'s own forward and hooks: "
+            "hook the submodules that run"]
+    called = [(n, m) for n, m in w.ancestors if w.calls[id(m)] or w.compiled_calls[id(m)]]
+    if r.error is not None and not called:
+        return "step raised", [raised_before(name, r)]
+    if r.fast_paths and any(isinstance(m, _FAST_PATH_OWNERS) for _n, m in called):
+        cause, text = fast_path(name, r, w)
+        return cause, [text]
+    if r.parameter_reads:
+        readers = ", ".join(r.parameter_reads)
+        return "parameters used directly", [
+            f"{name} was not called, but its parameters were read by {readers}: that code computes with them "
+            "directly (F.linear(x, self.out_proj.weight), a fused kernel, one module holding every expert, or a "
+            f"method of {name} other than forward), so the forward and hooks of {name} never run: hook the "
+            "module whose code reads them"]
+    mine = _storages(target.parameters())
+    if mine:
+        ran = [m for i, m in w.modules_by_id.items() if w.calls[i] and i not in w.subtree]
+        held = set().union(*(_storages(m.parameters(recurse=False)) for m in ran)) if ran else set()
+        holders = [w.tree[id(m)] for m in ran if _storages(m.parameters(recurse=False)) & mine]
+        if mine <= held:
+            return "tied", [
+                f"{name} was not called, and its parameters are tied to {', '.join(map(repr, holders[:3]))}, which "
+                f"ran: that module computes with the shared weights, so hook it instead of {name}"]
+    if not called:
+        return "model not called", [
+            f"{name} did not run in this step: the step did not call the model (or called another one), or the "
+            "module was replaced in the model after your hooks were registered (model.x = nn.Linear(...) leaves "
+            "the hooks on the old module)"]
+    where, ancestor = called[0]
+    if not r.profiled:
+        return "not observed", [
+            f"{name} was not called although {where or 'the model'!r} ran: either its parent computes with its "
+            "parameters directly, or this input's path does not go through it. Which one was not observed: another "
+            "profiler was active (sys.setprofile), so explain_hook watched module calls only; stop it and ask again"]
+    gap = r.name[len(where) + 1:].split(".")[0] if where else r.name.split(".")[0]
+    gap_name = f"{where}.{gap}" if where else gap
+    branch = mode_branch(name, gap, where, ancestor)
+    if branch is not None:
+        return "not reached", [branch]
+    text = (f"{name} was not reached: {where or 'the model'!r} ran {w.calls[id(ancestor)]} time(s) but never "
+            f"called {gap_name!r}" + (f" (so nothing inside it ran, {name} included)" if gap_name != r.name else "")
+            + ", and no code read its parameters: this input's path does not go through it (a head used only "
+            "with labels or by generate(), a branch for another input, such as a vision tower under a text-only "
+            "input, a module the configuration leaves unused)")
+    if not target.training:
+        text += "; the model is in eval mode, and modules used only in training (model.train()) are skipped too"
+    reasons = [text]
+    if type(w.parent).__name__ == "ModulesToSaveWrapper":
+        reasons.insert(0, f"{name} is PEFT's original_module of the ModulesToSaveWrapper {r.parent!r}: the wrapper "
+                       "runs its copy modules_to_save[<active adapter>] instead, and original_module only with the "
+                       "adapters disabled; hooks registered after get_peft_model belong on the copy")
+    return "not reached", reasons
 
 
 def scripted_around(name: str, target: nn.Module, w: _Watch) -> tuple[str, str] | None:
@@ -100,14 +334,23 @@ def _has_hooks(m: nn.Module) -> bool:
 
 
 def replaced(name: str, target: nn.Module, w: _Watch) -> str | None:
-    """For a module that ran with no hooks on it: hooked modules that the model no longer holds (the hook is on
-    the old object after a swap or a fusion). Only what it saw, and what to check."""
+    """For a module that ran with no hooks on it: hooked modules that the model no longer holds, or hooked Parameters
+    of its parameters' shapes that it no longer holds (the hook is on the old object after a swap, a fusion,
+    ``load_state_dict(assign=True)`` or ``to_empty()``). Only what it saw, and what to check."""
     if _has_hooks(target):
         return None
     identity = isinstance(target, nn.Identity)
-    old = [m for m in gc.get_objects() if issubclass(type(m), nn.Module) and id(m) not in w.tree and not w.calls[id(m)]
-           and (type(m) is type(target) or identity) and _has_hooks(m)]
-    if not old and not identity:
+    shapes = {tuple(p.shape) for p in target.parameters(recurse=False)}
+    held = {id(p) for p in w.model.parameters()}
+    old, stale = [], []
+    for o in gc.get_objects():
+        if issubclass(type(o), nn.Module) and id(o) not in w.tree and not w.calls[id(o)] and (
+                type(o) is type(target) or identity) and _has_hooks(o):
+            old.append(o)
+        elif issubclass(type(o), nn.Parameter) and id(o) not in held and tuple(o.shape) in shapes and any(
+                d for _k, d in internals.tensor_hook_dicts(o)):
+            stale.append(o)
+    if not old and not identity and not stale:
         return None
     text = f"{name} ran but has no hooks on it"
     if identity:
@@ -118,8 +361,13 @@ def replaced(name: str, target: nn.Module, w: _Watch) -> str | None:
         text += (f"; {len(old)} module(s) outside the model that did not run carry hooks ({', '.join(kinds)}): if "
                  "you registered your hook before the model's module was replaced (model.x = ..., fuse_modules, "
                  "fuse_conv_bn_eval, a framework's module swap), it is on that old object and never fires")
-    return text + (f". Register on the module the model holds now (model.get_submodule({name})), or, for a fused "
-                   "module, hook the fused module whose output replaces this one's")
+    if stale:
+        text += (f"; {len(stale)} Parameter(s) outside the model, of its parameters' shapes, carry hooks: if you "
+                 "registered a hook on its parameter before the module's parameters were replaced "
+                 "(load_state_dict(assign=True), to_empty() from the meta device, module.weight = nn.Parameter(...)), "
+                 "it is on that old Parameter and never fires")
+    return text + (f". Register on the module the model holds now (model.get_submodule({name})) and its parameters, "
+                   "or, for a fused module, hook the fused module whose output replaces this one's")
 
 
 def raised_inside(error: BaseException, target: nn.Module, w: _Watch) -> bool:
@@ -181,3 +429,161 @@ def fast_path(name: str, r: Any, w: _Watch) -> tuple[str, str]:
     return "fast path", (
         f"{name} was not called: its parent took a fast path ({path}) that computes it in one op without calling "
         f"it, so no hook of it runs (explain_hook registers nothing, so it does not change that; {off})")
+
+
+def _parameter_hooks(target: nn.Module) -> bool:
+    return any(d for p in target.parameters(recurse=False) for _kind, d in internals.tensor_hook_dicts(p))
+
+
+def _hook_keys(m: nn.Module) -> set[int]:
+    return {k for _a, kind, d in internals.module_hook_dicts(m) if kind in _HOOK_KINDS for k in d}
+
+
+def copies_with_hooks(target: nn.Module, w: _Watch) -> list[nn.Module]:
+    """Modules like ``target`` outside the model that ran and hold hooks under its hooks' handle ids: copies made
+    after registering (deepcopy and pickling keep a hook dict's keys), whose hooks are copies of its hook objects."""
+    keys = _hook_keys(target)
+    if not keys:
+        return []
+    kind = type(target)
+    return [m for m in gc.get_objects() if type(m) is kind and id(m) not in w.tree and w.calls[id(m)]
+            and keys & _hook_keys(m)]
+
+
+def raised_before(name: str, r: Any) -> str:
+    """The sentence for a step that raised before the module (or any module above it) was called."""
+    text = f"the step raised before {name} was called as a module (in {r.raised_in})"
+    if r.forward_callers:
+        text += f"; its forward ran {sum(r.forward_callers.values())} time(s) before that, from " + \
+            ", ".join(r.forward_callers)
+    if r.step_calls.get("torch.export.export") and "torch._dynamo" in r.raised_in:
+        text += (": torch.export.export with strict=True traces the model with dynamo, which calls no module in "
+                 "Python, and dynamo refused it (a module with backward hooks, or a forward that raised while traced)")
+    if "torch.jit" in r.raised_in:
+        text += (": torch.jit compiles the model before running it (torch.jit.script compiles the hooks of the "
+                 "modules it scripts and refuses one it cannot compile, such as an unannotated function or a lambda; "
+                 "torch.jit.trace refuses a module with backward hooks)")
+    return text + ". None of its hooks had a call to fire on: fix the error first (the counts are those up to it)"
+
+
+def tracer_forward(name: str, r: Any) -> str:
+    """The sentence for a forward run without a module call by tracing code (FX's symbolic_trace of the module)."""
+    return (f"{name}.forward ran {r.forward_runs - r.calls} time(s) without a module call, from "
+            f"{', '.join(r.forward_callers)}: tracing runs the forward of the module it traces directly (torch.fx's "
+            "symbolic_trace, with Proxies), so no hook of it runs while tracing, and the graph it makes calls none")
+
+
+def tracing(r: Any) -> int:
+    """How many of the module's calls were made while tracing (not under a torch.func transform)."""
+    return sum(n for kind, n in r.traced.items() if kind in TRACING)
+
+
+def traced(name: str, r: Any, made: str | None) -> str:
+    """The sentence for calls made while tracing or under a torch.func transform; ``made``: what tracing made and
+    ran, when it did."""
+    out = []
+    for kind, n in r.traced.items():
+        head = f"{n} of its {r.calls} call(s)"
+        if kind in TRACING:
+            out.append(f"{head} were made during {kind}: its hooks fired then, on what tracing passes in, and what "
+                       "they returned is recorded into the graph; the graph made from it runs without calling any "
+                       "of its hooks, and no backward goes through a traced call" + (f" ({made})" if made else ""))
+        elif kind == VMAP:
+            out.append(f"{head} ran inside {VMAP}: its forward hooks fire once per vmap call, on batched tensors, "
+                       "and its backward hooks are not attached to batched tensors, so they never fire (silently)")
+        elif kind == FUNC_GRAD:
+            out.append(f"{head} ran inside {FUNC_GRAD}: module backward hooks raise there (their autograd.Function "
+                       "has no setup_context, which the transforms need), and the gradients are taken of the tensors "
+                       "passed in (torch.func.functional_call), not of its parameters")
+        else:
+            out.append(f"{head} ran inside {kind} (forward-mode AD): no backward runs through them")
+    return "; ".join(out)
+
+
+def passes(found: dict[str, int]) -> str:
+    """The step's backward passes in words."""
+    total = sum(found.values())
+    what = ", ".join(f"{kind} {n}" for kind, n in found.items())
+    return f"{total} backward pass{'es' if total != 1 else ''} ({what})"
+
+
+def scaled(r: Any) -> str:
+    """The sentence for a step whose loss a GradScaler scaled."""
+    return (f"the loss was scaled by a GradScaler in this step (scaler.scale(loss), {r.step_calls['GradScaler.scale']} "
+            "time(s)): the gradients its backward hooks and the hooks on its parameters saw are multiplied by the "
+            "loss scale (65536 at first); scaler.unscale_(optimizer), or scaler.step, divides .grad afterwards, not "
+            "what the hooks saw")
+
+
+def more_passes(r: Any, fired: dict[str, int]) -> str:
+    """The sentence for backward hooks in a step with several backward passes (``fired``: label -> firings)."""
+    counts = ", ".join(f"{label} {n}" for label, n in fired.items())
+    return (f"the step ran {passes(r.backward_passes)}, and a backward hook fires once in each pass that goes "
+            f"through it ({counts}): retain_graph=True and a second backward, or a gradient taken with "
+            "create_graph=True and then differentiated (that second pass reaches the module only where the first "
+            "gradient depends on its output)")
+
+
+def backward_silent(r: Any, w: _Watch, silent: list[str]) -> str:
+    """Why the backward hooks (and the hooks on its parameters) in ``silent`` never fired, although it was called."""
+    grads = r.backward_passes
+    if w.checkpoint_first:
+        why = checkpoint_no_grad(r, w)
+    elif tracing(r) == r.calls:
+        why = "all its calls were made while tracing, and no backward goes through a traced call"
+    elif r.calls_without_grad:
+        why = f"{r.calls_without_grad} of its {r.calls} call(s) ran without gradients (torch.no_grad / inference_mode)"
+    elif VMAP in r.traced:
+        why = f"its calls ran inside {VMAP}, where backward hooks are not attached (above)"
+    elif r.params_swapped:
+        why = (f"in {r.params_swapped} of its call(s) its parameters were not the Parameters it held when the step "
+               "began: load_state_dict(assign=True) and to_empty() (from the meta device) put new Parameters in "
+               "their place, and torch.func.functional_call (which torch.func.grad calls), torch.nn.utils.stateless "
+               "and FSDP2 compute with other tensors. A hook stays on the Parameter it was registered on, so these "
+               "never fire: register them on the parameters the module holds when it runs")
+    elif not r.profiled:  # the fallback watches module calls only: the backward passes were not counted
+        why = ("no backward through its output ran in the step, its output was not part of the loss, or nothing it "
+               "computes with needs a gradient (another profiler was active, so the backward passes were not "
+               "counted: check which ran)")
+    elif not grads:
+        why = ("no backward ran in this step (no .backward() or torch.autograd.grad call: a forward-only step, one "
+               "that raised first, or an output that does not require grad)")
+    elif "torch.autograd.grad" in grads:
+        why = ("the gradients were taken with torch.autograd.grad, which computes only what it is asked for: a full "
+               "backward hook runs when the gradient of the module's input is computed (ask for a tensor before it, "
+               "or call backward()), a hook on a parameter only when that parameter is asked for, and a "
+               "post-accumulate-grad hook never (autograd.grad accumulates nothing into .grad)")
+    elif "backward(inputs=...)" in grads:
+        why = ("backward(inputs=...) computes the gradients of the tensors it is given only: hooks on parameters not "
+               "among them never fire, nor post-accumulate-grad hooks of parameters not among them")
+    else:
+        why = (f"the step ran {passes(grads)}, none through it: its output was not part of the loss (or was "
+               "detached before it), or nothing it computes with needs a gradient; check that the loss uses its output")
+    return f"{', '.join(silent)} never fired: {why}"
+
+
+def duplicates(name: str, target: nn.Module, paths: list[str]) -> str | None:
+    """The sentence for hooks of one kind made by the same code on the module (registered twice?), with the paths
+    by which the model reaches it when there are several."""
+    groups: Counter = Counter()
+    shown: dict[Any, str] = {}
+    hooks = [(kind, fn) for _a, kind, d in internals.module_hook_dicts(target) if kind in _HOOK_KINDS
+             for fn in d.values()]
+    hooks += [(f"{pname}: {kind}", fn) for pname, p in target.named_parameters(recurse=False)
+              for kind, d in internals.tensor_hook_dicts(p) for fn in d.values()]
+    for kind, fn in hooks:
+        inner = _unwrap(fn)
+        key = (kind, getattr(inner, "__code__", None) or type(inner))
+        groups[key] += 1
+        shown[key] = f"{hook_name(fn)} ({kind})"
+    twice = [f"{n} x {shown[key]}" for key, n in groups.items() if n > 1]
+    if not twice:
+        return None
+    text = f"{name} carries {', '.join(twice)}: hooks of one kind made by the same code"
+    if len(paths) > 1:
+        return text + (f". The model reaches {name} by {len(paths)} paths ({', '.join(map(repr, paths))}): one module "
+                       "with several parents. model.apply(fn) and loops over named_modules(remove_duplicate=False) "
+                       "visit it once per path, so a hook registered from them lands on it once per path and fires "
+                       "that many times per call: register from named_modules(), which gives each module once")
+    return text + (". If you registered one, it was registered again (re-running a cell stacks hooks; "
+                   "hooklab.named_scope replaces them instead)")

@@ -5,20 +5,22 @@ how often its ``forward`` code ran), how many times each of its hooks fired and 
 instead when it did not: a copy (outside the model, or inside it like PEFT's ``modules_to_save``), a replica, a fused,
 compiled or TorchScript version, a graph module that inlined it, a fast path, a parent that computes with its
 parameters directly, a parent that calls its submodules past it, a tied module that holds its weights, or nothing (this
-input's path does not reach it). :attr:`HookExplanation.cause` names the cause in a word or two, and
-:attr:`HookExplanation.reasons` says it in sentences, the most specific first. Causes found past the counts (a
-TorchScript module around it, a branch for the other mode, a hook left on a replaced module, a forward that raised
-under ``always_call`` hooks, ``torch.utils.checkpoint``, fast-path advice) live in :mod:`hooklab._explain_causes`.
+input's path does not reach it). Hooks on its own parameters are counted too. :attr:`HookExplanation.cause` names
+the cause in a word or two, and :attr:`HookExplanation.reasons` says it in sentences, the most specific first; the
+sentences, cause by cause, live in :mod:`hooklab._explain_causes`.
 
 It watches without registering anything: a profile function (``sys.setprofile``, also in threads started during the
 step) sees each module call (``Module._call_impl``), which Python functions and fast-path ops ran, and which code read
-the module's parameters. Nothing is added to the model or to PyTorch's global hook dicts, so nothing changes what the
-step computes or what ``torch.compile`` compiles (a global module hook would make it recompile, with the hooks added
-since then traced in; a local hook would turn ``nn.TransformerEncoderLayer``'s fast path off). When another profiler
-is active, it falls back to a global module pre-hook and says so (``profiled`` is False), and refuses when the process
-has compiled code, which that hook would change. The profile function is removed before :func:`explain_hook` returns.
-When the step raises, the explanation of what it saw up to the error is attached to the step's own exception (a note
-under its traceback, and its ``hooklab_explanation`` attribute) and the exception propagates unchanged.
+the module's parameters; it also counts the step's backward passes (``backward()``, ``torch.autograd.grad``), the
+module's calls made while tracing (``torch.fx``, ``torch.export``, ``torch.jit.trace``) or under a ``torch.func``
+transform, and who ran its forward without a module call. Nothing is added to the model or to PyTorch's global hook
+dicts, so nothing changes what the step computes or what ``torch.compile`` compiles (a global module hook would make
+it recompile, with the hooks added since then traced in; a local hook would turn ``nn.TransformerEncoderLayer``'s fast
+path off). When another profiler is active, it falls back to a global module pre-hook and says so (``profiled`` is
+False), and refuses when the process has compiled code, which that hook would change. The profile function is
+removed before :func:`explain_hook` returns. When the step raises, the explanation of what it saw up to the error is
+attached to the step's own exception (a note under its traceback, and its ``hooklab_explanation`` attribute) and the
+exception propagates unchanged.
 
 >>> import copy, torch
 >>> from torch import nn
@@ -39,34 +41,34 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch import nn
 from torch.nn.modules import module as module_globals
 
 from . import _explain_causes as causes, _torch_internals as internals
+from ._explain_causes import FAKE_TRACE, FUNC_GRAD, FUNC_JVP, FX_TRACE, JIT_TRACE, PRECOMPILED, TRACERS, VMAP
 from ._text import format_table
-from ._watch import (
-    _FAST_PATH_OWNERS,
-    _FOLDED,
+from ._watch import (  # noqa: F401 - the relations, importable from here
     _HOOK_KINDS,
     COMPILED,
     COPY,
-    COPY_INSIDE,
     DYNAMO_GRAPH,
     FUSED,
     GRAPH,
-    LOOKALIKE,
     OTHER_GRAPH,
     REPLICA,
     SCRIPTED,
     SELF,
+    _code,
     _Watch,
 )
 from .lookup import get_module
-from .systems import HookRecord, _is_script_module, compiled, module_records, not_a_module_hint
+from .systems import HookRecord, _is_script_module, module_records, not_a_module_hint
 
 __all__ = ["CAUSES", "HookExplanation", "explain_hook"]
 
@@ -89,13 +91,11 @@ CAUSES = {
     "tied": "its parameters are tied to a module that ran, which computes with them",
     "not reached": "nothing of it ran: this input's path does not go through it",
     "model not called": "the step did not call this model at all",
+    "step raised": "the step raised before the module (or any module above it) was called",
     "not observed": "another profiler was active: whether other code computed with its parameters was not seen",
     "profiler stopped": "the step stopped explain_hook's profile function (sys.setprofile inside it): what ran after "
                         "that was not seen",
 }
-_INSTEAD_CAUSE = {COMPILED: "compiled", SCRIPTED: "scripted", FUSED: "fused", COPY_INSIDE: "copy", COPY: "copy",
-                  REPLICA: "replica", GRAPH: "graph", LOOKALIKE: "another model", OTHER_GRAPH: "graph",
-                  DYNAMO_GRAPH: "compiled"}
 
 
 @dataclass
@@ -120,6 +120,13 @@ class HookExplanation:
     cause: str = "ran"
     error: str | None = None
     raised_inside: bool = False  # the step's exception came out of a call of this module (forward or hooks)
+    raised_in: str = ""  # where the step's exception was raised: "module.function" of its innermost frame
+    traced: dict[str, int] = field(default_factory=dict)  # its calls made while tracing or under torch.func
+    params_swapped: int = 0  # its calls made with other tensors in place of its parameters (functional_call)
+    forward_callers: dict[str, int] = field(default_factory=dict)  # who ran its forward without a module call
+    backward_passes: dict[str, int] = field(default_factory=dict)  # the step's backward() / autograd.grad calls
+    step_calls: dict[str, int] = field(default_factory=dict)  # GradScaler.scale, torch.export.export in the step
+    paths: list[str] = field(default_factory=list)  # every name the model reaches it by
     reasons: list[str] = field(default_factory=list)
 
     def table(self) -> str:
@@ -132,6 +139,10 @@ class HookExplanation:
         if self.parent is not None:
             counts.append((f"its parent {self.parent!r} was called" if self.parent else "the model was called",
                            str(self.parent_calls)))
+        counts += [(f"of them during {kind}", str(n)) for kind, n in self.traced.items()]
+        if self.backward_passes:
+            counts.append(("backward passes in the step", ", ".join(f"{k} {n}" for k, n in
+                                                                     self.backward_passes.items())))
         if self.error is not None:
             counts.append(("the step raised", self.error))
         width = max(len(k) for k, _ in counts)
@@ -168,6 +179,99 @@ def _has_compiled() -> bool:
         return True
 
 
+_TRANSFORMS = {"_flat_vmap": VMAP, "vmap_impl": VMAP, "grad_and_value_impl": FUNC_GRAD, "grad_impl": FUNC_GRAD,
+               "_vjp_with_argnums": FUNC_GRAD, "jacrev": FUNC_GRAD, "_jvp_with_argnums": FUNC_JVP, "jacfwd": FUNC_JVP}
+
+
+def _under(args: Any, frame: Any) -> str | None:
+    """What a call of the module with these arguments was made under: tracing, a torch.func transform, or None."""
+    for a in args:
+        if isinstance(a, torch.fx.Proxy):
+            return FX_TRACE
+        if isinstance(a, torch.Tensor) and any(c.__name__ == "FakeTensor" for c in type(a).__mro__):
+            return FAKE_TRACE
+    if torch.jit.is_tracing():
+        return JIT_TRACE
+    for _depth in range(40):  # the innermost torch.func transform around the call, or torch.jit.trace's checks
+        frame = frame.f_back
+        if frame is None:
+            break
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("torch._functorch") and frame.f_code.co_name in _TRANSFORMS:
+            return _TRANSFORMS[frame.f_code.co_name]
+        if module == "torch.jit._trace":
+            return JIT_TRACE
+    return None
+
+
+class _Step:
+    """What explain_hook watches beside :class:`~hooklab._watch._Watch`, in the same profile function: the step's
+    backward passes, the calls of the module made while tracing or under a torch.func transform or with its
+    parameters swapped out, who ran its forward without a module call, precompiled code that ran, and the calls that
+    change what hooks see (a GradScaler scaling the loss, torch.export)."""
+
+    def __init__(self, w: _Watch, target: nn.Module) -> None:
+        self.w, self.target = w, target
+        self.autograd = {_code(torch.autograd.backward): "backward()",
+                         _code(torch.autograd.grad): "torch.autograd.grad"}
+        self.noted = {_code(torch.amp.GradScaler.scale): "GradScaler.scale",  # what changes what hooks see
+                      _code(torch.export.export): "torch.export.export"}
+        self.calls: Counter = Counter()
+        self.depth = 0
+        self.passes: Counter = Counter()
+        self.traced: Counter = Counter()
+        self.callers: Counter = Counter()
+        self.swapped = 0
+        own = getattr(target, "_parameters", None)
+        self.params = dict(own) if isinstance(own, dict) else {}
+        runnable = getattr(sys.modules.get("torch.compiler.precompile"), "PrecompiledRunnable", None)
+        kinds = [runnable, *runnable.__subclasses__()] if isinstance(runnable, type) else []
+        self.precompiled = {_code(k.__dict__["__call__"]) for k in kinds if "__call__" in k.__dict__}
+
+    def profile(self, frame: Any, event: str, arg: Any) -> None:
+        code = frame.f_code
+        if code in self.autograd:  # only the outermost: a reentrant checkpoint calls backward inside backward
+            if event == "call":
+                if not self.depth:
+                    kind = self.autograd[code]
+                    inputs = kind == "backward()" and frame.f_locals.get("inputs") is not None
+                    self.passes["backward(inputs=...)" if inputs else kind] += 1
+                self.depth += 1
+            elif event == "return":
+                self.depth = max(0, self.depth - 1)
+        elif event != "call":
+            return
+        elif code in self.noted:
+            self.calls[self.noted[code]] += 1
+        elif code is self.w.call_code:
+            if frame.f_locals.get("self") is self.target:
+                under = _under(frame.f_locals.get("args", ()), frame)
+                if under is not None:
+                    self.traced[under] += 1
+                own = self.target._parameters
+                self.swapped += any(own.get(n) is not p for n, p in self.params.items())
+        elif code is self.w.forward_code and code.co_argcount and frame.f_locals.get(code.co_varnames[0]) is \
+                self.target and frame.f_back is not None and frame.f_back.f_code is not self.w.call_code:
+            self.callers[frame.f_back.f_globals.get("__name__", "?")] += 1
+        elif code in self.precompiled and not (frame.f_back and frame.f_back.f_globals.get("__name__", "")
+                                                .startswith("torch._precompile")):  # not precompile's own calls
+            self.w.ran_instead[f"{PRECOMPILED}: {type(frame.f_locals.get('self')).__name__}"] += 1
+
+
+def _raised_in(error: BaseException) -> str:
+    """Where the exception was raised (``module.function`` of its innermost Python frame) and, when that is not in
+    PyTorch, the PyTorch function it went through first (torch.jit.script, symbolic_trace)."""
+    frames, tb = [], error.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    if not frames:
+        return "?"
+    names = [f"{f.f_globals.get('__name__', '?')}.{f.f_code.co_name}" for f in frames]
+    entry = next((n for n in names if n.startswith("torch.")), names[-1])
+    return names[-1] if entry == names[-1] or names[-1].startswith("torch.") else f"{names[-1]}, inside {entry}"
+
+
 def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> HookExplanation:
     """Run ``run()`` once and explain what happened to the module ``name`` of ``model`` and to its hooks.
 
@@ -195,6 +299,7 @@ def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> Hook
                         "run the unscripted model")
     target = get_module(model, name)
     watch = _Watch(model, name, target)
+    step = _Step(watch, target)
     report = HookExplanation(name, type(target).__name__, hooks=module_records(target, name or type(target).__name__),
                              parent=name.rpartition(".")[0] if name else None)
     previous, previous_threads = sys.getprofile(), threading.getprofile()
@@ -207,6 +312,7 @@ def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> Hook
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         watch.profile(frame, event, arg)
+        step.profile(frame, event, arg)
 
     handles = []
     error: Exception | None = None
@@ -235,9 +341,14 @@ def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> Hook
     report.fired = {label: dict(on) for label, on in watch.fired.items()}
     report.ran_instead, report.fast_paths = dict(watch.ran_instead), dict(watch.fast)
     report.parameter_reads = dict(watch.reads)
+    report.traced, report.params_swapped = dict(step.traced), step.swapped
+    report.forward_callers, report.backward_passes = dict(step.callers), dict(step.passes)
+    report.step_calls = dict(step.calls)
+    report.paths = [n for n, m in model.named_modules(remove_duplicate=False) if m is target]
     if error is not None:
         report.error = f"{type(error).__name__}: {error}".splitlines()[0][:200]
         report.raised_inside = causes.raised_inside(error, target, watch)
+        report.raised_in = _raised_in(error)
     report.cause, report.reasons = _reasons(report, target, watch)
     if error is not None:
         note = "hooklab.explain_hook saw, up to this error:\n" + str(report)
@@ -253,177 +364,7 @@ def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> Hook
     return report
 
 
-# what ran instead of the module, in the order they are looked for, and the sentence for each
-_INSTEAD = {
-    COMPILED: "{name} was not called in Python: compiled code ran instead (a torch.compile wrapper around it ran {n} "
-              "time(s)). Hooks present when this code was compiled run inside it, where Python cannot count them; "
-              "hooks registered later do not run at all (torch.compile does not recompile for them), and neither "
-              "do hooks the module had if this code was first compiled for another model of the same structure "
-              "(it is reused without looking at hooks). To see them fire, call the eager model "
-              "(model._orig_mod), or register first and compile again after torch._dynamo.reset(). explain_hook "
-              "registered nothing, so it did not change what was compiled",
-    DYNAMO_GRAPH: "{name} was not called in Python: a graph module that torch.compile made ran instead ({typename}, "
-                  "{n} call(s); the compile backend returned it, so it runs as Python, but it is dynamo's capture of "
-                  "the model, not torch.fx tracing of it). Hooks present when it was compiled were traced into "
-                  "it; hooks registered later do not run. Call the eager model, or register first and compile "
-                  "again after torch._dynamo.reset()",
-    SCRIPTED: "{name} itself never ran: a TorchScript module ran instead ({typename}, {n} call(s); torch.jit.script "
-              "or trace of a copy). It runs compiled code: hooks compiled in when it was scripted run inside it "
-              "(uncounted), hooks registered on the original since then never do. Hook the module that runs "
-              "before scripting, or run the nn.Module",
-    FUSED: "{name} itself never ran: a fused module ran instead ({typename}, {n} call(s)); it {folded}. Register "
-           "hooks on the fused model, after fusing",
-    COPY_INSIDE: "{name} itself never ran: a copy of it inside the model ran instead ({copies}, {n} call(s); it "
-                 "carries the hooks {name} had when it was copied, so they fired with the copy as `module`){why}",
-    COPY: "{name} itself never ran: a copy of it ran instead ({typename}, {n} call(s); it carries your hooks, so "
-          "they fired with the copy as `module`): hook the model that runs, or register before copying only if "
-          "you want the copy's calls",
-    REPLICA: "{name} itself was not called: {n} replica(s) of it ran (DataParallel). They share its hook dicts, so "
-             "its hooks fire once per replica with the replica as `module`; state a hook stores on `module` is "
-             "lost with the replica",
-    GRAPH: "{name} itself never ran: an FX GraphModule ran and inlined its forward (only leaf modules stay module "
-           "calls, so their hooks still fire); hook its submodules or the GraphModule's own modules",
-    LOOKALIKE: "{name} itself never ran, but a module like it outside the model did ({typename}, {n} call(s)): a "
-               "copy made before your hooks were registered (deepcopy, an EMA / AveragedModel, a framework's copy "
-               "for prediction) or another model; hook the one that runs",
-    OTHER_GRAPH: "{name} itself never ran: a graph module ran instead ({typename}, {n} call(s); made by torch.fx, "
-                 "torch.export or a quantizer such as PT2E from a copy of the model). Its graph calls only the "
-                 "modules it kept as call_module nodes, and hooks of the original modules are not in it: hook the "
-                 "graph module's own modules, or trace after registering",
-}
-
-
-def _storages(params: Any) -> set[Any]:
-    keys: set[Any] = set()
-    for p in params:
-        keys.add(id(p))
-        if p.device.type != "meta" and p.numel():
-            keys.add(("storage", p.untyped_storage().data_ptr()))
-    return keys
-
-
-def _not_called(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, list[str]]:
-    """The cause and the first reasons for a module that was never called (its forward code did not run either)."""
-    name = repr(r.name)
-    scripted = causes.scripted_around(name, target, w)
-    if scripted is not None:
-        return "scripted", [scripted[1]]
-    instead: dict[str, tuple[str, int]] = {}
-    for key, n in r.ran_instead.items():  # per relation: the type names and the calls, added up
-        relation, typename = key.split(": ", 1)
-        names, total = instead.get(relation, ("", 0))
-        instead[relation] = (f"{names} + {typename}" if names else typename, total + n)
-    found = next((relation for relation in _INSTEAD if relation in instead), None)
-    compiled_above = [(n, m) for n, m in [(r.name, target), *w.ancestors]
-                      if compiled(m) and (w.calls[id(m)] or w.compiled_calls[id(m)])]
-    if found in (DYNAMO_GRAPH, OTHER_GRAPH, GRAPH) and compiled_above and DYNAMO_GRAPH in instead:
-        found = None  # the graph module is torch.compile's output, called by the compiled model: said below
-    if found is not None:
-        typename, n = instead[found]
-        folded = ("folded it into its weights (a fused module has no copy of a BatchNorm or ReLU it absorbed, so "
-                  "its hooks are gone)" if isinstance(target, _FOLDED) else
-                  "holds a copy of it, which keeps the hooks it had when the model was copied")
-        copies = ", ".join(repr(w.tree[i]) for i in w.copies_inside if w.calls[i]) or typename
-        why = ""
-        if found == COPY_INSIDE and type(w.parent).__name__ == "ModulesToSaveWrapper":
-            why = (f": PEFT's modules_to_save made it. Its ModulesToSaveWrapper {r.parent!r} runs the copy of the "
-                   "active adapter and keeps original_module for when the adapters are disabled; hook the copy "
-                   "(what trains) or the wrapper")
-        elif found == COPY_INSIDE:
-            why = ": hook the copy that runs"
-        reasons = [_INSTEAD[found].format(name=name, typename=typename, n=n, folded=folded, copies=copies, why=why)]
-        if found == OTHER_GRAPH and isinstance(target, nn.modules.batchnorm._BatchNorm):
-            reasons.append(f"{name} is a BatchNorm: a fusing pass (torch.fx.experimental.optimization.fuse, "
-                           "a quantizer's) may fold it into the convolution before it, leaving no module of it "
-                           "to hook; if the graph module holds no BatchNorm, hook the convolution's output "
-                           "instead, or observe it before fusing")
-        return _INSTEAD_CAUSE[found], reasons
-    if compiled_above:
-        where, wrapper = compiled_above[-1]
-        n = w.calls[id(wrapper)] + w.compiled_calls[id(wrapper)]
-        text = _INSTEAD[COMPILED].format(name=name, n=n)
-        if internals.unwrap_compiled(wrapper) is wrapper:
-            text = text.replace("a torch.compile wrapper around it", f"{where or 'the model'!r}, compiled in place "
-                                "(module.compile()),").replace("call the eager model (model._orig_mod), or ", "")
-        return "compiled", [text]
-    typename = type(target).__name__
-    bases = {c.__name__ for c in type(target).__mro__}
-    if bases & {"ObserverBase", "FakeQuantizeBase"} and w.parent is not None and not w.calls[id(w.parent)]:
-        return "not reached", [
-            f"{name} is a quantization observer: it runs from the forward hook of the module it observes "
-            f"(_observer_forward_hook on {r.parent!r}), and {r.parent!r} was not called in this step. The "
-            "calibration data never took that path, so it saw nothing (min_val is inf) and convert() will use "
-            "default qparams (scale 1.0, zero point 0): calibrate with inputs that take this path"]
-    if isinstance(target, nn.modules.batchnorm._BatchNorm):
-        convs = [(t, c, n) for (t, c), n in w.outside_convs.items() if c == target.num_features]
-        if convs:
-            t, c, n = convs[0]
-            return "fused", [
-                f"{name} itself never ran, and a convolution outside the model did ({t}, {n} call(s), {c} output "
-                f"channels, as many as this BatchNorm's features): a Conv+BN fusion "
-                "(torch.nn.utils.fusion.fuse_conv_bn_eval, torch.ao.quantization.fuse_modules, torch.fx's fuse, a "
-                "framework's inference optimizer) folded this BatchNorm into that convolution's weights, and "
-                "nothing of it is left to hook: hook the convolution's output (it equals this BatchNorm's), or "
-                "observe before fusing"]
-    if isinstance(target, (nn.ModuleList, nn.ModuleDict, nn.ParameterList, nn.ParameterDict)) or \
-            type(target).forward is nn.Module.forward:
-        return "container", [f"{name} is a container ({typename}): it is never called itself; hook its children"]
-    ran_inside = [w.tree[id(m)] for m in target.modules() if m is not target and w.calls[id(m)] and id(m) in w.tree]
-    if ran_inside:
-        shown = ", ".join(repr(n) for n in ran_inside[:3]) + (", ..." if len(ran_inside) > 3 else "")
-        return "bypassed", [
-            f"{name} was not called, but its submodules were ({shown}): the code around it calls them directly "
-            f"(e.g. self.model.decoder(...) instead of self.model(...)), passing {name}'s own forward and hooks: "
-            "hook the submodules that run"]
-    called = [(n, m) for n, m in w.ancestors if w.calls[id(m)] or w.compiled_calls[id(m)]]
-    if r.fast_paths and any(isinstance(m, _FAST_PATH_OWNERS) for _n, m in called):
-        cause, text = causes.fast_path(name, r, w)
-        return cause, [text]
-    if r.parameter_reads:
-        readers = ", ".join(r.parameter_reads)
-        return "parameters used directly", [
-            f"{name} was not called, but its parameters were read by {readers}: that code computes with them "
-            "directly (F.linear(x, self.out_proj.weight), a fused kernel, one module holding every expert, or a "
-            f"method of {name} other than forward), so the forward and hooks of {name} never run: hook the "
-            "module whose code reads them"]
-    mine = _storages(target.parameters())
-    if mine:
-        ran = [m for i, m in w.modules_by_id.items() if w.calls[i] and i not in w.subtree]
-        held = set().union(*(_storages(m.parameters(recurse=False)) for m in ran)) if ran else set()
-        holders = [w.tree[id(m)] for m in ran if _storages(m.parameters(recurse=False)) & mine]
-        if mine <= held:
-            return "tied", [
-                f"{name} was not called, and its parameters are tied to {', '.join(map(repr, holders[:3]))}, which "
-                f"ran: that module computes with the shared weights, so hook it instead of {name}"]
-    if not called:
-        return "model not called", [
-            f"{name} did not run in this step: the step did not call the model (or called another one), or the "
-            "module was replaced in the model after your hooks were registered (model.x = nn.Linear(...) leaves "
-            "the hooks on the old module)"]
-    where, ancestor = called[0]
-    if not r.profiled:
-        return "not observed", [
-            f"{name} was not called although {where or 'the model'!r} ran: either its parent computes with its "
-            "parameters directly, or this input's path does not go through it. Which one was not observed: another "
-            "profiler was active (sys.setprofile), so explain_hook watched module calls only; stop it and ask again"]
-    gap = r.name[len(where) + 1:].split(".")[0] if where else r.name.split(".")[0]
-    gap_name = f"{where}.{gap}" if where else gap
-    branch = causes.mode_branch(name, gap, where, ancestor)
-    if branch is not None:
-        return "not reached", [branch]
-    text = (f"{name} was not reached: {where or 'the model'!r} ran {w.calls[id(ancestor)]} time(s) but never "
-            f"called {gap_name!r}" + (f" (so nothing inside it ran, {name} included)" if gap_name != r.name else "")
-            + ", and no code read its parameters: this input's path does not go through it (a head used only "
-            "with labels or by generate(), a branch for another input, such as a vision tower under a text-only "
-            "input, a module the configuration leaves unused)")
-    if not target.training:
-        text += "; the model is in eval mode, and modules used only in training (model.train()) are skipped too"
-    reasons = [text]
-    if type(w.parent).__name__ == "ModulesToSaveWrapper":
-        reasons.insert(0, f"{name} is PEFT's original_module of the ModulesToSaveWrapper {r.parent!r}: the wrapper "
-                       "runs its copy modules_to_save[<active adapter>] instead, and original_module only with the "
-                       "adapters disabled; hooks registered after get_peft_model belong on the copy")
-    return "not reached", reasons
+_MADE = (SCRIPTED, OTHER_GRAPH, GRAPH, DYNAMO_GRAPH)  # what tracing makes and runs instead of the module
 
 
 def _reasons(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, list[str]]:
@@ -432,6 +373,12 @@ def _reasons(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, lis
     cause = "ran"
     kinds = {k.kind for k in r.hooks}
     fired_total = {label: sum(on.values()) for label, on in r.fired.items()}
+    made = next((k for rel in _MADE for k in r.ran_instead if k.startswith(rel + ":")), None)
+    relation, _, typename = (made or "").partition(": ")
+    ran = f"{typename} ran instead, {r.ran_instead[made]} time(s): {relation}" if made else None
+    tracing = causes.tracing(r)
+    by_tracer = r.profiled and r.forward_runs > r.calls and bool(r.forward_callers) and all(
+        c.startswith(TRACERS) for c in r.forward_callers)
     if r.error is not None:
         reasons.append(f"the step raised {r.error}: what follows is what ran before that")
     if r.profile_stopped:
@@ -444,10 +391,10 @@ def _reasons(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, lis
         reasons.append(f"{stopped}: the counts are those of the step up to that point")
     if r.raised_inside:
         reasons.append(causes.always_call(name, target, w, fired_total))
-    if r.calls == 0 and r.profiled and r.forward_runs:
+    if r.calls == 0 and r.profiled and r.forward_runs and not by_tracer:
         cause = "forward called directly"
     elif r.calls == 0:
-        cause, first = _not_called(r, target, w)
+        cause, first = causes.not_called(r, target, w)
         reasons.extend(first)
     elif any(k.startswith(REPLICA) for k in r.ran_instead):
         n = sum(v for k, v in r.ran_instead.items() if k.startswith(REPLICA))
@@ -457,32 +404,54 @@ def _reasons(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, lis
         reasons.append(scripted[1])
     elif not r.hooks and (swapped := causes.replaced(name, target, w)) is not None:
         reasons.append(swapped)
-    if r.profiled and r.forward_runs > r.calls:
+    elif made is not None and tracing == r.calls:
+        cause = causes.INSTEAD_CAUSE[relation]
+    elif any(k.startswith(PRECOMPILED) for k in r.ran_instead):
+        cause = "compiled"
+        n = sum(v for k, v in r.ran_instead.items() if k.startswith(PRECOMPILED))
+        reasons.append(f"{name} ran {r.calls} time(s) as a module in this step (eagerly, or while its code was "
+                       f"captured), and {n} call(s) went through a precompiled artifact instead (torch.compiler."
+                       "precompile.load), which runs the captured code and calls no hook of it: what the hooks "
+                       "returned at capture is baked in")
+    if r.traced and r.calls:
+        reasons.append(causes.traced(name, r, ran))
+    if by_tracer:
+        reasons.append(causes.tracer_forward(name, r))
+    elif r.profiled and r.forward_runs > r.calls:
         reasons.append(f"{name}.forward ran {r.forward_runs - r.calls} time(s) without a module call: calling "
                        "module.forward(x) directly skips __call__ and every module hook; call module(x)")
+    parameter = [label for label in r.fired if label.endswith(" hook)")]  # hooks on its parameters
     if r.calls > 1 and w.checkpoint_recomputed:
         reasons.append(f"{name} was called {r.calls} times in this step, {w.checkpoint_recomputed} of them "
                        "torch.utils.checkpoint's recomputation in backward: its forward hooks fire on each call, "
                        "its backward hooks once per backward through the recomputed output")
-    elif r.calls > 1:
-        reasons.append(f"{name} was called {r.calls} times in this step (used twice, in a loop, or once per "
-                       "generated token): each hook fires once per call")
+    elif r.calls - tracing > 1:
+        reasons.append(f"{name} was called {r.calls - tracing} times in this step (used twice, in a loop such as "
+                       "gradient accumulation's micro-batches, or once per generated token): each hook fires once "
+                       "per call" + ("; hooks on its parameters fire once per backward pass instead, with the "
+                                     "gradient summed over the calls that pass goes through" if parameter else ""))
+    several = sum(r.backward_passes.values()) > max(1, r.calls - tracing)  # more passes than calls: a graph twice
     for label, on in r.fired.items():
         if len(on) > 1:
             places = ", ".join(f"{n} x on {rel}" for rel, n in on.items())
             why = (": fuse_modules gives the fused module the first module's forward pre-hooks and the last one's "
                    "forward hooks, while the copy inside keeps its own" if FUSED in on and COPY in on else "")
             reasons.append(f"{label} fired {sum(on.values())} times ({places}){why}")
-        if on.get(SELF, 0) > r.calls - w.checkpoint_recomputed and r.calls and w.checkpoint_recomputed == 0 and not label.endswith(" hook)"):
+        per_pass = "backward" in label and several  # several backward passes: a backward hook fires in each
+        if r.calls and on.get(SELF, 0) > r.calls and not w.checkpoint_recomputed and label not in parameter and \
+                not per_pass:
             reasons.append(f"{label} fired {on[SELF]} times on {name} for {r.calls} call(s): it is registered more "
                            "than once (re-running a cell stacks hooks; use hooklab.named_scope)")
-    backward = [label for label in r.fired if "backward" in label]
-    if r.calls and backward and not any(fired_total[label] for label in backward):
-        why = (causes.checkpoint_no_grad(r, w) if w.checkpoint_first else
-               f"{r.calls_without_grad} of its {r.calls} call(s) ran without gradients (torch.no_grad / "
-               "inference_mode)" if r.calls_without_grad else "no backward through its output ran in the step, its "
-               "output was not part of the loss, or no input or parameter of it needs a gradient")
-        reasons.append(f"its backward hooks never fired: {why}")
+    backward = [label for label in r.fired if "backward" in label or label in parameter]
+    if several and any(fired_total[label] for label in backward):
+        reasons.append(causes.more_passes(r, {label: fired_total[label] for label in backward}))
+    if r.step_calls.get("GradScaler.scale") and any(fired_total[label] for label in backward):
+        reasons.append(causes.scaled(r))
+    silent = [label for label in backward if not fired_total[label]]
+    if r.calls and silent:
+        reasons.append(causes.backward_silent(r, w, silent))
+    if (twice := causes.duplicates(name, target, r.paths)) is not None:
+        reasons.append(twice)
     if "forward replaced" in kinds:
         owner = next(k.owner for k in r.hooks if k.kind == "forward replaced")
         reasons.append(f"{owner} replaced its forward on the instance: PyTorch's hooks run outside that replacement "
@@ -497,5 +466,10 @@ def _reasons(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, lis
                            "registered before wrapping, they stayed there)" if held else ""))
     if cause == "ran" and not [x for x in reasons if not x.startswith("the step raised")]:
         counts = ", ".join(f"{label} {fired_total[label]}" for label in r.fired) or "no hooks on it"
-        reasons.append(f"{name} ran {r.calls} time(s) as a module and its hooks fired as expected ({counts})")
+        if all(fired_total.values()):
+            reasons.append(f"{name} ran {r.calls} time(s) as a module and its hooks fired as expected ({counts})")
+        else:
+            reasons.append(f"{name} ran {r.calls} time(s) as a module ({counts}), and explain_hook saw nothing that "
+                           "explains the hooks that did not fire: check that they are on this module "
+                           "(hooklab.all_hooks) and what their code does")
     return cause, reasons

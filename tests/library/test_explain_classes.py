@@ -227,3 +227,96 @@ def test_fast_path_advice_that_would_not_help_is_not_given():
     assert log == []  # the truth: out_proj is never called, fast path or not
     assert report.fast_paths and report.cause == "parameters used directly"
     assert "would not help" in report.reasons[0] and "Hook 'self_attn'" in report.reasons[0]
+
+
+# ---- the classes the matrix's property test (test_explain_matrix.py) found, each in plain PyTorch
+class Counter:
+    """A hook that is an object, as a stats collector's bound method or a class with __call__ is."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, module, args, output):
+        self.calls += 1
+
+
+def test_a_copy_made_after_registering_an_object_hook():
+    """Before: cause 'another model', "a copy made before your hooks were registered": deepcopy copies a hook that is
+    an object, so the copy carries a copy of it (under the same handle id), which fired."""
+    import copy
+
+    model, hook = nn.Sequential(nn.Linear(2, 2)), Counter()
+    with hooks(model[0].register_forward_hook(hook)):
+        copied = copy.deepcopy(model)
+        report = explain_hook(model, "0", run=lambda: copied(torch.ones(1, 2)))
+        fired_on_copy = copied[0]._forward_hooks[next(iter(model[0]._forward_hooks))].calls
+    assert hook.calls == 0 and fired_on_copy == 1  # the truth: the copy's copy of the hook fired
+    assert report.cause == "copy" and "made after your hooks were registered" in report.reasons[0]
+
+
+def test_two_backward_passes_are_not_a_second_registration():
+    """Before: "fired 2 times on '0' for 1 call(s): it is registered more than once" for retain_graph=True and a
+    second backward."""
+    model, log = nn.Sequential(nn.Linear(2, 2)), []
+    x = torch.ones(1, 2, requires_grad=True)
+
+    def step():
+        loss = model(x).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+
+    with hooks(model[0].register_full_backward_hook(lambda m, gi, go: log.append(m))):
+        report = explain_hook(model, "0", run=step)
+    assert len(log) == 2  # the truth: once per backward pass
+    assert report.backward_passes == {"backward()": 2}
+    assert not any("more than once" in r for r in report.reasons)
+    assert any("the step ran 2 backward passes" in r for r in report.reasons)
+
+
+def test_a_parameter_hook_that_did_not_fire_is_not_as_expected():
+    """Before: "'0' ran 1 time(s) as a module and its hooks fired as expected (<lambda> (weight: tensor hook) 0)"."""
+    model, log = nn.Sequential(nn.Linear(2, 2)), []
+    with hooks(model[0].weight.register_hook(lambda g: log.append(g))):
+        with torch.no_grad():
+            quiet = explain_hook(model, "0", run=lambda: model(torch.ones(1, 2)))
+        x = torch.ones(1, 2, requires_grad=True)
+        only_x = explain_hook(model, "0", run=lambda: model(x).sum().backward(inputs=[x]))
+    assert log == []  # the truth: neither step gives the weight a gradient
+    assert not any("as expected" in r for r in quiet.reasons + only_x.reasons)
+    assert "ran without gradients" in quiet.reasons[0]
+    assert "backward(inputs=...)" in only_x.reasons[0]
+
+
+def test_symbolic_tracing_is_not_calling_forward_directly():
+    """Before: cause 'forward called directly' ("call module(x)"): FX's symbolic_trace ran its forward while tracing
+    it, and the GraphModule it made ran instead."""
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.lin(x).relu()
+
+    model, log = nn.Sequential(Block()), []
+    with hooks(model[0].register_forward_hook(factory(log))):
+        def step():
+            model[0] = torch.fx.symbolic_trace(model[0])
+            model(torch.ones(1, 2))
+        report = explain_hook(model, "0", run=step)
+    assert log == []  # the truth: never fired
+    assert report.cause == "graph" and report.forward_callers == {"torch.fx._symbolic_trace": 1}
+    assert not any("call module(x)" in r for r in report.reasons)
+
+
+def test_torch_jit_script_refusing_a_hook_is_the_cause():
+    """Before: cause 'parameters used directly' (TorchScript's scripting read the parameters) for a step that raised
+    in torch.jit.script before anything ran."""
+    model = nn.Sequential(nn.Linear(2, 2))
+    with hooks(model[0].register_forward_hook(lambda m, args, out: None)), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit.script is deprecated
+        with pytest.raises(Exception) as raised:  # the truth: scripting refuses the lambda
+            explain_hook(model, "0", run=lambda: torch.jit.script(model)(torch.ones(1, 2)))
+    report = raised.value.hooklab_explanation
+    assert report.cause == "step raised" and "inside torch.jit" in report.raised_in
+    assert not any("parameters were read" in r for r in report.reasons)
