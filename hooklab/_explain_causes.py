@@ -1,12 +1,12 @@
 """What :func:`~hooklab.explain.explain_hook` says, cause by cause: what ran instead of a module never called
 (:func:`not_called`), and what it finds past the counts (a TorchScript module around it, a branch for the other mode,
-a replaced module, copies of the hooks, a raising forward or step, ``torch.utils.checkpoint``, a fast path, tracing and
-``torch.func`` transforms, the step's backward passes, a module reached by two paths). Each function returns sentences
-(or nothing, when what it looks for is not there); none guesses a cause it did not see, and where it cannot tell, it
-says what it saw and what to check.
+a replaced module, copies of the hooks, a raising forward or step, ``torch.utils.checkpoint``, a fast path). How many
+times it ran, and under what (tracing, ``torch.func`` transforms, the step's backward passes, two paths to one
+module), is :mod:`hooklab._explain_passes`. Each function returns sentences (or nothing, when what it looks for is not
+there); none guesses a cause it did not see, and where it cannot tell, it says what it saw and what to check.
 
->>> passes({"backward()": 2})
-'2 backward passes (backward() 2)'
+>>> INSTEAD_CAUSE[COPY], INSTEAD_CAUSE[COMPILED]
+('copy', 'compiled')
 """
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import ast
 import gc
 import inspect
 import textwrap
-from collections import Counter
 from typing import Any
 
 from torch import nn
@@ -36,8 +35,7 @@ from ._watch import (
     SCRIPTED,
     _Watch,
 )
-from .inventory import hook_name
-from .systems import _is_script_module, _unwrap, compiled
+from .systems import _is_script_module, compiled
 
 PRECOMPILED = "a precompiled artifact (torch.compiler.precompile)"
 # what a call of the module was made under (HookExplanation.traced): tracing, or a torch.func transform
@@ -464,126 +462,3 @@ def raised_before(name: str, r: Any) -> str:
                  "modules it scripts and refuses one it cannot compile, such as an unannotated function or a lambda; "
                  "torch.jit.trace refuses a module with backward hooks)")
     return text + ". None of its hooks had a call to fire on: fix the error first (the counts are those up to it)"
-
-
-def tracer_forward(name: str, r: Any) -> str:
-    """The sentence for a forward run without a module call by tracing code (FX's symbolic_trace of the module)."""
-    return (f"{name}.forward ran {r.forward_runs - r.calls} time(s) without a module call, from "
-            f"{', '.join(r.forward_callers)}: tracing runs the forward of the module it traces directly (torch.fx's "
-            "symbolic_trace, with Proxies), so no hook of it runs while tracing, and the graph it makes calls none")
-
-
-def tracing(r: Any) -> int:
-    """How many of the module's calls were made while tracing (not under a torch.func transform)."""
-    return sum(n for kind, n in r.traced.items() if kind in TRACING)
-
-
-def traced(name: str, r: Any, made: str | None) -> str:
-    """The sentence for calls made while tracing or under a torch.func transform; ``made``: what tracing made and
-    ran, when it did."""
-    out = []
-    for kind, n in r.traced.items():
-        head = f"{n} of its {r.calls} call(s)"
-        if kind in TRACING:
-            out.append(f"{head} were made during {kind}: its hooks fired then, on what tracing passes in, and what "
-                       "they returned is recorded into the graph; the graph made from it runs without calling any "
-                       "of its hooks, and no backward goes through a traced call" + (f" ({made})" if made else ""))
-        elif kind == VMAP:
-            out.append(f"{head} ran inside {VMAP}: its forward hooks fire once per vmap call, on batched tensors, "
-                       "and its backward hooks are not attached to batched tensors, so they never fire (silently)")
-        elif kind == FUNC_GRAD:
-            out.append(f"{head} ran inside {FUNC_GRAD}: module backward hooks raise there (their autograd.Function "
-                       "has no setup_context, which the transforms need), and the gradients are taken of the tensors "
-                       "passed in (torch.func.functional_call), not of its parameters")
-        else:
-            out.append(f"{head} ran inside {kind} (forward-mode AD): no backward runs through them")
-    return "; ".join(out)
-
-
-def passes(found: dict[str, int]) -> str:
-    """The step's backward passes in words."""
-    total = sum(found.values())
-    what = ", ".join(f"{kind} {n}" for kind, n in found.items())
-    return f"{total} backward pass{'es' if total != 1 else ''} ({what})"
-
-
-def scaled(r: Any) -> str:
-    """The sentence for a step whose loss a GradScaler scaled."""
-    return (f"the loss was scaled by a GradScaler in this step (scaler.scale(loss), {r.step_calls['GradScaler.scale']} "
-            "time(s)): the gradients its backward hooks and the hooks on its parameters saw are multiplied by the "
-            "loss scale (65536 at first); scaler.unscale_(optimizer), or scaler.step, divides .grad afterwards, not "
-            "what the hooks saw")
-
-
-def more_passes(r: Any, fired: dict[str, int]) -> str:
-    """The sentence for backward hooks in a step with several backward passes (``fired``: label -> firings)."""
-    counts = ", ".join(f"{label} {n}" for label, n in fired.items())
-    return (f"the step ran {passes(r.backward_passes)}, and a backward hook fires once in each pass that goes "
-            f"through it ({counts}): retain_graph=True and a second backward, or a gradient taken with "
-            "create_graph=True and then differentiated (that second pass reaches the module only where the first "
-            "gradient depends on its output)")
-
-
-def backward_silent(r: Any, w: _Watch, silent: list[str]) -> str:
-    """Why the backward hooks (and the hooks on its parameters) in ``silent`` never fired, although it was called."""
-    grads = r.backward_passes
-    if w.checkpoint_first:
-        why = checkpoint_no_grad(r, w)
-    elif tracing(r) == r.calls:
-        why = "all its calls were made while tracing, and no backward goes through a traced call"
-    elif r.calls_without_grad:
-        why = f"{r.calls_without_grad} of its {r.calls} call(s) ran without gradients (torch.no_grad / inference_mode)"
-    elif VMAP in r.traced:
-        why = f"its calls ran inside {VMAP}, where backward hooks are not attached (above)"
-    elif r.params_swapped:
-        why = (f"in {r.params_swapped} of its call(s) its parameters were not the Parameters it held when the step "
-               "began: load_state_dict(assign=True) and to_empty() (from the meta device) put new Parameters in "
-               "their place, and torch.func.functional_call (which torch.func.grad calls), torch.nn.utils.stateless "
-               "and FSDP2 compute with other tensors. A hook stays on the Parameter it was registered on, so these "
-               "never fire: register them on the parameters the module holds when it runs")
-    elif not r.profiled:  # the fallback watches module calls only: the backward passes were not counted
-        why = ("no backward through its output ran in the step, its output was not part of the loss, or nothing it "
-               "computes with needs a gradient (another profiler was active, so the backward passes were not "
-               "counted: check which ran)")
-    elif not grads:
-        why = ("no backward ran in this step (no .backward() or torch.autograd.grad call: a forward-only step, one "
-               "that raised first, or an output that does not require grad)")
-    elif "torch.autograd.grad" in grads:
-        why = ("the gradients were taken with torch.autograd.grad, which computes only what it is asked for: a full "
-               "backward hook runs when the gradient of the module's input is computed (ask for a tensor before it, "
-               "or call backward()), a hook on a parameter only when that parameter is asked for, and a "
-               "post-accumulate-grad hook never (autograd.grad accumulates nothing into .grad)")
-    elif "backward(inputs=...)" in grads:
-        why = ("backward(inputs=...) computes the gradients of the tensors it is given only: hooks on parameters not "
-               "among them never fire, nor post-accumulate-grad hooks of parameters not among them")
-    else:
-        why = (f"the step ran {passes(grads)}, none through it: its output was not part of the loss (or was "
-               "detached before it), or nothing it computes with needs a gradient; check that the loss uses its output")
-    return f"{', '.join(silent)} never fired: {why}"
-
-
-def duplicates(name: str, target: nn.Module, paths: list[str]) -> str | None:
-    """The sentence for hooks of one kind made by the same code on the module (registered twice?), with the paths
-    by which the model reaches it when there are several."""
-    groups: Counter = Counter()
-    shown: dict[Any, str] = {}
-    hooks = [(kind, fn) for _a, kind, d in internals.module_hook_dicts(target) if kind in _HOOK_KINDS
-             for fn in d.values()]
-    hooks += [(f"{pname}: {kind}", fn) for pname, p in target.named_parameters(recurse=False)
-              for kind, d in internals.tensor_hook_dicts(p) for fn in d.values()]
-    for kind, fn in hooks:
-        inner = _unwrap(fn)
-        key = (kind, getattr(inner, "__code__", None) or type(inner))
-        groups[key] += 1
-        shown[key] = f"{hook_name(fn)} ({kind})"
-    twice = [f"{n} x {shown[key]}" for key, n in groups.items() if n > 1]
-    if not twice:
-        return None
-    text = f"{name} carries {', '.join(twice)}: hooks of one kind made by the same code"
-    if len(paths) > 1:
-        return text + (f". The model reaches {name} by {len(paths)} paths ({', '.join(map(repr, paths))}): one module "
-                       "with several parents. model.apply(fn) and loops over named_modules(remove_duplicate=False) "
-                       "visit it once per path, so a hook registered from them lands on it once per path and fires "
-                       "that many times per call: register from named_modules(), which gives each module once")
-    return text + (". If you registered one, it was registered again (re-running a cell stacks hooks; "
-                   "hooklab.named_scope replaces them instead)")

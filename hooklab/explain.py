@@ -50,7 +50,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as module_globals
 
-from . import _explain_causes as causes, _torch_internals as internals
+from . import _explain_causes as causes, _explain_passes as passes, _torch_internals as internals
 from ._explain_causes import FAKE_TRACE, FUNC_GRAD, FUNC_JVP, FX_TRACE, JIT_TRACE, PRECOMPILED, TRACERS, VMAP
 from ._text import format_table
 from ._watch import (  # noqa: F401 - the relations, importable from here
@@ -376,7 +376,7 @@ def _reasons(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, lis
     made = next((k for rel in _MADE for k in r.ran_instead if k.startswith(rel + ":")), None)
     relation, _, typename = (made or "").partition(": ")
     ran = f"{typename} ran instead, {r.ran_instead[made]} time(s): {relation}" if made else None
-    tracing = causes.tracing(r)
+    tracing = passes.tracing(r)
     by_tracer = r.profiled and r.forward_runs > r.calls and bool(r.forward_callers) and all(
         c.startswith(TRACERS) for c in r.forward_callers)
     if r.error is not None:
@@ -414,9 +414,9 @@ def _reasons(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, lis
                        "precompile.load), which runs the captured code and calls no hook of it: what the hooks "
                        "returned at capture is baked in")
     if r.traced and r.calls:
-        reasons.append(causes.traced(name, r, ran))
+        reasons.append(passes.traced(name, r, ran))
     if by_tracer:
-        reasons.append(causes.tracer_forward(name, r))
+        reasons.append(passes.tracer_forward(name, r))
     elif r.profiled and r.forward_runs > r.calls:
         reasons.append(f"{name}.forward ran {r.forward_runs - r.calls} time(s) without a module call: calling "
                        "module.forward(x) directly skips __call__ and every module hook; call module(x)")
@@ -444,13 +444,13 @@ def _reasons(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, lis
                            "than once (re-running a cell stacks hooks; use hooklab.named_scope)")
     backward = [label for label in r.fired if "backward" in label or label in parameter]
     if several and any(fired_total[label] for label in backward):
-        reasons.append(causes.more_passes(r, {label: fired_total[label] for label in backward}))
+        reasons.append(passes.more_passes(r, {label: fired_total[label] for label in backward}))
     if r.step_calls.get("GradScaler.scale") and any(fired_total[label] for label in backward):
-        reasons.append(causes.scaled(r))
+        reasons.append(passes.scaled(r))
     silent = [label for label in backward if not fired_total[label]]
     if r.calls and silent:
-        reasons.append(causes.backward_silent(r, w, silent))
-    if (twice := causes.duplicates(name, target, r.paths)) is not None:
+        reasons.append(passes.backward_silent(r, w, silent))
+    if (twice := passes.duplicates(name, target, r.paths)) is not None:
         reasons.append(twice)
     if "forward replaced" in kinds:
         owner = next(k.owner for k in r.hooks if k.kind == "forward replaced")
