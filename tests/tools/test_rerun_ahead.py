@@ -16,7 +16,7 @@ from tools.rerun import ahead, command as rerun, compare, matrix_cells, report a
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = {"torch": "2.15.0", "torchvision": "0.29.2", "transformers": "5.23.0", "accelerate": "1.15.0",
         "captum": "0.9.0", "diffusers": "0.42.1", "peft": "0.21.2", "pytorch-lightning": "2.6.6", "timm": "1.0.31",
-        "torchao": "0.18.0"}
+        "torchao": "0.18.0", "torchinfo": "1.8.0"}
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -46,7 +46,7 @@ def test_nothing_newer_than_the_lock_plans_no_run_and_says_why():
     assert runs == []
     assert lines == ["newest PyTorch: torch 2.15.0 + torchvision 0.29.2 is the locked pair: nothing to run",
                      "newest libraries: none is newer than the lock (transformers, accelerate, captum, diffusers, "
-                     "peft, pytorch-lightning, timm, torchao)",
+                     "peft, pytorch-lightning, timm, torchao, torchinfo)",
                      "PyTorch pre-release: none on PyPI newer than torch 2.15.0"]
 
 
@@ -119,8 +119,8 @@ def test_the_libraries_are_transformers_and_what_notebook_15_imports():
 def test_long_names_of_look_ahead_environments_stay_short_and_distinct():
     extra = [f"{name}=={version}9" for name, version in LOCK.items() if name not in ("torch", "torchvision")]
     name = rerun.env_name("2.15.0", "0.29.2", extra)
-    assert name.startswith("torch-2.15.0-vision-0.29.2-with-8-packages-") and len(name) <= rerun.NAME_LIMIT
-    assert rerun.env_name("2.15.0", "0.29.2", extra[:-1] + ["torchao==0.19.0"]) != name
+    assert name.startswith(f"torch-2.15.0-vision-0.29.2-with-{len(extra)}-packages-") and len(name) <= rerun.NAME_LIMIT
+    assert rerun.env_name("2.15.0", "0.29.2", extra[:-1] + ["torchinfo==1.9.0"]) != name
 
 
 # ---- the summary: which cells changed in which run ---------------------------------------------------------

@@ -114,7 +114,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-NAME_LIMIT = 120  # a folder's name; eight --with requirements (the weekly look-ahead run) would pass 200
+NAME_LIMIT = 120  # a folder's name; nine --with requirements (the weekly look-ahead run) would pass 200
 
 
 def env_name(torch: str, vision: str, extra: list[str]) -> str:
