@@ -108,7 +108,7 @@ def test_every_week_the_sample_holds_a_cell_sensitive_to_each_contexts_step_and_
         assert sensitive, f"{context.id}: no cell of the record is sensitive to its step"
         for key in sensitive:
             family, eager = doc["cells"][key], doc["cells"][f"{key.split('@')[0]}@eager"]
-            assert any(family[f] != eager[f] for f in hook_matrix.STEP_FIELDS), key
+            assert any(family[f] != eager[f] for f in hook_matrix.step_fields(context.id)), key
         picked = {week: [k for k in sample if k in sensitive and k not in hook_matrix.SAMPLE_CONTEXT_CELLS]
                   for week, sample in samples.items()}
         assert all(len(keys) == 1 for keys in picked.values()), (context.id, picked)
@@ -157,11 +157,31 @@ def _skipped_backward_on(h, rig):
     h.exercise(rig, rig.net)
 
 
+def _skipped_eager(h):
+    rig = h.rig()
+    h.install(rig)
+    _skipped_backward_on(h, rig)
+
+
+def _skipped_quantization(h):
+    rig = h.rig()
+    h.install(rig)
+    h.phase("forward")
+    h.fact(rig.net(rig.x))
+    h.exercise(rig, rig.net)
+
+
 SKIPPED = {"no-grad": _skipped_forward_only, "inference-mode": _skipped_forward_only,
            "autograd-grad": _skipped_backward, "backward-inputs": _skipped_backward, "retain-graph": _skipped_backward,
            "double-backward": _skipped_backward, "inplace": _skipped_backward, "view": _skipped_backward,
            "used-twice": _skipped_backward, "unused-branch": _skipped_backward, "autocast": _skipped_backward,
-           "deepcopy": _skipped_copy, "pickle": _skipped_copy, "apply": _skipped_apply}
+           "deepcopy": _skipped_copy, "pickle": _skipped_copy, "apply": _skipped_apply,
+           # the contexts of round three: no jvp, no load, no meta device, no functional_call, no other thread, no
+           # ContextVar, one batch, no scaler, no DataParallel, no quantization
+           "forward-ad": _skipped_forward_only, "functional-call": _skipped_backward, "load-assign": _skipped_eager,
+           "load-mmap": _skipped_eager, "meta-to-empty": _skipped_eager, "thread": _skipped_eager,
+           "contextvar": _skipped_backward, "grad-accumulation": _skipped_eager, "grad-scaler": _skipped_eager,
+           "data-parallel": _skipped_eager, "quantization": _skipped_quantization}
 
 
 @pytest.mark.timeout(600)
@@ -178,7 +198,7 @@ def test_a_probe_with_its_contexts_step_skipped_is_caught_by_each_sensitive_cell
             continue  # a DDP / FSDP2 row: worker processes (the check runs them)
         now = hm.observe(key.split("@")[0], broken).as_dict()
         fields = [d["fields"] for d in hook_matrix.differences({key: doc["cells"][key]}, {key: now})]
-        assert fields and set(fields[0]) & set(hook_matrix.STEP_FIELDS), \
+        assert fields and set(fields[0]) & set(hook_matrix.step_fields(context)), \
             f"{key}: the probe without the step of {context} is observed as recorded"
         checked.append(key)
     this_weeks = [k for k in hook_matrix.sample_keys(this_week()) if k.endswith(f"@{context}")]
@@ -366,6 +386,60 @@ def test_a_full_backward_hook_in_double_backward_is_recorded_with_and_without_a_
     cell = observe("full-backward-hook", "double-backward")
     tanh_tail = next(s for s in cell.shapes if s["shape"] == "tanh-tail")
     assert cell.calls == calls(lambda h: h) and tanh_tail["calls"] == calls(torch.tanh) == cell.calls + 1
+
+
+def test_the_practice_contexts_agree_with_plain_pytorch():
+    """load_state_dict(assign=True) and to_empty leave a parameter's hook on the old object; saved-tensor hooks do not
+    reach a step on another thread; a hook sees a ContextVar set around backward() on the caller's thread, not on a
+    pool's; under GradScaler a parameter hook receives the gradient times the loss scale: each as the record says."""
+    import contextvars
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hooklab.course.hook_matrix import observe
+
+    lin, head, x = plain_net()
+    calls = []
+    lin.weight.register_hook(lambda grad: calls.append("assign"))
+    lin.load_state_dict({k: v.clone() for k, v in lin.state_dict().items()}, assign=True)
+    head(lin(torch.tanh(x))).sum().backward()
+    with torch.device("meta"):
+        meta = nn.Linear(3, 3)
+    meta.weight.register_hook(lambda grad: calls.append("meta"))
+    meta.to_empty(device="cpu")
+    meta.reset_parameters()
+    meta(x).sum().backward()
+    assert calls == [] and observe("param-hook", "load-assign").calls == observe("param-hook", "meta-to-empty").calls == 0
+    assert observe("param-hook", "load-mmap").calls == 1
+
+    packed = []
+    lin, head, x = plain_net()
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(1) or t, lambda t: t):
+        worker = threading.Thread(target=lambda: head(lin(torch.tanh(x))).sum().backward())
+        worker.start()
+        worker.join(60)
+    assert packed == [] and observe("saved-tensors-pack", "thread").calls == 0
+
+    var, seen = contextvars.ContextVar("probe", default="unset"), []
+    lin, head, x = plain_net()
+    lin.weight.register_hook(lambda grad: seen.append(var.get()))
+    token = var.set("set")
+    head(lin(torch.tanh(x))).sum().backward()
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(head(lin(torch.tanh(x))).sum().backward).result(60)
+    var.reset(token)
+    cell = observe("param-hook", "contextvar")
+    assert seen == ["set", "unset"]
+    assert "'set around backward()'" in cell.notes[0] and "'unset'" in cell.shapes[0]["notes"][0]
+
+    received = []
+    lin, head, x = plain_net()
+    lin.weight.register_hook(lambda grad: received.append(grad.norm()))
+    head(lin(torch.tanh(x))).sum().backward()
+    scaler = torch.amp.GradScaler("cpu")
+    scaler.scale(head(lin(torch.tanh(x))).sum()).backward()
+    ratio = f"{round(float(received[1] / received[0]), 1):g} x"
+    assert ratio == f"{scaler.get_scale():g} x" and ratio in observe("param-hook", "grad-scaler").notes[0]
 
 
 def test_the_recording_hooks_leave_nothing_behind():

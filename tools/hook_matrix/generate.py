@@ -55,6 +55,11 @@ SAMPLE_CONTEXT_CELLS = (
     "forward-hook@vmap", "post-accumulate-grad-hook@func-grad", "tensor-hook@checkpoint-reentrant",
     "forward-hook@checkpoint", "param-hook@deepcopy", "parametrization@pickle", "forward-hook@apply",
     "param-hook@fsdp2", "global-full-backward-hook@ddp", "forward-hook@autocast",
+    "full-backward-hook@forward-ad", "forward-hook@export-strict", "saved-tensors-pack@jit-freeze",
+    "param-hook@functional-call", "forward-hook@quantization", "param-hook@load-assign",
+    "load-state-dict-pre-hook@load-mmap", "param-hook@meta-to-empty", "saved-tensors-pack@thread",
+    "tensor-hook@contextvar", "ddp-comm-hook@grad-accumulation", "param-hook@grad-scaler",
+    "global-full-backward-hook@data-parallel",
 )
 
 
@@ -69,16 +74,22 @@ def sensitive_keys(cells: dict[str, dict[str, Any]], context: str) -> list[str]:
     with other calls, arguments, return value or error than the family's ``eager`` cell (what a run without the
     step gives). In the order of the families."""
     hm = matrix()
-    runs = hm.CONTEXT_BY_ID[context].runs
+    runs, fields = hm.CONTEXT_BY_ID[context].runs, step_fields(context)
     out = []
     for family in hm.FAMILIES:
         key, plain = f"{family.id}@{context}", cells.get(f"{family.id}@eager")
         record = cells.get(key)
         if not record or not plain or record["status"] != "observed" or plain["status"] != "observed":
             continue
-        if family.acts <= runs and any(record.get(f) != plain.get(f) for f in STEP_FIELDS):
+        if family.acts <= runs and any(record.get(f) != plain.get(f) for f in fields):
             out.append(key)
     return out
+
+
+def step_fields(context: str) -> tuple[str, ...]:
+    """What ``context``'s step changes in a record: :data:`STEP_FIELDS`, and the notes where what it shows is what
+    a hook saw there (the thread contexts) or what the step measured (``grad-scaler``)."""
+    return STEP_FIELDS + matrix().CONTEXT_BY_ID[context].step_fields
 
 
 def week_number(week: str | None = None) -> int:
@@ -190,8 +201,16 @@ def document(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
                      for f in hm.FAMILIES],
         "contexts": [{"id": c.id, "group": c.group, "title": c.title, "zh": c.zh, "how": c.how}
                      for c in hm.CONTEXTS],
+        "source_only": source_only(notes()),
         "cells": cells,
     }
+
+
+def source_only(table: dict[str, Any]) -> list[dict[str, str]]:
+    """What the matrix says from reading PyTorch's source where a CPU cannot run it (``[source_only.<id>]`` in
+    notes.toml: a title, what happens and the pinned links, in each language)."""
+    return [{"id": key, **{f: entry[f] for f in ("title", "title_zh", "en", "zh")}}
+            for key, entry in table.get("source_only", {}).items()]
 
 
 def load(path: Path = JSON) -> dict[str, Any]:
@@ -312,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         observed = {k: {f: v for f, v in doc["cells"][k].items() if f in OBSERVED or f in ("family", "context")}
                     for k in keys if k in doc["cells"]}
         doc["cells"] = records(observed, table)
+        doc["source_only"] = source_only(table)
+        doc = {k: doc[k] for k in document({}) if k in doc}  # the keys in the order generate writes them
         write(doc)
         print(f"[hook-matrix] annotated {len(observed)} cells of {JSON.relative_to(ROOT)}", file=sys.stderr)
         return 0

@@ -37,8 +37,11 @@ TEXT = {
                    "每一格的键形如 `forward-hook@compile`（族@运行方式），可以直接搜索。"),
         "counts": "共 {families} 族 × {contexts} 种运行方式 = {cells} 格：实际运行 {observed} 格，不适用 {na} 格；出人意料的 {surprising} 格。",
         "overview": "总览", "surprising": "出人意料的格子", "families": "逐族的表", "contexts": "运行方式",
-        "groups": {"autograd": "自动求导的各种用法", "compiler": "编译、导出与追踪", "transform": "变换、检查点与混合精度",
-                   "copy": "复制与遍历", "distributed": "分布式"},
+        "groups": {"autograd": "自动求导的各种用法", "compiler": "编译、导出与追踪", "transform": "变换、检查点、混合精度与量化",
+                   "copy": "复制与遍历", "loading": "加载状态与 meta 设备", "threads": "线程", "training": "训练循环的写法",
+                   "distributed": "分布式"},
+        "source_only": "从源代码读到的（CPU 上不能运行）",
+        "source_only_intro": "这两种情形在 CPU 上不能运行，所以不在表里；下面是从 PyTorch 2.15.0 的源代码读到的结论。",
         "family_groups": {"autograd": "张量与计算图", "module": "模块", "state": "状态与优化器",
                           "distributed": "分布式"},
         "columns_surprise": ("格子", "发生了什么", "为什么", "在哪里讲"),
@@ -53,7 +56,8 @@ TEXT = {
                    "export": "导出", "trace": "追踪", "capture": "捕获", "load": "加载", "copy": "复制",
                    "save and load": "保存与加载", "transform": "变换", "first call": "第一次调用", "step": "训练步",
                    "script": "script", "apply": "apply", "state_dict": "state_dict", "load_state_dict": "load_state_dict",
-                   "run": "运行"},
+                   "run": "运行", "to_empty": "to_empty", "freeze": "freeze", "prepare": "prepare", "calibrate": "校准",
+                   "convert": "convert"},
     },
     "en": {
         "title": "The hook behaviour matrix",
@@ -74,8 +78,12 @@ TEXT = {
         "overview": "Overview", "surprising": "The surprising cells", "families": "Family by family",
         "contexts": "The contexts",
         "groups": {"autograd": "Ways of running autograd", "compiler": "Compiling, exporting and tracing",
-                   "transform": "Transforms, checkpointing and mixed precision", "copy": "Copies and tree walks",
-                   "distributed": "Distributed"},
+                   "transform": "Transforms, checkpointing, mixed precision and quantization",
+                   "copy": "Copies and tree walks", "loading": "Loading state and the meta device", "threads": "Threads",
+                   "training": "Training-loop patterns", "distributed": "Distributed"},
+        "source_only": "Read from source (a CPU cannot run these)",
+        "source_only_intro": ("A CPU cannot run these two, so they are not columns of the table; what follows is read "
+                              "from PyTorch 2.15.0's source."),
         "family_groups": {"autograd": "Tensors and the graph", "module": "Modules", "state": "State and optimizers",
                           "distributed": "Distributed"},
         "columns_surprise": ("Cell", "What happens", "Why", "Taught in"),
@@ -153,7 +161,7 @@ def symbol(record: dict[str, Any]) -> str:
     return ("⚠" + mark) if record.get("surprising") else mark
 
 
-_SAME = ("calls", "by_phase", "receives", "return_value", "error")  # hooklab.course.hook_matrix.observe.SAME
+_SAME = ("calls", "by_phase", "receives", "return_value", "error", "notes")  # hook_matrix.observe.SAME
 
 
 def observed(record: dict[str, Any], lang: str) -> str:
@@ -244,6 +252,21 @@ HOW_ZH = {
     "ddp": "2 个 gloo 进程；DDP(net)，然后普通的 eager 运行",
     "fsdp2": "2 个 gloo 进程；fully_shard(subject)、fully_shard(net)，然后普通的 eager 运行",
     "autocast": "在 torch.autocast('cpu', dtype=torch.bfloat16) 下前向",
+    "forward-ad": "torch.func.jvp(net, (x,), (ones,))：输出和它的切向量，不反向",
+    "export-strict": "torch.export.export(net, (x,), strict=True).module()，然后前向和反向",
+    "jit-freeze": "torch.jit.freeze(torch.jit.script(net.eval()))，然后前向和反向",
+    "functional-call": "functional_call(net, 参数的副本, (x,))，然后反向（不加变换）",
+    "quantization": "QuantStub -> net -> DeQuantStub，x86 的 qconfig：prepare、一次校准前向、convert、一次前向、state_dict() 与 "
+                    "load_state_dict()",
+    "load-assign": "注册钩子，load_state_dict(state, assign=True)，然后普通的 eager 运行，优化器在加载之前建好",
+    "load-mmap": "保存状态字典，torch.load(path, mmap=True)，load_state_dict(state)（拷贝进参数），然后普通的 eager 运行",
+    "meta-to-empty": "在 torch.device('meta') 下构建，注册钩子，to_empty(device='cpu')，初始化，再建优化器，然后普通的 eager 运行",
+    "thread": "钩子在调用者的线程里注册；前向、反向、opt.step() 和状态字典都在一个 threading.Thread 里运行",
+    "contextvar": "前向；然后设置一个 ContextVar 和一个 threading.local，backward()，再把两者复原；notes 记下每次钩子调用看到了什么",
+    "grad-accumulation": "两个微批次（各做一次前向和反向），然后 opt.step()；DDP / FSDP2 下第一个微批次放在 no_sync() / "
+                         "set_requires_gradient_sync(False) 里",
+    "grad-scaler": "scaler.scale(loss).backward()、scaler.step(opt)、scaler.update()；一条 note 比较钩子收到的梯度和不缩放时的",
+    "data-parallel": "在没有 GPU 的机器上 torch.nn.DataParallel(net)，然后普通的 eager 运行",
 }
 
 
@@ -294,6 +317,10 @@ def page(doc: dict[str, Any], lang: str, *, built: set[str] | None = None) -> st
                 lines.append(f"| {mark}{_esc(title_of[c['id']])} | {_esc(observed(r, lang))} | "
                              f"`{f['id']}@{c['id']}` | {_link(r, lang, built)} |")
             lines.append("")
+    if doc.get("source_only"):
+        lines += [f"## {t['source_only']}", "", t["source_only_intro"], ""]
+        for entry in doc["source_only"]:
+            lines += [f"### {entry['title_zh'] if lang == 'zh' else entry['title']}", "", entry[lang], ""]
     lines += [f"## {t['maintainers']}", "", t["kept"], ""]  # how the page is kept: after what a learner reads
     return "\n".join(lines).rstrip("\n") + "\n"
 

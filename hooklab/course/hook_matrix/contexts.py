@@ -4,7 +4,9 @@ A context is given a :class:`~.observe.Harness` ``h``: it builds the rig (``h.ri
 where and when its way of running would (``h.install(rig)``), labels the phases (``h.phase("backward")``), runs,
 and keeps what the run produced (``h.fact(...)``) so that the modify run can be compared with the recording one;
 ``h.exercise(rig, model)`` runs the state families' calls (``state_dict()``, ``opt.step()``) on the object a user
-holds afterwards. Adding a column is writing one such function and one :class:`Context` line.
+holds afterwards. Adding a column is writing one such function and one :class:`Context` line. The functions of the
+columns that training and deployment code meets (forward-mode AD, loading state dicts, the meta device, threads,
+gradient accumulation, ``GradScaler``, ``DataParallel``, ``jit.freeze``, quantization) are in :mod:`.practice`.
 
 The compiler contexts use the ``aot_eager`` backend: Dynamo and AOTAutograd run as usual (one
 ``CompiledFunctionBackward`` Node per graph, hooks traced or not) and no kernels are generated; which hooks run, how
@@ -27,20 +29,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from . import practice
 from .families import Rig, Subject
+from .steps import forward_backward as _forward_backward, scripted_install
 
 BACKEND = "aot_eager"
 PRECOMPILE_BACKEND = "eager"  # precompile takes 'inductor' or 'eager' only
-
-
-def _forward_backward(h: Any, model: Any, rig: Rig, *, x: torch.Tensor | None = None) -> torch.Tensor:
-    x = rig.x if x is None else x
-    h.phase("forward")
-    out = model(x)
-    h.phase("backward")
-    out.sum().backward()
-    h.fact(out, rig.x.grad, *h.grads(rig))
-    return out
 
 
 def eager(h: Any) -> None:
@@ -214,11 +208,11 @@ def compiled_autograd(h: Any) -> None:
     _compile_stats(h)
 
 
-def export(h: Any) -> None:
+def export(h: Any, strict: bool = False) -> None:
     rig = h.rig()
     h.install(rig)
     h.phase("export")
-    program = torch.export.export(rig.net, (rig.x,))
+    program = torch.export.export(rig.net, (rig.x,), strict=strict)
     model = program.module()
     _forward_backward(h, model, rig)
     h.exercise(rig, model)
@@ -254,18 +248,8 @@ def precompile(h: Any) -> None:
 
 
 def jit_script(h: Any) -> None:
-    from . import record
-
     rig = h.rig()
-    record.PLAIN_FUNCTIONS[0] = True  # TorchScript compiles a module's hooks from their source: plain functions
-    try:
-        h.install(rig)
-    finally:
-        record.PLAIN_FUNCTIONS[0] = False
-    # TorchScript keeps the types it compiled for the whole process: forget them, so that each cell scripts its
-    # classes afresh (otherwise a class scripted by an earlier cell with other attributes "can't be redefined")
-    torch.jit._recursive.concrete_type_store = torch.jit._recursive.ConcreteTypeStore()
-    torch.jit._state._clear_class_state()
+    scripted_install(h, rig)
     h.phase("script")
     model = torch.jit.script(rig.net)
     _forward_backward(h, model, rig)
@@ -417,6 +401,8 @@ class Context:
     how: str = ""     # what one run is, in English
     runs: frozenset[str] = _ALL   # what one run goes through (no-grad: the forward only)
     shapes: tuple[Shape, ...] = ()  # other ways of writing the probe, recorded beside it
+    step_fields: tuple[str, ...] = ()  # what the step changes in a record besides calls, arguments, return and error
+    unwrapped: tuple[str, str] | tuple[()] = ()   # why a DDP / FSDP2 family is not run here ({own}, {family}), English, Chinese
 
 
 def _in_forward_code(family: Any) -> bool:
@@ -438,6 +424,39 @@ DOUBLE_BACKWARD_SHAPES = (
           "a Linear)", "模块和输出头之间有一个 tanh（探针里模块的输出直接进入一个 Linear）",
           lambda h: double_backward(h, "tanh-tail"), _module_or_graph),
 )
+
+def _any_family(family: Any) -> bool:
+    return True
+
+
+def _wrapper_family(family: Any) -> bool:
+    return family.where == "wrapper"
+
+
+FORWARD_AD_SHAPES = (
+    Shape("dual", "with torch.autograd.forward_ad's dual numbers (make_dual, unpack_dual) instead of torch.func.jvp",
+          "用 torch.autograd.forward_ad 的对偶数（make_dual、unpack_dual）代替 torch.func.jvp", practice.forward_ad_dual,
+          _any_family),
+)
+LOAD_ASSIGN_SHAPES = (
+    Shape("mmap", "the state dict saved, then torch.load(mmap=True) before load_state_dict(assign=True)",
+          "状态字典先保存，再用 torch.load(mmap=True) 读回，然后 load_state_dict(assign=True)",
+          practice.load_mmap_assign, _any_family),
+)
+CONTEXTVAR_SHAPES = (
+    Shape("thread-pool", "the backward submitted to a ThreadPoolExecutor inside the block that sets them",
+          "在设置它们的代码块里把反向提交给 ThreadPoolExecutor 运行", practice.contextvar_pool, _any_family),
+)
+ACCUMULATION_SHAPES = (
+    Shape("sync-every", "every micro-batch reduced (no no_sync / set_requires_gradient_sync(False))",
+          "每个微批次都做归约（不用 no_sync / set_requires_gradient_sync(False)）",
+          practice.grad_accumulation_sync_every, _wrapper_family),
+)
+_LOADED_FIRST = ("the usual order loads the state dict (or materializes the model) before wrapping it in {own}, and "
+                 "{own}'s hook is registered on the wrapper afterwards, on the loaded parameters: that run is "
+                 "{family}@eager",
+                 "通常先加载状态字典（或把模型实体化），再包装进 {own}，{own} 的钩子之后注册在包装器上，面对的是加载后的参数："
+                 "这种运行就是 {family}@eager")
 
 CONTEXTS: list[Context] = [
     Context("eager", "autograd", "eager", "普通的 eager 执行", _ALL, eager, r"\.backward\(\)",
@@ -509,13 +528,65 @@ CONTEXTS: list[Context] = [
             wrap="fsdp2", how="2 gloo processes; fully_shard(subject), fully_shard(net), then the eager run"),
     Context("autocast", "transform", "autocast (bfloat16)", "autocast（bfloat16）", _FB, autocast, r"autocast\(",
             how="the forward under torch.autocast('cpu', dtype=torch.bfloat16)"),
+    Context("forward-ad", "transform", "forward-mode AD (torch.func.jvp)", "前向模式自动微分（torch.func.jvp）", _FB,
+            practice.forward_ad, r"jvp\(|forward_ad|make_dual\(",
+            how="torch.func.jvp(net, (x,), (ones,)): the output and its tangent, no backward",
+            runs=frozenset({"forward"}), shapes=FORWARD_AD_SHAPES,
+            unwrapped=("forward-mode AD runs no backward pass, and {own}'s hook runs in the backward",
+                       "前向模式自动微分不运行反向，而 {own} 的钩子在反向中运行")),
+    Context("export-strict", "compiler", "torch.export (strict=True)", "torch.export（strict=True）", _FBS,
+            lambda h: export(h, strict=True), r"strict\s*=\s*True",
+            how="torch.export.export(net, (x,), strict=True).module(), then forward and backward"),
+    Context("jit-freeze", "compiler", "torch.jit.freeze", "torch.jit.freeze", _FBS, practice.jit_freeze,
+            r"jit\.freeze\(", how="torch.jit.freeze(torch.jit.script(net.eval())), then forward and backward"),
+    Context("functional-call", "transform", "torch.func.functional_call", "torch.func.functional_call", _FB,
+            practice.functional_call, r"functional_call\(",
+            how="functional_call(net, copies of the parameters, (x,)), then backward (no transform)"),
+    Context("quantization", "transform", "eager-mode quantization (prepare, convert)",
+            "eager 模式量化（prepare、convert）", frozenset({"forward", "state"}), practice.quantization,
+            r"quantization\.(prepare|convert)\(|prepare\(|convert\(",
+            how="QuantStub -> net -> DeQuantStub, x86 qconfig: prepare, a calibration forward, convert, a forward, "
+                "state_dict() and load_state_dict()", runs=frozenset({"forward", "state"})),
+    Context("load-assign", "loading", "load_state_dict(assign=True)", "load_state_dict(assign=True)", _ALL,
+            practice.load_assign, r"assign\s*=\s*True",
+            how="the hook registered, load_state_dict(state, assign=True), then the eager run with the optimizer built "
+                "before the load", shapes=LOAD_ASSIGN_SHAPES, unwrapped=_LOADED_FIRST),
+    Context("load-mmap", "loading", "torch.load(mmap=True) + load_state_dict", "torch.load(mmap=True) + load_state_dict",
+            _ALL, practice.load_mmap, r"mmap\s*=\s*True",
+            how="the state dict saved, torch.load(path, mmap=True), load_state_dict(state) (copied in), the eager run",
+            unwrapped=_LOADED_FIRST),
+    Context("meta-to-empty", "loading", "built on the meta device, then to_empty", "在 meta 设备上构建，再 to_empty",
+            _ALL, practice.meta_to_empty, r"to_empty\(",
+            how="built under torch.device('meta'), the hook registered, to_empty(device='cpu'), init, an optimizer "
+                "built then, the eager run", unwrapped=_LOADED_FIRST),
+    Context("thread", "threads", "the step on another thread", "训练步在另一个线程里", _ALL, practice.thread,
+            r"threading\.Thread\(|Thread\(",
+            how="the hook registered on the caller's thread; forward, backward, opt.step() and the state dicts in a "
+                "threading.Thread", step_fields=("notes",)),
+    Context("contextvar", "threads", "a ContextVar and a thread-local set around backward()",
+            "在 backward() 外设置 ContextVar 和线程局部变量", _FB, practice.contextvar, r"ContextVar|threading\.local",
+            how="forward; then a ContextVar and a threading.local set, backward(), both reset; the notes say what "
+                "each hook call saw", shapes=CONTEXTVAR_SHAPES, step_fields=("notes",)),
+    Context("grad-accumulation", "training", "gradient accumulation (no_sync)", "梯度累积（no_sync）",
+            frozenset({"forward", "backward", "step"}), practice.grad_accumulation, r"no_sync\(|accumulat",
+            how="two micro-batches (forward and backward each), then opt.step(); under DDP / FSDP2 the first one in "
+                "no_sync() / set_requires_gradient_sync(False)", shapes=ACCUMULATION_SHAPES),
+    Context("grad-scaler", "training", "torch.amp.GradScaler (cpu)", "torch.amp.GradScaler（cpu）",
+            frozenset({"forward", "backward", "step"}), practice.grad_scaler, r"GradScaler\(",
+            how="scaler.scale(loss).backward(), scaler.step(opt), scaler.update(); a note compares the gradients "
+                "the hook received with an unscaled backward's", step_fields=("notes",)),
+    Context("data-parallel", "distributed", "nn.DataParallel (no GPU)", "nn.DataParallel（没有 GPU）", _ALL,
+            practice.data_parallel, r"DataParallel\(",
+            how="torch.nn.DataParallel(net) on a machine without a GPU, then the eager run",
+            unwrapped=("DataParallel around a {own} model: the two wrappers are not stacked",
+                       "DataParallel 包在 {own} 模型外面：两种包装器不叠加使用")),
 ]
 BY_ID = {c.id: c for c in CONTEXTS}
 # the contexts a DDP / FSDP2 family is run in (the others trace or transform the module inside the wrapper)
 WRAPPER_CONTEXTS = ("eager", "autograd-grad", "backward-inputs", "retain-graph", "double-backward", "no-grad",
                     "inference-mode", "inplace", "view", "used-twice", "unused-branch", "compile",
                     "compile-hook-after", "compiled-autograd", "checkpoint-reentrant", "checkpoint", "deepcopy",
-                    "pickle", "autocast")
+                    "pickle", "autocast", "thread", "contextvar", "grad-accumulation", "grad-scaler")
 
 
 def new_context(id: str, run: Callable[[Any], None], *, title: str, zh: str = "",

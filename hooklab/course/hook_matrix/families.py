@@ -76,11 +76,11 @@ class InlineSubject(TappedSubject):
         if how == "tensor":
             h.register_hook(hook)
         elif how == "node-pre":
-            h.grad_fn.register_prehook(hook)  # type: ignore[union-attr]
+            h.grad_fn.register_prehook(hook)
         elif how == "node":
-            h.grad_fn.register_hook(hook)  # type: ignore[union-attr]
+            h.grad_fn.register_hook(hook)
         else:
-            torch.autograd.graph.register_multi_grad_hook((x, h), hook, mode=how)  # type: ignore[arg-type]
+            torch.autograd.graph.register_multi_grad_hook((x, h), hook, mode=how)
         return h
 
 
@@ -302,8 +302,9 @@ def comm_hook(state, bucket):  # no annotations: DDP reads them
     anything but the ``GradBucket`` class itself (and this module's annotations are strings)."""
     import torch.distributed as dist
 
-    from .record import _MODIFY, _PHASE, LOG
+    from .record import _MODIFY, _PHASE, LOG, watched
     LOG.append(("ddp-comm-hook", _PHASE[0], (state, bucket)))
+    watched("ddp-comm-hook")
     scale = (2.0 if _MODIFY[0] else 1.0) / dist.get_world_size()
     future = dist.all_reduce(bucket.buffer().mul_(scale), async_op=True).get_future()
     return future.then(lambda f: f.value()[0])

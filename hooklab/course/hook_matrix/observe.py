@@ -155,6 +155,8 @@ def _run(family: Family, context: Any, *, modify: bool, wrap: str = "", returns:
             lg.propagate = propagate
         record._MODIFY[0] = False
         record._RETURNS[0] = None
+        record.WATCH[0] = None
+        record.SEEN.clear()
         record.set_phase("run")
     found = sorted({f"{w.category.__name__}: {clean_text(str(w.message))}" for w in caught} | set(handler.messages))
     calls = [(phase, describe(args)) for key, phase, args in record.LOG if key == family.id]
@@ -188,6 +190,9 @@ def not_applicable(family: Family, context: Any) -> tuple[str, str] | None:
                         f"这一族本来就属于 {zh_own}：它的普通运行就是 {family.id}@eager")
             return (f"{own}'s hook under {context.title}: the two wrappers are not stacked",
                     f"{zh_own} 的钩子放进 {context.zh}：两种包装器不叠加使用")
+        if context.id not in WRAPPER_CONTEXTS and context.unwrapped:
+            en, zh = context.unwrapped
+            return en.format(own=own, family=family.id), zh.format(own=zh_own, family=family.id)
         if context.id not in WRAPPER_CONTEXTS:
             return (f"{context.title} does not run a {own}-wrapped training step (it traces or transforms the module "
                     "inside the wrapper, not its reducer)",
@@ -279,7 +284,8 @@ class Observation:
         return f"{self.key}: " + " | ".join(parts)
 
 
-SAME = ("calls", "by_phase", "receives", "return_value", "error")  # a shape that observed these as the cell did: the same
+# a shape that observed these as the cell did: the same
+SAME = ("calls", "by_phase", "receives", "return_value", "error", "notes")
 
 
 def shape_summary(shape: dict[str, Any]) -> str:

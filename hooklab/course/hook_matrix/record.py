@@ -27,6 +27,10 @@ _RETURNS: list[Callable[..., Any] | None] = [None]  # in the modify run, another
 MODIFIERS: dict[str, Callable[..., Any]] = {}
 PLAIN_FUNCTIONS = [False]   # True: hook() gives plain functions (see there)
 PASS_THROUGH = {"saved-tensors-pack", "saved-tensors-unpack"}  # families whose hook must return its argument
+# set by a context that asks what a hook sees of where it runs (the thread contexts): called at each call, and the
+# answer kept in SEEN as (recorder key, phase, answer)
+WATCH: list[Callable[[], str] | None] = [None]
+SEEN: list[tuple[str, str, str]] = []
 
 _DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
            torch.int64: "i64", torch.int32: "i32", torch.bool: "bool", torch.uint8: "u8"}
@@ -52,6 +56,7 @@ class Recorder:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         LOG.append((self.key, _PHASE[0], args + ((kwargs,) if kwargs else ())))
+        watched(self.key)
         if _MODIFY[0] and (_RETURNS[0] is not None or self.family in MODIFIERS):
             return (_RETURNS[0] or MODIFIERS[self.family])(*args, **kwargs)
         if self.family in PASS_THROUGH:  # a pack / unpack hook returns what it was given
@@ -111,7 +116,14 @@ class RecordingParametrization(nn.Module):
 
     def forward(self, weight: torch.Tensor) -> torch.Tensor:
         LOG.append((self.key, _PHASE[0], (weight,)))
+        watched(self.key)
         return weight * 2 if _MODIFY[0] else weight
+
+
+def watched(key: str) -> None:
+    """Keep what the running hook sees of its surroundings (:data:`WATCH`), where a context asks."""
+    if WATCH[0] is not None:
+        SEEN.append((key, _PHASE[0], WATCH[0]()))
 
 
 def _tensor(t: torch.Tensor) -> str:
