@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from ..spec import Library
+from ._gloo import one_process_group
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/distributed/fsdp"
 LIBRARY = Library(
@@ -61,21 +62,6 @@ PROBES = {"deepcopy"}
 SKIPPED = {"deepcopy": "FSDP1 keeps its process group on the module: deepcopy raises TypeError (cannot pickle it)"}
 
 
-def _group() -> None:
-    """A gloo process group of this one process (world size 1) over a FileStore in a temporary directory; both are
-    removed when the process exits, so that nothing is left waiting."""
-    import atexit
-    import shutil
-    import tempfile
-
-    import torch.distributed as dist
-    if not dist.is_initialized():
-        folder = tempfile.mkdtemp(prefix="hooklab-fsdp1-")
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)  # runs last: atexit is last in, first out
-        dist.init_process_group("gloo", store=dist.FileStore(folder + "/store", 1), rank=0, world_size=1)
-        atexit.register(dist.destroy_process_group)
-
-
 def build() -> nn.Module:
     return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
 
@@ -87,7 +73,7 @@ def inputs() -> tuple[torch.Tensor, ...]:
 def apply(model: nn.Module, *, device_id: str | None = "cpu", **kwargs) -> nn.Module:
     from torch.distributed.fsdp import FullyShardedDataParallel
     from torch.distributed.fsdp.wrap import ModuleWrapPolicy
-    _group()
+    one_process_group()
     return FullyShardedDataParallel(model, device_id=None if device_id is None else torch.device(device_id),
                                     auto_wrap_policy=ModuleWrapPolicy({nn.Linear}), **kwargs)
 

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from ..spec import Library
+from ._gloo import one_process_group
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/distributed/pipelining/_IR.py"
 LIBRARY = Library(
@@ -56,21 +57,6 @@ LIBRARY = Library(
 TARGET = "0"
 
 
-def _group() -> None:
-    """A gloo process group of this one process (world size 1) over a FileStore in a temporary directory; both are
-    removed when the process exits, so that nothing is left waiting."""
-    import atexit
-    import shutil
-    import tempfile
-
-    import torch.distributed as dist
-    if not dist.is_initialized():
-        folder = tempfile.mkdtemp(prefix="hooklab-pp-")
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)  # runs last: atexit is last in, first out
-        dist.init_process_group("gloo", store=dist.FileStore(folder + "/store", 1), rank=0, world_size=1)
-        atexit.register(dist.destroy_process_group)
-
-
 def build() -> nn.Module:
     return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
 
@@ -81,7 +67,7 @@ def inputs() -> tuple[torch.Tensor, ...]:
 
 def apply(model: nn.Module) -> nn.Module:
     from torch.distributed.pipelining import pipeline
-    _group()
+    one_process_group()
     return pipeline(model, mb_args=inputs()).get_stage_module(0)
 
 
@@ -98,7 +84,7 @@ def facts() -> dict:
     from collections import Counter
 
     from torch.distributed.pipelining import ScheduleGPipe, ScheduleLoopedBFS, SplitPoint, pipeline
-    _group()
+    one_process_group()
     x, loss = inputs()[0], (lambda out, target: out.pow(2).mean())
     torch.manual_seed(0)
     model, log = build(), []
