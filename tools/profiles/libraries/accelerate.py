@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from ..spec import Library
+from ._small import build, inputs  # noqa: F401 - the probe reads them from this module
 
 LIBRARY = Library(
     slug="accelerate", name="accelerate", category="distributed and memory",
@@ -39,14 +40,6 @@ LIBRARY = Library(
                       "所以 `model._forward_hooks` 里什么也没有，而每次前向都被包了一层。"},),
 )
 TARGET = "0"
-
-
-def build() -> nn.Module:
-    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-
-
-def inputs() -> tuple[torch.Tensor, ...]:
-    return (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)
 
 
 def apply(model: nn.Module) -> nn.Module:

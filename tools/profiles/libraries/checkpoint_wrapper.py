@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from ..spec import Library
+from ._small import build, inputs  # noqa: F401 - the probe reads them from this module
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/distributed/algorithms/_checkpoint/checkpoint_wrapper.py"
 LIBRARY = Library(
@@ -58,14 +59,6 @@ TARGET = "0"
 PROBES = {"deepcopy"}
 SKIPPED = {"deepcopy": "a deep-copied load-state-dict hook (torch's _WrappedHook) loses its name, so the probe reads "
                        "the kept hook as lost; measured as a fact"}
-
-
-def build() -> nn.Module:
-    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-
-
-def inputs() -> tuple[torch.Tensor, ...]:
-    return (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)
 
 
 def apply(model: nn.Module, **options) -> nn.Module:

@@ -8,6 +8,7 @@ from torch import nn
 
 from ..spec import Library
 from ._gloo import one_process_group
+from ._small import build, inputs  # noqa: F401 - the probe reads them from this module
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/nn/parallel/distributed.py"
 LIBRARY = Library(
@@ -59,14 +60,6 @@ LIBRARY = Library(
                "干脆什么也没加载），所以保存和加载都用 `ddp.module.state_dict()`。"}),
 )
 TARGET = "0"
-
-
-def build() -> nn.Module:
-    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-
-
-def inputs() -> tuple[torch.Tensor, ...]:
-    return (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)
 
 
 def apply(model: nn.Module) -> nn.Module:

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from ..spec import Library
+from ._small import build, inputs  # noqa: F401 - the probe reads them from this module
 
 SRC = "https://github.com/deepspeedai/DeepSpeed/blob/v0.19.8/deepspeed/"
 CONFIG = {"train_batch_size": 3, "zero_allow_untested_optimizer": True,
@@ -97,14 +98,6 @@ def _distributed() -> None:
         store = tempfile.NamedTemporaryFile(prefix="ds-profile-", delete=False).name
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
         atexit.register(lambda: (dist.destroy_process_group(), os.path.exists(store) and os.remove(store)))
-
-
-def build() -> nn.Module:
-    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-
-
-def inputs() -> tuple[torch.Tensor, ...]:
-    return (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)
 
 
 def apply(model: nn.Module) -> nn.Module:

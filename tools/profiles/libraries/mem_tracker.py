@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from ..spec import Library
+from ._small import build, inputs  # noqa: F401 - the probe reads them from this module
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/distributed/_tools"
 LIBRARY = Library(
@@ -52,14 +53,6 @@ LIBRARY = Library(
          "zh": "同一个 tracker 第二次进入（第二个训练步）会报错，除非先调用 `reset_mod_stats()`。"}),
 )
 TARGET = "0"
-
-
-def build() -> nn.Module:
-    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-
-
-def inputs() -> tuple[torch.Tensor, ...]:
-    return (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)
 
 
 def apply(model: nn.Module) -> nn.Module:

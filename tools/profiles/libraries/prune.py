@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from ..spec import Library
+from ._small import build, inputs  # noqa: F401 - the probe reads them from this module
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/nn/utils/prune.py"
 LIBRARY = Library(
@@ -49,14 +50,6 @@ LIBRARY = Library(
                "现在在 `weight_orig` 上，看到的是遮罩后的梯度。"}),
 )
 TARGET = "0"
-
-
-def build() -> nn.Module:
-    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-
-
-def inputs() -> tuple[torch.Tensor, ...]:
-    return (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)
 
 
 def apply(model: nn.Module) -> nn.Module:

@@ -8,6 +8,7 @@ from torch import nn
 
 from ..spec import Library
 from ._gloo import one_process_group
+from ._small import build, inputs  # noqa: F401 - the probe reads them from this module
 
 SRC = "https://github.com/pytorch/pytorch/blob/v2.15.0/torch/distributed/tensor"
 LIBRARY = Library(
@@ -56,14 +57,6 @@ LIBRARY = Library(
 TARGET = "0"
 PROBES = {"accumulate"}
 SKIPPED = {"accumulate": "the probe's torch.allclose has no DTensor sharding rule; measured as a fact on full_tensor()"}
-
-
-def build() -> nn.Module:
-    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-
-
-def inputs() -> tuple[torch.Tensor, ...]:
-    return (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)
 
 
 def apply(model: nn.Module) -> nn.Module:
