@@ -567,7 +567,7 @@ CONTEXTS: list[Context] = [
             "在 backward() 外设置 ContextVar 和线程局部变量", _FB, practice.contextvar, r"ContextVar|threading\.local",
             how="forward; then a ContextVar and a threading.local set, backward(), both reset; the notes say what "
                 "each hook call saw", shapes=CONTEXTVAR_SHAPES, step_fields=("notes",)),
-    Context("grad-accumulation", "training", "gradient accumulation (no_sync)", "梯度累积（no_sync）",
+    Context("grad-accumulation", "training", "accumulation over two micro-batches (no_sync)", "梯度累积（no_sync）",
             frozenset({"forward", "backward", "step"}), practice.grad_accumulation, r"no_sync\(|accumulat",
             how="two micro-batches (forward and backward each), then opt.step(); under DDP / FSDP2 the first one in "
                 "no_sync() / set_requires_gradient_sync(False)", shapes=ACCUMULATION_SHAPES),
