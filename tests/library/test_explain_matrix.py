@@ -127,7 +127,7 @@ CAUSE_OF: dict[str, dict[str, tuple[set[str], tuple[str, ...]]]] = {
                      "parameter": (RAN, ("no backward ran",))},
     "load-assign": {"*": (RAN, ("assign=True",))},
     "meta-to-empty": {"*": (RAN, ("to_empty()",))},
-    "micro-batches": {"*": (RAN, ("called 2 times",))},
+    "split-batch": {"*": (RAN, ("called 2 times",))},
     "grad-scaler": {"*": (RAN, ("GradScaler",))},
 }
 # causes the doctor gives where it cannot tell which of several things happened: it then says what to check

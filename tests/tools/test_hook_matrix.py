@@ -180,7 +180,7 @@ SKIPPED = {"no-grad": _skipped_forward_only, "inference-mode": _skipped_forward_
            # ContextVar, one batch, no scaler, no DataParallel, no quantization
            "forward-ad": _skipped_forward_only, "functional-call": _skipped_backward, "load-assign": _skipped_eager,
            "load-mmap": _skipped_eager, "meta-to-empty": _skipped_eager, "thread": _skipped_eager,
-           "contextvar": _skipped_backward, "micro-batches": _skipped_eager, "grad-scaler": _skipped_eager,
+           "contextvar": _skipped_backward, "split-batch": _skipped_eager, "grad-scaler": _skipped_eager,
            "data-parallel": _skipped_eager, "quantization": _skipped_quantization}
 
 

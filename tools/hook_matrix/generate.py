@@ -58,7 +58,7 @@ SAMPLE_CONTEXT_CELLS = (
     "full-backward-hook@forward-ad", "forward-hook@export-strict", "saved-tensors-pack@jit-freeze",
     "param-hook@functional-call", "forward-hook@quantization", "param-hook@load-assign",
     "load-state-dict-pre-hook@load-mmap", "param-hook@meta-to-empty", "saved-tensors-pack@thread",
-    "tensor-hook@contextvar", "ddp-comm-hook@micro-batches", "param-hook@grad-scaler",
+    "tensor-hook@contextvar", "ddp-comm-hook@split-batch", "param-hook@grad-scaler",
     "global-full-backward-hook@data-parallel",
 )
 

@@ -263,7 +263,7 @@ HOW_ZH = {
     "meta-to-empty": "在 torch.device('meta') 下构建，注册钩子，to_empty(device='cpu')，初始化，再建优化器，然后普通的 eager 运行",
     "thread": "钩子在调用者的线程里注册；前向、反向、opt.step() 和状态字典都在一个 threading.Thread 里运行",
     "contextvar": "前向；然后设置一个 ContextVar 和一个 threading.local，backward()，再把两者复原；notes 记下每次钩子调用看到了什么",
-    "micro-batches": "两个微批次（各做一次前向和反向），然后 opt.step()；DDP / FSDP2 下第一个微批次放在 no_sync() / "
+    "split-batch": "两个微批次（各做一次前向和反向），然后 opt.step()；DDP / FSDP2 下第一个微批次放在 no_sync() / "
                          "set_requires_gradient_sync(False) 里",
     "grad-scaler": "scaler.scale(loss).backward()、scaler.step(opt)、scaler.update()；一条 note 比较钩子收到的梯度和不缩放时的",
     "data-parallel": "在没有 GPU 的机器上 torch.nn.DataParallel(net)，然后普通的 eager 运行",

@@ -567,7 +567,7 @@ CONTEXTS: list[Context] = [
             "在 backward() 外设置 ContextVar 和线程局部变量", _FB, practice.contextvar, r"ContextVar|threading\.local",
             how="forward; then a ContextVar and a threading.local set, backward(), both reset; the notes say what "
                 "each hook call saw", shapes=CONTEXTVAR_SHAPES, step_fields=("notes",)),
-    Context("micro-batches", "training", "accumulation over two micro-batches (no_sync)", "梯度累积（no_sync）",
+    Context("split-batch", "training", "accumulation over two micro-batches (no_sync)", "梯度累积（no_sync）",
             frozenset({"forward", "backward", "step"}), practice.grad_accumulation, r"no_sync\(|accumulat",
             how="two micro-batches (forward and backward each), then opt.step(); under DDP / FSDP2 the first one in "
                 "no_sync() / set_requires_gradient_sync(False)", shapes=ACCUMULATION_SHAPES),
@@ -586,7 +586,7 @@ BY_ID = {c.id: c for c in CONTEXTS}
 WRAPPER_CONTEXTS = ("eager", "autograd-grad", "backward-inputs", "retain-graph", "double-backward", "no-grad",
                     "inference-mode", "inplace", "view", "used-twice", "unused-branch", "compile",
                     "compile-hook-after", "compiled-autograd", "checkpoint-reentrant", "checkpoint", "deepcopy",
-                    "pickle", "autocast", "thread", "contextvar", "micro-batches", "grad-scaler")
+                    "pickle", "autocast", "thread", "contextvar", "split-batch", "grad-scaler")
 
 
 def new_context(id: str, run: Callable[[Any], None], *, title: str, zh: str = "",
