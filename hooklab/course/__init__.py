@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from .asking import ask
+from .atlas_lookup import atlas
 from .attempt import attempt
 from .env import setup
 from .exercises import check, hint, solution
@@ -36,71 +37,6 @@ __all__ = ["ask", "atlas", "attempt", "check", "course_language", "export_notebo
            "profile", "profiles", "setup", "solution"]
 
 _LAZY = {"export_notebook": "export", "export_notebooks": "export"}
-
-
-def atlas(zoo: str = "transformers") -> dict[str, Any]:
-    """The hook atlas of one zoo as the course ships it (``hooklab/course/assets/atlas/<zoo>.json``, measured by
-    ``python -m tools.atlas``): model name -> what running it showed (its block stacks, what a block's forward hook
-    receives, the modules whose hooks never fire and why, ``generate``, gradient checkpointing). ``zoo``:
-    ``"transformers"``, ``"diffusers"``, ``"timm"`` or ``"torchvision"``. Notebook 15, section 9, reads it.
-    A model name the atlas lacks (a typo, another case) raises a ``KeyError`` naming the close ones;
-    ``sorted(course.atlas(zoo))`` lists them all.
-
-    >>> from hooklab import course
-    >>> llama = course.atlas("transformers")["llama"]
-    >>> llama["stacks"][0]["path"], llama["block_calls"]["model.layers"]["hidden_states"]
-    ('model.layers', 'args[0]')
-    >>> try:
-    ...     course.atlas("transformers")["Llama"]
-    ... except KeyError as error:
-    ...     print(error)
-    course.atlas('transformers') has no model 'Llama' (names are case-sensitive): did you mean 'llama', ...
-    """
-    import json
-    from importlib import resources
-
-    folder = resources.files("hooklab.course") / "assets" / "atlas"
-    found = sorted(p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json"))
-    if zoo not in found:
-        raise ValueError(f"course.atlas: no atlas for {zoo!r}; the course ships {', '.join(found)}")
-    return _Atlas(zoo, json.loads(folder.joinpath(f"{zoo}.json").read_text(encoding="utf-8"))["models"])
-
-
-class _Atlas(dict):
-    """One zoo's atlas (a dict); a missing model name raises a KeyError that names the close ones."""
-
-    # what a zoo's model names are
-    NAMED_BY = {"transformers": "model.config.model_type", "diffusers": "type(model).__name__",
-                "timm": "the name given to timm.create_model", "torchvision": "the name of its builder (resnet18)"}
-
-    def __init__(self, zoo: str, models: dict[str, Any]) -> None:
-        super().__init__(models)
-        self.zoo = zoo
-
-    def __missing__(self, key: Any) -> Any:
-        import difflib
-
-        names = sorted(self)
-        listing = f"sorted(course.atlas({self.zoo!r})) lists its {len(names)} model names"
-        named_by = self.NAMED_BY.get(self.zoo)
-        listing += f"; a model's name here is {named_by}" if named_by else ""
-        if not isinstance(key, str):
-            raise _AtlasKeyError(f"course.atlas({self.zoo!r}) is keyed by model name, a str, got "
-                                 f"{type(key).__name__} {key!r}. {listing}")
-        folded = {n.casefold(): n for n in names}
-        same = [n for n in names if n.casefold() == key.casefold()]
-        close = same + [folded[n] for n in difflib.get_close_matches(key.casefold(), list(folded), n=5, cutoff=0.6)
-                        if folded[n] not in same]
-        hint = f": did you mean {', '.join(map(repr, close[:5]))}?" if close else "."
-        raise _AtlasKeyError(f"course.atlas({self.zoo!r}) has no model {key!r}"
-                             f"{' (names are case-sensitive)' if same else ''}{hint} {listing}")
-
-
-class _AtlasKeyError(KeyError):
-    """A KeyError whose message prints as text (KeyError prints the repr of its argument)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 def install_command(extra: str = "course") -> str:

@@ -1,6 +1,8 @@
 """The hook doctor as a property over the atlas (hooklab/course/assets/atlas/<zoo>.json): for every module whose hooks never fire in an
 architecture's forward, ``explain_hook`` gives the cause that an independent truth gives, never crashes and never gives
-another; and ``find_blocks`` finds the stacks the atlas recorded.
+another; ``find_blocks`` finds the stacks the atlas recorded; and one level down, the places inside a block that
+``course.atlas(zoo)[name].where(i, what)`` names (the attention output, the MLP output, the residual stream after
+each) make up the block's residual identity on the model rebuilt, watched with plain hooks.
 
 The truth is ``tools/atlas/probe.py``'s, which watches without hooklab: a counting wrapper on each class's ``forward``
 (was it entered?), the modules called (a global pre-hook), a ``TorchDispatchMode`` (whose parameters did the ops read,
@@ -10,18 +12,21 @@ step with a profile function (module calls, forward code, parameter reads throug
 Each run of ``./course test`` checks a fixed sample of architectures, chosen to cover every cause the atlas records;
 ``HOOKLAB_ATLAS_ALL=1`` checks every architecture that the atlas built and ran (the weekly workflow
 .github/workflows/atlas.yml runs that, in four parts: ``HOOKLAB_ATLAS_SHARD=i/4`` takes every fourth model from the
-i-th). Each architecture is rebuilt exactly as the atlas built it
-(``tools/atlas/zoos.py``) and its never-firing modules are measured again: they must still be the atlas's (else
-regenerate it: ``python -m tools.atlas run --zoo Z --fresh --only NAME; python -m tools.atlas write --zoo Z``).
+i-th), the lookups inside the blocks of every model measured inside as well. Each architecture is rebuilt exactly
+as the atlas built it (``tools/atlas/zoos.py``) and its never-firing modules are measured again: they must still be
+the atlas's (else regenerate it: ``python -m tools.atlas run --zoo Z --fresh --only NAME; python -m tools.atlas write
+--zoo Z``).
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
 from pathlib import Path
 
 import pytest
+import torch
 
 from hooklab import explain_hook, find_blocks
 
@@ -142,3 +147,218 @@ def test_an_unknown_or_wrongly_cased_model_name_names_the_close_ones(zoo):
     with pytest.raises(KeyError, match="keyed by model name, a str, got int 3"):
         shipped[3]
     assert shipped.get(cased) is None and cased not in shipped and shipped[name] == models[name]
+
+
+# ------------------------------------------------------------------------------------------------ inside the blocks
+# one model per form the atlas finds: pre-norm, post-norm, parallel, encoder-decoder with cross-attention, MoE,
+# sandwich norms, a stream scaled per channel (Doge), an MLP on flattened tokens (OPT), branches a thousand times
+# smaller than the stream (ModernBERT's initialisation), two streams with gates, a branch that adds to the block's
+# input (AuraFlow), a ResNet's shortcut, timm's fused attention, nn.MultiheadAttention's fast path
+INSIDE = {
+    "transformers": ["llama", "bert", "gpt_neox", "t5", "mixtral", "gemma2", "doge", "opt", "modernbert"],
+    "diffusers": ["SD3Transformer2DModel", "AuraFlowTransformer2DModel"],
+    "torchvision": ["resnet18", "vit_b_16"],
+    "timm": ["test_vit"],
+}
+_TAKE = re.compile(r"\[(\d+)\]|\['([^']+)'\]|\.(\w+)")
+
+
+def _taken(value: object, take: str) -> object:
+    """``output[0]``, ``args[0]``, ``kwargs['x']``, ``output.sample`` applied to what a hook got."""
+    for index, key, attribute in _TAKE.findall(take[take.index(next(c for c in take if c in "[.")):]
+                                               if any(c in take for c in "[.") else ""):
+        value = value[int(index)] if index else value[key] if key else getattr(value, attribute)
+    return value
+
+
+def _rebuild(zoo: str, name: str):
+    from tools.atlas import transformers_zoo, zoos as atlas_zoos
+    builder = {"transformers": transformers_zoo.Transformers, "torchvision": atlas_zoos.Torchvision,
+               "timm": atlas_zoos.Timm, "diffusers": atlas_zoos.Diffusers}[zoo]()
+    with atlas_zoos.quiet():
+        return builder.build(name)
+
+
+def _hook(model, place: dict, seen: list) -> object:
+    """A plain hook on ``place`` (its module, kind of hook, the call it names) that keeps what ``take`` names and
+    what the hook received."""
+    from tools.atlas.probe import kind_of
+    module = model.get_submodule(place["module"])
+    wanted, count = int(place.get("call", "1 of 1").split()[0]), [0]
+
+    def pre(m, args, kwargs):
+        count[0] += 1
+        if count[0] == wanted:
+            got = args if place["take"].startswith("args") else kwargs
+            seen.append((_taken(got, place["take"]).detach().clone(), kind_of(args)))
+
+    def post(m, args, kwargs, output):
+        count[0] += 1
+        if count[0] == wanted:
+            seen.append((_taken(output, place["take"]).detach().clone(), kind_of(output)))
+    if place["hook"] == "forward_pre":
+        return module.register_forward_pre_hook(pre, with_kwargs=True)
+    return module.register_forward_hook(post, with_kwargs=True)
+
+
+def inside_cases() -> list[tuple[str, str]]:
+    """The sample above; with ``HOOKLAB_ATLAS_ALL=1`` every model the atlas measured inside (in ``SHARD`` parts)."""
+    if not ALL:
+        return [(z, n) for z, names in INSIDE.items() for n in names]
+    found = []
+    for zoo in INSIDE:
+        path = ATLAS / f"{zoo}.json"
+        if path.is_file():
+            found += [(zoo, n) for n, e in json.loads(path.read_text(encoding="utf-8"))["models"].items()
+                      if e.get("inside")]
+    part, parts = (int(x) for x in SHARD.split("/"))
+    return found[part::parts]
+
+
+@pytest.mark.parametrize("zoo, name", inside_cases())
+def test_the_atlas_lookups_inside_a_block_prove_its_residual_identity(zoo, name):
+    """The truth here is plain PyTorch: hooks on the places ``course.atlas(zoo)[name].where(i)`` names, on the model
+    rebuilt as the atlas built it (constant parameters given values, as the atlas does: a zero gate hides its
+    branch). Each branch's sum must be the lookup it ``adds_to`` plus its output (times its scale; a gate per
+    channel: one factor per item and channel), and each hook must receive what the atlas says."""
+    from hooklab import course
+    from tools.atlas import inside
+
+    entry = course.atlas(zoo)[name]
+    if not entry.get("inside"):
+        pytest.skip(f"{name}: {entry.get('inside_why', entry['status'])}")
+    built = _rebuild(zoo, name)
+    inside.unconstant(built.model)
+    checked = 0
+    for block in (0, 1):  # every stack has two blocks or more
+        try:
+            places = entry.where(block)
+        except LookupError:
+            continue
+        hooked = {role: place for role, place in places.items() if place["module"] is not None}
+        hooked.update({f"{role}.sum": place["sum"] for role, place in places.items() if "sum" in place})
+        seen: dict[str, list] = {role: [] for role in hooked}
+        handles = [_hook(built.model, place, seen[role]) for role, place in hooked.items()]
+        try:
+            built.run()
+        finally:
+            for handle in handles:
+                handle.remove()
+        for role, place in hooked.items():
+            receives = place["receives"]
+            assert len(seen[role]) == 1, (name, block, role, "the hook did not fire")
+            assert seen[role][0][1] == (next(iter(receives.values())) if isinstance(receives, dict) else receives), \
+                (name, block, role)
+
+        def value(role: str) -> torch.Tensor:
+            if places[role]["module"] is None:  # a sum no tensor holds: "block input + attention output"
+                parts = places[role]["compute"].replace("block input", "input").replace(" output", "").split(" + ")
+                return sum(value(part) for part in parts)
+            return seen[role][0][0]
+        for role, place in places.items():
+            after = places.get(f"residual_after_{role}")
+            if "adds_to" not in place or after is None or after["module"] is None:
+                continue
+            total = seen[f"residual_after_{role}.sum"][0][0] if "sum" in after else value(f"residual_after_{role}")
+            base, term, scale = value(place["adds_to"]), value(role), place.get("scale", 1.0)
+            base_scale = place.get("base_scale", 1.0)
+            if base_scale == "per channel":  # the stream scaled per channel before the branch is added (Doge)
+                assert _gated(total - term, base), (name, block, role)
+            elif scale == "per channel":
+                assert _gated(total - base_scale * base, term), (name, block, role)
+            else:  # up to float32 rounding, element by element, and the branch is more than rounding
+                t, b, a = total.double(), base_scale * base.double(), scale * term.double()
+                assert bool(((t - b - a).abs() <= 16 * EPS * (t.abs() + b.abs() + a.abs())).all()), (name, block, role)
+                assert float(a.norm()) > 1e3 * EPS * float(t.norm()), (name, block, role, "the branch adds nothing")
+            checked += 1
+    if not ALL:  # a model whose first two blocks have no identity (a decoder that starts from zeros) checks none
+        assert checked, f"{name}: no block's identity was checked"
+
+
+EPS = torch.finfo(torch.float32).eps
+
+
+def _gated(difference: torch.Tensor, term: torch.Tensor) -> bool:
+    """``difference == g * term`` with one ``g`` per item and channel (the last dimension of tokens, the second of
+    feature maps), up to a relative 1e-5 (the gate's own rounding)."""
+    channel = difference.dim() - 1 if difference.dim() == 3 else 1
+    d, t = difference.double().movedim(channel, 1).flatten(2), term.double().movedim(channel, 1).flatten(2)
+    g = (d * t).sum(-1) / (t * t).sum(-1).clamp_min(1e-30)
+    return float(d.norm()) > 0 and float((d - g.unsqueeze(-1) * t).norm()) <= 1e-5 * float(d.norm())
+
+
+def test_where_answers_for_every_measured_block_or_says_why():
+    """``course.atlas(zoo)[name].where(i)`` over the whole shipped atlas: every block whose identity holds gives its
+    places inside that block (or a sum to compute); every other one raises a LookupError that says why; a model
+    without lookups says why too (not built, not run, not reached by the measurement)."""
+    from hooklab import course
+
+    answered = refused = 0
+    for zoo in SAMPLE:
+        for name, entry in course.atlas(zoo).items():
+            if not entry.get("inside"):
+                with pytest.raises(LookupError, match="has no lookups inside its blocks: .{10}"):
+                    entry.where(0)
+                continue
+            for path, stack in entry["inside"].items():
+                for block in range(stack["blocks"]):
+                    try:
+                        places = entry.where(block, stack=path)
+                    except LookupError as error:
+                        refused += 1
+                        assert str(error).strip(), (name, path, block)
+                        continue
+                    answered += 1
+                    names = stack["names"]
+                    own = names.format(i=block) if isinstance(names, str) else names[block]
+                    assert all(p["module"] is None or p["module"] == own or p["module"].startswith(own + ".")
+                               for p in places.values()), (name, path, block)
+    assert answered > 1000 and refused
+
+
+def test_where_reads_aliases_streams_and_blocks_beyond_the_small_model():
+    from hooklab import course
+
+    models = course.atlas("transformers")
+    uniform = next(e for e in models.values() if e.get("inside") and any(
+        len(set(st["block_pattern"])) == 1 and isinstance(st["names"], str) and st["patterns"] and
+        st["patterns"][0]["streams"][0]["lookups"].get("attention") for st in e["inside"].values()))
+    far = uniform.where(40, "attn")
+    assert far == uniform.where(40, "attention") and ".40." in far["module"] and "built alike" in far["note"]
+    assert "built alike" in str(far) and str(far).startswith(far["module"])
+    hybrid = next((e, p) for e in models.values() for p, st in (e.get("inside") or {}).items()
+                  if len({i for i in st["block_pattern"] if i is not None}) > 1 and isinstance(st["names"], str))
+    with pytest.raises(LookupError, match="not all built alike"):
+        hybrid[0].where(hybrid[0]["inside"][hybrid[1]]["blocks"] + 5, stack=hybrid[1])
+    with pytest.raises(KeyError, match="has no 'no_such_part': it has .*attention"):
+        uniform.where(0, "no_such_part")
+    with pytest.raises(TypeError, match="index of a block"):
+        uniform.where("0")
+    joint = course.atlas("diffusers")["SD3Transformer2DModel"]
+    if joint.get("inside"):  # two streams: the image's and the text's, each with its own attention output
+        image, text = joint.where(0, "attention"), joint.where(0, "attention", stream="encoder_hidden_states")
+        assert image["module"] == text["module"] and image["take"] != text["take"]
+
+
+def test_an_encoder_decoder_generates_and_its_encoder_blocks_run_once():
+    """t5's config made from defaults has no decoder start token: the atlas recorded an error for ``generate``
+    where t5 generates well (it starts the decoder with its pad token). Now it generates, and the atlas's counts
+    are those of the model rebuilt: the encoder's blocks run once, the decoder's once per step."""
+    from hooklab import course
+
+    recorded = course.atlas("transformers")["t5"]["generate"]
+    assert "error" not in recorded, recorded
+    built = _rebuild("transformers", "t5")
+    counts = {"model": 0, "encoder.block": 0, "decoder.block": 0}
+    handles = [built.model.register_forward_pre_hook(lambda m, a: counts.update(model=counts["model"] + 1))]
+    for path in ("encoder.block", "decoder.block"):
+        handles.append(built.model.get_submodule(f"{path}.0").register_forward_hook(
+            lambda m, a, o, path=path: counts.update({path: counts[path] + 1})))
+    try:
+        out = built.generate()
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert out.shape[-1] > 1 and counts["encoder.block"] == 1 and counts["decoder.block"] == counts["model"] > 1
+    assert recorded["block_fires"] == {k: counts[k] for k in recorded["block_fires"]}
+    assert recorded["model_calls"] == counts["model"]

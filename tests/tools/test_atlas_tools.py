@@ -1,13 +1,19 @@
 """The hook atlas's tools: the committed atlas files (hooklab/course/assets/atlas/), the site pages made from them, the difference
 between two atlases (what ``./course rerun --with transformers==X`` reports), and the generator's own rules. No model
-is built here (tests/library/test_atlas.py rebuilds a sample and checks the doctor against it)."""
+is built here (tests/library/test_atlas.py rebuilds a sample and checks the doctor and the lookups inside the blocks
+against it); the measurement inside a block is checked on small blocks written here, whose identity is known."""
 from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
 
 from tools.atlas import pages as atlas_pages
 from tools.atlas.probe import CAUSES
@@ -157,3 +163,250 @@ def test_the_weekly_workflow_checks_every_model_in_four_parts():
     assert step["env"]["HOOKLAB_ATLAS_ALL"] == "1"
     assert step["env"]["HOOKLAB_ATLAS_SHARD"] == "${{ matrix.shard }}/" + str(len(shards))
     assert shards == list(range(len(shards)))
+
+
+# ------------------------------------------------------------------------------------------------ inside the blocks
+def test_every_built_model_has_lookups_inside_its_blocks_or_says_why():
+    """Each lookup is a place a hook reaches (a module of the block, a forward hook or pre-hook, what to take), or a
+    sum no tensor holds with how to compute it; each branch says which lookup its output is added to; a block with
+    no residual identity says why."""
+    take = re.compile(r"(output|args|kwargs)(\[\d+\]|\['[^']+'\]|\.\w+)*")
+    for data in committed():
+        for name, entry in data["models"].items():
+            if entry["status"] != "built":
+                continue
+            assert "inside" in entry, (data["zoo"], name)
+            if entry["inside"] is None:
+                assert entry["inside_why"], name
+                continue
+            for path, stack in entry["inside"].items():
+                if stack.get("why"):
+                    continue
+                assert len(stack["block_pattern"]) == stack["blocks"], (name, path)
+                for pattern in stack["patterns"]:
+                    for stream in pattern["streams"]:
+                        if not stream["identity"]["holds"]:
+                            assert stream["identity"]["why"], (name, path)
+                            continue
+                        found = stream["lookups"]
+                        for role, place in found.items():
+                            if place["module"] is None:
+                                assert place["compute"].startswith("block input + "), (name, role)
+                                continue
+                            assert place["hook"] in ("forward", "forward_pre") and take.fullmatch(place["take"])
+                            assert place["take"].startswith("output") == (place["hook"] == "forward"), (name, role)
+                            assert place.get("adds_to", "input") in found, (name, role)
+
+
+class _Mix(nn.Module):
+    """Self-attention under another name: only what runs in it (``scaled_dot_product_attention``) says so."""
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+        self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).unsqueeze(1).chunk(3, dim=-1)
+        return self.proj(F.scaled_dot_product_attention(q, k, v).squeeze(1))
+
+
+class _PreNorm(nn.Module):
+    """x + mix(ln1(x)), then + mlp(ln2(.))."""
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+        self.ln1, self.ln2, self.mix = nn.LayerNorm(width), nn.LayerNorm(width), _Mix(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 16), nn.GELU(), nn.Linear(16, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.mix(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class _PostNorm(_PreNorm):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.ln1(x + self.mix(x))
+        return self.ln2(h + self.mlp(h))
+
+
+class _Parallel(_PreNorm):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.mix(self.ln1(x)) + self.mlp(self.ln2(x))
+
+
+class _ZeroGate(_PreNorm):
+    """A branch behind a zero-initialised gate per channel (adaLN-zero, a layer scale): invisible as built."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = nn.Parameter(torch.zeros(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.gate * self.mlp(self.ln1(x))
+
+
+class _NoSkip(_PreNorm):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.ln1(x))
+
+
+class _Stack(nn.Module):
+    def __init__(self, block: type) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([block() for _ in range(2)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def _inside(block: type) -> dict:
+    """The one stream of a two-block stack of ``block``, as the atlas measures it."""
+    from hooklab import find_blocks
+    from tools.atlas import inside
+
+    torch.manual_seed(0)
+    model = _Stack(block).eval()
+    x = torch.randn(2, 5, 8)
+
+    def run() -> torch.Tensor:
+        with torch.no_grad():
+            return model(x)
+    (stack,) = inside.measure(model, run, find_blocks(model)).values()
+    (pattern,) = stack["patterns"]
+    assert pattern["blocks"] == [0, 1] and stack["block_pattern"] == [0, 0] and stack["names"] == "layers.{i}"
+    (stream,) = pattern["streams"]
+    return stream
+
+
+def _terms(found: dict) -> dict:
+    return {role: (place["module"], place.get("hook"), place.get("take"), place.get("adds_to"))
+            for role, place in found["lookups"].items() if role != "input"}
+
+
+def test_a_pre_norm_block_attention_named_by_what_runs_in_it():
+    found = _inside(_PreNorm)
+    assert found["identity"]["text"] == "block output = block input + attention + mlp"
+    assert found["lookups"]["attention"]["evidence"] == ["scaled_dot_product_attention"]
+    assert _terms(found) == {"attention": ("mix", "forward", "output", "input"),
+                             "mlp": ("mlp", "forward", "output", "residual_after_attention"),
+                             "residual_after_attention": ("ln2", "forward_pre", "args[0]", None),
+                             "residual_after_mlp": ("", "forward", "output", None)}
+
+
+def test_a_post_norm_block_its_stream_is_the_normalized_sum():
+    found = _inside(_PostNorm)
+    assert found["identity"] == {"holds": True, "form": "post-norm",
+                                 "text": "block output = norm(norm(block input + attention) + mlp)"}
+    after = found["lookups"]["residual_after_attention"]
+    assert (after["module"], after["take"]) == ("ln1", "output")
+    assert (after["sum"]["module"], after["sum"]["hook"]) == ("ln1", "forward_pre")
+
+
+def test_a_parallel_block_has_no_tensor_for_the_sum_after_attention():
+    found = _inside(_Parallel)
+    assert found["identity"]["form"] == "parallel"
+    assert _terms(found)["residual_after_attention"] == (None, None, None, None)
+    assert found["lookups"]["residual_after_attention"]["compute"] == "block input + attention output"
+    assert found["lookups"]["mlp"]["adds_to"] == "residual_after_attention"
+
+
+def test_a_zero_initialised_gate_is_given_values_and_its_branch_found():
+    found = _inside(_ZeroGate)
+    assert found["identity"]["text"] == "block output = block input + gate * mlp"
+    assert found["lookups"]["mlp"]["scale"] == "per channel"
+
+
+def test_a_block_without_a_skip_connection_says_why():
+    found = _inside(_NoSkip)
+    assert found["identity"]["holds"] is False and "no residual sum" in found["identity"]["why"]
+    assert found["lookups"] == {}
+
+
+def test_multihead_attention_out_proj_fires_neither_on_nor_off_the_fast_path():
+    """The atlas's "fast path" cause for nn.MultiheadAttention's out_proj suggests leaving the fast path; measured
+    with it off as well, the hook still never fires (the slow path reads out_proj.weight directly)."""
+    from tools.atlas import inside
+
+    class Encoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln, self.attn = nn.LayerNorm(8), nn.MultiheadAttention(8, 2, batch_first=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.ln(x)
+            return x + self.attn(y, y, y, need_weights=False)[0]
+
+    model = nn.Sequential(Encoder(), Encoder()).eval()
+    x = torch.randn(2, 5, 8)
+
+    def run() -> torch.Tensor:
+        with torch.no_grad():
+            return model(x)
+    found = inside.measure(model, run, [SimpleNamespace(path="", names=["0", "1"])])[""]
+    assert found["implementations"] == ["fast path", "fast path off"]
+    (pattern,) = found["patterns"]
+    assert pattern["never_fire"] == ["attn.out_proj"]
+    attention = pattern["streams"][0]["lookups"]["attention"]
+    assert (attention["module"], attention["take"], attention["receives"]) == ("attn", "output[0]", "tuple[Tensor, None]")
+
+
+def test_block_call_names_the_hidden_states_stream_of_a_two_stream_block():
+    """SD3's joint blocks take hidden_states and encoder_hidden_states and return (encoder_hidden_states,
+    hidden_states): the first output tensor is the text's stream, not the image's."""
+    from tools.atlas import probe
+
+    class Joint(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.image, self.text = nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor) -> tuple:
+            return encoder_hidden_states + self.text(encoder_hidden_states), hidden_states + self.image(hidden_states)
+
+    block = Joint()
+    model = nn.ModuleList([block])
+    call = probe.block_call(model, block, lambda: block(hidden_states=torch.randn(1, 6, 8),
+                                                        encoder_hidden_states=torch.randn(1, 3, 8)))
+    assert (call["hidden_states"], call["hidden_states_out"]) == ("kwargs['hidden_states']", "output[1]")
+    assert call["streams"] == [{"input": "kwargs['hidden_states']", "output": "output[1]"},
+                               {"input": "kwargs['encoder_hidden_states']", "output": "output[0]"}]
+
+
+def test_the_page_shows_the_lookups_inside_the_blocks_in_both_languages():
+    for data in committed():
+        measured = [(n, e) for n, e in data["models"].items() if any(
+            s["identity"]["holds"] for st in (e.get("inside") or {}).values() for p in st.get("patterns", [])
+            for s in p["streams"])]
+        name, entry = measured[0]
+        stack = next(st for st in entry["inside"].values() if any(
+            s["identity"]["holds"] for p in st.get("patterns", []) for s in p["streams"]))
+        stream = next(s for p in stack["patterns"] for s in p["streams"] if s["identity"]["holds"])
+        role, place = next((r, p) for r, p in stream["lookups"].items() if r != "input" and p["module"])
+        for lang, heading in (("zh", "## 块的内部"), ("en", "## Inside the blocks")):
+            page = atlas_pages.site_page(data, lang)
+            section = page[page.index(heading):]
+            assert f"| `{name}` |" in section and f"**{role}**: `{place['module']}`" in section, (data["zoo"], lang)
+            assert '.where(3, "attention")' in section
+
+
+def test_merging_the_inside_pass_fills_every_built_model_or_says_why(tmp_path):
+    """``merge`` puts the pass's fields into a copy of the atlas: a model the pass measured gets its lookups and its
+    block calls measured again, one it did not reach says how to measure it, one it rebuilt too large says so."""
+    data = next(d for d in committed() if d["zoo"] == "transformers")
+    built = [n for n, e in data["models"].items() if e["status"] == "built"]
+    measured, missing, too_large = built[:3]
+    (tmp_path / "transformers.json").write_text(json.dumps(data), encoding="utf-8")
+    pass_file = tmp_path / "transformers.inside.jsonl"
+    pass_file.write_text(
+        json.dumps({"name": measured, "status": "built", "block_calls": {"x": "marked"}, "inside": {"s": {}}}) + "\n"
+        + json.dumps({"name": too_large, "status": "structure only"}) + "\n", encoding="utf-8")
+    atlas_pages.merge_inside("transformers", pass_file, tmp_path)
+    merged = json.loads((tmp_path / "transformers.json").read_text(encoding="utf-8"))
+    models = merged["models"]
+    assert models[measured]["block_calls"] == {"x": "marked"} and models[measured]["inside"] == {"s": {}}
+    assert models[missing]["inside"] is None and f"--only {missing}" in models[missing]["inside_why"]
+    assert models[too_large]["inside"] is None and "structure only" in models[too_large]["inside_why"]
+    assert merged["counts"] == atlas_pages.summarize(models) and "inside" in merged["counts"]
+    assert all(m.get("inside") is None or m["status"] == "built" for m in models.values())

@@ -240,9 +240,26 @@ def never_fired(model: nn.Module, run: Callable[[], Any], *, train_run: Callable
 
 
 # ------------------------------------------------------------------------------------------------ blocks
+def _outputs(value: Any) -> list[tuple[str, torch.Tensor]]:
+    """The tensors of a block's output, one level deep, with how to reach each (``output``, ``output[1]``)."""
+    if isinstance(value, torch.Tensor):
+        return [("output", value)]
+    if isinstance(value, (tuple, list)):
+        return [(f"output[{i}]", v) for i, v in enumerate(value) if isinstance(v, torch.Tensor)]
+    if hasattr(value, "to_tuple") and hasattr(value, "keys"):
+        return [(f"output.{k}", value[k]) for k in value.keys() if isinstance(value[k], torch.Tensor)]
+    if dataclasses.is_dataclass(value):
+        return [(f"output.{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value)
+                if isinstance(getattr(value, f.name), torch.Tensor)]
+    return []
+
+
 def block_call(model: nn.Module, block: nn.Module, run: Callable[[], Any]) -> dict[str, Any] | None:
     """What a forward hook with ``with_kwargs=True`` on ``block`` receives at its first call: positional argument
-    kinds, keyword argument kinds, which argument holds the hidden states, and the output's kind."""
+    kinds, keyword argument kinds, which argument holds the hidden states and where they are in the output, and
+    the output's kind. The hidden states: the argument named ``hidden_states`` (else the first positional one, else
+    any other) whose shape one of the output's tensors has; a block with two streams (SD3's joint blocks return
+    ``(encoder_hidden_states, hidden_states)``) lists both in ``streams``."""
     seen: list[tuple[tuple, dict, Any]] = []
 
     def hook(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
@@ -256,20 +273,24 @@ def block_call(model: nn.Module, block: nn.Module, run: Callable[[], Any]) -> di
     if not seen:
         return None
     args, kwargs, output = seen[0]
-    hidden = main_tensor(output)
-    where = None
+    outs = _outputs(output)
     candidates = [(f"args[{i}]", a) for i, a in enumerate(args)] + [(f"kwargs[{k!r}]", v) for k, v in kwargs.items()]
-    for label, value in candidates:
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and hidden is not None \
-                and tuple(value.shape) == tuple(hidden.shape):
-            where = label
-            break
-    if where is None:  # a block that changes the shape (a stage that downsamples): the first floating tensor
-        where = next((label for label, v in candidates if isinstance(v, torch.Tensor) and v.is_floating_point()),
-                     None)
-    return {"args": [kind_of(a) for a in args],
-            "kwargs": {k: kind_of(v) for k, v in sorted(kwargs.items())},
-            "hidden_states": where, "output": kind_of(output), "output_kind": output_kind(output)}
+    floating = [(label, v) for label, v in candidates if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    floating.sort(key=lambda lv: (lv[0] != "kwargs['hidden_states']", not lv[0].startswith("args")))
+    matching = [(label, [o for o, t in outs if tuple(t.shape) == tuple(value.shape)]) for label, value in floating]
+    matching = [(label, found) for label, found in matching if found]
+    # a block that changes the shape (a stage that downsamples): the first floating tensor
+    where = matching[0][0] if matching else next((label for label, _ in floating), None)
+    found = {"args": [kind_of(a) for a in args], "kwargs": {k: kind_of(v) for k, v in sorted(kwargs.items())},
+             "hidden_states": where, "output": kind_of(output), "output_kind": output_kind(output)}
+    # where the output holds each stream, where its shape says it alone (two outputs of one shape: Reformer's
+    # (attn_output, hidden_states) pair is told only by the identity inside the block, tools/atlas/inside.py)
+    if matching and all(len(found_outs) == 1 for _, found_outs in matching) and \
+            len({o[0] for _, o in matching}) == len(matching):
+        found["hidden_states_out"] = matching[0][1][0]
+        if len(matching) > 1:
+            found["streams"] = [{"input": label, "output": o[0]} for label, o in matching]
+    return found
 
 
 def experts_modules(model: nn.Module) -> list[dict[str, Any]]:

@@ -342,6 +342,12 @@ class Transformers:
         if callable(getattr(model, "generate", None)) and ("ForCausalLM" in model_cls or
                                                            "ForConditionalGeneration" in model_cls):
             gen_inputs = {k: v for k, v in inputs.items() if k != "decoder_input_ids"}
+            gen_config = getattr(model, "generation_config", None)
+            if getattr(config, "is_encoder_decoder", False) and gen_config is not None and \
+                    getattr(gen_config, "decoder_start_token_id", None) is None and \
+                    getattr(gen_config, "bos_token_id", None) is None:
+                # a config made from defaults has no start token for the decoder (T5 starts with its pad token)
+                gen_inputs["decoder_start_token_id"] = getattr(gen_config, "pad_token_id", None) or 0
 
             def generate() -> Any:
                 with torch.no_grad():

@@ -1,0 +1,473 @@
+"""The atlas one level down: inside each block, which submodule's forward hook gives the attention output, the MLP
+(or experts') output, and the residual stream after each, what that hook receives, and which of the block's modules
+fire under which attention implementation.
+
+Measured, not read from names: each lookup is a place where a hook saw a term of the block's residual identity
+(:mod:`tools.atlas.identity`: block output = block input + attention + mlp, found in the tensors the hooks saw). A
+branch's role is named by what ran in it: ``attention`` where ``scaled_dot_product_attention`` or a softmax over 3 or
+more dimensions ran, or its modules are named so (``cross_attention`` for one named ``cross`` / ``encoder_attn`` /
+``attn2``); ``mlp`` for a branch with experts, one named so, or the one after an attention branch (with its experts
+and router, where it has them); ``mixer`` for a state-space mixer; ``branch`` otherwise (a ResNet block's
+convolutions). Where the block changes the shape, the first branch adds to a ``shortcut`` (a ResNet's downsample).
+
+Parameters that hold one constant are given random values first (a zero-initialised gate or a layer scale of 1e-5
+leaves no trace of its branch), unless the model's output is then not finite. Each stack is run again under every
+attention implementation the model has on a CPU (transformers: ``eager`` and ``sdpa``; timm: ``fused_attn`` on and
+off; PyTorch's ``nn.MultiheadAttention``: the fast path on and off; diffusers: the default processors and
+``set_default_attn_processor()``), recording which modules fire and what their hooks receive. A stack whose
+blocks hold sequences of blocks (a stage list: ``stages.2.blocks``) has those measured as stacks of their own
+(``inner_of``). ``tools/atlas/generate.py`` stores the result as a model's ``inside``; ``hooklab.course.atlas``
+answers ``where(block, what)`` from it.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+from torch import nn
+
+from .identity import (
+    Call,
+    Identity,
+    Place,
+    attention_ops,
+    block_shapes,
+    close,
+    decompose,
+    first_call,
+    is_norm,
+    recording,
+)
+from .probe import kind_of, main_tensor
+
+MAX_BLOCKS = 8  # blocks measured per stack; the others get the pattern of a measured block built alike
+_CROSS = re.compile(r"cross|encoder_attn|encdec|enc_dec|attn2(\b|_|$)", re.I)
+_ATTENTION = re.compile(r"attn|attention", re.I)
+_MLP = re.compile(r"mlp|ffn|feed_?forward|(^|\.|_)ff(\b|_|$)|intermediate|moe|expert|(^|\.)fc\d|dense_h_to_4h|"
+                  r"channel_mix", re.I)
+_MIXER = re.compile(r"mixer|mamba|ssm|token_mix", re.I)
+_EXPERTS = re.compile(r"expert", re.I)
+_ROUTER = re.compile(r"(^|\.)(router|gate|gating|switch)$", re.I)
+
+
+# ------------------------------------------------------------------------------------------------ one block
+def _best(places: list[Place], kinds: tuple[str, ...] = ("out",)) -> Place | None:
+    """The place a hook reaches most simply: the block's own output, else the shallowest module (the first
+    called) whose output it is, else the shallowest module whose input it is (a forward pre-hook)."""
+    for kind in kinds:
+        if kind == "out" and any(p.kind == "out" and p.path == "" for p in places):
+            return next(p for p in places if p.kind == "out" and p.path == "")
+        inner = sorted((p for p in places if p.kind == kind and p.path), key=lambda p: (p.depth, p.time))
+        if inner:
+            return inner[0]
+        own = [p for p in places if p.kind == kind and p.path == ""]
+        if own:
+            return own[0]
+    return None
+
+
+def _place(p: Place, kinds: dict[tuple[str, str], str]) -> dict[str, Any]:
+    found = {"module": p.path, "hook": "forward" if p.kind == "out" else "forward_pre", "take": p.access,
+             "receives": kinds.get((p.kind, p.path), "")}
+    if p.total > 1:
+        found["call"] = f"{p.nth} of {p.total}"
+    if p.access.startswith("kwargs"):
+        found["with_kwargs"] = True  # register the hook with with_kwargs=True to get the keywords
+    if p.flattened:
+        found["flattened"] = True    # the hook gets it as (batch * tokens, channels): view it in the block's shape
+    return found
+
+
+def _role(names: list[str], ops: list[str], experts: bool, earlier: list[str]) -> str:
+    text = " ".join(names)
+    if (ops or _ATTENTION.search(text)) and _CROSS.search(text):
+        return "cross_attention"
+    if experts or (_MLP.search(text) and not ops):
+        return "mlp"
+    if ops or _ATTENTION.search(text):
+        return "attention"
+    if _MIXER.search(text):
+        return "mixer"
+    return "mlp" if any(r.startswith(("attention", "mixer")) for r in earlier) else "branch"
+
+
+def _experts(window: list[Call], modules: dict[str, nn.Module], kinds: dict, summand: torch.Tensor
+             ) -> dict[str, Any] | None:
+    """The experts of an MoE branch: the module holding them (a fused module, or a list whose expert ``i`` fires
+    only for the tokens routed to it), what its hook receives, and whether its output is the branch's output."""
+    named = [c.path for c in window if _EXPERTS.search(c.path.rpartition(".")[2])]
+    if not named:
+        return None
+    top = min(named, key=lambda e: (e.count("."), e))
+    holder = top.rpartition(".")[0] if top.rpartition(".")[2].isdigit() else top
+    found: dict[str, Any] = {"module": holder, "class": type(modules[holder]).__name__}
+    fired = {c.path for c in window if c.path.rpartition(".")[0] == holder and c.path.rpartition(".")[2].isdigit()}
+    if fired:
+        found["note"] = (f"a list of {len(list(modules[holder].children()))} expert modules, never called itself: "
+                         f"expert i's hook fires only when a token is routed to it ({len(fired)} fired here)")
+        return found
+    found.update(hook="forward", take="output", receives=kinds.get(("out", holder), ""))
+    out = next((c.outputs for c in window if c.path == holder), [])
+    found["is_the_mlp_output"] = any(close(t, summand) for _, t in out)
+    return found
+
+
+def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict[str, nn.Module],
+                  ops: list[tuple[int, str]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One stream's lookups (role -> where a hook gets it) and the identity that proves them."""
+    kinds: dict[tuple[str, str], str] = {("out", ""): block.output_kind, ("in", ""): block.input_kind}
+    for c in inner:
+        kinds.setdefault(("out", c.path), c.output_kind)
+        kinds.setdefault(("in", c.path), c.input_kind)
+    params = {path: sum(p.numel() for p in m.parameters()) for path, m in modules.items()}
+    found: dict[str, Any] = {}
+    roles: list[str] = []
+    begin = previous_end = block.start
+    if ident.shortcut is not None:
+        found["shortcut"] = _place(_best([p for p in ident.shortcut.places if p.path]), kinds)
+    for b in ident.branches:
+        producer = _best([p for p in b.summand.places if p.path])
+        if producer is None:
+            return {}, {"holds": False, "why": "a branch's output is no module's output"}
+        if roles:  # the branch begins where the stream it reads begins (a parallel one: after the previous branch)
+            begin = previous_end if b.parallel else max(previous_end, min(p.time for p in b.base.places))
+        window = [c for c in inner if begin < c.start and c.end <= producer.time]
+        parent = producer.path.rpartition(".")[0]
+        siblings = [c.path for c in window if c.path.rpartition(".")[0] == parent and not is_norm(modules[c.path])]
+        core = max(siblings, key=lambda s: params.get(s, 0), default=producer.path)  # most of the window's weights
+        core = core if 2 * params.get(core, 0) > sum(params.get(s, 0) for s in set(siblings)) and \
+            params.get(core, 0) > 1.5 * params.get(producer.path, 0) else producer.path
+        previous_end = producer.time
+        ops_here = attention_ops(ops, begin, producer.time)
+        experts = _experts(window, modules, kinds, b.summand.tensor)
+        role = _role([producer.path, core], ops_here, experts is not None, roles)
+        role = role if role not in roles else \
+            f"{role}_{sum(r == role or (r.startswith(role + '_') and r[len(role) + 1:].isdigit()) for r in roles) + 1}"
+        roles.append(role)
+        entry = _place(producer, kinds)
+        if b.coefficient[0] == "per channel":
+            entry["added"] = "times a gate per channel (the sum is input + gate * this output)"
+            entry["scale"] = "per channel"
+        elif b.coefficient[1] != 1.0:
+            entry["added"] = f"times {b.coefficient[1]:g} (the sum is input + {b.coefficient[1]:g} * this output)"
+            entry["scale"] = b.coefficient[1]
+        if b.base_scale is not None:  # Doge: the stream is scaled (per channel) before the branch is added
+            entry["base_scale"] = b.base_scale[1] if b.base_scale[0] == "scalar" else "per channel"
+            entry["added"] = f"to the stream it adds to, first multiplied by " \
+                f"{'a gate per channel' if b.base_scale[0] != 'scalar' else f'{b.base_scale[1]:g}'}"
+        if core != producer.path:
+            entry["inside"] = {"module": core, "class": type(modules[core]).__name__, "hook": "forward",
+                               "take": "output", "receives": kinds.get(("out", core), "")}
+        if ops_here:
+            entry["evidence"] = ops_here
+        if experts:
+            entry["experts"] = experts
+        routers = [c.path for c in window if _ROUTER.search(c.path)] if experts else []
+        if routers:
+            r = min(routers, key=lambda e: (e.count("."), e))
+            entry["router"] = {"module": r, "class": type(modules[r]).__name__, "hook": "forward",
+                               "take": "output", "receives": kinds.get(("out", r), "")}
+        found[role] = entry
+    expressions: dict[Any, str] = {}  # value -> how it is made of the block input and the branches
+    holder: dict[Any, str] = {}       # value -> the lookup that holds it (what the next branch adds to)
+    for k, (role, b) in enumerate(zip(roles, ident.branches)):
+        found[role]["adds_to"] = f"residual_after_{roles[k - 1]}" if b.parallel and b.stream is not None else \
+            holder.get(b.base, "shortcut" if ident.shortcut is not None and b.base is ident.shortcut else "input")
+        gate = "gate * " if b.coefficient[0] == "per channel" else "" if b.coefficient[1] == 1.0 else \
+            f"{b.coefficient[1]:g} * "
+        base = expressions.get(b.base, "shortcut(block input)" if b.base is ident.shortcut and ident.shortcut
+                               else "block input")
+        if b.parallel and b.stream is not None:  # the second of two parallel branches: added to the first's sum
+            base = expressions.get(b.after, base)
+        if b.base_scale is not None:
+            base = f"{'gate' if b.base_scale[0] != 'scalar' else f'{b.base_scale[1]:g}'} * ({base})"
+        expression = expressions[b.after] = f"{base} + {gate}{role}"
+        if b.stream is None:  # the first of two parallel branches: its sum is never a tensor
+            found[f"residual_after_{role}"] = {
+                "module": None, "compute": f"block input + {role} output",
+                "note": "a parallel block: both branches read the block's input; no tensor holds this sum"}
+            continue
+        where = _place(_best(b.stream.places, ("out", "in")), kinds)
+        holder[b.stream] = holder[b.after] = f"residual_after_{role}"
+        if b.stream is not b.after:
+            through = modules.get(b.through or "")
+            where["sum"] = _place(_best(b.after.places, ("out", "in")), kinds)
+            expressions[b.stream] = f"{'norm' if is_norm(through) else b.through}({expression})"
+            where["note"] = (f"the sum goes through `{b.through}` ({type(through).__name__}) before the next part; "
+                             f"the sum itself: {_describe(_best(b.after.places, ('out', 'in')))}")
+        if b.aside:
+            where["note"] = ("this sum is not carried on: the next branch reads it, but adds its output to an earlier "
+                             "stream, so it reaches the block's output only through that branch")
+        found[f"residual_after_{role}"] = where
+    end = ident.branches[-1].stream if ident.branches[-1].stream is not None else ident.branches[-1].after
+    expression = expressions.get(end, expression)
+    for following, b in zip(roles[1:], ident.branches):
+        if b.aside:
+            expression += f"; the {following} reads {expressions[b.after]}"
+    form = "parallel" if any(b.parallel for b in ident.branches) else \
+        "post-norm" if any(b.stream is not b.after and is_norm(modules.get(b.through or "")) for b in ident.branches) \
+        else "sequential"
+    return found, {"holds": True, "form": form, "text": f"block {ident.output} = {expression}"}
+
+
+def _describe(p: Place | None) -> str:
+    if p is None:
+        return "no tensor a hook sees"
+    where = f"`{p.path}`" if p.path else "the block"
+    return f"{where}'s {'forward hook' if p.kind == 'out' else 'forward pre-hook'}, {p.access}"
+
+
+def block_streams(block: Call, inner: list[Call], modules: dict[str, nn.Module], ops: list[tuple[int, str]]
+                  ) -> list[dict[str, Any]]:
+    """Every residual stream of one block call (SD3's joint blocks have two: the image's and the text's), each
+    with its lookups and identity; one stream saying why, where none is found."""
+    def rank(access: str) -> tuple:
+        return (access not in ("kwargs['hidden_states']", "args[0]", "kwargs['x']"), access)
+    out_shapes = {tuple(t.shape) for _, t in block.outputs}
+    candidates = sorted((a for a, _ in block.inputs), key=rank)
+    candidates = candidates[:1] + [a for a in candidates[1:] if tuple(dict(block.inputs)[a].shape) in out_shapes]
+    streams: list[dict[str, Any]] = []
+    why, outputs = "the block's input is not a floating tensor", set()
+    for access in candidates:
+        ident = decompose(block, inner, access, modules)
+        if ident.why:
+            if access == candidates[0]:  # no second stream where the main one has no identity: what another
+                why = ident.why          # input "streams" to is no lookup (Zaya's router state)
+                break
+            continue
+        if ident.output in outputs:
+            continue
+        found, identity = block_lookups(block, inner, ident, modules, ops)
+        if not found:
+            why = identity["why"]
+            continue
+        outputs.add(ident.output)
+        streams.append({"input": access, "output": ident.output, "identity": identity,
+                        "lookups": {"input": _place(Place("in", "", access, block.start), {("in", ""): block.input_kind}),
+                                    **found}})
+    if not streams:
+        streams.append({"input": candidates[0] if candidates else None, "output": None,
+                        "identity": {"holds": False, "why": why}, "lookups": {}})
+    return streams
+
+
+# ------------------------------------------------------------------------------------------------ a model
+@torch.no_grad()
+def unconstant(model: nn.Module) -> list[tuple[nn.Parameter, torch.Tensor]]:
+    """Gives every parameter that holds one constant ``c`` random values near it, on the scale of an initialised
+    weight (``c`` plus noise of 0.02, or of a tenth of ``c`` where that is larger: a zero gate or a layer scale of
+    1e-5 becomes a small gate, a norm's weight of one stays about one; larger values would drown the tokens'
+    differences in the biases); returns what to put back."""
+    g = torch.Generator().manual_seed(0)
+    saved = []
+    for p in model.parameters():
+        if p.is_floating_point() and p.device.type != "meta" and p.numel() and bool((p == p.flatten()[0]).all()):
+            saved.append((p, p.detach().clone()))
+            c = float(p.flatten()[0])
+            noise = torch.randn(p.shape, generator=g, dtype=torch.float32) * max(0.02, abs(c) / 10)
+            p.copy_((noise + (c if abs(c) >= 0.01 else 0.0)).to(p.dtype))
+    return saved
+
+
+def _switch(enter: Callable[[], Any], leave: Callable[[], Any]) -> Callable[[], Any]:
+    @contextlib.contextmanager
+    def switched() -> Iterator[None]:
+        enter()
+        try:
+            yield
+        finally:
+            leave()
+    return switched
+
+
+def variants(model: nn.Module) -> tuple[list[tuple[str, Callable[[], Any]]], dict[str, str]]:
+    """The attention implementations this model switches between on a CPU, as context managers (the first: as
+    built), and those not measured here, with why."""
+    found: list[tuple[str, Callable[[], Any]]] = []
+    absent: dict[str, str] = {}
+    config = getattr(model, "config", None)
+    base = getattr(config, "_attn_implementation", None) if hasattr(model, "set_attn_implementation") else None
+    if isinstance(base, str):
+        for impl in dict.fromkeys([base, "eager", "sdpa"]):
+            found.append((impl, _switch(lambda impl=impl: model.set_attn_implementation(impl),
+                                        lambda: model.set_attn_implementation(base))))
+        absent["flash_attention_2"] = "n/a: needs a GPU" if getattr(model, "_supports_flash_attn", False) else \
+            "not supported by this model"
+    fused = [m for m in model.modules() if isinstance(getattr(m, "fused_attn", None), bool)]
+    if fused:
+        before = [m.fused_attn for m in fused]
+
+        def put(values: list[bool]) -> None:
+            for m, v in zip(fused, values):
+                m.fused_attn = v
+        for on in (before[0], not before[0]):
+            found.append(("fused_attn" if on else "fused_attn off",
+                          _switch(lambda on=on: put([on] * len(fused)), lambda: put(before))))
+    if any(isinstance(m, (nn.MultiheadAttention, nn.TransformerEncoderLayer)) for m in model.modules()):
+        was = torch.backends.mha.get_fastpath_enabled()
+        for on in (True, False):
+            found.append(("fast path" if on else "fast path off",
+                          _switch(lambda on=on: torch.backends.mha.set_fastpath_enabled(on),
+                                  lambda: torch.backends.mha.set_fastpath_enabled(was))))
+    if hasattr(model, "set_default_attn_processor") and hasattr(model, "attn_processors"):
+        saved = dict(model.attn_processors)
+        found += [("default processors", _switch(lambda: None, lambda: None)),
+                  ("set_default_attn_processor()", _switch(model.set_default_attn_processor,  # it empties a dict
+                                                           lambda: model.set_attn_processor(dict(saved))))]
+    return found or [("as built", _switch(lambda: None, lambda: None))], absent
+
+
+def _fires(blocks: dict[str, nn.Module], run: Callable[[], Any]) -> dict[tuple[str, str], tuple[int, str, str]]:
+    """(block, module) -> (calls, what its forward pre-hook and forward hook received first), in one run."""
+    seen: dict[tuple[str, str], list] = {}
+    handles = []
+    for bname, block in blocks.items():
+        for rel, module in block.named_modules():
+            def pre(m: nn.Module, args: tuple, key: tuple = (bname, rel)) -> None:
+                seen.setdefault(key, [0, kind_of(args), ""])[0] += 1
+
+            def post(m: nn.Module, args: tuple, output: Any, key: tuple = (bname, rel)) -> None:
+                if key in seen and not seen[key][2]:
+                    seen[key][2] = kind_of(output)
+            handles += [module.register_forward_pre_hook(pre), module.register_forward_hook(post)]
+    try:
+        run()
+    finally:
+        for h in handles:
+            h.remove()
+    return {k: (v[0], v[1], v[2]) for k, v in seen.items()}
+
+
+def _signature(block: nn.Module) -> str:
+    return json.dumps([(n, type(m).__name__) for n, m in block.named_modules()])
+
+
+def _template(path: str, names: list[str]) -> str | None:
+    """How block i is named (``model.layers.{i}``), where the names say it."""
+    match = [re.fullmatch(r"(.*?)(\d+)", n) for n in names]
+    if all(match) and len({m.group(1) for m in match}) == 1 and all(int(m.group(2)) == i for i, m in enumerate(match)):
+        return match[0].group(1) + "{i}"
+    return None
+
+
+def inner_stacks(model: nn.Module, stack: Any) -> list[Any]:
+    """The sequences of blocks inside a stage list's blocks (``stages.2.blocks``): a ModuleList or Sequential
+    child of a stage whose children all have submodules of their own."""
+    found = []
+    for name in stack.names:
+        for child_name, child in model.get_submodule(name).named_children():
+            if isinstance(child, (nn.ModuleList, nn.Sequential)) and len(child) and all(
+                    c is not None and any(True for _ in c.children()) for c in child):  # a list may hold None
+                path = f"{name}.{child_name}"
+                found.append(SimpleNamespace(path=path, names=[f"{path}.{k}" for k, _ in child.named_children()],
+                                             inner_of=stack.path))
+    return found
+
+
+def measure(model: nn.Module, run: Callable[[], Any], stacks: list) -> dict[str, Any]:
+    """A model's ``inside``: stack path -> its blocks' lookups (see the module docstring)."""
+    saved = unconstant(model)
+    try:
+        value = main_tensor(run())
+        if value is not None and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            raise FloatingPointError("not finite")
+    except Exception:  # noqa: BLE001 - values the model cannot take: measured as built
+        with torch.no_grad():
+            for p, old in saved:
+                p.copy_(old)
+    implementations, absent = variants(model)
+    result: dict[str, Any] = {}
+    todo = list(stacks)
+    while todo:
+        s = todo.pop(0)
+        try:
+            result[s.path] = _stack(model, s, run, implementations, dict(absent))
+        except Exception as exc:  # noqa: BLE001 - recorded: this stack's lookups are missing, and why
+            result[s.path] = {"blocks": len(s.names), "patterns": [], "block_pattern": [None] * len(s.names),
+                              "why": f"the measurement failed: {type(exc).__name__}: {str(exc)[:160]}"}
+            continue
+        if getattr(s, "inner_of", None) is None:  # a stage list: the blocks inside each stage as well
+            todo += [inner for inner in inner_stacks(model, s) if inner.path not in result]
+    return {path: st for path, st in result.items()  # an inner sequence with no residual identity says nothing
+            if "inner_of" not in st or any(stream["identity"]["holds"] for p in st["patterns"] for stream in p["streams"])}
+
+
+def _stack(model: nn.Module, s: Any, run: Callable[[], Any], implementations: list, absent: dict[str, str]
+           ) -> dict[str, Any]:
+    blocks = {n: model.get_submodule(n) for n in s.names[:MAX_BLOCKS]}
+    with implementations[0][1]():
+        shapes = block_shapes(blocks, run)
+        with recording(blocks, shapes) as (calls, ops):
+            run()
+    fired = {}
+    for name, enter in implementations:
+        try:
+            with enter():
+                fired[name] = _fires(blocks, run)
+        except Exception as exc:  # noqa: BLE001 - an implementation this model does not take
+            absent[name] = f"{type(exc).__name__}: {str(exc)[:120]}"
+    patterns: list[dict[str, Any]] = []
+    keys: list[str] = []
+    index_of: dict[str, int | None] = {}
+    for i, (bname, block) in enumerate(blocks.items()):
+        found = first_call(calls[bname])
+        if found is None:
+            index_of[bname] = None
+            continue
+        modules = dict(block.named_modules())
+        pattern = {"class": type(block).__name__, "streams": block_streams(*found, modules, ops.seen)}
+        by_impl = _by_variant(bname, modules, fired)
+        for stream in pattern["streams"]:
+            for entry in stream["lookups"].values():
+                _receives(entry, by_impl)
+        differs = {rel: {impl: n for impl, (n, _, _) in per.items()} for rel, per in by_impl.items()
+                   if len({n for n, _, _ in per.values()}) > 1}
+        if differs:
+            pattern["fires_by_implementation"] = differs
+        never = [rel for rel, per in by_impl.items() if rel and not any(n for n, _, _ in per.values())
+                 and not isinstance(modules[rel], (nn.ModuleList, nn.ModuleDict))]
+        if never:
+            pattern["never_fire"] = never
+        if sum(1 for c in calls[bname] if c.path == "") > 1:
+            pattern["calls_per_forward"] = sum(1 for c in calls[bname] if c.path == "")
+        key = json.dumps(pattern, sort_keys=True, default=str)
+        if key not in keys:
+            keys.append(key)
+            patterns.append({**pattern, "blocks": []})
+        patterns[keys.index(key)]["blocks"].append(i)
+        index_of[bname] = keys.index(key)
+    alike = {_signature(b): index_of[n] for n, b in blocks.items() if index_of.get(n) is not None}
+    out: dict[str, Any] = {
+        "blocks": len(s.names), "names": _template(s.path, s.names) or s.names, "measured": len(blocks),
+        "implementations": list(fired), "not_measured": absent,
+        "block_pattern": [index_of[n] if n in blocks else alike.get(_signature(model.get_submodule(n)))
+                          for n in s.names],
+        "patterns": patterns}
+    if getattr(s, "inner_of", None):
+        out["inner_of"] = s.inner_of
+    if not patterns:
+        out["why"] = "its blocks are not called in this forward"
+    return out
+
+
+def _by_variant(bname: str, modules: dict[str, nn.Module], fired: dict[str, dict]
+                ) -> dict[str, dict[str, tuple[int, str, str]]]:
+    """module -> implementation -> (calls, what its pre-hook got, what its forward hook got)."""
+    return {rel: {impl: table.get((bname, rel), (0, "", "")) for impl, table in fired.items()} for rel in modules}
+
+
+def _receives(entry: dict[str, Any], by_impl: dict[str, dict[str, tuple[int, str, str]]]) -> None:
+    """An entry's ``receives``: one kind, or one per implementation where they differ ('does not fire')."""
+    for item in [entry] + [v for k, v in entry.items() if k in ("inside", "experts", "router", "sum") and isinstance(v, dict)]:
+        module = item.get("module")
+        if module is None or module not in by_impl or "hook" not in item:
+            continue
+        slot = 1 if item["hook"] == "forward_pre" else 2
+        per = {impl: got[slot] if got[0] else "does not fire" for impl, got in by_impl[module].items()}
+        kinds = set(per.values())
+        item["receives"] = next(iter(kinds)) if len(kinds) == 1 else per
