@@ -144,6 +144,17 @@ def test_index_page_is_the_landing_page_with_the_notebooks_and_the_api_in_the_si
     assert text.startswith(few) and "\napi\n" not in few  # a build of a few notebooks (only=): no API page
 
 
+def test_pages_named_after_a_parent_page_sit_under_it_in_the_sidebar():
+    extra = ["symptoms", "recipes", "recipes-01_a", "profiles", "profiles-captum", "profiles-peft", "atlas-timm"]
+    assert pages.nested_pages(extra) == {"recipes": ["recipes-01_a"], "profiles": ["profiles-captum", "profiles-peft"]}
+    landing = pages.index_page("# T\n", ["00_a"], "en", extra=extra).split("```{toctree}")[-1]
+    assert all(f"\n{name}\n" in landing for name in ("symptoms", "recipes", "profiles", "atlas-timm", "api"))
+    assert not any(f"\n{name}\n" in landing for name in ("recipes-01_a", "profiles-captum", "profiles-peft"))
+    contents = pages.child_contents(["profiles-captum", "profiles-peft"])
+    assert ":hidden:" in contents and contents.index("profiles-captum") < contents.index("profiles-peft")
+    assert pages.child_contents([]) == ""
+
+
 def _notebook(title: str, *cells: dict) -> dict:
     return {"cells": [{"cell_type": "markdown", "metadata": {"tags": ["lang-both"]}, "source": title}, *cells],
             "metadata": {}, "nbformat": 4, "nbformat_minor": 5}

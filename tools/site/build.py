@@ -61,12 +61,14 @@ from .pages import (
     api_groups,
     api_page,
     cell_links_to_symptom_targets,
+    child_contents,
     chooser_page,
     further_reading,
     further_reading_cell,
     index_page,
     join_cjk_lines,
     landing_page,
+    nested_pages,
     notebook_line,
     notebook_picture,
     notebook_title,
@@ -184,8 +186,10 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
         (src / path.name).write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         names.append(path.stem)
     pages = extra_pages(root, full=only is None)  # a quick build (tests) leaves the atlas out, as the API page
+    children = nested_pages(pages)
     for page, write in pages.items():
-        (src / f"{page}.md").write_text(join_cjk_lines(write(root, lang, names)), encoding="utf-8")
+        text = write(root, lang, names).rstrip("\n") + "\n" + child_contents(children.get(page, []))
+        (src / f"{page}.md").write_text(join_cjk_lines(text), encoding="utf-8")
     extra = src.parent / f"_extra-{lang}"
     if extra.exists():
         shutil.rmtree(extra)

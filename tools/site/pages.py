@@ -241,10 +241,31 @@ def landing_page(template: str, cards: list[dict[str, str]], *, repository: str 
     return join_cjk_lines(text)
 
 
+def nested_pages(pages: Iterable[str]) -> dict[str, list[str]]:
+    """The pages the sidebar shows under another one: a page named ``<parent>-<part>`` (``profiles-captum``,
+    ``recipes-07_hugging_face``) whose parent page is among ``pages``, by parent, in their order. The parent's page
+    lists them in a hidden table of contents (:func:`child_contents`); the landing page lists only the others."""
+    names = list(pages)
+    found: dict[str, list[str]] = {}
+    for name in names:
+        parent = name.split("-", 1)[0]
+        if parent != name and parent in names:
+            found.setdefault(parent, []).append(name)
+    return found
+
+
+def child_contents(children: list[str]) -> str:
+    """The hidden table of contents a parent page ends with, which puts ``children`` under it in the sidebar."""
+    return "\n".join(["", "```{toctree}", ":hidden:", ":maxdepth: 1", "", *children, "```", ""]) if children else ""
+
+
 def index_page(landing: str, names: list[str], lang: str, *, api: bool = True, extra: Iterable[str] = ()) -> str:
     """The landing page (index.md): the learners' page, then hidden tables of contents that fill the sidebar with
-    the notebooks, the ``extra`` pages (the symptom index) and the API page."""
-    pages = [*extra, *(["api"] if api else [])]
+    the notebooks, the ``extra`` pages (the symptom index, the recipes, ...: not those :func:`nested_pages` puts
+    under another page) and the API page."""
+    extra = list(extra)
+    nested = {child for children in nested_pages(extra).values() for child in children}
+    pages = [*(name for name in extra if name not in nested), *(["api"] if api else [])]
     toctree = ["", "```{toctree}", ":hidden:", ":maxdepth: 1", f":caption: {TEXT[lang]['notebooks']}", "",
                *names, "```", "",
                *(["```{toctree}", ":hidden:", ":maxdepth: 1", "", *pages, "```", ""] if pages else [])]
