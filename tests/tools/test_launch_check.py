@@ -141,3 +141,49 @@ def test_a_copy_is_judged_by_the_torch_range_its_own_cell_keeps():
     result = launch_check.CopyResult("14_hooks_in_frameworks.ipynb", [WHEEL], code_cells=1, passed=1,
                                      torch_before="2.13.0", torch_after="2.15.0", torch_range=("2.15", "2.15.0"))
     assert not result.torch_replaced and result.ok
+
+
+def _notebook(*cells: tuple[str, list[str]]) -> dict:
+    return {"cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {"tags": tags}, "source": source,
+                       "outputs": [], "execution_count": None} for i, (source, tags) in enumerate(cells)],
+            "metadata": {"kernelspec": launch.PYTHON_KERNEL}, "nbformat": 4, "nbformat_minor": 5}
+
+
+@pytest.mark.timeout(240)
+def test_the_runner_goes_on_after_a_failing_cell_and_gives_the_install_cell_its_own_limit(tmp_path):
+    """What check_runner.py does that nbmake does not (its docstring): every cell runs whatever an earlier one
+    raised, each failure is counted, the install cell has a longer limit than the others and a cell over its limit is
+    interrupted (and counted) while the rest still run; it reads the kernel's peak memory and torch before and after.
+    Here in this environment's Python (its own python3 kernelspec, as ``ipykernel install --sys-prefix`` writes one
+    in the fresh environment), no install."""
+    import subprocess
+    import sys
+    from importlib.metadata import version
+
+    kernels = tmp_path / "jupyter" / "kernels" / "python3"
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (ipykernel)", "language": "python"}), encoding="utf-8")
+    limit = 10  # a trivial cell stays far below it on a loaded machine; the install cell sleeps past it
+    source = tmp_path / "copy.ipynb"
+    source.write_text(json.dumps(_notebook(
+        (f"import time; time.sleep({limit + 3}); print('installed')", [launch.INSTALL_TAG]),  # over `limit`: its own
+        ("raise ValueError('a failing cell')", []),
+        ("import time; time.sleep(120)", []),  # interrupted after `limit` s
+        ("print('the last cell ran')", []))), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "JUPYTER_PREFER_ENV_PATH")}
+    env.update(JUPYTER_PATH=str(tmp_path / "jupyter"), JUPYTER_DATA_DIR=str(tmp_path / "data"))
+    (tmp_path / "run").mkdir()
+    done = subprocess.run([sys.executable, "-P", str(launch_check.RUNNER), str(source), str(tmp_path / "out.ipynb"),
+                           str(tmp_path / "result.json"), "--install-timeout", "120", "--timeout", str(limit)],
+                          cwd=tmp_path / "run", env=env, capture_output=True, text=True, timeout=200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "result.json").read_text(encoding="utf-8"))
+    assert result["code_cells"] == 4 and result["passed"] == 2 and result["aborted"] is None
+    assert result["failed"][0] == "Cell 1: ValueError: a failing cell"
+    assert result["failed"][1:] == ["Cell 2: KeyboardInterrupt: "], result["failed"]  # interrupted, then on
+    assert result["install_output"] == "installed\n" and result["install_seconds"] >= limit
+    assert result["peak_rss_mb"] > 0 and result["torch_before"] == result["torch_after"] == version("torch")
+    executed = json.loads((tmp_path / "out.ipynb").read_text(encoding="utf-8"))
+    assert "".join(executed["cells"][3]["outputs"][0]["text"]) == "the last cell ran\n"

@@ -1,5 +1,6 @@
 """./course rerun's comparison and report (tools/rerun/compare.py, claims.py, report.py) and argument handling
-(tools/rerun/command.py), on small synthetic notebooks: no kernel, no network, no environment is built."""
+(tools/rerun/command.py), on small synthetic notebooks: no network, no environment is built; one test runs a kernel
+(tools/rerun/execute.py), one a side environment's reuse with uv stubbed out."""
 from __future__ import annotations
 
 import json
@@ -326,3 +327,55 @@ def test_library_only_runs_the_library_tests_only(tmp_path, monkeypatch):
     finally:
         import shutil
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_side_environment_is_reused_only_for_the_requirements_it_was_built_from(monkeypatch):
+    """build_env keeps one environment per run name and rebuilds it when its requirements change (what nox's reuse,
+    which compares no requirements, would not do: command.py's docstring)."""
+    built = []
+
+    def fake_run_checked(cmd, what, **kwargs):
+        built.append(cmd[1:3])
+        if cmd[1] == "venv":
+            (Path(cmd[-1]) / "bin").mkdir(parents=True)
+            (Path(cmd[-1]) / "bin" / "python").write_text("")
+        return ""
+
+    monkeypatch.setattr(rerun, "run_checked", fake_run_checked)
+    monkeypatch.setattr(rerun.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0))
+    monkeypatch.setattr(rerun, "UV", rerun.ROOT / "pyproject.toml")  # exists; nothing runs uv here
+    folder = rerun.ROOT / "build" / "rerun-test-reuse"
+    import shutil
+    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        python = rerun.build_env(folder, "torch==2.13.0\n", [])
+        assert python == folder / "venv" / "bin" / "python" and built[0] == ["venv", "--quiet"]
+        first = len(built)
+        assert rerun.build_env(folder, "torch==2.13.0\n", []) == python and len(built) == first  # reused
+        rerun.build_env(folder, "torch==2.14.0\n", ["numpy<2"])  # other requirements: built again
+        assert built[first] == ["venv", "--quiet"] and len(built) == 2 * first
+        assert (folder / "requirements.txt").read_text() == "torch==2.14.0\n"
+        assert (folder / "overrides.txt").read_text() == "numpy<2\n"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.timeout(180)
+def test_execute_goes_on_after_a_failing_cell_and_writes_beside_not_over_the_notebook(tmp_path):
+    """tools/rerun/execute.py in the locked environment's kernel: a cell that raises is one failure and the next cell
+    still runs (nbmake would stop there, or with allow_errors pass the notebook); the executed copy goes to --out."""
+    notebook = nb(code("raise ValueError('changed')"), code("print('still ran')"))
+    notebook["metadata"]["kernelspec"] = {"name": "hooklab", "display_name": "hooklab", "language": "python"}
+    source = tmp_path / "nb.ipynb"
+    source.write_text(json.dumps(notebook), encoding="utf-8")
+    before = source.read_bytes()
+    done = subprocess.run([sys.executable, "-m", "tools.rerun.execute", "--out", str(tmp_path / "out"),
+                           "--timeout", "60", str(source)], cwd=rerun.ROOT, env=rerun.rerun_env(),
+                          capture_output=True, text=True, timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert source.read_bytes() == before
+    executed = json.loads((tmp_path / "out" / "nb.ipynb").read_text(encoding="utf-8"))
+    first, second = executed["cells"]
+    assert [o["output_type"] for o in first["outputs"]] == ["error"] and first["outputs"][0]["ename"] == "ValueError"
+    assert "".join(second["outputs"][0]["text"]) == "still ran\n"
+    assert json.loads((tmp_path / "out" / "nb.json").read_text(encoding="utf-8"))["aborted"] is None

@@ -28,6 +28,19 @@ Both languages' copies hold the same code cells (checked here), so one language 
 Exit status: 0 every cell of every copy ran (and no torch in the range was replaced), 1 otherwise, 2 usage or
 build error. The weekly workflow
 (.github/workflows/rerun.yml) runs it for every notebook.
+
+Why not nox (tried: nox 2026.10.20, ``venv_backend="uv"``). A session ``@nox.parametrize("torch", ...)`` that runs
+``uv sync`` of the ``launch-check`` group into its virtualenv, ``uv pip install torch==X``, ``ipykernel install`` and
+check_runner.py builds this environment and ran notebook 01's copy (28 of 28 code cells), so nox can make it. But a
+nox session has one virtualenv, and each copy needs one of its own (a copy's install cell must not find what another
+copy installed: run after notebook 01's in the same environment, a copy's cell said "hooklab 0.1.0 is installed
+already"), so every (torch, notebook) would be a session, 2 × 18. What the check is for stays here whoever makes the
+environments: the install source chosen once (the wheel built once, or the repository at a commit), one report of
+every copy that is written also when copies fail, the verdict on a replaced torch. nox would take over
+:func:`fresh_env`, four commands of uv and venv, and add a second command line (options through ``--``), a session
+per copy for the workflow to select, and a dependency of ``./course test``, which runs notebook 01's copy offline.
+The environment work is uv's already (``uv build``, ``uv sync --frozen`` from the lock). Why nbmake does not run the
+copies: check_runner.py.
 """
 from __future__ import annotations
 

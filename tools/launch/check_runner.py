@@ -9,6 +9,17 @@ message``, counted from 0 as nbval counts), how long the install cell took and w
 distributions pip added, the torch installed before and after the run, the kernel's peak memory (its resident set's
 high-water mark, ``VmHWM`` in ``/proc/PID/status``, read after every cell; pip, a child of the kernel, is not
 counted), and why the run stopped early if it did.
+
+Why nbclient directly and not nbmake, the pytest plugin that runs notebooks with nbclient (tried: nbmake 1.5.5, its
+kernel the fresh environment's ``python3`` through ``JUPYTER_PATH``, which works). nbmake stops a notebook at its
+first failing cell (a copy with a cell made to raise: 3 of 29 code cells ran); with ``execution.allow_errors`` in the
+notebook's metadata it runs on, and passes the notebook with the error in it (29 of 29 ran, one raised: PASSED). One
+timeout serves every cell of a notebook, without interrupting the kernel (the install cell needs 1800 s, the others
+300 s), and nbmake sets nbclient's ``on_cell_executed`` to its own mocks, where this runner reads the kernel's memory
+(https://github.com/treebeardtech/nbmake/blob/v1.5.5/src/nbmake/nb_run.py#L47-L69 and #L111). The executed notebook
+is kept only with ``--overwrite``, over the copy. Its verdict is one pass or fail per notebook: not the cells that
+ran, each failure, the install's time, the packages added, the memory, or the torch before and after, which this
+report is made of. tests/tools/test_launch_check.py runs this file on a small notebook.
 """
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ lock, one package at a time, and CI then tests that lock. The look ahead is the 
 runs the whole course (every notebook's cells, the behaviour matrix, the recipes) against the newer PyTorch and
 libraries together, in side environments, and reports which cells changed, before anyone moves a pin. Dependabot does
 keep the workflows' actions current (.github/dependabot.yml); bumping the course's own pins stays a reviewed change.
+Nor nox's ``parametrize``: it holds a list fixed in the noxfile, and these runs are what PyPI has this week.
 """
 from __future__ import annotations
 

@@ -19,6 +19,17 @@
 Exit status: 0 nothing changed, 1 something changed (a unit test failed, a cell of the hook matrix changed, or an
 output / figure changed because of PyTorch; machine drift alone is listed but is not a change), 2 usage or build
 error.
+
+Why not nox for the side environment (nox 2026.10.20 with ``venv_backend="uv"`` makes the launch check's
+environments, tried: tools/launch/check.py). nox's sessions and their parameters are fixed when the noxfile is
+imported; the versions here come at run time (``--torch X --with REQ``, the weekly plan from PyPI,
+tools/rerun/ahead.py). A session's virtualenv is named by the session and reused (``--reuse-venv``) after checking its
+type, its interpreter's links and (with ``NOX_ENABLE_STALENESS_CHECK``) its base Python, not what it holds
+(``VirtualEnv._clean_location``: https://github.com/wntrblm/nox/blob/2026.08.17/nox/virtualenv.py#L770-L783, the
+same in 2026.10.20); :func:`build_env` keeps one environment per run name under build/rerun/ (``--report-only`` reads
+it again) and builds it again when the sha256 of its requirements changes. The environment work is uv's (``uv
+export``, ``uv venv``, ``uv pip install --overrides``); what is left here is which requirements, and what runs in the
+environment (the tests, the matrix, the notebooks, the baseline in .venv), which a noxfile would hold as the same code.
 """
 from __future__ import annotations
 

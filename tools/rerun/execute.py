@@ -7,6 +7,11 @@ kernelspec: ``JUPYTER_PREFER_ENV_PATH=1`` is set by the caller), with the same p
 ``./course regen``. Unlike regen it keeps going after a cell raises (``allow_errors``), so that one
 failure is reported as one cell, and it never writes into ``notebooks/``. Writes ``DIR/<name>.ipynb``
 and ``DIR/<name>.json`` (run time, and why execution stopped early if it did).
+
+Why not nbmake (tried: nbmake 1.5.5; tools/launch/check_runner.py gives the details): it stops a notebook at its first
+failing cell, or, with ``execution.allow_errors`` in the notebook's metadata, runs on and passes it; and it keeps the
+executed notebook only by writing it over the source (``--overwrite``), into notebooks/, where this writes
+``DIR/<name>.ipynb`` for tools/rerun/compare.py to compare output by output.
 """
 from __future__ import annotations
 
