@@ -9,6 +9,7 @@ there); none guesses a cause it did not see.
 """
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from typing import Any
 
@@ -92,10 +93,7 @@ def backward_silent(r: Any, w: _Watch, silent: list[str]) -> str:
         why = f"its calls ran inside {VMAP}, where backward hooks are not attached (above)"
     elif r.params_swapped:
         why = (f"in {r.params_swapped} of its call(s) its parameters were not the Parameters it held when the step "
-               "began: load_state_dict(assign=True) and to_empty() (from the meta device) put new Parameters in "
-               "their place, and torch.func.functional_call (which torch.func.grad calls), torch.nn.utils.stateless "
-               "and FSDP2 compute with other tensors. A hook stays on the Parameter it was registered on, so these "
-               "never fire: register them on the parameters the module holds when it runs")
+               f"began: {swapped_by(w)}")
     elif not r.profiled:  # the fallback watches module calls only: the backward passes were not counted
         why = ("no backward through its output ran in the step, its output was not part of the loss, or nothing it "
                "computes with needs a gradient (another profiler was active, so the backward passes were not "
@@ -115,6 +113,65 @@ def backward_silent(r: Any, w: _Watch, silent: list[str]) -> str:
         why = (f"the step ran {passes(grads)}, none through it: its output was not part of the loss (or was "
                "detached before it), or nothing it computes with needs a gradient; check that the loss uses its output")
     return f"{', '.join(silent)} never fired: {why}"
+
+
+def sharded_by(model: nn.Module, target: nn.Module) -> str:
+    """What shards or lays out the model's parameters, seen from its modules: "fsdp1" (a FullyShardedDataParallel
+    wrapper), "fsdp2" (a module of fully_shard), "dtensor" (DTensor parameters of ``target`` and no FSDP: tensor
+    parallelism, distribute_module), or ""."""
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    modules = list(model.modules())
+    for kind, cls in (("fsdp1", getattr(fsdp, "FullyShardedDataParallel", None)),
+                      ("fsdp2", getattr(fsdp, "FSDPModule", None))):
+        if isinstance(cls, type) and any(isinstance(m, cls) for m in modules):
+            return kind
+    return "dtensor" if dtensor_parameters(target) else ""
+
+
+def dtensor_parameters(target: nn.Module) -> list[str]:
+    """The names of ``target``'s parameters (its submodules' too) that are DTensors."""
+    cls = getattr(sys.modules.get("torch.distributed.tensor"), "DTensor", None)
+    if not isinstance(cls, type):  # torch.distributed.tensor never imported: no DTensor exists
+        return []
+    return [n for n, p in target.named_parameters() if isinstance(p, cls)]
+
+
+def swapped_by(w: _Watch) -> str:
+    """Why a module computed with other tensors than the Parameters it held when the step began, as far as the model
+    shows it (a FSDP wrapper, DTensor parameters); otherwise what may have done it, to check."""
+    kind = sharded_by(w.model, w.target)
+    if kind == "fsdp1":
+        return ("the model holds FSDP1 wrappers (FullyShardedDataParallel), which flatten a wrapped module's parameters "
+                "into one FlatParameter and compute with views of it: the gradients flow into the FlatParameter "
+                "(with use_orig_params=True too), so a hook on the original Parameter never fires. Hook the module "
+                "(a full backward hook fires), or read the gradient of the FlatParameter after backward")
+    if kind == "fsdp2":
+        return ("the model is sharded by FSDP2 (fully_shard), which computes with unsharded copies of its sharded "
+                "DTensor parameters, so a tensor hook on a sharded parameter never fires (FSDP2 itself calls the "
+                "post-accumulate-grad hooks of the sharded parameters, after the reduce-scatter)")
+    if kind == "dtensor":
+        return ("its parameters are now DTensor Parameters that replaced the ones it held (tensor parallelism: "
+                "parallelize_module / distribute_module register new Parameters), and a hook stays on the Parameter "
+                "it was registered on: register hooks on the parameters after parallelizing")
+    return ("load_state_dict(assign=True) and to_empty() (from the meta device) put new Parameters in their place, "
+            "and torch.func.functional_call (which torch.func.grad calls), torch.nn.utils.stateless, FSDP1 and FSDP2 "
+            "compute with other tensors. A hook stays on the Parameter it was registered on, so these never fire: "
+            "check which of these the step does, and register the hooks on the parameters the module holds when it "
+            "runs")
+
+
+def dtensors(name: str, target: nn.Module, model: nn.Module) -> str | None:
+    """The sentence for a module whose parameters are DTensors (what its hooks receive then), or None."""
+    found = dtensor_parameters(target)
+    if not found:
+        return None
+    shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+    who = {"fsdp2": "FSDP2 (fully_shard) shards them", "fsdp1": "FSDP1 wraps the model"}.get(
+        sharded_by(model, target), "tensor parallelism (parallelize_module, distribute_module) lays them out over the "
+                                   "ranks")
+    return (f"the parameters of {name} are DTensors ({shown}; {who}): a hook on one receives a DTensor gradient, and "
+            "module hooks may receive DTensor inputs and outputs. to_local() gives this rank's part; full_tensor() "
+            "gathers the whole, a collective every rank must call")
 
 
 def duplicates(name: str, target: nn.Module, paths: list[str]) -> str | None:

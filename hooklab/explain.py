@@ -450,6 +450,8 @@ def _reasons(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, lis
     silent = [label for label in backward if not fired_total[label]]
     if r.calls and silent:
         reasons.append(passes.backward_silent(r, w, silent))
+    if (sharded := passes.dtensors(name, target, w.model)) is not None:
+        reasons.append(sharded)
     if (twice := passes.duplicates(name, target, r.paths)) is not None:
         reasons.append(twice)
     if "forward replaced" in kinds:

@@ -16,9 +16,11 @@ step's error where there was one, and it never says the hooks "fired as expected
 (:data:`UNSURE`), it says what it saw and what to check.
 
 The families the doctor cannot speak of are :data:`EXCLUDED`, each with its reason, and a test asserts that they are
-exactly those whose hook, installed by the eager cell's probe, ``explain_hook`` does not count. The DDP and FSDP2
-columns are left out (:data:`EXCLUDED_CONTEXTS`). Every unusual cell runs, each a test (about half a minute in all on
-two busy cores); ``HOOKLAB_HOOK_MATRIX=all`` also runs the cells with no unusual record (the generic checks only).
+exactly those whose hook, installed by the eager cell's probe, ``explain_hook`` does not count. The cells of the DDP,
+FSDP2, FSDP1 and tensor-parallel columns run inside two gloo worker processes, as the matrix observed them
+(:func:`doctor_in_workers`), all in one test; the few that cannot be asked are :data:`EXCLUDED_CELLS`, each with its
+reason. Every unusual cell runs, each a test (about half a minute in all on two busy cores);
+``HOOKLAB_HOOK_MATRIX=all`` also runs the cells with no unusual record (the generic checks only).
 """
 from __future__ import annotations
 
@@ -76,12 +78,16 @@ EXCLUDED = {
                     "registered on the DDP / FSDP2 wrapper, which exists only in worker processes with a process "
                     "group: its probe cannot be installed in this process"),
 }
-EXCLUDED_CONTEXTS = {
-    c.id: "runs in two gloo worker processes (observe_distributed; starting them takes about 8 s here): explain_hook "
-          "would have to run inside them, with this harness importable there, which is not built. Its unusual cells "
-          "for the families explain_hook speaks of are FSDP2's hooks on a parameter (one never fires: FSDP2 computes "
-          "with unsharded copies; one fires on the sharded DTensor)"
-    for c in hm.CONTEXTS if c.wrap}
+# cells of the distributed columns the doctor is not asked about, each with why
+EXCLUDED_CELLS = {
+    **dict.fromkeys(("param-hook@fsdp1", "post-accumulate-grad-hook@fsdp1"),
+                    "registering the hook raises (FSDP1's weight is then a view of its flat parameter, and the matrix "
+                    "records that error): no hook is on the module, and no step runs for explain_hook to watch"),
+}
+# the distributed columns run in two gloo worker processes (observe_distributed): their cells are asked of the doctor
+# there (doctor_in_workers), the others in this process
+WORKER_CONTEXTS = {c.id for c in hm.CONTEXTS if c.wrap}
+WORKER_WAIT = 600.0  # seconds all the cells of the distributed columns may take, on two busy cores
 
 # the matrix's cause of each context's unusual cells, as the doctor names it: context (or "context/shape") ->
 # the kind of hook ("forward", "backward": module hooks; "parameter": hooks on its parameters; "*": any) ->
@@ -129,6 +135,12 @@ CAUSE_OF: dict[str, dict[str, tuple[set[str], tuple[str, ...]]]] = {
     "meta-to-empty": {"*": (RAN, ("to_empty()",))},
     "split-batch": {"*": (RAN, ("called 2 times",))},
     "grad-scaler": {"*": (RAN, ("GradScaler",))},
+    # the distributed columns (asked in worker processes): the hooks on a sharded or replaced parameter, and what a
+    # hook on a module computing with DTensors receives
+    "fsdp2": {"*": (RAN, ("FSDP2", "DTensor"))},
+    "fsdp1": {"*": (RAN, ("FSDP1", "FlatParameter"))},
+    "tensor-parallel": {"*": (RAN, ("DTensor",))},
+    "tensor-parallel/hooked-first": {"*": (RAN, ("tensor parallelism", "register hooks on the parameters after"))},
 }
 # causes the doctor gives where it cannot tell which of several things happened: it then says what to check
 UNSURE = {"another model", "not observed", "profiler stopped"}
@@ -160,13 +172,13 @@ def unusual(cell: Cell) -> bool:
             or "Proxy" in receives or "FakeTensor" in receives or bool(rec.get("surprising")))
 
 
-def cells(*, every: bool = False) -> list[Cell]:
-    """The observed cells (and observed shapes) of the families the doctor speaks of, outside the excluded
-    contexts; only the unusual ones unless ``every``."""
+def cells(*, every: bool = False, workers: bool = False) -> list[Cell]:
+    """The observed cells (and observed shapes) of the families the doctor speaks of; only the unusual ones unless
+    ``every``; those of the distributed columns (run in worker processes) if ``workers``, else the others."""
     out = []
     for key, rec in MATRIX["cells"].items():
         family, context = key.split("@")
-        if rec["status"] != "observed" or family in EXCLUDED or context in EXCLUDED_CONTEXTS:
+        if rec["status"] != "observed" or family in EXCLUDED or (context in WORKER_CONTEXTS) != workers:
             continue
         found = [Cell(family, context, "", rec)]
         found += [Cell(family, context, s["shape"], s) for s in rec.get("shapes", []) if "calls" in s]
@@ -181,8 +193,8 @@ class DoctorHarness(Harness):
     the thread waits until explain_hook watches, then goes on under explain_hook's profile function (as a thread
     started during the step would)."""
 
-    def __init__(self, family: Any, pause_on: int = 0) -> None:
-        super().__init__(family)
+    def __init__(self, family: Any, pause_on: int = 0, wrap: str = "") -> None:
+        super().__init__(family, wrap=wrap)
         self.pause_on = pause_on  # the rig whose install starts the step (a context may build a reference rig first)
         self.installed = self.reached = self.rebuilt = False
         self.paused, self.go, self.done, self.closing, self.closed = (threading.Event() for _ in range(5))
@@ -266,11 +278,11 @@ class Verdict:
     crash: str | None = None  # explain_hook's own error
 
 
-def explain_cell(family_id: str, run: Any, pause_on: int = 0) -> Verdict:
+def explain_cell(family_id: str, run: Any, pause_on: int = 0, wrap: str = "") -> Verdict:
     """Run ``run`` (a Context or a Shape) for ``family_id`` up to its step, then its step under explain_hook; a run
     that builds a rig during the step (a reference rig first, then the cell's) is run again, its step beginning at
-    the last rig's install."""
-    h = DoctorHarness(hm.FAMILY_BY_ID[family_id], pause_on)
+    the last rig's install. ``wrap``: the distributed wrapper of the cell's context (in worker processes)."""
+    h = DoctorHarness(hm.FAMILY_BY_ID[family_id], pause_on, wrap)
     record.LOG.clear()
     record.set_phase("run")
     name = kind = raised = crash = None
@@ -304,8 +316,44 @@ def explain_cell(family_id: str, run: Any, pause_on: int = 0) -> Verdict:
             record.LOG.clear()
             record.set_phase("run")
     if h.rebuilt:
-        return explain_cell(family_id, run, len(h.rigs) - 1)
+        return explain_cell(family_id, run, len(h.rigs) - 1, wrap)
     return Verdict(name, kind, fired, report, raised, crash)
+
+
+def _doctor_cells(rank: int, world_size: int, keys: list[str]) -> dict[str, dict[str, Any]]:
+    """In each worker process: every cell of ``keys`` (of the distributed columns) under explain_hook, as
+    :func:`explain_cell` runs them here; per key, what is wrong with the doctor's answer and what it said."""
+    torch.manual_seed(0)
+    by_key = {c.key: c for c in cells(every=True, workers=True)}
+    out = {}
+    for key in keys:
+        cell = by_key[key]
+        v = explain_cell(cell.family, cell.run, wrap=hm.CONTEXT_BY_ID[cell.context].wrap)
+        out[key] = {"problems": problems(cell, v), "said": describe(v)}
+    return out
+
+
+MARK = "doctor-in-workers: "
+
+
+def doctor_in_workers(keys: list[str]) -> dict[str, dict[str, Any]]:
+    """:func:`_doctor_cells` in two gloo worker processes (hooklab.run_workers), started from a fresh Python process
+    (a process that has run a compiled backward cannot fork workers that run autograd): rank 0's answers, as the
+    matrix keeps rank 0's observations."""
+    from patience import run
+
+    here = Path(__file__).resolve().parent
+    code = (f"import json, sys; sys.path[:0] = [{str(here)!r}, {str(ROOT)!r}]\n"
+            "import test_explain_matrix as t\n"
+            "from hooklab.workers import run_workers\n"
+            f"ranks = run_workers(t._doctor_cells, {keys!r}, world_size=2, timeout={WORKER_WAIT})\n"
+            f"print({MARK!r} + json.dumps(ranks[0]))\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "CUDA_VISIBLE_DEVICES": ""}
+    proc = run([sys.executable, "-c", code], what="explain_hook in the distributed columns' workers",
+               seconds=WORKER_WAIT + 60, cwd=ROOT, env=env)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith(MARK)), None)
+    assert proc.returncode == 0 and line is not None, proc.stderr[-4000:]
+    return json.loads(line[len(MARK):])
 
 
 # ------------------------------------------------------------------------------------------------ the checks
@@ -376,7 +424,10 @@ def test_the_excluded_families_are_exactly_those_the_doctor_cannot_speak_of():
 def test_every_context_with_unusual_cells_has_the_matrix_cause():
     missing = sorted({c.context for c in cells()} - {k.split("/")[0] for k in CAUSE_OF})
     assert not missing, f"contexts with unusual cells and no recorded cause in CAUSE_OF: {missing}"
-    assert set(EXCLUDED_CONTEXTS) == {c.id for c in hm.CONTEXTS if c.wrap}
+    missing = sorted({c.context for c in cells(workers=True)} - {k.split("/")[0] for k in CAUSE_OF})
+    assert not missing, f"distributed contexts with unusual cells and no recorded cause in CAUSE_OF: {missing}"
+    assert WORKER_CONTEXTS == {"ddp", "fsdp2", "fsdp1", "tensor-parallel"}
+    assert set(EXCLUDED_CELLS) <= {c.key for c in cells(workers=True)}, "an excluded cell that is not unusual"
 
 
 @pytest.mark.parametrize("cell", cells(), ids=lambda c: c.key)
@@ -384,6 +435,19 @@ def test_the_doctor_names_the_matrix_cause(cell):
     v = explain_cell(cell.family, cell.run)
     found = problems(cell, v)
     assert not found, "; ".join(found) + "\n" + describe(v)
+
+
+@pytest.mark.timeout(900)
+def test_the_doctor_names_the_matrix_cause_in_the_distributed_columns():
+    """The unusual cells of the DDP, FSDP2, FSDP1 and tensor-parallel columns (hooks on a parameter FSDP replaced or
+    sharded, a forward hook receiving a DTensor, ...), each run by its own probe under explain_hook inside two gloo
+    worker processes, as the matrix observed them; the cells in EXCLUDED_CELLS are not asked, each for its reason."""
+    todo = [c for c in cells(workers=True) if c.key not in EXCLUDED_CELLS]
+    assert len(todo) >= 8 and {c.context for c in todo} >= {"fsdp2", "fsdp1", "tensor-parallel"}
+    found = doctor_in_workers([c.key for c in todo])
+    assert set(found) == {c.key for c in todo}
+    wrong = {k: "; ".join(r["problems"]) + "\n" + r["said"] for k, r in found.items() if r["problems"]}
+    assert not wrong, "\n\n".join(f"{k}: {v}" for k, v in wrong.items())
 
 
 def test_the_unusual_cells_are_many_and_each_kind_of_hook_is_among_them():
@@ -402,6 +466,9 @@ def test_no_crash_on_any_observed_cell():
         found = problems(cell, v)
         if found:
             wrong[cell.key] = "; ".join(found) + "\n" + describe(v)
+    keys = [c.key for c in cells(every=True, workers=True) if c.key not in EXCLUDED_CELLS]
+    wrong |= {k: "; ".join(r["problems"]) + "\n" + r["said"] for k, r in doctor_in_workers(keys).items()
+              if r["problems"]}
     assert not wrong, "\n\n".join(f"{k}: {v}" for k, v in wrong.items())
 
 

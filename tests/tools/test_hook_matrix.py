@@ -181,20 +181,23 @@ SKIPPED = {"no-grad": _skipped_forward_only, "inference-mode": _skipped_forward_
            "forward-ad": _skipped_forward_only, "functional-call": _skipped_backward, "load-assign": _skipped_eager,
            "load-mmap": _skipped_eager, "meta-to-empty": _skipped_eager, "thread": _skipped_eager,
            "contextvar": _skipped_backward, "split-batch": _skipped_eager, "grad-scaler": _skipped_eager,
-           "data-parallel": _skipped_eager, "quantization": _skipped_quantization}
+           "data-parallel": _skipped_eager, "quantization": _skipped_quantization,
+           # the distributed columns: no wrapper (the broken probe runs here, in this process, as a plain model)
+           "ddp": _skipped_eager, "fsdp2": _skipped_eager, "fsdp1": _skipped_eager, "tensor-parallel": _skipped_eager}
 
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("context", sorted(SKIPPED))
 def test_a_probe_with_its_contexts_step_skipped_is_caught_by_each_sensitive_cell(context, doc):
-    """A broken probe (the context's step left out: no torch.no_grad, no second backward, no copy, ...) is observed
-    differently from the record in every cell of that context the sample may take, this week's included."""
+    """A broken probe (the context's step left out: no torch.no_grad, no second backward, no copy, no DDP / FSDP /
+    tensor-parallel wrapper, ...) is observed differently from the record in every cell of that context the sample may
+    take, this week's included."""
     from hooklab.course import hook_matrix as hm
 
-    broken = dataclasses.replace(hm.CONTEXT_BY_ID[context], run=SKIPPED[context], shapes=())
+    broken = dataclasses.replace(hm.CONTEXT_BY_ID[context], run=SKIPPED[context], shapes=(), wrap="")
     checked = []
     for key in hook_matrix.sensitive_keys(doc["cells"], context):
-        if hm.needs_workers(key):
+        if hm.FAMILY_BY_ID[key.split("@")[0]].where == "wrapper":
             continue  # a DDP / FSDP2 row: worker processes (the check runs them)
         now = hm.observe(key.split("@")[0], broken).as_dict()
         fields = [d["fields"] for d in hook_matrix.differences({key: doc["cells"][key]}, {key: now})]

@@ -18,7 +18,7 @@ id; ``annotate`` and ``generate`` refuse a note whose cell or family does not ex
 notebook or cell that does not). Run the cells in the course's fixed environment (one thread, ``PYTHONHASHSEED=0``): ``./course`` and the
 tests set it.
 
-The cells that need a process group (the DDP and FSDP2 columns and rows) run first, in two ``gloo`` processes
+The cells that need a process group (the DDP, FSDP2, FSDP1 and tensor-parallel columns, the DDP and FSDP2 rows) run first, in two ``gloo`` processes
 (``hooklab.run_workers``): a process that has run a compiled backward can no longer fork workers that run autograd.
 """
 from __future__ import annotations
@@ -59,7 +59,7 @@ SAMPLE_CONTEXT_CELLS = (
     "param-hook@functional-call", "forward-hook@quantization", "param-hook@load-assign",
     "load-state-dict-pre-hook@load-mmap", "param-hook@meta-to-empty", "saved-tensors-pack@thread",
     "tensor-hook@contextvar", "ddp-comm-hook@split-batch", "param-hook@grad-scaler",
-    "global-full-backward-hook@data-parallel",
+    "global-full-backward-hook@data-parallel", "param-hook@fsdp1", "forward-hook@tensor-parallel",
 )
 
 

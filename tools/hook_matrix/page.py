@@ -251,6 +251,10 @@ HOW_ZH = {
     "apply": "在 subject 有两个父模块的模型上用 net.apply(...) 注册",
     "ddp": "2 个 gloo 进程；DDP(net)，然后普通的 eager 运行",
     "fsdp2": "2 个 gloo 进程；fully_shard(subject)、fully_shard(net)，然后普通的 eager 运行",
+    "fsdp1": "2 个 gloo 进程；FullyShardedDataParallel(net, auto_wrap_policy=ModuleWrapPolicy({Subject}), "
+             "device_id=cpu)，然后普通的 eager 运行",
+    "tensor-parallel": "2 个 gloo 进程，2 个 rank 的 CPU 网格；parallelize_module(net, mesh, {'subject.lin': "
+                       "ColwiseParallel(use_local_output=False), 'head': RowwiseParallel()})，然后普通的 eager 运行",
     "autocast": "在 torch.autocast('cpu', dtype=torch.bfloat16) 下前向",
     "forward-ad": "torch.func.jvp(net, (x,), (ones,))：输出和它的切向量，不反向",
     "export-strict": "torch.export.export(net, (x,), strict=True).module()，然后前向和反向",

@@ -27,6 +27,7 @@ def keys() -> list[str]:
 
 
 def needs_workers(key: str) -> bool:
-    """Whether the cell runs in worker processes (a DDP or FSDP2 column or row)."""
+    """Whether the cell runs in worker processes (a DDP, FSDP2, FSDP1 or tensor-parallel column, or a DDP or FSDP2
+    row)."""
     family, context = key.split("@")
     return CONTEXT_BY_ID[context].wrap != "" or FAMILY_BY_ID[family].where == "wrapper"

@@ -363,6 +363,29 @@ def autocast(h: Any) -> None:
     h.fact(out, rig.x.grad, *h.grads(rig))
 
 
+def _wrap_after_install(h: Any) -> None:
+    """The eager run with the family's hook registered before the wrapper is applied (the probe registers it on the
+    wrapped model): what a model built with its hooks, then handed to FSDP1 or ``parallelize_module``, gets."""
+    from .wrappers import wrap
+
+    wrapper, h.wrap = h.wrap, ""  # the rig built plain, hooked, then wrapped
+    try:
+        rig = h.rig()
+    finally:
+        h.wrap = wrapper
+    h.install(rig)
+    h.phase("wrap")
+    wrap(rig, wrapper)
+    _forward_backward(h, rig.net, rig)
+    h.exercise(rig, rig.net)
+
+
+def _orig_params(h: Any) -> None:
+    """The ``fsdp1`` run with ``use_orig_params=True``."""
+    h.wrap = "fsdp1-orig"
+    eager(h)
+
+
 def cleanup() -> None:
     """Undo what a context may leave behind in the process (the compilers' caches)."""
     if torch._dynamo.is_compiling():  # never: contexts run outside compiled code
@@ -397,7 +420,7 @@ class Context:
     varies: frozenset[str]
     run: Callable[[Any], None]
     pattern: str      # a regular expression that a code cell running this context matches
-    wrap: str = ""    # "ddp" / "fsdp2": the distributed wrapper (run in worker processes)
+    wrap: str = ""    # "ddp" / "fsdp2" / "fsdp1" / "tp": the distributed wrapper (run in worker processes)
     how: str = ""     # what one run is, in English
     runs: frozenset[str] = _ALL   # what one run goes through (no-grad: the forward only)
     shapes: tuple[Shape, ...] = ()  # other ways of writing the probe, recorded beside it
@@ -452,6 +475,35 @@ ACCUMULATION_SHAPES = (
           "每个微批次都做归约（不用 no_sync / set_requires_gradient_sync(False)）",
           practice.grad_accumulation_sync_every, _wrapper_family),
 )
+# the families whose hook sits on the subject's parameters (or sees every Node autograd makes, the flat parameter's
+# views among them): where FSDP1 and tensor parallelism replace the parameters, when they are hooked matters
+_ON_PARAMETERS = frozenset({"param-hook", "post-accumulate-grad-hook", "parametrization", "node-creation-hook"})
+
+
+def _on_parameters(family: Any) -> bool:
+    return family.id in _ON_PARAMETERS
+
+
+def _on_the_weight(family: Any) -> bool:
+    return family.id in _ON_PARAMETERS and family.where == "module"
+
+
+FSDP1_SHAPES = (
+    Shape("orig-params", "FullyShardedDataParallel(..., use_orig_params=True)",
+          "FullyShardedDataParallel(..., use_orig_params=True)", _orig_params, _on_parameters),
+    Shape("hooked-first", "the hook registered on the plain model, then FSDP1 wraps it",
+          "先在普通模型上注册钩子，再用 FSDP1 包装", _wrap_after_install, _on_the_weight),
+)
+TP_SHAPES = (
+    Shape("hooked-first", "the hook registered on the plain model, then parallelize_module",
+          "先在普通模型上注册钩子，再调用 parallelize_module", _wrap_after_install, _on_the_weight),
+)
+_NOT_STACKED = ("{own}'s hook under FSDP1: the two wrappers are not stacked (FSDP1 has a register_comm_hook of its own)",
+                "{own} 的钩子放进 FSDP1：两种包装器不叠加使用（FSDP1 有自己的 register_comm_hook）")
+_TWO_D = ("{own} and tensor parallelism would split the same two ranks: composing them takes a 2-D device mesh (a "
+          "data-parallel dimension and a tensor-parallel one, 4 ranks or more), the probe runs 2",
+          "{own} 和张量并行会切分同样的两个 rank：两者组合需要二维设备网格（一个数据并行维度加一个张量并行维度，至少 4 个 "
+          "rank），而探针只跑 2 个")
 _LOADED_FIRST = ("the usual order loads the state dict (or materializes the model) before wrapping it in {own}, and "
                  "{own}'s hook is registered on the wrapper afterwards, on the loaded parameters: that run is "
                  "{family}@eager",
@@ -526,6 +578,15 @@ CONTEXTS: list[Context] = [
             how="2 gloo processes; DDP(net), then the eager run"),
     Context("fsdp2", "distributed", "FSDP2 (fully_shard)", "FSDP2（fully_shard）", _ALL, eager, r"fully_shard\(",
             wrap="fsdp2", how="2 gloo processes; fully_shard(subject), fully_shard(net), then the eager run"),
+    Context("fsdp1", "distributed", "FSDP1 (FullyShardedDataParallel)", "FSDP1（FullyShardedDataParallel）", _ALL,
+            eager, r"FullyShardedDataParallel\(|FSDP\(", wrap="fsdp1",
+            how="2 gloo processes; FullyShardedDataParallel(net, auto_wrap_policy=ModuleWrapPolicy({Subject}), "
+                "device_id=cpu), then the eager run", shapes=FSDP1_SHAPES, unwrapped=_NOT_STACKED),
+    Context("tensor-parallel", "distributed", "tensor parallel (parallelize_module, DTensor)",
+            "张量并行（parallelize_module，DTensor）", _ALL, eager, r"parallelize_module\(", wrap="tp",
+            how="2 gloo processes, a 2-rank CPU mesh; parallelize_module(net, mesh, {'subject.lin': "
+                "ColwiseParallel(use_local_output=False), 'head': RowwiseParallel()}), then the eager run",
+            shapes=TP_SHAPES, unwrapped=_TWO_D),
     Context("autocast", "transform", "autocast (bfloat16)", "autocast（bfloat16）", _FB, autocast, r"autocast\(",
             how="the forward under torch.autocast('cpu', dtype=torch.bfloat16)"),
     Context("forward-ad", "transform", "forward-mode AD (torch.func.jvp)", "前向模式自动微分（torch.func.jvp）", _FB,

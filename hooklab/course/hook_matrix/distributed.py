@@ -1,6 +1,7 @@
-"""The distributed cells: DDP and FSDP2 on two ``gloo`` processes (:func:`hooklab.workers.run_workers`).
+"""The distributed cells: DDP, FSDP2, FSDP1 and tensor parallelism on two ``gloo`` processes
+(:func:`hooklab.workers.run_workers`).
 
-Every cell that needs a process group (the ``ddp`` and ``fsdp2`` columns, and the rows of DDP's communication hook
+Every cell that needs a process group (the ``ddp``, ``fsdp2``, ``fsdp1`` and ``tensor-parallel`` columns, and the rows of DDP's communication hook
 and FSDP2's all-reduce hook) is observed inside the workers by the same :func:`~.observe.observe`; rank 0's
 observation is the cell's, and a note says where rank 1 saw something else.
 """
