@@ -411,7 +411,11 @@ def test_a_learners_own_words_find_a_useful_first_result(learner_searched):
     钩子没有被调用, 显存一直涨): the first result is a notebook that teaches it, the symptom's row or cell, its kind of
     symptom or a recipe. Measured: before the site's search knew learners' words (hooklab-search.js's SYNONYMS and
     the places whose headings say the same), 15 of 48 English and 19 of 46 Chinese; after, 36 of 48 (75 %) and 28
-    of 46 (61 %). The goal is 90 %: this holds what is reached."""
+    of 46 (61 %); on a site built afresh before the next round 35 of 48 (73 %) and 28 of 46 (61 %), after it (the
+    Chinese words read as the English ones of the places' ids, message rows no places for a learner's words nor a
+    matrix cell unless the query says its whole key, a recipe behind the course's place at nearly equal words, a
+    second place of another page when it holds nearly as much, the course's words for changing, returning and
+    wrong) 35 of 48 (73 %) and 31 of 46 (67 %). The goal is 90 %: this holds what is reached, less two queries."""
     from search_cases import LEARNER, learner_shares
 
     rows, outside, errors = learner_searched
@@ -420,7 +424,34 @@ def test_a_learners_own_words_find_a_useful_first_result(learner_searched):
     assert shares["en"][1] == len(LEARNER["en"]) and shares["zh"][1] == len(LEARNER["zh"])
     missed = [(r["lang"], r["query"], r["rank"], r["first"]) for r in rows if r["rank"] != 1]
     # what is reached, less two queries: a new page (a recipe, a section) can take a first place that was right
-    assert shares["en"][0] >= 34 and shares["zh"][0] >= 26, (shares, missed)
+    assert shares["en"][0] >= 33 and shares["zh"][0] >= 29, (shares, missed)
+    assert outside == [] and errors == [], (outside, errors)
+
+
+@pytest.fixture(scope="module")
+def held_out_searched(site, browser):
+    """The held-out learner queries of tests/tools/search_cases.py (LEARNER_HELD_OUT) asked of both sites."""
+    import search_cases
+
+    return asked(site, browser, functools.partial(search_cases.measure_learner,
+                                                  queries=search_cases.LEARNER_HELD_OUT))
+
+
+@pytest.mark.timeout(1500)  # 54 searches, and may be the first to wait for the site's build
+def test_held_out_learner_words_find_a_useful_first_result(held_out_searched):
+    """27 English and 27 Chinese queries in learners' own words written before the search was tuned on LEARNER's
+    (issue 56) and never tuned on: whether what was tuned holds for words it did not see. Measured before that
+    round: 15 of 27 English (56 %) and 15 of 27 Chinese (56 %); after it 18 of 27 (67 %) and 16 of 27 (59 %): what
+    was tuned carried over only a little to words it had not seen. The goal is 90 %, as for LEARNER: this holds
+    what is reached, less two queries."""
+    from search_cases import LEARNER_HELD_OUT, learner_shares
+
+    rows, outside, errors = held_out_searched
+    shares = learner_shares(rows)
+    assert len(LEARNER_HELD_OUT["en"]) >= 20 and len(LEARNER_HELD_OUT["zh"]) >= 20
+    assert shares["en"][1] == len(LEARNER_HELD_OUT["en"]) and shares["zh"][1] == len(LEARNER_HELD_OUT["zh"])
+    missed = [(r["lang"], r["query"], r["rank"], r["first"]) for r in rows if r["rank"] != 1]
+    assert shares["en"][0] >= 16 and shares["zh"][0] >= 14, (shares, missed)
     assert outside == [] and errors == [], (outside, errors)
 
 
@@ -441,15 +472,21 @@ def test_the_sites_search_finds_each_recipe_by_its_askers_words(recipes_searched
     first three results. Measured per question (a site built before 9 of the recipes, left out): before, 127 of 206
     English (62 %) and 104 of 189 Chinese (55 %); after the learner's words (hooklab-search.js's SYNONYMS and the
     places whose headings say the same), 152 of 206 (74 %) and 131 of 189 (69 %; 143 of 206 with the asked_zh
-    written since). The goal is 90 % in each language: this holds what is reached."""
+    written since). On a site built afresh with all 215 recipes, 158 of 215 (73 %) and 149 of 215 (69 %); once each
+    recipe's page says under its question the words it was asked in (the asker's words with the library, the message
+    quoted, on the Chinese page its asked_zh, the API it is about: tools/recipes/pages.py), 215 of 215 English and
+    214 of 215 Chinese (100 %; the pasted messages alone 51 of 63, the others putting the course's symptom row that
+    explains the message first). These queries are the words now on the page, so this measures that the search finds a
+    recipe by what it quotes; the held-out learner queries measure words no page was written for. The goal is 90 %
+    in each language: this holds it."""
     from search_cases import recipe_found, recipe_shares
 
     rows, outside, errors = recipes_searched
     assert rows and all(r["on site"] for r in rows), sorted({r["recipe"] for r in rows if not r["on site"]})
     shares = recipe_shares(rows)
     misses = [(r["lang"], r["recipe"], r["query"][:80], r["first"]) for r in rows if not recipe_found(r)]
-    assert shares["en"][0] >= 0.70 * shares["en"][1], (shares, misses)  # reached, less a margin for new pages
-    assert shares["zh"][0] >= 0.65 * shares["zh"][1], (shares, misses)
+    assert shares["en"][0] >= 0.95 * shares["en"][1], (shares, misses)  # reached, less a margin for new pages
+    assert shares["zh"][0] >= 0.95 * shares["zh"][1], (shares, misses)
     assert outside == [] and errors == [], (outside, errors)
 
 

@@ -2,7 +2,10 @@
 language, with the outputs as they were validated) and a page that lists them all (``recipes``).
 
 tools/site/build.py's ``extra_pages`` takes :func:`pages`. Each recipe gets the anchor ``recipe-<bank id>``
-(course.ask links to it). A link from a recipe to a course notebook (``../notebooks/NN_x.ipynb#cell-id=…``) becomes a
+(course.ask links to it), and under its question the words it was asked in: the asker's own words for the symptom
+and the message they quote (recipes/bank), how a Chinese reader would ask it (the recipe's ``asked_zh``) and the API
+it is about (its ``calls``), so that the site's search finds the recipe by the words a learner with the same question
+types. A link from a recipe to a course notebook (``../notebooks/NN_x.ipynb#cell-id=…``) becomes a
 link to that notebook's page; links elsewhere stay as they are.
 """
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 from hooklab.course.notebook import lang_tags, read_notebook, strip_toc_skip
 
 from ..profiles.page import slugs_for
+from . import bank
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 TITLE = re.compile(r"^#\s+(?:Recipes|食谱)?\s*(\d\d)\s*·\s*(.*?)\s*/\s*(.*?)\s*$", re.MULTILINE)
@@ -22,12 +26,14 @@ HEADING = re.compile(r"^## R([a-z-]+-\d\d) · ", re.MULTILINE)
 COURSE_LINK = re.compile(r"\]\(\.\./notebooks/(\d\d_\w+)\.ipynb(?:#[^)]*)?\)")
 TEXT = {
     "zh": {"title": "食谱：实践者真正问过的问题", "area": "领域", "recipes": "食谱", "profiles": "库的钩子画像",
+           "asked": "提问者的原话", "asked_zh": "也常这样问", "message": "引用的报错", "calls": "涉及的 API",
+           "colon": "：", "quote": "“{}”", "library": "（{}）",
            "intro": "每个食谱回答一个从公开问题跟踪器里收集来的真实问题：问题和出处、几句话的回答、在 CPU 上实际运行、"
                     "演示问题发生的代码和它验证过的输出、修正方法，以及讲解其中机制的课程单元格、钩子行为矩阵的格子和"
                     "消息索引的行。问题库和它的抽取方法见仓库的 `recipes/METHOD.md`；在笔记本里可以用 "
                     "`course.ask(\"报错原文或你自己的话\")` 直接查到对应的食谱。"},
     "en": {"title": "Recipes: the questions practitioners actually ask", "area": "Area", "recipes": "Recipes",
-           "profiles": "Library profiles",
+           "profiles": "Library profiles", "asked": "In the asker's words", "message": "The message quoted", "calls": "API", "colon": ": ", "quote": "“{}”", "library": " ({})",
            "intro": "Each recipe answers one real question gathered from public issue trackers: the question and its "
                     "source, the answer in a few sentences, code that shows it happening on a CPU with its validated "
                     "output, the fix, and the course cell, behaviour-matrix cell and message row that explain the "
@@ -82,17 +88,48 @@ def _outputs(cell: dict[str, Any]) -> list[str]:
     return [s.rstrip("\n") for s in shown if s.strip()]
 
 
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|#$])")
+
+
+def asked_as(recipe: dict[str, Any], question: Any, lang: str) -> list[str]:
+    """The lines under a recipe's question that say how it was asked (MyST Markdown): the asker's words for the
+    symptom with the library, the message quoted, on the Chinese page the Chinese wording (``asked_zh``), and the API
+    it is about.
+
+    >>> from types import SimpleNamespace as Q
+    >>> q = Q(library="peft", symptom="the hook *never* fires", message=None)
+    >>> asked_as({"asked_zh": "钩子不触发", "calls": ["Module.register_forward_hook"]}, q, "en")[::2]
+    ["**In the asker's words** (peft): “the hook \\\\*never\\\\* fires”", '**API**: `Module.register_forward_hook`']
+    >>> asked_as({"asked_zh": "钩子不触发"}, q, "zh")[2]
+    '**也常这样问**：“钩子不触发”'
+    """
+    text, out = TEXT[lang], []
+    if question is not None:
+        words = MARKDOWN_SPECIAL.sub(r"\\\1", question.symptom.strip())
+        out += [f"**{text['asked']}**{text['library'].format(question.library)}{text['colon']}{text['quote'].format(words)}", ""]
+        if question.message:
+            out += [f"**{text['message']}**{text['colon']}", "", "```text", question.message.strip(), "```", ""]
+    if lang == "zh" and recipe.get("asked_zh"):
+        asked = MARKDOWN_SPECIAL.sub(r"\\\1", recipe["asked_zh"].strip())
+        out += [f"**{text['asked_zh']}**{text['colon']}{text['quote'].format(asked)}", ""]
+    if recipe.get("calls"):
+        out += [f"**{text['calls']}**{text['colon']}" + " · ".join(f"`{call}`" for call in recipe["calls"]), ""]
+    return out
+
+
 def area_page(path: Path, lang: str) -> str:
     """One recipe notebook as a page of ``lang``'s site (MyST Markdown)."""
     nb = read_notebook(path)
     number, name = title(nb, lang)
     out = [f"# {TEXT[lang]['recipes']} {number} · {name}", ""]
     libraries: list[str] = []
+    meta: dict[str, Any] = {}
+    questions = {q.id: q for q in bank.load()}
     for cell in nb["cells"][1:]:
         text = _source(cell)
         recipe = cell.get("metadata", {}).get("hooklab", {}).get("recipe")
         if recipe:  # the twins of a recipe's heading: the Chinese one carries the metadata
-            libraries = recipe.get("libraries", [])
+            meta, libraries = recipe, recipe.get("libraries", [])
         if cell["cell_type"] == "markdown":
             tags = lang_tags(cell)
             if f"lang-{lang}" not in tags and "lang-both" not in tags:
@@ -102,6 +139,8 @@ def area_page(path: Path, lang: str) -> str:
             if heading:
                 out += [f"(recipe-{heading[1]})=", ""]
             out += [text.rstrip(), ""]
+            if heading:
+                out += asked_as(meta, questions.get(heading[1]), lang)
             profiled = slugs_for(libraries) if heading else []
             if profiled:  # what the recipe's libraries do to a model's hooks, measured
                 out += [f"**{TEXT[lang]['profiles']}**: "

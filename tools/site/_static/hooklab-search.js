@@ -373,8 +373,10 @@
      the headings alike), then the places of the site, each a heading with its anchor (a section, a symptom row, a
      kind of symptom, a recipe, a cell the symptom index names: their ids are made from their headings' or symptoms'
      words), scored by the query's words they hold (English words stemmed, Chinese as pairs of characters; rarer
-     words count more, words no heading holds do not count). The best place, when it holds most of the query's
-     weight, comes first, linked to its anchor, then the other pages as found. */
+     words count more, words no heading holds do not count; the course's Chinese words also read as the English
+     words of the ids, SAME_WORDS). The best place, when it holds most of the query's weight, comes first, linked to
+     its anchor (a recipe's weighs less than the course's own place at nearly equal words), the best place of
+     another page second when it holds nearly as much, then the other pages as found. */
   const QUOTED = 6;        // a pasted message the site quotes: this many of its tokens in a row on a page
   const SYNONYMS = [
     // English: the learner's word -> the course's
@@ -408,7 +410,7 @@
     [/\b(?:frozen|freeze|requires_grad=false|no grad)\b/g, " frozen "],
     [/\b(?:averaged|average|all-?reduced?|synced)\b/g, " averaged "],
     // Chinese: the learner's words -> the course's
-    [/没有被?触发|没被?触发|没有被调用|没被调用|不被调用|没有调用|不调用|不执行|没有执行|没执行|不生效|没生效|不起作用|没有作用|没反应|不运行|没有运行|没运行|没跑|不跑|从不触发|不会触发|不触发/g, " 不触发 "],
+    [/没有被?触发|没被?触发|没有被调用|没被调用|不被调用|没有调用|不调用|不执行|没有执行|没执行|不生效|没生效|不起作用|没有作用|没反应|没有效果|失效|不运行|没有运行|没运行|没跑|不跑|从不触发|不会触发|不触发/g, " 不触发 "],
     [/触发了?(?:两次|两遍|多次|好几次)|执行了?(?:两次|两遍|多次|好几次)|跑了?(?:两次|两遍|多次|好几次)|调用了?(?:两次|两遍|多次|好几次)|重复触发|多次触发|又触发/g, " 触发两次 "],
     [/(?:为|是|变成|变为|成了)\s*(?:空的?|none|null)/g, " none "],
     [/执行|运行|调用/g, "触发"],
@@ -440,11 +442,33 @@
     "some", "still", "only", "about", "while", "inside", "during", "per", "same", "other", "another", "we", "you",
     "get", "hook", "hooks"]);
   const stem = (word) => (word.length > 4 ? word.replace(/(?:ing|ed|es|s|e)$/, "") : word);
+  /* The course's Chinese words as the English ones the places' ids are made of (a symptom row's row-<id>, a kind's,
+     a recipe's id are English on the Chinese site too, beside the anchor made from the Chinese heading), applied to
+     the query and to the places alike when matching them: 梯度为空 meets row-non-leaf-grad-is-none, and a Chinese
+     heading that says .grad meets one that says 梯度. */
+  const SAME_WORDS = [
+    [/不触发/g, " never fire "], [/触发两次|两次|两遍|多次|好几次/g, " twice "], [/梯度累积/g, " accumulation "],
+    [/非叶子张量/g, " non leaf tensor "], [/关键字参数/g, " keyword "], [/梯度/g, " grad "],
+    [/反向传播|反向/g, " backward "], [/前向/g, " forward "], [/参数/g, " param "], [/内存/g, " memory "],
+    [/泄漏/g, " leak "], [/报错/g, " error "], [/形状/g, " shape "], [/复制/g, " copy "], [/编译/g, " compile "],
+    [/移除/g, " remove "], [/顺序/g, " order "], [/混合精度/g, " amp "], [/检查点/g, " checkpoint "],
+    [/冻结/g, " frozen "], [/中间层|中间/g, " intermediate "], [/输出|特征/g, " output "],
+    [/提取|拿到|获取|取出|记录/g, " extract "], [/注意力/g, " attention "], [/模块|层/g, " module "],
+    [/零/g, " zero "], [/开销/g, " cost "], [/句柄/g, " handle "], [/设备/g, " device "], [/分片/g, " shard "],
+    [/平均/g, " averaged "], [/裁剪/g, " clip "], [/掩码/g, " mask "], [/原地|\bin place\b/g, " inplace "],
+    [/分支/g, " branch "], [/循环/g, " loop "], [/加载/g, " load "], [/缺少|缺失/g, " missing "],
+    [/返回值|返回/g, " return "], [/不对|不正确|错了/g, " wrong "],
+    [/修改|改变|改写|替换|改掉|改了/g, " change "],
+    [/\b(?:modif(?:y|ies|ied|ying)|edit(?:s|ed|ing)?|chang(?:e|es|ed|ing)|alter(?:s|ed|ing)?|replac(?:e|es|ed|ing))\b/g,
+      " change "],
+  ];
+  const sameWords = (text) => SAME_WORDS.reduce((t, [from, to]) => t.replace(from, to), text);
   /* The words of a text to match a learner's query by: English words stemmed (no stop words), and each pair of
      Chinese characters in a row. */
   const matchWords = (text) => {
     const out = new Map();  // word -> its share of a word of the text (a pair of characters of a run of n: 1/(n-1))
-    for (const part of courseWords(text).match(/[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[\p{L}\p{N}_]+/gu) || []) {
+    const parts = sameWords(courseWords(text)).match(/[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[\p{L}\p{N}_]+/gu);
+    for (const part of parts || []) {
       if (HAN.test(part)) {
         if (part.length === 1) out.set(part, 1);
         for (let i = 0; i + 1 < part.length; i++) out.set(part.slice(i, i + 2), 1 / (part.length - 1));
@@ -470,11 +494,15 @@
       const locations = [...at.keys()].sort((a, b) => a - b);
       locations.forEach((location, i) => {
         const anchors = at.get(location);
+        // a message row (msg-<id>) is found by pasting the message: no place for a learner's own words, which
+        // match its long id word by word by chance
+        if (anchors.some((a) => /^msg-/.test(a.id))) return;
         const link = anchors.find((a) => /^(?:row|kind|recipe|symptom-row)-/.test(a.id))
           || anchors.find((a) => /^symptom-/.test(a.id)) || anchors.find((a) => a.element === "section") || anchors[0];
         const text = anchors.map((a) => a.id.replace(PLACE_PREFIX, "").replace(/^\d+[\-.]*/, "")).join(" ")
           + (i === 0 ? ` ${data.meta.title || ""}` : "");
-        places.push({ data, anchor: link, location, words: matchWords(text.replace(/-/g, " ")) });
+        places.push({ data, anchor: link, location, words: matchWords(text.replace(/-/g, " ")),
+                      matrix: anchors.some((a) => a.id.includes("@")) });
       });
     }
     placesOf = places;
@@ -489,28 +517,41 @@
     if (!known.length) return [ordered, more];
     const idf = (w) => share.get(w) * Math.log(1 + places.length / df.get(w));
     const total = known.reduce((sum, w) => sum + idf(w), 0);
-    let best = null;
+    const scored = [];
     for (const place of places) {
       if (within && !within.has(pageUrl(place.data))) continue;
       const held = known.filter((w) => place.words.has(w));
       if (held.length < Math.min(2, known.length)) continue;
-      // the share of the query's weight the place holds, then how little else its heading says
-      const score = held.reduce((sum, w) => sum + idf(w), 0) / total;
-      const key = [score + 0.1 * (held.length / place.words.size), score];  // words: a Map, its size
-      if (!best || key[0] > best.key[0]) best = { place, key };
+      // a hook matrix cell (family@context) only for a query that says every word of its key, the family's and the
+      // context's words typed together: other words match its long key word by word by chance
+      if (place.matrix && held.length < place.words.size) continue;
+      // the share of the query's weight the place holds (a recipe's less: at nearly equal words the course's own
+      // place, which explains the mechanism, comes first, as in course.ask), then how little else its heading says
+      const score = held.reduce((sum, w) => sum + idf(w), 0) / total * (isRecipes(place.data) ? RECIPE_WEIGHT : 1);
+      scored.push({ place, score, key: score + 0.1 * (held.length / place.words.size) });  // words: a Map
     }
-    if (best) best.key = [best.key[1]];
-    if (!best || best.key[0] < LEARNER_SHARE) return [ordered, more];
-    const { place } = best;
-    const url = pageUrl(place.data), other = (item) => pageUrl(item.data) !== url;
-    const [, section] = anchorBefore(place.data, place.location);
-    const found = ordered.find((item) => !other(item)) || more.find((item) => !other(item)) || {};
-    const first = { ...found, data: found.data || place.data, anchor: place.anchor,
-                    section: sectionName(section && section.id !== place.anchor.id ? section : null) };
-    // a few words no page holds as typed: the first list stays empty, the place heads the pages holding them apart
-    if (!pasted && !ordered.length) return [[], [first, ...more.filter(other)]];
-    return [[first, ...ordered.filter(other)], more.filter(other)];
+    scored.sort((a, b) => b.key - a.key);
+    const best = scored[0];
+    if (!best || best.score < LEARNER_SHARE) return [ordered, more];
+    // the best place first; the best place of another page second when it holds nearly as much of the query
+    const chosen = [best.place];
+    const runnerUp = scored.find((s) => pageUrl(s.place.data) !== pageUrl(best.place.data));
+    if (runnerUp && runnerUp.score >= Math.max(LEARNER_SHARE, RUNNER_UP * best.score)) chosen.push(runnerUp.place);
+    const urls = new Set(chosen.map((place) => pageUrl(place.data)));
+    const other = (item) => !urls.has(pageUrl(item.data));
+    const firsts = chosen.map((place) => {
+      const url = pageUrl(place.data), mine = (item) => pageUrl(item.data) === url;
+      const [, section] = anchorBefore(place.data, place.location);
+      const found = ordered.find(mine) || more.find(mine) || {};
+      return { ...found, data: found.data || place.data, anchor: place.anchor,
+               section: sectionName(section && section.id !== place.anchor.id ? section : null) };
+    });
+    // a few words no page holds as typed: the first list stays empty, the places head the pages holding them apart
+    if (!pasted && !ordered.length) return [[], [...firsts, ...more.filter(other)]];
+    return [[...firsts, ...ordered.filter(other)], more.filter(other)];
   };
+  const RECIPE_WEIGHT = 0.8;   // a recipe's place against the course's, at nearly equal words
+  const RUNNER_UP = 0.8;       // the share of the best place's score the second place (another page) must reach
   const LEARNER_SHARE = 0.5;  // the share of the query's weight the best place must hold to come first
 
   /* The page with an element whose anchor is the query, typed as one word (a hook matrix cell's key,
