@@ -165,19 +165,22 @@ def test_the_runner_goes_on_after_a_failing_cell_and_gives_the_install_cell_its_
     (kernels / "kernel.json").write_text(json.dumps({
         "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Python 3 (ipykernel)", "language": "python"}), encoding="utf-8")
-    limit = 10  # a trivial cell stays far below it on a loaded machine; the install cell sleeps past it
+    from patience import hang_guard
+
+    # a trivial cell stays far below it, stretched by the load now; the install cell sleeps past it
+    limit = round(hang_guard(10))
     source = tmp_path / "copy.ipynb"
     source.write_text(json.dumps(_notebook(
         (f"import time; time.sleep({limit + 3}); print('installed')", [launch.INSTALL_TAG]),  # over `limit`: its own
         ("raise ValueError('a failing cell')", []),
-        ("import time; time.sleep(120)", []),  # interrupted after `limit` s
+        (f"import time; time.sleep({limit * 20})", []),  # interrupted after `limit` s
         ("print('the last cell ran')", []))), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "JUPYTER_PREFER_ENV_PATH")}
     env.update(JUPYTER_PATH=str(tmp_path / "jupyter"), JUPYTER_DATA_DIR=str(tmp_path / "data"))
     (tmp_path / "run").mkdir()
     done = subprocess.run([sys.executable, "-P", str(launch_check.RUNNER), str(source), str(tmp_path / "out.ipynb"),
                            str(tmp_path / "result.json"), "--install-timeout", "120", "--timeout", str(limit)],
-                          cwd=tmp_path / "run", env=env, capture_output=True, text=True, timeout=200)
+                          cwd=tmp_path / "run", env=env, capture_output=True, text=True, timeout=hang_guard(200))
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "result.json").read_text(encoding="utf-8"))
     assert result["code_cells"] == 4 and result["passed"] == 2 and result["aborted"] is None

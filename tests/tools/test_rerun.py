@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from patience import hang_guard
 from tools.rerun import claims, command as rerun, compare, report as mr
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -371,7 +372,7 @@ def test_execute_goes_on_after_a_failing_cell_and_writes_beside_not_over_the_not
     before = source.read_bytes()
     done = subprocess.run([sys.executable, "-m", "tools.rerun.execute", "--out", str(tmp_path / "out"),
                            "--timeout", "60", str(source)], cwd=rerun.ROOT, env=rerun.rerun_env(),
-                          capture_output=True, text=True, timeout=150)
+                          capture_output=True, text=True, timeout=hang_guard(150))
     assert done.returncode == 0, done.stderr[-3000:]
     assert source.read_bytes() == before
     executed = json.loads((tmp_path / "out" / "nb.ipynb").read_text(encoding="utf-8"))
