@@ -14,8 +14,10 @@ relative to its root); from a shell: ``python -m hooklab.course ask "hook not fi
 How it ranks: a pasted message is matched against every message the course indexes (PyTorch's and the libraries'
 texts, with their names and numbers left out), and the words of a question by BM25 over each entry's text in both
 languages; Chinese is read as pairs of characters (no word segmenter), and a table of the phrases learners use for
-the same symptom ("not firing", "没有被调用", "never called" …) maps them onto one term, so the course's wording and
-the learner's meet. The index ships with the package (``assets/ask/index.json``), written by ``python -m
+the same symptom ("not firing", "没有被调用", "never called" …) maps them onto one term, which counts double in the
+question, so the course's wording and the learner's meet; an entry whose title says most of the question counts up
+to half as much again. The course website's search ranks a learner's own words with the same index and the same
+scoring (tools/site/ask_index.py, hooklab-ask.js): its first result is ``ask(query, kinds=LEARNER_KINDS)``'s first. The index ships with the package (``assets/ask/index.json``), written by ``python -m
 tools.ask --write`` from the notebooks and the data files in ``docs/``.
 """
 from __future__ import annotations
@@ -31,12 +33,22 @@ from typing import Any
 
 from .lang import course_language
 
-__all__ = ["Answers", "Hit", "ask", "entry_terms", "message_key", "tokens"]
+__all__ = ["LEARNER_KINDS", "Answers", "Hit", "ask", "entry_terms", "message_key", "query_terms", "tokens"]
 
 KINDS = ("message", "symptom", "section", "matrix", "recipe", "profile")
+# The course's own places (a symptom, a section): the site's search puts the best of them first for a question in the
+# learner's own words, ranked as ask(query, kinds=LEARNER_KINDS) ranks them (tools/site/ask_index.py).
+LEARNER_KINDS = ("symptom", "section")
 # A recipe answers one asker's case in its library's words, and its text holds many terms: at equal words the
 # course's own place (the section, the symptom that explains the mechanism) comes first, the recipe right after.
 KIND_WEIGHT = {"recipe": 0.95}
+# A phrase of SYNONYMS in a question names the symptom the learner means, in words the course's own places share:
+# it counts this many times, more than a word that happens to be in many entries' long texts.
+GROUP_WEIGHT = 2
+# An entry whose title says what the question says is the place built around it: its score counts up to this much
+# more (the share of its title the question holds, see title_share). Not for an entry a pasted message matches: a
+# recipe's title quotes its asker's message, and would come before the place that explains it.
+TITLE_WEIGHT = 0.5
 MESSAGE_BONUS = {"recipe": 95, "matrix": 90}  # a pasted message: the explaining place, then recipes, then the matrix
 
 # Phrases that mean the same symptom, in the words learners use (both languages): each group becomes one term.
@@ -44,7 +56,8 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "never-fires": ("not firing", "not fire", "doesn't fire", "does not fire", "never fire", "never fires",
                     "never called", "not called", "isn't called", "is not called", "not being called",
                     "not triggered", "never triggered", "not run", "never run", "doesn't run", "does not run",
-                    "not invoked", "never invoked", "no effect", "ignored", "没有被调用", "没被调用", "不被调用",
+                    "not invoked", "never invoked", "no effect", "ignored", "does nothing", "do nothing", "not working",
+                    "doesn't work", "does not work", "不生效", "没生效", "没有生效", "没有用", "没有被调用", "没被调用", "不被调用",
                     "没有调用", "没有触发", "没触发", "不触发", "从不触发", "不执行", "没有执行", "没执行", "不起作用",
                     "没有效果", "没反应", "失效", "不运行", "没有运行"),
     "fires-twice": ("twice", "two times", "called twice", "fires twice", "runs twice", "multiple times",
@@ -53,8 +66,25 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
                   "none gradient", "grad_input is none", "梯度为空", "梯度是none", "梯度为none", "没有梯度", "梯度是空的",
                   "梯度为 none", "梯度是 none"),
     "memory-leak": ("memory leak", "leak", "leaks", "leaking", "memory grows", "memory keeps growing",
-                    "out of memory", "oom", "memory increase", "内存泄漏", "内存泄露", "显存泄漏", "显存泄露", "泄漏",
-                    "泄露", "内存一直涨", "显存一直涨", "内存增长", "显存增长", "爆显存", "显存不够", "内存不够"),
+                    "memory increase", "内存泄漏", "内存泄露", "显存泄漏", "显存泄露", "泄漏", "泄露", "内存一直涨",
+                    "显存一直涨", "内存增长", "显存增长"),
+    "save-memory": ("out of memory", "oom", "save memory", "reduce memory", "reduce gpu memory", "memory of activations",
+                    "爆显存", "显存不够", "内存不够", "省显存", "节省显存", "省内存"),
+    "non-leaf": ("intermediate tensor", "intermediate tensors", "intermediate variable", "non-leaf", "non leaf",
+                 "中间变量", "中间张量", "非叶子"),
+    "features": ("intermediate layer", "intermediate layers", "output of a layer", "output of an intermediate",
+                 "extract features", "feature extraction", "features", "中间层", "中间层的输出", "提取特征", "特征"),
+    "change-output": ("modify the output", "change the output", "replace the output", "modify output", "change output",
+                      "修改输出", "的输出替换", "修改某层的输出", "改输出"),
+    "late-binding": ("same layer name", "same name", "last layer", "late binding", "loop variable", "in a for loop",
+                     "都记成", "最后一层", "循环里"),
+    "scaled": ("huge", "scaled", "gradscaler", "loss scale", "loss scaling", "特别大", "太大", "放大"),
+    "cost": ("slow", "slower", "slow down", "slows down", "overhead", "变慢", "拖慢", "开销"),
+    "frozen": ("frozen", "freeze", "requires_grad=false", "冻结", "冻住"),
+    "clip": ("clip", "clipping", "clip gradients", "gradient clipping", "clip_grad_norm_", "裁剪", "梯度裁剪"),
+    "tuple-output": ("tuple", "output[0]", "元组"),
+    "zeros": ("all zeros", "all zero", "zeros", "全是零", "全为零", "全零", "都是零"),
+    "rng": ("dropout", "rng", "random state", "preserve_rng_state", "随机"),
     "shape": ("shape mismatch", "wrong shape", "size mismatch", "shape", "形状不对", "形状", "维度不对", "维度",
               "尺寸不对"),
     "direct-call": (".forward(", "forward directly", "forward() directly", "called directly", "call directly",
@@ -83,9 +113,10 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "hook": ("hook", "hooks", "钩子"),
 }
 _GROUP_OF = {phrase: group for group, phrases in SYNONYMS.items() for phrase in phrases}
-# one pass over a text finds every phrase; an English phrase only as whole words ("amp" not in "example")
+# one pass over a text finds every phrase; an English phrase only as whole words ("amp" not in "example"), a plural
+# too ("forward hooks")
 _PHRASE = re.compile("|".join(
-    re.escape(p) if not p[0].isascii() else rf"(?<![a-z0-9_]){re.escape(p)}(?![a-z0-9_])"
+    re.escape(p) if not p[0].isascii() else rf"(?<![a-z0-9_]){re.escape(p)}(?:s|es)?(?![a-z0-9_])"
     for p in sorted(_GROUP_OF, key=len, reverse=True)))
 _STOP = frozenset("a an the is are was were be to of in on at for and or my i it its this that with from by as do "
                   "does did how why what when can i'm im me you your we our not no".split())
@@ -97,11 +128,12 @@ _NUMBER = re.compile(r"\b\d+(\.\d+)?\b|\[[\d, ]*\]|\([\d, ]*\)")
 
 
 def _stem(word: str) -> str:
-    """A light English stemmer: "called" / "calls" / "calling" -> "call" ("loss", "class" stay)."""
+    """A light English stemmer: "called" / "calls" / "calling" -> "call", "fires" / "firing" -> "fir" ("loss", "class" stay)."""
     for suffix in ("ing", "ed", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith(("ss", "us", "is")):
-            return word[: -len(suffix)]
-    return word
+            word = word[: -len(suffix)]
+            break
+    return word[:-1] if word.endswith("e") and len(word) >= 4 else word  # fire, fires, firing, fired: fir
 
 
 def entry_terms(text: str, title: str) -> str:
@@ -129,7 +161,7 @@ def tokens(text: str) -> list[str]:
             out.extend(_stem(p) for p in parts)
     for run in _CJK_RUN.findall(lower):
         out.extend(run[i:i + 2] for i in range(max(1, len(run) - 1)))
-    groups = {_GROUP_OF[phrase] for phrase in _PHRASE.findall(lower)}
+    groups = {_GROUP_OF.get(p) or _GROUP_OF.get(p[:-1]) or _GROUP_OF[p[:-2]] for p in _PHRASE.findall(lower)}
     out.extend(f"~{group}" for group in SYNONYMS if group in groups)
     return out
 
@@ -212,8 +244,16 @@ def _nothing(lang: str) -> str:
     return {"zh": zh, "en": en}.get(lang, f"{zh}\n{en}")
 
 
+_NUMBERED = re.compile(r"^\d\d · \d+\. ")  # a section's title: its notebook's and its own number first
+
+
+def title_terms(entry: dict[str, Any]) -> list[frozenset[str]]:
+    """The terms of an entry's title, one set per language (a section's numbers left out)."""
+    return [frozenset(tokens(_NUMBERED.sub("", entry[lang] or ""))) for lang in ("en", "zh")]
+
+
 @functools.cache
-def _index() -> tuple[list[dict[str, Any]], list[Counter[str]], dict[str, float], float]:
+def _index() -> tuple[list[dict[str, Any]], list[Counter[str]], dict[str, float], float, list[list[frozenset[str]]]]:
     path = resources.files("hooklab.course") / "assets" / "ask" / "index.json"
     entries = json.loads(path.read_text(encoding="utf-8"))["entries"]
     counts = [Counter(e["terms"].split()) for e in entries]
@@ -223,13 +263,35 @@ def _index() -> tuple[list[dict[str, Any]], list[Counter[str]], dict[str, float]
     n = len(entries)
     idf = {term: math.log(1 + (n - f + 0.5) / (f + 0.5)) for term, f in frequency.items()}
     average = sum(sum(c.values()) for c in counts) / max(n, 1)
-    return entries, counts, idf, average
+    return entries, counts, idf, average, [title_terms(e) for e in entries]
 
 
-def _bm25(query: list[str], count: Counter[str], idf: dict[str, float], average: float) -> float:
+def title_share(query: Counter[str], titles: list[frozenset[str]], idf: dict[str, float]) -> float:
+    """How much of an entry's title the question says (0..1): the share of the title's terms, each weighed by how
+    rare it is, that the question holds, in the title's language that says most ("The hook never fires" for "my
+    forward hook is never called": most of it; a long row about FSDP2 that also never fires: a little)."""
+    best = 0.0
+    for title in titles:
+        total = sum(idf.get(t, 0.0) for t in title)
+        if total:
+            best = max(best, sum(idf.get(t, 0.0) for t in title if t in query) / total)
+    return best
+
+
+def query_terms(query: str) -> Counter[str]:
+    """The terms of a question and how much each counts: a ``~group`` term (a phrase of :data:`SYNONYMS`: the
+    symptom in the learner's words) :data:`GROUP_WEIGHT` times, every other term once.
+
+    >>> dict(query_terms("hook not called"))
+    {'hook': 1, 'call': 1, '~never-fires': 2, '~hook': 2}
+    """
+    return Counter(t for term in tokens(query) for t in [term] * (GROUP_WEIGHT if term[0] == "~" else 1))
+
+
+def _bm25(query: Counter[str], count: Counter[str], idf: dict[str, float], average: float) -> float:
     length = sum(count.values())
     score = 0.0
-    for term, times in Counter(query).items():
+    for term, times in query.items():
         f = count.get(term, 0)
         if f:
             score += times * idf[term] * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * length / average))
@@ -266,17 +328,19 @@ def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ..
         if unknown:
             raise ValueError(f"course.ask: unknown kinds {unknown}; choose from {', '.join(KINDS)}")
     lang = lang or course_language()
-    entries, counts, idf, average = _index()
-    terms = tokens(query)
+    entries, counts, idf, average, titles = _index()
+    terms = query_terms(query)
     query_key = message_key(query)
     scored = []
-    for entry, count in zip(entries, counts, strict=True):
+    for entry, count, title in zip(entries, counts, titles, strict=True):
         if kinds is not None and entry["kind"] not in kinds:
             continue
         score = _bm25(terms, count, idf, average) * KIND_WEIGHT.get(entry["kind"], 1.0)
         match = _message_match(query_key, entry)
         if match >= 0.8:  # a pasted message that is this one comes first: the place that explains it, then the
             score += MESSAGE_BONUS.get(entry["kind"], 100) * match  # recipes that meet it, then a matrix cell
+        else:
+            score *= 1 + TITLE_WEIGHT * title_share(terms, title, idf)
         if score > 0:
             scored.append((score, entry))
     scored.sort(key=lambda pair: (-pair[0], pair[1]["id"]))

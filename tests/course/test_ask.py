@@ -90,6 +90,26 @@ def test_chinese_and_english_phrasings_of_one_symptom_meet_on_one_term():
     assert "~mixed-precision" not in tokens("an example")  # a phrase counts only as whole words
 
 
+def test_a_word_and_a_phrase_are_one_term_in_every_form():
+    assert len(set(tokens("fire fires firing fired"))) == 1  # the light stemmer: "fir"
+    assert tokens("forward hooks") == tokens("forward hook")  # a plural phrase is its group too
+    assert "~save-memory" in tokens("显存不够") and "~save-memory" in tokens("cuda out of memory")
+    assert "~memory-leak" not in tokens("显存不够")  # running short of memory is not a leak
+
+
+def test_a_learners_phrase_counts_double_and_a_title_that_says_the_question_weighs_more():
+    """The phrase of SYNONYMS names the symptom: "my forward hook is never called" lands on the kind of symptom "The
+    hook never fires" (its title says most of the question) before a long FSDP2 row that also never runs hooks."""
+    assert ask_module.query_terms("hook not called")["~never-fires"] == ask_module.GROUP_WEIGHT == 2
+    entries, _, idf, _, titles = ask_module._index()
+    kind = next(i for i, e in enumerate(entries) if e["id"] == "symptom-kind:never-fires")
+    asked = ask_module.query_terms("my forward hook is never called")
+    assert ask_module.title_share(asked, titles[kind], idf) > 0.5
+    assert ask_module.title_share(ask_module.query_terms("gradient accumulation"), titles[kind], idf) == 0
+    first = ask("my forward hook is never called", k=1, kinds=ask_module.LEARNER_KINDS, lang="en")[0]
+    assert first.page == "symptoms.html#kind-never-fires", first
+
+
 def test_a_message_key_drops_what_differs_between_runs():
     assert message_key("size [2, 3] of 'fc1'") == message_key("size [8, 16] of 'layer4.conv'")
 
