@@ -224,7 +224,10 @@ META = ("row:hook-sees-meta-weights", "row:tensor-on-meta-device-in-hook", "15_h
 LORA = ("row:hook-misses-lora-adapter", "15_hooks_in_libraries")
 GRADCAM = ("row:vit-grad-cam-zero-at-last-block", "05_applications")
 RECOMPUTE = ("row:forward-hooks-fire-again-in-recomputation", "row:submodule-hook-runs-twice-under-checkpointing",
-             "07_activation_checkpointing")
+             "07_activation_checkpointing",
+             # checkpointing runs a hook twice in this way too (a parameter's hooks, reentrant variant); added when the
+             # search first answered with it, as a right answer the list had missed
+             "row:reentrant-checkpoint-runs-parameter-hooks-twice")
 COST = ("13_debugging_and_cost", "row:per-parameter-hooks-quadratic-backward", "row:logging-forces-host-sync-every-step",
         "kind:memory-and-cost", "16_hooks_across_training")
 ATTENTION = ("12_transformer_language_models",)

@@ -409,13 +409,11 @@ def learner_searched(site, browser):
 def test_a_learners_own_words_find_a_useful_first_result(learner_searched):
     """Queries as learners type them, symptoms in their own words (hook not firing, grad is None after backward,
     钩子没有被调用, 显存一直涨): the first result is a notebook that teaches it, the symptom's row or cell, its kind of
-    symptom or a recipe. Measured: before the site's search knew learners' words (hooklab-search.js's SYNONYMS and
-    the places whose headings say the same), 15 of 48 English and 19 of 46 Chinese; after, 36 of 48 (75 %) and 28
-    of 46 (61 %); on a site built afresh before the next round 35 of 48 (73 %) and 28 of 46 (61 %), after it (the
-    Chinese words read as the English ones of the places' ids, message rows no places for a learner's words nor a
-    matrix cell unless the query says its whole key, a recipe behind the course's place at nearly equal words, a
-    second place of another page when it holds nearly as much, the course's words for changing, returning and
-    wrong) 35 of 48 (73 %) and 31 of 46 (67 %). The goal is 90 %: this holds what is reached, less two queries."""
+    symptom or a recipe. Measured: before the site's search knew learners' words, 15 of 48 English and 19 of 46
+    Chinese; with a table of learners' words scored against headings and anchors, at best 35 of 48 (73 %) and 31 of 46
+    (67 %); once the first result is the course's place that course.ask ranks first (hooklab-ask.js: BM25 over each
+    place's whole text, not its heading only), 44 of 48 (92 %) and 42 of 46 (91 %). The goal is 90 %: this holds
+    what is reached, less two queries."""
     from search_cases import LEARNER, learner_shares
 
     rows, outside, errors = learner_searched
@@ -424,8 +422,40 @@ def test_a_learners_own_words_find_a_useful_first_result(learner_searched):
     assert shares["en"][1] == len(LEARNER["en"]) and shares["zh"][1] == len(LEARNER["zh"])
     missed = [(r["lang"], r["query"], r["rank"], r["first"]) for r in rows if r["rank"] != 1]
     # what is reached, less two queries: a new page (a recipe, a section) can take a first place that was right
-    assert shares["en"][0] >= 33 and shares["zh"][0] >= 29, (shares, missed)
+    assert shares["en"][0] >= 42 and shares["zh"][0] >= 40, (shares, missed)
     assert outside == [] and errors == [], (outside, errors)
+
+
+@pytest.mark.timeout(600)
+def test_the_site_ranks_a_learners_words_as_course_ask_does(site, browser):
+    """The search page's first place for a learner's own words is course.ask's (hooklab-ask.js ranks the site's copy
+    of its index, tools/site/ask_index.py): for every learner query, held out or not, the browser's best place is
+    ``ask(query, k=1, kinds=LEARNER_KINDS)``'s, and its link lands on an element of the built page."""
+    from search_cases import LEARNER, LEARNER_HELD_OUT, targets
+
+    from hooklab.course.asking import LEARNER_KINDS, ask
+
+    out, base = site
+    page = new_page(browser, base)
+    differ, dead = [], []
+    for lang in ("en", "zh"):
+        page.goto(f"{base}{lang}/search.html")
+        queries = [q for q, _ in LEARNER[lang] + LEARNER_HELD_OUT[lang]]
+        firsts = page.evaluate("""async (queries) => {
+            const index = await window.hooklabAsk.load(document.documentElement.dataset.content_root || "./");
+            return queries.map((q) => { const best = window.hooklabAsk.rank(index, q)[0];
+                                        return best ? [best.title, best.link] : null; }); }""", queries)
+        for query, first in zip(queries, firsts, strict=True):
+            python = ask(query, k=1, kinds=LEARNER_KINDS, lang=lang)
+            if (first[0] if first else None) != (python[0].title(lang) if python else None):
+                differ.append((lang, query, first, python[0].title(lang) if python else None))
+            elif first:
+                path, _, anchor = first[1].partition("#")
+                if not (out / lang / path).is_file() or (anchor and anchor not in targets(out / lang / path).element):
+                    dead.append((lang, query, first[1]))
+    assert differ == [] and dead == [], (differ, dead)
+    assert page.requests.outside() == [] and page.errors == []
+    page.context.close()
 
 
 @pytest.fixture(scope="module")
@@ -441,9 +471,9 @@ def held_out_searched(site, browser):
 def test_held_out_learner_words_find_a_useful_first_result(held_out_searched):
     """27 English and 27 Chinese queries in learners' own words written before the search was tuned on LEARNER's
     (issue 56) and never tuned on: whether what was tuned holds for words it did not see. Measured before that
-    round: 15 of 27 English (56 %) and 15 of 27 Chinese (56 %); after it 18 of 27 (67 %) and 16 of 27 (59 %): what
-    was tuned carried over only a little to words it had not seen. The goal is 90 %, as for LEARNER: this holds
-    what is reached, less two queries."""
+    round: 15 of 27 English (56 %) and 15 of 27 Chinese (56 %); after it 18 of 27 (67 %) and 16 of 27 (59 %); with
+    course.ask's ranking (its phrases added from LEARNER's misses only) 23 of 27 (85 %) and 22 of 27 (81 %). The
+    goal is 90 %, as for LEARNER: this holds what is reached, less two queries."""
     from search_cases import LEARNER_HELD_OUT, learner_shares
 
     rows, outside, errors = held_out_searched
@@ -451,7 +481,7 @@ def test_held_out_learner_words_find_a_useful_first_result(held_out_searched):
     assert len(LEARNER_HELD_OUT["en"]) >= 20 and len(LEARNER_HELD_OUT["zh"]) >= 20
     assert shares["en"][1] == len(LEARNER_HELD_OUT["en"]) and shares["zh"][1] == len(LEARNER_HELD_OUT["zh"])
     missed = [(r["lang"], r["query"], r["rank"], r["first"]) for r in rows if r["rank"] != 1]
-    assert shares["en"][0] >= 16 and shares["zh"][0] >= 14, (shares, missed)
+    assert shares["en"][0] >= 21 and shares["zh"][0] >= 20, (shares, missed)
     assert outside == [] and errors == [], (outside, errors)
 
 

@@ -585,6 +585,28 @@ def test_each_site_has_a_pagefind_index_of_its_pages_and_the_search_page_asks_it
         assert not (out / lang / "searchindex.js").exists()  # Sphinx's own index is not shipped
 
 
+def test_each_site_ships_course_asks_places_with_links_that_land(built):
+    """The search page ranks a learner's own words with _static/hooklab-ask.json (tools/site/ask_index.py): every
+    symptom and section of course.ask's index is in it, with its terms, and its link names a page and an element
+    of that page in this language's site (a section's anchor as the site makes it from the heading)."""
+    from hooklab.course.asking import LEARNER_KINDS, _index
+
+    out, _ = built
+    wanted = {e["id"] for e in _index()[0] if e["kind"] in LEARNER_KINDS and e.get("page")}
+    for lang in ("zh", "en"):
+        assert "_static/hooklab-ask.js" in parsed(out / lang / "search.html").resources
+        index = json.loads((out / lang / "_static" / "hooklab-ask.json").read_text(encoding="utf-8"))
+        assert {p["id"] for p in index["places"]} == wanted, lang
+        assert len(index["idf"]) == len(index["vocabulary"]) and index["average"] > 0
+        dead = []
+        for place in index["places"]:
+            assert place["terms"] and len(place["terms"]) % 2 == 0, place["id"]
+            path, _, anchor = place["link"].partition("#")
+            if not (out / lang / path).is_file() or (anchor and anchor not in parsed(out / lang / path).ids):
+                dead.append(place["link"])
+        assert dead == [], (lang, dead)
+
+
 def test_chinese_section_anchors_are_the_heading_text(built):
     """Chinese section anchors were positional (#id5: a heading added before moved them all): each is now its
     heading's text (heading_id), unique in the page; the English ones are docutils' (also from the text)."""

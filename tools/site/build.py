@@ -23,7 +23,9 @@ take it), in a full build the hook atlas's pages (one per zoo: :func:`extra_page
 Search: after Sphinx, Pagefind's extended binary (the ``site`` group's ``pagefind[extended]``, from the lock) indexes
 each language's pages into <lang>/pagefind/ (:func:`index_search`; it segments Chinese into words); the search page
 (tools/site/_templates/search.html) asks it through tools/site/_static/hooklab-search.js, which finds Chinese words
-typed together, a pasted error message (the symptom row and the cell that explain it) and links into pages.
+typed together, a pasted error message (the symptom row and the cell that explain it) and links into pages; for a
+learner's own words it puts first the course's place that ``course.ask`` ranks first (tools/site/ask_index.py writes
+its index into <lang>/_static/hooklab-ask.json; _static/hooklab-ask.js ranks with it).
 
 The repository's URL comes from
 ``--repository-url``, else the environment variable HOOKLAB_REPOSITORY_URL (the publishing workflow sets it from
@@ -50,6 +52,7 @@ import tomllib
 from ..hook_matrix import page as hook_matrix_page  # the hook behaviour matrix page and its cell targets
 from ..launch import copies as launch
 from ..recipes.pages import links_to_recipe_pages  # a section's links to the recipes that rely on it
+from . import ask_index
 from .pages import (
     CONF,
     FURTHER_READING,
@@ -350,6 +353,7 @@ def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repos
                 shutil.copytree(classroom / tool / lang, target / lang)
                 shutil.copytree(classroom / tool / "_vendor", target / "_vendor")
             index_search(out / lang, pages=site_pages(names, api=only is None), timeout=300)
+            ask_index.write(out / lang, lang)  # a learner's own words: the course's places as course.ask ranks them
     finally:
         for proc in procs.values():
             if proc.poll() is None:

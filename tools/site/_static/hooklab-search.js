@@ -17,15 +17,18 @@
      longest run, the symptom index's row comes first, with the cell it names as the explanation, then the other
      symptom rows and cells, then the pages that only quote the message;
    - one word that is an anchor's name (a hook matrix cell's key, forward-hook@compile): that place first;
-   - a learner's own words (hook not firing, 钩子没有被调用, 显存一直涨), when no heading says the query as typed and no
-     page quotes it as a message, or when it uses words the course does not (SYNONYMS): the place (a section, a
-     symptom row, a kind of symptom, a recipe) whose heading says most of it in the course's words first.
+   - a learner's own words (hook not firing, 钩子没有被调用, 显存一直涨), when no heading of the course says the query
+     as typed and no page quotes it as a message: the course's place (a symptom, a kind of symptom, a section) that
+     course.ask ranks first, first (hooklab-ask.js ranks the site's copy of its
+     index as hooklab/course/asking.py does: BM25 over each place's whole text in both languages, learners' phrases
+     as one term each, a title that says the query weighing more).
 
    Each result links into its page: for a pasted message, to the innermost element with an id that holds the run (a
    symptom row, the cell showing the message; the page is read for it); for a few words, to the element with an id
    before the place where Pagefind found them densest (a section). tests/tools/search_cases.py measures it. */
 (() => {
   const ZH = (document.documentElement.lang || "").toLowerCase().startsWith("zh");
+  const ROOT = document.documentElement.dataset.content_root || "./";  // the language's site, relative to this page
   const TEXT = ZH ? {
     searching: "正在搜索……",
     found: (n) => `找到 ${n} 个页面。`,
@@ -182,10 +185,13 @@
   };
 
   const pageUrl = (data) => data.url.split("#")[0];
-  /* A recipes page (recipes.html, recipes-NN_area.html) collects questions about many topics: at the same depth the
-     course's page that teaches the topic comes first, so a recipe page's title counts as a section heading, its
-     sections as subsections. */
-  const isRecipes = (data) => /^recipes[-.]/.test(pageUrl(data).split("/").pop());
+  /* The course's own pages: the notebooks and the symptom index. */
+  const isCourse = (data) => /^(?:\d\d_|symptoms\.html)/.test(pageUrl(data).split("/").pop());
+  /* A recipes page (recipes.html, recipes-NN_area.html) collects questions about many topics, a library profile's
+     page (profiles-<library>.html) names the library's own features (checkpoint_wrapper: FSDP's activation
+     checkpointing): at the same depth the course's page that teaches the topic comes first, so such a page's title
+     counts as a section heading, its sections as subsections. */
+  const isAside = (data) => /^(?:recipes|profiles)[-.]/.test(pageUrl(data).split("/").pop());
   const sectionName = (section) => (section ? section.id.replace(/^\d+-+/, "").replace(/-/g, " ") : null);
 
   const render = (target, ordered, more) => {
@@ -358,7 +364,7 @@
       const together = holds ? holds(text) : false;
       if (!together && !rank.has(r.id) && !(apart && apart(text))) continue;
       let item = { data: found.get(r.id) || data, together,
-                   level: together ? headingLevel(data, query, found.get(r.id)) + (isRecipes(data) ? 1 : 0) : 9,
+                   level: together ? headingLevel(data, query, found.get(r.id)) + (isAside(data) ? 1 : 0) : 9,
                    order: rank.has(r.id) ? rank.get(r.id) : primary.results.length + 1, anchor: null, section: null };
       if (found.has(r.id)) item = pointInto(item, found.get(r.id), 12);
       items.push(item);
@@ -368,191 +374,34 @@
     return [together, items.filter((i) => !i.together)];
   };
 
-  /* A learner's own words (hook not firing, 钩子没有被调用, grad is None after backward, 显存一直涨): the words the course
-     uses for the same thing (SYNONYMS: each learner's word or phrase, then the course's; applied to the query and to
-     the headings alike), then the places of the site, each a heading with its anchor (a section, a symptom row, a
-     kind of symptom, a recipe, a cell the symptom index names: their ids are made from their headings' or symptoms'
-     words), scored by the query's words they hold (English words stemmed, Chinese as pairs of characters; rarer
-     words count more, words no heading holds do not count; the course's Chinese words also read as the English
-     words of the ids, SAME_WORDS). The best place, when it holds most of the query's weight, comes first, linked to
-     its anchor (a recipe's weighs less than the course's own place at nearly equal words), the best place of
-     another page second when it holds nearly as much, then the other pages as found. */
+  /* A learner's own words (hook not firing, 钩子没有被调用, grad is None after backward, 显存一直涨): when no heading
+     of the course says the query as typed and no page quotes it as a message, the course's place that course.ask
+     ranks first comes first (learnerFirst). */
   const QUOTED = 6;        // a pasted message the site quotes: this many of its tokens in a row on a page
-  const SYNONYMS = [
-    // English: the learner's word -> the course's
-    [/\b(?:not|never|no longer|isn't|is not|doesn't|does not|don't|didn't|won't|wont|cannot|can't|nothing|ignored|skipped|silently dropped)\b/g, " never "],
-    [/\b(?:fir(?:e|es|ed|ing)|call(?:ed|s|ing)?|trigger(?:s|ed|ing)?|invok(?:e|es|ed|ing)|execut(?:e|es|ed|ing)|runs?|running|ran|work(?:s|ing)?|does nothing|has no effect|take effect)\b/g, " fire "],
-    [/\b(?:twice|double|duplicated?|multiple times|many times|several times|repeated(?:ly)?|again|more than once)\b/g, " twice "],
-    [/\b(?:none|null|nonetype)\b/g, " none "],
-    [/\b(?:intermediate|non-leaf|non leaf) (?:tensors?|variables?|values?|results?)\b/g, " non leaf tensor "],
-    [/\b(?:oom|out of memory|vram|gpu memory|memory)\b/g, " memory "],
-    [/\b(?:leak(?:s|ing|ed)?|grow(?:s|ing)?|increas(?:es|ing)|keeps? (?:growing|increasing)|(?:kept|keeps?|stays?) alive|alive|free|freed|release[sd]?|del|piles? up)\b/g, " leak "],
-    [/\b(?:nan|nans|inf|infinite|non-finite|nonfinite)\b/g, " nan "],
-    [/\b(?:shape|size|dimensions?|dims?)\b/g, " shape "],
-    [/\b(?:grads?|gradients?)\b/g, " grad "],
-    [/\b(?:errors?|exceptions?|raises?|crash(?:es|ed)?|fails?|failing|failed)\b/g, " error "],
-    [/\b(?:remove|removing|delete|deleting|unregister|get rid of|clear)\b/g, " remove "],
-    [/\b(?:deep ?copy|deepcopy|copy|copies|copied|clone[sd]?)\b/g, " copy "],
-    [/\b(?:torch\.compile|compiled?|compiling)\b/g, " compile "],
-    [/\b(?:slow(?:s|er)?(?: down)?|speed|overhead|expensive|cost)\b/g, " cost "],
-    [/\b(?:amp|autocast|fp16|bf16|half precision|mixed precision|gradscaler|grad scaler|loss scal\w*|scaled)\b/g, " amp "],
-    [/\b(?:huge|big|large|too large|enormous)\b/g, " large "],
-    [/\b(?:kwargs|keyword arguments?|keywords?)\b/g, " keyword "],
-    [/\b(?:layers?|submodules?|modules?|blocks?)\b/g, " module "],
-    [/\b(?:weights?|parameters?|params?)\b/g, " param "],
-    [/\b(?:intermediate|hidden|inner|middle)\b/g, " intermediate "],
-    [/\b(?:features?|activations?|outputs?)\b/g, " output "],
-    [/\b(?:extract(?:ion|ing|s)?|get|grab|capture|record|save|store|log)\b/g, " extract "],
-    [/\b(?:pickle|pickling|serializ\w*|torch\.save)\b/g, " pickle "],
-    [/\b(?:zeros?|zeroed|blank)\b/g, " zero "],
-    [/\b(?:explod\w*|blow(?:s|ing)? up)\b/g, " exploding "],
-    [/\b(?:micro[- ]?batch(?:es)?|accumulat\w*)\b/g, " accumulation "],
-    [/\b(?:frozen|freeze|requires_grad=false|no grad)\b/g, " frozen "],
-    [/\b(?:averaged|average|all-?reduced?|synced)\b/g, " averaged "],
-    // Chinese: the learner's words -> the course's
-    [/没有被?触发|没被?触发|没有被调用|没被调用|不被调用|没有调用|不调用|不执行|没有执行|没执行|不生效|没生效|不起作用|没有作用|没反应|没有效果|失效|不运行|没有运行|没运行|没跑|不跑|从不触发|不会触发|不触发/g, " 不触发 "],
-    [/触发了?(?:两次|两遍|多次|好几次)|执行了?(?:两次|两遍|多次|好几次)|跑了?(?:两次|两遍|多次|好几次)|调用了?(?:两次|两遍|多次|好几次)|重复触发|多次触发|又触发/g, " 触发两次 "],
-    [/(?:为|是|变成|变为|成了)\s*(?:空的?|none|null)/g, " none "],
-    [/执行|运行|调用/g, "触发"],
-    [/显存|内存|存储空间/g, "内存"],
-    [/泄漏|泄露|一直涨|一直增长|一直增加|越来越大|越来越多|不断增长|不释放|没有释放|没释放|暴涨|爆了|涨/g, " 泄漏 "],
-    [/尺寸|维度|shape|形状/g, "形状"],
-    [/报错|出错|错误|异常|崩溃|崩了/g, " 报错 "],
-    [/删除|移除|去掉|注销|删掉|清除|卸掉/g, " 移除 "],
-    [/深拷贝|深复制|拷贝|复制|deepcopy/g, " 复制 "],
-    [/编译|torch\.compile|compile/g, " 编译 "],
-    [/变慢|很慢|太慢|开销|耗时|拖慢/g, " 开销 "],
-    [/顺序|先后/g, " 顺序 "],
-    [/混合精度|半精度|autocast|gradscaler|fp16|bf16|\bamp\b/g, " 混合精度 "],
-    [/特别大|很大|太大|变大|巨大/g, " 大 "],
-    [/关键字参数|kwargs|关键字/g, " 关键字参数 "],
-    [/中间变量|中间结果|中间张量|非叶子张量|非叶子节点/g, " 非叶子张量 "],
-    [/微批次|micro ?batch|梯度累积/g, " 梯度累积 "],
-    [/冻结的?|冻住的?|requires_grad=false/g, " 冻结 "],
-    [/权重|参数/g, " 参数 "],
-    [/全是零|全为零|全是 ?0|全零|都是零/g, " 零 "],
-    [/检查点|checkpoint/g, " 检查点 "],
-    // Chinese words that say nothing of the topic
-    [/的|了|吗|呢|吧|啊|怎么办|怎么|为什么|如何|以后|之后|时候|一直|总是|我的|我|还是|还在|什么/g, " "],
-  ];
-  const normalized = (text) => ` ${text.toLowerCase().replace(/[\s_\-]+/g, " ")} `;
-  const courseWords = (text) => SYNONYMS.reduce((t, [from, to]) => t.replace(from, to), normalized(text));
-  const LEARNER_STOP = new Set([...STOP, "my", "i", "how", "what", "why", "when", "do", "does", "can", "after",
-    "from", "all", "every", "each", "keeps", "keep", "one", "use", "uses", "using", "which", "there", "their",
-    "some", "still", "only", "about", "while", "inside", "during", "per", "same", "other", "another", "we", "you",
-    "get", "hook", "hooks"]);
-  const stem = (word) => (word.length > 4 ? word.replace(/(?:ing|ed|es|s|e)$/, "") : word);
-  /* The course's Chinese words as the English ones the places' ids are made of (a symptom row's row-<id>, a kind's,
-     a recipe's id are English on the Chinese site too, beside the anchor made from the Chinese heading), applied to
-     the query and to the places alike when matching them: 梯度为空 meets row-non-leaf-grad-is-none, and a Chinese
-     heading that says .grad meets one that says 梯度. */
-  const SAME_WORDS = [
-    [/不触发/g, " never fire "], [/触发两次|两次|两遍|多次|好几次/g, " twice "], [/梯度累积/g, " accumulation "],
-    [/非叶子张量/g, " non leaf tensor "], [/关键字参数/g, " keyword "], [/梯度/g, " grad "],
-    [/反向传播|反向/g, " backward "], [/前向/g, " forward "], [/参数/g, " param "], [/内存/g, " memory "],
-    [/泄漏/g, " leak "], [/报错/g, " error "], [/形状/g, " shape "], [/复制/g, " copy "], [/编译/g, " compile "],
-    [/移除/g, " remove "], [/顺序/g, " order "], [/混合精度/g, " amp "], [/检查点/g, " checkpoint "],
-    [/冻结/g, " frozen "], [/中间层|中间/g, " intermediate "], [/输出|特征/g, " output "],
-    [/提取|拿到|获取|取出|记录/g, " extract "], [/注意力/g, " attention "], [/模块|层/g, " module "],
-    [/零/g, " zero "], [/开销/g, " cost "], [/句柄/g, " handle "], [/设备/g, " device "], [/分片/g, " shard "],
-    [/平均/g, " averaged "], [/裁剪/g, " clip "], [/掩码/g, " mask "], [/原地|\bin place\b/g, " inplace "],
-    [/分支/g, " branch "], [/循环/g, " loop "], [/加载/g, " load "], [/缺少|缺失/g, " missing "],
-    [/返回值|返回/g, " return "], [/不对|不正确|错了/g, " wrong "],
-    [/修改|改变|改写|替换|改掉|改了/g, " change "],
-    [/\b(?:modif(?:y|ies|ied|ying)|edit(?:s|ed|ing)?|chang(?:e|es|ed|ing)|alter(?:s|ed|ing)?|replac(?:e|es|ed|ing))\b/g,
-      " change "],
-  ];
-  const sameWords = (text) => SAME_WORDS.reduce((t, [from, to]) => t.replace(from, to), text);
-  /* The words of a text to match a learner's query by: English words stemmed (no stop words), and each pair of
-     Chinese characters in a row. */
-  const matchWords = (text) => {
-    const out = new Map();  // word -> its share of a word of the text (a pair of characters of a run of n: 1/(n-1))
-    const parts = sameWords(courseWords(text)).match(/[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[\p{L}\p{N}_]+/gu);
-    for (const part of parts || []) {
-      if (HAN.test(part)) {
-        if (part.length === 1) out.set(part, 1);
-        for (let i = 0; i + 1 < part.length; i++) out.set(part.slice(i, i + 2), 1 / (part.length - 1));
-      } else if (!LEARNER_STOP.has(part) && !/^\d+$/.test(part)) out.set(stem(part), 1);
+  /* The best of the course's own places for the query (a symptom, a section), ranked as course.ask ranks them
+     (hooklab-ask.js, with the index tools/site/ask_index.py writes), first, linked to its anchor; then the other pages
+     as found. ``within``: a place on these pages first (a few words that pages hold as typed), else the best of all. */
+  const learnerFirst = async (query, ordered, more, within, pasted) => {
+    let index;
+    try {
+      index = await window.hooklabAsk.load(ROOT);
+    } catch (error) {
+      return [ordered, more];  // no index (an old build): the pages as found
     }
-    return out;
+    const base = new URL(ROOT, window.location.href).pathname;
+    const ranked = window.hooklabAsk.rank(index, query);
+    const best = (within && ranked.find((place) => within.has(base + place.link.split("#")[0]))) || ranked[0];
+    if (!best) return [ordered, more];
+    const [path, id] = best.link.split("#");
+    const url = base + path, other = (item) => pageUrl(item.data) !== url;
+    const found = ordered.find((item) => !other(item)) || more.find((item) => !other(item));
+    const data = found ? found.data : { url, meta: { title: best.title }, excerpt: "" };
+    const first = { ...(found || {}), data, anchor: id ? { id } : null,
+                    section: data.meta.title !== best.title ? best.title : null };
+    // a few words no page holds as typed: the first list stays empty, the place heads the pages holding them apart
+    if (!pasted && !ordered.length) return [[], [first, ...more.filter(other)]];
+    return [[first, ...ordered.filter(other)], more.filter(other)];
   };
-  const PLACE_PREFIX = /^(?:row|kind|recipe|symptom|symptom-row|explain-\d+)-/;
-  /* Every place of the site: a location of a page with the ids there, the one to link to (a symptom row, a kind, a
-     recipe, a symptom's cell, else a section) and the words of its ids (the page's title with its first place). */
-  let placesOf = null;
-  const sitePlaces = async (pagefind) => {
-    if (placesOf) return placesOf;
-    const everything = await pagefind.search(null);
-    const places = [];
-    for (const data of await Promise.all(everything.results.map((r) => r.data()))) {
-      const at = new Map();
-      for (const anchor of data.anchors || []) {
-        if (!anchor.id) continue;
-        if (!at.has(anchor.location)) at.set(anchor.location, []);
-        at.get(anchor.location).push(anchor);
-      }
-      const locations = [...at.keys()].sort((a, b) => a - b);
-      locations.forEach((location, i) => {
-        const anchors = at.get(location);
-        // a message row (msg-<id>) is found by pasting the message: no place for a learner's own words, which
-        // match its long id word by word by chance
-        if (anchors.some((a) => /^msg-/.test(a.id))) return;
-        const link = anchors.find((a) => /^(?:row|kind|recipe|symptom-row)-/.test(a.id))
-          || anchors.find((a) => /^symptom-/.test(a.id)) || anchors.find((a) => a.element === "section") || anchors[0];
-        const text = anchors.map((a) => a.id.replace(PLACE_PREFIX, "").replace(/^\d+[\-.]*/, "")).join(" ")
-          + (i === 0 ? ` ${data.meta.title || ""}` : "");
-        places.push({ data, anchor: link, location, words: matchWords(text.replace(/-/g, " ")),
-                      matrix: anchors.some((a) => a.id.includes("@")) });
-      });
-    }
-    placesOf = places;
-    return places;
-  };
-  const learnerFirst = async (pagefind, query, ordered, more, within, pasted) => {
-    const share = matchWords(query), wanted = [...share.keys()];
-    if (!wanted.length) return [ordered, more];
-    const places = await sitePlaces(pagefind);
-    const df = new Map(wanted.map((w) => [w, places.filter((p) => p.words.has(w)).length]));
-    const known = wanted.filter((w) => df.get(w) > 0);
-    if (!known.length) return [ordered, more];
-    const idf = (w) => share.get(w) * Math.log(1 + places.length / df.get(w));
-    const total = known.reduce((sum, w) => sum + idf(w), 0);
-    const scored = [];
-    for (const place of places) {
-      if (within && !within.has(pageUrl(place.data))) continue;
-      const held = known.filter((w) => place.words.has(w));
-      if (held.length < Math.min(2, known.length)) continue;
-      // a hook matrix cell (family@context) only for a query that says every word of its key, the family's and the
-      // context's words typed together: other words match its long key word by word by chance
-      if (place.matrix && held.length < place.words.size) continue;
-      // the share of the query's weight the place holds (a recipe's less: at nearly equal words the course's own
-      // place, which explains the mechanism, comes first, as in course.ask), then how little else its heading says
-      const score = held.reduce((sum, w) => sum + idf(w), 0) / total * (isRecipes(place.data) ? RECIPE_WEIGHT : 1);
-      scored.push({ place, score, key: score + 0.1 * (held.length / place.words.size) });  // words: a Map
-    }
-    scored.sort((a, b) => b.key - a.key);
-    const best = scored[0];
-    if (!best || best.score < LEARNER_SHARE) return [ordered, more];
-    // the best place first; the best place of another page second when it holds nearly as much of the query
-    const chosen = [best.place];
-    const runnerUp = scored.find((s) => pageUrl(s.place.data) !== pageUrl(best.place.data));
-    if (runnerUp && runnerUp.score >= Math.max(LEARNER_SHARE, RUNNER_UP * best.score)) chosen.push(runnerUp.place);
-    const urls = new Set(chosen.map((place) => pageUrl(place.data)));
-    const other = (item) => !urls.has(pageUrl(item.data));
-    const firsts = chosen.map((place) => {
-      const url = pageUrl(place.data), mine = (item) => pageUrl(item.data) === url;
-      const [, section] = anchorBefore(place.data, place.location);
-      const found = ordered.find(mine) || more.find(mine) || {};
-      return { ...found, data: found.data || place.data, anchor: place.anchor,
-               section: sectionName(section && section.id !== place.anchor.id ? section : null) };
-    });
-    // a few words no page holds as typed: the first list stays empty, the places head the pages holding them apart
-    if (!pasted && !ordered.length) return [[], [...firsts, ...more.filter(other)]];
-    return [[...firsts, ...ordered.filter(other)], more.filter(other)];
-  };
-  const RECIPE_WEIGHT = 0.8;   // a recipe's place against the course's, at nearly equal words
-  const RUNNER_UP = 0.8;       // the share of the best place's score the second place (another page) must reach
-  const LEARNER_SHARE = 0.5;  // the share of the query's weight the best place must hold to come first
 
   /* The page with an element whose anchor is the query, typed as one word (a hook matrix cell's key,
      full-backward-hook@autograd-grad, which the matrix page tells the reader to search for: tools/site/conf.py gives
@@ -573,13 +422,13 @@
     const pasted = words.length >= MESSAGE_WORDS && !/^\s*".+"\s*$/.test(query);
     let [ordered, more, longest] = pasted ? await searchMessage(pagefind, query, words)
       : await searchWords(pagefind, query);
-    // a learner's own words: the place whose heading says the same (in the course's words) first, unless the query
-    // is a pasted message the site quotes (a run of QUOTED tokens), or a term the site says in a heading
-    const quoted = pasted ? longest >= QUOTED : ordered.some((item) => item.level <= 6);
-    const ownWords = courseWords(query).replace(/\s+/g, "") !== normalized(query).replace(/\s+/g, "");
-    // (a few words that pages hold as typed, in the course's own words: the place is one of those pages)
-    const within = !pasted && ordered.length && !ownWords ? new Set(ordered.map((item) => pageUrl(item.data))) : null;
-    if (!quoted || (ownWords && !pasted)) [ordered, more] = await learnerFirst(pagefind, query, ordered, more, within, pasted);
+    // a learner's own words: the course's place that course.ask ranks first comes first, unless the query is a
+    // pasted message the site quotes (a run of QUOTED tokens) or words a heading of the course's own pages (the
+    // notebooks, the symptom index) says as typed: a recipe's heading quotes its asker, a library profile's names
+    // the library's own feature; for a few words that pages hold as typed, a place on one of those pages first
+    const quoted = pasted ? longest >= QUOTED : ordered.some((item) => item.level <= 6 && isCourse(item.data));
+    const within = !pasted && ordered.length ? new Set(ordered.map((item) => pageUrl(item.data))) : null;
+    if (!quoted) [ordered, more] = await learnerFirst(query, ordered, more, within, pasted);
     const named = await anchorNamed(pagefind, query);
     if (!named) return [ordered, more];
     const url = pageUrl(named.data), other = (item) => pageUrl(item.data) !== url;
@@ -596,7 +445,7 @@
     for (const input of document.querySelectorAll("input[name='q']")) input.value = query;
     if (!query.trim()) return;
     target.innerHTML = `<p class="search-summary">${TEXT.searching}</p>`;
-    const root = document.documentElement.dataset.content_root || "./";
+    const root = ROOT;
     let pagefind;
     try {
       pagefind = await import(new URL(`${root}pagefind/pagefind.js`, window.location.href).href);
