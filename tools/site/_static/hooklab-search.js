@@ -405,13 +405,17 @@
 
   /* The page with an element whose anchor is the query, typed as one word (a hook matrix cell's key,
      full-backward-hook@autograd-grad, which the matrix page tells the reader to search for: tools/site/conf.py gives
-     its row that anchor), and that anchor; null when none is. */
+     its row that anchor) or, for a matrix cell, as the words of its key (full backward hook compiled autograd), and
+     that anchor; null when none is. */
   const anchorNamed = async (pagefind, query) => {
     const name = query.trim().toLowerCase();
-    if (!name || /\s/.test(name)) return null;
+    if (!name) return null;
+    const words = name.split(/[\s\-@]+/).join("-");
+    const named = (a) => a.id && (a.id.toLowerCase() === name
+      || (a.id.includes("@") && a.id.toLowerCase().replace(/@/g, "-") === words));
     const everything = await pagefind.search(null);
     for (const data of await Promise.all(everything.results.map((r) => r.data()))) {
-      const anchor = (data.anchors || []).find((a) => a.id && a.id.toLowerCase() === name);
+      const anchor = (data.anchors || []).find(named);
       if (anchor) return { data, anchor };
     }
     return null;
