@@ -28,7 +28,13 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.k < 1:
             parser.error("-k takes a whole number of at least 1")
-        answers = lookup(" ".join(args.query), k=args.k, lang=args.lang)
+        query = " ".join(args.query)
+        if not query.strip():
+            parser.error("ask needs a question or a pasted message, e.g. ask \"hook not called\"")
+        try:
+            answers = lookup(query, k=args.k, lang=args.lang)
+        except ValueError as refused:  # too long: it says to paste the traceback's last lines
+            parser.error("ask " + str(refused).removeprefix("course.ask "))
         print(repr(answers))
         return 0 if answers else 1
     try:

@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from .lang import course_language
+from .lang import LANGS, course_language
 
-__all__ = ["LEARNER_KINDS", "Answers", "Hit", "ask", "entry_terms", "message_key", "query_terms", "tokens"]
+__all__ = ["LEARNER_KINDS", "MAX_QUERY", "Answers", "Hit", "ask", "entry_terms", "has_words", "message_key", "query_terms",
+           "tokens"]
 
 KINDS = ("message", "symptom", "section", "matrix", "recipe", "profile")
 # The course's own places (a symptom, a section): the site's search puts the best of them first for a question in the
@@ -314,22 +315,83 @@ def _message_match(query_key: str, entry: dict[str, Any]) -> float:
     return found / len(set(words))
 
 
-def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ...] | None = None) -> Answers:
+MAX_QUERY = 20_000  # characters: a whole traceback ranks in seconds; its last lines say what matters
+
+
+def _checked_query(query: object) -> str:
+    if isinstance(query, (bytes, bytearray)):
+        raise TypeError("course.ask takes text, got bytes: decode it first, e.g. course.ask(data.decode('utf-8'))")
+    if not isinstance(query, str):
+        raise TypeError(f"course.ask takes a question or a pasted message as a str, got {type(query).__name__}; "
+                        "e.g. course.ask('hook not called')")
+    if not query.strip():
+        raise ValueError("course.ask needs a question or a pasted message, e.g. course.ask('hook not called')")
+    if len(query) > MAX_QUERY:
+        raise ValueError(f"course.ask reads at most {MAX_QUERY:,} characters, got {len(query):,}: paste the last lines "
+                         "of the traceback (the error's own line and the few above it), not the whole log")
+    return query
+
+
+def _checked_k(k: object) -> int:
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"course.ask: k is how many answers, a whole number of at least 1, got {type(k).__name__}")
+    if k < 1:
+        raise ValueError(f"course.ask: k is how many answers, a whole number of at least 1, got {int(k)}")
+    return int(k)
+
+
+def _checked_lang(lang: object) -> str:
+    if lang is None:
+        return course_language()
+    if not isinstance(lang, str) or lang not in LANGS:
+        shown = repr(lang[:20]) if isinstance(lang, str) else type(lang).__name__
+        raise ValueError(f"course.ask: lang is one of {', '.join(map(repr, LANGS))} (or None: the course's "
+                         f"setting), got {shown}")
+    return lang
+
+
+def _checked_kinds(kinds: object) -> tuple[str, ...] | None:
+    if kinds is None:
+        return None
+    if isinstance(kinds, str):  # kinds="message": one kind
+        kinds = (kinds,)
+    try:
+        chosen = tuple(kinds)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"course.ask: kinds is a tuple of kinds ({', '.join(KINDS)}), got "
+                        f"{type(kinds).__name__}") from None
+    if not chosen:
+        raise ValueError(f"course.ask: kinds=() chooses nothing: choose at least one of {', '.join(KINDS)}")
+    unknown = sorted(repr(k[:20]) if isinstance(k, str) else type(k).__name__ for k in chosen if k not in KINDS)
+    if unknown:
+        raise ValueError(f"course.ask: unknown kinds {', '.join(unknown)}; choose from {', '.join(KINDS)}")
+    return chosen
+
+
+def has_words(terms: Counter[str]) -> bool:
+    """Whether a question holds a word to rank by: a term of two characters or more (a lone letter, as regular
+    expressions' ``(?P<x>`` leaves, is not one)."""
+    return any(len(term) > 1 for term in terms)
+
+
+def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ...] | str | None = None) -> Answers:
     """The ``k`` best places in the course for a pasted error message or a question in your own words.
 
     ``lang``: ``"zh"``, ``"en"`` or ``"both"`` for the titles (default: :func:`course_language`); ``kinds``: only
     these kinds of entry (``"message"``, ``"symptom"``, ``"section"``, ``"matrix"``, and ``"recipe"`` /
-    ``"profile"`` where the course ships them).
+    ``"profile"`` where the course ships them; one kind may be given as a str). The query is at most
+    :data:`MAX_QUERY` characters (paste the last lines of a traceback).
+
+    >>> ask("hook", k=0)
+    Traceback (most recent call last):
+    ValueError: course.ask: k is how many answers, a whole number of at least 1, got 0
     """
-    if not isinstance(query, str) or not query.strip():
-        raise ValueError("course.ask needs a question or a pasted message, e.g. course.ask('hook not called')")
-    if kinds is not None:
-        unknown = sorted(set(kinds) - set(KINDS))
-        if unknown:
-            raise ValueError(f"course.ask: unknown kinds {unknown}; choose from {', '.join(KINDS)}")
-    lang = lang or course_language()
+    query = _checked_query(query)
+    k, lang, kinds = _checked_k(k), _checked_lang(lang), _checked_kinds(kinds)
     entries, counts, idf, average, titles = _index()
     terms = query_terms(query)
+    if not has_words(terms):  # punctuation, regular expressions' metacharacters: nothing to rank by
+        return Answers([], query, lang)
     query_key = message_key(query)
     scored = []
     for entry, count, title in zip(entries, counts, titles, strict=True):

@@ -114,15 +114,61 @@ def test_a_message_key_drops_what_differs_between_runs():
     assert message_key("size [2, 3] of 'fc1'") == message_key("size [8, 16] of 'layer4.conv'")
 
 
-@pytest.mark.parametrize("bad", ["", "   ", None, 42])
-def test_an_empty_or_non_text_question_is_refused(bad):
+@pytest.mark.parametrize("bad", ["", "   "])
+def test_an_empty_question_is_refused(bad):
     with pytest.raises(ValueError, match="course.ask needs"):
         ask(bad)
+
+
+@pytest.mark.parametrize("bad", [None, 42, ["hook"]])
+def test_a_question_that_is_not_text_is_refused(bad):
+    with pytest.raises(TypeError, match="as a str, got"):
+        ask(bad)
+
+
+def test_bytes_are_refused_with_how_to_decode_them():
+    with pytest.raises(TypeError, match=r"decode it first"):
+        ask(b"hook not called")
+
+
+def test_a_whole_log_is_refused_with_what_to_paste_instead():
+    with pytest.raises(ValueError, match="at most 20,000 characters.*last lines of the traceback"):
+        ask("hook " * 5000)
+    assert ask("hook " * 3999, k=1, lang="en")  # just under the cap: answered
+
+
+@pytest.mark.parametrize(("k", "error"), [(0, ValueError), (-1, ValueError), (2.5, TypeError), ("3", TypeError),
+                                          (True, TypeError), (None, TypeError)])
+def test_k_must_be_a_whole_number_of_at_least_one(k, error):
+    with pytest.raises(error, match="whole number of at least 1"):
+        ask("hook not called", k=k)
+
+
+@pytest.mark.parametrize("lang", ["fr", "EN", "", 1])
+def test_only_the_courses_languages_are_accepted(lang):
+    with pytest.raises(ValueError, match="lang is one of 'zh', 'en', 'both'"):
+        ask("hook not called", lang=lang)
 
 
 def test_unknown_kinds_are_refused_with_the_kinds_that_exist():
     with pytest.raises(ValueError, match="unknown kinds.*message"):
         ask("hook", kinds=("messages",))
+    with pytest.raises(TypeError, match="kinds is a tuple"):
+        ask("hook", kinds=5)
+
+
+def test_no_kind_at_all_is_refused_and_one_kind_may_be_a_str():
+    with pytest.raises(ValueError, match="choose at least one of message, symptom"):
+        ask("hook", kinds=())
+    one = ask("hook not called", kinds="message", k=3, lang="en")
+    assert one and {hit.kind for hit in one} == {"message"}
+    assert list(one) == list(ask("hook not called", kinds=("message",), k=3, lang="en"))
+
+
+@pytest.mark.parametrize("query", [".*+?[](){}|^$\\ (?P<x>", "((((((((((", "x y z", "?!"])
+def test_punctuation_and_lone_letters_are_no_words_and_find_nothing(query):
+    answers = ask(query, lang="en")
+    assert list(answers) == [] and "Nothing found" in repr(answers)
 
 
 def test_nothing_found_says_what_to_try():
@@ -133,6 +179,19 @@ def test_nothing_found_says_what_to_try():
 def test_the_answers_show_as_links_in_a_notebook_and_as_lines_in_a_shell():
     answers = ask("post accumulate grad hook on a non-leaf tensor", k=2, lang="en")
     assert answers and "#cell-id=" in answers._repr_markdown_() and repr(answers).startswith("1. [")
+
+
+@pytest.mark.parametrize(("argv", "says"), [(["ask", ""], "ask needs a question"), (["ask", " "], "ask needs a question"),
+                                            (["ask", "-k", "0", "hook"], "-k takes a whole number"),
+                                            (["ask", "hook " * 5000], "last lines of the traceback")])
+def test_the_command_line_refuses_bad_input_with_a_usage_error(argv, says, capsys):
+    from hooklab.course.__main__ import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and "usage:" in err and "Traceback" not in err
 
 
 def test_the_command_line_form(tmp_path):

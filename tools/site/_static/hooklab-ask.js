@@ -101,6 +101,8 @@
   };
 
   const rank = (index, query) => {
+    // asking.has_words: a question of lone letters and punctuation ((?P<x>, .*+?) has nothing to rank by
+    if (!index.tokens(query).some((term) => term.length > 1)) return [];
     const terms = queryTerms(index, query);
     const scored = [];
     for (const place of index.places) {
