@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
 
-from .lang import course_language
+from .lang import LANGS, course_language
 
-__all__ = ["profile", "profiles"]
+__all__ = ["names", "profile", "profiles"]
 
 LABELS = {
     "en": {"installs": "puts on the model", "during": "while it runs", "order": "one step, in firing order",
@@ -45,25 +46,110 @@ def profiles() -> list[str]:
     return list(_all())
 
 
-def profile(name: str) -> Profile:
-    """The profile of library ``name`` (its slug, its PyPI name or its display name, any case); an unknown name
-    raises a ``LookupError`` naming the close ones."""
+# Names users type that no profile's data holds (the data gives the rest: see :func:`names`)
+ALIASES = {"pyg": "torch_geometric", "lightning": "lightning", "pl": "lightning", "tl": "transformer_lens",
+           "ds": "deepspeed", "hf accelerate": "accelerate", "huggingface accelerate": "accelerate"}
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+_NOT_IMPORTS = frozenset({"torch", "model", "nn", "self", "module"})
+
+
+def _key(name: str) -> str:
+    """A name as compared: any case, ``-`` / ``_`` / spaces alike (pytorch_lightning, PyTorch-Lightning), no ``()``."""
+    return re.sub(r"[-_\s]+", "", name.strip().removesuffix("()").casefold())
+
+
+def _api_name(name: str) -> bool:
+    """A name of the library's API rather than a word: snake_case, dotted or CamelCase (``cpu_offload``,
+    ``AveragedModel``, ``YOLO``), not private; a plain word (``Trainer``, ``summary``) names no one library."""
+    return not name.startswith("_") and ("_" in name or "." in name or any(c.isupper() for c in name[1:]))
+
+
+def _names_of(slug: str, record: dict[str, Any]) -> list[list[str]]:
+    """A profile's names, most specific first: its slug, PyPI name and title; the parts of its title, the modules
+    its entry imports; the API names its facts name."""
+    title_parts = [part.strip() for part in re.split(r"[()/]", record["title"]) if part.strip()]
+    title_parts += [re.sub(r"\d+$", "", part) for part in title_parts if re.fullmatch(r"[A-Z]+\d+", part)]  # FSDP2
+    imports: list[str] = []
+    for dotted in _DOTTED.findall(record["entry"]):
+        parts = dotted.split(".")
+        # accelerate, bnb, pytorch_lightning: a module path, or the first part of the library's own name (thop);
+        # not a variable of the example (trainer.train())
+        if parts[0] not in _NOT_IMPORTS and (len(parts) > 2 or _key(parts[0]) in _key(record["name"] + slug)):
+            imports.append(parts[0])
+        if parts[0] == "torch" and len(parts) > 2:
+            imports.append(".".join(parts[:-1]))  # torch.optim.swa_utils, torch.ao.quantization
+    return [[slug, record["name"], record["title"]],
+            [p for p in title_parts if " " not in p or p.startswith("torch")] + imports,
+            [n for n in record["names"] if _api_name(n)]]
+
+
+@cache
+def names() -> dict[str, tuple[str, ...]]:
+    """Every name :func:`profile` knows (compared as :func:`_key` does) and the slugs it names: one, or several
+    when the name is shared at its level (``FSDP``: FSDP1 and FSDP2). A name of a more specific level (a slug, a
+    title) wins over a less specific one (an API name two libraries share)."""
+    found: dict[str, tuple[int, list[str]]] = {}
+    for slug, record in _all().items():
+        for level, group in enumerate(_names_of(slug, record)):
+            for name in group:
+                key = _key(name)
+                if not key:
+                    continue
+                held = found.get(key)
+                if held is None or level < held[0]:
+                    found[key] = (level, [slug])
+                elif level == held[0] and slug not in held[1]:
+                    held[1].append(slug)
+    for alias, slug in ALIASES.items():
+        found.setdefault(_key(alias), (0, [slug]))
+    return {key: tuple(slugs) for key, (_, slugs) in found.items()}
+
+
+def profile(name: str, *, lang: str | None = None) -> Profile:
+    """The profile of library ``name``, under any name a user types: its slug, PyPI name or title, its import name
+    (``pytorch_lightning``, ``bnb``, ``torch.ao.quantization``), a class or function of its API (``fully_shard``,
+    ``AveragedModel``, ``cpu_offload``), any case; an unknown name raises a ``LookupError`` naming the close ones,
+    a name two profiles share one naming both.
+
+    >>> from hooklab import course
+    >>> course.profile("fully_shard")["slug"], course.profile("bnb")["slug"], course.profile("TransformerLens")["slug"]
+    ('fsdp2', 'bitsandbytes', 'transformer_lens')
+    """
     if not isinstance(name, str):
         raise TypeError(f"course.profile takes a library's name, a str, got {type(name).__name__}")
+    if len(name) > 200:
+        raise ValueError(f"course.profile takes a library's name, got {len(name):,} characters")
+    chosen = _checked_lang(lang)
     found = _all()
-    for slug, record in found.items():
-        if name.casefold() in {slug.casefold(), record["name"].casefold(), slug.replace("_", "-").casefold()}:
-            return Profile(record)
-    close = difflib.get_close_matches(name.casefold(), [s.casefold() for s in found], n=4, cutoff=0.5)
-    hint = f": did you mean {', '.join(map(repr, close))}?" if close else "."
-    raise LookupError(f"course.profile: no profile of {name!r}{hint} course.profiles() lists all {len(found)}")
+    slugs = names().get(_key(name), ())
+    if len(slugs) == 1:
+        return Profile(found[slugs[0]], lang=chosen)
+    if slugs:
+        which = ", ".join(f"course.profile({s!r}) for {found[s]['title']}" for s in slugs)
+        raise LookupError(f"course.profile: {name!r} names {len(slugs)} profiles: {which}")
+    close = difflib.get_close_matches(_key(name), list(names()), n=4, cutoff=0.6)
+    hint = (f": did you mean {', '.join(dict.fromkeys(repr(names()[c][0]) for c in close))}?" if close else ".")
+    raise LookupError(f"course.profile: no profile of {name[:60]!r}{hint} course.profiles() lists all {len(found)}")
+
+
+def _checked_lang(lang: object) -> str | None:
+    if lang is None or (isinstance(lang, str) and lang in LANGS):
+        return lang
+    shown = repr(lang[:20]) if isinstance(lang, str) else type(lang).__name__
+    raise ValueError(f"course.profile: lang is one of {', '.join(map(repr, LANGS))} (or None: the course's setting), "
+                     f"got {shown}")
 
 
 class Profile(dict):
-    """One library's profile (a dict, as in the JSON file); ``str()`` reads it in the course's language."""
+    """One library's profile (a dict, as in the JSON file); ``str()`` reads it in the learner's language: the
+    ``lang`` it was asked in, else the course's setting (:func:`course_language`)."""
+
+    def __init__(self, record: dict[str, Any], *, lang: str | None = None) -> None:
+        super().__init__(record)
+        self.lang = lang
 
     def __str__(self) -> str:
-        lang = course_language()
+        lang = self.lang or course_language()
         if lang != "both":
             return self.reading(lang)
         # two blocks under the headers a one-language copy of a notebook splits on (hooklab.course.export)
