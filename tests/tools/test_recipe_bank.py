@@ -76,3 +76,38 @@ def test_the_held_out_grade_covers_exactly_the_held_out_part_and_adds_up():
     assert all(g["where"] for g in grades.values() if g["grade"] != "✗"), "a ✓ or ~ names where the course answers"
     counts = {mark: sum(g["grade"] == mark for g in grades.values()) for mark in ("✓", "~", "✗")}
     assert record["summary"] == counts
+
+
+def test_round_two_quotas_apply_to_the_round_two_questions_only():
+    questions = bank.load()
+    first = bank.round_one_ids()
+    two = [q for q in questions if q.id not in first]
+    assert two, "round two added questions beyond round one's record"
+    # round two's dated questions below its recency floor are reported, not passed
+    old_two = [q for q in two if q.year is not None and q.year not in bank.RECENT_YEARS]
+    assert any("round two:" in p and "2024-2026" in p for p in bank.problems(old_two, first_round={"x-01"}))
+    # questions only from issue threads fall under the floor of other places
+    issues_only = [q for q in two if bank.from_issue_thread(q)]
+    assert any("not from an issue" in p for p in bank.problems(issues_only, first_round={"x-01"}))
+    assert not bank.from_issue_thread(next(q for q in two if "discuss.pytorch.org" in q.source))
+
+
+def test_the_round_two_held_out_part_is_the_seeded_draw_over_round_two_only():
+    record = json.loads(bank.HELD_OUT_2.read_text(encoding="utf-8"))
+    assert record["seed"] == bank.SEED_2 != bank.SEED and record["share"] == bank.HELD_OUT_SHARE
+    first = set(json.loads(bank.HELD_OUT.read_text(encoding="utf-8"))["bank_ids"])
+    assert record["pool"] == bank.round_two_pool(record["bank_ids"], first)
+    assert record["pool_size"] == len(record["pool"]) and record["bank_size"] == len(record["bank_ids"])
+    assert record["ids"] == bank.draw(record["pool"], seed=record["seed"], share=record["share"])
+    assert not set(record["ids"]) & first, "no round-one question enters round two's held-out part"
+    assert set(record["bank_ids"]) <= {q.id for q in bank.load()}
+
+
+def test_round_two_is_drawn_once(tmp_path, monkeypatch, capsys):
+    existing = tmp_path / "held_out_2.json"
+    existing.write_text("{}", encoding="utf-8")
+    monkeypatch.setattr(bank, "HELD_OUT_2", existing)
+    monkeypatch.setattr(bank, "ROOT", tmp_path)
+    assert bank.main(["draw", "--round", "2"]) == 1
+    assert "drawn once" in capsys.readouterr().err
+    assert existing.read_text(encoding="utf-8") == "{}"
