@@ -107,7 +107,6 @@ def test_round_two_is_drawn_once(tmp_path, monkeypatch, capsys):
     existing = tmp_path / "held_out_2.json"
     existing.write_text("{}", encoding="utf-8")
     monkeypatch.setattr(bank, "HELD_OUT_2", existing)
-    monkeypatch.setattr(bank, "ROOT", tmp_path)
     assert bank.main(["draw", "--round", "2"]) == 1
     assert "drawn once" in capsys.readouterr().err
     assert existing.read_text(encoding="utf-8") == "{}"

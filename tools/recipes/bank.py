@@ -241,14 +241,18 @@ def round_two_pool(bank_ids: Iterable[str], first_round: set[str]) -> list[str]:
     return sorted(set(bank_ids) - first_round)
 
 
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def _draw_round_two(questions: list[Question]) -> int:
     if HELD_OUT_2.exists():
-        print(f"error: {HELD_OUT_2.relative_to(ROOT)} exists: round two's held-out part is drawn once, before any "
+        print(f"error: {_shown(HELD_OUT_2)} exists: round two's held-out part is drawn once, before any "
               "round-two answer is written; it is never drawn again", file=sys.stderr)
         return 1
     first_round = round_one_ids()
     if not first_round:
-        print(f"error: {HELD_OUT.relative_to(ROOT)} is missing: round two is what the bank holds beyond round "
+        print(f"error: {_shown(HELD_OUT)} is missing: round two is what the bank holds beyond round "
               "one, so round one's record is needed first", file=sys.stderr)
         return 1
     bank_ids = [q.id for q in questions]
@@ -259,7 +263,7 @@ def _draw_round_two(questions: list[Question]) -> int:
         "bank_size": len(bank_ids), "pool_size": len(pool), "ids": held_out, "pool": pool, "bank_ids": bank_ids,
     }, indent=1) + "\n", encoding="utf-8")
     print(f"held out {len(held_out)} of the {len(pool)} round-two questions (seed {SEED_2}): "
-          f"{HELD_OUT_2.relative_to(ROOT)}")
+          f"{_shown(HELD_OUT_2)}")
     return 0
 
 
