@@ -1,8 +1,8 @@
 """Every public hooklab tool on a zoo of real models (tests/library/zoo.py holds the models and the expectations).
 
 Each cell either works (its runner checks what the tool recorded against plain PyTorch) or
-refuses with the message the table expects. ``zoo_table.py`` makes the same table for the README, and the
-last test checks that the README holds it. The full-size ConvNeXt-T, ViT-B/16, Swin-T and DenseNet-121 (about 10 minutes on 2
+refuses with the message the table expects. ``zoo_table.py`` makes the same table for the maintainers' manual
+(docs/maintainers/package.md), and the last test checks that the manual holds it. The full-size ConvNeXt-T, ViT-B/16, Swin-T and DenseNet-121 (about 10 minutes on 2
 busy cores) are marked ``zoo_heavy`` and run only with ``HOOKLAB_ZOO_HEAVY=1``; by default their
 small variants (the same torchvision classes, narrower) stand in for them.
 """
@@ -87,7 +87,7 @@ def test_zoo(spec, tool):
         except Exception as exc:
             pytest.xfail(f"{want} ({type(exc).__name__})")
         pytest.fail(f"expected to fail ({want}) but it worked: the defect is gone; update tests/library/zoo.py and the "
-                    "README table (tests/library/zoo_table.py)")
+                    "manual's table (docs/maintainers/package.md, tests/library/zoo_table.py)")
     # whatever happens, no hook is left on the model (the workers check their own)
     with contextlib.nullcontext() if distributed else hooklab.no_hooks_left_behind(case.eager):
         if want.startswith("refuses: "):
@@ -100,17 +100,17 @@ def test_zoo(spec, tool):
 
 
 def test_readme_table_is_the_one_this_data_prints():
-    """A golden text: the README holds exactly the table that tests/library/zoo_table.py makes from this data."""
+    """A golden text: the maintainers' manual (docs/maintainers/package.md) holds exactly the table that tests/library/zoo_table.py makes from this data."""
     import difflib
     from pathlib import Path
 
     from zoo_table import table
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "maintainers" / "package.md").read_text(encoding="utf-8")
     expected = table()
     if expected not in readme:
         start = readme.find("| model | ")
         shown = readme[start:start + len(expected)] if start >= 0 else ""
-        diff = "\n".join(difflib.unified_diff(shown.splitlines(), expected.splitlines(), "README.md", "zoo_table.py",
+        diff = "\n".join(difflib.unified_diff(shown.splitlines(), expected.splitlines(), "docs/maintainers/package.md", "zoo_table.py",
                                                lineterm="", n=1))
-        pytest.fail("README's 'what works where' table is out of date: paste the output of "
+        pytest.fail("the manual's 'what works where' table (docs/maintainers/package.md) is out of date: paste the output of "
                     f".venv/bin/python tests/library/zoo_table.py\n{diff}")

@@ -1,9 +1,9 @@
-"""The README's "what works where" table, from the zoo test's own data (zoo.py, zoo_distributed.py).
+"""The "what works where" table of the maintainers' manual (docs/maintainers/package.md), from the zoo test's own data (zoo.py, zoo_distributed.py).
 
-    .venv/bin/python tests/library/zoo_table.py          # Markdown, to paste into README.md
+    .venv/bin/python tests/library/zoo_table.py          # Markdown, to paste into docs/maintainers/package.md
 
 The table states what tests/library/test_zoo.py asserts, cell by cell: it cannot claim more than the test shows;
-test_zoo.py checks that the README holds exactly this text (a golden text).
+test_zoo.py checks that the manual holds exactly this text (a golden text).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def cell(spec, tool: str) -> str:
 
 
 def table() -> str:
-    """The table, its legend and its notes, as the README shows them (Markdown)."""
+    """The table, its legend and its notes, as the manual shows them (Markdown)."""
     lines: list[str] = []
     tools = list(TOOLS)
     lines.append("| model | " + " | ".join(f"`{t}`" if " " not in t else t for t in tools) + " |")

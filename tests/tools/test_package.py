@@ -1,6 +1,6 @@
 """The package people install: ``uv build`` gives a wheel and an sdist that hold the whole package, with the metadata
 PyPI shows (the package page docs/pypi.md with its links filled in as CI fills them, the SPDX licence, classifiers,
-project URLs) passing ``twine check --strict``, at the sizes the README states; and the first cell of a launch copy
+project URLs) passing ``twine check --strict``, at the sizes the maintainers' manual states (docs/maintainers/package.md); and the first cell of a launch copy
 (tools/launch/copies.py: what Colab or a downloaded notebook runs) installs the wheel with the course's extra into a fresh
 environment, says so, and installs nothing the second time; the installed package's doctests pass there.
 
@@ -129,7 +129,7 @@ def test_the_metadata_is_what_pypi_shows_and_twine_passes_it(dist):
 
 def test_the_readme_states_the_sizes_of_this_build(dist):
     built = {kind: path.stat().st_size for kind, path in dist.items()}
-    problems = package_page.stale_sizes((ROOT / "README.md").read_text(encoding="utf-8"), built)
+    problems = package_page.stale_sizes(package_page.README.read_text(encoding="utf-8"), built)  # the manual's package.md
     assert not problems, "; ".join(problems) + ": write them with `python -m tools.launch.package_page sizes DIST --write`"
 
 

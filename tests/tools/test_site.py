@@ -762,3 +762,14 @@ def test_no_chinese_page_breaks_a_line_between_two_chinese_characters(built):
         if found:
             broken.append(f"{path.name}: {found[0]!r}")
     assert not broken, "\n".join(broken)
+
+
+def test_the_landing_pages_link_the_maintainers_manual_where_the_repository_is_known():
+    """The site's "For maintainers" line: the manual (CONTRIBUTING.md, which indexes docs/maintainers/) that the
+    README's sections moved to; it exists in the repository and is linked only where the repository's URL is."""
+    assert (ROOT / "CONTRIBUTING.md").is_file()
+    for lang in pages.LANGS:
+        template = (pages.LANDING / f"{lang}.md").read_text(encoding="utf-8")
+        block = template.split("<!-- if repository -->")[1].split("<!-- end -->")[0]
+        assert "({{repository}}/blob/HEAD/CONTRIBUTING.md)" in block, lang
+        assert "README" not in template, lang

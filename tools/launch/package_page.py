@@ -1,5 +1,5 @@
 """hooklab's page on PyPI (``docs/pypi.md``, pyproject.toml's ``readme``), its project URLs, and the package sizes
-the README states.
+the maintainers' manual states (docs/maintainers/package.md: :data:`README`).
 
     python -m tools.launch.package_page stamp --repository-url URL   # CI, before `uv build`: the links of the release
     python -m tools.launch.package_page sizes DIST [--write]         # the README's wheel and sdist sizes, from a build
@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "pypi.md"
 PYPROJECT = ROOT / "pyproject.toml"
-README = ROOT / "README.md"
+README = ROOT / "docs" / "maintainers" / "package.md"  # the manual's page on the package states its sizes
 REPOSITORY_PLACEHOLDER = "https://github.com/OWNER/REPO"
 SITE_PLACEHOLDER = "https://OWNER.github.io/REPO/"
 URL = re.compile(r"https://([^\s/]+)/([^\s/]+)/([^\s/]+)")
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     stamp_command.add_argument("--repository-url", required=True, metavar="URL")
     sizes_command = commands.add_parser("sizes", help="check (or --write) the README's wheel and sdist sizes")
     sizes_command.add_argument("dist", type=Path, help="the folder `uv build --out-dir` wrote")
-    sizes_command.add_argument("--write", action="store_true", help="write the build's sizes into README.md")
+    sizes_command.add_argument("--write", action="store_true", help="write the build's sizes into docs/maintainers/package.md")
     args = parser.parse_args(argv)
     try:
         if args.command == "stamp":
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         readme = README.read_text(encoding="utf-8")
         if args.write:
             README.write_text(with_sizes(readme, built), encoding="utf-8")
-            print(f"[package] README.md: wheel {built['wheel'] / 1024:,.0f} KiB, sdist {built['sdist'] / 1024:,.0f} "
+            print(f"[package] {README.name}: wheel {built['wheel'] / 1024:,.0f} KiB, sdist {built['sdist'] / 1024:,.0f} "
                   "KiB", file=sys.stderr)
             return 0
         problems = stale_sizes(readme, built)

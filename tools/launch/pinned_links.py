@@ -80,7 +80,8 @@ def moving_links(text: str) -> list[str]:
 
 
 def files(root: Path = ROOT) -> list[Path]:
-    return [*sorted((root / "notebooks").glob("*.ipynb")), root / "README.md",
+    return [*sorted((root / "notebooks").glob("*.ipynb")), root / "README.md", root / "CONTRIBUTING.md",
+            *sorted((root / "docs" / "maintainers").glob("*.md")),
             *sorted((root / "tools" / "site").rglob("*.toml")), *sorted((root / "tools" / "site").rglob("*.md")),
             *sorted((root / "hooklab").rglob("*.py"))]
 

@@ -1,0 +1,100 @@
+"""The README is a front door (tools/site/readme.py): at most 150 lines, in both languages, every relative link and
+anchor resolves, every command it shows exists, its package example runs and prints what its comment says; the
+maintainers' manual it points to (CONTRIBUTING.md, docs/maintainers/) links only to what exists, and every page of it is
+reachable from the README."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools.site import readme
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = (ROOT / "README.md").read_text(encoding="utf-8")
+MANUAL = [ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs" / "maintainers").glob("*.md"))]
+
+
+def test_the_readme_is_a_front_door():
+    assert readme.problems(TEXT) == []
+    assert len(TEXT.splitlines()) <= readme.MAX_LINES
+    first = "\n".join(TEXT.splitlines()[:20])  # what a newcomer sees first: both languages, the site, the commands
+    assert "**中文**" in first and "**English**" in first
+    assert readme.package_page.SITE_PLACEHOLDER in first or ".github.io/" in first
+    assert "colab.research.google.com/github/" in first
+
+
+def test_the_readme_shows_the_two_commands_and_where_each_reader_starts():
+    code = "\n".join(re.findall(r"```bash\n(.*?)```", TEXT, re.DOTALL))
+    assert re.search(r"^\./course lab\b", code, re.MULTILINE) and re.search(r"^\./course test\b", code, re.MULTILINE)
+    for reader in ("学习者 / A learner", "老师 / A teacher", "实践者 / A practitioner", "维护者 / A maintainer"):
+        assert reader in TEXT
+    assert "(CONTRIBUTING.md)" in TEXT
+
+
+def test_the_check_finds_what_breaks_a_front_door(tmp_path):
+    shutil.copy(ROOT / "course", tmp_path / "course")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text("# 一页 / A page\n", encoding="utf-8")
+    good = ("# 标题 / Title\n\n" + "课程" * 200 + "\n\n" + "the course words " * 120 + "\n\n"
+            "## 两条命令 / Two commands\n\n[页 / page](docs/page.md#一页--a-page)\n\n```bash\n./course lab\n```\n")
+    assert readme.problems(good, tmp_path) == []
+    bad = (good + "[x](docs/missing.md) [y](docs/page.md#no-such-heading)\n\n## English only\n\n"
+           "```bash\n./course nosuch\npython -m tools.nosuch\n```\n" + "\n" * 150)
+    found = readme.problems(bad, tmp_path)
+    assert [p.split(":")[0].split(" ")[-1] for p in found] == ["lines", "languages", "docs/missing.md", "docs/page.md#no-such-heading",
+                                                               "nosuch", "tools.nosuch"], found
+    assert "no file docs/missing.md" in found[2] and "'no-such-heading'" in found[3]
+    english_only = re.sub(r"[\u4e00-\u9fff]", "", good)
+    assert "the README has almost no Chinese" in readme.problems(english_only, tmp_path)
+
+
+def test_github_ids_as_github_makes_them():
+    assert readme.github_id("食谱：实践者真正问过的问题 / Recipes: the questions practitioners actually ask") == (
+        "食谱实践者真正问过的问题--recipes-the-questions-practitioners-actually-ask")
+    assert readme.headings("# A\n\n```\n# not a heading\n```\n# A\n") == {"a", "a-1"}
+
+
+def test_the_course_script_commands_are_read_from_its_case_block():
+    commands = readme.course_commands(ROOT / "course")
+    assert {"lab", "test", "regen", "site", "slides", "handout", "reset", "rerun", "profiles", "help"} <= commands
+
+
+def test_every_link_of_the_manual_resolves_and_every_page_is_reachable():
+    problems = {str(page.relative_to(ROOT)): found for page in MANUAL
+                if (found := readme.link_problems(page.read_text(encoding="utf-8"), ROOT, page))}
+    assert not problems, problems
+    index = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    assert [p.name for p in MANUAL[1:] if f"(docs/maintainers/{p.name})" not in index] == []
+    assert len(MANUAL) > 10  # the README's former sections, one page per topic
+
+
+def test_stamping_fills_every_placeholder_of_the_readme():
+    stamped = readme.stamp(TEXT, "https://github.com/Some-Org/hooklab")
+    assert "OWNER" not in stamped and "REPO/" not in stamped
+    assert "https://some-org.github.io/hooklab/" in stamped
+    assert "https://colab.research.google.com/github/Some-Org/hooklab/blob/launch/en/00_introduction.ipynb" in stamped
+    assert 'git+https://github.com/Some-Org/hooklab"' in stamped
+    assert readme.problems(stamped) == []
+    with pytest.raises(readme.ReadmeError, match="Colab opens notebooks from GitHub only"):
+        readme.stamp(TEXT, "https://git.example.org/team/hooklab")
+    with pytest.raises(readme.ReadmeError, match="should be https://HOST/OWNER/REPO"):
+        readme.stamp(TEXT, "hooklab")
+
+
+@pytest.mark.timeout(240)
+def test_the_readme_package_example_runs_and_prints_what_it_says(tmp_path):
+    example = re.search(r"```python\n(.*?)```", TEXT, re.DOTALL).group(1)
+    assert all(f"hooklab.{name}(" in example for name in ("capture", "all_hooks", "explain_hook"))
+    assert "course.ask(" in example
+    done = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True, timeout=230,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "(3, 8) []"  # the comment's claim: layer 0's output recorded, no hook left behind
+    assert "explain_hook('2')" in done.stdout and "its forward code ran" in done.stdout
+    assert re.search(r"^1\. ", done.stdout, re.MULTILINE)  # course.ask's first place
