@@ -8,8 +8,10 @@ course's cells, symptoms, message rows and behaviour-matrix cells that explain i
 >>> len(course.ask("我的前向钩子没有被调用", k=3)), course.ask("我的前向钩子没有被调用")[0].kind in KINDS
 (3, True)
 
-In a notebook the answer shows as a list of links (to the cell in JupyterLab, and the page of the course website
-relative to its root); from a shell: ``python -m hooklab.course ask "hook not firing after torch.compile"``.
+Each answer links to its page on the course's website (:mod:`hooklab.course.website`: the address a release stamps
+into the package, or ``HOOKLAB_SITE_URL``; without one, the page's path on the site), in a notebook also to the cell
+in JupyterLab when the notebook is at hand; from a shell: ``python -m hooklab.course ask "hook not firing after
+torch.compile"``.
 
 How it ranks: a pasted message is matched against every message the course indexes (PyTorch's and the libraries'
 texts, with their names and numbers left out), and the words of a question by BM25 over each entry's text in both
@@ -29,8 +31,10 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
+from . import website
 from .lang import LANGS, course_language
 
 __all__ = ["LEARNER_KINDS", "MAX_QUERY", "Answers", "Hit", "ask", "entry_terms", "has_words", "message_key", "query_terms",
@@ -191,6 +195,7 @@ class Hit:
     cell: str | None
     page: str | None
     score: float
+    anchors: tuple[str, str] | None = None  # a section's anchor on the Chinese and the English site
 
     def title(self, lang: str) -> str:
         if lang == "zh":
@@ -207,36 +212,64 @@ class Hit:
         return f"{self.notebook}#cell-id={self.cell}" if self.cell else self.notebook
 
     def site_link(self, lang: str) -> str | None:
-        """The page on the course website, relative to its root (``zh/…`` or ``en/…``)."""
-        return f"{'en' if lang == 'en' else 'zh'}/{self.page}" if self.page else None
+        """The page on the course website, relative to its root (``zh/…`` or ``en/…``; ``both``: the Chinese
+        site), with a section's anchor."""
+        if not self.page:
+            return None
+        site = "en" if lang == "en" else "zh"
+        anchor = f"#{self.anchors[site == 'en']}" if self.anchors and "#" not in self.page else ""
+        return f"{site}/{self.page}{anchor}"
+
+    def url(self, lang: str) -> str | None:
+        """Where a reader opens it: the site's page at the site's address (:func:`website.site_url`), else the
+        page's path on the site; the repository's file where no page exists and the repository is known."""
+        link = self.site_link(lang)
+        if link:
+            return website.page_url(link)
+        repository = website.repository_url()
+        if repository and self.notebook:
+            folder = "" if self.notebook.startswith("../") else "notebooks/"
+            return f"{repository}/blob/main/{folder}{self.notebook.removeprefix('../')}"
+        return None
+
+
+_ON_THE_SITE = {"zh": "（以上是课程网站上的页面路径；设置 HOOKLAB_SITE_URL 可给出完整地址）",
+                "en": "(paths of pages on the course's website; HOOKLAB_SITE_URL sets its address)"}
 
 
 class Answers(list[Hit]):
-    """The hits of one question, best first; shown as links in a notebook, as lines in a terminal."""
+    """The hits of one question, best first; shown as links to the course's website in a notebook (and to the cell
+    in JupyterLab when the notebook is at hand), as lines in a terminal."""
 
     def __init__(self, hits: list[Hit], query: str, lang: str) -> None:
         super().__init__(hits)
         self.query, self.lang = query, lang
+
+    def _footer(self) -> list[str]:
+        """Where the site's address is not known, a line saying that the paths are the website's."""
+        if website.site_url() or not any(hit.page for hit in self):
+            return []
+        return [_ON_THE_SITE[lang] for lang in (("zh", "en") if self.lang == "both" else (self.lang,))]
 
     def __repr__(self) -> str:
         if not self:
             return _nothing(self.lang)
         lines = []
         for rank, hit in enumerate(self, start=1):
-            where = hit.lab_link or hit.site_link(self.lang) or ""
-            lines.append(f"{rank}. [{hit.kind}] {hit.title(self.lang)}  ->  {where}")
-        return "\n".join(lines)
+            lines.append(f"{rank}. [{hit.kind}] {hit.title(self.lang)}  ->  {hit.url(self.lang) or ''}")
+        return "\n".join(lines + self._footer())
 
     def _repr_markdown_(self) -> str:
         if not self:
             return _nothing(self.lang)
         rows = []
         for hit in self:
-            links = [f"[{hit.lab_link}]({hit.lab_link})"] if hit.lab_link else []
-            site = hit.site_link(self.lang)
-            links += [f"site: {site}"] if site else []
+            url = hit.url(self.lang)
+            links = [f"[{url}]({url})" if url and "://" in url else f"`{url}`"] if url else []
+            if hit.lab_link and Path(hit.lab_link.split("#")[0]).is_file():  # in the course's notebooks folder
+                links.append(f"lab: [{hit.lab_link}]({hit.lab_link})")
             rows.append(f"1. **{hit.kind}** {hit.title(self.lang)} — {' · '.join(links)}")
-        return "\n".join(rows)
+        return "\n".join(rows + [f"\n{line}" for line in self._footer()])
 
 
 def _nothing(lang: str) -> str:
@@ -413,7 +446,9 @@ def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ..
         if place in seen:
             continue
         seen.add(place)
-        hits.append(Hit(e["kind"], e["zh"], e["en"], e.get("notebook"), e.get("cell"), e.get("page"), round(score, 3)))
+        anchors = (e["anchor"]["zh"], e["anchor"]["en"]) if e.get("anchor") else None
+        hits.append(Hit(e["kind"], e["zh"], e["en"], e.get("notebook"), e.get("cell"), e.get("page"), round(score, 3),
+                        anchors))
         if len(hits) == k:
             break
     return Answers(hits, query, lang)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from hooklab.course import asking as ask_module
+from hooklab.course import asking as ask_module, website
 from hooklab.course.asking import ask, message_key, tokens
 
 KINDS = tomllib.loads((Path(__file__).parents[2] / "docs" / "silent_symptoms.toml").read_text(encoding="utf-8"))
@@ -176,9 +176,77 @@ def test_nothing_found_says_what_to_try():
     assert list(answers) == [] and "paste the whole error message" in repr(answers)
 
 
-def test_the_answers_show_as_links_in_a_notebook_and_as_lines_in_a_shell():
+def test_the_answers_show_as_links_in_a_notebook_and_as_lines_in_a_shell(monkeypatch):
+    monkeypatch.delenv("HOOKLAB_SITE_URL", raising=False)
+    monkeypatch.setattr(website, "_project_urls", lambda: {})
     answers = ask("post accumulate grad hook on a non-leaf tensor", k=2, lang="en")
-    assert answers and "#cell-id=" in answers._repr_markdown_() and repr(answers).startswith("1. [")
+    assert answers and repr(answers).startswith("1. [") and "`en/" in answers._repr_markdown_()
+    monkeypatch.chdir(Path(__file__).parents[2] / "notebooks")  # the course's lab: the cell itself is at hand
+    assert "#cell-id=" in answers._repr_markdown_()
+
+
+class _Metadata:
+    def __init__(self, urls):
+        self.urls = urls
+
+    def get_all(self, name):
+        return self.urls if name == "Project-URL" else None
+
+
+@pytest.fixture
+def project_urls(monkeypatch):
+    """Set the installed package's [project.urls] as a release stamps them (tools/launch/package_page.py)."""
+    monkeypatch.delenv("HOOKLAB_SITE_URL", raising=False)
+
+    def stamp(urls):
+        monkeypatch.setattr(website.metadata, "metadata", lambda name: _Metadata(urls))
+        website._project_urls.cache_clear()
+
+    yield stamp
+    website._project_urls.cache_clear()
+
+
+def test_a_released_package_links_to_the_published_site(project_urls):
+    project_urls(["Homepage, https://some-org.github.io/hooklab/", "Documentation, https://some-org.github.io/hooklab/",
+                  "Repository, https://github.com/Some-Org/hooklab"])
+    shown = repr(ask("my forward hook is never called", k=3, lang="zh"))
+    links = re.findall(r"->  (\S+)", shown)
+    assert len(links) == 3 and all(link.startswith("https://some-org.github.io/hooklab/zh/") for link in links), shown
+    assert ".ipynb" not in shown and "HOOKLAB_SITE_URL" not in shown
+
+
+def test_a_copy_built_from_a_checkout_gives_the_sites_paths_and_says_so(project_urls):
+    project_urls(["Homepage, https://OWNER.github.io/REPO/"])  # the placeholder of a local build: no address
+    shown = repr(ask("my forward hook is never called", k=3, lang="en"))
+    links = re.findall(r"->  (\S+)", shown)
+    assert len(links) == 3 and all(link.startswith("en/") and ".html" in link for link in links), shown
+    assert ".ipynb" not in shown and shown.endswith("(paths of pages on the course's website; HOOKLAB_SITE_URL sets "
+                                                    "its address)")
+
+
+def test_the_environment_sets_the_sites_address(project_urls, monkeypatch):
+    project_urls([])
+    monkeypatch.setenv("HOOKLAB_SITE_URL", "http://localhost:8000")
+    hit = ask("my forward hook is never called", k=1, lang="en")[0]
+    assert hit.url("en").startswith("http://localhost:8000/en/")
+    monkeypatch.setenv("HOOKLAB_SITE_URL", "not a url")
+    with pytest.raises(ValueError, match="HOOKLAB_SITE_URL should be the course website's address"):
+        repr(ask("my forward hook is never called", k=1, lang="en"))
+
+
+def test_a_section_links_to_its_heading_on_each_languages_site():
+    hits = [h for h in ask("when hooks do not fire forward called directly", k=10, lang="en") if h.kind == "section"]
+    assert hits and hits[0].anchors
+    assert hits[0].site_link("en").split("#")[1] == hits[0].anchors[1]
+    assert hits[0].site_link("zh").split("#")[1] == hits[0].anchors[0]
+
+
+@pytest.mark.parametrize("setting", ["zh", "en"])
+def test_the_answers_are_in_the_learners_language(setting, monkeypatch):
+    monkeypatch.setenv("HOOKLAB_LANG", setting)
+    shown = repr(ask("my forward hook is never called", k=5))
+    chinese = re.search(r"[\u4e00-\u9fff]", shown) is not None
+    assert chinese == (setting == "zh"), shown
 
 
 @pytest.mark.parametrize(("argv", "says"), [(["ask", ""], "ask needs a question"), (["ask", " "], "ask needs a question"),

@@ -40,6 +40,7 @@ import tomllib
 
 from hooklab.course.asking import entry_terms
 from hooklab.course.notebook import heading_lines, lang_tags, read_notebook, strip_toc_skip
+from tools.site.ask_index import link
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -108,6 +109,7 @@ def section_entries() -> list[dict[str, Any]]:
                 "text": f"{prose} {names}".strip(), "message": None,
                 "notebook": path.name, "cell": section["cell"], "page": f"{path.stem}.html",
             })
+            entries[-1]["anchor"] = {lang: link(entries[-1], lang).partition("#")[2] for lang in ("zh", "en")}
     return entries
 
 
