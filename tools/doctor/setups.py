@@ -1,0 +1,577 @@
+"""The setups of the doctor's population: one hooked module, composed from four factors, run on a CPU in milliseconds.
+
+A setup is a key ``"<on>/<between>/<ctx>/<does>/<out>"``:
+
+- ``on``, what the hook is on (:data:`ON`): a module's forward / forward pre / full backward / backward pre hook, a
+  tensor hook or a post-accumulate-grad hook on its parameter, a tensor hook on its output (an activation) or a Node
+  hook on its output's ``grad_fn`` (both registered by a forward hook that does only that), a global module forward
+  hook;
+- ``between``, what happens between registering and the step (:data:`BETWEEN`): nothing, the module or its parameter
+  replaced, a dtype conversion, the model copied, traced, exported, compiled (hook before / after the first call), a
+  LoRA adapter (PEFT), a tied weight;
+- ``ctx``, how the model runs (:data:`CTX`): plainly, without gradients, chunked, with the module at two places of a
+  ``ModuleList``, in threads, under a non-reentrant checkpoint (early stop on / off), with an in-place op after the
+  module, or never reaching the module;
+- ``does``, what the hook does (:data:`DOES`): returns None or a value, raises, removes itself, registers another
+  hook, keeps state (a callable object), or comes from a factory that also made a hook on another object;
+- ``out``, what the hooked module returns (:data:`OUT`): a tensor, a dict, a tuple, a nested dict, a ``ModelOutput``.
+
+The truth is recorded by the hooks themselves (:data:`LOG`: each firing appends its tag, the object it fired on and
+whether it ran in the main thread) and by the step's exception; nothing of ``hooklab`` is used. :func:`label` turns a
+setup and its truth into one cause class of :data:`CLASSES`: the class is the way the setup was built; the
+observation says only whether the hook fired, how often and where, and whether the step raised.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import pickle
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.utils.parametrize
+import torch.nn.utils.prune
+import torch.utils.checkpoint
+from torch import nn
+
+ON = ("forward", "forward_pre", "backward", "backward_pre", "param", "post_accumulate", "activation", "node", "global")
+MODULE_ON = ("forward", "forward_pre", "backward", "backward_pre")
+PARAM_ON = ("param", "post_accumulate")
+BACKWARD_ON = ("backward", "backward_pre", "param", "post_accumulate", "activation", "node")
+BETWEEN = ("none", "module_replaced", "assign", "to_empty", "parametrize", "prune", "swap_dtype", "dtype", "deepcopy",
+           "pickle", "fx", "export", "compile_eager_before", "compile_eager_after", "compile_aot_before",
+           "compile_aot_after", "peft", "tied")
+PARAM_REPLACING = ("assign", "to_empty", "parametrize", "prune", "swap_dtype")
+COPYING = ("deepcopy", "pickle", "export")
+COMPILING = ("compile_eager_before", "compile_eager_after", "compile_aot_before", "compile_aot_after")
+CTX = ("plain", "no_grad", "inference", "chunked", "shared", "pool_before", "thread_during", "ckpt_early",
+       "ckpt_full", "inplace", "never_called")
+DOES = ("none", "value", "raises", "removes", "registers", "state", "factory")
+OUT = ("tensor", "dict", "tuple", "nested", "model_output")
+
+# the cause classes: what a doctor's answer is graded against (its codes must hold the class)
+CLASSES = {
+    "fired": "the hook fired on the object it was registered on, once per call or backward pass",
+    "several_calls": "the module ran several times in the step (chunks, one module at several places, a full "
+                     "checkpoint recompute): the hook fired once per call",
+    "no_grad": "the forward ran without gradients (no_grad / inference_mode): no backward hook can fire",
+    "frozen": "the parameter does not require grad (an adapter froze it): its hooks never fire",
+    "module_replaced": "the hooked module was replaced in the model after registering: its hooks stay on the old one",
+    "parameter_replaced": "the hooked parameter was replaced (assign, to_empty, parametrize, swap on conversion): the "
+                          "hook stays on an object the step does not use",
+    "copy_ran": "a copy of the model ran (deepcopy, pickle, export + unflatten)",
+    "graph": "an FX GraphModule that inlined the module ran",
+    "compiled": "compiled code ran (torch.compile): hooks present at compile time are traced in, later ones never run",
+    "dict_output": "the module returns a dict / ModelOutput: PyTorch attaches no full backward hook to it",
+    "hook_raised": "the hook itself raised",
+    "step_raised": "the step raised outside the hook (an in-place op on a full backward hook's output)",
+    "checkpoint_early_stop": "a non-reentrant checkpoint's recompute stopped early: the forward hooks of the "
+                             "checkpointed module fire once in two calls",
+    "not_reached": "the module was never called in this step",
+    "removed_itself": "the hook removed itself at its first firing",
+    "threads": "the hook fired in other threads (a pool, a thread started in the step)",
+    "tied": "the parameter is tied (shared by two modules): its hook fires once with the summed gradient",
+    "global_hook": "a global module hook fired on the module",
+}
+
+
+LOG: list[tuple[str, int | None, bool]] = []  # (tag, id of the object it fired on or None, in the main thread)
+
+
+class HookRaised(ValueError):
+    """What a hook with ``does="raises"`` raises (so the truth knows the hook, not the step, raised)."""
+
+
+class Block(nn.Module):
+    """The hooked module: a Linear and a scale, returning its output as ``out`` says."""
+
+    def __init__(self, out: str = "tensor") -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.out = out
+
+    def forward(self, x: torch.Tensor) -> Any:
+        h = self.fc(x) * 1.5
+        if self.out == "dict":
+            return {"h": h}
+        if self.out == "tuple":
+            return h, h * 2
+        if self.out == "nested":
+            return {"a": [h]}
+        if self.out == "model_output":
+            from transformers.modeling_outputs import BaseModelOutput
+            return BaseModelOutput(last_hidden_state=h)
+        return h
+
+
+def take(o: Any) -> torch.Tensor:
+    """The tensor of a Block's output, whatever its shape."""
+    if isinstance(o, (torch.Tensor, torch.fx.Proxy)):
+        return o
+    if isinstance(o, tuple) and not isinstance(o, dict):
+        return o[0]
+    if "h" in o:
+        return o["h"]
+    if "a" in o:
+        return o["a"][0]
+    return o["last_hidden_state"]
+
+
+class Net(nn.Module):
+    """The model: its blocks (one, or one at two places), an optional tied Linear, a head."""
+
+    def __init__(self, out: str = "tensor", shared: bool = False, checkpoint: bool = False, inplace: bool = False,
+                 skip: bool = False) -> None:
+        super().__init__()
+        block = Block(out)
+        self.layers = nn.ModuleList([block, block] if shared else [block])
+        self.head = nn.Linear(4, 2)
+        self.extra: nn.Module | None = None
+        self.checkpoint, self.inplace, self.skip = checkpoint, inplace, skip
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x
+        if not self.skip:
+            for layer in self.layers:
+                if self.checkpoint:
+                    o = torch.utils.checkpoint.checkpoint(layer, h, use_reentrant=False)
+                else:
+                    o = layer(h)
+                h = take(o)
+                if self.inplace:
+                    h.add_(1.0)
+        if self.extra is not None:
+            h = h + self.extra(x)
+        return self.head(h)
+
+
+class Scale(nn.Module):
+    """A parametrization that changes nothing (weight * 1)."""
+
+    def forward(self, w: torch.Tensor) -> torch.Tensor:
+        return w * 1.0
+
+
+class HookObject:
+    """A hook that is an object (picklable; keeps state: how often it ran)."""
+
+    def __init__(self, tag: str, on: str, does: str, holder: dict) -> None:
+        self.tag, self.on, self.does, self.holder, self.n = tag, on, does, holder, 0
+
+    def __call__(self, *args: Any) -> Any:
+        self.n += 1
+        return _fire(self.tag, self.on, self.does, self.holder, args)
+
+
+def _fire(tag: str, on: str, does: str, holder: dict, args: tuple) -> Any:
+    obj = args[0] if on in MODULE_ON or on == "global" else None
+    LOG.append((tag, id(obj) if obj is not None else None, threading.current_thread() is threading.main_thread()))
+    if tag != "primary":
+        return None
+    if does == "raises":
+        raise HookRaised("the hook raised")
+    if does == "removes" and "handle" in holder:
+        holder.pop("handle").remove()
+    if does == "registers":  # another hook, on the head, each time it fires
+        holder.setdefault("others", []).append(holder["head"].register_forward_hook(make_hook("other", "forward",
+                                                                                                "none", {})))
+    if does == "value":
+        if on == "forward":
+            return args[2]
+        if on == "forward_pre":
+            return args[1]
+        if on == "backward":
+            return args[1]
+        if on == "backward_pre":
+            return args[1]
+        if on in ("param", "activation"):
+            return args[0]
+        if on == "node":
+            return args[0]
+        if on == "global":
+            return args[2]
+    return None
+
+
+def make_hook(tag: str, on: str, does: str, holder: dict) -> Callable:
+    """A hook made by a factory (one code object for every hook it makes), or an object when ``does`` keeps state."""
+    if does == "state":
+        return HookObject(tag, on, does, holder)
+
+    def hook(*args: Any) -> Any:
+        return _fire(tag, on, does, holder, args)
+    return hook
+
+
+@dataclass
+class Built:
+    """A setup ready to run: the model the hooks were registered on, the name asked about, the step."""
+
+    model: nn.Module
+    name: str
+    run: Callable[[], Any]
+    targets: set[int]                 # ids of the objects the primary hook was registered on (module or tensor)
+    cleanup: list[Callable[[], None]] = field(default_factory=list)
+    keep: list[Any] = field(default_factory=list)
+
+
+class NotApplicable(Exception):
+    """The factors do not make a setup (said by construction or found when building it)."""
+
+
+def parse(key: str) -> dict[str, str]:
+    on, between, ctx, does, out = key.split("/")
+    return {"on": on, "between": between, "ctx": ctx, "does": does, "out": out}
+
+
+def invalid(f: dict[str, str]) -> str | None:
+    """Why these factors make no setup (by construction), or None."""
+    on, between, ctx, does, out = f["on"], f["between"], f["ctx"], f["does"], f["out"]
+    if does == "value" and on == "post_accumulate":
+        return "a post-accumulate-grad hook must return None"
+    if does == "registers" and on == "global":
+        return "a global hook that registers a hook on every module call grows without bound"
+    if between in PARAM_REPLACING and on not in PARAM_ON and on != "forward":
+        return "replacing a parameter changes nothing for this hook (one forward hook stands for them)"
+    if out != "tensor" and between not in ("none",):
+        return "other outputs are composed with no change in between"
+    if out != "tensor" and on in ("activation", "node") and out == "model_output":
+        return "covered by the dict output"
+    if ctx == "inplace" and out != "tensor":
+        return "in-place after a tensor output only"
+    if between == "pickle" and does not in ("state",):
+        return "pickling a model needs hooks that pickle (objects); closures made by a factory do not"
+    return None
+
+
+def build(key: str, x: torch.Tensor | None = None) -> Built:
+    """The setup ``key``, built fresh (seeded): raises :class:`NotApplicable` when its factors make none."""
+    f = parse(key)
+    why = invalid(f)
+    if why:
+        raise NotApplicable(why)
+    cleanup: list[Callable[[], None]] = []
+    try:
+        return _build(f, cleanup, x)
+    except BaseException:  # what it registered (a global hook, a pool, compiled code) goes with it
+        for fn in reversed(cleanup):
+            with contextlib.suppress(Exception):
+                fn()
+        raise
+
+
+def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor | None) -> Built:
+    on, between, ctx, does, out = f["on"], f["between"], f["ctx"], f["does"], f["out"]
+    torch.manual_seed(0)
+    model = Net(out, shared=ctx == "shared", checkpoint=ctx.startswith("ckpt"), inplace=ctx == "inplace",
+                skip=ctx == "never_called")
+    keep: list[Any] = []
+    x = torch.randn(4, 4) if x is None else x
+    runner: Any = model
+    if between == "tied":
+        extra = nn.Linear(4, 4, bias=False)
+        extra.weight = model.layers[0].fc.weight
+        model.extra = extra
+    if between in ("compile_eager_after", "compile_aot_after"):
+        runner = torch.compile(model, backend="eager" if "eager" in between else "aot_eager")
+        cleanup.append(_dynamo_reset)
+        runner(x)  # the first call compiles, before the hooks
+    block = model.layers[0]
+    name = "layers.0.fc" if on in PARAM_ON else "layers.0"
+    holder: dict[str, Any] = {"head": model.head}
+    targets: set[int] = set()
+    primary = make_hook("primary", on, does, holder)
+    if does == "state" or between == "pickle":
+        primary = HookObject("primary", on, does, holder)
+    handle = _register(on, block, primary, holder, cleanup)
+    if handle is not None:
+        holder["handle"] = handle
+    targets.add(id(block.fc.weight) if on in PARAM_ON else id(block))
+    keep.append(block)
+    keep.append(block.fc.weight)
+    if does == "factory":  # the same factory, another object: a tensor hook for a module hook, and the reverse
+        other = make_hook("other", "param" if on not in PARAM_ON else "forward", "none", {})
+        if on in PARAM_ON:
+            model.head.register_forward_hook(other)
+        else:
+            model.head.weight.register_hook(other)
+    cleanup.append(lambda: [h.remove() for h in holder.get("others", [])])
+    dtype = torch.float32
+    if between == "module_replaced":
+        torch.manual_seed(1)
+        new = Block(out)
+        for i in range(len(model.layers)):
+            model.layers[i] = new
+    elif between == "assign":
+        model.load_state_dict({k: v.clone() for k, v in model.state_dict().items()}, assign=True)
+    elif between == "to_empty":
+        model.to_empty(device="cpu")
+        torch.manual_seed(2)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(torch.randn_like(p) * 0.3)
+    elif between == "parametrize":
+        torch.nn.utils.parametrize.register_parametrization(block.fc, "weight", Scale())
+    elif between == "prune":
+        torch.nn.utils.prune.l1_unstructured(block.fc, "weight", amount=0.25)
+    elif between == "swap_dtype":
+        before = torch.__future__.get_swap_module_params_on_conversion()
+        torch.__future__.set_swap_module_params_on_conversion(True)
+        try:
+            model.double()
+        finally:
+            torch.__future__.set_swap_module_params_on_conversion(before)
+        dtype = torch.float64
+    elif between == "dtype":
+        model.double()
+        dtype = torch.float64
+    elif between == "deepcopy":
+        runner = copy.deepcopy(model)
+    elif between == "pickle":
+        runner = pickle.loads(pickle.dumps(model))
+    elif between == "fx":
+        runner = torch.fx.symbolic_trace(model)
+    elif between == "export":
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ep = torch.export.export(model, (x,))
+                runner = torch.export.unflatten(ep)
+        except Exception as exc:  # noqa: BLE001 - the factors make no setup: recorded as n/a with the reason
+            raise NotApplicable(f"torch.export refused it: {type(exc).__name__}") from exc
+    elif between in ("compile_eager_before", "compile_aot_before"):
+        runner = torch.compile(model, backend="eager" if "eager" in between else "aot_eager")
+        cleanup.append(_dynamo_reset)
+    elif between == "peft":
+        try:
+            import peft
+        except ImportError as exc:
+            raise NotApplicable("peft is not installed") from exc
+        config = peft.LoraConfig(target_modules=["fc"], r=2, lora_alpha=2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runner = peft.get_peft_model(model, config)
+    x = x.to(dtype)
+    step = _step(ctx, runner, x, cleanup)
+    return Built(model, name, step, targets, cleanup, keep)
+
+
+def _dynamo_reset() -> None:
+    import torch._dynamo
+    torch._dynamo.reset()
+
+
+def _register(on: str, block: Block, hook: Callable, holder: dict, cleanup: list) -> Any:
+    if on == "forward":
+        return block.register_forward_hook(hook)
+    if on == "forward_pre":
+        return block.register_forward_pre_hook(hook)
+    if on == "backward":
+        return block.register_full_backward_hook(hook)
+    if on == "backward_pre":
+        return block.register_full_backward_pre_hook(hook)
+    if on == "param":
+        return block.fc.weight.register_hook(hook)
+    if on == "post_accumulate":
+        return block.fc.weight.register_post_accumulate_grad_hook(hook)
+    if on in ("activation", "node"):
+        def helper(module: nn.Module, args: Any, output: Any) -> None:  # registers the hook on each call's output
+            t = take(output)
+            if on == "activation" and t.requires_grad:
+                holder["handle"] = t.register_hook(hook)
+            elif on == "node" and t.grad_fn is not None:
+                holder["handle"] = t.grad_fn.register_hook(hook)
+        block.register_forward_hook(helper)
+        return None
+    if on == "global":
+        def global_hook(module: nn.Module, args: Any, output: Any) -> Any:
+            if isinstance(module, Block):
+                return hook(module, args, output)
+            return None
+        handle = torch.nn.modules.module.register_module_forward_hook(global_hook)
+        cleanup.append(handle.remove)
+        return handle
+    raise ValueError(on)
+
+
+def _step(ctx: str, runner: Any, x: torch.Tensor, cleanup: list) -> Callable[[], Any]:
+    if ctx in ("no_grad", "inference"):
+        manager = torch.no_grad if ctx == "no_grad" else torch.inference_mode
+
+        def step() -> Any:
+            with manager():
+                return runner(x)
+        return step
+    if ctx == "chunked":
+        return lambda: sum(runner(c).sum() for c in x.chunk(2)).backward()
+    if ctx == "pool_before":
+        pool = ThreadPoolExecutor(2)
+        list(pool.map(lambda _i: None, range(4)))  # its threads exist before the step
+        cleanup.append(lambda: pool.shutdown(wait=True))
+        return lambda: sum(o.sum() for o in pool.map(runner, x.chunk(2))).backward()
+    if ctx == "thread_during":
+        def step() -> None:
+            out: list[Any] = []
+
+            def work() -> None:
+                try:
+                    out.append(runner(x))
+                except BaseException as exc:  # noqa: BLE001 - raised again in the step's thread
+                    out.append(exc)
+            t = threading.Thread(target=work)
+            t.start()
+            t.join()
+            if isinstance(out[0], BaseException):
+                raise out[0]
+            out[0].sum().backward()
+        return step
+    if ctx in ("ckpt_early", "ckpt_full"):
+        def step() -> None:
+            with torch.utils.checkpoint.set_checkpoint_early_stop(ctx == "ckpt_early"):
+                runner(x).sum().backward()
+        return step
+    return lambda: runner(x).sum().backward()
+
+
+@dataclass
+class Truth:
+    """What the primary hook did in the step, seen by the hook itself."""
+
+    fired: int = 0          # firings of the primary hook (and of its copies)
+    on_target: int = 0      # of them with the object it was registered on (module hooks; tensor hooks: unknown)
+    in_threads: int = 0     # of them outside the main thread
+    other_fired: int = 0    # firings of the other hooks the setup made (factory, registers)
+    error: str | None = None
+    hook_raised: bool = False
+    warned_dict: bool = False  # PyTorch warned that a full backward hook cannot be attached to this output
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list]:
+    """The log of firings made inside the block."""
+    start = len(LOG)
+    out: list = []
+    try:
+        yield out
+    finally:
+        out.extend(LOG[start:])
+        del LOG[start:]
+
+
+def observe(key: str, run_step: Callable[[Built], Any] | None = None) -> tuple[Truth | None, Any, str | None]:
+    """Build the setup and run its step (``run_step(built)``, default ``built.run()``): (truth, what run_step
+    returned, None), or (None, None, reason) when the factors make no setup."""
+    try:
+        built = build(key)
+    except NotApplicable as exc:
+        return None, None, str(exc)
+    except Exception as exc:  # noqa: BLE001 - building it raised: the factors make no setup on this PyTorch
+        return None, None, f"building it raised {type(exc).__name__}: {str(exc).splitlines()[0][:100] if str(exc) else ''}"
+    truth = Truth()
+    result = None
+    try:
+        with recording() as log, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                result = (run_step or (lambda b: b.run()))(built)
+            except HookRaised as exc:
+                truth.error, truth.hook_raised = f"{type(exc).__name__}: {exc}", True
+                result = exc
+            except Exception as exc:  # noqa: BLE001 - the step's own error is part of the truth
+                truth.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+                result = exc
+        truth.warned_dict = any("should be a Tensor or a tuple of Tensors" in str(w.message) for w in caught)
+        for tag, obj, main in log:
+            if tag == "primary":
+                truth.fired += 1
+                truth.on_target += obj is not None and obj in built.targets
+                truth.in_threads += not main
+            else:
+                truth.other_fired += 1
+    finally:
+        for fn in reversed(built.cleanup):
+            with contextlib.suppress(Exception):
+                fn()
+    return truth, result, None
+
+
+def label(f: dict[str, str], t: Truth) -> str:
+    """The cause class of a setup: from how it was built, with the observation saying whether the hook fired."""
+    on, between, ctx, does = f["on"], f["between"], f["ctx"], f["does"]
+    if t.error is not None:
+        return "hook_raised" if t.hook_raised else "step_raised"
+    if t.fired == 0:
+        if ctx == "never_called":
+            return "not_reached"
+        if between == "module_replaced":
+            return "module_replaced"
+        if between in COPYING:
+            return "copy_ran"
+        if between == "fx":
+            return "graph"
+        if between in COMPILING:
+            return "compiled"
+        if between in PARAM_REPLACING and on in PARAM_ON:
+            return "parameter_replaced"
+        if between == "peft" and on in PARAM_ON:
+            return "frozen"
+        if ctx in ("no_grad", "inference") and on in BACKWARD_ON:
+            return "no_grad"
+        if f["out"] in ("dict", "nested", "model_output") and on in ("backward", "backward_pre"):
+            return "dict_output"
+        return "unexplained"
+    if on == "global":
+        return "global_hook"
+    if between in COPYING:
+        return "copy_ran"
+    if between in COMPILING:
+        return "compiled"
+    if does == "removes" and ctx in ("chunked", "shared", "pool_before", "ckpt_full"):
+        return "removed_itself"
+    if t.in_threads:
+        return "threads"
+    if ctx == "ckpt_early" and on in ("forward", "forward_pre") and t.fired == 1:
+        return "checkpoint_early_stop"
+    if t.fired > 1 or ctx in ("chunked", "shared") and on not in PARAM_ON:
+        return "several_calls"
+    if between == "tied" and on in PARAM_ON:
+        return "tied"
+    return "fired"
+
+
+def keys() -> list[str]:
+    """Every setup key of the population, before the invalid ones are dropped (in a fixed order)."""
+    out: list[str] = []
+
+    def add(on: str, between: str, ctx: str, does: str, o: str) -> None:
+        key = f"{on}/{between}/{ctx}/{does}/{o}"
+        if key not in seen:
+            seen.add(key)
+            out.append(key)
+    seen: set[str] = set()
+    for on in ON:
+        for ctx in CTX:               # every context, every action, nothing in between
+            for does in DOES:
+                add(on, "none", ctx, does, "tensor")
+        for between in BETWEEN:       # every change in between, every action, run plainly
+            quick = between in COMPILING or between == "export"
+            for does in (("none", "raises", "state") if quick else DOES):
+                add(on, between, "plain", does, "tensor")
+        for o in OUT[1:]:             # other outputs
+            for ctx in ("plain", "no_grad", "chunked", "shared", "ckpt_early", "pool_before"):
+                for does in ("none", "value", "raises", "state"):
+                    add(on, "none", ctx, does, o)
+        for between in ("deepcopy", "module_replaced", "assign", "swap_dtype", "tied", "dtype", "peft", "fx"):
+            for ctx in ("no_grad", "chunked", "shared", "pool_before", "ckpt_early", "thread_during"):
+                for does in ("none", "factory"):
+                    add(on, between, ctx, does, "tensor")
+    return out
+
