@@ -53,3 +53,15 @@ def test_a_broken_data_file_is_named(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(index, "MATRIX", broken)
     assert index.main([]) == 1
     assert "hook_matrix.json cannot be read" in capsys.readouterr().err
+
+
+def test_a_sections_anchors_are_the_sites():
+    """course.ask links a section to its heading on each language's site: the anchor the index holds is the one the
+    site's build makes from the heading (tools/site/ask_index.py's link, which the search page uses)."""
+    from tools.site import ask_index
+
+    sections = [e for e in json.loads(index.INDEX.read_text(encoding="utf-8"))["entries"] if e["kind"] == "section"]
+    assert len(sections) > 100
+    for entry in sections:
+        for lang in ("zh", "en"):
+            assert f"{entry['page']}#{entry['anchor'][lang]}" == ask_index.link(entry, lang), (entry["id"], lang)

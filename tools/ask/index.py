@@ -40,7 +40,6 @@ import tomllib
 
 from hooklab.course.asking import entry_terms
 from hooklab.course.notebook import heading_lines, lang_tags, read_notebook, strip_toc_skip
-from tools.site.ask_index import link
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -96,6 +95,22 @@ def _sections(path: Path) -> list[dict[str, Any]]:
     return sections
 
 
+def section_anchor(heading: str, lang: str) -> str:
+    """A section's anchor on a language's site, from its heading as the site makes it: docutils' on the English
+    site, tools/site/pages.py's ``heading_id`` on the Chinese one (lower case, runs of anything but letters and
+    digits as one '-', the number left out); tests/tools/test_ask_index.py checks that both agree with the site's.
+
+    >>> section_anchor("3. 保存的张量：`pack_hook` 与 unpack", "zh"), section_anchor("4. Several hooks: order", "en")
+    ('保存的张量-pack_hook-与-unpack', 'several-hooks-order')
+    """
+    if lang == "en":
+        from docutils.nodes import make_id  # the site's own tool: imported only to write the index
+
+        return make_id(heading)
+    text = re.sub(r"^\s*\d+(?:\.\d+)*\.?\s+", "", heading)
+    return re.sub(r"[^\w]+", "-", text.lower()).strip("-") or "section"
+
+
 def section_entries() -> list[dict[str, Any]]:
     entries = []
     for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
@@ -109,7 +124,7 @@ def section_entries() -> list[dict[str, Any]]:
                 "text": f"{prose} {names}".strip(), "message": None,
                 "notebook": path.name, "cell": section["cell"], "page": f"{path.stem}.html",
             })
-            entries[-1]["anchor"] = {lang: link(entries[-1], lang).partition("#")[2] for lang in ("zh", "en")}
+            entries[-1]["anchor"] = {lang: section_anchor(section[lang], lang) for lang in ("zh", "en")}
     return entries
 
 
