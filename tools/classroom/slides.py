@@ -24,8 +24,10 @@ import re
 import shutil
 import sys
 import unicodedata
+from html import escape, unescape
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from hooklab.course.export import export_notebook
 from hooklab.course.notebook import LANGS, NotebookError, heading_lines, read_notebook
@@ -410,6 +412,22 @@ def link_siblings(html: str) -> str:
     return _NOTEBOOK_LINK.sub(lambda m: f'href="{m[1]}.html{m[2] or ""}"', html)
 
 
+_ENCODED_ID = re.compile(r'\bid="([^"]*%[0-9A-Fa-f]{2}[^"]*)"')
+
+
+def decoded_ids(page: str) -> str:
+    """Ids that nbconvert wrote percent-encoded (a Chinese heading's) as the text they encode. A heading's ¶ link and a
+    link from another deck name it as ``#%E5%B0%8F%E7%BB%93``; reveal.js looks a named link up with
+    ``getElementById(decodeURIComponent(hash))``, which finds the decoded text only (a browser tries both).
+
+    >>> decoded_ids('<h2 id="%E5%B0%8F%E7%BB%93">小结<a class="anchor-link" href="#%E5%B0%8F%E7%BB%93">¶</a></h2>')
+    '<h2 id="小结">小结<a class="anchor-link" href="#%E5%B0%8F%E7%BB%93">¶</a></h2>'
+    >>> decoded_ids('<h2 id="1.-Forward-pre-hooks">')
+    '<h2 id="1.-Forward-pre-hooks">'
+    """
+    return _ENCODED_ID.sub(lambda m: f'id="{escape(unquote(unescape(m[1])), quote=True)}"', page)
+
+
 def write_deck(path: Path, lang: str, out: Path) -> Path:
     """Write the deck of notebook ``path`` in ``lang`` to ``out``/<lang>/<name>.html; return that file."""
     copy_assets(out, reveal=True)
@@ -418,7 +436,7 @@ def write_deck(path: Path, lang: str, out: Path) -> Path:
                      title=notebook_title(nb, path.stem))
     target = out / lang / f"{path.stem}.html"
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(link_siblings(html), encoding="utf-8")
+    target.write_text(link_siblings(decoded_ids(html)), encoding="utf-8")
     return target
 
 
