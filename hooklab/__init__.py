@@ -19,6 +19,9 @@ what the recorders recorded are functions of plain data in :mod:`hooklab.plot`. 
 (``NotRecorded``, ``UnknownModuleError``, ``MissingTorchInternal``, ...) live in :mod:`hooklab.errors`, are
 importable from ``hooklab`` too, and share the base :class:`HooklabError`. ``import hooklab`` changes no
 process-wide setting; the course's own helpers live in :mod:`hooklab.course` and are not imported by it.
+One of them answers at the top level too, as practitioners type it: ``hooklab.ask("pasted error or your own
+words")`` is ``hooklab.course.ask``, imported when first asked for (it is the course's lookup, not a tool of the
+library, so ``__all__`` leaves it out).
 
 Names: a tool used as a ``with`` block or a call is a lowercase function-like name (``capture``, ``intervene``,
 ``find_nonfinite``, ``checkpoint_modules``, ``clip_grad_value_hooks``); an object kept to be read or reused is a
@@ -203,3 +206,15 @@ __all__ = [
     "show_all_hooks",
     "show_hooks",
 ]
+
+
+def __getattr__(name: str) -> object:  # PEP 562: hooklab.ask, imported when first asked for
+    if name == "ask":
+        from .course.asking import ask
+
+        return ask
+    raise AttributeError(f"module 'hooklab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "ask"})

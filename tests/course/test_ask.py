@@ -267,3 +267,16 @@ def test_the_command_line_form(tmp_path):
                           "-k", "2"], capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("1. [") and "\n2. [" in run.stdout
+
+
+def test_hooklab_ask_is_course_ask_and_import_hooklab_stays_without_the_course():
+    import hooklab
+    from hooklab import course
+
+    assert hooklab.ask is course.ask and "ask" in dir(hooklab) and "ask" not in hooklab.__all__
+    code = ("import sys, hooklab; assert 'hooklab.course' not in sys.modules; hooklab.ask; "
+            "assert 'hooklab.course' in sys.modules; print('ok')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert run.stdout.strip() == "ok", run.stderr
+    with pytest.raises(AttributeError, match="no attribute 'asks'"):
+        hooklab.asks  # noqa: B018
