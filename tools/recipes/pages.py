@@ -68,6 +68,27 @@ def _source(cell: dict[str, Any]) -> str:
     return "".join(source) if isinstance(source, list) else source
 
 
+def split(nb: dict[str, Any]) -> tuple[list[dict[str, Any]], list[tuple[str, list[dict[str, Any]]]]]:
+    """A recipe notebook as its page shows it: the setup cells (between the title and the first recipe, shown at
+    the top of the page, above every recipe) and each recipe's id with its cells, from the cell that carries the
+    recipe's metadata (its Chinese heading, where the page puts the anchor ``recipe-<id>``) to the next recipe's.
+
+    >>> md = lambda rid: {"cell_type": "markdown", "source": "", "metadata": {"hooklab": {"recipe": {"id": rid}}}}
+    >>> code = {"cell_type": "code", "source": "x = 1", "metadata": {}}
+    >>> setup, recipes = split({"cells": [{"cell_type": "markdown", "source": "# t"}, code, md("a-01"), code, md("b-02")]})
+    >>> len(setup), [(rid, len(cells)) for rid, cells in recipes]
+    (1, [('a-01', 2), ('b-02', 1)])
+    """
+    setup: list[dict[str, Any]] = []
+    recipes: list[tuple[str, list[dict[str, Any]]]] = []
+    for cell in nb["cells"][1:]:
+        recipe = cell.get("metadata", {}).get("hooklab", {}).get("recipe")
+        if recipe:
+            recipes.append((recipe["id"], []))
+        (recipes[-1][1] if recipes else setup).append(cell)
+    return setup, recipes
+
+
 def title(nb: dict[str, Any], lang: str) -> tuple[str, str]:
     """(number, title in ``lang``) from the notebook's bilingual title cell."""
     match = TITLE.search(_source(nb["cells"][0]))
@@ -165,6 +186,17 @@ def index_page(paths: list[Path], lang: str) -> str:
                 out.append(f"- [{line}](recipes-{path.stem}.md#recipe-{heading[1]})")
         out.append("")
     return "\n".join(out)
+
+
+def downloads(folder: Path = RECIPES) -> dict[str, Path]:
+    """The recipe notebook behind each recipe page's download button: page name (``recipes-NN_area``) -> notebook.
+    The site gives it as a standalone notebook in the page's language whose first code cell installs what it uses
+    (tools/launch/copies.py: ``write_recipe_download``), not the page's MyST source.
+
+    >>> downloads()["recipes-02_module_hooks"].name
+    '02_module_hooks.ipynb'
+    """
+    return {f"recipes-{path.stem}": path for path in notebooks(folder)}
 
 
 def pages(folder: Path = RECIPES) -> dict[str, Callable[[Path, str, list[str]], str]]:
