@@ -154,8 +154,10 @@ def observe(keys: list[str], *, progress: bool = False) -> dict[str, dict[str, A
 
 
 def notes(path: Path = NOTES) -> dict[str, dict[str, Any]]:
-    """``tools/hook_matrix/notes.toml``: per cell key, ``surprising`` with ``en`` / ``zh`` (why, one line each) and
-    ``taught`` ("NN_name.ipynb#<cell id>"); per family (``[family.<id>]``), the cell that teaches the family."""
+    """``tools/hook_matrix/notes.toml``: per cell key, ``surprising`` with ``en`` / ``zh`` (why, one line each),
+    ``taught`` ("NN_name.ipynb#<cell id>") and optionally ``title_en`` / ``title_zh`` (the cell's one-line title where
+    what the probe observed, such as "raises X", holds only for the way the probe writes the hook); per family
+    (``[family.<id>]``), the cell that teaches the family."""
     return tomllib.loads(path.read_text(encoding="utf-8"))
 
 
@@ -183,6 +185,8 @@ def records(observed: dict[str, dict[str, Any]], table: dict[str, Any]) -> dict[
         out[key] = {**record, "surprising": surprising,
                     "why": {"en": entry.get("en", ""), "zh": entry.get("zh", "")} if surprising else None,
                     "taught_by": teaching(key, table)}
+        if entry.get("title_en"):  # the cell's one-line title, where the observed words hold only for the probe's hook
+            out[key]["title"] = {"en": entry["title_en"], "zh": entry["title_zh"]}
     return out
 
 
