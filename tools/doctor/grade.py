@@ -1,8 +1,10 @@
 """How an answer of ``hooklab.explain_hook`` is graded against a setup's cause class.
 
 The doctor's answer carries machine-readable cause codes (:attr:`hooklab.explain.HookExplanation.codes`, one per
-fact it saw); the answer is **right** when the setup's class is among them and it does not say ``fired`` (its
-"fired as expected") of a hook that did not fire. A doctor from before the codes existed is read through
+fact it saw); the answer is **right** when the setup's class is among them and none of them contradicts what was
+observed: ``fired`` (its "fired as expected") of a hook that did not fire, or a cause of not firing
+(:data:`SILENT`) other than the setup's own for a hook that fired. Codes that state other facts (the hook fired in
+threads, the module ran several times) are not counted against it. A doctor from before the codes existed is read through
 :func:`prose_codes`, a fixed table of its causes and sentences (kept so the "before" figures can be measured again).
 A **crash** is an exception that is not the step's own (the step's own comes back with ``hooklab_explanation``).
 """
@@ -11,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+# causes that say the hook did not fire
+SILENT = ("no_grad", "frozen", "module_replaced", "parameter_replaced", "graph", "dict_output", "not_reached")
 # the old doctor's words -> codes (used only when an answer has no `codes`)
 _CAUSES = {"copy": "copy_ran", "another model": "copy_ran", "graph": "graph", "compiled": "compiled",
            "not reached": "not_reached", "bypassed": "not_reached", "step raised": "step_raised"}
@@ -53,5 +57,6 @@ def grade(label: str, fired: int, result: Any) -> dict[str, Any]:
                     "error": f"{type(result).__name__}: {str(result)[:200]}"}
     codes = codes_of(report)
     false_fired = "fired" in codes and fired == 0
-    right = label in codes and not false_fired
+    contradicts = fired > 0 and any(c in SILENT and c != label for c in codes)
+    right = label in codes and not false_fired and not contradicts
     return {"verdict": "right" if right else "wrong", "codes": codes, "false_fired": false_fired}
