@@ -24,7 +24,11 @@ LIBRARY = Library(
                           "`activation_checkpointing_enable()`) registers `make_inputs_require_grads`, a forward "
                           "hook on the input embeddings, and wraps each decoder layer class's `forward` in "
                           "`checkpoint`: the layer's own module hooks stay outside the checkpoint and run once, its "
-                          "submodules' hooks run again when backward recomputes the layer. The first call with "
+                          "submodules' hooks run again when backward recomputes the layer, except those of the "
+                          "submodules that finish after the layer has saved its last tensor for backward: torch's "
+                          "default early stop ends the recomputation there (in a Llama layer, `mlp` and "
+                          "`mlp.down_proj` fire once); under `torch.utils.checkpoint.set_checkpoint_early_stop(False)` "
+                          "they run again too. The first call with "
                           "`output_hidden_states` or `output_attentions` registers `output_capturing_hook` forward "
                           "hooks on the decoder layers and attention modules; they stay for good and record only "
                           "while a call asks for outputs.",
@@ -40,7 +44,9 @@ LIBRARY = Library(
         "zh": {"summary": "`gradient_checkpointing_enable()`（5.x 里它已是 `activation_checkpointing_enable()` 的弃用别名）"
                           "在输入嵌入层上注册前向钩子 `make_inputs_require_grads`，并把每个解码层类的 `forward` 包进 "
                           "`checkpoint`：解码层自身的模块钩子留在检查点之外，只运行一次；它的子模块的钩子会在反向重算"
-                          "该层时再运行一次。第一次带 `output_hidden_states` 或 `output_attentions` 的调用会在解码层和"
+                          "该层时再运行一次，但在该层为反向保存完最后一个张量之后才结束的子模块除外：torch 默认的提前停止"
+                          "在那里结束重算（Llama 的解码层里，`mlp` 和 `mlp.down_proj` 只触发一次）；在 "
+                          "`torch.utils.checkpoint.set_checkpoint_early_stop(False)` 下它们也会再运行。第一次带 `output_hidden_states` 或 `output_attentions` 的调用会在解码层和"
                           "注意力模块上注册前向钩子 `output_capturing_hook`，之后一直留着，只在调用要求输出时才记录。",
                "remove": "`model.disable_input_require_grads()` 删掉它保留了句柄的嵌入层钩子（再调一次 "
                          "`enable_input_require_grads()` 会丢掉前一次的句柄）；`gradient_checkpointing_disable()` "
@@ -52,9 +58,17 @@ LIBRARY = Library(
     surprises=(
         {"fact": "facts.recompute_fires",
          "en": "Under gradient checkpointing a hook on a decoder layer fires once, but a hook on its `self_attn` "
-               "fires again in backward: transformers checkpoints the layer's `forward`, not its `__call__`.",
+               "fires again in backward: transformers checkpoints the layer's `forward`, not its `__call__`. A hook on "
+               "its `mlp` fires once all the same: the recomputation stops once the layer's last tensor for backward "
+               "is saved again (torch's default early stop), before `mlp` finishes.",
          "zh": "开启梯度检查点后，解码层上的钩子只触发一次，而它的 `self_attn` 上的钩子会在反向时再触发一次："
-               "transformers 检查点的是层的 `forward`，而不是 `__call__`。"},
+               "transformers 检查点的是层的 `forward`，而不是 `__call__`。可它的 `mlp` 上的钩子还是只触发一次：该层"
+               "为反向保存的最后一个张量一旦重新存好，重算就停下（torch 默认的提前停止），那时 `mlp` 还没有结束。"},
+        {"fact": "facts.recompute_fires_without_early_stop",
+         "en": "Under `torch.utils.checkpoint.set_checkpoint_early_stop(False)` the recomputation runs the whole "
+               "layer again, and the hooks on `mlp` and `mlp.down_proj` fire twice too.",
+         "zh": "在 `torch.utils.checkpoint.set_checkpoint_early_stop(False)` 下，重算会把整层再跑一遍，`mlp` 和 "
+               "`mlp.down_proj` 上的钩子也触发两次。"},
         {"fact": "facts.hidden_states_show_user_edit",
          "en": "`output_hidden_states` records a layer's output from its own forward hook, so a user's hook that "
                "edits the output shows up there only if it was registered before the first capturing call.",
@@ -102,14 +116,26 @@ def _counter(module: nn.Module, counts: dict[str, int], name: str):
     return module.register_forward_hook(lambda *_: counts.__setitem__(name, counts[name] + 1))
 
 
+def _recompute_counts(model: nn.Module, early_stop: bool) -> dict[str, int]:
+    """How often forward hooks on the first decoder layer and its submodules fire over one forward and backward."""
+    from torch.utils.checkpoint import set_checkpoint_early_stop
+    layer = model.model.layers[0]
+    counts: dict[str, int] = {}
+    handles = [_counter(module, counts, name) for name, module in (
+        ("decoder layer", layer), ("its self_attn", layer.self_attn), ("its mlp", layer.mlp),
+        ("its mlp.up_proj", layer.mlp.up_proj), ("its mlp.down_proj", layer.mlp.down_proj))]
+    with set_checkpoint_early_stop(early_stop):
+        loss(model(*inputs())).backward()
+    for h in handles:
+        h.remove()
+    return counts
+
+
 def facts() -> dict:
     model = apply(build())
     layer = model.model.layers[0]
-    counts: dict[str, int] = {}
-    handles = [_counter(layer, counts, "decoder layer"), _counter(layer.self_attn, counts, "its self_attn")]
-    loss(model(*inputs())).backward()
-    for h in handles:
-        h.remove()
+    counts = _recompute_counts(model, early_stop=True)
+    counts_without_early_stop = _recompute_counts(model, early_stop=False)
 
     def shown(before_first_capture: bool) -> bool:
         torch.manual_seed(0)
@@ -128,7 +154,7 @@ def facts() -> dict:
     twice.enable_input_require_grads()
     twice.disable_input_require_grads()
     capture = [fn.__name__ for fn in layer._forward_hooks.values()]
-    return {"recompute_fires": counts,
+    return {"recompute_fires": counts, "recompute_fires_without_early_stop": counts_without_early_stop,
             "hidden_states_show_user_edit": {"hook registered before the first capturing call": shown(True),
                                              "hook registered after it": shown(False)},
             "embedding_hooks_left_after_enable_twice_then_disable": len(twice.model.embed_tokens._forward_hooks),

@@ -28,8 +28,10 @@ LIBRARY = Library(
                           "(`register_hook`) on each parameter that requires gradients (it logs the gradient's "
                           "histogram). They are ordinary hooks: they run in registration order with yours, and "
                           "`log_freq` only decides whether they log, not whether they run. `log_graph=True` adds a "
-                          "forward hook on every leaf module. The hooks call `wandb.run`, so they fail once the run "
-                          "is finished.",
+                          "forward hook on every leaf module. The hooks call `wandb.run`, so they raise once the run "
+                          "is finished: with `log=\"all\"` or `\"parameters\"` the next forward raises, from the "
+                          "forward hook (`parameter_log_hook`); with `log=\"gradients\"` (the default) the forward "
+                          "runs and the backward raises, from the tensor hooks.",
                "remove": "`wandb.unwatch(model)` removes the hooks named in `model._wandb_hook_names`; "
                          "`wandb.unwatch()` removes every hook of the run. `model._wandb_watch_called` stays set, "
                          "so `wandb.watch(model, log_graph=True)` on the same model raises afterwards.",
@@ -39,7 +41,9 @@ LIBRARY = Library(
                           "所有参数的直方图），并在每个需要梯度的参数上注册一个张量钩子（`register_hook`，记录梯度的"
                           "直方图）。它们就是普通的钩子：和你的钩子一起按注册顺序运行；`log_freq` 只决定是否记录，"
                           "不决定是否运行。`log_graph=True` 还会在每个叶子模块上加一个前向钩子。这些钩子都会调用 "
-                          "`wandb.run`，所以 run 结束后它们会出错。",
+                          "`wandb.run`，所以 run 结束后它们会报错：`log=\"all\"` 或 `\"parameters\"` 时，下一次前向"
+                          "就在前向钩子（`parameter_log_hook`）里报错；`log=\"gradients\"`（默认）时前向照常，"
+                          "反向在张量钩子里报错。",
                "remove": "`wandb.unwatch(model)` 按 `model._wandb_hook_names` 里的名字移除钩子；`wandb.unwatch()` "
                          "移除这个 run 的所有钩子。`model._wandb_watch_called` 不会被清掉，所以之后再对同一个模型"
                          "调用 `wandb.watch(model, log_graph=True)` 会报错。",
@@ -48,9 +52,13 @@ LIBRARY = Library(
     },
     surprises=(
         {"fact": "facts.hooks_after_finish",
-         "en": "The hooks outlive the run: after `wandb.finish()` without `unwatch`, the next backward raises from "
-               "inside wandb's tensor hook.",
-         "zh": "钩子比 run 活得久：没有 `unwatch` 就 `wandb.finish()`，下一次反向会在 wandb 的张量钩子里报错。"},
+         "en": "The hooks outlive the run: after `wandb.finish()` without `unwatch`, with `log=\"all\"` it is the "
+               "next forward that raises, from wandb's forward hook `parameter_log_hook`; with `log=\"gradients\"` "
+               "(the default) the forward runs and the backward raises, from its tensor hooks; with "
+               "`log=\"parameters\"` the forward raises and the backward runs.",
+         "zh": "钩子比 run 活得久：没有 `unwatch` 就 `wandb.finish()` 之后，`log=\"all\"` 时先报错的是下一次前向，"
+               "错误来自 wandb 的前向钩子 `parameter_log_hook`；`log=\"gradients\"`（默认）时前向照常，反向在它的"
+               "张量钩子里报错；`log=\"parameters\"` 时前向报错，反向照常。"},
         {"fact": "facts.rewatch_after_unwatch",
          "en": "After `wandb.unwatch(model)`, watching the same model again with `log_graph=True` raises "
                "`ValueError`: `_wandb_watch_called` is never reset.",
@@ -90,6 +98,38 @@ def remove(model: nn.Module) -> nn.Module:
     return model
 
 
+def _attempt(step) -> str:
+    """``runs``, or what it raises and wandb's function it raises from (its outermost named frame in wandb)."""
+    import traceback
+    try:
+        step()
+        return "runs"
+    except Exception as exc:  # noqa: BLE001 - the finding
+        frames = [f.name for f in traceback.extract_tb(exc.__traceback__)
+                  if "site-packages/wandb/" in f.filename.replace("\\", "/") and f.name != "<lambda>"]
+        return f"raises {type(exc).__name__}" + (f" in {frames[0]}" if frames else "")
+
+
+def _after_finish(log: str) -> dict[str, str]:
+    """A model watched with ``log``, one step, ``wandb.finish()`` without ``unwatch``: what the next forward and
+    backward do (the backward from a forward run without wandb's forward hook, where the forward raised)."""
+    import wandb
+    _run()
+    model = build()
+    wandb.watch(model, log=log, log_freq=1)
+    model(*inputs()).sum().backward()
+    wandb.finish()
+    model.zero_grad()
+    out: list = []
+    forward = _attempt(lambda: out.append(model(*inputs())))
+    if not out:
+        kept = dict(model._forward_hooks)
+        model._forward_hooks.clear()
+        out.append(model(*inputs()))
+        model._forward_hooks.update(kept)
+    return {"forward": forward, "backward": _attempt(lambda: out[0].sum().backward())}
+
+
 def facts() -> dict:
     import wandb
     _run()
@@ -120,13 +160,7 @@ def facts() -> dict:
     except ValueError:
         again = "raises ValueError"
     wandb.unwatch()
-    kept = build()
-    wandb.watch(kept, log="gradients", log_freq=1)
     wandb.finish()
-    try:
-        kept(*inputs()).sum().backward()
-        after_finish = "runs"
-    except Exception as exc:  # noqa: BLE001 - the finding
-        after_finish = f"raises {type(exc).__name__}"
+    after_finish = {log: _after_finish(log) for log in ("all", "gradients", "parameters")}
     return {"order": log, "handles": hooks, "log_graph_forward_hooks": graph_hooks, "rewatch_after_unwatch": again,
             "hooks_after_finish": after_finish}
