@@ -19,7 +19,14 @@ order everything, and none of them makes the host wait:
   ``in_flight`` copies are in flight in forward), and a pinned CPU buffer lives as long as the graph
   holds it (PyTorch's pinned-memory allocator also records the copies that read it);
 * the last ``keep_last`` tensors of the forward pass stay on the GPU (backward needs them first, so
-  copying them back could not overlap with anything); their copies to the CPU are dropped.
+  copying them back could not overlap with anything); their copies to the CPU are dropped;
+* what is on the GPU at once is bounded: in forward, ``in_flight`` originals (or ``keep_last``) wait for their
+  copies, and leaving the ``with`` block lets go of all but the last ``keep_last`` (a plan that offloads block by
+  block holds nothing of an offloaded block after it); in backward, at most ``prefetch`` tensors are copied back
+  ahead of the op that reads them. Backward does not read saved tensors in exactly the reverse order of packing (a
+  residual network's shortcut and main branch interleave), and a prefetch that skipped to older tensors whenever the
+  order jumped would bring back most of the forward's tensors long before they are needed: here a tensor copied back
+  ahead and not yet read counts against ``prefetch`` until it is read.
 
 PyTorch's in-place error is kept: a saved tensor changed in place while its copy may still be in
 flight (or while it is kept on the GPU) raises PyTorch's "modified by an inplace operation" error
@@ -67,7 +74,7 @@ from .._torch_internals import version
 from ._base import Keep
 from .cpu import SaveOnCpu
 
-__all__ = ["OverlappedOffload"]
+__all__ = ["CudaStreams", "OverlappedOffload"]
 
 
 class _Entry:
@@ -100,6 +107,38 @@ def _inplace_error(entry: _Entry, now: int | None) -> RuntimeError:
         "a tensor in place after an op saved it, or clone it first.)")
 
 
+class CudaStreams:
+    """The device side of :class:`OverlappedOffload`: CUDA's streams and events, in one place.
+
+    A stream here has ``wait_stream``, ``wait_event`` and ``record_event``; an event is what ``record_event``
+    returns. The CPU tests put a stand-in with the same methods in its place, which logs what waits for what and
+    treats CPU tensors as the device's, so that the ordering and the memory bound are checked without a GPU.
+    """
+
+    def handles(self, device: torch.device) -> bool:
+        """Whether tensors on ``device`` are copied on a side stream (CUDA devices)."""
+        return device.type == "cuda"
+
+    def current(self, device: torch.device) -> Any:
+        """The stream ops on ``device`` are queued on now (the compute stream)."""
+        return torch.cuda.current_stream(device)
+
+    def new_side(self, device: torch.device) -> Any:
+        """A new stream on ``device`` for the copies."""
+        return torch.cuda.Stream(device=device)
+
+    def on(self, stream: Any) -> Any:
+        """A ``with`` block in which ops are queued on ``stream``."""
+        return torch.cuda.stream(stream)
+
+    def record_stream(self, tensor: torch.Tensor, stream: Any) -> None:
+        """Tell the caching allocator that ``stream`` uses ``tensor`` (its memory waits for that stream)."""
+        tensor.record_stream(stream)
+
+
+_CUDA = CudaStreams()
+
+
 class OverlappedOffload(SaveOnCpu):
     """Like :class:`hooklab.SaveOnCpu`, with copies on a side CUDA stream and prefetch in backward.
 
@@ -127,19 +166,31 @@ class OverlappedOffload(SaveOnCpu):
         self._entries: dict[int, weakref.ref] = {}
         self._order: list[int] = []             # indices in packing order (for prefetch)
         self._held: collections.deque[_Entry] = collections.deque()  # entries whose original is held
+        self._ahead: set[int] = set()          # entries copied back ahead and not read yet (at most ``prefetch``)
         self._next = 0
         self._in_backward = False
         self._side_streams: dict[torch.device, Any] = {}
+        self._streams: CudaStreams = _CUDA  # tests put a stand-in here (tests/library/test_overlap.py)
         self._state = threading.RLock()
 
     def _applies(self, t: torch.Tensor) -> bool:
         return super()._applies(t) and t.layout == torch.strided
 
+    def __exit__(self, *exc: Any) -> None:
+        # forward under this context is over: only the last keep_last originals may stay on the device (the compute
+        # stream waits for each copy before their memory is reused; the host never waits)
+        try:
+            with self._state:
+                while len(self._held) > self.keep_last:
+                    self._let_go(self._held.popleft())
+        finally:
+            super().__exit__(*exc)
+
     # -- streams --------------------------------------------------------------------------------
     def _side(self, device: torch.device) -> Any:
         stream = self._side_streams.get(device)
         if stream is None:
-            stream = self._side_streams[device] = torch.cuda.Stream(device=device)
+            stream = self._side_streams[device] = self._streams.new_side(device)
         return stream
 
     # -- forward ------------------------------------------------------------------------------
@@ -151,13 +202,15 @@ class OverlappedOffload(SaveOnCpu):
                 self._order = [i for i in self._order if i in self._entries]
             entry = _Entry(self._next, t.device, list(t.shape), version(t))
             self._next += 1
-            pin = self.pin_memory and t.device.type == "cuda"
+            streams = self._streams
+            on_device = streams.handles(t.device)
+            pin = self.pin_memory and on_device and torch.cuda.is_available()
             entry.host = torch.empty_like(t, device="cpu", pin_memory=pin)  # t's strides: see SaveOnCpu._encode
-            if t.device.type == "cuda":
-                entry.compute = torch.cuda.current_stream(t.device)
+            if on_device:
+                entry.compute = streams.current(t.device)
                 side = self._side(t.device)
                 side.wait_stream(entry.compute)  # t is computed before the copy reads it
-                with torch.cuda.stream(side):
+                with streams.on(side):
                     entry.host.copy_(t, non_blocking=pin)
                     entry.d2h = side.record_event()
             else:
@@ -198,15 +251,16 @@ class OverlappedOffload(SaveOnCpu):
         """Start copying ``entry`` back to its device (on the side stream), unless that is under way."""
         if entry.loaded is not None or entry.original is not None or entry.host is None:
             return
-        if entry.device.type == "cuda":
-            compute = torch.cuda.current_stream(entry.device)
+        streams = self._streams
+        if streams.handles(entry.device):
+            compute = streams.current(entry.device)
             side = self._side(entry.device)
             dest = torch.empty_like(entry.host, device=entry.device)
             side.wait_stream(compute)  # dest's memory may have been in use by queued compute work
-            with torch.cuda.stream(side):
+            with streams.on(side):
                 dest.copy_(entry.host, non_blocking=True)
                 entry.h2d = side.record_event()
-            dest.record_stream(side)  # freed unused (backward failed): not reused before the copy ends
+            streams.record_stream(dest, side)  # freed unused (backward failed): not reused before the copy ends
             entry.loaded = dest
         else:
             entry.loaded = entry.host.to(entry.device)
@@ -225,25 +279,26 @@ class OverlappedOffload(SaveOnCpu):
                 self.served_from_device += 1
                 return entry.original
             self._load(entry)
-            # prefetch: the next tensors in reverse order of packing
+            self._ahead.discard(entry.index)  # read now: no longer ahead
+            self._ahead = {i for i in self._ahead if i in self._entries}  # freed with the graph unread
+            # prefetch: the next tensors in reverse order of packing, while fewer than `prefetch` are ahead
             pos = bisect.bisect_left(self._order, entry.index)
-            issued = 0
             for index in reversed(self._order[:pos]):
-                if issued >= self.prefetch:
+                if len(self._ahead) >= self.prefetch:
                     break
                 ref = self._entries.get(index)
                 other = ref() if ref is not None else None
                 if other is None or other.loaded is not None or other.original is not None:
                     continue
                 self._load(other)
+                self._ahead.add(index)
                 self.prefetched += 1
-                issued += 1
             # the copy back stays with the entry until the graph frees it (a storage saved by two ops
             # is unpacked twice; with retain_graph=True it stays, as the plain graph keeps its tensors)
             tensor, event = entry.loaded, entry.h2d
             assert tensor is not None  # _load gave it its copy
         if event is not None:
-            torch.cuda.current_stream(entry.device).wait_event(event)
+            self._streams.current(entry.device).wait_event(event)
         return tensor
 
     def _stored_nbytes(self, entry: _Entry) -> int:  # type: ignore[override]  # see _encode

@@ -73,6 +73,6 @@ def test_an_inplace_change_while_in_flight_raises():
     x = torch.randn(1 << 20, device="cuda", requires_grad=True)
     with OverlappedOffload(in_flight=4):
         y = x.exp()
-    y.add_(1)
+        y.add_(1)  # inside the block: leaving it lets the original go (its copy done first, the value at save time)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()

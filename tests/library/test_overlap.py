@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import hooklab
-from hooklab._torch_internals import top_saved_tensors_hooks
+from hooklab._torch_internals import storage_key, top_saved_tensors_hooks
 from hooklab.offload.overlap import OverlappedOffload
 from test_offload import grads_of  # one training step's gradients under a context
 
@@ -103,7 +103,7 @@ def test_an_inplace_change_while_the_copy_is_in_flight_raises_pytorchs_error():
     x = torch.ones(3, requires_grad=True)
     with EveryTensor(in_flight=4) as ctx:
         y = x.exp()
-    y.add_(1)                       # PyTorch raises on this without hooks; so must we
+        y.add_(1)                   # PyTorch raises on this without hooks; so must we
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
     assert ctx.stats.offloaded == 1
@@ -200,3 +200,167 @@ def test_a_copy_keeps_the_saved_tensors_strides_so_backward_runs_the_same_kernel
     assert ctx.stats.offloaded >= 1 and plain_strides == (1, 64)
     assert strides == plain_strides  # not (96, 1): the copy is transposed like the original
     assert all(torch.equal(g, p) for g, p in zip(got, plain))  # bitwise: same computation, same values and layout
+
+
+# -- the device side through a stand-in for CUDA's streams and events ---------------------------------------------
+# CudaStreams is the one place OverlappedOffload touches streams and events; FakeStreams has the same methods, treats
+# CPU tensors as the device's and logs what waits for what, so the ordering and the memory bound are checked here.
+
+class FakeEvent:
+    def __init__(self, stream: str) -> None:
+        self.stream, self.waited_by = stream, []
+
+
+class FakeStream:
+    def __init__(self, name: str, log: list) -> None:
+        self.name, self.log = name, log
+
+    def wait_stream(self, other: FakeStream) -> None:
+        self.log.append(("wait_stream", self.name, other.name))
+
+    def wait_event(self, event: FakeEvent) -> None:
+        event.waited_by.append(self.name)
+        self.log.append(("wait_event", self.name, event.stream))
+
+    def record_event(self) -> FakeEvent:
+        self.log.append(("record_event", self.name))
+        return FakeEvent(self.name)
+
+
+class FakeStreams:
+    def __init__(self) -> None:
+        self.log: list = []
+        self.compute = FakeStream("compute", self.log)
+        self._current = self.compute
+
+    def handles(self, device: torch.device) -> bool:
+        return device.type == "cpu"
+
+    def current(self, device: torch.device) -> FakeStream:
+        return self._current
+
+    def new_side(self, device: torch.device) -> FakeStream:
+        return FakeStream("side", self.log)
+
+    @contextlib.contextmanager
+    def on(self, stream: FakeStream):
+        before, self._current = self._current, stream
+        try:
+            yield
+        finally:
+            self._current = before
+
+    def record_stream(self, tensor: torch.Tensor, stream: FakeStream) -> None:
+        self.log.append(("record_stream", stream.name))
+
+
+class Watched(EveryTensor):
+    """OverlappedOffload through FakeStreams, counting what is on the 'device' at every pack and unpack: the
+    originals not yet let go (forward) and the copies back not yet freed (backward), by their storages."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._streams = FakeStreams()
+        self.originals: list = []   # (storage weakref, storage key, the event of its copy out): no entry kept here
+        self.copies: list = []      # (storage weakref, bytes)
+        self.peak_originals = self.peak_copies_bytes = self.peak_ahead = 0
+        self.freed_before_its_copy_was_waited_for = 0
+        self.alive_at_backward = None
+
+    def _census(self) -> None:
+        alive = [(ref, n, e) for ref, n, e in self.originals if not ref.expired()]
+        for ref, n, d2h in self.originals:
+            if ref.expired() and "compute" not in d2h.waited_by:
+                self.freed_before_its_copy_was_waited_for += 1
+        self.originals = alive
+        self.peak_originals = max(self.peak_originals, len(self._held))
+        if self._in_backward and self.alive_at_backward is None:  # forward is over: what is still on the 'device'
+            self.alive_at_backward = len({key for ref, key, _ in alive})  # storages (a view and its base: one)
+        self.peak_copies_bytes = max(self.peak_copies_bytes, sum(n for ref, n in self.copies if not ref.expired()))
+        self.peak_ahead = max(self.peak_ahead, len(self._ahead))
+
+    def _encode(self, t):
+        from hooklab._torch_internals import StorageWeakRef
+        entry = super()._encode(t)
+        self.originals.append((StorageWeakRef(t.untyped_storage()), storage_key(t), entry.d2h))
+        self._census()
+        return entry
+
+    def _load(self, entry) -> None:
+        from hooklab._torch_internals import StorageWeakRef
+        fresh = entry.loaded is None and entry.original is None and entry.host is not None
+        super()._load(entry)
+        if fresh:
+            assert entry.loaded.untyped_storage().data_ptr() != entry.host.untyped_storage().data_ptr()
+            self.copies.append((StorageWeakRef(entry.loaded.untyped_storage()), entry.loaded.nbytes))
+
+    def _decode(self, entry):
+        out = super()._decode(entry)
+        if entry.h2d is not None:  # read only after the compute stream waited for its copy back
+            assert "compute" in entry.h2d.waited_by
+        self._census()
+        return out
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(c, c, 1), nn.BatchNorm2d(c), nn.ReLU(inplace=True),
+                                  nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU(inplace=True),
+                                  nn.Conv2d(c, c, 1), nn.BatchNorm2d(c))
+        self.down = nn.Conv2d(c, c, 1)
+
+    def forward(self, x):
+        out = self.body(x)
+        out += self.down(x)         # a shortcut branch: backward reads its tensors between the main branch's
+        return torch.relu_(out)
+
+
+def residual_net_and_batch():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), *[Bottleneck(16) for _ in range(6)], nn.Flatten(),
+                        nn.Linear(16 * 12 * 12, 10))
+    return net, torch.randn(4, 3, 12, 12)
+
+
+@pytest.mark.parametrize("prefetch,in_flight,keep_last", [(2, 2, 0), (1, 1, 2), (4, 3, 1)])
+def test_through_stand_in_streams_the_device_holds_a_bounded_number_of_tensors(prefetch, in_flight, keep_last):
+    """Forward holds at most ``in_flight`` (or ``keep_last``) originals, each let go only after the compute stream
+    waited for its copy; backward holds at most ``prefetch`` copies back not yet read, and its copies back alive at
+    once stay a small part of what was offloaded (before the bounded prefetch a residual network's backward held
+    most of them: the order of reads jumps between the branches, and every jump prefetched further ahead)."""
+    net, x = residual_net_and_batch()
+    plain = grads_of(net, x)
+    ctx = Watched(keep=[net, x], prefetch=prefetch, in_flight=in_flight, keep_last=keep_last)
+    got = grads_of(net, x, ctx)
+    assert all(torch.equal(a, b) for a, b in zip(plain, got))
+    assert ctx.stats.offloaded > 20 and ctx.copied_back > 20
+    assert ctx.peak_originals <= max(in_flight, keep_last)          # held by the context in forward
+    assert ctx.alive_at_backward <= keep_last                       # by anyone, once forward is over
+    assert ctx.freed_before_its_copy_was_waited_for == 0
+    assert ctx.peak_ahead <= prefetch
+    assert ctx.peak_copies_bytes <= ctx.stats.offloaded_bytes / 4
+
+
+def test_leaving_the_block_lets_go_of_all_but_keep_last():
+    """A plan that offloads block by block enters one context per block: none may keep its last originals on the
+    device after its block (with ``in_flight=2`` each kept two, most of a small block's activations)."""
+    net, x = residual_net_and_batch()
+    contexts = []
+
+    def make():
+        contexts.append(Watched(in_flight=2, keep=[net]))  # its BatchNorm buffers are alive anyway
+        return contexts[-1]
+
+    with hooklab.offload_module(net[1], make), hooklab.offload_module(net[2], make):
+        loss = net(x).square().sum()
+        assert len(contexts) == 2
+        assert all(not c._held for c in contexts)
+        # block 1's tensors are used by nothing else once forward is over (block 2 offloads its input too); block
+        # 2's output is saved by block 3, which runs plainly
+        assert all(ref.expired() for ref, _, _ in contexts[0].originals)
+    loss.backward()
+    kept = Watched(in_flight=2, keep_last=1)
+    with kept:
+        net(x).sum()
+    assert len(kept._held) == 1
