@@ -1,4 +1,7 @@
-"""environment.yml (conda / Binder) pins the same versions as uv.lock and pyproject's course group."""
+"""environment.yml (conda / Binder) is generated from uv.lock (``python -m tools.launch.environment``: ``uv export`` of
+the course group, the markers evaluated for Binder's CPython 3.11 on Linux, torch and torchvision as PyTorch's CPU
+builds): the committed file equals a fresh generation, and, read independently of the generator, it pins the same
+versions as uv.lock and pyproject's course group, PyTorch's CPU builds and none of the CUDA build's libraries."""
 import os
 import re
 from pathlib import Path
@@ -69,6 +72,29 @@ def test_conda_env_has_every_course_package_at_its_pin():
     pins = conda_pins()
     for name, version in course_pins().items():
         assert pins.get(name) == version, f"environment.yml should pin {name}=={version}"
+
+
+@pytest.mark.timeout(300)
+def test_the_committed_file_is_a_fresh_generation_from_the_lock():
+    from tools.launch import environment
+
+    assert (ROOT / "environment.yml").read_text(encoding="utf-8") == environment.render(), \
+        "environment.yml is not what uv.lock gives: run python -m tools.launch.environment"
+    assert environment.main(["--check"]) == 0
+
+
+def test_the_generator_keeps_every_package_the_lock_gives_python_3_11_and_drops_only_the_cuda_builds_libraries():
+    # independently of the generator: every locked package (one version each for 3.11) is pinned, but for the
+    # libraries only PyPI's CUDA torch needs (torch's requirements with a Linux marker, and theirs)
+    lock = tomllib.loads((ROOT / "uv.lock").read_text(encoding="utf-8"))
+    pins = conda_pins()
+    torch_linux = {normal(d["name"]) for p in lock["package"] if p["name"] == "torch"
+                   for d in p["dependencies"] if "sys_platform == 'linux'" in d.get("marker", "")}
+    assert {"triton", "cuda-toolkit", "nvidia-cudnn-cu13"} <= torch_linux
+    assert not [name for name in pins if name in torch_linux or name.startswith(("nvidia-", "cuda-"))]
+    assert pins["numpy"] == "2.4.6" and pins["networkx"] == "3.6.1"  # the lock's versions for Python 3.11
+    for name in ("jinja2", "sympy", "filelock", "fsspec", "typing-extensions", "pillow"):  # the CPU torch's own
+        assert name in pins
 
 
 def test_conda_env_installs_hooklab_and_graphviz():

@@ -21,11 +21,15 @@ Each run writes ``build/rerun/<name>/results.json`` beside its report (tools/rer
 results of all runs into one table and a list of the changed cells, for the workflow's summary page.
 Standard library and ``packaging`` only: the workflow runs it before any environment is built.
 
-Why not Renovate or Dependabot, which watch PyPI for newer releases too: they open a pull request that moves the
-lock, one package at a time, and CI then tests that lock. The look ahead is the other way round: it keeps the lock and
-runs the whole course (every notebook's cells, the behaviour matrix, the recipes) against the newer PyTorch and
-libraries together, in side environments, and reports which cells changed, before anyone moves a pin. Dependabot does
-keep the workflows' actions current (.github/dependabot.yml); bumping the course's own pins stays a reviewed change.
+Dependabot does watch PyPI for the lock (.github/dependabot.yml: the ``uv`` ecosystem, grouped updates, torch and
+torchvision in one group) and keeps the workflows' actions current: it opens a pull request that moves uv.lock, and CI
+tests that lock with ``./course test`` (the notebooks' stored outputs compared by nbval). What the look ahead does that
+Dependabot does not: it keeps the lock and runs what a pull request's CI does not run, in side environments, against
+the newer PyTorch and libraries: a PyTorch pre-release (Dependabot proposes releases only), every notebook re-executed
+with its outputs compared cell by cell (``./course rerun``'s report of which cells changed and why, which maintainers
+read before rewriting prose around a new behaviour), and the newest torch with the newest libraries in one run. So
+a pin moves by a reviewed pull request (Dependabot's or a maintainer's)
+after the look ahead has said what the move changes.
 Nor nox's ``parametrize``: it holds a list fixed in the noxfile, and these runs are what PyPI has this week.
 """
 from __future__ import annotations
