@@ -32,6 +32,20 @@ The repository's URL comes from
 the Actions context), else ``[project.urls]`` Repository (or Source) in pyproject.toml: with it the theme shows the
 repository, edit, issue and launch buttons, without it none of them. The sources are assembled in
 build/site-src/<lang>/.
+
+Why this build and not Jupyter Book. Jupyter Book 1 is an opinionated distribution of the same stack (Sphinx, myst-nb,
+sphinx-book-theme): its ``_config.yml`` and ``_toc.yml`` become a conf.py, and ``jupyter-book build`` runs Sphinx on
+one book. Here everything around that Sphinx run is what the course needs and Jupyter Book does not do: two sites
+built from one set of bilingual notebooks (each notebook exported to one language first, every page linked to the
+same page in the other language, Sphinx's own strings from a Chinese catalogue), the generated pages (symptom index,
+hook matrix, atlas, API from the docstrings) and download copies with their install cell, then Pagefind's index of
+each language's pages and the copy of ``course.ask``'s index beside it. With Jupyter Book 1 all of that would stay,
+as steps before and after ``jupyter-book build`` run once per language, and the part it would replace is conf.py and
+a table of contents that is generated from the notebook list here anyway; Jupyter Book 1 is in maintenance mode.
+Jupyter Book 2 is a distribution of the MyST document engine (mystmd, Node.js), not of Sphinx: the theme, the
+autodoc API page, the gettext catalogue and the Sphinx templates the buttons and the search page use would all have
+to be rebuilt there, and it builds no site per language either (multi-language sites are an open topic there:
+executablebooks/mystmd#1336). So the configuration and TOC layer stays this module's, over plain Sphinx.
 """
 from __future__ import annotations
 
