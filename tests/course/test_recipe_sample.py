@@ -43,3 +43,15 @@ def test_a_notebooks_copy_counts_as_that_recipe(path):
     nodeid = f"{path}::Cell 0"
     assert sample.is_recipe(nodeid) and sample.notebook_path(nodeid) == "recipes/01_x.ipynb"
     assert not sample.is_recipe("notebooks/01_tensor_hooks.ipynb::Cell 0")
+
+
+def test_the_recipes_run_alone_are_drawn_with_the_commit_and_all_of_them_with_the_env(monkeypatch):
+    ids = [f"area-{k:02d}" for k in range(60)]
+    monkeypatch.delenv("HOOKLAB_RECIPES", raising=False)
+    drawn = sample.alone_sample(ids, "3f2a")
+    assert len(drawn) == sample.ALONE_SAMPLE and drawn == sample.alone_sample(ids, "3f2a")  # the same commit, the same draw
+    assert set().union(*(sample.alone_sample(ids, str(k)) for k in range(600))) == set(ids), "a recipe no commit draws"
+    monkeypatch.setenv("GITHUB_SHA", "3f2a")
+    assert sample.seed(ROOT) == "3f2a"
+    monkeypatch.setenv("HOOKLAB_RECIPES", "all")
+    assert sample.alone_sample(ids, "3f2a") == ids

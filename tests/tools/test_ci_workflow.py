@@ -206,7 +206,7 @@ def test_the_schedule_runs_the_look_ahead_rerun_and_the_launch_copies_in_a_workf
     assert hooks["run"] == "./course test tests/tools/test_hook_matrix.py"
     # every recipe, on the pinned versions (a push validates a weekly sample: tests/recipe_sample.py)
     recipes, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_RECIPES") == "all"]
-    assert recipes["run"] == ("./course test recipes "
+    assert recipes["run"] == ("./course test recipes tests/course/test_recipes_alone.py "
                               "tests/tools/test_browser.py::test_the_sites_search_finds_each_recipe_by_its_askers_words")
     assert jobs["summary"]["needs"] == ["plan", "rerun", "launch-copies", "pinned"]
     assert jobs["summary"]["if"] == "always()"
