@@ -7,7 +7,8 @@
 - pages.yml (the default branch): both sites and the launch copies, deployed to GitHub Pages, the repository URL
   taken from the Actions context;
 - release.yml (a version tag): the package check, then PyPI's trusted publishing;
-- atlas.yml (weekly): the hook doctor on every model of the hook atlas (checked in tests/tools/test_atlas_tools.py).
+- atlas.yml (weekly): the hook doctor on every model of the hook atlas (checked in tests/tools/test_atlas_tools.py);
+- audit.yml (weekly, and on a pull request that changes uv.lock): pip-audit on every package uv.lock pins.
 Every job has a time limit; uv's cache is kept by astral-sh/setup-uv and pruned for CI. The scripts the workflows
 call are run here where they can be: the branch publisher against a local repository, the tag check.
 
@@ -35,7 +36,8 @@ RERUN = WORKFLOWS / "rerun.yml"
 PAGES = WORKFLOWS / "pages.yml"
 RELEASE = WORKFLOWS / "release.yml"
 ATLAS = WORKFLOWS / "atlas.yml"  # the hook doctor on every model of the atlas, weekly (tests/tools/test_atlas_tools.py)
-ALL = (WORKFLOW, RERUN, PAGES, RELEASE, ATLAS)
+AUDIT = WORKFLOWS / "audit.yml"  # the lock's packages against known vulnerabilities, weekly
+ALL = (WORKFLOW, RERUN, PAGES, RELEASE, ATLAS, AUDIT)
 CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
 UV_VERSION = "0.13.8"
 
@@ -192,7 +194,9 @@ def test_the_schedule_runs_the_look_ahead_rerun_and_the_launch_copies_in_a_workf
                         '"$HOOKLAB_REPOSITORY_URL" --commit "$GITHUB_SHA" --out build/launch-check']
     low, high = launch.torch_range()
     matrix = copies_job["strategy"]["matrix"]["include"]
-    assert [m["torch"] for m in matrix] == [high, ".".join((low.split(".") + ["0"])[:3])]  # 2.15.0, 2.13.0
+    oldest = ".".join((low.split(".") + ["0"])[:3])
+    # 2.15.0 and 2.13.0 from PyPI, and 2.13.0's CPU build of PyTorch's index (a local Jupyter's CPU torch)
+    assert [m["torch"] for m in matrix] == [high, oldest, f"{oldest}+cpu"]
     assert copies_job["strategy"]["fail-fast"] is False
     check, = [s for s in copies_job["steps"] if "tools.launch.check" in s.get("run", "")]
     assert check["env"] == {"TORCH": "${{ matrix.torch }}",
@@ -339,11 +343,43 @@ def test_publish_branch_force_pushes_the_folder_as_one_parentless_commit(tmp_pat
     assert git("status", "--porcelain", cwd=checkout) == "" and git("ls-files", cwd=checkout).split() == ["README.md"]
 
 
-def test_dependabot_keeps_the_actions_current_and_leaves_the_course_pins_alone():
+def test_dependabot_keeps_the_actions_and_the_lock_current_in_groups():
     """.github/dependabot.yml is valid (check-jsonschema's bundled Dependabot schema) and watches the workflows'
-    actions only: the course's Python pins move by a reviewed change after the weekly look ahead."""
+    actions and uv.lock (the `uv` ecosystem), with grouped updates: torch and torchvision in one group."""
     path = WORKFLOWS.parent / "dependabot.yml"
     result = subprocess.run([str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.dependabot", str(path)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert [u["package-ecosystem"] for u in load(path)["updates"]] == ["github-actions"]
+    updates = {u["package-ecosystem"]: u for u in load(path)["updates"]}
+    assert set(updates) == {"github-actions", "uv"}
+    assert all(u["directory"] == "/" and u["schedule"]["interval"] == "weekly" and u["groups"]
+               for u in updates.values())
+    groups = updates["uv"]["groups"]
+    assert groups["pytorch"]["patterns"] == ["torch", "torchvision"]  # each torchvision is built for one torch
+    assert groups["everything-else"]["exclude-patterns"] == ["torch", "torchvision"]
+
+
+def test_a_weekly_job_audits_every_package_the_lock_pins():
+    """audit.yml: `uv export` of the whole lock (all groups and extras) read by pip-audit as it is (no resolving, no
+    environment; `--strict`: a package it cannot look up fails the job), pip-audit run by uvx at a fixed version
+    (nothing added to the lock). The export is made here too:
+    it holds every package the lock pins, at its version."""
+    workflow = load(AUDIT)
+    assert "schedule" in workflow["on"] and "workflow_dispatch" in workflow["on"]
+    assert workflow["on"]["pull_request"]["paths"] == ["uv.lock"]
+    job, = workflow["jobs"].values()
+    export, audit = [c for c in runs(job) if "uv export" in c or "pip-audit" in c]
+    assert re.search(r"\buv export --frozen --all-groups --all-extras --no-emit-project --no-hashes "
+                     r"--format requirements-txt --output-file build/audit/requirements\.txt$", export)
+    assert re.fullmatch(r"uvx pip-audit==[\d.]+ --requirement build/audit/requirements\.txt --no-deps --disable-pip "
+                        r"--strict --progress-spinner off --format json --output build/audit/audit\.json", audit)
+    lock = tomllib.loads((ROOT / "uv.lock").read_text(encoding="utf-8"))
+    assert "pip-audit" not in {p["name"] for p in lock["package"]}  # uvx: not a dependency of the project
+    uv = ROOT / ".tools" / "bin" / "uv"
+    exported = subprocess.run([str(uv), "export", "--frozen", "--all-groups", "--all-extras", "--no-emit-project",
+                               "--no-hashes", "--format", "requirements-txt"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=300, env={**os.environ, "UV_OFFLINE": "1"})
+    assert exported.returncode == 0, exported.stderr
+    pinned = set(re.findall(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)", exported.stdout, re.MULTILINE))
+    locked = {(p["name"], p["version"]) for p in lock["package"] if p["name"] != "hooklab" and "version" in p}
+    assert pinned == locked

@@ -1,8 +1,9 @@
 """tools/launch/copies.py: the launch copies that leave the repository (the site's download button, Colab, Binder) start
-with a cell that installs hooklab where it is missing, and exactly what the notebook imports at the lock's versions.
-Here: what the cell and the launch branch's tree hold, and that every notebook's cell installs every distribution
-its code imports (read here independently of tools/notebooks/imports.py: import lines by a regular expression,
-distributions by the files they installed). The cell itself runs in a fresh environment in
+with a cell that installs hooklab where it is missing, and exactly what the notebook uses at the lock's versions.
+Here: what the cell and the launch branch's tree hold, that every notebook's and recipe notebook's cell installs
+every distribution its code imports (read here independently of tools/notebooks/imports.py: import lines by a regular
+expression, distributions by the files they installed) and what the parts of hooklab it reaches import when they run
+(observed in a process of their own), and nothing else; the install cell's choices, run as Python with pip faked. The cell itself runs in a fresh environment in
 tests/tools/test_package.py; whole launch copies run as Colab would with ``python -m tools.launch.check``."""
 from __future__ import annotations
 
@@ -112,23 +113,128 @@ def not_installed(copy: dict) -> list[str]:
         if dist is None or dist in launch.IN_EVERY_KERNEL:
             continue
         if dist == "hooklab":
-            if not (hooklab or "").startswith("hooklab[course] @ "):
-                missing.append("hooklab[course]")
+            if not (hooklab or "").startswith("hooklab @ "):
+                missing.append("hooklab")
         elif not any(f"{dist}=={version}" in pins for version in locked()[dist]):
             missing.append(dist)
     return missing
 
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+RECIPES = sorted((ROOT / "recipes").glob("[0-9][0-9]_*.ipynb"))
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name[:2] for p in NOTEBOOKS])
-def test_every_launch_copy_installs_everything_its_notebook_imports(path):
+def imported_distributions(copy: dict) -> set[str]:
+    """The distributions (not hooklab, not the standard library, not what every kernel has) the copy's code imports,
+    by the regular expression and the installed files' owners."""
+    code = "\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in copy["cells"]
+                     if c["cell_type"] == "code" and "hooklab-install" not in c.get("metadata", {}).get("tags", []))
+    found = {owner(m) for m in set(IMPORT_LINE.findall(code))}
+    return found - {None, "hooklab"} - launch.IN_EVERY_KERNEL
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + RECIPES, ids=[f"{p.parent.name[0]}{p.name[:2]}" for p in NOTEBOOKS + RECIPES])
+def test_every_launch_copy_installs_everything_its_notebook_imports_and_nothing_more(path):
     nb = json.loads(path.read_text(encoding="utf-8"))
     copy = launch.launch_copy(nb, "en", launch.requirement(URL, COMMIT), launch.pins())
     assert not_installed(copy) == [], f"{path.name}: its launch copy's install cell misses these"
-    _, pins = cell_lists(copy)
+    hooklab, pins = cell_lists(copy)
+    assert hooklab == f"hooklab @ git+{URL}@{COMMIT}"  # no extra: import hooklab needs torch only
     assert pins[0] == launch.pins()[0] and len(set(pins)) == len(pins)
+    # exactly: the notebook's imports and what the parts of hooklab it reaches import, at the lock's pins
+    names = {p.split("==")[0] for p in pins}
+    assert names == imported_distributions(copy) | launch.hooklab_needs(nb) | {"torch"}
+    for pin in pins:
+        name, version = pin.split("==")
+        assert version in locked()[name]
+
+
+def test_notebook_01s_copy_installs_torch_and_hooklab_only():
+    nb = json.loads((ROOT / "notebooks" / "01_tensor_hooks.ipynb").read_text(encoding="utf-8"))
+    assert cell_lists(launch.launch_copy(nb, "en", launch.requirement(URL, COMMIT), launch.pins())) == (
+        f"hooklab @ git+{URL}@{COMMIT}", launch.pins())
+
+
+def newly_imported(code: str) -> set[str]:
+    """The distributions that hooklab's own code imports while a piece of code runs (in a process of its own, every
+    ``import`` statement executed in a hooklab module recorded): the truth :func:`tools.launch.copies.hooklab_needs`
+    reads from hooklab's source."""
+    import os
+    import subprocess
+
+    probe = ("import builtins\nseen = set()\nreal = builtins.__import__\n"
+             "def spy(name, globals=None, locals=None, fromlist=(), level=0):\n"
+             "    if level == 0 and str((globals or {}).get('__name__', '')).startswith('hooklab'):\n"
+             "        seen.add(name.split('.')[0])\n"
+             "    return real(name, globals, locals, fromlist, level)\n"
+             "builtins.__import__ = spy\n" + code + "\nprint(' '.join(sorted(seen)))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = {owner(module) for module in done.stdout.split()}
+    return found - {None, "hooklab", "torch"} - launch.IN_EVERY_KERNEL
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("code, uses", [
+    # notebook 12 loads the course's small trained model
+    ("from hooklab.course import induction\ninduction.load_model()", "from hooklab.course import induction"),
+    # the one-language export
+    ("import json\nfrom hooklab import course\n"
+     "course.export_notebook(json.load(open('notebooks/01_tensor_hooks.ipynb')), 'en')",
+     "from hooklab import course\ncourse.export_notebook(nb, 'en')"),
+    # exercise 04.3's checker builds torchvision's ResNet blocks
+    ("from hooklab.course.exercises import nb04\nnb04._tiny_resnet(0, [2, 2], 4)",
+     "from hooklab import course\ncourse.check('04.3', answer)"),
+])
+def test_what_the_parts_of_hooklab_a_notebook_reaches_import_is_installed(code, uses):
+    # what the part imports when it runs, observed: each is in the cell of a notebook whose code reaches it
+    needed = newly_imported(code)
+    assert needed, code  # the probe sees imports (it can fail)
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": uses}]}
+    _, pins = cell_lists(launch.launch_copy(nb, "en", launch.requirement(URL, COMMIT), launch.pins()))
+    assert needed <= {p.split("==")[0] for p in pins}, (needed, pins)
+
+
+def test_notebook_12s_cell_installs_what_its_model_loading_needs():
+    nb = json.loads((ROOT / "notebooks" / "12_transformer_language_models.ipynb").read_text(encoding="utf-8"))
+    _, pins = cell_lists(launch.launch_copy(nb, "en", launch.requirement(URL, COMMIT), launch.pins()))
+    assert {"safetensors", "transformers"} <= {p.split("==")[0] for p in pins}  # safetensors: not imported by it
+
+
+def test_every_optional_import_of_hooklab_is_in_a_part_the_copies_know():
+    # an import of the `course` extra's packages that hooklab makes inside a function (the only place it makes them)
+    # lies in a file that HOOKLAB_PARTS or the exercises' keys lead to: a new one elsewhere fails here
+    known = {(ROOT / "hooklab" / name).resolve() for _, names in launch.HOOKLAB_PARTS for name in names}
+    torch_needs = {re.sub(r"[-_.]+", "-", re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0]).lower()
+                   for r in importlib.metadata.requires("torch") or []}  # typing-extensions: torch installs it
+    for path in sorted((ROOT / "hooklab").rglob("*.py")):
+        lazy = {m for m in re.findall(r"^[ \t]+(?:import|from)\s+([A-Za-z_]\w*)", path.read_text(encoding="utf-8"),
+                                      re.MULTILINE) if m not in sys.stdlib_module_names}
+        lazy = {m for m in lazy - {"torch", "hooklab", "IPython", "matplotlib_inline"}  # a module, not a docstring's word
+                if importlib.util.find_spec(m) is not None and owner(m) not in torch_needs}
+        if path.name == "env.py" or path.name == "__init__.py" and path.parent.name == "exercises":
+            continue  # course.setup() and the exercises' display: used where installed, skipped where not
+        if lazy:
+            assert path.resolve() in known or re.fullmatch(r"nb\d\d\.py", path.name), (path, lazy)
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_a_recipes_download_is_a_standalone_notebook_with_its_install_cell(tmp_path, lang):
+    recipe = ROOT / "recipes" / "07_hugging_face.ipynb"
+    written = launch.write_recipe_download(recipe, lang, tmp_path, repository=URL, commit=COMMIT)
+    assert written == tmp_path / recipe.name
+    nb = json.loads(written.read_text(encoding="utf-8"))
+    assert nb["metadata"]["hooklab_language"] == lang and nb["metadata"]["kernelspec"]["name"] == "python3"
+    hooklab, pins = cell_lists(nb)
+    assert hooklab == f"hooklab @ git+{URL}@{COMMIT}"
+    assert {"transformers", "peft", "diffusers", "accelerate"} <= {p.split("==")[0] for p in pins}
+    first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    assert first_code["id"] == "hooklab-install"
+    other = "lang-en" if lang == "zh" else "lang-zh"
+    assert not [c for c in nb["cells"] if other in c.get("metadata", {}).get("tags", [])]
+    with pytest.raises(launch.LaunchError, match="not a recipe notebook"):
+        launch.write_recipe_download(ROOT / "notebooks" / "01_tensor_hooks.ipynb", lang, tmp_path)
 
 
 def test_notebook_15s_cell_installs_its_libraries_at_the_course_pins():
@@ -147,8 +253,8 @@ def test_a_cell_that_misses_an_import_is_caught():
     assert not_installed(copy) == []
     copy["cells"][0] = launch.install_cell(launch.requirement(URL, COMMIT), launch.pins(), "en")
     assert not_installed(copy) == ["timm"]
-    copy["cells"][0] = launch.install_cell(f"hooklab @ git+{URL}", launch.pins() + ["timm==1.0.31"], "en")
-    assert not_installed(copy) == ["hooklab[course]"]
+    copy["cells"][0] = launch.install_cell(None, launch.pins() + ["timm==1.0.31"], "en")
+    assert not_installed(copy) == ["hooklab"]
 
 
 def test_an_import_nothing_provides_is_refused_with_the_notebook_named():
@@ -171,20 +277,20 @@ def test_imports_are_read_through_magics_and_version_calls():
 
 
 def test_requirement_names_the_repository_at_the_commit():
-    assert launch.requirement(URL, COMMIT) == f"hooklab[course] @ git+{URL}@{COMMIT}"
-    assert launch.requirement(URL, None) == f"hooklab[course] @ git+{URL}"
+    assert launch.requirement(URL, COMMIT) == f"hooklab @ git+{URL}@{COMMIT}"
+    assert launch.requirement(URL, None) == f"hooklab @ git+{URL}"
     assert launch.requirement(None, COMMIT) is None
     with pytest.raises(launch.LaunchError, match="git commit id"):
         launch.requirement(URL, "main; rm -rf /")
 
 
-@pytest.mark.parametrize("lang, words", [("zh", "已经能导入 hooklab 时"), ("en", "Installs nothing where")])
+@pytest.mark.parametrize("lang, words", [("zh", "已经能导入 hooklab 时"), ("en", "only what is missing comes")])
 def test_install_cell_says_what_it_does_in_the_notebooks_language(lang, words):
-    cell = launch.install_cell(f"hooklab[course] @ git+{URL}@{COMMIT}", ["torch==2.15.0"], lang)
+    cell = launch.install_cell(f"hooklab @ git+{URL}@{COMMIT}", ["torch==2.15.0"], lang)
     source = cell["source"]
     assert cell["cell_type"] == "code" and cell["metadata"]["tags"] == ["hooklab-install", "remove-cell"]
     assert source.startswith("# ") and words in source
-    assert f'HOOKLAB = "hooklab[course] @ git+{URL}@{COMMIT}"' in source and 'PINS = ["torch==2.15.0"]' in source
+    assert f'HOOKLAB = "hooklab @ git+{URL}@{COMMIT}"' in source and 'PINS = ["torch==2.15.0"]' in source
     assert '"-m", "pip", "install"' in source and "is installed already: nothing to install" in source
     compile(source, "<install cell>", "exec")  # valid Python
     without = launch.install_cell(None, ["torch==2.15.0"], lang)["source"]
@@ -199,7 +305,7 @@ def test_install_cell_says_what_it_does_in_the_notebooks_language(lang, words):
 def test_install_cell_stops_on_a_python_too_old_before_pip(monkeypatch):
     # torch 2.15.0 has no wheel for Python 3.10: the cell says which Python it needs instead of pip's
     # "No matching distribution found"; here the required version is raised past the running one
-    source = launch.install_cell(f"hooklab[course] @ git+{URL}", ["torch==2.15.0", "timm==1.0.31"], "en",
+    source = launch.install_cell(f"hooklab @ git+{URL}", ["torch==2.15.0", "timm==1.0.31"], "en",
                                  python=(sys.version_info.major, sys.version_info.minor + 1))["source"]
     ran = []
     monkeypatch.setattr("subprocess.run", lambda *a, **k: ran.append(a))
@@ -235,10 +341,16 @@ def test_launch_branch_tree_holds_the_copies_and_what_binder_builds(tmp_path):
         shutil.copy2(ROOT / name, root / name)
     shutil.copytree(ROOT / "hooklab", root / "hooklab", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(ROOT / "notebooks" / "01_tensor_hooks.ipynb", root / "notebooks")
+    (root / "recipes").mkdir()
+    shutil.copy2(ROOT / "recipes" / "03_saved_tensors_and_checkpointing.ipynb", root / "recipes")
     out = tmp_path / "launch"
     written = launch.write_tree(out, repository=URL, commit=COMMIT, root=root)
-    assert sorted(p.relative_to(out).as_posix() for p in written) == ["en/01_tensor_hooks.ipynb",
-                                                                      "zh/01_tensor_hooks.ipynb"]
+    assert sorted(p.relative_to(out).as_posix() for p in written) == [
+        "en/01_tensor_hooks.ipynb", "en/recipes/03_saved_tensors_and_checkpointing.ipynb",
+        "zh/01_tensor_hooks.ipynb", "zh/recipes/03_saved_tensors_and_checkpointing.ipynb"]
+    recipe = json.loads((out / "zh" / "recipes" / "03_saved_tensors_and_checkpointing.ipynb").read_text("utf-8"))
+    assert recipe["metadata"]["hooklab_language"] == "zh"
+    assert cell_lists(recipe) == (f"hooklab @ git+{URL}@{COMMIT}", launch.pins())
     for lang in ("zh", "en"):
         nb = json.loads((out / lang / "01_tensor_hooks.ipynb").read_text(encoding="utf-8"))
         assert nb["metadata"]["hooklab_language"] == lang
@@ -260,15 +372,18 @@ def test_command_line_refuses_a_url_that_is_not_a_repository(tmp_path, capsys):
 
 # ---- the install cell's choices, run with fakes (no pip, no download) -----------------------------------------
 
-HOOKLAB_GIT = f"hooklab[course] @ git+{URL}@{COMMIT}"
+HOOKLAB_GIT = f"hooklab @ git+{URL}@{COMMIT}"
 NOTEBOOK_PINS = ["torch==2.15.0", "timm==1.0.31", "torchvision==0.29.2"]
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 def run_cell(monkeypatch, capsys, runtime: dict[str, str], *, hooklab_installed: bool = False,
-             pins: list[str] = NOTEBOOK_PINS) -> tuple[list[list[str]], str]:
-    """Run a launch copy's install cell in a pretend runtime: ``runtime`` is what is installed (name -> version);
-    pip is a fake that "installs" what it is given at the version asked for (a name alone: the release matching the
-    running torch). Returns pip's command lines and what the cell printed."""
+             pins: list[str] = NOTEBOOK_PINS, reachable: tuple[str, ...] = ("pypi", CPU_INDEX),
+             lang: str = "en") -> tuple[list[list[str]], str]:
+    """Run a launch copy's install cell, as real Python, in a pretend runtime: ``runtime`` is what is installed
+    (name -> version); pip is a fake that "installs" what it is given at the version asked for (a name alone: the
+    release matching the running torch), taking ``--index-url X`` from X only where X is in ``reachable`` (PyPI where
+    "pypi" is), and fails as pip does otherwise. Returns pip's command lines and what the cell printed."""
     import importlib.metadata as metadata
     import importlib.util as util
     import subprocess
@@ -281,56 +396,119 @@ def run_cell(monkeypatch, capsys, runtime: dict[str, str], *, hooklab_installed:
             raise metadata.PackageNotFoundError(name)
         return installed[name]
 
-    def pip(command, check):
-        assert check is True and command[1:4] == ["-m", "pip", "install"]
+    def pip(command, check=False, capture_output=False, text=False):
+        assert command[1:4] == ["-m", "pip", "install"]
         calls.append(command[4:])
-        for requirement in command[5:]:
+        args = command[4:]
+        index = args[args.index("--index-url") + 1] if "--index-url" in args else "pypi"
+        if index not in reachable:
+            assert capture_output and not check  # the cell reads pip's failure and says what to do
+            return subprocess.CompletedProcess(command, 1, "", "WARNING: Retrying ...\nERROR: Could not find a "
+                                               "version that satisfies the requirement torchvision==0.28.0")
+        for requirement in [a for a in args if not a.startswith("--") and a not in (index, "1", "30")]:
             name, _, wanted = requirement.partition("==")
-            if " @ " in requirement or name in installed and installed[name].split("+")[0] == wanted:
+            if " @ " in requirement or name in installed and installed[name].split("+")[0] == wanted.split("+")[0]:
                 continue  # hooklab (below); a distribution installed at the version asked for stays as it is
-            installed[name] = wanted or f"matching torch {installed['torch']}"
+            build = "+" + index.rsplit("/", 1)[1] if index != "pypi" else ""
+            installed[name] = (wanted or f"matching torch {installed['torch']}") + build
         installed["hooklab"] = "0.1.0"
+        return subprocess.CompletedProcess(command, 0, "", "")
 
     monkeypatch.setattr(metadata, "version", version)
     monkeypatch.setattr(util, "find_spec", lambda name: object() if hooklab_installed and name == "hooklab" else None)
     monkeypatch.setattr(subprocess, "run", pip)
-    source = launch.install_cell(HOOKLAB_GIT, pins, "en", torch=("2.13", "2.15.0"))["source"]
-    exec(source, {})
+    source = launch.install_cell(HOOKLAB_GIT, pins, lang, torch=("2.13", "2.15.0"))["source"]
+    try:
+        exec(source, {})
+    finally:
+        run_cell.installed = installed
     return calls, capsys.readouterr().out
 
 
+def test_the_cell_knows_the_torchvision_of_each_torch_release_the_course_has_run():
+    # the lock's pair, and the pair ./course rerun ran the course on (docs/rerun/torch-2.13.0.md)
+    assert launch.tied_releases() == {"torchvision": {"2.13": "0.28.0", "2.15": next(iter(locked()["torchvision"]))}}
+    title = (ROOT / "docs" / "rerun" / "torch-2.13.0.md").read_text(encoding="utf-8").splitlines()[0]
+    assert "torch 2.13.0 + torchvision 0.28.0" in title
+    assert locked()["torch"] == {"2.15.0"}
+
+
 def test_cell_keeps_the_runtimes_torch_at_the_newest_supported_version(monkeypatch, capsys):
-    # Colab-like: torch 2.15.0 (the lock's) preinstalled, nothing else of the course's
-    calls, out = run_cell(monkeypatch, capsys, {"torch": "2.15.0+cu130"})
+    # Colab-like: torch 2.15.0 (the lock's) preinstalled from PyPI, nothing else of the course's
+    calls, out = run_cell(monkeypatch, capsys, {"torch": "2.15.0"})
     assert calls == [["--quiet", HOOKLAB_GIT, "torch==2.15.0", "timm==1.0.31", "torchvision==0.29.2"]]
     assert "--upgrade" not in calls[0] and "--force-reinstall" not in calls[0]
     assert "outside the range" not in out and "3 GB" not in out
-    assert out.splitlines()[-2:] == ["installed: hooklab 0.1.0 | torch 2.15.0+cu130",  # the runtime's, kept
-                                     "running on torch 2.15.0+cu130; the outputs shown were verified with torch 2.15.0"]
+    assert out.splitlines()[-2:] == ["installed: hooklab 0.1.0 | torch 2.15.0",  # the runtime's, kept
+                                     "running on torch 2.15.0; the outputs shown were verified with torch 2.15.0"]
 
 
-def test_cell_keeps_the_oldest_supported_torch_and_lets_pip_match_torchvision(monkeypatch, capsys):
+def test_a_kept_pypi_torch_gets_the_torchvision_release_built_for_it_from_pypi(monkeypatch, capsys):
+    # PyPI's torch 2.13.0 (a CUDA build on Linux): PyPI's torchvision 0.28.0 is built for it
+    calls, out = run_cell(monkeypatch, capsys, {"torch": "2.13.0"})
+    assert calls == [["--quiet", HOOKLAB_GIT, "torch==2.13.0", "timm==1.0.31", "torchvision==0.28.0"]]
+    assert "running on torch 2.13.0; the outputs shown were verified with torch 2.15.0" in out
+
+
+def test_a_kept_cpu_torch_gets_the_cpu_torchvision_from_pytorchs_cpu_index_first(monkeypatch, capsys):
     calls, out = run_cell(monkeypatch, capsys, {"torch": "2.13.0+cpu"})
-    # torch pinned at the runtime's own release (+cpu is a local label: ==2.13.0 matches it, no download), and
-    # torchvision without a version: 0.29.2 asks for torch>=2.14, pip picks the release built for 2.13
-    assert calls == [["--quiet", HOOKLAB_GIT, "torch==2.13.0", "timm==1.0.31", "torchvision"]]
+    # first torchvision, from PyTorch's CPU index, built for exactly this torch (pinned beside it), then the rest
+    assert calls == [["--quiet", "--retries", "1", "--timeout", "30", "--index-url", CPU_INDEX, "torch==2.13.0+cpu",
+                      "torchvision==0.28.0"],
+                     ["--quiet", HOOKLAB_GIT, "torch==2.13.0", "timm==1.0.31"]]
+    assert run_cell.installed["torchvision"] == "0.28.0+cpu" and run_cell.installed["torch"] == "2.13.0+cpu"
+    assert out.splitlines()[0] == ("torch 2.13.0+cpu comes from PyTorch's index for its cpu build: installing "
+                                   f"torchvision==0.28.0 built for it from {CPU_INDEX} (pip) ...")
     assert "running on torch 2.13.0+cpu; the outputs shown were verified with torch 2.15.0" in out
-    assert "outside the range" not in out
+    # the lock's release in its CPU build: the same index, the lock's torchvision
+    calls, _ = run_cell(monkeypatch, capsys, {"torch": "2.15.0+cpu"})
+    assert calls[0][-2:] == ["torch==2.15.0+cpu", "torchvision==0.29.2"] and CPU_INDEX in calls[0]
+
+
+@pytest.mark.parametrize("lang, words", [
+    ("en", ["torchvision could not be installed for this torch: torch 2.13.0+cpu comes from PyTorch's own package "
+            f"index (its cpu build), and the torchvision built for it is on that index only ({CPU_INDEX}), which pip "
+            "could not install from here (ERROR: Could not find a version that satisfies the requirement "
+            "torchvision==0.28.0)", "Nothing has been installed by this cell",
+            f"    pip install --index-url {CPU_INDEX} torch==2.13.0+cpu torchvision==0.28.0\n"]),
+    ("zh", ["无法为这个 torch 安装 torchvision：torch 2.13.0+cpu 来自 PyTorch 自己的包索引", "本单元格什么也没有安装",
+            f"    pip install --index-url {CPU_INDEX} torch==2.13.0+cpu torchvision==0.28.0\n"])])
+def test_where_pytorchs_index_cannot_be_reached_the_cell_stops_first_saying_what_to_run(monkeypatch, capsys, lang,
+                                                                                         words):
+    with pytest.raises(RuntimeError) as raised:
+        run_cell(monkeypatch, capsys, {"torch": "2.13.0+cpu"}, reachable=("pypi",), lang=lang)
+    message = str(raised.value)
+    for text in words:
+        assert text in message, message
+    assert run_cell.installed == {"torch": "2.13.0+cpu"}  # nothing installed: pip's one call failed
+    # a notebook that needs no torchvision runs on the same runtime: its cell never asks PyTorch's index
+    calls, _ = run_cell(monkeypatch, capsys, {"torch": "2.13.0+cpu"}, reachable=("pypi",),
+                        pins=["torch==2.15.0", "timm==1.0.31"])
+    assert calls == [["--quiet", HOOKLAB_GIT, "torch==2.13.0", "timm==1.0.31"]]
+
+
+def test_a_kept_cuda_torch_of_pytorchs_index_gets_its_torchvision_from_that_index(monkeypatch, capsys):
+    cuda = "https://download.pytorch.org/whl/cu126"
+    calls, out = run_cell(monkeypatch, capsys, {"torch": "2.14.1+cu126"}, reachable=("pypi", cuda))
+    # a release the cell has no pair for: pip picks the torchvision built for the torch pinned beside it
+    assert calls == [["--quiet", "--retries", "1", "--timeout", "30", "--index-url", cuda, "torch==2.14.1+cu126",
+                      "torchvision"], ["--quiet", HOOKLAB_GIT, "torch==2.14.1", "timm==1.0.31"]]
+    assert run_cell.installed["torchvision"].endswith("+cu126")
 
 
 def test_cell_installs_only_what_the_runtime_lacks(monkeypatch, capsys):
-    # Colab ships torchvision and timm of its own: they stay (hooklab[course]'s ranges still bound what pip keeps)
+    # Colab ships torchvision and timm of its own: they stay
     calls, _ = run_cell(monkeypatch, capsys, {"torch": "2.14.1", "torchvision": "0.28.9", "timm": "1.0.20"})
     assert calls == [["--quiet", HOOKLAB_GIT, "torch==2.14.1"]]
 
 
-@pytest.mark.parametrize("running", ["2.12.1", "2.15.1", "2.16.0.dev20261101"])
+@pytest.mark.parametrize("running", ["2.12.1", "2.15.1", "2.16.0.dev20261101", "2.12.0+cpu"])
 def test_a_torch_outside_the_range_gets_a_message_and_the_locked_torch(monkeypatch, capsys, running):
     calls, out = run_cell(monkeypatch, capsys, {"torch": running, "torchvision": "0.27.0", "timm": "1.0.31"})
     assert out.splitlines()[0] == (f"torch {running} is outside the range these notebooks run on (2.13 to 2.15.0): "
                                    "installing torch 2.15.0 in its place (from PyPI; on Linux with its CUDA "
                                    "libraries, about 3 GB)")
-    # the runtime's torchvision was built for the torch being replaced: it goes too; timm stays
+    # the runtime's torchvision was built for the torch being replaced: it goes too, from PyPI as torch; timm stays
     assert calls == [["--quiet", HOOKLAB_GIT, "torch==2.15.0", "torchvision==0.29.2"]]
     assert out.splitlines()[-1] == "running on torch 2.15.0; the outputs shown were verified with torch 2.15.0"
 

@@ -12,7 +12,7 @@ import pytest
 from tools.launch import check as launch_check, copies as launch
 
 ROOT = Path(__file__).resolve().parents[2]
-WHEEL = "hooklab[course] @ file:///tmp/dist/hooklab-0.1.0-py3-none-any.whl"
+WHEEL = "hooklab @ file:///tmp/dist/hooklab-0.1.0-py3-none-any.whl"
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -37,7 +37,13 @@ def test_offline_runs_only_copies_that_need_no_more_than_the_course_extra():
 def test_notebooks_are_chosen_by_number_or_name_and_a_wrong_one_is_refused():
     assert [p.name for p in launch_check.chosen(["01", "15_hooks_in_libraries"])] == [
         "01_tensor_hooks.ipynb", "15_hooks_in_libraries.ipynb"]
-    assert len(launch_check.chosen([])) == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+    notebooks, recipes = (sorted((ROOT / folder).glob("[0-9][0-9]_*.ipynb")) for folder in ("notebooks", "recipes"))
+    assert launch_check.chosen([]) == notebooks + recipes and len(recipes) >= 12  # every copy the launch branch has
+    assert launch_check.chosen(["recipes"]) == recipes
+    assert [launch_check.copy_name(p) for p in launch_check.chosen(["r02", "recipes/07_hugging_face"])] == [
+        "recipes/02_module_hooks.ipynb", "recipes/07_hugging_face.ipynb"]
+    with pytest.raises(launch_check.CheckError, match="'r99' names no notebook"):
+        launch_check.chosen(["r99"])
     with pytest.raises(launch_check.CheckError, match="'99' names no notebook"):
         launch_check.chosen(["99"])
     with pytest.raises(launch_check.CheckError, match="'1' names more than one notebook"):
@@ -73,11 +79,14 @@ def test_the_report_gives_per_notebook_what_it_installs_how_long_the_cells_and_t
     assert ok.ok and not bad.ok
     assert launch_check.one_line(ok) == ("01_tensor_hooks.ipynb: install 75.8 s (+47 packages), 28/28 code cells ran, "
                                          "kernel peak 317 MiB in 123 s")
+    ok.downloads, ok.downloaded_mb, ok.growth_mb = 3, 2.4, 12.5
+    assert ("install 75.8 s (+47 packages), pip downloaded 3 files (2 MB), the environment grew 12 MB, 28/28"
+            in launch_check.one_line(ok))
     assert "kernel peak 2300 MiB (over Binder's 2048 MiB)" in launch_check.one_line(bad)
     report = launch_check.render_report([ok, bad], {"lang": "en", "hooklab": "w.whl", "python": "3.11.7",
                                                     "offline": False, "torch": "2.13.0"})
-    assert ("| 01_tensor_hooks.ipynb | `hooklab[course]`, `torch==2.15.0` | 75.8 s | 47 | 28/28 | 123 s | 317 MiB "
-            "| 2.15.0 → 2.15.0 |  |") in report
+    assert ("| 01_tensor_hooks.ipynb | `hooklab`, `torch==2.15.0` | 75.8 s | 47 | 3 files, 2 MB | 12 MB | 28/28 | "
+            "123 s | 317 MiB | 2.15.0 → 2.15.0 |  |") in report
     assert ("| 24/39 | 110 s | 2300 MiB (over Binder's limit) | – | Cell 1: PackageNotFoundError: No package metadata "
             "was found for diffusers |") in report
     assert "- 1 of 2 copies ran every code cell" in report and "downloaded from PyPI only" in report
@@ -105,6 +114,8 @@ def test_the_real_install_source_and_another_torch_are_options(tmp_path, capsys,
     assert "--commit goes with --repository-url" in capsys.readouterr().err
     assert launch_check.main(["01", "--torch", "latest", "--out", str(tmp_path)]) == 2
     assert "--torch should be a release such as 2.13.0" in capsys.readouterr().err
+    assert launch_check.main(["01", "--torch-wheels", str(tmp_path), "--out", str(tmp_path)]) == 2
+    assert "--torch-wheels FOLDER goes with --torch X+BUILD" in capsys.readouterr().err
     # the fresh environment gets the lock's torch from uv's cache, then the asked-for one in its place
     commands = []
     monkeypatch.setattr(launch_check, "run", lambda command, what, **kwargs: commands.append(command) or "")
@@ -114,6 +125,15 @@ def test_the_real_install_source_and_another_torch_are_options(tmp_path, capsys,
     commands.clear()
     launch_check.fresh_env(tmp_path / "venv", tmp_path, offline=False, torch="2.15.0")  # the lock's: nothing more
     assert not [c for c in commands if "pip" in c]
+    # a learner's Jupyter with a CPU torch: the CPU build of PyTorch's index (or of a folder of wheels)
+    commands.clear()
+    launch_check.fresh_env(tmp_path / "venv", tmp_path, offline=False, torch="2.13.0+cpu")
+    pip, = [c for c in commands if "pip" in c]
+    assert pip[-3:] == ["--extra-index-url", "https://download.pytorch.org/whl/cpu", "torch==2.13.0+cpu"]
+    commands.clear()
+    launch_check.fresh_env(tmp_path / "venv", tmp_path, offline=False, torch="2.13.0+cpu", torch_wheels=tmp_path)
+    pip, = [c for c in commands if "pip" in c]
+    assert pip[-3:] == ["--find-links", str(tmp_path), "torch==2.13.0+cpu"]
 
 
 def test_a_copy_made_for_the_repository_installs_from_it(monkeypatch, tmp_path):
@@ -127,7 +147,7 @@ def test_a_copy_made_for_the_repository_installs_from_it(monkeypatch, tmp_path):
     monkeypatch.setattr(launch_check, "UV", ROOT / "pyproject.toml")  # exists; nothing runs uv here
     assert launch_check.main(["01", "--repository-url", "https://github.com/o/r", "--commit", "0123abc",
                               "--torch", "2.13.0", "--out", str(tmp_path)]) == 0
-    assert made["01_tensor_hooks.ipynb"] == (["hooklab[course] @ git+https://github.com/o/r@0123abc",
+    assert made["01_tensor_hooks.ipynb"] == (["hooklab @ git+https://github.com/o/r@0123abc",
                                               "torch==2.15.0"], "2.13.0")
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert "hooklab from `git+https://github.com/o/r@0123abc` (the install source of the published copies)" in report
@@ -141,6 +161,17 @@ def test_a_copy_is_judged_by_the_torch_range_its_own_cell_keeps():
     result = launch_check.CopyResult("14_hooks_in_frameworks.ipynb", [WHEEL], code_cells=1, passed=1,
                                      torch_before="2.13.0", torch_after="2.15.0", torch_range=("2.15", "2.15.0"))
     assert not result.torch_replaced and result.ok
+
+
+def test_a_copy_its_install_cell_stopped_fails_and_says_why():
+    stopped = launch_check.CopyResult("07_activation_checkpointing.ipynb", [WHEEL, "torch==2.15.0"], code_cells=41,
+                                      passed=0, failed=["Cell 0: RuntimeError: torchvision could not be installed"],
+                                      stopped="RuntimeError: torchvision could not be installed for this torch")
+    assert not stopped.ok
+    assert "its install cell stopped the run: RuntimeError: torchvision could not" in launch_check.one_line(stopped)
+    report = launch_check.render_report([stopped], {"lang": "en", "hooklab": "w.whl", "python": "3.11.7",
+                                                    "offline": False, "torch": "2.13.0+cpu"})
+    assert "| 0/41 |" in report and "stopped by its install cell: RuntimeError: torchvision could not" in report
 
 
 def _notebook(*cells: tuple[str, list[str]]) -> dict:
@@ -190,3 +221,37 @@ def test_the_runner_goes_on_after_a_failing_cell_and_gives_the_install_cell_its_
     assert result["peak_rss_mb"] > 0 and result["torch_before"] == result["torch_after"] == version("torch")
     executed = json.loads((tmp_path / "out.ipynb").read_text(encoding="utf-8"))
     assert "".join(executed["cells"][3]["outputs"][0]["text"]) == "the last cell ran\n"
+
+
+@pytest.mark.timeout(240)
+def test_the_runner_stops_where_the_install_cell_raises_as_run_all_does(tmp_path):
+    """A copy whose install cell cannot install what the notebook needs raises there (tools/launch/copies.py: the
+    torchvision of a CPU torch, PyTorch's index unreachable): the run stops, the learner sees that message and no
+    cascade of NameErrors from the cells after it."""
+    import subprocess
+    import sys
+
+    from patience import hang_guard
+
+    kernels = tmp_path / "jupyter" / "kernels" / "python3"
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (ipykernel)", "language": "python"}), encoding="utf-8")
+    source = tmp_path / "copy.ipynb"
+    source.write_text(json.dumps(_notebook(
+        ("raise RuntimeError('torchvision could not be installed for this torch')", [launch.INSTALL_TAG]),
+        ("import torchvision", []), ("print(torchvision.__version__)", []))), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "JUPYTER_PREFER_ENV_PATH")}
+    env.update(JUPYTER_PATH=str(tmp_path / "jupyter"), JUPYTER_DATA_DIR=str(tmp_path / "data"))
+    (tmp_path / "run").mkdir()
+    done = subprocess.run([sys.executable, "-P", str(launch_check.RUNNER), str(source), str(tmp_path / "out.ipynb"),
+                           str(tmp_path / "result.json"), "--timeout", "120"],
+                          cwd=tmp_path / "run", env=env, capture_output=True, text=True, timeout=hang_guard(200))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "result.json").read_text(encoding="utf-8"))
+    assert result["stopped"] == "RuntimeError: torchvision could not be installed for this torch"
+    assert result["code_cells"] == 3 and result["passed"] == 0 and result["aborted"] is None
+    assert result["failed"] == ["Cell 0: RuntimeError: torchvision could not be installed for this torch"]
+    executed = json.loads((tmp_path / "out.ipynb").read_text(encoding="utf-8"))
+    assert [c["execution_count"] for c in executed["cells"]] == [1, None, None]  # the others never ran

@@ -499,7 +499,7 @@ def test_repository_and_launch_buttons_follow_the_repository_url_both_ways(built
                    .replace("Colab", "").replace("reveal.js", "")) and not HAN.search(t) and not t.startswith(".")]
         assert {"仓库", "报告问题", "建议修改"} <= set(labels) and not english, (labels, english)
         cell = install_cell(tmp_path / "site" / "zh" / "_sources" / "01_tensor_hooks.ipynb")
-        assert f'"hooklab[course] @ git+{EXAMPLE_URL}@0123456789abcdef0123456789abcdef01234567"' in cell
+        assert f'"hooklab @ git+{EXAMPLE_URL}@0123456789abcdef0123456789abcdef01234567"' in cell
         index = (tmp_path / "site" / "zh" / "index.html").read_text(encoding="utf-8")
         assert "btn-source-edit-button" not in index  # the landing page is generated: nothing to edit
         landing = parsed(tmp_path / "site" / "zh" / "index.html")

@@ -2,25 +2,32 @@
 only pip, Jupyter and a preinstalled torch, with hooklab installed by the copy's own first cell.
 
     python -m tools.launch.check [NN ...] [--lang en|zh] [--out build/launch-check] [--offline] [--keep]
-                                 [--torch VERSION] [--repository-url URL [--commit SHA] | --wheel WHL]
+                                 [--torch VERSION[+BUILD] [--torch-wheels FOLDER]]
+                                 [--repository-url URL [--commit SHA] | --wheel WHL]
 
-For each notebook (default: all):
+For each notebook (default: every notebook and recipe notebook; ``rNN`` names the recipe notebook ``recipes/NN_x.ipynb``, ``recipes`` all of them):
 
 1. the launch copy is made as tools/launch/copies.py makes it for the site and the launch branch. ``--repository-url
-   URL --commit SHA`` (the weekly workflow): exactly that copy, its cell installing ``hooklab[course] @
-   git+URL@SHA``, the real install source; otherwise hooklab's wheel is built once from the checkout (``uv build``,
-   from a copy of the package's files, or ``--wheel``) and the cell installs ``hooklab[course] @ file:///…whl``;
+   URL --commit SHA`` (the weekly workflow): exactly that copy, its cell installing ``hooklab @ git+URL@SHA``, the
+   real install source; otherwise hooklab's wheel is built once from the checkout (``uv build``, from a copy of the
+   package's files, or ``--wheel``) and the cell installs ``hooklab @ file:///…whl``;
 2. a fresh virtual environment gets pip, Jupyter's kernel machinery (ipykernel, nbclient) and torch at the lock's
    version, from uv's cache (pyproject.toml's ``launch-check`` group), as Colab ships torch preinstalled;
    ``--torch VERSION``: that torch instead (``uv pip install torch==VERSION``; the weekly workflow runs both ends of
-   the range the install cell keeps, :func:`tools.launch.copies.torch_range`). Nothing else is there: not
-   torchvision, not hooklab, not the notebook's libraries;
+   the range the install cell keeps, :func:`tools.launch.copies.torch_range`); ``--torch 2.13.0+cpu``: a build of
+   PyTorch's own index (``https://download.pytorch.org/whl/cpu``), as a learner's Jupyter with a CPU torch has
+   (``--torch-wheels FOLDER``: from a folder of wheels instead, where that index cannot be reached; the copy's cell
+   still asks the index for the torchvision built for it). Nothing else is there: not torchvision, not hooklab, not
+   the notebook's libraries;
 3. the copy runs there with nbclient, cell after cell, going on after a cell that fails: its install cell runs pip
    against PyPI only (this machine's pip configuration is set aside, as on Colab); ``--offline``: pip may use no
    index, and the environment gets hooklab's course extra from uv's cache beforehand, so only copies whose cell
-   needs nothing more run (how ``./course test`` runs notebook 01's copy without the network);
-4. one line per notebook: the packages its cell names, how long the install took, how many code cells ran without an
-   error, the kernel's peak memory (its ``VmHWM``; above Binder's 2 GB it is flagged) and whether the cell replaced
+   needs nothing more run (how ``./course test`` runs notebook 01's copy without the network). Where the install
+   cell raises (the torchvision for the runtime's torch cannot be installed) the run stops there, as "run all"
+   does in Jupyter;
+4. one line per notebook: the packages its cell names, how long the install took, what pip downloaded for it
+   (files and MB, from pip's log, cached files counted), how much the environment grew, how many code cells ran
+   without an error, the kernel's peak memory (its ``VmHWM``; above Binder's 2 GB it is flagged) and whether the cell replaced
    the preinstalled torch (a failure where that torch is inside the range); ``OUT/report.md`` and
    ``OUT/results.json`` keep it all, ``OUT/NN_x.ipynb`` each executed copy.
 
@@ -82,7 +89,11 @@ class CopyResult:
     failed: list[str] = field(default_factory=list)  # "Cell N: ErrorName: message"
     install_seconds: float | None = None
     install_output: str = ""
+    stopped: str | None = None  # the install cell raised: the run stopped there (its message)
     packages_added: int | None = None
+    downloads: int | None = None  # files pip downloaded (or took from its cache) for the copy, and their MB
+    downloaded_mb: float | None = None
+    growth_mb: float | None = None  # how much the environment's folder grew
     seconds: float = 0.0
     aborted: str | None = None
     peak_rss_mb: float | None = None  # the kernel's high-water mark (VmHWM)
@@ -101,7 +112,7 @@ class CopyResult:
 
     @property
     def ok(self) -> bool:
-        return (not self.failed and self.aborted is None and self.passed == self.code_cells
+        return (not self.failed and self.aborted is None and self.stopped is None and self.passed == self.code_cells
                 and not self.torch_replaced)
 
 
@@ -158,8 +169,8 @@ def launch_copies(names: list[Path], lang: str, hooklab: str) -> dict[str, dict]
         sources = {code: [c["source"] for c in copy["cells"] if c["cell_type"] == "code"][1:]
                    for code, copy in made.items()}
         if sources["zh"] != sources["en"]:
-            raise CheckError(f"{path.name}: the zh and en launch copies hold different code; run both languages")
-        copies[path.name] = made[lang]
+            raise CheckError(f"{copy_name(path)}: the zh and en launch copies hold different code; run both languages")
+        copies[copy_name(path)] = made[lang]
     return copies
 
 
@@ -184,11 +195,13 @@ def cell_torch_range(copy: dict) -> tuple[str, str]:
     return found.group(1), found.group(2)
 
 
-def fresh_env(venv: Path, source: Path, *, offline: bool, torch: str | None = None) -> Path:
+def fresh_env(venv: Path, source: Path, *, offline: bool, torch: str | None = None,
+              torch_wheels: Path | None = None) -> Path:
     """A new virtual environment with pip (``python -m venv``: the pip that Python bundles) and, linked from uv's
     cache at the lock's versions, pyproject.toml's ``launch-check`` group: torch, ipykernel, nbclient. ``offline``:
     also what the install cell would fetch, hooklab's ``course`` extra (the cell's pip then finds it installed).
-    ``torch``: this torch in place of the lock's (the runtime's torch of a Colab-like run). Its python."""
+    ``torch``: this torch in place of the lock's (the runtime's torch of a Colab-like run): ``2.13.0`` from PyPI,
+    ``2.13.0+cpu`` from PyTorch's index for that build (or from the folder ``torch_wheels``). Its python."""
     env = {**uv_env(offline), "UV_PROJECT_ENVIRONMENT": str(venv)}
     run([sys.executable, "-m", "venv", str(venv)], "python -m venv", env=env)
     python = venv / "bin" / "python"
@@ -197,7 +210,10 @@ def fresh_env(venv: Path, source: Path, *, offline: bool, torch: str | None = No
     run([str(UV), "sync", "--quiet", "--frozen", "--inexact", "--no-install-project", *selection,
          "--python", str(python)], "uv sync (the fresh environment)", cwd=source, env=env)
     if torch and torch != locked_torch():
-        run([str(UV), "pip", "install", "--quiet", "--python", str(python), f"torch=={torch}"],
+        build = torch.partition("+")[2]
+        where = (["--find-links", str(torch_wheels)] if torch_wheels else
+                 ["--extra-index-url", launch.PYTORCH_INDEX + build] if build else [])
+        run([str(UV), "pip", "install", "--quiet", "--python", str(python), *where, f"torch=={torch}"],
             f"uv pip install torch=={torch} (the runtime's torch)", cwd=source, env=env)
     run([str(python), "-m", "ipykernel", "install", "--sys-prefix", "--name", "python3",
          "--display-name", "Python 3 (ipykernel)"], "ipykernel install", env=env)
@@ -234,16 +250,45 @@ def colab_env(*, offline: bool) -> dict[str, str]:
     return env
 
 
+def folder_mb(folder: Path) -> float:
+    """The size of the files under ``folder`` (links not followed), in MB (10^6 bytes)."""
+    return sum(p.lstat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()) / 1e6
+
+
+DOWNLOADED = re.compile(r"(?:Downloading|Using cached) (\S+) \(([\d.]+) (bytes|kB|MB|GB)\)")
+
+
+def downloads(pip_log: Path) -> tuple[int, float]:
+    """Files pip fetched according to its log (``PIP_LOG``), those it took from its cache included (a runtime
+    without pip's cache downloads them), and their MB.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     log = Path(folder) / "pip.log"
+    ...     _ = log.write_text("  Downloading torchvision-0.28.0-cp311.whl (7.5 MB)\\n"
+    ...                        "  Using cached pillow-12.0.0-cp311.whl (850 kB)\\n", encoding="utf-8")
+    ...     downloads(log)
+    (2, 8.35)
+    """
+    if not pip_log.is_file():
+        return 0, 0.0
+    scale = {"bytes": 1e-6, "kB": 1e-3, "MB": 1.0, "GB": 1e3}
+    found = {name: float(size) * scale[unit]
+             for name, size, unit in DOWNLOADED.findall(pip_log.read_text(encoding="utf-8", errors="replace"))}
+    return len(found), round(sum(found.values()), 2)
+
+
 def check_copy(name: str, copy: dict, work: Path, *, offline: bool, keep: bool,
-               out: Path, torch: str | None = None) -> CopyResult:
+               out: Path, torch: str | None = None, torch_wheels: Path | None = None) -> CopyResult:
     result = CopyResult(name, installs=cell_requirements(copy), torch_range=cell_torch_range(copy))
-    folder = work / Path(name).stem
+    folder = work / Path(name.replace("/", "-")).stem
     folder.mkdir(parents=True)
     start = time.perf_counter()
     try:
-        python = fresh_env(folder / "venv", work / "source", offline=offline, torch=torch)
+        python = fresh_env(folder / "venv", work / "source", offline=offline, torch=torch, torch_wheels=torch_wheels)
         (folder / "run").mkdir()
-        source = folder / name
+        source = folder / Path(name).name
+        size_before = folder_mb(folder / "venv")
         source.write_text(json.dumps(copy, ensure_ascii=False), encoding="utf-8")
         report = folder / "result.json"
         limit = INSTALL_CELL_S + CELL_S * len(copy["cells"]) + 120
@@ -251,14 +296,17 @@ def check_copy(name: str, copy: dict, work: Path, *, offline: bool, keep: bool,
         try:
             done = subprocess.run([str(python), "-P", str(RUNNER), str(source), str(out / name), str(report),
                             "--install-timeout", str(INSTALL_CELL_S), "--timeout", str(CELL_S)],
-                           cwd=folder / "run", env=colab_env(offline=offline), capture_output=True, text=True,
+                           cwd=folder / "run", env={**colab_env(offline=offline), "PIP_LOG": str(folder / "pip.log")},
+                           capture_output=True, text=True,
                            timeout=limit)
         except subprocess.TimeoutExpired:
             result.aborted = f"the run did not finish within {limit} s"
+        result.downloads, result.downloaded_mb = downloads(folder / "pip.log")
+        result.growth_mb = round(folder_mb(folder / "venv") - size_before, 1)
         if report.exists():
             ran = json.loads(report.read_text(encoding="utf-8"))
-            for key in ("code_cells", "passed", "failed", "install_seconds", "install_output", "packages_added",
-                        "aborted", "peak_rss_mb", "torch_before", "torch_after"):
+            for key in ("code_cells", "passed", "failed", "install_seconds", "install_output", "stopped",
+                        "packages_added", "aborted", "peak_rss_mb", "torch_before", "torch_after"):
                 setattr(result, key, ran.get(key) if key != "aborted" or ran[key] else result.aborted)
         elif result.aborted is None:
             tail = " ".join((done.stderr if done else "").strip().splitlines()[-3:])
@@ -281,6 +329,12 @@ def one_line(r: CopyResult) -> str:
         memory += f" (over Binder's {BINDER_MEMORY_MB} MiB)"
     cells += memory
     note = f"; stopped: {r.aborted}" if r.aborted else ""
+    if r.stopped:
+        note += f"; its install cell stopped the run: {r.stopped[:400]}"
+    if r.downloads is not None:
+        added += f", pip downloaded {r.downloads} files ({r.downloaded_mb:.0f} MB)"
+    if r.growth_mb is not None:
+        added += f", the environment grew {r.growth_mb:.0f} MB"
     if r.torch_replaced:
         note += f"; the cell replaced torch {r.torch_before} (inside the range) with {r.torch_after}"
     failed = f"; failed: {'; '.join(r.failed[:3])}" + (" …" if len(r.failed) > 3 else "") if r.failed else ""
@@ -293,16 +347,23 @@ def render_report(results: list[CopyResult], meta: dict) -> str:
              "- each in a fresh virtual environment (`python -m venv`) with pip, ipykernel, nbclient and torch "
              f"{meta.get('torch') or locked_torch()} (preinstalled, as Colab ships torch; the outputs were verified "
              f"with {locked_torch()}, the cell keeps {' to '.join(launch.torch_range())}); the install cell's pip " + ("used no index (`--offline`: its packages preinstalled from uv's cache)"
-                              if meta["offline"] else "downloaded from PyPI only (with pip's own cache)"),
+                              if meta["offline"] else "downloaded from PyPI only (with pip's own cache), and for a torch of PyTorch's own index "
+                              "the torchvision built for it from that index"),
              f"- {sum(r.ok for r in results)} of {len(results)} copies ran every code cell",
              f"- kernel peak: the kernel's resident-set high-water mark (VmHWM); Binder's limit is {BINDER_MEMORY_MB} MiB",
-             "", "| notebook | the install cell names | install | packages added | code cells run | total | kernel peak "
-             "| torch before → after | failed |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "- downloads: the files pip fetched for the copy by its log (those taken from pip's cache counted) and their "
+             "size; growth: how much the environment's folder grew",
+             "", "| notebook | the install cell names | install | packages added | downloads | growth | code cells run "
+             "| total | kernel peak | torch before → after | failed |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         installs = ", ".join(f"`{p.split(' @ ')[0]}`" for p in r.installs)
         install = f"{r.install_seconds:.1f} s" if r.install_seconds is not None else "–"
         failed = "; ".join(r.failed) or (r.aborted or "")
+        if r.stopped:
+            failed = f"stopped by its install cell: {r.stopped}"
+        fetched = f"{r.downloads} files, {r.downloaded_mb:.0f} MB" if r.downloads is not None else "–"
+        growth = f"{r.growth_mb:.0f} MB" if r.growth_mb is not None else "–"
         added = r.packages_added if r.packages_added is not None else "–"
         peak = f"{r.peak_rss_mb:.0f} MiB" if r.peak_rss_mb is not None else "–"
         if r.peak_rss_mb is not None and r.peak_rss_mb > BINDER_MEMORY_MB:
@@ -310,14 +371,16 @@ def render_report(results: list[CopyResult], meta: dict) -> str:
         torch = f"{r.torch_before} → {r.torch_after}" if r.torch_before else "–"
         if r.torch_replaced:
             failed = "; ".join(x for x in (failed, "replaced a torch inside the range") if x)
-        lines.append(f"| {r.notebook} | {installs} | {install} | {added} | {r.passed}/{r.code_cells} | {r.seconds:.0f} s "
-                     f"| {peak} | {torch} | {failed.replace('|', '/')} |")
+        lines.append(f"| {r.notebook} | {installs} | {install} | {added} | {fetched} | {growth} | "
+                     f"{r.passed}/{r.code_cells} | {r.seconds:.0f} s | {peak} | {torch} | "
+                     f"{' '.join(failed.replace('|', '/').split())} |")
     return "\n".join(lines) + "\n"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tools.launch.check", description=__doc__.split("\n\n")[0])
-    parser.add_argument("notebooks", nargs="*", metavar="NN", help="notebook numbers or names (default: all)")
+    parser.add_argument("notebooks", nargs="*", metavar="NN",
+                        help="notebook numbers or names; rNN a recipe notebook, 'recipes' all of them (default: all)")
     parser.add_argument("--lang", choices=launch.LANGS, default="en", help="which language's copies (default en)")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "launch-check", help="where the report goes")
     parser.add_argument("--offline", action="store_true",
@@ -329,22 +392,38 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="the cell installs hooklab from this repository, as the published copies do (git+URL)")
     parser.add_argument("--commit", metavar="SHA", help="with --repository-url: the commit (default: the checkout's)")
     parser.add_argument("--torch", metavar="VERSION",
-                        help="the torch preinstalled in each environment, as a runtime ships one (default: the lock's)")
+                        help="the torch preinstalled in each environment, as a runtime ships one (default: the lock's); "
+                             "2.13.0: PyPI's; 2.13.0+cpu: the CPU build of PyTorch's index")
+    parser.add_argument("--torch-wheels", type=Path, metavar="FOLDER",
+                        help="with --torch X+BUILD: take that torch from this folder of wheels, not PyTorch's index")
     return parser.parse_args(argv)
 
 
 def chosen(names: list[str]) -> list[Path]:
+    """The notebooks named (``01``, ``01_tensor_hooks``), recipe notebooks (``r01``, ``recipes/01_autograd_hooks``;
+    ``recipes``: every one); no names: every notebook and every recipe notebook."""
     every = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    recipes = sorted((ROOT / "recipes").glob("[0-9][0-9]_*.ipynb"))
     if not names:
-        return every
+        return every + recipes
     picked = []
     for name in names:
-        found = [p for p in every if p.name.startswith(name) or p.stem == Path(name).stem]
+        if name == "recipes":
+            picked += recipes
+            continue
+        recipe = re.fullmatch(r"(?:r|recipes/)(.+)", name)
+        pool, key = (recipes, recipe.group(1)) if recipe else (every, name)
+        found = [p for p in pool if p.name.startswith(key) or p.stem == Path(key).stem]
         if len(found) != 1:
             raise CheckError(f"{name!r} names {'no' if not found else 'more than one'} notebook "
-                             f"(e.g. 01 or 01_tensor_hooks)")
+                             f"(e.g. 01 or 01_tensor_hooks; r01 or recipes/01_autograd_hooks for a recipe)")
         picked += found
     return picked
+
+
+def copy_name(path: Path) -> str:
+    """How a copy is named in the report: ``01_tensor_hooks.ipynb``, ``recipes/01_autograd_hooks.ipynb``."""
+    return f"recipes/{path.name}" if path.parent.name == "recipes" else path.name
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,8 +434,11 @@ def main(argv: list[str] | None = None) -> int:
             raise CheckError("--repository-url installs hooklab from the repository: not with --wheel or --offline")
         if args.commit and not args.repository_url:
             raise CheckError("--commit goes with --repository-url")
-        if args.torch and not re.fullmatch(r"\d+\.\d+\.\d+", args.torch):
-            raise CheckError(f"--torch should be a release such as 2.13.0, got {args.torch!r}")
+        if args.torch and not re.fullmatch(r"\d+\.\d+\.\d+(\+[a-z0-9.]+)?", args.torch):
+            raise CheckError(f"--torch should be a release such as 2.13.0 or a build such as 2.13.0+cpu, "
+                             f"got {args.torch!r}")
+        if args.torch_wheels and not (args.torch and "+" in args.torch and args.torch_wheels.is_dir()):
+            raise CheckError("--torch-wheels FOLDER goes with --torch X+BUILD (a folder of wheels holding that torch)")
         if not UV.exists():
             raise CheckError(f"{UV} is missing: ./course installs it (./course test, for instance)")
         args.out.mkdir(parents=True, exist_ok=True)
@@ -375,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
                 say("building hooklab's wheel ...")
                 wheel = build_wheel(work, offline=args.offline)
             if wheel is not None:
-                hooklab = f"hooklab[course] @ {wheel.as_uri()}"
+                hooklab = f"hooklab @ {wheel.as_uri()}"
             copies = launch_copies(paths, args.lang, hooklab)
             beyond = {name: missing for name, copy in copies.items()
                       if args.offline and (missing := beyond_the_extra(copy))}
@@ -384,9 +466,9 @@ def main(argv: list[str] | None = None) -> int:
                                  + "; ".join(f"{n} also installs {', '.join(m)}" for n, m in beyond.items()))
             results = []
             for name, copy in copies.items():
-                say(f"{name}: installs {', '.join(cell_requirements(copy)[1:])} (and hooklab[course]) ...")
+                say(f"{name}: installs {', '.join(cell_requirements(copy)[1:])} (and hooklab) ...")
                 result = check_copy(name, copy, work, offline=args.offline, keep=args.keep,
-                                    out=args.out, torch=args.torch)
+                                    out=args.out, torch=args.torch, torch_wheels=args.torch_wheels)
                 say(one_line(result))
                 results.append(result)
         finally:

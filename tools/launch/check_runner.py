@@ -8,7 +8,10 @@ executed notebook and RESULT.json: code cells, how many ran without an error, th
 message``, counted from 0 as nbval counts), how long the install cell took and what it printed, how many
 distributions pip added, the torch installed before and after the run, the kernel's peak memory (its resident set's
 high-water mark, ``VmHWM`` in ``/proc/PID/status``, read after every cell; pip, a child of the kernel, is not
-counted), and why the run stopped early if it did.
+counted), and why the run stopped early if it did. Where the install cell raises (the torchvision built for the
+runtime's torch cannot be installed: it says which command to run), the run stops there, as Jupyter's "run all" and
+Colab's "run all" stop at a failing cell: the learner sees the install cell's message and nothing else
+(``stopped``); after any other failing cell the run goes on, so that one report counts every failure.
 
 Why nbclient directly and not nbmake, the pytest plugin that runs notebooks with nbclient (tried: nbmake 1.5.5, its
 kernel the fresh environment's ``python3`` through ``JUPYTER_PATH``, which works). nbmake stops a notebook at its
@@ -74,6 +77,17 @@ def seconds(cell) -> float | None:
     return round((datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds(), 1)
 
 
+class InstallStopped(Exception):
+    """The install cell raised: the run stops there (the message is the cell's error)."""
+
+
+def stop_at_the_install_cell(cell, cell_index, execute_reply) -> None:
+    """nbclient's ``on_cell_error``: an error in the install cell ends the run."""
+    if INSTALL_TAG in cell.metadata.get("tags", []):
+        content = execute_reply.get("content", {})
+        raise InstallStopped(f"{content.get('ename')}: {content.get('evalue', '')}")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("copy", type=Path)
@@ -101,8 +115,12 @@ def main(argv: list[str]) -> int:
             peak.append(found)
 
     client.on_cell_executed = measure
+    client.on_cell_error = stop_at_the_install_cell
+    stopped = None
     try:
         client.execute()
+    except InstallStopped as exc:
+        stopped = str(exc)
     except Exception as exc:  # a dead kernel or a failed start: the cells not reached stay without output
         aborted = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
     args.executed.parent.mkdir(parents=True, exist_ok=True)
@@ -119,7 +137,7 @@ def main(argv: list[str]) -> int:
     output = "".join(o.get("text", "") for o in (install or {}).get("outputs", []) if o.get("output_type") == "stream")
     result = {"code_cells": len(code), "passed": passed, "failed": failed,
               "install_seconds": seconds(install) if install is not None else None,
-              "install_output": output[-2000:], "packages_added": len(installed() - before), "aborted": aborted,
+              "install_output": output[-2000:], "stopped": stopped, "packages_added": len(installed() - before), "aborted": aborted,
               "peak_rss_mb": max(peak) if peak else None, "torch_before": torch_before,
               "torch_after": torch_version()}
     args.result.write_text(json.dumps(result, indent=1), encoding="utf-8")
