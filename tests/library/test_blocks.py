@@ -186,9 +186,95 @@ def test_nested_lists_of_blocks_are_one_stack_of_the_blocks_inside():
     model.stages = nn.ModuleList([nn.ModuleList([Block() for _ in range(3)]) for _ in range(2)])
     stacks = find_blocks(model)
     assert [(s.path, s.names) for s in stacks] == [("stages", [f"stages.{i}.{j}" for i in range(2) for j in range(3)])]
-    leaves = nn.Module()  # lists of lists of single layers: layers, not blocks
+    leaves = nn.Module()  # lists of lists of single layers: layers, not blocks (and a warning says what to hook)
     leaves.layers = nn.ModuleList([nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)]) for _ in range(3)])
-    assert find_blocks(leaves) == []
+    with pytest.warns(UserWarning, match="no module encloses one layer"):
+        assert find_blocks(leaves) == []
+
+
+class Functional(nn.Module):
+    """One list of blocks that forward calls, one whose blocks it never calls: it reads their weights only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([FeedForward() for _ in range(2)])
+        self.weights = nn.ModuleList([FeedForward() for _ in range(3)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = x + block(x)
+        for held in self.weights:
+            x = x + torch.nn.functional.linear(torch.relu(torch.nn.functional.linear(x, held.up.weight)),
+                                               held.down.weight)
+        return x
+
+
+def test_with_run_a_list_whose_blocks_are_never_called_is_not_a_stack():
+    """The module tree alone cannot tell: both lists look like stacks (``called`` None: not checked). With
+    ``run``, the list whose blocks the step never calls is left out, and every name kept is one whose hook fires
+    (the truth: plain forward hooks on every module)."""
+    model = Functional()
+    run = lambda: model(torch.randn(2, 8))  # noqa: E731
+    unchecked = find_blocks(model)
+    assert {s.path for s in unchecked} == {"blocks", "weights"} and {s.called for s in unchecked} == {None}
+    fired = set(called_modules(model, run))
+    assert not any(n.startswith("weights.") for n in fired)
+    checked = find_blocks(model, run=run)
+    assert [(s.path, s.called) for s in checked] == [("blocks", True)]
+    assert set(checked[0].names) <= fired
+    with pytest.raises(TypeError, match="run is a function of no arguments"):
+        find_blocks(model, run=torch.randn(2, 8))
+
+
+def test_a_sequential_of_sequentials_lists_each_level_once_and_says_which_holds_which():
+    """By the rule (a stack that is a called block of another is listed too: torchvision's ConvNeXt ``features``
+    and its stages), the root and both inner Sequentials are stacks; each inner one says it is a block of the root
+    (``within``), so one level is one stack. Every name is of a module that a forward calls (plain hooks)."""
+    model = nn.Sequential(*[nn.Sequential(FeedForward(), FeedForward()) for _ in range(2)])
+    run = lambda: model(torch.randn(2, 8))  # noqa: E731
+    stacks = find_blocks(model, run=run)
+    assert sorted((s.path, s.within) for s in stacks) == [("", None), ("0", ""), ("1", "")]
+    assert [s.path for s in stacks if s.within is None] == [""]
+    fired = set(called_modules(model, run))
+    assert all(set(s.names) <= fired for s in stacks)
+
+
+class Parts(nn.Module):
+    """The hand-written layout no module encloses: each layer a list of its parts, a bare norm among them, and the
+    residual additions in the model's forward."""
+
+    def __init__(self, depth: int = 3) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.ModuleList([nn.LayerNorm(8), Attention(), nn.LayerNorm(8), FeedForward()])
+                                     for _ in range(depth)])
+
+    def forward(self, x):
+        for norm1, attn, norm2, ff in self.layers:
+            x = x + attn(norm1(x))
+            x = x + ff(norm2(x))
+        return x
+
+
+def test_a_layout_no_module_encloses_gets_no_stack_and_a_warning_whose_advice_holds():
+    """The warning's advice, checked with plain hooks: the residual stream after layer 0 is what a forward
+    pre-hook on ``layers.1.0`` receives, and it is layer 0's input plus its attention's and feed-forward's
+    outputs (forward hooks on ``layers.0.1`` and ``layers.0.3``)."""
+    model = Parts()
+    with pytest.warns(UserWarning, match=r"no module encloses one layer of Parts: layers\.0, layers\.1, .*"
+                                         r"a forward pre-hook on layers\.i\.0"):
+        assert find_blocks(model) == []
+    seen = {}
+    hooks = [model.layers[0][0].register_forward_pre_hook(lambda m, a: seen.update(x0=a[0])),
+             model.layers[1][0].register_forward_pre_hook(lambda m, a: seen.update(x1=a[0])),
+             model.layers[0][1].register_forward_hook(lambda m, a, o: seen.update(attn=o)),
+             model.layers[0][3].register_forward_hook(lambda m, a, o: seen.update(ff=o))]
+    try:
+        with torch.no_grad():
+            model(torch.randn(2, 5, 8))
+    finally:
+        for h in hooks:
+            h.remove()
+    assert torch.allclose(seen["x1"], seen["x0"] + seen["attn"] + seen["ff"], atol=1e-6)
 
 
 @pytest.mark.parametrize("convert", [torch.jit.script, lambda m: torch.jit.trace(m, torch.randn(2, 4))])
