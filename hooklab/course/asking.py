@@ -55,6 +55,8 @@ GROUP_WEIGHT = 2
 # recipe's title quotes its asker's message, and would come before the place that explains it.
 TITLE_WEIGHT = 0.5
 MESSAGE_BONUS = {"recipe": 95, "matrix": 90}  # a pasted message: the explaining place, then recipes, then the matrix
+MESSAGE_TIER = 1000  # a message the paste holds ranks above any answer found by its words
+MESSAGE_LENGTH = 1.0  # per word of the message found: a paste that holds a long message is that one, not a short one
 
 # Phrases that mean the same symptom, in the words learners use (both languages): each group becomes one term.
 SYNONYMS: dict[str, tuple[str, ...]] = {
@@ -332,20 +334,69 @@ def _bm25(query: Counter[str], count: Counter[str], idf: dict[str, float], avera
     return score
 
 
-def _message_match(query_key: str, entry: dict[str, Any]) -> float:
-    """How much of an indexed message the pasted text holds (0..1): the share of the message's words found, in
-    order, in the query; 0 for entries without a message or a query too short to be a message."""
-    message = entry.get("message")
-    if not message or len(query_key) < 12:
-        return 0.0
-    key = message_key(message)
-    words = key.split()
-    if len(words) < 3:
-        return 1.0 if key and key in query_key else 0.0
-    if key in query_key:
-        return 1.0
-    found = sum(1 for w in set(words) if re.search(rf"\b{re.escape(w)}\b", query_key))
-    return found / len(set(words))
+_MATCH_TOKEN = re.compile(r"[a-z0-9_]+|[^\sa-z0-9_]")
+# what differs between the message's text and a run's: placeholders, numbers, addresses (the rest is compared as is)
+_WILDCARD = re.compile(r"\{[^{}]*\}|%[sdrf]|<[^<>\n]*>|\b0x[0-9a-f]+\b|\b\d+(?:\.\d+)?\b")
+_CLASS_PREFIX = re.compile(r"^\s*(?:(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Warning)\s*:\s*)+")
+MESSAGE_WORDS = 3  # a message of fewer words (KeyError), or with a placeholder and fewer tokens than this ("{} is
+MESSAGE_TOKENS = 4  # not supported"), says too little to be recognised in a paste
+MESSAGE_SHARE = 0.8  # the share of a message's words that a paste must hold, in its order, to be that message
+
+
+@functools.cache
+def message_pattern(message: str) -> tuple[tuple[str, ...], ...]:
+    """A message's text as its literal runs of tokens (words and punctuation, lower case), split where a run of the
+    program puts its own values (a placeholder ``{name}`` / ``%s`` / ``<...>``, a number, an address).
+
+    >>> message_pattern("Expected {n} hooks, got %d.")
+    (('expected',), ('hooks', ',', 'got'), ('.',))
+    """
+    message = _CLASS_PREFIX.sub("", message)  # "RuntimeError: …" as the asker quoted it: the class is no word of it
+    parts = (_MATCH_TOKEN.findall(part) for part in _WILDCARD.split(message.lower()))
+    return tuple(tuple(part) for part in parts if part)
+
+
+def _pasted(query: str) -> tuple[str, frozenset[str]]:
+    """A pasted text's tokens as one string (each between spaces, for exact runs) and the set of its tokens."""
+    found = _MATCH_TOKEN.findall(query.lower())
+    return f" {' '.join(found)} ", frozenset(found)
+
+
+def message_match(pasted: tuple[str, frozenset[str]], message: str) -> tuple[float, int]:
+    """How much of ``message`` the pasted text holds as exact runs in the message's order: (the share of the
+    message's words in such runs, their number). A run is two tokens or more, or a whole literal part of the
+    message, found after the run before it; a message of fewer than :data:`MESSAGE_WORDS` words, or with a
+    placeholder and fewer than :data:`MESSAGE_TOKENS` tokens, matches nothing.
+
+    >>> pasted = _pasted("RuntimeError: register_comm_hook or register_builtin_comm_hook can only be called once.")
+    >>> message_match(pasted, "register_comm_hook or register_builtin_comm_hook can only be called once.")
+    (1.0, 8)
+    >>> message_match(pasted, "register_builtin_comm_hook or register_comm_hook can only be called once.")[0] < 0.8
+    True
+    """
+    text, present = pasted
+    segments = message_pattern(message)
+    words = [t for segment in segments for t in segment if t[0].isalnum() or t[0] == "_"]
+    if (len(words) < MESSAGE_WORDS or len(present.intersection(words)) < MESSAGE_SHARE * len(set(words))
+            or (sum(map(len, segments)) < MESSAGE_TOKENS and _WILDCARD.search(message.lower()))):
+        return 0.0, 0
+    at, matched = 0, 0
+    for segment in segments:
+        i = 0
+        while i < len(segment):
+            j, found = i, -1
+            while j < len(segment):  # the longest run segment[i:j + 1] found after the previous run
+                where = text.find(f" {' '.join(segment[i:j + 1])} ", at)
+                if where < 0:
+                    break
+                found, j = where, j + 1
+            if j - i >= 2 or (j - i == 1 and len(segment) == 1):
+                matched += sum(1 for t in segment[i:j] if t[0].isalnum() or t[0] == "_")
+                at = found + len(" ".join(segment[i:j]))
+                i = j
+            else:
+                i += 1
+    return matched / len(words), matched
 
 
 MAX_QUERY = 20_000  # characters: a whole traceback ranks in seconds; its last lines say what matters
@@ -425,15 +476,19 @@ def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ..
     terms = query_terms(query)
     if not has_words(terms):  # punctuation, regular expressions' metacharacters: nothing to rank by
         return Answers([], query, lang)
-    query_key = message_key(query)
+    pasted = _pasted(query)
     scored = []
     for entry, count, title in zip(entries, counts, titles, strict=True):
         if kinds is not None and entry["kind"] not in kinds:
             continue
         score = _bm25(terms, count, idf, average) * KIND_WEIGHT.get(entry["kind"], 1.0)
-        match = _message_match(query_key, entry)
-        if match >= 0.8:  # a pasted message that is this one comes first: the place that explains it, then the
-            score += MESSAGE_BONUS.get(entry["kind"], 100) * match  # recipes that meet it, then a matrix cell
+        share, length = message_match(pasted, entry["message"]) if entry.get("message") else (0.0, 0)
+        if share >= MESSAGE_SHARE:  # a pasted message that is this one comes first, above every other answer (the
+            # words of a long traceback add up to any score): of two messages it holds, the one it holds more of; at
+            # equal length the place that explains it, then the recipes that meet it, then a matrix cell; the words
+            # only break ties (a recipe's long text would otherwise beat the explaining row)
+            score = (MESSAGE_TIER + MESSAGE_BONUS.get(entry["kind"], 100) * share + MESSAGE_LENGTH * min(length, 60)
+                     + 0.1 * score)
         else:
             score *= 1 + TITLE_WEIGHT * title_share(terms, title, idf)
         if score > 0:

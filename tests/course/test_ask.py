@@ -280,3 +280,44 @@ def test_hooklab_ask_is_course_ask_and_import_hooklab_stays_without_the_course()
     assert run.stdout.strip() == "ok", run.stderr
     with pytest.raises(AttributeError, match="no attribute 'asks'"):
         hooklab.asks  # noqa: B018
+
+
+def _row(text: str) -> dict:
+    return next(e for e in _entries() if e["kind"] == "message" and e["message"] == text)
+
+
+@pytest.mark.parametrize("text", ["register_comm_hook or register_builtin_comm_hook can only be called once.",
+                                  "register_builtin_comm_hook or register_comm_hook can only be called once."])
+def test_sibling_messages_with_the_same_words_in_another_order_are_told_apart(text):
+    row = _row(text)
+    first = ask(f"RuntimeError: {text}", k=1, lang="en")[0]
+    assert first.title_en == row["en"], first  # the row of this order, not its sibling's (one cell explains both)
+    sibling = " or ".join(reversed(text.split(" can only")[0].split(" or "))) + " can only be called once."
+    assert ask_module.message_match(ask_module._pasted(text), sibling)[0] < ask_module.MESSAGE_SHARE
+
+
+def test_a_message_is_matched_by_its_text_not_by_a_word_it_shares():
+    """The row "Can't pickle local object" once reduced to the word "can" and took every paste holding it."""
+    pickle = _row("Can't pickle local object '{name}'")
+    hits = ask("RuntimeError: register_comm_hook or register_builtin_comm_hook can only be called once.", k=5,
+               lang="en")
+    assert all((h.notebook, h.cell) != (pickle["notebook"], pickle["cell"]) for h in hits)
+    assert ask("AttributeError: Can't pickle local object 'make_hook.<locals>.hook'", k=1, lang="en")[0].cell == (
+        pickle["cell"])
+
+
+@pytest.mark.parametrize("paste", ["KeyError: 'model.layers.0.mlp'", "AssertionError: expected 3 hooks, found 0",
+                                   "TypeError: this hook is not supported",
+                                   "torch.utils.checkpoint.CheckpointError: my own words here"])
+def test_a_message_that_is_only_an_exception_class_takes_no_paste(paste):
+    for message in ("KeyError", "AssertionError", "CheckpointError", "TypeError", "{name} is not supported"):
+        assert ask_module.message_match(ask_module._pasted(paste), message) == (0.0, 0)
+    assert all(hit.score < ask_module.MESSAGE_TIER for hit in ask(paste, k=3, lang="en"))
+
+
+def test_a_paste_holding_more_of_a_longer_message_ranks_it_first():
+    pasted = ask_module._pasted("RuntimeError: Only Tensors created explicitly by the user (graph leaves) support the "
+                                "deepcopy protocol at the moment")
+    long = "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at the moment"
+    short = "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol"
+    assert ask_module.message_match(pasted, long) == (1.0, 16) and ask_module.message_match(pasted, short) == (1.0, 13)
