@@ -78,12 +78,14 @@ def _run_time_nodes(tree: ast.AST):
         yield from _run_time_nodes(node)
 
 
-def imports_of(path: Path, known: set[str]) -> set[str]:
-    """The modules of ``known`` that the file imports (at its top or inside a function), resolved as Python does."""
+def imports_of(path: Path, known: set[str], *, annotations: bool = False) -> set[str]:
+    """The modules of ``known`` that the file imports (at its top or inside a function), resolved as Python does;
+    with ``annotations``, also those it imports under ``if TYPE_CHECKING:`` (for annotations only)."""
     name = dotted(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = set()
-    for node in _run_time_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in (ast.walk(tree) if annotations else _run_time_nodes(tree)):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -100,11 +102,11 @@ def imports_of(path: Path, known: set[str]) -> set[str]:
     return out
 
 
-def import_graph(*folders: str) -> dict[str, set[str]]:
+def import_graph(*folders: str, annotations: bool = False) -> dict[str, set[str]]:
     files = [p for folder in folders for p in sorted((ROOT / folder).rglob("*.py"))
              if p.name not in ("__main__.py", "conf.py")]
     known = {dotted(p) for p in files}
-    return {dotted(p): imports_of(p, known) for p in files}
+    return {dotted(p): imports_of(p, known, annotations=annotations) for p in files}
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -152,9 +154,22 @@ def test_the_circle_finder_finds_a_circle():
 
 
 def test_no_modules_import_each_other_in_a_circle():
-    graph = import_graph("tools", "hooklab")
+    """Imports for annotations only (``if TYPE_CHECKING:``) count too: a circle through them is a circle of the
+    design (two modules that need each other's types), which a type checker follows (review round 6:
+    ``hook_messages`` and ``hook_messages_status`` shared ``Message`` that way)."""
+    graph = import_graph("tools", "hooklab", annotations=True)
     assert graph["tools.messages.hook_messages"] and graph["hooklab.course.hook_matrix.observe"]  # the graph was read
     assert circles(graph) == []
+
+
+def test_the_circle_finder_sees_imports_for_annotations(tmp_path, monkeypatch):
+    monkeypatch.setitem(globals(), "dotted", lambda path: path.stem)  # two modules outside the checkout
+    (tmp_path / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from b import B\n")
+    (tmp_path / "b.py").write_text("import a\n")
+    known = {"a", "b"}
+    graph = {name: imports_of(tmp_path / f"{name}.py", known, annotations=True) for name in known}
+    assert circles(graph) == [["a", "b"]]
+    assert imports_of(tmp_path / "a.py", known) == set()  # at run time, no edge
 
 
 def test_no_package_of_tools_imports_one_on_a_higher_floor_and_hooklab_imports_no_tool():

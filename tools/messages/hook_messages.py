@@ -58,7 +58,6 @@ import sys
 import sysconfig
 import tempfile
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +74,7 @@ from .hook_messages_data import (
     TORCH_CPP,
     TORCH_PY,
     HookMessageError,
+    Message,
     coverage,
     difference,
     dumps,
@@ -171,28 +171,6 @@ def curated_messages(site: Path, curated: list[dict[str, Any]]) -> tuple[list[Fo
             location = where
         found.append(Found(CURATED, location, 0, "", entry.get("call", where), entry["kind"], text))
     return found, problems
-
-
-@dataclass
-class Message:
-    id: str
-    source: str
-    kind: str
-    family: str
-    text: str
-    call: str
-    places: list[str] = field(default_factory=list)
-    detail: str = ""
-    sources: list[str] = field(default_factory=list)  # every source with these words (the first is ``source``)
-
-    def as_json(self) -> dict[str, Any]:
-        out = {"id": self.id, "source": self.source, "kind": self.kind, "family": self.family, "call": self.call,
-               "text": self.text, "places": self.places}
-        if len(self.sources) > 1:
-            out["sources"] = self.sources
-        if self.detail:
-            out["detail"] = self.detail
-        return out
 
 
 def extract(site: Path | None = None, triage: dict[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:

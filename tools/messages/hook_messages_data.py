@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,32 @@ CURATED = "curated"
 LIBRARIES = {"accelerate": ("accelerate",), "diffusers": ("diffusers",), "peft": ("peft",), "captum": ("captum",),
              "lightning": ("pytorch_lightning", "lightning_fabric"), "timm": ("timm",), "torchao": ("torchao",)}
 SOURCES = (TORCH_PY, TORCH_CPP, *LIBRARIES, CURATED)
+
+
+@dataclass
+class Message:
+    """One message of the data file: its words, where they come from, the family of hooks it is about (made by
+    ``hook_messages.extract``, read by ``hook_messages_status``: here, so that both import it from a module that
+    imports neither)."""
+
+    id: str
+    source: str
+    kind: str
+    family: str
+    text: str
+    call: str
+    places: list[str] = field(default_factory=list)
+    detail: str = ""
+    sources: list[str] = field(default_factory=list)  # every source with these words (the first is ``source``)
+
+    def as_json(self) -> dict[str, Any]:
+        out = {"id": self.id, "source": self.source, "kind": self.kind, "family": self.family, "call": self.call,
+               "text": self.text, "places": self.places}
+        if len(self.sources) > 1:
+            out["sources"] = self.sources
+        if self.detail:
+            out["detail"] = self.detail
+        return out
 
 
 class HookMessageError(Exception):

@@ -5,13 +5,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import symptoms
+from .hook_messages_data import Message
 from .hook_messages_text import shown_piece
-
-if TYPE_CHECKING:
-    from .hook_messages import Message
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIGGER_TESTS = ROOT / "tests" / "messages"
