@@ -285,11 +285,23 @@ def test_compare_all_reads_files_and_reports_skipped_notebooks(tmp_path):
     (["--torch", "2.13.0", "--vision", "new"], "neither a version"),
     (["--torch", "2.13.0", "--with", "torch==2.3"], "use --torch / --vision"),
     (["--torch", "2.13.0", "--with", "numpy<2; rm -rf /"], "is not a requirement"),
+    # review round 6: these passed the argument check and went on to build the side environment
+    (["--torch", "2.13.0", "--vision", "none", "--with", "bad req!!"], "--with 'bad req!!' is not a requirement"),
+    (["--torch", "2.13.0", "--with", "numpy 2"], "is not a requirement"),
+    (["--torch", "2.13.0", "--with", "numpy<<2"], "is not a requirement"),
+    (["--torch", "2.13.0", "--with", ""], "is not a requirement"),
+    (["--torch", "2.13.0", "--with", "numpy<2; python_version >"], "is not a requirement"),
 ])
 def test_usage_errors_exit_2_with_a_message(argv, message, capsys, monkeypatch):
     monkeypatch.setattr(rerun, "build_env", lambda *a: pytest.fail("must not build on a usage error"))
     assert rerun.main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("req, name", [("numpy<2", "numpy"), ("transformers[torch]>=4.40,<5", "transformers"),
+                                       ("numpy<2; python_version >= '3.11'", "numpy"), ("Pillow==11.0.0", "Pillow")])
+def test_a_requirement_with_extras_versions_and_a_marker_is_accepted(req, name):
+    assert rerun.requirement_name(req) == name
 
 
 def test_the_lock_minus_the_torch_set_keeps_torchviz_and_replaces_with_packages():

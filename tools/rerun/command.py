@@ -117,12 +117,25 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.vision != "none" and not VERSION.match(args.vision):
         raise UsageError(f"--vision {args.vision!r} is neither a version like 0.28.0 nor 'none'")
     for req in args.extra:
-        name = REQ_NAME.match(req)
-        if not name or not re.fullmatch(r"[A-Za-z0-9._\-\[\],<>=!~;'\" ]+", req):
-            raise UsageError(f"--with {req!r} is not a requirement like 'numpy<2'")
-        if normal(name.group(1)) in ("torch", "torchvision"):
+        name = requirement_name(req)
+        if normal(name) in ("torch", "torchvision"):
             raise UsageError("use --torch / --vision for torch and torchvision, not --with")
     return args
+
+
+def requirement_name(req: str) -> str:
+    """The package a ``--with`` requirement names, once it parses as one (PEP 508, by ``packaging``: a name, extras,
+    versions and a marker; no URL, no shell text) and before anything is built."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    problem = "is not a requirement like 'numpy<2'"
+    if not re.fullmatch(r"[A-Za-z0-9._\-\[\],<>=!~;'\" ]+", req):  # no URL, path or shell text
+        raise UsageError(f"--with {req!r} {problem}")
+    try:
+        parsed = Requirement(req)
+    except InvalidRequirement as why:
+        raise UsageError(f"--with {req!r} {problem} ({str(why).splitlines()[0]})") from None
+    return parsed.name
 
 
 NAME_LIMIT = 120  # a folder's name; nine --with requirements (the weekly look-ahead run) would pass 200
