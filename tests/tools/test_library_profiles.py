@@ -193,6 +193,45 @@ def test_the_command_refuses_a_release_it_cannot_read(capsys):
         generate.main(["--with", "no-such-library==1.0"])
 
 
+class Measuring(Exception):
+    """Raised in place of a measurement: the command's arguments passed its check."""
+
+
+@pytest.fixture
+def nothing_measured(monkeypatch):
+    def build(slugs=None, **kwargs):
+        raise Measuring(slugs, kwargs.get("requirement_for"))
+    monkeypatch.setattr(generate, "build", build)
+
+
+@pytest.mark.usefixtures("nothing_measured")
+def test_an_empty_release_is_a_usage_error_before_anything_is_measured():
+    """Review round 6: `--with ''` passed the check, and the command ended on "uv is needed to measure a library
+    that is not in the lock"."""
+    for bad in ("", "==", "accelerate==", "==1.0", "accel erate==1.0", "accelerate==1.0 extra"):
+        with pytest.raises(SystemExit, match="is not LIB==X"):
+            generate.main(["--with", bad])
+
+
+@pytest.mark.usefixtures("nothing_measured")
+def test_only_takes_a_library_in_any_case_as_course_profile_does(capsys):
+    """Review round 6: `--only ACCELERATE` was refused, while course.profile("ACCELERATE") gives the profile."""
+    from hooklab import course
+
+    assert course.profile("ACCELERATE")
+    for given in (["ACCELERATE"], ["Accelerate", "accelerate"], ["torch-geometric"], ["Torch_Geometric"]):
+        with pytest.raises(Measuring) as measuring:
+            generate.main(["--only", *given])
+        slug = "accelerate" if "accelerate" in given[0].lower() else "torch_geometric"
+        assert measuring.value.args[0] == [slug]
+    for bad in (["nosuch"], [""], ["  "]):
+        with pytest.raises(SystemExit) as usage:
+            generate.main(["--only", *bad])
+        assert usage.value.code == 2
+        err = capsys.readouterr().err
+        assert "--only: no profile for" in err and "accelerate" in err and "usage:" in err
+
+
 def test_differences_name_each_changed_field_and_ignore_the_version():
     old = {"libraries": {"x": {"measured": {"version": "1", "probe": {"survives": {"deepcopy": "1 of 1 kept"}}}}}}
     new = {"libraries": {"x": {"measured": {"version": "2", "probe": {"survives": {"deepcopy": "0 of 1 kept"}}}}}}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -122,6 +123,29 @@ def write(doc: dict[str, Any], path: Path = PROFILES) -> None:
     path.write_text(json.dumps(doc, ensure_ascii=False, indent=1, sort_keys=False) + "\n", encoding="utf-8")
 
 
+def _key(name: str) -> str:
+    """A name as compared: any case, ``-`` / ``_`` / spaces alike (as ``hooklab.course.profile`` compares them)."""
+    return re.sub(r"[-_\s]+", "", name.strip().casefold())
+
+
+def known_slugs(given: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``--only``'s names as the profiles' slugs: a slug, or the library's name, in any case and with ``-`` / ``_``
+    alike (``ACCELERATE``, ``torch-geometric``); an unknown or empty one is a usage error that lists the slugs."""
+    found = modules()
+    by_key: dict[str, str] = {}
+    for slug, module in found.items():
+        for name in (slug, module.LIBRARY.name, (module.LIBRARY.requirement or "").split("==")[0]):
+            if name:
+                by_key.setdefault(_key(name), slug)
+    slugs, unknown = [], []
+    for name in given:
+        slug = by_key.get(_key(name)) if name.strip() else None
+        (slugs if slug else unknown).append(slug or name)
+    if unknown:
+        parser.error(f"--only: no profile for {', '.join(map(repr, unknown))}; the profiles are: {', '.join(found)}")
+    return list(dict.fromkeys(slugs))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.profiles", description=__doc__.split("\n")[0])
     parser.add_argument("--only", nargs="+", metavar="SLUG", help="measure only these profiles")
@@ -131,12 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--with", dest="release", metavar="LIB==X",
                         help="measure library LIB's profiles with release X installed beside the environment")
     args = parser.parse_args(argv)
+    slugs, requirement_for = (known_slugs(args.only, parser) if args.only is not None else None), None
     committed = load() if PROFILES.exists() else {}
-    slugs, requirement_for = args.only, None
-    if args.release:
+    if args.release is not None:
         lib, sep, release = args.release.partition("==")
-        if not sep or not release:
+        if not sep or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", lib.strip()) or not re.fullmatch(
+                r"[0-9][A-Za-z0-9.+!-]*", release.strip()):
             raise SystemExit(f"--with {args.release!r} is not LIB==X (for example transformers==5.30.0)")
+        lib = lib.strip()
         matches = [slug for slug, m in modules().items()
                    if lib.lower() in (m.LIBRARY.name.lower(), (m.LIBRARY.requirement or "").split("==")[0].lower())
                    and m.LIBRARY.status == "measured"]
