@@ -13,6 +13,8 @@ Activation statistics per layer: :mod:`hooklab.activations`.
 from __future__ import annotations
 
 import math
+import operator
+import sys
 import warnings
 import weakref
 from collections.abc import Iterable
@@ -160,9 +162,7 @@ class GradientMonitor(Recorder):
                              "optimizer gets the scale from the scaler, and the monitor divides by it)")
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be an int >= 1 (record one step in `every`), got {every!r}")
-        if isinstance(start_step, bool) or not isinstance(start_step, int) or start_step < 0:
-            raise ValueError(f"start_step must be an int >= 0 (the number of the block's first step: the steps a "
-                             f"resumed run did before), got {start_step!r}")
+        start_step = _step_number(start_step)
         self.every = every
         self._optimizer = optimizer
         self._loss_scale = loss_scale_reader(scaler)
@@ -206,6 +206,7 @@ class GradientMonitor(Recorder):
     # ------------------------------------------------------------------------------ recording
     def _register(self) -> None:
         assert self._model is not None  # dropped only when the block ends
+        self._read_parameters_again()
         if self._optimizer is not None:
             self.scope.add(self._optimizer.register_step_pre_hook(self._at_optimizer_step))
             self.scope.add(self._optimizer.register_step_post_hook(self._after_closure_step))
@@ -362,6 +363,19 @@ class GradientMonitor(Recorder):
         nan = torch.full((), float("nan"), device=device)
         return torch.stack([norms[i].to(device) if i in norms else nan for i in range(len(self._names))])
 
+    def _read_parameters_again(self) -> None:
+        """On entering the block: the model's parameters as they are now. Between the monitor's construction and the
+        block, ``load_state_dict(assign=True)`` (or an assignment) may have put other Parameter objects in the
+        model: the hooks go on those, the ones whose gradients will arrive."""
+        assert self._model is not None
+        for index, name in enumerate(self._names):
+            try:
+                now = self._model.get_parameter(name)
+            except AttributeError:
+                continue
+            if now is not self._params[index] and now.requires_grad:
+                self._params[index] = now
+
     def _follow_new_parameters(self, module: nn.Module, incompatible_keys: Any) -> None:
         """``load_state_dict(assign=True)`` put new Parameter objects in the model: watch those."""
         for index, name in enumerate(self._names):
@@ -499,6 +513,27 @@ class GradientMonitor(Recorder):
     def __repr__(self) -> str:
         steps = len(self._rows) + (self._last is not None and bool(self._last))
         return f"GradientMonitor({len(self._names)} parameters, {steps} steps, hooks={len(self.scope)})"
+
+
+def _step_number(start_step: Any) -> int:
+    """``start_step`` as an int >= 0: an int or an integer of another kind (``numpy.int64``: ``operator.index``),
+    never a bool."""
+    try:
+        if isinstance(start_step, (bool, _numpy_bool())):
+            raise TypeError
+        number = operator.index(start_step)
+    except TypeError:
+        number = -1
+    if number < 0:
+        raise ValueError(f"start_step must be an int >= 0 (the number of the block's first step: the steps a "
+                         f"resumed run did before), got {start_step!r}")
+    return number
+
+
+def _numpy_bool() -> tuple[type, ...]:
+    """numpy's bool type, if numpy is loaded (``operator.index`` refuses it in numpy 2, accepts it in numpy 1)."""
+    numpy = sys.modules.get("numpy")
+    return (numpy.bool_,) if numpy is not None else ()
 
 
 def _combine(values: list[float], p: float) -> float:

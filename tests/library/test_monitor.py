@@ -5,6 +5,7 @@ import math
 import warnings
 
 import matplotlib
+import numpy
 
 matplotlib.use("Agg")
 
@@ -379,6 +380,26 @@ def test_load_state_dict_assign_inside_the_block_is_followed():
     assert {n: v[1] for n, v in gm.norms(per="parameter").items()} == pytest.approx(truth, rel=1e-6)
 
 
+def test_load_state_dict_assign_between_construction_and_the_block_is_followed():
+    """Review round 6: a monitor made, then load_state_dict(assign=True), then entered: it recorded 0 steps, silently
+    (its hooks went on the Parameter objects the model no longer held). It reads the parameters again on entering."""
+    model = make_mlp()
+    gm = GradientMonitor(model)
+    model.load_state_dict({k: torch.randn_like(v) * 10 for k, v in model.state_dict().items()}, assign=True)
+    x = torch.randn(5, 4)
+    truth = []
+    with no_hooks_left_behind(model), warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to warn about: every parameter watched is the model's
+        with gm:
+            for _ in range(2):
+                model.zero_grad(set_to_none=True)
+                model(x).square().sum().backward()
+                truth.append({n: torch.linalg.vector_norm(p.grad).item() for n, p in model.named_parameters()})
+    assert gm.steps == 2
+    for i in range(2):
+        assert {n: v[i] for n, v in gm.norms(per="parameter").items()} == pytest.approx(truth[i], rel=1e-6)
+
+
 def test_a_parameter_replaced_by_hand_inside_the_block_gets_a_warning():
     model = make_mlp()
     with no_hooks_left_behind(model), pytest.warns(RuntimeWarning, match=r"'2.bias' were replaced by other Parameter objects.*before entering"):
@@ -746,6 +767,14 @@ def test_a_resumed_run_numbers_its_steps_as_the_uninterrupted_one(optimizer):
         got = {n: v[i] for n, v in second.norms(per="parameter").items()}
         assert got == pytest.approx(truth[step], rel=1e-5), step
     assert list(second.plot().get_lines()[0].get_xdata()) == [7, 9]
-    for bad in (-1, 1.0, True, "5"):
+    for bad in (-1, 1.0, True, "5", numpy.bool_(True), numpy.int64(-2), numpy.float64(3.0)):
         with pytest.raises(ValueError, match="start_step must be an int >= 0"):
             GradientMonitor(model, start_step=bad)
+
+
+def test_start_step_accepts_an_integer_of_another_kind():
+    """A step count read from a saved array is a numpy.int64: an integer (operator.index), taken as one."""
+    model = make_mlp()
+    with GradientMonitor(model, start_step=numpy.int64(3)) as gm:
+        model(torch.randn(5, 4)).sum().backward()
+    assert gm.step_numbers == [3] and type(gm.step_numbers[0]) is int
