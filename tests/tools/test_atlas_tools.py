@@ -191,7 +191,8 @@ def test_every_built_model_has_lookups_inside_its_blocks_or_says_why():
                         found = stream["lookups"]
                         for role, place in found.items():
                             if place["module"] is None:
-                                assert place["compute"].startswith("block input + "), (name, role)
+                                assert place["compute"].startswith(("block input + ", "shortcut output + ")), \
+                                    (name, role)
                                 continue
                             assert place["hook"] in ("forward", "forward_pre") and take.fullmatch(place["take"])
                             assert place["take"].startswith("output") == (place["hook"] == "forward"), (name, role)
@@ -273,7 +274,7 @@ def _inside(block: type) -> dict:
     def run() -> torch.Tensor:
         with torch.no_grad():
             return model(x)
-    (stack,) = inside.measure(model, run, find_blocks(model)).values()
+    stack = inside.measure(model, run, find_blocks(model))["layers"]  # (and the stacks inside a branch, if any)
     (pattern,) = stack["patterns"]
     assert pattern["blocks"] == [0, 1] and stack["block_pattern"] == [0, 0] and stack["names"] == "layers.{i}"
     (stream,) = pattern["streams"]
@@ -316,6 +317,179 @@ def test_a_zero_initialised_gate_is_given_values_and_its_branch_found():
     found = _inside(_ZeroGate)
     assert found["identity"]["text"] == "block output = block input + gate * mlp"
     assert found["lookups"]["mlp"]["scale"] == "per channel"
+
+
+class _LPI(nn.Module):
+    """timm's local patch interaction: a depthwise convolution over neighbouring tokens."""
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(width, width, 3, padding=1, groups=width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x.transpose(1, 2)).transpose(1, 2)
+
+
+class _LocalMix(_PreNorm):
+    """XCiT's order: attention, a convolution over the tokens (named ``local_mp``, as timm's LPI), then the MLP."""
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__(width)
+        self.ln3, self.local_mp = nn.LayerNorm(width), _LPI(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.mix(self.ln1(x))
+        x = x + self.local_mp(self.ln3(x))
+        return x + self.mlp(self.ln2(x))
+
+
+def _mixes_positions(module: nn.Module, x: torch.Tensor) -> bool:
+    """The plain-PyTorch truth: does perturbing token 0 of ``module``'s input change its output at other tokens?"""
+    with torch.no_grad():
+        y = x.clone()
+        y[:, 0] += 1.0
+        return not torch.equal(module(x)[:, 1:], module(y)[:, 1:])
+
+
+def test_each_branch_is_named_by_what_it_computes_not_by_its_place():
+    """A branch that mixes positions without attention (a convolution) is a ``branch``, not the MLP, though it
+    comes after the attention (the old rule named it ``mlp``); the position-wise one is the ``mlp``; the truth is
+    the perturbation measured here with plain PyTorch on each module alone."""
+    found = _inside(_LocalMix)
+    roles = {role: place["module"] for role, place in found["lookups"].items() if "adds_to" in place}
+    assert roles == {"attention": "mix", "branch": "local_mp", "mlp": "mlp"}, roles
+    x = torch.randn(2, 5, 8)
+    truth = {"attention": _mixes_positions(_Mix(), x), "branch": _mixes_positions(_LPI(), x),
+             "mlp": _mixes_positions(_PreNorm().mlp, x)}
+    assert truth == {"attention": True, "branch": True, "mlp": False}
+    for role, mixes in truth.items():
+        assert found["lookups"][role]["computes"] == ("mixes positions" if mixes else "position-wise")
+    assert found["identity"]["text"] == "block output = block input + attention + branch + mlp"
+
+
+class _Multiplied(_PreNorm):
+    """A residual multiplier (Granite's, MiniCPM's): 1.0 by default, so a place proved at the default cannot tell
+    ``x + m * attention`` from ``x + attention``."""
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__(width)
+        self.residual_multiplier = 1.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.residual_multiplier * self.mix(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+def test_a_scalar_that_scales_a_branch_is_changed_and_the_place_says_its_scale_follows_it():
+    from tools.atlas import inside
+
+    found = _inside(_Multiplied)
+    assert found["lookups"]["attention"].get("scale_follows_scalars") is True
+    assert "scale_follows_scalars" not in found["lookups"]["mlp"]
+    block = _Multiplied()
+    assert [name for _, name, _ in inside.config_scalars({"b": block})] == ["residual_multiplier"]
+    with inside.other_scalars(inside.config_scalars({"b": block})) as changed:
+        assert changed == ["residual_multiplier"] and block.residual_multiplier != 1.0
+    assert block.residual_multiplier == 1.0  # put back
+
+
+class _InPlace(_PreNorm):
+    """torchvision's ResNet order: ``out = mlp(...); out += x; relu(out)`` in place."""
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__(width)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.mlp(self.ln1(x))
+        out += x
+        return self.relu(out)
+
+
+def test_a_place_overwritten_later_in_the_forward_says_to_clone_it():
+    """Truth with plain hooks: the tensor ``mlp``'s forward hook gets, kept without a clone, is not what it was
+    when the hook ran (``out += x`` and the in-place ReLU changed it); the block's own output is not changed."""
+    found = _inside(_InPlace)
+    assert found["lookups"]["mlp"].get("clone") is True
+    assert "clone" not in found["lookups"]["residual_after_mlp"]
+    block, x = _InPlace().eval(), torch.randn(2, 5, 8)
+    kept = []
+    handle = block.mlp.register_forward_hook(lambda m, a, out: kept.append((out, out.clone())))
+    try:
+        with torch.no_grad():
+            block(x)
+    finally:
+        handle.remove()
+    assert not torch.equal(*kept[0])
+
+
+class _Ghost(nn.Module):
+    """RepGhost's stride-free widening block: out = shortcut(x) + cheap(h) + fusion(h), h = primary(x); the
+    stream changes width, so the identity starts from the shortcut's output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.primary = nn.Sequential(nn.Conv2d(4, 6, 1), nn.ReLU())
+        self.cheap, self.fusion = nn.Conv2d(6, 6, 3, padding=1, groups=6), nn.BatchNorm2d(6)
+        self.shortcut = nn.Sequential(nn.Conv2d(4, 6, 1), nn.BatchNorm2d(6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.primary(x)
+        return self.shortcut(x) + self.cheap(h) + self.fusion(h)
+
+
+def test_a_block_that_changes_the_stream_proves_its_identity_with_its_shortcut():
+    from hooklab import find_blocks
+    from tools.atlas import inside
+
+    torch.manual_seed(0)
+    model = nn.Sequential(_Ghost(), _Ghost()).eval()
+    model[1].primary[0], model[1].shortcut[0] = nn.Conv2d(6, 6, 1), nn.Conv2d(6, 6, 1)
+    x = torch.randn(2, 4, 6, 6)
+    stack = inside.measure(model, lambda: model(x), find_blocks(model))[""]
+    first = stack["patterns"][stack["block_pattern"][0]]["streams"][0]
+    assert first["identity"]["holds"], first["identity"]
+    found = first["lookups"]
+    assert found["shortcut"]["module"] == "shortcut"
+    assert first["identity"]["text"].startswith("block output = shortcut(block input) + ")
+    parallel = [p for p in found.values() if p.get("module") is None]
+    assert parallel and parallel[0]["compute"].startswith("shortcut output + ")
+    with torch.no_grad():  # the truth: output = shortcut(x) + the two branches, with plain calls
+        h = model[0].primary(x)
+        assert torch.allclose(model[0](x), model[0].shortcut(x) + model[0].cheap(h) + model[0].fusion(h))
+
+
+class _Transformer2D(nn.Module):
+    """A UNet's attention block: x + proj_out(blocks(proj_in(x))), the blocks each attention and a feed-forward."""
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+        self.proj_in, self.proj_out = nn.Linear(width, width), nn.Linear(width, width)
+        self.transformer_blocks = nn.ModuleList([_PreNorm(width)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj_in(x)
+        for block in self.transformer_blocks:
+            h = block(h)
+        return x + self.proj_out(h)
+
+
+def test_a_whole_transformer_block_is_not_named_attention_and_its_inside_is_measured():
+    found = _inside(_Transformer2D)
+    place = found["lookups"]["transformer"]
+    assert "attention" not in found["lookups"] and place["blocks_inside"] == "transformer_blocks"
+    from hooklab import find_blocks
+    from tools.atlas import inside
+
+    torch.manual_seed(0)
+    model = _Stack(_Transformer2D).eval()
+    x = torch.randn(2, 5, 8)
+    measured = inside.measure(model, lambda: model(x), find_blocks(model))
+    inner = measured["layers.0.transformer_blocks"]
+    assert inner["inner_of"] == "layers"
+    lookups = inner["patterns"][0]["streams"][0]["lookups"]
+    assert lookups["attention"]["module"] == "mix" and lookups["mlp"]["module"] == "mlp"
+    assert measured["layers"]["order"] == 0
 
 
 def test_a_block_without_a_skip_connection_says_why():

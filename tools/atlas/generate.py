@@ -6,6 +6,8 @@ running them.
     python -m tools.atlas diff OLD.json NEW.json   # what changed between two atlases of one zoo
     python -m tools.atlas run --part inside --zoo Z   # only the lookups inside the blocks (much faster) ...
     python -m tools.atlas merge --zoo Z               # ... put into hooklab/course/assets/atlas/<zoo>.json
+    python -m tools.atlas run --part inside --zoo Z --only A,B; python -m tools.atlas merge --zoo Z --only
+                                                      # a few models measured again, the others kept
 
 ``run`` builds each model small on a CPU (``tools/atlas/zoos.py``, ``transformers_zoo.py``), measures it
 (``measure``, with the plain-PyTorch watchers of ``tools/atlas/probe.py``) in a worker process, one model at a time
@@ -358,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--zoo", choices=ZOOS, action="append")
     m.add_argument("--src", type=Path, default=BUILD, help="folder of the measurements (default: build/atlas)")
     m.add_argument("--dest", type=Path, default=DOCS, help="folder of the atlas (default: hooklab/course/assets/atlas)")
+    m.add_argument("--only", action="store_true", help="merge only the models the measurements hold, leave the others "
+                                                       "as they are (after run --part inside --only NAMES)")
     wr = sub.add_parser("write", help="write hooklab/course/assets/atlas/<zoo>.json from the measurements")
     wr.add_argument("--zoo", choices=ZOOS, action="append")
     wr.add_argument("--src", type=Path, default=BUILD, help="folder of the measurements (default: build/atlas)")
@@ -374,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.zoo or ZOOS:
             src = args.src / f"{name}.inside.jsonl"
             if src.exists():
-                print(f"[atlas] merged {atlas_pages.merge_inside(name, src, args.dest)}", file=sys.stderr)
+                print(f"[atlas] merged {atlas_pages.merge_inside(name, src, args.dest, args.only)}", file=sys.stderr)
         return 0
     if args.command == "run":
         out = args.out / (f"{args.zoo}.jsonl" if args.part == "all" else f"{args.zoo}.inside.jsonl")

@@ -53,6 +53,8 @@ class Call:
     nth: int = 1       # the how-manieth call of this module in the block call
     total: int = 1     # of how many
     flattened: set = field(default_factory=set)  # accesses whose tensor the hook gets flattened
+    raw: list[tuple[str, str, torch.Tensor]] = field(default_factory=list)  # (kind, access, the tensor itself)
+    overwritten: set = field(default_factory=set)  # (kind, access): changed in place later in the forward
 
 
 def _target(t: Any, shapes: set | None) -> tuple | None:
@@ -66,8 +68,8 @@ def _target(t: Any, shapes: set | None) -> tuple | None:
                 None)
 
 
-def copies(prefix: str, value: Any, shapes: set | None = None, flattened: set | None = None
-           ) -> list[tuple[str, torch.Tensor]]:
+def copies(prefix: str, value: Any, shapes: set | None = None, flattened: set | None = None,
+           raw: list | None = None) -> list[tuple[str, torch.Tensor]]:
     """The floating tensors of a hook's argument or output, one level deep, each with how to reach it
     (``output[0]``, ``output.sample``); only those of ``shapes`` where given (a flattened one in its block shape,
     its access added to ``flattened``)."""
@@ -91,14 +93,16 @@ def copies(prefix: str, value: Any, shapes: set | None = None, flattened: set | 
         if shape != tuple(v.shape) and flattened is not None:
             flattened.add(label)
         kept.append((label, v.detach().clone().reshape(shape)))
+        if raw is not None:  # the tensor itself: a later in-place op shows as a difference from the copy
+            raw.append(("out" if prefix == "output" else "in", label, v))
     return kept
 
 
-def _arguments(args: tuple, kwargs: dict, shapes: set | None, flattened: set | None = None
-               ) -> list[tuple[str, torch.Tensor]]:
-    return copies("args", args, shapes, flattened) + [
+def _arguments(args: tuple, kwargs: dict, shapes: set | None, flattened: set | None = None,
+               raw: list | None = None) -> list[tuple[str, torch.Tensor]]:
+    return copies("args", args, shapes, flattened, raw) + [
         found for k, v in kwargs.items() if isinstance(v, torch.Tensor)
-        for found in copies(f"kwargs[{k!r}]", v, shapes, flattened)]
+        for found in copies(f"kwargs[{k!r}]", v, shapes, flattened, raw)]
 
 
 class AttentionOps(TorchFunctionMode):
@@ -151,7 +155,7 @@ def recording(blocks: dict[str, nn.Module], shapes: dict[str, set]) -> Iterator[
                     open_calls: list = open_calls) -> None:
                 clock[0] += 1
                 call = Call(rel, clock[0], input_kind=kind_of(args))
-                call.inputs = _arguments(args, kwargs, shapes[bname], call.flattened)
+                call.inputs = _arguments(args, kwargs, shapes[bname], call.flattened, call.raw)
                 open_calls.append(call)
                 calls[bname].append(call)
 
@@ -161,13 +165,21 @@ def recording(blocks: dict[str, nn.Module], shapes: dict[str, set]) -> Iterator[
                 if open_calls:
                     call = open_calls.pop()
                     call.end, call.output_kind = clock[0], kind_of(output)
-                    call.outputs = copies("output", output, shapes[bname], call.flattened)
+                    call.outputs = copies("output", output, shapes[bname], call.flattened, call.raw)
             handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
             handles.append(module.register_forward_hook(post, with_kwargs=True))
     ops = AttentionOps(clock)
     try:
         with ops:
             yield calls, ops
+        for own in calls.values():  # the tensors a hook kept without a clone, after the forward
+            for call in own:
+                copied = {("in", a): t for a, t in call.inputs} | {("out", a): t for a, t in call.outputs}
+                for kind, access, t in call.raw:
+                    copy = copied.get((kind, access))
+                    if copy is not None and not torch.equal(t.detach().reshape(copy.shape), copy):
+                        call.overwritten.add((kind, access))
+                call.raw = []
     finally:
         for h in handles:
             h.remove()
@@ -200,6 +212,7 @@ class Place:
     nth: int = 1
     total: int = 1
     flattened: bool = False
+    overwritten: bool = False  # a later in-place op of the same forward changes this tensor: clone it in the hook
 
     @property
     def depth(self) -> int:
@@ -245,14 +258,16 @@ def values_of(block: Call, inner: list[Call], shapes: set) -> list[Value]:
                 return
         values.append(Value(t, [place]))
     for access, t in block.inputs:
-        add(t, Place("in", "", access, block.start))
+        add(t, Place("in", "", access, block.start, overwritten=("in", access) in block.overwritten))
     for c in inner:
         for access, t in c.inputs:
-            add(t, Place("in", c.path, access, c.start, c.nth, c.total, access in c.flattened))
+            add(t, Place("in", c.path, access, c.start, c.nth, c.total, access in c.flattened,
+                         ("in", access) in c.overwritten))
         for access, t in c.outputs:
-            add(t, Place("out", c.path, access, c.end, c.nth, c.total, access in c.flattened))
+            add(t, Place("out", c.path, access, c.end, c.nth, c.total, access in c.flattened,
+                         ("out", access) in c.overwritten))
     for access, t in block.outputs:
-        add(t, Place("out", "", access, block.end))
+        add(t, Place("out", "", access, block.end, overwritten=("out", access) in block.overwritten))
     return values
 
 
@@ -348,6 +363,7 @@ class Identity:
     output: str | None = None
     shortcut: Value | None = None
     why: str | None = None
+    start: Value | None = None  # the block's input
 
 
 def _elementwise(call: Call, modules: dict[str, nn.Module], channels: int) -> bool:
@@ -399,7 +415,7 @@ def decompose(block: Call, inner: list[Call], x_access: str, modules: dict[str, 
                                 "output's shape alone (no shortcut)")
     frontier = _closure(first, inner, values, modules, channels)
     earlier: dict[Value, str | None] = {}  # the streams before the last sum (a sum may be added to one of them)
-    found = Identity()
+    found = Identity(start=start)
     for _ in range(MAX_BRANCHES):
         done = [e for e in ends if e in frontier]
         if done and found.branches:
@@ -418,6 +434,8 @@ def decompose(block: Call, inner: list[Call], x_access: str, modules: dict[str, 
             if parallel:
                 if found.branches:
                     found.branches[-1].stream = parallel[0].base
+                elif parallel[0].base is not start and parallel[0].base in first:  # both branches add to a shortcut
+                    found.shortcut = parallel[0].base
                 found.branches += parallel
                 found.output = next(p.access for p in parallel[-1].after.places if p.kind == "out" and p.path == "")
                 return found

@@ -35,6 +35,7 @@ from .identity import (
     Call,
     Identity,
     Place,
+    Value,
     attention_ops,
     block_shapes,
     close,
@@ -80,20 +81,41 @@ def _place(p: Place, kinds: dict[tuple[str, str], str]) -> dict[str, Any]:
         found["with_kwargs"] = True  # register the hook with with_kwargs=True to get the keywords
     if p.flattened:
         found["flattened"] = True    # the hook gets it as (batch * tokens, channels): view it in the block's shape
+    if p.overwritten:
+        found["clone"] = True        # a later in-place op of the forward changes it: keep output.clone()
     return found
 
 
-def _role(names: list[str], ops: list[str], experts: bool, earlier: list[str]) -> str:
+def _role(names: list[str], ops: list[str], experts: bool, earlier: list[str], mixes: bool | None = None,
+          blocks_inside: bool = False) -> str:
+    """A branch's role, from what it computes (``mixes``: whether perturbing the branch's input at one position
+    changed its output at other positions, :func:`mixes_positions`): ``attention`` where an attention op ran and it
+    mixes positions (``cross_attention`` where it is named so, or where an attention op ran and the branch is
+    position-wise in this stream: its keys come from another one); ``transformer`` where an attention op ran and
+    the branch holds blocks of its own (diffusers' ``Transformer2DModel``: attention, cross-attention and a
+    feed-forward); a branch that mixes positions with no attention op is a ``mixer`` (a state-space mixer, named
+    so), an ``attention`` (named so: linear attention) or a ``branch`` (a convolution, a pooling gate); a
+    position-wise branch is the ``mlp`` (with its experts and router, where it has them). Where the test could not
+    run (``mixes`` None), the names decide, as they did before it existed."""
     text = " ".join(names)
-    if (ops or _ATTENTION.search(text)) and _CROSS.search(text):
-        return "cross_attention"
-    if experts or (_MLP.search(text) and not ops):
-        return "mlp"
-    if ops or _ATTENTION.search(text):
-        return "attention"
-    if _MIXER.search(text):
-        return "mixer"
-    return "mlp" if any(r.startswith(("attention", "mixer")) for r in earlier) else "branch"
+    if mixes is None:
+        if (ops or _ATTENTION.search(text)) and _CROSS.search(text):
+            return "cross_attention"
+        if experts or (_MLP.search(text) and not ops):
+            return "mlp"
+        if ops or _ATTENTION.search(text):
+            return "attention"
+        if _MIXER.search(text):
+            return "mixer"
+        return "mlp" if any(r.startswith(("attention", "mixer")) for r in earlier) else "branch"
+    if ops:
+        if blocks_inside:
+            return "transformer"
+        return "cross_attention" if _CROSS.search(text) or not mixes else "attention"
+    if mixes:
+        return "mixer" if _MIXER.search(text) else "attention" if _ATTENTION.search(text) and \
+            not _MLP.search(text) else "branch"
+    return "mlp"
 
 
 def _experts(window: list[Call], modules: dict[str, nn.Module], kinds: dict, summand: torch.Tensor
@@ -117,9 +139,21 @@ def _experts(window: list[Call], modules: dict[str, nn.Module], kinds: dict, sum
     return found
 
 
+def _lists_in(window: list[Call], modules: dict[str, nn.Module]) -> list[str]:
+    """The lists (``ModuleList`` / ``Sequential``) whose items, modules with submodules, ran in a branch."""
+    found: list[str] = []
+    for c in window:
+        parent, _, last = c.path.rpartition(".")
+        if parent and last.isdigit() and isinstance(modules.get(parent), (nn.ModuleList, nn.Sequential)) and \
+                next(modules[c.path].children(), None) is not None and parent not in found:
+            found.append(parent)
+    return found
+
+
 def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict[str, nn.Module],
-                  ops: list[tuple[int, str]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One stream's lookups (role -> where a hook gets it) and the identity that proves them."""
+                  ops: list[tuple[int, str]], probe: Probe | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One stream's lookups (role -> where a hook gets it) and the identity that proves them (``probe``: runs the
+    model to tell what each branch computes, :class:`Probe`)."""
     kinds: dict[tuple[str, str], str] = {("out", ""): block.output_kind, ("in", ""): block.input_kind}
     for c in inner:
         kinds.setdefault(("out", c.path), c.output_kind)
@@ -145,11 +179,21 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
         previous_end = producer.time
         ops_here = attention_ops(ops, begin, producer.time)
         experts = _experts(window, modules, kinds, b.summand.tensor)
-        role = _role([producer.path, core], ops_here, experts is not None, roles)
+        mixes = None if probe is None else probe.mixes(b.base, producer, b.summand.tensor)
+        if mixes is None and probe is not None and ident.start is not None and b.base is not ident.start and (
+                b.parallel or b.base is ident.shortcut):
+            mixes = probe.mixes(ident.start, producer, b.summand.tensor)  # a branch beside a shortcut reads the input
+        lists = _lists_in(window, modules) if ops_here and probe is not None else []
+        inner_blocks = next((rel for rel in lists if probe.residual(rel)), None) if lists else None
+        role = _role([producer.path, core], ops_here, experts is not None, roles, mixes, inner_blocks is not None)
         role = role if role not in roles else \
             f"{role}_{sum(r == role or (r.startswith(role + '_') and r[len(role) + 1:].isdigit()) for r in roles) + 1}"
         roles.append(role)
         entry = _place(producer, kinds)
+        if mixes is not None:  # measured: perturbing the branch's input at one position, the others changed or not
+            entry["computes"] = "mixes positions" if mixes else "position-wise"
+        if inner_blocks is not None:
+            entry["blocks_inside"] = inner_blocks
         if b.coefficient[0] == "per channel":
             entry["added"] = "times a gate per channel (the sum is input + gate * this output)"
             entry["scale"] = "per channel"
@@ -189,7 +233,7 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
         expression = expressions[b.after] = f"{base} + {gate}{role}"
         if b.stream is None:  # the first of two parallel branches: its sum is never a tensor
             found[f"residual_after_{role}"] = {
-                "module": None, "compute": f"block input + {role} output",
+                "module": None, "compute": f"{'shortcut output' if b.base is ident.shortcut and ident.shortcut else 'block input'} + {role} output",
                 "note": "a parallel block: both branches read the block's input; no tensor holds this sum"}
             continue
         where = _place(_best(b.stream.places, ("out", "in")), kinds)
@@ -222,8 +266,8 @@ def _describe(p: Place | None) -> str:
     return f"{where}'s {'forward hook' if p.kind == 'out' else 'forward pre-hook'}, {p.access}"
 
 
-def block_streams(block: Call, inner: list[Call], modules: dict[str, nn.Module], ops: list[tuple[int, str]]
-                  ) -> list[dict[str, Any]]:
+def block_streams(block: Call, inner: list[Call], modules: dict[str, nn.Module], ops: list[tuple[int, str]],
+                  probe: Probe | None = None) -> list[dict[str, Any]]:
     """Every residual stream of one block call (SD3's joint blocks have two: the image's and the text's), each
     with its lookups and identity; one stream saying why, where none is found."""
     def rank(access: str) -> tuple:
@@ -242,7 +286,7 @@ def block_streams(block: Call, inner: list[Call], modules: dict[str, nn.Module],
             continue
         if ident.output in outputs:
             continue
-        found, identity = block_lookups(block, inner, ident, modules, ops)
+        found, identity = block_lookups(block, inner, ident, modules, ops, probe)
         if not found:
             why = identity["why"]
             continue
@@ -254,6 +298,174 @@ def block_streams(block: Call, inner: list[Call], modules: dict[str, nn.Module],
         streams.append({"input": candidates[0] if candidates else None, "output": None,
                         "identity": {"holds": False, "why": why}, "lookups": {}})
     return streams
+
+
+_TAKE = re.compile(r"\[(\d+)\]|\['([^']+)'\]|\.(\w+)")
+
+
+def taken(value: Any, take: str) -> Any:
+    """What an access (``output[0]``, ``args[0]``, ``kwargs['x']``, ``output.sample``) names in ``value`` (the
+    hook's output, or ``{"args": args, "kwargs": kwargs}`` for a pre-hook)."""
+    root, rest = re.match(r"(\w+)(.*)", take).groups()
+    if isinstance(value, dict) and root in ("args", "kwargs") and set(value) == {"args", "kwargs"}:
+        value = value[root]
+    for index, key, attribute in _TAKE.findall(rest):
+        value = value[int(index)] if index else value[key] if key else getattr(value, attribute)
+    return value
+
+
+def _positions(t: torch.Tensor) -> list[int]:
+    """The dimensions of positions (tokens, pixels) of a block-shaped tensor: all but the batch and the channels."""
+    ch = t.dim() - 1 if t.dim() == 3 else 1
+    return [d for d in range(1, t.dim()) if d != ch and t.shape[d] > 1]
+
+
+def _at_one(t: torch.Tensor) -> tuple:
+    """Position 1 (token 1, pixel (1, 1)): one whose neighbours on both sides exist, and that a stride-2
+    convolution reads into two outputs along each dimension (position 0 is read into one only)."""
+    index: list[Any] = [slice(None)] * t.dim()
+    for d in _positions(t):
+        index[d] = 1
+    return tuple(index)
+
+
+def _changed_positions(change: torch.Tensor, tolerance: float) -> int:
+    """How many positions of a block-shaped difference hold a change above ``tolerance``."""
+    ch = change.dim() - 1 if change.dim() == 3 else 1
+    keep = [d for d in range(1, change.dim()) if d != ch]
+    per = change.amax(dim=[d for d in range(change.dim()) if d not in keep])
+    return int((per > tolerance).sum())
+
+
+class Probe:
+    """Runs a model again to tell what a branch of one block computes (the call measured is the block's first)."""
+
+    def __init__(self, block: nn.Module, run: Callable[[], Any], cache: dict | None = None) -> None:
+        self.block, self.run = block, run
+        self.modules = dict(block.named_modules())
+        self.cache = {} if cache is None else cache  # blocks built alike answer alike: (signature, question) -> answer
+        self.signature = _signature(block)
+
+    def _once(self, readers: list[Place], producer: Place, bump: bool) -> torch.Tensor | None:
+        got: list[torch.Tensor] = []
+        counts: dict[tuple[str, str], int] = {}
+        handles = []
+
+        def count(kind: str, path: str) -> int:
+            counts[(kind, path)] = counts.get((kind, path), 0) + 1
+            return counts[(kind, path)]
+        for p in readers:
+            def pre(m: nn.Module, args: tuple, kwargs: dict, p: Place = p) -> Any:
+                if count("in", p.path) != p.nth or not bump:
+                    return None
+                args, kwargs = list(args), dict(kwargs)
+                holder, key = (args, int(p.access[5:-1])) if p.access.startswith("args[") else \
+                    (kwargs, p.access[8:-2])
+                t = holder[key].clone()
+                g = torch.Generator().manual_seed(1)
+                spot = t[_at_one(t)]
+                t[_at_one(t)] = spot + torch.randn(spot.shape, generator=g).to(t.dtype) * (
+                    float(t.float().std()) + 1e-3)
+                holder[key] = t
+                return tuple(args), kwargs
+            handles.append(self.modules[p.path].register_forward_pre_hook(pre, with_kwargs=True))
+
+        def post(m: nn.Module, args: tuple, output: Any) -> None:
+            if count("out", producer.path) == producer.nth:
+                got.append(taken(output, producer.access).detach().clone())
+        handles.append(self.modules[producer.path].register_forward_hook(post))
+        try:
+            with torch.no_grad():
+                self.run()
+        finally:
+            for h in handles:
+                h.remove()
+        return got[0] if got else None
+
+    def mixes(self, base: Value, producer: Place, before: torch.Tensor) -> bool | None:
+        """Does the branch that reads stream ``base`` and ends at ``producer`` mix positions? Its input is perturbed
+        at one position (token 1, pixel (1, 1)) where the block's modules read it (forward pre-hooks), and its
+        output compared: changed at more than one position, it mixes positions (attention, a convolution, with a
+        stride too); at one only, it is position-wise (an MLP). None: it could not be told (no module reads the
+        stream, the tensor has no positions, the perturbation changed nothing)."""
+        key = (self.signature, "mixes", tuple(sorted((p.path, p.access, p.nth) for p in base.places if p.kind == "in")),
+               producer.path, producer.nth, producer.access)
+        if key not in self.cache:
+            self.cache[key] = self._mixes(base, producer, before)
+        return self.cache[key]
+
+    def _mixes(self, base: Value, producer: Place, before: torch.Tensor) -> bool | None:
+        readers = list({p.path: p for p in reversed(base.places) if p.kind == "in" and p.path and
+                        p.time <= producer.time and not p.flattened and
+                        re.fullmatch(r"args\[\d+\]|kwargs\['\w+'\]", p.access)}.values())
+        if not readers or not _positions(base.tensor) or not producer.path:
+            return None
+        try:  # compared with the branch's output as the recording run saw it (the same model, unperturbed)
+            after = self._once(readers, producer, True)
+        except Exception:  # noqa: BLE001 - a module that does not take the perturbed input: not told
+            return None
+        if after is None or after.numel() != before.numel() or not _positions(before):
+            return None
+        after = after.reshape(before.shape)
+        change = (after.double() - before.double()).abs()
+        changed = _changed_positions(change, 1e-6 * (float(before.abs().max()) + 1e-30))
+        return None if changed == 0 else changed > 1  # 0: the branch did not see the perturbation
+
+    def residual(self, rel: str) -> bool:
+        """Are the items of list ``rel`` (inside this block) residual blocks of their own (found by their identity,
+        as the block's)? Its first item that runs is measured."""
+        key = (self.signature, "residual", rel)
+        if key not in self.cache:
+            self.cache[key] = self._residual(rel)
+        return self.cache[key]
+
+    def _residual(self, rel: str) -> bool:
+        items = {f"{rel}.{k}": m for k, m in self.modules[rel].named_children()}
+        try:
+            shapes = block_shapes(items, self.run)
+            with recording(items, shapes) as (calls, _ops):
+                self.run()
+        except Exception:  # noqa: BLE001 - not told: not claimed
+            return False
+        for name, module in items.items():
+            found = first_call(calls[name])
+            if found is None:
+                continue
+            block, inner = found
+            access = next((a for a, _ in block.inputs), None)
+            return access is not None and decompose(block, inner, access, dict(module.named_modules())).why is None
+        return False
+
+
+_NOT_SCALARS = re.compile(r"eps|drop|momentum|^p$|prob|theta|init|range|_token|_id$|temperature|^scale_factor$|"
+                          r"^size$|min_val|max_val|threshold", re.I)
+
+
+def config_scalars(blocks: dict[str, nn.Module]) -> list[tuple[Any, str, float]]:
+    """The float scalars a block may scale a sublayer by (a residual multiplier, ``layer_scale``, a gate's value):
+    every float attribute of the blocks' modules and of the config objects they hold, but those that cannot
+    (norm epsilons, dropout rates, momenta, rotary bases, init ranges). Returns (object, name, value)."""
+    found: dict[tuple[int, str], tuple[Any, str, float]] = {}
+    for block in blocks.values():
+        for module in block.modules():
+            owners = [module] + [v for k, v in vars(module).items() if k == "config" and hasattr(v, "__dict__")]
+            for owner in owners:
+                for name, value in list(vars(owner).items()):
+                    if type(value) is float and not name.startswith("__") and not _NOT_SCALARS.search(name):
+                        found.setdefault((id(owner), name), (owner, name, value))
+    return list(found.values())
+
+
+@contextlib.contextmanager
+def other_scalars(scalars: list[tuple[Any, str, float]]) -> Iterator[list[str]]:
+    """The scalars set to values other than their defaults (1.0 -> 1.37, 0 -> 0.37, c -> 1.37 c) while inside."""
+    try:
+        for owner, name, value in scalars:
+            setattr(owner, name, value * 1.37 if value else 0.37)
+        yield sorted({name for _, name, _ in scalars})
+    finally:
+        for owner, name, value in scalars:
+            setattr(owner, name, value)
 
 
 # ------------------------------------------------------------------------------------------------ a model
@@ -393,8 +605,48 @@ def measure(model: nn.Module, run: Callable[[], Any], stacks: list) -> dict[str,
             continue
         if getattr(s, "inner_of", None) is None:  # a stage list: the blocks inside each stage as well
             todo += [inner for inner in inner_stacks(model, s) if inner.path not in result]
-    return {path: st for path, st in result.items()  # an inner sequence with no residual identity says nothing
+        todo += [inner for inner in held_blocks(model, s, result[s.path]) if inner.path not in result and
+                 all(inner.path != t.path for t in todo)]
+    kept = {path: st for path, st in result.items()  # an inner sequence with no residual identity says nothing
             if "inner_of" not in st or any(stream["identity"]["holds"] for p in st["patterns"] for stream in p["streams"])}
+    for path, rank in run_order(model, [s for s in stacks if s.path in kept], run).items():
+        kept[path]["order"] = rank
+    return kept
+
+
+def held_blocks(model: nn.Module, stack: Any, measured: dict[str, Any]) -> list[Any]:
+    """The lists of blocks inside a branch that is a whole transformer block (``blocks_inside``: diffusers'
+    ``Transformer2DModel`` holds ``transformer_blocks``), for each block of ``stack`` built like a measured one:
+    measured as stacks of their own, so their attention and feed-forward can be asked for."""
+    found = []
+    for i, index in enumerate(measured.get("block_pattern", [])):
+        if index is None:
+            continue
+        for stream in measured["patterns"][index]["streams"]:
+            for entry in stream["lookups"].values():
+                if entry.get("blocks_inside"):
+                    path = f"{stack.names[i]}.{entry['blocks_inside']}"
+                    names = [f"{path}.{k}" for k, _ in model.get_submodule(path).named_children()]
+                    found.append(SimpleNamespace(path=path, names=names, inner_of=stack.path))
+    return found
+
+
+def run_order(model: nn.Module, stacks: list[Any], run: Callable[[], Any]) -> dict[str, int]:
+    """Stack path -> its rank in the order the forward first calls its first block (0: the first the input
+    meets); a stack not called is left out."""
+    first: dict[str, int] = {}
+    handles = []
+    for s in stacks:
+        def pre(m: nn.Module, args: tuple, path: str = s.path) -> None:
+            first.setdefault(path, len(first))
+        handles.append(model.get_submodule(s.names[0]).register_forward_pre_hook(pre))
+    try:
+        with torch.no_grad():
+            run()
+    finally:
+        for h in handles:
+            h.remove()
+    return first
 
 
 def _stack(model: nn.Module, s: Any, run: Callable[[], Any], implementations: list, absent: dict[str, str]
@@ -414,13 +666,16 @@ def _stack(model: nn.Module, s: Any, run: Callable[[], Any], implementations: li
     patterns: list[dict[str, Any]] = []
     keys: list[str] = []
     index_of: dict[str, int | None] = {}
+    first_of: list[str] = []  # the first block of each pattern
+    cache: dict = {}
     for i, (bname, block) in enumerate(blocks.items()):
         found = first_call(calls[bname])
         if found is None:
             index_of[bname] = None
             continue
         modules = dict(block.named_modules())
-        pattern = {"class": type(block).__name__, "streams": block_streams(*found, modules, ops.seen)}
+        probe = Probe(block, run, cache)
+        pattern = {"class": type(block).__name__, "streams": block_streams(*found, modules, ops.seen, probe)}
         by_impl = _by_variant(bname, modules, fired)
         for stream in pattern["streams"]:
             for entry in stream["lookups"].values():
@@ -439,8 +694,10 @@ def _stack(model: nn.Module, s: Any, run: Callable[[], Any], implementations: li
         if key not in keys:
             keys.append(key)
             patterns.append({**pattern, "blocks": []})
+            first_of.append(bname)
         patterns[keys.index(key)]["blocks"].append(i)
         index_of[bname] = keys.index(key)
+    _check_scalars(blocks, patterns, first_of, shapes, run)
     alike = {_signature(b): index_of[n] for n, b in blocks.items() if index_of.get(n) is not None}
     out: dict[str, Any] = {
         "blocks": len(s.names), "names": _template(s.path, s.names) or s.names, "measured": len(blocks),
@@ -453,6 +710,58 @@ def _stack(model: nn.Module, s: Any, run: Callable[[], Any], implementations: li
     if not patterns:
         out["why"] = "its blocks are not called in this forward"
     return out
+
+
+def _nested(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """A lookup and the places within it (its ``sum``, the module inside a branch, experts, router)."""
+    return [entry] + [v for k, v in entry.items() if k in ("inside", "experts", "router", "sum") and isinstance(v, dict)]
+
+
+def _places_of(streams: list[dict[str, Any]]) -> list[Any]:
+    return [(role, e.get("module"), e.get("hook"), e.get("take")) for st in streams for role, e in
+            sorted(st["lookups"].items())] + [st["identity"]["holds"] for st in streams]
+
+
+def _check_scalars(blocks: dict[str, nn.Module], patterns: list[dict[str, Any]], first_of: list[str],
+                   shapes: dict[str, set], run: Callable[[], Any]) -> None:
+    """The places proved again with the blocks' scalars (:func:`config_scalars`) set to other values: a place that
+    held only at a default (a residual multiplier of 1.0) is caught. Each pattern gets ``scalars``: which were
+    changed, whether its places still hold, and which branches' scale follows them (it changed with them)."""
+    scalars = config_scalars({n: blocks[n] for n in first_of})
+    if not scalars or not patterns:
+        return
+    try:
+        with other_scalars(scalars) as names:
+            picked = {n: blocks[n] for n in first_of}
+            with recording(picked, {n: shapes[n] for n in first_of}) as (calls, ops):
+                value = main_tensor(run())
+            if value is not None and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                raise FloatingPointError("not finite")
+            again = {}
+            for bname in first_of:
+                found = first_call(calls[bname])
+                again[bname] = None if found is None else \
+                    block_streams(*found, dict(blocks[bname].named_modules()), ops.seen)
+    except Exception as exc:  # noqa: BLE001 - recorded: proved at the defaults only
+        for pattern in patterns:
+            pattern["scalars"] = {"changed": [], "why": f"the model does not run with its scalars changed "
+                                                        f"({type(exc).__name__})"}
+        return
+    for pattern, bname in zip(patterns, first_of):
+        other = again.get(bname)
+        same = other is not None and _places_of(other) == _places_of(pattern["streams"])
+        record: dict[str, Any] = {"changed": names[:16], "count": len(names), "places_hold": same}
+        if same:
+            follow = []
+            for st, st2 in zip(pattern["streams"], other):
+                for role, entry in st["lookups"].items():
+                    if entry.get("scale", 1.0) != st2["lookups"][role].get("scale", 1.0) or \
+                            entry.get("base_scale") != st2["lookups"][role].get("base_scale"):
+                        entry["scale_follows_scalars"] = True
+                        follow.append(role)
+            if follow:
+                record["scale_follows"] = follow
+        pattern["scalars"] = record
 
 
 def _by_variant(bname: str, modules: dict[str, nn.Module], fired: dict[str, dict]

@@ -93,11 +93,48 @@ def write_json(zoo: str, source: Path, folder: Path) -> Path:
     return _write(data, folder, zoo)
 
 
-def merge_inside(zoo: str, source: Path, folder: Path) -> Path:
+PLACE_KINDS = {  # what each kind of place inside a block is (``where(block, kind)``): one line each, both languages
+    "input": ("the block's input: the residual stream entering the block",
+              "块的输入：进入这个块的残差流"),
+    "attention": ("the attention output: a branch in which an attention op ran and that mixes positions (perturbing "
+                  "one token changes the others' outputs)",
+                  "注意力的输出：其中运行了注意力运算、会混合各位置的分支（扰动一个词元，其他位置的输出随之改变）"),
+    "cross_attention": ("the cross-attention output: attention whose keys come from another stream (position-wise in "
+                        "this one)",
+                        "交叉注意力的输出：键值来自另一条流的注意力（对本条流逐位置）"),
+    "mlp": ("the MLP (feed-forward, or experts') output: the position-wise branch (perturbing one position changes "
+            "no other)",
+            "MLP（前馈网络或专家）的输出：逐位置的分支（扰动一个位置不影响其他位置）"),
+    "experts": ("the module holding a mixture-of-experts layer's experts", "混合专家层中存放各专家的模块"),
+    "router": ("the router (gate) of a mixture-of-experts layer: its output is the routing logits",
+               "混合专家层的路由器（门控）：输出是路由 logits"),
+    "mixer": ("a state-space mixer's output (Mamba): mixes positions with no attention op",
+              "状态空间混合器（Mamba）的输出：不经注意力运算而混合各位置"),
+    "branch": ("a branch that mixes positions with no attention op: a convolution (a ResNet block's convolutions, "
+               "XCiT's local patch interaction), not an MLP",
+               "不经注意力运算而混合各位置的分支：卷积（ResNet 块的卷积、XCiT 的局部块交互），不是 MLP"),
+    "transformer": ("a whole transformer block inside a block (a UNet's Transformer2DModel: attention, "
+                    "cross-attention and feed-forward); its parts are asked for with stack= its inner_stack",
+                    "块中的一整个 Transformer 块（UNet 的 Transformer2DModel：自注意力、交叉注意力和前馈）；其中各部分用 "
+                    "stack= 它的 inner_stack 去查"),
+    "shortcut": ("where the block changes the stream's shape: the module (a downsample, a 1x1 convolution) whose "
+                 "output the first branch adds to",
+                 "块改变了流的形状时：第一个分支所加到的那个模块（下采样、1x1 卷积）的输出"),
+    "residual_after_<part>": ("the residual stream right after a part was added (residual_after_attention, "
+                              "residual_after_mlp, residual_after_branch ...)",
+                              "某个部分加上之后的残差流（residual_after_attention、residual_after_mlp、"
+                              "residual_after_branch ……）"),
+    "residual": ("the residual stream after the block (its last residual_after_<part>), on convolution nets too",
+                 "块之后的残差流（它最后一个 residual_after_<部分>），卷积网络也一样"),
+}
+
+
+def merge_inside(zoo: str, source: Path, folder: Path, only: bool = False) -> Path:
     """Puts the fields that ``run --part inside`` measured again (``source``: JSON lines) into ``folder/<zoo>.json``:
     every model the atlas built gets ``inside`` (the lookups inside its blocks), its ``block_calls`` and
     ``generate`` measured again; a model the pass did not reach or could not rebuild gets ``inside: null`` and
-    ``inside_why``."""
+    ``inside_why``. ``only``: the models ``source`` has are merged, the others left as they are (a few models
+    measured again with ``run --part inside --only``)."""
     data = load(zoo, folder)
     if data is None:
         raise FileNotFoundError(folder / f"{zoo}.json")
@@ -110,6 +147,8 @@ def merge_inside(zoo: str, source: Path, folder: Path) -> Path:
         if entry["status"] != "built":
             continue
         got = measured.get(name)
+        if got is None and only:
+            continue
         entry.pop("inside_why", None)
         if got is None:
             entry["inside"], entry["inside_why"] = None, (
@@ -129,6 +168,7 @@ def merge_inside(zoo: str, source: Path, folder: Path) -> Path:
             if got.get("inside_why"):
                 entry["inside_why"] = got["inside_why"]
     data["inside pass"] = f"python -m tools.atlas run --part inside --zoo {zoo}; python -m tools.atlas merge --zoo {zoo}"
+    data["place_kinds"] = {kind: {"en": en, "zh": zh} for kind, (en, zh) in PLACE_KINDS.items()}
     data["counts"] = summarize(data["models"])
     return _write(data, folder, zoo)
 
