@@ -158,7 +158,7 @@ INSIDE = {
     "transformers": ["llama", "bert", "gpt_neox", "t5", "mixtral", "gemma2", "doge", "opt", "modernbert"],
     "diffusers": ["SD3Transformer2DModel", "AuraFlowTransformer2DModel"],
     "torchvision": ["resnet18", "vit_b_16"],
-    "timm": ["test_vit"],
+    "timm": ["test_vit", "repghostnet_150", "xcit_tiny_12_p8_224"],  # a stride-2 block's shortcut; an LPI branch
 }
 _TAKE = re.compile(r"\[(\d+)\]|\['([^']+)'\]|\.(\w+)")
 
@@ -362,3 +362,170 @@ def test_an_encoder_decoder_generates_and_its_encoder_blocks_run_once():
     assert out.shape[-1] > 1 and counts["encoder.block"] == 1 and counts["decoder.block"] == counts["model"] > 1
     assert recorded["block_fires"] == {k: counts[k] for k in recorded["block_fires"]}
     assert recorded["model_calls"] == counts["model"]
+
+
+def test_where_validates_its_arguments_like_a_command_line():
+    """Types, ranges and known values, as a command line checks them: a bool, a float, a str or None is no block
+    index (``where(True)`` gave ``model.layers.True.self_attn``), a negative one is refused (the atlas built the
+    model small: its last block is not yours), and no value a caller passed is shown longer than its cut repr."""
+    import numpy
+
+    from hooklab import course
+
+    llama = course.atlas("transformers")["llama"]
+    for bad in (True, False, 1.0, "0", None, [0]):
+        with pytest.raises(TypeError, match="index of a block in its stack"):
+            llama.where(bad, "attention")
+    with pytest.raises(ValueError, match="negative indices are refused"):
+        llama.where(-1, "attention")
+    assert llama.where(numpy.int64(3), "attention") == llama.where(3, "attention")
+    for bad in (3, b"mlp", ["mlp"], True):
+        with pytest.raises(TypeError, match="what is a str"):
+            llama.where(0, bad)
+    for key in ("stack", "stream"):
+        for bad in ("", " ", 3, True):
+            with pytest.raises(TypeError, match=f"{key} is a non-empty str or None"):
+                llama.where(0, **{key: bad})
+    long = "attention" * 2000
+    for call in (lambda: llama.where(0, long), lambda: llama.where(0, stack=long),
+                 lambda: llama.where(0, "attention", stream=long)):
+        with pytest.raises(LookupError) as error:
+            call()
+        assert long not in str(error.value) and len(str(error.value)) < 1200
+    assert llama.where(0, "residual") == llama.where(0, "residual_after_mlp")
+
+
+def test_where_counts_blocks_in_the_order_they_run_and_says_which_stack():
+    """resnet50's stacks come largest first (``layer4``), but ``where(i)`` counts the blocks in the order the input
+    meets them: the truth is a forward pre-hook on every block of torchvision's resnet50. ``residual`` is the stream
+    after the block on a convolution net too (the block's own output)."""
+    import torchvision
+
+    from hooklab import course
+
+    entry = course.atlas("torchvision")["resnet50"]
+    assert entry["stacks"][0]["path"] == "layer4"
+    model = torchvision.models.resnet50(weights=None).eval()
+    order = []
+    handles = [m.register_forward_pre_hook(lambda m, a, name=name: order.append(name))
+               for name, m in model.named_modules() if type(m).__name__ == "Bottleneck"]
+    try:
+        with torch.no_grad():
+            model(torch.randn(1, 3, 64, 64))
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert len(order) == 16
+    for i, name in enumerate(order):
+        place = entry.where(i, "residual")
+        assert (place["module"], place["stack"], place["block"]) == (name, name.rpartition(".")[0],
+                                                                      int(name.rpartition(".")[2])), i
+    assert "block 3 in the order the blocks run is block 0 of stack 'layer2'" in entry.where(3, "residual")["note"]
+    with pytest.raises(LookupError, match="16 in all, so block 16 is past them"):
+        entry.where(16)
+
+
+def test_a_place_overwritten_in_place_later_says_to_clone_it():
+    """torchvision's Bottleneck: ``out = bn3(...); out += identity; out = relu(out)`` with ``inplace=True``. The
+    truth, with a plain forward hook on ``bn3``: the tensor it got, kept without ``.clone()``, is not what it was
+    when the hook ran. The atlas says so (``clone``), and says nothing for the block's own output, which nothing
+    changes after."""
+    import torchvision
+
+    from hooklab import course
+
+    entry = course.atlas("torchvision")["resnet50"]
+    branch = entry.where(1, "branch")
+    assert branch["module"] == "layer1.1.bn3" and branch["clone"] is True and "clone it" in str(branch)
+    assert "clone" not in entry.where(1, "residual")
+    model = torchvision.models.resnet50(weights=None).eval()
+    kept = []
+    handle = model.layer1[1].bn3.register_forward_hook(lambda m, a, out: kept.append((out, out.clone())))
+    try:
+        with torch.no_grad():
+            model(torch.randn(1, 3, 64, 64))
+    finally:
+        handle.remove()
+    assert not torch.equal(*kept[0])
+
+
+def _mixes_positions(module, x: torch.Tensor, *args) -> bool:
+    """The plain-PyTorch truth of a module alone: does perturbing token 1 change its output at other tokens?"""
+    with torch.no_grad():
+        y = x.clone()
+        y[:, 1] += 1.0
+        change = (module(y, *args) - module(x, *args)).abs().amax(dim=(0, 2))
+    return int((change > 0).sum()) > 1
+
+
+def test_xcit_local_patch_interaction_is_a_branch_and_the_mlp_is_the_mlp():
+    """timm's XCABlock runs attention, then ``local_mp`` (LPI: depthwise convolutions over neighbouring patches),
+    then ``mlp``. The atlas named ``local_mp`` the MLP; measured, it mixes positions (a ``branch``) and the MLP is
+    the position-wise one. The truth: each module alone, perturbed at one token."""
+    from timm.layers import Mlp
+    from timm.models.xcit import LPI
+
+    from hooklab import course
+
+    entry = course.atlas("timm")["xcit_tiny_12_p8_224"]
+    places = entry.where(0)
+    assert [k for k in places if k not in ("input",) and not k.startswith("residual")] == \
+        ["attention", "branch", "mlp"]
+    inside = {role: (places[role].get("inside") or {}).get("module", places[role]["module"])
+              for role in ("branch", "mlp")}
+    assert inside["branch"].startswith("blocks.0.") and "local_mp" in inside["branch"] + places["branch"]["module"] \
+        or places["branch"]["module"] == "blocks.0.drop_path3"
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 8)
+    assert _mixes_positions(LPI(8), x, 4, 4) and not _mixes_positions(Mlp(8, 16), x)
+    assert places["branch"]["computes"] == "mixes positions" and places["mlp"]["computes"] == "position-wise"
+
+
+def test_a_stride_two_block_proves_its_identity_with_its_shortcut():
+    """repghostnet's block 1 widens the stream (24 -> 36 channels): its output is ``shortcut(input)`` plus two
+    branches, and the atlas offers the ``shortcut`` (the numbers are checked on the model rebuilt, above)."""
+    from hooklab import course
+
+    entry = course.atlas("timm")["repghostnet_150"]
+    places = entry.where(1)
+    assert places["shortcut"]["module"] == "blocks.1.0.shortcut"
+    assert places["branch"]["identity"].startswith("block output = shortcut(block input) + branch")
+    assert places["residual_after_branch"]["compute"] == "shortcut output + branch output"
+
+
+def test_a_unet_names_its_transformer_blocks_and_the_stacks_that_answer():
+    """A UNet's ``attentions.N`` is a whole Transformer2DModel (self-attention, cross-attention, feed-forward):
+    not "attention". Its inner blocks are measured as a stack: there self-attention mixes positions, the
+    cross-attention (keys from the text) and the feed-forward are position-wise in the image's stream. The default
+    stack (down blocks, then the middle, then the up blocks) has no identity: the error names the stacks that do."""
+    from hooklab import course
+
+    unet = course.atlas("diffusers")["UNet2DConditionModel"]
+    with pytest.raises(LookupError, match="Stacks whose blocks answer: .*down_blocks.0.attentions"):
+        unet.where(0)
+    outer = unet.where(0, "transformer", stack="down_blocks.0.attentions")
+    inner = outer["inner_stack"]
+    assert inner == "down_blocks.0.attentions.0.transformer_blocks" and "where(j, 'attention'" in outer["note"]
+    with pytest.raises(KeyError, match="holds blocks of its own"):
+        unet.where(0, "attention", stack="down_blocks.0.attentions")
+    parts = unet.where(0, stack=inner)
+    assert parts["attention"]["module"] == f"{inner}.0.attn1" and parts["attention"]["computes"] == "mixes positions"
+    assert parts["cross_attention"]["module"] == f"{inner}.0.attn2"
+    assert parts["mlp"]["module"] == f"{inner}.0.ff" and parts["mlp"]["computes"] == "position-wise"
+
+
+def test_every_kind_of_place_has_a_line_in_both_languages():
+    """What ``course.ask``'s index reads: ``place_kinds`` of each atlas, kind -> {"en", "zh"}; every role a
+    measured block has is one of them."""
+    from hooklab import course
+
+    for zoo in ("torchvision", "timm", "diffusers", "transformers"):
+        kinds = course.atlas(zoo).place_kinds
+        assert all(v["en"] and v["zh"] for v in kinds.values()), zoo
+        for entry in course.atlas(zoo).values():
+            for stack in (entry.get("inside") or {}).values():
+                for pattern in stack.get("patterns", []):
+                    for stream in pattern["streams"]:
+                        for role in stream["lookups"]:
+                            base = re.sub(r"_\d+$", "", role)
+                            assert base in kinds or base.startswith("residual_after_"), (zoo, role)

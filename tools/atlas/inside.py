@@ -4,11 +4,20 @@ fire under which attention implementation.
 
 Measured, not read from names: each lookup is a place where a hook saw a term of the block's residual identity
 (:mod:`tools.atlas.identity`: block output = block input + attention + mlp, found in the tensors the hooks saw). A
-branch's role is named by what ran in it: ``attention`` where ``scaled_dot_product_attention`` or a softmax over 3 or
-more dimensions ran, or its modules are named so (``cross_attention`` for one named ``cross`` / ``encoder_attn`` /
-``attn2``); ``mlp`` for a branch with experts, one named so, or the one after an attention branch (with its experts
-and router, where it has them); ``mixer`` for a state-space mixer; ``branch`` otherwise (a ResNet block's
-convolutions). Where the block changes the shape, the first branch adds to a ``shortcut`` (a ResNet's downsample).
+branch's role is named by what it computes (:class:`Probe`: the model is run again with the branch's input perturbed
+at one position): ``attention`` where an attention op (``scaled_dot_product_attention``, a softmax over 3 or more
+dimensions) ran and the branch mixes positions, ``cross_attention`` where an attention op ran and the branch is
+position-wise in this stream (its keys come from another) or is named so, ``transformer`` where an attention op ran
+and the branch holds residual blocks of its own (measured as a stack: ``inner_of``), ``mixer`` (a state-space mixer)
+or ``branch`` (a convolution: a ResNet block, XCiT's LPI) for a branch that mixes positions with no attention op,
+``mlp`` for the position-wise one (with its experts and router, where it has them); each such place records
+``computes``. Where the block changes the shape, the first branch adds to a ``shortcut`` (a ResNet's downsample,
+RepGhost's shortcut beside two parallel branches). A place whose tensor a later in-place op of the same forward
+changes (``out += identity``, ``ReLU(inplace=True)``) has ``clone``: the hooks' tensors are compared, after the
+forward, with the copies taken when they ran. The float scalars of a block and its config that may scale a branch
+(a residual multiplier, a layer scale) are set to other values and the identity found again (:func:`other_scalars`):
+a pattern's ``scalars`` says whether its places still hold, and a branch whose scale changed with them has
+``scale_follows_scalars``. Each stack records ``order``, its rank in the order the forward first runs it.
 
 Parameters that hold one constant are given random values first (a zero-initialised gate or a layer scale of 1e-5
 leaves no trace of its branch), unless the model's output is then not finite. Each stack is run again under every
