@@ -72,3 +72,11 @@ def test_the_symptom_page_links_each_recipe_from_the_message_rows_it_names(lang)
     for recipe, row in named:
         link = f"[R{recipe['id']}](recipes-{recipe['path'].removesuffix('.ipynb')}.md#recipe-{recipe['id']})"
         assert link in text, f"{row}: the symptom page does not link {link}"
+
+
+def test_every_area_page_has_its_notebook_as_its_download():
+    """tools/site/build.py writes each area page's download from this table: every page but the list has one, and it
+    is the page's own notebook."""
+    found = pages.downloads()
+    assert set(found) == set(pages.pages()) - {"recipes"} and len(found) >= 12
+    assert all(path.is_file() and name == f"recipes-{path.stem}" for name, path in found.items())

@@ -773,3 +773,40 @@ def test_the_landing_pages_link_the_maintainers_manual_where_the_repository_is_k
         block = template.split("<!-- if repository -->")[1].split("<!-- end -->")[0]
         assert "({{repository}}/blob/HEAD/CONTRIBUTING.md)" in block, lang
         assert "README" not in template, lang
+
+
+def test_a_recipe_pages_download_is_its_notebook_with_the_install_cell(built):
+    """A recipe page's download button gives the recipe notebook in the page's language, standalone, its first code
+    cell installing what it uses (tools/launch/copies.py), not the page's MyST source."""
+    from tools.recipes import pages as recipe_pages
+
+    out, _ = built
+    recipe_notebooks = recipe_pages.downloads()
+    assert len(recipe_notebooks) >= 12
+    for lang in pages.LANGS:
+        for name, recipe in recipe_notebooks.items():
+            page = parsed(out / lang / f"{name}.html")
+            downloads = [a["href"] for a in page.anchors if "btn-download-source-button" in a.get("class", "")]
+            assert downloads == [f"_sources/{name}.ipynb"], (lang, name, downloads)
+            notebook = out / lang / downloads[0]
+            nb = json.loads(notebook.read_text(encoding="utf-8"))
+            assert nb["metadata"]["hooklab_language"] == lang and nb["nbformat"] == 4
+            assert "pip" in install_cell(notebook)
+            ids = [c["metadata"]["hooklab"]["recipe"]["id"] for c in nb["cells"]
+                   if "recipe" in c.get("metadata", {}).get("hooklab", {})]
+            committed = json.loads(recipe.read_text(encoding="utf-8"))["cells"]
+            assert ids == [c["metadata"]["hooklab"]["recipe"]["id"] for c in committed
+                           if "recipe" in c.get("metadata", {}).get("hooklab", {})]  # every recipe of the page
+
+
+def test_the_matrix_page_has_no_bare_address_a_phone_cannot_break():
+    """The matrix page's "source only" paragraphs held bare addresses (one unbreakable word each) that made the page
+    wider than a 390 px phone; they are links named by their file now (tools/hook_matrix/page.py: linked)."""
+    doc = json.loads((ROOT / "docs" / "hook_matrix.json").read_text(encoding="utf-8"))
+    assert any("https://" in entry["en"] for entry in doc.get("source_only", []))  # the data has bare addresses
+    for lang in pages.LANGS:
+        from tools.hook_matrix import page as hook_matrix_page
+
+        text = hook_matrix_page.page(doc, lang)
+        assert re.findall(r"(?<!\]\()https?://\S+", text) == [], lang
+        assert "[engine.cpp](https://github.com/pytorch/pytorch/blob/" in text

@@ -324,9 +324,23 @@ def page(doc: dict[str, Any], lang: str, *, built: set[str] | None = None) -> st
     if doc.get("source_only"):
         lines += [f"## {t['source_only']}", "", t["source_only_intro"], ""]
         for entry in doc["source_only"]:
-            lines += [f"### {entry['title_zh'] if lang == 'zh' else entry['title']}", "", entry[lang], ""]
+            lines += [f"### {entry['title_zh'] if lang == 'zh' else entry['title']}", "", linked(entry[lang]), ""]
     lines += [f"## {t['maintainers']}", "", t["kept"], ""]  # how the page is kept: after what a learner reads
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+_BARE_URL = re.compile(r"(?<!\]\()(?<!<)https?://[A-Za-z0-9_./#~:%+-]*[A-Za-z0-9_/#-]")
+
+
+def linked(text: str) -> str:
+    """``text`` with each bare address made a link named by its file (and line anchor): a bare address is one word
+    that no line can break, and made the page wider than a phone's screen.
+
+    >>> linked("read engine.cpp (https://github.com/pytorch/pytorch/blob/v2.15.0/torch/cuda/graphs.py#L1626-L1636), "
+    ...        "or [this](https://example.org/a)")
+    'read engine.cpp ([graphs.py#L1626-L1636](https://github.com/pytorch/pytorch/blob/v2.15.0/torch/cuda/graphs.py#L1626-L1636)), or [this](https://example.org/a)'
+    """
+    return _BARE_URL.sub(lambda m: f"[{m[0].rstrip('/').rsplit('/', 1)[-1]}]({m[0]})", text)
 
 
 def write_page(doc: dict[str, Any], folder: Path, lang: str, *, built: set[str] | None = None) -> Path:

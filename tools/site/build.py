@@ -65,7 +65,10 @@ import tomllib
 
 from ..hook_matrix import page as hook_matrix_page  # the hook behaviour matrix page and its cell targets
 from ..launch import copies as launch
-from ..recipes.pages import links_to_recipe_pages  # a section's links to the recipes that rely on it
+from ..recipes.pages import (
+    downloads as recipe_downloads,  # the notebook behind a recipe page's download
+    links_to_recipe_pages,  # a section's links to the recipes that rely on it
+)
 from . import ask_index
 from .pages import (
     CONF,
@@ -203,6 +206,10 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
         (src / path.name).write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         names.append(path.stem)
     pages = extra_pages(root, full=only is None)  # a quick build (tests) leaves the atlas out, as the API page
+    for page, recipe in recipe_downloads(root / "recipes").items():  # a recipe page's download: its notebook, standalone
+        if page in pages:
+            launch.write_recipe_download(recipe, lang, downloads / f"{page}.ipynb", repository=repository,
+                                         commit=commit, root=root)
     children = nested_pages(pages)
     for page, write in pages.items():
         text = write(root, lang, names).rstrip("\n") + "\n" + child_contents(children.get(page, []))
@@ -280,14 +287,18 @@ def write_catalogs(folder: Path, messages: dict[str, dict[str, str]] = ZH_MESSAG
 
 
 def settings(src: Path, lang: str, names: list[str], *, other: str | None, repository: str | None,
-             branch: str, launch_branch: str | None = None, locale_dir: Path | None = None) -> dict[str, Any]:
-    """What tools/site/conf.py reads (through the file named by HOOKLAB_SITE)."""
+             branch: str, launch_branch: str | None = None, locale_dir: Path | None = None,
+             root: Path = ROOT) -> dict[str, Any]:
+    """What tools/site/conf.py reads (through the file named by HOOKLAB_SITE); ``notebook_downloads``: the pages whose
+    download button gives a notebook that :func:`assemble` wrote (the recipe pages)."""
     extra = src.parent / f"_extra-{lang}"
     licence = {"code": "LICENSE.txt" if (extra / "LICENSE.txt").is_file() else LICENCE_URLS["code"],
                "prose": "LICENSE-prose.txt" if (extra / "LICENSE-prose.txt").is_file() else LICENCE_URLS["prose"]}
     return {"lang": lang, "src": str(src), "notebooks": names, "repository_url": repository,
             "repository_branch": branch, "extra": str(extra) if any(extra.iterdir()) else None,
             "launch_branch": launch_branch if repository else None,
+            "notebook_downloads": sorted(page for page in recipe_downloads(root / "recipes")
+                                         if (src.parent / f"_downloads-{lang}" / f"{page}.ipynb").is_file()),
             "licence_links": licence, "locale_dir": str(locale_dir) if locale_dir else None,
             "other": {"lang": other, "label": LABELS[other], "pages": site_pages(names)}
             if other else None}
@@ -323,7 +334,7 @@ def build(out: Path, *, langs: tuple[str, ...] = LANGS, root: Path = ROOT, repos
             others = [o for o in LANGS if o != lang and (o in langs or (out / o / "index.html").is_file())]
             config = settings(src, lang, names, other=others[0] if others else None, repository=repository,
                               branch=branch, launch_branch=launch_branch,
-                              locale_dir=locale_dir if lang == "zh" else None)
+                              locale_dir=locale_dir if lang == "zh" else None, root=root)
             config_file = src_root / f"settings-{lang}.json"
             config_file.write_text(json.dumps(config, ensure_ascii=False, indent=1), encoding="utf-8")
             # Sphinx writes into a staging folder, moved to out/<lang> when it succeeded: myst-nb puts its

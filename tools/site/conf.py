@@ -154,6 +154,25 @@ def _launch_copies(app, pagename, templatename, context, doctree):
         group["buttons"] = kept
 
 
+_NOTEBOOK_DOWNLOAD = {"zh": "下载笔记本（第一个单元格安装它用到的包）",
+                      "en": "Download the notebook (its first cell installs what it uses)"}[LANG]
+
+
+def _notebook_downloads(app, pagename, templatename, context, doctree):
+    """A recipe page's download button gives its recipe notebook in this language, standalone, with the cell that
+    installs what it uses (tools/site/build.py writes it into _sources/ as ``<page>.ipynb``), instead of the page's
+    MyST source, which no Jupyter opens as a notebook."""
+    if pagename not in SITE.get("notebook_downloads", []):
+        return
+    for group in context.get("header_buttons", []):
+        if group.get("label") != "download-buttons":
+            continue
+        for button in group["buttons"]:
+            if button.get("label") == "download-source-button":
+                button.update(url=button["url"].rsplit("/", 1)[0] + f"/{pagename}.ipynb", text=".ipynb",
+                              icon="fas fa-code", tooltip=_NOTEBOOK_DOWNLOAD)
+
+
 _CLASSROOM = {  # tools/site/build.py builds them into <lang>/slides/<lang>/ and <lang>/handouts/<lang>/
     "zh": {"group": "上课用的材料", "slides": ("幻灯片", "本课的 reveal.js 幻灯片（离线可用：S 键打开演讲者视图）"),
            "handout": ("讲义", "本课的讲义，可以直接打印（每一节从新的一页开始）")},
@@ -307,6 +326,7 @@ def setup(app):
     app.connect("html-page-context", _language_link, priority=400)
     app.connect("html-page-context", _no_edit_button_on_generated_pages, priority=900)  # after the theme's (501)
     app.connect("html-page-context", _launch_copies, priority=900)
+    app.connect("html-page-context", _notebook_downloads, priority=900)  # after the theme makes its buttons (501)
     app.connect("html-page-context", _classroom_buttons, priority=600)  # after the theme makes its buttons (501)
     app.connect("autodoc-skip-member", _no_constructor_with_private_types)
     if ZH and SITE.get("locale_dir"):
