@@ -199,7 +199,7 @@ def not_called(r: Any, target: nn.Module, w: _Watch) -> tuple[str, list[str]]:
             f"(e.g. self.model.decoder(...) instead of self.model(...)), passing {name}'s own forward and hooks: "
             "hook the submodules that run"]
     called = [(n, m) for n, m in w.ancestors if w.calls[id(m)] or w.compiled_calls[id(m)]]
-    if r.error is not None and not called:
+    if r.error is not None:  # the step stopped before reaching it: what it would have done is not known
         return "step raised", [raised_before(name, r)]
     if r.fast_paths and any(isinstance(m, _FAST_PATH_OWNERS) for _n, m in called):
         cause, text = fast_path(name, r, w)
@@ -379,13 +379,16 @@ def raised_inside(error: BaseException, target: nn.Module, w: _Watch) -> bool:
     return False
 
 
-def always_call(name: str, target: nn.Module, w: _Watch, fired: dict[str, int]) -> str:
-    """The sentence for a step that raised inside the module: which forward hooks still ran (always_call)."""
+def always_call(name: str, target: nn.Module, w: _Watch, fired: dict[str, int], raised: str | None = None) -> str:
+    """The sentence for a step that raised inside the module: which forward hooks still ran (always_call);
+    ``raised``: the hook the exception came out of, when it was one."""
     always = getattr(target, "_forward_hooks_always_called", {})
     hooks = getattr(target, "_forward_hooks", {})
     kept = [w.hook_labels[id(fn)] for key, fn in hooks.items() if key in always and id(fn) in w.hook_labels]
-    skipped = [w.hook_labels[id(fn)] for key, fn in hooks.items() if key not in always and id(fn) in w.hook_labels]
-    text = (f"the error was raised inside {name} (its forward or one of its hooks), so its call did not return: "
+    skipped = [w.hook_labels[id(fn)] for key, fn in hooks.items() if key not in always and id(fn) in w.hook_labels
+               and w.hook_labels[id(fn)] != raised]
+    where = f"in its hook {raised}" if raised else "its forward or one of its hooks"
+    text = (f"the error was raised inside {name} ({where}), so its call did not return: "
             "forward hooks run after a raising forward only when registered with always_call=True")
     if kept:
         text += " (" + ", ".join(f"{label} fired {fired.get(label, 0)} time(s)" for label in kept) + ")"

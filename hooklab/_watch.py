@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import types
 from collections import Counter
 from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.modules import module as module_globals
 
 from . import _torch_internals as internals
 from .inventory import hook_name
@@ -34,11 +37,16 @@ GRAPH = "an FX GraphModule that inlined it"
 IN_MODEL = "another module of the model"
 OTHER_GRAPH = "an FX GraphModule (torch.fx, torch.export)"
 DYNAMO_GRAPH = "a graph module made by torch.compile (its backend returned it)"
+UNFLATTENED = "a copy made by torch.export.unflatten"
 _HOOK_KINDS = ("forward_pre", "forward", "backward_pre", "backward")
 # modules that Conv+BN(+ReLU) fusion folds into the fused module (they have no copy inside it)
 _FOLDED = (nn.modules.batchnorm._BatchNorm, nn.ReLU)
 _FAST_PATH_OWNERS = (nn.TransformerEncoderLayer, nn.MultiheadAttention)
 _GETATTR = nn.Module.__getattr__.__code__
+_TENSOR_REGISTER = _REGISTER = getattr(torch.Tensor.register_hook, "__code__", None)
+_GLOBAL_KINDS = (("forward_pre", "_global_forward_pre_hooks"), ("forward", "_global_forward_hooks"),
+                 ("backward_pre", "_global_backward_pre_hooks"), ("backward", "_global_backward_hooks"))
+_REGISTERS = ("register_hook", "register_prehook")  # what a forward hook calls to hook its output's backward
 _CHECKPOINT_FILE = os.path.join("torch", "utils", "checkpoint.py")
 
 
@@ -85,19 +93,51 @@ class _Watch:
         self.hook_labels: dict[int, str] = {}      # id(module hook function) -> label
         self.fired: dict[str, Counter] = {}
         self.labels: list[str] = []
+        self.fns: dict[str, Any] = {}              # label -> the hook function (to tell closures of one code apart)
+        self.kinds: dict[str, str] = {}            # label -> its kind (forward, backward, tensor, global forward...)
+        self.registered: dict[str, tuple[dict, Any]] = {}  # label -> (its hook dict, its key): removed later?
+        self.global_labels: list[str] = []         # global module hooks (they fire on every module)
+        self.param_of: dict[str, Any] = {}         # label of a hook on its parameter -> that Parameter
+        self.in_step: dict[str, str] = {}          # label -> what the step registered it on (an output, a Node)
+        self.registrars: set[Any] = set()          # codes of its forward hooks that register hooks on outputs
+        self.main_thread = threading.get_ident()
+        self.thread_calls = 0                      # calls of the target outside the step's thread
+        self.outputs: Counter = Counter()          # what its forward returned: tensor, tuple, dict, other
+        self.pool_tasks = 0                        # tasks the step gave a thread pool whose threads existed
+        self.pool_tasks_new = 0                    # tasks given to a pool that started its threads in the step
+        self.profile_fn: Any = None                # the profile function to set in a pool's threads
+        self.pools: list[tuple[Any, int]] = []     # pools whose threads got it, and how many threads
+        self.pools_watched = True                  # whether every such thread got it before its tasks
+        self.threads_before: set[int] = {t.ident for t in threading.enumerate() if t.ident is not None}
+        self.fired_outside: Counter = Counter()    # label -> firings outside the step's thread
         self._target_hooks: set[int] = set()
         self._target_keys: set[tuple[int, int]] = set()  # (handle id, id(fn)): what a deepcopy keeps
         for _attr, kind, hooks in internals.module_hook_dicts(target):
             if kind not in _HOOK_KINDS:
                 continue
             for key, fn in hooks.items():
-                self.hook_labels[id(fn)] = self._watch(fn, f"{hook_name(fn)} ({kind})", kind)
+                label = self._watch(fn, f"{hook_name(fn)} ({kind})", kind)
+                self.hook_labels[id(fn)] = label
+                self.registered[label] = (hooks, key)
                 self._target_hooks.add(id(fn))
                 self._target_keys.add((key, id(fn)))
-        for pname, p in target.named_parameters(recurse=False):
+                names = getattr(_code(fn), "co_names", ())
+                if kind == "forward" and any(n in names for n in _REGISTERS):
+                    self.registrars.add(_code(fn))
+        # its parameters, and those of its submodules (an adapter's base_layer, a parametrization's original)
+        for pname, p in target.named_parameters():
             for kind, hooks in internals.tensor_hook_dicts(p):
-                for fn in hooks.values():
-                    self._watch(fn, f"{hook_name(fn)} ({pname}: {kind} hook)", kind)
+                for key, fn in hooks.items():
+                    label = self._watch(fn, f"{hook_name(fn)} ({pname}: {kind} hook)", kind)
+                    self.registered[label] = (hooks, key)
+                    self.param_of[label] = p
+        for kind, attr in _GLOBAL_KINDS:  # global module hooks fire on it too
+            hooks = getattr(module_globals, attr, None) or {}
+            for key, fn in hooks.items():
+                label = self._watch(fn, f"{hook_name(fn)} (global {kind})", f"global {kind}")
+                self.hook_labels.setdefault(id(fn), label)
+                self.global_labels.append(label)
+                self.registered[label] = (hooks, key)
         # copies inside the model: modules that carry the target's hooks under the same handle ids (a deepcopy keeps
         # them; registering one function on many modules gives each its own id)
         self.copies_inside = {id(m) for _, m in named if m is not target and self._target_keys and
@@ -111,7 +151,9 @@ class _Watch:
             label = f"{base} #{n}"
         self.labels.append(label)
         self.fired[label] = Counter()
+        self.kinds[label] = kind
         inner = _unwrap(fn)
+        self.fns[label] = inner
         code = _code(inner)
         if code is not None:
             self.hook_codes.setdefault(code, []).append(label)
@@ -139,6 +181,8 @@ class _Watch:
                 return COMPILED
         if _is_script_module(m):
             return SCRIPTED
+        if type(m).__module__ == "torch.export.unflatten":
+            return UNFLATTENED
         if type(m).__module__.startswith("torch.ao.nn.intrinsic") and (
                 any(self._carries_target_hooks(c) or self._looks_alike(c) for c in m.children())
                 or isinstance(target, _FOLDED)):
@@ -176,6 +220,8 @@ class _Watch:
         if m is self.target:
             if not torch.is_grad_enabled():
                 self.without_grad += 1
+            if threading.get_ident() != self.main_thread:
+                self.thread_calls += 1
             self._checkpoint(sys._getframe(1))
         elif id(m) not in self.tree or id(m) in self.copies_inside:
             relation = self.relation(m)
@@ -205,8 +251,17 @@ class _Watch:
         self.on_call(m)
 
     def profile(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "return":
+            if frame.f_code is self.forward_code and self.forward_code is not None and \
+                    frame.f_locals.get(frame.f_code.co_varnames[0]) is self.target:
+                self.outputs[_shape(arg)] += 1
+            return
         if event == "call":
             code = frame.f_code
+            if code is _TENSOR_REGISTER:
+                self._registered_in_step(frame.f_back, frame.f_locals.get("hook"), "a tensor hook on its output")
+            elif code is _SUBMIT:
+                self._pool(frame.f_locals.get("self"))
             if code is self.call_code:
                 self.on_call(frame.f_locals.get("self"))
             elif code is self.wrapped_code:
@@ -221,8 +276,69 @@ class _Watch:
                     self.forward_runs += 1
             if code in self.hook_codes:
                 self._hook_fired(frame, code)
-        elif event == "c_call" and arg in self.fast_ops:
-            self.fast[self.fast_ops[arg]] += 1
+        elif event == "c_call":
+            if arg in self.fast_ops:
+                self.fast[self.fast_ops[arg]] += 1
+            elif getattr(arg, "__name__", None) in _REGISTERS and isinstance(getattr(arg, "__self__", None),
+                                                                             torch.autograd.graph.Node):
+                for value in list(frame.f_locals.values()):  # the function it registers: a local of the caller
+                    if _user_callable(value) and _code(value) not in self.registrars:
+                        self._registered_in_step(frame, value, "a Node hook on its output's grad_fn")
+
+    def _registered_in_step(self, caller: Any, fn: Any, what: str) -> None:
+        """A hook registered during the step by one of the target's forward hooks: watched from now on."""
+        if fn is None or caller is None or caller.f_code not in self.registrars:
+            return
+        if any(self.fns.get(label) is _unwrap(fn) for label in self.in_step):
+            return
+        label = self._watch(fn, f"{hook_name(fn)} ({what}, registered by its forward hook)", "in step")
+        self.in_step[label] = what
+
+    def _pool(self, pool: Any) -> None:
+        """A task given to a thread pool: a pool whose threads existed before the step gets the profile function
+        set in each of its threads (one task per thread, held at a barrier so that each thread takes one), before
+        the step's task; :meth:`release_pools` removes it."""
+        threads = [t for t in getattr(pool, "_threads", ()) if t.ident in self.threads_before]
+        if not threads:
+            self.pool_tasks_new += 1
+            return
+        self.pool_tasks += 1
+        if self.profile_fn is None or any(p is pool for p, _n in self.pools):
+            return
+        self.pools.append((pool, len(threads)))
+        self.pools_watched &= self._in_threads(pool, len(threads), self.profile_fn)
+
+    @staticmethod
+    def _in_threads(pool: Any, n: int, fn: Any) -> bool:
+        barrier = threading.Barrier(n)
+
+        def install() -> bool:
+            sys.setprofile(fn)
+            try:
+                barrier.wait(timeout=2.0)
+            except threading.BrokenBarrierError:
+                return False
+            return True
+        try:
+            futures = [pool.submit(install) for _ in range(n)]
+        except RuntimeError:  # shut down
+            return False
+        if fn is None:  # releasing: wait until every thread has dropped it
+            return all(f.result(timeout=5.0) for f in futures)
+        return True
+
+    def release_pools(self) -> None:
+        """Remove the profile function from the threads of the pools it was set in."""
+        for pool, n in self.pools:
+            try:
+                self._in_threads(pool, n, None)
+            except Exception:  # noqa: BLE001 - a pool shut down or busy: its threads end with it
+                pass
+        self.pools.clear()
+
+    def removed(self) -> list[str]:
+        """The hooks it watched that are no longer registered (removed during the step)."""
+        return [label for label, (hooks, key) in self.registered.items() if key not in hooks]
 
     def _read(self, frame: Any) -> None:
         local = frame.f_locals
@@ -253,7 +369,23 @@ class _Watch:
         labels = list(self.hook_codes[code])
         if positional and id(positional[0]) in self.hook_objects:  # a callable object: exactly this one
             labels = [self.hook_objects[id(positional[0])]]
+        else:  # closures of one factory share the code: the one running has these free variables
+            labels = [label for label in labels if _runs(self.fns.get(label), local)]
         if not labels:
+            return
+        if threading.get_ident() != self.main_thread:
+            for label in labels:
+                self.fired_outside[label] += 1
+        globals_ = [label for label in labels if label in self.global_labels]
+        if globals_:  # a global hook: it fires on every module; counted when the module is the target or like it
+            module = next((a for a in positional if isinstance(a, nn.Module)), None)
+            if module is None:
+                return
+            relation = self.relation(module)
+            if relation in (IN_MODEL, "other"):
+                return
+            for label in globals_:
+                self.fired[label][relation] += 1
             return
         module = next((a for a in positional if isinstance(a, nn.Module)), None)
         relation = self.relation(module) if module is not None else SELF
@@ -285,6 +417,49 @@ class _Watch:
                     return [label]
             caller = caller.f_back
         return [min(labels, key=lambda label: self.fired[label][relation])]
+
+
+def _runs(fn: Any, local: dict) -> bool:
+    """Whether a frame with these locals runs the closure ``fn`` (its free variables hold the same objects)."""
+    cells = getattr(fn, "__closure__", None)
+    if not cells:
+        return True  # a plain function: one code, one function
+    for name, cell in zip(fn.__code__.co_freevars, cells):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if name in local and local[name] is not value:
+            return False
+    return True
+
+
+def _user_callable(value: Any) -> bool:
+    """A function, or an object of a class of the user's with __call__ (not a module, tensor, class or builtin)."""
+    if isinstance(value, types.FunctionType):
+        return True
+    kind = type(value)
+    return not isinstance(value, (type, nn.Module, torch.Tensor, types.BuiltinFunctionType, types.MethodType)) and \
+        "__call__" in kind.__dict__ and not kind.__module__.startswith(("torch", "builtins", "functools"))
+
+
+def _shape(out: Any) -> str:
+    """What a forward returned, as full backward hooks see it: a tensor, a tuple (of tensors), a dict, or other."""
+    if isinstance(out, torch.Tensor):
+        return "tensor"
+    if isinstance(out, tuple) and not hasattr(out, "keys"):
+        return "tuple"
+    if isinstance(out, dict) or hasattr(out, "keys"):
+        return "dict"
+    return "other"
+
+
+def _submit_code() -> Any:
+    from concurrent.futures import ThreadPoolExecutor
+    return getattr(ThreadPoolExecutor.submit, "__code__", None)
+
+
+_SUBMIT = _submit_code()
 
 
 def _code(fn: Any) -> Any:

@@ -50,7 +50,8 @@ import torch
 from torch import nn
 from torch.nn.modules import module as module_globals
 
-from . import _explain_causes as causes, _explain_passes as passes, _torch_internals as internals
+from . import _explain_causes as causes, _explain_facts as facts, _explain_passes as passes, \
+    _torch_internals as internals
 from ._explain_causes import FAKE_TRACE, FUNC_GRAD, FUNC_JVP, FX_TRACE, JIT_TRACE, PRECOMPILED, TRACERS, VMAP
 from ._text import format_table
 from ._watch import (  # noqa: F401 - the relations, importable from here
@@ -70,7 +71,8 @@ from ._watch import (  # noqa: F401 - the relations, importable from here
 from .lookup import get_module
 from .systems import HookRecord, _is_script_module, module_records, not_a_module_hint
 
-__all__ = ["CAUSES", "HookExplanation", "explain_hook"]
+__all__ = ["CAUSES", "CODES", "HookExplanation", "explain_hook"]
+CODES = facts.CODES  # what HookExplanation.codes can hold, and what each means
 
 
 # what HookExplanation.cause can be, and what each means
@@ -95,6 +97,8 @@ CAUSES = {
     "not observed": "another profiler was active: whether other code computed with its parameters was not seen",
     "profiler stopped": "the step stopped explain_hook's profile function (sys.setprofile inside it): what ran after "
                         "that was not seen",
+    "not seen": "the step ran the model in a thread pool whose threads were started before it, where explain_hook "
+                "cannot watch",
 }
 
 
@@ -128,6 +132,7 @@ class HookExplanation:
     step_calls: dict[str, int] = field(default_factory=dict)  # GradScaler.scale, torch.export.export in the step
     paths: list[str] = field(default_factory=list)  # every name the model reaches it by
     reasons: list[str] = field(default_factory=list)
+    codes: list[str] = field(default_factory=list)  # one key of CODES per fact it saw (machine-readable)
 
     def table(self) -> str:
         """The explanation as text: how often the module was called and its forward code ran (and its parent
@@ -314,10 +319,13 @@ def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> Hook
         watch.profile(frame, event, arg)
         step.profile(frame, event, arg)
 
+    grads_before = {label: (p, p.grad, p.grad._version if p.grad is not None else None)
+                    for label, p in watch.param_of.items()}
     handles = []
     error: Exception | None = None
     try:
         if report.profiled:
+            watch.profile_fn = profile
             threading.setprofile(profile)
             sys.setprofile(profile)
         else:
@@ -333,6 +341,7 @@ def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> Hook
             report.profile_stopped = sys.getprofile() is not profile
             sys.setprofile(None)
             threading.setprofile(previous_threads)
+            watch.release_pools()
         for handle in handles:
             handle.remove()
     report.calls, report.forward_runs = watch.calls[id(target)], watch.forward_runs
@@ -349,7 +358,11 @@ def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> Hook
         report.error = f"{type(error).__name__}: {error}".splitlines()[0][:200]
         report.raised_inside = causes.raised_inside(error, target, watch)
         report.raised_in = _raised_in(error)
-    report.cause, report.reasons = _reasons(report, target, watch)
+    raised = facts.hook_that_raised(error, watch) if error is not None else None
+    report.cause, report.reasons = _reasons(report, target, watch, raised)
+    grads = {label: (p, p.grad is not g or (g is not None and g._version != v), p.requires_grad)
+             for label, (p, g, v) in grads_before.items()}
+    _compose(report, target, watch, error, grads)
     if error is not None:
         note = "hooklab.explain_hook saw, up to this error:\n" + str(report)
         if hasattr(error, "add_note"):
@@ -367,7 +380,35 @@ def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> Hook
 _MADE = (SCRIPTED, OTHER_GRAPH, GRAPH, DYNAMO_GRAPH)  # what tracing makes and runs instead of the module
 
 
-def _reasons(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, list[str]]:
+def _compose(r: HookExplanation, target: nn.Module, w: _Watch, error: Exception | None, grads: dict) -> None:
+    """The codes of what it saw (:mod:`hooklab._explain_facts`) and their sentences, added to the reasons; a
+    sentence that the codes contradict goes (no "fired as expected" of a hook it did not see fire)."""
+    r.codes, said = facts.facts(r, target, w, error, grads)
+    if "copy_ran" in r.codes and r.cause == "model not called":
+        r.cause = "copy"
+        r.reasons = [x for x in r.reasons if "did not run in this step" not in x]
+    if w.pool_tasks and not (w.pools and w.pools_watched) and r.calls == 0 and r.cause == "model not called":  # it ran where the profile cannot see
+        r.cause = "not seen"
+        r.reasons = [x for x in r.reasons if "did not run in this step" not in x]
+    if "fired" not in r.codes:
+        r.reasons = [x for x in r.reasons if "fired as expected" not in x]
+        if "dict_output" in r.codes or "no_grad" in r.codes or "frozen" in r.codes or "parameter_replaced" in r.codes:
+            r.reasons = [x for x in r.reasons if "its output was not part of the loss" not in x and
+                         "explain_hook saw nothing that explains" not in x]
+    if "hook_raised" in r.codes:
+        r.reasons = [x for x in r.reasons if "not reached" not in x]
+    r.reasons += [x for x in said if x not in r.reasons]
+    if "fired" in r.codes and not any("fired as expected" in x for x in r.reasons):
+        counts = ", ".join(f"{label} {on.get(SELF, 0)}" for label, on in r.fired.items())
+        r.reasons.append(f"its hooks fired on {r.name!r} itself ({counts})")
+    if not r.reasons:
+        counts = ", ".join(f"{label} {sum(on.values())}" for label, on in r.fired.items()) or "no hooks on it"
+        r.reasons.append(f"{r.name!r} ran {r.calls} time(s) as a module ({counts}); explain_hook saw nothing that "
+                         "explains the hooks that did not fire: check that they are on this module "
+                         "(hooklab.all_hooks) and what their code does")
+
+
+def _reasons(r: HookExplanation, target: nn.Module, w: _Watch, raised: str | None = None) -> tuple[str, list[str]]:
     reasons: list[str] = []
     name = repr(r.name)
     cause = "ran"
@@ -390,7 +431,7 @@ def _reasons(r: HookExplanation, target: nn.Module, w: _Watch) -> tuple[str, lis
                                         "again"]
         reasons.append(f"{stopped}: the counts are those of the step up to that point")
     if r.raised_inside:
-        reasons.append(causes.always_call(name, target, w, fired_total))
+        reasons.append(causes.always_call(name, target, w, fired_total, raised))
     if r.calls == 0 and r.profiled and r.forward_runs and not by_tracer:
         cause = "forward called directly"
     elif r.calls == 0:

@@ -1,0 +1,276 @@
+"""The machine-readable side of :func:`~hooklab.explain.explain_hook`: one code per fact it saw
+(:data:`CODES`), each read from what ran, with its sentence.
+
+:func:`facts` reads what :class:`~hooklab._watch._Watch` saw (which hook fired, on which object, in which thread,
+what the module returned, which hooks were removed or registered during the step, which hook an exception came
+from, which parameters got a gradient) and returns the codes and the sentences that the cause and the counts do not
+already say. Codes are composed: a hook that fired in a pool's threads, several times, gets ``threads`` and
+``several_calls``. ``fired`` is given only when every hook it watched fired on the module itself; a code for why a
+hook did not fire only when that is what it saw.
+
+>>> sorted(CODES)[:3]
+['checkpoint_early_stop', 'compiled', 'copy_ran']
+"""
+from __future__ import annotations
+
+import gc
+import os
+from typing import Any
+
+import torch
+from torch import nn
+
+from . import _torch_internals as internals
+from ._watch import _HOOK_KINDS, COMPILED, COPY, COPY_INSIDE, DYNAMO_GRAPH, LOOKALIKE, SELF, UNFLATTENED, _runs, _Watch
+
+CODES = {
+    "fired": "every hook it watched fired on the module (or its parameter) itself",
+    "several_calls": "the module ran several times in the step: its hooks fired once per call",
+    "threads": "the module ran (or its hooks fired) in other threads than the step's",
+    "no_grad": "the module ran without gradients: no backward hook, tensor hook or Node hook on its output fires",
+    "frozen": "a hooked parameter does not require grad: its hooks never fire",
+    "module_replaced": "the hooks are on a module the model no longer holds (replaced after registering)",
+    "parameter_replaced": "a hooked parameter is not the tensor the step computed with (replaced or swapped)",
+    "copy_ran": "a copy of the module ran (deepcopy, pickle, torch.export's unflatten, EMA...)",
+    "graph": "an FX graph module that inlined the module ran",
+    "compiled": "compiled code ran (torch.compile): hooks traced in at compile time, later ones never run",
+    "dict_output": "its forward returned a dict / ModelOutput: no full backward hook is attached to it",
+    "hook_raised": "one of its hooks raised (not its forward)",
+    "step_raised": "the step raised outside its hooks",
+    "checkpoint_early_stop": "a non-reentrant checkpoint's recompute stopped before the module returned",
+    "not_reached": "the module was not called: this input's path does not go through it",
+    "removed_itself": "a hook removed itself during the step",
+    "tied": "a hooked parameter is shared by several modules (tied weights): its hook sees the summed gradient",
+    "global_hook": "a global module hook fired on the module",
+    "unexplained": "it saw nothing that explains the hooks that did not fire",
+}
+# the doctor's causes (HookExplanation.cause) that are codes too
+CAUSE_CODES = {"copy": "copy_ran", "another model": "copy_ran", "graph": "graph", "compiled": "compiled",
+               "not reached": "not_reached", "bypassed": "not_reached", "step raised": "step_raised"}
+_BACKWARD = ("backward", "backward_pre")
+_TORCH = os.path.dirname(torch.__file__)
+
+
+def hook_that_raised(error: BaseException, w: _Watch) -> str | None:
+    """The label of the watched hook the exception came out of, or a description of the function PyTorch called as
+    a hook that raised it (a hook it did not watch), or None when no hook raised it."""
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        for label in w.hook_codes.get(frame.f_code, []):
+            if _runs(w.fns.get(label), frame.f_locals):
+                return label
+        if id(frame.f_locals.get("self")) in w.hook_objects and frame.f_code.co_name == "__call__":
+            return w.hook_objects[id(frame.f_locals["self"])]
+    # a function of the user's that PyTorch itself called (autograd's engine, a module call's hook loop)
+    for i in range(len(frames) - 1, -1, -1):
+        frame = frames[i]
+        if frame.f_code.co_filename.startswith(_TORCH):
+            continue
+        before = frames[i - 1] if i else None
+        called_by_torch = before is None or before.f_code.co_filename.startswith(_TORCH)
+        if called_by_torch and frame.f_code.co_name not in ("forward", "<lambda>", "<module>") and i:
+            hooky = before is not None and before.f_code.co_name in ("_call_impl", "inner", "hook", "_fn")
+            if hooky or before is None:
+                return f"{frame.f_code.co_name} (a hook PyTorch called)"
+        return None
+    return None
+
+
+def _shared(target: nn.Module, model: nn.Module) -> dict[str, list[str]]:
+    """Its hooked parameters that the model holds under several names (tied weights): name -> the names."""
+    names: dict[int, list[str]] = {}
+    for n, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(n)
+    out = {}
+    for pname, p in target.named_parameters(recurse=False):
+        if any(d for _k, d in internals.tensor_hook_dicts(p)) and len(set(names.get(id(p), []))) > 1:
+            out[pname] = sorted(set(names[id(p)]))
+    return out
+
+
+def _old_holders(target: nn.Module, w: _Watch) -> tuple[list[Any], list[Any]]:
+    """Hooked modules of its type that the model does not hold and that did not run, and hooked Parameters of its
+    parameters' shapes that the model does not hold: (modules, parameters). Unreachable garbage is collected first,
+    so only objects something still holds count."""
+    gc.collect()
+    shapes = {tuple(p.shape) for p in target.parameters(recurse=False)}
+    held = {id(p) for p in w.model.parameters()}
+    modules, params = [], []
+    for o in gc.get_objects():
+        if issubclass(type(o), nn.Module) and type(o) is type(target) and id(o) not in w.tree and \
+                not w.calls[id(o)] and any(d for _a, kind, d in internals.module_hook_dicts(o) if kind in _HOOK_KINDS):
+            modules.append(o)
+        elif issubclass(type(o), nn.Parameter) and id(o) not in held and tuple(o.shape) in shapes and any(
+                d for _k, d in internals.tensor_hook_dicts(o)):
+            params.append(o)
+    return modules, params
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors hold the same values (of one shape, dtype and device)."""
+    if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device or a.device.type == "meta":
+        return False
+    with torch.no_grad():
+        return bool(torch.equal(a.detach(), b.detach()))
+
+
+def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
+          grads: dict[str, tuple[Any, Any, bool]]) -> tuple[list[str], list[str]]:
+    """(codes, sentences) for what it saw; ``grads``: label of a hook on a parameter -> (the Parameter, whether its
+    .grad changed in the step, whether it requires grad)."""
+    codes: list[str] = []
+    said: list[str] = []
+    name = repr(r.name)
+
+    def add(code: str, sentence: str | None = None) -> None:
+        if code not in codes:
+            codes.append(code)
+        if sentence:
+            said.append(sentence)
+
+    if r.cause in CAUSE_CODES:
+        add(CAUSE_CODES[r.cause])
+    on_self = {label: on.get(SELF, 0) for label, on in r.fired.items()}
+    total = {label: sum(on.values()) for label, on in r.fired.items()}
+    module_labels = [label for label in r.fired if w.kinds.get(label) in _HOOK_KINDS]
+    param_labels = [label for label in r.fired if label in grads]
+    tracing = sum(n for kind, n in r.traced.items() if "trac" in kind)
+    # ---- the step's exception: a hook, or the step
+    if error is not None:
+        raised = hook_that_raised(error, w)
+        if raised is not None:
+            add("hook_raised", f"the exception came out of a hook, {raised}, not out of the forward: that hook "
+                               f"raised {r.error}. Fix the hook (or catch inside it); the module's forward was fine")
+            codes[:] = [c for c in codes if c != "step_raised"]
+        else:
+            add("step_raised")
+            if "BackwardHookFunction" in (r.error or ""):
+                said.append(f"a full backward hook (or backward pre-hook) on {name} wraps its output in a view "
+                            "(BackwardHookFunction), and the code after it modified that output in place: clone "
+                            "it first (out = out.clone()) or make the op out of place")
+    # ---- copies that torch.export made
+    if any(k.startswith(UNFLATTENED) for k in r.ran_instead):
+        codes[:] = [c for c in codes if c not in ("graph",)]
+        add("copy_ran", "what ran is torch.export.unflatten's copy of the model (an UnflattenedModule of "
+                        "InterpreterModules): export traced the hooks present at export into it and kept no "
+                        "hook object, so hooks of the original model never fire there. Hook the unflattened "
+                        "module's own submodules")
+    if any(k.startswith((COPY, COPY_INSIDE, LOOKALIKE)) for k in r.ran_instead) or any(
+            on.get(COPY, 0) or on.get(COPY_INSIDE, 0) for on in r.fired.values()):
+        add("copy_ran")
+    # ---- compiled code that ran (a wrapper around it or around a module above it)
+    if any(k.startswith((COMPILED, DYNAMO_GRAPH)) for k in r.ran_instead) or any(
+            w.compiled_calls[id(m)] for _n, m in [(r.name, target), *w.ancestors]):
+        add("compiled")
+    # ---- threads
+    if w.pool_tasks and w.pools and w.pools_watched:
+        add("threads", f"the step gave {w.pool_tasks} task(s) to a thread pool whose threads were started before "
+                       "the step: explain_hook set its profile function in those threads for the step (one task "
+                       "per thread, before the step's), so their calls are counted")
+    elif w.pool_tasks:
+        add("threads", f"the step gave {w.pool_tasks} task(s) to a thread pool whose threads were started before "
+                       "the step: explain_hook's profile function reaches the step's thread and threads started "
+                       "during the step only, so calls made in that pool's threads are not counted here (the "
+                       "hooks ran there all the same). Create the pool inside the step, or ask with a step that "
+                       "calls the model in this thread, to see them counted")
+    if w.thread_calls or any(w.fired_outside.values()):
+        outside = sum(w.fired_outside.values())
+        add("threads", f"{name} ran {w.thread_calls} time(s) in threads other than the step's, and its hooks fired "
+                       f"{outside} time(s) there: a hook runs in the thread that calls the module (forward hooks) or "
+                       "that runs backward (backward hooks); state it shares needs a lock")
+    # ---- several calls
+    calls = r.calls - tracing
+    per_call = max([n for label, n in on_self.items() if label in module_labels and
+                    w.kinds.get(label) in ("forward", "forward_pre")] or [0])
+    if calls > 1 or per_call > 1:
+        add("several_calls")
+    # ---- global hooks
+    fired_globals = [label for label in w.global_labels if total.get(label)]
+    if fired_globals:
+        add("global_hook", f"global module hooks fired on it ({', '.join(f'{lb} {total[lb]}' for lb in fired_globals)}"
+                           "): torch.nn.modules.module.register_module_forward_hook and its kin fire on every module "
+                           "call of the process, this one included; remove them with the handle they returned")
+    # ---- removed during the step
+    removed = [label for label in w.removed() if total.get(label)]
+    if removed:
+        add("removed_itself", f"{', '.join(removed)} removed itself (or was removed) during the step after firing "
+                              f"{', '.join(str(total[lb]) for lb in removed)} time(s): later calls ran without it")
+    # ---- the checkpoint's recompute stopped early
+    forward_labels = [label for label in module_labels if w.kinds.get(label) == "forward"]
+    if w.checkpoint_recomputed and any(on_self[label] < r.calls for label in forward_labels):
+        add("checkpoint_early_stop",
+            f"{name} was called {r.calls} times, {w.checkpoint_recomputed} of them torch.utils.checkpoint's "
+            "recompute, and its forward hooks fired fewer times "
+            f"({', '.join(f'{lb} {on_self[lb]}' for lb in forward_labels)}): a non-reentrant checkpoint stops "
+            "the recompute as soon as the tensors backward needs are rebuilt (early stop, the default), before "
+            f"{name} returns, so its forward hooks do not run then; torch.utils.checkpoint."
+            "set_checkpoint_early_stop(False) runs the recompute to the end")
+    # ---- backward hooks that did not fire
+    silent_module = [label for label in module_labels if w.kinds.get(label) in _BACKWARD and not total[label]]
+    if silent_module and r.calls and w.outputs and not (w.outputs.get("tensor") or w.outputs.get("tuple")):
+        add("dict_output", f"{', '.join(silent_module)} never fired: {name}'s forward returned "
+                           f"{', '.join(w.outputs)} ({type(target).__name__}), and PyTorch attaches full backward "
+                           "hooks only to a Tensor output or a tuple's tensors (it warns 'module output should be a "
+                           "Tensor or a tuple of Tensors'). Hook the tensor inside it (a tensor hook on "
+                           "output['...'] from a forward hook), or the submodule that returns a tensor")
+    silent_params = [label for label in param_labels if not total[label]]
+    frozen = [label for label in silent_params if not grads[label][2]]
+    if frozen:
+        add("frozen", f"{', '.join(frozen)} never fired: that parameter does not require grad (requires_grad=False: "
+                      "frozen, e.g. by get_peft_model or a fine-tuning recipe), so backward computes no gradient "
+                      "for it; hook a parameter that trains (a LoRA weight), or the module's output")
+    swapped = [label for label in silent_params if grads[label][1] and label not in frozen]
+    if swapped:
+        add("parameter_replaced",
+            f"{', '.join(swapped)} never fired although its Parameter received a gradient in this step: the hook is "
+            "no longer attached to the tensor autograd used. torch.utils.swap_tensors swaps a Parameter's contents "
+            "(model.to(dtype) with torch.__future__.set_swap_module_params_on_conversion(True), and Module._apply "
+            "for tensor-subclass parameters) and keeps the Python object and its hook list, but not the hooks "
+            "themselves: register the hooks again after the conversion")
+    registered_nothing = bool(w.registrars) and not w.in_step and r.calls
+    silent_backward = silent_module + silent_params + ([] if not registered_nothing else ["(hooks on its output)"])
+    if (silent_backward or registered_nothing) and r.calls_without_grad and "frozen" not in codes:
+        what = ("its forward hook registers hooks on its output only when there is a graph, and registered none"
+                if registered_nothing else f"{', '.join(silent_module + silent_params)} never fired")
+        add("no_grad", f"{what}: {r.calls_without_grad} of its {r.calls} call(s) ran without gradients "
+                       "(torch.no_grad / inference_mode), so no backward runs through it")
+    silent_in_step = [label for label in w.in_step if not total.get(label)]
+    # ---- replaced modules and parameters
+    if not r.hooks or (param_labels and not any(
+            total[label] for label in param_labels) and "parameter_replaced" not in codes):
+        old_modules, old_params = _old_holders(target, w) if not [c for c in codes if c in (
+            "frozen", "no_grad", "copy_ran", "compiled", "graph", "not_reached")] else ([], [])
+        if old_params and not old_modules:
+            # a Parameter that holds what the module holds now was replaced by a copy of itself (assign=True)
+            copied = any(_same(o, p) for o in old_params for p in target.parameters())
+            holders = [] if copied else [o for o in gc.get_objects() if isinstance(o, nn.Module) and id(o) not in
+                                         w.tree and any(p is q for p in old_params for q in o._parameters.values())]
+            if holders:
+                add("module_replaced", f"{len(holders)} module(s) that the model no longer holds "
+                                       f"({', '.join(sorted({type(m).__name__ for m in holders}))}) hold hooked "
+                                       f"Parameters of {name}'s shapes: {name} was replaced in the model after the "
+                                       "hooks were registered on its parameters; register them on the module the "
+                                       "model holds now")
+            else:
+                add("parameter_replaced")
+        elif old_modules:
+            add("module_replaced")
+    # ---- tied parameters
+    tied = _shared(target, w.model)
+    if tied and any(total.get(label) for label in param_labels):
+        add("tied", "its hooked parameter is shared: " + "; ".join(
+            f"{p} is also {', '.join(n for n in names)}" for p, names in tied.items()) + ". A tensor hook on it fires "
+            "once per backward pass with the gradient summed over every place that uses it, and a "
+            "post-accumulate-grad hook sees that sum in .grad: hook a module's output to see one use")
+    # ---- fired, when every hook it watched fired on it
+    watched = [label for label in r.fired if label not in w.global_labels or total[label]]
+    if watched and error is None and not registered_nothing and not silent_in_step and all(
+            on_self[label] for label in watched):
+        add("fired")
+    if not codes or codes == ["several_calls"] and any(not total[label] for label in r.fired):
+        add("unexplained")
+    return codes, said
