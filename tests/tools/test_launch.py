@@ -143,10 +143,29 @@ def test_every_launch_copy_installs_everything_its_notebook_imports_and_nothing_
     assert pins[0] == launch.pins()[0] and len(set(pins)) == len(pins)
     # exactly: the notebook's imports and what the parts of hooklab it reaches import, at the lock's pins
     names = {p.split("==")[0] for p in pins}
-    assert names == imported_distributions(copy) | launch.hooklab_needs(nb) | {"torch"}
+    used = imported_distributions(copy) | launch.hooklab_needs(nb) | {"torch"}
+    # and torchvision where something it uses requires it (timm does): the cell installs the build for the kept torch
+    assert names == used | (required_below(used) & {"torchvision"})
     for pin in pins:
         name, version = pin.split("==")
         assert version in locked()[name]
+
+
+def required_below(names: set[str]) -> set[str]:
+    """What the installed distributions ``names`` require, directly or below (their metadata, no extras)."""
+    seen, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        todo += [re.sub(r"[-_.]+", "-", re.split(r"[<>=!~ ;\[(]", r, maxsplit=1)[0]).lower()
+                 for r in requires if "extra ==" not in r]
+    return seen
 
 
 def test_notebook_01s_copy_installs_torch_and_hooklab_only():
@@ -243,6 +262,8 @@ def test_notebook_15s_cell_installs_its_libraries_at_the_course_pins():
     _, pins = cell_lists(launch.launch_copy(nb, "en", launch.requirement(URL, COMMIT), launch.pins()))
     for name in ("diffusers", "captum", "torchao", "pytorch-lightning", "timm", "accelerate", "peft"):
         assert [p for p in pins if p.split("==")[0] == name] == [f"{name}=={v}" for v in locked()[name]]
+    # not imported by it, but timm requires it: with a +cpu torch, PyPI's (CUDA) build would break `import timm`
+    assert f"torchvision=={next(iter(locked()['torchvision']))}" in pins
 
 
 def test_a_cell_that_misses_an_import_is_caught():
@@ -403,8 +424,12 @@ def run_cell(monkeypatch, capsys, runtime: dict[str, str], *, hooklab_installed:
         index = args[args.index("--index-url") + 1] if "--index-url" in args else "pypi"
         if index not in reachable:
             assert capture_output and not check  # the cell reads pip's failure and says what to do
-            return subprocess.CompletedProcess(command, 1, "", "WARNING: Retrying ...\nERROR: Could not find a "
-                                               "version that satisfies the requirement torchvision==0.28.0")
+            return subprocess.CompletedProcess(command, 1, "", (  # as pip 25 says it, in colour
+                "\x1b[33mWARNING: Retrying (Retry(total=0, connect=None, read=None, redirect=None, status=None)) after "
+                "connection broken by 'NewConnectionError(... [Errno -2] Name or service not known)': "
+                "/whl/cpu/torchvision/\x1b[0m\n\x1b[31mERROR: Could not find a version that satisfies the requirement "
+                "torchvision==0.28.0 (from versions: none)\x1b[0m\n\x1b[31mERROR: No matching distribution found for "
+                "torchvision==0.28.0\x1b[0m\n"))
         for requirement in [a for a in args if not a.startswith("--") and a not in (index, "1", "30")]:
             name, _, wanted = requirement.partition("==")
             if " @ " in requirement or name in installed and installed[name].split("+")[0] == wanted.split("+")[0]:
@@ -468,8 +493,9 @@ def test_a_kept_cpu_torch_gets_the_cpu_torchvision_from_pytorchs_cpu_index_first
 @pytest.mark.parametrize("lang, words", [
     ("en", ["torchvision could not be installed for this torch: torch 2.13.0+cpu comes from PyTorch's own package "
             f"index (its cpu build), and the torchvision built for it is on that index only ({CPU_INDEX}), which pip "
-            "could not install from here (ERROR: Could not find a version that satisfies the requirement "
-            "torchvision==0.28.0)", "Nothing has been installed by this cell",
+            "could not install from here (no connection to download.pytorch.org; pip: ERROR: Could not find a "
+            "version that satisfies the requirement torchvision==0.28.0 (from versions: none))",
+            "Nothing has been installed by this cell",
             f"    pip install --index-url {CPU_INDEX} torch==2.13.0+cpu torchvision==0.28.0\n"]),
     ("zh", ["无法为这个 torch 安装 torchvision：torch 2.13.0+cpu 来自 PyTorch 自己的包索引", "本单元格什么也没有安装",
             f"    pip install --index-url {CPU_INDEX} torch==2.13.0+cpu torchvision==0.28.0\n"])])

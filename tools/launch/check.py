@@ -441,6 +441,7 @@ def main(argv: list[str] | None = None) -> int:
             raise CheckError("--torch-wheels FOLDER goes with --torch X+BUILD (a folder of wheels holding that torch)")
         if not UV.exists():
             raise CheckError(f"{UV} is missing: ./course installs it (./course test, for instance)")
+        args.out = args.out.resolve()  # the runner runs in a folder of its own
         args.out.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix="launch-check-", dir=args.out if args.keep else None))
         try:

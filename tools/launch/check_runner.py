@@ -100,6 +100,9 @@ def main(argv: list[str]) -> int:
     if not Path(os.path.abspath(spec.argv[0])).is_relative_to(os.path.abspath(sys.prefix)):
         raise SystemExit(f"the python3 kernel runs {spec.argv[0]}, not this environment's Python ({sys.prefix})")
     nb = nbformat.read(args.copy, as_version=4)
+    for cell in nb.cells:  # a copy carries the outputs it was published with: a cell not reached shows none
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
     before, torch_before = installed(), torch_version()
     aborted = None
     peak: list[float] = []

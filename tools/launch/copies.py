@@ -211,6 +211,32 @@ def tied_releases(lock: Path = LOCK) -> dict[str, dict[str, str]]:
         raise LaunchError(str(exc)) from None
 
 
+def tied_requirements(names: set[str], lock: Path = LOCK) -> set[str]:
+    """The :data:`TORCH_TIED` packages that the distributions ``names`` require, directly or below (by the lock's
+    dependency graph): timm requires torchvision, so a notebook importing timm gets the torchvision built for the kept
+    torch from the cell, before pip would take PyPI's for timm's sake (a CUDA build, which a ``+cpu`` torch cannot
+    load: ``import timm`` fails).
+
+    >>> sorted(tied_requirements({"timm"})), sorted(tied_requirements({"captum"}))
+    (['torchvision'], [])
+    """
+    packages = {notebook_imports.normal(p["name"]): p for p in
+                tomllib.loads(lock.read_text(encoding="utf-8")).get("package", [])}
+    seen: set[str] = set()
+    todo = [notebook_imports.normal(n) for n in names]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for dep in packages.get(name, {}).get("dependencies", []):  # and the extras a requirement names
+            target = notebook_imports.normal(dep["name"])
+            todo.append(target)
+            extras = packages.get(target, {}).get("optional-dependencies", {})
+            todo += [notebook_imports.normal(d["name"]) for extra in dep.get("extra", []) for d in extras.get(extra, [])]
+    return seen & set(TORCH_TIED)
+
+
 def hooklab_parts(nb: dict[str, Any]) -> list[Path]:
     """The files of hooklab (beyond its core, which needs torch only) that a notebook's code reaches: see
     :data:`HOOKLAB_PARTS`.
@@ -253,14 +279,14 @@ def hooklab_needs(nb: dict[str, Any], *, mapping: dict[str, list[str]] | None = 
 
 def notebook_pins(nb: dict[str, Any], *, lock: Path = LOCK, mapping: dict[str, list[str]] | None = None) -> list[str]:
     """Exactly what a notebook uses, as ``name==version`` at the versions ``lock`` pins, sorted: what its code cells
-    import (the install cell left out), what the parts of hooklab it reaches import (:func:`hooklab_needs`), and
-    torch always; hooklab (installed from the repository) and what every Jupyter kernel has (:data:`IN_EVERY_KERNEL`)
+    import (the install cell left out), what the parts of hooklab it reaches import (:func:`hooklab_needs`), the
+    :data:`TORCH_TIED` packages those require (:func:`tied_requirements`), and torch always; hooklab (installed from the repository) and what every Jupyter kernel has (:data:`IN_EVERY_KERNEL`)
     left out. ``mapping``: import name -> distributions (default: the installed metadata). A name no installed or
     locked distribution provides raises :class:`LaunchError`.
 
     >>> nb = {"cells": [{"cell_type": "code", "source": "import hooklab, timm\\nfrom IPython.display import HTML"}]}
-    >>> notebook_pins(nb)
-    ['timm==1.0.31', 'torch==2.15.0']
+    >>> notebook_pins(nb)  # timm requires torchvision: the cell installs the one built for the kept torch
+    ['timm==1.0.31', 'torch==2.15.0', 'torchvision==0.29.2']
     >>> notebook_pins({"cells": [{"cell_type": "code", "source": "from hooklab.course import induction"}]})
     ['safetensors==0.8.0', 'torch==2.15.0', 'transformers==5.23.0']
     """
@@ -268,6 +294,7 @@ def notebook_pins(nb: dict[str, Any], *, lock: Path = LOCK, mapping: dict[str, l
         modules = notebook_imports.imported_modules(nb, skip_tag=INSTALL_TAG)
         found = set(notebook_imports.distributions(modules, mapping=mapping).values())
         found |= hooklab_needs(nb, mapping=mapping)
+        found |= tied_requirements(found, lock)
         wanted = sorted((found | set(ALWAYS)) - {"hooklab"} - IN_EVERY_KERNEL)
         locked = notebook_imports.locked_versions(lock)
         return [f"{name}=={notebook_imports.locked_version(name, locked, lock=lock)}" for name in wanted]
@@ -355,10 +382,13 @@ if tied:  # first, so that where it cannot be installed nothing else is
           f"built for it from {index} (pip) ...", flush=True)
     done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--retries", "1", "--timeout", "30",
                            *command], capture_output=True, text=True)
-    if done.returncode != 0:
-        said = [line.strip() for line in (done.stderr or done.stdout or "").splitlines() if line.strip()]
-        raise RuntimeError(STOP.format(running=RUNNING, build=build, index=index, torch=TORCH,
-                                       reason=(said[-1] if said else f"pip exit status {done.returncode}")[:300],
+    if done.returncode != 0:  # pip's first error, and whether it could connect at all (colour codes left out)
+        said = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", done.stderr or done.stdout or "")
+                .splitlines() if line.strip()]
+        errors = [line for line in said if line.startswith("ERROR")] or said[-1:] or [f"exit status {done.returncode}"]
+        offline = any(re.search(r"connection|resolve|unreachable", line, re.I) for line in said)
+        reason = ("no connection to " + index.split("/")[2] + "; " if offline else "") + "pip: " + errors[0][:300]
+        raise RuntimeError(STOP.format(running=RUNNING, build=build, index=index, torch=TORCH, reason=reason,
                                        command=" ".join(["pip install", *command])))
     importlib.invalidate_caches()
 @INSTALL_HOOKLAB@if wanted[1:]:
