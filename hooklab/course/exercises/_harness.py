@@ -4,18 +4,25 @@ One mechanism for every checker (:func:`hooklab.course.exercises.verdict` enters
 
 * **host reads** (exercises registered with ``host_reads=False``): a tensor's value read by the learner's code by any
   route: ``.item()``, ``.tolist()``, ``.numpy()``, ``float(t)`` / ``int(t)`` / ``bool(t)`` (``if t:``), ``print(t)``,
-  ``numpy.asarray(t)``, ``torch.equal`` ... On a CPU ``.tolist()`` and ``.numpy()`` go through no ATen op, so the
-  Tensor methods themselves are intercepted for the check's duration, and a dispatch mode sees the reads that torch
-  makes for the learner (``_local_scalar_dense``);
+  ``numpy.asarray(t)``, ``torch.equal``, ``numpy.from_dlpack(t)``, ``ctypes`` at ``t.data_ptr()`` ... On a CPU
+  ``.tolist()`` and ``.numpy()`` go through no ATen op, so the Tensor methods themselves are intercepted for the
+  check's duration (which names the route), a profile function (``sys.setprofile``) sees every call of a tensor's or
+  a storage's functions written in C however it was reached (a method bound before the check,
+  ``torch._C.TensorBase.tolist(t)``, torch's ``__dlpack__``), and a dispatch mode sees the reads that torch makes for
+  the learner (``_local_scalar_dense``);
 * **references kept**: a module or tensor made during the check that the answer (its closure, its defaults, the
-  globals its code names) still reaches once the check is over;
-* **unbounded growth**: an answer that retains more after each check (measured after one check and, only when the
-  first check left the answer holding more than before, after a second: a cache filled once is not growth);
+  globals its code names) still reaches once the check is over, or that an attribute of a module or a class holds
+  (``builtins``, ``torch``, ``__main__``, ``torch.optim.SGD._kept``: :func:`._namespaces.holders`);
+* **unbounded growth**: an answer that retains more after each check, in what it reaches or in a module's or class's
+  attribute (measured after one check and, only when the first check left more than before, after a second: a cache
+  filled once is not growth);
 * **calls into the course's answer machinery** from the learner's code during the check: the probes of the hook
   matrix (``hook_matrix.observe``), the reference solutions (``exercises.solutions``: read during the check, or a
-  function of theirs that the answer is or holds), the checkers themselves (``verdict``), and any function or class of
-  the course or of torch the answer replaced (patching a checker's ``_silent`` makes every answer right): the
-  original is put back.
+  function of theirs that the answer is or holds), the checkers themselves (``verdict``), the matrix's record
+  (``docs/hook_matrix.json``, opened by the answer during the check; 17.3 also refuses a prediction read from it by
+  the code that asks for the check: :func:`record_read_by_the_caller`), and any function or class of a loaded module
+  the answer replaced (patching a checker's ``_silent`` or ``RemovableHandle.remove`` makes answers right or wrong:
+  :class:`._namespaces.Namespaces`): the original is put back, and the verdict names the patch.
 
 Learner's code is code outside the course's package, torch and the Python installation: a notebook cell, a test
 module, ``exec``-ed text. A call counts when such a frame lies between the check and the call (a hook the answer
@@ -41,6 +48,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ._namespaces import Namespaces, holders
 from ._support import Wrong
 
 __all__ = ["Harness", "Leak", "consulted", "forget_consulted", "from_learner", "note_machinery", "threads_left", "threads_started"]
@@ -86,6 +94,18 @@ def from_learner(depth: int = 1) -> tuple[bool, bool, str]:
     return False, learner, where
 
 
+def _from_learner_frame(frame: types.FrameType | None) -> tuple[bool, bool, str]:
+    """:func:`from_learner`, from ``frame`` up."""
+    learner, where = False, ""
+    while frame is not None:
+        if _BOUNDARY and frame.f_code is _BOUNDARY[0]:
+            return True, learner, where
+        if not learner and _is_learner_file(frame.f_code.co_filename):
+            learner, where = True, f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return False, learner, where
+
+
 # ---- calls into the answer machinery -------------------------------------------------------------------------
 
 # what the learner's code consulted outside any check: {(what, detail)}, in order (17.3's prediction is refused when
@@ -116,6 +136,60 @@ def note_machinery(what: str, detail: str = "") -> None:
         _CONSULTED[(what, detail)] = None
 
 
+# ---- reads of the matrix's record (17.3 is a prediction: the record holds its answer) ----------------------------
+
+RECORD_NAME = "hook_matrix.json"  # docs/hook_matrix.json: the hook matrix's record, every cell's observation
+# {the learner's file that read the record: [where]}, since that file's last check of an exercise that asks for it
+_RECORD_READS: dict[str, list[str]] = {}
+
+
+def _learner_frame(frame: types.FrameType | None) -> types.FrameType | None:
+    while frame is not None and not _is_learner_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
+def _audit(event: str, args: tuple) -> None:
+    """An audit hook (``sys.addaudithook``): note each opening of the matrix's record by the learner's code (its
+    innermost frame's file, where). Never raises: an audit hook's error would stop the operation it audits."""
+    if event != "open":
+        return
+    try:
+        path = args[0] if args else None
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if not isinstance(path, str) or not path.endswith(RECORD_NAME):
+            return
+        inside, learner, where = from_learner(1)
+        if inside and learner and _ACTIVE:
+            _ACTIVE[-1].machinery.append(("hook_matrix.record", path, where))
+            return
+        frame = _learner_frame(sys._getframe(1))
+        if frame is not None:
+            _RECORD_READS.setdefault(frame.f_code.co_filename, []).append(
+                f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}")
+    except Exception:  # noqa: BLE001, S110  see the docstring
+        pass
+
+
+sys.addaudithook(_audit)
+
+
+def record_read_by_the_caller() -> str | None:
+    """Inside a check: where the code that asked for the check (the learner's file or notebook cell that called
+    ``course.check``) read the matrix's record since its last such question, if it did (forgotten once asked)."""
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None and not (_BOUNDARY and frame.f_code is _BOUNDARY[0]):
+        frame = frame.f_back
+    caller = _learner_frame(frame)
+    if caller is None:
+        return None
+    reads = _RECORD_READS.pop(caller.f_code.co_filename, [])
+    return reads[0] if reads else None
+
+
 class _GuardedModule(types.ModuleType):
     """The class of the reference-solution modules: reading one of their names from the learner's code inside a
     check is a call into the answer machinery."""
@@ -143,6 +217,11 @@ _TENSOR_ROUTES = {"item": "`.item()`", "tolist": "`.tolist()`", "numpy": "`.nump
                   "__str__": "`print(t)` / `str(t)`", "__format__": "an f-string of a tensor"}
 _TORCH_ROUTES = {"equal": "`torch.equal`", "allclose": "`torch.allclose`", "is_nonzero": "`torch.is_nonzero`"}
 _STORAGE_ROUTES = {"tolist": "`storage.tolist()`", "__getitem__": "`storage[i]`"}
+# the functions written in C through which a tensor's or a storage's data reaches the host, however they are reached
+# (seen by the harness's profile function)
+_C_ROUTES = {"tolist": "`.tolist()`", "item": "`.item()`", "numpy": "`.numpy()`", "data_ptr": "`t.data_ptr()`",
+             "_data_ptr": "`t.data_ptr()`", "_to_dlpack": "`numpy.from_dlpack(t)` / `t.__dlpack__()`",
+             "_to_dlpack_versioned": "`numpy.from_dlpack(t)` / `t.__dlpack__()`"}
 _READ_OPS = {"_local_scalar_dense": "a value read on the host (`.item()`, `if t:` ...)", "equal": "`torch.equal`",
              "is_nonzero": "`torch.is_nonzero`"}
 
@@ -277,24 +356,10 @@ def _describe(obj: Any) -> str:
 
 # ---- the harness ------------------------------------------------------------------------------------------------
 
-_PATCHED_MODULES = ("torch", "torch.nn.functional", "torch.autograd", "torch.linalg", "builtins", "math")
-_PATCHED_CLASSES = (torch.Tensor, nn.Module, torch.optim.Optimizer)
-
-
-def _watched_namespaces() -> list[Any]:
-    owners: list[Any] = [m for name, m in list(sys.modules.items())
-                         if m is not None and (name == "hooklab" or name.startswith("hooklab."))]
-    owners += [sys.modules[n] for n in _PATCHED_MODULES if n in sys.modules]
-    return owners + list(_PATCHED_CLASSES)
-
-
-def _replaceable(value: Any) -> bool:
-    return isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, classmethod, staticmethod,
-                              property, types.MethodDescriptorType, types.WrapperDescriptorType))
-
-
-def _snapshot() -> list[tuple[Any, dict[str, Any]]]:
-    return [(owner, {k: v for k, v in vars(owner).items() if _replaceable(v)}) for owner in _watched_namespaces()]
+def _snapshot() -> Namespaces:
+    """Every function and container of every loaded module and class, before the answer runs
+    (:class:`._namespaces.Namespaces`)."""
+    return Namespaces(_is_learner_file)
 
 
 _TORCH = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "")
@@ -308,19 +373,6 @@ def _torch_did_it(new: Any) -> bool:
     code = getattr(new, "__code__", None)
     return code is not None and os.path.realpath(code.co_filename).startswith(
         (_TORCH, os.path.join(os.path.realpath(_TORCH), "")))
-
-
-def _put_back(snapshot: list[tuple[Any, dict[str, Any]]]) -> list[str]:
-    """Restore every function and class the answer replaced or deleted; their names."""
-    changed = []
-    for owner, before in snapshot:
-        now = vars(owner)
-        for name, value in before.items():
-            current = now.get(name, None)
-            if current is not value and not _torch_did_it(current):
-                changed.append(f"{getattr(owner, '__name__', owner)}.{name}")
-                setattr(owner, name, value)
-    return changed
 
 
 class Leak(Wrong):
@@ -358,13 +410,15 @@ class Harness:
             count, nbytes, solutions = _reach(self.answer, set())
             self.size_before, self.solutions_used = (count, nbytes), solutions
         snapshot = _snapshot()
+        if track:
+            self.namespaces_before = snapshot
         _ACTIVE.append(self)
         try:
             with self._host_reads_refused():
                 yield self
         finally:
             _ACTIVE.remove(self)
-            self.patched += _put_back(snapshot)
+            self.patched += [name for name in snapshot.put_back() if name not in self.patched]
             self._new_objects: list[Any] = []
             if self._frozen:
                 gc.collect()
@@ -380,13 +434,45 @@ class Harness:
                               (torch.UntypedStorage, _STORAGE_ROUTES), (torch.TypedStorage, _STORAGE_ROUTES)):
             for name, label in routes.items():
                 self._intercept(owner, name, label)
+        profile, previous = self._profile(), sys.getprofile()
+        sys.setprofile(profile)
         try:
             with _ReadOps(self):
                 yield
         finally:
+            if sys.getprofile() is not profile:  # the answer turned the watch off (sys.setprofile(None))
+                self.patched.append("sys.setprofile")
+            sys.setprofile(previous)
             for undo in reversed(self._undo):
                 undo()
             self._undo.clear()
+
+    def _profile(self) -> Callable[[types.FrameType, str, Any], None]:
+        """A profile function (``sys.setprofile``) that sees every call of a tensor's functions written in C from
+        Python code, however the function was reached: ``Tensor.tolist`` bound before the check,
+        ``torch._C.TensorBase.tolist(t)``, ``t.data_ptr()`` (then ``ctypes``), ``numpy.from_dlpack(t)`` (torch's
+        ``__dlpack__`` calls ``torch._C._to_dlpack``) ... (taking a tensor's storage reads nothing: reading the storage
+        is seen where it reads) The routes intercepted by name above are seen there first
+        (while one of them reads, this one looks away: one read, named by its route)."""
+        reading, reads = self._reading, self.reads
+        tensor_types = (torch._C.TensorBase, torch._C.StorageBase)
+        storage_types = (torch.UntypedStorage, torch.TypedStorage)
+
+        def profile(frame: types.FrameType, event: str, arg: Any) -> None:
+            if event != "c_call" or reading[0]:
+                return
+            label = _C_ROUTES.get(getattr(arg, "__name__", ""))
+            if label is None:
+                return
+            owner = getattr(arg, "__self__", None)
+            if not (isinstance(owner, (torch.Tensor, *storage_types)) or owner is torch._C
+                    or getattr(arg, "__objclass__", None) in tensor_types):
+                return
+            inside, learner, where = _from_learner_frame(frame)
+            if inside and learner:
+                reads.append((label, where))
+
+        return profile
 
     def _intercept(self, owner: Any, name: str, label: str) -> None:
         had = name in vars(owner)
@@ -422,11 +508,14 @@ class Harness:
     def judge_during(self) -> None:
         """What the answer did while it ran (refused whatever the checker found)."""
         if self.patched:
-            raise Leak(f"你的代码替换了课程或 torch 的 {self.patched[0]}（检查已把原来的放回）：检查要用它来判断答案，"
-                       "替换它就等于自己给自己判分。只修改练习给你的对象。",
-                       f"your code replaced {self.patched[0]}, of the course or of torch (the check has put the "
-                       "original back): the check judges your answer with it, so replacing it grades your own answer. "
-                       "Change only the objects the exercise gives you.", reason="patched-checker")
+            others = f"（还有 {len(self.patched) - 1} 处）" if len(self.patched) > 1 else ""
+            others_en = f" ({len(self.patched) - 1} more)" if len(self.patched) > 1 else ""
+            raise Leak(f"你的代码替换了课程、torch 或 Python 的 {self.patched[0]}{others}（检查已把原来的放回）：检查要用它来判断"
+                       "答案，替换它就等于自己给自己判分，而且它会一直改变这个内核里之后的一切。只修改练习给你的对象。",
+                       f"your code replaced {self.patched[0]}{others_en}, of the course, of torch or of Python (the "
+                       "check has put the original back): the check judges your answer with it, so replacing it "
+                       "grades your own answer, and it would change everything this kernel runs afterwards. Change "
+                       "only the objects the exercise gives you.", reason="patched-checker")
         if self.solutions_used:
             (how, zh_how), function = self.solutions_used[0]
             raise Leak(f"你的答案通过{zh_how} 用到了参考答案里的函数 `{function.__name__}`（来自 "
@@ -441,7 +530,8 @@ class Harness:
                       "solutions": ("读了参考答案模块", "read the reference solutions module"),
                       "verdict": ("调用了检查本身（`course.check` / `verdict`）", "called the checker itself "
                                   "(`course.check` / `verdict`)"),
-                      "solution": ("读了参考答案（`course.solution`）", "read the reference solution (`course.solution`)")
+                      "solution": ("读了参考答案（`course.solution`）", "read the reference solution (`course.solution`)"),
+                      "hook_matrix.record": ("读了行为矩阵的记录", "read the hook matrix's record")
                       }.get(what, (what, what))
             raise Leak(f"你的代码（{where}）在检查中{zh}（{detail}）：那是检查用来得出正确答案的工具，答案要由你自己的代码算出来。",
                        f"your code ({where}) {en} ({detail}) during the check: that is what the check computes the "
@@ -463,10 +553,14 @@ class Harness:
         as :func:`_reach` counts it."""
         if not self._frozen:
             return (0, 0)
-        watch = {id(o) for o in self._new_objects}
+        survivors, self._new_objects = self._new_objects, []
+        watch = {id(o) for o in survivors}
         count, nbytes, kept = _reach(self.answer, watch)
         kept = [(how, obj) for how, obj in kept if id(obj) in watch]
-        self._new_objects = []
+        if not kept and survivors:  # held by no path from the answer: by a module's or a class's attribute?
+            kept = [((f"`{where}`", f"`{where}`"), obj)
+                    for where, obj in holders(survivors, self.namespaces_before.modules, _is_learner_file)]
+        del survivors
         if kept:
             (how, zh_how), obj = kept[0]
             raise Leak(f"检查结束后，你的代码仍通过{zh_how} 拿着检查创建的{_zh_describe(obj)}（一共 {len(kept)} 个）："
@@ -484,10 +578,24 @@ class Harness:
         if not self._frozen:
             return
         count, nbytes = self.judge_kept()
-        if self.data or (count, nbytes) <= self.size_before:
+        if self.data:
+            return
+        namespaces = Namespaces(_is_learner_file)
+        grown = namespaces.grown(self.namespaces_before)
+        if (count, nbytes) <= self.size_before and not grown:
             return
         rerun()
         count_2, nbytes_2, _ = _reach(self.answer, set())
+        grown_again = Namespaces(_is_learner_file).grown(namespaces, self.namespaces_before)
+        if grown_again and not (count_2 > count or nbytes_2 > nbytes):
+            where, first, second = grown_again[0]
+            raise Leak(f"你的代码留下的东西每检查一次都在增加：`{where}` 在第一次检查后有 {first} 项，第二次后 {second} 项"
+                       "（一个模块或类的属性，检查结束后仍然活着）：历史不断增长，长时间训练会耗尽内存。用固定大小的缓冲区"
+                       "（如按 `step % n` 写入），或只保留汇总值；不要把东西存进模块、类或 `builtins` 里。",
+                       f"what your code keeps grows with every check: `{where}` held {first} items after one check and "
+                       f"{second} after two (an attribute of a module or a class, alive after the check): an unbounded "
+                       "history runs out of memory in a long run. Use a fixed-size buffer (written at `step % n`) or "
+                       "keep only a summary; do not store things in a module, a class or `builtins`.", reason="growth")
         if count_2 > count or nbytes_2 > nbytes:
             raise Leak(f"你的代码留下的东西每检查一次都在增加（检查前 {self.size_before[0]} 个对象和引用，一次后 {count}，"
                        f"两次后 {count_2}）：历史不断增长，长时间训练会耗尽内存。用固定大小的缓冲区（如按 `step % n` 写入），"

@@ -3,8 +3,9 @@ the module that made it, the gradients of a module that returns a dict.
 
 13.1 runs the learner's ``first_nonfinite(model, x)`` on fresh models (call order unlike definition order,
 a module called twice whose second output is inf, a tuple output, a bad input) and compares with the truth found by
-plain global hooks; 13.2 checks that the learner's counting hooks count right and leave no reference cycle (with
-the garbage collector off, the model and every submodule and parameter must be freed by ``del`` alone); 13.3
+plain global hooks; 13.2 checks, on models of two depths, that the learner's counting hooks are there, count right
+after each of two forwards and leave no reference cycle (with the garbage collector off, the model and every
+submodule and parameter must be freed by ``del`` alone); 13.3
 compares the learner's ``first_nan_node`` with the Node ``torch.autograd.detect_anomaly`` names and with the module
 whose forward created it (found with a node-creation hook); 13.4 compares the gradients the learner's hooks store
 for a dict output with the gradients known in closed form.
@@ -185,27 +186,57 @@ def first_producer(answer: Any) -> None:
 
 # ---- 13.2 a hook without a reference cycle ------------------------------------------------------
 
-def _fresh_model() -> nn.Module:
+# (layers, forward calls before the first look, more calls before the second): two forwards on models of two depths,
+# the counts looked at after each (the dict the answer returned must keep counting: its hooks fill it), so that no
+# fixed dict is right
+_CASES_13_2 = ((3, 1, 1), (5, 1, 1))
+
+
+def _fresh_model(layers: int = 3) -> nn.Sequential:
     torch.manual_seed(14)
-    return nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    widths = [4 + i % 2 for i in range(layers // 2 + 1)] + [2]
+    modules: list[nn.Module] = []
+    for i in range(layers):
+        modules.append(nn.Linear(widths[i // 2], widths[i // 2 + 1]) if i % 2 == 0 else nn.ReLU())
+    return nn.Sequential(*modules)
+
+
+def _has_forward_hooks(model: nn.Module) -> bool:
+    return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
 
 
 @exercise("13.2", answer="count_calls")
 @collector_sees_only_new_objects()  # its collections look at the checker's objects, not at the whole process
 def no_cycle(answer: Any) -> None:
+    for layers, first, more in _CASES_13_2:
+        _no_cycle_on(answer, layers, first, more)
+
+
+def _no_cycle_on(answer: Any, layers: int, first: int, more: int) -> None:
     was_enabled = gc.isenabled()
     gc.collect()
     gc.disable()  # the model must be freed by `del` alone: reference counting, no cycle collector
     try:
-        model = _fresh_model()
+        model = _fresh_model(layers)
         counts = call_answer(answer, model, returns=("计数的字典", "the dict of counts"))
         expect(isinstance(counts, dict), "not-a-dict", f"应返回计数的字典，收到的是 {type(counts).__name__}。",
                f"return the dict of counts, got a {type(counts).__name__}.")
-        for _ in range(2):
-            model(torch.randn(3, 4))
-        expected = {"0": 2, "1": 2, "2": 2}
-        expect(counts == expected, "counts", f"调用两次前向之后，计数应是 {expected}，你的字典是 {counts}。",
-               f"after two forward calls the counts should be {expected}; your dict holds {counts}.")
+        expect(_has_forward_hooks(model), "no-hook",
+               "你的函数返回后，模型的子模块上没有前向钩子：计数要由钩子在每次前向时记下，而不是写死在字典里。",
+               "after your function returned, no forward hook is on the model's submodules: the counts must be "
+               "written by hooks at every forward call, not fixed in the dict.")
+        inputs = torch.randn(3, 4)  # every model starts with a Linear(4, ...)
+        done = 0
+        for calls in (first, first + more):
+            for _ in range(calls - done):
+                model(inputs)
+            done = calls
+            expected = {str(i): calls for i in range(layers)}
+            expect(counts == expected, "counts",
+                   f"{layers} 层的模型调用 {calls} 次前向之后，计数应是 {expected}，你的字典是 {counts}。",
+                   f"after {calls} forward call{'s' if calls > 1 else ''} of a model of {layers} layers the counts "
+                   f"should be {expected}; "
+                   f"your dict holds {counts}.")
         refs = [(name or "model", weakref.ref(m)) for name, m in model.named_modules()]
         refs += [(name, weakref.ref(p)) for name, p in model.named_parameters()]
         del model

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from . import exercise
-from ._harness import consulted
+from ._harness import consulted, record_read_by_the_caller
 from ._support import NotSolved, expect, fail, guarded, started
 
 # ---- 17.1 the silent cells --------------------------------------------------------------------------------------
@@ -280,6 +280,13 @@ def predict_calls(answer: Any) -> None:
              f"the probe of {probed[0]} ran in this kernel (`hook_matrix.observe`): the exercise asks for a "
              "prediction, and the probe gives the very answer the check judges with. Restart the kernel and predict "
              "without running the probes, from the rules of sections 3 and 4.")
+    read = record_read_by_the_caller()
+    if read is not None:
+        fail("answer-machinery", f"你的代码（{read}）在这次检查之前读了行为矩阵的记录（`docs/hook_matrix.json`）：记录里正是检查"
+             "用来判断的答案，而这道练习要的是预测。不读记录，凭第 3、4 节的规则预测。",
+             f"your code ({read}) read the hook matrix's record (`docs/hook_matrix.json`) before this check: the "
+             "record holds the very answer the check judges with, and the exercise asks for a prediction. Predict "
+             "from the rules of sections 3 and 4, without reading the record.")
     for key in KEYS_17_3:
         family, context = key.split("@")
         truth = hook_matrix.observe(family, context).calls
