@@ -277,10 +277,45 @@ def _raised_in(error: BaseException) -> str:
     return names[-1] if entry == names[-1] or names[-1].startswith("torch.") else f"{names[-1]}, inside {entry}"
 
 
-def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> HookExplanation:
+def _hooked(m: nn.Module) -> bool:
+    """Whether the module or one of its own parameters carries a PyTorch hook."""
+    return any(d for _a, kind, d in internals.module_hook_dicts(m) if kind in _HOOK_KINDS) or any(
+        d for p in m.parameters(recurse=False) for _k, d in internals.tensor_hook_dicts(p))
+
+
+def _resolve(model: nn.Module, name: str | nn.Module | None) -> str:
+    """The name to watch: ``name`` itself, the name of a module passed instead (found by identity in
+    ``model.named_modules()``), or ``""`` (the model itself) when only the model was given and it is what carries
+    the hooks; refuses, saying what to pass, when that is ambiguous."""
+    if isinstance(name, str):
+        return name
+    if isinstance(name, nn.Module):
+        found = [n for n, m in model.named_modules(remove_duplicate=False) if m is name]
+        if not found:
+            raise ValueError(f"explain_hook: the {type(name).__name__} passed as the module is not inside the model "
+                             f"({type(model).__name__}): pass the model that holds it (explain_hook(model, module, run=...)), "
+                             "or the module alone (explain_hook(module, run=...))")
+        return found[0]
+    if name is not None:
+        raise TypeError(f"explain_hook: the module to explain is a name from model.named_modules() or the module "
+                        f"itself, got {type(name).__name__}")
+    hooked = [n for n, m in model.named_modules() if n and _hooked(m)]
+    if _hooked(model) or not hooked:
+        return ""
+    shown = ", ".join(repr(n) for n in hooked[:5]) + (", ..." if len(hooked) > 5 else "")
+    raise ValueError(f"explain_hook({type(model).__name__}, run=...): this module carries no hook itself, and "
+                     f"modules inside it do ({shown}); which one do you mean? Pass it, by name or as the module: "
+                     f"explain_hook(model, {hooked[0]!r}, run=...) or explain_hook(model, model.get_submodule("
+                     f"{hooked[0]!r}), run=...)")
+
+
+def explain_hook(model: nn.Module, name: str | nn.Module | None = None, *, run: Callable[[], Any]) -> HookExplanation:
     """Run ``run()`` once and explain what happened to the module ``name`` of ``model`` and to its hooks.
 
-    ``name`` is a name from ``model.named_modules()`` (an unknown one raises an error listing close matches);
+    ``name`` is a name from ``model.named_modules()`` (an unknown one raises an error listing close matches), or
+    the module itself (``explain_hook(model, model.fc, run=...)``: its name is found by identity); with the module
+    alone (``explain_hook(model.fc, run=...)``) it is both the model and the module explained, and when the module
+    passed alone carries no hook but modules inside it do, it refuses and names them;
     ``run`` is the step to watch, a function of no arguments (``run=lambda: model(x).sum().backward()``). Returns a
     :class:`HookExplanation`: how often the module was called and how often its ``forward`` code ran, how often
     each of its PyTorch hooks fired and with which module (itself, a replica, a copy), its other hooks (a replaced
@@ -302,6 +337,7 @@ def explain_hook(model: nn.Module, name: str, *, run: Callable[[], Any]) -> Hook
                         "compiled TorchScript, where module calls and hooks are invisible to Python. Explain the "
                         "nn.Module you scripted (model, name, run=lambda: scripted(x) shows what ran instead), or "
                         "run the unscripted model")
+    name = _resolve(model, name)
     target = get_module(model, name)
     watch = _Watch(model, name, target)
     step = _Step(watch, target)
@@ -401,6 +437,8 @@ def _compose(r: HookExplanation, target: nn.Module, w: _Watch, error: Exception 
     if "fired" in r.codes and not any("fired as expected" in x for x in r.reasons):
         counts = ", ".join(f"{label} {on.get(SELF, 0)}" for label, on in r.fired.items())
         r.reasons.append(f"its hooks fired on {r.name!r} itself ({counts})")
+    if r.name == "":  # the module passed alone: say which it is
+        r.reasons = [x.replace("''", f"the {type(target).__name__} passed") for x in r.reasons]
     if not r.reasons:
         counts = ", ".join(f"{label} {sum(on.values())}" for label, on in r.fired.items()) or "no hooks on it"
         r.reasons.append(f"{r.name!r} ran {r.calls} time(s) as a module ({counts}); explain_hook saw nothing that "

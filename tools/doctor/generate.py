@@ -15,6 +15,7 @@ the rest separately; it also checks that the hooks fired as often under the doct
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import random
@@ -22,6 +23,7 @@ import sys
 import time
 import warnings
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,17 +47,22 @@ def observe(key: str) -> dict[str, Any]:
     return {"class": setups.label(setups.parse(key), truth), "truth": truth.as_dict()}
 
 
-def _quiet() -> Any:
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """One thread (the course's fixed environment) and no warnings printed, restored afterwards."""
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    manager = warnings.catch_warnings()
-    manager.__enter__()
-    warnings.simplefilter("ignore")
-    return manager
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def generate(out: Path = POPULATION) -> dict[str, Any]:
-    _quiet()
-    records = {key: observe(key) for key in setups.keys()}
+    with _quiet():
+        records = {key: observe(key) for key in setups.keys()}
     doc = {"torch": torch.__version__.split("+")[0], "factors": {"on": setups.ON, "between": setups.BETWEEN,
                                                                   "ctx": setups.CTX, "does": setups.DOES,
                                                                   "out": setups.OUT},
@@ -93,10 +100,11 @@ def week() -> str:
 
 def check(keys: list[str], doc: dict[str, Any]) -> list[str]:
     """What differs now from the record, one line per setup."""
-    _quiet()
     out = []
     for key in keys:
-        now, was = observe(key), doc["setups"].get(key)
+        with _quiet():
+            now = observe(key)
+        was = doc["setups"].get(key)
         if was is None:
             out.append(f"{key}: not in the population")
         elif ("na" in now) != ("na" in was):
@@ -136,12 +144,12 @@ def ask(key: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:
 def measure(doc: dict[str, Any], keys: list[str]) -> dict[str, Any]:
     """Per class: setups, right, crashes, 'fired' said of a hook that did not fire, and the doctor changing what
     fired; plus the setups answered wrong (key, class, codes)."""
-    _quiet()
     table: dict[str, Counter] = defaultdict(Counter)
     wrong = []
     for key in keys:
         was = doc["setups"][key]
-        truth, g = ask(key)
+        with _quiet():
+            truth, g = ask(key)
         c = table[was["class"]]
         c["n"] += 1
         if truth is None or any(truth[f] != was["truth"][f] for f in ("fired", "hook_raised")):

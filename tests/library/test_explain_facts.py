@@ -1,0 +1,165 @@
+"""explain_hook's codes on the cases it used to get wrong, each against a plain PyTorch counter inside the hook, and
+explain_hook(module): the module object instead of its name, or alone."""
+from __future__ import annotations
+
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+from torch import nn
+
+from hooklab import explain_hook
+from hooklab.explain import CODES
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def counter(log, tag):
+    def hook(*args):
+        log.append(tag)
+    return hook
+
+
+def two():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+
+
+def test_a_module_hook_and_a_tensor_hook_from_one_factory_are_told_apart():
+    m, log = two(), []
+    m[0].register_forward_hook(counter(log, "fwd"))
+    m[1].weight.register_hook(counter(log, "w"))
+    x = torch.randn(3, 4)
+    r = explain_hook(m, "0", run=lambda: m(x).sum().backward())
+    assert log.count("fwd") == 1 and log.count("w") == 1
+    assert r.fired == {"counter.hook (forward)": {"the module": 1}}
+    assert r.codes == ["fired"] and not any("more than once" in x for x in r.reasons)
+
+
+def test_the_module_object_instead_of_its_name():
+    m, log = two(), []
+    m[1].register_forward_hook(counter(log, "fwd"))
+    x = torch.randn(3, 4)
+    by_name = explain_hook(m, "1", run=lambda: m(x))
+    by_object = explain_hook(m, m[1], run=lambda: m(x))
+    assert by_object.name == by_name.name == "1" and by_object.codes == by_name.codes == ["fired"]
+    assert log == ["fwd", "fwd"]
+
+
+def test_the_module_alone_is_the_model_and_the_module():
+    m, log = two(), []
+    m[0].register_forward_hook(counter(log, "fwd"))
+    x = torch.randn(3, 4)
+    r = explain_hook(m[0], run=lambda: m(x))
+    assert r.calls == 1 and r.codes == ["fired"] and log == ["fwd"]
+    assert "the Linear passed" in r.reasons[0]
+
+
+def test_the_model_alone_is_refused_when_a_module_inside_is_hooked():
+    m = two()
+    m[1].register_forward_hook(counter([], "fwd"))
+    with pytest.raises(ValueError, match=r"explain_hook\(model, '1', run=\.\.\.\)"):
+        explain_hook(m, run=lambda: m(torch.randn(3, 4)))
+    with pytest.raises(ValueError, match="not inside the model"):
+        explain_hook(m, nn.Linear(4, 4), run=lambda: None)
+    with pytest.raises(TypeError, match="a name from model.named_modules"):
+        explain_hook(m, 3, run=lambda: None)
+
+
+def test_a_pool_started_before_the_step_is_watched():
+    m, log = two(), []
+    m[0].register_forward_hook(lambda mod, a, o: log.append(threading.current_thread().name))
+    pool = ThreadPoolExecutor(2, thread_name_prefix="pool")
+    try:
+        list(pool.map(lambda _i: None, range(4)))  # its threads exist before the step
+        x = torch.randn(4, 4)
+        r = explain_hook(m, "0", run=lambda: list(pool.map(m, x.chunk(2))))
+        assert len(log) == 2 and all(n.startswith("pool") for n in log)
+        assert r.calls == 2 and "threads" in r.codes and "several_calls" in r.codes
+        # the profile function is gone from the pool's threads afterwards
+        seen = pool.submit(lambda: __import__("sys").getprofile()).result()
+        assert seen is None
+    finally:
+        pool.shutdown()
+
+
+def test_a_full_backward_hook_on_a_dict_output():
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return {"h": self.fc(x)}
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = Block()
+
+        def forward(self, x):
+            return self.block(x)["h"]
+
+    net, log = Net(), []
+    net.block.register_full_backward_hook(counter(log, "bwd"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = explain_hook(net, "block", run=lambda: net(torch.randn(2, 4)).sum().backward())
+    assert log == [] and "dict_output" in r.codes and "fired" not in r.codes
+    assert not any("not part of the loss" in x for x in r.reasons)
+
+
+def test_a_parameter_swapped_on_conversion():
+    m, log = two(), []
+    m[0].weight.register_hook(counter(log, "w"))
+    before = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        m.double()
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(before)
+    r = explain_hook(m, "0", run=lambda: m(torch.randn(3, 4, dtype=torch.float64)).sum().backward())
+    assert log == [] and m[0].weight.grad is not None
+    assert "parameter_replaced" in r.codes and "fired" not in r.codes
+
+
+def test_a_hook_that_raises_is_named():
+    m = two()
+
+    def strict(module, args, output):
+        raise ValueError("bad shape")
+    m[0].register_forward_hook(strict)
+    with pytest.raises(ValueError, match="bad shape") as info:
+        explain_hook(m, "1", run=lambda: m(torch.randn(3, 4)))
+    r = info.value.hooklab_explanation
+    assert "hook_raised" in r.codes and "strict" in " ".join(r.reasons)
+    assert not any("not reached" in x for x in r.reasons)
+
+
+def test_a_global_hook_that_fired_on_it():
+    m, log = two(), []
+    handle = torch.nn.modules.module.register_module_forward_hook(
+        lambda mod, a, o: log.append(mod) if mod is m[0] else None)
+    try:
+        r = explain_hook(m, "0", run=lambda: m(torch.randn(3, 4)))
+    finally:
+        handle.remove()
+    assert log == [m[0]] and "global_hook" in r.codes
+
+
+def test_a_tied_parameter():
+    m, log = two(), []
+    extra = nn.Linear(4, 4, bias=False)
+    extra.weight = m[0].weight
+    m.add_module("extra", extra)
+    m[0].weight.register_hook(counter(log, "w"))
+    x = torch.randn(3, 4)
+    r = explain_hook(m, "0", run=lambda: (m[1](m[0](x)) + m[1](m.extra(x))).sum().backward())
+    assert log == ["w"] and "tied" in r.codes and "'extra.weight'" not in r.reasons[-1] and "extra.weight" in \
+        " ".join(r.reasons)
+
+
+def test_every_code_is_documented():
+    assert all(isinstance(v, str) and v for v in CODES.values())
