@@ -202,8 +202,10 @@ class _AtlasModel(dict):
 
     def _answering(self, but: str | None = None) -> str:
         """``; stacks that answer: ...`` (those with a block whose identity holds), or nothing."""
-        answer = [path for path, st in (self.get("inside") or {}).items() if path != but and any(
+        inside = self.get("inside") or {}
+        answer = [path for path, st in inside.items() if path != but and any(
             s["identity"]["holds"] for p in st.get("patterns", []) for s in p["streams"])]
+        answer.sort(key=lambda p: (not (but and p.startswith(but + ".")), p))  # the stacks inside this one first
         if not answer:
             return ""
         shown = ", ".join(repr(p) for p in answer[:8]) + (f" and {len(answer) - 8} more" if len(answer) > 8 else "")

@@ -471,10 +471,8 @@ def test_xcit_local_patch_interaction_is_a_branch_and_the_mlp_is_the_mlp():
     places = entry.where(0)
     assert [k for k in places if k not in ("input",) and not k.startswith("residual")] == \
         ["attention", "branch", "mlp"]
-    inside = {role: (places[role].get("inside") or {}).get("module", places[role]["module"])
-              for role in ("branch", "mlp")}
-    assert inside["branch"].startswith("blocks.0.") and "local_mp" in inside["branch"] + places["branch"]["module"] \
-        or places["branch"]["module"] == "blocks.0.drop_path3"
+    assert (places["branch"]["inside"]["module"], places["mlp"]["inside"]["module"]) == \
+        ("blocks.0.local_mp", "blocks.0.mlp")  # inside the drop_path modules whose outputs are the terms
     torch.manual_seed(0)
     x = torch.randn(2, 16, 8)
     assert _mixes_positions(LPI(8), x, 4, 4) and not _mixes_positions(Mlp(8, 16), x)

@@ -446,13 +446,15 @@ class Probe:
         return False
 
 
+_INT_SCALARS = re.compile(r"(output|residual|rescale).*(scale|factor)|multiplier", re.I)  # 1 written as an int
 _NOT_SCALARS = re.compile(r"eps|drop|momentum|^p$|prob|theta|init|range|_token|_id$|temperature|^scale_factor$|"
                           r"^size$|min_val|max_val|threshold", re.I)
 
 
 def config_scalars(blocks: dict[str, nn.Module]) -> list[tuple[Any, str, float]]:
     """The float scalars a block may scale a sublayer by (a residual multiplier, ``layer_scale``, a gate's value):
-    every float attribute of the blocks' modules and of the config objects they hold, but those that cannot
+    every float attribute of the blocks' modules and of the config objects they hold (and an int one named as an
+    output scale or a multiplier: diffusers' ``output_scale_factor=1``), but those that cannot
     (norm epsilons, dropout rates, momenta, rotary bases, init ranges). Returns (object, name, value)."""
     found: dict[tuple[int, str], tuple[Any, str, float]] = {}
     for block in blocks.values():
@@ -460,7 +462,8 @@ def config_scalars(blocks: dict[str, nn.Module]) -> list[tuple[Any, str, float]]
             owners = [module] + [v for k, v in vars(module).items() if k == "config" and hasattr(v, "__dict__")]
             for owner in owners:
                 for name, value in list(vars(owner).items()):
-                    if type(value) is float and not name.startswith("__") and not _NOT_SCALARS.search(name):
+                    if (type(value) is float or (type(value) is int and _INT_SCALARS.search(name))) and \
+                            not name.startswith("__") and not _NOT_SCALARS.search(name):
                         found.setdefault((id(owner), name), (owner, name, value))
     return list(found.values())
 
@@ -727,8 +730,10 @@ def _nested(entry: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _places_of(streams: list[dict[str, Any]]) -> list[Any]:
-    return [(role, e.get("module"), e.get("hook"), e.get("take")) for st in streams for role, e in
-            sorted(st["lookups"].items())] + [st["identity"]["holds"] for st in streams]
+    """Where each term is (module, hook, take, what it adds to), in order: not the roles' names (the run with other
+    scalars does not measure what each branch computes)."""
+    return [(e.get("module"), e.get("hook"), e.get("take"), e.get("call")) for st in streams
+            for e in st["lookups"].values()] + [st["identity"]["holds"] for st in streams]
 
 
 def _check_scalars(blocks: dict[str, nn.Module], patterns: list[dict[str, Any]], first_of: list[str],
