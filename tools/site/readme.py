@@ -143,7 +143,8 @@ def problems(text: str, root: Path = ROOT) -> list[str]:
 
 
 def stamp(text: str, repository: str) -> str:
-    """``text`` with the website's, the repository's and Colab's placeholders filled in for ``repository``.
+    """``text`` with the website's, the repository's and Colab's placeholders filled in for ``repository`` (and
+    without the comment that says they are placeholders).
 
     >>> print(stamp("[site](https://OWNER.github.io/REPO/) "
     ...             "[00](https://colab.research.google.com/github/OWNER/REPO/blob/launch/en/00.ipynb)",
@@ -158,6 +159,7 @@ def stamp(text: str, repository: str) -> str:
             raise ReadmeError(f"Colab opens notebooks from GitHub only, and {repository} is on {found.group(1)}: take "
                               "the Colab links out of README.md (the website's launch buttons stay)")
         text = text.replace(COLAB_PLACEHOLDER, f"colab.research.google.com/github/{found.group(2)}/{found.group(3)}/")
+    text = re.sub(r"^<!-- OWNER/REPO .*-->\n", "", text, flags=re.MULTILINE)  # the note saying they are placeholders
     return package_page.stamp_page(text, repository)
 
 
