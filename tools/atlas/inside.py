@@ -767,10 +767,10 @@ def _check_scalars(blocks: dict[str, nn.Module], patterns: list[dict[str, Any]],
         record: dict[str, Any] = {"changed": names[:16], "count": len(names), "places_hold": same}
         if same:
             follow = []
-            for st, st2 in zip(pattern["streams"], other):
-                for role, entry in st["lookups"].items():
-                    if entry.get("scale", 1.0) != st2["lookups"][role].get("scale", 1.0) or \
-                            entry.get("base_scale") != st2["lookups"][role].get("base_scale"):
+            for st, st2 in zip(pattern["streams"], other):  # the same places in the same order: zip them
+                for (role, entry), again in zip(st["lookups"].items(), st2["lookups"].values()):
+                    if entry.get("scale", 1.0) != again.get("scale", 1.0) or \
+                            entry.get("base_scale") != again.get("base_scale"):
                         entry["scale_follows_scalars"] = True
                         follow.append(role)
             if follow:
