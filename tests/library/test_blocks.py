@@ -225,6 +225,13 @@ def test_with_run_a_list_whose_blocks_are_never_called_is_not_a_stack():
     with pytest.raises(TypeError, match="run is a function of no arguments"):
         find_blocks(model, run=torch.randn(2, 8))
 
+    def fails():
+        model(torch.randn(2, 8))
+        raise RuntimeError("the step failed")
+    with pytest.raises(RuntimeError, match="the step failed"):  # its pre-hooks are removed even so
+        find_blocks(model, run=fails)
+    assert not any(m._forward_pre_hooks for m in model.modules())
+
 
 def test_a_sequential_of_sequentials_lists_each_level_once_and_says_which_holds_which():
     """By the rule (a stack that is a called block of another is listed too: torchvision's ConvNeXt ``features``
