@@ -50,7 +50,7 @@ def atlas(zoo: str = "transformers") -> dict[str, Any]:
     folder = resources.files("hooklab.course") / "assets" / "atlas"
     found = sorted(p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json"))
     if zoo not in found:
-        raise ValueError(f"course.atlas: no atlas for {zoo!r}; the course ships {', '.join(found)}")
+        raise ValueError(f"course.atlas: no atlas for {_shown(zoo)}; the course ships {', '.join(found)}")
     data = json.loads(folder.joinpath(f"{zoo}.json").read_text(encoding="utf-8"))
     found = _Atlas(zoo, data["models"])
     found.place_kinds = data.get("place_kinds", {})  # kind of place -> {"en": ..., "zh": ...}: one line each
@@ -78,13 +78,13 @@ class _Atlas(dict):
         listing += f"; a model's name here is {named_by}" if named_by else ""
         if not isinstance(key, str):
             raise _AtlasKeyError(f"course.atlas({self.zoo!r}) is keyed by model name, a str, got "
-                                 f"{type(key).__name__} {key!r}. {listing}")
+                                 f"{type(key).__name__} {_shown(key)}. {listing}")
         folded = {n.casefold(): n for n in names}
         same = [n for n in names if n.casefold() == key.casefold()]
         close = same + [folded[n] for n in difflib.get_close_matches(key.casefold(), list(folded), n=5, cutoff=0.6)
                         if folded[n] not in same]
         hint = f": did you mean {', '.join(map(repr, close[:5]))}?" if close else "."
-        raise _AtlasKeyError(f"course.atlas({self.zoo!r}) has no model {key!r}"
+        raise _AtlasKeyError(f"course.atlas({self.zoo!r}) has no model {_shown(key)}"
                              f"{' (names are case-sensitive)' if same else ''}{hint} {listing}")
 
 

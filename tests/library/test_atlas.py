@@ -393,6 +393,9 @@ def test_where_validates_its_arguments_like_a_command_line():
             call()
         assert long not in str(error.value) and len(str(error.value)) < 1200
     assert llama.where(0, "residual") == llama.where(0, "residual_after_mlp")
+    with pytest.raises(KeyError) as error:  # a model name too
+        course.atlas("transformers")[long]
+    assert long not in str(error.value) and len(str(error.value)) < 1200
 
 
 def test_where_counts_blocks_in_the_order_they_run_and_says_which_stack():
