@@ -40,8 +40,12 @@ def _is_replaceable(value: Any) -> bool:
     return kind in _REPLACEABLE or issubclass(kind, type) or issubclass(kind, types.FunctionType)
 
 
-def _is_container(value: Any) -> bool:
-    return issubclass(type(value), _CONTAINERS)
+def _size(value: Any) -> int | None:
+    """The number of items of a container (by its base class's ``__len__``: no code of a subclass runs), else None."""
+    for base in _CONTAINERS:
+        if issubclass(type(value), base):
+            return base.__len__(value)
+    return None
 
 
 def _modules() -> list[tuple[str, types.ModuleType]]:
@@ -111,8 +115,8 @@ class Namespaces:
             for key, value in list(namespace.items()):
                 if not learner and _is_replaceable(value):
                     kept[key] = value
-                elif sizes and _is_container(value):
-                    self.sizes[label, key] = len(value)
+                elif sizes and (size := _size(value)) is not None:
+                    self.sizes[label, key] = size
             if kept:
                 self.functions.append((label, owner, kept))
             if sizes:
