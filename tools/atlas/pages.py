@@ -207,7 +207,7 @@ TEXT = {
         "在代码里这样查：`course.atlas(\"transformers\")[\"llama\"].where(3, \"attention\")`。{counts}",
         "inside_counts": "测到内部的模型 {measured} 个；块的形态（pattern）{patterns} 种，其中 {proved} 种找到了残差恒等式。",
         "stack": "块（数量）", "identity": "恒等式", "lookups": "在哪里挂钩子", "by_impl": "随注意力实现而变",
-        "no_fire": "从不触发（每种实现下都不）", "only": "只在 {impls} 下触发", "compute": "没有张量：自己算",
+        "no_fire": "从不触发（每种实现下都不）", "only": "只在 {impls} 下触发", "compute": "没有张量：自己算", "clone": "（之后被原地改写：在钩子里 .clone()）",
         "pre": "前置钩子，取", "not_inside": "没有测内部：", "fast_off": "；关掉快速路径也不触发", "gets": "，钩子拿到",
         "block": "块本身", "take": "取",
     },
@@ -240,7 +240,7 @@ TEXT = {
                          "with their residual identity.",
         "stack": "blocks (count)", "identity": "identity", "lookups": "where to hook", "by_impl":
         "what changes with the attention implementation", "no_fire": "never fires (under every implementation)",
-        "only": "fires only under {impls}", "compute": "no tensor: compute", "pre": "pre-hook,",
+        "only": "fires only under {impls}", "compute": "no tensor: compute", "clone": " (overwritten in place later: .clone() it in the hook)", "pre": "pre-hook,",
         "not_inside": "not measured inside: ", "fast_off": "; not with the fast path off either",
         "gets": " of", "block": "the block", "take": "",
     },
@@ -384,6 +384,8 @@ def _where(place: dict[str, Any], t: dict[str, str]) -> str:
                                                           if place.get("receives") else "")
     if place.get("call"):
         text += f" [{place['call']}]"
+    if place.get("clone"):
+        text += t["clone"]
     if place.get("added"):
         text += f" × {place['added'].split(' (')[0].replace('times ', '')}"
     for key in ("inside", "experts", "router"):
