@@ -34,7 +34,8 @@ For each notebook (default: every notebook and recipe notebook; ``rNN`` names th
 Both languages' copies hold the same code cells (checked here), so one language is run (``--lang``, default en).
 Exit status: 0 every cell of every copy ran (and no torch in the range was replaced), 1 otherwise, 2 usage or
 build error. The weekly workflow
-(.github/workflows/rerun.yml) runs it for every notebook.
+(.github/workflows/rerun.yml) runs it for every notebook and recipe notebook, with PyPI's torch at both ends of the
+range and with the oldest as PyTorch's CPU build.
 
 Why not nox (tried: nox 2026.10.20, ``venv_backend="uv"``). A session ``@nox.parametrize("torch", ...)`` that runs
 ``uv sync`` of the ``launch-check`` group into its virtualenv, ``uv pip install torch==X``, ``ipykernel install`` and
