@@ -110,12 +110,12 @@ from ..meter import gradient_errors
 from ..offload import CompressSaved, OffloadScope, offload_module
 from ._profile import BlockProfile, clock_of, model_state_kept, profile_bytes, profile_flops, profile_times
 from ._search import CHOICES, Plan, Search, seconds_key
-from .alternatives import CheckpointEach, CompiledBudget, OffloadStep, SequentialCheckpoint
+from .alternatives import CheckpointAndOffload, CheckpointEach, CompiledBudget, OffloadStep, SequentialCheckpoint
 from .costs import CostModel, CountedCosts, MeasuredCosts, check_costs
 from .decide import Candidate, MemoryDecision, measure_and_decide
 from .plan import MemoryPlan, _ms
 
-__all__ = ["BlockProfile", "BudgetError", "Candidate", "CheckpointEach", "CompiledBudget", "CostModel", "CountedCosts",
+__all__ = ["BlockProfile", "BudgetError", "Candidate", "CheckpointAndOffload", "CheckpointEach", "CompiledBudget", "CostModel", "CountedCosts",
            "MeasuredCosts", "MemoryDecision", "MemoryPlan", "MemoryPlanner", "OffloadStep", "SequentialCheckpoint"]
 
 TOOL = "MemoryPlanner"

@@ -45,8 +45,10 @@ which the wall clock does). It is bounded by ``max_seconds`` (default: the time 
 step) still fits, and what has started is finished, so the cost passes the bound by at most the error of that
 estimate, one compile or one search of the time model's plans. Half the bound (:data:`TIMING_SHARE`) is kept for
 timing: the plan search (after the planner's own pick), the bytes and the compiles stop where they would pass the
-other half, so that the finalists are timed. Deciding never fails for lack of time: bytes are measured past that
-half while no candidate measured meets the budget; timing starts only as many candidates as the rest of the bound
+other half, so that the finalists are timed. Bytes are measured past that half while no candidate measured meets
+the budget, but not past the whole bound (only the planner's own pick is measured however little time is left): a
+model of 52 blocks whose plans all miss the budget once measured 51 ``checkpoint_sequential`` counts past any bound
+(its counts are now measured nearest the square root of the block count first, where they hold least); timing starts only as many candidates as the rest of the bound
 leaves time for (a step each and two rounds; the first measured first); where the timing runs out, the choice is made
 among the candidates timed (the reason says so); where nothing could be timed, the simplest candidate that meets the
 budget is returned untimed (its reason says so). What the bound left unmeasured is listed on the decision. A clock that does
@@ -74,7 +76,8 @@ from .._torch_internals import storage_key, tree_flatten
 from ..errors import BudgetError
 from ..meter import MemoryMeter
 from ..scope import HookScope
-from .alternatives import CheckpointEach, CompiledBudget, OffloadStep, SequentialCheckpoint, graph_saved_bytes
+from .alternatives import (CheckpointAndOffload, CheckpointEach, CompiledBudget, OffloadStep, SequentialCheckpoint,
+                           graph_saved_bytes)
 from .plan import MemoryPlan
 
 if TYPE_CHECKING:
@@ -90,7 +93,7 @@ DEFAULT_STEPS, DEFAULT_FLOOR = 100, 30.0  # the default bound: 100 steps of the 
 TIMING_SHARE = 0.5  # the share of the bound kept for timing: the plan search, bytes and compiles stop at the rest
 RECOMPUTE = frozenset(("keep", "checkpoint", "segment"))
 RANKS = {"as is": 0, "checkpoint_sequential": 1, "checkpoint": 1, "torch.compile": 2, "plan (recompute)": 3,
-         "plan": 4}
+         "plan": 4, "offload step": 4, "checkpoint + offload": 4}
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,9 @@ class Candidate:
     """One way to meet the budget and what was measured of it.
 
     ``name``: how to apply it, in words; ``kind``: ``"as is"``, ``"checkpoint_sequential"`` or ``"checkpoint"``,
-    ``"torch.compile"``, ``"plan (recompute)"`` or ``"plan"`` (the order of simplicity); ``option``: what
+    ``"torch.compile"``, ``"plan (recompute)"``, ``"plan"`` (a :class:`hooklab.MemoryPlan`) or ``"offload step"`` (an
+    :class:`OffloadStep`) or ``"checkpoint + offload"`` (a :class:`CheckpointAndOffload`, on a GPU) (the order of
+    simplicity); ``option``: what
     :meth:`apply` applies (a :class:`hooklab.MemoryPlan`, :class:`CheckpointEach`, :class:`OffloadStep`,
     :class:`SequentialCheckpoint` or :class:`CompiledBudget`); ``held_bytes``: measured bytes held after forward
     (None: not measured); ``times``: step seconds per round (empty: not timed); ``status``: why it was not timed, or
@@ -300,6 +305,7 @@ class _Measure:
         self.start, self.wall_start = clock(), time.perf_counter()
         self.step_estimate = 0.0
         self.met = False  # a candidate measured so far meets the budget
+        self.measured = 0  # candidates whose bytes were measured (past the bound only the first one is)
         self.notes: list[str] = []
 
     def spent(self) -> float:
@@ -417,8 +423,12 @@ def measure_and_decide(planner: MemoryPlanner, budget: int, *, plans: int, seque
         candidates.append(_measured(m, Candidate("checkpoint each block", "checkpoint", each), budget,
                                     functools.partial(m.held_bytes, each)))
         whole = OffloadStep(model, planner.keep, planner.device, planner.min_bytes)
-        candidates.append(_measured(m, Candidate("offload the whole step", "plan", whole), budget,
+        candidates.append(_measured(m, Candidate("offload the whole step", "offload step", whole), budget,
                                     functools.partial(m.held_bytes, whole)))
+        if planner.device.type == "cuda":  # to pinned memory, overlapped; on a CPU (to disk) it is rarely worth it
+            both = CheckpointAndOffload(model, planner.blocks, planner.keep, planner.device, planner.min_bytes)
+            candidates.append(_measured(m, Candidate("checkpoint each block, its inputs offloaded", "checkpoint + offload",
+                                                     both), budget, functools.partial(m.held_bytes, both)))
     if sequential and isinstance(model, nn.Sequential) and len(model) >= 2:
         candidates += _sequential(m, planner, model, budget)
     elif sequential:
@@ -450,15 +460,33 @@ def measure_and_decide(planner: MemoryPlanner, budget: int, *, plans: int, seque
 
 def _measured(m: _Measure, c: Candidate, budget: int, measure: Callable[[], int]) -> Candidate:
     """``c`` with its bytes measured and its status: past the share of the bound before timing, only while no
-    candidate measured so far meets the budget (so that deciding never fails for lack of time)."""
-    if not m.allows_preparing(m.step_estimate) and m.met:
+    candidate measured so far meets the budget; past the whole bound, none but the first (the planner's own pick), so
+    that deciding ends within its bound and still has one candidate's bytes. A candidate that raises when it runs is
+    left out, with a note."""
+    if (not m.allows_preparing(m.step_estimate) and m.met) or (not m.allows(m.step_estimate) and m.measured):
         c.status = "not measured: the measuring bound was reached"
-    else:
+        if not m.met and not any(n.startswith("bytes: ") for n in m.notes):
+            m.notes.append("bytes: candidates not measured: the measuring bound was reached before one met the "
+                           "budget (max_seconds= allows more)")
+        return c
+    m.measured += 1
+    try:
         c.held_bytes = measure()
-        if c.held_bytes > budget:
-            c.status = "over the budget"
-        m.met = m.met or c.held_bytes <= budget
+    except Exception as error:  # e.g. a checkpointed block whose output the next module changes in place
+        _failed(m, c, error)
+        return c
+    if c.held_bytes > budget:
+        c.status = "over the budget"
+    m.met = m.met or c.held_bytes <= budget
     return c
+
+
+def _failed(m: _Measure, c: Candidate, error: BaseException) -> None:
+    """``c`` raised when it ran: it is left out, and the notes say why (deciding goes on with the others)."""
+    first = (str(error).strip().splitlines() or [""])[0]
+    c.status = f"failed: {type(error).__name__}: {first[:160]}"
+    c.held_bytes = None
+    m.notes.append(f"{c.name}: failed when run ({type(error).__name__}: {first[:200]}); left out")
 
 
 def _sequential(m: _Measure, planner: MemoryPlanner, model: nn.Sequential, budget: int) -> list[Candidate]:
@@ -466,7 +494,9 @@ def _sequential(m: _Measure, planner: MemoryPlanner, model: nn.Sequential, budge
     the budget, the ones that recompute more children than another are not timed."""
     cache = planner._sequential_bytes
     out = []
-    for n in range(2, len(model) + 1):
+    # nearest to sqrt(len) first (where checkpoint_sequential holds least), so a bound that stops the measuring
+    # early has measured the counts most likely to meet the budget
+    for n in sorted(range(2, len(model) + 1), key=lambda n: (abs(n - math.sqrt(len(model))), n)):
         option = SequentialCheckpoint(model, n)
 
         def bytes_of(n: int = n, option: SequentialCheckpoint = option) -> int:
@@ -475,6 +505,7 @@ def _sequential(m: _Measure, planner: MemoryPlanner, model: nn.Sequential, budge
             return cache[n]
         out.append(_measured(m, Candidate(f"checkpoint_sequential(model, {n})", "checkpoint_sequential", option),
                              budget, bytes_of))
+    out.sort(key=lambda c: c.option.segments)
     meeting = [c for c in out if c.held_bytes is not None and c.held_bytes <= budget]
     if meeting:
         least = min(meeting, key=lambda c: c.option.recomputed)
@@ -539,7 +570,11 @@ def _race(m: _Measure, baseline: Candidate, live: list[Candidate], rounds: int) 
                 late.status = "not timed: the measuring bound was reached"
             del racing[k:]
             break
-        last[id(c)] = m.step(c)
+        try:
+            last[id(c)] = m.step(c)
+        except Exception as error:
+            _failed(m, c, error)
+    racing[:] = [c for c in racing if not c.status]
     done = _rounds(m, baseline, racing, last, rounds, 0, drop=True) if racing else 0
     live[:] = [c for c in live if not c.status and c.times]
     if len(live) >= 2 and done >= 2:

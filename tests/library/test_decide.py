@@ -12,12 +12,14 @@ from __future__ import annotations
 import copy
 import itertools
 
+import time
+
 import pytest
 import torch
 from torch import nn
 
 import hooklab
-from hooklab.planner import CountedCosts, MemoryPlanner, SequentialCheckpoint
+from hooklab.planner import CheckpointEach, CountedCosts, MemoryPlanner, SequentialCheckpoint
 from hooklab.planner.decide import Candidate, _choose, beats
 from saved_truth import rng_state_bytes, saved_storage_bytes
 
@@ -539,6 +541,7 @@ def test_a_budget_below_what_the_blocks_can_reach_is_met_by_offloading_the_whole
         planner.plan(4096)  # the least a plan reaches: the checkpoints' inputs and the loss's own 8 KiB
     decision = planner.decide(4096, backends=(), rounds=2)
     assert isinstance(decision.choice, hooklab.OffloadStep) and decision.chosen.name == "offload the whole step"
+    assert decision.chosen.kind == "offload step"  # not "plan": it is no MemoryPlan (a GPU test read a plan's bytes)
     with hooklab.MemoryMeter(ignore=[*model.parameters(), x]) as meter:
         with decision.apply():
             loss = step()
@@ -554,3 +557,99 @@ def test_a_budget_below_what_the_blocks_can_reach_is_met_by_offloading_the_whole
     with pytest.raises(hooklab.BudgetError, match="nothing measured meets"):
         planner.decide(4096, backends=(), rounds=2, plain=False)
     assert list(tmp_path.glob("hooklab-saved-*")) == []
+
+
+# ------------------------------------------------------------------------------ on a GPU's scale, without a GPU
+def test_the_copy_probe_repeats_a_copy_too_fast_for_the_clock():
+    """A data-centre GPU copies 64 MiB in about 45 us: under a microsecond clock's 100 ticks. The probe used to stop
+    growing at 64 MiB and raise, so the planner could not start on an A100 / H100 / H200; now it copies several times
+    per timing. Here the copy is a stand-in that costs 1.5 TB/s of a fake clock's time."""
+    from hooklab.planner.costs import _memory_speed
+    clock = [0.0]
+
+    def copy(dst, src):
+        clock[0] += src.nbytes / 1.5e12
+
+    speed = _memory_speed(torch.device("cpu"), 1 << 20, 3, lambda: clock[0], resolution=1e-6, max_bytes=64 << 20,
+                          copy=copy)
+    assert speed == pytest.approx(1.5e12, rel=1e-9)
+    assert clock[0] >= 4 * 4 * (64 << 20) / 1.5e12  # 64 MiB was not enough: 4 copies per timing, 4 timings
+
+
+def test_a_clock_that_resolves_no_copy_is_refused_after_the_bounds():
+    from hooklab.planner.costs import _memory_speed
+    with pytest.raises(RuntimeError, match=r"4096 copies of 1 MiB took 0 s by this clock.*CountedCosts"):
+        _memory_speed(torch.device("cpu"), 1 << 20, 3, lambda: 0.0, resolution=1e-6, max_bytes=1 << 20,
+                      copy=lambda dst, src: None)
+
+
+def flat_blocks(n: int, width: int = 8):
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.Tanh()) for _ in range(n)])
+    x = torch.randn(4, width)
+    return model, x, (lambda: model(x).sum())
+
+
+def test_deciding_for_a_model_of_52_blocks_ends_within_its_bound_when_nothing_meets_the_budget(tmp_path,
+                                                                                                monkeypatch):
+    """ResNet-152 as a flat Sequential has 52 blocks: with a budget nothing meets, decide went on measuring all 51
+    checkpoint_sequential counts past any bound (on an H200 it had not finished after 230 s). Now nothing is measured
+    past the bound, and the error says so."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    model, x, step = flat_blocks(52)
+    clock = FakeClock(model)  # each block's forward costs 1 unit: a step 52 (more with a recompute)
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint"), costs=CountedCosts(), repeats=1)
+    before = clock.now
+    with pytest.raises(hooklab.BudgetError, match="the measuring bound was reached before one met the budget"):
+        decided(planner, 64, clock, max_seconds=600)
+    assert clock.now - before <= 600 + 2 * 52 * 2  # at most one measurement (a forward and a recompute) over it
+    clock.remove()
+
+
+def test_a_candidate_that_raises_when_it_runs_is_left_out_with_a_note(monkeypatch):
+    """Checkpointing a block that changes its own input in place (a ReLU(inplace=True) as a block: torchvision's
+    ResNet's children) raises in backward; the decision leaves that candidate out and says why."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Sequential(nn.Linear(64, 256), nn.Tanh(), nn.Linear(256, 256)),
+                          nn.Sequential(nn.ReLU(inplace=True)),
+                          nn.Sequential(nn.Linear(256, 256), nn.Tanh(), nn.Linear(256, 64), nn.Tanh()))
+    x = torch.randn(32, 64)
+    step = lambda: model(x).sum()  # noqa: E731
+    clock = FakeClock(model)
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint"), costs=CountedCosts(), repeats=1)
+    budget = planner.baseline_bytes * 3 // 4
+    assert CheckpointEach(model, list(planner.blocks))  # measured below: it meets the budget, then fails in backward
+    d = decided(planner, budget, clock, max_seconds=10_000, sequential=False)
+    each = [c for c in d.candidates if c.kind == "checkpoint"]
+    assert each and each[0].status.startswith("failed: RuntimeError") and each[0] is not d.chosen
+    assert any("checkpoint each block: failed when run (RuntimeError" in n for n in d.notes)
+    assert d.held_bytes <= budget
+    clock.remove()
+
+
+def test_checkpoint_and_offload_holds_less_than_either_through_decides_measurement(tmp_path, monkeypatch):
+    """Each candidate kind through the code that measures it (``_Measure.held_bytes`` and ``step``): checkpointing
+    each block and offloading what the checkpoints keep (their inputs) holds less than checkpointing alone, which
+    keeps one input per block; its gradients are the plain step's, bit for bit (disk gives back the same bytes)."""
+    from hooklab.planner.alternatives import CheckpointAndOffload, CheckpointEach
+    from hooklab.planner.decide import _Measure
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    model, x, step = model_and_step()
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint"), costs=CountedCosts(), repeats=1,
+                            min_bytes=1024)
+    m = _Measure(planner, None, time.process_time)
+    blocks = list(planner.blocks)
+    both = CheckpointAndOffload(model, blocks, [], torch.device("cpu"), 1024)
+    each = CheckpointEach(model, blocks)
+    plain = [p.grad.clone() for p in model.parameters()] if all(p.grad is not None for p in model.parameters()) \
+        else None
+    assert m.held_bytes(both) < m.held_bytes(each) < planner.baseline_bytes
+    model.zero_grad(set_to_none=True)
+    step().backward()
+    plain = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    assert m.step(both) > 0
+    assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), plain))
+    assert not any("forward" in mod.__dict__ for mod in model.modules()) and list(tmp_path.glob("hooklab-saved-*")) == []
+    with pytest.raises(ValueError, match="keep_last"):
+        CheckpointAndOffload(model, blocks, [], "cpu", 0, keep_last=-1)
