@@ -97,6 +97,7 @@ class _Watch:
         self.kinds: dict[str, str] = {}            # label -> its kind (forward, backward, tensor, global forward...)
         self.registered: dict[str, tuple[dict, Any]] = {}  # label -> (its hook dict, its key): removed later?
         self.global_labels: list[str] = []         # global module hooks (they fire on every module)
+        self.removed_in_step: set[str] = set()     # labels of hooks whose handle's remove() ran in the step
         self.param_of: dict[str, Any] = {}         # label of a hook on its parameter -> that Parameter
         self.in_step: dict[str, str] = {}          # label -> what the step registered it on (an output, a Node)
         self.registrars: set[Any] = set()          # codes of its forward hooks that register hooks on outputs
@@ -262,6 +263,8 @@ class _Watch:
                 self._registered_in_step(frame.f_back, frame.f_locals.get("hook"), "a tensor hook on its output")
             elif code is _SUBMIT:
                 self._pool(frame.f_locals.get("self"))
+            elif code is _REMOVE:
+                self._removing(frame.f_locals.get("self"))
             if code is self.call_code:
                 self.on_call(frame.f_locals.get("self"))
             elif code is self.wrapped_code:
@@ -336,9 +339,20 @@ class _Watch:
                 pass
         self.pools.clear()
 
+    def _removing(self, handle: Any) -> None:
+        """A RemovableHandle's remove() in the step: which watched hook it removes."""
+        ref = getattr(handle, "hooks_dict_ref", None)
+        hooks = ref() if callable(ref) else None
+        fn = hooks.get(getattr(handle, "id", None)) if isinstance(hooks, dict) else None
+        if fn is None:
+            return
+        inner = _unwrap(fn)
+        self.removed_in_step.update(label for label, f in self.fns.items() if f is inner)
+
     def removed(self) -> list[str]:
-        """The hooks it watched that are no longer registered (removed during the step)."""
-        return [label for label, (hooks, key) in self.registered.items() if key not in hooks]
+        """The hooks it watched that were removed during the step (or are no longer registered after it)."""
+        gone = [label for label, (hooks, key) in self.registered.items() if key not in hooks]
+        return gone + [label for label in self.labels if label in self.removed_in_step and label not in gone]
 
     def _read(self, frame: Any) -> None:
         local = frame.f_locals
@@ -460,6 +474,7 @@ def _submit_code() -> Any:
 
 
 _SUBMIT = _submit_code()
+_REMOVE = getattr(torch.utils.hooks.RemovableHandle.remove, "__code__", None)
 
 
 def _code(fn: Any) -> Any:

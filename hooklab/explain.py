@@ -50,8 +50,12 @@ import torch
 from torch import nn
 from torch.nn.modules import module as module_globals
 
-from . import _explain_causes as causes, _explain_facts as facts, _explain_passes as passes, \
-    _torch_internals as internals
+from . import (
+    _explain_causes as causes,
+    _explain_facts as facts,
+    _explain_passes as passes,
+    _torch_internals as internals,
+)
 from ._explain_causes import FAKE_TRACE, FUNC_GRAD, FUNC_JVP, FX_TRACE, JIT_TRACE, PRECOMPILED, TRACERS, VMAP
 from ._text import format_table
 from ._watch import (  # noqa: F401 - the relations, importable from here
