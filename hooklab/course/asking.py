@@ -40,13 +40,16 @@ from .lang import LANGS, course_language
 __all__ = ["LEARNER_KINDS", "MAX_QUERY", "Answers", "Hit", "ask", "entry_terms", "has_words", "message_key", "query_terms",
            "tokens"]
 
-KINDS = ("message", "symptom", "section", "matrix", "recipe", "profile")
+KINDS = ("message", "symptom", "section", "matrix", "recipe", "profile", "tool", "atlas")
 # The course's own places (a symptom, a section): the site's search puts the best of them first for a question in the
 # learner's own words, ranked as ask(query, kinds=LEARNER_KINDS) ranks them (tools/site/ask_index.py).
 LEARNER_KINDS = ("symptom", "section")
 # A recipe answers one asker's case in its library's words, and its text holds many terms: at equal words the
 # course's own place (the section, the symptom that explains the mechanism) comes first, the recipe right after.
 KIND_WEIGHT = {"recipe": 0.95}
+# The doctor (hooklab.explain_hook, kind "tool") answers a hook that does not fire or fires twice whatever the cause,
+# on the asker's own model: for a question that says so (one of these phrases), it counts this much more than its words
+DOCTOR_WEIGHT, DOCTOR_GROUPS = 1.3, frozenset({"~never-fires", "~fires-twice"})
 # A phrase of SYNONYMS in a question names the symptom the learner means, in words the course's own places share:
 # it counts this many times, more than a word that happens to be in many entries' long texts.
 GROUP_WEIGHT = 2
@@ -60,7 +63,8 @@ MESSAGE_LENGTH = 1.0  # per word of the message found: a paste that holds a long
 
 # Phrases that mean the same symptom, in the words learners use (both languages): each group becomes one term.
 SYNONYMS: dict[str, tuple[str, ...]] = {
-    "never-fires": ("not firing", "not fire", "doesn't fire", "does not fire", "never fire", "never fires",
+    "never-fires": ("not firing", "not fire", "doesn't fire", "does not fire", "didn't fire", "did not fire",
+                    "never fire", "never fires", "wasn't called", "was not called",
                     "never called", "not called", "isn't called", "is not called", "not being called",
                     "not triggered", "never triggered", "not run", "never run", "doesn't run", "does not run",
                     "not invoked", "never invoked", "no effect", "ignored", "does nothing", "do nothing", "not working",
@@ -482,6 +486,8 @@ def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ..
         if kinds is not None and entry["kind"] not in kinds:
             continue
         score = _bm25(terms, count, idf, average) * KIND_WEIGHT.get(entry["kind"], 1.0)
+        if entry["kind"] == "tool" and not DOCTOR_GROUPS.isdisjoint(terms):
+            score *= DOCTOR_WEIGHT
         share, length = message_match(pasted, entry["message"]) if entry.get("message") else (0.0, 0)
         if share >= MESSAGE_SHARE:  # a pasted message that is this one comes first, above every other answer (the
             # words of a long traceback add up to any score): of two messages it holds, the one it holds more of; at

@@ -21,7 +21,7 @@ from typing import Any
 
 from .lang import LANGS, course_language
 
-__all__ = ["names", "profile", "profiles"]
+__all__ = ["aliases", "names", "profile", "profiles"]
 
 LABELS = {
     "en": {"installs": "puts on the model", "during": "while it runs", "order": "one step, in firing order",
@@ -67,7 +67,8 @@ def _api_name(name: str) -> bool:
 def _names_of(slug: str, record: dict[str, Any]) -> list[list[str]]:
     """A profile's names, most specific first: its slug, PyPI name and title; the parts of its title, the modules
     its entry imports; the API names its facts name."""
-    title_parts = [part.strip() for part in re.split(r"[()/]", record["title"]) if part.strip()]
+    title_parts = [part.strip() for part in re.split(r"[()/]", record["title"])
+                   if re.search(r"[._A-Z0-9]", part.strip())]  # FSDP2, AveragedModel, fully_shard; not "prepare"
     title_parts += [re.sub(r"\d+$", "", part) for part in title_parts if re.fullmatch(r"[A-Z]+\d+", part)]  # FSDP2
     imports: list[str] = []
     for dotted in _DOTTED.findall(record["entry"]):
@@ -103,6 +104,17 @@ def names() -> dict[str, tuple[str, ...]]:
     for alias, slug in ALIASES.items():
         found.setdefault(_key(alias), (0, [slug]))
     return {key: tuple(slugs) for key, (_, slugs) in found.items()}
+
+
+def aliases(slug: str) -> list[str]:
+    """The names a user may type for one profile beyond its API's, as written (its import names, its title's parts,
+    the short list's aliases) that name it alone: ``course.ask`` indexes them."""
+    record = _all()[slug]
+    typed = _names_of(slug, record)[1] + [alias for alias, to in ALIASES.items() if to == slug]
+    own = [name for name in typed if names().get(_key(name)) == (slug,)]
+    joined = [re.sub(r"[-_]", "", name) for name in own + [record["name"]]
+              if "." not in name and re.search(r"[a-z][-_][a-z]", name)]
+    return list(dict.fromkeys(own + joined))  # transformer-lens, also as typed together: transformerlens
 
 
 def profile(name: str, *, lang: str | None = None) -> Profile:

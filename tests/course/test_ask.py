@@ -321,3 +321,46 @@ def test_a_paste_holding_more_of_a_longer_message_ranks_it_first():
     long = "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at the moment"
     short = "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol"
     assert ask_module.message_match(pasted, long) == (1.0, 16) and ask_module.message_match(pasted, short) == (1.0, 13)
+
+
+# issue 63 item 4: "my hook does not fire / fires twice / sees the wrong thing", in either language, leads to the doctor
+DOCTOR_WORDS = [("my forward hook is never called", "never-fires"), ("backward hook not called", "never-fires"),
+                ("我的钩子没有被调用", "never-fires"), ("钩子不触发", "never-fires"),
+                ("my hook fires twice", "fires-twice"), ("钩子触发了两次", "fires-twice"),
+                ("my hook sees the wrong module", "sees-wrong"), ("钩子看到的模块不对", "sees-wrong")]
+
+
+@pytest.mark.parametrize(("words", "case"), DOCTOR_WORDS)
+def test_a_hook_that_misbehaves_leads_to_the_doctor_with_how_to_call_it(words, case):
+    hits = ask(words, k=3, lang="en")
+    doctor = [h for h in hits if h.kind == "tool"]
+    assert doctor and doctor[0].page == "api.html#hooklab.explain_hook", repr(hits)
+    assert 'hooklab.explain_hook(model, "layer", run=lambda: ...)' in doctor[0].title_en
+    entry = next(e for e in _entries() if e["id"] == f"tool:explain-hook-{case}")
+    assert doctor[0].title_en == entry["en"]
+
+
+def test_a_specific_symptom_still_comes_before_the_doctor():
+    first = ask("full backward hook on LSTM never fires", k=1, lang="en")[0]
+    assert first.kind != "tool", first
+
+
+@pytest.mark.parametrize(("words", "zoo", "place"), [("where to hook the attention output of llama", "transformers",
+                                                      "attention"),
+                                                     ("resnet50 where to hook the residual branch", "torchvision",
+                                                      None)])
+def test_the_atlas_is_found_with_the_call_that_reads_it(words, zoo, place):
+    hits = [h for h in ask(words, k=3, lang="en") if h.kind == "atlas"]
+    assert hits and hits[0].page == f"atlas-{zoo}.html", hits
+    assert f"course.atlas('{zoo}')[model]" in hits[0].title_en
+    if place:
+        assert f".where(block, '{place}')" in hits[0].title_en
+
+
+@pytest.mark.parametrize(("typed", "slug"), [("fully_shard hooks", "fsdp2"), ("AveragedModel hooks", "swa_utils"),
+                                             ("bnb hooks", "bitsandbytes"), ("pyg hooks", "torch_geometric"),
+                                             ("pytorch_lightning hooks", "lightning"),
+                                             ("torch.ao.quantization observers", "torch_ao_quantization")])
+def test_a_library_is_found_under_the_names_course_profile_takes(typed, slug):
+    hits = ask(typed, k=5, lang="en")
+    assert any(h.kind == "profile" and h.page == f"profiles-{slug}.html" for h in hits), repr(hits)

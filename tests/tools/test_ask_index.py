@@ -26,6 +26,13 @@ def test_every_entry_links_to_a_notebook_and_a_cell_that_exist_or_to_a_profile_p
               for path in index.RECIPES.glob("[0-9][0-9]_*.ipynb")}
     profiles = set(page.pages())
     for entry in entries:
+        if entry["kind"] == "tool":  # the doctor: its page of the site's API reference
+            assert entry["page"] == "api.html#hooklab.explain_hook" and "hooklab.explain_hook(model," in entry["en"]
+            continue
+        if entry["kind"] == "atlas":  # the hook atlas of a zoo: its site page, and the call that reads it
+            zoo = entry["id"].split(":")[1]
+            assert entry["page"] == f"atlas-{zoo}.html" and f"course.atlas('{zoo}')[model]" in entry["en"], entry["id"]
+            continue
         if entry["kind"] == "profile":  # a library profile lives on its site page (and in course.profile)
             assert entry["notebook"] is None, entry["id"]
             assert entry["page"].split("#")[0].removesuffix(".html") in profiles | {"other_frameworks"}, entry["id"]
@@ -35,7 +42,7 @@ def test_every_entry_links_to_a_notebook_and_a_cell_that_exist_or_to_a_profile_p
         assert entry["cell"] is None or entry["cell"] in cells[entry["notebook"]], entry["id"]
         assert entry["zh"] and entry["en"] and entry["terms"], entry["id"]
     kinds = {e["kind"] for e in entries}
-    assert {"section", "symptom", "message", "matrix", "recipe", "profile"} <= kinds
+    assert {"section", "symptom", "message", "matrix", "recipe", "profile", "tool", "atlas"} <= kinds
 
 
 def test_the_check_fails_on_a_stale_index_and_names_the_fix(tmp_path, monkeypatch, capsys):

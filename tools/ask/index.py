@@ -40,6 +40,7 @@ import tomllib
 
 from hooklab.course.asking import entry_terms
 from hooklab.course.notebook import heading_lines, lang_tags, read_notebook, strip_toc_skip
+from hooklab.course.profiles import aliases
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -268,7 +269,8 @@ def profile_entries() -> list[dict[str, Any]]:
         entries.append({
             "id": f"profile:{slug}", "kind": "profile", "zh": f"{record['title']}：它对你的钩子做了什么",
             "en": f"{record['title']}: what it does to your hooks", "message": None, "notebook": None, "cell": None,
-            "text": f"{record['title']} {record['title']} {slug} {record['entry']} {' '.join(record['names'])} {words}",
+            "text": f"{record['title']} {record['title']} {slug} {' '.join(aliases(slug))} {record['entry']} "
+                    f"{' '.join(record['names'])} {words}",
             "page": f"profiles-{slug}.html",
         })
     return entries
@@ -294,10 +296,90 @@ def framework_entries() -> list[dict[str, Any]]:
     return entries
 
 
+# The doctor (hooklab.explain_hook) for the three ways a learner says a hook misbehaves, in both languages: one entry
+# each, all at its page of the site's API reference (course.ask shows the one the question says best).
+_CALL = 'hooklab.explain_hook(model, "layer", run=lambda: ...)'
+DOCTOR = {
+    "never-fires": ("My hook does not fire: {call} says why",
+                    "钩子不触发：{call} 说明原因",
+                    "my forward hook backward hook hook is never called does not fire 钩子没有被调用 不触发"),
+    "fires-twice": ("My hook fires twice: {call} says why",
+                    "钩子触发了两次：{call} 说明原因",
+                    "my forward hook backward hook hook fires twice called twice 钩子触发两次 调用两次"),
+    "sees-wrong": ("My hook sees the wrong module or tensor: {call} says which module ran",
+                   "钩子看到的模块或张量不对：{call} 说明实际运行的是哪个模块",
+                   "my hook sees the wrong module wrong input wrong output wrong gradient a copy ran "
+                   "钩子看到的模块不对 输入不对 梯度不对 副本"),
+}
+ATLAS_ZOOS = ("transformers", "diffusers", "timm", "torchvision")
+ATLAS = ROOT / "hooklab" / "course" / "assets" / "atlas"
+# a kind of place inside a block (the atlas's lookups, tools/atlas/inside.py) in both languages
+PLACES = {
+    "input": ("the block's input (the residual stream before it)", "块的输入（进入块之前的残差流）"),
+    "attention": ("the attention's output", "注意力的输出"),
+    "mlp": ("the MLP's (feed-forward's) output", "MLP（前馈层）的输出"),
+    "residual_after_attention": ("the residual stream after the attention", "注意力之后的残差流"),
+    "residual_after_mlp": ("the residual stream after the MLP", "MLP 之后的残差流"),
+    "cross_attention": ("the cross-attention's output", "交叉注意力的输出"),
+    "branch": ("the residual branch's output", "残差分支的输出"),
+    "residual_after_branch": ("the residual stream after the branch", "残差分支之后的残差流"),
+    "shortcut": ("the shortcut (the skip connection's module)", "捷径（跳跃连接上的模块）"),
+    "mixer": ("the token mixer's output", "token 混合层的输出"),
+}
+
+
+def doctor_entries() -> list[dict[str, Any]]:
+    """"Why does my hook not fire / fire twice / see the wrong thing": the doctor, with how to call it."""
+    return [{"id": f"tool:explain-hook-{case}", "kind": "tool", "en": en.format(call=_CALL), "zh": zh.format(call=_CALL),
+             "text": f"explain_hook why {words}", "message": None, "notebook": None,
+             "cell": None, "page": "api.html#hooklab.explain_hook"} for case, (en, zh, words) in DOCTOR.items()]
+
+
+def atlas_entries() -> list[dict[str, Any]]:
+    """The hook atlas: one entry per zoo (its models' names: where a block's hooks go) and one per kind of place
+    inside a block that the zoo's atlas answers (``course.atlas(zoo)[model].where(block, kind)``)."""
+    entries = []
+    for zoo in ATLAS_ZOOS:
+        path = ATLAS / f"{zoo}.json"
+        if not path.exists():
+            continue
+        models = _load(path)["models"]
+        places: dict[str, list[str]] = {}
+        for name, model in models.items():
+            for stack in (model.get("inside") or {}).values():
+                for pattern in stack.get("patterns", []):
+                    for stream in pattern.get("streams", []):
+                        for role in stream.get("lookups", {}):
+                            places.setdefault(re.sub(r"_\d+$", "", role), []).append(name)
+        call = f"course.atlas('{zoo}')[model]"
+        entries.append({
+            "id": f"atlas:{zoo}", "kind": "atlas", "message": None, "notebook": None, "cell": None,
+            "en": f"The hook atlas of {zoo}: where to hook each of {len(models)} models' blocks, what a block's hook "
+                  f"receives, which hooks never fire: {call}",
+            "zh": f"{zoo} 的钩子地图：{len(models)} 个模型的块挂在哪里、块的钩子收到什么、哪些钩子从不触发：{call}",
+            "text": f"{zoo} hook atlas where to hook which layer block stack {' '.join(models)} 钩子地图 挂在哪里 哪一层",
+            "page": f"atlas-{zoo}.html",
+        })
+        for kind, (en, zh) in PLACES.items():
+            if kind not in places:
+                continue
+            where = f"{call}.where(block, '{kind}')"
+            entries.append({
+                "id": f"atlas:{zoo}:{kind}", "kind": "atlas", "message": None, "notebook": None, "cell": None,
+                "en": f"Where to hook {en} inside a {zoo} model's block: {where}",
+                "zh": f"在 {zoo} 模型的块里，{zh}挂在哪里：{where}",
+                "text": f"{zoo} hook atlas where inside block layer {kind.replace('_', ' ')} {en} {zh} "
+                        f"{' '.join(sorted(set(places[kind])))}",
+                "page": f"atlas-{zoo}.html",
+            })
+    return entries
+
+
 def build() -> dict[str, Any]:
     """The whole index, in a stable order (by kind, then id)."""
     entries = (section_entries() + symptom_kind_entries() + symptom_entries() + message_entries()
-               + matrix_entries() + recipe_entries() + profile_entries() + framework_entries())
+               + matrix_entries() + recipe_entries() + profile_entries() + framework_entries() + doctor_entries()
+               + atlas_entries())
     for entry in entries:  # the lookup reads terms, not text: tokenizing every entry at each start took seconds
         entry["terms"] = entry_terms(entry.pop("text"), f"{entry['zh']} {entry['en']}")
         entry.pop("asked_zh", None)  # a recipe's Chinese test query measures the lookup; it is not indexed
