@@ -13,12 +13,18 @@ into the package, or ``HOOKLAB_SITE_URL``; without one, the page's path on the s
 in JupyterLab when the notebook is at hand; from a shell: ``python -m hooklab.course ask "hook not firing after
 torch.compile"``.
 
-How it ranks: a pasted message is matched against every message the course indexes (PyTorch's and the libraries'
-texts, with their names and numbers left out), and the words of a question by BM25 over each entry's text in both
+How it ranks: a pasted message is matched as the text of every message the course indexes (PyTorch's and the
+libraries'): the runs of its words and punctuation, in its order, that the paste holds, with placeholders, numbers and
+addresses as wildcards (:func:`message_match`); a message the paste holds ranks above every other answer, the one it
+holds more of first (siblings with the same words in another order are told apart), and a message too short to
+recognise (``KeyError``) takes no paste. The words of a question are ranked by BM25 over each entry's text in both
 languages; Chinese is read as pairs of characters (no word segmenter), and a table of the phrases learners use for
 the same symptom ("not firing", "没有被调用", "never called" …) maps them onto one term, which counts double in the
 question, so the course's wording and the learner's meet; an entry whose title says most of the question counts up
-to half as much again. The course website's search ranks a learner's own words with the same index and the same
+to half as much again; the doctor (``hooklab.explain_hook``) a little more for a question that says its hook does
+not fire or fires twice. The index holds the course's sections, symptoms, explained messages, unusual matrix cells,
+recipes, library profiles (under the names :func:`hooklab.course.profile` takes), the doctor and the hook atlas.
+The course website's search ranks a learner's own words with the same index and the same
 scoring (tools/site/ask_index.py, hooklab-ask.js): its first result is ``ask(query, kinds=LEARNER_KINDS)``'s first. The index ships with the package (``assets/ask/index.json``), written by ``python -m
 tools.ask --write`` from the notebooks and the data files in ``docs/``.
 """
@@ -466,8 +472,8 @@ def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ..
     """The ``k`` best places in the course for a pasted error message or a question in your own words.
 
     ``lang``: ``"zh"``, ``"en"`` or ``"both"`` for the titles (default: :func:`course_language`); ``kinds``: only
-    these kinds of entry (``"message"``, ``"symptom"``, ``"section"``, ``"matrix"``, and ``"recipe"`` /
-    ``"profile"`` where the course ships them; one kind may be given as a str). The query is at most
+    these kinds of entry (``"message"``, ``"symptom"``, ``"section"``, ``"matrix"``, ``"recipe"``, ``"profile"``,
+    ``"tool"`` (the doctor), ``"atlas"``; one kind may be given as a str). The query is at most
     :data:`MAX_QUERY` characters (paste the last lines of a traceback).
 
     >>> ask("hook", k=0)

@@ -24,8 +24,16 @@ An entry is one of:
 - ``profile``: a library profile (``hooklab/course/assets/profiles/library_profiles.json``: what a library does to a
   model's hooks), linked to its page on the site, with the library's name, its summary, removal and API in both
   languages and its own API names; and one per framework of the other frameworks' equivalents of a hook
-  (``tools/profiles/frameworks_data.py``), linked to its section of that page.
-tests/tools/test_ask_index.py checks that the shipped index is current.
+  (``tools/profiles/frameworks_data.py``), linked to its section of that page; a profile's text holds the names
+  ``course.profile`` takes for it (import names, title parts, aliases);
+- ``tool``: the doctor, ``hooklab.explain_hook``, for a hook that does not fire, fires twice or sees the wrong module
+  (in both languages), with how to call it, linked to its page of the site's API reference;
+- ``atlas``: the hook atlas of each zoo (``hooklab/course/assets/atlas/``: its models' names) and each kind of place
+  inside a block it answers, with the call that reads it (``course.atlas(zoo)[model].where(block, kind)``), linked to
+  the zoo's atlas page.
+
+A section also holds its heading's anchor on each language's site. tests/tools/test_ask_index.py checks that the
+shipped index is current. ``python -m tools.ask.pasted`` measures pasted error messages (:mod:`tools.ask.pasted`).
 """
 from __future__ import annotations
 
