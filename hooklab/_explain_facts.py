@@ -112,10 +112,14 @@ def _old_holders(target: nn.Module, w: _Watch) -> tuple[list[Any], list[Any]]:
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors hold the same values (of one shape, dtype and device)."""
-    if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device or a.device.type == "meta":
+    if type(a) is not type(b) or a.shape != b.shape or a.dtype != b.dtype or a.device != b.device or \
+            a.device.type == "meta":
         return False
-    with torch.no_grad():
-        return bool(torch.equal(a.detach(), b.detach()))
+    try:
+        with torch.no_grad():
+            return bool(torch.equal(a.detach(), b.detach()))
+    except Exception:  # noqa: BLE001 - tensors that cannot be compared here (DTensors of other layouts)
+        return False
 
 
 def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
