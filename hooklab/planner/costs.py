@@ -216,13 +216,13 @@ def _wall_clock(device: torch.device) -> Callable[[], float]:
 
 
 def _memory_speed(device: torch.device, probe_bytes: int, repeats: int, timer: Callable[[], float], *,
-                  resolution: float | None = None, max_bytes: int | None = None, max_copies: int = 1 << 12,
+                  resolution: float | None = None, max_bytes: int | None = None, max_copies: int | None = None,
                   copy: Callable[[torch.Tensor, torch.Tensor], Any] | None = None) -> float:
     """Bytes per second of a plain copy. The probe grows (by 4, to ``max_bytes``: 64 MiB on a CPU; on a GPU 1 GiB or
-    an eighth of its free memory) and then is copied several times per timing (by 4, to ``max_copies``) until a timing
+    an eighth of its free memory) and then is copied several times per timing (by 4) until a timing
     lasts 100 ticks of the clock: a data-centre GPU copies 64 MiB in about 45 us, under a microsecond clock's 100
-    ticks. Only a clock that resolves none of that raises. ``copy(dst, src)``: what a copy is (tests time a stand-in
-    with a fake clock)."""
+    ticks (to ``max_copies``: 4096 on a GPU, 16 on a CPU). Only a clock that resolves none of that raises.
+    ``copy(dst, src)``: what a copy is (tests time a stand-in with a fake clock)."""
     if resolution is None:
         resolution = time.get_clock_info("process_time").resolution if timer is time.process_time else 1e-6
     if max_bytes is None:
@@ -230,6 +230,8 @@ def _memory_speed(device: torch.device, probe_bytes: int, repeats: int, timer: C
         if device.type == "cuda":
             free, _ = torch.cuda.mem_get_info(device)
             max_bytes = max(64 << 20, min(1 << 30, free // 8))
+    if max_copies is None:  # a GPU copies 1 GiB in under a millisecond; a CPU needs no more than 16 x 64 MiB
+        max_copies = 1 << 12 if device.type == "cuda" else 16
     copy = copy if copy is not None else (lambda dst, src: dst.copy_(src))
     size, copies = probe_bytes, 1
     while True:

@@ -571,7 +571,7 @@ def test_the_copy_probe_repeats_a_copy_too_fast_for_the_clock():
         clock[0] += src.nbytes / 1.5e12
 
     speed = _memory_speed(torch.device("cpu"), 1 << 20, 3, lambda: clock[0], resolution=1e-6, max_bytes=64 << 20,
-                          copy=copy)
+                          max_copies=1 << 12, copy=copy)  # a GPU's limits
     assert speed == pytest.approx(1.5e12, rel=1e-9)
     assert clock[0] >= 4 * 4 * (64 << 20) / 1.5e12  # 64 MiB was not enough: 4 copies per timing, 4 timings
 
@@ -580,7 +580,7 @@ def test_a_clock_that_resolves_no_copy_is_refused_after_the_bounds():
     from hooklab.planner.costs import _memory_speed
     with pytest.raises(RuntimeError, match=r"4096 copies of 1 MiB took 0 s by this clock.*CountedCosts"):
         _memory_speed(torch.device("cpu"), 1 << 20, 3, lambda: 0.0, resolution=1e-6, max_bytes=1 << 20,
-                      copy=lambda dst, src: None)
+                      max_copies=1 << 12, copy=lambda dst, src: None)
 
 
 def flat_blocks(n: int, width: int = 8):
