@@ -244,7 +244,8 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
                        "(torch.no_grad / inference_mode), so no backward runs through it")
     silent_in_step = [label for label in w.in_step if not total.get(label)]
     # ---- replaced modules and parameters
-    if not r.hooks or (param_labels and not any(
+    fired_on_it = any(on_self.values())  # a hook that fired on it is not on a replaced object (a global one)
+    if not fired_on_it and not r.hooks or (param_labels and not any(
             total[label] for label in param_labels) and "parameter_replaced" not in codes):
         old_modules, old_params = _old_holders(target, w) if not [c for c in codes if c in (
             "frozen", "no_grad", "copy_ran", "compiled", "graph", "not_reached")] else ([], [])
