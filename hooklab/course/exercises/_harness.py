@@ -83,15 +83,7 @@ _ACTIVE: list[Harness] = []
 def from_learner(depth: int = 1) -> tuple[bool, bool, str]:
     """``(inside a check, the learner's code is on the way, where)``: walk up from the caller's caller to the frame
     that runs the check; ``where`` is the learner's innermost frame as ``file:line``."""
-    frame: types.FrameType | None = sys._getframe(depth + 1)
-    learner, where = False, ""
-    while frame is not None:
-        if _BOUNDARY and frame.f_code is _BOUNDARY[0]:
-            return True, learner, where
-        if not learner and _is_learner_file(frame.f_code.co_filename):
-            learner, where = True, f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
-        frame = frame.f_back
-    return False, learner, where
+    return _from_learner_frame(sys._getframe(depth + 1))
 
 
 def _from_learner_frame(frame: types.FrameType | None) -> tuple[bool, bool, str]:
