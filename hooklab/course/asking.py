@@ -35,10 +35,11 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from . import website
 from .lang import LANGS, course_language
@@ -450,7 +451,7 @@ def _checked_kinds(kinds: object) -> tuple[str, ...] | None:
     if isinstance(kinds, str):  # kinds="message": one kind
         kinds = (kinds,)
     try:
-        chosen = tuple(kinds)  # type: ignore[arg-type]
+        chosen: tuple[Any, ...] = tuple(cast(Iterable[Any], kinds))
     except TypeError:
         raise TypeError(f"course.ask: kinds is a tuple of kinds ({', '.join(KINDS)}), got "
                         f"{type(kinds).__name__}") from None

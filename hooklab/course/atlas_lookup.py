@@ -3,7 +3,7 @@ receives, which hooks never fire, and one level down where each block's attentio
 (:func:`atlas`, read as ``course.atlas``; measured by ``python -m tools.atlas``)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 
 def atlas(zoo: str = "transformers") -> dict[str, Any]:
@@ -52,9 +52,9 @@ def atlas(zoo: str = "transformers") -> dict[str, Any]:
     if zoo not in found:
         raise ValueError(f"course.atlas: no atlas for {_shown(zoo)}; the course ships {', '.join(found)}")
     data = json.loads(folder.joinpath(f"{zoo}.json").read_text(encoding="utf-8"))
-    found = _Atlas(zoo, data["models"])
-    found.place_kinds = data.get("place_kinds", {})  # kind of place -> {"en": ..., "zh": ...}: one line each
-    return found
+    atlas = _Atlas(zoo, data["models"])
+    atlas.place_kinds = data.get("place_kinds", {})  # kind of place -> {"en": ..., "zh": ...}: one line each
+    return atlas
 
 
 class _Atlas(dict):
@@ -63,6 +63,8 @@ class _Atlas(dict):
     # what a zoo's model names are
     NAMED_BY = {"transformers": "model.config.model_type", "diffusers": "type(model).__name__",
                 "timm": "the name given to timm.create_model", "torchvision": "the name of its builder (resnet18)"}
+
+    place_kinds: dict[str, dict[str, str]]
 
     def __init__(self, zoo: str, models: dict[str, Any]) -> None:
         super().__init__({name: _AtlasModel(zoo, name, entry) for name, entry in models.items()})
@@ -290,7 +292,7 @@ class _AtlasPlace(dict):
         found["identity"] = identity
         if where is not None:
             found["stack"], found["block"] = where
-        notes = [found.get("note")]
+        notes: list[str | None] = [cast("str | None", found.get("note"))]
         if place.get("blocks_inside"):
             found["inner_stack"] = f"{block}.{place['blocks_inside']}"
             found.pop("blocks_inside", None)

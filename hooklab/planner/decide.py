@@ -76,8 +76,14 @@ from .._torch_internals import storage_key, tree_flatten
 from ..errors import BudgetError
 from ..meter import MemoryMeter
 from ..scope import HookScope
-from .alternatives import (CheckpointAndOffload, CheckpointEach, CompiledBudget, OffloadStep, SequentialCheckpoint,
-                           graph_saved_bytes)
+from .alternatives import (
+    CheckpointAndOffload,
+    CheckpointEach,
+    CompiledBudget,
+    OffloadStep,
+    SequentialCheckpoint,
+    graph_saved_bytes,
+)
 from .plan import MemoryPlan
 
 if TYPE_CHECKING:

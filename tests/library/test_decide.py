@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-
 import time
 
 import pytest

@@ -269,7 +269,7 @@ class Watched(EveryTensor):
 
     def _census(self) -> None:
         alive = [(ref, n, e) for ref, n, e in self.originals if not ref.expired()]
-        for ref, n, d2h in self.originals:
+        for ref, _, d2h in self.originals:
             if ref.expired() and "compute" not in d2h.waited_by:
                 self.freed_before_its_copy_was_waited_for += 1
         self.originals = alive
