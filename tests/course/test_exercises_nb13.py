@@ -217,9 +217,14 @@ def counts_as_list(model):
     return [run_solution("13.2")["count_calls"](model)]
 
 
+def counts_written_by_hand(model):
+    """The counts a learner saw once, typed in: no hook counts anything."""
+    return {"0": 2, "1": 2, "2": 2}
+
+
 @pytest.mark.parametrize("answer, reason", [
     (via_closure, "cycle"), (via_bound_method, "cycle"), (keyed_by_submodule, "submodule-cycle"),
-    (counts_once, "counts"), (counts_as_list, "not-a-dict"),
+    (counts_once, "counts"), (counts_as_list, "not-a-dict"), (counts_written_by_hand, "no-hook"),
     ("counts", "not-a-function")])
 def test_13_2_rejects_wrong_answers(answer, reason):
     assert judged("13.2", answer) == ("wrong", reason)
