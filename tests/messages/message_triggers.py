@@ -28,6 +28,23 @@ them from the decorators, as it reads ``@trigger``.
 A message whose variable parts print stack traces (paths and frames that differ from machine to machine, and between
 a run under ``pytest -n0`` and one under xdist) is triggered with ``@trigger("<id>", head=True)``: its example is the
 printed text up to the message's first variable part.
+Each triggered message also has a fix, the same program corrected (``docs/programs/messages.json`` holds both as
+standalone scripts): a function decorated ``@fix("<id>")`` in the trigger's module does what the message's advice or
+the docs say, shows nothing of the message, raises nothing, and returns what the corrected program prints (counts,
+booleans, shapes, rounded values: nothing that changes from machine to machine)::
+
+    @fix("cannot-register-a-hook-on-a-tensor-that-doesn-2b88aa")
+    def tensor_hook_on_a_tensor_that_requires_grad():
+        x = torch.ones(2, requires_grad=True)
+        seen = []
+        x.register_hook(lambda g: seen.append(tuple(g.shape)))
+        x.sum().backward()
+        return seen
+
+and the module ends with ``test_fix = fixes_of(__name__)``. Fixes that need several processes are run as their trigger
+is: a function decorated ``@fix_all([...])`` returns ``{message id: outcome(fix)}`` (:func:`outcome`, called in each
+worker). A message whose trigger misuses a private API with no user-level intent gets ``no_fix("<id>", why="...")``
+instead (a module-level call).
 """
 from __future__ import annotations
 
@@ -38,6 +55,7 @@ import json
 import logging
 import os
 import re
+import sys
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
@@ -50,6 +68,7 @@ import pytest
 from tools.messages import hook_messages
 
 ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = ROOT / "docs" / "programs" / "messages.json"  # each message's program and fix, what each prints
 EXAMPLES_ENV = "HOOKLAB_MESSAGE_EXAMPLES"  # set by `python -m tools.messages.hook_messages --examples`: where to write them
 LOGGERS = ("", "torch", "torch.distributed", "torch._dynamo", "diffusers", "peft", "accelerate", "captum",
            "lightning", "lightning.pytorch", "pytorch_lightning", "lightning_fabric", "timm", "torchao")
@@ -268,3 +287,116 @@ def triggers_of(module: str) -> Callable[[str], None]:
 
 def registered() -> dict[str, list[Trigger]]:
     return _TRIGGERS
+
+
+# --- fixes ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Fix:
+    ids: tuple[str, ...]
+    fn: Callable[[], Any]
+    module: str
+    group: bool  # fn returns {id: outcome(fix)} from worker processes instead of being the fix itself
+
+    @property
+    def name(self) -> str:
+        return self.fn.__name__
+
+
+_FIXES: dict[str, list[Fix]] = {}
+_NO_FIX: dict[str, dict[str, str]] = {}  # module -> {message id: why it has no fix}
+
+
+def fix(message_id: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    """Register ``fn`` as the fix of the message ``message_id``: the trigger corrected; it returns what it prints."""
+    def register(fn: Callable[[], Any]) -> Callable[[], Any]:
+        _FIXES.setdefault(fn.__module__, []).append(Fix((message_id,), fn, fn.__module__, False))
+        return fn
+    return register
+
+
+def fix_all(message_ids: list[str]) -> Callable[[Callable[[], dict[str, dict[str, str]]]],
+                                                 Callable[[], dict[str, dict[str, str]]]]:
+    """Register ``fn`` as the fixes of several messages run elsewhere (worker processes): it returns
+    ``{id: outcome(the fix)}`` (run once per process)."""
+    def register(fn: Callable[[], dict[str, dict[str, str]]]) -> Callable[[], dict[str, dict[str, str]]]:
+        cached = functools.cache(fn)
+        functools.update_wrapper(cached, fn)
+        _FIXES.setdefault(fn.__module__, []).append(Fix(tuple(message_ids), cached, fn.__module__, True))
+        return cached
+    return register
+
+
+def no_fix(message_id: str, *, why: str, module: str | None = None) -> None:
+    """Record that the message ``message_id`` has no fix, and why (its trigger misuses a private API, say).
+    Call it at module level with literals: the programs' generator reads it from the registry."""
+    name = module or sys._getframe(1).f_globals["__name__"]
+    if not why.strip():
+        raise ValueError(f"no_fix({message_id!r}): say why the message has no fix")
+    _NO_FIX.setdefault(name, {})[message_id] = why
+
+
+def printed(value: Any) -> str:
+    """What ``print(value)`` writes, without the last newline: a fix's printed result."""
+    out = io.StringIO()
+    print(value, file=out)
+    return out.getvalue()[:-1]
+
+
+def outcome(fn: Callable[[], Any]) -> dict[str, str]:
+    """Run a fix as its program does (``print(fn())``): ``shown`` (what it showed, masked, with the printed result),
+    ``prints`` (the printed result; absent when it raised). Picklable: workers return it."""
+    result: list[Any] = []
+
+    def program() -> None:
+        result.append(fn())
+        print(printed(result[0]))
+    text = masked(shown(program))
+    return {"shown": text, **({"prints": masked(printed(result[0]))} if result else {})}
+
+
+@functools.cache
+def programs() -> dict[str, dict[str, Any]]:
+    """The stored programs by message id (``docs/programs/messages.json``), empty before the first generation."""
+    if not PROGRAMS.is_file():
+        return {}
+    return dict(json.loads(PROGRAMS.read_text(encoding="utf-8"))["programs"])
+
+
+def check_fix(case: Fix, message_id: str) -> None:
+    message = messages().get(message_id)
+    assert message is not None, f"{case.module}.{case.name}: {message_id!r} is no message of docs/hook_messages.json"
+    assert any(message_id in t.ids for t in _TRIGGERS.get(case.module, [])), (
+        f"{case.name}: {message_id} has no trigger in {case.module}: a fix corrects the trigger of its module")
+    if case.group:
+        results = case.fn()
+        assert message_id in results, f"{case.name} returned no outcome for {message_id}: {sorted(results)}"
+        result = results[message_id]
+    else:
+        result = outcome(case.fn)
+    assert "prints" in result, f"{case.name} (the fix of {message_id}) raised:\n{result['shown'][:3000]}"
+    assert example(message, result["shown"]) is None, (f"{case.name} (the fix of {message_id}) still shows it:\n"
+                                                       f"{result['shown'][:3000]}")
+    stored = ((programs().get(message_id) or {}).get("fix") or {}).get("prints")
+    if stored is not None:
+        assert stored.endswith(result["prints"]), (
+            f"{case.name} returns {result['prints']!r}; its program is stored as printing {stored!r} "
+            "(run python -m tools.messages.hook_messages --programs when this is expected)")
+
+
+def fixes_of(module: str) -> Callable[[str], None]:
+    """The parametrized test of a module's fixes: one case per message a fix corrects."""
+    cases = [(mid, f) for f in _FIXES.get(module, []) for mid in f.ids]
+
+    @pytest.mark.parametrize("message_id, case", cases, ids=[f"{f.name}:{mid}" for mid, f in cases])
+    def test_fix(message_id: str, case: Fix) -> None:
+        check_fix(case, message_id)
+    return test_fix  # type: ignore[return-value]
+
+
+def registered_fixes() -> dict[str, list[Fix]]:
+    return _FIXES
+
+
+def registered_no_fixes() -> dict[str, dict[str, str]]:
+    return _NO_FIX

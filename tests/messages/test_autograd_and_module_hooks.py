@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.autograd import graph
 
-from message_triggers import trigger, triggers_of
+from message_triggers import fix, fixes_of, trigger, triggers_of
 
 
 def _leaf() -> torch.Tensor:
@@ -23,6 +23,15 @@ def _leaf() -> torch.Tensor:
 @trigger("cannot-register-a-hook-on-a-tensor-that-doesn-2b88aa")
 def tensor_hook_on_a_tensor_without_grad():
     torch.ones(2).register_hook(lambda g: g)
+
+
+@fix("cannot-register-a-hook-on-a-tensor-that-doesn-2b88aa")
+def tensor_hook_on_a_tensor_that_requires_grad():
+    x = torch.ones(2, requires_grad=True)  # a hook sees gradients: the tensor must require them
+    seen = []
+    x.register_hook(lambda g: seen.append(tuple(g.shape)))
+    x.sum().backward()
+    return seen
 
 
 @trigger("post-accumulate-grad-hooks-cannot-be-registered-on-non-926399")
@@ -322,3 +331,4 @@ def debug_mode_log_hook_returns_a_string():
 
 
 test_trigger = triggers_of(__name__)
+test_fix = fixes_of(__name__)
