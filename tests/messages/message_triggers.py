@@ -33,7 +33,9 @@ standalone scripts): a function decorated ``@fix("<id>")`` in the trigger's modu
 the docs say, shows nothing of the message, raises nothing, and returns what the corrected program prints (counts,
 booleans, shapes, rounded values: nothing that changes from machine to machine)::
 
-    @fix("cannot-register-a-hook-on-a-tensor-that-doesn-2b88aa")
+    @fix("cannot-register-a-hook-on-a-tensor-that-doesn-2b88aa",
+         en="a hook sees gradients: register it on a tensor that requires grad",
+         zh="钩子看到的是梯度：把它注册在 requires_grad 的张量上")
     def tensor_hook_on_a_tensor_that_requires_grad():
         x = torch.ones(2, requires_grad=True)
         seen = []
@@ -41,9 +43,13 @@ booleans, shapes, rounded values: nothing that changes from machine to machine):
         x.sum().backward()
         return seen
 
-and the module ends with ``test_fix = fixes_of(__name__)``. Fixes that need several processes are run as their trigger
-is: a function decorated ``@fix_all([...])`` returns ``{message id: outcome(fix)}`` (:func:`outcome`, called in each
-worker). A message whose trigger misuses a private API with no user-level intent gets ``no_fix("<id>", why="...")``
+and the module ends with ``test_fix = fixes_of(__name__)``. ``en=`` / ``zh=`` say in one line what the fix changes
+(the program's header comment in each language; the show program's header is the message's summary).
+
+Fixes that need several processes are run as their trigger is: a function decorated ``@fix_all([...])`` returns
+``{message id: outcome(fix)}`` (:func:`outcome`, called in each worker, run once per process); each fix it runs is
+still decorated ``@fix("<id>", en=..., zh=..., run_by="<the @fix_all function's name>")``, so that its program is
+known and its test takes its outcome from that run. A message whose trigger misuses a private API with no user-level intent gets ``no_fix("<id>", why="...")``
 instead (a module-level call).
 """
 from __future__ import annotations
@@ -297,6 +303,9 @@ class Fix:
     fn: Callable[[], Any]
     module: str
     group: bool  # fn returns {id: outcome(fix)} from worker processes instead of being the fix itself
+    en: str = ""  # the fix in one line, the program's header comment (English)
+    zh: str = ""  # the same in Chinese
+    run_by: str = ""  # the @fix_all function of the module that runs this fix (in worker processes)
 
     @property
     def name(self) -> str:
@@ -307,10 +316,13 @@ _FIXES: dict[str, list[Fix]] = {}
 _NO_FIX: dict[str, dict[str, str]] = {}  # module -> {message id: why it has no fix}
 
 
-def fix(message_id: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
-    """Register ``fn`` as the fix of the message ``message_id``: the trigger corrected; it returns what it prints."""
+def fix(message_id: str, *, en: str = "", zh: str = "",
+        run_by: str = "") -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    """Register ``fn`` as the fix of the message ``message_id``: the trigger corrected; it returns what it prints.
+    ``en`` / ``zh``: what the fix does in one line (its program's header comment in each language); ``run_by``: the
+    name of the ``@fix_all`` function that runs it (in worker processes), when it is not run in the test's process."""
     def register(fn: Callable[[], Any]) -> Callable[[], Any]:
-        _FIXES.setdefault(fn.__module__, []).append(Fix((message_id,), fn, fn.__module__, False))
+        _FIXES.setdefault(fn.__module__, []).append(Fix((message_id,), fn, fn.__module__, False, en, zh, run_by))
         return fn
     return register
 
@@ -368,6 +380,10 @@ def check_fix(case: Fix, message_id: str) -> None:
     assert message is not None, f"{case.module}.{case.name}: {message_id!r} is no message of docs/hook_messages.json"
     assert any(message_id in t.ids for t in _TRIGGERS.get(case.module, [])), (
         f"{case.name}: {message_id} has no trigger in {case.module}: a fix corrects the trigger of its module")
+    if case.run_by:
+        runners = [f for f in _FIXES.get(case.module, []) if f.group and f.name == case.run_by]
+        assert runners, f"{case.name}: run_by={case.run_by!r} names no @fix_all function of {case.module}"
+        case = runners[0]
     if case.group:
         results = case.fn()
         assert message_id in results, f"{case.name} returned no outcome for {message_id}: {sorted(results)}"
@@ -386,7 +402,9 @@ def check_fix(case: Fix, message_id: str) -> None:
 
 def fixes_of(module: str) -> Callable[[str], None]:
     """The parametrized test of a module's fixes: one case per message a fix corrects."""
-    cases = [(mid, f) for f in _FIXES.get(module, []) for mid in f.ids]
+    fixes = _FIXES.get(module, [])
+    run_elsewhere = {(f.run_by, mid) for f in fixes if f.run_by for mid in f.ids}  # tested through their own case
+    cases = [(mid, f) for f in fixes for mid in f.ids if not (f.group and (f.name, mid) in run_elsewhere)]
 
     @pytest.mark.parametrize("message_id, case", cases, ids=[f"{f.name}:{mid}" for mid, f in cases])
     def test_fix(message_id: str, case: Fix) -> None:
