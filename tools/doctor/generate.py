@@ -3,14 +3,23 @@
     python -m tools.doctor                         # run every setup, write docs/doctor_population.json (~2 minutes)
     python -m tools.doctor check                   # re-observe this ISO week's sample, exit 1 listing what changed
     python -m tools.doctor check --all             # every setup (the weekly job)
+    python -m tools.doctor --missing               # observe only the setups not yet in the file (a new round)
     python -m tools.doctor draw                    # draw the held-out part once (docs/doctor_heldout.json)
+    python -m tools.doctor draw --round 2          # the second round's held-out part (docs/doctor_heldout_2.json)
     python -m tools.doctor measure --as after      # explain_hook on every setup: docs/doctor_agreement.json
+    python -m tools.doctor measure --round 2 --as after   # the second round: docs/doctor_agreement_2.json
 
 A setup (:mod:`tools.doctor.setups`) is built fresh, seeded, and its step run once; the hooks record what fired
 themselves. ``docs/doctor_population.json`` holds per setup key its cause class and that truth, or ``n/a`` and why
 (invalid by construction, or building it raised). ``measure`` runs each setup again under
 ``hooklab.explain_hook`` and grades the answer (:mod:`tools.doctor.grade`), per class, on the held-out part and on
 the rest separately; it also checks that the hooks fired as often under the doctor as without it.
+
+The population grows in rounds (:func:`tools.doctor.setups.round_of`): a setup with a factor level added in the
+second round is the second round's. Each round has its own held-out part, drawn with its own seed from its own
+setups before the doctor was changed against them; the first round's figures stay as they were measured. The second
+round's measurement (``--round 2``) grades the second round's held-out part, and as "rest" every setup of both rounds
+that is in neither held-out part.
 """
 from __future__ import annotations
 
@@ -35,7 +44,11 @@ ROOT = Path(__file__).resolve().parents[2]
 POPULATION = ROOT / "docs" / "doctor_population.json"
 HELDOUT = ROOT / "docs" / "doctor_heldout.json"
 AGREEMENT = ROOT / "docs" / "doctor_agreement.json"
+HELDOUT_2 = ROOT / "docs" / "doctor_heldout_2.json"
+AGREEMENT_2 = ROOT / "docs" / "doctor_agreement_2.json"
 SEED, FRACTION = 6301, 0.2
+SEED_2 = 6302  # the second round's held-out part (issue 63: new levels the doctor was not tuned on)
+ROUNDS = {1: (SEED, HELDOUT, AGREEMENT), 2: (SEED_2, HELDOUT_2, AGREEMENT_2)}
 OBSERVED = ("fired", "on_target", "in_threads", "other_fired", "error", "hook_raised", "warned_dict")
 
 
@@ -60,9 +73,11 @@ def _quiet() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def generate(out: Path = POPULATION) -> dict[str, Any]:
+def generate(out: Path = POPULATION, *, missing: bool = False) -> dict[str, Any]:
+    """Observe every setup (``missing``: only those not yet in ``out``, keeping the others' records)."""
+    known = load(out)["setups"] if missing and out.exists() else {}
     with _quiet():
-        records = {key: observe(key) for key in setups.keys()}
+        records = {key: known[key] if key in known else observe(key) for key in setups.keys()}
     doc = {"torch": torch.__version__.split("+")[0], "factors": {"on": setups.ON, "between": setups.BETWEEN,
                                                                   "ctx": setups.CTX, "does": setups.DOES,
                                                                   "out": setups.OUT},
@@ -75,9 +90,10 @@ def load(path: Path = POPULATION) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def valid(doc: dict[str, Any]) -> list[str]:
-    """The keys of the setups that are not n/a, in the population's order."""
-    return [k for k, r in doc["setups"].items() if "na" not in r]
+def valid(doc: dict[str, Any], round_: int | None = None) -> list[str]:
+    """The keys of the setups that are not n/a (of one round, or all), in the population's order."""
+    return [k for k, r in doc["setups"].items() if "na" not in r and (round_ is None or
+                                                                       setups.round_of(k) == round_)]
 
 
 def sample(doc: dict[str, Any], n: int, seed: Any) -> list[str]:
@@ -116,19 +132,34 @@ def check(keys: list[str], doc: dict[str, Any]) -> list[str]:
     return out
 
 
-def draw(doc: dict[str, Any], path: Path = HELDOUT) -> list[str]:
-    """Draw the held-out part (once: refuses when the file exists)."""
+def draw(doc: dict[str, Any], round_: int = 1) -> list[str]:
+    """Draw a round's held-out part from that round's setups (once: refuses when the file exists)."""
+    seed, path, _agreement = ROUNDS[round_]
     if path.exists():
         raise SystemExit(f"{path.relative_to(ROOT)} exists: the held-out part is drawn once")
-    keys = valid(doc)
-    ids = sorted(random.Random(SEED).sample(keys, round(FRACTION * len(keys))))
-    path.write_text(json.dumps({"seed": SEED, "fraction": FRACTION, "of": len(keys), "ids": ids}, indent=1) + "\n",
-                    encoding="utf-8")
+    keys = valid(doc, round_)
+    ids = sorted(random.Random(seed).sample(keys, round(FRACTION * len(keys))))
+    record = {"seed": seed, "fraction": FRACTION, "of": len(keys), "ids": ids}
+    if round_ != 1:
+        record["round"] = round_
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return ids
 
 
 def heldout_ids(path: Path = HELDOUT) -> set[str]:
     return set(json.loads(path.read_text(encoding="utf-8"))["ids"])
+
+
+def split(doc: dict[str, Any], round_: int = 1) -> dict[str, list[str]]:
+    """``{"rest": [...], "heldout": [...]}`` of a round: round 1, its own setups; round 2, its held-out part, and as
+    the rest every setup of both rounds in neither held-out part."""
+    if round_ == 1:
+        held = heldout_ids()
+        keys = valid(doc, 1)
+        return {"rest": [k for k in keys if k not in held], "heldout": [k for k in keys if k in held]}
+    held_2 = heldout_ids(HELDOUT_2)
+    out = heldout_ids() | held_2
+    return {"rest": [k for k in valid(doc) if k not in out], "heldout": [k for k in valid(doc) if k in held_2]}
 
 
 def ask(key: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:
@@ -172,15 +203,18 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--all", action="store_true")
     c.add_argument("--keys", nargs="+")
     c.add_argument("-n", type=int, default=40, help="the sample's size (default 40)")
-    sub.add_parser("draw", help="draw the held-out part (once)")
+    d = sub.add_parser("draw", help="draw the held-out part (once)")
+    d.add_argument("--round", dest="round_", type=int, choices=sorted(ROUNDS), default=1)
     m = sub.add_parser("measure", help="grade explain_hook on the population")
     m.add_argument("--as", dest="phase", required=True, help="the name of this measurement (before, after, ...)")
     m.add_argument("--part", choices=("rest", "heldout", "both"), default="both")
     m.add_argument("--print-wrong", action="store_true")
+    m.add_argument("--round", dest="round_", type=int, choices=sorted(ROUNDS), default=1)
+    parser.add_argument("--missing", action="store_true", help="observe only the setups not yet in the file")
     args = parser.parse_args(argv)
     if args.command is None:
         start = time.time()
-        doc = generate()
+        doc = generate(missing=args.missing)
         n = Counter(r.get("class", "n/a") for r in doc["setups"].values())
         print(f"wrote {POPULATION.relative_to(ROOT)}: {sum(n.values())} setups ({time.time() - start:.0f} s): "
               + ", ".join(f"{k} {v}" for k, v in n.most_common()))
@@ -192,12 +226,12 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(diff) or f"{len(keys)} setups observed as recorded")
         return 1 if diff else 0
     if args.command == "draw":
-        ids = draw(doc)
-        print(f"held out {len(ids)} of {len(valid(doc))} setups (seed {SEED})")
+        ids = draw(doc, args.round_)
+        print(f"held out {len(ids)} of {len(valid(doc, args.round_))} setups (seed {ROUNDS[args.round_][0]})")
         return 0
-    held = heldout_ids()
-    parts = {"rest": [k for k in valid(doc) if k not in held], "heldout": [k for k in valid(doc) if k in held]}
-    agreement = json.loads(AGREEMENT.read_text(encoding="utf-8")) if AGREEMENT.exists() else {}
+    parts = split(doc, args.round_)
+    path = ROUNDS[args.round_][2]
+    agreement = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     for part in (("rest", "heldout") if args.part == "both" else (args.part,)):
         result = measure(doc, parts[part])
         if part == "heldout":  # which held-out setups it gets wrong is not kept: nothing to tune against
@@ -211,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.print_wrong and "wrong" in result:
             for row in result["wrong"]:
                 print("   ", *row)
-    AGREEMENT.write_text(json.dumps(agreement, indent=1) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(agreement, indent=1) + "\n", encoding="utf-8")
     return 0
 
 

@@ -5,13 +5,16 @@ A setup is a key ``"<on>/<between>/<ctx>/<does>/<out>"``:
 - ``on``, what the hook is on (:data:`ON`): a module's forward / forward pre / full backward / backward pre hook, a
   tensor hook or a post-accumulate-grad hook on its parameter, a tensor hook on its output (an activation) or a Node
   hook on its output's ``grad_fn`` (both registered by a forward hook that does only that), a global module forward
-  hook;
+  hook or forward pre-hook;
 - ``between``, what happens between registering and the step (:data:`BETWEEN`): nothing, the module or its parameter
   replaced, a dtype conversion, the model copied, traced, exported, compiled (hook before / after the first call), a
-  LoRA adapter (PEFT), a tied weight;
+  LoRA adapter (PEFT), a tied weight, ``weight_norm`` / ``spectral_norm`` parametrizations, the step running
+  ``torch.func.functional_call`` with fresh parameters, ``nn.DataParallel`` (on a CPU it calls the module itself);
 - ``ctx``, how the model runs (:data:`CTX`): plainly, without gradients, chunked, with the module at two places of a
   ``ModuleList``, in threads, under a non-reentrant checkpoint (early stop on / off), with an in-place op after the
-  module, or never reaching the module;
+  module, or never reaching the module, under ``torch.autocast``, under ``torch.func.vmap``, in two micro-batches
+  with a backward each, with two backward passes over one forward (``retain_graph``), with ``torch.autograd.grad``
+  instead of backward, with ``backward(inputs=...)`` asking for the head's gradients only;
 - ``does``, what the hook does (:data:`DOES`): returns None or a value, raises, removes itself, registers another
   hook, keeps state (a callable object), or comes from a factory that also made a hook on another object;
 - ``out``, what the hooked module returns (:data:`OUT`): a tensor, a dict, a tuple, a nested dict, a ``ModelOutput``.
@@ -20,6 +23,9 @@ The truth is recorded by the hooks themselves (:data:`LOG`: each firing appends 
 whether it ran in the main thread) and by the step's exception; nothing of ``hooklab`` is used. :func:`label` turns a
 setup and its truth into one cause class of :data:`CLASSES`: the class is the way the setup was built; the
 observation says only whether the hook fired, how often and where, and whether the step raised.
+
+The levels of :data:`ROUND_2` were added in a second round, after the doctor had been tuned on the first: a setup
+with one of them belongs to that round (:func:`round_of`), and the first round's keys and records are unchanged.
 """
 from __future__ import annotations
 
@@ -39,20 +45,27 @@ import torch.nn.utils.prune
 import torch.utils.checkpoint
 from torch import nn
 
-ON = ("forward", "forward_pre", "backward", "backward_pre", "param", "post_accumulate", "activation", "node", "global")
+ON = ("forward", "forward_pre", "backward", "backward_pre", "param", "post_accumulate", "activation", "node", "global",
+      "global_pre")
+GLOBAL_ON = ("global", "global_pre")
 MODULE_ON = ("forward", "forward_pre", "backward", "backward_pre")
 PARAM_ON = ("param", "post_accumulate")
 BACKWARD_ON = ("backward", "backward_pre", "param", "post_accumulate", "activation", "node")
 BETWEEN = ("none", "module_replaced", "assign", "to_empty", "parametrize", "prune", "swap_dtype", "dtype", "deepcopy",
            "pickle", "fx", "export", "compile_eager_before", "compile_eager_after", "compile_aot_before",
-           "compile_aot_after", "peft", "tied")
-PARAM_REPLACING = ("assign", "to_empty", "parametrize", "prune", "swap_dtype")
+           "compile_aot_after", "peft", "tied", "weight_norm", "spectral_norm", "functional_call", "data_parallel")
+PARAM_REPLACING = ("assign", "to_empty", "parametrize", "prune", "swap_dtype", "weight_norm", "spectral_norm")
+KEEPS_PARAMETER = ("spectral_norm",)  # its parametrization keeps the Parameter as `original` (its hooks fire)
 COPYING = ("deepcopy", "pickle", "export")
 COMPILING = ("compile_eager_before", "compile_eager_after", "compile_aot_before", "compile_aot_after")
 CTX = ("plain", "no_grad", "inference", "chunked", "shared", "pool_before", "thread_during", "ckpt_early",
-       "ckpt_full", "inplace", "never_called")
+       "ckpt_full", "inplace", "never_called", "autocast", "vmap", "grad_accum", "retain_graph", "autograd_grad",
+       "backward_inputs")
 DOES = ("none", "value", "raises", "removes", "registers", "state", "factory")
 OUT = ("tensor", "dict", "tuple", "nested", "model_output")
+# the levels added in the second round (issue 63): setups with one of them are the second round's, drawn apart
+ROUND_2 = {"on": ("global_pre",), "between": ("weight_norm", "spectral_norm", "functional_call", "data_parallel"),
+           "ctx": ("autocast", "vmap", "grad_accum", "retain_graph", "autograd_grad", "backward_inputs")}
 
 # the cause classes: what a doctor's answer is graded against (its codes must hold the class)
 CLASSES = {
@@ -77,6 +90,14 @@ CLASSES = {
     "threads": "the hook fired in other threads (a pool, a thread started in the step)",
     "tied": "the parameter is tied (shared by two modules): its hook fires once with the summed gradient",
     "global_hook": "a global module hook fired on the module",
+    "several_passes": "backward ran several times over one forward (retain_graph=True): a backward hook fired once "
+                      "per pass",
+    "not_accumulated": "the gradients were taken with torch.autograd.grad: nothing is accumulated into .grad, so a "
+                       "post-accumulate-grad hook never fires",
+    "outside_backward_inputs": "backward(inputs=...) asked for other tensors' gradients only: the backward pass did "
+                               "not go through the module or its parameter",
+    "vmap": "the module ran inside torch.func.vmap: backward hooks and hooks on its output's gradient are not "
+            "attached there",
 }
 
 
@@ -169,7 +190,7 @@ class HookObject:
 
 
 def _fire(tag: str, on: str, does: str, holder: dict, args: tuple) -> Any:
-    obj = args[0] if on in MODULE_ON or on == "global" else None
+    obj = args[0] if on in MODULE_ON or on in GLOBAL_ON else None
     LOG.append((tag, id(obj) if obj is not None else None, threading.current_thread() is threading.main_thread()))
     if tag != "primary":
         return None
@@ -195,6 +216,8 @@ def _fire(tag: str, on: str, does: str, holder: dict, args: tuple) -> Any:
             return args[0]
         if on == "global":
             return args[2]
+        if on == "global_pre":
+            return args[1]
     return None
 
 
@@ -234,7 +257,7 @@ def invalid(f: dict[str, str]) -> str | None:
     on, between, ctx, does, out = f["on"], f["between"], f["ctx"], f["does"], f["out"]
     if does == "value" and on == "post_accumulate":
         return "a post-accumulate-grad hook must return None"
-    if does == "registers" and on == "global":
+    if does == "registers" and on in GLOBAL_ON:
         return "a global hook that registers a hook on every module call grows without bound"
     if between in PARAM_REPLACING and on not in PARAM_ON and on != "forward":
         return "replacing a parameter changes nothing for this hook (one forward hook stands for them)"
@@ -244,6 +267,9 @@ def invalid(f: dict[str, str]) -> str | None:
         return "covered by the dict output"
     if ctx == "inplace" and out != "tensor":
         return "in-place after a tensor output only"
+    if between == "functional_call" and ctx == "autograd_grad":
+        return ("torch.autograd.grad of the model's own parameters, which functional_call does not use: nothing is "
+                "differentiated")
     if between == "pickle" and does not in ("state",):
         return "pickling a model needs hooks that pickle (objects); closures made by a factory do not"
     return None
@@ -356,8 +382,20 @@ def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             runner = peft.get_peft_model(model, config)
+    elif between == "weight_norm":
+        torch.nn.utils.parametrizations.weight_norm(block.fc, "weight")
+    elif between == "spectral_norm":
+        torch.nn.utils.parametrizations.spectral_norm(block.fc, "weight")
+    elif between == "functional_call":  # the step runs the model with fresh copies of its parameters
+        fresh = {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in model.named_parameters()}
+        keep.append(fresh)
+
+        def runner(inp: torch.Tensor) -> Any:
+            return torch.func.functional_call(model, fresh, (inp,))
+    elif between == "data_parallel":  # on a CPU DataParallel calls the module itself (no replicas)
+        runner = nn.DataParallel(model)
     x = x.to(dtype)
-    step = _step(ctx, runner, x, cleanup)
+    step = _step(ctx, runner, x, cleanup, model)
     return Built(model, name, step, targets, cleanup, keep)
 
 
@@ -396,10 +434,18 @@ def _register(on: str, block: Block, hook: Callable, holder: dict, cleanup: list
         handle = torch.nn.modules.module.register_module_forward_hook(global_hook)
         cleanup.append(handle.remove)
         return handle
+    if on == "global_pre":
+        def global_pre_hook(module: nn.Module, args: Any) -> Any:
+            if isinstance(module, Block):
+                return hook(module, args)
+            return None
+        handle = torch.nn.modules.module.register_module_forward_pre_hook(global_pre_hook)
+        cleanup.append(handle.remove)
+        return handle
     raise ValueError(on)
 
 
-def _step(ctx: str, runner: Any, x: torch.Tensor, cleanup: list) -> Callable[[], Any]:
+def _step(ctx: str, runner: Any, x: torch.Tensor, cleanup: list, model: nn.Module) -> Callable[[], Any]:
     if ctx in ("no_grad", "inference"):
         manager = torch.no_grad if ctx == "no_grad" else torch.inference_mode
 
@@ -430,6 +476,32 @@ def _step(ctx: str, runner: Any, x: torch.Tensor, cleanup: list) -> Callable[[],
                 raise out[0]
             out[0].sum().backward()
         return step
+    if ctx == "autocast":
+        def step() -> None:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = runner(x).float().sum()
+            loss.backward()
+        return step
+    if ctx == "vmap":  # one sample at a time, batched by torch.func.vmap
+        return lambda: torch.func.vmap(runner)(x).sum().backward()
+    if ctx == "grad_accum":  # two micro-batches, a backward each
+        def step() -> None:
+            for c in x.chunk(2):
+                runner(c).sum().backward()
+        return step
+    if ctx == "retain_graph":  # two backward passes over one forward
+        def step() -> None:
+            loss = runner(x).sum()
+            loss.backward(retain_graph=True)
+            loss.backward()
+        return step
+    if ctx == "autograd_grad":  # the gradients of the model's trainable parameters, not accumulated into .grad
+        def step() -> Any:
+            wrt = [p for p in model.parameters() if p.requires_grad]
+            return torch.autograd.grad(runner(x).sum(), wrt, allow_unused=True)
+        return step
+    if ctx == "backward_inputs":  # the head's gradients only
+        return lambda: runner(x).sum().backward(inputs=list(model.head.parameters()))
     if ctx in ("ckpt_early", "ckpt_full"):
         def step() -> None:
             with torch.utils.checkpoint.set_checkpoint_early_stop(ctx == "ckpt_early"):
@@ -519,7 +591,7 @@ def label(f: dict[str, str], t: Truth) -> str:
             return "graph"
         if between in COMPILING:
             return "compiled"
-        if between in PARAM_REPLACING and on in PARAM_ON:
+        if between in PARAM_REPLACING and between not in KEEPS_PARAMETER and on in PARAM_ON:
             return "parameter_replaced"
         if between == "peft" and on in PARAM_ON:
             return "frozen"
@@ -527,28 +599,83 @@ def label(f: dict[str, str], t: Truth) -> str:
             return "no_grad"
         if f["out"] in ("dict", "nested", "model_output") and on in ("backward", "backward_pre"):
             return "dict_output"
+        if between == "functional_call" and on in PARAM_ON:
+            return "parameter_replaced"
+        if ctx == "backward_inputs" and on in BACKWARD_ON:
+            return "outside_backward_inputs"
+        if ctx == "autograd_grad" and on == "post_accumulate":
+            return "not_accumulated"
+        if ctx == "vmap" and on in BACKWARD_ON:
+            return "vmap"
         return "unexplained"
-    if on == "global":
+    if on in GLOBAL_ON:
         return "global_hook"
     if between in COPYING:
         return "copy_ran"
     if between in COMPILING:
         return "compiled"
-    if does == "removes" and ctx in ("chunked", "shared", "pool_before", "ckpt_full"):
+    if does == "removes" and (ctx in ("chunked", "shared", "pool_before", "ckpt_full", "grad_accum") or
+                              ctx == "retain_graph" and on in BACKWARD_ON):
         return "removed_itself"
     if t.in_threads:
         return "threads"
     if ctx == "ckpt_early" and on in ("forward", "forward_pre") and t.fired == 1:
         return "checkpoint_early_stop"
-    if t.fired > 1 or ctx in ("chunked", "shared") and on not in PARAM_ON:
+    if ctx == "retain_graph" and on in BACKWARD_ON and t.fired > 1:
+        return "several_passes"
+    if t.fired > 1 or ctx in ("chunked", "shared", "grad_accum") and on not in PARAM_ON:
         return "several_calls"
     if between == "tied" and on in PARAM_ON:
         return "tied"
     return "fired"
 
 
+def round_of(key: str) -> int:
+    """1 for a setup of the first round, 2 for one with a level added in the second (:data:`ROUND_2`)."""
+    f = parse(key)
+    return 2 if any(f[factor] in levels for factor, levels in ROUND_2.items()) else 1
+
+
 def keys() -> list[str]:
-    """Every setup key of the population, before the invalid ones are dropped (in a fixed order)."""
+    """Every setup key of the population, before the invalid ones are dropped (in a fixed order): the first
+    round's, then the second round's."""
+    first = [k for k in _keys_first() if round_of(k) == 1]
+    seen = set(first)
+    out = list(first)
+
+    def add(on: str, between: str, ctx: str, does: str, o: str = "tensor") -> None:
+        key = f"{on}/{between}/{ctx}/{does}/{o}"
+        if key not in seen:
+            seen.add(key)
+            out.append(key)
+    new_ctx, new_between = ROUND_2["ctx"], ROUND_2["between"]
+    for on in ON:
+        for ctx in new_ctx:           # every new context, every action, nothing in between
+            for does in DOES:
+                add(on, "none", ctx, does)
+        for between in new_between:   # every new change in between, every action, run plainly
+            for does in DOES:
+                add(on, between, "plain", does)
+        for between in new_between:   # and under a few contexts, old and new
+            for ctx in ("no_grad", "grad_accum", "autograd_grad"):
+                for does in ("none", "factory"):
+                    add(on, between, ctx, does)
+    for ctx in CTX:                   # the global forward pre-hook under every old context, every action
+        for does in DOES:
+            add("global_pre", "none", ctx, does)
+    for between in BETWEEN:           # and after every old change in between
+        for does in ("none", "raises", "state"):
+            add("global_pre", between, "plain", does)
+    for o in OUT[1:]:                 # new contexts with other outputs
+        for ctx in ("autocast", "retain_graph", "backward_inputs"):
+            for on in ("forward", "backward", "activation", "global_pre"):
+                for does in ("none", "raises"):
+                    add(on, "none", ctx, does, o)
+    return out
+
+
+def _keys_first() -> list[str]:
+    """The first round's keys (the levels of ROUND_2 make none: they are dropped by :func:`keys`)."""
     out: list[str] = []
 
     def add(on: str, between: str, ctx: str, does: str, o: str) -> None:
