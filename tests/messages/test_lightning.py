@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from message_triggers import trigger, triggers_of
+from message_triggers import fix, fixes_of, no_fix, trigger, triggers_of
 
 
 def _data(n: int = 4) -> DataLoader:
@@ -33,8 +33,9 @@ def _module_class():
 
 def _trainer(**options):
     import pytorch_lightning as pl
-    return pl.Trainer(accelerator="cpu", devices=1, max_steps=1, logger=False, enable_checkpointing=False,
-                      enable_progress_bar=False, enable_model_summary=False, **options)
+    settings = {"accelerator": "cpu", "devices": 1, "max_steps": 1, "logger": False, "enable_checkpointing": False,
+                "enable_progress_bar": False, "enable_model_summary": False}
+    return pl.Trainer(**{**settings, **options})
 
 
 def _fit(model, **options):
@@ -234,8 +235,11 @@ def fabric_callback_attribute_that_is_not_a_method():
 
 def _fit_under_ddp(loader):
     import torch.distributed as dist
+    trainer = _trainer(strategy="ddp")
     try:
-        _trainer(strategy="ddp").fit(_module_class()(), train_dataloaders=loader)
+        trainer.fit(_module_class()(), train_dataloaders=loader)
+        sampler = trainer.train_dataloader.batch_sampler.sampler  # the loader Lightning rebuilt
+        return {"global_step": trainer.global_step, "sampler": type(sampler).__name__}
     finally:
         if dist.is_initialized():  # the strategy's one-process group
             dist.destroy_process_group()
@@ -275,4 +279,345 @@ def lightning_model_parallel_strategy_without_configure_model():
             dist.destroy_process_group()
 
 
+# --- fixes: each trigger's program corrected as its message (or Lightning's docs) says ----------------------------
+
+@fix("train-dataloader-must-be-implemented-to-be-used-with-0102de")
+def lightning_train_dataloader_defined():
+    class WithData(_module_class()):
+        def train_dataloader(self):
+            return _data()
+    trainer = _trainer()
+    trainer.fit(WithData())  # no DataLoader passed: the hook gives it
+    return {"global_step": trainer.global_step}
+
+
+class _Evaluated:
+    """Step hooks of the evaluation loops that count their batches."""
+
+    def validation_step(self, batch, batch_idx):
+        self.batches = getattr(self, "batches", 0) + 1
+
+    def test_step(self, batch, batch_idx):
+        self.batches = getattr(self, "batches", 0) + 1
+
+
+@fix("val-dataloader-must-be-implemented-to-be-used-with-455c76")
+def lightning_val_dataloader_defined():
+    class WithData(_Evaluated, _module_class()):
+        def val_dataloader(self):
+            return _data()
+    model = WithData()
+    _trainer().validate(model)
+    return {"validation_batches": model.batches}
+
+
+@fix("test-dataloader-must-be-implemented-to-be-used-with-eb551a")
+def lightning_test_dataloader_defined():
+    class WithData(_Evaluated, _module_class()):
+        def test_dataloader(self):
+            return _data()
+    model = WithData()
+    _trainer().test(model)
+    return {"test_batches": model.batches}
+
+
+@fix("predict-dataloader-must-be-implemented-to-be-used-with-cbe4a4")
+def lightning_predict_dataloader_defined():
+    class WithData(_module_class()):
+        def predict_dataloader(self):
+            return _data()
+
+        def predict_step(self, batch, batch_idx):
+            return self.layer(batch[0])
+    predictions = _trainer().predict(WithData())
+    return [list(p.shape) for p in predictions]
+
+
+@fix("support-for-training-epoch-end-has-been-removed-in-fb3654")
+def lightning_on_train_epoch_end_with_outputs_kept():
+    class New(_module_class()):
+        def __init__(self):
+            super().__init__()
+            self.step_outputs, self.seen_at_epoch_end = [], None
+
+        def training_step(self, batch, batch_idx):
+            loss = super().training_step(batch, batch_idx)
+            self.step_outputs.append(loss.detach())  # kept in memory, as the message says
+            return loss
+
+        def on_train_epoch_end(self):
+            self.seen_at_epoch_end = len(self.step_outputs)
+            self.step_outputs.clear()
+    model = New()
+    _trainer(max_steps=-1, max_epochs=1).fit(model, train_dataloaders=_data())
+    return {"outputs_at_epoch_end": model.seen_at_epoch_end}
+
+
+@fix("support-for-validation-epoch-end-has-been-removed-in-babbd2")
+def lightning_on_validation_epoch_end_with_outputs_kept():
+    class New(_module_class()):
+        def __init__(self):
+            super().__init__()
+            self.step_outputs, self.seen_at_epoch_end = [], []
+
+        def validation_step(self, batch, batch_idx):
+            self.step_outputs.append(batch_idx)
+
+        def on_validation_epoch_end(self):
+            self.seen_at_epoch_end.append(len(self.step_outputs))
+            self.step_outputs.clear()
+    model = New()
+    _trainer(max_steps=-1, max_epochs=1, num_sanity_val_steps=0).fit(model, train_dataloaders=_data(),
+                                                                       val_dataloaders=_data())
+    return {"outputs_at_each_epoch_end": model.seen_at_epoch_end}
+
+
+@fix("support-for-has-been-removed-in-v2-0-0-6c664a")
+def lightning_on_test_epoch_end_with_outputs_kept():
+    class New(_module_class()):
+        def __init__(self):
+            super().__init__()
+            self.step_outputs, self.seen_at_epoch_end = [], None
+
+        def test_step(self, batch, batch_idx):
+            self.step_outputs.append(batch_idx)
+
+        def on_test_epoch_end(self):
+            self.seen_at_epoch_end = len(self.step_outputs)
+            self.step_outputs.clear()
+    model = New()
+    _trainer().test(model, dataloaders=_data())
+    return {"outputs_at_epoch_end": model.seen_at_epoch_end}
+
+
+@fix("no-lightningmodule-is-available-to-call-hooks-on-e02c20")
+def lightning_module_hook_called_by_fit():
+    class Starts(_module_class()):
+        def on_train_start(self):
+            self.started = getattr(self, "started", 0) + 1
+    model = Starts()
+    _fit(model)  # the Trainer calls the hook once it has the module
+    return {"on_train_start_calls": model.started}
+
+
+@fix("no-lightningdatamodule-is-available-to-call-hooks-on-625e85")
+def lightning_datamodule_hook_called_by_fit():
+    import pytorch_lightning as pl
+
+    class Data(pl.LightningDataModule):
+        def __init__(self):
+            super().__init__()
+            self.stages = []
+
+        def setup(self, stage):
+            self.stages.append(getattr(stage, "value", stage))  # "fit"
+
+        def train_dataloader(self):
+            return _data()
+    data = Data()
+    _trainer().fit(_module_class()(), datamodule=data)  # the Trainer calls its hooks once it has the datamodule
+    return {"setup_stages": data.stages}
+
+
+no_fix("is-not-a-shared-hook-within-lightningmodule-and-lightnin-d4c4e9",
+       why="The trigger asks the Trainer's private _DataHookSelector about training_step, a hook no datamodule shares; "
+           "a user never calls it: the Trainer asks it only about the three batch-transfer hooks.")
+
+
+def _transfer_counting_data(hook_name):
+    import pytorch_lightning as pl
+
+    def hook(self, batch, dataloader_idx):
+        self.calls = getattr(self, "calls", 0) + 1
+        return batch
+
+    return type("Data", (pl.LightningDataModule,), {"train_dataloader": lambda self: _data(), hook_name: hook})()
+
+
+@fix("you-have-overridden-in-both-lightningmodule-and-lightnin-8ce8c2")
+def lightning_batch_transfer_hook_in_the_datamodule_only():
+    data = _transfer_counting_data("on_before_batch_transfer")  # one implementation, the datamodule's
+    _trainer().fit(_module_class()(), datamodule=data)
+    return {"datamodule_hook_calls": data.calls}
+
+
+@fix("you-have-overridden-in-lightningmodule-but-have-passed-i-1240b9")
+def lightning_batch_transfer_hook_moved_to_the_datamodule():
+    data = _transfer_counting_data("on_after_batch_transfer")  # the hook lives with the data it transforms
+    _trainer().fit(_module_class()(), datamodule=data)
+    return {"datamodule_hook_calls": data.calls}
+
+
+@fix("you-are-trying-to-self-log-but-the-loop-c58dd9")
+def lightning_predict_step_returns_its_values():
+    class Returns(_module_class()):
+        def predict_step(self, batch, batch_idx):
+            return {"value": 1.0, "batch_idx": batch_idx}  # returned, not logged
+    return _trainer().predict(Returns(), dataloaders=_data())
+
+
+@fix("the-closure-hasn-t-been-executed-hint-did-you-dcf788")
+def lightning_optimizer_step_with_the_closure():
+    class WithClosure(_module_class()):
+        def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure=None):
+            optimizer.step(closure=optimizer_closure)  # the closure runs training_step and backward
+    model = WithClosure()
+    before = model.layer.weight.detach().clone()
+    trainer = _trainer()
+    trainer.fit(model, train_dataloaders=_data())
+    return {"global_step": trainer.global_step, "weights_changed": not torch.equal(before, model.layer.weight)}
+
+
+@fix("you-provided-only-a-single-dataloader-but-have-included-9e6fa8")
+def lightning_dataloader_idx_with_a_default():
+    class WithIndex(_module_class()):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def validation_step(self, batch, batch_idx, dataloader_idx=0):
+            self.seen.append(dataloader_idx)
+    model = WithIndex()
+    _trainer().validate(model, dataloaders=_data())
+    return {"dataloader_idx_seen": model.seen}
+
+
+@fix("you-provided-multiple-dataloader-but-no-dataloader-idx-a-0672c0")
+def lightning_two_dataloaders_with_dataloader_idx():
+    class WithIndex(_module_class()):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def validation_step(self, batch, batch_idx, dataloader_idx=0):
+            self.seen.append(dataloader_idx)
+    model = WithIndex()
+    _trainer().validate(model, dataloaders=[_data(), _data()])
+    return {"dataloader_idx_seen": model.seen}
+
+
+class _CountingScheduler(_NotAScheduler):
+    def __init__(self, optimizer):
+        super().__init__(optimizer)
+        self.steps = 0
+
+    def step(self):
+        self.steps += 1
+
+
+@fix("the-provided-lr-scheduler-doesn-t-follow-pytorch-s-a98478")
+def lightning_custom_scheduler_with_lr_scheduler_step():
+    class Custom(_module_class()):
+        def configure_optimizers(self):
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+            self.scheduler = _CountingScheduler(optimizer)
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.scheduler, "interval": "step"}}
+
+        def lr_scheduler_step(self, scheduler, metric):  # how to step a scheduler Lightning does not know
+            scheduler.step()
+    model = Custom()
+    _fit(model)
+    return {"scheduler_steps": model.scheduler.steps}
+
+
+@fix("when-using-trainer-accumulate-grad-batches-1-and-overrid-062bd4")
+def lightning_accumulation_scheduler_with_a_hook_called_per_optimizer_step():
+    from pytorch_lightning.callbacks import GradientAccumulationScheduler
+
+    class Steps(_module_class()):  # optimizer_step left alone; what it did goes in a hook meant for it
+        optimizer_steps, batches = 0, 0
+
+        def on_before_optimizer_step(self, optimizer):
+            self.optimizer_steps += 1
+
+        def on_train_batch_end(self, outputs, batch, batch_idx):
+            self.batches += 1
+    model = Steps()
+    _fit(model, callbacks=[GradientAccumulationScheduler({0: 2})])
+    return {"batches": model.batches, "optimizer_steps": model.optimizer_steps}
+
+
+@fix("you-are-using-the-dataloader-iter-step-flavor-if-7dd13a")
+def lightning_training_step_taking_the_batch():
+    class Steps(_module_class()):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def training_step(self, batch, batch_idx):  # the usual flavor: batch_idx is the batch's index
+            self.seen.append(batch_idx)
+            return super().training_step(batch, batch_idx)
+    model = Steps()
+    _trainer(max_steps=-1, max_epochs=1).fit(model, train_dataloaders=_data())
+    return {"batch_idx_seen": model.seen}
+
+
+@fix("the-current-strategy-and-precision-selection-requires-yo-95f9a9")
+def fabric_backward_under_mixed_precision():
+    from lightning_fabric import Fabric
+    fabric = Fabric(accelerator="cpu", devices=1, precision="bf16-mixed")
+    model = fabric.setup_module(nn.Linear(4, 1))
+    fabric.backward(model(torch.ones(1, 4)).sum())  # Fabric's backward, which its precision plugin wraps
+    return {"grad_shape": list(model.weight.grad.shape), "finite": bool(model.weight.grad.isfinite().all())}
+
+
+class _Callable:
+    calls = 0
+
+    def on_train_start(self):
+        type(self).calls += 1
+
+
+@fix("skipping-the-callback-because-it-is-not-callable-33a800")
+def fabric_callback_with_a_method():
+    from lightning_fabric import Fabric
+    _Callable.calls = 0
+    Fabric(accelerator="cpu", devices=1, callbacks=[_Callable()]).call("on_train_start")
+    return {"on_train_start_calls": _Callable.calls}
+
+
+class _BatchSamplerApi(torch.utils.data.BatchSampler):
+    """The same batch sampler, with BatchSampler's arguments in BatchSampler's order."""
+
+    def __init__(self, sampler, batch_size, drop_last=False):
+        super().__init__(sampler, batch_size, drop_last)
+
+
+@fix("lightning-can-t-inject-a-distributed-sampler-into-your-7c38f0")
+def lightning_ddp_with_a_batch_sampler_of_the_batch_sampler_api():
+    data = _data().dataset
+    loader = DataLoader(data, batch_sampler=_BatchSamplerApi(torch.utils.data.SequentialSampler(data), 2))
+    return _fit_under_ddp(loader)
+
+
+class _ScaledLoaderKeepingItsArguments(DataLoader):
+    def __init__(self, dataset, scale, **options):
+        self.scale = scale  # every __init__ argument kept as an attribute of the same name (dataset: DataLoader's)
+        super().__init__(dataset, **options)
+
+
+@fix("trying-to-inject-custom-sampler-into-the-instance-this-7a00ba")
+def lightning_ddp_with_a_dataloader_subclass_that_keeps_its_arguments():
+    return _fit_under_ddp(_ScaledLoaderKeepingItsArguments(_data().dataset, 2.0, batch_size=2))
+
+
+@fix("when-using-the-you-are-required-to-override-the-b63670")
+def lightning_model_parallel_strategy_with_configure_model():
+    import torch.distributed as dist
+    from pytorch_lightning.strategies import ModelParallelStrategy
+
+    class Parallel(_module_class()):
+        def configure_model(self):
+            self.configured = True  # where the model is parallelized (fully_shard, parallelize_module) on a mesh
+    model = Parallel()
+    trainer = _trainer(strategy=ModelParallelStrategy())
+    try:
+        trainer.fit(model, train_dataloaders=_data())
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    return {"configured": model.configured, "global_step": trainer.global_step}
+
+
 test_trigger = triggers_of(__name__)
+test_fix = fixes_of(__name__)
