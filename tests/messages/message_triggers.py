@@ -306,6 +306,7 @@ class Fix:
     en: str = ""  # the fix in one line, the program's header comment (English)
     zh: str = ""  # the same in Chinese
     run_by: str = ""  # the @fix_all function of the module that runs this fix (in worker processes)
+    needs: tuple[str, ...] = ()  # what it needs that this machine may lack: "cuda" (skipped without a CUDA device)
 
     @property
     def name(self) -> str:
@@ -316,13 +317,15 @@ _FIXES: dict[str, list[Fix]] = {}
 _NO_FIX: dict[str, dict[str, str]] = {}  # module -> {message id: why it has no fix}
 
 
-def fix(message_id: str, *, en: str = "", zh: str = "",
-        run_by: str = "") -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+def fix(message_id: str, *, en: str = "", zh: str = "", run_by: str = "",
+        needs: tuple[str, ...] = ()) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
     """Register ``fn`` as the fix of the message ``message_id``: the trigger corrected; it returns what it prints.
     ``en`` / ``zh``: what the fix does in one line (its program's header comment in each language); ``run_by``: the
-    name of the ``@fix_all`` function that runs it (in worker processes), when it is not run in the test's process."""
+    name of the ``@fix_all`` function that runs it (in worker processes), when it is not run in the test's process;
+    ``needs``: ``("cuda",)`` for a fix that needs a CUDA device (its test is skipped without one)."""
     def register(fn: Callable[[], Any]) -> Callable[[], Any]:
-        _FIXES.setdefault(fn.__module__, []).append(Fix((message_id,), fn, fn.__module__, False, en, zh, run_by))
+        _FIXES.setdefault(fn.__module__, []).append(Fix((message_id,), fn, fn.__module__, False, en, zh, run_by,
+                                                   tuple(needs)))
         return fn
     return register
 
@@ -380,6 +383,10 @@ def check_fix(case: Fix, message_id: str) -> None:
     assert message is not None, f"{case.module}.{case.name}: {message_id!r} is no message of docs/hook_messages.json"
     assert any(message_id in t.ids for t in _TRIGGERS.get(case.module, [])), (
         f"{case.name}: {message_id} has no trigger in {case.module}: a fix corrects the trigger of its module")
+    if "cuda" in case.needs:
+        import torch
+        if not torch.cuda.is_available():
+            pytest.skip(f"{case.name} needs a CUDA device")
     if case.run_by:
         runners = [f for f in _FIXES.get(case.module, []) if f.group and f.name == case.run_by]
         assert runners, f"{case.name}: run_by={case.run_by!r} names no @fix_all function of {case.module}"
