@@ -10,7 +10,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from message_triggers import shown, trigger, trigger_all, triggers_of
+from message_triggers import fix, fix_all, fixes_of, outcome, shown, trigger, trigger_all, triggers_of
 
 IDS = {  # message id -> the trigger below (run inside the workers)
     "register-comm-hook-or-register-builtin-comm-hook-can-873e55": "ddp_comm_hook_registered_twice",
@@ -422,4 +422,580 @@ def mod_tracker_user_hook_registered_twice():
     tracker.register_user_hooks(pre_fw_hook=lambda module, args: None)
 
 
+# --- fixes: each trigger's program corrected as its message (or the docs) says ------------------------------------
+# Most run in the two gloo processes, as their triggers do; each returns what both processes agree on.
+
+def _same_on_every_rank(t) -> bool:
+    """Whether ``t`` is the same tensor in every process of the group."""
+    gathered = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, t.detach().contiguous())
+    return all(torch.allclose(g, gathered[0], atol=1e-6) for g in gathered)
+
+
+def _rank_x():
+    """Another input in each process: only communication makes the gradients agree."""
+    return torch.full((1, 2), float(dist.get_rank() + 1))
+
+
+def _ddp_grads_agree(m) -> bool:
+    m(_rank_x()).sum().backward()
+    return all(_same_on_every_rank(p.grad) for p in m.parameters())
+
+
+def _allreduce_hook(state, bucket):
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+    return allreduce_hook(state, bucket)
+
+
+def ddp_comm_hook_registered_once():
+    m = _ddp()
+    m.register_comm_hook(None, _allreduce_hook)  # one hook, registered before training
+    return {"grads_agree": _ddp_grads_agree(m)}
+
+
+def ddp_builtin_comm_hook_alone():
+    m = _ddp()
+    m._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)  # the built-in one, instead of a Python one
+    return {"grads_agree": _ddp_grads_agree(m)}
+
+
+def ddp_comm_hook_returns_a_future():
+    def hook(state, bucket):
+        buffer = bucket.buffer().div_(dist.get_world_size())
+        return dist.all_reduce(buffer, async_op=True).get_future().then(lambda fut: fut.value()[0])
+    m = _ddp()
+    m.register_comm_hook(None, hook)
+    return {"grads_agree": _ddp_grads_agree(m)}
+
+
+class _Counts(nn.Module):
+    """A layer with a buffer that counts the rows it saw in this process."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(2, 2)
+        self.register_buffer("rows", torch.zeros(()))
+
+    def forward(self, x):
+        self.rows += x.shape[0]
+        return self.layer(x)
+
+
+def ddp_buffer_comm_hook_callable():
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def sum_buffers(state, buffers):  # the docstring's use: a counter summed over the processes
+        return [dist.all_reduce(b, async_op=True).get_future() for b in buffers.values()]
+    m = DDP(_Counts())
+    m._register_buffer_comm_hook(None, sum_buffers)  # instead of broadcasting process 0's buffers
+    m(torch.ones(dist.get_rank() + 1, 2)).sum().backward()  # 1 row in process 0, 2 in process 1
+    return {"rows_seen_by_all": int(m.module.rows)}
+
+
+class _SharedTwiceNonReentrant(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(2, 2)
+
+    def forward(self, x):
+        h = checkpoint(self.layer, x, use_reentrant=False)  # the non-reentrant checkpoint DDP supports
+        return checkpoint(self.layer, h.tanh(), use_reentrant=False)
+
+
+def ddp_non_reentrant_checkpoint_of_a_shared_layer():
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    m = DDP(_SharedTwiceNonReentrant(), find_unused_parameters=True)
+    return {"grads_agree": _ddp_grads_agree(m)}
+
+
+def _zero_trained():
+    """Three steps of DDP with ZeRO (the optimizer's state sharded); whether the weights agree and moved."""
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    m = _ddp()
+    start = m.module.weight.detach().clone()
+    zero = ZeroRedundancyOptimizer(m.parameters(), torch.optim.SGD, lr=0.1)
+    for _ in range(3):
+        m(_rank_x()).sum().backward()
+        zero.step()
+        zero.zero_grad()
+    return {"weights_agree": _same_on_every_rank(m.module.weight), "trained": not torch.equal(start, m.module.weight)}
+
+
+def zero_without_the_overlapping_hook_on_gloo():
+    # hook_with_zero_step wants ZeroRedundancyOptimizer(overlap_with_ddp=True), which runs on NCCL only: on gloo
+    # it stops with "may meet hangs". Here ZeRO steps after backward, without the hook: the same training
+    return _zero_trained()
+
+
+def _quiet(logger, start, fn):
+    """``fn()`` with ``logger``'s records that start with ``start`` left out (a notice expected where it appears)."""
+    def keep(record):
+        return not record.getMessage().startswith(start)
+    logger.addFilter(keep)
+    try:
+        return fn()
+    finally:
+        logger.removeFilter(keep)
+
+
+def _powersgd_logger():
+    import logging
+    return logging.getLogger("torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook")
+
+
+def powersgd_state_unpickled_and_given_its_group():
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+    group = dist.new_group(list(range(WORLD_SIZE)))
+    state = powerSGD_hook.PowerSGDState(process_group=group, start_powerSGD_iter=2)
+    data = _quiet(_powersgd_logger(), "NOTE: Process group is not serializable", lambda: pickle.dumps(state))
+    loaded = _quiet(_powersgd_logger(), "NOTE: Process group will be set", lambda: pickle.loads(data))
+    loaded.process_group = group  # the group it was made for, set after loading, as the notice says
+    m = _ddp()
+    m.register_comm_hook(loaded, powerSGD_hook.powerSGD_hook)  # the loaded state at work
+    for _ in range(3):
+        m.zero_grad()
+        m(_rank_x()).sum().backward()
+    return {"iterations": loaded.iter, "grads_agree": all(_same_on_every_rank(p.grad) for p in m.parameters())}
+
+
+def completion_observed_through_the_work_future():
+    done = []
+    t = torch.ones(1)
+    work = dist.all_reduce(t, async_op=True)  # gloo has no completion hook: each collective's future does it
+    work.get_future().add_done_callback(lambda fut: done.append(True))
+    work.wait()
+    return {"completions": len(done), "sum": t.item()}
+
+
+def _fsdp1_counting_hook(calls):
+    from torch.distributed.algorithms._comm_hooks import default_hooks
+
+    def hook(state, grad, output=None):
+        calls.append(1)
+        return default_hooks.reduce_scatter_hook(state, grad, output)
+    return default_hooks.DefaultState(dist.group.WORLD), hook
+
+
+def _fsdp1_grads_agree_with_one_process(m, reference):
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    m(torch.ones(1, 2)).sum().backward()
+    reference(torch.ones(1, 2)).sum().backward()
+    with FSDP.summon_full_params(m, with_grads=True):
+        return all(torch.allclose(p.grad, r.grad, atol=1e-6) for p, r in zip(m.parameters(), reference.parameters()))
+
+
+def _fsdp1_and_reference(module_fn):
+    import copy
+
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    torch.manual_seed(0)
+    module = module_fn()
+    reference = copy.deepcopy(module)
+    return FSDP(module, device_id=torch.device("cpu"), use_orig_params=True), reference
+
+
+def _fsdp1_with_one_hook():
+    calls = []
+    m, reference = _fsdp1_and_reference(lambda: nn.Linear(2, 2))
+    m.register_comm_hook(*_fsdp1_counting_hook(calls))  # one hook, a function (state, grad, output)
+    return {"grads_as_one_process": _fsdp1_grads_agree_with_one_process(m, reference), "hook_calls": len(calls)}
+
+
+def fsdp1_comm_hook_registered_once():
+    return _fsdp1_with_one_hook()  # registered once, before training
+
+
+def fsdp1_comm_hook_callable():
+    return _fsdp1_with_one_hook()  # the hook is a function, not 3
+
+
+def fsdp1_comm_hook_on_the_root_instance():
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    calls = []
+    m = FSDP(nn.Sequential(_fsdp1(nn.Linear(2, 2))), device_id=torch.device("cpu"))
+    m.register_comm_hook(*_fsdp1_counting_hook(calls))  # on the root: FSDP gives it to every nested instance
+    m(torch.ones(1, 2)).sum().backward()
+    return {"hook_calls": len(calls)}
+
+
+def _fsdp1_sharded():
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy, StateDictType
+    torch.manual_seed(0)
+    # a sharded state_dict needs sharded parameters: FULL_SHARD (NO_SHARD has nothing to shard and gives a full one)
+    m = FSDP(nn.Linear(2, 2), device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD)
+    FSDP.set_state_dict_type(m, StateDictType.SHARDED_STATE_DICT)
+    return m
+
+
+def _local_shapes(state):
+    return {key: [list(shard.tensor.shape) for shard in value.local_shards()] for key, value in sorted(state.items())}
+
+
+def fsdp1_sharded_state_dict_of_sharded_parameters():
+    return _local_shapes(_fsdp1_sharded().state_dict())  # each process holds its shard
+
+
+def fsdp1_load_sharded_state_dict_of_sharded_parameters():
+    m = _fsdp1_sharded()
+    state = m.state_dict()
+    saved = {key: value.local_shards()[0].tensor.clone() for key, value in state.items()}
+    with torch.no_grad():
+        for p in m.parameters():
+            p.zero_()
+    result = m.load_state_dict(state)
+    restored = m.state_dict()
+    return {"missing": result.missing_keys, "unexpected": result.unexpected_keys,
+            "restored": all(torch.equal(restored[k].local_shards()[0].tensor, v) for k, v in saved.items())}
+
+
+def _fsdp2_matches_one_process(m, steps=1, run=None) -> bool:
+    """Whether FSDP2's gradients (gathered) are those of the unsharded model in one process."""
+    reference = _two_layers()
+    for _ in range(steps):
+        reference(_x()).sum().backward()
+        (run or (lambda: m(_x()).sum().backward()))()
+    return all(torch.allclose(p.grad.full_tensor(), r.grad, atol=1e-6)
+               for p, r in zip(m.parameters(), reference.parameters()))
+
+
+def fsdp2_one_root_over_both():
+    from torch.distributed.fsdp import fully_shard
+    m, mesh = _two_layers(), _mesh()
+    fully_shard([m[0], m[1]], mesh=mesh)
+    fully_shard(m, mesh=mesh)  # their parent: the root
+    return {"grads_as_one_process": _fsdp2_matches_one_process(m)}
+
+
+def _manual_step(m):
+    m(_x()).sum().backward()
+    m.finalize_backward()
+
+
+def fsdp2_manual_finalization_set_on_the_root():
+    m = _sharded()
+    m.set_manual_backward_finalization(True)  # on the root
+    return {"grads_as_one_process": _fsdp2_matches_one_process(m, run=lambda: _manual_step(m))}
+
+
+def fsdp2_root_run_first():
+    m = _sharded()
+    m(_x())  # the first forward through the root
+    out = m[0](_x())
+    return {"child_output": list(out.shape), "grads_as_one_process": _fsdp2_matches_one_process(m)}
+
+
+def fsdp2_tied_weight_in_one_group():
+    from torch.distributed.fsdp import fully_shard
+    m, mesh = _two_layers(), _mesh()
+    m[1].weight = m[0].weight
+    fully_shard([m[0], m[1]], mesh=mesh)  # both modules of the tied weight in one group
+    fully_shard(m, mesh=mesh)
+    reference = _two_layers()
+    reference[1].weight = reference[0].weight
+    m(_x()).sum().backward()
+    reference(_x()).sum().backward()
+    return {"tied": m[1].weight is m[0].weight,
+            "grad_as_one_process": bool(torch.allclose(m[0].weight.grad.full_tensor(), reference[0].weight.grad,
+                                                       atol=1e-6))}
+
+
+def fsdp2_reset_iter_state_on_the_root():
+    m = _sharded()
+    m(_x()).sum().backward()
+    m.reset_iter_state()  # on the root
+    m.zero_grad()
+    return {"grads_as_one_process": _fsdp2_matches_one_process(m)}
+
+
+class _ReturnsACopy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.layer(x).view(-1).clone()  # not a view: in-place ops on it keep the pre-backward hook
+
+
+def fsdp2_module_returns_a_copy():
+    import copy
+
+    from torch.distributed.fsdp import fully_shard
+    torch.manual_seed(0)
+    module = _ReturnsACopy()
+    reference = copy.deepcopy(module)
+    m = fully_shard(module, mesh=_mesh())
+    out = m(_x())
+    out += 1  # the in-place op the message warns about, now harmless
+    out.sum().backward()
+    reference(_x()).sum().backward()
+    return {"grads_as_one_process": all(torch.allclose(p.grad.full_tensor(), r.grad, atol=1e-6)
+                                        for p, r in zip(m.parameters(), reference.parameters()))}
+
+
+def _manual_sharded():
+    m = _sharded()
+    m.set_manual_backward_finalization(True)  # before forward
+    return m
+
+
+def fsdp2_finalize_in_manual_mode():
+    m = _manual_sharded()
+    return {"grads_as_one_process": _fsdp2_matches_one_process(m, run=lambda: _manual_step(m))}
+
+
+def fsdp2_finalize_on_the_root():
+    m = _manual_sharded()
+    return {"grads_as_one_process": _fsdp2_matches_one_process(m, run=lambda: _manual_step(m))}  # m, not m[0]
+
+
+def _async_step(m):
+    m(_x()).sum().backward()
+    m.finalize_backward(async_op=True).wait()  # wait on the handle before anything else
+
+
+def fsdp2_finalize_waited_on():
+    m = _manual_sharded()
+    return {"grads_as_one_process": _fsdp2_matches_one_process(m, steps=2, run=lambda: _async_step(m))}
+
+
+def fsdp2_forward_after_waiting():
+    m = _manual_sharded()
+    matches = _fsdp2_matches_one_process(m, steps=2, run=lambda: _async_step(m))  # wait(), then the next forward
+    return {"grads_as_one_process": matches}
+
+
+def fsdp2_wait_before_reset():
+    m = _manual_sharded()
+    m(_x()).sum().backward()
+    m.finalize_backward(async_op=True).wait()  # wait first; after a reset, no old handle is kept
+    m.reset_iter_state()
+    m.zero_grad()
+    return {"grads_as_one_process": _fsdp2_matches_one_process(m, run=lambda: _manual_step(m))}
+
+
+def fsdp2_reset_after_waiting_on_the_other_root():
+    from torch.distributed.fsdp import fully_shard, share_comm_ctx
+    mesh = _mesh()
+    first, second = fully_shard(nn.Linear(4, 4), mesh=mesh), fully_shard(nn.Linear(4, 4), mesh=mesh)
+    share_comm_ctx([first, second])
+    second(_x()).sum().backward()
+    first.set_manual_backward_finalization(True)
+    first(_x()).sum().backward()
+    first.finalize_backward(async_op=True).wait()  # first's reduction done ...
+    second.reset_iter_state()  # ... then second may reset
+    return {"first_has_grads": all(p.grad is not None for p in first.parameters())}
+
+
+class _WithExperts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer, self.experts = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.experts(self.layer(x))
+
+
+def fsdp2_all_reduce_hook_per_unit():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (WORLD_SIZE, 1), mesh_dim_names=("dp", "ep"))
+    model, calls = _WithExperts(), {"experts": 0, "root": 0}
+    fully_shard(model.experts, mesh=mesh["ep"])  # the parameters on the other mesh: a unit of their own
+    fully_shard(model, mesh=mesh["dp"])
+    model.experts.set_all_reduce_hook(lambda out: calls.__setitem__("experts", calls["experts"] + 1))  # one each
+    model.set_all_reduce_hook(lambda out: calls.__setitem__("root", calls["root"] + 1))
+    model(_x()).sum().backward()
+    return calls
+
+
+def fsdp2_all_reduce_hook_replaced_by_one_that_does_nothing():
+    from torch.distributed.fsdp import fully_shard
+    m = fully_shard(_two_layers(), mesh=_mesh())
+    # no stream: a CPU stream has no events for backward to wait on (an accelerator's stream, where there is one)
+    m.set_all_reduce_hook(lambda reduce_output: reduce_output.mul_(1))
+    m.set_all_reduce_hook(lambda reduce_output: None)  # to stop it: a hook that does nothing, not None
+    return {"grads_as_one_process": _fsdp2_matches_one_process(m)}
+
+
+def hsdp_all_reduce_hook_without_a_stream():
+    calls = []
+    m = _hsdp()
+    m.set_all_reduce_hook(lambda reduce_output: calls.append(1))  # HSDP runs it in its own all-reduce stream
+    m(_x()).sum().backward()
+    return {"hook_calls": len(calls)}
+
+
+def hsdp_manual_finalization_with_all_reduce():
+    m = _hsdp()
+    m.set_manual_backward_finalization(True)
+    m.set_requires_all_reduce(False)
+    m(_x()).sum().backward()
+    m.set_requires_all_reduce(True)  # before finalization
+    m.finalize_backward()
+    return {"grads_agree": all(_same_on_every_rank(p.grad.full_tensor()) for p in m.parameters())}
+
+
+def hsdp_automatic_finalization_while_accumulating():
+    m = _hsdp()
+    m.set_requires_all_reduce(False)  # accumulate ...
+    m(_x()).sum().backward()
+    m.set_requires_all_reduce(True)  # ... and the next step finalizes itself (no manual finalization)
+    m(_x()).sum().backward()
+    return {"grads_agree": all(_same_on_every_rank(p.grad.full_tensor()) for p in m.parameters())}
+
+
+def fsdp1_comm_hook_with_full_sharding():
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
+    calls = []
+    m = FSDP(nn.Linear(2, 2), device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD)
+    m.register_comm_hook(*_fsdp1_counting_hook(calls))
+    m(torch.ones(1, 2)).sum().backward()
+    return {"hook_calls": len(calls)}
+
+
+def fsdp1_sharded_load_of_a_complete_state_dict():
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
+    m = FSDP(nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2)), device_id=torch.device("cpu"), use_orig_params=True)
+    FSDP.set_state_dict_type(m, StateDictType.SHARDED_STATE_DICT)
+    state = m.state_dict()  # every key of this model
+    result = m.load_state_dict(state, strict=True)
+    return {"keys": len(state), "missing": result.missing_keys, "unexpected": result.unexpected_keys}
+
+
+def fsdp1_post_backward_hooks_at_the_default_debug_level():
+    m, reference = _fsdp1_and_reference(lambda: nn.Linear(2, 2))  # TORCH_DISTRIBUTED_DEBUG unset: OFF
+    return {"debug_level": str(dist.get_debug_level()), "grads_as_one_process":
+            _fsdp1_grads_agree_with_one_process(m, reference)}
+
+
+def ddp_join_over_uneven_inputs():
+    from torch.distributed.algorithms.join import Join
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    m = DDP(nn.Linear(2, 2))
+    optimizer = torch.optim.SGD(m.parameters(), lr=0.1)
+    batches = 2 + dist.get_rank()  # uneven: 2 batches here, 3 there
+    with Join([m]):  # the DDP instance itself, which carries the join hook
+        for _ in range(batches):
+            optimizer.zero_grad()
+            m(_rank_x()).sum().backward()
+            optimizer.step()
+    return {"batches_done": _gathered_ints(batches), "weights_agree": _same_on_every_rank(m.module.weight)}
+
+
+def zero_join_over_uneven_inputs():
+    from torch.distributed.algorithms.join import Join
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    m = DDP(nn.Linear(2, 2))
+    zero = ZeroRedundancyOptimizer(m.parameters(), torch.optim.SGD, lr=0.1)
+    batches = 2 + dist.get_rank()
+    with Join([m, zero]):  # the ZeroRedundancyOptimizer, which carries ZeRO's join hook
+        for _ in range(batches):
+            m(torch.ones(1, 2)).sum().backward()
+            zero.step()
+    return {"batches_done": _gathered_ints(batches), "weights_agree": _same_on_every_rank(m.module.weight)}
+
+
+def _gathered_ints(n):
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, n)
+    return out
+
+
+def powersgd_started_at_the_third_iteration():
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+    m = _ddp()
+    state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2)
+    m.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    for _ in range(3):  # two iterations of plain all-reduce, then PowerSGD
+        m.zero_grad()
+        m(_rank_x()).sum().backward()
+    return {"iterations": state.iter, "grads_agree": all(_same_on_every_rank(p.grad) for p in m.parameters())}
+
+
+FIXES = {  # message id -> its fix above (run inside the workers)
+    "register-comm-hook-or-register-builtin-comm-hook-can-873e55": "ddp_comm_hook_registered_once",
+    "register-builtin-comm-hook-or-register-comm-hook-can-fad730": "ddp_builtin_comm_hook_alone",
+    "ddp-communication-hook-s-callback-must-return-a-torch-c5f46f": "ddp_comm_hook_returns_a_future",
+    "hook-must-be-callable-got-2b5b1e": "ddp_buffer_comm_hook_callable",
+    "expected-to-mark-a-variable-ready-only-once-this-558255": "ddp_non_reentrant_checkpoint_of_a_shared_layer",
+    "zeroredundancyoptimizer-must-be-constructed-with-overlap-18d34f": "zero_without_the_overlapping_hook_on_gloo",
+    "gloo-backend-using-overlapping-ddp-with-zero-may-meet-dfe3c6": "zero_without_the_overlapping_hook_on_gloo",
+    "note-process-group-will-be-set-to-a-default-0115ac": "powersgd_state_unpickled_and_given_its_group",
+    "only-processgrouppnccl-supports-oncompletion-hook-but-go-ffa08c": "completion_observed_through_the_work_future",
+    "a-communication-hook-is-already-registered-71f8b0": "fsdp1_comm_hook_registered_once",
+    "the-communication-hook-must-be-callable-but-got-6a743c": "fsdp1_comm_hook_callable",
+    "register-comm-hook-can-only-be-called-on-a-9bc4c5": "fsdp1_comm_hook_on_the_root_instance",
+    "when-using-no-shard-for-shardingstrategy-full-state-dict-bc51e7": "fsdp1_sharded_state_dict_of_sharded_parameters",
+    "when-using-no-shard-for-shardingstrategy-full-state-dict-e844eb":
+        "fsdp1_load_sharded_state_dict_of_sharded_parameters",
+    "requires-a-single-root-module-but-got-d84903": "fsdp2_one_root_over_both",
+    "set-manual-backward-finalization-must-be-called-on-the-f2ea54": "fsdp2_manual_finalization_set_on_the_root",
+    "state-has-already-been-lazily-initialized-for-c4e97b": "fsdp2_root_run_first",
+    "parameter-is-shared-with-a-parameter-already-managed-by-26e4a1": "fsdp2_tied_weight_in_one_group",
+    "reset-iter-state-must-be-called-on-the-root-e695dc": "fsdp2_reset_iter_state_on_the_root",
+    "fsdp2-wrapped-module-returned-a-view-tensor-an-in-28b19f": "fsdp2_module_returns_a_copy",
+    "finalize-backward-requires-manual-backward-finalization-9db11a": "fsdp2_finalize_in_manual_mode",
+    "finalize-backward-must-be-called-on-the-root-module-29bc65": "fsdp2_finalize_on_the_root",
+    "the-previous-gradient-reduction-must-be-waited-on-before-d2e9b3": "fsdp2_finalize_waited_on",
+    "the-previous-gradient-reduction-must-be-waited-on-before-a6b1bf": "fsdp2_forward_after_waiting",
+    "this-gradient-reduction-handle-was-invalidated-f82fe7": "fsdp2_wait_before_reset",
+    "reset-iter-state-cannot-reset-a-gradient-reduction-owned-2e3189": "fsdp2_reset_after_waiting_on_the_other_root",
+    "set-all-reduce-hook-is-not-supported-with-multiple-7d0446": "fsdp2_all_reduce_hook_per_unit",
+    "all-reduce-hook-stream-is-specified-but-hook-itself-0bf58d":
+        "fsdp2_all_reduce_hook_replaced_by_one_that_does_nothing",
+    "stream-cannot-be-set-when-using-native-hsdp-9968a5": "hsdp_all_reduce_hook_without_a_stream",
+    "manual-backward-finalization-requires-all-reduce-for-par-3cbe44": "hsdp_manual_finalization_with_all_reduce",
+    "manual-backward-finalization-does-not-support-partial-gr-9b4eba": "hsdp_automatic_finalization_while_accumulating",
+    "communication-hook-is-not-supported-for-hybrid-strategie-b5ef7e": "fsdp1_comm_hook_with_full_sharding",
+    "did-not-find-param-with-fqn-skipping-it-the-35a5c2": "fsdp1_sharded_load_of_a_complete_state_dict",
+    "fsdp-firing-post-backward-hooks-for-parameters-274aa2": "fsdp1_post_backward_hooks_at_the_default_debug_level",
+    # triggers that need no process group; their fixes do (Join, a loaded PowerSGD state, PowerSGD in DDP)
+    "ddp-join-hook-requires-passing-in-a-distributeddataparal-8cc6c6": "ddp_join_over_uneven_inputs",
+    "zero-join-hook-requires-passing-in-a-zeroredundancyoptim-5f27d9": "zero_join_over_uneven_inputs",
+    "expect-start-powersgd-iter-1-if-use-error-feedback-96b563": "powersgd_started_at_the_third_iteration",
+    "note-process-group-is-not-serializable-and-excluded-from-ac14f6": "powersgd_state_unpickled_and_given_its_group",
+}
+
+
+def _fixes_in_workers(rank, world_size):
+    """Run every fix of FIXES in this worker: what each showed and printed, by message id."""
+    return {mid: outcome(globals()[name]) for mid, name in FIXES.items()}
+
+
+@fix_all(list(FIXES))
+def distributed_fixes_in_two_gloo_processes():
+    from hooklab import run_workers
+    return run_workers(_fixes_in_workers, world_size=WORLD_SIZE, timeout=240)[0]
+
+
+@fix("memtracker-does-not-support-memory-tracking-for-multiple-3233b1")
+def mem_tracker_reset_before_each_iteration():
+    from torch.distributed._tools.mem_tracker import MemTracker
+    model, tracker = nn.Linear(2, 2), MemTracker()
+    tracker.track_external(model)
+    iterations = 0
+    for _ in range(2):
+        tracker.reset_mod_stats()  # clear the last iteration's module stats first
+        with tracker:
+            model(torch.ones(1, 2)).sum().backward()
+        iterations += 1
+    return {"iterations": iterations, "modules_tracked": len(tracker.memory_tracking)}
+
+
+@fix("only-one-can-be-registered-at-a-time-clear-6de2be")
+def mod_tracker_user_hook_replaced_after_clearing():
+    from torch.distributed._tools.mod_tracker import ModTracker
+    seen = []
+    tracker = ModTracker()
+    tracker.register_user_hooks(pre_fw_hook=lambda module, args: seen.append("first"))
+    tracker.clear_user_hooks()  # then the new one
+    tracker.register_user_hooks(pre_fw_hook=lambda module, args: seen.append("second"))
+    with tracker:
+        nn.Linear(2, 2)(torch.ones(1, 2))
+    return sorted(set(seen))
+
+
 test_trigger = triggers_of(__name__)
+test_fix = fixes_of(__name__)
