@@ -7,7 +7,7 @@ import warnings
 import torch
 from torch import nn
 
-from message_triggers import fix, fix_all, fixes_of, outcome, trigger, triggers_of
+from message_triggers import fix, fix_all, fixes_of, outcome, registered_fixes, trigger, triggers_of
 
 
 def _mlp() -> nn.Module:
@@ -402,7 +402,9 @@ def _same(a, b) -> bool:
     return bool(torch.allclose(a, b, atol=1e-6))
 
 
-@fix("you-shouldn-t-move-a-model-that-is-dispatched-dedc65")
+@fix("you-shouldn-t-move-a-model-that-is-dispatched-dedc65",
+     en="take accelerate's hooks off (remove_hook_from_module), then move the model",
+     zh="先用 remove_hook_from_module 摘掉 accelerate 的钩子，再移动模型")
 def accelerate_remove_the_dispatch_hooks_then_move():
     from accelerate import dispatch_model
     from accelerate.hooks import remove_hook_from_module
@@ -414,7 +416,9 @@ def accelerate_remove_the_dispatch_hooks_then_move():
     return {"hooks_left": sum(hasattr(m, "_hf_hook") for m in model.modules()), "same_output": _same(model(x), expected)}
 
 
-@fix("context-parallelism-does-not-support-attention-layers-of-bdd4e8")
+@fix("context-parallelism-does-not-support-attention-layers-of-bdd4e8",
+     en="context parallelism on a model whose layers all use full causal attention",
+     zh="只对所有层都是完整因果注意力的模型使用上下文并行")
 def accelerate_context_parallel_hooks_on_a_full_attention_model():
     from accelerate.big_modeling import _attach_context_parallel_hooks
     model = _tiny_llama()  # Llama: full causal attention in every layer (no sliding window), as context parallelism needs
@@ -464,7 +468,9 @@ def _layer_skip_fixed(**options):
     return {"changed": not _same(out, plain), "is_block_1_alone": _same(out, block_1_alone)}
 
 
-@fix("hook-with-name-already-exists-in-the-registry-please-93ba3f")
+@fix("hook-with-name-already-exists-in-the-registry-please-93ba3f",
+     en="give each hook its own name in the HookRegistry (or remove_hook the old one first)",
+     zh="在 HookRegistry 里给每个钩子起不同的名字（或先 remove_hook 旧的）")
 def diffusers_two_hooks_with_two_names():
     from diffusers.hooks import HookRegistry, ModelHook
     registry = HookRegistry.check_if_exists_or_initialize(_mlp())
@@ -473,7 +479,9 @@ def diffusers_two_hooks_with_two_names():
     return sorted(registry.hooks)
 
 
-@fix("this-hook-is-stateful-and-needs-to-implement-the-aae5a4")
+@fix("this-hook-is-stateful-and-needs-to-implement-the-aae5a4",
+     en="a stateful hook implements reset_state, which reset_stateful_hooks calls",
+     zh="有状态的钩子实现 reset_state，reset_stateful_hooks 会调用它")
 def diffusers_stateful_hook_with_reset_state():
     from diffusers.hooks import HookRegistry, ModelHook
 
@@ -500,32 +508,44 @@ def diffusers_stateful_hook_with_reset_state():
     return {"calls_before_reset": before, "calls_after_reset": hook.calls}
 
 
-@fix("cannot-set-both-skip-attention-and-skip-attention-scores-4b8134")
+@fix("cannot-set-both-skip-attention-and-skip-attention-scores-4b8134",
+     en="skip the attention scores only: skip_attention=False, skip_attention_scores=True",
+     zh="只跳过注意力分数：skip_attention=False，skip_attention_scores=True")
 def diffusers_layer_skip_of_attention_scores_only():
     return _layer_skip_fixed(indices=[0], skip_attention=False, skip_attention_scores=True, skip_ff=False)
 
 
-@fix("cannot-set-skip-attention-scores-to-true-when-dropout-ba5987")
+@fix("cannot-set-skip-attention-scores-to-true-when-dropout-ba5987",
+     en="skip_attention_scores with dropout=1.0, the only dropout it takes",
+     zh="skip_attention_scores 只能配 dropout=1.0")
 def diffusers_layer_skip_of_scores_with_the_default_dropout():
     return _layer_skip_fixed(indices=[0], skip_attention=False, skip_attention_scores=True, skip_ff=False, dropout=1.0)
 
 
-@fix("layer-index-list-is-empty-please-provide-a-non-866f72")
+@fix("layer-index-list-is-empty-please-provide-a-non-866f72",
+     en="list the blocks to skip in indices (here block 0)",
+     zh="在 indices 里列出要跳过的块（这里是第 0 块）")
 def diffusers_layer_skip_of_the_first_layer():
     return _layer_skip_fixed(indices=[0])
 
 
-@fix("could-not-find-a-suitable-identifier-for-the-transformer-776f39")
+@fix("could-not-find-a-suitable-identifier-for-the-transformer-776f39",
+     en="a model whose blocks sit in a ModuleList of a usual name (transformer_blocks), or give fqn",
+     zh="模型的块放在常用名字的 ModuleList（transformer_blocks）里，或者给出 fqn")
 def diffusers_layer_skip_on_a_model_with_transformer_blocks():
     return _layer_skip_fixed(indices=[0])  # blocks found by their usual name, transformer_blocks
 
 
-@fix("could-not-find-in-the-provided-module-or-configured-a5709f")
+@fix("could-not-find-in-the-provided-module-or-configured-a5709f",
+     en="fqn names the ModuleList of blocks: transformer_blocks",
+     zh="fqn 要指向块所在的 ModuleList：transformer_blocks")
 def diffusers_layer_skip_with_the_right_fqn():
     return _layer_skip_fixed(indices=[0], fqn="transformer_blocks")
 
 
-@fix("could-not-find-any-transformer-blocks-matching-the-provi-90da1f")
+@fix("could-not-find-any-transformer-blocks-matching-the-provi-90da1f",
+     en="indices within the number of blocks (two blocks: 0 and 1)",
+     zh="indices 不超过块的数量（两块：0 和 1）")
 def diffusers_layer_skip_of_an_existing_index():
     return _layer_skip_fixed(indices=[0], fqn="transformer_blocks")  # 2 blocks: indices 0 and 1
 
@@ -550,7 +570,9 @@ def _mag_cache_model():
     return Transformer()
 
 
-@fix("mag-ratios-must-be-provided-for-magcache-inference-becau-8bc72b")
+@fix("mag-ratios-must-be-provided-for-magcache-inference-becau-8bc72b",
+     en="run once with MagCacheConfig(calibrate=True) to get the model's mag_ratios",
+     zh="先用 MagCacheConfig(calibrate=True) 跑一遍，得到模型的 mag_ratios")
 def diffusers_magcache_calibrated_first():
     from diffusers.hooks import MagCacheConfig, apply_mag_cache
     model = _mag_cache_model()
@@ -559,7 +581,9 @@ def diffusers_magcache_calibrated_first():
     return {"steps": len(outputs), "all_computed": all(_same(o, torch.full((1, 2, 4), 4.0)) for o in outputs)}
 
 
-@fix("magcache-no-transformer-blocks-found-to-apply-hooks-01530e")
+@fix("magcache-no-transformer-blocks-found-to-apply-hooks-01530e",
+     en="MagCache on a model with registered transformer blocks in transformer_blocks",
+     zh="对 transformer_blocks 里有已注册 Transformer 块的模型使用 MagCache")
 def diffusers_magcache_on_a_model_with_blocks():
     from diffusers.hooks import MagCacheConfig, apply_mag_cache
     model = _mag_cache_model()
@@ -567,7 +591,9 @@ def diffusers_magcache_on_a_model_with_blocks():
     return {"hooked_blocks": sum(hasattr(b, "_diffusers_hook") for b in model.transformer_blocks)}
 
 
-@fix("magcache-dimension-mismatch-input-residual-cannot-apply-d54755")
+@fix("magcache-dimension-mismatch-input-residual-cannot-apply-d54755",
+     en="reset the cache's state (reset_stateful_hooks) before a generation of another size",
+     zh="换尺寸生成之前先用 reset_stateful_hooks 重置缓存状态")
 def diffusers_mag_cache_reset_between_generations():
     from diffusers.hooks import HookRegistry, MagCacheConfig, apply_mag_cache
     model = _mag_cache_model()
@@ -579,7 +605,9 @@ def diffusers_mag_cache_reset_between_generations():
     return {"shape": list(out.shape), "computed": _same(out, torch.full((1, 4, 4), 4.0))}
 
 
-@fix("cannot-apply-group-offloading-to-a-module-that-is-bdf4d5")
+@fix("cannot-apply-group-offloading-to-a-module-that-is-bdf4d5",
+     en="remove accelerate's offloading hooks before applying group offloading",
+     zh="先摘掉 accelerate 的卸载钩子，再用分组卸载")
 def diffusers_group_offloading_after_removing_accelerate_hooks():
     from accelerate import cpu_offload
     from accelerate.hooks import remove_hook_from_module
@@ -595,7 +623,9 @@ def diffusers_group_offloading_after_removing_accelerate_hooks():
 
 # PEFT
 
-@fix("cannot-pass-adapter-names-when-the-model-is-in-1fdc04")
+@fix("cannot-pass-adapter-names-when-the-model-is-in-1fdc04",
+     en="adapter_names is for inference: call model.eval() first",
+     zh="adapter_names 用于推理：先调用 model.eval()")
 def peft_adapter_names_in_eval_mode():
     model = _lora(True)
     model.eval()  # adapter_names is for inference
@@ -606,7 +636,9 @@ def peft_adapter_names_in_eval_mode():
     return {"shape": list(out.shape), "row_1_is_base": _same(out[1], base[1]), "row_0_is_adapted": _same(out[0], model(x)[0])}
 
 
-@fix("trying-to-infer-with-non-existing-adapter-s-6a4c85")
+@fix("trying-to-infer-with-non-existing-adapter-s-6a4c85",
+     en="name adapters that exist: the keys of peft_config",
+     zh="只写存在的适配器名：peft_config 的键")
 def peft_adapter_names_of_an_existing_adapter():
     model = _lora(False)
     x = torch.ones(1, 4)
@@ -614,7 +646,9 @@ def peft_adapter_names_of_an_existing_adapter():
     return {"adapters": names, "same_as_active": _same(model(x, adapter_names=names[:1]), model(x))}
 
 
-@fix("got-adapter-names-of-type-expected-a-list-of-c52141")
+@fix("got-adapter-names-of-type-expected-a-list-of-c52141",
+     en="under beam search, adapter_names is a list of str, one per row",
+     zh="束搜索时 adapter_names 是字符串列表，每行一个")
 def peft_adapter_names_as_a_list_under_beam_search():
     from peft import LoraConfig, get_peft_model
     model = get_peft_model(_tiny_llama(), LoraConfig(r=2, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
@@ -625,7 +659,9 @@ def peft_adapter_names_as_a_list_under_beam_search():
     return {"shape": list(out.shape)}
 
 
-@fix("if-sim-thresh-is-a-tensor-with-more-than-892b06")
+@fix("if-sim-thresh-is-a-tensor-with-more-than-892b06",
+     en="sim_thresh is a scalar or a tensor of shape (n_components,)",
+     zh="sim_thresh 是标量或形状为 (n_components,) 的张量")
 def peft_eva_svd_hook_with_one_threshold_per_component():
     from peft.tuners.lora.eva import SVDHook
     layer = nn.Linear(4, 4)
@@ -640,7 +676,9 @@ def peft_eva_svd_hook_with_one_threshold_per_component():
     return {"components": list(hook.svd.components_.shape), "converged_shape": list(hook.converged.shape)}
 
 
-@fix("one-of-the-base-layers-adapted-with-shira-has-979564")
+@fix("one-of-the-base-layers-adapted-with-shira-has-979564",
+     en="register the hook on the adapted layer, after get_peft_model",
+     zh="在 get_peft_model 之后把钩子注册到适配后的层上")
 def peft_shira_with_the_hook_on_the_adapted_layer():
     from peft import ShiraConfig, get_peft_model
     peft_model = get_peft_model(_mlp(), ShiraConfig(target_modules=["0"], r=2))
@@ -654,7 +692,9 @@ def peft_shira_with_the_hook_on_the_adapted_layer():
     return {"hook_calls": len(calls)}
 
 
-@fix("one-of-the-base-layers-adapted-with-super-tuning-3098e7")
+@fix("one-of-the-base-layers-adapted-with-super-tuning-3098e7",
+     en="register the hook on the adapted layer, after get_peft_model",
+     zh="在 get_peft_model 之后把钩子注册到适配后的层上")
 def peft_super_tuning_with_the_hook_on_the_adapted_layer():
     import peft
     peft_model = peft.get_peft_model(_mlp(), peft.SupertuningConfig(target_modules=["0"], sparsity=0.5))
@@ -673,13 +713,17 @@ def _alora():
                                                      alora_invocation_tokens=[5, 6], task_type="CAUSAL_LM"))
 
 
-@fix("beam-search-not-yet-supported-for-alora-bc48b7")
+@fix("beam-search-not-yet-supported-for-alora-bc48b7",
+     en="generate from an aLoRA model with num_beams=1",
+     zh="用 aLoRA 模型生成时设 num_beams=1")
 def peft_alora_generation_with_greedy_search():
     out = _alora().generate(input_ids=torch.tensor([[1, 2, 5, 6, 3]]), max_new_tokens=2, num_beams=1, do_sample=False)
     return {"shape": list(out.shape)}
 
 
-@fix("multiple-invocations-of-peft-forward-hooks-before-backwa-68848b")
+@fix("multiple-invocations-of-peft-forward-hooks-before-backwa-68848b",
+     en="one forward per backward (gradients accumulate over the two losses)",
+     zh="每次反向传播只对应一次前向（两个损失的梯度会累加）")
 def peft_alora_with_gradient_checkpointing_one_forward_per_backward():
     from peft import LoraConfig, get_peft_model
     model = _tiny_llama()
@@ -694,7 +738,9 @@ def peft_alora_with_gradient_checkpointing_one_forward_per_backward():
     return {"lora_grads": len(grads), "all_finite": all(g is not None and bool(g.isfinite().all()) for g in grads)}
 
 
-@fix("invalid-value-found-in-input-please-check-your-input-5a0433")
+@fix("invalid-value-found-in-input-please-check-your-input-5a0433",
+     en="drop the samples with NaN or inf before CorDA's calibration",
+     zh="CorDA 校准之前先去掉含 NaN 或 inf 的样本")
 def peft_corda_preprocessing_on_clean_data():
     from peft import LoraConfig, get_peft_model
     from peft.tuners.lora.config import CordaConfig
@@ -717,7 +763,9 @@ def _attribution_check(attributions, model, x, baseline):
     return {"shape": list(attributions.shape), "complete": bool(torch.isclose(attributions.sum(), delta, atol=1e-5))}
 
 
-@fix("setting-forward-backward-hooks-and-attributes-on-non-lin-750559")
+@fix("setting-forward-backward-hooks-and-attributes-on-non-lin-750559",
+     en="a notice, not a fault: filter just this warning around DeepLift",
+     zh="这只是提示，不是错误：在 DeepLift 外面只过滤这一条警告")
 def captum_deeplift_attribution_with_its_notice_filtered():
     from captum.attr import DeepLift
     model, x = _mlp(), torch.ones(1, 4)
@@ -727,7 +775,9 @@ def captum_deeplift_attribution_with_its_notice_filtered():
     return _attribution_check(attributions, model, x, torch.zeros_like(x))
 
 
-@fix("setting-backward-hooks-on-relu-activations-the-hooks-wil-3d4494")
+@fix("setting-backward-hooks-on-relu-activations-the-hooks-wil-3d4494",
+     en="a notice, not a fault: filter just this warning around GuidedBackprop",
+     zh="这只是提示，不是错误：在 GuidedBackprop 外面只过滤这一条警告")
 def captum_guided_backprop_attribution_with_its_notice_filtered():
     from captum.attr import GuidedBackprop
     model = _mlp()
@@ -738,7 +788,9 @@ def captum_guided_backprop_attribution_with_its_notice_filtered():
     return {"shape": list(attributions.shape), "hooks_left": hooks_left}
 
 
-@fix("given-model-must-be-an-instance-of-torch-nn-9309c7")
+@fix("given-model-must-be-an-instance-of-torch-nn-9309c7",
+     en="give GuidedBackprop an nn.Module (the function as its forward)",
+     zh="传给 GuidedBackprop 一个 nn.Module（把函数写成它的 forward）")
 def captum_guided_backprop_of_a_module():
     from captum.attr import GuidedBackprop
     class Function(nn.Module):  # the function as a module's forward: captum can walk it for ReLUs
@@ -750,7 +802,9 @@ def captum_guided_backprop_of_a_module():
     return attributions.tolist()
 
 
-@fix("module-is-being-used-more-than-once-in-the-ce73a3")
+@fix("module-is-being-used-more-than-once-in-the-ce73a3",
+     en="give each use of a layer its own module instance",
+     zh="层每用一次就用一个独立的模块实例")
 def captum_lrp_with_one_layer_instance_per_use():
     from captum.attr import LRP
 
@@ -770,7 +824,9 @@ def captum_lrp_with_one_layer_instance_per_use():
                                                                                 atol=1e-4))}
 
 
-@fix("forward-hook-did-not-obtain-any-outputs-for-given-3ffd5e")
+@fix("forward-hook-did-not-obtain-any-outputs-for-given-3ffd5e",
+     en="choose a layer the forward runs",
+     zh="选择前向传播中真正运行的层")
 def captum_layer_attribution_of_a_layer_that_runs():
     from captum.attr import LayerActivation
 
@@ -786,7 +842,9 @@ def captum_layer_attribution_of_a_layer_that_runs():
     return {"shape": list(activation.shape), "is_its_output": _same(activation, model.used(x))}
 
 
-@fix("backward-hooks-not-supported-for-module-with-1-output-17513d")
+@fix("backward-hooks-not-supported-for-module-with-1-output-17513d",
+     en="MaxPool without return_indices (the indices were unused): one output",
+     zh="MaxPool 不返回索引（本来也没用到）：只有一个输出")
 def captum_deeplift_on_a_max_pool_without_indices():
     from captum.attr import DeepLift
 
@@ -806,7 +864,9 @@ def captum_deeplift_on_a_max_pool_without_indices():
     return {"shape": list(attributions.shape), "complete": bool(torch.isclose(attributions.sum(), delta, atol=1e-5))}
 
 
-@fix("backward-hooks-not-supported-for-module-with-1-input-360281")
+@fix("backward-hooks-not-supported-for-module-with-1-input-360281",
+     en="keep the Linear's one input; apply the extra input around it",
+     zh="让 Linear 只接收一个输入，额外的输入放在它外面处理")
 def captum_sample_gradients_of_a_linear_with_one_input():
     from captum._utils.sample_gradient import SampleGradientWrapper
 
@@ -831,7 +891,9 @@ def captum_sample_gradients_of_a_linear_with_one_input():
 
 # timm
 
-@fix("unsupported-hook-type-64c111")
+@fix("unsupported-hook-type-64c111",
+     en="hook_type forward (or forward_pre), the types FeatureHooks knows",
+     zh="hook_type 用 forward（或 forward_pre），FeatureHooks 只认这两种")
 def timm_feature_hooks_of_a_forward_type():
     from timm.models._features import FeatureHooks
     model = _mlp()
@@ -842,7 +904,9 @@ def timm_feature_hooks_of_a_forward_type():
     return {"features": list(features), "is_layer_0": _same(features["0"], model[0](x))}
 
 
-@fix("return-layers-are-not-present-in-model-ba787f")
+@fix("return-layers-are-not-present-in-model-ba787f",
+     en="feature_info names a module of the model",
+     zh="feature_info 里写模型中存在的模块名")
 def timm_feature_hook_net_of_a_layer_that_exists():
     from timm.models._features import FeatureHookNet
     model = _mlp()
@@ -852,7 +916,9 @@ def timm_feature_hook_net_of_a_layer_that_exists():
     return {"features": len(features), "shape": list(features[0].shape)}
 
 
-@fix("please-provide-hook-fns-for-each-hook-fn-locs-3508f9")
+@fix("please-provide-hook-fns-for-each-hook-fn-locs-3508f9",
+     en="one hook_fn per hook_fn_loc",
+     zh="每个 hook_fn_loc 配一个 hook_fn")
 def timm_activation_stats_hook_with_paired_lists():
     from timm.utils.model import ActivationStatsHook
 
@@ -869,6 +935,9 @@ def timm_activation_stats_hook_with_paired_lists():
 # diffusers' context parallelism, fixed: the plan matches forward's inputs and outputs, and it runs as it is meant to,
 # over a process group (two gloo processes, ring_degree=2): each process computes half of the positions, the output
 # is gathered, and it equals the output computed in one process
+
+IN_WORKERS = "diffusers_context_parallel_fixes_in_two_gloo_processes"  # the @fix_all function that runs these
+
 
 class _PerPosition(nn.Module):
     """Per-position layers (no attention): splitting the positions between processes changes nothing."""
@@ -917,6 +986,10 @@ def _cp_plan(**inputs):
     return {"": inputs, "proj_out": ContextParallelOutput(gather_dim=1, expected_dims=3)}
 
 
+@fix("expected-input-model-plan-to-have-elements-but-got-3bea0d",
+     en="one plan entry per tensor of the list input, over a process group",
+     zh="列表输入里每个张量对应计划中的一项，在进程组上运行",
+     run_by=IN_WORKERS)
 def diffusers_context_parallel_plan_with_one_entry_per_input():
     class Model(_PerPosition):
         def forward(self, xs):
@@ -925,6 +998,10 @@ def diffusers_context_parallel_plan_with_one_entry_per_input():
     return _context_parallel_run(Model(), _cp_plan(xs=[_cp_input(expected_dims=3)] * len(xs)), xs)  # 3 and 3
 
 
+@fix("unsupported-input-type-59b453",
+     en="the plan names tensor inputs only (not the int argument)",
+     zh="计划里只写张量输入（不写整数参数）",
+     run_by=IN_WORKERS)
 def diffusers_context_parallel_plan_of_the_tensor_input_only():
     class Model(_PerPosition):
         def forward(self, x, scale):
@@ -932,6 +1009,10 @@ def diffusers_context_parallel_plan_of_the_tensor_input_only():
     return _context_parallel_run(Model(), _cp_plan(x=_cp_input(expected_dims=3)), _positions(), 3)  # not `scale`
 
 
+@fix("expected-input-tensor-to-have-dimensions-but-got-dimensi-79aa21",
+     en="expected_dims is the input's number of dimensions, so it is split",
+     zh="expected_dims 等于输入的维数，输入才会被切分",
+     run_by=IN_WORKERS)
 def diffusers_context_parallel_input_of_the_expected_dimensions():
     class Model(_PerPosition):
         def forward(self, x):
@@ -939,6 +1020,10 @@ def diffusers_context_parallel_input_of_the_expected_dimensions():
     return _context_parallel_run(Model(), _cp_plan(x=_cp_input(expected_dims=3)), _positions())  # x.dim() == 3
 
 
+@fix("expected-output-to-be-a-tensor-or-a-list-2302a1",
+     en="the module returns a tensor or a tuple of tensors, not a dict",
+     zh="模块返回张量或张量元组，而不是字典",
+     run_by=IN_WORKERS)
 def diffusers_context_parallel_output_that_is_a_tuple():
     class Model(_PerPosition):
         def forward(self, x):
@@ -946,6 +1031,10 @@ def diffusers_context_parallel_output_that_is_a_tuple():
     return _context_parallel_run(Model(), _cp_plan(x=_cp_input(expected_dims=3)), _positions())
 
 
+@fix("index-out-of-bounds-for-output-of-length-277258",
+     en="split_output's index names an output the module has (0)",
+     zh="split_output 的索引要指向模块确有的输出（0）",
+     run_by=IN_WORKERS)
 def diffusers_context_parallel_output_index_of_an_output():
     from diffusers.models._modeling_parallel import ContextParallelOutput
 
@@ -957,6 +1046,10 @@ def diffusers_context_parallel_output_index_of_an_output():
     return _context_parallel_run(Model(), plan, _positions())
 
 
+@fix("expected-output-to-have-elements-but-got-4861b0",
+     en="one ContextParallelOutput per output of the module",
+     zh="模块的每个输出对应一个 ContextParallelOutput",
+     run_by=IN_WORKERS)
 def diffusers_context_parallel_gather_of_each_output():
     class Model(_PerPosition):
         def forward(self, x):
@@ -965,22 +1058,16 @@ def diffusers_context_parallel_gather_of_each_output():
     return _context_parallel_run(Model(), _cp_plan(x=_cp_input(expected_dims=3)), _positions())
 
 
-CONTEXT_PARALLEL_FIXES = {  # message id -> its fix above (run inside the workers)
-    "expected-input-model-plan-to-have-elements-but-got-3bea0d": "diffusers_context_parallel_plan_with_one_entry_per_input",
-    "unsupported-input-type-59b453": "diffusers_context_parallel_plan_of_the_tensor_input_only",
-    "expected-input-tensor-to-have-dimensions-but-got-dimensi-79aa21":
-        "diffusers_context_parallel_input_of_the_expected_dimensions",
-    "expected-output-to-be-a-tensor-or-a-list-2302a1": "diffusers_context_parallel_output_that_is_a_tuple",
-    "index-out-of-bounds-for-output-of-length-277258": "diffusers_context_parallel_output_index_of_an_output",
-    "expected-output-to-have-elements-but-got-4861b0": "diffusers_context_parallel_gather_of_each_output",
-}
+def _fixes_in_workers() -> dict:
+    """The fixes run by the @fix_all function below, by message id."""
+    return {mid: f.fn for f in registered_fixes().get(__name__, []) if f.run_by == IN_WORKERS for mid in f.ids}
 
 
 def _context_parallel_fixes_in_workers(rank, world_size):
-    return {mid: outcome(globals()[name]) for mid, name in CONTEXT_PARALLEL_FIXES.items()}
+    return {mid: outcome(fn) for mid, fn in _fixes_in_workers().items()}
 
 
-@fix_all(list(CONTEXT_PARALLEL_FIXES))
+@fix_all(list(_fixes_in_workers()))
 def diffusers_context_parallel_fixes_in_two_gloo_processes():
     from hooklab import run_workers
     return run_workers(_context_parallel_fixes_in_workers, world_size=2, timeout=180)[0]
