@@ -281,7 +281,9 @@ def lightning_model_parallel_strategy_without_configure_model():
 
 # --- fixes: each trigger's program corrected as its message (or Lightning's docs) says ----------------------------
 
-@fix("train-dataloader-must-be-implemented-to-be-used-with-0102de")
+@fix("train-dataloader-must-be-implemented-to-be-used-with-0102de",
+     en="define the train_dataloader hook (or pass a DataLoader to fit)",
+     zh="定义 train_dataloader 钩子（或把 DataLoader 传给 fit）")
 def lightning_train_dataloader_defined():
     class WithData(_module_class()):
         def train_dataloader(self):
@@ -301,7 +303,9 @@ class _Evaluated:
         self.batches = getattr(self, "batches", 0) + 1
 
 
-@fix("val-dataloader-must-be-implemented-to-be-used-with-455c76")
+@fix("val-dataloader-must-be-implemented-to-be-used-with-455c76",
+     en="define the val_dataloader hook (or pass a DataLoader to validate)",
+     zh="定义 val_dataloader 钩子（或把 DataLoader 传给 validate）")
 def lightning_val_dataloader_defined():
     class WithData(_Evaluated, _module_class()):
         def val_dataloader(self):
@@ -311,7 +315,9 @@ def lightning_val_dataloader_defined():
     return {"validation_batches": model.batches}
 
 
-@fix("test-dataloader-must-be-implemented-to-be-used-with-eb551a")
+@fix("test-dataloader-must-be-implemented-to-be-used-with-eb551a",
+     en="define the test_dataloader hook (or pass a DataLoader to test)",
+     zh="定义 test_dataloader 钩子（或把 DataLoader 传给 test）")
 def lightning_test_dataloader_defined():
     class WithData(_Evaluated, _module_class()):
         def test_dataloader(self):
@@ -321,7 +327,9 @@ def lightning_test_dataloader_defined():
     return {"test_batches": model.batches}
 
 
-@fix("predict-dataloader-must-be-implemented-to-be-used-with-cbe4a4")
+@fix("predict-dataloader-must-be-implemented-to-be-used-with-cbe4a4",
+     en="define the predict_dataloader hook (or pass a DataLoader to predict)",
+     zh="定义 predict_dataloader 钩子（或把 DataLoader 传给 predict）")
 def lightning_predict_dataloader_defined():
     class WithData(_module_class()):
         def predict_dataloader(self):
@@ -333,7 +341,9 @@ def lightning_predict_dataloader_defined():
     return [list(p.shape) for p in predictions]
 
 
-@fix("support-for-training-epoch-end-has-been-removed-in-fb3654")
+@fix("support-for-training-epoch-end-has-been-removed-in-fb3654",
+     en="on_train_epoch_end instead, with the step outputs kept in an attribute",
+     zh="改用 on_train_epoch_end，每步的输出自己存在属性里")
 def lightning_on_train_epoch_end_with_outputs_kept():
     class New(_module_class()):
         def __init__(self):
@@ -353,7 +363,9 @@ def lightning_on_train_epoch_end_with_outputs_kept():
     return {"outputs_at_epoch_end": model.seen_at_epoch_end}
 
 
-@fix("support-for-validation-epoch-end-has-been-removed-in-babbd2")
+@fix("support-for-validation-epoch-end-has-been-removed-in-babbd2",
+     en="on_validation_epoch_end instead, with the step outputs kept in an attribute",
+     zh="改用 on_validation_epoch_end，每步的输出自己存在属性里")
 def lightning_on_validation_epoch_end_with_outputs_kept():
     class New(_module_class()):
         def __init__(self):
@@ -372,7 +384,9 @@ def lightning_on_validation_epoch_end_with_outputs_kept():
     return {"outputs_at_each_epoch_end": model.seen_at_epoch_end}
 
 
-@fix("support-for-has-been-removed-in-v2-0-0-6c664a")
+@fix("support-for-has-been-removed-in-v2-0-0-6c664a",
+     en="on_test_epoch_end instead, with the step outputs kept in an attribute",
+     zh="改用 on_test_epoch_end，每步的输出自己存在属性里")
 def lightning_on_test_epoch_end_with_outputs_kept():
     class New(_module_class()):
         def __init__(self):
@@ -390,7 +404,9 @@ def lightning_on_test_epoch_end_with_outputs_kept():
     return {"outputs_at_epoch_end": model.seen_at_epoch_end}
 
 
-@fix("no-lightningmodule-is-available-to-call-hooks-on-e02c20")
+@fix("no-lightningmodule-is-available-to-call-hooks-on-e02c20",
+     en="pass the module to fit: the Trainer calls its hooks (on_train_start) itself",
+     zh="把模块传给 fit：由 Trainer 自己调用它的钩子（on_train_start）")
 def lightning_module_hook_called_by_fit():
     class Starts(_module_class()):
         def on_train_start(self):
@@ -400,7 +416,9 @@ def lightning_module_hook_called_by_fit():
     return {"on_train_start_calls": model.started}
 
 
-@fix("no-lightningdatamodule-is-available-to-call-hooks-on-625e85")
+@fix("no-lightningdatamodule-is-available-to-call-hooks-on-625e85",
+     en="pass the datamodule to fit: the Trainer calls its hooks (setup) itself",
+     zh="把 datamodule 传给 fit：由 Trainer 自己调用它的钩子（setup）")
 def lightning_datamodule_hook_called_by_fit():
     import pytorch_lightning as pl
 
@@ -434,21 +452,27 @@ def _transfer_counting_data(hook_name):
     return type("Data", (pl.LightningDataModule,), {"train_dataloader": lambda self: _data(), hook_name: hook})()
 
 
-@fix("you-have-overridden-in-both-lightningmodule-and-lightnin-8ce8c2")
+@fix("you-have-overridden-in-both-lightningmodule-and-lightnin-8ce8c2",
+     en="override the batch-transfer hook in one place only, here the datamodule",
+     zh="批次传输钩子只在一处重写，这里放在 datamodule 里")
 def lightning_batch_transfer_hook_in_the_datamodule_only():
     data = _transfer_counting_data("on_before_batch_transfer")  # one implementation, the datamodule's
     _trainer().fit(_module_class()(), datamodule=data)
     return {"datamodule_hook_calls": data.calls}
 
 
-@fix("you-have-overridden-in-lightningmodule-but-have-passed-i-1240b9")
+@fix("you-have-overridden-in-lightningmodule-but-have-passed-i-1240b9",
+     en="with a datamodule, its batch-transfer hook lives in the datamodule",
+     zh="用了 datamodule，批次传输钩子就写在 datamodule 里")
 def lightning_batch_transfer_hook_moved_to_the_datamodule():
     data = _transfer_counting_data("on_after_batch_transfer")  # the hook lives with the data it transforms
     _trainer().fit(_module_class()(), datamodule=data)
     return {"datamodule_hook_calls": data.calls}
 
 
-@fix("you-are-trying-to-self-log-but-the-loop-c58dd9")
+@fix("you-are-trying-to-self-log-but-the-loop-c58dd9",
+     en="predict does not log: return the values from predict_step",
+     zh="predict 不记录日志：让 predict_step 返回这些值")
 def lightning_predict_step_returns_its_values():
     class Returns(_module_class()):
         def predict_step(self, batch, batch_idx):
@@ -456,7 +480,9 @@ def lightning_predict_step_returns_its_values():
     return _trainer().predict(Returns(), dataloaders=_data())
 
 
-@fix("the-closure-hasn-t-been-executed-hint-did-you-dcf788")
+@fix("the-closure-hasn-t-been-executed-hint-did-you-dcf788",
+     en="an overridden optimizer_step passes the closure: optimizer.step(closure=optimizer_closure)",
+     zh="重写的 optimizer_step 要传入闭包：optimizer.step(closure=optimizer_closure)")
 def lightning_optimizer_step_with_the_closure():
     class WithClosure(_module_class()):
         def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure=None):
@@ -468,7 +494,9 @@ def lightning_optimizer_step_with_the_closure():
     return {"global_step": trainer.global_step, "weights_changed": not torch.equal(before, model.layer.weight)}
 
 
-@fix("you-provided-only-a-single-dataloader-but-have-included-9e6fa8")
+@fix("you-provided-only-a-single-dataloader-but-have-included-9e6fa8",
+     en="give dataloader_idx a default: dataloader_idx=0",
+     zh="给 dataloader_idx 一个默认值：dataloader_idx=0")
 def lightning_dataloader_idx_with_a_default():
     class WithIndex(_module_class()):
         def __init__(self):
@@ -482,7 +510,9 @@ def lightning_dataloader_idx_with_a_default():
     return {"dataloader_idx_seen": model.seen}
 
 
-@fix("you-provided-multiple-dataloader-but-no-dataloader-idx-a-0672c0")
+@fix("you-provided-multiple-dataloader-but-no-dataloader-idx-a-0672c0",
+     en="with several DataLoaders, the step takes dataloader_idx=0",
+     zh="有多个 DataLoader 时，step 方法要接收 dataloader_idx=0")
 def lightning_two_dataloaders_with_dataloader_idx():
     class WithIndex(_module_class()):
         def __init__(self):
@@ -505,7 +535,9 @@ class _CountingScheduler(_NotAScheduler):
         self.steps += 1
 
 
-@fix("the-provided-lr-scheduler-doesn-t-follow-pytorch-s-a98478")
+@fix("the-provided-lr-scheduler-doesn-t-follow-pytorch-s-a98478",
+     en="a scheduler outside PyTorch's API is stepped in an overridden lr_scheduler_step",
+     zh="不符合 PyTorch 接口的调度器，在重写的 lr_scheduler_step 里推进")
 def lightning_custom_scheduler_with_lr_scheduler_step():
     class Custom(_module_class()):
         def configure_optimizers(self):
@@ -520,7 +552,9 @@ def lightning_custom_scheduler_with_lr_scheduler_step():
     return {"scheduler_steps": model.scheduler.steps}
 
 
-@fix("when-using-trainer-accumulate-grad-batches-1-and-overrid-062bd4")
+@fix("when-using-trainer-accumulate-grad-batches-1-and-overrid-062bd4",
+     en="leave optimizer_step alone; count optimizer steps in on_before_optimizer_step",
+     zh="不重写 optimizer_step；在 on_before_optimizer_step 里统计优化器步数")
 def lightning_accumulation_scheduler_with_a_hook_called_per_optimizer_step():
     from pytorch_lightning.callbacks import GradientAccumulationScheduler
 
@@ -537,7 +571,9 @@ def lightning_accumulation_scheduler_with_a_hook_called_per_optimizer_step():
     return {"batches": model.batches, "optimizer_steps": model.optimizer_steps}
 
 
-@fix("you-are-using-the-dataloader-iter-step-flavor-if-7dd13a")
+@fix("you-are-using-the-dataloader-iter-step-flavor-if-7dd13a",
+     en="the usual training_step(batch, batch_idx): batch_idx is the batch's index",
+     zh="用常规的 training_step(batch, batch_idx)：batch_idx 就是批次的序号")
 def lightning_training_step_taking_the_batch():
     class Steps(_module_class()):
         def __init__(self):
@@ -552,7 +588,9 @@ def lightning_training_step_taking_the_batch():
     return {"batch_idx_seen": model.seen}
 
 
-@fix("the-current-strategy-and-precision-selection-requires-yo-95f9a9")
+@fix("the-current-strategy-and-precision-selection-requires-yo-95f9a9",
+     en="call fabric.backward(loss) instead of loss.backward()",
+     zh="调用 fabric.backward(loss)，而不是 loss.backward()")
 def fabric_backward_under_mixed_precision():
     from lightning_fabric import Fabric
     fabric = Fabric(accelerator="cpu", devices=1, precision="bf16-mixed")
@@ -568,7 +606,9 @@ class _Callable:
         type(self).calls += 1
 
 
-@fix("skipping-the-callback-because-it-is-not-callable-33a800")
+@fix("skipping-the-callback-because-it-is-not-callable-33a800",
+     en="the callback's attribute named like the hook is a method",
+     zh="回调里与钩子同名的属性要是一个方法")
 def fabric_callback_with_a_method():
     from lightning_fabric import Fabric
     _Callable.calls = 0
@@ -583,7 +623,9 @@ class _BatchSamplerApi(torch.utils.data.BatchSampler):
         super().__init__(sampler, batch_size, drop_last)
 
 
-@fix("lightning-can-t-inject-a-distributed-sampler-into-your-7c38f0")
+@fix("lightning-can-t-inject-a-distributed-sampler-into-your-7c38f0",
+     en="the batch sampler takes BatchSampler's arguments in BatchSampler's order",
+     zh="批采样器的参数与 BatchSampler 一致，顺序也相同")
 def lightning_ddp_with_a_batch_sampler_of_the_batch_sampler_api():
     data = _data().dataset
     loader = DataLoader(data, batch_sampler=_BatchSamplerApi(torch.utils.data.SequentialSampler(data), 2))
@@ -596,12 +638,16 @@ class _ScaledLoaderKeepingItsArguments(DataLoader):
         super().__init__(dataset, **options)
 
 
-@fix("trying-to-inject-custom-sampler-into-the-instance-this-7a00ba")
+@fix("trying-to-inject-custom-sampler-into-the-instance-this-7a00ba",
+     en="the DataLoader subclass keeps each __init__ argument as an attribute of the same name",
+     zh="DataLoader 子类把 __init__ 的每个参数存成同名属性")
 def lightning_ddp_with_a_dataloader_subclass_that_keeps_its_arguments():
     return _fit_under_ddp(_ScaledLoaderKeepingItsArguments(_data().dataset, 2.0, batch_size=2))
 
 
-@fix("when-using-the-you-are-required-to-override-the-b63670")
+@fix("when-using-the-you-are-required-to-override-the-b63670",
+     en="override configure_model, where the model is parallelized",
+     zh="重写 configure_model，在那里对模型做并行化")
 def lightning_model_parallel_strategy_with_configure_model():
     import torch.distributed as dist
     from pytorch_lightning.strategies import ModelParallelStrategy
