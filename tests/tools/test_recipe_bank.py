@@ -112,3 +112,24 @@ def test_round_two_is_drawn_once(tmp_path, monkeypatch, capsys):
     assert bank.main(["draw", "--round", "2"]) == 1
     assert "drawn once" in capsys.readouterr().err
     assert existing.read_text(encoding="utf-8") == "{}"
+
+
+def test_the_round_two_grade_after_answering_keeps_the_grade_before_and_names_recipes_that_exist():
+    before = {g["id"]: g["grade"] for g in json.loads(
+        (bank.ROOT / "recipes" / "held_out_2_grade.json").read_text(encoding="utf-8"))["grades"]}
+    after = json.loads((bank.ROOT / "recipes" / "held_out_2_grade_after.json").read_text(encoding="utf-8"))
+    grades = {g["id"]: g for g in after["grades"]}
+    assert sorted(grades) == sorted(before) and len(grades) == len(after["grades"])
+    assert all(g["before"] == before[rid] and g["grade"] in ("✓", "~", "✗") and g["why"] for rid, g in grades.items())
+    assert all(g["where"] for g in grades.values() if g["grade"] != "✗"), "a ✓ or ~ names where the course answers"
+    assert after["summary"] == {mark: sum(g["grade"] == mark for g in grades.values()) for mark in ("✓", "~", "✗")}
+    recipes = {}
+    for g in grades.values():
+        for where in g["where"]:
+            notebook, marker, rid = where.partition("#R")
+            if notebook.startswith("recipes/") and marker:
+                if notebook not in recipes:
+                    cells = json.loads((bank.ROOT / notebook).read_text(encoding="utf-8"))["cells"]
+                    recipes[notebook] = {c["metadata"]["hooklab"]["recipe"]["id"] for c in cells
+                                         if c.get("metadata", {}).get("hooklab", {}).get("recipe")}
+                assert rid in recipes[notebook], f"{g['id']}: no recipe {rid} in {notebook}"
