@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from . import _torch_internals as internals
+from ._explain_causes import VMAP
 from ._watch import _HOOK_KINDS, COMPILED, COPY, COPY_INSIDE, DYNAMO_GRAPH, LOOKALIKE, SELF, UNFLATTENED, _runs, _Watch
 
 CODES = {
@@ -42,6 +43,13 @@ CODES = {
     "removed_itself": "a hook removed itself during the step",
     "tied": "a hooked parameter is shared by several modules (tied weights): its hook sees the summed gradient",
     "global_hook": "a global module hook fired on the module",
+    "several_passes": "the step ran several backward passes over one call (retain_graph=True): a backward hook fired "
+                      "once per pass",
+    "not_accumulated": "the step took gradients with torch.autograd.grad: nothing was accumulated into .grad, so "
+                       "post-accumulate-grad hooks did not fire",
+    "outside_backward_inputs": "every backward pass asked for other tensors' gradients only (backward(inputs=...), "
+                               "torch.autograd.grad): none went through the module or its parameters",
+    "vmap": "the module ran inside torch.func.vmap, where backward hooks and hooks on its output are not attached",
     "unexplained": "it saw nothing that explains the hooks that did not fire",
 }
 # the doctor's causes (HookExplanation.cause) that are codes too
@@ -80,14 +88,16 @@ def hook_that_raised(error: BaseException, w: _Watch) -> str | None:
     return None
 
 
-def _shared(target: nn.Module, model: nn.Module) -> dict[str, list[str]]:
-    """Its hooked parameters that the model holds under several names (tied weights): name -> the names."""
+def _shared(target: nn.Module, model: nn.Module, watched: frozenset[int] = frozenset()) -> dict[str, list[str]]:
+    """Its hooked parameters (hooked now, or ``watched``: hooked when the step began, a hook that removed itself)
+    that the model holds under several names (tied weights): name -> the names."""
     names: dict[int, list[str]] = {}
     for n, p in model.named_parameters(remove_duplicate=False):
         names.setdefault(id(p), []).append(n)
     out = {}
     for pname, p in target.named_parameters(recurse=False):
-        if any(d for _k, d in internals.tensor_hook_dicts(p)) and len(set(names.get(id(p), []))) > 1:
+        hooked = id(p) in watched or any(d for _k, d in internals.tensor_hook_dicts(p))
+        if hooked and len(set(names.get(id(p), []))) > 1:
             out[pname] = sorted(set(names[id(p)]))
     return out
 
@@ -98,6 +108,9 @@ def _old_holders(target: nn.Module, w: _Watch) -> tuple[list[Any], list[Any]]:
     so only objects something still holds count."""
     gc.collect()
     shapes = {tuple(p.shape) for p in target.parameters(recurse=False)}
+    lists = getattr(target, "parametrizations", None)  # a parametrized module: its originals' shapes too
+    if isinstance(lists, nn.ModuleDict):
+        shapes |= {tuple(p.shape) for p in lists.parameters()}
     held = {id(p) for p in w.model.parameters()}
     modules, params = [], []
     for o in gc.get_objects():
@@ -135,6 +148,9 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
             codes.append(code)
         if sentence:
             said.append(sentence)
+
+    def unsaid(sentence: str, *already: str) -> str | None:  # None when the reasons already say it
+        return None if any(a in x for a in already for x in r.reasons) else sentence
 
     if r.cause in CAUSE_CODES:
         add(CAUSE_CODES[r.cause])
@@ -235,6 +251,22 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
             "(model.to(dtype) with torch.__future__.set_swap_module_params_on_conversion(True), and Module._apply "
             "for tensor-subclass parameters) and keeps the Python object and its hook list, but not the hooks "
             "themselves: register the hooks again after the conversion")
+    substituted = [label for label in silent_params if label not in frozen and label not in swapped]
+    if substituted and r.params_swapped:
+        add("parameter_replaced",
+            f"{', '.join(substituted)} never fired: in {r.params_swapped} of its call(s) {name} computed with other "
+            "tensors than the Parameters it holds (torch.func.functional_call or torch.nn.utils.stateless put them "
+            "in for the call), and the hook is on the Parameter, which that call did not use; hook the tensors you "
+            "pass in, or the module's output")
+    accumulating = [label for label in silent_params if w.kinds.get(label) == "post_accumulate_grad" and
+                    grads[label][2] and label not in swapped]
+    kinds_of_pass = {kind for kind, _ids in w.asked}
+    if accumulating and kinds_of_pass == {"torch.autograd.grad"}:
+        add("not_accumulated",
+            f"{', '.join(accumulating)} never fired: the step took its gradients with torch.autograd.grad "
+            f"({r.backward_passes.get('torch.autograd.grad', 0)} call(s)), which returns them and accumulates "
+            "nothing into .grad, so no post-accumulate-grad hook runs; a tensor hook (register_hook) on the parameter "
+            "sees them, or call backward()")
     registered_nothing = bool(w.registrars) and not w.in_step and r.calls
     silent_backward = silent_module + silent_params + ([] if not registered_nothing else ["(hooks on its output)"])
     if (silent_backward or registered_nothing) and r.calls_without_grad and "frozen" not in codes:
@@ -243,12 +275,37 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
         add("no_grad", f"{what}: {r.calls_without_grad} of its {r.calls} call(s) ran without gradients "
                        "(torch.no_grad / inference_mode), so no backward runs through it")
     silent_in_step = [label for label in w.in_step if not total.get(label)]
+    own = {id(p) for p in target.parameters()}
+    silent_any = silent_module + silent_params + silent_in_step
+    if (silent_any or registered_nothing) and r.calls and not r.calls_without_grad and w.asked and all(
+            ids is not None and not ids & own for _kind, ids in w.asked):
+        asked = sorted({kind for kind, _ids in w.asked})
+        add("outside_backward_inputs", unsaid(
+            f"{', '.join(silent_any) or 'the hooks on its output'} never fired: each backward pass of the step "
+            f"({', '.join(asked)}) asked for the gradients of other tensors only, none of them {name}'s parameters, "
+            "and autograd runs only the part of the graph those need; ask for its parameters too, or call "
+            "backward() without inputs=", "backward(inputs=...) computes the gradients of the tensors it is given"))
+    if VMAP in r.traced and (silent_any or registered_nothing):
+        add("vmap", unsaid(f"{', '.join(silent_any) or 'the hooks on its output'} never fired: {r.traced[VMAP]} of its "
+                           f"call(s) ran inside {VMAP}, where PyTorch attaches no backward hook to the module and its "
+                           "output is a batched tensor inside the transform; hook the vmapped function's output "
+                           "outside it", f"inside {VMAP}, where backward hooks are not attached"))
+    backward_labels = [label for label in r.fired if w.kinds.get(label) in _BACKWARD or label in grads or
+                       label in w.in_step]
+    passes_n = sum(r.backward_passes.values())
+    if passes_n > max(1, calls) and any(total.get(label, 0) > 1 for label in backward_labels):
+        add("several_passes", unsaid(
+            f"the step ran {passes_n} backward passes over {calls} call(s) of {name} (retain_graph=True and a second "
+            "backward): a backward hook fires once in each pass that goes through it ("
+            + ", ".join(f"{label} {total[label]}" for label in backward_labels) + ")",
+            "a backward hook fires once in each pass that goes through it"))
     # ---- replaced modules and parameters
     fired_on_it = any(on_self.values())  # a hook that fired on it is not on a replaced object (a global one)
-    if not fired_on_it and not r.hooks or (param_labels and not any(
+    if not fired_on_it and not r.fired or (param_labels and not any(
             total[label] for label in param_labels) and "parameter_replaced" not in codes):
         old_modules, old_params = _old_holders(target, w) if not [c for c in codes if c in (
-            "frozen", "no_grad", "copy_ran", "compiled", "graph", "not_reached")] else ([], [])
+            "frozen", "no_grad", "copy_ran", "compiled", "graph", "not_reached", "not_accumulated",
+            "outside_backward_inputs", "vmap")] else ([], [])
         if old_params and not old_modules:
             # a Parameter that holds what the module holds now was replaced by a copy of itself (assign=True)
             copied = any(_same(o, p) for o in old_params for p in target.parameters())
@@ -261,11 +318,15 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
                                        "hooks were registered on its parameters; register them on the module the "
                                        "model holds now")
             else:
-                add("parameter_replaced")
+                add("parameter_replaced",
+                    f"{len(old_params)} hooked Parameter(s) of {name}'s shapes are no longer held by the model: "
+                    f"{name}'s parameter was replaced after the hooks were registered (load_state_dict(assign=True), "
+                    "to_empty, a parametrization such as weight_norm that keeps new tensors in .parametrizations), so "
+                    "the hooks stay on a tensor the step does not use; register them on what the module holds now")
         elif old_modules:
             add("module_replaced")
     # ---- tied parameters
-    tied = _shared(target, w.model)
+    tied = _shared(target, w.model, frozenset(id(p) for p in w.param_of.values()))
     if tied and any(total.get(label) for label in param_labels):
         add("tied", "its hooked parameter is shared: " + "; ".join(
             f"{p} is also {', '.join(n for n in names)}" for p, names in tied.items()) + ". A tensor hook on it fires "

@@ -109,6 +109,7 @@ class _Watch:
         self.profile_fn: Any = None                # the profile function to set in a pool's threads
         self.pools: list[tuple[Any, int]] = []     # pools whose threads got it, and how many threads
         self.pools_watched = True                  # whether every such thread got it before its tasks
+        self.asked: list[tuple[str, set[int] | None]] = []  # the step's backward passes: kind, ids of its inputs=
         self.threads_before: set[int] = {t.ident for t in threading.enumerate() if t.ident is not None}
         self.fired_outside: Counter = Counter()    # label -> firings outside the step's thread
         self._target_hooks: set[int] = set()

@@ -243,8 +243,13 @@ class _Step:
             if event == "call":
                 if not self.depth:
                     kind = self.autograd[code]
-                    inputs = kind == "backward()" and frame.f_locals.get("inputs") is not None
+                    asked = frame.f_locals.get("inputs")
+                    inputs = kind == "backward()" and asked is not None
                     self.passes["backward(inputs=...)" if inputs else kind] += 1
+                    if isinstance(asked, torch.Tensor):
+                        asked = (asked,)
+                    ids = {id(t) for t in asked} if isinstance(asked, (tuple, list)) else None
+                    self.w.asked.append(("backward(inputs=...)" if inputs else kind, ids))
                 self.depth += 1
             elif event == "return":
                 self.depth = max(0, self.depth - 1)
@@ -432,7 +437,8 @@ def _compose(r: HookExplanation, target: nn.Module, w: _Watch, error: Exception 
         r.reasons = [x for x in r.reasons if "did not run in this step" not in x]
     if "fired" not in r.codes:
         r.reasons = [x for x in r.reasons if "fired as expected" not in x]
-        if "dict_output" in r.codes or "no_grad" in r.codes or "frozen" in r.codes or "parameter_replaced" in r.codes:
+        if any(c in r.codes for c in ("dict_output", "no_grad", "frozen", "parameter_replaced", "not_accumulated",
+                                      "outside_backward_inputs", "vmap")):
             r.reasons = [x for x in r.reasons if "its output was not part of the loss" not in x and
                          "explain_hook saw nothing that explains" not in x]
     if "hook_raised" in r.codes:

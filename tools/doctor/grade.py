@@ -14,7 +14,8 @@ import re
 from typing import Any
 
 # causes that say the hook did not fire
-SILENT = ("no_grad", "frozen", "module_replaced", "parameter_replaced", "graph", "dict_output", "not_reached")
+SILENT = ("no_grad", "frozen", "module_replaced", "parameter_replaced", "graph", "dict_output", "not_reached",
+          "not_accumulated", "outside_backward_inputs", "vmap")
 # the old doctor's words -> codes (used only when an answer has no `codes`)
 _CAUSES = {"copy": "copy_ran", "another model": "copy_ran", "graph": "graph", "compiled": "compiled",
            "not reached": "not_reached", "bypassed": "not_reached", "step raised": "step_raised"}
