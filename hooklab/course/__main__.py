@@ -1,5 +1,6 @@
 """Command line: ``python -m hooklab.course export --lang zh|en [--out DIR] [--force] [NOTEBOOK ...]`` and
-``python -m hooklab.course ask "pasted error or your own words" [--lang zh|en|both] [-k N]``."""
+``python -m hooklab.course ask "pasted error or your own words" [--lang zh|en|both] [-k N] [--program]``
+(``--program``: also print the best answer's program that shows the message, and its fix)."""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +8,21 @@ import sys
 from pathlib import Path
 
 from .notebook import LANGS
+
+
+def _programs(answers: list, lang: str) -> str:
+    """The best answer's program and its fix, as ``--program`` prints them."""
+    hit = next((h for h in answers if h.program and h.program.get("show")), None)
+    langs = ("zh", "en") if lang == "both" else (lang,)
+    if hit is None:
+        return "\n".join({"zh": "这些答案都没有可运行的程序。", "en": "None of these answers has a program."}[x]
+                         for x in langs)
+    out = []
+    for x in langs:
+        out += ["", hit.program_text(x)]
+        if hit.program.get("fix"):
+            out += [hit.program_text(x, fix=True)]
+    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     ask.add_argument("query", nargs="+", help="an error message or your own words, in Chinese or English")
     ask.add_argument("--lang", choices=("zh", "en", "both"), help="the language of the titles")
     ask.add_argument("-k", type=int, default=5, help="how many answers (default 5)")
+    ask.add_argument("--program", action="store_true",
+                     help="also print the program of the best answer that has one (it shows the message), and its fix")
     args = parser.parse_args(argv)
     if args.command == "ask":
         from .asking import ask as lookup
@@ -36,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as refused:  # too long: it says to paste the traceback's last lines
             parser.error("ask " + str(refused).removeprefix("course.ask "))
         print(repr(answers))
+        if args.program:
+            print(_programs(answers, args.lang or answers.lang))
         return 0 if answers else 1
     try:
         from .export import export_folder  # needs the course extra (nbformat): imported only for export

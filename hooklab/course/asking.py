@@ -1,5 +1,7 @@
 """Ask the course: a pasted error or a question in your own words, in Chinese or English, answered offline with the
 course's cells, symptoms, message rows and behaviour-matrix cells that explain it.
+A message the course triggers (and an unusual matrix cell) comes with a program that shows it and its fix:
+``hit.program_text(lang)`` prints it, ``hit.run()`` / ``hit.run(fix=True)`` runs it here (:mod:`hooklab.course.programs`).
 
 >>> from hooklab import course
 >>> message = "RuntimeError: cannot register a hook on a tensor that doesn't require gradient"
@@ -36,7 +38,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, cast
@@ -209,6 +211,42 @@ class Hit:
     page: str | None
     score: float
     anchors: tuple[str, str] | None = None  # a section's anchor on the Chinese and the English site
+    # a message's or a matrix cell's program (docs/programs/): {"show": {...}, "fix": {...} | None, ...}
+    program: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    def _program(self, fix: bool) -> dict[str, Any]:
+        part = "fix" if fix else "show"
+        found = (self.program or {}).get(part)
+        if not found:
+            if self.program and fix:
+                why = self.program.get("no_fix") or self.program.get("no_program")
+                why = why.get("en") if isinstance(why, dict) else why
+                raise LookupError(f"{self.title('en')}: its program has no fix" + (f" ({why})" if why else ""))
+            raise LookupError(f"{self.title('en')}: this {self.kind} has no program (messages the course triggers "
+                              "and matrix cells have one: ask(..., kinds=\"message\"))")
+        return found
+
+    def program_text(self, lang: str = "en", *, fix: bool = False) -> str:
+        """The program that shows this answer's message (``fix``: the same program corrected), with its comment in
+        ``lang`` (``"zh"`` or ``"en"``), and what it prints as comments below it. LookupError when it has none."""
+        program = self._program(fix)
+        code = program["code"].get("zh" if lang == "zh" else "en") or program["code"]["en"]
+        printed = program.get("prints") if program.get("prints") is not None else program.get("prints_start")
+        said = {"zh": "# 打印：", "en": "# prints:"}["zh" if lang == "zh" else "en"]
+        lines = [code.rstrip()]
+        if printed:
+            lines += ["", said, *(f"#   {line}".rstrip() for line in printed.splitlines())]
+        return "\n".join(lines) + "\n"
+
+    def run(self, fix: bool = False) -> str:
+        """Run this answer's program here (``fix``: the corrected one), in a fresh namespace, and print what it
+        shows: its exception as ``Type: message``, each warning as ``Category: message``, then what it printed
+        (:func:`hooklab.course.programs.run`). Returns the same text. LookupError when it has none."""
+        from .programs import run
+
+        shown = run(self._program(fix)["code"]["en"])
+        print(shown)
+        return shown
 
     def title(self, lang: str) -> str:
         if lang == "zh":
@@ -246,6 +284,11 @@ class Hit:
         return None
 
 
+_PROGRAM_LINE = {"zh": "可运行的程序：ask(...)[{i}].program_text('zh')，运行：ask(...)[{i}].run()",
+                 "en": "a program shows it: ask(...)[{i}].program_text(), ask(...)[{i}].run()",
+                 "both": "program / 程序: ask(...)[{i}].program_text(), ask(...)[{i}].run()"}
+_FIX_LINE = {"zh": "修正：ask(...)[{i}].run(fix=True)", "en": "its fix: ask(...)[{i}].run(fix=True)",
+             "both": "fix / 修正: ask(...)[{i}].run(fix=True)"}
 _ON_THE_SITE = {"zh": "（以上是课程网站上的页面路径；设置 HOOKLAB_SITE_URL 可给出完整地址）",
                 "en": "(paths of pages on the course's website; HOOKLAB_SITE_URL sets its address)"}
 
@@ -270,6 +313,10 @@ class Answers(list[Hit]):
         lines = []
         for rank, hit in enumerate(self, start=1):
             lines.append(f"{rank}. [{hit.kind}] {hit.title(self.lang)}  ->  {hit.url(self.lang) or ''}")
+            if hit.program and hit.program.get("show"):
+                has_fix = bool(hit.program.get("fix"))
+                lines.append(f"   {_PROGRAM_LINE[self.lang].format(i=rank - 1)}"
+                             + (f" · {_FIX_LINE[self.lang].format(i=rank - 1)}" if has_fix else ""))
         return "\n".join(lines + self._footer())
 
     def _repr_markdown_(self) -> str:
@@ -516,7 +563,7 @@ def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ..
         seen.add(place)
         anchors = (e["anchor"]["zh"], e["anchor"]["en"]) if e.get("anchor") else None
         hits.append(Hit(e["kind"], e["zh"], e["en"], e.get("notebook"), e.get("cell"), e.get("page"), round(score, 3),
-                        anchors))
+                        anchors, e.get("program")))
         if len(hits) == k:
             break
     return Answers(hits, query, lang)

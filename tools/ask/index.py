@@ -17,6 +17,11 @@ An entry is one of:
 - ``matrix``: a cell of the hook behaviour matrix (``docs/hook_matrix.json``) where a hook does not fire, fires more
   than once, raises, or is marked surprising, linked to the cell that teaches it.
 
+A message or a matrix cell that has a program (``docs/programs/<name>.json``: one that shows it and its fix, in both
+languages, with what each prints) carries it as ``program`` (:func:`attach_programs`: the file ``messages.json``
+attaches to the entries ``message:<id>``, any other ``<name>.json`` to ``<name>:<id>``);
+``Hit.run()`` runs it.
+
 - ``recipe``: a recipe (``recipes/NN_area.ipynb``: a real question answered by running code; its heading cell carries
   ``hooklab.recipe`` metadata: the bank id, the libraries and the calls the asker would type), linked to its heading,
   with the question, its message from the bank (``recipes/bank/``) and the calls.
@@ -54,6 +59,8 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 RECIPES = ROOT / "recipes"
 MESSAGES = ROOT / "docs" / "hook_messages.json"
+PROGRAMS = ROOT / "docs" / "programs"
+PROGRAM_PREFIX = {"messages": "message"}  # a programs file's stem -> the id prefix of its entries (else the stem)
 MATRIX = ROOT / "docs" / "hook_matrix.json"
 SILENT_KINDS = ROOT / "docs" / "silent_symptoms.toml"
 INDEX = ROOT / "hooklab" / "course" / "assets" / "ask" / "index.json"
@@ -385,11 +392,34 @@ def atlas_entries() -> list[dict[str, Any]]:
     return entries
 
 
+def attach_programs(entries: list[dict[str, Any]], folder: Path = PROGRAMS) -> int:
+    """Give each entry whose id is ``<prefix>:<key>`` the program record ``key`` of ``<folder>/<stem>.json``
+    (``prefix``: :data:`PROGRAM_PREFIX`'s name for the stem, else the stem), as the file has it: ``{"show", "fix",
+    ...}``, each program ``{"code": {"en", "zh"}, "prints" | "prints_start", ...}``; a record without a program that
+    shows it is not attached. Returns how many entries got one."""
+    by_id = {e["id"]: e for e in entries}
+    attached = 0
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        data = _load(path)
+        programs = data.get("programs")
+        if not isinstance(programs, dict):
+            raise IndexError_(f"{_shown(path)} has no \"programs\" object; regenerate it")
+        prefix = PROGRAM_PREFIX.get(path.stem, path.stem)
+        for key, record in sorted(programs.items()):
+            entry = by_id.get(f"{prefix}:{key}")
+            if entry is None or not isinstance(record, dict) or not record.get("show"):
+                continue
+            entry["program"] = record
+            attached += 1
+    return attached
+
+
 def build() -> dict[str, Any]:
     """The whole index, in a stable order (by kind, then id)."""
     entries = (section_entries() + symptom_kind_entries() + symptom_entries() + message_entries()
                + matrix_entries() + recipe_entries() + profile_entries() + framework_entries() + doctor_entries()
                + atlas_entries())
+    attach_programs(entries)
     for entry in entries:  # the lookup reads terms, not text: tokenizing every entry at each start took seconds
         entry["terms"] = entry_terms(entry.pop("text"), f"{entry['zh']} {entry['en']}")
         entry.pop("asked_zh", None)  # a recipe's Chinese test query measures the lookup; it is not indexed

@@ -1,0 +1,107 @@
+"""Run a message's program (or its fix) and print what it shows, in the form the course stores it.
+
+Each message the course triggers has a standalone program that shows it and the same program corrected
+(``docs/programs/messages.json``; :meth:`hooklab.course.asking.Hit.run` runs the one an answer carries). Pasted into
+a file, a program ends in a traceback; :func:`run` shows it the way the course prints it instead: the exception as
+``Type: message`` (with the exceptions it was raised from or during), each warning as ``Category: message``, each
+log record of level WARNING or higher as ``LEVEL: message``, then what the program printed; addresses and
+temporary paths masked, so that the text is the same on every machine.
+
+>>> print(run("import torch\\ntorch.ones(2).register_hook(lambda g: g)"))
+RuntimeError: cannot register a hook on a tensor that doesn't require gradient
+>>> print(run("print(sum([1, 2]))"))
+3
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import linecache
+import logging
+import re
+import sys
+import traceback
+import types
+import warnings
+from collections.abc import Iterator
+
+__all__ = ["LOGGERS", "describe", "masked", "run"]
+
+LOGGERS = ("", "torch", "torch.distributed", "torch._dynamo", "diffusers", "peft", "accelerate", "captum",
+           "lightning", "lightning.pytorch", "pytorch_lightning", "lightning_fabric", "timm", "torchao")
+_RUNS = itertools.count(1)  # each run's source has a name of its own
+_MASKS = ((re.compile(r"0x[0-9a-fA-F]{6,}"), "0x..."), (re.compile(r"/tmp/[\w./-]+"), "/tmp/..."),
+          (re.compile(r"___torch_mangle_\d+"), "___torch_mangle_N"))  # TorchScript's counter of classes made so far
+
+
+def masked(text: str) -> str:
+    """``text`` without what changes from run to run (addresses, temporary paths, TorchScript's class counter)."""
+    for rx, replacement in _MASKS:
+        text = rx.sub(replacement, text)
+    return text
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as a traceback ends: ``Type: message``, with the exceptions it was raised from or during."""
+    before = exc.__cause__ or exc.__context__
+    return "".join(traceback.format_exception_only(type(exc), exc)) + ("\n" + describe(before) if before else "")
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            self.lines.append(f"{record.levelname}: {record.getMessage()}")
+
+
+@contextlib.contextmanager
+def _logs() -> Iterator[_Records]:
+    handler = _Records()
+    loggers = [logging.getLogger(name) for name in LOGGERS]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+
+
+def run(code: str, *, filename: str = "<program>") -> str:
+    """Execute ``code`` in a fresh namespace (a module that stands in for ``__main__`` while it runs, as a script's
+    does) and return what it showed, masked.
+
+    The exception it raised is caught and described (``KeyboardInterrupt`` is not); a program that imports a
+    library that is not installed shows ``ModuleNotFoundError: ...`` like any other error.
+    """
+    if not isinstance(code, str):
+        raise TypeError(f"run() takes a program's source as a str, got {type(code).__name__}")
+    filename = f"{filename[:-1]}-{next(_RUNS)}>" if filename.startswith("<") else filename
+    compiled = compile(code, filename, "exec")  # a SyntaxError is the caller's, not the program's
+    # its source, where inspect looks for it (torch.compile's AOT capture and TorchScript read the functions' source)
+    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+    parts: list[str] = []
+    out, err = io.StringIO(), io.StringIO()
+    script = types.ModuleType("__main__")  # a module of its own, as a script's: pickle finds its functions there
+    script.__file__ = filename
+    main = sys.modules.get("__main__")
+    with warnings.catch_warnings(record=True) as caught, _logs() as logs, \
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        warnings.simplefilter("always")
+        sys.modules["__main__"] = script
+        try:
+            exec(compiled, script.__dict__)  # noqa: S102 (running the course's own program is the point)
+        except Exception as exc:  # noqa: BLE001 (the message is what the program shows)
+            parts.append(describe(exc))
+        finally:
+            linecache.cache.pop(filename, None)
+            if main is not None:
+                sys.modules["__main__"] = main
+    parts += [f"{w.category.__name__}: {w.message}" for w in caught]
+    parts += logs.lines
+    parts += [out.getvalue(), err.getvalue()]
+    return masked("\n".join(p for p in parts if p)).rstrip("\n")
