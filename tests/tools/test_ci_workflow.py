@@ -212,6 +212,9 @@ def test_the_schedule_runs_the_look_ahead_rerun_and_the_launch_copies_in_a_workf
     recipes, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_RECIPES") == "all"]
     assert recipes["run"] == ("./course test recipes tests/course/test_recipes_alone.py "
                               "tests/tools/test_browser.py::test_the_sites_search_finds_each_recipe_by_its_askers_words")
+    # every program of docs/programs/ and its fix (a push runs a sample: tests/tools/test_programs.py)
+    programs, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_PROGRAMS") == "all"]
+    assert programs["run"] == "./course test tests/tools/test_programs.py"
     assert jobs["summary"]["needs"] == ["plan", "rerun", "launch-copies", "pinned"]
     assert jobs["summary"]["if"] == "always()"
     assert any('python -m tools.rerun.ahead summary reports >> "$GITHUB_STEP_SUMMARY"' in c
