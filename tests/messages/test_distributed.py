@@ -454,7 +454,7 @@ def _allreduce_hook(state, bucket):
 @fix("register-comm-hook-or-register-builtin-comm-hook-can-873e55",
      en="register exactly one communication hook, before training",
      zh="只注册一个通信钩子，并且在训练开始之前",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def ddp_comm_hook_registered_once():
     m = _ddp()
     m.register_comm_hook(None, _allreduce_hook)  # one hook, registered before training
@@ -464,7 +464,7 @@ def ddp_comm_hook_registered_once():
 @fix("register-builtin-comm-hook-or-register-comm-hook-can-fad730",
      en="choose one communication hook: here the built-in ALLREDUCE alone",
      zh="通信钩子只选一个：这里只用内置的 ALLREDUCE",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def ddp_builtin_comm_hook_alone():
     m = _ddp()
     m._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)  # the built-in one, instead of a Python one
@@ -474,7 +474,7 @@ def ddp_builtin_comm_hook_alone():
 @fix("ddp-communication-hook-s-callback-must-return-a-torch-c5f46f",
      en="the hook returns a Future: all_reduce(..., async_op=True).get_future()",
      zh="钩子返回 Future：all_reduce(..., async_op=True).get_future()",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def ddp_comm_hook_returns_a_future():
     def hook(state, bucket):
         buffer = bucket.buffer().div_(dist.get_world_size())
@@ -500,7 +500,7 @@ class _Counts(nn.Module):
 @fix("hook-must-be-callable-got-2b5b1e",
      en="the buffer hook is a function (state, buffers) that returns futures",
      zh="缓冲区钩子是一个函数 (state, buffers)，返回 future 列表",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def ddp_buffer_comm_hook_callable():
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -525,7 +525,7 @@ class _SharedTwiceNonReentrant(nn.Module):
 @fix("expected-to-mark-a-variable-ready-only-once-this-558255",
      en="checkpoint with use_reentrant=False, which DDP supports for a layer used twice",
      zh="用 use_reentrant=False 的检查点，DDP 支持同一层用两次",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def ddp_non_reentrant_checkpoint_of_a_shared_layer():
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.manual_seed(0)
@@ -549,11 +549,11 @@ def _zero_trained():
 @fix("zeroredundancyoptimizer-must-be-constructed-with-overlap-18d34f",
      en="on gloo, ZeRO steps after backward, without the overlapping hook (that one needs NCCL)",
      zh="在 gloo 上让 ZeRO 在反向之后 step，不用重叠钩子（它需要 NCCL）",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 @fix("gloo-backend-using-overlapping-ddp-with-zero-may-meet-dfe3c6",
      en="on gloo, ZeRO steps after backward, without the overlapping hook (that one needs NCCL)",
      zh="在 gloo 上让 ZeRO 在反向之后 step，不用重叠钩子（它需要 NCCL）",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def zero_without_the_overlapping_hook_on_gloo():
     # hook_with_zero_step wants ZeroRedundancyOptimizer(overlap_with_ddp=True), which runs on NCCL only: on gloo
     # it stops with "may meet hangs". Here ZeRO steps after backward, without the hook: the same training
@@ -579,11 +579,11 @@ def _powersgd_logger():
 @fix("note-process-group-will-be-set-to-a-default-0115ac",
      en="set process_group after loading a saved PowerSGD state; its notices are expected",
      zh="加载保存的 PowerSGD 状态后设置 process_group；这两条提示是预期的",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 @fix("note-process-group-is-not-serializable-and-excluded-from-ac14f6",
      en="set process_group after loading a saved PowerSGD state; its notices are expected",
      zh="加载保存的 PowerSGD 状态后设置 process_group；这两条提示是预期的",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def powersgd_state_unpickled_and_given_its_group():
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
     group = dist.new_group(list(range(WORLD_SIZE)))
@@ -602,7 +602,7 @@ def powersgd_state_unpickled_and_given_its_group():
 @fix("only-processgrouppnccl-supports-oncompletion-hook-but-go-ffa08c",
      en="on gloo, learn of a collective's completion from its work's future",
      zh="在 gloo 上通过集合通信 work 的 future 得知它何时完成",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def completion_observed_through_the_work_future():
     done = []
     t = torch.ones(1)
@@ -649,7 +649,7 @@ def _fsdp1_with_one_hook():
 @fix("a-communication-hook-is-already-registered-71f8b0",
      en="register one communication hook on FSDP, once",
      zh="在 FSDP 上只注册一次通信钩子",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp1_comm_hook_registered_once():
     return _fsdp1_with_one_hook()  # registered once, before training
 
@@ -657,7 +657,7 @@ def fsdp1_comm_hook_registered_once():
 @fix("the-communication-hook-must-be-callable-but-got-6a743c",
      en="the communication hook is a function (state, grad, output)",
      zh="通信钩子是一个函数 (state, grad, output)",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp1_comm_hook_callable():
     return _fsdp1_with_one_hook()  # the hook is a function, not 3
 
@@ -665,7 +665,7 @@ def fsdp1_comm_hook_callable():
 @fix("register-comm-hook-can-only-be-called-on-a-9bc4c5",
      en="register the communication hook on the root FSDP instance",
      zh="在根 FSDP 实例上注册通信钩子",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp1_comm_hook_on_the_root_instance():
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     calls = []
@@ -691,7 +691,7 @@ def _local_shapes(state):
 @fix("when-using-no-shard-for-shardingstrategy-full-state-dict-bc51e7",
      en="a sharded state_dict from sharded parameters: FULL_SHARD, not NO_SHARD",
      zh="分片的 state_dict 要来自分片的参数：用 FULL_SHARD，不用 NO_SHARD",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp1_sharded_state_dict_of_sharded_parameters():
     return _local_shapes(_fsdp1_sharded().state_dict())  # each process holds its shard
 
@@ -699,7 +699,7 @@ def fsdp1_sharded_state_dict_of_sharded_parameters():
 @fix("when-using-no-shard-for-shardingstrategy-full-state-dict-e844eb",
      en="save and load a sharded state_dict under FULL_SHARD, not NO_SHARD",
      zh="在 FULL_SHARD 下保存和加载分片的 state_dict，不用 NO_SHARD",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp1_load_sharded_state_dict_of_sharded_parameters():
     m = _fsdp1_sharded()
     state = m.state_dict()
@@ -726,7 +726,7 @@ def _fsdp2_matches_one_process(m, steps=1, run=None) -> bool:
 @fix("requires-a-single-root-module-but-got-d84903",
      en="call fully_shard on the parent too: one root over both modules",
      zh="对父模块也调用 fully_shard：两个模块之上只有一个根",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp2_one_root_over_both():
     from torch.distributed.fsdp import fully_shard
     m, mesh = _two_layers(), _mesh()
@@ -743,7 +743,7 @@ def _manual_step(m):
 @fix("set-manual-backward-finalization-must-be-called-on-the-f2ea54",
      en="set_manual_backward_finalization on the root module",
      zh="在根模块上调用 set_manual_backward_finalization",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp2_manual_finalization_set_on_the_root():
     m = _sharded()
     m.set_manual_backward_finalization(True)  # on the root
@@ -753,7 +753,7 @@ def fsdp2_manual_finalization_set_on_the_root():
 @fix("state-has-already-been-lazily-initialized-for-c4e97b",
      en="run the first forward through the root module",
      zh="第一次前向传播要经过根模块",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp2_root_run_first():
     m = _sharded()
     m(_x())  # the first forward through the root
@@ -764,7 +764,7 @@ def fsdp2_root_run_first():
 @fix("parameter-is-shared-with-a-parameter-already-managed-by-26e4a1",
      en="both modules of a tied weight in one group: fully_shard([m0, m1])",
      zh="共享权重的两个模块放进同一组：fully_shard([m0, m1])",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp2_tied_weight_in_one_group():
     from torch.distributed.fsdp import fully_shard
     m, mesh = _two_layers(), _mesh()
@@ -783,7 +783,7 @@ def fsdp2_tied_weight_in_one_group():
 @fix("reset-iter-state-must-be-called-on-the-root-e695dc",
      en="reset_iter_state on the root module",
      zh="在根模块上调用 reset_iter_state",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp2_reset_iter_state_on_the_root():
     m = _sharded()
     m(_x()).sum().backward()
@@ -804,7 +804,7 @@ class _ReturnsACopy(nn.Module):
 @fix("fsdp2-wrapped-module-returned-a-view-tensor-an-in-28b19f",
      en="return a copy (.clone()), not a view, from the FSDP2 module",
      zh="FSDP2 模块返回副本（.clone()），而不是视图",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp2_module_returns_a_copy():
     import copy
 
@@ -830,7 +830,7 @@ def _manual_sharded():
 @fix("finalize-backward-requires-manual-backward-finalization-9db11a",
      en="call set_manual_backward_finalization(True) before forward, then finalize_backward",
      zh="前向之前先调用 set_manual_backward_finalization(True)，再 finalize_backward",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp2_finalize_in_manual_mode():
     m = _manual_sharded()
     return {"grads_as_one_process": _fsdp2_matches_one_process(m, run=lambda: _manual_step(m))}
@@ -839,7 +839,7 @@ def fsdp2_finalize_in_manual_mode():
 @fix("finalize-backward-must-be-called-on-the-root-module-29bc65",
      en="finalize_backward on the root module",
      zh="在根模块上调用 finalize_backward",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp2_finalize_on_the_root():
     m = _manual_sharded()
     return {"grads_as_one_process": _fsdp2_matches_one_process(m, run=lambda: _manual_step(m))}  # m, not m[0]
@@ -853,7 +853,7 @@ def _async_step(m):
 @fix("the-previous-gradient-reduction-must-be-waited-on-before-d2e9b3",
      en="wait() on the asynchronous finalize_backward handle before finalizing again",
      zh="再次 finalize 之前，先对异步 finalize_backward 的句柄调用 wait()",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp2_finalize_waited_on():
     m = _manual_sharded()
     return {"grads_as_one_process": _fsdp2_matches_one_process(m, steps=2, run=lambda: _async_step(m))}
@@ -862,7 +862,7 @@ def fsdp2_finalize_waited_on():
 @fix("the-previous-gradient-reduction-must-be-waited-on-before-a6b1bf",
      en="wait() on the reduction handle before the next forward",
      zh="下一次前向之前，先对梯度归约的句柄调用 wait()",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp2_forward_after_waiting():
     m = _manual_sharded()
     matches = _fsdp2_matches_one_process(m, steps=2, run=lambda: _async_step(m))  # wait(), then the next forward
@@ -872,7 +872,7 @@ def fsdp2_forward_after_waiting():
 @fix("this-gradient-reduction-handle-was-invalidated-f82fe7",
      en="wait() on the handle before reset_iter_state, and keep no old handle",
      zh="在 reset_iter_state 之前调用 wait()，不要留着旧句柄",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp2_wait_before_reset():
     m = _manual_sharded()
     m(_x()).sum().backward()
@@ -885,7 +885,7 @@ def fsdp2_wait_before_reset():
 @fix("reset-iter-state-cannot-reset-a-gradient-reduction-owned-2e3189",
      en="wait() on the other root's reduction before reset_iter_state",
      zh="reset_iter_state 之前先等另一个根的梯度归约完成",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp2_reset_after_waiting_on_the_other_root():
     from torch.distributed.fsdp import fully_shard, share_comm_ctx
     mesh = _mesh()
@@ -911,7 +911,7 @@ class _WithExperts(nn.Module):
 @fix("set-all-reduce-hook-is-not-supported-with-multiple-7d0446",
      en="the parameters on the other mesh in a fully_shard unit of their own, one hook per unit",
      zh="另一网格上的参数单独成为一个 fully_shard 单元，每个单元一个钩子",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp2_all_reduce_hook_per_unit():
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -928,7 +928,7 @@ def fsdp2_all_reduce_hook_per_unit():
 @fix("all-reduce-hook-stream-is-specified-but-hook-itself-0bf58d",
      en="to stop an all-reduce hook, set one that does nothing, not None (no stream on CPU)",
      zh="要停用 all-reduce 钩子就换成什么都不做的钩子，不要传 None（CPU 上不设 stream）",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp2_all_reduce_hook_replaced_by_one_that_does_nothing():
     from torch.distributed.fsdp import fully_shard
     m = fully_shard(_two_layers(), mesh=_mesh())
@@ -941,7 +941,7 @@ def fsdp2_all_reduce_hook_replaced_by_one_that_does_nothing():
 @fix("stream-cannot-be-set-when-using-native-hsdp-9968a5",
      en="under HSDP, set the all-reduce hook without a stream",
      zh="HSDP 下设置 all-reduce 钩子时不传 stream",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def hsdp_all_reduce_hook_without_a_stream():
     calls = []
     m = _hsdp()
@@ -953,7 +953,7 @@ def hsdp_all_reduce_hook_without_a_stream():
 @fix("manual-backward-finalization-requires-all-reduce-for-par-3cbe44",
      en="set_requires_all_reduce(True) before finalize_backward",
      zh="finalize_backward 之前调用 set_requires_all_reduce(True)",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def hsdp_manual_finalization_with_all_reduce():
     m = _hsdp()
     m.set_manual_backward_finalization(True)
@@ -967,7 +967,7 @@ def hsdp_manual_finalization_with_all_reduce():
 @fix("manual-backward-finalization-does-not-support-partial-gr-9b4eba",
      en="accumulate gradients with automatic finalization (no manual finalization)",
      zh="累积梯度时使用自动收尾，不用手动 finalize",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def hsdp_automatic_finalization_while_accumulating():
     m = _hsdp()
     m.set_requires_all_reduce(False)  # accumulate ...
@@ -980,7 +980,7 @@ def hsdp_automatic_finalization_while_accumulating():
 @fix("communication-hook-is-not-supported-for-hybrid-strategie-b5ef7e",
      en="a communication hook with FULL_SHARD, not a hybrid strategy",
      zh="通信钩子配 FULL_SHARD，不配混合分片策略",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp1_comm_hook_with_full_sharding():
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
     calls = []
@@ -993,7 +993,7 @@ def fsdp1_comm_hook_with_full_sharding():
 @fix("did-not-find-param-with-fqn-skipping-it-the-35a5c2",
      en="load a sharded state_dict with every key of the model (strict=True)",
      zh="加载包含模型所有键的分片 state_dict（strict=True）",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp1_sharded_load_of_a_complete_state_dict():
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
     m = FSDP(nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2)), device_id=torch.device("cpu"), use_orig_params=True)
@@ -1006,7 +1006,7 @@ def fsdp1_sharded_load_of_a_complete_state_dict():
 @fix("fsdp-firing-post-backward-hooks-for-parameters-274aa2",
      en="leave TORCH_DISTRIBUTED_DEBUG unset: the debugging notice is off",
      zh="不设置 TORCH_DISTRIBUTED_DEBUG：调试提示就关闭了",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def fsdp1_post_backward_hooks_at_the_default_debug_level():
     m, reference = _fsdp1_and_reference(lambda: nn.Linear(2, 2))  # TORCH_DISTRIBUTED_DEBUG unset: OFF
     return {"debug_level": str(dist.get_debug_level()), "grads_as_one_process":
@@ -1016,7 +1016,7 @@ def fsdp1_post_backward_hooks_at_the_default_debug_level():
 @fix("ddp-join-hook-requires-passing-in-a-distributeddataparal-8cc6c6",
      en="give Join the DDP instance itself, for inputs of uneven length",
      zh="把 DDP 实例本身交给 Join，处理长度不等的输入",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def ddp_join_over_uneven_inputs():
     from torch.distributed.algorithms.join import Join
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -1034,7 +1034,7 @@ def ddp_join_over_uneven_inputs():
 @fix("zero-join-hook-requires-passing-in-a-zeroredundancyoptim-5f27d9",
      en="give Join the ZeroRedundancyOptimizer, for inputs of uneven length",
      zh="把 ZeroRedundancyOptimizer 交给 Join，处理长度不等的输入",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def zero_join_over_uneven_inputs():
     from torch.distributed.algorithms.join import Join
     from torch.distributed.optim import ZeroRedundancyOptimizer
@@ -1058,7 +1058,7 @@ def _gathered_ints(n):
 @fix("expect-start-powersgd-iter-1-if-use-error-feedback-96b563",
      en="start_powerSGD_iter > 1 with error feedback: here 2",
      zh="开启误差反馈时 start_powerSGD_iter 要大于 1：这里取 2",
-     run_by=IN_WORKERS)
+     run_by="distributed_fixes_in_two_gloo_processes")
 def powersgd_started_at_the_third_iteration():
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
     m = _ddp()

@@ -989,7 +989,7 @@ def _cp_plan(**inputs):
 @fix("expected-input-model-plan-to-have-elements-but-got-3bea0d",
      en="one plan entry per tensor of the list input, over a process group",
      zh="列表输入里每个张量对应计划中的一项，在进程组上运行",
-     run_by=IN_WORKERS)
+     run_by="diffusers_context_parallel_fixes_in_two_gloo_processes")
 def diffusers_context_parallel_plan_with_one_entry_per_input():
     class Model(_PerPosition):
         def forward(self, xs):
@@ -1001,7 +1001,7 @@ def diffusers_context_parallel_plan_with_one_entry_per_input():
 @fix("unsupported-input-type-59b453",
      en="the plan names tensor inputs only (not the int argument)",
      zh="计划里只写张量输入（不写整数参数）",
-     run_by=IN_WORKERS)
+     run_by="diffusers_context_parallel_fixes_in_two_gloo_processes")
 def diffusers_context_parallel_plan_of_the_tensor_input_only():
     class Model(_PerPosition):
         def forward(self, x, scale):
@@ -1012,7 +1012,7 @@ def diffusers_context_parallel_plan_of_the_tensor_input_only():
 @fix("expected-input-tensor-to-have-dimensions-but-got-dimensi-79aa21",
      en="expected_dims is the input's number of dimensions, so it is split",
      zh="expected_dims 等于输入的维数，输入才会被切分",
-     run_by=IN_WORKERS)
+     run_by="diffusers_context_parallel_fixes_in_two_gloo_processes")
 def diffusers_context_parallel_input_of_the_expected_dimensions():
     class Model(_PerPosition):
         def forward(self, x):
@@ -1023,7 +1023,7 @@ def diffusers_context_parallel_input_of_the_expected_dimensions():
 @fix("expected-output-to-be-a-tensor-or-a-list-2302a1",
      en="the module returns a tensor or a tuple of tensors, not a dict",
      zh="模块返回张量或张量元组，而不是字典",
-     run_by=IN_WORKERS)
+     run_by="diffusers_context_parallel_fixes_in_two_gloo_processes")
 def diffusers_context_parallel_output_that_is_a_tuple():
     class Model(_PerPosition):
         def forward(self, x):
@@ -1034,7 +1034,7 @@ def diffusers_context_parallel_output_that_is_a_tuple():
 @fix("index-out-of-bounds-for-output-of-length-277258",
      en="split_output's index names an output the module has (0)",
      zh="split_output 的索引要指向模块确有的输出（0）",
-     run_by=IN_WORKERS)
+     run_by="diffusers_context_parallel_fixes_in_two_gloo_processes")
 def diffusers_context_parallel_output_index_of_an_output():
     from diffusers.models._modeling_parallel import ContextParallelOutput
 
@@ -1049,7 +1049,7 @@ def diffusers_context_parallel_output_index_of_an_output():
 @fix("expected-output-to-have-elements-but-got-4861b0",
      en="one ContextParallelOutput per output of the module",
      zh="模块的每个输出对应一个 ContextParallelOutput",
-     run_by=IN_WORKERS)
+     run_by="diffusers_context_parallel_fixes_in_two_gloo_processes")
 def diffusers_context_parallel_gather_of_each_output():
     class Model(_PerPosition):
         def forward(self, x):
