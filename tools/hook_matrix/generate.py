@@ -7,6 +7,7 @@
     python -m tools.hook_matrix check --all --report build/hook-matrix.json   # also write the differences as JSON
     python -m tools.hook_matrix annotate           # only rewrite what tools/hook_matrix/notes.toml says into the JSON
     python -m tools.hook_matrix page --lang en     # the site page's Markdown (tools/hook_matrix/page.py)
+    python -m tools.hook_matrix programs [--check] # each unusual cell as a program (tools/hook_matrix/programs.py)
 
 The probes are ``hooklab.course.hook_matrix`` (notebook 17 imports them too): one function per family, one per
 context. A cell is the key ``"<family>@<context>"`` (e.g. ``full-backward-hook@double-backward``); these ids are
@@ -262,6 +263,11 @@ def render_differences(found: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["programs"]:  # each unusual cell as a program (tools/hook_matrix/programs.py)
+        os.environ.setdefault("PYTHONHASHSEED", "0")
+        from . import programs
+        return programs.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m tools.hook_matrix", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command")
     gen = sub.add_parser("generate", help="run every cell (or --keys) and write docs/hook_matrix.json")

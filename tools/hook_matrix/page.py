@@ -274,9 +274,11 @@ HOW_ZH = {
 }
 
 
-def page(doc: dict[str, Any], lang: str, *, built: set[str] | None = None) -> str:
+def page(doc: dict[str, Any], lang: str, *, built: set[str] | None = None,
+         programs: dict[str, Any] | bool = True) -> str:
     """The page in ``lang``; ``built``: the notebook pages (names without .ipynb) of this build, whose cells the page
-    links to (None: all)."""
+    links to (None: all); ``programs``: the unusual cells' programs (docs/programs/matrix.json's ``programs``; True:
+    read from that file where it exists; False: none)."""
     t = TEXT[lang]
     families, contexts, cells = doc["families"], doc["contexts"], doc["cells"]
     records = list(cells.values())
@@ -321,6 +323,9 @@ def page(doc: dict[str, Any], lang: str, *, built: set[str] | None = None) -> st
                 lines.append(f"| {mark}{_esc(title_of[c['id']])} | {_esc(observed(r, lang))} | "
                              f"`{f['id']}@{c['id']}` | {_link(r, lang, built)} |")
             lines.append("")
+    if programs is not False:  # each unusual cell as a program (docs/programs/matrix.json, tools/hook_matrix/programs.py)
+        from .programs import page_section
+        lines += page_section(doc, lang, None if programs is True else programs)
     if doc.get("source_only"):
         lines += [f"## {t['source_only']}", "", t["source_only_intro"], ""]
         for entry in doc["source_only"]:

@@ -1,0 +1,760 @@
+"""Every unusual cell of the hook behaviour matrix as a program that runs on its own, generated from the probe code.
+
+    python -m tools.hook_matrix programs            # write docs/programs/matrix.json (runs every program)
+    python -m tools.hook_matrix programs --check    # regenerate a seeded sample and compare with the file
+    python -m tools.hook_matrix programs --keys forward-hook@compile-hook-after --print   # show one program
+
+A cell is *unusual* (:func:`unusual`) when it was observed and it is marked surprising in notes.toml, or when its
+``fires``, ``calls``, ``error`` or ``warnings`` differ from its family's ``eager`` cell. Its program is composed from
+the source of the probe (:mod:`hooklab.course.hook_matrix`): the model classes of ``families.py`` and ``Rig``, the
+family's hook as a plain function that notes the phase of each call, its ``install`` written out from the family's
+registration (:func:`install_source`), the context's function and the helpers it calls, with the harness calls
+``h.rig`` / ``h.install`` / ``h.phase`` / ``h.note`` / ``h.exercise`` turned into plain code and ``h.fact`` (what
+the probe compares between its two runs) dropped (:class:`_Plain`). It prints how often the hook fired, by phase,
+the error and the warnings: counts and cleaned first lines, the same on every machine under ``OMP_NUM_THREADS=1``.
+
+A *fix* is the same program with a change from ``tools/hook_matrix/fixes.toml`` (text replaced in the program), kept
+for a cell only where the fixed program fires as the family's eager cell does (same number of calls, no error).
+
+Cells that need a process group (the DDP, FSDP2, FSDP1 and tensor-parallel columns, the DDP and FSDP2 rows) and the
+columns whose probe reads the probe's own call log (``thread``, ``contextvar``, ``grad-scaler``) get no program:
+``needs`` says ``processes:2`` for the first, ``no_program`` says why for the second.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "docs" / "programs" / "matrix.json"
+FIXES = ROOT / "tools" / "hook_matrix" / "fixes.toml"
+# what makes a cell unusual beside its surprising mark: these differ from the family's eager cell
+UNUSUAL_FIELDS = ("fires", "calls", "error", "warnings")
+# the columns whose probe reads the probe's own record (what each call saw, the gradients a hook received)
+RECORD_BOUND = {"thread": ("the probe notes what each hook call sees on which thread through the probe's record",
+                           "探针通过自己的记录查看每次钩子调用在哪个线程上看到了什么"),
+                "contextvar": ("the probe notes what each hook call sees through the probe's record",
+                               "探针通过自己的记录查看每次钩子调用看到了什么"),
+                "grad-scaler": ("the probe compares the gradients the hook received, read from the probe's record",
+                                "探针比较钩子收到的梯度，这些梯度是从探针的记录里读出来的")}
+ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "CUDA_VISIBLE_DEVICES": "",
+       "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
+SECONDS = 180  # one program
+
+WORDS = {
+    "en": {"head": "{key}: {title}", "model": "the probe's model: subject = Linear(3, 3) after tanh, then a head",
+           "hook": "the hook notes the phase of each call", "install": "where the hook is registered",
+           "run": "the run: {how}", "show": "what fired", "fix": "the fix: {fix}"},
+    "zh": {"head": "{key}：{title}", "model": "探针的模型：subject = tanh 之后的 Linear(3, 3)，再接一个输出头",
+           "hook": "钩子记下每次调用所在的阶段", "install": "钩子注册在哪里",
+           "run": "运行：{how}", "show": "触发了什么", "fix": "修正：{fix}"},
+}
+
+
+def matrix() -> Any:
+    from hooklab.course import hook_matrix
+    return hook_matrix
+
+
+def unusual(cells: dict[str, dict[str, Any]]) -> list[str]:
+    """The unusual cells of ``cells`` (docs/hook_matrix.json's), in its order: observed, not eager, and surprising
+    or differing from the family's eager cell in :data:`UNUSUAL_FIELDS`."""
+    out = []
+    for key, record in cells.items():
+        family, context = key.split("@")
+        plain = cells.get(f"{family}@eager")
+        if context == "eager" or record["status"] != "observed" or plain is None:
+            continue
+        if record.get("surprising") or any(record.get(f) != plain.get(f) for f in UNUSUAL_FIELDS):
+            out.append(key)
+    return out
+
+
+# ---- the source -------------------------------------------------------------------------------------------------
+
+def _strip(tree: ast.AST) -> ast.AST:
+    """Docstrings out (the program's comments are in the page's language)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.Module)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                    and isinstance(first.value.value, str):
+                node.body = node.body[1:] or [ast.Pass()]
+    return tree
+
+
+def _class_source(cls: type) -> str:
+    return ast.unparse(_strip(ast.parse(textwrap.dedent(inspect.getsource(cls)))))
+
+
+class _Plain(ast.NodeTransformer):
+    """The harness calls of a context's function as plain code (see the module's docstring)."""
+
+    def __init__(self, family: Any, values: dict[str, Any]) -> None:
+        self.family, self.values = family, values
+
+    def visit_Name(self, node: ast.Name) -> Any:
+        if isinstance(node.ctx, ast.Load) and node.id in self.values:
+            return ast.copy_location(ast.parse(repr(self.values[node.id]), mode="eval").body, node)
+        if isinstance(node.ctx, ast.Load) and node.id in RENAMED:
+            node.id = RENAMED[node.id]
+        return node
+
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
+        self.generic_visit(node)
+        text = ast.unparse(node)
+        if text in ("h.family.where", "self.family.where"):
+            return ast.Constant(self.family.where)
+        if text in ("h.family.id", "self.family.id"):
+            return ast.Constant(self.family.id)
+        return node
+
+    def visit_If(self, node: ast.If) -> Any:
+        self.generic_visit(node)
+        literal = (ast.Compare, ast.Constant, ast.List, ast.Tuple, ast.In, ast.NotIn, ast.Eq, ast.NotEq, ast.Load)
+        if not all(isinstance(n, literal) for n in ast.walk(node.test)):
+            return node
+        # a test the program's constants decide (exercise's "state" in acts): only the branch taken
+        taken = eval(compile(ast.fix_missing_locations(ast.Expression(node.test)), "<test>", "eval"))  # noqa: S307
+        return (node.body if taken else node.orelse) or None
+
+    def visit_Assign(self, node: ast.Assign) -> Any:
+        if all(isinstance(t, ast.Name) and t.id in self.values for t in node.targets):
+            return None  # a value the program writes in as a constant where it is read
+        return self.generic_visit(node)
+
+    def visit_Expr(self, node: ast.Expr) -> Any:
+        call = node.value
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+                and isinstance(call.func.value, ast.Name) and call.func.value.id in ("h", "self") \
+                and call.func.attr == "fact":
+            # what the probe compares between its two runs: kept only where it is itself the run (a forward)
+            runs = [a for a in call.args if isinstance(a, ast.Call)
+                    and not (isinstance(a.func, ast.Name) and a.func.id in ("sorted", "float", "len"))]
+            if len(call.args) == 1 and runs:
+                return ast.copy_location(ast.Expr(self.visit(runs[0])), node)
+            return None
+        return self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        self.generic_visit(node)
+        node.args = [a for a in node.args if not (isinstance(a, ast.Name) and a.id in ("h", "self"))]
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("h", "self"):
+            if func.attr == "rig":
+                node.func = ast.parse("Rig.build", mode="eval").body
+                if self.family.where == "forward-code":
+                    node.keywords.insert(0, ast.keyword("tapped", ast.Constant(True)))
+            elif func.attr in ("install", "phase", "exercise"):
+                node.func = ast.Name(func.attr, ast.Load())
+            elif func.attr == "note":
+                node.func = ast.parse("NOTES.append", mode="eval").body
+        return node
+
+
+HELPER_MODULES = ("hooklab.course.hook_matrix.contexts", "hooklab.course.hook_matrix.practice",
+                  "hooklab.course.hook_matrix.steps")
+RENAMED = {"clean": "tidy", "scripted_install": "install"}  # helpers the program has its own of
+
+
+def _function_source(fn: Any, name: str, family: Any, values: dict[str, Any]) -> str:
+    tree = _strip(ast.parse(textwrap.dedent(inspect.getsource(fn))))
+    node = tree.body[0]  # type: ignore[attr-defined]
+    node.name = name
+    node.decorator_list = [d for d in node.decorator_list if ast.unparse(d) != "staticmethod"]
+    args = node.args
+    # parameters fixed by how the context calls it (a closure's values, export's strict=True) become constants
+    keep = [a for a in args.args if a.arg not in values]
+    defaults = dict(zip([a.arg for a in args.args][::-1], args.defaults[::-1]))
+    args.args, args.defaults = keep, [defaults[a.arg] for a in keep if a.arg in defaults]
+    kept = [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if a.arg not in values]
+    args.kwonlyargs, args.kw_defaults = [a for a, _ in kept], [d for _, d in kept]
+    args.args = [a for a in args.args if a.arg not in ("h", "self")]
+    for a in [*args.args, *args.kwonlyargs]:
+        a.annotation = None
+    node.returns = None
+    node = _Plain(family, values).visit(node)
+    return ast.unparse(ast.fix_missing_locations(node))
+
+
+def _called(fn: Any) -> list[tuple[str, Any]]:
+    """The helper functions (of the probe's context modules) that ``fn`` calls, by the name it calls them."""
+    code = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    names = {n.id for n in ast.walk(code) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    out = []
+    for name in sorted(names):
+        value = fn.__globals__.get(name)
+        if name in RENAMED or not inspect.isfunction(value) or value.__module__ not in HELPER_MODULES:
+            continue
+        out.append((name, value))
+    return out
+
+
+def _context_function(context: Any) -> tuple[Any, dict[str, Any]]:
+    """The function a context runs and the values of its parameters (a closure's cells, a lambda's arguments)."""
+    run = context.run
+    if run.__name__ == "<lambda>":  # lambda h: export(h, strict=True)
+        text = inspect.getsource(run).split("lambda h:", 1)[1].split("),", 1)[0].strip() + ")"
+        call = next(n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call))
+        target = run.__globals__[ast.unparse(call.func)]
+        return target, {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    values = {}
+    if run.__closure__:
+        values = {name: cell.cell_contents for name, cell in zip(run.__code__.co_freevars, run.__closure__)}
+    return run, values
+
+
+def install_source(family: Any, plain: bool) -> str:
+    """The family's registration (:attr:`Family.install`) written out: the method it calls and where."""
+    fn = family.install
+    free = dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
+    kind = fn.__qualname__.split(".")[0]
+    options = "".join(f", {k}={v!r}" for k, v in free.get("options", {}).items())
+    if kind == "_on_module":
+        body = f"rig.handles.append(module.{free['method']}(hook{options}))"
+    elif kind == "_on_weight":
+        body = f"rig.handles.append(module.lin.weight.{free['method']}(hook))"
+    elif kind == "_global":
+        body = f"rig.handles.append(torch.nn.modules.module.{free['function']}(hook{options}))"
+    elif kind == "_on_optimizer":
+        body = f"rig.handles.append(rig.opt.{free['method']}(hook))"
+    elif kind == "_saved":
+        pair = "hook, identity" if free["which"] == "pack" else "identity, hook"
+        body = f"rig.stack.enter_context(torch.autograd.graph.saved_tensors_hooks({pair}))"
+    elif kind == "_tap":
+        body = f"module.taps.append(Tap({free['how']!r}, hook))"
+    elif kind == "_node_creation":
+        body = "rig.stack.enter_context(torch.autograd.graph.node_creation_hook(hook))"
+    elif kind == "_always_call":
+        body = "module.fail_forward = True\nrig.handles.append(module.register_forward_hook(hook, always_call=True))"
+    elif kind == "_parametrization":
+        body = ("from torch.nn.utils import parametrize\n"
+                "parametrize.register_parametrization(module.lin, 'weight', Recording())")
+    else:
+        raise ValueError(f"{family.id}: no program for its registration {kind}")
+    head = "def install(rig, module=None):\n    module = rig.subject if module is None else module\n"
+    return head + textwrap.indent(body, "    ")
+
+
+def hook_source(family: Any, plain: bool) -> str:
+    """The hook: a function with the family's parameters (the probe's modify hooks name them) that notes the phase
+    of each call; a pack / unpack hook returns its argument."""
+    from hooklab.course.hook_matrix.record import ARITY, MODIFIERS
+
+    if family.id == "parametrization":
+        return ("class Recording(nn.Module):\n\n    def forward(self, weight):\n        CALLS.append(PHASE[0])\n"
+                "        return weight")
+    modifier = MODIFIERS.get(family.id)
+    if modifier is not None:
+        params = str(inspect.signature(modifier))
+    else:
+        params = "(" + ", ".join(["module", "args", "output"][:ARITY.get(family.id, 3)]) + ")"
+    first = params.strip("()").split(",")[0].strip().lstrip("*")
+    back = f"\n    return {first}" if family.id.startswith("saved-tensors") else ""
+    out = f"def hook{params}:\n    CALLS.append(PHASE[0]){back}"
+    if family.id.startswith("saved-tensors"):
+        out += "\n\n\ndef identity(t):\n    return t"
+    return out
+
+
+PRELUDE = '''from __future__ import annotations
+
+{imports}
+
+import torch
+from torch import nn
+
+torch.set_num_threads(1)
+CALLS = []
+PHASE = ["register"]
+NOTES = []
+
+
+def phase(name):
+    PHASE[0] = name
+
+
+def tidy(text):
+    first = next((line.strip() for line in str(text).strip().splitlines() if line.strip()), "")
+    first = re.sub("0x[0-9a-fA-F]{6,}", "0x…", first)
+    return re.sub("(/[\\\\w.+-]+){2,}/?", "<path>", first)[:240]'''
+
+EPILOGUE = '''with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # what PyTorch prints is not what fired
+            run()
+        error = None
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {tidy(exc)}"
+counts = collections.Counter(CALLS)
+print("calls:", len(CALLS), "(" + ", ".join(f"{p} {n}" for p, n in counts.items()) + ")")
+print("error:", error)
+for note in dict.fromkeys(NOTES):
+    print("note:", note)
+for text in sorted({f"{w.category.__name__}: {tidy(w.message)}" for w in caught}):
+    print("warning:", text)'''
+
+
+def program(key: str, lang: str, cells: dict[str, dict[str, Any]]) -> str:
+    """The program of cell ``key``, with its comments in ``lang``."""
+    from hooklab.course.hook_matrix import families as fam
+    from hooklab.course.hook_matrix.observe import Harness
+
+    hm = matrix()
+    family_id, context_id = key.split("@")
+    family, context = hm.FAMILY_BY_ID[family_id], hm.CONTEXT_BY_ID[context_id]
+    words, record = WORDS[lang], cells[key]
+    plain = context_id in ("jit-script", "jit-freeze")
+    fn, values = _context_function(context)
+    parts = [PRELUDE]
+    classes = [fam.Subject, fam.Net, fam.Rig]
+    source = inspect.getsource(fn)
+    if family.where == "forward-code":
+        classes[1:1] = [fam.TappedSubject, fam.Tap]
+        if "inline" in source:
+            classes.insert(3, fam.InlineSubject)
+    if "shared" in source:
+        classes[2:2] = [fam.Wrapper, fam.SharedNet]
+    model = "\n\n\n".join(_class_source(c) for c in classes)
+    model = model.replace("recorder = self.hook", "recorder = self.hook").replace(
+        "raise RuntimeError('probe: the forward raised on purpose')",
+        "raise RuntimeError('probe: the forward raised on purpose')")
+    parts.append(f"# {words['model']}\n{model}")
+    parts.append(f"# {words['hook']}\n{hook_source(family, plain)}")
+    parts.append(f"# {words['install']}\n{install_source(family, plain)}")
+    helpers: dict[str, str] = {}
+    todo = [("run", fn, values)]
+    exercise = "h.exercise(" in source
+    while todo:
+        name, f, vals = todo.pop(0)
+        if name in helpers:
+            continue
+        helpers[name] = _function_source(f, name, family, vals)
+        for called_name, called in _called(f):
+            exercise = exercise or "h.exercise(" in inspect.getsource(called)
+            todo.append((called_name, called, {}))
+    if exercise:
+        helpers["exercise"] = _function_source(Harness.exercise, "exercise", family,
+                                               {"acts": sorted(family.acts)})
+        if "phase(" not in helpers["exercise"]:  # nothing of the family's to run after the step
+            del helpers["exercise"]
+            helpers = {n: re.sub(r"\n *exercise\([^\n]*\)(?=\n|$)", "", code) for n, code in helpers.items()}
+    from hooklab.course.hook_matrix import contexts
+    constants = [f"{name} = {getattr(contexts, name)!r}" for name in ("BACKEND", "PRECOMPILE_BACKEND")
+                 if re.search(rf"\b{name}\b", "".join(helpers.values()))]
+    if constants:
+        parts.append("\n".join(constants))
+    ordered = [helpers[n] for n in helpers if n != "run"] + [helpers["run"]]
+    how = context.how if lang == "en" else _how_zh(context_id, context.how)
+    parts.append(f"# {words['run'].format(how=how)}\n" + "\n\n\n".join(ordered))
+    parts.append(f"# {words['show']}\n{EPILOGUE}")
+    title = _title(record, lang)
+    head = f"# {words['head'].format(key=key, title=title)}"
+    body = "\n\n\n".join(parts)
+    return head + "\n" + body.replace("{imports}", _imports(body)) + "\n"
+
+
+_IMPORTS = {"collections.": "import collections", "contextlib.": "import contextlib", "copy.": "import copy",
+            "io.": "import io", "re.": "import re", "tempfile.": "import tempfile", "warnings.": "import warnings",
+            "ExitStack": "from contextlib import ExitStack", "dataclass": "from dataclasses import dataclass, field",
+            "Any": "from typing import Any", "Path(": "from pathlib import Path"}
+
+
+def _imports(code: str) -> str:
+    """The standard library imports that ``code`` needs, sorted as isort sorts them."""
+    found = {line for needle, line in _IMPORTS.items() if re.search(rf"(?<![\w.]){re.escape(needle)}", code)}
+    return "\n".join(sorted(found, key=lambda line: (line.startswith("from"), line)))
+
+
+def _how_zh(context_id: str, how: str) -> str:
+    from .page import HOW_ZH
+    return HOW_ZH.get(context_id, how)
+
+
+def _title(record: dict[str, Any], lang: str) -> str:
+    from .page import observed
+    if record.get("title"):
+        return str(record["title"][lang])
+    text = observed(record, lang)
+    return re.sub(r"\{ref\}`[^`]*`|`", "", text)[:200]
+
+
+# ---- fixes ------------------------------------------------------------------------------------------------------
+
+def fixes(path: Path = FIXES) -> dict[str, Any]:
+    """``tools/hook_matrix/fixes.toml``: per context (``[context.<id>]``) or cell (``[cell."<key>"]``) a change to
+    the program (``replace = [[old, new], ...]``) and what it does (``en`` / ``zh``)."""
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def fix_for(key: str, table: dict[str, Any]) -> dict[str, Any] | None:
+    family, context = key.split("@")
+    entry = table.get("cell", {}).get(key)
+    if entry is None:
+        entry = table.get("context", {}).get(context)
+        if entry is not None and family in entry.get("except", []):
+            return None
+    return entry
+
+
+def fixed(source: str, entry: dict[str, Any], lang: str, key: str) -> str:
+    out = source
+    for old, new in entry["replace"]:
+        if old not in out:
+            raise SystemExit(f"[hook-matrix programs] {FIXES.relative_to(ROOT)}: the fix for {key} replaces "
+                             f"{old!r}, which its program does not contain; change the fix")
+        out = out.replace(old, new)
+    marker = f"# {WORDS[lang]['fix'].format(fix=entry[lang])}\n"
+    first, rest = out.split("\n", 1)
+    return f"{first}\n{marker}{rest}"
+
+
+# ---- running ------------------------------------------------------------------------------------------------------
+
+# how a program is run: by hooklab.course.programs.run (what tests/tools/test_programs.py and Hit.run() use), which
+# shows an exception, warnings and log records as text and masks addresses; a fresh interpreter per program
+RUNNER = "import sys\nfrom hooklab.course.programs import run\nsys.stdout.write(run(sys.stdin.read()))\n"
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, **ENV, "PYTHONPATH": str(ROOT)}
+
+
+def run_program(source: str, *, seconds: float = SECONDS) -> str:
+    """What ``source`` prints, run in a fresh interpreter in the course's fixed environment."""
+    done = subprocess.run([sys.executable, "-c", RUNNER], input=source, capture_output=True, text=True, env=_env(),
+                          timeout=seconds, cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"the runner exited {done.returncode}: {done.stderr.strip()[-800:]}")
+    return done.stdout
+
+
+# to write the file faster: a process that has imported torch and the runner once forks a child per program, which
+# runs it as above; the --check sample and tests/tools/test_hook_matrix_programs.py run programs in a fresh
+# interpreter (run_program) and compare
+FORK_SERVER = r"""
+import json, os, sys, tempfile
+import torch
+from hooklab.course.programs import run
+sources = json.load(sys.stdin)
+out = []
+for source in sources:
+    with tempfile.TemporaryFile(mode="w+") as capture:
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                text = run(source)
+            except BaseException:
+                text, code = "", 1
+            capture.write(text)
+            capture.flush()
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        capture.seek(0)
+        out.append([os.waitstatus_to_exitcode(status), capture.read()])
+json.dump(out, sys.__stdout__)
+"""
+
+
+def run_forked(sources: list[str], *, seconds: float = SECONDS) -> list[str]:
+    """What each of ``sources`` prints (see :data:`FORK_SERVER`); an error names the program that failed."""
+    done = subprocess.run([sys.executable, "-c", FORK_SERVER], input=json.dumps(sources), capture_output=True,
+                          text=True, env=_env(), timeout=seconds * max(1, len(sources)), cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"the fork server exited {done.returncode}: {done.stderr.strip()[-800:]}")
+    results = json.loads(done.stdout)
+    for source, (code, _) in zip(sources, results):
+        if code != 0:
+            raise RuntimeError(f"a program exited {code}: {source.splitlines()[0]}")
+    return [text for _, text in results]
+
+
+def _calls(prints: str) -> tuple[int, bool]:
+    """How often the hook fired and whether the run raised, as a program prints them."""
+    lines = prints.splitlines()
+    first = next(line for line in lines if line.startswith("calls: "))
+    error = next(line for line in lines if line.startswith("error: "))
+    return int(first.split()[1]), error != "error: None"
+
+
+def skip_reason(key: str) -> dict[str, Any] | None:
+    """Why cell ``key`` has no program (and what it needs), or None."""
+    if matrix().needs_workers(key):
+        return {"needs": ["processes:2"],
+                "no_program": {"en": "the cell runs in two gloo processes (a process group)",
+                               "zh": "这一格在两个 gloo 进程（进程组）里运行"}}
+    context = key.split("@")[1]
+    if context in RECORD_BOUND:
+        en, zh = RECORD_BOUND[context]
+        return {"needs": [], "no_program": {"en": en, "zh": zh}}
+    return None
+
+
+NO_FIX = {"en": "no workaround in tools/hook_matrix/fixes.toml for this cell",
+          "zh": "tools/hook_matrix/fixes.toml 里没有这一格的变通办法"}
+
+
+def _chunks(items: list[Any], jobs: int) -> list[list[Any]]:
+    size = max(1, min(5, -(-len(items) // max(1, jobs))))
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def cache_folder() -> Path:
+    """Where the fork server's results are kept by program (``HOOKLAB_PROGRAMS_CACHE``, else a folder in the temp
+    folder named by the torch version), so that an interrupted or partial build does not run a program twice."""
+    import tempfile
+
+    import torch
+
+    named = os.environ.get("HOOKLAB_PROGRAMS_CACHE")
+    return Path(named) if named else Path(tempfile.gettempdir()) / f"hooklab-programs-{torch.__version__}"
+
+
+def _cached(source: str) -> Path:
+    import hashlib
+
+    digest = hashlib.sha256((RUNNER + source).encode("utf-8")).hexdigest()[:32]
+    return cache_folder() / (digest + ".txt")
+
+
+def _run_all(sources: list[str], jobs: int, progress: str = "", *, fresh: bool = False) -> list[str]:
+    """What each program prints: by the fork server (:func:`run_forked`, results kept in :func:`cache_folder`), or
+    ``fresh``, each in a new interpreter."""
+    def runner(chunk: list[str]) -> list[str]:
+        if fresh:
+            return [run_program(source) for source in chunk]
+        printed = run_forked(chunk)
+        for source, text in zip(chunk, printed):
+            _cached(source).parent.mkdir(parents=True, exist_ok=True)
+            _cached(source).write_text(text, encoding="utf-8")
+        return printed
+
+    known = {} if fresh else {s: _cached(s).read_text(encoding="utf-8") for s in sources if _cached(s).is_file()}
+    todo = list(dict.fromkeys(s for s in sources if s not in known))
+    start, done = time.monotonic(), 0
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        for chunk, printed in zip(_chunks(todo, jobs), pool.map(runner, _chunks(todo, jobs))):
+            known.update(zip(chunk, printed))
+            done += len(chunk)
+            if progress:
+                print(f"[hook-matrix programs] {progress}: {done} / {len(todo)} run, {len(sources) - len(todo)} "
+                      f"known ({time.monotonic() - start:.0f} s)", file=sys.stderr)
+    return [known[s] for s in sources]
+
+
+def _same_code(en: str, zh: str) -> bool:
+    """Whether two languages' programs differ in their comment lines only."""
+    def code(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not line.startswith("#")]
+    return code(en) == code(zh)
+
+
+def build(keys: list[str], *, jobs: int = 1, progress: bool = False, fresh: bool = False) -> dict[str, Any]:
+    """The entries of docs/programs/matrix.json for ``keys``: each program generated and run, then each fix."""
+    from .generate import load
+
+    cells = load()["cells"]
+    table = fixes()
+    out: dict[str, Any] = {}
+    shows: dict[str, dict[str, str]] = {}
+    for key in keys:
+        skipped = skip_reason(key)
+        if skipped is not None:
+            out[key] = {"show": None, "fix": None, "no_fix": None, **skipped}
+            continue
+        shows[key] = {lang: program(key, lang, cells) for lang in ("en", "zh")}
+        if not _same_code(shows[key]["en"], shows[key]["zh"]):
+            raise RuntimeError(f"{key}: the programs in English and Chinese differ in more than comments")
+    prints = dict(zip(shows, _run_all([c["en"] for c in shows.values()], jobs, "programs" if progress else "",
+                                         fresh=fresh)))
+    candidates = {}
+    for key, code in shows.items():
+        out[key] = {"show": {"code": code, "prints": prints[key]}, "fix": None, "no_fix": NO_FIX, "needs": []}
+        change = fix_for(key, table)
+        if change is not None:
+            candidates[key] = (change, {lang: fixed(code[lang], change, lang, key) for lang in ("en", "zh")})
+    fix_prints = dict(zip(candidates, _run_all([c["en"] for _, c in candidates.values()], jobs,
+                                               "fixes" if progress else "", fresh=fresh)))
+    for key, (change, code) in candidates.items():
+        eager = cells[f"{key.split('@')[0]}@eager"]
+        calls, raised = _calls(fix_prints[key])
+        if calls == eager["calls"] and not raised:
+            out[key]["fix"] = {"code": code, "prints": fix_prints[key],
+                               "what": {"en": change["en"], "zh": change["zh"]}}
+            out[key]["no_fix"] = None
+        else:
+            out[key]["no_fix"] = {"en": f"tried ({change['en']}): the hook then still does not fire as in eager",
+                                  "zh": f"试过（{change['zh']}）：钩子仍然不像 eager 那样触发"}
+    if progress:
+        differ = [k for k in shows if _calls(prints[k]) != (cells[k]["calls"], cells[k]["error"] is not None)]
+        print(f"[hook-matrix programs] {len(differ)} of {len(shows)} programs fire otherwise than their cell "
+              f"records: {', '.join(differ)}", file=sys.stderr)
+    return {k: out[k] for k in keys}
+
+
+ABOUT = ("Each unusual cell of the hook behaviour matrix (docs/hook_matrix.json) as a program that runs on its own, "
+         "generated from the probe code (python -m tools.hook_matrix programs): unusual = observed, not eager, and "
+         "marked surprising or with fires / calls / error / warnings other than the family's eager cell. 'show' is "
+         "the context's run with the family's hook, 'prints' what it prints under OMP_NUM_THREADS=1 on a CPU; 'fix', "
+         "where tools/hook_matrix/fixes.toml has a change that makes the hook fire as in eager without error; "
+         "cells run in two gloo processes need 'processes:2' and have no program.")
+
+
+def document(programs: dict[str, Any]) -> dict[str, Any]:
+    return {"about": ABOUT, "programs": programs}
+
+
+def sample(keys: list[str], n: int = 6, seed: int | None = None) -> list[str]:
+    """A seeded sample of the cells that have a program (the seed: ``HOOKLAB_PROGRAMS_SEED``, else the ISO week)."""
+    from .generate import week_number
+
+    if seed is None:
+        seed = int(os.environ.get("HOOKLAB_PROGRAMS_SEED", week_number()))
+    return sorted(random.Random(seed).sample(keys, min(n, len(keys))))
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tools.hook_matrix programs")
+    parser.add_argument("--check", action="store_true", help="regenerate a seeded sample and compare")
+    parser.add_argument("--keys", nargs="+", help="only these cells")
+    parser.add_argument("--print", action="store_true", help="print the programs of --keys, run nothing")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--sample", type=int, default=6)
+    args = parser.parse_args(argv)
+    from .generate import load
+
+    cells = load()["cells"]
+    keys = unusual(cells)
+    if args.keys:
+        bad = [k for k in args.keys if k not in keys]
+        if bad:
+            raise SystemExit(f"[hook-matrix programs] not an unusual cell: {', '.join(bad)} (there are {len(keys)}; "
+                             f"e.g. {', '.join(keys[:3])})")
+        keys = args.keys
+    if args.print:
+        for key in keys:
+            print(program(key, "en", cells))
+        return 0
+    if args.check:
+        recorded = json.loads(OUT.read_text(encoding="utf-8"))["programs"] if OUT.is_file() else {}
+        runnable = [k for k in keys if skip_reason(k) is None]
+        chosen = args.keys or sample(runnable, args.sample)
+        now = build(chosen, jobs=args.jobs, fresh=True)
+        stale = [k for k in chosen if recorded.get(k) != now[k]]
+        missing = sorted(set(keys) - set(recorded)) + sorted(set(recorded) - set(keys))
+        if stale or missing:
+            print(f"[hook-matrix programs] {OUT.relative_to(ROOT)} is not current: {', '.join(stale + missing)}; "
+                  "python -m tools.hook_matrix programs writes it", file=sys.stderr)
+            return 1
+        print(f"[hook-matrix programs] {len(chosen)} sampled programs as recorded", file=sys.stderr)
+        return 0
+    start = time.monotonic()
+    if args.keys and OUT.is_file():
+        programs = json.loads(OUT.read_text(encoding="utf-8"))["programs"]
+        programs.update(build(keys, jobs=args.jobs, progress=True))
+        programs = {k: programs[k] for k in unusual(cells) if k in programs}
+    else:
+        programs = build(keys, jobs=args.jobs, progress=True)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(document(programs), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(f"[hook-matrix programs] wrote {OUT.relative_to(ROOT)}: {len(programs)} cells "
+          f"({time.monotonic() - start:.0f} s)", file=sys.stderr)
+    return 0
+
+
+# ---- the page -----------------------------------------------------------------------------------------------------
+
+PAGE = {
+    "en": {"title": "The unusual cells as programs",
+           "intro": ("A cell is unusual when it is marked surprising or its fires, calls, error or warnings differ from "
+                     "its family's eager cell: {unusual} cells. {shown} of them have a program generated from the "
+                     "probe's code (the context's setup, the hook, the run, what fired), {fixed} also the same "
+                     "program with a workaround; {processes} run in two gloo processes and {bound} read the probe's "
+                     "own record, and have none. What a program prints is what it printed run on its own on a CPU "
+                     "(OMP_NUM_THREADS=1). `python -m tools.hook_matrix programs --keys <key> --print` prints the "
+                     "whole program."),
+           "common": "What every program starts and ends with (the probe's model; printing what fired)",
+           "prints": "It prints:", "fix": "Workaround: {what}", "no_program": "No program: {why}",
+           "fixed": "The program changed so:"},
+    "zh": {"title": "把不寻常的格子写成程序",
+           "intro": ("一格“不寻常”，是指它被标为出人意料，或者它的 fires、calls、error、warnings 与这一族的 eager 格不同："
+                     "共 {unusual} 格。其中 {shown} 格有一段从探针代码生成的程序（运行方式的准备、钩子、运行、触发了什么），"
+                     "{fixed} 格还有加上变通办法的同一段程序；{processes} 格要在两个 gloo 进程里运行，{bound} 格读的是探针自己的"
+                     "记录，它们没有程序。程序打印的内容，就是它在 CPU 上单独运行（OMP_NUM_THREADS=1）时打印的。"
+                     "`python -m tools.hook_matrix programs --keys <键> --print` 打印完整的程序。"),
+           "common": "每段程序开头和结尾都一样的部分（探针的模型；打印触发了什么）",
+           "prints": "打印：", "fix": "变通办法：{what}", "no_program": "没有程序：{why}",
+           "fixed": "程序这样改："},
+}
+
+
+def _sections(code: str, lang: str) -> tuple[str, str, str, str]:
+    """A program's prelude (imports and helpers), model, own part (hook, install, run) and tail (what fired)."""
+    words = WORDS[lang]
+    model_at = code.index(f"# {words['model']}")
+    hook_at = code.index(f"# {words['hook']}")
+    show_at = code.index(f"# {words['show']}")
+    return code[:model_at], code[model_at:hook_at], code[hook_at:show_at], code[show_at:]
+
+
+def page_section(doc: dict[str, Any], lang: str, programs: dict[str, Any] | None = None) -> list[str]:
+    """The page's section of programs (Markdown lines), in ``lang``; ``programs``: docs/programs/matrix.json's
+    (read from the file when None; no section without it)."""
+    import difflib
+
+    if programs is None:
+        if not OUT.is_file():
+            return []
+        programs = json.loads(OUT.read_text(encoding="utf-8"))["programs"]
+    t = PAGE[lang]
+    entries = programs.items()
+    shown = [(k, v) for k, v in entries if v.get("show")]
+    counts = {"unusual": len(programs), "shown": len(shown), "fixed": sum(bool(v.get("fix")) for _, v in shown),
+              "processes": sum("processes:2" in v.get("needs", []) for v in programs.values()),
+              "bound": sum(not v.get("show") and "processes:2" not in v.get("needs", []) for v in programs.values())}
+    lines = [f"## {t['title']}", "", t["intro"].format(**counts), ""]
+    if shown:
+        prelude, common, _, tail = _sections(shown[0][1]["show"]["code"][lang], lang)
+        lines += ["<details>", f"<summary>{t['common']}</summary>", "", "```python", prelude.split("\n", 1)[1].rstrip(),
+                  "", "", common.rstrip(), "", "", "# …", "", "", tail.rstrip(), "```", "", "</details>", ""]
+    else:
+        common = ""
+    for key, value in programs.items():
+        summary = f"<code>{key}</code>"
+        if not value.get("show"):
+            why = value.get("no_program", {}).get(lang, "")
+            lines += [f"- {summary}: " + t["no_program"].format(why=why).replace("<", "&lt;"), ""]
+            continue
+        code = value["show"]["code"][lang]
+        _, model, own, _ = _sections(code, lang)
+        body = (own if model == common else model + own).rstrip()
+        first = value["show"]["prints"].splitlines()[0] if value["show"]["prints"] else ""
+        lines += ["<details>", f"<summary>{summary} · {first}</summary>", "", "```python", code.split("\n", 1)[0],
+                  body, "```", "", t["prints"], "", "```text", value["show"]["prints"].rstrip(), "```", ""]
+        fix = value.get("fix")
+        if fix:
+            after = fix["code"][lang].splitlines()
+            del after[1]  # the line that names the fix, said above
+            diff = difflib.unified_diff(code.splitlines(), after, lineterm="", n=1)
+            changed = [line for line in list(diff)[2:]]
+            lines += [t["fix"].format(what=fix["what"][lang]), "", t["fixed"], "", "```diff", *changed, "```", "",
+                      t["prints"], "", "```text", fix["prints"].rstrip(), "```", ""]
+        lines += ["</details>", ""]
+    return lines
