@@ -102,10 +102,12 @@ def _shared(target: nn.Module, model: nn.Module, watched: frozenset[int] = froze
     return out
 
 
-def _old_holders(target: nn.Module, w: _Watch) -> tuple[list[Any], list[Any]]:
+def _old_holders(target: nn.Module, w: _Watch, like: set[Any] | None = None) -> tuple[list[Any], list[Any]]:
     """Hooked modules of its type that the model does not hold and that did not run, and hooked Parameters of its
     parameters' shapes that the model does not hold: (modules, parameters). Unreachable garbage is collected first,
-    so only objects something still holds count."""
+    so only objects something still holds count. ``like``: the code of the hooks on its parameters now; a Parameter
+    counts only if one of its hooks runs that code (one registered the same way): a hooked Parameter of another
+    model that something else keeps is not this module's old one."""
     gc.collect()
     shapes = {tuple(p.shape) for p in target.parameters(recurse=False)}
     lists = getattr(target, "parametrizations", None)  # a parametrized module: its originals' shapes too
@@ -118,9 +120,16 @@ def _old_holders(target: nn.Module, w: _Watch) -> tuple[list[Any], list[Any]]:
                 not w.calls[id(o)] and any(d for _a, kind, d in internals.module_hook_dicts(o) if kind in _HOOK_KINDS):
             modules.append(o)
         elif issubclass(type(o), nn.Parameter) and id(o) not in held and tuple(o.shape) in shapes and any(
-                d for _k, d in internals.tensor_hook_dicts(o)):
+                d for _k, d in internals.tensor_hook_dicts(o)) and (like is None or like & {
+                    _hook_code(fn) for _k, d in internals.tensor_hook_dicts(o) for fn in d.values()}):
             params.append(o)
     return modules, params
+
+
+def _hook_code(fn: Any) -> Any:
+    """The code a hook runs: a function's, or its class's ``__call__``."""
+    inner = getattr(fn, "__func__", fn)
+    return getattr(inner, "__code__", None) or getattr(getattr(type(inner), "__call__", None), "__code__", None)
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -303,7 +312,10 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
     fired_on_it = any(on_self.values())  # a hook that fired on it is not on a replaced object (a global one)
     if not fired_on_it and not r.fired or (param_labels and not any(
             total[label] for label in param_labels) and "parameter_replaced" not in codes):
-        old_modules, old_params = _old_holders(target, w) if not [c for c in codes if c in (
+        # hooks on its parameters now that did not fire: an old Parameter explains that only if it holds hooks
+        # registered the same way (otherwise any hooked Parameter of its shape that something keeps would)
+        like = {_hook_code(w.fns.get(label)) for label in param_labels} - {None} if param_labels else None
+        old_modules, old_params = _old_holders(target, w, like) if not [c for c in codes if c in (
             "frozen", "no_grad", "copy_ran", "compiled", "graph", "not_reached", "not_accumulated",
             "outside_backward_inputs", "vmap")] else ([], [])
         if old_params and not old_modules:

@@ -163,3 +163,17 @@ def test_a_tied_parameter():
 
 def test_every_code_is_documented():
     assert all(isinstance(v, str) and v for v in CODES.values())
+
+
+def test_a_hooked_parameter_of_another_model_kept_elsewhere_is_not_called_replaced():
+    # another model, kept alive, whose weight of the same shape carries a hook of its own (a leaked optimizer-in-
+    # backward hook, say): the silent hook here is on the Parameter the step uses, in a branch the loss ignores
+    kept, log = two(), []
+    kept[0].weight.register_post_accumulate_grad_hook(lambda p: None)
+    m = two()
+    m[0].weight.register_hook(counter(log, "w"))
+    x = torch.randn(3, 4)
+    r = explain_hook(m, "0", run=lambda: (m[0](x).detach() @ m[1].weight.T).sum().backward())
+    assert log == [] and m[0].weight.grad is None and kept[0].weight.requires_grad
+    assert "parameter_replaced" not in r.codes and "fired" not in r.codes
+    assert any("not part of the loss" in x for x in r.reasons), r.reasons
