@@ -442,22 +442,23 @@ no_fix("is-not-a-shared-hook-within-lightningmodule-and-lightnin-d4c4e9",
            "a user never calls it: the Trainer asks it only about the three batch-transfer hooks.")
 
 
-def _transfer_counting_data(hook_name):
-    import pytorch_lightning as pl
-
-    def hook(self, batch, dataloader_idx):
-        self.calls = getattr(self, "calls", 0) + 1
-        return batch
-
-    return type("Data", (pl.LightningDataModule,), {"train_dataloader": lambda self: _data(), hook_name: hook})()
-
-
 @fix("you-have-overridden-in-both-lightningmodule-and-lightnin-8ce8c2",
      en="override the batch-transfer hook in one place only, here the datamodule",
      zh="批次传输钩子只在一处重写，这里放在 datamodule 里")
 def lightning_batch_transfer_hook_in_the_datamodule_only():
-    data = _transfer_counting_data("on_before_batch_transfer")  # one implementation, the datamodule's
-    _trainer().fit(_module_class()(), datamodule=data)
+    import pytorch_lightning as pl
+
+    class Data(pl.LightningDataModule):
+        calls = 0
+
+        def train_dataloader(self):
+            return _data()
+
+        def on_before_batch_transfer(self, batch, dataloader_idx):  # one implementation, the datamodule's
+            self.calls += 1
+            return batch
+    data = Data()
+    _trainer().fit(_module_class()(), datamodule=data)  # the module does not override it
     return {"datamodule_hook_calls": data.calls}
 
 
@@ -465,7 +466,18 @@ def lightning_batch_transfer_hook_in_the_datamodule_only():
      en="with a datamodule, its batch-transfer hook lives in the datamodule",
      zh="用了 datamodule，批次传输钩子就写在 datamodule 里")
 def lightning_batch_transfer_hook_moved_to_the_datamodule():
-    data = _transfer_counting_data("on_after_batch_transfer")  # the hook lives with the data it transforms
+    import pytorch_lightning as pl
+
+    class Data(pl.LightningDataModule):
+        calls = 0
+
+        def train_dataloader(self):
+            return _data()
+
+        def on_after_batch_transfer(self, batch, dataloader_idx):  # moved here from the module
+            self.calls += 1
+            return batch
+    data = Data()
     _trainer().fit(_module_class()(), datamodule=data)
     return {"datamodule_hook_calls": data.calls}
 
