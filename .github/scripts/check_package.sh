@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build hooklab's wheel and sdist into dist/ (uv build), then check them as PyPI and a user meet them: the package page
-# rendered by `twine check --strict`, the README's sizes of both (tools/launch/package_page.py), the wheel installed with
+# rendered by `twine check --strict`, the sizes of both on the manual's package page (docs/maintainers/package.md, tools/launch/package_page.py), the wheel installed with
 # pip, with the course's extra, into a fresh virtual environment (at the versions uv.lock pins, as constraints),
 # imported from there, and its docstring examples run as tests. With HOOKLAB_REPOSITORY_URL set (ci.yml and
 # release.yml set it from the Actions context) the page's links and pyproject.toml's [project.urls] are filled in

@@ -80,3 +80,17 @@ def test_every_area_page_has_its_notebook_as_its_download():
     found = pages.downloads()
     assert set(found) == set(pages.pages()) - {"recipes"} and len(found) >= 12
     assert all(path.is_file() and name == f"recipes-{path.stem}" for name, path in found.items())
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
+def test_a_page_says_to_run_its_setup_cell_first_at_the_top_and_under_each_recipe(path, lang):
+    page = pages.area_page(path, lang)
+    top = page.index("(recipe-setup)=")
+    assert page.index(pages.TEXT[lang]["setup"]) < page.index("```python")
+    assert top < page.index(f"(recipe-{_recipe_ids(path)[0]})="), "the setup note comes before the first recipe"
+    first = page.index("```python", top)
+    assert "course.setup()" in page[first:page.index("```\n", first + 10)], "the note stands above the setup cell"
+    for rid in _recipe_ids(path):
+        anchor = page.index(f"(recipe-{rid})=")
+        assert page.index(pages.TEXT[lang]["after_setup"], anchor) < page.index("```python", anchor)

@@ -28,12 +28,21 @@ TEXT = {
     "zh": {"title": "食谱：实践者真正问过的问题", "area": "领域", "recipes": "食谱", "profiles": "库的钩子画像",
            "asked": "提问者的原话", "asked_zh": "也常这样问", "message": "引用的报错", "calls": "涉及的 API",
            "colon": "：", "quote": "“{}”", "library": "（{}）",
+           "setup": "**先运行这个单元格。** 下面每个食谱在它之后都能单独运行，不依赖前面的食谱；在 Colab 或 Binder "
+                    "里打开下载的笔记本时，最前面还有一个安装单元格，先运行它，再运行这一个。",
+           "after_setup": "*单独运行：先运行本页顶部的[准备单元格](#recipe-setup)，再运行这个食谱的单元格。*",
            "intro": "每个食谱回答一个从公开问题跟踪器里收集来的真实问题：问题和出处、几句话的回答、在 CPU 上实际运行、"
                     "演示问题发生的代码和它验证过的输出、修正方法，以及讲解其中机制的课程单元格、钩子行为矩阵的格子和"
                     "消息索引的行。问题库和它的抽取方法见仓库的 `recipes/METHOD.md`；在笔记本里可以用 "
                     "`course.ask(\"报错原文或你自己的话\")` 直接查到对应的食谱。"},
     "en": {"title": "Recipes: the questions practitioners actually ask", "area": "Area", "recipes": "Recipes",
-           "profiles": "Library profiles", "asked": "In the asker's words", "message": "The message quoted", "calls": "API", "colon": ": ", "quote": "“{}”", "library": " ({})",
+           "profiles": "Library profiles", "asked": "In the asker's words", "message": "The message quoted",
+           "calls": "API", "colon": ": ", "quote": "“{}”", "library": " ({})",
+           "setup": "**Run this cell first.** Each recipe below runs on its own after it, without the recipes before "
+                    "it; in a downloaded notebook opened in Colab or Binder an install cell comes before this one: run "
+                    "that, then this.",
+           "after_setup": "*Runs on its own: run the [setup cell](#recipe-setup) at the top of this page first, then "
+                          "this recipe's cells.*",
            "intro": "Each recipe answers one real question gathered from public issue trackers: the question and its "
                     "source, the answer in a few sentences, code that shows it happening on a CPU with its validated "
                     "output, the fix, and the course cell, behaviour-matrix cell and message row that explain the "
@@ -146,6 +155,8 @@ def area_page(path: Path, lang: str) -> str:
     libraries: list[str] = []
     meta: dict[str, Any] = {}
     questions = {q.id: q for q in bank.load()}
+    setup, _recipes = split(nb)
+    setup_code = [cell for cell in setup if cell["cell_type"] == "code" and _source(cell).strip()]
     for cell in nb["cells"][1:]:
         text = _source(cell)
         recipe = cell.get("metadata", {}).get("hooklab", {}).get("recipe")
@@ -162,11 +173,15 @@ def area_page(path: Path, lang: str) -> str:
             out += [text.rstrip(), ""]
             if heading:
                 out += asked_as(meta, questions.get(heading[1]), lang)
+                if setup_code:  # a reader who lands on this recipe's anchor has not seen the setup cell
+                    out += [TEXT[lang]["after_setup"], ""]
             profiled = slugs_for(libraries) if heading else []
             if profiled:  # what the recipe's libraries do to a model's hooks, measured
                 out += [f"**{TEXT[lang]['profiles']}**: "
                         + ", ".join(f"[{name}](profiles-{slug}.md)" for name, slug in profiled), ""]
         elif cell["cell_type"] == "code" and text.strip():
+            if cell is (setup_code[0] if setup_code else None):
+                out += ["(recipe-setup)=", "", TEXT[lang]["setup"], ""]
             out += ["```python", text.rstrip(), "```", ""]
             for shown in _outputs(cell):
                 out += ["```text", shown, "```", ""]
