@@ -1,0 +1,193 @@
+"""How often ``course.ask`` puts a right place among its first three for a learner's own words: queries written
+without API or library names for round-two questions that a recipe answers (``recipes/bank/own_words.json``).
+
+    python -m tools.recipes.own_words            # the held-out part, each language: found in the first three, of asked
+    python -m tools.recipes.own_words --tuning   # the tuning part instead (the one the lookup may be tuned on)
+    python -m tools.recipes.own_words --misses   # also every query whose right places are not in the first three
+
+The record holds the draw and the split, with their seeds: the population is round two's questions (the bank's ids
+that round one's record, ``recipes/held_out.json``, does not hold) that a recipe answers; ``random.Random(seed)``
+drew them in order, and ``random.Random(split_seed)`` chose 40 % of them as the tuning part, the rest held out. The
+queries were written from the bank's question text only, before any answer was read, two per language and question.
+
+A right place for a question is its recipe, or a place the recipe's metadata links as its explanation: a course cell
+(``course``: the section or symptom row at that cell, else the section the cell is in), a behaviour-matrix cell
+(``matrix``) or a message row (``messages``), each where ``course.ask`` puts it (its notebook and cell). The lookup
+was measured on the held-out part once before it was tuned on the tuning part (:data:`BEFORE`) and once after
+(:data:`AFTER`); tests/tools/test_recipe_search.py holds the held-out part at :data:`AFTER` or better.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hooklab.course import asking
+from hooklab.course.notebook import read_notebook
+
+from . import bank
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORD = ROOT / "recipes" / "bank" / "own_words.json"
+RECIPES = ROOT / "recipes"
+NOTEBOOKS = ROOT / "notebooks"
+K = 3
+LANGUAGES = ("en", "zh")
+TUNING_SHARE = 0.4
+# the held-out part, each language: (queries with a right place in the first three, queries), measured once before
+# the lookup was tuned on the tuning part (2026-11-26, on the index `python -m tools.ask --write` builds from commit
+# 6cc8d00's sources) and once after
+BEFORE = {"en": (65, 80), "zh": (62, 80)}
+AFTER = BEFORE
+
+Place = tuple[str | None, str | None]
+
+
+@dataclass(frozen=True)
+class Query:
+    id: str  # the bank id of the question
+    lang: str
+    text: str
+
+
+def record(path: Path = RECORD) -> dict[str, Any]:
+    """The committed draw, split and queries; a record that is missing or broken is a ValueError naming the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        needed = {"seed", "split_seed", "population", "drawn", "tuning", "held_out", "queries"}
+        if not isinstance(data, dict) or not needed <= set(data):
+            raise ValueError(f"needs the keys {sorted(needed)}")
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path}: not a record of own-words queries ({error})") from None
+    return data
+
+
+def answered_ids() -> dict[str, dict[str, Any]]:
+    """bank id -> the recipe's metadata (``hooklab.recipe``), for every recipe of ``recipes/NN_*.ipynb``."""
+    found = {}
+    for path in sorted(RECIPES.glob("[0-9][0-9]_*.ipynb")):
+        for cell in read_notebook(path)["cells"]:
+            recipe = cell.get("metadata", {}).get("hooklab", {}).get("recipe")
+            if recipe:
+                found[recipe["id"]] = {**recipe, "place": (f"../recipes/{path.name}", cell.get("id"))}
+    return found
+
+
+def population(answered: set[str] | None = None) -> list[str]:
+    """Round two's questions that a recipe answers, sorted."""
+    ids = [q.id for q in bank.load()]
+    pool = bank.round_two_pool(ids, bank.round_one_ids())
+    answered = set(answered_ids()) if answered is None else answered
+    return sorted(set(pool) & answered)
+
+
+def draw(population: list[str], seed: int) -> list[str]:
+    """The population in the order ``random.Random(seed)`` draws it."""
+    return random.Random(seed).sample(sorted(population), k=len(population))
+
+
+def split(population: list[str], seed: int, share: float = TUNING_SHARE) -> tuple[list[str], list[str]]:
+    """(the tuning part, the held-out part), each sorted: ``share`` of the questions drawn with ``seed`` to tune on."""
+    tuning = sorted(random.Random(seed).sample(sorted(population), k=round(share * len(population))))
+    return tuning, sorted(set(population) - set(tuning))
+
+
+def queries(part: str = "held_out", data: dict[str, Any] | None = None) -> list[Query]:
+    """The queries of one part (``"held_out"`` or ``"tuning"``), in the record's order."""
+    if part not in ("held_out", "tuning"):
+        raise ValueError(f"part is 'held_out' or 'tuning', got {part!r}")
+    data = record() if data is None else data
+    ids = set(data[part])
+    return [Query(q["id"], q["lang"], q["text"]) for q in data["queries"] if q["id"] in ids]
+
+
+def _section_of(entries: list[dict[str, Any]]) -> Callable[[str, str], Place | None]:
+    """(notebook, cell id) -> the place of the section that cell is in (the last section heading at or before it)."""
+    headings: dict[str, dict[str, str]] = {}
+    for e in entries:
+        if e["kind"] == "section":
+            headings.setdefault(e["notebook"], {})[e["cell"]] = e["cell"]
+    order: dict[str, list[str | None]] = {}
+
+    def section(notebook: str, cell: str) -> Place | None:
+        if notebook not in headings:
+            return None
+        if notebook not in order:
+            order[notebook] = [c.get("id") for c in read_notebook(NOTEBOOKS / notebook)["cells"]]
+        ids = order[notebook]
+        if cell not in ids:
+            return None
+        for before in reversed(ids[: ids.index(cell) + 1]):
+            if before in headings[notebook]:
+                return notebook, before
+        return None
+
+    return section
+
+
+def right_places(entries: list[dict[str, Any]] | None = None) -> dict[str, set[Place]]:
+    """bank id -> the places that answer it: its recipe and what its metadata links (see the module's text)."""
+    entries = asking._index()[0] if entries is None else entries
+    by_id = {e["id"]: e for e in entries}
+    places = {(e.get("notebook"), e.get("cell")) for e in entries}
+    section = _section_of(entries)
+    out: dict[str, set[Place]] = {}
+    for rid, recipe in answered_ids().items():
+        found: set[Place] = {recipe["place"]}
+        for link in recipe.get("course", []):
+            notebook, _, cell = link.partition("#")
+            if (notebook, cell) in places:
+                found.add((notebook, cell))
+            elif (inside := section(notebook, cell)) is not None:
+                found.add(inside)
+        for prefix, key in (("matrix", "matrix"), ("message", "messages")):
+            for name in recipe.get(key, []):
+                entry = by_id.get(f"{prefix}:{name}")
+                if entry is not None:
+                    found.add((entry.get("notebook"), entry.get("cell")))
+        out[rid] = found
+    return out
+
+
+def rank(query: Query, places: set[Place]) -> int | None:
+    """Where the first right place stands among ``course.ask``'s first :data:`K` answers (1-based), or None."""
+    for position, hit in enumerate(asking.ask(query.text, k=K, lang=query.lang), start=1):
+        if (hit.notebook, hit.cell) in places:
+            return position
+    return None
+
+
+def measure(part: str = "held_out") -> tuple[dict[str, tuple[int, int]], list[tuple[Query, int | None]]]:
+    """(language -> (queries with a right place in the first three, queries), every query with its rank)."""
+    places = right_places()
+    results = [(q, rank(q, places.get(q.id, set()))) for q in queries(part)]
+    table = {lang: (sum(r is not None for q, r in results if q.lang == lang), sum(q.lang == lang for q, _ in results))
+             for lang in LANGUAGES}
+    return table, results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.recipes.own_words", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tuning", action="store_true", help="measure the tuning part instead of the held-out part")
+    parser.add_argument("--misses", action="store_true", help="list the queries with no right place in the first 3")
+    args = parser.parse_args(argv)
+    part = "tuning" if args.tuning else "held_out"
+    table, results = measure(part)
+    print(f"| {part} part | a right place in the first three | share |\n|---|---|---|")
+    for lang, (found, asked) in table.items():
+        print(f"| {lang} | {found} of {asked} | {found / asked:.0%} |")
+    if args.misses:
+        for query, position in results:
+            if position is None:
+                top = [f"{h.kind}:{h.title('en')[:50]}" for h in asking.ask(query.text, k=K, lang="en")]
+                print(f"miss {query.id} [{query.lang}] {query.text}\n    got {top}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
