@@ -61,14 +61,18 @@ _TORCH = os.path.dirname(torch.__file__)
 
 def hook_that_raised(error: BaseException, w: _Watch) -> str | None:
     """The label of the watched hook the exception came out of, or a description of the function PyTorch called as
-    a hook that raised it (a hook it did not watch), or None when no hook raised it."""
+    a hook that raised it (a hook it did not watch), or None when no hook raised it. A frame runs a hook's code
+    when its code object is the hook's, or a copy of it made at the same place of the same file (torch.compile's
+    Dynamo runs a function it could not trace, after a graph break, as a rewritten copy of its code)."""
     frames = []
     tb = error.__traceback__
     while tb is not None:
         frames.append(tb.tb_frame)
         tb = tb.tb_next
+    at = {(c.co_filename, c.co_firstlineno, c.co_name): labels for c, labels in w.hook_codes.items()}
     for frame in reversed(frames):
-        for label in w.hook_codes.get(frame.f_code, []):
+        code = frame.f_code
+        for label in w.hook_codes.get(code, at.get((code.co_filename, code.co_firstlineno, code.co_name), [])):
             if _runs(w.fns.get(label), frame.f_locals):
                 return label
         if id(frame.f_locals.get("self")) in w.hook_objects and frame.f_code.co_name == "__call__":
@@ -315,9 +319,9 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
         # hooks on its parameters now that did not fire: an old Parameter explains that only if it holds hooks
         # registered the same way (otherwise any hooked Parameter of its shape that something keeps would)
         like = {_hook_code(w.fns.get(label)) for label in param_labels} - {None} if param_labels else None
-        old_modules, old_params = _old_holders(target, w, like) if not [c for c in codes if c in (
-            "frozen", "no_grad", "copy_ran", "compiled", "graph", "not_reached", "not_accumulated",
-            "outside_backward_inputs", "vmap")] else ([], [])
+        explained = [c for c in codes if c in ("frozen", "no_grad", "copy_ran", "compiled", "graph", "not_reached",
+                                               "not_accumulated", "outside_backward_inputs", "vmap")]
+        old_modules, old_params = _old_holders(target, w, like) if not explained else ([], [])
         if old_params and not old_modules:
             # a Parameter that holds what the module holds now was replaced by a copy of itself (assign=True)
             copied = any(_same(o, p) for o in old_params for p in target.parameters())
@@ -337,6 +341,15 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
                     "the hooks stay on a tensor the step does not use; register them on what the module holds now")
         elif old_modules:
             add("module_replaced")
+        elif not r.fired and not explained and isinstance(
+                lists := getattr(target, "parametrizations", None), nn.ModuleDict):
+            # nothing hooked is left to find (the old Parameter is gone), but the module shows the replacement
+            add("parameter_replaced",
+                f"no hook is on {name} or its parameters now, and its {', '.join(sorted(lists.keys()))} is computed "
+                "by a parametrization (weight_norm, spectral_norm, register_parametrization...): registering one "
+                "moves or replaces the Parameter, so a hook registered on the Parameter before that stays on a "
+                "tensor the module no longer uses. Register hooks after parametrizing (on "
+                "parametrizations.<name>.original), or hook the module's output")
     # ---- tied parameters
     tied = _shared(target, w.model, frozenset(id(p) for p in w.param_of.values()))
     if tied and any(total.get(label) for label in param_labels):

@@ -177,3 +177,85 @@ def test_a_hooked_parameter_of_another_model_kept_elsewhere_is_not_called_replac
     assert log == [] and m[0].weight.grad is None and kept[0].weight.requires_grad
     assert "parameter_replaced" not in r.codes and "fired" not in r.codes
     assert any("not part of the loss" in x for x in r.reasons), r.reasons
+
+
+def test_a_hook_that_raises_under_torch_compile_is_named():
+    # after Dynamo's graph break the hook runs as a rewritten copy of its code: still the hook that raised
+    import torch._dynamo
+    m, log = two(), []
+
+    def strict(module, args, output):
+        log.append(1)
+        raise ValueError("bad shape")
+    handle = torch.nn.modules.module.register_module_forward_hook(
+        lambda mod, a, o: strict(mod, a, o) if mod is m[0] else None)
+    compiled = torch.compile(m, backend="eager")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(ValueError, match="bad shape") as info:
+                explain_hook(m, "0", run=lambda: compiled(torch.randn(3, 4)))
+    finally:
+        handle.remove()
+        torch._dynamo.reset()
+    assert log and "hook_raised" in info.value.hooklab_explanation.codes
+    assert "step_raised" not in info.value.hooklab_explanation.codes
+
+
+def _step_codes(m, name, hook_on, step):
+    log = []
+    hook_on(counter(log, "h"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = explain_hook(m, name, run=step)
+    return len(log), r.codes
+
+
+def test_two_backward_passes_over_one_call():
+    m, x = two(), torch.randn(3, 4)
+
+    def twice():
+        loss = m(x).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+    n, codes = _step_codes(m, "0", m[0].register_full_backward_hook, twice)
+    assert n == 2 and "several_passes" in codes and "several_calls" not in codes
+
+
+def test_a_post_accumulate_hook_under_autograd_grad():
+    m, x = two(), torch.randn(3, 4)
+    n, codes = _step_codes(m, "0", m[0].weight.register_post_accumulate_grad_hook,
+                           lambda: torch.autograd.grad(m(x).sum(), list(m.parameters())))
+    assert n == 0 and "not_accumulated" in codes and "fired" not in codes
+
+
+def test_backward_with_inputs_that_do_not_need_the_module():
+    m, x = two(), torch.randn(3, 4)
+    n, codes = _step_codes(m, "0", m[0].register_full_backward_hook,
+                           lambda: m(x).sum().backward(inputs=list(m[1].parameters())))
+    assert n == 0 and "outside_backward_inputs" in codes
+    m, x = two(), torch.randn(3, 4)  # asked for its own weight: the pass goes through it
+    n, codes = _step_codes(m, "0", m[0].register_full_backward_hook,
+                           lambda: m(x).sum().backward(inputs=[m[0].weight]))
+    assert n == 1 and "outside_backward_inputs" not in codes
+
+
+def test_a_backward_hook_under_vmap():
+    m, x = two(), torch.randn(3, 4)
+    n, codes = _step_codes(m, "0", m[0].register_full_backward_hook,
+                           lambda: torch.func.vmap(m)(x).sum().backward())
+    assert n == 0 and "vmap" in codes
+
+
+def test_parameters_that_functional_call_or_weight_norm_replaced():
+    m, x = two(), torch.randn(3, 4)
+    fresh = {k: v.detach().clone().requires_grad_() for k, v in m.named_parameters()}
+    n, codes = _step_codes(m, "0", m[0].weight.register_hook,
+                           lambda: torch.func.functional_call(m, fresh, (x,)).sum().backward())
+    assert n == 0 and "parameter_replaced" in codes
+    m = two()
+    log = []
+    m[0].weight.register_hook(counter(log, "w"))
+    torch.nn.utils.parametrizations.weight_norm(m[0], "weight")
+    r = explain_hook(m, "0", run=lambda: m(x).sum().backward())
+    assert log == [] and "parameter_replaced" in r.codes
