@@ -50,7 +50,7 @@ Fixes that need several processes are run as their trigger is: a function decora
 ``{message id: outcome(fix)}`` (:func:`outcome`, called in each worker, run once per process); each fix it runs is
 still decorated ``@fix("<id>", en=..., zh=..., run_by="<the @fix_all function's name>")``, so that its program is
 known and its test takes its outcome from that run. A message whose trigger misuses a private API with no user-level intent gets ``no_fix("<id>", why="...")``
-instead (a module-level call).
+instead (a module-level call; ``zh=``: the reason in Chinese).
 """
 from __future__ import annotations
 
@@ -315,6 +315,7 @@ class Fix:
 
 _FIXES: dict[str, list[Fix]] = {}
 _NO_FIX: dict[str, dict[str, str]] = {}  # module -> {message id: why it has no fix}
+_NO_FIX_ZH: dict[str, dict[str, str]] = {}  # the same reasons in Chinese
 
 
 def fix(message_id: str, *, en: str = "", zh: str = "", run_by: str = "",
@@ -342,13 +343,14 @@ def fix_all(message_ids: list[str]) -> Callable[[Callable[[], dict[str, dict[str
     return register
 
 
-def no_fix(message_id: str, *, why: str, module: str | None = None) -> None:
-    """Record that the message ``message_id`` has no fix, and why (its trigger misuses a private API, say).
-    Call it at module level with literals: the programs' generator reads it from the registry."""
+def no_fix(message_id: str, *, why: str, zh: str = "", module: str | None = None) -> None:
+    """Record that the message ``message_id`` has no fix, and why (its trigger misuses a private API, say; ``zh``:
+    the same in Chinese). Call it at module level with literals: the programs' generator reads them from the source."""
     name = module or sys._getframe(1).f_globals["__name__"]
     if not why.strip():
         raise ValueError(f"no_fix({message_id!r}): say why the message has no fix")
     _NO_FIX.setdefault(name, {})[message_id] = why
+    _NO_FIX_ZH.setdefault(name, {})[message_id] = zh
 
 
 def printed(value: Any) -> str:

@@ -124,7 +124,9 @@ def removing_a_post_accumulate_grad_hook_by_its_handle():
 
 no_fix("register-hook-dict-expected-a-variable-95e586",
        why="Node._register_hook_dict is autograd's private plumbing (a tensor's hooks onto its Node); "
-           "a user registers tensor hooks with Tensor.register_hook")
+           "a user registers tensor hooks with Tensor.register_hook",
+       zh="Node._register_hook_dict 是 autograd 的内部机制（把张量的钩子挂到它的 Node 上）；"
+          "用户注册张量钩子用 Tensor.register_hook")
 
 
 @trigger("register-hook-dict-expected-a-variable-95e586")
@@ -270,10 +272,12 @@ def global_always_call_hook_that_does_not_raise():
 
 no_fix("you-are-trying-to-call-the-hook-of-a-17fd4b",
        why="_WrappedHook is nn.Module's private wrapper of a hook that holds its module weakly; no public API "
-           "calls it after its module is gone")
+           "calls it after its module is gone",
+       zh="_WrappedHook 是 nn.Module 内部用来弱引用模块的钩子包装；模块销毁之后，没有公开接口会再调用它")
 no_fix("you-are-trying-to-revive-the-hook-of-a-88ebda",
        why="_WrappedHook is nn.Module's private wrapper of a hook that holds its module weakly; no public API "
-           "unpickles it after its module is gone")
+           "unpickles it after its module is gone",
+       zh="_WrappedHook 是 nn.Module 内部用来弱引用模块的钩子包装；模块销毁之后，没有公开接口会再反序列化它")
 
 
 @trigger("you-are-trying-to-call-the-hook-of-a-17fd4b")
@@ -550,14 +554,14 @@ def old_and_full_global_backward_hooks():
      zh="全局钩子也只用完整反向钩子（register_module_full_backward_hook）")
 def global_full_backward_hooks_only():
     seen = []
-    handles = [nn.modules.module.register_module_full_backward_hook(lambda *args: seen.append(name))
+    handles = [nn.modules.module.register_module_full_backward_hook(lambda *args, name=name: seen.append(name))
                for name in ("first", "second")]
     try:
         nn.Linear(2, 2)(torch.ones(1, 2, requires_grad=True)).sum().backward()
     finally:
         for handle in handles:
             handle.remove()
-    return sorted(seen)
+    return seen
 
 
 @trigger("backward-hook-on-tensor-will-not-be-serialized-if-fd6c54")

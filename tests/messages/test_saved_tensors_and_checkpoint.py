@@ -34,7 +34,7 @@ def one_allow_mutation_on_saved_tensors():
         y = a.sin()
         a.mul_(2)
         y.sum().backward()
-    return x.grad.round(decimals=4).tolist()
+    return [round(v, 4) for v in x.grad.tolist()]
 
 
 @trigger("trying-to-backward-outside-of-the-allow-mutation-on-c34b1d")
@@ -52,7 +52,7 @@ def backward_inside_allow_mutation_on_saved_tensors():
     with graph.allow_mutation_on_saved_tensors():
         y = (x * 1).sin()
         y.sum().backward()
-    return x.grad.round(decimals=4).tolist()
+    return [round(v, 4) for v in x.grad.tolist()]
 
 
 @trigger("output-of-saved-tensor-unpack-hook-expected-to-be-730ad9")
@@ -70,7 +70,7 @@ def unpack_hook_returns_the_tensor():
     with graph.saved_tensors_hooks(lambda t: t, lambda packed: packed):
         y = x.sin()
     y.sum().backward()
-    return x.grad.round(decimals=4).tolist()
+    return [round(v, 4) for v in x.grad.tolist()]
 
 
 @trigger("calling-register-hooks-on-a-saved-tensor-whose-hooks-9c9389")
@@ -244,7 +244,7 @@ def one_graph_exec_group_for_two_backward_calls():
     with cp.GraphExecGroup():
         a.sum().backward(retain_graph=True)
         b.sum().backward()
-    return x.grad.round(decimals=2).tolist()
+    return [round(v, 2) for v in x.grad.tolist()]
 
 
 @trigger("none-of-output-has-requires-grad-true-this-checkpoint-6226b0")
@@ -277,7 +277,7 @@ def non_reentrant_checkpoint_under_autograd_grad():
     x = _leaf()
     out = cp.checkpoint(lambda t: t.sin(), x, use_reentrant=False)
     (grad,) = torch.autograd.grad(out.sum(), x)
-    return grad.round(decimals=4).tolist()
+    return [round(v, 4) for v in grad.tolist()]
 
 
 class _Swallow:
@@ -313,7 +313,7 @@ def checkpoint_context_that_lets_errors_through():
     x = _leaf()
     cp.checkpoint(lambda t: t.sin(), x, use_reentrant=False,
                   context_fn=lambda: (Recorded(), contextlib.nullcontext())).sum().backward()
-    return entered, x.grad.round(decimals=4).tolist()
+    return entered, [round(v, 4) for v in x.grad.tolist()]
 
 
 def _changes_on_recomputation(first, again):
@@ -339,7 +339,7 @@ def recomputation_runs_the_same_ops_without_early_stop():
     x = _leaf()
     with cp.set_checkpoint_early_stop(False):
         cp.checkpoint(lambda t: t.sin(), x, use_reentrant=False).sum().backward()
-    return x.grad.round(decimals=4).tolist()
+    return [round(v, 4) for v in x.grad.tolist()]
 
 
 @trigger("an-error-happened-while-unpacking-tensors-dumping-logs-o-2780f8", head=True)  # it prints stack traces
@@ -354,7 +354,7 @@ def checkpoint_with_debug_whose_recomputation_differs():
 def checkpoint_with_debug_whose_recomputation_matches():
     x = _leaf()
     cp.checkpoint(lambda t: t.sin().cos(), x, use_reentrant=False, debug=True).sum().backward()
-    return x.grad.round(decimals=4).tolist()
+    return [round(v, 4) for v in x.grad.tolist()]
 
 
 class _SavesTwiceReads(torch.autograd.Function):
@@ -417,7 +417,7 @@ def sac_op_list_of_op_overloads():
     x = _leaf()
     context_fn = functools.partial(cp.create_selective_checkpoint_contexts, [torch.ops.aten.sin.default])
     cp.checkpoint(lambda t: t.sin().exp(), x, use_reentrant=False, context_fn=context_fn).sum().backward()
-    return x.grad.round(decimals=3).tolist()
+    return [round(v, 3) for v in x.grad.tolist()]
 
 
 @trigger("policy-fn-or-list-must-be-either-a-function-94390d")
@@ -431,7 +431,7 @@ def sac_policy_of_the_wrong_type():
 def sac_policy_function():
     x = _leaf()
     cp.checkpoint(lambda t: t.sin().exp(), x, use_reentrant=False, context_fn=_save_sin()).sum().backward()
-    return x.grad.round(decimals=3).tolist()
+    return [round(v, 3) for v in x.grad.tolist()]
 
 
 @trigger("encountered-during-backward-but-not-found-in-storage-thi-37ee0f")
@@ -446,7 +446,7 @@ def sac_recomputation_runs_another_op():
 def sac_recomputation_runs_the_same_ops():
     x = _leaf()
     cp.checkpoint(lambda t: t.sin().exp(), x, use_reentrant=False, context_fn=_save_sin()).sum().backward()
-    return x.grad.round(decimals=3).tolist()
+    return [round(v, 3) for v in x.grad.tolist()]
 
 
 @trigger("invocation-index-encountered-during-backward-but-not-fou-f8fbdc")
@@ -463,7 +463,7 @@ def sac_recomputation_runs_each_op_as_often():
     x = _leaf()
     with cp.set_checkpoint_early_stop(False):
         cp.checkpoint(lambda t: t.sin().exp(), x, use_reentrant=False, context_fn=_save_sin()).sum().backward()
-    return x.grad.round(decimals=3).tolist()
+    return [round(v, 3) for v in x.grad.tolist()]
 
 
 @trigger("trying-to-backward-an-extra-time-you-are-only-871484")
@@ -480,7 +480,7 @@ def sac_region_backward_once():
     x = _leaf()
     out = cp.checkpoint(lambda t: t.sin().exp(), x, use_reentrant=False, context_fn=_save_sin())
     (out.sum() + out.sum()).backward()
-    return x.grad.round(decimals=3).tolist()
+    return [round(v, 3) for v in x.grad.tolist()]
 
 
 @trigger("tensor-cached-during-selective-activation-checkpoint-has-6d84b9")
@@ -510,7 +510,7 @@ def sac_saved_output_copied_before_the_change():
     with torch.no_grad():
         doubled = box["y"].clone().mul_(2)
     out.sum().backward()
-    return x.grad.round(decimals=3).tolist(), doubled.round(decimals=3).tolist()
+    return [round(v, 3) for v in x.grad.tolist()], [round(v, 3) for v in doubled.tolist()]
 
 
 @trigger("a-saved-tensors-hooks-context-e-g-save-on-6244ad")
@@ -528,7 +528,7 @@ def sac_inside_save_on_cpu_said_explicitly():
         out = cp.checkpoint(lambda t: t.sin().exp(), x, use_reentrant=False, context_fn=_save_sin(),
                             respect_saved_tensors_hooks=True)
     out.sum().backward()
-    return x.grad.round(decimals=3).tolist()
+    return [round(v, 3) for v in x.grad.tolist()]
 
 
 # --- the distributed wrappers of checkpointing --------------------------------------------------------------
@@ -606,7 +606,7 @@ def activation_memory_budget_under_compile():
             return t.sin().cos()
     x = _leaf()
     torch.compile(f, backend="aot_eager", fullgraph=True)(x).sum().backward()
-    return x.grad.round(decimals=3).tolist()
+    return [round(v, 3) for v in x.grad.tolist()]
 
 
 @trigger("torch-autograd-graph-region-activation-memory-budget-exp-414fe1")
@@ -623,7 +623,7 @@ def activation_memory_budget_as_a_float():
             return t.sin().cos()
     x = _leaf()
     torch.compile(f, backend="aot_eager", fullgraph=True)(x).sum().backward()
-    return x.grad.round(decimals=3).tolist()
+    return [round(v, 3) for v in x.grad.tolist()]
 
 
 @trigger("torch-autograd-graph-region-activation-memory-budget-mus-63d47a")
@@ -640,7 +640,7 @@ def activation_memory_budget_of_one():
             return t.sin().cos()
     x = _leaf()
     torch.compile(f, backend="aot_eager", fullgraph=True)(x).sum().backward()
-    return x.grad.round(decimals=3).tolist()
+    return [round(v, 3) for v in x.grad.tolist()]
 
 
 # --- saved tensors: messages that do not say "hook" ---------------------------------------------------------
@@ -663,7 +663,7 @@ def saved_input_detached_out_of_place():
     b = a.sin()
     a_value = a.detach()
     b.sum().backward()
-    return w.grad.round(decimals=4).tolist(), a_value.requires_grad
+    return [round(v, 4) for v in w.grad.tolist()], a_value.requires_grad
 
 
 @trigger("trying-to-create-a-savedtensor-object-from-python-is-cf93b6")
