@@ -57,10 +57,12 @@ SECONDS = 180  # one program
 WORDS = {
     "en": {"head": "{key}: {title}", "model": "the probe's model: subject = Linear(3, 3) after tanh, then a head",
            "hook": "the hook notes the phase of each call", "install": "where the hook is registered",
-           "run": "the run: {how}", "show": "what fired", "fix": "the fix: {fix}"},
+           "run": "the run: {how}", "show": "what fired", "fix": "the fix: {fix}",
+           "quiet": "what PyTorch prints is not what fired"},
     "zh": {"head": "{key}：{title}", "model": "探针的模型：subject = tanh 之后的 Linear(3, 3)，再接一个输出头",
            "hook": "钩子记下每次调用所在的阶段", "install": "钩子注册在哪里",
-           "run": "运行：{how}", "show": "触发了什么", "fix": "修正：{fix}"},
+           "run": "运行：{how}", "show": "触发了什么", "fix": "修正：{fix}",
+           "quiet": "PyTorch 自己打印的内容不算"},
 }
 
 
@@ -364,7 +366,7 @@ def program(key: str, lang: str, cells: dict[str, dict[str, Any]]) -> str:
     parts.append(f"# {words['show']}\n{EPILOGUE}")
     title = _title(record, lang)
     head = f"# {words['head'].format(key=key, title=title)}"
-    body = "\n\n\n".join(parts)
+    body = "\n\n\n".join(parts).replace(f"# {WORDS['en']['quiet']}", f"# {words['quiet']}")
     return head + "\n" + body.replace("{imports}", _imports(body)) + "\n"
 
 
@@ -507,6 +509,8 @@ def skip_reason(key: str) -> dict[str, Any] | None:
 
 NO_FIX = {"en": "no workaround in tools/hook_matrix/fixes.toml for this cell",
           "zh": "tools/hook_matrix/fixes.toml 里没有这一格的变通办法"}
+NOT_RUN = {"en": "the fix in tools/hook_matrix/fixes.toml has not been run yet (python -m tools.hook_matrix programs)",
+           "zh": "tools/hook_matrix/fixes.toml 里的变通办法还没有运行过（python -m tools.hook_matrix programs）"}
 
 
 def _chunks(items: list[Any], jobs: int) -> list[list[Any]]:
@@ -532,9 +536,10 @@ def _cached(source: str) -> Path:
     return cache_folder() / (digest + ".txt")
 
 
-def _run_all(sources: list[str], jobs: int, progress: str = "", *, fresh: bool = False) -> list[str]:
+def _run_all(sources: list[str], jobs: int, progress: str = "", *, fresh: bool = False,
+             cached_only: bool = False) -> list[str]:
     """What each program prints: by the fork server (:func:`run_forked`, results kept in :func:`cache_folder`), or
-    ``fresh``, each in a new interpreter."""
+    ``fresh``, each in a new interpreter; ``cached_only``: what the cache has, None for the others (not run)."""
     def runner(chunk: list[str]) -> list[str]:
         if fresh:
             return [run_program(source) for source in chunk]
@@ -546,6 +551,8 @@ def _run_all(sources: list[str], jobs: int, progress: str = "", *, fresh: bool =
 
     known = {} if fresh else {s: _cached(s).read_text(encoding="utf-8") for s in sources if _cached(s).is_file()}
     todo = list(dict.fromkeys(s for s in sources if s not in known))
+    if cached_only:
+        return [known.get(s) for s in sources]  # type: ignore[misc]
     start, done = time.monotonic(), 0
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         for chunk, printed in zip(_chunks(todo, jobs), pool.map(runner, _chunks(todo, jobs))):
@@ -560,12 +567,14 @@ def _run_all(sources: list[str], jobs: int, progress: str = "", *, fresh: bool =
 def _same_code(en: str, zh: str) -> bool:
     """Whether two languages' programs differ in their comment lines only."""
     def code(text: str) -> list[str]:
-        return [line for line in text.splitlines() if not line.startswith("#")]
+        return [re.sub(r"\s+# .*$", "", line) for line in text.splitlines() if not line.startswith("#")]
     return code(en) == code(zh)
 
 
-def build(keys: list[str], *, jobs: int = 1, progress: bool = False, fresh: bool = False) -> dict[str, Any]:
-    """The entries of docs/programs/matrix.json for ``keys``: each program generated and run, then each fix."""
+def build(keys: list[str], *, jobs: int = 1, progress: bool = False, fresh: bool = False,
+          cached_only: bool = False) -> dict[str, Any]:
+    """The entries of docs/programs/matrix.json for ``keys``: each program generated and run, then each fix
+    (``cached_only``: runs nothing; a program not in the cache gets ``prints`` None, a fix not in it is left out)."""
     from .generate import load
 
     cells = load()["cells"]
@@ -581,7 +590,7 @@ def build(keys: list[str], *, jobs: int = 1, progress: bool = False, fresh: bool
         if not _same_code(shows[key]["en"], shows[key]["zh"]):
             raise RuntimeError(f"{key}: the programs in English and Chinese differ in more than comments")
     prints = dict(zip(shows, _run_all([c["en"] for c in shows.values()], jobs, "programs" if progress else "",
-                                         fresh=fresh)))
+                                         fresh=fresh, cached_only=cached_only)))
     candidates = {}
     for key, code in shows.items():
         out[key] = {"show": {"code": code, "prints": prints[key]}, "fix": None, "no_fix": NO_FIX, "needs": []}
@@ -589,8 +598,11 @@ def build(keys: list[str], *, jobs: int = 1, progress: bool = False, fresh: bool
         if change is not None:
             candidates[key] = (change, {lang: fixed(code[lang], change, lang, key) for lang in ("en", "zh")})
     fix_prints = dict(zip(candidates, _run_all([c["en"] for _, c in candidates.values()], jobs,
-                                               "fixes" if progress else "", fresh=fresh)))
+                                               "fixes" if progress else "", fresh=fresh, cached_only=cached_only)))
     for key, (change, code) in candidates.items():
+        if fix_prints[key] is None:
+            out[key]["no_fix"] = NOT_RUN
+            continue
         eager = cells[f"{key.split('@')[0]}@eager"]
         calls, raised = _calls(fix_prints[key])
         if calls == eager["calls"] and not raised:
@@ -601,7 +613,10 @@ def build(keys: list[str], *, jobs: int = 1, progress: bool = False, fresh: bool
             out[key]["no_fix"] = {"en": f"tried ({change['en']}): the hook then still does not fire as in eager",
                                   "zh": f"试过（{change['zh']}）：钩子仍然不像 eager 那样触发"}
     if progress:
-        differ = [k for k in shows if _calls(prints[k]) != (cells[k]["calls"], cells[k]["error"] is not None)]
+        differ = [k for k in shows if prints[k] is not None
+                  and _calls(prints[k]) != (cells[k]["calls"], cells[k]["error"] is not None)]
+        print(f"[hook-matrix programs] {sum(p is None for p in prints.values())} programs not run yet",
+              file=sys.stderr)
         print(f"[hook-matrix programs] {len(differ)} of {len(shows)} programs fire otherwise than their cell "
               f"records: {', '.join(differ)}", file=sys.stderr)
     return {k: out[k] for k in keys}
@@ -637,6 +652,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--print", action="store_true", help="print the programs of --keys, run nothing")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--sample", type=int, default=6)
+    parser.add_argument("--cached", action="store_true",
+                        help="write the file from the programs already run (the cache), running none")
     args = parser.parse_args(argv)
     from .generate import load
 
@@ -654,7 +671,8 @@ def main(argv: list[str]) -> int:
         return 0
     if args.check:
         recorded = json.loads(OUT.read_text(encoding="utf-8"))["programs"] if OUT.is_file() else {}
-        runnable = [k for k in keys if skip_reason(k) is None]
+        runnable = [k for k in keys if skip_reason(k) is None
+                    and (recorded.get(k) or {}).get("show", {}).get("prints") is not None]
         chosen = args.keys or sample(runnable, args.sample)
         now = build(chosen, jobs=args.jobs, fresh=True)
         stale = [k for k in chosen if recorded.get(k) != now[k]]
@@ -668,10 +686,10 @@ def main(argv: list[str]) -> int:
     start = time.monotonic()
     if args.keys and OUT.is_file():
         programs = json.loads(OUT.read_text(encoding="utf-8"))["programs"]
-        programs.update(build(keys, jobs=args.jobs, progress=True))
+        programs.update(build(keys, jobs=args.jobs, progress=True, cached_only=args.cached))
         programs = {k: programs[k] for k in unusual(cells) if k in programs}
     else:
-        programs = build(keys, jobs=args.jobs, progress=True)
+        programs = build(keys, jobs=args.jobs, progress=True, cached_only=args.cached)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(document(programs), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     print(f"[hook-matrix programs] wrote {OUT.relative_to(ROOT)}: {len(programs)} cells "
@@ -692,7 +710,9 @@ PAGE = {
                      "whole program."),
            "common": "What every program starts and ends with (the probe's model; printing what fired)",
            "prints": "It prints:", "fix": "Workaround: {what}", "no_program": "No program: {why}",
-           "fixed": "The program changed so:"},
+           "fixed": "The program changed so:", "not_run": "not run yet",
+           "unrun": ("{n} of these programs have not been run yet: their output is not shown (python -m "
+                     "tools.hook_matrix programs runs them).")},
     "zh": {"title": "把不寻常的格子写成程序",
            "intro": ("一格“不寻常”，是指它被标为出人意料，或者它的 fires、calls、error、warnings 与这一族的 eager 格不同："
                      "共 {unusual} 格。其中 {shown} 格有一段从探针代码生成的程序（运行方式的准备、钩子、运行、触发了什么），"
@@ -701,7 +721,8 @@ PAGE = {
                      "`python -m tools.hook_matrix programs --keys <键> --print` 打印完整的程序。"),
            "common": "每段程序开头和结尾都一样的部分（探针的模型；打印触发了什么）",
            "prints": "打印：", "fix": "变通办法：{what}", "no_program": "没有程序：{why}",
-           "fixed": "程序这样改："},
+           "fixed": "程序这样改：", "not_run": "还没有运行",
+           "unrun": "其中 {n} 段程序还没有运行过，所以不显示输出（python -m tools.hook_matrix programs 会运行它们）。"},
 }
 
 
@@ -726,10 +747,13 @@ def page_section(doc: dict[str, Any], lang: str, programs: dict[str, Any] | None
     t = PAGE[lang]
     entries = programs.items()
     shown = [(k, v) for k, v in entries if v.get("show")]
+    unrun = sum(v["show"]["prints"] is None for _, v in shown)
     counts = {"unusual": len(programs), "shown": len(shown), "fixed": sum(bool(v.get("fix")) for _, v in shown),
               "processes": sum("processes:2" in v.get("needs", []) for v in programs.values()),
               "bound": sum(not v.get("show") and "processes:2" not in v.get("needs", []) for v in programs.values())}
     lines = [f"## {t['title']}", "", t["intro"].format(**counts), ""]
+    if unrun:
+        lines += [t["unrun"].format(n=unrun), ""]
     if shown:
         prelude, common, _, tail = _sections(shown[0][1]["show"]["code"][lang], lang)
         lines += ["<details>", f"<summary>{t['common']}</summary>", "", "```python", prelude.split("\n", 1)[1].rstrip(),
@@ -745,9 +769,12 @@ def page_section(doc: dict[str, Any], lang: str, programs: dict[str, Any] | None
         code = value["show"]["code"][lang]
         _, model, own, _ = _sections(code, lang)
         body = (own if model == common else model + own).rstrip()
-        first = value["show"]["prints"].splitlines()[0] if value["show"]["prints"] else ""
+        printed = value["show"]["prints"]
+        first = printed.splitlines()[0] if printed else t["not_run"]
         lines += ["<details>", f"<summary>{summary} · {first}</summary>", "", "```python", code.split("\n", 1)[0],
-                  body, "```", "", t["prints"], "", "```text", value["show"]["prints"].rstrip(), "```", ""]
+                  body, "```", ""]
+        if printed is not None:
+            lines += [t["prints"], "", "```text", printed.rstrip(), "```", ""]
         fix = value.get("fix")
         if fix:
             after = fix["code"][lang].splitlines()
