@@ -19,7 +19,8 @@ An entry is one of:
 
 A message or a matrix cell that has a program (``docs/programs/<name>.json``: one that shows it and its fix, in both
 languages, with what each prints) carries it as ``program`` (:func:`attach_programs`: the file ``messages.json``
-attaches to the entries ``message:<id>``, any other ``<name>.json`` to ``<name>:<id>``);
+attaches to the entries ``message:<id>``, any other ``<name>.json`` to ``<name>:<id>``); a library profile carries
+the list of its facts' programs as ``programs`` (``profiles.json``'s ``<slug>:<fact>`` -> ``profile:<slug>``);
 ``Hit.run()`` runs it.
 
 - ``recipe``: a recipe (``recipes/NN_area.ipynb``: a real question answered by running code; its heading cell carries
@@ -61,6 +62,9 @@ RECIPES = ROOT / "recipes"
 MESSAGES = ROOT / "docs" / "hook_messages.json"
 PROGRAMS = ROOT / "docs" / "programs"
 PROGRAM_PREFIX = {"messages": "message"}  # a programs file's stem -> the id prefix of its entries (else the stem)
+# a programs file whose ids are "<name>:<fact>", several facts of one entry -> the id prefix of those entries: the
+# entry "<prefix>:<name>" carries the list of its programs as "programs"
+PROGRAM_GROUPS = {"profiles": "profile"}
 MATRIX = ROOT / "docs" / "hook_matrix.json"
 SILENT_KINDS = ROOT / "docs" / "silent_symptoms.toml"
 INDEX = ROOT / "hooklab" / "course" / "assets" / "ask" / "index.json"
@@ -405,7 +409,14 @@ def attach_programs(entries: list[dict[str, Any]], folder: Path = PROGRAMS) -> i
         if not isinstance(programs, dict):
             raise IndexError_(f"{_shown(path)} has no \"programs\" object; regenerate it")
         prefix = PROGRAM_PREFIX.get(path.stem, path.stem)
+        group = PROGRAM_GROUPS.get(path.stem)
         for key, record in sorted(programs.items()):
+            if group is not None:  # docs/programs/profiles.json: "<slug>:<fact>" -> the list of profile:<slug>
+                entry = by_id.get(f"{group}:{key.split(':', 1)[0]}")
+                if entry is not None and isinstance(record, dict) and record.get("show"):
+                    entry.setdefault("programs", []).append({"id": key, **record})
+                    attached += 1
+                continue
             entry = by_id.get(f"{prefix}:{key}")
             if entry is None or not isinstance(record, dict) or not record.get("show"):
                 continue

@@ -144,8 +144,10 @@ def _rows(rows: list[dict[str, str]], t: dict[str, str]) -> list[str]:
     return [*out, ""]
 
 
-def library_page(slug: str, record: dict[str, Any], lang: str, matrix: dict[str, Any]) -> str:
-    """One library's page."""
+def library_page(slug: str, record: dict[str, Any], lang: str, matrix: dict[str, Any],
+                 programs: dict[str, Any] | None = None) -> str:
+    """One library's page; ``programs``: docs/programs/profiles.json's, each surprise followed by its program (and
+    what to do instead), collapsed."""
     t, words = TEXT[lang], record["words"][lang]
     lines = [f"(profiles-{slug})=", f"# {record['title']}", "", f"[{t['back']}](profiles.md) · {_esc(_status(record, t))}",
              "", words["summary"], "", f"**{t['entry']}**: `{record['entry']}`", ""]
@@ -182,7 +184,11 @@ def library_page(slug: str, record: dict[str, Any], lang: str, matrix: dict[str,
             lines += [f"## {t['order_source']}", "", record["order"][lang], ""]
     lines += [f"## {t['remove']}", "", words["remove"], "", f"## {t['api']}", "", words["api"], ""]
     if record.get("surprises"):
-        lines += [f"## {t['surprises']}", "", *[f"- {s[lang]}" for s in record["surprises"]], ""]
+        from .programs import surprise_lines
+        lines += [f"## {t['surprises']}", ""]
+        for i, s in enumerate(record["surprises"], 1):
+            pid = f"{slug}:source-{i}" if record["status"] == "source" else f"{slug}:{s['fact']}"
+            lines += [f"- {s[lang]}", "", *surprise_lines(pid, (programs or {}).get(pid), lang)]
     facts = (record.get("measured") or {}).get("facts")
     if facts:
         lines += [f"## {t['facts']}", "", "| | |", "|---|---|"]
@@ -233,7 +239,9 @@ def pages(path: Path | None = None) -> dict[str, Callable[[Path, str, list[str]]
     doc = load(path)
     found: dict[str, Callable[[Path, str, list[str]], str]] = {"profiles": lambda root, lang, names: index_page(doc, lang)}
     matrix = _matrix()
+    from .programs import load_programs
+    programs = load_programs()
     for slug, record in doc["libraries"].items():
         found[f"profiles-{slug}"] = (lambda root, lang, names, slug=slug, record=record:
-                                     library_page(slug, record, lang, matrix))
+                                     library_page(slug, record, lang, matrix, programs))
     return found
