@@ -14,7 +14,8 @@ A right place for a question is its recipe, or a place the recipe's metadata lin
 (``course``: the section or symptom row at that cell, else the section the cell is in), a behaviour-matrix cell
 (``matrix``) or a message row (``messages``), each where ``course.ask`` puts it (its notebook and cell). The lookup
 was measured on the held-out part once before it was tuned on the tuning part (:data:`BEFORE`) and once after
-(:data:`AFTER`); tests/tools/test_recipe_search.py holds the held-out part at :data:`AFTER` or better.
+(:data:`AFTER`, on the same sources: the lookup's phrases of ``asking.SYNONYMS`` are all that changed);
+tests/tools/test_own_words.py holds the held-out part at :data:`AFTER` or better on the shipped index.
 """
 from __future__ import annotations
 
@@ -43,7 +44,10 @@ TUNING_SHARE = 0.4
 # the lookup was tuned on the tuning part (2026-11-26, on the index `python -m tools.ask --write` builds from commit
 # 6cc8d00's sources) and once after
 BEFORE = {"en": (65, 80), "zh": (62, 80)}
-AFTER = BEFORE
+AFTER = {"en": (67, 80), "zh": (65, 80)}  # after the phrases of asking.SYNONYMS tuned on the tuning part
+# The wording leaves library names out, but a model's name is what a learner calls it: these names of the bank's
+# libraries are also the models the queries name.
+MODEL_NAMES = frozenset({"whisper", "llava"})
 
 Place = tuple[str | None, str | None]
 

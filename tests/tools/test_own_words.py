@@ -1,0 +1,77 @@
+"""A learner's own words (issue 65, tools/recipes/own_words.py): queries without API or library names, written for
+round-two questions that a recipe answers before any answer was read, drawn and split with committed seeds. The draw
+and the split are drawn again from the record; the queries name no code and no library; and on the held-out part
+``course.ask`` puts a right place among its first three at least as often as the recorded after figure."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tools.recipes import bank, own_words
+
+pytestmark = [pytest.mark.tools, pytest.mark.timeout(300)]
+
+# what code looks like in a query: a snake_case or dotted name, a call, a lowerCamel name
+CODE = re.compile(r"[A-Za-z]\w*_\w+|\w+\(|[A-Za-z_]\w*\.[A-Za-z_]\w*|\b[a-z]+[A-Z]\w*")
+
+
+def test_the_draw_and_the_split_are_the_seeds_own():
+    data = own_words.record()
+    assert set(data["population"]) <= set(own_words.population())  # a recipe is never taken away from the draw
+    assert data["population"] == sorted(data["population"]) and set(data["population"]).isdisjoint(bank.round_one_ids())
+    assert own_words.draw(data["population"], data["seed"]) == data["drawn"]
+    assert own_words.split(data["population"], data["split_seed"]) == (data["tuning"], data["held_out"])
+    assert own_words.draw(data["population"], data["seed"] + 1) != data["drawn"]  # the seed decides the order
+
+
+def test_every_drawn_question_has_two_queries_in_each_language_and_the_held_out_part_is_big_enough():
+    data = own_words.record()
+    per = {(q["id"], q["lang"]) for q in data["queries"]}
+    assert len(data["queries"]) == 4 * len(data["drawn"]) and len(per) == 2 * len(data["drawn"])
+    assert {q["lang"] for q in data["queries"]} == set(own_words.LANGUAGES)
+    for lang in own_words.LANGUAGES:
+        assert sum(q["lang"] == lang for q in data["queries"]) >= 110
+        assert sum(q.lang == lang for q in own_words.queries("held_out", data)) >= 60
+    assert not set(data["tuning"]) & set(data["held_out"])
+
+
+def test_the_queries_name_no_code_and_no_library():
+    libraries = {q.library.lower() for q in bank.load()} - own_words.MODEL_NAMES
+    for query in own_words.record()["queries"]:
+        text = query["text"]
+        assert not CODE.search(text), (query["id"], text)
+        named = [name for name in libraries if re.search(rf"(?<![a-z0-9]){re.escape(name)}(?![a-z0-9])", text.lower())]
+        assert not named, (query["id"], named, text)
+    assert CODE.search("why is register_forward_hook not called") and CODE.search("model.layer4 output")
+
+
+def test_the_held_out_part_finds_a_right_place_at_least_as_often_as_after_tuning(capsys):
+    table, _ = own_words.measure("held_out")
+    with capsys.disabled():
+        for lang, (found, asked) in table.items():
+            before = own_words.BEFORE[lang]
+            print(f"\n  course.ask, a learner's own words (held out), {lang}: {found} of {asked} in the first three "
+                  f"({found / asked:.0%}; before tuning {before[0]} of {before[1]})", end="")
+    for lang, (found, asked) in table.items():
+        assert asked == own_words.AFTER[lang][1], (lang, asked)
+        assert found >= own_words.AFTER[lang][0], f"{lang}: {found} of {asked}, fewer than {own_words.AFTER[lang]}"
+
+
+def test_a_query_counts_only_when_a_right_place_is_among_the_first_three():
+    places = own_words.right_places()
+    query = own_words.queries("tuning")[0]
+    assert own_words.rank(query, set()) is None
+    recipe = own_words.answered_ids()[query.id]["place"]
+    assert recipe in places[query.id]
+    hits = own_words.asking.ask(query.text, k=own_words.K, lang=query.lang)
+    assert own_words.rank(query, {(hits[0].notebook, hits[0].cell)}) == 1
+
+
+def test_a_broken_record_is_named(tmp_path):
+    broken = tmp_path / "own_words.json"
+    broken.write_text('{"seed": 1}', encoding="utf-8")
+    with pytest.raises(ValueError, match="own_words.json"):
+        own_words.record(broken)
+    with pytest.raises(ValueError, match="part is"):
+        own_words.queries("all")
