@@ -133,7 +133,8 @@ def _old_holders(target: nn.Module, w: _Watch, like: set[Any] | None = None) -> 
 def _hook_code(fn: Any) -> Any:
     """The code a hook runs: a function's, or its class's ``__call__``."""
     inner = getattr(fn, "__func__", fn)
-    return getattr(inner, "__code__", None) or getattr(getattr(type(inner), "__call__", None), "__code__", None)
+    call = next((k.__dict__["__call__"] for k in type(inner).__mro__ if "__call__" in k.__dict__), None)
+    return getattr(inner, "__code__", None) or getattr(call, "__code__", None)
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
