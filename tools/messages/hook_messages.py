@@ -6,6 +6,7 @@ test, excused with a reason, or open).
     .venv/bin/python -m tools.messages.hook_messages --write      # re-extract and rewrite docs/hook_messages.json
     .venv/bin/python -m tools.messages.hook_messages --examples   # run the trigger tests and store each one's printed message
     .venv/bin/python -m tools.messages.hook_messages --report     # coverage per source, and what is still open
+    .venv/bin/python -m tools.messages.hook_messages --programs   # each triggered message's program and fix (docs/programs/)
 
 Where the texts come from (all read from the files of the running Python's site-packages; nothing is imported):
 
@@ -271,7 +272,14 @@ def main(argv: list[str] | None = None) -> int:
                        help="run the trigger tests, store what each printed (docs/hook_message_examples.json), "
                             "then rewrite docs/hook_messages.json")
     group.add_argument("--report", action="store_true", help="coverage per source and the open messages")
+    group.add_argument("--programs", action="store_true",
+                       help="cut each triggered message's program and fix out of the trigger tests, run those that "
+                            "changed, and write docs/programs/messages.json (tools/messages/programs.py; "
+                            "python -m tools.messages.programs --fresh runs them all)")
     args = parser.parse_args(argv)
+    if args.programs:
+        from . import programs
+        return programs.main([])
     try:
         # the committed data first: a damaged file is named at once, not after the extraction
         old = load(DATA) if DATA.is_file() and not args.write else {}

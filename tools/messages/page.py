@@ -23,6 +23,8 @@ PAGE = {
            "other_errors": "笔记本里的其他报错", "other_silent": "其他", "shown": "输出中的原文",
            "message": "消息", "example": "实际打印的一例", "explained": "解释与修正", "triggered": "触发它的测试", "recipes": "真实问题的食谱",
            "why": "原因", "where": "出处", "tried": "尝试过的触发办法及结果",
+           "program": "可运行的程序：触发它，再修正它", "prints": "运行后打印：", "prints_start": "运行后打印（开头）：",
+           "fix": "修正后的程序", "no_fix": "没有修正程序：", "needs": "需要：",
            "left_out": "未列入的文本",
            "left_out_intro": "这些文本也含有“hook”一词，但说的是另一回事（Inductor 的代码生成回调、FX 的图编辑回调、"
                              "设备后端接口等），不是本课程讲的钩子，所以不列入上面的统计。按类别列出，供核对。",
@@ -45,6 +47,8 @@ PAGE = {
            "other_silent": "Other", "shown": "What the output says", "message": "Message",
            "example": "As printed", "explained": "Explained, and the fix", "triggered": "Triggered by", "recipes": "Recipes for real questions",
            "why": "Why", "where": "Where", "tried": "Tried, and what happened",
+           "program": "A program that shows it, and its fix", "prints": "It prints:",
+           "prints_start": "It prints (the start):", "fix": "The fix", "no_fix": "No fix program: ", "needs": "Needs: ",
            "left_out": "Texts left out",
            "left_out_intro": "These texts say \"hook\" too, but mean another idea (Inductor's code-generation "
                              "callbacks, FX's graph-editing callbacks, device-backend interfaces, ...), not the hooks "
@@ -65,6 +69,7 @@ PAGE = {
                        "api": "C++ API only", "gpu": "need a GPU", "log": "log lines, not errors"}},
 }
 MESSAGES = ROOT / "docs" / "hook_messages.json"
+PROGRAMS = ROOT / "docs" / "programs" / "messages.json"
 SILENT = ROOT / "docs" / "silent_symptoms.toml"
 
 
@@ -81,6 +86,37 @@ def load_silent(path: Path = SILENT) -> dict[str, Any]:
 
     data = tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     return {"kind": data.get("kind", []), "matrix": data.get("matrix", {})}
+
+
+def load_programs(path: Path = PROGRAMS) -> dict[str, Any]:
+    """Each triggered message's program and fix by message id (docs/programs/messages.json; empty without it)."""
+    import json
+
+    return json.loads(path.read_text(encoding="utf-8"))["programs"] if path.is_file() else {}
+
+
+def program_lines(record: dict[str, Any] | None, lang: str) -> list[str]:
+    """A message's program and its fix (or why it has none), folded in a ``<details>`` block."""
+    if not record or not record.get("show"):
+        return []
+    page = PAGE[lang]
+    out = ["<details>", f"<summary>{page['program']}</summary>", ""]
+    for part in ("show", "fix"):
+        program = record.get(part)
+        if not program:
+            continue
+        if part == "fix":
+            out += [f"**{page['fix']}**", ""]
+        out += ["```python", program["code"][lang].rstrip(), "```", ""]
+        if program.get("needs"):
+            out += [page["needs"] + ", ".join(f"`{n}`" for n in program["needs"]), ""]
+        printed = program.get("prints_start") if program.get("prints") is None else program["prints"]
+        if printed is not None:
+            out += [page["prints_start" if program.get("prints") is None else "prints"], "", fenced(printed), ""]
+    why = record.get("no_fix")
+    if why:
+        out += [page["no_fix"] + (why.get(lang) or why.get("en", "") if isinstance(why, dict) else str(why)), ""]
+    return out + ["</details>", ""]
 
 
 def fenced(text: str) -> str:
@@ -142,16 +178,18 @@ def _recipe_line(found: list[dict[str, Any]], label: str, colon: str) -> list[st
 
 def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = None,
               messages: dict[str, Any] | None = None, silent: dict[str, Any] | None = None,
-              recipes: list[dict[str, Any]] | None = None) -> str:
+              recipes: list[dict[str, Any]] | None = None, programs: dict[str, Any] | None = None) -> str:
     """The site's page (MyST Markdown). ``built``: the notebooks on the site (default: every notebook that a row
     names); rows that point into another notebook are left out, so a partial build has no broken link.
     ``recipes``: the recipes' metadata (tools/recipes/used_by.py's ``recipes``): a row links the recipes that name
-    its message or lead into its section (the site has a page per recipe area)."""
+    its message or lead into its section (the site has a page per recipe area). ``programs``: each triggered message's
+    program and fix by id (default: docs/programs/messages.json), shown folded on its row."""
     from . import hook_messages_data as hook_messages
 
     text, page = TEXT[lang], PAGE[lang]
     messages = load_messages() if messages is None else messages
     silent = load_silent() if silent is None else silent
+    programs = load_programs() if programs is None else programs
     records = messages.get("messages", [])
     on_site = (lambda nb: True) if built is None else (lambda nb: nb in built)  # noqa: E731
     by_id = {s.id: s for s in symptoms}
@@ -194,6 +232,7 @@ def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = No
             lines += [f"- {page['message']} ({m['source']}, {m['call']}){colon.strip()}", "", fenced(m["text"]), ""]
             if m.get("example") and m["example"] not in (m["text"], s.message):
                 lines += [f"- {page['example']}{colon.strip()}", "", fenced(m["example"]), ""]
+            lines += program_lines(programs.get(m["id"]), lang)
         if s.id in silent["matrix"]:
             lines.append(f"- matrix{colon}`{silent['matrix'][s.id]}`")
         found = by_section.get((s.notebook, s.heading.get("en", "")), [])
@@ -224,7 +263,8 @@ def site_page(symptoms: list[Symptom], lang: str, *, built: set[str] | None = No
                         m["notebook"], explain_target(m["notebook"], m["cell_id"]),
                         _cell(f"{m['notebook'][:2]} · {section}")),
                     f"- {page['triggered']}{colon}`{m['test']}`", *_recipe_line(by_message.get(m["id"], []),
-                                                                          page["recipes"], colon), ""]
+                                                                          page["recipes"], colon), "",
+                    *program_lines(programs.get(m["id"]), lang)]
 
     # silent symptoms, by kind
     out += [f"## {page['silent']}", ""]

@@ -1,0 +1,155 @@
+"""The programs of ``docs/programs/*.json`` print what the files say they print: each one run in a fresh Python
+interpreter (``python -c``, the program on its standard input, run by :func:`hooklab.course.programs.run`, one
+thread), its output compared with ``prints`` (exactly) or ``prints_start`` (the output starts with it).
+
+Every push runs ``SAMPLE`` programs drawn with the commit as the seed (``tests/recipe_sample.seed``: a red run can be
+repeated), about a minute in all; ``HOOKLAB_PROGRAMS=all`` runs every one (the weekly CI does). A program that needs
+several processes, a CUDA device or a library absent here (its ``needs``) is skipped, saying which.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recipe_sample import seed
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDER = ROOT / "docs" / "programs"
+SAMPLE = 10  # programs per push: 3 to 10 s each (a fresh interpreter imports torch and maybe a library)
+TIMEOUT = 240  # s one program may run (torch.compile's first call included)
+RUNNER = ("import sys\nfrom hooklab.course.programs import run\n"
+          "sys.stdout.write(run(sys.stdin.read()))\n")
+PARTS = ("show", "fix")
+MACHINE = {"processes": "runs in several processes", "cuda": "needs a CUDA device"}
+
+
+def files(folder: Path = FOLDER) -> dict[str, dict[str, Any]]:
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))}
+
+
+def cases(data: dict[str, dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """(file stem, program id, part) of every program that has code."""
+    return [(stem, pid, part) for stem, content in data.items() for pid, record in sorted(content["programs"].items())
+            for part in PARTS if record.get(part)]
+
+
+def drawn(all_cases: list[tuple[str, str, str]], seed_text: str, *, every: bool = False) -> list[tuple[str, str, str]]:
+    """The cases this run runs: every one when ``every``, else ``SAMPLE`` drawn with ``seed_text`` (in order).
+
+    >>> c = [("m", str(i), "show") for i in range(40)]
+    >>> drawn(c, "abc") == drawn(c, "abc"), len(drawn(c, "abc")), drawn(c, "x", every=True) == c
+    (True, 10, True)
+    """
+    if every:
+        return list(all_cases)
+    chosen = set(random.Random(seed_text).sample(sorted(all_cases), min(SAMPLE, len(all_cases))))
+    return [c for c in all_cases if c in chosen]
+
+
+def missing(needs: list[str]) -> str | None:
+    """Why a program cannot run here (what it needs that is absent), or None. ``processes`` (or ``processes:N``):
+    several processes; ``cuda``: a CUDA device; anything else: a library's module."""
+    for need in needs:
+        need = need.split(":")[0]
+        if need in MACHINE:
+            if need != "cuda":
+                return MACHINE[need]
+            import torch
+            if not torch.cuda.is_available():
+                return MACHINE[need]
+        elif importlib.util.find_spec(need) is None:
+            return f"needs {need}, which is not installed here"
+    return None
+
+
+def run_fresh(code: str, *, timeout: float = TIMEOUT) -> str:
+    """What ``code`` shows when a fresh interpreter runs it (hooklab.course.programs.run, one thread, offline)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", RUNNER], input=code, capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=timeout)
+    assert proc.returncode == 0, f"the runner itself failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+DATA = files()
+CASES = drawn(cases(DATA), seed(ROOT), every=os.environ.get("HOOKLAB_PROGRAMS") == "all")
+
+
+def test_there_are_programs_to_run():
+    assert DATA, f"no program files in {FOLDER.relative_to(ROOT)}"
+    assert CASES, "no program was drawn"
+
+
+@pytest.mark.parametrize("stem", sorted(DATA))
+def test_each_file_has_the_programs_shape(stem):
+    """What the runner, the pages and the lookup read: ``{"about", "programs": {id: {"show", "fix"}}}``, each program
+    ``{"code": {"en", "zh"}, "prints" | "prints_start"}``, Python that compiles."""
+    content = DATA[stem]
+    assert isinstance(content.get("about"), str) and content["about"], f"{stem}.json: say what it holds in `about`"
+    assert content.get("programs"), f"{stem}.json holds no programs"
+    for pid, record in content["programs"].items():
+        for part in PARTS:
+            program = record.get(part)
+            if not program:
+                continue
+            assert set(program["code"]) == {"en", "zh"}, f"{stem}.json {pid} {part}: code in en and zh"
+            for lang, code in program["code"].items():
+                compile(code, f"{stem}:{pid}:{part}:{lang}", "exec")  # each one is Python
+            assert "prints" in program or "prints_start" in program, \
+                f"{stem}.json {pid} {part}: say what it prints (prints, or prints_start)"
+
+
+@pytest.mark.parametrize("stem, pid, part", CASES, ids=[f"{s}:{p}:{part}" for s, p, part in CASES])
+def test_a_program_prints_what_its_file_says(stem, pid, part):
+    record = DATA[stem]["programs"][pid]
+    program = record[part]
+    why = missing([*record.get("needs", []), *program.get("needs", [])])
+    if why:
+        pytest.skip(f"{stem}:{pid} ({part}) {why}")
+    expected, start = program.get("prints"), program.get("prints_start")
+    if expected is None and start is None:
+        pytest.skip(f"{stem}:{pid} ({part}): its file stores no output to compare (written where it could not run)")
+    out = run_fresh(program["code"]["en"])
+    if start is not None:
+        assert out.startswith(start), f"{stem}:{pid} ({part}) should start with:\n{start}\nit printed:\n{out[:3000]}"
+    else:
+        assert out == expected, f"{stem}:{pid} ({part}) should print:\n{expected}\nit printed:\n{out[:3000]}"
+
+
+def test_a_program_that_differs_from_its_file_fails():
+    """The comparison can fail: a program whose stored output is not what it prints, and what a fresh interpreter
+    prints for an error, a warning and a result."""
+    out = run_fresh("import warnings\nwarnings.warn('careful')\nprint(1 + 1)\nraise KeyError('x')\n", timeout=120)
+    assert out == "KeyError: 'x'\n\nUserWarning: careful\n2", out
+    assert missing(["no_such_library_here"]) == "needs no_such_library_here, which is not installed here"
+    assert missing(["processes"]) == MACHINE["processes"] and missing([]) is None
+
+
+def test_a_message_row_on_the_symptom_page_folds_its_program_and_fix():
+    from tools.messages import page, symptoms
+
+    record = {"show": {"code": {"en": "# Shows: x\nraise ValueError('x')\n", "zh": "# 触发：x\nraise ValueError('x')\n"},
+                       "needs": [], "prints": "ValueError: x"},
+              "fix": {"code": {"en": "# Fix: y\nprint(1)\n", "zh": "# 修正：y\nprint(1)\n"}, "needs": ["cuda"],
+                      "prints": "1"}, "no_fix": None}
+    zh, en = "\n".join(page.program_lines(record, "zh")), "\n".join(page.program_lines(record, "en"))
+    assert zh.startswith("<details>") and zh.rstrip().endswith("</details>")
+    assert "# 触发：x" in zh and "修正后的程序" in zh and "运行后打印" in zh and "# Shows" not in zh
+    assert "# Fix: y" in en and "The fix" in en and "Needs: `cuda`" in en and "ValueError: x" in en
+    why = {"show": record["show"], "fix": None, "no_fix": {"en": "private API", "zh": "私有接口"}}
+    assert "No fix program: private API" in "\n".join(page.program_lines(why, "en"))
+    assert "没有修正程序：私有接口" in "\n".join(page.program_lines(why, "zh"))
+    assert page.program_lines(None, "en") == []
+    # on the page: the row of a triggered message, with its program in the page's language
+    mid, stored = next((k, v) for k, v in sorted(DATA["messages"]["programs"].items()) if v["fix"])
+    text = page.site_page(symptoms.collect(ROOT)[0], "zh", programs={mid: stored})
+    assert stored["show"]["code"]["zh"].rstrip() in text and stored["fix"]["code"]["zh"].rstrip() in text
