@@ -290,8 +290,8 @@ def _facts_tail(name: str) -> str:
 
 def _quiet(tail: str) -> str:
     """``tail`` with warnings and logs kept out of what it shows (they differ between library releases)."""
-    return ("import logging\nimport warnings\n\nwarnings.simplefilter(\"ignore\")\nlogging.disable(logging.WARNING)\n"
-            "torch.set_num_threads(1)\n" + tail)
+    return ("import logging\nimport warnings\n\nwarnings.simplefilter(\"ignore\")  # they differ between releases\n"
+            "logging.disable(logging.WARNING)\ntorch.set_num_threads(1)\n\n" + tail)
 
 
 def _comment(text: str) -> str:
@@ -304,7 +304,8 @@ def _header(lang: str, slug: str, fact: str, first: str, what: str, record: dict
     measured = record["measured"]
     kind = fact.split(".", 1)
     how = w["facts"] if kind[0] == "facts" else w["probe"].format(kind=kind[1])
-    version = f"{record['name']} {measured['version']}, torch {measured['torch']}"
+    version = f"torch {measured['torch']}" if record["name"] == "torch" else \
+        f"{record['name']} {measured['version']}, torch {measured['torch']}"
     colon = "：" if lang == "zh" else ": "
     return "\n".join([_comment(f"{slug} · {fact} — {first}{colon}{what}"),
                       _comment(w["measured"].format(what=version, slug=slug, how=how))]) + "\n"
@@ -383,6 +384,13 @@ def stored_value(slug: str, fact: str) -> Any:
 
 # ---------------------------------------------------------------- running them
 
+def _uncommented(code: str) -> str:
+    lines = code.splitlines()
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
 def runnable(needs: list[str]) -> bool:
     import importlib.util
     return all(importlib.util.find_spec(n.split(".")[0]) is not None for n in needs)
@@ -410,8 +418,8 @@ def fill(records: dict[str, dict[str, Any]], *, jobs: int = 2, old: dict[str, An
                 continue
             needs = entry["needs"] + program.get("needs", [])
             before = ((old or {}).get(pid) or {}).get(part) or {}
-            # what a program prints comes from its English code (the Chinese differs in comments only)
-            if (before.get("code") or {}).get("en") == program["code"]["en"] and \
+            # what a program prints comes from its code without its header of comments
+            if _uncommented((before.get("code") or {}).get("en", "")) == _uncommented(program["code"]["en"]) and \
                     (old or {})[pid].get("needs") == entry["needs"] and \
                     before.get("prints") is not None:
                 program["prints"] = before["prints"]
