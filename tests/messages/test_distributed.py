@@ -604,12 +604,10 @@ def powersgd_state_unpickled_and_given_its_group():
      zh="在 gloo 上通过集合通信 work 的 future 得知它何时完成",
      run_by="distributed_fixes_in_two_gloo_processes")
 def completion_observed_through_the_work_future():
-    done = []
     t = torch.ones(1)
-    work = dist.all_reduce(t, async_op=True)  # gloo has no completion hook: each collective's future does it
-    work.get_future().add_done_callback(lambda fut: done.append(True))
-    work.wait()
-    return {"completions": len(done), "sum": t.item()}
+    future = dist.all_reduce(t, async_op=True).get_future()  # gloo has no completion hook: the work's future tells
+    future.wait()
+    return {"completed": future.done(), "sum": t.item()}
 
 
 def _fsdp1_counting_hook(calls):
@@ -679,7 +677,8 @@ def _fsdp1_sharded():
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy, StateDictType
     torch.manual_seed(0)
     # a sharded state_dict needs sharded parameters: FULL_SHARD (NO_SHARD has nothing to shard and gives a full one)
-    m = FSDP(nn.Linear(2, 2), device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD)
+    m = FSDP(nn.Linear(2, 2), device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD,
+             use_orig_params=True)
     FSDP.set_state_dict_type(m, StateDictType.SHARDED_STATE_DICT)
     return m
 
