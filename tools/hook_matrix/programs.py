@@ -3,6 +3,11 @@
     python -m tools.hook_matrix programs            # write docs/programs/matrix.json (runs every program)
     python -m tools.hook_matrix programs --check    # regenerate a seeded sample and compare with the file
     python -m tools.hook_matrix programs --keys forward-hook@compile-hook-after --print   # show one program
+    python -m tools.hook_matrix programs --cached   # write the file from the programs already run, running none
+
+Writing every program runs about 450 programs and 100 fixes, by a process that forks a child per program after
+importing torch once: a few seconds of CPU each, about 40 minutes on two busy cores; what has run is kept by program
+(:func:`cache_folder`), so an interrupted build resumes. ``--check`` runs a seeded sample in fresh interpreters.
 
 A cell is *unusual* (:func:`unusual`) when it was observed and it is marked surprising in notes.toml, or when its
 ``fires``, ``calls``, ``error`` or ``warnings`` differ from its family's ``eager`` cell. Its program is composed from
@@ -625,7 +630,8 @@ def build(keys: list[str], *, jobs: int = 1, progress: bool = False, fresh: bool
 ABOUT = ("Each unusual cell of the hook behaviour matrix (docs/hook_matrix.json) as a program that runs on its own, "
          "generated from the probe code (python -m tools.hook_matrix programs): unusual = observed, not eager, and "
          "marked surprising or with fires / calls / error / warnings other than the family's eager cell. 'show' is "
-         "the context's run with the family's hook, 'prints' what it prints under OMP_NUM_THREADS=1 on a CPU; 'fix', "
+         "the context's run with the family's hook, 'prints' what it prints under OMP_NUM_THREADS=1 on a CPU, run "
+         "by hooklab.course.programs.run (null: not run yet); 'fix', "
          "where tools/hook_matrix/fixes.toml has a change that makes the hook fire as in eager without error; "
          "cells run in two gloo processes need 'processes:2' and have no program.")
 
@@ -706,8 +712,9 @@ PAGE = {
                      "probe's code (the context's setup, the hook, the run, what fired), {fixed} also the same "
                      "program with a workaround; {processes} run in two gloo processes and {bound} read the probe's "
                      "own record, and have none. What a program prints is what it printed run on its own on a CPU "
-                     "(OMP_NUM_THREADS=1). `python -m tools.hook_matrix programs --keys <key> --print` prints the "
-                     "whole program."),
+                     "(OMP_NUM_THREADS=1). Below, each program's hook, where it is registered and its run; "
+                     "`python -m tools.hook_matrix programs --keys <key> --print` prints the whole program, with the "
+                     "model and the helpers its run calls."),
            "common": "What every program starts and ends with (the probe's model; printing what fired)",
            "prints": "It prints:", "fix": "Workaround: {what}", "no_program": "No program: {why}",
            "fixed": "The program changed so:", "not_run": "not run yet",
@@ -718,7 +725,8 @@ PAGE = {
                      "共 {unusual} 格。其中 {shown} 格有一段从探针代码生成的程序（运行方式的准备、钩子、运行、触发了什么），"
                      "{fixed} 格还有加上变通办法的同一段程序；{processes} 格要在两个 gloo 进程里运行，{bound} 格读的是探针自己的"
                      "记录，它们没有程序。程序打印的内容，就是它在 CPU 上单独运行（OMP_NUM_THREADS=1）时打印的。"
-                     "`python -m tools.hook_matrix programs --keys <键> --print` 打印完整的程序。"),
+                     "下面每段只列出钩子、注册的位置和运行部分；`python -m tools.hook_matrix programs --keys <键> --print` "
+                     "打印完整的程序，包括模型和运行时调用的辅助函数。"),
            "common": "每段程序开头和结尾都一样的部分（探针的模型；打印触发了什么）",
            "prints": "打印：", "fix": "变通办法：{what}", "no_program": "没有程序：{why}",
            "fixed": "程序这样改：", "not_run": "还没有运行",
@@ -760,6 +768,7 @@ def page_section(doc: dict[str, Any], lang: str, programs: dict[str, Any] | None
                   "", "", common.rstrip(), "", "", "# …", "", "", tail.rstrip(), "```", "", "</details>", ""]
     else:
         common = ""
+    models: dict[str, str] = {}
     for key, value in programs.items():
         summary = f"<code>{key}</code>"
         if not value.get("show"):
@@ -768,9 +777,14 @@ def page_section(doc: dict[str, Any], lang: str, programs: dict[str, Any] | None
             continue
         code = value["show"]["code"][lang]
         _, model, own, _ = _sections(code, lang)
-        body = (own if model == common else model + own).rstrip()
+        models.setdefault(model, key)
+        run_at = own.index(f"# {WORDS[lang]['run'].split('{')[0]}")
+        helpers_end = own.index("\ndef run(", run_at)
+        # on the page: the hook, where it is registered and the run; the model and the helpers the run calls are in
+        # the whole program (--print, the lookup)
+        body = (own[:run_at] + own[run_at:].split("\n", 1)[0] + own[helpers_end:]).rstrip()
         printed = value["show"]["prints"]
-        first = printed.splitlines()[0] if printed else t["not_run"]
+        first = next((line for line in (printed or "").splitlines() if line.startswith("calls: ")), t["not_run"])
         lines += ["<details>", f"<summary>{summary} · {first}</summary>", "", "```python", code.split("\n", 1)[0],
                   body, "```", ""]
         if printed is not None:
