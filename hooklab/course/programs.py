@@ -32,7 +32,9 @@ LOGGERS = ("", "torch", "torch.distributed", "torch._dynamo", "diffusers", "peft
            "lightning", "lightning.pytorch", "pytorch_lightning", "lightning_fabric", "timm", "torchao")
 _RUNS = itertools.count(1)  # each run's source has a name of its own
 _MASKS = ((re.compile(r"0x[0-9a-fA-F]{6,}"), "0x..."), (re.compile(r"/tmp/[\w./-]+"), "/tmp/..."),
-          (re.compile(r"___torch_mangle_\d+"), "___torch_mangle_N"))  # TorchScript's counter of classes made so far
+          (re.compile(r"___torch_mangle_\d+"), "___torch_mangle_N"),  # TorchScript's counter of classes made so far
+          # torch's log prefix: level, date, time, process id, file:line (W1126 06:29:50.668000 445 .../x.py:1704])
+          (re.compile(r"(?m)^([IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\s\]]*\]"), r"\1.... torch]"))
 
 
 def masked(text: str) -> str:
