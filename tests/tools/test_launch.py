@@ -145,7 +145,9 @@ def test_every_launch_copy_installs_everything_its_notebook_imports_and_nothing_
     names = {p.split("==")[0] for p in pins}
     used = imported_distributions(copy) | launch.hooklab_needs(nb) | {"torch"}
     # and torchvision where something it uses requires it (timm does): the cell installs the build for the kept torch
-    assert names == used | (required_below(used) & {"torchvision"})
+    # and numpy where torch code it runs imports numpy, which PyPI's torch does not require (test below)
+    numpy = {"numpy"} if launch.torch_modules_needing_numpy(nb) else set()
+    assert names == used | (required_below(used) & {"torchvision"}) | numpy
     for pin in pins:
         name, version = pin.split("==")
         assert version in locked()[name]
@@ -602,3 +604,19 @@ def test_a_notebook_using_a_newer_torch_api_keeps_torch_only_from_its_release():
     assert launch.notebook_torch_range(one) == launch.torch_range()
     nodes = {"cells": [{"cell_type": "code", "source": "with torch.autograd.graph.node_creation_hook(f): pass"}]}
     assert launch.notebook_torch_range(nodes) == ("2.14", "2.15.0")
+
+
+def test_a_copy_installs_numpy_where_torch_code_it_runs_needs_it_and_nowhere_else():
+    # PyPI's torch does not require numpy: a fresh Jupyter has none. Found by the launch check, which ran the copies
+    # without it: notebook 10's PowerSGDState and notebook 14's CommDebugMode import raised ModuleNotFoundError, and
+    # notebook 03's `output.numpy()` printed "Numpy is not available" instead of the error the cell teaches
+    def pins(name):
+        nb = json.loads((ROOT / "notebooks" / name).read_text(encoding="utf-8"))
+        return launch.torch_modules_needing_numpy(nb), [p for p in launch.notebook_pins(nb) if p.startswith("numpy==")]
+
+    assert pins("10_distributed_and_mixed_precision.ipynb") == (
+        ["torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook: PowerSGDState"], ["numpy==2.4.6"])
+    assert pins("14_hooks_in_frameworks.ipynb")[0] == ["torch.distributed.tensor.debug"]
+    assert pins("03_module_forward_hooks.ipynb")[0] == ["Tensor.numpy / torch.from_numpy"]
+    for quiet in ("01_tensor_hooks.ipynb", "11_compilers_and_function_transforms.ipynb"):  # optional or typing-only
+        assert pins(quiet) == ([], []), quiet  # imports of numpy in torch (a try/except ImportError, TYPE_CHECKING)

@@ -277,6 +277,116 @@ def hooklab_needs(nb: dict[str, Any], *, mapping: dict[str, list[str]] | None = 
         raise LaunchError(f"hooklab's own code: {exc}") from None
 
 
+_USES_NUMPY = re.compile(r"\.numpy\(|\btorch\.from_numpy\(")
+
+
+def _torch_module_file(name: str, torch_dir: Path) -> Path | None:
+    """The source file of ``torch.a.b`` in the installed torch (``a/b.py`` or ``a/b/__init__.py``), if there is one."""
+    base = torch_dir.joinpath(*name.split(".")[1:])
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _numpy_import(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "numpy" for a in node.names)) or \
+        (isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "numpy")
+
+
+_OPTIONAL = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def _top_level(tree: ast.Module) -> list[ast.stmt]:
+    """The statements that run on import and fail without their imports: the module's body, and what its top-level
+    ``if`` / ``try`` hold, except the body of a ``try`` that catches ImportError (an optional import)."""
+    out: list[ast.stmt] = []
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        out.append(node)
+        if isinstance(node, ast.If):  # `if TYPE_CHECKING:` runs only for a type checker
+            todo += [*([] if "TYPE_CHECKING" in ast.unparse(node.test) else node.body), *node.orelse]
+        elif isinstance(node, ast.Try):
+            caught = {ast.unparse(h.type).split(".")[-1] if h.type is not None else "BaseException"
+                      for h in node.handlers}
+            if isinstance(next((h.type for h in node.handlers if isinstance(h.type, ast.Tuple)), None), ast.Tuple):
+                caught |= {ast.unparse(e).split(".")[-1] for h in node.handlers if isinstance(h.type, ast.Tuple)
+                           for e in h.type.elts}
+            todo += [*([] if caught & _OPTIONAL else node.body), *node.orelse, *node.finalbody,
+                     *[s for h in node.handlers for s in h.body]]
+    return out
+
+
+def torch_modules_needing_numpy(nb: dict[str, Any], torch_dir: Path | None = None) -> list[str]:
+    """What in a notebook needs numpy, which PyPI's torch does not require (a fresh Jupyter has none; Colab has it):
+    the torch modules it imports that import numpy when they are imported (themselves, or through the submodules of
+    their own package that they import, three steps deep: ``torch.distributed.tensor.debug`` by
+    ``_visualize_sharding``), those with a function or class that imports numpy when it runs and that the notebook's
+    code names (``PowerSGDState``), and ``Tensor.numpy()`` / ``torch.from_numpy`` if its code calls them. The copy's
+    cell then installs numpy too.
+
+    >>> torch_modules_needing_numpy({"cells": [{"cell_type": "code", "source":
+    ...     "from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as p\\np.PowerSGDState(None)"}]})
+    ['torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook: PowerSGDState']
+    >>> torch_modules_needing_numpy({"cells": [{"cell_type": "code", "source": "import torch.nn.functional as F"}]})
+    []
+    """
+    if torch_dir is None:
+        import importlib.util
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.origin is None:
+            return []
+        torch_dir = Path(spec.origin).parent
+    code = python_code = notebook_imports.python_of("\n".join(
+        notebook_imports.code_of(c) for c in nb.get("cells", []) if c.get("cell_type") == "code"
+        and INSTALL_TAG not in c.get("metadata", {}).get("tags", [])))
+    tree = ast.parse(python_code)
+    names_used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
+        {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} | \
+        {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    named: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            named.update(alias.name for alias in node.names if alias.name.startswith("torch."))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("torch."):
+            named.add(node.module or "")
+            named.update(f"{node.module}.{alias.name}" for alias in node.names)  # a submodule imported by name
+
+    def on_import(name: str, depth: int) -> bool:
+        path = _torch_module_file(name, torch_dir)
+        if path is None:
+            return False
+        statements = _top_level(ast.parse(path.read_text(encoding="utf-8", errors="replace")))
+        if any(_numpy_import(node) for node in statements):
+            return True
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        inside: set[str] = set()
+        for node in statements:
+            if isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level:  # relative: from the package this file is in
+                    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    module = f"{parent}.{module}" if module else parent
+                if module.startswith(package + ".") or module == package:
+                    inside.add(module)
+                    inside.update(f"{module}.{alias.name}" for alias in node.names)
+        return depth > 0 and any(on_import(m, depth - 1) for m in sorted(inside - {name}))
+
+    def when_called(name: str) -> list[str]:
+        path = _torch_module_file(name, torch_dir)
+        if path is None:
+            return []
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        return sorted(node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+                      and node.name in names_used and any(_numpy_import(n) for n in ast.walk(node)))
+
+    found = [name for name in sorted(named) if on_import(name, 3)]
+    found += [f"{name}: {', '.join(called)}" for name in sorted(named) if name not in found
+              and (called := when_called(name))]
+    return found + (["Tensor.numpy / torch.from_numpy"] if _USES_NUMPY.search(code) else [])
+
+
 def notebook_pins(nb: dict[str, Any], *, lock: Path = LOCK, mapping: dict[str, list[str]] | None = None) -> list[str]:
     """Exactly what a notebook uses, as ``name==version`` at the versions ``lock`` pins, sorted: what its code cells
     import (the install cell left out), what the parts of hooklab it reaches import (:func:`hooklab_needs`), the
@@ -295,6 +405,8 @@ def notebook_pins(nb: dict[str, Any], *, lock: Path = LOCK, mapping: dict[str, l
         found = set(notebook_imports.distributions(modules, mapping=mapping).values())
         found |= hooklab_needs(nb, mapping=mapping)
         found |= tied_requirements(found, lock)
+        if torch_modules_needing_numpy(nb):
+            found.add("numpy")
         wanted = sorted((found | set(ALWAYS)) - {"hooklab"} - IN_EVERY_KERNEL)
         locked = notebook_imports.locked_versions(lock)
         return [f"{name}=={notebook_imports.locked_version(name, locked, lock=lock)}" for name in wanted]
