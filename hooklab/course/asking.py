@@ -33,6 +33,7 @@ tools.ask --write`` from the notebooks and the data files in ``docs/``.
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import math
 import re
@@ -376,9 +377,26 @@ def title_terms(entry: dict[str, Any]) -> list[frozenset[str]]:
 
 
 @functools.cache
+def _programs() -> dict[str, Any]:
+    """The entries' programs, entry id -> ``{"program": ...}`` / ``{"programs": [...]}`` (``assets/ask/programs.json.gz``)."""
+    path = resources.files("hooklab.course") / "assets" / "ask" / "programs.json.gz"
+    try:
+        return json.loads(gzip.decompress(path.read_bytes()).decode("utf-8"))
+    except FileNotFoundError:  # an index written before programs existed
+        return {}
+
+
 def _index() -> tuple[list[dict[str, Any]], list[Counter[str]], dict[str, float], float, list[list[frozenset[str]]]]:
     path = resources.files("hooklab.course") / "assets" / "ask" / "index.json"
     entries = json.loads(path.read_text(encoding="utf-8"))["entries"]
+    if any(e.get("program") is True or e.get("programs") for e in entries):  # shipped apart (tools/ask/index.py)
+        programs = _programs()
+        for e in entries:
+            stored = programs.get(e["id"], {})
+            if e.get("program") is True:
+                e["program"] = stored.get("program")
+            if e.get("programs"):
+                e["programs"] = stored.get("programs", [])
     counts = [Counter(e["terms"].split()) for e in entries]
     frequency: Counter[str] = Counter()
     for count in counts:

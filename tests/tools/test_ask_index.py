@@ -14,8 +14,23 @@ pytestmark = pytest.mark.tools
 
 
 def test_the_shipped_index_is_current():
-    assert index.INDEX.read_text(encoding="utf-8") == index.render(index.build()), (
+    built = index.build()
+    assert index.INDEX.read_text(encoding="utf-8") == index.render(built), (
         "hooklab/course/assets/ask/index.json is stale: run `python -m tools.ask --write`")
+    assert index.read_programs() == index.render_programs(built), (
+        "hooklab/course/assets/ask/programs.json.gz is stale: run `python -m tools.ask --write`")
+
+
+def test_the_programs_ship_apart_and_the_lookup_puts_them_back():
+    from hooklab.course import asking
+
+    shipped = json.loads(index.INDEX.read_text(encoding="utf-8"))["entries"]
+    marked = [e for e in shipped if e.get("program") is True]
+    assert marked and all(not isinstance(e.get("program"), dict) for e in shipped)
+    entries = asking._index()[0]
+    by_id = {e["id"]: e for e in entries}
+    for e in marked[:50]:
+        assert by_id[e["id"]]["program"]["show"]["code"]["en"], e["id"]
 
 
 def test_every_entry_links_to_a_notebook_and_a_cell_that_exist_or_to_a_profile_page():

@@ -44,6 +44,7 @@ shipped index is current. ``python -m tools.ask.pasted`` measures pasted error m
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import re
 import sys
@@ -68,6 +69,7 @@ PROGRAM_GROUPS = {"profiles": "profile"}
 MATRIX = ROOT / "docs" / "hook_matrix.json"
 SILENT_KINDS = ROOT / "docs" / "silent_symptoms.toml"
 INDEX = ROOT / "hooklab" / "course" / "assets" / "ask" / "index.json"
+PROGRAMS_ASSET = INDEX.parent / "programs.json.gz"  # the entries' programs (split_programs)
 PROFILES = ROOT / "hooklab" / "course" / "assets" / "profiles" / "library_profiles.json"
 SECTION = re.compile(r"^##\s+(\d+)\.\s+(.*?)\s*$")
 _CODE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[a-z]+_[a-z0-9_]+")
@@ -443,8 +445,38 @@ def build() -> dict[str, Any]:
             "entries": entries}
 
 
+def split_programs(index: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The index with each entry's programs replaced by ``true`` (``"program"``) or their ids (``"programs"``), and
+    the programs by entry id: they are most of its size (the matrix's cells, the messages, the profiles' facts), and
+    only an answer that is run or printed needs one, so they ship apart, compressed (:data:`PROGRAMS_ASSET`), and the
+    lookup and the website's search read the small index."""
+    entries, programs = [], {}
+    for entry in index["entries"]:
+        light = dict(entry)
+        if "program" in light:
+            programs[light["id"]] = {"program": light["program"]}
+            light["program"] = True
+        if "programs" in light:
+            programs.setdefault(light["id"], {})["programs"] = light["programs"]
+            light["programs"] = [p["id"] for p in light["programs"]]
+        entries.append(light)
+    return {**index, "entries": entries}, programs
+
+
 def render(index: dict[str, Any]) -> str:
-    return json.dumps(index, ensure_ascii=False, indent=0, sort_keys=True) + "\n"
+    """The index as it ships (``index.json``), without its programs (:func:`split_programs`)."""
+    return json.dumps(split_programs(index)[0], ensure_ascii=False, indent=0, sort_keys=True) + "\n"
+
+
+def render_programs(index: dict[str, Any]) -> str:
+    """The programs as they ship, before compression: one JSON object, entry id -> its programs."""
+    return json.dumps(split_programs(index)[1], ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def read_programs(path: Path | None = None) -> str:
+    """The shipped programs' JSON text (the compressed file decompressed; the bytes of gzip differ between zlib
+    releases, the text does not)."""
+    return gzip.decompress((path or PROGRAMS_ASSET).read_bytes()).decode("utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -452,19 +484,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help=f"write {INDEX.relative_to(ROOT)}")
     args = parser.parse_args(argv)
     try:
-        text = render(build())
+        built = build()
+        text = render(built)
     except IndexError_ as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    programs = render_programs(built)
     if args.write:
         INDEX.parent.mkdir(parents=True, exist_ok=True)
         INDEX.write_text(text, encoding="utf-8")
-        print(f"wrote {_shown(INDEX)} ({text.count(chr(10))} lines)")
+        PROGRAMS_ASSET.write_bytes(gzip.compress(programs.encode("utf-8"), compresslevel=9, mtime=0))
+        print(f"wrote {_shown(INDEX)} ({text.count(chr(10))} lines) and {_shown(PROGRAMS_ASSET)}")
         return 0
-    if not INDEX.is_file() or INDEX.read_text(encoding="utf-8") != text:
-        print(f"{_shown(INDEX)} is not current: run `python -m tools.ask --write`", file=sys.stderr)
+    if not INDEX.is_file() or INDEX.read_text(encoding="utf-8") != text or not PROGRAMS_ASSET.is_file() \
+            or read_programs() != programs:
+        print(f"{_shown(INDEX)} or {_shown(PROGRAMS_ASSET)} is not current: run `python -m tools.ask --write`",
+              file=sys.stderr)
         return 1
-    print(f"{_shown(INDEX)} is current")
+    print(f"{_shown(INDEX)} and {_shown(PROGRAMS_ASSET)} are current")
     return 0
 
 
