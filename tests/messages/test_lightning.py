@@ -439,7 +439,9 @@ def lightning_datamodule_hook_called_by_fit():
 
 no_fix("is-not-a-shared-hook-within-lightningmodule-and-lightnin-d4c4e9",
        why="The trigger asks the Trainer's private _DataHookSelector about training_step, a hook no datamodule shares; "
-           "a user never calls it: the Trainer asks it only about the three batch-transfer hooks.")
+           "a user never calls it: the Trainer asks it only about the three batch-transfer hooks.",
+       zh="触发程序向 Trainer 私有的 _DataHookSelector 询问 training_step，而数据模块并不共享这个钩子；用户不会这样调用它："
+          "Trainer 只拿三个批次搬运钩子去问它。")
 
 
 @fix("you-have-overridden-in-both-lightningmodule-and-lightnin-8ce8c2",
