@@ -58,26 +58,25 @@ import contextlib
 import functools
 import io
 import json
-import logging
 import os
 import re
 import sys
-import traceback
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hooklab.course import programs
+from hooklab.course.programs import _logs, describe  # what a user is shown: the runner's own reading
 from tools.messages import hook_messages
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = ROOT / "docs" / "programs" / "messages.json"  # each message's program and fix, what each prints
 EXAMPLES_ENV = "HOOKLAB_MESSAGE_EXAMPLES"  # set by `python -m tools.messages.hook_messages --examples`: where to write them
-LOGGERS = ("", "torch", "torch.distributed", "torch._dynamo", "diffusers", "peft", "accelerate", "captum",
-           "lightning", "lightning.pytorch", "pytorch_lightning", "lightning_fabric", "timm", "torchao")
+LOGGERS = programs.LOGGERS  # the loggers a program's run reads too
 
 
 @dataclass(frozen=True)
@@ -112,35 +111,6 @@ def trigger_all(message_ids: list[str]) -> Callable[[Callable[[], dict[str, str]
         _TRIGGERS.setdefault(fn.__module__, []).append(Trigger(tuple(message_ids), cached, fn.__module__, True))
         return cached
     return register
-
-
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        with contextlib.suppress(Exception):
-            self.lines.append(f"{record.levelname}: {record.getMessage()}")
-
-
-@contextlib.contextmanager
-def _logs() -> Iterator[_Records]:
-    handler = _Records()
-    loggers = [logging.getLogger(name) for name in LOGGERS]
-    for logger in loggers:
-        logger.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        for logger in loggers:
-            logger.removeHandler(handler)
-
-
-def describe(exc: BaseException) -> str:
-    """An exception as a traceback ends: ``Type: message``, with the exceptions it was raised from or during."""
-    return "".join(traceback.format_exception_only(type(exc), exc)) + (
-        "\n" + describe(exc.__cause__ or exc.__context__) if (exc.__cause__ or exc.__context__) else "")
 
 
 def shown(fn: Callable[[], Any]) -> str:

@@ -37,6 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ..messages.programs import _defined as _bound  # the names a top-level statement binds
+
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "programs" / "profiles.json"
 LIBRARIES = ROOT / "tools" / "profiles" / "libraries"
@@ -193,16 +195,6 @@ def profiles() -> dict[str, Any]:
 def _loaded(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | {
         n.value.id for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
-
-
-def _bound(node: ast.stmt) -> list[str]:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return [node.name]
-    if isinstance(node, ast.Assign):
-        return [t.id for t in node.targets if isinstance(t, ast.Name)]
-    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-        return [node.target.id]
-    return []
 
 
 def _segment(text: str, node: ast.stmt) -> str:
