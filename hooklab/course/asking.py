@@ -243,23 +243,41 @@ class Hit:
     anchors: tuple[str, str] | None = None  # a section's anchor on the Chinese and the English site
     # a message's or a matrix cell's program (docs/programs/): {"show": {...}, "fix": {...} | None, ...}
     program: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    # a library profile's programs, one per surprising fact: [{"id": "<slug>:<fact>", "show": ..., "fix": ...}, ...]
+    programs: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
 
-    def _program(self, fix: bool) -> dict[str, Any]:
+    def _chosen(self, which: int | str) -> dict[str, Any] | None:
+        """This answer's program: its own, or of a profile's programs the ``which``-th (or the one of that id)."""
+        if self.program is not None or not self.programs:
+            return self.program
+        if isinstance(which, str):
+            found = [p for p in self.programs if p.get("id") in (which, f"{self.programs[0]['id'].split(':')[0]}:{which}")]
+            if not found:
+                raise LookupError(f"{self.title('en')}: no program {which!r}; its programs: "
+                                  + ", ".join(str(p.get("id")) for p in self.programs))
+            return found[0]
+        if not 0 <= which < len(self.programs):
+            raise LookupError(f"{self.title('en')}: it has {len(self.programs)} program(s), numbered from 0")
+        return self.programs[which]
+
+    def _program(self, fix: bool, which: int | str = 0) -> dict[str, Any]:
         part = "fix" if fix else "show"
-        found = (self.program or {}).get(part)
+        chosen = self._chosen(which)
+        found = (chosen or {}).get(part)
         if not found:
-            if self.program and fix:
-                why = self.program.get("no_fix") or self.program.get("no_program")
+            if chosen and fix:
+                why = chosen.get("no_fix") or chosen.get("no_program")
                 why = why.get("en") if isinstance(why, dict) else why
                 raise LookupError(f"{self.title('en')}: its program has no fix" + (f" ({why})" if why else ""))
             raise LookupError(f"{self.title('en')}: this {self.kind} has no program (messages the course triggers "
                               "and matrix cells have one: ask(..., kinds=\"message\"))")
         return found
 
-    def program_text(self, lang: str = "en", *, fix: bool = False) -> str:
+    def program_text(self, lang: str = "en", *, fix: bool = False, which: int | str = 0) -> str:
         """The program that shows this answer's message (``fix``: the same program corrected), with its comment in
-        ``lang`` (``"zh"`` or ``"en"``), and what it prints as comments below it. LookupError when it has none."""
-        program = self._program(fix)
+        ``lang`` (``"zh"`` or ``"en"``), and what it prints as comments below it. A library profile has one program
+        per surprising fact: ``which`` picks one (its number, or its fact's name). LookupError when it has none."""
+        program = self._program(fix, which)
         code = program["code"].get("zh" if lang == "zh" else "en") or program["code"]["en"]
         printed = program.get("prints") if program.get("prints") is not None else program.get("prints_start")
         said = {"zh": "# 打印：", "en": "# prints:"}["zh" if lang == "zh" else "en"]
@@ -268,13 +286,13 @@ class Hit:
             lines += ["", said, *(f"#   {line}".rstrip() for line in printed.splitlines())]
         return "\n".join(lines) + "\n"
 
-    def run(self, fix: bool = False) -> str:
+    def run(self, fix: bool = False, which: int | str = 0) -> str:
         """Run this answer's program here (``fix``: the corrected one), in a fresh namespace, and print what it
         shows: its exception as ``Type: message``, each warning as ``Category: message``, then what it printed
         (:func:`hooklab.course.programs.run`). Returns the same text. LookupError when it has none."""
         from .programs import run
 
-        shown = run(self._program(fix)["code"]["en"])
+        shown = run(self._program(fix, which)["code"]["en"])
         print(shown)
         return shown
 
@@ -317,6 +335,9 @@ class Hit:
 _PROGRAM_LINE = {"zh": "可运行的程序：ask(...)[{i}].program_text('zh')，运行：ask(...)[{i}].run()",
                  "en": "a program shows it: ask(...)[{i}].program_text(), ask(...)[{i}].run()",
                  "both": "program / 程序: ask(...)[{i}].program_text(), ask(...)[{i}].run()"}
+_PROGRAMS_LINE = {"zh": "{n} 个可运行的程序，各演示一个意外的事实：ask(...)[{i}].run(which=k)，k 从 0 数起",
+                  "en": "{n} programs, one per surprising fact: ask(...)[{i}].run(which=k), k from 0",
+                  "both": "{n} programs / 个程序: ask(...)[{i}].run(which=k)"}
 _FIX_LINE = {"zh": "修正：ask(...)[{i}].run(fix=True)", "en": "its fix: ask(...)[{i}].run(fix=True)",
              "both": "fix / 修正: ask(...)[{i}].run(fix=True)"}
 _ON_THE_SITE = {"zh": "（以上是课程网站上的页面路径；设置 HOOKLAB_SITE_URL 可给出完整地址）",
@@ -347,6 +368,8 @@ class Answers(list[Hit]):
                 has_fix = bool(hit.program.get("fix"))
                 lines.append(f"   {_PROGRAM_LINE[self.lang].format(i=rank - 1)}"
                              + (f" · {_FIX_LINE[self.lang].format(i=rank - 1)}" if has_fix else ""))
+            elif hit.programs:
+                lines.append(f"   {_PROGRAMS_LINE[self.lang].format(i=rank - 1, n=len(hit.programs))}")
         return "\n".join(lines + self._footer())
 
     def _repr_markdown_(self) -> str:
@@ -610,7 +633,7 @@ def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ..
         seen.add(place)
         anchors = (e["anchor"]["zh"], e["anchor"]["en"]) if e.get("anchor") else None
         hits.append(Hit(e["kind"], e["zh"], e["en"], e.get("notebook"), e.get("cell"), e.get("page"), round(score, 3),
-                        anchors, e.get("program")))
+                        anchors, e.get("program"), tuple(e.get("programs") or ())))
         if len(hits) == k:
             break
     return Answers(hits, query, lang)

@@ -105,3 +105,22 @@ def test_the_command_line_takes_program(monkeypatch, capsys):
     assert course_cli.main(["ask", "cannot register a hook", "--program", "--lang", "en"]) == 0
     out = capsys.readouterr().out
     assert "# Shows: a hook on a tensor without grad" in out and "# Fix: require grad" in out
+
+
+def test_a_profile_answer_offers_one_program_per_surprising_fact_by_number_or_name():
+    from hooklab.course import asking
+
+    entry = next(e for e in asking._index()[0] if e["id"] == "profile:swa_utils")
+    hit = Hit("profile", entry["zh"], entry["en"], None, None, entry.get("page"), 1.0, None, None,
+              tuple(entry["programs"]))
+    ids = [p["id"] for p in hit.programs]
+    assert ids == ["swa_utils:facts.copied_hooks", "swa_utils:facts.stateful_hook"]
+    assert hit.program_text("en", which=1) == hit.program_text("en", which="facts.stateful_hook")
+    assert hit.program_text("en", which=0) != hit.program_text("en", which=1)
+    assert "# 打印：" in hit.program_text("zh", which=0)
+    with pytest.raises(LookupError, match="numbered from 0"):
+        hit.program_text(which=2)
+    with pytest.raises(LookupError, match="no program 'nothing'"):
+        hit.run(which="nothing")
+    shown = repr(Answers([hit], "AveragedModel", "en"))
+    assert "2 programs, one per surprising fact: ask(...)[0].run(which=k)" in shown
