@@ -122,10 +122,10 @@ def test_the_page_shows_the_programs_in_both_languages(recorded):
     some = next(k for k, e in recorded["programs"].items() if e["fix"] is not None)
     for lang in ("en", "zh"):
         text = hook_matrix_page.page(doc, lang)
-        assert f"## {programs.PAGE[lang]['title']}" in text
+        assert f"## {hook_matrix_page.PAGE[lang]['title']}" in text
         assert f"<code>{some}</code>" in text
-        assert programs.PAGE[lang]["fix"].split("{")[0] in text
+        assert hook_matrix_page.PAGE[lang]["fix"].split("{")[0] in text
         assert text.count("<details>") == text.count("</details>")
         assert text.count("```") % 2 == 0
     bare = hook_matrix_page.page(doc, "en", programs=False)
-    assert programs.PAGE["en"]["title"] not in bare
+    assert hook_matrix_page.PAGE["en"]["title"] not in bare

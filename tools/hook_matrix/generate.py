@@ -264,10 +264,6 @@ def render_differences(found: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["programs"]:  # each unusual cell as a program (tools/hook_matrix/programs.py)
-        os.environ.setdefault("PYTHONHASHSEED", "0")
-        from . import programs
-        return programs.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m tools.hook_matrix", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command")
     gen = sub.add_parser("generate", help="run every cell (or --keys) and write docs/hook_matrix.json")

@@ -43,8 +43,10 @@ from typing import Any
 
 import tomllib
 
+from .page import HOW_ZH, PROGRAMS, WORDS, observed
+
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "docs" / "programs" / "matrix.json"
+OUT = PROGRAMS
 FIXES = ROOT / "tools" / "hook_matrix" / "fixes.toml"
 # what makes a cell unusual beside its surprising mark: these differ from the family's eager cell
 UNUSUAL_FIELDS = ("fires", "calls", "error", "warnings")
@@ -58,18 +60,6 @@ RECORD_BOUND = {"thread": ("the probe notes what each hook call sees on which th
 ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "CUDA_VISIBLE_DEVICES": "",
        "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
 SECONDS = 180  # one program
-
-WORDS = {
-    "en": {"head": "{key}: {title}", "model": "the probe's model: subject = Linear(3, 3) after tanh, then a head",
-           "hook": "the hook notes the phase of each call", "install": "where the hook is registered",
-           "run": "the run: {how}", "show": "what fired", "fix": "the fix: {fix}",
-           "quiet": "what PyTorch prints is not what fired"},
-    "zh": {"head": "{key}：{title}", "model": "探针的模型：subject = tanh 之后的 Linear(3, 3)，再接一个输出头",
-           "hook": "钩子记下每次调用所在的阶段", "install": "钩子注册在哪里",
-           "run": "运行：{how}", "show": "触发了什么", "fix": "修正：{fix}",
-           "quiet": "PyTorch 自己打印的内容不算"},
-}
-
 
 def matrix() -> Any:
     from hooklab.course import hook_matrix
@@ -388,12 +378,10 @@ def _imports(code: str) -> str:
 
 
 def _how_zh(context_id: str, how: str) -> str:
-    from .page import HOW_ZH
     return HOW_ZH.get(context_id, how)
 
 
 def _title(record: dict[str, Any], lang: str) -> str:
-    from .page import observed
     if record.get("title"):
         return str(record["title"][lang])
     text = observed(record, lang)
@@ -701,101 +689,3 @@ def main(argv: list[str]) -> int:
     print(f"[hook-matrix programs] wrote {OUT.relative_to(ROOT)}: {len(programs)} cells "
           f"({time.monotonic() - start:.0f} s)", file=sys.stderr)
     return 0
-
-
-# ---- the page -----------------------------------------------------------------------------------------------------
-
-PAGE = {
-    "en": {"title": "The unusual cells as programs",
-           "intro": ("A cell is unusual when it is marked surprising or its fires, calls, error or warnings differ from "
-                     "its family's eager cell: {unusual} cells. {shown} of them have a program generated from the "
-                     "probe's code (the context's setup, the hook, the run, what fired), {fixed} also the same "
-                     "program with a workaround; {processes} run in two gloo processes and {bound} read the probe's "
-                     "own record, and have none. What a program prints is what it printed run on its own on a CPU "
-                     "(OMP_NUM_THREADS=1). Below, each program's hook, where it is registered and its run; "
-                     "`python -m tools.hook_matrix programs --keys <key> --print` prints the whole program, with the "
-                     "model and the helpers its run calls."),
-           "common": "What every program starts and ends with (the probe's model; printing what fired)",
-           "prints": "It prints:", "fix": "Workaround: {what}", "no_program": "No program: {why}",
-           "fixed": "The program changed so:", "not_run": "not run yet",
-           "unrun": ("{n} of these programs have not been run yet: their output is not shown (python -m "
-                     "tools.hook_matrix programs runs them).")},
-    "zh": {"title": "把不寻常的格子写成程序",
-           "intro": ("一格“不寻常”，是指它被标为出人意料，或者它的 fires、calls、error、warnings 与这一族的 eager 格不同："
-                     "共 {unusual} 格。其中 {shown} 格有一段从探针代码生成的程序（运行方式的准备、钩子、运行、触发了什么），"
-                     "{fixed} 格还有加上变通办法的同一段程序；{processes} 格要在两个 gloo 进程里运行，{bound} 格读的是探针自己的"
-                     "记录，它们没有程序。程序打印的内容，就是它在 CPU 上单独运行（OMP_NUM_THREADS=1）时打印的。"
-                     "下面每段只列出钩子、注册的位置和运行部分；`python -m tools.hook_matrix programs --keys <键> --print` "
-                     "打印完整的程序，包括模型和运行时调用的辅助函数。"),
-           "common": "每段程序开头和结尾都一样的部分（探针的模型；打印触发了什么）",
-           "prints": "打印：", "fix": "变通办法：{what}", "no_program": "没有程序：{why}",
-           "fixed": "程序这样改：", "not_run": "还没有运行",
-           "unrun": "其中 {n} 段程序还没有运行过，所以不显示输出（python -m tools.hook_matrix programs 会运行它们）。"},
-}
-
-
-def _sections(code: str, lang: str) -> tuple[str, str, str, str]:
-    """A program's prelude (imports and helpers), model, own part (hook, install, run) and tail (what fired)."""
-    words = WORDS[lang]
-    model_at = code.index(f"# {words['model']}")
-    hook_at = code.index(f"# {words['hook']}")
-    show_at = code.index(f"# {words['show']}")
-    return code[:model_at], code[model_at:hook_at], code[hook_at:show_at], code[show_at:]
-
-
-def page_section(doc: dict[str, Any], lang: str, programs: dict[str, Any] | None = None) -> list[str]:
-    """The page's section of programs (Markdown lines), in ``lang``; ``programs``: docs/programs/matrix.json's
-    (read from the file when None; no section without it)."""
-    import difflib
-
-    if programs is None:
-        if not OUT.is_file():
-            return []
-        programs = json.loads(OUT.read_text(encoding="utf-8"))["programs"]
-    t = PAGE[lang]
-    entries = programs.items()
-    shown = [(k, v) for k, v in entries if v.get("show")]
-    unrun = sum(v["show"]["prints"] is None for _, v in shown)
-    counts = {"unusual": len(programs), "shown": len(shown), "fixed": sum(bool(v.get("fix")) for _, v in shown),
-              "processes": sum("processes:2" in v.get("needs", []) for v in programs.values()),
-              "bound": sum(not v.get("show") and "processes:2" not in v.get("needs", []) for v in programs.values())}
-    lines = [f"## {t['title']}", "", t["intro"].format(**counts), ""]
-    if unrun:
-        lines += [t["unrun"].format(n=unrun), ""]
-    if shown:
-        prelude, common, _, tail = _sections(shown[0][1]["show"]["code"][lang], lang)
-        lines += ["<details>", f"<summary>{t['common']}</summary>", "", "```python", prelude.split("\n", 1)[1].rstrip(),
-                  "", "", common.rstrip(), "", "", "# …", "", "", tail.rstrip(), "```", "", "</details>", ""]
-    else:
-        common = ""
-    models: dict[str, str] = {}
-    for key, value in programs.items():
-        summary = f"<code>{key}</code>"
-        if not value.get("show"):
-            why = value.get("no_program", {}).get(lang, "")
-            lines += [f"- {summary}: " + t["no_program"].format(why=why).replace("<", "&lt;"), ""]
-            continue
-        code = value["show"]["code"][lang]
-        _, model, own, _ = _sections(code, lang)
-        models.setdefault(model, key)
-        run_at = own.index(f"# {WORDS[lang]['run'].split('{')[0]}")
-        helpers_end = own.index("\ndef run(", run_at)
-        # on the page: the hook, where it is registered and the run; the model and the helpers the run calls are in
-        # the whole program (--print, the lookup)
-        body = (own[:run_at] + own[run_at:].split("\n", 1)[0] + own[helpers_end:]).rstrip()
-        printed = value["show"]["prints"]
-        first = next((line for line in (printed or "").splitlines() if line.startswith("calls: ")), t["not_run"])
-        lines += ["<details>", f"<summary>{summary} · {first}</summary>", "", "```python", code.split("\n", 1)[0],
-                  body, "```", ""]
-        if printed is not None:
-            lines += [t["prints"], "", "```text", printed.rstrip(), "```", ""]
-        fix = value.get("fix")
-        if fix:
-            after = fix["code"][lang].splitlines()
-            del after[1]  # the line that names the fix, said above
-            diff = difflib.unified_diff(code.splitlines(), after, lineterm="", n=1)
-            changed = [line for line in list(diff)[2:]]
-            lines += [t["fix"].format(what=fix["what"][lang]), "", t["fixed"], "", "```diff", *changed, "```", "",
-                      t["prints"], "", "```text", fix["prints"].rstrip(), "```", ""]
-        lines += ["</details>", ""]
-    return lines

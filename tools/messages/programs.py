@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .hook_messages_text import PLACEHOLDER, pattern
+
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests" / "messages"
 OUT = ROOT / "docs" / "programs" / "messages.json"
@@ -323,14 +325,12 @@ def _child(code: str, conn: Any) -> None:
 
 
 def _pattern(message: dict[str, Any]) -> Any:
-    from . import hook_messages
-    return hook_messages.pattern(message["text"])
+    return pattern(message["text"])
 
 
 def _head_end(message: dict[str, Any], text: str) -> int | None:
-    from . import hook_messages
-    first = hook_messages.PLACEHOLDER.split(message["text"].strip())[0]
-    match = hook_messages.pattern(first).search(text)
+    first = PLACEHOLDER.split(message["text"].strip())[0]
+    match = pattern(first).search(text)
     return match.end() if match else None
 
 
