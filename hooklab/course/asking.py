@@ -409,6 +409,7 @@ def _programs() -> dict[str, Any]:
         return {}
 
 
+@functools.cache
 def _index() -> tuple[list[dict[str, Any]], list[Counter[str]], dict[str, float], float, list[list[frozenset[str]]]]:
     path = resources.files("hooklab.course") / "assets" / "ask" / "index.json"
     entries = json.loads(path.read_text(encoding="utf-8"))["entries"]

@@ -33,6 +33,18 @@ def test_the_programs_ship_apart_and_the_lookup_puts_them_back():
         assert by_id[e["id"]]["program"]["show"]["code"]["en"], e["id"]
 
 
+def test_the_index_is_read_once_per_process():
+    """course.ask reads and weighs the index (4 MB, thousands of entries) on its first call only: read per call, a
+    teacher's loop of questions or the own-words measure takes minutes instead of a second."""
+    from hooklab.course import asking
+
+    asking.ask("my forward hook is never called")
+    assert asking._index.cache_info().currsize == 1
+    hits = asking._index.cache_info().hits
+    asking.ask("钩子没有被调用")
+    assert asking._index.cache_info().hits == hits + 1
+
+
 def test_every_entry_links_to_a_notebook_and_a_cell_that_exist_or_to_a_profile_page():
     entries = json.loads(index.INDEX.read_text(encoding="utf-8"))["entries"]
     cells = {path.name: {c.get("id") for c in read_notebook(path)["cells"]}
