@@ -35,7 +35,7 @@ import pickle
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -459,7 +459,21 @@ def _step(ctx: str, runner: Any, x: torch.Tensor, cleanup: list, model: nn.Modul
         pool = ThreadPoolExecutor(2)
         list(pool.map(lambda _i: None, range(4)))  # its threads exist before the step
         cleanup.append(lambda: pool.shutdown(wait=True))
-        return lambda: sum(o.sum() for o in pool.map(runner, x.chunk(2))).backward()
+        ran = [threading.Event() for _ in range(2)]
+
+        def in_turn(i: int, chunk: torch.Tensor) -> Any:  # each chunk in a pool thread, the second after the first:
+            if i:  # run at once, which registers last (a node or activation hook's handle) was a race, and so was
+                ran[i - 1].wait(60)  # what a hook that removes itself removed
+            try:
+                return runner(chunk)
+            finally:
+                ran[i].set()
+
+        def step() -> None:  # both chunks finish before the step goes on or raises: what fired is all counted
+            futures = [pool.submit(in_turn, i, chunk) for i, chunk in enumerate(x.chunk(2))]
+            wait(futures, timeout=120)
+            sum(f.result(timeout=0).sum() for f in futures).backward()
+        return step
     if ctx == "thread_during":
         def step() -> None:
             out: list[Any] = []
