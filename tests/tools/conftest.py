@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SITE_BUILD_TIMEOUT = 540  # s on an idle machine (stretched by the load); both languages take ~50 s of CPU
+SITE_BUILD_TIMEOUT = 540  # s on an idle machine (stretched by the load); both languages: ~320 s of CPU, 3 min on 2 cores
 
 
 def once_per_run(tmp_path_factory, name: str, build: Callable[[Path], str]) -> tuple[Path, str]:

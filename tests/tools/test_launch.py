@@ -620,3 +620,19 @@ def test_a_copy_installs_numpy_where_torch_code_it_runs_needs_it_and_nowhere_els
     assert pins("03_module_forward_hooks.ipynb")[0] == ["Tensor.numpy / torch.from_numpy"]
     for quiet in ("01_tensor_hooks.ipynb", "11_compilers_and_function_transforms.ipynb"):  # optional or typing-only
         assert pins(quiet) == ([], []), quiet  # imports of numpy in torch (a try/except ImportError, TYPE_CHECKING)
+
+
+def test_a_site_build_reads_torch_sources_and_the_lock_once_per_process(tmp_path):
+    """A site build asks each of its notebooks (36, both languages) for its pins: what torch modules need numpy walks
+    torch's sources three imports deep, and the lock is 1 MB of TOML. Parsed on each question, that was ten minutes of
+    the build (the CI's hang guard gave up on it); parsed once, a second question reads nothing again."""
+    nb = json.loads((ROOT / "notebooks" / "14_hooks_in_frameworks.ipynb").read_text(encoding="utf-8"))
+    first = launch.notebook_pins(nb)
+    parsed, lock = launch._parsed.cache_info().misses, notebook_imports._parsed_lock.cache_info().misses
+    assert launch.notebook_pins(nb) == first
+    assert launch._parsed.cache_info().misses == parsed and notebook_imports._parsed_lock.cache_info().misses == lock
+    changed = tmp_path / "uv.lock"  # a changed lock is read again
+    changed.write_text('[[package]]\nname = "torch"\nversion = "9.9"\n', encoding="utf-8")
+    assert notebook_imports.locked_versions(changed) == {"torch": ["9.9"]}
+    changed.write_text('[[package]]\nname = "torch"\nversion = "9.10"\n', encoding="utf-8")
+    assert notebook_imports.locked_versions(changed) == {"torch": ["9.10"]}

@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import functools
 import json
 import re
 import shutil
@@ -220,8 +221,7 @@ def tied_requirements(names: set[str], lock: Path = LOCK) -> set[str]:
     >>> sorted(tied_requirements({"timm"})), sorted(tied_requirements({"captum"}))
     (['torchvision'], [])
     """
-    packages = {notebook_imports.normal(p["name"]): p for p in
-                tomllib.loads(lock.read_text(encoding="utf-8")).get("package", [])}
+    packages = {notebook_imports.normal(p["name"]): p for p in notebook_imports.read_lock(lock).get("package", [])}
     seen: set[str] = set()
     todo = [notebook_imports.normal(n) for n in names]
     while todo:
@@ -289,6 +289,13 @@ def _torch_module_file(name: str, torch_dir: Path) -> Path | None:
     return None
 
 
+@functools.cache
+def _parsed(path: Path) -> ast.Module:
+    """A torch source file's syntax tree, parsed once per process (a site build asks for the same files for each of
+    its 36 notebooks: parsed each time, that was most of the build's ten minutes)."""
+    return ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+
+
 def _numpy_import(node: ast.AST) -> bool:
     return (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "numpy" for a in node.names)) or \
         (isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "numpy")
@@ -353,11 +360,19 @@ def torch_modules_needing_numpy(nb: dict[str, Any], torch_dir: Path | None = Non
             named.add(node.module or "")
             named.update(f"{node.module}.{alias.name}" for alias in node.names)  # a submodule imported by name
 
+    return list(_needing_numpy(tuple(sorted(named)), frozenset(names_used), torch_dir)) + \
+        (["Tensor.numpy / torch.from_numpy"] if _USES_NUMPY.search(code) else [])
+
+
+@functools.cache
+def _needing_numpy(named: tuple[str, ...], names_used: frozenset[str], torch_dir: Path) -> tuple[str, ...]:
+    """:func:`torch_modules_needing_numpy` for the torch modules a notebook imports (``named``) and the names it uses."""
+    @functools.cache
     def on_import(name: str, depth: int) -> bool:
         path = _torch_module_file(name, torch_dir)
         if path is None:
             return False
-        statements = _top_level(ast.parse(path.read_text(encoding="utf-8", errors="replace")))
+        statements = _top_level(_parsed(path))
         if any(_numpy_import(node) for node in statements):
             return True
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -377,14 +392,13 @@ def torch_modules_needing_numpy(nb: dict[str, Any], torch_dir: Path | None = Non
         path = _torch_module_file(name, torch_dir)
         if path is None:
             return []
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        tree = _parsed(path)
         return sorted(node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))
                       and node.name in names_used and any(_numpy_import(n) for n in ast.walk(node)))
 
-    found = [name for name in sorted(named) if on_import(name, 3)]
-    found += [f"{name}: {', '.join(called)}" for name in sorted(named) if name not in found
-              and (called := when_called(name))]
-    return found + (["Tensor.numpy / torch.from_numpy"] if _USES_NUMPY.search(code) else [])
+    found = [name for name in named if on_import(name, 3)]
+    found += [f"{name}: {', '.join(called)}" for name in named if name not in found and (called := when_called(name))]
+    return tuple(found)
 
 
 def notebook_pins(nb: dict[str, Any], *, lock: Path = LOCK, mapping: dict[str, list[str]] | None = None) -> list[str]:

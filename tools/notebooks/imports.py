@@ -22,6 +22,7 @@ versions); ``tools/rerun/ahead.py`` reads which notebooks use a library.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata
 import re
 import sys
@@ -101,6 +102,13 @@ def third_party(modules: Iterable[str]) -> set[str]:
     return {m for m in modules if m not in sys.stdlib_module_names and m != "__future__"}
 
 
+@functools.cache
+def _installed_distributions() -> Mapping[str, list[str]]:
+    """:func:`importlib.metadata.packages_distributions`, read once per process (it reads every installed package's
+    metadata: a second a call, asked once per notebook and hooklab module by a site build)."""
+    return importlib.metadata.packages_distributions()
+
+
 def distributions(modules: Iterable[str], *, mapping: Mapping[str, list[str]] | None = None) -> dict[str, str]:
     """import name -> normalised distribution name, from the installed metadata (or ``mapping``, import name ->
     distribution names, as :func:`importlib.metadata.packages_distributions` gives it). A name that is already a
@@ -111,7 +119,7 @@ def distributions(modules: Iterable[str], *, mapping: Mapping[str, list[str]] | 
     ...                                                      "torch": ["torch"], "torchgen": ["torch"]})
     {'pytorch_lightning': 'pytorch-lightning', 'torch': 'torch'}
     """
-    table = importlib.metadata.packages_distributions() if mapping is None else mapping
+    table = _installed_distributions() if mapping is None else mapping
     installed = {normal(d) for names in table.values() for d in names}
     found = {}
     for module in sorted(third_party(modules)):
@@ -127,10 +135,22 @@ def distributions(modules: Iterable[str], *, mapping: Mapping[str, list[str]] | 
     return found
 
 
+def read_lock(lock: Path = LOCK) -> dict[str, Any]:
+    """uv.lock's data, parsed once while the file is unchanged (a site build asks for it twice per notebook; parsing
+    its 1 MB of TOML takes a second): shared, to be read only."""
+    stat = lock.stat()
+    return _parsed_lock(str(lock), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_lock(path: str, _mtime_ns: int, _size: int) -> dict[str, Any]:
+    return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+
+
 def locked_versions(lock: Path = LOCK) -> dict[str, list[str]]:
     """Normalised distribution name -> the versions uv.lock pins (more than one where the lock forks by Python
     version, as numpy's does)."""
-    data = tomllib.loads(lock.read_text(encoding="utf-8"))
+    data = read_lock(lock)
     versions: dict[str, list[str]] = {}
     for package in data.get("package", []):
         if "version" in package:
