@@ -369,7 +369,7 @@ WORDS = {
            "quiet": "PyTorch 自己打印的内容不算"},
 }
 
-# ---- the unusual cells as programs (docs/programs/matrix.json, written by tools/hook_matrix/programs.py) -----------------------------------------------------------------------------------------------------
+# ---- the unusual cells as programs (docs/programs/matrix.json, written by tools/hook_matrix/programs.py) ------
 
 PAGE = {
     "en": {"title": "The unusual cells as programs",
