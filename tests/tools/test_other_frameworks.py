@@ -49,6 +49,25 @@ def test_the_record_is_what_the_data_describes(doc):
             f"(python -m tools.profiles.frameworks --write --only {framework.name})"
 
 
+def test_each_runnable_example_is_a_program_of_the_lookup(doc):
+    """docs/programs/frameworks.json is the record's examples as programs (what the lookup's hit.run() runs and the
+    program tests compare), each with what the runner showed in its environment, and the lookup carries them."""
+    from hooklab.course import asking
+
+    written = json.loads(frameworks.PROGRAMS.read_text(encoding="utf-8"))
+    assert written == frameworks.programs(doc), "python -m tools.profiles.frameworks --write"
+    runnable = [f for f in FRAMEWORKS if f.runnable]
+    assert sorted(written["programs"]) == sorted(f"frameworks-{f.name}" for f in runnable)
+    for f in runnable:
+        program = written["programs"][f"frameworks-{f.name}"]
+        assert program["show"]["prints"], f"{f.name}: no output recorded as the runner shows it"
+        assert program["needs"], f"{f.name}: say what it needs besides the course"
+    hit = next(h for h in asking.ask("JAX flax equivalent of a forward hook", k=5, kinds="profile")
+               if h.page and "other_frameworks" in h.page)
+    assert "intercept_methods" in hit.program_text("en")
+    assert hit.program_text("zh").startswith("# JAX / Flax 里与钩子相当的东西")
+
+
 def test_every_framework_is_described_completely_and_pinned():
     for f in FRAMEWORKS:
         assert re.fullmatch(r"project env|overlay: \S+==\S+( \S+==\S+)*|source only: .+", f.runs), f.runs

@@ -28,7 +28,8 @@ TIMEOUT = 240  # s one program may run (torch.compile's first call included)
 RUNNER = ("import sys\nfrom hooklab.course.programs import run\n"
           "sys.stdout.write(run(sys.stdin.read()))\n")
 PARTS = ("show", "fix")
-MACHINE = {"processes": "runs in several processes", "cuda": "needs a CUDA device"}
+MACHINE = {"processes": "runs in several processes", "cuda": "needs a CUDA device",
+           "c++": "builds C++ with load_inline (tests/tools/test_other_frameworks.py runs it where a compiler is)"}
 
 
 def files(folder: Path = FOLDER) -> dict[str, dict[str, Any]]:
@@ -56,7 +57,8 @@ def drawn(all_cases: list[tuple[str, str, str]], seed_text: str, *, every: bool 
 
 def missing(needs: list[str]) -> str | None:
     """Why a program cannot run here (what it needs that is absent), or None. ``processes`` (or ``processes:N``):
-    several processes; ``cuda``: a CUDA device; anything else: a library's module."""
+    several processes; ``cuda``: a CUDA device; ``c++``: a C++ build (not run here); anything else: a library's
+    module."""
     for need in needs:
         need = need.split(":")[0]
         if need in MACHINE:

@@ -20,7 +20,8 @@ An entry is one of:
 A message or a matrix cell that has a program (``docs/programs/<name>.json``: one that shows it and its fix, in both
 languages, with what each prints) carries it as ``program`` (:func:`attach_programs`: the file ``messages.json``
 attaches to the entries ``message:<id>``, any other ``<name>.json`` to ``<name>:<id>``); a library profile carries
-the list of its facts' programs as ``programs`` (``profiles.json``'s ``<slug>:<fact>`` -> ``profile:<slug>``);
+the list of its facts' programs as ``programs`` (``profiles.json``'s ``<slug>:<fact>`` -> ``profile:<slug>``), and
+another framework's entry its example (``frameworks.json``'s ``frameworks-<name>`` -> ``profile:frameworks-<name>``);
 ``Hit.run()`` runs it.
 
 - ``recipe``: a recipe (``recipes/NN_area.ipynb``: a real question answered by running code; its heading cell carries
@@ -62,7 +63,9 @@ NOTEBOOKS = ROOT / "notebooks"
 RECIPES = ROOT / "recipes"
 MESSAGES = ROOT / "docs" / "hook_messages.json"
 PROGRAMS = ROOT / "docs" / "programs"
-PROGRAM_PREFIX = {"messages": "message"}  # a programs file's stem -> the id prefix of its entries (else the stem)
+# a programs file's stem -> the id prefix of its entries (else the stem); frameworks.json's "frameworks-<name>" is
+# the entry profile:frameworks-<name>
+PROGRAM_PREFIX = {"messages": "message", "frameworks": "profile"}
 # a programs file whose ids are "<name>:<fact>", several facts of one entry -> the id prefix of those entries: the
 # entry "<prefix>:<name>" carries the list of its programs as "programs"
 PROGRAM_GROUPS = {"profiles": "profile"}

@@ -15,6 +15,7 @@ with, and a hash of the example, so that an example edited without recording it 
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import hashlib
 import importlib.metadata
@@ -120,7 +121,48 @@ def child(name: str, out: Path) -> None:
     with contextlib.redirect_stdout(printed):
         exec(compile(framework.example, f"<{name} example>", "exec"), {"__name__": "__main__"})  # noqa: S102
     lines = [line.rstrip() for line in printed.getvalue().splitlines()]
-    out.write_text(json.dumps({"versions": versions, "output": lines}), encoding="utf-8")
+    from hooklab.course.programs import run  # once more, as the lookup's hit.run() shows it (docs/programs/)
+
+    out.write_text(json.dumps({"versions": versions, "output": lines, "shown": run(framework.example)}),
+                   encoding="utf-8")
+
+
+PROGRAMS = ROOT / "docs" / "programs" / "frameworks.json"
+PROGRAMS_ABOUT = ("Each runnable example of docs/other_frameworks.json as a program (the equivalent of a hook in that "
+                  "framework), with what hooklab.course.programs.run showed when its environment ran it; written by "
+                  "python -m tools.profiles.frameworks --write (tools/profiles/frameworks.py). Its needs: the modules "
+                  "it imports besides torch and numpy, or c++ (a compiler and ninja for load_inline).")
+HEAD = {"en": "# {title}: the equivalent of a hook, run with {version} (docs/other_frameworks.json)",
+        "zh": "# {title} 里与钩子相当的东西，运行时的版本：{version}（docs/other_frameworks.json）"}
+NO_FIX = {"en": "the equivalent of a hook in another framework, not a fault: there is nothing to fix",
+          "zh": "另一个框架里与钩子相当的做法，不是错误，没有需要修正的地方"}
+
+
+def _needs(framework: Framework) -> list[str]:
+    """What a program of ``framework`` needs besides the course's environment: ``c++`` or the modules it imports."""
+    if framework.needs == "c++":
+        return ["c++"]
+    tree = ast.parse(framework.example)
+    top = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    top |= {(node.module or "").split(".")[0] for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.level == 0}
+    return sorted(top - set(sys.stdlib_module_names) - {"torch", "numpy", "hooklab", ""})
+
+
+def programs(doc: dict[str, Any]) -> dict[str, Any]:
+    """docs/programs/frameworks.json from the record: each runnable framework's example under ``frameworks-<name>``,
+    its code headed in each language, what it showed (``prints``, None where not recorded yet), and its needs."""
+    recorded = {f["name"]: f.get("recorded") for f in doc["frameworks"]}
+    found: dict[str, Any] = {}
+    for framework in FRAMEWORKS:
+        if not framework.runnable:
+            continue
+        shown = (recorded.get(framework.name) or {}).get("shown")
+        code = {lang: HEAD[lang].format(title=framework.title, version=framework.version) + "\n"
+                + framework.example.lstrip("\n") for lang in ("en", "zh")}
+        found[f"frameworks-{framework.name}"] = {"show": {"code": code, "prints": shown}, "fix": None,
+                                                 "needs": _needs(framework), "no_fix": NO_FIX}
+    return {"about": PROGRAMS_ABOUT, "programs": found}
 
 
 def load(path: Path = RECORD) -> dict[str, Any]:
@@ -163,7 +205,7 @@ def differences(old: dict[str, Any], new: dict[str, Any], names: list[str] | Non
             continue
         for key in sorted(set(fresh) | set(was)):
             if key == "recorded" and fresh.get(key) and was.get(key):
-                for part in ("example_sha256", "versions", "output"):
+                for part in ("example_sha256", "versions", "output", "shown"):
                     if fresh[key].get(part) != was[key].get(part):
                         found.append(f"{fresh['name']}.{part}: recorded {was[key].get(part)!r}, now "
                                      f"{fresh[key].get(part)!r}")
@@ -309,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     doc = build(args.only, previous, timeout=args.timeout)
     if args.write:
         RECORD.write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {RECORD.relative_to(ROOT)}", file=sys.stderr)
+        PROGRAMS.write_text(json.dumps(programs(doc), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {RECORD.relative_to(ROOT)} and {PROGRAMS.relative_to(ROOT)}", file=sys.stderr)
         return 0
     found = differences(previous or {}, doc, args.only)
     for line in found:
