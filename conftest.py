@@ -185,17 +185,31 @@ def pytest_terminal_summary(terminalreporter):
             write(f"{copies.suffix} {copies.note}")
 
 
+# What a distributed launcher sets (torchrun; accelerate's PartialState writes them into os.environ when it finds a
+# CPU process group). A kernel inherits the test process's environment: left there by one test, they made the next
+# notebook's transformers Trainer wrap its model in DDP (a CI run's recipes/07 cell 44: "Expected to mark a variable
+# ready only once"). A notebook runs as in a learner's Jupyter, without them.
+LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
+                      "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+
+
 @pytest.fixture(autouse=True)
 def _process_settings_restored():
     """Whatever a test or a docstring example changes process-wide (``course.setup()`` does: threads,
-    print options), the next test starts from the same settings."""
+    print options; a library may set a launcher's variables), the next test starts from the same settings."""
     import torch
     threads, grad = torch.get_num_threads(), torch.is_grad_enabled()
     options = {k: getattr(torch._tensor_str.PRINT_OPTS, k) for k in ("precision", "threshold", "edgeitems", "linewidth", "sci_mode")}
+    launcher = {name: os.environ.get(name) for name in LAUNCHER_VARIABLES}
     yield
     torch.set_num_threads(threads)
     torch.set_grad_enabled(grad)
     torch.set_printoptions(**options)
+    for name, value in launcher.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 # ----------------------------------------------------------------------------------------- hang guards (5.)
@@ -228,6 +242,8 @@ def pytest_runtest_setup(item):
     base = item.config.stash.get(_NBVAL_BASE, {})
     if not _is_notebook(item) or not base:
         return
+    for name in LAUNCHER_VARIABLES:  # the kernel starts at the notebook's first cell: as in a learner's Jupyter
+        os.environ.pop(name, None)
     from patience import load_factor
     factor = load_factor()
     for name, seconds in base.items():

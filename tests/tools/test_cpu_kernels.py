@@ -105,3 +105,19 @@ def test_shifted_configuration_reaches_the_kernel(tmp_path):
     # only the shifted copy runs; its kernel printed the stored line, and still fails a wrong output
     assert outcomes == {"probe.ipynb[shifted-memory]::Cell 0": "PASSED",
                         "probe.ipynb[shifted-memory]::Cell 1": "FAILED"}, result.stdout[-3000:]
+
+
+def test_a_notebooks_kernel_starts_without_a_launchers_variables(tmp_path):
+    """A launcher's variables in the test process (left by a library that found a process group: accelerate's
+    PartialState writes RANK, WORLD_SIZE, LOCAL_RANK...) do not reach a notebook's kernel: in a CI run they made
+    recipes/07's Trainer wrap its model in DDP, and the cell printed another output."""
+    code = "import os\nprint(*(os.environ.get(k) for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'MASTER_PORT')))"
+    probe = probe_notebook(tmp_path / "probe.ipynb", "None None None None", code)
+    launcher = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "29500"}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n0", "-p", "no:cacheprovider", "-p", "conftest", "-rA",
+         "--cpu-kernels=native", "--rootdir", str(tmp_path), "-c", "/dev/null", "--nbval", "--nbval-current-env",
+         str(probe)],
+        cwd=tmp_path, env=dict(os.environ, **launcher, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")])),
+        capture_output=True, text=True, timeout=VALIDATE_TIMEOUT)
+    assert "PASSED probe.ipynb::Cell 0" in result.stdout, result.stdout[-3000:]
