@@ -143,11 +143,9 @@ def test_every_launch_copy_installs_everything_its_notebook_imports_and_nothing_
     assert pins[0] == launch.pins()[0] and len(set(pins)) == len(pins)
     # exactly: the notebook's imports and what the parts of hooklab it reaches import, at the lock's pins
     names = {p.split("==")[0] for p in pins}
-    used = imported_distributions(copy) | launch.hooklab_needs(nb) | {"torch"}
+    used = imported_distributions(copy) | launch.hooklab_needs(nb) | {"torch", "numpy"}  # launch.WITH_TORCH (test below)
     # and torchvision where something it uses requires it (timm does): the cell installs the build for the kept torch
-    # and numpy where torch code it runs imports numpy, which PyPI's torch does not require (test below)
-    numpy = {"numpy"} if launch.torch_modules_needing_numpy(nb) else set()
-    assert names == used | (required_below(used) & {"torchvision"}) | numpy
+    assert names == used | (required_below(used) & {"torchvision"})
     for pin in pins:
         name, version = pin.split("==")
         assert version in locked()[name]
@@ -170,10 +168,10 @@ def required_below(names: set[str]) -> set[str]:
     return seen
 
 
-def test_notebook_01s_copy_installs_torch_and_hooklab_only():
+def test_notebook_01s_copy_installs_torch_numpy_and_hooklab_only():
     nb = json.loads((ROOT / "notebooks" / "01_tensor_hooks.ipynb").read_text(encoding="utf-8"))
     assert cell_lists(launch.launch_copy(nb, "en", launch.requirement(URL, COMMIT), launch.pins())) == (
-        f"hooklab @ git+{URL}@{COMMIT}", launch.pins())
+        f"hooklab @ git+{URL}@{COMMIT}", [*launch.pins(), "numpy==2.4.6"])
 
 
 def newly_imported(code: str) -> set[str]:
@@ -296,7 +294,7 @@ def test_imports_are_read_through_magics_and_version_calls():
                      "from importlib import metadata\nmetadata.version('captum')\nfrom . import local"},
                     {"cell_type": "code", "metadata": {"tags": ["hooklab-install"]}, "source": "import timm"}]}
     assert notebook_imports.imported_modules(nb, skip_tag="hooklab-install") == {"torch", "importlib", "captum"}
-    assert launch.notebook_pins(nb) == ["captum==0.9.0", "torch==2.15.0"]
+    assert launch.notebook_pins(nb) == ["captum==0.9.0", "numpy==2.4.6", "torch==2.15.0"]
 
 
 def test_requirement_names_the_repository_at_the_commit():
@@ -373,7 +371,7 @@ def test_launch_branch_tree_holds_the_copies_and_what_binder_builds(tmp_path):
         "zh/01_tensor_hooks.ipynb", "zh/recipes/03_saved_tensors_and_checkpointing.ipynb"]
     recipe = json.loads((out / "zh" / "recipes" / "03_saved_tensors_and_checkpointing.ipynb").read_text("utf-8"))
     assert recipe["metadata"]["hooklab_language"] == "zh"
-    assert cell_lists(recipe) == (f"hooklab @ git+{URL}@{COMMIT}", launch.pins())
+    assert cell_lists(recipe) == (f"hooklab @ git+{URL}@{COMMIT}", [*launch.pins(), "numpy==2.4.6"])
     for lang in ("zh", "en"):
         nb = json.loads((out / lang / "01_tensor_hooks.ipynb").read_text(encoding="utf-8"))
         assert nb["metadata"]["hooklab_language"] == lang
@@ -606,31 +604,27 @@ def test_a_notebook_using_a_newer_torch_api_keeps_torch_only_from_its_release():
     assert launch.notebook_torch_range(nodes) == ("2.14", "2.15.0")
 
 
-def test_a_copy_installs_numpy_where_torch_code_it_runs_needs_it_and_nowhere_else():
-    # PyPI's torch does not require numpy: a fresh Jupyter has none. Found by the launch check, which ran the copies
-    # without it: notebook 10's PowerSGDState and notebook 14's CommDebugMode import raised ModuleNotFoundError, and
-    # notebook 03's `output.numpy()` printed "Numpy is not available" instead of the error the cell teaches
-    def pins(name):
+def test_every_copy_installs_numpy_which_pypis_torch_does_not_require():
+    # A fresh Jupyter has no numpy and PyPI's torch does not require it. The launch check ran the copies without it:
+    # every copy's first cell showed torch's "Failed to initialize NumPy" warning (found by comparing outputs),
+    # notebook 10's PowerSGDState and notebook 14's CommDebugMode raised ModuleNotFoundError, and notebook 03's
+    # `output.numpy()` printed "Numpy is not available" instead of the error the cell teaches
+    for name in ("01_tensor_hooks.ipynb", "03_module_forward_hooks.ipynb", "10_distributed_and_mixed_precision.ipynb"):
         nb = json.loads((ROOT / "notebooks" / name).read_text(encoding="utf-8"))
-        return launch.torch_modules_needing_numpy(nb), [p for p in launch.notebook_pins(nb) if p.startswith("numpy==")]
-
-    assert pins("10_distributed_and_mixed_precision.ipynb") == (
-        ["torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook: PowerSGDState"], ["numpy==2.4.6"])
-    assert pins("14_hooks_in_frameworks.ipynb")[0] == ["torch.distributed.tensor.debug"]
-    assert pins("03_module_forward_hooks.ipynb")[0] == ["Tensor.numpy / torch.from_numpy"]
-    for quiet in ("01_tensor_hooks.ipynb", "11_compilers_and_function_transforms.ipynb"):  # optional or typing-only
-        assert pins(quiet) == ([], []), quiet  # imports of numpy in torch (a try/except ImportError, TYPE_CHECKING)
+        assert [p for p in launch.notebook_pins(nb) if p.startswith("numpy==")] == ["numpy==2.4.6"], name
 
 
-def test_a_site_build_reads_torch_sources_and_the_lock_once_per_process(tmp_path):
-    """A site build asks each of its notebooks (36, both languages) for its pins: what torch modules need numpy walks
-    torch's sources three imports deep, and the lock is 1 MB of TOML. Parsed on each question, that was ten minutes of
-    the build (the CI's hang guard gave up on it); parsed once, a second question reads nothing again."""
+def test_a_site_build_reads_the_lock_and_the_installed_packages_once_per_process(tmp_path):
+    """A site build asks each of its notebooks (36, both languages) for its pins: the lock is 1 MB of TOML and the
+    installed packages' metadata a second to read. Read on each question (with torch's sources, read then too), that
+    was ten minutes of the build (the CI's hang guard gave up on it); read once, a second question reads nothing."""
     nb = json.loads((ROOT / "notebooks" / "14_hooks_in_frameworks.ipynb").read_text(encoding="utf-8"))
     first = launch.notebook_pins(nb)
-    parsed, lock = launch._parsed.cache_info().misses, notebook_imports._parsed_lock.cache_info().misses
+    lock, installed = (notebook_imports._parsed_lock.cache_info().misses,
+                       notebook_imports._installed_distributions.cache_info().misses)
     assert launch.notebook_pins(nb) == first
-    assert launch._parsed.cache_info().misses == parsed and notebook_imports._parsed_lock.cache_info().misses == lock
+    assert notebook_imports._parsed_lock.cache_info().misses == lock
+    assert notebook_imports._installed_distributions.cache_info().misses == installed
     changed = tmp_path / "uv.lock"  # a changed lock is read again
     changed.write_text('[[package]]\nname = "torch"\nversion = "9.9"\n', encoding="utf-8")
     assert notebook_imports.locked_versions(changed) == {"torch": ["9.9"]}

@@ -23,7 +23,7 @@ def copy_of(number: str) -> dict:
 
 
 def test_what_a_copys_cell_installs_is_read_from_the_cell():
-    assert launch_check.cell_requirements(copy_of("01")) == [WHEEL, "torch==2.15.0"]
+    assert launch_check.cell_requirements(copy_of("01")) == [WHEEL, "torch==2.15.0", "numpy==2.4.6"]
     fifteen = launch_check.cell_requirements(copy_of("15"))
     assert fifteen[0] == WHEEL and "timm==1.0.31" in fifteen and "diffusers==0.42.1" in fifteen
 
@@ -89,7 +89,7 @@ def test_the_report_gives_per_notebook_what_it_installs_how_long_the_cells_and_t
             "123 s | 317 MiB | 2.15.0 → 2.15.0 |  |") in report
     assert ("| 24/39 | 110 s | 2300 MiB (over Binder's limit) | – | Cell 1: PackageNotFoundError: No package metadata "
             "was found for diffusers |") in report
-    assert "- 1 of 2 copies ran every code cell" in report and "downloaded from PyPI only" in report
+    assert "- 1 of 2 copies ran every code cell (and" in report and "downloaded from PyPI only" in report
     assert "torch 2.13.0 (preinstalled, as Colab ships torch; the outputs were verified with 2.15.0" in report
 
 
@@ -148,7 +148,7 @@ def test_a_copy_made_for_the_repository_installs_from_it(monkeypatch, tmp_path):
     assert launch_check.main(["01", "--repository-url", "https://github.com/o/r", "--commit", "0123abc",
                               "--torch", "2.13.0", "--out", str(tmp_path)]) == 0
     assert made["01_tensor_hooks.ipynb"] == (["hooklab @ git+https://github.com/o/r@0123abc",
-                                              "torch==2.15.0"], "2.13.0")
+                                              "torch==2.15.0", "numpy==2.4.6"], "2.13.0")
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert "hooklab from `git+https://github.com/o/r@0123abc` (the install source of the published copies)" in report
 
@@ -255,3 +255,44 @@ def test_the_runner_stops_where_the_install_cell_raises_as_run_all_does(tmp_path
     assert result["failed"] == ["Cell 0: RuntimeError: torchvision could not be installed for this torch"]
     executed = json.loads((tmp_path / "out.ipynb").read_text(encoding="utf-8"))
     assert [c["execution_count"] for c in executed["cells"]] == [1, None, None]  # the others never ran
+
+
+def _ran(copy: dict, outputs: dict[int, list[dict]]) -> dict:
+    """``copy`` as if run: each code cell's committed outputs, those of the cells in ``outputs`` replaced."""
+    ran = json.loads(json.dumps(copy))
+    code = [c for c in ran["cells"] if c["cell_type"] == "code"]
+    for number, replaced in outputs.items():
+        code[number]["outputs"] = replaced
+    return ran
+
+
+def test_a_copy_whose_cell_shows_something_else_is_named_and_fails_on_the_recorded_torch():
+    """The launch check's output comparison, on what it found on its first run with PyPI's torch: torch's warning
+    when numpy is missing, a cell that printed "Numpy is not available" instead of the error it teaches, and an
+    exercise's verdict in both languages in an English copy; a print that arrives in two pieces is the same."""
+    copy = copy_of("01")
+    code = [c for c in copy["cells"] if c["cell_type"] == "code"]
+    setup = next(i for i, c in enumerate(code) if i and c.get("outputs") and c["outputs"][0].get("output_type") == "stream")
+    text = "".join(code[setup]["outputs"][0]["text"])
+    assert launch_check.differing_cells(copy, _ran(copy, {})) == []
+    split = [{"output_type": "stream", "name": "stdout", "text": text[:5]},
+             {"output_type": "stream", "name": "stdout", "text": text[5:]}]
+    assert launch_check.differing_cells(copy, _ran(copy, {setup: split})) == []
+    warned = [{"output_type": "stream", "name": "stderr",
+               "text": "/tmp/x/torch/_tensor.py:1: UserWarning: Failed to initialize NumPy: No module named 'numpy'\n"},
+              *code[setup]["outputs"]]
+    assert launch_check.differing_cells(copy, _ran(copy, {setup: warned})) == [f"Cell {setup}"]
+    result = launch_check.CopyResult("01_tensor_hooks.ipynb", [WHEEL], code_cells=3, passed=3, torch_before="2.15.0",
+                                     torch_after="2.15.0", differs=[f"Cell {setup}"])
+    assert not result.ok and f"output not the copy's in Cell {setup}" in launch_check.one_line(result)
+    result.torch_before = result.torch_after = "2.13.0+cpu"  # another torch may show other numbers
+    assert result.ok and "(torch 2.13.0+cpu: allowed)" in launch_check.one_line(result)
+
+
+def test_a_copys_cell_makes_hooklab_answer_in_the_copys_language(monkeypatch):
+    """Outside a Jupyter server that names the notebook (Colab, nbclient), nothing else tells hooklab the copy's
+    language: its checkers printed both. The install cell sets HOOKLAB_LANG unless the learner has."""
+    for lang in ("en", "zh"):
+        cell = next(c for c in launch.launch_copy(json.loads((ROOT / "notebooks" / "01_tensor_hooks.ipynb").read_text(
+            encoding="utf-8")), lang, WHEEL, launch.pins())["cells"] if launch.INSTALL_TAG in c["metadata"].get("tags", []))
+        assert f'os.environ.setdefault("HOOKLAB_LANG", "{lang}")' in cell["source"]

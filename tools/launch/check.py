@@ -101,6 +101,7 @@ class CopyResult:
     torch_before: str | None = None  # the torch installed before the copy ran, and after
     torch_after: str | None = None
     torch_range: tuple[str, str] | None = None  # what the copy's cell keeps (default: launch.torch_range())
+    differs: list[str] = field(default_factory=list)  # "Cell N": its output is not the copy's (differing_cells)
 
     @property
     def torch_replaced(self) -> bool:
@@ -112,9 +113,14 @@ class CopyResult:
         return release(low) <= release(self.torch_before) <= release(high)
 
     @property
+    def verified_torch(self) -> bool:
+        """It ran on the torch release the copy's outputs were recorded with: they must then be the same."""
+        return bool(self.torch_after) and launch._release(str(self.torch_after)) == launch._release(locked_torch())
+
+    @property
     def ok(self) -> bool:
         return (not self.failed and self.aborted is None and self.stopped is None and self.passed == self.code_cells
-                and not self.torch_replaced)
+                and not self.torch_replaced and not (self.differs and self.verified_torch))
 
 
 def say(message: str) -> None:
@@ -232,7 +238,7 @@ def beyond_the_extra(copy: dict) -> list[str]:
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     covered = {notebook_imports.normal(re.split(r"[<>=!~ \[;]", r, maxsplit=1)[0])
-               for r in project["optional-dependencies"]["course"]} | {"torch"}
+               for r in project["optional-dependencies"]["course"]} | {"torch", *launch.WITH_TORCH}  # numpy: matplotlib's
     return [p for p in cell_requirements(copy)[1:] if notebook_imports.normal(p.split("==")[0]) not in covered]
 
 
@@ -309,6 +315,9 @@ def check_copy(name: str, copy: dict, work: Path, *, offline: bool, keep: bool,
             for key in ("code_cells", "passed", "failed", "install_seconds", "install_output", "stopped",
                         "packages_added", "aborted", "peak_rss_mb", "torch_before", "torch_after"):
                 setattr(result, key, ran.get(key) if key != "aborted" or ran[key] else result.aborted)
+            executed = out / name
+            if executed.is_file() and result.stopped is None:
+                result.differs = differing_cells(copy, json.loads(executed.read_text(encoding="utf-8")))
         elif result.aborted is None:
             tail = " ".join((done.stderr if done else "").strip().splitlines()[-3:])
             result.aborted = f"the runner wrote no result: {tail}"
@@ -319,6 +328,69 @@ def check_copy(name: str, copy: dict, work: Path, *, offline: bool, keep: bool,
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
     return result
+
+
+SANITIZE = ROOT / "tests" / "sanitize.cfg"  # the rules nbval compares the course's outputs with
+SKIP_TAGS = {"nbval-ignore-output", "nbval-skip"}  # the cells whose output nbval does not compare either
+
+
+def sanitize_rules(path: Path = SANITIZE) -> list[tuple[re.Pattern[str], str]]:
+    """nbval's sanitizer file as (regex, replacement) pairs, in order."""
+    import configparser
+
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(path, encoding="utf-8")
+    return [(re.compile(parser[s]["regex"]), parser[s]["replace"]) for s in parser.sections()]
+
+
+def _shown(cell: dict, rules: list[tuple[re.Pattern[str], str]]) -> list[str]:
+    """What a code cell shows, as nbval compares it: its streams and text results, its error's name and message,
+    each sanitized (images and HTML are not compared)."""
+    shown: list[str] = []
+    stream = None
+    for output in cell.get("outputs", []):
+        kind = output.get("output_type")
+        if kind == "stream":  # one text per run of a stream: a kernel sends a print in as many pieces as it likes
+            piece = "".join(output.get("text", ""))
+            if stream == output.get("name") and shown:
+                shown[-1] += piece
+                continue
+            stream = output.get("name")
+            shown.append(f"{stream}: {piece}")
+            continue
+        stream = None
+        if kind in ("execute_result", "display_data"):
+            text = "".join(output.get("data", {}).get("text/plain", ""))
+        elif kind == "error":
+            text = f"{output.get('ename')}: {output.get('evalue')}"
+        else:
+            continue
+        shown.append(text)
+    cleaned = []
+    for text in shown:
+        for regex, replace in rules:
+            text = regex.sub(replace, text)
+        cleaned.append(text.rstrip())
+    return [t for t in cleaned if t]
+
+
+def differing_cells(copy: dict, ran: dict, rules: list[tuple[re.Pattern[str], str]] | None = None) -> list[str]:
+    """The code cells of a launch copy whose output, run, is not what the copy shows (``Cell N``, numbered as the
+    runner numbers them: the install cell is 0, and is not compared): the check that a copy that runs without an error also
+    teaches what it says (notebook 03 without numpy printed "Numpy is not available" and raised nothing)."""
+    rules = sanitize_rules() if rules is None else rules
+    committed = [c for c in copy["cells"] if c["cell_type"] == "code"]
+    executed = [c for c in ran["cells"] if c["cell_type"] == "code"]
+    if len(committed) != len(executed):
+        return [f"the run holds {len(executed)} code cells, the copy {len(committed)}"]
+    found = []
+    for number, (before, after) in enumerate(zip(committed, executed, strict=True)):
+        tags = set(before.get("metadata", {}).get("tags", []))
+        if launch.INSTALL_TAG in tags or tags & SKIP_TAGS or not before.get("outputs"):
+            continue
+        if _shown(before, rules) != _shown(after, rules):
+            found.append(f"Cell {number}")
+    return found
 
 
 def one_line(r: CopyResult) -> str:
@@ -339,6 +411,9 @@ def one_line(r: CopyResult) -> str:
     if r.torch_replaced:
         note += f"; the cell replaced torch {r.torch_before} (inside the range) with {r.torch_after}"
     failed = f"; failed: {'; '.join(r.failed[:3])}" + (" …" if len(r.failed) > 3 else "") if r.failed else ""
+    if r.differs:
+        failed += (f"; output not the copy's in {', '.join(r.differs[:6])}" + (" …" if len(r.differs) > 6 else "")
+                   + ("" if r.verified_torch else f" (torch {r.torch_after}: allowed)"))
     return f"{r.notebook}: {install}{added}, {cells} in {r.seconds:.0f} s{failed}{note}"
 
 
@@ -350,7 +425,9 @@ def render_report(results: list[CopyResult], meta: dict) -> str:
              f"with {locked_torch()}, the cell keeps {' to '.join(launch.torch_range())}); the install cell's pip " + ("used no index (`--offline`: its packages preinstalled from uv's cache)"
                               if meta["offline"] else "downloaded from PyPI only (with pip's own cache), and for a torch of PyTorch's own index "
                               "the torchvision built for it from that index"),
-             f"- {sum(r.ok for r in results)} of {len(results)} copies ran every code cell",
+             f"- {sum(r.ok for r in results)} of {len(results)} copies ran every code cell (and, on the torch their outputs "
+             "were recorded with, showed them: each cell's streams, text results and errors compared as nbval compares "
+             "them, with tests/sanitize.cfg)",
              f"- kernel peak: the kernel's resident-set high-water mark (VmHWM); Binder's limit is {BINDER_MEMORY_MB} MiB",
              "- downloads: the files pip fetched for the copy by its log (those taken from pip's cache counted) and their "
              "size; growth: how much the environment's folder grew",
@@ -372,6 +449,9 @@ def render_report(results: list[CopyResult], meta: dict) -> str:
         torch = f"{r.torch_before} → {r.torch_after}" if r.torch_before else "–"
         if r.torch_replaced:
             failed = "; ".join(x for x in (failed, "replaced a torch inside the range") if x)
+        if r.differs:
+            said = f"output not the copy's: {', '.join(r.differs)}" + ("" if r.verified_torch else " (another torch)")
+            failed = "; ".join(x for x in (failed, said) if x)
         lines.append(f"| {r.notebook} | {installs} | {install} | {added} | {fetched} | {growth} | "
                      f"{r.passed}/{r.code_cells} | {r.seconds:.0f} s | {peak} | {torch} | "
                      f"{' '.join(failed.replace('|', '/').split())} |")
@@ -488,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "report.md").write_text(render_report(results, meta), encoding="utf-8")
     for result in results:
         print(one_line(result))
-    print(f"{sum(r.ok for r in results)} of {len(results)} launch copies ran every code cell "
+    print(f"{sum(r.ok for r in results)} of {len(results)} launch copies ran every code cell, showing what they show "
           f"(report: {args.out / 'report.md'})")
     return 0 if all(r.ok for r in results) else 1
 

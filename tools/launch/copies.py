@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
-import functools
 import json
 import re
 import shutil
@@ -63,6 +62,11 @@ LOCK = ROOT / "uv.lock"
 # Every launch copy names torch at the lock's version whatever it imports: hooklab needs it, and the notebooks'
 # outputs were recorded with it; the cell installs it only where no torch inside TORCH_FLOOR..the lock's is running.
 ALWAYS = ("torch",)
+# What every notebook's pins name beside what it imports: numpy, which PyPI's torch does not require (a fresh Jupyter
+# has none; Colab has it): without it `import torch` warns "Failed to initialize NumPy" in the notebook's first cell,
+# and torch code that needs it fails (PowerSGD's state, CommDebugMode, Tensor.numpy()). The launch check, which
+# compares each cell's output with the copy's, found both.
+WITH_TORCH = ("numpy",)
 # The oldest torch the launch copies keep (the newest is the lock's, the top of the `course` extra's torch range).
 # Below the extra's floor (2.3, where hooklab's library tests pass) the notebooks need more: transformers 5 and
 # diffusers ask for torch>=2.6 (notebooks 12 and 15, and the course extra), and the notebooks have been run top to
@@ -277,151 +281,25 @@ def hooklab_needs(nb: dict[str, Any], *, mapping: dict[str, list[str]] | None = 
         raise LaunchError(f"hooklab's own code: {exc}") from None
 
 
-_USES_NUMPY = re.compile(r"\.numpy\(|\btorch\.from_numpy\(")
-
-
-def _torch_module_file(name: str, torch_dir: Path) -> Path | None:
-    """The source file of ``torch.a.b`` in the installed torch (``a/b.py`` or ``a/b/__init__.py``), if there is one."""
-    base = torch_dir.joinpath(*name.split(".")[1:])
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
-
-
-@functools.cache
-def _parsed(path: Path) -> ast.Module:
-    """A torch source file's syntax tree, parsed once per process (a site build asks for the same files for each of
-    its 36 notebooks: parsed each time, that was most of the build's ten minutes)."""
-    return ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-
-
-def _numpy_import(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "numpy" for a in node.names)) or \
-        (isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "numpy")
-
-
-_OPTIONAL = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
-
-
-def _top_level(tree: ast.Module) -> list[ast.stmt]:
-    """The statements that run on import and fail without their imports: the module's body, and what its top-level
-    ``if`` / ``try`` hold, except the body of a ``try`` that catches ImportError (an optional import)."""
-    out: list[ast.stmt] = []
-    todo = list(tree.body)
-    while todo:
-        node = todo.pop(0)
-        out.append(node)
-        if isinstance(node, ast.If):  # `if TYPE_CHECKING:` runs only for a type checker
-            todo += [*([] if "TYPE_CHECKING" in ast.unparse(node.test) else node.body), *node.orelse]
-        elif isinstance(node, ast.Try):
-            caught = {ast.unparse(h.type).split(".")[-1] if h.type is not None else "BaseException"
-                      for h in node.handlers}
-            if isinstance(next((h.type for h in node.handlers if isinstance(h.type, ast.Tuple)), None), ast.Tuple):
-                caught |= {ast.unparse(e).split(".")[-1] for h in node.handlers if isinstance(h.type, ast.Tuple)
-                           for e in h.type.elts}
-            todo += [*([] if caught & _OPTIONAL else node.body), *node.orelse, *node.finalbody,
-                     *[s for h in node.handlers for s in h.body]]
-    return out
-
-
-def torch_modules_needing_numpy(nb: dict[str, Any], torch_dir: Path | None = None) -> list[str]:
-    """What in a notebook needs numpy, which PyPI's torch does not require (a fresh Jupyter has none; Colab has it):
-    the torch modules it imports that import numpy when they are imported (themselves, or through the submodules of
-    their own package that they import, three steps deep: ``torch.distributed.tensor.debug`` by
-    ``_visualize_sharding``), those with a function or class that imports numpy when it runs and that the notebook's
-    code names (``PowerSGDState``), and ``Tensor.numpy()`` / ``torch.from_numpy`` if its code calls them. The copy's
-    cell then installs numpy too.
-
-    >>> torch_modules_needing_numpy({"cells": [{"cell_type": "code", "source":
-    ...     "from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as p\\np.PowerSGDState(None)"}]})
-    ['torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook: PowerSGDState']
-    >>> torch_modules_needing_numpy({"cells": [{"cell_type": "code", "source": "import torch.nn.functional as F"}]})
-    []
-    """
-    if torch_dir is None:
-        import importlib.util
-        spec = importlib.util.find_spec("torch")
-        if spec is None or spec.origin is None:
-            return []
-        torch_dir = Path(spec.origin).parent
-    code = python_code = notebook_imports.python_of("\n".join(
-        notebook_imports.code_of(c) for c in nb.get("cells", []) if c.get("cell_type") == "code"
-        and INSTALL_TAG not in c.get("metadata", {}).get("tags", [])))
-    tree = ast.parse(python_code)
-    names_used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
-        {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} | \
-        {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
-    named: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            named.update(alias.name for alias in node.names if alias.name.startswith("torch."))
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("torch."):
-            named.add(node.module or "")
-            named.update(f"{node.module}.{alias.name}" for alias in node.names)  # a submodule imported by name
-
-    return list(_needing_numpy(tuple(sorted(named)), frozenset(names_used), torch_dir)) + \
-        (["Tensor.numpy / torch.from_numpy"] if _USES_NUMPY.search(code) else [])
-
-
-@functools.cache
-def _needing_numpy(named: tuple[str, ...], names_used: frozenset[str], torch_dir: Path) -> tuple[str, ...]:
-    """:func:`torch_modules_needing_numpy` for the torch modules a notebook imports (``named``) and the names it uses."""
-    @functools.cache
-    def on_import(name: str, depth: int) -> bool:
-        path = _torch_module_file(name, torch_dir)
-        if path is None:
-            return False
-        statements = _top_level(_parsed(path))
-        if any(_numpy_import(node) for node in statements):
-            return True
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        inside: set[str] = set()
-        for node in statements:
-            if isinstance(node, ast.ImportFrom):
-                module = node.module or ""
-                if node.level:  # relative: from the package this file is in
-                    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                    module = f"{parent}.{module}" if module else parent
-                if module.startswith(package + ".") or module == package:
-                    inside.add(module)
-                    inside.update(f"{module}.{alias.name}" for alias in node.names)
-        return depth > 0 and any(on_import(m, depth - 1) for m in sorted(inside - {name}))
-
-    def when_called(name: str) -> list[str]:
-        path = _torch_module_file(name, torch_dir)
-        if path is None:
-            return []
-        tree = _parsed(path)
-        return sorted(node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))
-                      and node.name in names_used and any(_numpy_import(n) for n in ast.walk(node)))
-
-    found = [name for name in named if on_import(name, 3)]
-    found += [f"{name}: {', '.join(called)}" for name in named if name not in found and (called := when_called(name))]
-    return tuple(found)
-
-
 def notebook_pins(nb: dict[str, Any], *, lock: Path = LOCK, mapping: dict[str, list[str]] | None = None) -> list[str]:
     """Exactly what a notebook uses, as ``name==version`` at the versions ``lock`` pins, sorted: what its code cells
     import (the install cell left out), what the parts of hooklab it reaches import (:func:`hooklab_needs`), the
-    :data:`TORCH_TIED` packages those require (:func:`tied_requirements`), and torch always; hooklab (installed from the repository) and what every Jupyter kernel has (:data:`IN_EVERY_KERNEL`)
-    left out. ``mapping``: import name -> distributions (default: the installed metadata). A name no installed or
+    :data:`TORCH_TIED` packages those require (:func:`tied_requirements`), torch and :data:`WITH_TORCH` (numpy);
+    hooklab (installed from the repository) and what every Jupyter kernel has (:data:`IN_EVERY_KERNEL`) left out. ``mapping``: import name -> distributions (default: the installed metadata). A name no installed or
     locked distribution provides raises :class:`LaunchError`.
 
     >>> nb = {"cells": [{"cell_type": "code", "source": "import hooklab, timm\\nfrom IPython.display import HTML"}]}
     >>> notebook_pins(nb)  # timm requires torchvision: the cell installs the one built for the kept torch
-    ['timm==1.0.31', 'torch==2.15.0', 'torchvision==0.29.2']
+    ['numpy==2.4.6', 'timm==1.0.31', 'torch==2.15.0', 'torchvision==0.29.2']
     >>> notebook_pins({"cells": [{"cell_type": "code", "source": "from hooklab.course import induction"}]})
-    ['safetensors==0.8.0', 'torch==2.15.0', 'transformers==5.23.0']
+    ['numpy==2.4.6', 'safetensors==0.8.0', 'torch==2.15.0', 'transformers==5.23.0']
     """
     try:
         modules = notebook_imports.imported_modules(nb, skip_tag=INSTALL_TAG)
         found = set(notebook_imports.distributions(modules, mapping=mapping).values())
         found |= hooklab_needs(nb, mapping=mapping)
         found |= tied_requirements(found, lock)
-        if torch_modules_needing_numpy(nb):
-            found.add("numpy")
-        wanted = sorted((found | set(ALWAYS)) - {"hooklab"} - IN_EVERY_KERNEL)
+        wanted = sorted((found | set(ALWAYS) | set(WITH_TORCH)) - {"hooklab"} - IN_EVERY_KERNEL)
         locked = notebook_imports.locked_versions(lock)
         return [f"{name}=={notebook_imports.locked_version(name, locked, lock=lock)}" for name in wanted]
     except (notebook_imports.ImportsError, LaunchError) as exc:
@@ -540,6 +418,11 @@ _INSTALL_HOOKLAB = '''if not HAVE_HOOKLAB:
 el'''
 
 
+# hooklab's checkers answer in the copy's language: outside a Jupyter server that names the notebook to the kernel
+# (Colab, nbclient) nothing else tells them, and they print both languages (the launch check saw it)
+_LANG_COMMENT = {"en": "# hooklab's messages in English", "zh": "# hooklab 的提示用中文"}
+
+
 def install_cell(hooklab: str | None, pinned: list[str], lang: str, *, python: tuple[int, int] | None = None,
                  torch: tuple[str, str] | None = None, lock: Path = LOCK) -> dict[str, Any]:
     """The first code cell of a launch copy: installs ``hooklab`` (a pip requirement) and what of ``pinned`` is not
@@ -552,8 +435,9 @@ def install_cell(hooklab: str | None, pinned: list[str], lang: str, *, python: t
     Jupyter's "run all" stops there instead of failing cell after cell. A torch outside the range (or none): the cell
     says so and installs the pinned torch, from PyPI. It prints the torch it runs on and the one the outputs were
     verified with. On a Python older than ``python`` (default: requires-python's) it stops before pip, saying which
-    Python it needs. ``hooklab=None``: it says how to install from a clone. Tagged ``hooklab-install`` (and
-    ``remove-cell``: the site's page does not show it; the downloaded file has it).
+    Python it needs. It sets ``HOOKLAB_LANG`` to ``lang`` unless it is set. ``hooklab=None``: it says how to install
+    from a clone. Tagged ``hooklab-install`` (and ``remove-cell``: the site's page does not show it; the downloaded
+    file has it).
     """
     if lang not in LANGS:
         raise LaunchError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
@@ -571,8 +455,9 @@ def install_cell(hooklab: str | None, pinned: list[str], lang: str, *, python: t
                            '            f"have no build for Python {sys.version_info.major}.{sys.version_info.minor}; "\n'
                            '            "open it in a Jupyter with a newer Python")')
     source = (f"{_COMMENT[lang].format(low=low, high=high)}\n"
-              "import importlib, importlib.util, re, subprocess, sys\n"
+              "import importlib, importlib.util, os, re, subprocess, sys\n"
               "from importlib.metadata import PackageNotFoundError, version\n\n"
+              f"os.environ.setdefault(\"HOOKLAB_LANG\", {json.dumps(lang)})  {_LANG_COMMENT[lang]}\n"
               f"HOOKLAB = {json.dumps(hooklab) if hooklab else None}\n"
               f"PINS = {json.dumps(pinned)}\n"
               f"LOW, HIGH = {json.dumps(low)}, {json.dumps(high)}  # the torch releases kept where one is installed\n"
