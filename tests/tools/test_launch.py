@@ -144,6 +144,7 @@ def test_every_launch_copy_installs_everything_its_notebook_imports_and_nothing_
     # exactly: the notebook's imports and what the parts of hooklab it reaches import, at the lock's pins
     names = {p.split("==")[0] for p in pins}
     used = imported_distributions(copy) | launch.hooklab_needs(nb) | {"torch", "numpy"}  # launch.WITH_TORCH (test below)
+    used |= launch.needed_by_names(nb)  # transformers' Trainer needs accelerate (test below)
     # and torchvision where something it uses requires it (timm does): the cell installs the build for the kept torch
     assert names == used | (required_below(used) & {"torchvision"})
     for pin in pins:
@@ -630,3 +631,12 @@ def test_a_site_build_reads_the_lock_and_the_installed_packages_once_per_process
     assert notebook_imports.locked_versions(changed) == {"torch": ["9.9"]}
     changed.write_text('[[package]]\nname = "torch"\nversion = "9.10"\n', encoding="utf-8")
     assert notebook_imports.locked_versions(changed) == {"torch": ["9.10"]}
+
+
+def test_a_copy_using_transformers_trainer_installs_accelerate():
+    # transformers' Trainer raises ImportError without accelerate, which importing transformers does not need: the
+    # launch check ran recipes 19's copy, whose cell 5 builds a Trainer, without it
+    nb = json.loads((ROOT / "recipes" / "19_round_two_trainers_runners_and_copies.ipynb").read_text(encoding="utf-8"))
+    assert "accelerate==1.15.0" in launch.notebook_pins(nb)
+    lightning = {"cells": [{"cell_type": "code", "source": "import lightning.pytorch as pl\ntrainer = pl.Trainer()"}]}
+    assert launch.needed_by_names(lightning) == set()

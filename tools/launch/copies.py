@@ -281,6 +281,33 @@ def hooklab_needs(nb: dict[str, Any], *, mapping: dict[str, list[str]] | None = 
         raise LaunchError(f"hooklab's own code: {exc}") from None
 
 
+# What a library's API needs at run time that importing the library does not: transformers' Trainer and
+# TrainingArguments raise ImportError without accelerate (transformers[torch]; the launch check found it in recipes 19)
+NEEDED_BY_NAME = {("transformers", "Trainer"): "accelerate", ("transformers", "TrainingArguments"): "accelerate",
+                  ("transformers", "Seq2SeqTrainer"): "accelerate", ("transformers", "Seq2SeqTrainingArguments"): "accelerate"}
+
+
+def needed_by_names(nb: dict[str, Any]) -> set[str]:
+    """The distributions that the names a notebook takes from a library need (:data:`NEEDED_BY_NAME`): ``from
+    transformers import Trainer`` or ``transformers.Trainer(...)`` needs accelerate.
+
+    >>> needed_by_names({"cells": [{"cell_type": "code", "source": "from transformers import Trainer"}]})
+    {'accelerate'}
+    >>> needed_by_names({"cells": [{"cell_type": "code", "source": "import lightning as pl\\npl.Trainer()"}]})
+    set()
+    """
+    code = notebook_imports.python_of("\n".join(notebook_imports.code_of(c) for c in nb.get("cells", [])
+                                                 if c.get("cell_type") == "code"
+                                                 and INSTALL_TAG not in c.get("metadata", {}).get("tags", [])))
+    used: set[tuple[str, str]] = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            used.update((node.module.split(".")[0], alias.name) for alias in node.names)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            used.add((node.value.id, node.attr))
+    return {needed for key, needed in NEEDED_BY_NAME.items() if key in used}
+
+
 def notebook_pins(nb: dict[str, Any], *, lock: Path = LOCK, mapping: dict[str, list[str]] | None = None) -> list[str]:
     """Exactly what a notebook uses, as ``name==version`` at the versions ``lock`` pins, sorted: what its code cells
     import (the install cell left out), what the parts of hooklab it reaches import (:func:`hooklab_needs`), the
@@ -298,6 +325,7 @@ def notebook_pins(nb: dict[str, Any], *, lock: Path = LOCK, mapping: dict[str, l
         modules = notebook_imports.imported_modules(nb, skip_tag=INSTALL_TAG)
         found = set(notebook_imports.distributions(modules, mapping=mapping).values())
         found |= hooklab_needs(nb, mapping=mapping)
+        found |= needed_by_names(nb)
         found |= tied_requirements(found, lock)
         wanted = sorted((found | set(ALWAYS) | set(WITH_TORCH)) - {"hooklab"} - IN_EVERY_KERNEL)
         locked = notebook_imports.locked_versions(lock)
