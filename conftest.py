@@ -191,16 +191,20 @@ def pytest_terminal_summary(terminalreporter):
 # ready only once"). A notebook runs as in a learner's Jupyter, without them.
 LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
                       "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+# and the course's language: the committed notebooks show both languages; a launch copy's install cell sets it, and a
+# test that ran one in-process left it, so every later kernel printed the exercises' verdicts in English only
+KERNEL_UNSET = (*LAUNCHER_VARIABLES, "HOOKLAB_LANG")
 
 
 @pytest.fixture(autouse=True)
 def _process_settings_restored():
     """Whatever a test or a docstring example changes process-wide (``course.setup()`` does: threads,
-    print options; a library may set a launcher's variables), the next test starts from the same settings."""
+    print options; a library may set a launcher's variables, a launch copy's cell the course's language), the next test
+    starts from the same settings."""
     import torch
     threads, grad = torch.get_num_threads(), torch.is_grad_enabled()
     options = {k: getattr(torch._tensor_str.PRINT_OPTS, k) for k in ("precision", "threshold", "edgeitems", "linewidth", "sci_mode")}
-    launcher = {name: os.environ.get(name) for name in LAUNCHER_VARIABLES}
+    launcher = {name: os.environ.get(name) for name in KERNEL_UNSET}
     yield
     torch.set_num_threads(threads)
     torch.set_grad_enabled(grad)
@@ -242,7 +246,7 @@ def pytest_runtest_setup(item):
     base = item.config.stash.get(_NBVAL_BASE, {})
     if not _is_notebook(item) or not base:
         return
-    for name in LAUNCHER_VARIABLES:  # the kernel starts at the notebook's first cell: as in a learner's Jupyter
+    for name in KERNEL_UNSET:  # the kernel starts at the notebook's first cell: as the committed outputs were made
         os.environ.pop(name, None)
     from patience import load_factor
     factor = load_factor()

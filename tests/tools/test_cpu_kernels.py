@@ -111,9 +111,12 @@ def test_a_notebooks_kernel_starts_without_a_launchers_variables(tmp_path):
     """A launcher's variables in the test process (left by a library that found a process group: accelerate's
     PartialState writes RANK, WORLD_SIZE, LOCAL_RANK...) do not reach a notebook's kernel: in a CI run they made
     recipes/07's Trainer wrap its model in DDP, and the cell printed another output."""
-    code = "import os\nprint(*(os.environ.get(k) for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'MASTER_PORT')))"
-    probe = probe_notebook(tmp_path / "probe.ipynb", "None None None None", code)
-    launcher = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "29500"}
+    code = ("import os\nprint(*(os.environ.get(k) for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'MASTER_PORT', "
+            "'HOOKLAB_LANG')))")
+    probe = probe_notebook(tmp_path / "probe.ipynb", "None None None None None", code)
+    # and the course's language, which a launch copy's install cell run in-process left set (every later notebook's
+    # exercise verdicts came in English only)
+    launcher = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "29500", "HOOKLAB_LANG": "en"}
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n0", "-p", "no:cacheprovider", "-p", "conftest", "-rA",
          "--cpu-kernels=native", "--rootdir", str(tmp_path), "-c", "/dev/null", "--nbval", "--nbval-current-env",

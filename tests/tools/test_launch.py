@@ -307,7 +307,8 @@ def test_requirement_names_the_repository_at_the_commit():
 
 
 @pytest.mark.parametrize("lang, words", [("zh", "已经能导入 hooklab 时"), ("en", "only what is missing comes")])
-def test_install_cell_says_what_it_does_in_the_notebooks_language(lang, words):
+def test_install_cell_says_what_it_does_in_the_notebooks_language(lang, words, monkeypatch):
+    monkeypatch.delenv("HOOKLAB_LANG", raising=False)  # the cell sets it: put back (absent) after the test
     cell = launch.install_cell(f"hooklab @ git+{URL}@{COMMIT}", ["torch==2.15.0"], lang)
     source = cell["source"]
     assert cell["cell_type"] == "code" and cell["metadata"]["tags"] == ["hooklab-install", "remove-cell"]
@@ -331,6 +332,7 @@ def test_install_cell_stops_on_a_python_too_old_before_pip(monkeypatch):
                                  python=(sys.version_info.major, sys.version_info.minor + 1))["source"]
     ran = []
     monkeypatch.setattr("subprocess.run", lambda *a, **k: ran.append(a))
+    monkeypatch.delenv("HOOKLAB_LANG", raising=False)  # the cell sets it: put back (absent) after the test
     expected = (rf"this notebook needs Python 3\.{sys.version_info.minor + 1} or newer: "
                 rf"its packages \(torch==2\.15\.0, "
                 rf"timm==1\.0\.31\) have no build for Python 3\.{sys.version_info.minor}; open it in a Jupyter")
@@ -443,6 +445,7 @@ def run_cell(monkeypatch, capsys, runtime: dict[str, str], *, hooklab_installed:
     monkeypatch.setattr(metadata, "version", version)
     monkeypatch.setattr(util, "find_spec", lambda name: object() if hooklab_installed and name == "hooklab" else None)
     monkeypatch.setattr(subprocess, "run", pip)
+    monkeypatch.delenv("HOOKLAB_LANG", raising=False)  # the cell sets it: put back (absent) after the test
     source = launch.install_cell(HOOKLAB_GIT, pins, lang, torch=("2.13", "2.15.0"))["source"]
     try:
         exec(source, {})

@@ -186,5 +186,5 @@ def test_notebook_01s_launch_copy_runs_in_a_fresh_environment(dist, tmp_path):
     results = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))["results"]
     result, = results
     assert result["failed"] == [] and result["aborted"] is None and result["passed"] == result["code_cells"] > 20
-    assert result["installs"] == [f"hooklab @ {dist['wheel'].resolve().as_uri()}", *launch.pins()]
+    assert result["installs"] == [f"hooklab @ {dist['wheel'].resolve().as_uri()}", *launch.pins(), "numpy==2.4.6"]
     assert "installed: hooklab 0.1.0 | torch 2.15.0" in result["install_output"]  # the cell installed the wheel

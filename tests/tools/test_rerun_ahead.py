@@ -112,8 +112,9 @@ def test_torchvisions_requirement_on_torch_decides_the_newest_pair():
 def test_the_libraries_are_transformers_and_what_notebook_15_imports():
     nb = json.loads((ROOT / "notebooks" / "15_hooks_in_libraries.ipynb").read_text(encoding="utf-8"))
     imported = sorted(p.split("==")[0] for p in launch.notebook_pins(nb))
-    # torch and torchvision travel together as the run's --torch / --vision pair, never as a --with library
-    tied = ("torch", "torchvision", "transformers")
+    # torch and torchvision travel together as the run's --torch / --vision pair, never as a --with library; numpy
+    # is in every launch copy for torch's sake (launch.WITH_TORCH), not imported by the notebook
+    tied = ("torch", "torchvision", "transformers", *launch.WITH_TORCH)
     assert ahead.LIBRARIES == ("transformers", *[n for n in imported if n not in tied])
     assert set(ahead.locked()) >= set(ahead.LIBRARIES) | {"torch", "torchvision"}
 
