@@ -296,11 +296,8 @@ def needed_by_names(nb: dict[str, Any]) -> set[str]:
     >>> needed_by_names({"cells": [{"cell_type": "code", "source": "import lightning as pl\\npl.Trainer()"}]})
     set()
     """
-    code = notebook_imports.python_of("\n".join(notebook_imports.code_of(c) for c in nb.get("cells", [])
-                                                 if c.get("cell_type") == "code"
-                                                 and INSTALL_TAG not in c.get("metadata", {}).get("tags", [])))
     used: set[tuple[str, str]] = set()
-    for node in ast.walk(ast.parse(code)):
+    for node in (n for tree in notebook_imports.code_trees(nb, skip_tag=INSTALL_TAG) for n in ast.walk(tree)):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             used.update((node.module.split(".")[0], alias.name) for alias in node.names)
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):

@@ -61,20 +61,28 @@ def python_of(code: str) -> str:
     return TransformerManager().transform_cell(code)
 
 
+def code_trees(nb: Mapping[str, Any], *, skip_tag: str | None = None) -> list[ast.Module]:
+    """The syntax tree of each code cell of a notebook (magics made Python), cells tagged ``skip_tag`` left out. A
+    cell that does not parse raises :class:`ImportsError` naming it."""
+    trees = []
+    for index, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") != "code" or (skip_tag and skip_tag in cell.get("metadata", {}).get("tags", [])):
+            continue
+        try:
+            trees.append(ast.parse(python_of(code_of(cell))))
+        except SyntaxError as exc:
+            raise ImportsError(f"code cell {index} does not parse as Python ({exc.msg}, line {exc.lineno}), so "
+                               "its imports cannot be read") from None
+    return trees
+
+
 def imported_modules(nb: Mapping[str, Any], *, skip_tag: str | None = None) -> set[str]:
     """Top-level names a notebook's code cells import (absolute imports; ``import a.b`` gives ``a``), plus the names
     passed as a string to ``version(...)`` / ``metadata.version(...)`` (the distribution must be installed for those).
     Cells tagged ``skip_tag`` are left out (the launch copy's own install cell). A cell that does not parse raises
     :class:`ImportsError` naming it."""
     found: set[str] = set()
-    for index, cell in enumerate(nb.get("cells", [])):
-        if cell.get("cell_type") != "code" or (skip_tag and skip_tag in cell.get("metadata", {}).get("tags", [])):
-            continue
-        try:
-            tree = ast.parse(python_of(code_of(cell)))
-        except SyntaxError as exc:
-            raise ImportsError(f"code cell {index} does not parse as Python ({exc.msg}, line {exc.lineno}), so "
-                               "its imports cannot be read") from None
+    for tree in code_trees(nb, skip_tag=skip_tag):
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 found.update(alias.name.split(".")[0] for alias in node.names)
