@@ -8,6 +8,8 @@
     python -m tools.doctor draw --round 2          # the second round's held-out part (docs/doctor_heldout_2.json)
     python -m tools.doctor measure --as after      # explain_hook on every setup: docs/doctor_agreement.json
     python -m tools.doctor measure --round 2 --as after   # the second round: docs/doctor_agreement_2.json
+    python -m tools.doctor draw --round 3          # the third round's (docs/doctor_heldout_3.json)
+    python -m tools.doctor measure --round 3 --as after   # the third round: docs/doctor_agreement_3.json
 
 A setup (:mod:`tools.doctor.setups`) is built fresh, seeded, and its step run once; the hooks record what fired
 themselves. ``docs/doctor_population.json`` holds per setup key its cause class and that truth, or ``n/a`` and why
@@ -16,10 +18,10 @@ themselves. ``docs/doctor_population.json`` holds per setup key its cause class 
 the rest separately; it also checks that the hooks fired as often under the doctor as without it.
 
 The population grows in rounds (:func:`tools.doctor.setups.round_of`): a setup with a factor level added in the
-second round is the second round's. Each round has its own held-out part, drawn with its own seed from its own
+second round is the second round's, one added in the third the third's. Each round has its own held-out part, drawn with its own seed from its own
 setups before the doctor was changed against them; the first round's figures stay as they were measured. The second
 round's measurement (``--round 2``) grades the second round's held-out part, and as "rest" every setup of both rounds
-that is in neither held-out part.
+that is in neither held-out part; the third's likewise over all three rounds.
 """
 from __future__ import annotations
 
@@ -47,8 +49,11 @@ AGREEMENT = ROOT / "docs" / "doctor_agreement.json"
 HELDOUT_2 = ROOT / "docs" / "doctor_heldout_2.json"
 AGREEMENT_2 = ROOT / "docs" / "doctor_agreement_2.json"
 SEED, FRACTION = 6301, 0.2
+HELDOUT_3 = ROOT / "docs" / "doctor_heldout_3.json"
+AGREEMENT_3 = ROOT / "docs" / "doctor_agreement_3.json"
 SEED_2 = 6302  # the second round's held-out part (issue 63: new levels the doctor was not tuned on)
-ROUNDS = {1: (SEED, HELDOUT, AGREEMENT), 2: (SEED_2, HELDOUT_2, AGREEMENT_2)}
+SEED_3 = 6303  # the third round's (fusion, offload, quantize_, generate, a Trainer's loops, another hooked model)
+ROUNDS = {1: (SEED, HELDOUT, AGREEMENT), 2: (SEED_2, HELDOUT_2, AGREEMENT_2), 3: (SEED_3, HELDOUT_3, AGREEMENT_3)}
 OBSERVED = ("fired", "on_target", "in_threads", "other_fired", "error", "hook_raised", "warned_dict")
 
 
@@ -151,15 +156,16 @@ def heldout_ids(path: Path = HELDOUT) -> set[str]:
 
 
 def split(doc: dict[str, Any], round_: int = 1) -> dict[str, list[str]]:
-    """``{"rest": [...], "heldout": [...]}`` of a round: round 1, its own setups; round 2, its held-out part, and as
-    the rest every setup of both rounds in neither held-out part."""
+    """``{"rest": [...], "heldout": [...]}`` of a round: round 1, its own setups; a later round, its held-out part,
+    and as the rest every setup of it and the rounds before it that is in no held-out part."""
     if round_ == 1:
         held = heldout_ids()
         keys = valid(doc, 1)
         return {"rest": [k for k in keys if k not in held], "heldout": [k for k in keys if k in held]}
-    held_2 = heldout_ids(HELDOUT_2)
-    out = heldout_ids() | held_2
-    return {"rest": [k for k in valid(doc) if k not in out], "heldout": [k for k in valid(doc) if k in held_2]}
+    this = heldout_ids(ROUNDS[round_][1])
+    out = set().union(*(heldout_ids(ROUNDS[r][1]) for r in ROUNDS if r <= round_))
+    keys = [k for k in valid(doc) if setups.round_of(k) <= round_]
+    return {"rest": [k for k in keys if k not in out], "heldout": [k for k in keys if k in this]}
 
 
 def ask(key: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:

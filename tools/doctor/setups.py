@@ -53,19 +53,28 @@ PARAM_ON = ("param", "post_accumulate")
 BACKWARD_ON = ("backward", "backward_pre", "param", "post_accumulate", "activation", "node")
 BETWEEN = ("none", "module_replaced", "assign", "to_empty", "parametrize", "prune", "swap_dtype", "dtype", "deepcopy",
            "pickle", "fx", "export", "compile_eager_before", "compile_eager_after", "compile_aot_before",
-           "compile_aot_after", "peft", "tied", "weight_norm", "spectral_norm", "functional_call", "data_parallel")
-PARAM_REPLACING = ("assign", "to_empty", "parametrize", "prune", "swap_dtype", "weight_norm", "spectral_norm")
+           "compile_aot_after", "peft", "tied", "weight_norm", "spectral_norm", "functional_call", "data_parallel",
+           "fuse_copy", "fuse_inplace", "reparam", "offload", "quantize")
+PARAM_REPLACING = ("assign", "to_empty", "parametrize", "prune", "swap_dtype", "weight_norm", "spectral_norm",
+                   "reparam", "offload", "quantize")
 KEEPS_PARAMETER = ("spectral_norm",)  # its parametrization keeps the Parameter as `original` (its hooks fire)
-COPYING = ("deepcopy", "pickle", "export")
+COPYING = ("deepcopy", "pickle", "export", "fuse_copy")
 COMPILING = ("compile_eager_before", "compile_eager_after", "compile_aot_before", "compile_aot_after")
 CTX = ("plain", "no_grad", "inference", "chunked", "shared", "pool_before", "thread_during", "ckpt_early",
        "ckpt_full", "inplace", "never_called", "autocast", "vmap", "grad_accum", "retain_graph", "autograd_grad",
-       "backward_inputs")
+       "backward_inputs", "generate", "trainer", "other_model")
+NO_GRAD_CTX = ("no_grad", "inference", "generate")  # generate runs the model under no_grad
 DOES = ("none", "value", "raises", "removes", "registers", "state", "factory")
 OUT = ("tensor", "dict", "tuple", "nested", "model_output")
 # the levels added in the second round (issue 63): setups with one of them are the second round's, drawn apart
 ROUND_2 = {"on": ("global_pre",), "between": ("weight_norm", "spectral_norm", "functional_call", "data_parallel"),
            "ctx": ("autocast", "vmap", "grad_accum", "retain_graph", "autograd_grad", "backward_inputs")}
+# the levels added in the third round: fusion (a fused copy, or fused in place), a block's Linear replaced by a merged
+# one (a RepVGG-style reparameterization), accelerate's CPU offload, torchao's quantize_; transformers' generate with
+# its KV cache (a small GPT-2: the hooked module is its first block), a PyTorch Lightning Trainer's loops (sanity
+# check, training, validation), and another hooked model in the process that does not run
+ROUND_3 = {"between": ("fuse_copy", "fuse_inplace", "reparam", "offload", "quantize"),
+           "ctx": ("generate", "trainer", "other_model")}
 
 # the cause classes: what a doctor's answer is graded against (its codes must hold the class)
 CLASSES = {
@@ -111,13 +120,17 @@ class HookRaised(ValueError):
 class Block(nn.Module):
     """The hooked module: a Linear and a scale, returning its output as ``out`` says."""
 
-    def __init__(self, out: str = "tensor") -> None:
+    def __init__(self, out: str = "tensor", act: bool = False) -> None:
         super().__init__()
         self.fc = nn.Linear(4, 4)
+        self.act = nn.ReLU() if act else None  # what a fusion fuses the Linear with
         self.out = out
 
     def forward(self, x: torch.Tensor) -> Any:
-        h = self.fc(x) * 1.5
+        h = self.fc(x)
+        if self.act is not None:
+            h = self.act(h)
+        h = h * 1.5
         if self.out == "dict":
             return {"h": h}
         if self.out == "tuple":
@@ -147,9 +160,9 @@ class Net(nn.Module):
     """The model: its blocks (one, or one at two places), an optional tied Linear, a head."""
 
     def __init__(self, out: str = "tensor", shared: bool = False, checkpoint: bool = False, inplace: bool = False,
-                 skip: bool = False) -> None:
+                 skip: bool = False, act: bool = False) -> None:
         super().__init__()
-        block = Block(out)
+        block = Block(out, act)
         self.layers = nn.ModuleList([block, block] if shared else [block])
         self.head = nn.Linear(4, 2)
         self.extra: nn.Module | None = None
@@ -272,6 +285,10 @@ def invalid(f: dict[str, str]) -> str | None:
                 "differentiated")
     if between == "pickle" and does not in ("state",):
         return "pickling a model needs hooks that pickle (objects); closures made by a factory do not"
+    if ctx == "generate" and (between != "none" or out != "tensor"):
+        return "generate runs a transformers model (a small GPT-2), composed with nothing in between"
+    if ctx == "trainer" and between == "functional_call":
+        return "a Trainer trains a module; functional_call's step is a function"
     return None
 
 
@@ -293,9 +310,11 @@ def build(key: str, x: torch.Tensor | None = None) -> Built:
 
 def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor | None) -> Built:
     on, between, ctx, does, out = f["on"], f["between"], f["ctx"], f["does"], f["out"]
+    if ctx == "generate":
+        return _build_generate(on, does, cleanup)
     torch.manual_seed(0)
     model = Net(out, shared=ctx == "shared", checkpoint=ctx.startswith("ckpt"), inplace=ctx == "inplace",
-                skip=ctx == "never_called")
+                skip=ctx == "never_called", act=between.startswith("fuse"))
     keep: list[Any] = []
     x = torch.randn(4, 4) if x is None else x
     runner: Any = model
@@ -314,7 +333,7 @@ def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor
     primary = make_hook("primary", on, does, holder)
     if does == "state" or between == "pickle":
         primary = HookObject("primary", on, does, holder)
-    handle = _register(on, block, primary, holder, cleanup)
+    handle = _register(on, block, block.fc.weight, primary, holder, cleanup)
     if handle is not None:
         holder["handle"] = handle
     targets.add(id(block.fc.weight) if on in PARAM_ON else id(block))
@@ -394,6 +413,29 @@ def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor
             return torch.func.functional_call(model, fresh, (inp,))
     elif between == "data_parallel":  # on a CPU DataParallel calls the module itself (no replicas)
         runner = nn.DataParallel(model)
+    elif between in ("fuse_copy", "fuse_inplace"):  # fuse_modules returns a fused copy unless inplace=True
+        from torch.ao.quantization import fuse_modules
+        fused = fuse_modules(model, [["layers.0.fc", "layers.0.act"]], inplace=between == "fuse_inplace")
+        runner = fused if between == "fuse_copy" else model
+    elif between == "reparam":  # a reparameterization: the block's Linear replaced by a merged one computing the same
+        merged = nn.Linear(4, 4)
+        with torch.no_grad():
+            merged.weight.copy_(block.fc.weight)
+            merged.bias.copy_(block.fc.bias)
+        block.fc = merged
+    elif between == "offload":  # accelerate loads each weight for each forward (a new Parameter each time)
+        import accelerate
+        accelerate.cpu_offload(model, execution_device=torch.device("cpu"))
+        cleanup.append(lambda: accelerate.hooks.remove_hook_from_submodules(model))
+    elif between == "quantize":  # torchao swaps the weight for an int8 tensor subclass that needs no gradient
+        from torchao.quantization import Int8WeightOnlyConfig, quantize_
+        quantize_(model, Int8WeightOnlyConfig(), filter_fn=lambda _m, fqn: fqn == "layers.0.fc")
+    if ctx == "other_model" and on not in GLOBAL_ON:  # another model in the process, hooked the same way, not run
+        torch.manual_seed(3)
+        other_model = Net(out)
+        _register(on, other_model.layers[0], other_model.layers[0].fc.weight, make_hook("other", on, "none", {}),
+                  {}, cleanup)
+        keep.append(other_model)
     x = x.to(dtype)
     step = _step(ctx, runner, x, cleanup, model)
     return Built(model, name, step, targets, cleanup, keep)
@@ -404,7 +446,67 @@ def _dynamo_reset() -> None:
     torch._dynamo.reset()
 
 
-def _register(on: str, block: Block, hook: Callable, holder: dict, cleanup: list) -> Any:
+def _build_generate(on: str, does: str, cleanup: list[Callable[[], None]]) -> Built:
+    """transformers' generate with its KV cache on a small GPT-2 (one block, hooked as a Block is): three new
+    tokens, one forward of the model each, under no_grad."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers.utils import logging as hf_logging
+    hf_logging.set_verbosity_error()
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16, n_positions=16, bos_token_id=0,
+                        eos_token_id=0)
+    model = GPT2LMHeadModel(config)
+    block, weight = model.transformer.h[0], model.transformer.h[0].mlp.c_fc.weight
+    holder: dict[str, Any] = {"head": model.lm_head}
+    primary = make_hook("primary", on, does, holder)
+    handle = _register(on, block, weight, primary, holder, cleanup)
+    if handle is not None:
+        holder["handle"] = handle
+    if does == "factory":
+        other = make_hook("other", "param" if on not in PARAM_ON else "forward", "none", {})
+        if on in PARAM_ON:
+            model.lm_head.register_forward_hook(other)
+        else:
+            model.lm_head.weight.register_hook(other)
+    cleanup.append(lambda: [h.remove() for h in holder.get("others", [])])
+    ids = torch.tensor([[1, 2, 3]])
+
+    def step() -> Any:
+        return model.generate(ids, max_new_tokens=3, min_new_tokens=3, do_sample=False, pad_token_id=0)
+    name = "transformer.h.0.mlp.c_fc" if on in PARAM_ON else "transformer.h.0"
+    targets = {id(weight) if on in PARAM_ON else id(block)}
+    return Built(model, name, step, targets, cleanup, [block, weight])
+
+
+def _trainer_fit(runner: nn.Module, x: torch.Tensor) -> None:
+    """A PyTorch Lightning Trainer's fit: a sanity-check batch, one training batch, one validation batch."""
+    import logging
+
+    import pytorch_lightning as pl
+    for logger in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric"):
+        logging.getLogger(logger).setLevel(logging.ERROR)
+
+    class Task(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = runner
+
+        def training_step(self, batch: Any, _i: int) -> torch.Tensor:
+            return self.net(batch[0]).sum()
+
+        def validation_step(self, batch: Any, _i: int) -> None:
+            self.net(batch[0]).sum()
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.0)
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x), batch_size=len(x))
+    trainer = pl.Trainer(max_epochs=1, max_steps=1, limit_train_batches=1, limit_val_batches=1,
+                         num_sanity_val_steps=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, accelerator="cpu", devices=1)
+    trainer.fit(Task(), data, data)
+
+
+def _register(on: str, block: nn.Module, weight: torch.Tensor, hook: Callable, holder: dict, cleanup: list) -> Any:
     if on == "forward":
         return block.register_forward_hook(hook)
     if on == "forward_pre":
@@ -414,9 +516,9 @@ def _register(on: str, block: Block, hook: Callable, holder: dict, cleanup: list
     if on == "backward_pre":
         return block.register_full_backward_pre_hook(hook)
     if on == "param":
-        return block.fc.weight.register_hook(hook)
+        return weight.register_hook(hook)
     if on == "post_accumulate":
-        return block.fc.weight.register_post_accumulate_grad_hook(hook)
+        return weight.register_post_accumulate_grad_hook(hook)
     if on in ("activation", "node"):
         def helper(module: nn.Module, args: Any, output: Any) -> None:  # registers the hook on each call's output
             t = take(output)
@@ -426,9 +528,10 @@ def _register(on: str, block: Block, hook: Callable, holder: dict, cleanup: list
                 holder["handle"] = t.grad_fn.register_hook(hook)
         block.register_forward_hook(helper)
         return None
+    kind = type(block)  # a global hook acts on the hooked module's kind (a replaced Block is one too)
     if on == "global":
         def global_hook(module: nn.Module, args: Any, output: Any) -> Any:
-            if isinstance(module, Block):
+            if isinstance(module, kind):
                 return hook(module, args, output)
             return None
         handle = torch.nn.modules.module.register_module_forward_hook(global_hook)
@@ -436,7 +539,7 @@ def _register(on: str, block: Block, hook: Callable, holder: dict, cleanup: list
         return handle
     if on == "global_pre":
         def global_pre_hook(module: nn.Module, args: Any) -> Any:
-            if isinstance(module, Block):
+            if isinstance(module, kind):
                 return hook(module, args)
             return None
         handle = torch.nn.modules.module.register_module_forward_pre_hook(global_pre_hook)
@@ -514,6 +617,8 @@ def _step(ctx: str, runner: Any, x: torch.Tensor, cleanup: list, model: nn.Modul
             wrt = [p for p in model.parameters() if p.requires_grad]
             return torch.autograd.grad(runner(x).sum(), wrt, allow_unused=True)
         return step
+    if ctx == "trainer":
+        return lambda: _trainer_fit(runner, x)
     if ctx == "backward_inputs":  # the head's gradients only
         return lambda: runner(x).sum().backward(inputs=list(model.head.parameters()))
     if ctx in ("ckpt_early", "ckpt_full"):
@@ -609,7 +714,7 @@ def label(f: dict[str, str], t: Truth) -> str:
             return "parameter_replaced"
         if between == "peft" and on in PARAM_ON:
             return "frozen"
-        if ctx in ("no_grad", "inference") and on in BACKWARD_ON:
+        if ctx in NO_GRAD_CTX and on in BACKWARD_ON:
             return "no_grad"
         if f["out"] in ("dict", "nested", "model_output") and on in ("backward", "backward_pre"):
             return "dict_output"
@@ -628,7 +733,8 @@ def label(f: dict[str, str], t: Truth) -> str:
         return "copy_ran"
     if between in COMPILING:
         return "compiled"
-    if does == "removes" and (ctx in ("chunked", "shared", "pool_before", "ckpt_full", "grad_accum") or
+    if does == "removes" and (ctx in ("chunked", "shared", "pool_before", "ckpt_full", "grad_accum", "generate") or
+                              ctx == "trainer" and on not in BACKWARD_ON or
                               ctx == "retain_graph" and on in BACKWARD_ON):
         return "removed_itself"
     if t.in_threads:
@@ -645,8 +751,11 @@ def label(f: dict[str, str], t: Truth) -> str:
 
 
 def round_of(key: str) -> int:
-    """1 for a setup of the first round, 2 for one with a level added in the second (:data:`ROUND_2`)."""
+    """1 for a setup of the first round, 2 for one with a level added in the second (:data:`ROUND_2`), 3 for one with
+    a level added in the third (:data:`ROUND_3`)."""
     f = parse(key)
+    if any(f[factor] in levels for factor, levels in ROUND_3.items()):
+        return 3
     return 2 if any(f[factor] in levels for factor, levels in ROUND_2.items()) else 1
 
 
@@ -657,9 +766,9 @@ def keys() -> list[str]:
     seen = set(first)
     out = list(first)
 
-    def add(on: str, between: str, ctx: str, does: str, o: str = "tensor") -> None:
+    def add(on: str, between: str, ctx: str, does: str, o: str = "tensor", round_: int = 2) -> None:
         key = f"{on}/{between}/{ctx}/{does}/{o}"
-        if key not in seen:
+        if key not in seen and round_of(key) == round_:
             seen.add(key)
             out.append(key)
     new_ctx, new_between = ROUND_2["ctx"], ROUND_2["between"]
@@ -685,6 +794,25 @@ def keys() -> list[str]:
             for on in ("forward", "backward", "activation", "global_pre"):
                 for does in ("none", "raises"):
                     add(on, "none", ctx, does, o)
+    for on in ON:                     # the third round: every new context, every action, nothing in between
+        for ctx in ROUND_3["ctx"]:
+            for does in DOES:
+                add(on, "none", ctx, does, round_=3)
+        for between in ROUND_3["between"]:   # every new change in between, every action, run plainly
+            for does in DOES:
+                add(on, between, "plain", does, round_=3)
+        for between in ROUND_3["between"]:   # and under old and new contexts
+            for ctx in ("no_grad", "chunked", "shared", "pool_before", "ckpt_early", "trainer", "other_model"):
+                for does in ("none", "factory"):
+                    add(on, between, ctx, does, round_=3)
+        for between in ("deepcopy", "module_replaced", "assign", "compile_eager_before", "peft", "tied", "fx"):
+            for ctx in ("trainer", "other_model"):   # old changes in between under the new contexts
+                add(on, between, ctx, "none", round_=3)
+    for o in OUT[1:]:                 # the new contexts with other outputs
+        for ctx in ("trainer", "other_model"):
+            for on in ("forward", "backward", "activation", "global"):
+                for does in ("none", "raises"):
+                    add(on, "none", ctx, does, o, round_=3)
     return out
 
 
