@@ -73,7 +73,8 @@ INSTEAD = {
               "(uncounted), hooks registered on the original since then never do. Hook the module that runs "
               "before scripting, or run the nn.Module",
     FUSED: "{name} itself never ran: a fused module ran instead ({typename}, {n} call(s)); it {folded}. Register "
-           "hooks on the fused model, after fusing",
+           "hooks on the fused model, after fusing (torch.ao.quantization.fuse_modules returns a fused copy of the "
+           "model unless inplace=True)",
     COPY_INSIDE: "{name} itself never ran: a copy of it inside the model ran instead ({copies}, {n} call(s); it "
                  "carries the hooks {name} had when it was copied, so they fired with the copy as `module`){why}",
     COPY: "{name} itself never ran: a copy of it ran instead ({typename}, {n} call(s); it carries your hooks, so "
@@ -143,7 +144,8 @@ def not_called(r: Any, target: nn.Module, w: _Watch) -> tuple[str, list[str]]:
         typename, n = instead[found]
         folded = ("folded it into its weights (a fused module has no copy of a BatchNorm or ReLU it absorbed, so "
                   "its hooks are gone)" if isinstance(target, _FOLDED) else
-                  "holds a copy of it, which keeps the hooks it had when the model was copied")
+                  "holds a copy of it, which keeps the module hooks it had when the model was copied (copying a "
+                  "Parameter keeps none of its tensor hooks)")
         copies = ", ".join(repr(w.tree[i]) for i in w.copies_inside if w.calls[i]) or typename
         why = ""
         if found == COPY_INSIDE and type(w.parent).__name__ == "ModulesToSaveWrapper":

@@ -107,27 +107,64 @@ def _shared(target: nn.Module, model: nn.Module, watched: frozenset[int] = froze
 
 
 def _old_holders(target: nn.Module, w: _Watch, like: set[Any] | None = None) -> tuple[list[Any], list[Any]]:
-    """Hooked modules of its type that the model does not hold and that did not run, and hooked Parameters of its
-    parameters' shapes that the model does not hold: (modules, parameters). Unreachable garbage is collected first,
-    so only objects something still holds count. ``like``: the code of the hooks on its parameters now; a Parameter
+    """Hooked modules of its type and its parameters' shapes that the model does not hold and that did not run, and
+    hooked Parameters of its parameters' shapes that the model does not hold: (modules, parameters). Unreachable
+    garbage is collected first, so only objects something still holds count. ``like``: the code of the hooks on its parameters now; a Parameter
     counts only if one of its hooks runs that code (one registered the same way): a hooked Parameter of another
-    model that something else keeps is not this module's old one."""
+    model that something else keeps is not this module's old one. Modules and Parameters of another model of the
+    model's class (another instance the process holds, hooked the same way) are not old ones either."""
     gc.collect()
+    others = _other_models(w.model, w.tree)
     shapes = {tuple(p.shape) for p in target.parameters(recurse=False)}
     lists = getattr(target, "parametrizations", None)  # a parametrized module: its originals' shapes too
     if isinstance(lists, nn.ModuleDict):
         shapes |= {tuple(p.shape) for p in lists.parameters()}
     held = {id(p) for p in w.model.parameters()}
+    own = [tuple(p.shape) for p in target.parameters(recurse=False)]  # an old copy of it has its parameters' shapes
     modules, params = [], []
     for o in gc.get_objects():
+        if id(o) in others:
+            continue
         if issubclass(type(o), nn.Module) and type(o) is type(target) and id(o) not in w.tree and \
-                not w.calls[id(o)] and any(d for _a, kind, d in internals.module_hook_dicts(o) if kind in _HOOK_KINDS):
+                not w.calls[id(o)] and [tuple(p.shape) for p in o.parameters(recurse=False)] == own and \
+                any(d for _a, kind, d in internals.module_hook_dicts(o) if kind in _HOOK_KINDS):
             modules.append(o)
         elif issubclass(type(o), nn.Parameter) and id(o) not in held and tuple(o.shape) in shapes and any(
                 d for _k, d in internals.tensor_hook_dicts(o)) and (like is None or like & {
                     _hook_code(fn) for _k, d in internals.tensor_hook_dicts(o) for fn in d.values()}):
             params.append(o)
     return modules, params
+
+
+def _replaced_how(target: nn.Module) -> str:
+    """What the module's parameters show of who replaced them: an offloading hook's meta tensors, a tensor
+    subclass (a quantizer's), or nothing."""
+    params = dict(target.named_parameters(recurse=False))
+    meta = [n for n, p in params.items() if p.device.type == "meta"]
+    if meta:
+        return (f". Here {', '.join(meta)} are on the meta device: an offloading hook (accelerate's cpu_offload, "
+                "dispatch_model, a diffusers pipeline's enable_*_offload) puts a new tensor in for each forward, so "
+                "no hook on a Parameter can stay; hook the module's output, or train without offloading")
+    sub = sorted({f"{n} ({type(p).__name__})" for n, p in params.items()
+                  if type(p) not in (nn.Parameter, torch.Tensor) and not isinstance(p, nn.parameter.Buffer)})
+    if sub:
+        return (f". Here {', '.join(sub)} is a tensor subclass: a quantizer (torchao's quantize_, bitsandbytes) "
+                "replaced the Parameter with one that holds quantized values"
+                + ("" if any(params[n.split(' ')[0]].requires_grad for n in sub) else " and needs no gradient")
+                + ", so a hook on the old one never runs; hook the module's output")
+    return ""
+
+
+def _other_models(model: nn.Module, tree: Any) -> set[int]:
+    """The ids of every module and Parameter held by another instance of the model's class that the process keeps
+    (a second model built from the same code, a reference or teacher model): its hooks are its own, not ones the
+    model lost. Call after ``gc.collect()``."""
+    out: set[int] = set()
+    for o in gc.get_objects():
+        if type(o) is type(model) and o is not model and id(o) not in tree:
+            out.update(id(m) for m in o.modules())
+            out.update(id(p) for p in o.parameters())
+    return out
 
 
 def _hook_code(fn: Any) -> Any:
@@ -339,7 +376,8 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
                     f"{len(old_params)} hooked Parameter(s) of {name}'s shapes are no longer held by the model: "
                     f"{name}'s parameter was replaced after the hooks were registered (load_state_dict(assign=True), "
                     "to_empty, a parametrization such as weight_norm that keeps new tensors in .parametrizations), so "
-                    "the hooks stay on a tensor the step does not use; register them on what the module holds now")
+                    "the hooks stay on a tensor the step does not use; register them on what the module holds now"
+                    + _replaced_how(target))
         elif old_modules:
             add("module_replaced")
         elif not r.fired and not explained and isinstance(

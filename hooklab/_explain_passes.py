@@ -199,3 +199,24 @@ def duplicates(name: str, target: nn.Module, paths: list[str]) -> str | None:
                        "that many times per call: register from named_modules(), which gives each module once")
     return text + (". If you registered one, it was registered again (re-running a cell stacks hooks; "
                    "hooklab.named_scope replaces them instead)")
+
+
+def what_calls(r: Any, tracing_calls: int = 0) -> str:
+    """What its calls were, read from how they ran: with or without gradients, in training or eval mode, and how
+    many backward passes the step ran. An evaluation loop (a Trainer's validation and sanity check) calls a module
+    in eval mode without gradients; ``generate`` calls it once per new token without gradients; chunks,
+    micro-batches and a module used at several places call it with gradients."""
+    n = r.calls - tracing_calls
+    off, evaluating = r.calls_without_grad, r.calls_in_eval
+    passes = sum(r.backward_passes.values())
+    if off == n:
+        return (f"all {n} without gradients{', in eval mode' if evaluating == n else ''}: an inference loop, such as "
+                "generate's one call per new token (its KV cache feeds each call the new positions only), or the "
+                "same module at several places")
+    if off:
+        return (f"{n - off} with gradients and {off} without{f', {evaluating} in eval mode' if evaluating else ''}"
+                f": the calls without gradients are an evaluation loop's (a Trainer's validation or sanity-check "
+                f"loop, torch.no_grad), and backward ran {passes} time(s), through the calls with gradients only")
+    many = f", with {passes} backward passes" if passes > 1 else ""
+    return ("every call with gradients" + many + ": the module is used at several places, or the step runs it in "
+            "a loop (chunks, gradient accumulation's micro-batches)")

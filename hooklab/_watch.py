@@ -77,7 +77,7 @@ class _Watch:
         self.subtree = {id(m) for m in target.modules()}
         self.calls: Counter = Counter()           # id(module) -> module(...) calls, for every module called
         self.compiled_calls: Counter = Counter()  # id(module) -> calls of a module compiled in place
-        self.without_grad = self.forward_runs = 0
+        self.without_grad = self.forward_runs = self.in_eval = 0
         self.ran_instead: Counter = Counter()
         self.outside_convs: Counter = Counter()   # (type name, out_channels) of convolutions outside the model
         self.fast: Counter = Counter()
@@ -222,6 +222,8 @@ class _Watch:
         if m is self.target:
             if not torch.is_grad_enabled():
                 self.without_grad += 1
+            if isinstance(m, nn.Module) and not m.training:
+                self.in_eval += 1
             if threading.get_ident() != self.main_thread:
                 self.thread_calls += 1
             self._checkpoint(sys._getframe(1))

@@ -122,6 +122,7 @@ class HookExplanation:
     parent: str | None = None
     parent_calls: int = 0
     calls_without_grad: int = 0
+    calls_in_eval: int = 0  # calls made while the module was in eval mode (module.training False)
     profiled: bool = True
     profile_stopped: bool = False  # the step replaced or cleared the profile function: what followed was not seen
     parameter_reads: dict[str, int] = field(default_factory=dict)
@@ -392,6 +393,7 @@ def explain_hook(model: nn.Module, name: str | nn.Module | None = None, *, run: 
     report.calls, report.forward_runs = watch.calls[id(target)], watch.forward_runs
     report.parent_calls = watch.calls[id(watch.parent)] if watch.parent is not None else 0
     report.calls_without_grad = watch.without_grad
+    report.calls_in_eval = watch.in_eval
     report.fired = {label: dict(on) for label, on in watch.fired.items()}
     report.ran_instead, report.fast_paths = dict(watch.ran_instead), dict(watch.fast)
     report.parameter_reads = dict(watch.reads)
@@ -515,9 +517,8 @@ def _reasons(r: HookExplanation, target: nn.Module, w: _Watch, raised: str | Non
                        "torch.utils.checkpoint's recomputation in backward: its forward hooks fire on each call, "
                        "its backward hooks once per backward through the recomputed output")
     elif r.calls - tracing > 1:
-        reasons.append(f"{name} was called {r.calls - tracing} times in this step (used twice, in a loop such as "
-                       "gradient accumulation's micro-batches, or once per generated token): each hook fires once "
-                       "per call" + ("; hooks on its parameters fire once per backward pass instead, with the "
+        reasons.append(f"{name} was called {r.calls - tracing} times in this step ({passes.what_calls(r, tracing)}): "
+                       "each hook fires once per call" + ("; hooks on its parameters fire once per backward pass instead, with the "
                                      "gradient summed over the calls that pass goes through" if parameter else ""))
     several = sum(r.backward_passes.values()) > max(1, r.calls - tracing)  # more passes than calls: a graph twice
     for label, on in r.fired.items():

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ALL = os.environ.get("HOOKLAB_DOCTOR") == "all"
 pytestmark = pytest.mark.timeout(3600 if ALL else 300)
 AFTER_2 = 0.95  # the second round's held-out part, measured once after the changes (docs/doctor_agreement_2.json)
+ALL_ROUNDS = 0.95  # every round's held-out part together, each as measured (issue 63 asks 95 %)
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +41,11 @@ def agreement():
 @pytest.fixture(scope="module")
 def agreement_2():
     return json.loads(generate.AGREEMENT_2.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def agreement_3():
+    return json.loads(generate.AGREEMENT_3.read_text(encoding="utf-8"))
 
 
 def test_the_population_is_large_composed_and_labelled(doc):
@@ -84,6 +90,77 @@ def test_the_second_round_adds_setups_and_keeps_the_first(doc):
             assert any(k.split("/")[position] == level for k in second), level
     new_classes = {"several_passes", "not_accumulated", "outside_backward_inputs", "vmap"}
     assert new_classes <= {doc["setups"][k]["class"] for k in second}
+
+
+def test_the_third_round_adds_setups_and_keeps_the_others(doc):
+    """The first two rounds' keys come first, in their order; every third-round setup has a new level, and each
+    new level makes valid setups."""
+    keys = list(doc["setups"])
+    earlier = [k for k in keys if setups.round_of(k) < 3]
+    assert keys[:len(earlier)] == earlier and len(earlier) == 3312 + 1164
+    third = generate.valid(doc, 3)
+    assert len(third) >= 900
+    for factor, levels in setups.ROUND_3.items():
+        position = ("on", "between", "ctx").index(factor)
+        for level in levels:
+            assert any(k.split("/")[position] == level for k in third), level
+
+
+def test_the_third_rounds_truth_is_what_the_libraries_do(doc):
+    """Third-round records against the same setups written here with the libraries themselves: fuse_modules
+    returns a copy, accelerate's cpu_offload puts a new Parameter in, generate calls the model once per new token
+    (the later calls see one position: the KV cache), a Lightning Trainer calls it in its sanity check, training
+    and validation."""
+    from torch.ao.quantization import fuse_modules
+    x = torch.randn(4, 4)
+    torch.manual_seed(0)
+    m = setups.Net("tensor", act=True)
+    seen = []
+    m.layers[0].register_forward_hook(lambda mod, a, o: seen.append(mod))
+    fused = fuse_modules(m, [["layers.0.fc", "layers.0.act"]])
+    fused(x).sum().backward()
+    record = doc["setups"]["forward/fuse_copy/plain/none/tensor"]
+    assert record["truth"]["fired"] == len(seen) == 1 and seen[0] is not m.layers[0] and record["class"] == "copy_ran"
+    import accelerate
+    m = setups.Net("tensor")
+    weight = m.layers[0].fc.weight
+    n, _ = _plain(m, weight.register_hook, lambda m: (accelerate.cpu_offload(m, execution_device=torch.device("cpu")),
+                                                      m(x).sum().backward()))
+    record = doc["setups"]["param/offload/plain/none/tensor"]
+    assert record["truth"]["fired"] == n == 0 and m.layers[0].fc.weight is not weight
+    assert record["class"] == "parameter_replaced"
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    gpt = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16, n_positions=16, bos_token_id=0,
+                                     eos_token_id=0))
+    lengths = []
+    gpt.transformer.h[0].register_forward_hook(lambda mod, a, o: lengths.append(a[0].shape[1]))
+    gpt.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=3, min_new_tokens=3, do_sample=False, pad_token_id=0)
+    assert lengths == [3, 1, 1] == [3] + [1] * (doc["setups"]["forward/none/generate/none/tensor"]["truth"]["fired"] - 1)
+    m = setups.Net("tensor")
+    modes = []
+    m.layers[0].register_forward_hook(lambda mod, a, o: modes.append((torch.is_grad_enabled(), mod.training)))
+    setups._trainer_fit(m, x)
+    record = doc["setups"]["forward/none/trainer/none/tensor"]
+    assert record["truth"]["fired"] == len(modes) == 3 and record["class"] == "several_calls"
+    assert modes == [(False, False), (True, True), (False, False)]  # sanity check, training, validation
+
+
+def test_the_doctor_reads_the_calls_and_other_models_from_what_ran():
+    """The doctor says which calls ran without gradients and in eval mode (a Trainer's loops, generate), and
+    another hooked model of the same class in the process is not taken for the one the model lost."""
+    from hooklab import explain_hook
+    for key, words in (("forward/none/trainer/none/tensor", "1 with gradients and 2 without, 2 in eval mode"),
+                       ("forward/none/generate/none/tensor", "all 3 without gradients"),
+                       ("forward/none/chunked/none/tensor", "every call with gradients")):
+        truth, report, why = setups.observe(key, lambda b: explain_hook(b.model, b.name, run=b.run))
+        assert any(words in r for r in report.reasons), (key, report.reasons)
+    for key in ("param/offload/other_model/none/tensor", "param/quantize/other_model/none/tensor"):
+        truth, report, why = setups.observe(key, lambda b: explain_hook(b.model, b.name, run=b.run))
+        assert "parameter_replaced" in report.codes and "module_replaced" not in report.codes, (key, report.codes)
+    truth, report, why = setups.observe("param/offload/plain/none/tensor",
+                                        lambda b: explain_hook(b.model, b.name, run=b.run))
+    assert any("meta device" in r and "offloading hook" in r for r in report.reasons), report.reasons
 
 
 def test_a_sample_is_observed_as_recorded(doc):
@@ -210,6 +287,31 @@ def test_the_second_round_agreement_holds_the_figures(agreement_2):
     assert after["total"]["right"] / after["total"]["n"] >= AFTER_2
     assert before["total"]["right"] < after["total"]["right"]
     assert set(before["per_class"]) == set(after["per_class"])
+
+
+def test_the_third_round_agreement_holds_the_figures(agreement, agreement_2, agreement_3):
+    """Graded once before the doctor was changed, once after, on the third round's held-out part; and every
+    round's held-out part together, each as measured after its round, reaches the 95 % asked."""
+    held = json.loads(generate.HELDOUT_3.read_text(encoding="utf-8"))
+    before, after = agreement_3["before"]["heldout"], agreement_3["after"]["heldout"]
+    for part in (before, after):
+        assert part["total"]["n"] == len(held["ids"]) == sum(v["n"] for v in part["per_class"].values())
+        assert part["total"]["crash"] == 0 and part["total"]["false_fired"] == 0
+        assert "wrong" not in part
+    assert after["total"]["right"] >= before["total"]["right"]
+    parts = [agreement["after"]["heldout"], agreement_2["after"]["heldout"], after]
+    right, n = sum(p["total"]["right"] for p in parts), sum(p["total"]["n"] for p in parts)
+    assert right / n >= ALL_ROUNDS, (right, n)
+
+
+def test_a_sample_of_the_third_held_out_part_agrees(doc, agreement_3):
+    held = sorted(generate.heldout_ids(generate.HELDOUT_3))
+    keys = held if ALL else random.Random(generate.week()).sample(held, 25)
+    result = generate.measure(doc, keys)
+    t = result["total"]
+    assert t["crash"] == 0 and t["false_fired"] == 0 and t["changed"] == 0, result["wrong"]
+    figure = agreement_3["after"]["heldout"]["total"]
+    assert t["right"] >= (figure["right"] / figure["n"] * t["n"] - 1 if ALL else t["n"] - 2), result["wrong"]
 
 
 def test_a_sample_of_the_held_out_part_agrees(doc, agreement):

@@ -9,12 +9,16 @@ A setup is a key ``"<on>/<between>/<ctx>/<does>/<out>"``:
 - ``between``, what happens between registering and the step (:data:`BETWEEN`): nothing, the module or its parameter
   replaced, a dtype conversion, the model copied, traced, exported, compiled (hook before / after the first call), a
   LoRA adapter (PEFT), a tied weight, ``weight_norm`` / ``spectral_norm`` parametrizations, the step running
-  ``torch.func.functional_call`` with fresh parameters, ``nn.DataParallel`` (on a CPU it calls the module itself);
+  ``torch.func.functional_call`` with fresh parameters, ``nn.DataParallel`` (on a CPU it calls the module itself),
+  ``fuse_modules`` (a fused copy, or in place), the block's Linear replaced by a merged one (a reparameterization),
+  accelerate's ``cpu_offload``, torchao's ``quantize_``;
 - ``ctx``, how the model runs (:data:`CTX`): plainly, without gradients, chunked, with the module at two places of a
   ``ModuleList``, in threads, under a non-reentrant checkpoint (early stop on / off), with an in-place op after the
   module, or never reaching the module, under ``torch.autocast``, under ``torch.func.vmap``, in two micro-batches
   with a backward each, with two backward passes over one forward (``retain_graph``), with ``torch.autograd.grad``
-  instead of backward, with ``backward(inputs=...)`` asking for the head's gradients only;
+  instead of backward, with ``backward(inputs=...)`` asking for the head's gradients only, by transformers'
+  ``generate`` with its KV cache (a small GPT-2 whose first block is hooked), by a PyTorch Lightning Trainer's loops,
+  or plainly while another model of the same class, hooked the same way, is kept in the process;
 - ``does``, what the hook does (:data:`DOES`): returns None or a value, raises, removes itself, registers another
   hook, keeps state (a callable object), or comes from a factory that also made a hook on another object;
 - ``out``, what the hooked module returns (:data:`OUT`): a tensor, a dict, a tuple, a nested dict, a ``ModelOutput``.
@@ -25,7 +29,8 @@ setup and its truth into one cause class of :data:`CLASSES`: the class is the wa
 observation says only whether the hook fired, how often and where, and whether the step raised.
 
 The levels of :data:`ROUND_2` were added in a second round, after the doctor had been tuned on the first: a setup
-with one of them belongs to that round (:func:`round_of`), and the first round's keys and records are unchanged.
+with one of them belongs to that round (:func:`round_of`), and the first round's keys and records are unchanged;
+likewise the levels of :data:`ROUND_3`, added after the doctor had been tuned on the first two.
 """
 from __future__ import annotations
 
@@ -739,7 +744,9 @@ def label(f: dict[str, str], t: Truth) -> str:
         return "removed_itself"
     if t.in_threads:
         return "threads"
-    if ctx == "ckpt_early" and on in ("forward", "forward_pre") and t.fired == 1:
+    if ctx == "ckpt_early" and on in ("forward", "forward_pre") and t.fired == 1 and between != "quantize":
+        # (quantize_: nothing in the checkpointed block needs a gradient but its bias, so it saves no tensor and
+        # backward recomputes nothing: one call, one firing)
         return "checkpoint_early_stop"
     if ctx == "retain_graph" and on in BACKWARD_ON and t.fired > 1:
         return "several_passes"
