@@ -573,3 +573,15 @@ def test_check_against_a_truncated_matrix_names_the_file_and_how_to_restore_it(t
     cut.write_text("[]", encoding="utf-8")
     with pytest.raises(SystemExit, match="is JSON but not a hook matrix"):
         hook_matrix.main(["check", "--against", str(cut)])
+
+
+def test_the_package_ships_the_record_as_written():
+    """hook_matrix.recorded() (what notebook 17 reads, in a launch copy too, where no repository is) is
+    docs/hook_matrix.json, byte for byte once unpacked, and writing the record writes it."""
+    from hooklab.course.hook_matrix import RECORD, recorded
+
+    doc = hook_matrix.load()
+    assert recorded() == doc
+    assert RECORD.read_bytes() == hook_matrix.packaged_bytes(doc), (
+        "hooklab/course/assets/hook_matrix.json.gz is not docs/hook_matrix.json: python -m tools.hook_matrix annotate "
+        "writes both")

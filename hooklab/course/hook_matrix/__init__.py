@@ -12,13 +12,32 @@ how to read it and how to add a context.
 """
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
 from .contexts import BY_ID as CONTEXT_BY_ID, CONTEXTS, Context, new_context
 from .distributed import observe_distributed
 from .families import BY_ID as FAMILY_BY_ID, FAMILIES, Family
 from .observe import Observation, not_applicable, observe
 
 __all__ = ["CONTEXTS", "CONTEXT_BY_ID", "FAMILIES", "FAMILY_BY_ID", "Context", "Family", "Observation", "keys",
-           "needs_workers", "new_context", "not_applicable", "observe", "observe_distributed"]
+           "needs_workers", "new_context", "not_applicable", "observe", "observe_distributed", "recorded"]
+
+RECORD = Path(__file__).resolve().parents[1] / "assets" / "hook_matrix.json.gz"  # docs/hook_matrix.json, packaged
+
+
+def recorded() -> dict[str, Any]:
+    """The recorded matrix (the repository's ``docs/hook_matrix.json``, shipped with the package): the torch it was
+    observed with, and per cell what was observed and what the course says of it.
+
+    >>> from hooklab.course import hook_matrix
+    >>> cell = hook_matrix.recorded()["cells"]["forward-hook@no-grad"]
+    >>> cell["status"], cell["fires"]
+    ('observed', True)
+    """
+    return json.loads(gzip.decompress(RECORD.read_bytes()).decode("utf-8"))
 
 
 def keys() -> list[str]:
