@@ -77,8 +77,11 @@ WITH_TORCH = ("numpy",)
 TORCH_FLOOR = "2.13"
 # Public torch APIs that some notebooks use and older releases lack, with the first release that has them (notebook 14
 # §5: found by unpacking the wheels): a copy whose code names one keeps a torch only from that release on (notebook
-# 14's copy: 2.15; on 2.13 its queue_callback cells fail, measured).
-TORCH_APIS = {"queue_callback": "2.15", "node_creation_hook": "2.14"}
+# 14's copy: 2.15; on 2.13 its queue_callback cells fail, measured). Notebook 10's, measured on 2.13.0+cpu by the
+# launch check: a process group's collective hooks (ProcessGroup.register_pre_hook) do not exist there, and DDP's
+# quantization communication hooks raise IndexError in their callback; 2.14 was not run, so they keep 2.15 on.
+TORCH_APIS = {"queue_callback": "2.15", "node_creation_hook": "2.14", "register_pre_hook": "2.15",
+              "quantization_pertensor_hook": "2.15", "quantization_perchannel_hook": "2.15"}
 # Built for one torch release each, and for one build of it (CPU, a CUDA version): the release that goes with each torch
 # release the cell keeps, from the pairs the course has run: the lock's (added by :func:`tied_releases`) and
 # ``./course rerun --torch 2.13.0 --vision 0.28.0`` (docs/rerun/torch-2.13.0.md). Where the cell keeps a torch that
