@@ -18,7 +18,7 @@ import pytest
 
 from patience import hang_guard
 from tools.profiles import frameworks
-from tools.profiles.frameworks_data import CONCEPTS, FRAMEWORKS, LEVELS
+from tools.profiles.frameworks_data import CONCEPTS, FRAMEWORKS, LEVELS, example_in
 
 ROOT = Path(__file__).resolve().parents[2]
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -66,6 +66,25 @@ def test_each_runnable_example_is_a_program_of_the_lookup(doc):
                if h.page and "other_frameworks" in h.page)
     assert "intercept_methods" in hit.program_text("en")
     assert hit.program_text("zh").startswith("# JAX / Flax 里与钩子相当的东西")
+
+
+def test_each_example_speaks_the_pages_language_in_its_comments_and_nothing_else_differs():
+    """The Chinese page and program show each example with Chinese comments (Python's # and the C++'s //) and the
+    same code; a comment added in English only is caught here."""
+    from tools.profiles.frameworks_data import _COMMENT
+
+    def code(text):
+        return _COMMENT.sub(lambda m: m.group("mark"), text)
+    for f in [f for f in FRAMEWORKS if f.runnable]:
+        zh = example_in(f.example, "zh")
+        assert code(zh) == code(f.example), f.name
+        comments = [m.group("text") for m in _COMMENT.finditer(zh)]
+        assert comments and all(re.search(r"[\u4e00-\u9fff]", c) for c in comments), (f.name, comments)
+        assert example_in(f.example, "en") == f.example
+    page = frameworks.page(frameworks.ROOT, "zh", [])
+    assert "包住每一次模块方法调用的拦截器" in page and "an interceptor around every module method call" not in page
+    with pytest.raises(KeyError, match="no Chinese"):
+        example_in("x = 1  # a comment nobody translated\n", "zh")
 
 
 def test_every_framework_is_described_completely_and_pinned():
@@ -132,7 +151,7 @@ def test_the_page_shows_every_framework_in_each_language(lang):
         for label, url in f.links:
             assert f"[{label}]({url})" in text
         if f.runnable:
-            assert f.example.strip() in text, f"{f.name}: its example"
+            assert example_in(f.example, lang).strip() in text, f"{f.name}: its example, commented in {lang}"
     for nb in frameworks.TEACHES.values():
         assert f"({nb}.ipynb)" in text, "links to the notebook that teaches each PyTorch hook"
     assert "ipynb" not in frameworks.page(ROOT, lang, []), "no link to a notebook this build does not have"

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .frameworks_data import CONCEPTS, FRAMEWORKS, Framework
+from .frameworks_data import CONCEPTS, FRAMEWORKS, Framework, example_in
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "docs" / "other_frameworks.json"
@@ -159,7 +159,7 @@ def programs(doc: dict[str, Any]) -> dict[str, Any]:
             continue
         shown = (recorded.get(framework.name) or {}).get("shown")
         code = {lang: HEAD[lang].format(title=framework.title, version=framework.version) + "\n"
-                + framework.example.lstrip("\n") for lang in ("en", "zh")}
+                + example_in(framework.example, lang).lstrip("\n") for lang in ("en", "zh")}
         found[f"frameworks-{framework.name}"] = {"show": {"code": code, "prints": shown}, "fix": None,
                                                  "needs": _needs(framework), "no_fix": NO_FIX}
     return {"about": PROGRAMS_ABOUT, "programs": found}
@@ -322,7 +322,7 @@ def page(root: Path, lang: str, names: list[str]) -> str:
             lines += [f"**{t['concepts'][c]}**{pytorch}{t['colon']}{t['levels'][concept.level]} {api}", "",
                       concept.zh if lang == "zh" else concept.en, ""]
         if f.runnable:
-            lines += [f"**{t['example']}**", "", *_fence(f.example, "python"), ""]
+            lines += [f"**{t['example']}**", "", *_fence(example_in(f.example, lang), "python"), ""]
             got = recorded.get(f.name)
             if got and got.get("output"):
                 lines += [t["output"], "", *_fence("\n".join(got["output"]), "text"), ""]

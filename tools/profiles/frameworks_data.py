@@ -10,6 +10,7 @@ itself; the rest is read from the source at the links. Line numbers were read at
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -860,3 +861,71 @@ FRAMEWORKS: list[Framework] = [
                ("ggml_opt_epoch_callback", LLAMA + "ggml/include/ggml-opt.h#L208-L216")),
         runs_zh="只读源码：需要编译 llama.cpp（C++），还需要一个 GGUF 模型文件；本项目不下载模型权重"),
 ]
+
+
+# The examples' comments in Chinese: the Chinese site's page and the Chinese program show the same code with these
+# comments (example_in), so nothing of the code differs between the languages; tests check every comment has one.
+COMMENTS_ZH = {
+    "the module itself offers a value to whoever asks": "模块自己把一个值交给需要它的人",
+    "a zero added here: its gradient is dL/dh": "在这里加一个零：它的梯度就是 dL/dh",
+    "forward hook, see: every submodule's output, and what the module sowed":
+        "前向钩子，查看：每个子模块的输出，以及模块用 sow 交出的值",
+    "forward hook, replace: an interceptor around every module method call":
+        "前向钩子，替换：包住每一次模块方法调用的拦截器",
+    "backward hook, see: the gradient of the zero perturbation is the gradient at h":
+        "反向钩子，查看：那个零扰动的梯度就是 h 处的梯度",
+    "backward hook, change: an identity whose custom VJP sees and scales the gradient flowing through it":
+        "反向钩子，修改：一个恒等函数，它自定义的 VJP 看到并缩放流过它的梯度",
+    "runs on the host, also under jit": "在主机上运行，在 jit 下也一样",
+    "saved tensors: what jax.checkpoint keeps for the backward pass is chosen by a policy":
+        "保存的张量：jax.checkpoint 为反向保留什么，由一个策略决定",
+    "without the source file and line": "去掉源文件和行号",
+    "saved tensors, pack/unpack: a custom VJP decides what its forward keeps and in which form":
+        "保存的张量，打包 / 解包：自定义的 VJP 决定它的前向保留什么、以什么形式保留",
+    '"pack": keep x in bfloat16': "“打包”：把 x 存成 bfloat16",
+    '"unpack": back to float32': "“解包”：转回 float32",
+    "forward hook, see and replace: swap the child for a wrapper (a Module is a dict of its children)":
+        "前向钩子，查看和替换：把子模块换成一个包装（Module 就是它的子模块组成的字典）",
+    '"remove" the hook: put the child back': "“移除”钩子：把子模块放回去",
+    "an instance attribute: Python looks __call__ up on the class": "实例属性不行：Python 在类上查找 __call__",
+    "backward hook: a custom_function identity whose vjp sees and scales the gradient":
+        "反向钩子：一个 custom_function 恒等函数，它的 vjp 看到并缩放梯度",
+    "saved tensors: mx.checkpoint recomputes the function's intermediates in backward instead of keeping them":
+        "保存的张量：mx.checkpoint 不保留函数的中间结果，而是在反向时重新计算",
+    "keep TensorFlow's start-up log out of the output": "不让 TensorFlow 的启动日志混进输出",
+    "forward hook, see: a second functional model over the same layers that also returns fc1's output":
+        "前向钩子，查看：在同一组层上再建一个函数式模型，让它也返回 fc1 的输出",
+    "forward hook, replace: wrap the layer's call on this one instance": "前向钩子，替换：只在这一个实例上包住层的调用",
+    "backward hook, see: the tape gives the gradient at an intermediate tensor": "反向钩子，查看：tape 给出中间张量处的梯度",
+    "backward hook, change: an identity with tf.custom_gradient": "反向钩子，修改：一个带 tf.custom_gradient 的恒等函数",
+    "saved tensors: tf.recompute_grad keeps only the inputs and runs the function again in backward":
+        "保存的张量：tf.recompute_grad 只保留输入，反向时再运行一遍函数",
+    "the TorchScript-based exporter's deprecation notice": "基于 TorchScript 的导出器给出的弃用提示",
+    "the PyTorch side: a forward hook captures the ReLU's output; another one doubles it":
+        "PyTorch 这边：一个前向钩子截取 ReLU 的输出，另一个把它加倍",
+    "exported while the doubling hook is registered": "在加倍的钩子注册着的时候导出",
+    "see: the intermediate value becomes one more graph output": "查看：中间值成为图的又一个输出",
+    "replace: cut the graph at that value and change it between the two halves": "替换：在这个值处把图切开，在两半之间修改它",
+    "Halves the gradient that reaches h = tanh(x); returns {plain grad, hooked grad, hook calls}.":
+        "把到达 h = tanh(x) 的梯度减半；返回 {不加钩子的梯度, 加了钩子的梯度, 钩子调用次数}。",
+    "the autograd engine runs without Python's lock": "autograd 引擎运行时不持有 Python 的锁",
+    'x * x that saves x in bfloat16 ("pack") and casts it back in backward ("unpack").':
+        "x * x：把 x 存成 bfloat16（“打包”），反向时再转回来（“解包”）。",
+    "torch::nn::Module: is there a forward hook to register? (answered at compile time)":
+        "torch::nn::Module：有没有前向钩子可以注册？（在编译时回答）",
+}
+_COMMENT = re.compile(r"(?m)(?P<mark>(?<![:\w])#(?![\w!])|//) (?P<text>[^\n]*)$")
+
+
+def example_in(example: str, lang: str) -> str:
+    """An example with its comments (``# ...`` in Python, ``// ...`` in the C++ it compiles) in ``lang``; the code is
+    the same. A comment with no Chinese raises, naming it."""
+    if lang == "en":
+        return example
+
+    def swap(m: re.Match[str]) -> str:
+        text = m.group("text")
+        if text not in COMMENTS_ZH:
+            raise KeyError(f"the example comment {text!r} has no Chinese in COMMENTS_ZH")
+        return f"{m.group('mark')} {COMMENTS_ZH[text]}"
+    return _COMMENT.sub(swap, example)
