@@ -344,12 +344,8 @@ def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor
     targets.add(id(block.fc.weight) if on in PARAM_ON else id(block))
     keep.append(block)
     keep.append(block.fc.weight)
-    if does == "factory":  # the same factory, another object: a tensor hook for a module hook, and the reverse
-        other = make_hook("other", "param" if on not in PARAM_ON else "forward", "none", {})
-        if on in PARAM_ON:
-            model.head.register_forward_hook(other)
-        else:
-            model.head.weight.register_hook(other)
+    if does == "factory":
+        _hook_from_the_factory(on, model.head)
     cleanup.append(lambda: [h.remove() for h in holder.get("others", [])])
     dtype = torch.float32
     if between == "module_replaced":
@@ -446,6 +442,16 @@ def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor
     return Built(model, name, step, targets, cleanup, keep)
 
 
+def _hook_from_the_factory(on: str, head: nn.Linear) -> None:
+    """The same factory's hook on another object: a tensor hook on the head's weight for a module hook, a forward
+    hook on the head for a hook on a parameter."""
+    other = make_hook("other", "param" if on not in PARAM_ON else "forward", "none", {})
+    if on in PARAM_ON:
+        head.register_forward_hook(other)
+    else:
+        head.weight.register_hook(other)
+
+
 def _dynamo_reset() -> None:
     import torch._dynamo
     torch._dynamo.reset()
@@ -468,11 +474,7 @@ def _build_generate(on: str, does: str, cleanup: list[Callable[[], None]]) -> Bu
     if handle is not None:
         holder["handle"] = handle
     if does == "factory":
-        other = make_hook("other", "param" if on not in PARAM_ON else "forward", "none", {})
-        if on in PARAM_ON:
-            model.lm_head.register_forward_hook(other)
-        else:
-            model.lm_head.weight.register_hook(other)
+        _hook_from_the_factory(on, model.lm_head)
     cleanup.append(lambda: [h.remove() for h in holder.get("others", [])])
     ids = torch.tensor([[1, 2, 3]])
 
