@@ -215,6 +215,9 @@ def test_the_schedule_runs_the_look_ahead_rerun_and_the_launch_copies_in_a_workf
     # every program of docs/programs/ and its fix (a push runs a sample: tests/tools/test_programs.py)
     programs, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_PROGRAMS") == "all"]
     assert programs["run"] == "./course test tests/tools/test_programs.py"
+    # every setup of the doctor's population, every held-out part (a push checks a sample of each)
+    doctor, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_DOCTOR") == "all"]
+    assert doctor["run"] == "./course test tests/tools/test_doctor_population.py"
     assert jobs["summary"]["needs"] == ["plan", "rerun", "launch-copies", "pinned"]
     assert jobs["summary"]["if"] == "always()"
     assert any('python -m tools.rerun.ahead summary reports >> "$GITHUB_STEP_SUMMARY"' in c
