@@ -109,10 +109,11 @@ def _shared(target: nn.Module, model: nn.Module, watched: frozenset[int] = froze
 def _old_holders(target: nn.Module, w: _Watch, like: set[Any] | None = None) -> tuple[list[Any], list[Any]]:
     """Hooked modules of its type and its parameters' shapes that the model does not hold and that did not run, and
     hooked Parameters of its parameters' shapes that the model does not hold: (modules, parameters). Unreachable
-    garbage is collected first, so only objects something still holds count. ``like``: the code of the hooks on its parameters now; a Parameter
-    counts only if one of its hooks runs that code (one registered the same way): a hooked Parameter of another
-    model that something else keeps is not this module's old one. Modules and Parameters of another model of the
-    model's class (another instance the process holds, hooked the same way) are not old ones either."""
+    garbage is collected first, so only objects something still holds count. ``like``: the code of the hooks on its
+    parameters now; a Parameter counts only if one of its hooks runs that code (one registered the same way): a
+    hooked Parameter of another model that something else keeps is not this module's old one. Modules and Parameters
+    of another model of the model's class (another instance the process holds, hooked the same way) are not old ones
+    either."""
     gc.collect()
     others = _other_models(w.model, w.tree)
     shapes = {tuple(p.shape) for p in target.parameters(recurse=False)}
@@ -146,7 +147,7 @@ def _replaced_how(target: nn.Module) -> str:
                 "dispatch_model, a diffusers pipeline's enable_*_offload) puts a new tensor in for each forward, so "
                 "no hook on a Parameter can stay; hook the module's output, or train without offloading")
     sub = sorted({f"{n} ({type(p).__name__})" for n, p in params.items()
-                  if type(p) not in (nn.Parameter, torch.Tensor) and not isinstance(p, nn.parameter.Buffer)})
+                  if type(p) not in (nn.Parameter, torch.Tensor)})
     if sub:
         return (f". Here {', '.join(sub)} is a tensor subclass: a quantizer (torchao's quantize_, bitsandbytes) "
                 "replaced the Parameter with one that holds quantized values"

@@ -517,9 +517,10 @@ def _reasons(r: HookExplanation, target: nn.Module, w: _Watch, raised: str | Non
                        "torch.utils.checkpoint's recomputation in backward: its forward hooks fire on each call, "
                        "its backward hooks once per backward through the recomputed output")
     elif r.calls - tracing > 1:
+        on_parameters = ("; hooks on its parameters fire once per backward pass instead, with the gradient summed "
+                         "over the calls that pass goes through" if parameter else "")
         reasons.append(f"{name} was called {r.calls - tracing} times in this step ({passes.what_calls(r, tracing)}): "
-                       "each hook fires once per call" + ("; hooks on its parameters fire once per backward pass instead, with the "
-                                     "gradient summed over the calls that pass goes through" if parameter else ""))
+                       f"each hook fires once per call{on_parameters}")
     several = sum(r.backward_passes.values()) > max(1, r.calls - tracing)  # more passes than calls: a graph twice
     for label, on in r.fired.items():
         if len(on) > 1:
