@@ -144,10 +144,15 @@ def _replaced_how(target: nn.Module) -> str:
     meta = [n for n, p in params.items() if p.device.type == "meta"]
     if meta:
         return (f". Here {', '.join(meta)} are on the meta device: an offloading hook (accelerate's cpu_offload, "
-                "dispatch_model, a diffusers pipeline's enable_*_offload) puts a new tensor in for each forward, so "
-                "no hook on a Parameter can stay; hook the module's output, or train without offloading")
-    sub = sorted({f"{n} ({type(p).__name__})" for n, p in params.items()
-                  if type(p) not in (nn.Parameter, torch.Tensor)})
+                "dispatch_model with offloaded weights, a diffusers pipeline's enable_sequential_cpu_offload) puts a "
+                "new tensor in for each forward, so no hook on a Parameter can stay; hook the module's output, or "
+                "train without offloading")
+    kinds = {n: type(p) for n, p in params.items() if type(p) not in (nn.Parameter, torch.Tensor)}
+    sharded = sorted(n for n, kind in kinds.items() if kind.__name__ == "DTensor")
+    if sharded:
+        return (f". Here {', '.join(sharded)} is a DTensor: FSDP2 (fully_shard) or tensor parallelism replaced the "
+                "Parameter; register hooks on the Parameters it holds after wrapping")
+    sub = sorted(f"{n} ({kind.__name__})" for n, kind in kinds.items())
     if sub:
         return (f". Here {', '.join(sub)} is a tensor subclass: a quantizer (torchao's quantize_, bitsandbytes) "
                 "replaced the Parameter with one that holds quantized values"

@@ -259,3 +259,32 @@ def test_parameters_that_functional_call_or_weight_norm_replaced():
     torch.nn.utils.parametrizations.weight_norm(m[0], "weight")
     r = explain_hook(m, "0", run=lambda: m(x).sum().backward())
     assert log == [] and "parameter_replaced" in r.codes
+
+
+def _replaced_how_in_a_group(rank, world_size):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    from hooklab._explain_facts import _replaced_how
+    lin = torch.nn.Linear(4, 4)
+    mesh = init_device_mesh("cpu", (world_size,))
+    lin.weight = torch.nn.Parameter(distribute_tensor(lin.weight.detach(), mesh, [Shard(0)]))
+    return _replaced_how(lin)
+
+
+def test_what_replaced_a_parameter_is_read_from_the_parameter_itself():
+    """The doctor names who replaced a hooked Parameter from what the module holds now: meta tensors (an offloading
+    hook), a DTensor (FSDP2 or tensor parallelism: not a quantizer), a quantized tensor subclass, or nothing."""
+    from hooklab._explain_facts import _replaced_how
+    from hooklab.workers import run_workers
+
+    plain = torch.nn.Linear(4, 4)
+    assert _replaced_how(plain) == ""
+    meta = torch.nn.Linear(4, 4, device="meta")
+    assert "offloading hook" in _replaced_how(meta)
+    from torchao.quantization import Int8WeightOnlyConfig, quantize_
+    quantized = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    quantize_(quantized, Int8WeightOnlyConfig())
+    assert "tensor subclass" in _replaced_how(quantized[0]) and "needs no gradient" in _replaced_how(quantized[0])
+    said, = run_workers(_replaced_how_in_a_group, world_size=1, timeout=120)
+    assert "weight is a DTensor" in said and "quantizer" not in said

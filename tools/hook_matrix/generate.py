@@ -234,24 +234,25 @@ def load(path: Path = JSON) -> dict[str, Any]:
     return doc
 
 
+def _text(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
+
+
 def write(doc: dict[str, Any], path: Path = JSON) -> None:
-    """The record, and the package's copy of it (a launch copy of notebook 17 runs where no repository is)."""
-    path.write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    """The record, and with docs/hook_matrix.json the package's copy of it (notebook 17 reads that one, so that its
+    launch copy runs where no repository is)."""
+    path.write_text(_text(doc), encoding="utf-8")
     if path == JSON:
-        write_packaged(doc)
+        from hooklab.course.hook_matrix import RECORD
+
+        RECORD.write_bytes(packaged_bytes(doc))
 
 
 def packaged_bytes(doc: dict[str, Any]) -> bytes:
     """The package's copy of the record: the same JSON, gzipped with no time stamp (the same bytes each time)."""
     import gzip
 
-    return gzip.compress((json.dumps(doc, ensure_ascii=False, indent=1) + "\n").encode("utf-8"), 9, mtime=0)
-
-
-def write_packaged(doc: dict[str, Any]) -> None:
-    from hooklab.course.hook_matrix import RECORD
-
-    RECORD.write_bytes(packaged_bytes(doc))
+    return gzip.compress(_text(doc).encode("utf-8"), 9, mtime=0)
 
 
 def differences(recorded: dict[str, dict[str, Any]], observed: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
