@@ -106,14 +106,16 @@ def _shared(target: nn.Module, model: nn.Module, watched: frozenset[int] = froze
     return out
 
 
-def _old_holders(target: nn.Module, w: _Watch, like: set[Any] | None = None) -> tuple[list[Any], list[Any]]:
+def _old_holders(target: nn.Module, w: _Watch, like: set[Any] | None = None,
+                 with_modules: bool = True) -> tuple[list[Any], list[Any]]:
     """Hooked modules of its type and its parameters' shapes that the model does not hold and that did not run, and
     hooked Parameters of its parameters' shapes that the model does not hold: (modules, parameters). Unreachable
     garbage is collected first, so only objects something still holds count. ``like``: the code of the hooks on its
     parameters now; a Parameter counts only if one of its hooks runs that code (one registered the same way): a
     hooked Parameter of another model that something else keeps is not this module's old one. Modules and Parameters
     of another model of the model's class (another instance the process holds, hooked the same way) are not old ones
-    either."""
+    either. ``with_modules=False``: Parameters only (hooks are on its parameters now, so the module the model holds is the
+    one they were registered through, and a hooked module of its type elsewhere is another model's)."""
     gc.collect()
     others = _other_models(w.model, w.tree)
     shapes = {tuple(p.shape) for p in target.parameters(recurse=False)}
@@ -126,7 +128,7 @@ def _old_holders(target: nn.Module, w: _Watch, like: set[Any] | None = None) -> 
     for o in gc.get_objects():
         if id(o) in others:
             continue
-        if issubclass(type(o), nn.Module) and type(o) is type(target) and id(o) not in w.tree and \
+        if with_modules and issubclass(type(o), nn.Module) and type(o) is type(target) and id(o) not in w.tree and \
                 not w.calls[id(o)] and [tuple(p.shape) for p in o.parameters(recurse=False)] == own and \
                 any(d for _a, kind, d in internals.module_hook_dicts(o) if kind in _HOOK_KINDS):
             modules.append(o)
@@ -365,11 +367,14 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
         like = {_hook_code(w.fns.get(label)) for label in param_labels} - {None} if param_labels else None
         explained = [c for c in codes if c in ("frozen", "no_grad", "copy_ran", "compiled", "graph", "not_reached",
                                                "not_accumulated", "outside_backward_inputs", "vmap")]
-        old_modules, old_params = _old_holders(target, w, like) if not explained else ([], [])
-        if old_params and not old_modules:
-            # a Parameter that holds what the module holds now was replaced by a copy of itself (assign=True)
-            copied = any(_same(o, p) for o in old_params for p in target.parameters())
-            holders = [] if copied else [o for o in gc.get_objects() if isinstance(o, nn.Module) and id(o) not in
+        old_modules, old_params = _old_holders(target, w, like, with_modules=not param_labels) if not explained else ([], [])
+        # what ties an old Parameter to this module outweighs a hooked module of its type elsewhere (another
+        # model's): its parameters show who replaced them (meta, a quantized subclass, a DTensor), or an old
+        # Parameter holds what the module holds now (a copy of itself put in: assign=True, an offload hook's load)
+        how = _replaced_how(target)
+        copied = any(_same(o, p) for o in old_params for p in target.parameters())
+        if old_params and (how or copied or not old_modules):
+            holders = [] if copied or how else [o for o in gc.get_objects() if isinstance(o, nn.Module) and id(o) not in
                                          w.tree and any(p is q for p in old_params for q in o._parameters.values())]
             if holders:
                 add("module_replaced", f"{len(holders)} module(s) that the model no longer holds "
@@ -383,7 +388,7 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
                     f"{name}'s parameter was replaced after the hooks were registered (load_state_dict(assign=True), "
                     "to_empty, a parametrization such as weight_norm that keeps new tensors in .parametrizations), so "
                     "the hooks stay on a tensor the step does not use; register them on what the module holds now"
-                    + _replaced_how(target))
+                    + how)
         elif old_modules:
             add("module_replaced")
         elif not r.fired and not explained and isinstance(

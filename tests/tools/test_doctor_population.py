@@ -163,6 +163,31 @@ def test_the_doctor_reads_the_calls_and_other_models_from_what_ran():
     assert any("meta device" in r and "offloading hook" in r for r in report.reasons), report.reasons
 
 
+def test_a_hooked_lookalike_another_model_keeps_changes_no_verdict(doc):
+    """A notebook's process keeps other models: hooked Linears of the hooked module's shapes (a forward hook, a
+    tensor hook, a post-accumulate-grad hook) that the model never held. The doctor's answer on setups whose hooks
+    did not fire (the replaced module or Parameter, an offloading hook's, assign=True's, a quantizer's) is the same
+    with them in the process as without: only what ties an old object to this model counts."""
+    from hooklab import explain_hook
+    silent = sorted(k for k in generate.valid(doc) if doc["setups"][k]["class"] in ("parameter_replaced",
+                                                                                    "module_replaced"))
+    keys = ["param/offload/other_model/none/tensor", "param/offload/ckpt_early/none/tensor",
+            "post_accumulate/assign/trainer/none/tensor"] + random.Random(generate.week()).sample(silent, 12)
+
+    def codes(key):
+        truth, report, why = setups.observe(key, lambda b: explain_hook(b.model, b.name, run=b.run))
+        return getattr(report, "codes", None) or type(report).__name__
+
+    alone = {key: codes(key) for key in keys}
+    lookalikes = [nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 2)]
+    lookalikes[0].register_forward_hook(lambda module, args, output: None)
+    lookalikes[1].weight.register_hook(lambda grad: grad)
+    lookalikes[2].weight.register_post_accumulate_grad_hook(lambda param: None)
+    beside = {key: codes(key) for key in keys}
+    assert beside == alone, {k: (alone[k], beside[k]) for k in keys if alone[k] != beside[k]}
+    assert all(doc["setups"][k]["class"] in alone[k] for k in keys[:3]), alone
+
+
 def test_a_sample_is_observed_as_recorded(doc):
     keys = list(doc["setups"]) if ALL else generate.sample(doc, 30, generate.week())
     assert generate.check(keys, doc) == []
