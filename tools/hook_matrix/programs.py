@@ -21,9 +21,12 @@ the error and the warnings: counts and cleaned first lines, the same on every ma
 A *fix* is the same program with a change from ``tools/hook_matrix/fixes.toml`` (text replaced in the program), kept
 for a cell only where the fixed program fires as the family's eager cell does (same number of calls, no error).
 
+The thread columns (``thread``, ``contextvar``, ``contextvar-pool``) ask each call of the hook what it sees (which
+thread, the ContextVar, the thread-local): their program's hook asks the same (:data:`WATCHING`), and the notes print it.
+
 Cells that need a process group (the DDP, FSDP2, FSDP1 and tensor-parallel columns, the DDP and FSDP2 rows) and the
-columns whose probe reads the probe's own call log (``thread``, ``contextvar``, ``grad-scaler``) get no program:
-``needs`` says ``processes:2`` for the first, ``no_program`` says why for the second.
+``grad-scaler`` column, whose probe compares the gradients each hook call received as read from the probe's own call
+log, get no program: ``needs`` says ``processes:2`` for the first, ``no_program`` says why for the second.
 """
 from __future__ import annotations
 
@@ -51,11 +54,7 @@ FIXES = ROOT / "tools" / "hook_matrix" / "fixes.toml"
 # what makes a cell unusual beside its surprising mark: these differ from the family's eager cell
 UNUSUAL_FIELDS = ("fires", "calls", "error", "warnings")
 # the columns whose probe reads the probe's own record (what each call saw, the gradients a hook received)
-RECORD_BOUND = {"thread": ("the probe notes what each hook call sees on which thread through the probe's record",
-                           "探针通过自己的记录查看每次钩子调用在哪个线程上看到了什么"),
-                "contextvar": ("the probe notes what each hook call sees through the probe's record",
-                               "探针通过自己的记录查看每次钩子调用看到了什么"),
-                "grad-scaler": ("the probe compares the gradients the hook received, read from the probe's record",
+RECORD_BOUND = {"grad-scaler": ("the probe compares the gradients the hook received, read from the probe's record",
                                 "探针比较钩子收到的梯度，这些梯度是从探针的记录里读出来的")}
 ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "CUDA_VISIBLE_DEVICES": "",
        "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
@@ -164,7 +163,7 @@ class _Plain(ast.NodeTransformer):
 
 HELPER_MODULES = ("hooklab.course.hook_matrix.contexts", "hooklab.course.hook_matrix.practice",
                   "hooklab.course.hook_matrix.steps")
-RENAMED = {"clean": "tidy", "scripted_install": "install"}  # helpers the program has its own of
+RENAMED = {"clean": "tidy", "scripted_install": "install", "_watching": "_watching"}  # the program has its own
 
 
 def _function_source(fn: Any, name: str, family: Any, values: dict[str, Any]) -> str:
@@ -246,9 +245,10 @@ def install_source(family: Any, plain: bool) -> str:
     return head + textwrap.indent(body, "    ")
 
 
-def hook_source(family: Any, plain: bool) -> str:
+def hook_source(family: Any, plain: bool, watch: bool = False) -> str:
     """The hook: a function with the family's parameters (the probe's modify hooks name them) that notes the phase
-    of each call; a pack / unpack hook returns its argument."""
+    of each call; a pack / unpack hook returns its argument. ``watch``: each call also keeps what it sees, where the
+    run asks (:data:`WATCHING`)."""
     from hooklab.course.hook_matrix.record import ARITY, MODIFIERS
 
     if family.id == "parametrization":
@@ -261,10 +261,50 @@ def hook_source(family: Any, plain: bool) -> str:
         params = "(" + ", ".join(["module", "args", "output"][:ARITY.get(family.id, 3)]) + ")"
     first = params.strip("()").split(",")[0].strip().lstrip("*")
     back = f"\n    return {first}" if family.id.startswith("saved-tensors") else ""
-    out = f"def hook{params}:\n    CALLS.append(PHASE[0]){back}"
+    ask = "\n    if WATCH[0] is not None:\n        SEEN.append((PHASE[0], WATCH[0]()))" if watch else ""
+    out = f"def hook{params}:\n    CALLS.append(PHASE[0]){ask}{back}"
     if family.id.startswith("saved-tensors"):
         out += "\n\n\ndef identity(t):\n    return t"
     return out
+
+
+# the thread columns: what each hook call sees (the probe's record.WATCH / record.SEEN and practice._watching, written
+# as the program's own); the probe's _seen is added from its source
+WATCHING = '''VAR = contextvars.ContextVar("hooklab_probe", default="unset")
+LOCAL = threading.local()
+_LABELS = {}
+WATCH = [None]
+SEEN = []
+THREAD_SECONDS = SECONDS_HERE
+
+
+SEEN_HERE
+
+
+@contextlib.contextmanager
+def _watching(caller):
+    _LABELS.clear()
+    _LABELS[threading.get_ident()] = caller
+    WATCH[0] = _seen
+    try:
+        yield
+    finally:
+        WATCH[0] = None
+        for phase_name, text in dict.fromkeys(SEEN):
+            NOTES.append(f"hook in {phase_name} {text}")
+        SEEN.clear()
+        _LABELS.clear()'''
+
+
+SEES = {"en": "what each call of the hook sees: which thread it runs on, the ContextVar, the thread-local",
+        "zh": "每次调用钩子时它看到的情况：在哪个线程上运行、ContextVar 的值、线程局部变量的值"}
+
+
+def watching_source() -> str:
+    from hooklab.course.hook_matrix import practice
+
+    seen = ast.unparse(_strip(ast.parse(textwrap.dedent(inspect.getsource(practice._seen)))))
+    return WATCHING.replace("SECONDS_HERE", str(practice.THREAD_SECONDS)).replace("SEEN_HERE", seen)
 
 
 PRELUDE = '''from __future__ import annotations
@@ -331,7 +371,10 @@ def program(key: str, lang: str, cells: dict[str, dict[str, Any]]) -> str:
         "raise RuntimeError('probe: the forward raised on purpose')",
         "raise RuntimeError('probe: the forward raised on purpose')")
     parts.append(f"# {words['model']}\n{model}")
-    parts.append(f"# {words['hook']}\n{hook_source(family, plain)}")
+    watch = "_watching(" in source
+    if watch:
+        parts.append(f"# {SEES[lang]}\n{watching_source()}")
+    parts.append(f"# {words['hook']}\n{hook_source(family, plain, watch)}")
     parts.append(f"# {words['install']}\n{install_source(family, plain)}")
     helpers: dict[str, str] = {}
     todo = [("run", fn, values)]
@@ -368,7 +411,9 @@ def program(key: str, lang: str, cells: dict[str, dict[str, Any]]) -> str:
 _IMPORTS = {"collections.": "import collections", "contextlib.": "import contextlib", "copy.": "import copy",
             "io.": "import io", "re.": "import re", "tempfile.": "import tempfile", "warnings.": "import warnings",
             "ExitStack": "from contextlib import ExitStack", "dataclass": "from dataclasses import dataclass, field",
-            "Any": "from typing import Any", "Path(": "from pathlib import Path"}
+            "Any": "from typing import Any", "Path(": "from pathlib import Path", "threading.": "import threading",
+            "contextvars.": "import contextvars",
+            "ThreadPoolExecutor": "from concurrent.futures import ThreadPoolExecutor"}
 
 
 def _imports(code: str) -> str:
