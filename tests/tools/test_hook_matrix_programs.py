@@ -6,6 +6,7 @@
 - A seeded sample (``HOOKLAB_PROGRAMS_SEED``, else the ISO week) of programs and one fix run in a fresh interpreter
   print what the file records; what a sampled program prints agrees with its cell of the matrix (calls, error).
 - The rule counts what it claims: a cell made to fire once more than its family's eager cell becomes unusual.
+- The columns whose probe reads its own record (threads, grad-scaler) have programs that print the cell's notes.
 - The matrix page shows the programs in both languages.
 """
 from __future__ import annotations
@@ -115,6 +116,22 @@ def test_a_sample_of_programs_prints_what_is_recorded(recorded, cells):
         prints = programs.run_program(fix["code"]["en"])
         assert prints == fix["prints"], key
         assert programs._calls(prints) == (cells[f"{key.split('@')[0]}@eager"]["calls"], False), key
+
+
+@pytest.mark.timeout(300)
+def test_the_programs_of_the_columns_that_read_the_probes_record_print_its_notes(recorded, cells):
+    """The thread and grad-scaler columns' probe reads its own record (what each hook call saw, what it received);
+    their programs keep that record themselves: each program is one, and one of each kind, run in a fresh
+    interpreter, prints its cell's calls and notes (the loss scale's ratio; the thread, ContextVar and thread-local
+    the hook saw)."""
+    reading = [k for k in recorded["programs"] if k.split("@")[1] in ("thread", "contextvar", "contextvar-pool",
+                                                                       "grad-scaler")]
+    assert len(reading) >= 8 and all(recorded["programs"][k]["show"] is not None for k in reading), reading
+    for key in ("param-hook@grad-scaler", "tensor-hook@contextvar"):
+        prints = programs.run_program(recorded["programs"][key]["show"]["code"]["en"])
+        notes = [line[len("note: "):] for line in prints.splitlines() if line.startswith("note: ")]
+        assert notes == cells[key]["notes"] and notes, (key, prints)
+        assert f"calls: {cells[key]['calls']} " in prints, (key, prints)
 
 
 def test_the_page_shows_the_programs_in_both_languages(recorded):

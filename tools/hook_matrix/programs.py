@@ -21,12 +21,13 @@ the error and the warnings: counts and cleaned first lines, the same on every ma
 A *fix* is the same program with a change from ``tools/hook_matrix/fixes.toml`` (text replaced in the program), kept
 for a cell only where the fixed program fires as the family's eager cell does (same number of calls, no error).
 
-The thread columns (``thread``, ``contextvar``, ``contextvar-pool``) ask each call of the hook what it sees (which
-thread, the ContextVar, the thread-local): their program's hook asks the same (:data:`WATCHING`), and the notes print it.
+Two kinds of column read the probe's own record, and their programs keep the same record themselves: the thread
+columns (``thread``, ``contextvar``, ``contextvar-pool``) ask each call of the hook what it sees (which thread, the
+ContextVar, the thread-local; :data:`WATCHING`), and ``grad-scaler`` compares what the hook received in a scaled and an
+unscaled backward (the hook keeps its arguments in ``LOG``, the probe's ``record.LOG``). The notes print what they find.
 
-Cells that need a process group (the DDP, FSDP2, FSDP1 and tensor-parallel columns, the DDP and FSDP2 rows) and the
-``grad-scaler`` column, whose probe compares the gradients each hook call received as read from the probe's own call
-log, get no program: ``needs`` says ``processes:2`` for the first, ``no_program`` says why for the second.
+Cells that need a process group (the DDP, FSDP2, FSDP1 and tensor-parallel columns, the DDP and FSDP2 rows) get no
+program: ``needs`` says ``processes:2`` and ``no_program`` why.
 """
 from __future__ import annotations
 
@@ -54,8 +55,6 @@ FIXES = ROOT / "tools" / "hook_matrix" / "fixes.toml"
 # what makes a cell unusual beside its surprising mark: these differ from the family's eager cell
 UNUSUAL_FIELDS = ("fires", "calls", "error", "warnings")
 # the columns whose probe reads the probe's own record (what each call saw, the gradients a hook received)
-RECORD_BOUND = {"grad-scaler": ("the probe compares the gradients the hook received, read from the probe's record",
-                                "探针比较钩子收到的梯度，这些梯度是从探针的记录里读出来的")}
 ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "CUDA_VISIBLE_DEVICES": "",
        "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
 SECONDS = 180  # one program
@@ -116,6 +115,15 @@ class _Plain(ast.NodeTransformer):
             return ast.Constant(self.family.where)
         if text in ("h.family.id", "self.family.id"):
             return ast.Constant(self.family.id)
+        if text == "record.LOG":  # the probe's call log: the program's own (see RECEIVING)
+            return ast.copy_location(ast.Name("LOG", node.ctx), node)
+        return node
+
+    def visit_Delete(self, node: ast.Delete) -> Any:
+        self.generic_visit(node)
+        # calls taken off the log are taken off the program's count of calls too
+        node.targets += [ast.Subscript(ast.Name("CALLS", ast.Load()), t.slice, ast.Del()) for t in node.targets
+                         if isinstance(t, ast.Subscript) and ast.unparse(t.value) == "LOG"]
         return node
 
     def visit_If(self, node: ast.If) -> Any:
@@ -158,6 +166,8 @@ class _Plain(ast.NodeTransformer):
                 node.func = ast.Name(func.attr, ast.Load())
             elif func.attr == "note":
                 node.func = ast.parse("NOTES.append", mode="eval").body
+        if ast.unparse(node.func) == "record.set_phase":
+            node.func = ast.Name("phase", ast.Load())
         return node
 
 
@@ -245,10 +255,10 @@ def install_source(family: Any, plain: bool) -> str:
     return head + textwrap.indent(body, "    ")
 
 
-def hook_source(family: Any, plain: bool, watch: bool = False) -> str:
+def hook_source(family: Any, plain: bool, watch: bool = False, receive: bool = False) -> str:
     """The hook: a function with the family's parameters (the probe's modify hooks name them) that notes the phase
     of each call; a pack / unpack hook returns its argument. ``watch``: each call also keeps what it sees, where the
-    run asks (:data:`WATCHING`)."""
+    run asks (:data:`WATCHING`); ``receive``: and what it received, in ``LOG`` (the run reads the probe's log)."""
     from hooklab.course.hook_matrix.record import ARITY, MODIFIERS
 
     if family.id == "parametrization":
@@ -262,6 +272,9 @@ def hook_source(family: Any, plain: bool, watch: bool = False) -> str:
     first = params.strip("()").split(",")[0].strip().lstrip("*")
     back = f"\n    return {first}" if family.id.startswith("saved-tensors") else ""
     ask = "\n    if WATCH[0] is not None:\n        SEEN.append((PHASE[0], WATCH[0]()))" if watch else ""
+    if receive:
+        names = [n.strip().split("=")[0].split(":")[0].lstrip("*") for n in params.strip("()").split(",")]
+        ask += f"\n    LOG.append(({family.id!r}, PHASE[0], ({', '.join(names)},)))"
     out = f"def hook{params}:\n    CALLS.append(PHASE[0]){ask}{back}"
     if family.id.startswith("saved-tensors"):
         out += "\n\n\ndef identity(t):\n    return t"
@@ -298,6 +311,10 @@ def _watching(caller):
 
 SEES = {"en": "what each call of the hook sees: which thread it runs on, the ContextVar, the thread-local",
         "zh": "每次调用钩子时它看到的情况：在哪个线程上运行、ContextVar 的值、线程局部变量的值"}
+
+
+RECEIVES = {"en": "what each call of the hook received: (hook, phase, arguments)",
+            "zh": "每次调用钩子时它收到的参数：(钩子, 阶段, 参数)"}
 
 
 def watching_source() -> str:
@@ -374,7 +391,10 @@ def program(key: str, lang: str, cells: dict[str, dict[str, Any]]) -> str:
     watch = "_watching(" in source
     if watch:
         parts.append(f"# {SEES[lang]}\n{watching_source()}")
-    parts.append(f"# {words['hook']}\n{hook_source(family, plain, watch)}")
+    receive = "record.LOG" in source
+    if receive:
+        parts.append(f"# {RECEIVES[lang]}\nLOG = []")
+    parts.append(f"# {words['hook']}\n{hook_source(family, plain, watch, receive)}")
     parts.append(f"# {words['install']}\n{install_source(family, plain)}")
     helpers: dict[str, str] = {}
     todo = [("run", fn, values)]
@@ -538,10 +558,6 @@ def skip_reason(key: str) -> dict[str, Any] | None:
         return {"needs": ["processes:2"],
                 "no_program": {"en": "the cell runs in two gloo processes (a process group)",
                                "zh": "这一格在两个 gloo 进程（进程组）里运行"}}
-    context = key.split("@")[1]
-    if context in RECORD_BOUND:
-        en, zh = RECORD_BOUND[context]
-        return {"needs": [], "no_program": {"en": en, "zh": zh}}
     return None
 
 
