@@ -24,17 +24,18 @@ import sys
 import traceback
 import types
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-__all__ = ["LOGGERS", "describe", "masked", "run"]
+__all__ = ["LOGGERS", "call", "describe", "masked", "run"]
 
 LOGGERS = ("", "torch", "torch.distributed", "torch._dynamo", "diffusers", "peft", "accelerate", "captum",
            "lightning", "lightning.pytorch", "pytorch_lightning", "lightning_fabric", "timm", "torchao")
 _RUNS = itertools.count(1)  # each run's source has a name of its own
 _MASKS = ((re.compile(r"0x[0-9a-fA-F]{6,}"), "0x..."), (re.compile(r"/tmp/[\w./-]+"), "/tmp/..."),
           (re.compile(r"___torch_mangle_\d+"), "___torch_mangle_N"),  # TorchScript's counter of classes made so far
-          # torch's log prefix: level, date, time, process id, file:line (W1126 06:29:50.668000 445 .../x.py:1704])
-          (re.compile(r"(?m)^([IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\s\]]*\]"), r"\1.... torch]"))
+          # torch's log prefix: level, date, time, process id, file:line (W1126 06:29:50.668000 445 .../x.py:1704]),
+          # after the rank in a process group's worker ([rank0]:W1126 ...)
+          (re.compile(r"(?m)^(\[rank\d+\]:)?([IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\s\]]*\]"), r"\1\2.... torch]"))
 
 
 def masked(text: str) -> str:
@@ -73,6 +74,35 @@ def _logs() -> Iterator[_Records]:
             logger.removeHandler(handler)
 
 
+def _shown(body: Callable[[], object]) -> str:
+    """What ``body()`` shows: its exception described, its warnings and log records, what it printed; masked."""
+    parts: list[str] = []
+    out, err = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings(record=True) as caught, _logs() as logs, \
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        warnings.simplefilter("always")
+        try:
+            body()
+        except Exception as exc:  # noqa: BLE001 (the message is what the program shows)
+            parts.append(describe(exc))
+    parts += [f"{w.category.__name__}: {w.message}" for w in caught]
+    parts += logs.lines
+    parts += [out.getvalue(), err.getvalue()]
+    return masked("\n".join(p for p in parts if p)).rstrip("\n")
+
+
+def call(fn: Callable[[], object]) -> str:
+    """What calling ``fn()`` shows, as :func:`run` shows a program: for a part of a program that runs elsewhere
+    (in each process of a group started by :func:`hooklab.run_workers`), which then returns the text.
+
+    >>> print(call(lambda: print(sum([1, 2]))))
+    3
+    """
+    if not callable(fn):
+        raise TypeError(f"call() takes a function to call, got {type(fn).__name__}")
+    return _shown(fn)
+
+
 def run(code: str, *, filename: str = "<program>") -> str:
     """Execute ``code`` in a fresh namespace (a module that stands in for ``__main__`` while it runs, as a script's
     does) and return what it showed, masked.
@@ -86,24 +116,17 @@ def run(code: str, *, filename: str = "<program>") -> str:
     compiled = compile(code, filename, "exec")  # a SyntaxError is the caller's, not the program's
     # its source, where inspect looks for it (torch.compile's AOT capture and TorchScript read the functions' source)
     linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
-    parts: list[str] = []
-    out, err = io.StringIO(), io.StringIO()
     script = types.ModuleType("__main__")  # a module of its own, as a script's: pickle finds its functions there
     script.__file__ = filename
     main = sys.modules.get("__main__")
-    with warnings.catch_warnings(record=True) as caught, _logs() as logs, \
-            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        warnings.simplefilter("always")
+
+    def body() -> None:
         sys.modules["__main__"] = script
         try:
             exec(compiled, script.__dict__)  # noqa: S102 (running the course's own program is the point)
-        except Exception as exc:  # noqa: BLE001 (the message is what the program shows)
-            parts.append(describe(exc))
         finally:
             linecache.cache.pop(filename, None)
             if main is not None:
                 sys.modules["__main__"] = main
-    parts += [f"{w.category.__name__}: {w.message}" for w in caught]
-    parts += logs.lines
-    parts += [out.getvalue(), err.getvalue()]
-    return masked("\n".join(p for p in parts if p)).rstrip("\n")
+
+    return _shown(body)

@@ -4,7 +4,7 @@ thread), its output compared with ``prints`` (exactly) or ``prints_start`` (the 
 
 Every push runs ``SAMPLE`` programs drawn with the commit as the seed (``tests/recipe_sample.seed``: a red run can be
 repeated), about a minute in all; ``HOOKLAB_PROGRAMS=all`` runs every one (the weekly CI does). A program that needs
-several processes, a CUDA device or a library absent here (its ``needs``) is skipped, saying which.
+a CUDA device or a library absent here (its ``needs``), or several processes off Linux, is skipped, saying which.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ TIMEOUT = 240  # s one program may run (torch.compile's first call included)
 RUNNER = ("import sys\nfrom hooklab.course.programs import run\n"
           "sys.stdout.write(run(sys.stdin.read()))\n")
 PARTS = ("show", "fix")
-MACHINE = {"processes": "runs in several processes", "cuda": "needs a CUDA device",
+MACHINE = {"processes": "forks its worker processes from a function it defines, which needs Linux", "cuda": "needs a CUDA device",
            "c++": "builds C++ with load_inline (tests/tools/test_other_frameworks.py runs it where a compiler is)"}
 
 
@@ -57,11 +57,14 @@ def drawn(all_cases: list[tuple[str, str, str]], seed_text: str, *, every: bool 
 
 def missing(needs: list[str]) -> str | None:
     """Why a program cannot run here (what it needs that is absent), or None. ``processes`` (or ``processes:N``):
-    several processes; ``cuda``: a CUDA device; ``c++``: a C++ build (not run here); anything else: a library's
-    module."""
+    several processes, which the program forks (hooklab.run_workers) from a function defined in itself: on Linux;
+    ``cuda``: a CUDA device; ``c++``: a C++ build (not run here); anything else: a library's module."""
     for need in needs:
         need = need.split(":")[0]
-        if need in MACHINE:
+        if need == "processes":
+            if not sys.platform.startswith("linux"):
+                return MACHINE[need]
+        elif need in MACHINE:
             if need != "cuda":
                 return MACHINE[need]
             import torch
@@ -133,7 +136,8 @@ def test_a_program_that_differs_from_its_file_fails():
     out = run_fresh("import warnings\nwarnings.warn('careful')\nprint(1 + 1)\nraise KeyError('x')\n", timeout=120)
     assert out == "KeyError: 'x'\n\nUserWarning: careful\n2", out
     assert missing(["no_such_library_here"]) == "needs no_such_library_here, which is not installed here"
-    assert missing(["processes"]) == MACHINE["processes"] and missing([]) is None
+    assert missing(["processes"]) == (None if sys.platform.startswith("linux") else MACHINE["processes"])
+    assert missing([]) is None
 
 
 def test_a_message_row_on_the_symptom_page_folds_its_program_and_fix():

@@ -15,7 +15,8 @@ program in a process of its own (forked from one that imported torch only), addr
 
 A program that imports a library other than torch names it in its ``needs`` (the runner skips it where the library
 is absent; ``cuda``: a fix that needs a CUDA device, said by its decorator); one that runs in several processes
-(``@trigger_all``, a fix with ``run_by``) needs ``processes`` and is not run here (its ``prints`` is null).
+(``@trigger_all``, a fix with ``run_by``) needs ``processes``: it makes its call in each of two gloo processes on this
+machine (``hooklab.run_workers``, :data:`IN_WORKERS`) and prints what rank 0 showed, and rank 1's where it differs.
 ``tests/tools/test_programs.py`` runs the programs of every ``docs/programs/*.json`` in fresh interpreters and compares
 what they print; ``tests/messages/test_message_programs.py`` checks that the file is what the trigger tests' source
 makes.
@@ -49,7 +50,8 @@ ABOUT = ("Each message the course triggers (docs/hook_messages.json, tests/messa
          "and Chinese (only the header comment differs), with what each prints when run by "
          "hooklab.course.programs.run (the exception as `Type: message`, warnings as `Category: message`, addresses "
          "masked; `prints_start`: the output starts with it, the rest is a stack trace). `needs`: what a program needs "
-         "besides torch (a library, `cuda`, or `processes`: not run). Written by `python -m tools.messages.hook_messages "
+         "besides torch (a library, `cuda`, or `processes`: run in two gloo processes on this machine, rank 0's output "
+         "printed). Written by `python -m tools.messages.hook_messages "
          "--programs`; do not edit.")
 SHOW_HEADER = {"en": "# Shows: {}", "zh": "# 触发：{}"}
 FIX_HEADER = {"en": "# Fix: {}", "zh": "# 修正：{}"}
@@ -224,9 +226,10 @@ def _module(path: Path) -> tuple[ast.Module, list[str]]:
     return ast.parse(text), text.splitlines()
 
 
-def program(site: Site, header: str, *, prints: bool) -> tuple[str, list[str]]:
-    """The standalone source of ``site`` (its call prints what it returns when ``prints``), and the libraries other
-    than torch and the standard library its imports need."""
+def program(site: Site, header: str, *, prints: bool, lang: str = "en") -> tuple[str, list[str]]:
+    """The standalone source of ``site`` (its call prints what it returns when ``prints``; a process group's call
+    made in two gloo processes, :data:`IN_WORKERS`, commented in ``lang``), and the libraries other than torch and the
+    standard library its imports need."""
     tree, lines = _module(site.path)
     defs = {name: node for node in tree.body for name in _defined(node)}
     harness = {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom)
@@ -274,8 +277,30 @@ def program(site: Site, header: str, *, prints: bool) -> tuple[str, list[str]]:
             if (set(_defined(node)) & chosen or node in extra) and node is not defs[site.name]]
     body.append(_segment(lines, defs[site.name]))
     call = f"print({site.name}())" if prints else f"{site.name}()"
+    if site.group:
+        body.append(IN_WORKERS[lang].format(call=call))
+        call = SHOW_RANKS
     code = "\n".join([header, *imports]) + "\n\n\n" + "\n\n\n".join(body) + "\n\n\n" + call + "\n"
     return code, sorted(needs | set(site.needs) | ({"processes"} if site.group else set()))
+
+
+# a program of a process group runs its call in each of two gloo processes on this machine (hooklab.run_workers, as
+# the trigger tests do), each returning what it showed (hooklab.course.programs.call); rank 0's is printed, and rank
+# 1's where it differs
+IN_WORKERS = {"en": """def on_each_rank(rank, world_size):
+    # run in each of two processes joined in a gloo process group: what it shows (error, warnings, prints)
+    from hooklab.course.programs import call
+    return call(lambda: {call})""",
+              "zh": """def on_each_rank(rank, world_size):
+    # 在加入同一个 gloo 进程组的两个进程里各运行一次：返回它显示的内容（错误、警告、打印）
+    from hooklab.course.programs import call
+    return call(lambda: {call})"""}
+SHOW_RANKS = """from hooklab import run_workers
+
+shown = run_workers(on_each_rank, world_size=2, timeout=180)
+print(shown[0])
+if shown[1] != shown[0]:
+    print("rank 1:", shown[1])"""
 
 
 def _header(template: dict[str, str], text: dict[str, str]) -> dict[str, str]:
@@ -285,7 +310,7 @@ def _header(template: dict[str, str], text: dict[str, str]) -> dict[str, str]:
 def _code(site: Site, headers: dict[str, str], *, prints: bool) -> tuple[dict[str, str], list[str]]:
     codes, needs = {}, []
     for lang in LANGS:
-        codes[lang], needs = program(site, headers[lang], prints=prints)
+        codes[lang], needs = program(site, headers[lang], prints=prints, lang=lang)
     return codes, needs
 
 
@@ -349,7 +374,9 @@ def run_all(codes: dict[Any, str], *, jobs: int = 2, timeout: float = TIMEOUT,
             while pending and len(running) < jobs:
                 key, code = pending.pop(0)
                 receive, send = context.Pipe(duplex=False)
-                child = context.Process(target=_child, args=(code, send), daemon=True)
+                # not a daemon: a process group's program starts worker processes of its own (a daemon may not);
+                # the finally below kills any still running
+                child = context.Process(target=_child, args=(code, send), daemon=False)
                 child.start()
                 send.close()
                 running[receive] = (key, child, time.monotonic())
@@ -393,7 +420,7 @@ def build(root: Path = ROOT, *, old: dict[str, Any] | None = None, fresh: bool =
     codes: dict[tuple[str, str], str] = {}
     for mid, record in programs.items():
         for part in ("show", "fix"):
-            if record[part] is None or "processes" in record[part]["needs"]:
+            if record[part] is None:
                 continue
             before = (stored.get(mid) or {}).get(part) or {}
             same = before.get("code") == record[part]["code"] and before.get("needs") == record[part]["needs"]
