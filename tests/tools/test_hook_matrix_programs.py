@@ -6,7 +6,8 @@
 - A seeded sample (``HOOKLAB_PROGRAMS_SEED``, else the ISO week) of programs and one fix run in a fresh interpreter
   print what the file records; what a sampled program prints agrees with its cell of the matrix (calls, error).
 - The rule counts what it claims: a cell made to fire once more than its family's eager cell becomes unusual.
-- The columns whose probe reads its own record (threads, grad-scaler) have programs that print the cell's notes.
+- The columns whose probe reads its own record (threads, grad-scaler) have programs that print the cell's notes;
+  a process group's cell has a program that runs in two gloo processes and prints what its cell records.
 - The matrix page shows the programs in both languages.
 """
 from __future__ import annotations
@@ -37,15 +38,12 @@ def test_the_file_lists_exactly_the_unusual_cells(recorded, cells):
     assert list(recorded["programs"]) == keys
     surprising = [k for k, r in cells.items() if r.get("surprising") and r["status"] == "observed"]
     assert set(surprising) <= set(keys)
-    for key, entry in recorded["programs"].items():
-        assert set(entry) >= {"show", "fix", "no_fix", "needs"}, key
-        if entry["show"] is None:
-            assert entry["no_program"]["en"] and entry["no_program"]["zh"], key
-            assert ("processes:2" in entry["needs"]) == generate.matrix().needs_workers(key), key
-        else:  # prints None: not run yet (python -m tools.hook_matrix programs runs it)
-            prints = entry["show"]["prints"]
-            assert prints is None or "calls: " in [line[:7] for line in prints.splitlines()], key
-            assert (entry["fix"] is None) != (entry["no_fix"] is None), key
+    for key, entry in recorded["programs"].items():  # every one has a program, a process group's too
+        assert set(entry) >= {"show", "fix", "no_fix", "needs"} and entry["show"] is not None, key
+        assert ("processes:2" in entry["needs"]) == generate.matrix().needs_workers(key), key
+        prints = entry["show"]["prints"]  # None: not run yet (python -m tools.hook_matrix programs runs it)
+        assert prints is None or "calls: " in [line[:7] for line in prints.splitlines()], key
+        assert (entry["fix"] is None) != (entry["no_fix"] is None), key
 
 
 def test_the_recorded_programs_agree_with_their_cells_but_the_known_few(recorded, cells):
@@ -69,9 +67,6 @@ def test_every_program_is_what_the_generator_writes_now(recorded, cells):
     table = programs.fixes()
     stale = []
     for key, entry in recorded["programs"].items():
-        if entry["show"] is None:
-            assert programs.skip_reason(key) is not None, key
-            continue
         for lang in ("en", "zh"):
             code = programs.program(key, lang, cells)
             if entry["show"]["code"][lang] != code:
@@ -132,6 +127,25 @@ def test_the_programs_of_the_columns_that_read_the_probes_record_print_its_notes
         notes = [line[len("note: "):] for line in prints.splitlines() if line.startswith("note: ")]
         assert notes == cells[key]["notes"] and notes, (key, prints)
         assert f"calls: {cells[key]['calls']} " in prints, (key, prints)
+
+
+@pytest.mark.timeout(300)
+def test_a_process_groups_program_runs_in_two_gloo_processes_and_prints_what_its_cell_records(recorded, cells):
+    """A cell of a process group (a DDP row, an FSDP2 column) has a program that wraps the network as the probe's
+    workers do and runs in two gloo processes of its own: run fresh, it prints rank 0's calls and error as the cell
+    records them, and leaves no process behind."""
+    import psutil
+
+    group = [k for k in recorded["programs"] if generate.matrix().needs_workers(k)]
+    assert len(group) >= 40, len(group)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    for key in ("ddp-comm-hook@retain-graph", "param-hook@fsdp2"):
+        code = recorded["programs"][key]["show"]["code"]["en"]
+        assert "run_workers(on_each_rank, world_size=2" in code and "def wrap(rig)" in code, key
+        prints = programs.run_program(code)
+        assert prints == recorded["programs"][key]["show"]["prints"], (key, prints)
+        assert agrees(key, prints, cells[key]), (key, prints, cells[key]["calls"])
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
 
 
 def test_the_page_shows_the_programs_in_both_languages(recorded):

@@ -376,8 +376,10 @@ PAGE = {
            "intro": ("A cell is unusual when it is marked surprising or its fires, calls, error or warnings differ from "
                      "its family's eager cell: {unusual} cells. {shown} of them have a program generated from the "
                      "probe's code (the context's setup, the hook, the run, what fired), {fixed} also the same "
-                     "program with a workaround; {processes} run in two gloo processes and {bound} read the probe's "
-                     "own record, and have none. What a program prints is what it printed run on its own on a CPU "
+                     "program with a workaround. {processes} of them need a process group: their program makes its "
+                     "run in each of two gloo processes on this machine (hooklab.run_workers) and prints rank 0's "
+                     "lines, and rank 1's where they differ. What a program prints is what it printed run on its own "
+                     "on a CPU "
                      "(OMP_NUM_THREADS=1). Below, each program's hook, where it is registered and its run; "
                      "`python -m tools.hook_matrix programs --keys <key> --print` prints the whole program, with the "
                      "model and the helpers its run calls."),
@@ -389,8 +391,9 @@ PAGE = {
     "zh": {"title": "把不寻常的格子写成程序",
            "intro": ("一格“不寻常”，是指它被标为出人意料，或者它的 fires、calls、error、warnings 与这一族的 eager 格不同："
                      "共 {unusual} 格。其中 {shown} 格有一段从探针代码生成的程序（运行方式的准备、钩子、运行、触发了什么），"
-                     "{fixed} 格还有加上变通办法的同一段程序；{processes} 格要在两个 gloo 进程里运行，{bound} 格读的是探针自己的"
-                     "记录，它们没有程序。程序打印的内容，就是它在 CPU 上单独运行（OMP_NUM_THREADS=1）时打印的。"
+                     "{fixed} 格还有加上变通办法的同一段程序。其中 {processes} 格需要进程组：它们的程序在本机的两个 gloo 进程里"
+                     "各运行一次（hooklab.run_workers），打印 0 号进程的结果，1 号进程不同的行也一并打印。"
+                     "程序打印的内容，就是它在 CPU 上单独运行（OMP_NUM_THREADS=1）时打印的。"
                      "下面每段只列出钩子、注册的位置和运行部分；`python -m tools.hook_matrix programs --keys <键> --print` "
                      "打印完整的程序，包括模型和运行时调用的辅助函数。"),
            "common": "每段程序开头和结尾都一样的部分（探针的模型；打印触发了什么）",
@@ -423,17 +426,17 @@ def programs_section(doc: dict[str, Any], lang: str, programs: dict[str, Any] | 
     shown = [(k, v) for k, v in entries if v.get("show")]
     unrun = sum(v["show"]["prints"] is None for _, v in shown)
     counts = {"unusual": len(programs), "shown": len(shown), "fixed": sum(bool(v.get("fix")) for _, v in shown),
-              "processes": sum("processes:2" in v.get("needs", []) for v in programs.values()),
-              "bound": sum(not v.get("show") and "processes:2" not in v.get("needs", []) for v in programs.values())}
+              "processes": sum("processes:2" in v.get("needs", []) for v in programs.values())}
     lines = [f"## {t['title']}", "", t["intro"].format(**counts), ""]
     if unrun:
         lines += [t["unrun"].format(n=unrun), ""]
     if shown:
         prelude, common, _, tail = _sections(shown[0][1]["show"]["code"][lang], lang)
+        common_tail = tail
         lines += ["<details>", f"<summary>{t['common']}</summary>", "", "```python", prelude.split("\n", 1)[1].rstrip(),
                   "", "", common.rstrip(), "", "", "# …", "", "", tail.rstrip(), "```", "", "</details>", ""]
     else:
-        common = ""
+        common = common_tail = ""
     models: dict[str, str] = {}
     for key, value in programs.items():
         summary = f"<code>{key}</code>"
@@ -449,6 +452,9 @@ def programs_section(doc: dict[str, Any], lang: str, programs: dict[str, Any] | 
         # on the page: the hook, where it is registered and the run; the model and the helpers the run calls are in
         # the whole program (--print, the lookup)
         body = (own[:run_at] + own[run_at:].split("\n", 1)[0] + own[helpers_end:]).rstrip()
+        tail = _sections(code, lang)[3]
+        if tail.strip() != common_tail.strip():  # a process group's: the run made in each process
+            body += "\n\n\n" + tail.rstrip()
         printed = value["show"]["prints"]
         first = next((line for line in (printed or "").splitlines() if line.startswith("calls: ")), t["not_run"])
         lines += ["<details>", f"<summary>{summary} · {first}</summary>", "", "```python", code.split("\n", 1)[0],

@@ -26,8 +26,11 @@ columns (``thread``, ``contextvar``, ``contextvar-pool``) ask each call of the h
 ContextVar, the thread-local; :data:`WATCHING`), and ``grad-scaler`` compares what the hook received in a scaled and an
 unscaled backward (the hook keeps its arguments in ``LOG``, the probe's ``record.LOG``). The notes print what they find.
 
-Cells that need a process group (the DDP, FSDP2, FSDP1 and tensor-parallel columns, the DDP and FSDP2 rows) get no
-program: ``needs`` says ``processes:2`` and ``no_program`` why.
+Cells that need a process group (the DDP, FSDP2, FSDP1 and tensor-parallel columns, the DDP and FSDP2 rows) have a
+program that wraps the network as the probe's workers do (:func:`hooklab.course.hook_matrix.wrappers.wrap`, written in)
+and makes its run in each of two gloo processes on this machine (``hooklab.run_workers``; :func:`_on_each_rank`):
+rank 0's lines are printed, as the cell records rank 0's observation, and rank 1's where they differ. ``needs`` says
+``processes:2``.
 """
 from __future__ import annotations
 
@@ -98,8 +101,8 @@ def _class_source(cls: type) -> str:
 class _Plain(ast.NodeTransformer):
     """The harness calls of a context's function as plain code (see the module's docstring)."""
 
-    def __init__(self, family: Any, values: dict[str, Any]) -> None:
-        self.family, self.values = family, values
+    def __init__(self, family: Any, values: dict[str, Any], wrapper: str = "") -> None:
+        self.family, self.values, self.wrapper = family, values, wrapper
 
     def visit_Name(self, node: ast.Name) -> Any:
         if isinstance(node.ctx, ast.Load) and node.id in self.values:
@@ -155,11 +158,18 @@ class _Plain(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> Any:
         self.generic_visit(node)
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Constant) and \
+                isinstance(func.value.value, str) and func.attr in ("startswith", "endswith") and \
+                all(isinstance(a, ast.Constant) for a in node.args) and not node.keywords:
+            # a test of a value the program writes in (wrap's wrapper.startswith("fsdp1")): decided here
+            return ast.copy_location(ast.Constant(getattr(func.value.value, func.attr)(
+                *[a.value for a in node.args])), node)
         node.args = [a for a in node.args if not (isinstance(a, ast.Name) and a.id in ("h", "self"))]
         func = node.func
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("h", "self"):
             if func.attr == "rig":
-                node.func = ast.parse("Rig.build", mode="eval").body
+                node.func = ast.parse("wrapped_rig" if self.wrapper else "Rig.build", mode="eval").body
                 if self.family.where == "forward-code":
                     node.keywords.insert(0, ast.keyword("tapped", ast.Constant(True)))
             elif func.attr in ("install", "phase", "exercise"):
@@ -176,7 +186,7 @@ HELPER_MODULES = ("hooklab.course.hook_matrix.contexts", "hooklab.course.hook_ma
 RENAMED = {"clean": "tidy", "scripted_install": "install", "_watching": "_watching"}  # the program has its own
 
 
-def _function_source(fn: Any, name: str, family: Any, values: dict[str, Any]) -> str:
+def _function_source(fn: Any, name: str, family: Any, values: dict[str, Any], wrapper: str = "") -> str:
     tree = _strip(ast.parse(textwrap.dedent(inspect.getsource(fn))))
     node = tree.body[0]  # type: ignore[attr-defined]
     node.name = name
@@ -192,8 +202,16 @@ def _function_source(fn: Any, name: str, family: Any, values: dict[str, Any]) ->
     for a in [*args.args, *args.kwonlyargs]:
         a.annotation = None
     node.returns = None
-    node = _Plain(family, values).visit(node)
+    node = _Plain(family, values, wrapper).visit(node)
+    node.body = [n for n in node.body if not _guard(n)]
     return ast.unparse(ast.fix_missing_locations(node))
+
+
+def _guard(node: ast.stmt) -> bool:
+    """An ``if`` that only raises because the probe is called outside its worker processes (``wrap``'s check of the
+    process group): a program that runs in them does not need it."""
+    return isinstance(node, ast.If) and "is_initialized" in ast.unparse(node.test) and \
+        all(isinstance(n, ast.Raise) for n in node.body)
 
 
 def _called(fn: Any) -> list[tuple[str, Any]]:
@@ -246,6 +264,10 @@ def install_source(family: Any, plain: bool) -> str:
         body = "rig.stack.enter_context(torch.autograd.graph.node_creation_hook(hook))"
     elif kind == "_always_call":
         body = "module.fail_forward = True\nrig.handles.append(module.register_forward_hook(hook, always_call=True))"
+    elif kind == "_comm_hook":
+        body = "rig.net.register_comm_hook(None, hook)"
+    elif kind == "_fsdp_hook":
+        body = "module.set_all_reduce_hook(hook)"
     elif kind == "_parametrization":
         body = ("from torch.nn.utils import parametrize\n"
                 "parametrize.register_parametrization(module.lin, 'weight', Recording())")
@@ -261,6 +283,11 @@ def hook_source(family: Any, plain: bool, watch: bool = False, receive: bool = F
     run asks (:data:`WATCHING`); ``receive``: and what it received, in ``LOG`` (the run reads the probe's log)."""
     from hooklab.course.hook_matrix.record import ARITY, MODIFIERS
 
+    if family.id == "ddp-comm-hook":  # a communication hook returns a future: the bucket averaged, as the default
+        return ("def hook(state, bucket):\n    CALLS.append(PHASE[0])\n"
+                "    world = torch.distributed.get_world_size()\n"
+                "    future = torch.distributed.all_reduce(bucket.buffer().div_(world), async_op=True).get_future()\n"
+                "    return future.then(lambda f: f.value()[0])")
     if family.id == "parametrization":
         return ("class Recording(nn.Module):\n\n    def forward(self, weight):\n        CALLS.append(PHASE[0])\n"
                 "        return weight")
@@ -396,6 +423,12 @@ def program(key: str, lang: str, cells: dict[str, dict[str, Any]]) -> str:
         parts.append(f"# {RECEIVES[lang]}\nLOG = []")
     parts.append(f"# {words['hook']}\n{hook_source(family, plain, watch, receive)}")
     parts.append(f"# {words['install']}\n{install_source(family, plain)}")
+    from hooklab.course.hook_matrix import wrappers
+    from hooklab.course.hook_matrix.observe import FAMILY_WRAPPER
+    wrapper = context.wrap or FAMILY_WRAPPER.get(family_id, "")
+    if wrapper:
+        wrap = _function_source(wrappers.wrap, "wrap", family, {"wrapper": wrapper, "WRAPPERS": wrappers.WRAPPERS})
+        parts.append(f"# {IN_GROUP[lang]['wrap']}\n{wrap}\n\n\n{WRAPPED_RIG}")
     helpers: dict[str, str] = {}
     todo = [("run", fn, values)]
     exercise = "h.exercise(" in source
@@ -403,7 +436,7 @@ def program(key: str, lang: str, cells: dict[str, dict[str, Any]]) -> str:
         name, f, vals = todo.pop(0)
         if name in helpers:
             continue
-        helpers[name] = _function_source(f, name, family, vals)
+        helpers[name] = _function_source(f, name, family, vals, wrapper)
         for called_name, called in _called(f):
             exercise = exercise or "h.exercise(" in inspect.getsource(called)
             todo.append((called_name, called, {}))
@@ -421,11 +454,46 @@ def program(key: str, lang: str, cells: dict[str, dict[str, Any]]) -> str:
     ordered = [helpers[n] for n in helpers if n != "run"] + [helpers["run"]]
     how = context.how if lang == "en" else _how_zh(context_id, context.how)
     parts.append(f"# {words['run'].format(how=how)}\n" + "\n\n\n".join(ordered))
-    parts.append(f"# {words['show']}\n{EPILOGUE}")
+    if wrapper:
+        parts.append(f"# {words['show']}\n{_on_each_rank(lang)}")
+    else:
+        parts.append(f"# {words['show']}\n{EPILOGUE}")
     title = _title(record, lang)
     head = f"# {words['head'].format(key=key, title=title)}"
     body = "\n\n\n".join(parts).replace(f"# {WORDS['en']['quiet']}", f"# {words['quiet']}")
     return head + "\n" + body.replace("{imports}", _imports(body)) + "\n"
+
+
+# a cell of a process group: its rig wrapped as the probe's workers wrap it, its run made in each of two gloo
+# processes on this machine (hooklab.run_workers, as hooklab.course.hook_matrix.observe_distributed does); rank 0's
+# lines are printed (the cell records rank 0's observation), and rank 1's where they differ
+IN_GROUP = {"en": {"wrap": "the wrapper the column puts around the network (in each process of the group)",
+                   "ranks": "each of two processes joined in a gloo process group runs it; what each saw"},
+            "zh": {"wrap": "这一列给网络套上的包装（在进程组的每个进程里）",
+                   "ranks": "加入同一个 gloo 进程组的两个进程各运行一次；返回各自看到的情况"}}
+WRAPPED_RIG = """def wrapped_rig(**options):
+    rig = Rig.build(**options)
+    wrap(rig)
+    return rig"""
+
+
+def _on_each_rank(lang: str) -> str:
+    """The epilogue of a process group's program: :data:`EPILOGUE` made in each rank, its lines returned."""
+    body = EPILOGUE.replace("print(", "lines.append(").replace(
+        'lines.append("calls:", len(CALLS), "(" + ", ".join(f"{p} {n}" for p, n in counts.items()) + ")")',
+        'lines.append(f"calls: {len(CALLS)} (" + ", ".join(f"{p} {n}" for p, n in counts.items()) + ")")').replace(
+        'lines.append("error:", error)', 'lines.append(f"error: {error}")').replace(
+        'lines.append("note:", note)', 'lines.append(f"note: {note}")').replace(
+        'lines.append("warning:", text)', 'lines.append(f"warning: {text}")')
+    if any(line.strip().startswith('lines.append("') for line in body.splitlines()):
+        raise RuntimeError("EPILOGUE's prints changed: say in _on_each_rank how each becomes a line")
+    head = f"def on_each_rank(rank, world_size):\n    # {IN_GROUP[lang]['ranks']}\n    lines = []\n"
+    return (head + textwrap.indent(body, "    ") + "\n    return lines\n\n\nfrom hooklab import run_workers\n\n"
+            f"shown = run_workers(on_each_rank, world_size=2, timeout={SECONDS})\n"
+            'print("\\n".join(shown[0]))\n'
+            "for line in shown[1]:\n"
+            "    if line not in shown[0]:\n"
+            '        print("rank 1:", line)')
 
 
 _IMPORTS = {"collections.": "import collections", "contextlib.": "import contextlib", "copy.": "import copy",
@@ -552,15 +620,6 @@ def _calls(prints: str) -> tuple[int, bool]:
     return int(first.split()[1]), error != "error: None"
 
 
-def skip_reason(key: str) -> dict[str, Any] | None:
-    """Why cell ``key`` has no program (and what it needs), or None."""
-    if matrix().needs_workers(key):
-        return {"needs": ["processes:2"],
-                "no_program": {"en": "the cell runs in two gloo processes (a process group)",
-                               "zh": "这一格在两个 gloo 进程（进程组）里运行"}}
-    return None
-
-
 NO_FIX = {"en": "no workaround in tools/hook_matrix/fixes.toml for this cell",
           "zh": "tools/hook_matrix/fixes.toml 里没有这一格的变通办法"}
 NOT_RUN = {"en": "the fix in tools/hook_matrix/fixes.toml has not been run yet (python -m tools.hook_matrix programs)",
@@ -636,10 +695,6 @@ def build(keys: list[str], *, jobs: int = 1, progress: bool = False, fresh: bool
     out: dict[str, Any] = {}
     shows: dict[str, dict[str, str]] = {}
     for key in keys:
-        skipped = skip_reason(key)
-        if skipped is not None:
-            out[key] = {"show": None, "fix": None, "no_fix": None, **skipped}
-            continue
         shows[key] = {lang: program(key, lang, cells) for lang in ("en", "zh")}
         if not _same_code(shows[key]["en"], shows[key]["zh"]):
             raise RuntimeError(f"{key}: the programs in English and Chinese differ in more than comments")
@@ -647,7 +702,8 @@ def build(keys: list[str], *, jobs: int = 1, progress: bool = False, fresh: bool
                                          fresh=fresh, cached_only=cached_only)))
     candidates = {}
     for key, code in shows.items():
-        out[key] = {"show": {"code": code, "prints": prints[key]}, "fix": None, "no_fix": NO_FIX, "needs": []}
+        out[key] = {"show": {"code": code, "prints": prints[key]}, "fix": None, "no_fix": NO_FIX,
+                    "needs": ["processes:2"] if matrix().needs_workers(key) else []}
         change = fix_for(key, table)
         if change is not None:
             candidates[key] = (change, {lang: fixed(code[lang], change, lang, key) for lang in ("en", "zh")})
@@ -682,7 +738,7 @@ ABOUT = ("Each unusual cell of the hook behaviour matrix (docs/hook_matrix.json)
          "the context's run with the family's hook, 'prints' what it prints under OMP_NUM_THREADS=1 on a CPU, run "
          "by hooklab.course.programs.run (null: not run yet); 'fix', "
          "where tools/hook_matrix/fixes.toml has a change that makes the hook fire as in eager without error; "
-         "cells run in two gloo processes need 'processes:2' and have no program.")
+         "a cell of a process group ('needs': 'processes:2') runs in two gloo processes and prints rank 0's lines.")
 
 
 def document(programs: dict[str, Any]) -> dict[str, Any]:
@@ -726,8 +782,7 @@ def main(argv: list[str]) -> int:
         return 0
     if args.check:
         recorded = json.loads(OUT.read_text(encoding="utf-8"))["programs"] if OUT.is_file() else {}
-        runnable = [k for k in keys if skip_reason(k) is None
-                    and (recorded.get(k) or {}).get("show", {}).get("prints") is not None]
+        runnable = [k for k in keys if ((recorded.get(k) or {}).get("show") or {}).get("prints") is not None]
         chosen = args.keys or sample(runnable, args.sample)
         now = build(chosen, jobs=args.jobs, fresh=True)
         stale = [k for k in chosen if recorded.get(k) != now[k]]

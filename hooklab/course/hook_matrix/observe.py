@@ -26,6 +26,10 @@ from .families import BY_ID as FAMILIES, FORWARD_FAILURE, Family, Rig, Subject
 from .record import clean_text, describe
 
 
+# the families that exist only on a wrapped model: the wrapper their rows put around every rig
+FAMILY_WRAPPER = {"ddp-comm-hook": "ddp", "fsdp2-all-reduce-hook": "fsdp2"}
+
+
 @dataclass
 class Harness:
     """What a context's function is given: build the rig, install the family's hook, label phases, keep facts."""
@@ -39,7 +43,7 @@ class Harness:
     def rig(self, *, variant: str = "plain", shared: bool = False, inline: bool = False) -> Rig:
         rig = Rig.build(tapped=self.family.where == "forward-code", variant=variant, shared=shared, inline=inline)
         self.rigs.append(rig)
-        wrapper = self.wrap or {"ddp-comm-hook": "ddp", "fsdp2-all-reduce-hook": "fsdp2"}.get(self.family.id, "")
+        wrapper = self.wrap or FAMILY_WRAPPER.get(self.family.id, "")
         if wrapper:
             from .wrappers import wrap
             wrap(rig, wrapper)
