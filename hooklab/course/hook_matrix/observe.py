@@ -25,7 +25,6 @@ from . import record
 from .families import BY_ID as FAMILIES, FORWARD_FAILURE, Family, Rig, Subject
 from .record import clean_text, describe
 
-
 # the families that exist only on a wrapped model: the wrapper their rows put around every rig
 FAMILY_WRAPPER = {"ddp-comm-hook": "ddp", "fsdp2-all-reduce-hook": "fsdp2"}
 
