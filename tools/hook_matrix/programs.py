@@ -769,7 +769,7 @@ def main(argv: list[str]) -> int:
     from .generate import load
 
     cells = load()["cells"]
-    keys = unusual(cells)
+    keys = every = unusual(cells)
     if args.keys:
         bad = [k for k in args.keys if k not in keys]
         if bad:
@@ -786,7 +786,7 @@ def main(argv: list[str]) -> int:
         chosen = args.keys or sample(runnable, args.sample)
         now = build(chosen, jobs=args.jobs, fresh=True)
         stale = [k for k in chosen if recorded.get(k) != now[k]]
-        missing = sorted(set(keys) - set(recorded)) + sorted(set(recorded) - set(keys))
+        missing = sorted(set(every) - set(recorded)) + sorted(set(recorded) - set(every))
         if stale or missing:
             print(f"[hook-matrix programs] {OUT.relative_to(ROOT)} is not current: {', '.join(stale + missing)}; "
                   "python -m tools.hook_matrix programs writes it", file=sys.stderr)
