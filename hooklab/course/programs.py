@@ -26,7 +26,7 @@ import types
 import warnings
 from collections.abc import Callable, Iterator
 
-__all__ = ["LOGGERS", "call", "describe", "masked", "run"]
+__all__ = ["LOGGERS", "call", "describe", "masked", "run", "shown"]
 
 LOGGERS = ("", "torch", "torch.distributed", "torch._dynamo", "diffusers", "peft", "accelerate", "captum",
            "lightning", "lightning.pytorch", "pytorch_lightning", "lightning_fabric", "timm", "torchao")
@@ -74,8 +74,9 @@ def _logs() -> Iterator[_Records]:
             logger.removeHandler(handler)
 
 
-def _shown(body: Callable[[], object]) -> str:
-    """What ``body()`` shows: its exception described, its warnings and log records, what it printed; masked."""
+def shown(body: Callable[[], object]) -> str:
+    """What calling ``body()`` shows a user, as it is (not masked): the exception it raises (with its chain), every
+    warning, every log record of level WARNING or higher, and what it writes to stdout and stderr from Python."""
     parts: list[str] = []
     out, err = io.StringIO(), io.StringIO()
     with warnings.catch_warnings(record=True) as caught, _logs() as logs, \
@@ -88,7 +89,7 @@ def _shown(body: Callable[[], object]) -> str:
     parts += [f"{w.category.__name__}: {w.message}" for w in caught]
     parts += logs.lines
     parts += [out.getvalue(), err.getvalue()]
-    return masked("\n".join(p for p in parts if p)).rstrip("\n")
+    return "\n".join(p for p in parts if p)
 
 
 def call(fn: Callable[[], object]) -> str:
@@ -100,7 +101,7 @@ def call(fn: Callable[[], object]) -> str:
     """
     if not callable(fn):
         raise TypeError(f"call() takes a function to call, got {type(fn).__name__}")
-    return _shown(fn)
+    return masked(shown(fn)).rstrip("\n")
 
 
 def run(code: str, *, filename: str = "<program>") -> str:
@@ -129,4 +130,4 @@ def run(code: str, *, filename: str = "<program>") -> str:
             if main is not None:
                 sys.modules["__main__"] = main
 
-    return _shown(body)
+    return masked(shown(body)).rstrip("\n")

@@ -54,14 +54,12 @@ instead (a module-level call; ``zh=``: the reason in Chinese).
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import io
 import json
 import os
 import re
 import sys
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,7 +68,7 @@ from typing import Any
 import pytest
 
 from hooklab.course import programs
-from hooklab.course.programs import _logs, describe  # what a user is shown: the runner's own reading
+from hooklab.course.programs import shown  # what a user is shown: the runner's own reading (not masked)
 from tools.messages import hook_messages
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,24 +109,6 @@ def trigger_all(message_ids: list[str]) -> Callable[[Callable[[], dict[str, str]
         _TRIGGERS.setdefault(fn.__module__, []).append(Trigger(tuple(message_ids), cached, fn.__module__, True))
         return cached
     return register
-
-
-def shown(fn: Callable[[], Any]) -> str:
-    """What ``fn`` shows a user: the exception it raises (with its chain), every warning, every log record of
-    level WARNING or higher, and what it writes to stdout and stderr from Python."""
-    parts: list[str] = []
-    out, err = io.StringIO(), io.StringIO()
-    with warnings.catch_warnings(record=True) as caught, _logs() as logs, \
-            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        warnings.simplefilter("always")
-        try:
-            fn()
-        except Exception as exc:  # noqa: BLE001 (the message is what the test looks at)
-            parts.append(describe(exc))
-    parts += [f"{w.category.__name__}: {w.message}" for w in caught]
-    parts += logs.lines
-    parts += [out.getvalue(), err.getvalue()]
-    return "\n".join(p for p in parts if p)
 
 
 _MASKS = ((re.compile(r"0x[0-9a-fA-F]{6,}"), "0x..."), (re.compile(r"/tmp/[\w./-]+"), "/tmp/..."),
