@@ -5,7 +5,7 @@
     python -m tools.hook_matrix programs --keys forward-hook@compile-hook-after --print   # show one program
     python -m tools.hook_matrix programs --cached   # write the file from the programs already run, running none
 
-Writing every program runs about 450 programs and 100 fixes, by a process that forks a child per program after
+Writing every program runs about 500 programs and 100 fixes, by a process that forks a child per program after
 importing torch once: a few seconds of CPU each, about 40 minutes on two busy cores; what has run is kept by program
 (:func:`cache_folder`), so an interrupted build resumes. ``--check`` runs a seeded sample in fresh interpreters.
 
