@@ -278,7 +278,7 @@ def program(site: Site, header: str, *, prints: bool, lang: str = "en") -> tuple
     body.append(_segment(lines, defs[site.name]))
     call = f"print({site.name}())" if prints else f"{site.name}()"
     if site.group:
-        body.append(IN_WORKERS[lang].format(call=call))
+        body.append(IN_WORKERS.format(comment=IN_WORKERS_SAY[lang], call=call))
         call = SHOW_RANKS
     code = "\n".join([header, *imports]) + "\n\n\n" + "\n\n\n".join(body) + "\n\n\n" + call + "\n"
     return code, sorted(needs | set(site.needs) | ({"processes"} if site.group else set()))
@@ -287,14 +287,13 @@ def program(site: Site, header: str, *, prints: bool, lang: str = "en") -> tuple
 # a program of a process group runs its call in each of two gloo processes on this machine (hooklab.run_workers, as
 # the trigger tests do), each returning what it showed (hooklab.course.programs.call); rank 0's is printed, and rank
 # 1's where it differs
-IN_WORKERS = {"en": """def on_each_rank(rank, world_size):
-    # run in each of two processes joined in a gloo process group: what it shows (error, warnings, prints)
+IN_WORKERS = """def on_each_rank(rank, world_size):
+    # {comment}
     from hooklab.course.programs import call
-    return call(lambda: {call})""",
-              "zh": """def on_each_rank(rank, world_size):
-    # 在加入同一个 gloo 进程组的两个进程里各运行一次：返回它显示的内容（错误、警告、打印）
-    from hooklab.course.programs import call
-    return call(lambda: {call})"""}
+    return call(lambda: {call})"""
+IN_WORKERS_SAY = {"en": "run in each of two processes joined in a gloo process group: what it shows (error, warnings, "
+                        "prints)",
+                  "zh": "在加入同一个 gloo 进程组的两个进程里各运行一次：返回它显示的内容（错误、警告、打印）"}
 SHOW_RANKS = """from hooklab import run_workers
 
 shown = run_workers(on_each_rank, world_size=2, timeout=180)
