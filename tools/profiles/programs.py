@@ -3,13 +3,16 @@ the code that measures it, and, where the profile's advice has been made runnabl
 
     python -m tools.profiles programs            # write docs/programs/profiles.json (runs what changed, if here)
     python -m tools.profiles programs --fresh    # run every program that can run here
+    python -m tools.profiles programs --beside   # and those of a library absent here, installed beside (uv)
     python -m tools.profiles programs --check    # regenerate a seeded sample and compare with the file
     python -m tools.profiles programs --only peft:facts.hook_on_replaced_linear --print   # show one program
 
 A ``facts.<name>`` fact is measured by the profile module's ``facts()`` (tools/profiles/libraries/<slug>.py): its
-program is that function's source with every module-level definition it uses (read from the module's syntax tree,
-``from ._small import ...`` written out), then a call that prints ``facts()["<name>"]`` as JSON, the same value the
-profile stores (warnings, logs and what the library prints while it runs are kept out of the output). A
+program is the statements of ``facts()`` that this fact's value needs (:mod:`tools.profiles.slicing`), with every
+module-level definition they use (read from the module's syntax tree, ``from ._small import ...`` written out), then
+the value printed as JSON, the same value the profile stores (warnings, logs and what the library prints while it
+runs are kept out of the output); where the value cannot be cut out, the whole ``facts()`` runs and the fact is
+printed from what it returns. The generation fails when a program does not print the profile's value. A
 ``probe.<...>`` fact is read from the standard probe (:mod:`tools.profiles.probe`): its program is a small template
 per probe kind (:data:`PROBE_TEMPLATES`: a deep copy, a fresh state dict, checkpointing, the order of the hooks, the
 library's own removal, a ``forward`` replaced on the instance) filled with the module's ``build``, ``inputs``,
@@ -18,8 +21,10 @@ lines run after the same definitions; a fact without one says so in ``no_fix`` w
 
 A profile read from the library's source (``status="source"``) gets no program (``no_program`` says why). A
 program that imports a library absent here names it in ``needs`` (the runner of tests/tools/test_programs.py skips
-it there); its ``prints`` is then the value the profile measured with the pinned release (``requires``), and a fix
-that could not run here has ``prints`` null.
+it there); ``--beside`` runs it with the release the profile measured (``requires``) installed beside the
+environment by uv, as the profile was measured (``ran``: ``beside``); without it, its ``prints`` is the value the
+profile measured and a fix that could not run has ``prints`` null. A fact with nothing to do instead says why
+(:data:`tools.profiles.fixes.NO_FIX`).
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages.programs import _defined as _bound  # the names a top-level statement binds
+from .slicing import Slice, fact_slice
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "programs" / "profiles.json"
@@ -53,18 +59,24 @@ ABOUT = ("Each 'unexpected' fact of a library profile (hooklab/course/assets/pro
          "program that runs on its own, generated from the code that measures it (python -m tools.profiles programs; "
          "do not edit), and the program of what to do instead where there is one. `prints`: what the program prints "
          "(its error and warnings first, masked), the same on every machine with OMP_NUM_THREADS=1, offline. `needs`: "
-         "the modules it imports beside torch and hooklab (absent here: `prints` is the value the profile measured "
-         "with `requires`); a profile read from its source has no program (`no_program`).")
+         "the modules it imports beside torch and hooklab (a library absent from the course's environment runs with "
+         "`requires` installed beside it); a profile read from its source has no program (`no_program`). `ran`: `here` (in the "
+         "course's environment), `beside` (with `requires` installed beside it by uv, as the profile was measured) or "
+         "null (not run: `prints` is the profile's value).")
 WORDS = {
     "en": {"show": "Shows", "fix": "Instead", "measured": "measured with {what}; the code is the profile's own "
-           "(tools/profiles/libraries/{slug}.py){how}", "facts": ", its facts()", "probe": ", the probe's {kind} "
+           "(tools/profiles/libraries/{slug}.py){how}", "facts": ", its facts()",
+           "cut": ", the statements of its facts() this fact needs", "probe": ", the probe's {kind} "
            "check", "run": "measure, then print this fact as the profile stores it",
            "prints": "it prints", "no_fix": "No program of what to do instead yet; the profile's advice: {remove}",
+           "nothing": "Nothing to do instead: {why}",
            "no_program": "read from the library's source ({why}): no program runs it here"},
     "zh": {"show": "演示", "fix": "改用", "measured": "实测环境：{what}；代码取自画像本身"
-           "（tools/profiles/libraries/{slug}.py）{how}", "facts": "的 facts()", "probe": "，探针的 {kind} 检查",
+           "（tools/profiles/libraries/{slug}.py）{how}", "facts": "的 facts()",
+           "cut": "的 facts() 里这一事实用到的语句", "probe": "，探针的 {kind} 检查",
            "run": "测量，然后按画像保存的样子打印这一事实", "prints": "它打印",
            "no_fix": "还没有“改用什么”的程序；画像的建议：{remove}",
+           "nothing": "没有可以改用的做法：{why}",
            "no_program": "这份画像读自库的源码（{why}）：这里没有程序运行它"},
 }
 
@@ -280,6 +292,31 @@ def _facts_tail(name: str) -> str:
         """)
 
 
+def _slice_tail(cut: Slice) -> str:
+    """The statements of ``facts()`` one fact needs, at the top level of the program (inside a function when they
+    ``return`` early or declare ``nonlocal``), then the fact printed as the profile stores it."""
+    quiet = ("with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):"
+             "  # what the library prints while it runs\n")
+    first, *rest = cut.value.splitlines()
+    value = first if not rest else "(" + first + "\n" + textwrap.indent(textwrap.dedent("\n".join(rest)), "    ") + ")"
+    if cut.in_function:
+        run = ("def measure():\n" + textwrap.indent(cut.code, "    ") + f"\n    return {value}\n\n\n" + quiet +
+               "    fact = measure()\n")
+    else:
+        run = quiet + textwrap.indent(cut.code or "pass", "    ") + f"\nfact = {value}\n"
+    return ("import contextlib\nimport io\nimport json\nimport logging\nimport warnings\n\n"
+            "warnings.simplefilter(\"ignore\")  # they differ between releases\nlogging.disable(logging.WARNING)\n"
+            "torch.set_num_threads(1)\ntorch.manual_seed(0)\n" + run + "logging.disable(logging.NOTSET)\n"
+            "print(json.dumps(fact, indent=1, sort_keys=True, ensure_ascii=False))\n")
+
+
+def fact_tail(slug: str, name: str) -> tuple[str, bool]:
+    """The end of the program of ``facts.<name>`` and whether it is cut: the statements the fact needs, cut out of
+    ``facts()`` (:mod:`tools.profiles.slicing`), or, where its value cannot be located there, the whole ``facts()``."""
+    cut = fact_slice((LIBRARIES / f"{slug}.py").read_text(encoding="utf-8"), name)
+    return (_facts_tail(name), False) if cut is None else (_slice_tail(cut), True)
+
+
 def _quiet(tail: str) -> str:
     """``tail`` with warnings and logs kept out of what it shows (they differ between library releases)."""
     return ("import logging\nimport warnings\n\nwarnings.simplefilter(\"ignore\")  # they differ between releases\n"
@@ -291,11 +328,12 @@ def _comment(text: str) -> str:
     return "\n".join("# " + line for line in textwrap.wrap(text, 110, break_on_hyphens=False))
 
 
-def _header(lang: str, slug: str, fact: str, first: str, what: str, record: dict[str, Any]) -> str:
+def _header(lang: str, slug: str, fact: str, first: str, what: str, record: dict[str, Any],
+            cut: bool = False) -> str:
     w = WORDS[lang]
     measured = record["measured"]
     kind = fact.split(".", 1)
-    how = w["facts"] if kind[0] == "facts" else w["probe"].format(kind=kind[1])
+    how = w["cut" if cut else "facts"] if kind[0] == "facts" else w["probe"].format(kind=kind[1])
     version = f"torch {measured['torch']}" if record["name"] == "torch" else \
         f"{record['name']} {measured['version']}, torch {measured['torch']}"
     colon = "：" if lang == "zh" else ": "
@@ -315,14 +353,15 @@ def _needs(code: str) -> list[str]:
     return sorted(out)
 
 
-def _fixes() -> dict[str, dict[str, str]]:
-    from .fixes import FIXES
-    return FIXES
+def _fixes() -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    """The hand-written fixes, and the facts with nothing to do instead (why, in each language)."""
+    from .fixes import FIXES, NO_FIX
+    return FIXES, NO_FIX
 
 
 def build_records(only: set[str] | None = None) -> dict[str, dict[str, Any]]:
     """Every surprise's program record, without ``prints`` (``None``), in the order of the profiles."""
-    fixes = _fixes()
+    fixes, nothing = _fixes()
     out: dict[str, dict[str, Any]] = {}
     for slug, record in profiles().items():
         for i, surprise in enumerate(record["surprises"], 1):
@@ -340,8 +379,10 @@ def build_records(only: set[str] | None = None) -> dict[str, dict[str, Any]]:
                 continue
             kind, _, name = fact.partition(".")
             if kind == "facts":
-                body = program_body(slug, ("facts",), _facts_tail(name))
+                tail, cut = fact_tail(slug, name)
+                body = program_body(slug, () if cut else ("facts",), tail)
             else:
+                cut = False
                 roots, template = PROBE_TEMPLATES[name]
                 module_names = {n for n, _, _ in _definitions(LIBRARIES / f"{slug}.py")[0]}
                 roots = roots + tuple(r for r in ("loss",) if r in module_names)
@@ -350,7 +391,7 @@ def build_records(only: set[str] | None = None) -> dict[str, dict[str, Any]]:
                 body = program_body(slug, roots, _quiet(template))
             distribution = (record.get("requirement") or "").split("==")[0] or record["name"]
             requires = [f"{distribution}=={record['measured']['version']}"]
-            show = {"code": {lang: _header(lang, slug, fact, WORDS[lang]["show"], surprise[lang], record) + body
+            show = {"code": {lang: _header(lang, slug, fact, WORDS[lang]["show"], surprise[lang], record, cut) + body
                              for lang in ("en", "zh")}, "prints": None}
             entry: dict[str, Any] = {"show": show, "fix": None, "no_fix": None, "needs": _needs(body),
                                      "requires": requires}
@@ -360,6 +401,8 @@ def build_records(only: set[str] | None = None) -> dict[str, dict[str, Any]]:
                 entry["fix"] = {"code": {lang: _header(lang, slug, fact, WORDS[lang]["fix"], fix[lang], record)
                                          + fix_body for lang in ("en", "zh")}, "prints": None,
                                 "needs": _needs(fix_body), "what": {lang: fix[lang] for lang in ("en", "zh")}}
+            elif pid in nothing:
+                entry["no_fix"] = {lang: WORDS[lang]["nothing"].format(why=nothing[pid][lang]) for lang in ("en", "zh")}
             else:
                 entry["no_fix"] = {lang: WORDS[lang]["no_fix"].format(remove=record["words"][lang]["remove"])
                                    for lang in ("en", "zh")}
@@ -388,20 +431,29 @@ def runnable(needs: list[str]) -> bool:
     return all(importlib.util.find_spec(n.split(".")[0]) is not None for n in needs)
 
 
-def run_fresh(code: str, *, timeout: float = SECONDS) -> str:
+def run_fresh(code: str, *, timeout: float = SECONDS, beside: list[str] | None = None) -> str:
+    """What ``code`` shows, run in a fresh process of this environment, or with the ``beside`` requirements installed
+    beside it (uv, cached; the pinned torch stays), as the profiles measure a library that is not in the lock."""
     env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", RUNNER], input=code, capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=timeout)
+    command = [sys.executable, "-c", RUNNER]
+    if beside:
+        from .generate import uv
+        env.setdefault("UV_PYTHON", sys.executable)
+        command = [uv(), "run", "--no-sync", "--frozen", "--quiet", *(f"--with={r}" for r in beside), "python", "-c",
+                   RUNNER]
+    done = subprocess.run(command, input=code, capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
     if done.returncode:
         raise RuntimeError(f"the runner failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     return done.stdout
 
 
-def fill(records: dict[str, dict[str, Any]], *, jobs: int = 2, old: dict[str, Any] | None = None) -> list[str]:
+def fill(records: dict[str, dict[str, Any]], *, jobs: int = 2, old: dict[str, Any] | None = None,
+         beside: bool = False) -> list[str]:
     """Run every program whose needs are here and store what it prints; a show program of a library absent here
-    stores the value the profile measured; with ``old`` (the file's programs), a program whose code and needs are
-    unchanged keeps what it printed there. Returns the problems (a show program that does not print the profile's
-    value)."""
+    stores the value the profile measured, or, with ``beside``, is run with the library's measured release installed
+    beside the environment (so are its fix programs); with ``old`` (the file's programs), a program whose code and
+    needs are unchanged keeps what it printed there. Returns the problems (a show program that does not print the
+    profile's value)."""
     tasks = []
     for pid, entry in records.items():
         for part in ("show", "fix"):
@@ -414,17 +466,21 @@ def fill(records: dict[str, dict[str, Any]], *, jobs: int = 2, old: dict[str, An
             if _uncommented((before.get("code") or {}).get("en", "")) == _uncommented(program["code"]["en"]) and \
                     (old or {})[pid].get("needs") == entry["needs"] and \
                     before.get("prints") is not None:
-                program["prints"] = before["prints"]
-            elif runnable(needs):
+                program["prints"], program["ran"] = before["prints"], before.get("ran")
+            elif runnable(needs) or (beside and entry["requires"]):
                 tasks.append((pid, part))
             elif part == "show" and pid.split(":", 1)[1].startswith("facts."):
                 slug, fact = pid.split(":", 1)
                 program["prints"] = json.dumps(stored_value(slug, fact), indent=1, sort_keys=True, ensure_ascii=False)
+                program["ran"] = None
 
     def one(task: tuple[str, str]) -> tuple[str, str, str]:
         pid, part = task
         start = time.monotonic()
-        out = run_fresh(records[pid][part]["code"]["en"])
+        entry = records[pid]
+        here = runnable(entry["needs"] + entry[part].get("needs", []))
+        out = run_fresh(entry[part]["code"]["en"], beside=None if here else entry["requires"])
+        entry[part]["ran"] = "here" if here else "beside"
         print(f"ran {pid} ({part}) in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
         return pid, part, out
 
@@ -487,6 +543,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--print", action="store_true", help="print the programs (English) instead of writing")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--fresh", action="store_true", help="run every program, also those the file has unchanged")
+    parser.add_argument("--beside", action="store_true", help="run the programs of a library absent here with its "
+                        "measured release installed beside the environment (uv), as the profiles measure it")
     args = parser.parse_args(argv)
     if args.check:
         problems = check()
@@ -503,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"# ===== {pid} ({part})\n{entry[part]['code']['en']}")
         return 0
     old = load_programs() if not args.fresh else {}
-    problems = fill(records, jobs=args.jobs, old=old)
+    problems = fill(records, jobs=args.jobs, old=old, beside=args.beside)
     if only is not None and OUT.exists():
         merged = json.loads(OUT.read_text(encoding="utf-8"))["programs"]
         merged.update(records)
@@ -524,11 +582,13 @@ PAGE = {
            "no_fix": "No program of what to do instead yet (the profile's advice is under \"How to take it off\").",
            "needs": "Needs: {needs} (measured with {requires}).", "source": "Read from the source: no program runs it "
            "here.", "absent": "(the library is not installed where this page was built: what it prints is the "
-           "value the profile measured)"},
+           "value the profile measured)", "beside": "Run with {requires} installed beside the course's environment, "
+           "as the profile was measured."},
     "zh": {"program": "演示它的程序", "prints": "它打印：", "fix": "改用：{what}",
            "no_fix": "还没有“改用什么”的程序（画像的建议见“如何移除”一节）。",
            "needs": "需要：{needs}（实测版本 {requires}）。", "source": "读自源码：这里没有程序运行它。",
-           "absent": "（生成本页的环境里没有装这个库：打印内容是画像实测到的值）"},
+           "absent": "（生成本页的环境里没有装这个库：打印内容是画像实测到的值）",
+           "beside": "在课程环境之外另装 {requires} 运行，与画像实测时相同。"},
 }
 
 
@@ -556,6 +616,10 @@ def surprise_lines(pid: str, record: dict[str, Any] | None, lang: str) -> list[s
         lines += [t["needs"].format(needs=", ".join(f"`{n}`" for n in record["needs"]),
                                     requires=", ".join(f"`{r}`" for r in record.get("requires", []))), ""]
     if show.get("prints") is not None:
+        if show.get("ran") == "beside":
+            lines += [t["beside"].format(requires=", ".join(f"`{r}`" for r in record.get("requires", []))), ""]
+        elif show.get("ran") is None and record.get("needs"):
+            lines += [t["absent"], ""]
         lines += [t["prints"], "", *_fence(show["prints"], "text"), ""]
     fix = record.get("fix")
     if fix:
@@ -563,5 +627,5 @@ def surprise_lines(pid: str, record: dict[str, Any] | None, lang: str) -> list[s
         if fix.get("prints") is not None:
             lines += [t["prints"], "", *_fence(fix["prints"], "text"), ""]
     else:
-        lines += [t["no_fix"], ""]
+        lines += [(record.get("no_fix") or {}).get(lang) or t["no_fix"], ""]
     return [*lines, "</details>", ""]
