@@ -12,6 +12,7 @@ import pytest
 from recipe_sample import seed
 from tools.ask import index
 from tools.profiles import page, programs
+from tools.profiles.fixes import NO_FIX
 
 pytestmark = pytest.mark.tools
 ROOT = programs.ROOT
@@ -32,8 +33,11 @@ def test_every_surprise_has_a_record_and_source_profiles_no_program(stored):
                 entry = stored[f"{slug}:source-{i}"]
                 assert entry["show"] is None and entry["no_program"]["en"] and entry["no_program"]["zh"]
             else:
-                entry = stored[f"{slug}:{surprise['fact']}"]
+                pid = f"{slug}:{surprise['fact']}"
+                entry = stored[pid]
                 assert entry["show"]["code"]["en"] and (entry["fix"] is None) != (entry["no_fix"] is None)
+                # each measured surprise has its program of what to do instead, or says why there is none
+                assert entry["fix"] is not None or pid in NO_FIX, f"{pid}: no fix in tools/profiles/fixes.py"
 
 
 @pytest.mark.timeout(240)
@@ -104,3 +108,23 @@ def test_a_profile_entry_of_the_lookup_carries_the_list_of_its_programs(tmp_path
     assert [p["id"] for p in entries[0]["programs"]] == sorted(k for k in keep if k.startswith("prune:"))
     assert entries[0]["programs"][0]["show"] == keep[entries[0]["programs"][0]["id"]]["show"]
     assert "programs" not in entries[2] and "programs" not in entries[3]  # source-only: nothing to run
+
+
+@pytest.mark.timeout(3600)
+def test_every_program_of_a_library_beside_the_environment_prints_what_is_stored(stored):
+    """Weekly (HOOKLAB_PROGRAMS=all, as tests/tools/test_programs.py runs every program of this environment): each
+    program of a library absent from the course's lock, run with the profile's pinned release installed beside the
+    environment, prints what the file stores."""
+    import os
+    if os.environ.get("HOOKLAB_PROGRAMS") != "all":
+        pytest.skip("every program run beside the environment is weekly (HOOKLAB_PROGRAMS=all); each push runs a "
+                    "sample of those of this environment (tests/tools/test_programs.py)")
+    ran = 0
+    for pid, entry in stored.items():
+        for part in ("show", "fix"):
+            program = entry.get(part)
+            if program and program.get("ran") == "beside":
+                out = programs.run_fresh(program["code"]["en"], beside=entry["requires"])
+                assert out == program["prints"], f"{pid} ({part}) prints\n{out}\nthe file stores\n{program['prints']}"
+                ran += 1
+    assert ran >= 20, f"only {ran} programs are recorded as run beside the environment"
