@@ -212,9 +212,10 @@ def test_the_schedule_runs_the_look_ahead_rerun_and_the_launch_copies_in_a_workf
     recipes, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_RECIPES") == "all"]
     assert recipes["run"] == ("./course test recipes tests/course/test_recipes_alone.py "
                               "tests/tools/test_browser.py::test_the_sites_search_finds_each_recipe_by_its_askers_words")
-    # every program of docs/programs/ and its fix (a push runs a sample: tests/tools/test_programs.py)
+    # every program of docs/programs/ and its fix (a push runs a sample: tests/tools/test_programs.py), the library
+    # profiles' programs of a library absent from the lock with it installed beside the environment included
     programs, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_PROGRAMS") == "all"]
-    assert programs["run"] == "./course test tests/tools/test_programs.py"
+    assert programs["run"] == "./course test tests/tools/test_programs.py tests/tools/test_profile_programs.py"
     # every setup of the doctor's population, every held-out part (a push checks a sample of each)
     doctor, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_DOCTOR") == "all"]
     assert doctor["run"] == "./course test tests/tools/test_doctor_population.py"
