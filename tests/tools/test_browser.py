@@ -366,7 +366,7 @@ def test_a_pasted_message_finds_the_symptom_row_and_the_explaining_cell_first(se
     assert all(cell is not None and cell <= 3 for _, _, _, cell in rows), rows
     # the row among the first five; the checkpoint's "different metadata" error (07/16/14) puts it 6th in both
     # languages, behind the general row of the same message (checkpoint-recomputation-differs), its explaining cell
-    # (3rd) and recipes 23 and 27, which quote that message (checkpointing-16, checkpointing-03)
+    # (3rd) and recipe pages that quote that message (checkpointing-03 among them)
     late = {"07/16/14: the learner's shapes, dtype and device": 6}
     assert all(row is not None and row <= late.get(source, 5) for _, source, row, _ in rows), rows
     assert sum(min(row, cell) == 1 for _, _, row, cell in rows) >= 38, rows
