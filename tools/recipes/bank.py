@@ -5,6 +5,7 @@ held out before any answer is written.
     python -m tools.recipes.bank summary      # the category table (count, share from 2024-2026)
     python -m tools.recipes.bank draw         # write recipes/held_out.json (refuses to overwrite: drawn once)
     python -m tools.recipes.bank draw --round 2   # write recipes/held_out_2.json from the round-two questions only
+    python -m tools.recipes.bank draw --round 3   # write recipes/held_out_3.json from the round-three questions only
 
 The bank is ``recipes/bank/<category>.jsonl``, one question per line (the fields are :data:`FIELDS`). The held-out
 part is a seeded random sample of :data:`HELD_OUT_SHARE` of the ids, drawn from the sorted ids with
@@ -14,7 +15,8 @@ it by hand (questions added to the bank later are never in the held-out part).
 
 Round two (recipes/METHOD.md) added questions from every kind of place practitioners ask; its own held-out part is
 drawn the same way, from the round-two ids only (the bank's ids at that moment minus the ids recorded in
-``recipes/held_out.json``), with its own seed, into ``recipes/held_out_2.json``.
+``recipes/held_out.json``), with its own seed, into ``recipes/held_out_2.json``. Round three's part is drawn the same
+way from the ids neither earlier record holds, into ``recipes/held_out_3.json``.
 """
 from __future__ import annotations
 
@@ -33,9 +35,11 @@ ROOT = Path(__file__).resolve().parents[2]
 BANK = ROOT / "recipes" / "bank"
 HELD_OUT = ROOT / "recipes" / "held_out.json"
 HELD_OUT_2 = ROOT / "recipes" / "held_out_2.json"
+HELD_OUT_3 = ROOT / "recipes" / "held_out_3.json"
 HELD_OUT_SHARE = 0.2
 SEED = 20261125  # the day the part was drawn, fixed before the draw (recipes/METHOD.md)
 SEED_2 = 20261126  # the day round two's part was drawn, fixed in the code before that draw ran
+SEED_3 = 202611263  # the day round three's part is drawn (2026-11-26) and the round, fixed before that draw runs
 
 FIELDS = ("id", "question", "source", "year", "category", "library", "symptom", "message", "query", "corpus")
 CORPORA = ("issues", "pages", "code")
@@ -43,16 +47,22 @@ CORPORA = ("issues", "pages", "code")
 # Round two aimed at ROUND_TWO_TARGET questions; the floor is what the bank holds, so it cannot shrink, and the
 # shortfall against the target is stated in recipes/METHOD.md rather than hidden by a lower target.
 ROUND_TWO_TARGET = 700
-MIN_QUESTIONS = 415
+MIN_QUESTIONS = 802
 MIN_CATEGORIES = 30
 MIN_PER_CATEGORY = 6
 MIN_RECENT_SHARE = 0.6  # of the round-one questions (the ids recorded in recipes/held_out.json)
 # Round two, as drawn (floors at what was reached; METHOD.md gives the targets, 60 % and 25 %, and the shortfall):
 ROUND_TWO_MIN_RECENT_SHARE = 0.48  # of its questions whose year is visible
 ROUND_TWO_MIN_NOT_ISSUE = 6  # questions from forums, Q&A sites and blogs (not an issue or pull-request thread)
+# Round three, as drawn (floors at what was reached; METHOD.md gives the targets and any shortfall):
+ROUND_THREE_MIN_RECENT_SHARE = 0.59  # reached 185 of 310 dated (59.7 %); the target is 60 %
+ROUND_THREE_MIN_NOT_ISSUE = 85  # reached 85 of 387 (22 %); the target is 25 %: the stored pages held no more
+# Libraries that at least 5 of round three's questions name and that have no category of their own get their own
+# quota (recipes/METHOD.md): the bank keeps at least this many round-three questions naming each.
+ROUND_THREE_LIBRARY_QUOTAS = {"captum": 5, "trl": 5, "opacus": 5, "wandb": 5, "timm": 5}
 RECENT_YEARS = range(2024, 2027)
 _ISSUE_THREAD = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+$")
-_SOURCE = re.compile(r"^https://[A-Za-z0-9.-]+\.[a-z]{2,}/\S+$")
+_SOURCE = re.compile(r"^https?://[A-Za-z0-9.-]+\.[a-z]{2,}/\S+$")
 _GITHUB = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/(issues|discussions|pull)/\d+$")
 
 
@@ -126,10 +136,38 @@ def load(folder: Path = BANK) -> list[Question]:
 
 
 def round_one_ids(record: Path = HELD_OUT) -> set[str]:
-    """The ids the bank held when round one's held-out part was drawn (all other ids are round two's)."""
+    """The ids the bank held when round one's held-out part was drawn (all other ids are later rounds')."""
     if not record.exists():
         return set()
     return set(json.loads(record.read_text(encoding="utf-8"))["bank_ids"])
+
+
+def round_two_ids(record: Path | None = None, first_round: set[str] | None = None) -> set[str] | None:
+    """Round two's ids: those the bank held when round two's part was drawn, less round one's (None: not drawn)."""
+    record = HELD_OUT_2 if record is None else record
+    if not record.exists():
+        return None
+    first_round = round_one_ids() if first_round is None else first_round
+    return set(json.loads(record.read_text(encoding="utf-8"))["bank_ids"]) - first_round
+
+
+def logged_queries(folder: Path | None = None) -> set[tuple[str, str]]:
+    """(category, query) of every query the logs ``recipes/bank/queries-*.tsv`` record, found or not.
+
+    A log line is ``category<TAB>corpus<TAB>query<TAB>questions kept``; a line of another shape is a BankError.
+    """
+    folder = BANK if folder is None else folder
+    found = set()
+    for path in sorted(folder.glob("queries-*.tsv")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            parts = line.split("\t")
+            if not line.strip():
+                continue
+            if len(parts) != 4 or parts[1] not in CORPORA or not parts[3].isdigit():
+                raise BankError(f"{_shown(path)}:{number}: a query log line is category, corpus, query, questions "
+                                f"kept, separated by tabs; got {line[:80]!r}")
+            found.add((parts[0], parts[2]))
+    return found
 
 
 def from_issue_thread(question: Question) -> bool:
@@ -137,16 +175,23 @@ def from_issue_thread(question: Question) -> bool:
     return bool(_ISSUE_THREAD.match(question.source))
 
 
-def problems(questions: Iterable[Question], first_round: set[str] | None = None) -> list[str]:
+def problems(questions: Iterable[Question], first_round: set[str] | None = None,
+             second_round: set[str] | None = None) -> list[str]:
     """What the bank lacks against the quotas of its method (an empty list: all met).
 
-    ``first_round`` are the round-one ids (default: those recorded in recipes/held_out.json); the recency quota of
-    round one applies to them, round two's floors to the others.
+    ``first_round`` are the round-one ids (default: those recorded in recipes/held_out.json) and ``second_round`` the
+    round-two ids (default: those recorded in recipes/held_out_2.json, less round one's; every later id when that
+    record is missing). The recency quota of round one applies to the first, round two's floors to the second and
+    round three's floors to the rest.
     """
     questions = list(questions)
     first_round = round_one_ids() if first_round is None else first_round
+    if second_round is None:
+        second_round = round_two_ids(first_round=first_round)
     one = [q for q in questions if q.id in first_round] or questions
-    two = [q for q in questions if q.id not in first_round]
+    later = [q for q in questions if q.id not in first_round]
+    two = later if second_round is None else [q for q in later if q.id in second_round]
+    three = [] if second_round is None else [q for q in later if q.id not in second_round]
     per_category = Counter(q.category for q in questions)
     recent = sum(q.year in RECENT_YEARS for q in one)
     found = []
@@ -159,16 +204,31 @@ def problems(questions: Iterable[Question], first_round: set[str] | None = None)
         found.append(f"fewer than {MIN_PER_CATEGORY} questions in {', '.join(thin)}")
     if one and recent / len(one) < MIN_RECENT_SHARE:
         found.append(f"{recent} of {len(one)} from 2024-2026, under {MIN_RECENT_SHARE:.0%}")
-    if two and first_round:
-        dated = [q for q in two if q.year is not None]
-        recent_two = sum(q.year in RECENT_YEARS for q in dated)
-        if dated and recent_two / len(dated) < ROUND_TWO_MIN_RECENT_SHARE:
-            found.append(f"round two: {recent_two} of {len(dated)} dated questions from 2024-2026, under "
-                         f"{ROUND_TWO_MIN_RECENT_SHARE:.0%}")
-        not_issue = sum(not from_issue_thread(q) for q in two)
-        if not_issue < ROUND_TWO_MIN_NOT_ISSUE:
-            found.append(f"round two: {not_issue} questions not from an issue or pull-request thread, under "
-                         f"{ROUND_TWO_MIN_NOT_ISSUE}")
+    logged = {query for _, query in logged_queries()}
+    unlogged = sorted(q.id for q in questions if q.query not in logged)
+    if logged and unlogged:
+        found.append(f"{len(unlogged)} questions whose query is not in a recipes/bank/queries-*.tsv log: "
+                     f"{unlogged[:5]}")
+    if first_round and three:
+        named = Counter(q.library.lower() for q in three)
+        for library, least in ROUND_THREE_LIBRARY_QUOTAS.items():
+            if named[library] < least:
+                found.append(f"round three: {named[library]} questions name {library}, its quota is {least}")
+    if first_round:
+        floors = (("round two", two, ROUND_TWO_MIN_RECENT_SHARE, ROUND_TWO_MIN_NOT_ISSUE),
+                  ("round three", three, ROUND_THREE_MIN_RECENT_SHARE, ROUND_THREE_MIN_NOT_ISSUE))
+        for name, rows, min_recent, min_not_issue in floors:
+            if not rows:
+                continue
+            dated = [q for q in rows if q.year is not None]
+            recent_rows = sum(q.year in RECENT_YEARS for q in dated)
+            if dated and recent_rows / len(dated) < min_recent:
+                found.append(f"{name}: {recent_rows} of {len(dated)} dated questions from 2024-2026, under "
+                             f"{min_recent:.0%}")
+            not_issue = sum(not from_issue_thread(q) for q in rows)
+            if not_issue < min_not_issue:
+                found.append(f"{name}: {not_issue} questions not from an issue or pull-request thread, under "
+                             f"{min_not_issue}")
     return found
 
 
@@ -198,8 +258,9 @@ def summary(questions: list[Question]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.recipes.bank", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("check", "summary", "draw"))
-    parser.add_argument("--round", type=int, choices=(1, 2), default=1,
-                        help="which held-out part to draw: 1 (recipes/held_out.json) or 2 (recipes/held_out_2.json)")
+    parser.add_argument("--round", type=int, choices=(1, 2, 3), default=1,
+                        help="which held-out part to draw: 1 (recipes/held_out.json), 2 (recipes/held_out_2.json) "
+                             "or 3 (recipes/held_out_3.json)")
     args = parser.parse_args(argv)
     try:
         questions = load()
@@ -209,6 +270,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "summary":
         print(summary(questions))
         return 0
+    if args.command == "draw":
+        record = HELD_OUT if args.round == 1 else _rounds()[args.round][0]
+        if record.exists():
+            round_name = "the" if args.round == 1 else f"round {ROUND_NAMES[args.round]}'s"
+            print(f"error: {_shown(record)} exists: {round_name} held-out part is drawn once, before any answer "
+                  "to it is written; it is never drawn again", file=sys.stderr)
+            return 1
     found = problems(questions)
     if found:
         print("the bank does not meet its method yet:\n  " + "\n  ".join(found), file=sys.stderr)
@@ -217,12 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(questions)} questions in {len({q.category for q in questions})} categories: the method's "
               "quotas are met")
         return 0
-    if args.round == 2:
-        return _draw_round_two(questions)
-    if HELD_OUT.exists():
-        print(f"error: {HELD_OUT.relative_to(ROOT)} exists: the held-out part is drawn once, before any answer is "
-              "written; it is never drawn again", file=sys.stderr)
-        return 1
+    if args.round in (2, 3):
+        return _draw_round(questions, args.round)
     held_out = draw(q.id for q in questions)
     HELD_OUT.write_text(json.dumps({
         "seed": SEED, "share": HELD_OUT_SHARE, "drawn": datetime.date.today().isoformat(),
@@ -233,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def round_two_pool(bank_ids: Iterable[str], first_round: set[str]) -> list[str]:
-    """Round two's ids: the bank's ids that round one's record does not hold, sorted.
+    """A later round's ids: the bank's ids that the earlier rounds' records do not hold, sorted.
 
     >>> round_two_pool(["a-01", "a-02", "b-01"], {"a-01"})
     ['a-02', 'b-01']
@@ -245,25 +309,33 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-def _draw_round_two(questions: list[Question]) -> int:
-    if HELD_OUT_2.exists():
-        print(f"error: {_shown(HELD_OUT_2)} exists: round two's held-out part is drawn once, before any "
-              "round-two answer is written; it is never drawn again", file=sys.stderr)
+ROUND_NAMES = {2: "two", 3: "three"}
+
+
+# round -> (its record, its seed, the records of the rounds before it)
+def _rounds() -> dict[int, tuple[Path, int, tuple[Path, ...]]]:
+    return {2: (HELD_OUT_2, SEED_2, (HELD_OUT,)), 3: (HELD_OUT_3, SEED_3, (HELD_OUT, HELD_OUT_2))}
+
+
+def _draw_round(questions: list[Question], number: int) -> int:
+    record, seed, earlier = _rounds()[number]
+    name = ROUND_NAMES[number]
+    missing = [path for path in earlier if not path.exists()]
+    if missing:
+        print(f"error: {_shown(missing[0])} is missing: round {name} is what the bank holds beyond the rounds "
+              "before it, so their records are needed first", file=sys.stderr)
         return 1
-    first_round = round_one_ids()
-    if not first_round:
-        print(f"error: {_shown(HELD_OUT)} is missing: round two is what the bank holds beyond round "
-              "one, so round one's record is needed first", file=sys.stderr)
-        return 1
+    before: set[str] = set()
+    for path in earlier:
+        before |= round_one_ids(path)
     bank_ids = [q.id for q in questions]
-    pool = round_two_pool(bank_ids, first_round)
-    held_out = draw(pool, seed=SEED_2)
-    HELD_OUT_2.write_text(json.dumps({
-        "seed": SEED_2, "share": HELD_OUT_SHARE, "drawn": datetime.date.today().isoformat(),
+    pool = round_two_pool(bank_ids, before)
+    held_out = draw(pool, seed=seed)
+    record.write_text(json.dumps({
+        "seed": seed, "share": HELD_OUT_SHARE, "drawn": datetime.date.today().isoformat(),
         "bank_size": len(bank_ids), "pool_size": len(pool), "ids": held_out, "pool": pool, "bank_ids": bank_ids,
     }, indent=1) + "\n", encoding="utf-8")
-    print(f"held out {len(held_out)} of the {len(pool)} round-two questions (seed {SEED_2}): "
-          f"{_shown(HELD_OUT_2)}")
+    print(f"held out {len(held_out)} of the {len(pool)} round-{name} questions (seed {seed}): {_shown(record)}")
     return 0
 
 
