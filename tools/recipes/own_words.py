@@ -4,6 +4,8 @@ without API or library names for round-two questions that a recipe answers (``re
     python -m tools.recipes.own_words            # the held-out part, each language: found in the first three, of asked
     python -m tools.recipes.own_words --tuning   # the tuning part instead (the one the lookup may be tuned on)
     python -m tools.recipes.own_words --misses   # also every query whose right places are not in the first three
+    python -m tools.recipes.own_words --round 3  # round three's queries (recipes/bank/own_words_3.json), all held out
+    python -m tools.recipes.own_words --draw --round 3   # draw round three's questions once (refuses a second draw)
 
 The record holds the draw and the split, with their seeds: the population is round two's questions (the bank's ids
 that round one's record, ``recipes/held_out.json``, does not hold) that a recipe answers; ``random.Random(seed)``
@@ -17,6 +19,12 @@ was measured on the held-out part once before it was tuned on the tuning part (:
 (:data:`AFTER`, on the same sources: the lookup's phrases of ``asking.SYNONYMS`` are all that changed);
 tests/tools/test_own_words.py holds the held-out part at :data:`FLOOR` or better on the shipped index (:data:`AFTER`
 less the one question that more recipes pushed out of the first three).
+
+Round three (``recipes/bank/own_words_3.json``) was drawn before any round-three answer was written: :data:`SIZE_3`
+questions sampled with ``random.Random(SEED_3)`` from round three's questions outside its held-out part
+(``recipes/held_out_3.json``), two queries per language and question written from the bank's text alone. No part of it
+is for tuning: every query is held out, and the figure is reported over all of them and over those whose question a
+recipe answers.
 """
 from __future__ import annotations
 
@@ -36,6 +44,9 @@ from . import bank
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "recipes" / "bank" / "own_words.json"
+RECORD_3 = ROOT / "recipes" / "bank" / "own_words_3.json"
+SEED_3 = 6506  # fixed in the code before round three's draw ran
+SIZE_3 = 55  # questions: two queries each per language, 110 per language
 RECIPES = ROOT / "recipes"
 NOTEBOOKS = ROOT / "notebooks"
 K = 3
@@ -95,6 +106,22 @@ def population(answered: set[str] | None = None) -> list[str]:
     return sorted(set(pool) & answered)
 
 
+def round_three_pool() -> list[str]:
+    """Round three's questions outside its held-out part, sorted (the population of round three's own words)."""
+    earlier = bank.round_one_ids() | bank.round_one_ids(bank.HELD_OUT_2)
+    held_out = set(json.loads(bank.HELD_OUT_3.read_text(encoding="utf-8"))["ids"])
+    return sorted(set(json.loads(bank.HELD_OUT_3.read_text(encoding="utf-8"))["pool"]) - earlier - held_out)
+
+
+def draw_three(pool: list[str], seed: int = SEED_3, size: int = SIZE_3) -> list[str]:
+    """Round three's drawn questions: ``size`` of the sorted pool sampled with ``random.Random(seed)``, sorted.
+
+    >>> draw_three(["a-01", "a-02", "b-01", "b-02"], seed=1, size=2)
+    ['a-02', 'b-01']
+    """
+    return sorted(random.Random(seed).sample(sorted(pool), k=size))
+
+
 def draw(population: list[str], seed: int) -> list[str]:
     """The population in the order ``random.Random(seed)`` draws it."""
     return random.Random(seed).sample(sorted(population), k=len(population))
@@ -111,7 +138,7 @@ def queries(part: str = "held_out", data: dict[str, Any] | None = None) -> list[
     if part not in ("held_out", "tuning"):
         raise ValueError(f"part is 'held_out' or 'tuning', got {part!r}")
     data = record() if data is None else data
-    ids = set(data[part])
+    ids = set(data.get(part, []))
     return [Query(q["id"], q["lang"], q["text"]) for q in data["queries"] if q["id"] in ids]
 
 
@@ -171,25 +198,55 @@ def rank(query: Query, places: set[Place]) -> int | None:
     return None
 
 
-def measure(part: str = "held_out") -> tuple[dict[str, tuple[int, int]], list[tuple[Query, int | None]]]:
+def measure(part: str = "held_out", data: dict[str, Any] | None = None,
+            ) -> tuple[dict[str, tuple[int, int]], list[tuple[Query, int | None]]]:
     """(language -> (queries with a right place in the first three, queries), every query with its rank)."""
     places = right_places()
-    results = [(q, rank(q, places.get(q.id, set()))) for q in queries(part)]
+    results = [(q, rank(q, places.get(q.id, set()))) for q in queries(part, data)]
     table = {lang: (sum(r is not None for q, r in results if q.lang == lang), sum(q.lang == lang for q, _ in results))
              for lang in LANGUAGES}
     return table, results
+
+
+def _draw_round_three() -> int:
+    if RECORD_3.exists():
+        print(f"error: {RECORD_3.relative_to(ROOT)} exists: round three's questions are drawn once, before any "
+              "round-three answer is written", file=sys.stderr)
+        return 1
+    pool = round_three_pool()
+    drawn = draw_three(pool)
+    RECORD_3.write_text(json.dumps({
+        "seed": SEED_3, "size": SIZE_3, "pool": pool, "held_out": drawn, "queries": [],
+        "draw": "Round three's questions outside its held-out part (recipes/held_out_3.json: pool less ids), "
+                "sampled with random.Random(seed).sample(sorted(pool), k=size), before any round-three answer was "
+                "written. Every query is held out: none is read while tuning the lookup.",
+    }, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(f"drew {len(drawn)} of the {len(pool)} round-three questions (seed {SEED_3}): {RECORD_3.relative_to(ROOT)}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.recipes.own_words", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tuning", action="store_true", help="measure the tuning part instead of the held-out part")
     parser.add_argument("--misses", action="store_true", help="list the queries with no right place in the first 3")
+    parser.add_argument("--round", type=int, choices=(2, 3), default=2, help="round two's record or round three's")
+    parser.add_argument("--draw", action="store_true", help="draw round three's questions (once)")
     args = parser.parse_args(argv)
+    if args.draw:
+        if args.round != 3:
+            parser.error("--draw is for --round 3 (round two's draw is recorded)")
+        return _draw_round_three()
+    data = record(RECORD_3) if args.round == 3 else None
     part = "tuning" if args.tuning else "held_out"
-    table, results = measure(part)
+    table, results = measure(part, data)
     print(f"| {part} part | a right place in the first three | share |\n|---|---|---|")
     for lang, (found, asked) in table.items():
-        print(f"| {lang} | {found} of {asked} | {found / asked:.0%} |")
+        print(f"| {lang} | {found} of {asked} | {found / asked:.0%} |" if asked else f"| {lang} | 0 of 0 | - |")
+    if args.round == 3:
+        answered = set(answered_ids())
+        for lang in LANGUAGES:
+            mine = [(q, r) for q, r in results if q.lang == lang and q.id in answered]
+            print(f"| {lang}, questions a recipe answers | {sum(r is not None for _, r in mine)} of {len(mine)} | |")
     if args.misses:
         for query, position in results:
             if position is None:
