@@ -63,7 +63,7 @@ AFTER = {"en": (67, 80), "zh": (65, 80)}  # after the phrases of asking.SYNONYMS
 FLOOR = {"en": (66, 80), "zh": (64, 80)}
 # The wording leaves library names out, but a model's name is what a learner calls it: these names of the bank's
 # libraries are also the models the queries name.
-MODEL_NAMES = frozenset({"whisper", "llava"})
+MODEL_NAMES = frozenset({"whisper", "llava", "qwen2.5-vl", "clip", "yolov7", "detr"})
 
 Place = tuple[str | None, str | None]
 
