@@ -17,9 +17,13 @@ ROOT = Path(__file__).resolve().parents[2]
 RECIPES = sorted((ROOT / "recipes").glob("[0-9][0-9]_*.ipynb"))
 BANK = {json.loads(line)["id"]: json.loads(line) for path in sorted((ROOT / "recipes" / "bank").glob("*.jsonl"))
         for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
-HELD_OUT = set(json.loads((ROOT / "recipes" / "held_out.json").read_text(encoding="utf-8"))["ids"])
-# the grade of the course on the held-out part, recorded before any of those questions was answered
-GRADED = {row["id"] for row in json.loads((ROOT / "recipes" / "held_out_grade.json").read_text(encoding="utf-8"))["grades"]}
+# each round's held-out part, and the grade of the course on it recorded before any of those questions was answered
+_ROUNDS = (("held_out.json", "held_out_grade.json"), ("held_out_2.json", "held_out_2_grade.json"),
+           ("held_out_3.json", "held_out_3_grade.json"))
+HELD_OUT = {rid for drawn, _ in _ROUNDS if (ROOT / "recipes" / drawn).exists()
+            for rid in json.loads((ROOT / "recipes" / drawn).read_text(encoding="utf-8"))["ids"]}
+GRADED = {row["id"] for _, graded in _ROUNDS if (ROOT / "recipes" / graded).exists()
+          for row in json.loads((ROOT / "recipes" / graded).read_text(encoding="utf-8"))["grades"]}
 HEADING = re.compile(r"^## R([a-z-]+-\d\d) · \S")
 
 
@@ -49,7 +53,7 @@ def test_every_recipe_answers_a_question_of_the_bank_held_out_ones_only_once_gra
         recipe = zh["metadata"]["hooklab"]["recipe"]
         assert recipe["id"] in BANK, f"{path.name}: {recipe['id']} is not a question of recipes/bank/"
         assert recipe["id"] not in HELD_OUT or recipe["id"] in GRADED, (
-            f"{path.name}: {recipe['id']} is held out: grade the course on it (recipes/held_out_grade.json) first")
+            f"{path.name}: {recipe['id']} is held out: grade the course on it (recipes/held_out*_grade.json) first")
         assert lang_tags(zh) == ["lang-zh"] and lang_tags(en) == ["lang-en"], recipe["id"]
         for cell in (zh, en):
             heading = HEADING.match(_source(cell))

@@ -4,7 +4,9 @@ and the split are drawn again from the record; the queries name no code and no l
 ``course.ask`` puts a right place among its first three at least as often as the recorded after figure."""
 from __future__ import annotations
 
+import json
 import re
+from collections import Counter
 
 import pytest
 
@@ -76,3 +78,27 @@ def test_a_broken_record_is_named(tmp_path):
         own_words.record(broken)
     with pytest.raises(ValueError, match="part is"):
         own_words.queries("all")
+
+
+def test_round_three_was_drawn_by_its_seed_from_round_three_outside_its_held_out_part():
+    data = own_words.record(own_words.RECORD_3)
+    assert data["seed"] == own_words.SEED_3 and data["size"] == own_words.SIZE_3
+    assert data["pool"] == own_words.round_three_pool()
+    assert data["held_out"] == own_words.draw_three(data["pool"], data["seed"], data["size"])
+    held_out_3 = set(json.loads(bank.HELD_OUT_3.read_text(encoding="utf-8"))["ids"])
+    assert not set(data["held_out"]) & (held_out_3 | bank.round_one_ids() | (bank.round_two_ids() or set()))
+    assert own_words.queries("tuning", data) == [], "no query of round three is for tuning"
+
+
+def test_round_three_has_two_queries_per_language_and_question_naming_no_code_and_no_library():
+    data = own_words.record(own_words.RECORD_3)
+    per = Counter((q["id"], q["lang"]) for q in data["queries"])
+    assert set(per) == {(rid, lang) for rid in data["held_out"] for lang in own_words.LANGUAGES}
+    assert set(per.values()) == {2}
+    for lang in own_words.LANGUAGES:
+        assert sum(q["lang"] == lang for q in data["queries"]) >= 100
+    libraries = {q.library.lower() for q in bank.load()} - own_words.MODEL_NAMES
+    for query in data["queries"]:
+        assert not CODE.search(query["text"]), (query["id"], query["text"])
+        lowered = query["text"].lower()
+        assert not [n for n in libraries if re.search(rf"(?<![a-z0-9]){re.escape(n)}(?![a-z0-9])", lowered)]

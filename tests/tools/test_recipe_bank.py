@@ -133,3 +133,46 @@ def test_the_round_two_grade_after_answering_keeps_the_grade_before_and_names_re
                     recipes[notebook] = {c["metadata"]["hooklab"]["recipe"]["id"] for c in cells
                                          if c.get("metadata", {}).get("hooklab", {}).get("recipe")}
                 assert rid in recipes[notebook], f"{g['id']}: no recipe {rid} in {notebook}"
+
+
+def test_the_round_three_held_out_part_is_the_seeded_draw_over_round_three_only():
+    record = json.loads(bank.HELD_OUT_3.read_text(encoding="utf-8"))
+    assert record["seed"] == bank.SEED_3 and len({bank.SEED, bank.SEED_2, bank.SEED_3}) == 3
+    earlier = set()
+    for path in (bank.HELD_OUT, bank.HELD_OUT_2):
+        earlier |= set(json.loads(path.read_text(encoding="utf-8"))["bank_ids"])
+    assert record["pool"] == bank.round_two_pool(record["bank_ids"], earlier)
+    assert record["pool_size"] == len(record["pool"]) and record["bank_size"] == len(record["bank_ids"])
+    assert record["ids"] == bank.draw(record["pool"], seed=record["seed"], share=record["share"])
+    assert not set(record["ids"]) & earlier, "no question of an earlier round enters round three's held-out part"
+    assert set(record["bank_ids"]) <= {q.id for q in bank.load()}
+
+
+def test_round_three_is_drawn_once(tmp_path, monkeypatch, capsys):
+    existing = tmp_path / "held_out_3.json"
+    existing.write_text("{}", encoding="utf-8")
+    monkeypatch.setattr(bank, "HELD_OUT_3", existing)
+    assert bank.main(["draw", "--round", "3"]) == 1
+    assert "drawn once" in capsys.readouterr().err
+    assert existing.read_text(encoding="utf-8") == "{}"
+
+
+def test_round_three_floors_and_library_quotas_are_reported_not_silently_passed():
+    questions = bank.load()
+    earlier = bank.round_one_ids() | (bank.round_two_ids() or set())
+    three = [q for q in questions if q.id not in earlier]
+    assert len(three) >= 387 and len(questions) >= 700
+    first, second = bank.round_one_ids(), bank.round_two_ids()
+    issues_only = [q for q in three if bank.from_issue_thread(q)]
+    assert any(p.startswith("round three:") and "not from an issue" in p
+               for p in bank.problems(issues_only, first_round=first, second_round=second))
+    without_captum = [q for q in three if q.library.lower() != "captum"]
+    assert any("name captum" in p for p in bank.problems(without_captum, first_round=first, second_round=second))
+
+
+def test_every_question_names_a_query_that_a_log_records(tmp_path):
+    logged = {query for _, query in bank.logged_queries()}
+    assert all(q.query in logged for q in bank.load())
+    (tmp_path / "queries-x.tsv").write_text("a category\tissues\tno count here\n", encoding="utf-8")
+    with pytest.raises(bank.BankError, match="queries-x.tsv:1: a query log line"):
+        bank.logged_queries(tmp_path)

@@ -79,7 +79,7 @@ def record(path: Path = RECORD) -> dict[str, Any]:
     """The committed draw, split and queries; a record that is missing or broken is a ValueError naming the file."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        needed = {"seed", "split_seed", "population", "drawn", "tuning", "held_out", "queries"}
+        needed = {"seed", "held_out", "queries"}
         if not isinstance(data, dict) or not needed <= set(data):
             raise ValueError(f"needs the keys {sorted(needed)}")
     except (OSError, ValueError) as error:
