@@ -68,7 +68,9 @@ def test_the_quotas_are_reported_not_silently_passed():
 
 
 @pytest.mark.parametrize("drawn, graded", [("held_out.json", "held_out_grade.json"),
-                                            ("held_out_2.json", "held_out_2_grade.json")], ids=["round one", "round two"])
+                                            ("held_out_2.json", "held_out_2_grade.json"),
+                                            ("held_out_3.json", "held_out_3_grade.json")],
+                         ids=["round one", "round two", "round three"])
 def test_each_held_out_grade_covers_exactly_its_held_out_part_and_adds_up(drawn, graded):
     held_out = json.loads((bank.ROOT / "recipes" / drawn).read_text(encoding="utf-8"))["ids"]
     record = json.loads((bank.ROOT / "recipes" / graded).read_text(encoding="utf-8"))
