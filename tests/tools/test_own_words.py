@@ -58,7 +58,8 @@ def test_the_held_out_part_finds_a_right_place_at_least_as_often_as_its_floor(ca
     for lang, (found, asked) in table.items():
         assert asked == own_words.FLOOR[lang][1] == own_words.AFTER[lang][1], (lang, asked)
         assert found >= own_words.FLOOR[lang][0], f"{lang}: {found} of {asked}, fewer than {own_words.FLOOR[lang]}"
-        assert own_words.FLOOR[lang][0] >= own_words.AFTER[lang][0] - 1  # the floor moved by one question at most
+        # the floor moved only by the queries stated beside it in tools/recipes/own_words.py
+        assert own_words.FLOOR[lang][0] >= own_words.AFTER[lang][0] - own_words.FLOOR_MOVED
 
 
 def test_a_query_counts_only_when_a_right_place_is_among_the_first_three():
@@ -102,3 +103,18 @@ def test_round_three_has_two_queries_per_language_and_question_naming_no_code_an
         assert not CODE.search(query["text"]), (query["id"], query["text"])
         lowered = query["text"].lower()
         assert not [n for n in libraries if re.search(rf"(?<![a-z0-9]){re.escape(n)}(?![a-z0-9])", lowered)]
+
+
+def test_round_three_finds_a_right_place_at_least_as_often_as_measured(capsys):
+    data = own_words.record(own_words.RECORD_3)
+    table, results = own_words.measure("held_out", data)
+    answered = set(own_words.answered_ids())
+    with capsys.disabled():
+        for lang, (found, asked) in table.items():
+            mine = [r for q, r in results if q.lang == lang and q.id in answered]
+            print(f"\n  course.ask, round three's own words (all held out), {lang}: {found} of {asked} in the first "
+                  f"three ({sum(r is not None for r in mine)} of the {len(mine)} whose question a recipe answers)",
+                  end="")
+    for lang, (found, asked) in table.items():
+        assert asked == own_words.MEASURED_3[lang][1], (lang, asked)
+        assert found >= own_words.MEASURED_3[lang][0], f"{lang}: {found} of {asked}, fewer than {own_words.MEASURED_3[lang]}"
