@@ -96,26 +96,6 @@ def test_round_two_quotas_apply_to_the_round_two_questions_only():
     assert not bank.from_issue_thread(next(q for q in two if "discuss.pytorch.org" in q.source))
 
 
-def test_the_round_two_held_out_part_is_the_seeded_draw_over_round_two_only():
-    record = json.loads(bank.HELD_OUT_2.read_text(encoding="utf-8"))
-    assert record["seed"] == bank.SEED_2 != bank.SEED and record["share"] == bank.HELD_OUT_SHARE
-    first = set(json.loads(bank.HELD_OUT.read_text(encoding="utf-8"))["bank_ids"])
-    assert record["pool"] == bank.round_two_pool(record["bank_ids"], first)
-    assert record["pool_size"] == len(record["pool"]) and record["bank_size"] == len(record["bank_ids"])
-    assert record["ids"] == bank.draw(record["pool"], seed=record["seed"], share=record["share"])
-    assert not set(record["ids"]) & first, "no round-one question enters round two's held-out part"
-    assert set(record["bank_ids"]) <= {q.id for q in bank.load()}
-
-
-def test_round_two_is_drawn_once(tmp_path, monkeypatch, capsys):
-    existing = tmp_path / "held_out_2.json"
-    existing.write_text("{}", encoding="utf-8")
-    monkeypatch.setattr(bank, "HELD_OUT_2", existing)
-    assert bank.main(["draw", "--round", "2"]) == 1
-    assert "drawn once" in capsys.readouterr().err
-    assert existing.read_text(encoding="utf-8") == "{}"
-
-
 def test_the_round_two_grade_after_answering_keeps_the_grade_before_and_names_recipes_that_exist():
     before = {g["id"]: g["grade"] for g in json.loads(
         (bank.ROOT / "recipes" / "held_out_2_grade.json").read_text(encoding="utf-8"))["grades"]}
@@ -137,28 +117,6 @@ def test_the_round_two_grade_after_answering_keeps_the_grade_before_and_names_re
                 assert rid in recipes[notebook], f"{g['id']}: no recipe {rid} in {notebook}"
 
 
-def test_the_round_three_held_out_part_is_the_seeded_draw_over_round_three_only():
-    record = json.loads(bank.HELD_OUT_3.read_text(encoding="utf-8"))
-    assert record["seed"] == bank.SEED_3 and len({bank.SEED, bank.SEED_2, bank.SEED_3}) == 3
-    earlier = set()
-    for path in (bank.HELD_OUT, bank.HELD_OUT_2):
-        earlier |= set(json.loads(path.read_text(encoding="utf-8"))["bank_ids"])
-    assert record["pool"] == bank.round_two_pool(record["bank_ids"], earlier)
-    assert record["pool_size"] == len(record["pool"]) and record["bank_size"] == len(record["bank_ids"])
-    assert record["ids"] == bank.draw(record["pool"], seed=record["seed"], share=record["share"])
-    assert not set(record["ids"]) & earlier, "no question of an earlier round enters round three's held-out part"
-    assert set(record["bank_ids"]) <= {q.id for q in bank.load()}
-
-
-def test_round_three_is_drawn_once(tmp_path, monkeypatch, capsys):
-    existing = tmp_path / "held_out_3.json"
-    existing.write_text("{}", encoding="utf-8")
-    monkeypatch.setattr(bank, "HELD_OUT_3", existing)
-    assert bank.main(["draw", "--round", "3"]) == 1
-    assert "drawn once" in capsys.readouterr().err
-    assert existing.read_text(encoding="utf-8") == "{}"
-
-
 def test_round_three_floors_and_library_quotas_are_reported_not_silently_passed():
     questions = bank.load()
     earlier = bank.round_one_ids() | (bank.round_two_ids() or set())
@@ -178,3 +136,31 @@ def test_every_question_names_a_query_that_a_log_records(tmp_path):
     (tmp_path / "queries-x.tsv").write_text("a category\tissues\tno count here\n", encoding="utf-8")
     with pytest.raises(bank.BankError, match="queries-x.tsv:1: a query log line"):
         bank.logged_queries(tmp_path)
+
+
+@pytest.mark.parametrize("number", [2, 3], ids=["round two", "round three"])
+def test_a_later_rounds_held_out_part_is_the_seeded_draw_over_that_round_only(number):
+    path, seed, records = {2: (bank.HELD_OUT_2, bank.SEED_2, (bank.HELD_OUT,)),
+                           3: (bank.HELD_OUT_3, bank.SEED_3, (bank.HELD_OUT, bank.HELD_OUT_2))}[number]
+    record = json.loads(path.read_text(encoding="utf-8"))
+    assert record["seed"] == seed and len({bank.SEED, bank.SEED_2, bank.SEED_3}) == 3
+    assert record["share"] == bank.HELD_OUT_SHARE
+    earlier: set[str] = set()
+    for before in records:
+        earlier |= set(json.loads(before.read_text(encoding="utf-8"))["bank_ids"])
+    assert record["pool"] == bank.round_two_pool(record["bank_ids"], earlier)
+    assert record["pool_size"] == len(record["pool"]) and record["bank_size"] == len(record["bank_ids"])
+    assert record["ids"] == bank.draw(record["pool"], seed=record["seed"], share=record["share"])
+    assert not set(record["ids"]) & earlier, "no question of an earlier round enters this round's held-out part"
+    assert set(record["bank_ids"]) <= {q.id for q in bank.load()}
+
+
+@pytest.mark.parametrize(("number", "attribute"), [(2, "HELD_OUT_2"), (3, "HELD_OUT_3")],
+                         ids=["round two", "round three"])
+def test_a_later_round_is_drawn_once(tmp_path, monkeypatch, capsys, number, attribute):
+    existing = tmp_path / f"held_out_{number}.json"
+    existing.write_text("{}", encoding="utf-8")
+    monkeypatch.setattr(bank, attribute, existing)
+    assert bank.main(["draw", "--round", str(number)]) == 1
+    assert "drawn once" in capsys.readouterr().err
+    assert existing.read_text(encoding="utf-8") == "{}"
