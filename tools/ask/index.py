@@ -179,6 +179,20 @@ def _bank() -> dict[str, dict[str, Any]]:
     return rows
 
 
+# A message that is only an exception's class (``torch.utils.checkpoint.CheckpointError``) says which error, not what
+# went wrong: as a message key it would capture every paste of that class, whatever the user's own words after it.
+_BARE_CLASS = re.compile(r"(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Warning|Interrupt)")
+
+
+def _quoted_message(message: str | None) -> str | None:
+    """The asker's quoted message as a message key, or None when it is only an exception's class.
+
+    >>> _quoted_message("torch.utils.checkpoint.CheckpointError"), _quoted_message("KeyError: 'fc'")
+    (None, "KeyError: 'fc'")
+    """
+    return None if message is None or _BARE_CLASS.fullmatch(message.strip()) else message
+
+
 def recipe_entries() -> list[dict[str, Any]]:
     bank = _bank()
     entries = []
@@ -198,7 +212,8 @@ def recipe_entries() -> list[dict[str, Any]]:
             entries.append({
                 "id": f"recipe:{recipe['id']}", "kind": "recipe", "zh": title["zh"], "en": title["en"],
                 "text": f"{_plain(zh)} {_plain(en)} {question['question']} {question['message'] or ''} {calls}",
-                "message": question["message"], "notebook": f"../recipes/{path.name}", "cell": cell.get("id"),
+                "message": _quoted_message(question["message"]), "notebook": f"../recipes/{path.name}",
+                "cell": cell.get("id"),
                 "page": f"recipes-{path.stem}.html#recipe-{recipe['id']}", "asked_zh": recipe.get("asked_zh"),
             })
     return entries
@@ -295,7 +310,8 @@ def profile_entries() -> list[dict[str, Any]]:
         entries.append({
             "id": f"profile:{slug}", "kind": "profile", "zh": f"{record['title']}：它对你的钩子做了什么",
             "en": f"{record['title']}: what it does to your hooks", "message": None, "notebook": None, "cell": None,
-            "text": f"{record['title']} {record['title']} {slug} {' '.join(aliases(slug))} {record['entry']} "
+            # the names course.profile takes count as much as the title: a user types the library by any of them
+            "text": f"{record['title']} {record['title']} {slug} {' '.join(aliases(slug) * 2)} {record['entry']} "
                     f"{' '.join(record['names'])} {words}",
             "page": f"profiles-{slug}.html",
         })
