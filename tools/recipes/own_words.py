@@ -6,6 +6,8 @@ without API or library names for round-two questions that a recipe answers (``re
     python -m tools.recipes.own_words --misses   # also every query whose right places are not in the first three
     python -m tools.recipes.own_words --round 3  # round three's queries (recipes/bank/own_words_3.json), all held out
     python -m tools.recipes.own_words --draw --round 3   # draw round three's questions once (refuses a second draw)
+    python -m tools.recipes.own_words --round 3 --tuning # round three's tuning queries (own_words_3_tuning.json)
+    python -m tools.recipes.own_words --draw --round 3 --tuning   # draw them once
 
 The record holds the draw and the split, with their seeds: the population is round two's questions (the bank's ids
 that round one's record, ``recipes/held_out.json``, does not hold) that a recipe answers; ``random.Random(seed)``
@@ -25,6 +27,12 @@ questions sampled with ``random.Random(SEED_3)`` from round three's questions ou
 (``recipes/held_out_3.json``), two queries per language and question written from the bank's text alone. No part of it
 is for tuning: every query is held out, and the figure is reported over all of them and over those whose question a
 recipe answers.
+
+Round three's tuning part (``recipes/bank/own_words_3_tuning.json``) is a second draw, made after that measure and
+before the lookup was changed for round three: :data:`SIZE_3_TUNING` questions sampled with
+``random.Random(SEED_3_TUNING)`` from the round-three questions a recipe answered then, outside the held-out part and
+outside round three's own-words draw, with queries written the same way. The lookup is tuned on it only; round three's
+held-out queries are measured again once after (:data:`MEASURED_3_AFTER`).
 """
 from __future__ import annotations
 
@@ -47,6 +55,9 @@ RECORD = ROOT / "recipes" / "bank" / "own_words.json"
 RECORD_3 = ROOT / "recipes" / "bank" / "own_words_3.json"
 SEED_3 = 6506  # fixed in the code before round three's draw ran
 SIZE_3 = 55  # questions: two queries each per language, 110 per language
+RECORD_3_TUNING = ROOT / "recipes" / "bank" / "own_words_3_tuning.json"
+SEED_3_TUNING = 271126  # fixed in the code before the tuning draw ran
+SIZE_3_TUNING = 40  # questions: two queries each per language, 80 per language
 RECIPES = ROOT / "recipes"
 NOTEBOOKS = ROOT / "notebooks"
 K = 3
@@ -118,6 +129,13 @@ def round_three_pool() -> list[str]:
     earlier = bank.round_one_ids() | bank.round_one_ids(bank.HELD_OUT_2)
     held_out = set(json.loads(bank.HELD_OUT_3.read_text(encoding="utf-8"))["ids"])
     return sorted(set(json.loads(bank.HELD_OUT_3.read_text(encoding="utf-8"))["pool"]) - earlier - held_out)
+
+
+def round_three_tuning_pool(answered: set[str] | None = None) -> list[str]:
+    """Round three's questions outside its held-out part and its own-words draw that a recipe answers, sorted."""
+    drawn = set(record(RECORD_3)["held_out"])
+    answered = set(answered_ids()) if answered is None else answered
+    return sorted((set(round_three_pool()) - drawn) & answered)
 
 
 def draw_three(pool: list[str], seed: int = SEED_3, size: int = SIZE_3) -> list[str]:
@@ -215,6 +233,24 @@ def measure(part: str = "held_out", data: dict[str, Any] | None = None,
     return table, results
 
 
+def _draw_round_three_tuning() -> int:
+    if RECORD_3_TUNING.exists():
+        print(f"error: {RECORD_3_TUNING.relative_to(ROOT)} exists: round three's tuning questions are drawn once",
+              file=sys.stderr)
+        return 1
+    pool = round_three_tuning_pool()
+    drawn = draw_three(pool, SEED_3_TUNING, SIZE_3_TUNING)
+    RECORD_3_TUNING.write_text(json.dumps({
+        "seed": SEED_3_TUNING, "size": SIZE_3_TUNING, "pool": pool, "tuning": drawn, "held_out": [], "queries": [],
+        "draw": "Round three's questions that a recipe answered, outside its held-out part (recipes/held_out_3.json) "
+                "and outside round three's own-words draw (own_words_3.json), sampled with "
+                "random.Random(seed).sample(sorted(pool), k=size), before the lookup was changed for round three. "
+                "Every query here is for tuning.",
+    }, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(f"drew {len(drawn)} of the {len(pool)} questions (seed {SEED_3_TUNING}): {RECORD_3_TUNING.relative_to(ROOT)}")
+    return 0
+
+
 def _draw_round_three() -> int:
     if RECORD_3.exists():
         print(f"error: {RECORD_3.relative_to(ROOT)} exists: round three's questions are drawn once, before any "
@@ -242,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.draw:
         if args.round != 3:
             parser.error("--draw is for --round 3 (round two's draw is recorded)")
-        return _draw_round_three()
-    data = record(RECORD_3) if args.round == 3 else None
+        return _draw_round_three_tuning() if args.tuning else _draw_round_three()
+    data = (record(RECORD_3_TUNING if args.tuning else RECORD_3)) if args.round == 3 else None
     part = "tuning" if args.tuning else "held_out"
     table, results = measure(part, data)
     print(f"| {part} part | a right place in the first three | share |\n|---|---|---|")
