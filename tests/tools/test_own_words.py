@@ -118,3 +118,29 @@ def test_round_three_finds_a_right_place_at_least_as_often_as_measured(capsys):
     for lang, (found, asked) in table.items():
         assert asked == own_words.MEASURED_3[lang][1], (lang, asked)
         assert found >= own_words.MEASURED_3[lang][0], f"{lang}: {found} of {asked}, fewer than {own_words.MEASURED_3[lang]}"
+
+
+def test_round_three_tuning_part_was_drawn_by_its_seed_outside_every_held_out_query():
+    data = own_words.record(own_words.RECORD_3_TUNING)
+    assert data["seed"] == own_words.SEED_3_TUNING and data["size"] == own_words.SIZE_3_TUNING
+    assert data["tuning"] == own_words.draw_three(data["pool"], data["seed"], data["size"])
+    assert own_words.draw_three(data["pool"], data["seed"] + 1, data["size"]) != data["tuning"]
+    # the pool was round three's answered questions outside its held-out part and its own-words draw when drawn
+    assert set(data["pool"]) <= set(own_words.round_three_pool())
+    assert not set(data["pool"]) & set(own_words.record(own_words.RECORD_3)["held_out"])
+    assert set(data["pool"]) <= set(own_words.answered_ids()), "a recipe is never taken away from the pool"
+    assert own_words.queries("held_out", data) == [], "every query of the tuning draw is for tuning"
+    per = Counter((q["id"], q["lang"]) for q in data["queries"])
+    assert set(per) == {(rid, lang) for rid in data["tuning"] for lang in own_words.LANGUAGES}
+    assert set(per.values()) == {2}
+    libraries = {q.library.lower() for q in bank.load()} - own_words.MODEL_NAMES
+    for query in data["queries"]:
+        assert not CODE.search(query["text"]), (query["id"], query["text"])
+        lowered = query["text"].lower()
+        assert not [n for n in libraries if re.search(rf"(?<![a-z0-9]){re.escape(n)}(?![a-z0-9])", lowered)]
+
+
+def test_round_three_draws_its_tuning_part_once(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(own_words, "RECORD_3_TUNING", own_words.RECORD_3_TUNING)  # the committed record exists
+    assert own_words.main(["--draw", "--round", "3", "--tuning"]) == 1
+    assert "drawn once" in capsys.readouterr().err
