@@ -117,6 +117,39 @@ def test_the_round_two_grade_after_answering_keeps_the_grade_before_and_names_re
                 assert rid in recipes[notebook], f"{g['id']}: no recipe {rid} in {notebook}"
 
 
+def _recipe_ids(notebook: str, cache: dict[str, set[str]]) -> set[str]:
+    if notebook not in cache:
+        cells = json.loads((bank.ROOT / notebook).read_text(encoding="utf-8"))["cells"]
+        cache[notebook] = {c["metadata"]["hooklab"]["recipe"]["id"] for c in cells
+                           if c.get("metadata", {}).get("hooklab", {}).get("recipe")}
+    return cache[notebook]
+
+
+def test_the_round_three_grade_once_the_rest_was_answered_sets_the_held_out_recipes_aside():
+    held_out = json.loads(bank.HELD_OUT_3.read_text(encoding="utf-8"))["ids"]
+    before = {g["id"]: g["grade"] for g in json.loads(
+        (bank.ROOT / "recipes" / "held_out_3_grade.json").read_text(encoding="utf-8"))["grades"]}
+    rest = json.loads((bank.ROOT / "recipes" / "held_out_3_grade_rest.json").read_text(encoding="utf-8"))
+    grades = {g["id"]: g for g in rest["grades"]}
+    assert [g["id"] for g in rest["grades"]] == held_out
+    assert all(g["before"] == before[rid] and g["grade"] in ("✓", "~", "✗") and g["why"] for rid, g in grades.items())
+    assert all(g["where"] for g in grades.values() if g["grade"] != "✗"), "a ✓ or ~ names where the course answers"
+    marks = ("✓", "~", "✗")
+    assert rest["summary"] == {mark: sum(g["grade"] == mark for g in grades.values()) for mark in marks}
+    assert rest["summary_before"] == {mark: sum(grade == mark for grade in before.values()) for mark in marks}
+    cache: dict[str, set[str]] = {}
+    for g in grades.values():
+        for where in g["where"]:
+            notebook, marker, rid = where.partition("#R")
+            if notebook.startswith("recipes/") and marker:
+                assert rid not in held_out, f"{g['id']}: {where} answers a held-out question itself; it is set aside"
+                assert rid in _recipe_ids(notebook, cache), f"{g['id']}: no recipe {rid} in {notebook}"
+            elif "#cell-id=" in where:
+                notebook, _, cell = where.partition("#cell-id=")
+                cells = json.loads((bank.ROOT / notebook).read_text(encoding="utf-8"))["cells"]
+                assert cell in {c.get("id") for c in cells}, f"{g['id']}: no cell {cell} in {notebook}"
+
+
 def test_round_three_floors_and_library_quotas_are_reported_not_silently_passed():
     questions = bank.load()
     earlier = bank.round_one_ids() | (bank.round_two_ids() or set())
