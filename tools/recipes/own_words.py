@@ -32,7 +32,8 @@ Round three's tuning part (``recipes/bank/own_words_3_tuning.json``) is a second
 before the lookup was changed for round three: :data:`SIZE_3_TUNING` questions sampled with
 ``random.Random(SEED_3_TUNING)`` from the round-three questions a recipe answered then, outside the held-out part and
 outside round three's own-words draw, with queries written the same way. The lookup is tuned on it only; round three's
-held-out queries are measured again once after (:data:`MEASURED_3_AFTER`).
+held-out queries are measured again once after (:data:`MEASURED_3_AFTER`). The tuning did not carry to round two's
+held-out part, so the lookup was left unchanged (see the note at :data:`MEASURED_3`).
 """
 from __future__ import annotations
 
@@ -72,13 +73,26 @@ AFTER = {"en": (67, 80), "zh": (65, 80)}  # after the phrases of asking.SYNONYMS
 # held-out question (vision-libs-16, an object's features from a two-stage detector) fell to fourth in each language
 # behind new recipes for per-object features of other detectors. The test holds the held-out part at this floor.
 # Recipes 28-43 (223 round-three questions answered) pushed one more English held-out query out of the first three,
-# the lookup unchanged again: the floor is what the shipped index finds now.
-FLOOR = {"en": (65, 80), "zh": (64, 80)}
-FLOOR_MOVED = 2  # queries per language the floor has moved below AFTER, each move stated above
+# the lookup unchanged again: the floor is what the shipped index finds now. Recipes 44-54 (124 more answered questions,
+# the lookup unchanged again) pushed one more English and three more Chinese held-out queries behind their new recipes
+# on nearby cases (middle-layer hidden states from a serving engine, trainer callbacks, detector features, EMA copies).
+FLOOR = {"en": (64, 80), "zh": (61, 80)}
+FLOOR_MOVED = 4  # queries per language the floor has moved below AFTER, each move stated above
 # Round three's queries, all held out, measured once (2026-11-27) when recipes answered 43 of the 55 drawn questions
 # (86 of the 110 queries per language), before any change to the lookup: a right place in the first three for
 # English 83 of 110 (83 of the 86 whose question a recipe answers), Chinese 72 of 110 (72 of 86). The test holds it.
 MEASURED_3 = {"en": (83, 110), "zh": (72, 110)}
+# Measured once more (2026-11-27) when recipes 44-54 answered 11 more of the drawn questions (54 of 55), the lookup
+# unchanged: English 104 of 110 (95 %), Chinese 92 of 110 (84 %; 92 of the 108 whose question a recipe answers). The
+# test holds this figure.
+MEASURED_3_AFTER = {"en": (104, 110), "zh": (92, 110)}
+# Round three's tuning part (RECORD_3_TUNING), measured on the lookup shipped with recipes 01-43: English 70 of 80,
+# Chinese 64 of 80. Damping long entries less (BM25's b 0.65, from 0.75) with a title weight of 0.25 (from 0.5) found
+# 75 and 66 there, and 48 / 45 of round two's 52 tuning queries (from 47 / 45); but round two's held-out part fell from
+# 65 to 63 of 80 in English with it, and counting a recipe above a course place at equal words (1.15 for 0.95) put
+# recipes before the course's own row for a learner's "I call forward directly" (tests/course/test_ask.py). Neither
+# carried to questions it was not tuned on: the lookup was left as it was, and round three's held-out queries were
+# measured again unchanged (MEASURED_3_AFTER).
 # The wording leaves library names out, but a model's name is what a learner calls it: these names of the bank's
 # libraries are also the models the queries name.
 MODEL_NAMES = frozenset({"whisper", "llava", "qwen2.5-vl", "clip", "yolov7", "detr"})
