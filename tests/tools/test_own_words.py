@@ -146,3 +146,18 @@ def test_round_three_draws_its_tuning_part_once(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(own_words, "RECORD_3_TUNING", own_words.RECORD_3_TUNING)  # the committed record exists
     assert own_words.main(["--draw", "--round", "3", "--tuning"]) == 1
     assert "drawn once" in capsys.readouterr().err
+
+
+def test_round_three_misses_graded_by_reading_are_held_out_queries_and_add_up():
+    graded = json.loads((own_words.ROOT / "recipes" / "bank" / "own_words_3_misses_graded.json").read_text("utf-8"))
+    asked = {(q["id"], q["lang"], q["text"]) for q in own_words.record(own_words.RECORD_3)["queries"]}
+    assert {lang: tuple(pair) for lang, pair in graded["measured"].items()} == own_words.MEASURED_3_AFTER
+    for lang in own_words.LANGUAGES:  # the graded misses are the queries the measure did not find, no more
+        misses = [m for m in graded["misses"] if m["lang"] == lang]
+        assert len(misses) == own_words.MEASURED_3_AFTER[lang][1] - own_words.MEASURED_3_AFTER[lang][0]
+        counts = Counter(m["verdict"] for m in misses)
+        assert graded["summary"][lang] == {v: counts.get(v, 0) for v in ("answers", "partly", "no")}
+    for miss in graded["misses"]:
+        assert (miss["id"], miss["lang"], miss["query"]) in asked
+        assert miss["verdict"] in ("answers", "partly", "no") and miss["why"] and len(miss["first_three"]) == 3
+        assert miss["verdict"] != "answers" or miss["where"], "an answer names the place that answers"
