@@ -587,6 +587,24 @@ def has_words(terms: Counter[str]) -> bool:
     return any(len(term) > 1 for term in terms)
 
 
+# A question in a learner's words that the course itself teaches: recipes for the same mechanism in many libraries
+# gather around it, and their long texts can push the lesson (the symptom row, the section) just past the first three.
+# When the best course place scores within this share of the first answer, it takes the third place.
+LESSON_SHARE = 0.9
+
+
+def _keep_the_lesson_in_view(scored: list[tuple[float, dict[str, Any]]], k: int) -> None:
+    """Move the best course place (a symptom row or section) into third place, in place, when the first three hold
+    none and it scores at least :data:`LESSON_SHARE` of the first answer (never above a pasted message's match)."""
+    if k < 3 or len(scored) < 4 or scored[0][0] >= MESSAGE_TIER:
+        return
+    if any(e["kind"] in LEARNER_KINDS for _, e in scored[:3]):
+        return
+    best = next((i for i, (_, e) in enumerate(scored) if e["kind"] in LEARNER_KINDS), None)
+    if best is not None and scored[best][0] >= LESSON_SHARE * scored[0][0]:
+        scored.insert(2, scored.pop(best))
+
+
 def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ...] | str | None = None) -> Answers:
     """The ``k`` best places in the course for a pasted error message or a question in your own words.
 
@@ -625,6 +643,7 @@ def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ..
         if score > 0:
             scored.append((score, entry))
     scored.sort(key=lambda pair: (-pair[0], pair[1]["id"]))
+    _keep_the_lesson_in_view(scored, k)
     hits: list[Hit] = []
     seen: set[tuple[str | None, str | None, str | None]] = set()
     for score, e in scored:  # one hit per place: matrix cells taught by one cell would otherwise fill the list

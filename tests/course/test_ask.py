@@ -364,3 +364,23 @@ def test_the_atlas_is_found_with_the_call_that_reads_it(words, zoo, place):
 def test_a_library_is_found_under_the_names_course_profile_takes(typed, slug):
     hits = ask(typed, k=5, lang="en")
     assert any(h.kind == "profile" and h.page == f"profiles-{slug}.html" for h in hits), repr(hits)
+
+
+def test_the_lesson_takes_third_place_only_when_it_scores_close_to_the_first():
+    from hooklab.course import asking
+
+    def entries(*pairs):
+        return [(score, {"kind": kind, "id": f"{kind}:{n}"}) for n, (score, kind) in enumerate(pairs)]
+
+    close = entries((10.0, "recipe"), (9.8, "recipe"), (9.6, "recipe"), (9.5, "matrix"), (9.2, "symptom"))
+    asking._keep_the_lesson_in_view(close, 3)
+    assert [e["kind"] for _, e in close] == ["recipe", "recipe", "symptom", "recipe", "matrix"]
+    far = entries((10.0, "recipe"), (9.8, "recipe"), (9.6, "recipe"), (8.0, "section"))
+    asking._keep_the_lesson_in_view(far, 3)
+    assert far[2][1]["kind"] == "recipe", "a course place well below the first answer keeps its rank"
+    pasted = entries((asking.MESSAGE_TIER + 95, "recipe"), (30.0, "recipe"), (29.0, "recipe"), (29.0, "symptom"))
+    asking._keep_the_lesson_in_view(pasted, 3)
+    assert pasted[2][1]["kind"] == "recipe", "a pasted message's ranking is left as it is"
+    present = entries((10.0, "recipe"), (9.9, "section"), (9.6, "recipe"), (9.5, "symptom"))
+    asking._keep_the_lesson_in_view(present, 3)
+    assert [e["kind"] for _, e in present] == ["recipe", "section", "recipe", "symptom"]
