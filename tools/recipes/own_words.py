@@ -8,6 +8,8 @@ without API or library names for round-two questions that a recipe answers (``re
     python -m tools.recipes.own_words --draw --round 3   # draw round three's questions once (refuses a second draw)
     python -m tools.recipes.own_words --round 3 --tuning # round three's tuning queries (own_words_3_tuning.json)
     python -m tools.recipes.own_words --draw --round 3 --tuning   # draw them once
+    python -m tools.recipes.own_words --round 3 --fresh  # the fresh held-out draw (own_words_3_fresh.json)
+    python -m tools.recipes.own_words --draw --round 3 --fresh    # draw it once
 
 The record holds the draw and the split, with their seeds: the population is round two's questions (the bank's ids
 that round one's record, ``recipes/held_out.json``, does not hold) that a recipe answers; ``random.Random(seed)``
@@ -59,6 +61,9 @@ SIZE_3 = 55  # questions: two queries each per language, 110 per language
 RECORD_3_TUNING = ROOT / "recipes" / "bank" / "own_words_3_tuning.json"
 SEED_3_TUNING = 271126  # fixed in the code before the tuning draw ran
 SIZE_3_TUNING = 40  # questions: two queries each per language, 80 per language
+RECORD_3_FRESH = ROOT / "recipes" / "bank" / "own_words_3_fresh.json"
+SEED_3_FRESH = 271127  # fixed in the code before the fresh draw ran (2026-11-27)
+SIZE_3_FRESH = 55  # questions: two queries each per language, 110 per language
 RECIPES = ROOT / "recipes"
 NOTEBOOKS = ROOT / "notebooks"
 K = 3
@@ -150,6 +155,16 @@ def round_three_tuning_pool(answered: set[str] | None = None) -> list[str]:
     drawn = set(record(RECORD_3)["held_out"])
     answered = set(answered_ids()) if answered is None else answered
     return sorted((set(round_three_pool()) - drawn) & answered)
+
+
+def round_three_fresh_pool(answered: set[str] | None = None) -> list[str]:
+    """Round three's questions that a recipe answers, its held-out part included, outside round three's own-words
+    draw and its tuning draw, sorted (the population of the fresh draw)."""
+    earlier = bank.round_one_ids() | bank.round_one_ids(bank.HELD_OUT_2)
+    pool = set(json.loads(bank.HELD_OUT_3.read_text(encoding="utf-8"))["pool"]) - earlier
+    used = set(record(RECORD_3)["held_out"]) | set(record(RECORD_3_TUNING)["tuning"])
+    answered = set(answered_ids()) if answered is None else answered
+    return sorted((pool - used) & answered)
 
 
 def draw_three(pool: list[str], seed: int = SEED_3, size: int = SIZE_3) -> list[str]:
@@ -265,6 +280,25 @@ def _draw_round_three_tuning() -> int:
     return 0
 
 
+def _draw_round_three_fresh() -> int:
+    if RECORD_3_FRESH.exists():
+        print(f"error: {RECORD_3_FRESH.relative_to(ROOT)} exists: the fresh questions are drawn once",
+              file=sys.stderr)
+        return 1
+    pool = round_three_fresh_pool()
+    drawn = draw_three(pool, SEED_3_FRESH, SIZE_3_FRESH)
+    RECORD_3_FRESH.write_text(json.dumps({
+        "seed": SEED_3_FRESH, "size": SIZE_3_FRESH, "pool": pool, "held_out": drawn, "queries": [],
+        "draw": "Round three's questions that a recipe answers (its held-out part, recipes/held_out_3.json, "
+                "included), outside round three's own-words draw (own_words_3.json) and its tuning draw "
+                "(own_words_3_tuning.json), sampled with random.Random(seed).sample(sorted(pool), k=size) before the "
+                "lookup was tuned on the tuning draw for Chinese. Every query is held out: none is read while tuning "
+                "the lookup, and each is measured once before and once after that tuning.",
+    }, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(f"drew {len(drawn)} of the {len(pool)} questions (seed {SEED_3_FRESH}): {RECORD_3_FRESH.relative_to(ROOT)}")
+    return 0
+
+
 def _draw_round_three() -> int:
     if RECORD_3.exists():
         print(f"error: {RECORD_3.relative_to(ROOT)} exists: round three's questions are drawn once, before any "
@@ -287,13 +321,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tuning", action="store_true", help="measure the tuning part instead of the held-out part")
     parser.add_argument("--misses", action="store_true", help="list the queries with no right place in the first 3")
     parser.add_argument("--round", type=int, choices=(2, 3), default=2, help="round two's record or round three's")
+    parser.add_argument("--fresh", action="store_true", help="round three's fresh draw (own_words_3_fresh.json)")
     parser.add_argument("--draw", action="store_true", help="draw round three's questions (once)")
     args = parser.parse_args(argv)
     if args.draw:
         if args.round != 3:
             parser.error("--draw is for --round 3 (round two's draw is recorded)")
+        if args.fresh:
+            return _draw_round_three_fresh()
         return _draw_round_three_tuning() if args.tuning else _draw_round_three()
-    data = (record(RECORD_3_TUNING if args.tuning else RECORD_3)) if args.round == 3 else None
+    if args.fresh and (args.round != 3 or args.tuning):
+        parser.error("--fresh is round three's fresh held-out draw: use it with --round 3, without --tuning")
+    chosen = RECORD_3_FRESH if args.fresh else RECORD_3_TUNING if args.tuning else RECORD_3
+    data = record(chosen) if args.round == 3 else None
     part = "tuning" if args.tuning else "held_out"
     table, results = measure(part, data)
     print(f"| {part} part | a right place in the first three | share |\n|---|---|---|")
