@@ -130,6 +130,20 @@ def test_a_program_prints_what_its_file_says(stem, pid, part):
         assert out == expected, f"{stem}:{pid} ({part}) should print:\n{expected}\nit printed:\n{out[:3000]}"
 
 
+def test_every_stored_output_is_masked_as_a_run_masks_it():
+    """A stored output holds what :func:`hooklab.course.programs.run` returns, which masks what changes from run to
+    run (addresses, temporary paths, torch's log prefix with its date and process id): an output stored before a mask
+    was added would fail only in the run that draws it, so every file is checked on every push."""
+    from hooklab.course.programs import masked
+
+    unmasked = [f"{stem}:{pid}:{part}:{key}" for stem, content in DATA.items()
+                for pid, record in sorted(content["programs"].items()) for part in PARTS if record.get(part)
+                for key in ("prints", "prints_start")
+                if record[part].get(key) and masked(record[part][key]) != record[part][key]]
+    assert not unmasked, (f"{len(unmasked)} stored outputs hold text a run masks (first: {unmasked[:3]}): run them "
+                          "again and store what they print now")
+
+
 def test_a_program_that_differs_from_its_file_fails():
     """The comparison can fail: a program whose stored output is not what it prints, and what a fresh interpreter
     prints for an error, a warning and a result."""
