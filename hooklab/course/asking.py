@@ -160,6 +160,28 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "layer-norm": ("layer norm", "layernorm", "layer normalization", "norm layer", "层归一化", "归一化层"),
     "iteration": ("after_train_iter", "each iteration", "every iteration", "per iteration", "training iteration",
                   "after each iteration", "after every iteration", "每次迭代", "每个迭代", "每轮迭代"),
+    # tuned on round three's tuning draw (recipes/bank/own_words_3_tuning.json), mostly Chinese learners' words
+    "reentrant": ("reentrant", "re-entrant", "use_reentrant", "non-reentrant", "可重入", "重入", "非重入"),
+    "wrapper": ("wrapper", "wrapped", "wrapping", "包装器", "包装", "被包装", "包了一层", "外面包"),
+    "replace-parameter": ("replace the parameter", "replaced the parameter", "replacing the parameter",
+                          "new parameter object", "swap the parameter", "替换了参数", "替换参数", "参数对象",
+                          "换掉参数"),
+    "grad-input": ("grad_input", "grad input", "gradient inputs", "gradients of the inputs", "输入梯度", "输入的梯度"),
+    "tensor-hook": ("tensor hook", "register_hook", "hook on a tensor", "张量钩子", "张量上的钩子", "张量挂钩子"),
+    "symbolic-trace": ("symbolic trace", "symbolic tracing", "symbolic_trace", "symbolically traced", "graph module",
+                       "graphmodule", "符号追踪", "符号跟踪", "图追踪", "图跟踪"),
+    "profiler": ("profiler", "profiling", "timeline", "trace viewer", "性能分析", "时间线", "耗时分析"),
+    "no-attribute": ("has no attribute", "no attribute", "attributeerror", "没有这个属性", "没有属性", "没有该属性",
+                     "找不到属性"),
+    "device-map": ("device map", "device_map", "across devices", "several devices", "split across gpus",
+                   "different devices", "分到不同设备", "不同设备", "多个设备", "拆到"),
+    "post-accumulate": ("post-accumulate", "post accumulate", "register_post_accumulate_grad_hook",
+                        "after gradient accumulation", "after the gradient is accumulated", "累加后钩子", "梯度累加之后",
+                        "累加之后"),
+    "accumulate-node": ("accumulategrad", "accumulate grad node", "gradient accumulation node", "accumulation node",
+                        "累加节点", "梯度累加节点"),
+    "unused-parameters": ("unused parameters", "unused parameter", "find_unused_parameters", "get no gradient",
+                          "未使用的参数", "没用到的参数", "部分参数没有梯度", "有些参数没有梯度"),
     "aux-loss": ("auxiliary loss", "aux loss", "extra loss", "additional loss", "辅助损失", "额外的损失", "额外损失"),
 }
 _GROUP_OF = {phrase: group for group, phrases in SYNONYMS.items() for phrase in phrases}
@@ -245,6 +267,9 @@ class Hit:
     program: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     # a library profile's programs, one per surprising fact: [{"id": "<slug>:<fact>", "show": ..., "fix": ...}, ...]
     programs: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
+    # the same row taught in other places too (a symptom in its lesson and in notebook 08's table): (notebook, cell,
+    # page) of each, shown under this answer instead of taking a place of their own
+    also: tuple[tuple[str | None, str | None, str | None], ...] = field(default=(), compare=False)
 
     def _chosen(self, which: int | str) -> dict[str, Any] | None:
         """This answer's program: its own, or of a profile's programs the ``which``-th (or the one of that id)."""
@@ -296,6 +321,10 @@ class Hit:
         print(shown)
         return shown
 
+    def places(self) -> set[tuple[str | None, str | None]]:
+        """(notebook, cell) of this answer and of each place that holds the same row (:attr:`also`)."""
+        return {(self.notebook, self.cell), *((notebook, cell) for notebook, cell, _ in self.also)}
+
     def title(self, lang: str) -> str:
         if lang == "zh":
             return self.title_zh or self.title_en
@@ -340,6 +369,7 @@ _PROGRAMS_LINE = {"zh": "{n} 个可运行的程序，各演示一个意外的事
                   "both": "{n} programs / 个程序: ask(...)[{i}].run(which=k)"}
 _FIX_LINE = {"zh": "修正：ask(...)[{i}].run(fix=True)", "en": "its fix: ask(...)[{i}].run(fix=True)",
              "both": "fix / 修正: ask(...)[{i}].run(fix=True)"}
+_ALSO = {"zh": "同一条也在", "en": "the same row also in", "both": "also in / 也在"}
 _ON_THE_SITE = {"zh": "（以上是课程网站上的页面路径；设置 HOOKLAB_SITE_URL 可给出完整地址）",
                 "en": "(paths of pages on the course's website; HOOKLAB_SITE_URL sets its address)"}
 
@@ -370,6 +400,8 @@ class Answers(list[Hit]):
                              + (f" · {_FIX_LINE[self.lang].format(i=rank - 1)}" if has_fix else ""))
             elif hit.programs:
                 lines.append(f"   {_PROGRAMS_LINE[self.lang].format(i=rank - 1, n=len(hit.programs))}")
+            for notebook, _, page in hit.also:
+                lines.append(f"   {_ALSO[self.lang]}: {page or notebook}")
         return "\n".join(lines + self._footer())
 
     def _repr_markdown_(self) -> str:
@@ -381,6 +413,7 @@ class Answers(list[Hit]):
             links = [f"[{url}]({url})" if url and "://" in url else f"`{url}`"] if url else []
             if hit.lab_link and Path(hit.lab_link.split("#")[0]).is_file():  # in the course's notebooks folder
                 links.append(f"lab: [{hit.lab_link}]({hit.lab_link})")
+            links += [f"{_ALSO[self.lang]} `{page or notebook}`" for notebook, _, page in hit.also]
             rows.append(f"1. **{hit.kind}** {hit.title(self.lang)} — {' · '.join(links)}")
         return "\n".join(rows + [f"\n{line}" for line in self._footer()])
 
@@ -644,16 +677,21 @@ def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ..
             scored.append((score, entry))
     scored.sort(key=lambda pair: (-pair[0], pair[1]["id"]))
     _keep_the_lesson_in_view(scored, k)
-    hits: list[Hit] = []
+    chosen: list[tuple[float, dict[str, Any], list[tuple[str | None, str | None, str | None]]]] = []
     seen: set[tuple[str | None, str | None, str | None]] = set()
+    rows: dict[tuple[str, str], list[tuple[str | None, str | None, str | None]]] = {}
     for score, e in scored:  # one hit per place: matrix cells taught by one cell would otherwise fill the list
         place = (e.get("notebook"), e.get("cell"), None if e.get("cell") else e.get("page"))
         if place in seen:
             continue
         seen.add(place)
-        anchors = (e["anchor"]["zh"], e["anchor"]["en"]) if e.get("anchor") else None
-        hits.append(Hit(e["kind"], e["zh"], e["en"], e.get("notebook"), e.get("cell"), e.get("page"), round(score, 3),
-                        anchors, e.get("program"), tuple(e.get("programs") or ())))
-        if len(hits) == k:
-            break
+        if (e["kind"], e["en"]) in rows:  # the same row in another place: shown under the first, not again
+            rows[e["kind"], e["en"]].append((e.get("notebook"), e.get("cell"), e.get("page")))
+            continue
+        if len(chosen) == k:
+            continue  # a later twin of a chosen row still joins it
+        chosen.append((score, e, rows.setdefault((e["kind"], e["en"]), [])))
+    hits = [Hit(e["kind"], e["zh"], e["en"], e.get("notebook"), e.get("cell"), e.get("page"), round(score, 3),
+                (e["anchor"]["zh"], e["anchor"]["en"]) if e.get("anchor") else None, e.get("program"),
+                tuple(e.get("programs") or ()), tuple(also)) for score, e, also in chosen]
     return Answers(hits, query, lang)

@@ -384,3 +384,19 @@ def test_the_lesson_takes_third_place_only_when_it_scores_close_to_the_first():
     present = entries((10.0, "recipe"), (9.9, "section"), (9.6, "recipe"), (9.5, "symptom"))
     asking._keep_the_lesson_in_view(present, 3)
     assert [e["kind"] for _, e in present] == ["recipe", "section", "recipe", "symptom"]
+
+
+def test_a_row_taught_in_two_places_takes_one_place_with_the_other_listed_under_it():
+    """A symptom row of a lesson is also a row of notebook 08's table: both in the first three would leave a learner
+    two copies of one answer and one answer fewer. The first keeps its place, the second is listed under it."""
+    twins = {}
+    for entry in ask_module._index()[0]:
+        if entry["kind"] == "symptom":
+            twins.setdefault(entry["en"], []).append((entry["notebook"], entry["cell"]))
+    title, places = next((t, p) for t, p in sorted(twins.items()) if len(set(p)) > 1)
+    hits = ask(title, k=3, lang="en")
+    shown = [(h.kind, h.title_en) for h in hits]
+    assert len(shown) == len(set(shown)), shown
+    first = next(h for h in hits if h.title_en == title)
+    assert set(places) <= first.places() and first.also, (first, places)
+    assert "the same row also in" in repr(hits) and "同一条也在" in repr(ask(title, k=3, lang="zh"))

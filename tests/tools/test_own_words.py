@@ -161,3 +161,45 @@ def test_round_three_misses_graded_by_reading_are_held_out_queries_and_add_up():
         assert (miss["id"], miss["lang"], miss["query"]) in asked
         assert miss["verdict"] in ("answers", "partly", "no") and miss["why"] and len(miss["first_three"]) == 3
         assert miss["verdict"] != "answers" or miss["where"], "an answer names the place that answers"
+
+
+def test_round_three_fresh_draw_was_drawn_by_its_seed_outside_the_earlier_draws():
+    data = own_words.record(own_words.RECORD_3_FRESH)
+    assert data["seed"] == own_words.SEED_3_FRESH and data["size"] == own_words.SIZE_3_FRESH
+    assert data["held_out"] == own_words.draw_three(data["pool"], data["seed"], data["size"])
+    assert own_words.draw_three(data["pool"], data["seed"] + 1, data["size"]) != data["held_out"]
+    earlier = set(own_words.record(own_words.RECORD_3)["held_out"]) | set(
+        own_words.record(own_words.RECORD_3_TUNING)["tuning"])
+    assert not set(data["pool"]) & earlier, "the fresh draw shares no question with the earlier draws"
+    assert set(data["pool"]) <= set(own_words.answered_ids()), "a recipe is never taken away from the pool"
+    assert set(data["pool"]) == set(own_words.round_three_fresh_pool(set(data["pool"]) | earlier))
+    assert own_words.queries("tuning", data) == [], "every query of the fresh draw is held out"
+
+
+def test_round_three_fresh_draw_has_two_queries_per_language_and_question_naming_no_code_and_no_library():
+    data = own_words.record(own_words.RECORD_3_FRESH)
+    per = Counter((q["id"], q["lang"]) for q in data["queries"])
+    assert set(per) == {(rid, lang) for rid in data["held_out"] for lang in own_words.LANGUAGES}
+    assert set(per.values()) == {2}
+    libraries = {q.library.lower() for q in bank.load()} - own_words.MODEL_NAMES
+    for query in data["queries"]:
+        assert not CODE.search(query["text"]), (query["id"], query["text"])
+        lowered = query["text"].lower()
+        assert not [n for n in libraries if re.search(rf"(?<![a-z0-9]){re.escape(n)}(?![a-z0-9])", lowered)]
+
+
+def test_round_three_fresh_draw_finds_a_right_place_at_least_as_often_as_measured(capsys):
+    table, _ = own_words.measure("held_out", own_words.record(own_words.RECORD_3_FRESH))
+    with capsys.disabled():
+        for lang, (found, asked) in table.items():
+            print(f"\n  course.ask, round three's fresh draw (held out), {lang}: {found} of {asked} in the first three",
+                  end="")
+    for lang, (found, asked) in table.items():
+        assert asked == own_words.MEASURED_3_FRESH_AFTER[lang][1] == own_words.MEASURED_3_FRESH_BEFORE[lang][1]
+        assert found >= own_words.MEASURED_3_FRESH_AFTER[lang][0], (
+            f"{lang}: {found} of {asked}, fewer than {own_words.MEASURED_3_FRESH_AFTER[lang]}")
+
+
+def test_the_fresh_draw_is_drawn_once(capsys):
+    assert own_words.main(["--draw", "--round", "3", "--fresh"]) == 1
+    assert "drawn once" in capsys.readouterr().err

@@ -135,8 +135,9 @@ def rank(case: dict[str, Any]) -> int | None:
         place = (entry.get("notebook"), entry.get("cell"), None if entry.get("cell") else entry.get("page"))
         by_place.setdefault(place, []).append(entry)
     for position, hit in enumerate(ask(case["paste"], k=K, lang="en"), start=1):
-        place = (hit.notebook, hit.cell, None if hit.cell else hit.page)
-        if any(right(case, entry) for entry in by_place.get(place, [])):
+        shown = [(hit.notebook, hit.cell, None if hit.cell else hit.page),
+                 *((notebook, cell, None if cell else page) for notebook, cell, page in hit.also)]
+        if any(right(case, entry) for place in shown for entry in by_place.get(place, [])):
             return position
     return None
 

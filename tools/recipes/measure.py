@@ -67,7 +67,7 @@ def queries() -> list[Query]:
 def rank(query: Query) -> int | None:
     """Where the query's recipe stands among the first :data:`K` answers (1-based), or None."""
     for position, hit in enumerate(ask(query.text, k=K, lang="en"), start=1):
-        if (hit.notebook, hit.cell) == query.place:
+        if query.place in hit.places():
             return position
     return None
 

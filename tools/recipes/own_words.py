@@ -98,9 +98,19 @@ MEASURED_3_AFTER = {"en": (104, 110), "zh": (92, 110)}
 # recipes before the course's own row for a learner's "I call forward directly" (tests/course/test_ask.py). Neither
 # carried to questions it was not tuned on: the lookup was left as it was, and round three's held-out queries were
 # measured again unchanged (MEASURED_3_AFTER).
+# Round three's fresh draw (RECORD_3_FRESH), all held out: drawn and written (by writers who read nothing but the bank's
+# rows) and committed before the lookup was tuned on the tuning draw, measured once before that tuning and once after.
+# Before (2026-11-27, the lookup of commit 819dd9b): English 96 of 110, Chinese 96 of 110 (87 % each).
+MEASURED_3_FRESH_BEFORE = {"en": (96, 110), "zh": (96, 110)}
+# After the tuning (twelve phrase groups of asking.SYNONYMS for what learners say, and one row taught in two places
+# shown once with its second place under it), which found English 71 and Chinese 65 of the tuning draw's 80 (from 68
+# and 63) and one more query in each language of round three's own words: English 96, Chinese 96, unchanged. The
+# tuning did not carry to questions it did not see; of the 28 misses, 20 have a right place fourth to tenth, behind
+# recipes for the same mechanism in other libraries or the course's section on it. The test holds this figure.
+MEASURED_3_FRESH_AFTER = {"en": (96, 110), "zh": (96, 110)}
 # The wording leaves library names out, but a model's name is what a learner calls it: these names of the bank's
 # libraries are also the models the queries name.
-MODEL_NAMES = frozenset({"whisper", "llava", "qwen2.5-vl", "clip", "yolov7", "detr"})
+MODEL_NAMES = frozenset({"whisper", "llava", "qwen2.5-vl", "clip", "yolov7", "detr", "yolov5", "dinov2", "dino"})
 
 Place = tuple[str | None, str | None]
 
@@ -247,7 +257,7 @@ def right_places(entries: list[dict[str, Any]] | None = None) -> dict[str, set[P
 def rank(query: Query, places: set[Place]) -> int | None:
     """Where the first right place stands among ``course.ask``'s first :data:`K` answers (1-based), or None."""
     for position, hit in enumerate(asking.ask(query.text, k=K, lang=query.lang), start=1):
-        if (hit.notebook, hit.cell) in places:
+        if not hit.places().isdisjoint(places):
             return position
     return None
 
