@@ -81,6 +81,19 @@ def test_a_broken_record_is_named(tmp_path):
         own_words.queries("all")
 
 
+def _two_queries_per_language_and_question_naming_no_code_and_no_library(data, ids):
+    """Each drawn question has two queries in each language, and no query names code or a library of the bank (a
+    model's name aside: :data:`own_words.MODEL_NAMES`)."""
+    per = Counter((q["id"], q["lang"]) for q in data["queries"])
+    assert set(per) == {(rid, lang) for rid in ids for lang in own_words.LANGUAGES}
+    assert set(per.values()) == {2}
+    libraries = {q.library.lower() for q in bank.load()} - own_words.MODEL_NAMES
+    for query in data["queries"]:
+        assert not CODE.search(query["text"]), (query["id"], query["text"])
+        lowered = query["text"].lower()
+        assert not [n for n in libraries if re.search(rf"(?<![a-z0-9]){re.escape(n)}(?![a-z0-9])", lowered)]
+
+
 def test_round_three_was_drawn_by_its_seed_from_round_three_outside_its_held_out_part():
     data = own_words.record(own_words.RECORD_3)
     assert data["seed"] == own_words.SEED_3 and data["size"] == own_words.SIZE_3
@@ -93,16 +106,9 @@ def test_round_three_was_drawn_by_its_seed_from_round_three_outside_its_held_out
 
 def test_round_three_has_two_queries_per_language_and_question_naming_no_code_and_no_library():
     data = own_words.record(own_words.RECORD_3)
-    per = Counter((q["id"], q["lang"]) for q in data["queries"])
-    assert set(per) == {(rid, lang) for rid in data["held_out"] for lang in own_words.LANGUAGES}
-    assert set(per.values()) == {2}
+    _two_queries_per_language_and_question_naming_no_code_and_no_library(data, data["held_out"])
     for lang in own_words.LANGUAGES:
         assert sum(q["lang"] == lang for q in data["queries"]) >= 100
-    libraries = {q.library.lower() for q in bank.load()} - own_words.MODEL_NAMES
-    for query in data["queries"]:
-        assert not CODE.search(query["text"]), (query["id"], query["text"])
-        lowered = query["text"].lower()
-        assert not [n for n in libraries if re.search(rf"(?<![a-z0-9]){re.escape(n)}(?![a-z0-9])", lowered)]
 
 
 def test_round_three_finds_a_right_place_at_least_as_often_as_measured(capsys):
@@ -132,14 +138,7 @@ def test_round_three_tuning_part_was_drawn_by_its_seed_outside_every_held_out_qu
     assert not set(data["pool"]) & set(own_words.record(own_words.RECORD_3)["held_out"])
     assert set(data["pool"]) <= set(own_words.answered_ids()), "a recipe is never taken away from the pool"
     assert own_words.queries("held_out", data) == [], "every query of the tuning draw is for tuning"
-    per = Counter((q["id"], q["lang"]) for q in data["queries"])
-    assert set(per) == {(rid, lang) for rid in data["tuning"] for lang in own_words.LANGUAGES}
-    assert set(per.values()) == {2}
-    libraries = {q.library.lower() for q in bank.load()} - own_words.MODEL_NAMES
-    for query in data["queries"]:
-        assert not CODE.search(query["text"]), (query["id"], query["text"])
-        lowered = query["text"].lower()
-        assert not [n for n in libraries if re.search(rf"(?<![a-z0-9]){re.escape(n)}(?![a-z0-9])", lowered)]
+    _two_queries_per_language_and_question_naming_no_code_and_no_library(data, data["tuning"])
 
 
 def test_round_three_draws_its_tuning_part_once(tmp_path, monkeypatch, capsys):
@@ -178,14 +177,7 @@ def test_round_three_fresh_draw_was_drawn_by_its_seed_outside_the_earlier_draws(
 
 def test_round_three_fresh_draw_has_two_queries_per_language_and_question_naming_no_code_and_no_library():
     data = own_words.record(own_words.RECORD_3_FRESH)
-    per = Counter((q["id"], q["lang"]) for q in data["queries"])
-    assert set(per) == {(rid, lang) for rid in data["held_out"] for lang in own_words.LANGUAGES}
-    assert set(per.values()) == {2}
-    libraries = {q.library.lower() for q in bank.load()} - own_words.MODEL_NAMES
-    for query in data["queries"]:
-        assert not CODE.search(query["text"]), (query["id"], query["text"])
-        lowered = query["text"].lower()
-        assert not [n for n in libraries if re.search(rf"(?<![a-z0-9]){re.escape(n)}(?![a-z0-9])", lowered)]
+    _two_queries_per_language_and_question_naming_no_code_and_no_library(data, data["held_out"])
 
 
 def test_round_three_fresh_draw_finds_a_right_place_at_least_as_often_as_measured(capsys):

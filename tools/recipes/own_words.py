@@ -272,58 +272,50 @@ def measure(part: str = "held_out", data: dict[str, Any] | None = None,
     return table, results
 
 
-def _draw_round_three_tuning() -> int:
-    if RECORD_3_TUNING.exists():
-        print(f"error: {RECORD_3_TUNING.relative_to(ROOT)} exists: round three's tuning questions are drawn once",
-              file=sys.stderr)
+def _draw_once(path: Path, population: Callable[[], list[str]], seed: int, size: int, *, tuning: bool, about: str,
+               when: str) -> int:
+    """Draw ``size`` of the ``population()`` with ``seed`` into a new record at ``path`` (its queries are written
+    afterwards); a record that exists is never drawn again."""
+    if path.exists():
+        print(f"error: {path.relative_to(ROOT)} exists: {when}", file=sys.stderr)
         return 1
-    pool = round_three_tuning_pool()
-    drawn = draw_three(pool, SEED_3_TUNING, SIZE_3_TUNING)
-    RECORD_3_TUNING.write_text(json.dumps({
-        "seed": SEED_3_TUNING, "size": SIZE_3_TUNING, "pool": pool, "tuning": drawn, "held_out": [], "queries": [],
-        "draw": "Round three's questions that a recipe answered, outside its held-out part (recipes/held_out_3.json) "
-                "and outside round three's own-words draw (own_words_3.json), sampled with "
-                "random.Random(seed).sample(sorted(pool), k=size), before the lookup was changed for round three. "
-                "Every query here is for tuning.",
-    }, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    print(f"drew {len(drawn)} of the {len(pool)} questions (seed {SEED_3_TUNING}): {RECORD_3_TUNING.relative_to(ROOT)}")
+    pool = population()
+    drawn = draw_three(pool, seed, size)
+    parts = {"tuning": drawn, "held_out": []} if tuning else {"held_out": drawn}
+    path.write_text(json.dumps({"seed": seed, "size": size, "pool": pool, **parts, "queries": [], "draw": about},
+                               ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(f"drew {len(drawn)} of the {len(pool)} questions (seed {seed}): {path.relative_to(ROOT)}")
     return 0
+
+
+def _draw_round_three_tuning() -> int:
+    return _draw_once(
+        RECORD_3_TUNING, round_three_tuning_pool, SEED_3_TUNING,
+        SIZE_3_TUNING, tuning=True, when="round three's tuning questions are drawn once",
+        about="Round three's questions that a recipe answered, outside its held-out part (recipes/held_out_3.json) "
+              "and outside round three's own-words draw (own_words_3.json), sampled with "
+              "random.Random(seed).sample(sorted(pool), k=size), before the lookup was changed for round three. "
+              "Every query here is for tuning.")
 
 
 def _draw_round_three_fresh() -> int:
-    if RECORD_3_FRESH.exists():
-        print(f"error: {RECORD_3_FRESH.relative_to(ROOT)} exists: the fresh questions are drawn once",
-              file=sys.stderr)
-        return 1
-    pool = round_three_fresh_pool()
-    drawn = draw_three(pool, SEED_3_FRESH, SIZE_3_FRESH)
-    RECORD_3_FRESH.write_text(json.dumps({
-        "seed": SEED_3_FRESH, "size": SIZE_3_FRESH, "pool": pool, "held_out": drawn, "queries": [],
-        "draw": "Round three's questions that a recipe answers (its held-out part, recipes/held_out_3.json, "
-                "included), outside round three's own-words draw (own_words_3.json) and its tuning draw "
-                "(own_words_3_tuning.json), sampled with random.Random(seed).sample(sorted(pool), k=size) before the "
-                "lookup was tuned on the tuning draw for Chinese. Every query is held out: none is read while tuning "
-                "the lookup, and each is measured once before and once after that tuning.",
-    }, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    print(f"drew {len(drawn)} of the {len(pool)} questions (seed {SEED_3_FRESH}): {RECORD_3_FRESH.relative_to(ROOT)}")
-    return 0
+    return _draw_once(
+        RECORD_3_FRESH, round_three_fresh_pool, SEED_3_FRESH, SIZE_3_FRESH,
+        tuning=False, when="the fresh questions are drawn once",
+        about="Round three's questions that a recipe answers (its held-out part, recipes/held_out_3.json, "
+              "included), outside round three's own-words draw (own_words_3.json) and its tuning draw "
+              "(own_words_3_tuning.json), sampled with random.Random(seed).sample(sorted(pool), k=size) before the "
+              "lookup was tuned on the tuning draw for Chinese. Every query is held out: none is read while tuning "
+              "the lookup, and each is measured once before and once after that tuning.")
 
 
 def _draw_round_three() -> int:
-    if RECORD_3.exists():
-        print(f"error: {RECORD_3.relative_to(ROOT)} exists: round three's questions are drawn once, before any "
-              "round-three answer is written", file=sys.stderr)
-        return 1
-    pool = round_three_pool()
-    drawn = draw_three(pool)
-    RECORD_3.write_text(json.dumps({
-        "seed": SEED_3, "size": SIZE_3, "pool": pool, "held_out": drawn, "queries": [],
-        "draw": "Round three's questions outside its held-out part (recipes/held_out_3.json: pool less ids), "
-                "sampled with random.Random(seed).sample(sorted(pool), k=size), before any round-three answer was "
-                "written. Every query is held out: none is read while tuning the lookup.",
-    }, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    print(f"drew {len(drawn)} of the {len(pool)} round-three questions (seed {SEED_3}): {RECORD_3.relative_to(ROOT)}")
-    return 0
+    return _draw_once(
+        RECORD_3, round_three_pool, SEED_3, SIZE_3, tuning=False,
+        when="round three's questions are drawn once, before any round-three answer is written",
+        about="Round three's questions outside its held-out part (recipes/held_out_3.json: pool less ids), "
+              "sampled with random.Random(seed).sample(sorted(pool), k=size), before any round-three answer was "
+              "written. Every query is held out: none is read while tuning the lookup.")
 
 
 def main(argv: list[str] | None = None) -> int:
