@@ -2,6 +2,7 @@
 not picked (tools/recipes/bank.py)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -69,8 +70,9 @@ def test_the_quotas_are_reported_not_silently_passed():
 
 @pytest.mark.parametrize("drawn, graded", [("held_out.json", "held_out_grade.json"),
                                             ("held_out_2.json", "held_out_2_grade.json"),
-                                            ("held_out_3.json", "held_out_3_grade.json")],
-                         ids=["round one", "round two", "round three"])
+                                            ("held_out_3.json", "held_out_3_grade.json"),
+                                            ("held_out_4.json", "held_out_4_grade.json")],
+                         ids=["round one", "round two", "round three", "round four"])
 def test_each_held_out_grade_covers_exactly_its_held_out_part_and_adds_up(drawn, graded):
     held_out = json.loads((bank.ROOT / "recipes" / drawn).read_text(encoding="utf-8"))["ids"]
     record = json.loads((bank.ROOT / "recipes" / graded).read_text(encoding="utf-8"))
@@ -171,12 +173,13 @@ def test_every_question_names_a_query_that_a_log_records(tmp_path):
         bank.logged_queries(tmp_path)
 
 
-@pytest.mark.parametrize("number", [2, 3], ids=["round two", "round three"])
+@pytest.mark.parametrize("number", [2, 3, 4], ids=["round two", "round three", "round four"])
 def test_a_later_rounds_held_out_part_is_the_seeded_draw_over_that_round_only(number):
     path, seed, records = {2: (bank.HELD_OUT_2, bank.SEED_2, (bank.HELD_OUT,)),
-                           3: (bank.HELD_OUT_3, bank.SEED_3, (bank.HELD_OUT, bank.HELD_OUT_2))}[number]
+                           3: (bank.HELD_OUT_3, bank.SEED_3, (bank.HELD_OUT, bank.HELD_OUT_2)),
+                           4: (bank.HELD_OUT_4, bank.SEED_4, (bank.HELD_OUT, bank.HELD_OUT_2, bank.HELD_OUT_3))}[number]
     record = json.loads(path.read_text(encoding="utf-8"))
-    assert record["seed"] == seed and len({bank.SEED, bank.SEED_2, bank.SEED_3}) == 3
+    assert record["seed"] == seed and len({bank.SEED, bank.SEED_2, bank.SEED_3, bank.SEED_4}) == 4
     assert record["share"] == bank.HELD_OUT_SHARE
     earlier: set[str] = set()
     for before in records:
@@ -188,8 +191,8 @@ def test_a_later_rounds_held_out_part_is_the_seeded_draw_over_that_round_only(nu
     assert set(record["bank_ids"]) <= {q.id for q in bank.load()}
 
 
-@pytest.mark.parametrize(("number", "attribute"), [(2, "HELD_OUT_2"), (3, "HELD_OUT_3")],
-                         ids=["round two", "round three"])
+@pytest.mark.parametrize(("number", "attribute"), [(2, "HELD_OUT_2"), (3, "HELD_OUT_3"), (4, "HELD_OUT_4")],
+                         ids=["round two", "round three", "round four"])
 def test_a_later_round_is_drawn_once(tmp_path, monkeypatch, capsys, number, attribute):
     existing = tmp_path / f"held_out_{number}.json"
     existing.write_text("{}", encoding="utf-8")
@@ -197,3 +200,19 @@ def test_a_later_round_is_drawn_once(tmp_path, monkeypatch, capsys, number, attr
     assert bank.main(["draw", "--round", str(number)]) == 1
     assert "drawn once" in capsys.readouterr().err
     assert existing.read_text(encoding="utf-8") == "{}"
+
+
+def test_round_four_is_forum_and_qa_pages_only_and_its_floor_is_reported():
+    """Round four looked only for forum, Q&A and discussion threads: an issue thread in it, or fewer such questions
+    than it kept, is reported; round three's floors still count round three's questions only."""
+    questions = bank.load()
+    first, second, third = bank.round_one_ids(), bank.round_two_ids(), bank.round_three_ids()
+    four = [q for q in questions if q.id not in first | second | third]
+    assert len(four) >= bank.ROUND_FOUR_MIN_NOT_ISSUE and not any(bank.from_issue_thread(q) for q in four)
+    assert bank.problems(questions) == []
+    others = [q for q in questions if q.id in first | second | third]
+    assert any(p.startswith("round four:") and "under" in p
+               for p in bank.problems(others + four[1:], first_round=first, second_round=second))
+    issue = next(q for q in others if bank.from_issue_thread(q))
+    stray = dataclasses.replace(issue, id="tensor-hooks-99")
+    assert any("round four: a question from an issue" in p for p in bank.problems(questions + [stray]))
