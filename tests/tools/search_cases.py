@@ -594,16 +594,17 @@ def relevant(folder: Path, words: list[str], lang: str) -> set[str]:
     return {p for p in pages(folder) if all(holds(article(folder / f"{p}.html").text, w, lang) for w in words)}
 
 
-def best_page(folder: Path, term: str, lang: str) -> str | None:
-    """The page built around ``term``: the one with it in its highest heading (title, section, subsection), else
-    the one that says it most often."""
+def best_pages(folder: Path, term: str, lang: str) -> list[str]:
+    """The pages built around ``term``, sorted: those with it in their highest heading (title, section, subsection),
+    of those the ones that say it most often. Pages that tie on both are each the best page (a choice among them
+    would depend on the order of a set, and the measure with it)."""
     def key(page: str) -> tuple[int, int]:
         a = article(folder / f"{page}.html")
         level = min((lvl for lvl, text in a.headings if holds(text, term, lang)), default=9)
         count = len(re.findall(re.escape(term), a.text, re.I))
         return level, -count
-    found = relevant(folder, [term], lang)
-    return min(found, key=key) if found else None
+    keys = {page: key(page) for page in relevant(folder, [term], lang)}
+    return sorted(page for page, k in keys.items() if k == min(keys.values())) if keys else []
 
 
 # --- asking the site in a browser ----------------------------------------------------------------------------
@@ -733,9 +734,9 @@ def measure(page, base: str, site: Path) -> dict:
         for term in terms:
             answer = ask(page, base, folder, lang, term)
             listed, main = in_order(answer), list(dict.fromkeys(page_of(h) for h in answer["main"]))
-            want, best = relevant(folder, [term], lang), best_page(folder, term, lang)
+            want, best = relevant(folder, [term], lang), best_pages(folder, term, lang)
             out["terms"].append({"lang": lang, "query": term, "relevant": sorted(want), "listed": listed,
-                                 "main": main, "best": best, "best rank": rank(listed, lambda p: p == best)})
+                                 "main": main, "best": best, "best rank": rank(listed, lambda p: p in best)})
     folder = site / "zh"
     for query, words in ZH_TOGETHER.items():
         listed = in_order(ask(page, base, folder, "zh", query))

@@ -312,8 +312,12 @@ def searched(site, browser):
 def test_search_recall_of_whole_terms_stays_at_least_as_good(searched):
     """The review's measure of Sphinx's search on this course (50 Chinese and 30 English terms): recall 1.000 zh and
     0.986 en; best page first 23 / 12, in the top 3 40 / 23. Pagefind's pages, and every page whose text holds the
-    words (hooklab-search.js checks them all), keep the recall; the page built around a term comes first more often (in the top 3, two Chinese terms fewer since
-    recipes 44-54: see the assertion)."""
+    words (hooklab-search.js checks them all), keep the recall; the page built around a term comes first more often.
+    Recipes 44-54 name many of the course's terms in their titles, and among pages at the same heading depth Pagefind's
+    BM25 put them before the page that says the term most: 37 Chinese terms in the top 3, of the 49 with a page built
+    around them; once pages at the same depth are ordered by how often they say the term, 48 (best first: 27 zh,
+    17 en; in the top 3: 27 en). Pages that tie as the page built around a term (same heading, same count) are
+    each its best page (search_cases.best_pages), so the figures do not depend on the order of a set."""
     from search_cases import scores
 
     result, outside, errors = searched
@@ -324,9 +328,7 @@ def test_search_recall_of_whole_terms_stays_at_least_as_good(searched):
               if set(r["relevant"]) - set(r["listed"])]
     assert zh["recall"] == 1.0 and en["recall"] >= 0.986, missed
     assert zh["precision (main list)"] >= 0.99 and en["precision (main list)"] >= 0.95, (zh, en)
-    # recipes 44-54 (11 recipe pages more, 124 recipes using the course's terms) put the page built around two
-    # Chinese terms below third: 38 of 50 in the top 3, two short of Sphinx's 40 (best first: 24 of 50, above its 23)
-    assert zh["best first"] >= 23 and en["best first"] >= 12 and zh["best in top 3"] >= 38, (zh, en)
+    assert zh["best first"] >= 23 and en["best first"] >= 12 and zh["best in top 3"] >= 40, (zh, en)
     assert outside == [] and errors == [], (outside, errors)
 
 

@@ -8,8 +8,9 @@
    - a few words (梯度累积, 混合精度钩子, hook order): the pages whose text holds the words as typed (each Chinese run
      whole, the English words in order), found by Pagefind or by reading every page's text (Pagefind 1.5's Chinese
      segmentation at indexing and in the browser can differ, and qualified names such as hooklab.HookScope are indexed
-     as their parts), the page built around them first (the words in its title, then in its highest heading), then
-     Pagefind's order; after them, under a line of their own, Pagefind's pages that hold the words apart;
+     as their parts), the page built around them first (the words in its title, then in its highest heading; at the
+     same depth the page that says them most often), then Pagefind's order; after them, under a line of their own,
+     Pagefind's pages that hold the words apart;
    - a pasted message (four or more words: an error or a warning as the learner's run printed it, with their own
      names, shapes and numbers): every word is also looked up alone, pages are scored by the words they hold
      (rarer words count more), and the pages holding the longest run of the message's words in a row come first:
@@ -78,6 +79,20 @@
     const words = latin.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join(apart);
     const latinRe = words ? new RegExp(`(?<![\\p{L}\\p{N}_])${words}(?:s|es)?\\d*(?![\\p{L}\\p{N}_])`, "u") : null;
     return (text) => han.every((run) => text.includes(run)) && (!latinRe || latinRe.test(text));
+  };
+
+  /* How often a page's text says the query as typed (as phraseTest finds it): the fewest times any of its parts
+     stands there, each Chinese run whole and the English words in order. */
+  const phraseCount = (query) => {
+    const parts = query.trim().replace(/^"(.*)"$/, "$1").match(
+      /[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[\p{L}\p{N}_.]+/gu) || [];
+    const latin = parts.filter((p) => !HAN.test(p)).map((p) => p.replace(/\.+$/, "").toLowerCase());
+    const han = parts.filter((p) => HAN.test(p));
+    const apart = query.includes("@") ? "[\\s\\-@]+" : "[\\s\\-]+";
+    const words = latin.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join(apart);
+    const latinRe = words ? new RegExp(`(?<![\\p{L}\\p{N}_])${words}(?:s|es)?\\d*(?![\\p{L}\\p{N}_])`, "gu") : null;
+    return (text) => Math.min(...han.map((run) => text.split(run).length - 1),
+                              ...(latinRe ? [(text.match(latinRe) || []).length] : []), Infinity);
   };
 
   /* Whether a page's text holds a Chinese query's words apart, without knowing where the words end: every run of Han
@@ -347,13 +362,17 @@
 
   /* A few words: every page whose text holds them as typed (Pagefind's pages, and any page its words missed: the
      text of every page is checked), the page built around them first (the words in its title, then in a section's
-     heading), then Pagefind's order; after them, under a line, Pagefind's pages that hold the words apart (all of
-     them, when no page holds the words together: 混合精度钩子 is written nowhere, 混合精度 and 钩子 are). */
+     heading; at the same depth, the page that says them more often: Pagefind's BM25, which caps a word's count and
+     discounts a long page, put recipe pages that name a course term in their title among many others before the
+     notebook or the recipe page that says it most), then Pagefind's order; after them, under a line, Pagefind's pages
+     that hold the words apart (all of them, when no page holds the words together: 混合精度钩子 is written nowhere,
+     混合精度 and 钩子 are). */
   const searchWords = async (pagefind, query) => {
     const primary = await pagefind.search(query);
     const rank = new Map(primary.results.map((r, i) => [r.id, i]));
     const everything = await pagefind.search(null);
     const holds = phraseTest(query);
+    const says = phraseCount(query);
     const apart = heldApart(query);
     const all = await Promise.all(everything.results.map(async (r) => ({ r, data: await r.data() })));
     const found = new Map((await Promise.all(primary.results.map((r) => r.data()))).map((d, i) =>
@@ -365,11 +384,12 @@
       if (!together && !rank.has(r.id) && !(apart && apart(text))) continue;
       let item = { data: found.get(r.id) || data, together,
                    level: together ? headingLevel(data, query, found.get(r.id)) + (isAside(data) ? 1 : 0) : 9,
+                   count: together ? says(text) : 0,
                    order: rank.has(r.id) ? rank.get(r.id) : primary.results.length + 1, anchor: null, section: null };
       if (found.has(r.id)) item = pointInto(item, found.get(r.id), 12);
       items.push(item);
     }
-    items.sort((a, b) => (a.level - b.level) || (a.order - b.order));
+    items.sort((a, b) => (a.level - b.level) || (b.count - a.count) || (a.order - b.order));
     const together = items.filter((i) => i.together);
     return [together, items.filter((i) => !i.together)];
   };
