@@ -195,3 +195,32 @@ def test_round_three_fresh_draw_finds_a_right_place_at_least_as_often_as_measure
 def test_the_fresh_draw_is_drawn_once(capsys):
     assert own_words.main(["--draw", "--round", "3", "--fresh"]) == 1
     assert "drawn once" in capsys.readouterr().err
+
+
+def test_round_four_draw_was_drawn_by_its_seed_outside_every_earlier_draw():
+    data = own_words.record(own_words.RECORD_4)
+    assert data["seed"] == own_words.SEED_4 and data["size"] == own_words.SIZE_4
+    assert data["held_out"] == own_words.draw_three(data["pool"], data["seed"], data["size"])
+    assert own_words.draw_three(data["pool"], data["seed"] + 1, data["size"]) != data["held_out"]
+    earlier = (set(own_words.record(own_words.RECORD_3)["held_out"])
+               | set(own_words.record(own_words.RECORD_3_TUNING)["tuning"])
+               | set(own_words.record(own_words.RECORD_3_FRESH)["held_out"])
+               | set(own_words.record()["held_out"]) | set(own_words.record()["tuning"]))
+    assert not set(data["pool"]) & earlier, "the round-four draw shares no question with the earlier draws"
+    four = set(json.loads(bank.HELD_OUT_4.read_text(encoding="utf-8"))["pool"])
+    assert four <= set(data["pool"]), "all of round four's questions were in the pool"
+    assert set(data["pool"]) - four <= set(own_words.answered_ids()), "a recipe is never taken away from the pool"
+    assert set(data["pool"]) == set(own_words.round_four_pool(set(data["pool"]) - four))
+    assert own_words.queries("tuning", data) == [], "every query of the round-four draw is held out"
+
+
+def test_round_four_draw_has_two_queries_per_language_and_question_naming_no_code_and_no_library():
+    data = own_words.record(own_words.RECORD_4)
+    _two_queries_per_language_and_question_naming_no_code_and_no_library(data, data["held_out"])
+    for lang in own_words.LANGUAGES:
+        assert sum(q["lang"] == lang for q in data["queries"]) >= 100
+
+
+def test_the_round_four_draw_is_drawn_once(capsys):
+    assert own_words.main(["--draw", "--round", "4"]) == 1
+    assert "drawn once" in capsys.readouterr().err

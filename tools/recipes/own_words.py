@@ -10,6 +10,8 @@ without API or library names for round-two questions that a recipe answers (``re
     python -m tools.recipes.own_words --draw --round 3 --tuning   # draw them once
     python -m tools.recipes.own_words --round 3 --fresh  # the fresh held-out draw (own_words_3_fresh.json)
     python -m tools.recipes.own_words --draw --round 3 --fresh    # draw it once
+    python -m tools.recipes.own_words --round 4          # the round-four held-out draw (own_words_4.json)
+    python -m tools.recipes.own_words --draw --round 4   # draw it once
 
 The record holds the draw and the split, with their seeds: the population is round two's questions (the bank's ids
 that round one's record, ``recipes/held_out.json``, does not hold) that a recipe answers; ``random.Random(seed)``
@@ -64,6 +66,9 @@ SIZE_3_TUNING = 40  # questions: two queries each per language, 80 per language
 RECORD_3_FRESH = ROOT / "recipes" / "bank" / "own_words_3_fresh.json"
 SEED_3_FRESH = 271127  # fixed in the code before the fresh draw ran (2026-11-27)
 SIZE_3_FRESH = 55  # questions: two queries each per language, 110 per language
+RECORD_4 = ROOT / "recipes" / "bank" / "own_words_4.json"
+SEED_4 = 20261127  # fixed in the code before the round-four draw ran (2026-11-27)
+SIZE_4 = 55  # questions: two queries each per language, 110 per language
 RECIPES = ROOT / "recipes"
 NOTEBOOKS = ROOT / "notebooks"
 K = 3
@@ -175,6 +180,19 @@ def round_three_fresh_pool(answered: set[str] | None = None) -> list[str]:
     used = set(record(RECORD_3)["held_out"]) | set(record(RECORD_3_TUNING)["tuning"])
     answered = set(answered_ids()) if answered is None else answered
     return sorted((pool - used) & answered)
+
+
+def round_four_pool(answered: set[str] | None = None) -> list[str]:
+    """The new bank's questions outside every earlier own-words draw, sorted: round three's that a recipe answers
+    (outside own_words_3.json, own_words_3_tuning.json and own_words_3_fresh.json) and all of round four's (drawn
+    before round four's recipes were written; a question left unanswered counts as not found)."""
+    earlier = bank.round_one_ids() | bank.round_one_ids(bank.HELD_OUT_2)
+    three = set(json.loads(bank.HELD_OUT_3.read_text(encoding="utf-8"))["pool"]) - earlier
+    used = (set(record(RECORD_3)["held_out"]) | set(record(RECORD_3_TUNING)["tuning"])
+            | set(record(RECORD_3_FRESH)["held_out"]))
+    answered = set(answered_ids()) if answered is None else answered
+    four = set(json.loads(bank.HELD_OUT_4.read_text(encoding="utf-8"))["pool"])
+    return sorted(((three - used) & answered) | four)
 
 
 def draw_three(pool: list[str], seed: int = SEED_3, size: int = SIZE_3) -> list[str]:
@@ -309,6 +327,18 @@ def _draw_round_three_fresh() -> int:
               "the lookup, and each is measured once before and once after that tuning.")
 
 
+def _draw_round_four() -> int:
+    return _draw_once(
+        RECORD_4, round_four_pool, SEED_4, SIZE_4, tuning=False,
+        when="the round-four questions are drawn once",
+        about="The new bank's questions outside every earlier own-words draw: round three's that a recipe answers "
+              "(outside own_words_3.json, own_words_3_tuning.json and own_words_3_fresh.json) and all 42 of round "
+              "four's (recipes/held_out_4.json's pool), sampled with random.Random(seed).sample(sorted(pool), "
+              "k=size) before round four's recipes were written and before the lookup was changed again. Every "
+              "query is held out: none is read while tuning the lookup; a question no recipe answers counts as not "
+              "found.")
+
+
 def _draw_round_three() -> int:
     return _draw_once(
         RECORD_3, round_three_pool, SEED_3, SIZE_3, tuning=False,
@@ -322,26 +352,32 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.recipes.own_words", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tuning", action="store_true", help="measure the tuning part instead of the held-out part")
     parser.add_argument("--misses", action="store_true", help="list the queries with no right place in the first 3")
-    parser.add_argument("--round", type=int, choices=(2, 3), default=2, help="round two's record or round three's")
+    parser.add_argument("--round", type=int, choices=(2, 3, 4), default=2,
+                        help="round two's record, round three's or round four's")
     parser.add_argument("--fresh", action="store_true", help="round three's fresh draw (own_words_3_fresh.json)")
     parser.add_argument("--draw", action="store_true", help="draw round three's questions (once)")
     args = parser.parse_args(argv)
     if args.draw:
+        if args.round == 4:
+            return _draw_round_four()
         if args.round != 3:
-            parser.error("--draw is for --round 3 (round two's draw is recorded)")
+            parser.error("--draw is for --round 3 or 4 (round two's draw is recorded)")
         if args.fresh:
             return _draw_round_three_fresh()
         return _draw_round_three_tuning() if args.tuning else _draw_round_three()
     if args.fresh and (args.round != 3 or args.tuning):
         parser.error("--fresh is round three's fresh held-out draw: use it with --round 3, without --tuning")
-    chosen = RECORD_3_FRESH if args.fresh else RECORD_3_TUNING if args.tuning else RECORD_3
-    data = record(chosen) if args.round == 3 else None
+    if args.round == 4 and args.tuning:
+        parser.error("round four's draw is all held out: it has no tuning part")
+    chosen = (RECORD_4 if args.round == 4 else RECORD_3_FRESH if args.fresh else RECORD_3_TUNING if args.tuning
+              else RECORD_3)
+    data = record(chosen) if args.round in (3, 4) else None
     part = "tuning" if args.tuning else "held_out"
     table, results = measure(part, data)
     print(f"| {part} part | a right place in the first three | share |\n|---|---|---|")
     for lang, (found, asked) in table.items():
         print(f"| {lang} | {found} of {asked} | {found / asked:.0%} |" if asked else f"| {lang} | 0 of 0 | - |")
-    if args.round == 3:
+    if args.round in (3, 4):
         answered = set(answered_ids())
         for lang in LANGUAGES:
             mine = [(q, r) for q, r in results if q.lang == lang and q.id in answered]
