@@ -127,11 +127,12 @@ def _recipe_ids(notebook: str, cache: dict[str, set[str]]) -> set[str]:
     return cache[notebook]
 
 
-def test_the_round_three_grade_once_the_rest_was_answered_sets_the_held_out_recipes_aside():
-    held_out = json.loads(bank.HELD_OUT_3.read_text(encoding="utf-8"))["ids"]
+@pytest.mark.parametrize("number", [3, 4], ids=["round three", "round four"])
+def test_the_grade_once_the_rest_was_answered_sets_the_held_out_recipes_aside(number):
+    held_out = json.loads({3: bank.HELD_OUT_3, 4: bank.HELD_OUT_4}[number].read_text(encoding="utf-8"))["ids"]
     before = {g["id"]: g["grade"] for g in json.loads(
-        (bank.ROOT / "recipes" / "held_out_3_grade.json").read_text(encoding="utf-8"))["grades"]}
-    rest = json.loads((bank.ROOT / "recipes" / "held_out_3_grade_rest.json").read_text(encoding="utf-8"))
+        (bank.ROOT / "recipes" / f"held_out_{number}_grade.json").read_text(encoding="utf-8"))["grades"]}
+    rest = json.loads((bank.ROOT / "recipes" / f"held_out_{number}_grade_rest.json").read_text(encoding="utf-8"))
     grades = {g["id"]: g for g in rest["grades"]}
     assert [g["id"] for g in rest["grades"]] == held_out
     assert all(g["before"] == before[rid] and g["grade"] in ("✓", "~", "✗") and g["why"] for rid, g in grades.items())
@@ -150,6 +151,9 @@ def test_the_round_three_grade_once_the_rest_was_answered_sets_the_held_out_reci
                 notebook, _, cell = where.partition("#cell-id=")
                 cells = json.loads((bank.ROOT / notebook).read_text(encoding="utf-8"))["cells"]
                 assert cell in {c.get("id") for c in cells}, f"{g['id']}: no cell {cell} in {notebook}"
+                answers = {c["id"]: c.get("metadata", {}).get("hooklab", {}).get("recipe", {}).get("id")
+                           for c in cells if c.get("id")}
+                assert answers[cell] not in held_out, f"{g['id']}: {where} is a held-out question's own recipe"
 
 
 def test_round_three_floors_and_library_quotas_are_reported_not_silently_passed():
