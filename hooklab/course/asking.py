@@ -23,7 +23,8 @@ recognise (``KeyError``) takes no paste. The words of a question are ranked by B
 languages; Chinese is read as pairs of characters (no word segmenter), and a table of the phrases learners use for
 the same symptom ("not firing", "没有被调用", "never called" …) maps them onto one term, which counts double in the
 question, so the course's wording and the learner's meet; an entry whose title says most of the question counts up
-to half as much again; the doctor (``hooklab.explain_hook``) a little more for a question that says its hook does
+to half as much again; a recipe's question, in its asker's words, counts three times in its text (a learner tells
+the case as the asker did, while the answer's prose names mechanisms its sibling recipes share); the doctor (``hooklab.explain_hook``) a little more for a question that says its hook does
 not fire or fires twice. The index holds the course's sections, symptoms, explained messages, unusual matrix cells,
 recipes, library profiles (under the names :func:`hooklab.course.profile` takes), the doctor and the hook atlas.
 The course website's search ranks a learner's own words with the same index and the same

@@ -2,6 +2,7 @@
 that shows the symptom, and bad input is refused."""
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -56,7 +57,8 @@ def _section_of(notebook: str, cell: str) -> str | None:
 
 
 # A learner's words (as typed, not the course's wording) -> the symptom whose cell answers them: that cell, the section
-# that holds it, or the symptom page's list of that kind of symptom (which links to it), in the first three answers.
+# that holds it, the symptom page's list of that kind of symptom (which links to it), or a recipe whose metadata links
+# one of those places (a running cell of the learner's case that leads to the lesson), in the first three answers.
 LEARNER_WORDS = [
     # notebook 03's section 6 shows the same with a running cell (lin.forward(x) vs lin(x))
     ("my forward hook is never called when I call model.forward(x)", "hook-never-fires-forward-called-directly",
@@ -81,7 +83,17 @@ def test_a_learners_own_words_find_the_cell_that_shows_the_symptom(words, sympto
     places = {(row["notebook"], row["cell"]), (row["notebook"], _section_of(row["notebook"], row["cell"]))}
     places |= {(e["notebook"], e["cell"]) for e in _entries() if e["id"] == also}
     hits = ask(words, k=3, lang="both")
-    assert any((h.notebook, h.cell) in places or h.page in lists for h in hits), repr(hits)
+    leads = {recipe for recipe, linked in _recipe_links().items() if linked & places}
+    assert any((h.notebook, h.cell) in places | leads or h.page in lists for h in hits), repr(hits)
+
+
+@functools.cache
+def _recipe_links() -> dict[tuple[str, str], set[tuple[str | None, str | None]]]:
+    """Each recipe's place -> the course places its metadata links (tools.recipes.own_words.right_places)."""
+    from tools.recipes import own_words
+
+    recipes, links = own_words.answered_ids(), own_words.right_places()
+    return {recipes[rid]["place"]: linked - {recipes[rid]["place"]} for rid, linked in links.items()}
 
 
 def test_chinese_and_english_phrasings_of_one_symptom_meet_on_one_term():

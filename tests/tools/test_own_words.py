@@ -224,3 +224,17 @@ def test_round_four_draw_has_two_queries_per_language_and_question_naming_no_cod
 def test_the_round_four_draw_is_drawn_once(capsys):
     assert own_words.main(["--draw", "--round", "4"]) == 1
     assert "drawn once" in capsys.readouterr().err
+
+
+def test_round_four_draw_finds_a_right_place_at_least_as_often_as_measured(capsys):
+    table, results = own_words.measure("held_out", own_words.record(own_words.RECORD_4))
+    answered = set(own_words.answered_ids())
+    with capsys.disabled():
+        for lang, (found, asked) in table.items():
+            mine = [r for q, r in results if q.lang == lang and q.id in answered]
+            print(f"\n  course.ask, round four's draw (held out), {lang}: {found} of {asked} in the first three "
+                  f"({sum(r is not None for r in mine)} of the {len(mine)} whose question a recipe answers)", end="")
+    for lang, (found, asked) in table.items():
+        assert asked == own_words.MEASURED_4_AFTER[lang][1] == own_words.MEASURED_4_BEFORE[lang][1]
+        assert found >= own_words.MEASURED_4_AFTER[lang][0], (
+            f"{lang}: {found} of {asked}, fewer than {own_words.MEASURED_4_AFTER[lang]}")

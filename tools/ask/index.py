@@ -26,7 +26,8 @@ another framework's entry its example (``frameworks.json``'s ``frameworks-<name>
 
 - ``recipe``: a recipe (``recipes/NN_area.ipynb``: a real question answered by running code; its heading cell carries
   ``hooklab.recipe`` metadata: the bank id, the libraries and the calls the asker would type), linked to its heading,
-  with the question, its message from the bank (``recipes/bank/``) and the calls.
+  with the question, its message from the bank (``recipes/bank/``) and the calls; its question paragraph counts
+  :data:`QUESTION_WEIGHT` more times (:func:`asked`).
 
 - ``profile``: a library profile (``hooklab/course/assets/profiles/library_profiles.json``: what a library does to a
   model's hooks), linked to its page on the site, with the library's name, its summary, removal and API in both
@@ -193,6 +194,26 @@ def _quoted_message(message: str | None) -> str | None:
     return None if message is None or _BARE_CLASS.fullmatch(message.strip()) else message
 
 
+# A learner describes the case as its asker did, not as the answer explains it (the answer's prose names the mechanism
+# and its neighbours, which every sibling recipe shares): the recipe's question counts this many more times.
+QUESTION_WEIGHT = 2
+_ASKED_LABEL = re.compile(r"^\*\*(?:问题|Question)\*\*\s*[：:]\s*")
+_SOURCE = re.compile(r"\s*(?:来源\s*[：:]|Source\s*:).*", re.S)
+
+
+def asked(markdown: str) -> str:
+    """A recipe cell's question: the paragraph after its heading (``**Question**: …`` or the asker's case told), up
+    to its source, as plain text.
+
+    >>> asked("## Rx-01 · title\\n\\n**Question**: why is `grad` None? Source: [a](b).\\n\\n**Answer**: …")
+    'why is grad None?'
+    """
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", markdown.strip())]
+    if len(paragraphs) < 2:
+        return ""
+    return _plain(_SOURCE.sub("", _ASKED_LABEL.sub("", paragraphs[1])))
+
+
 def recipe_entries() -> list[dict[str, Any]]:
     bank = _bank()
     entries = []
@@ -211,7 +232,8 @@ def recipe_entries() -> list[dict[str, Any]]:
             calls = " ".join(recipe.get("calls", []) + recipe.get("libraries", []))
             entries.append({
                 "id": f"recipe:{recipe['id']}", "kind": "recipe", "zh": title["zh"], "en": title["en"],
-                "text": f"{_plain(zh)} {_plain(en)} {question['question']} {question['message'] or ''} {calls}",
+                "text": f"{_plain(zh)} {_plain(en)} {question['question']} {question['message'] or ''} {calls}"
+                        + f" {asked(zh)} {asked(en)}" * QUESTION_WEIGHT,
                 "message": _quoted_message(question["message"]), "notebook": f"../recipes/{path.name}",
                 "cell": cell.get("id"),
                 "page": f"recipes-{path.stem}.html#recipe-{recipe['id']}", "asked_zh": recipe.get("asked_zh"),
