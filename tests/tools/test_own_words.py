@@ -104,23 +104,29 @@ def test_round_three_was_drawn_by_its_seed_from_round_three_outside_its_held_out
     assert own_words.queries("tuning", data) == [], "no query of round three is for tuning"
 
 
-def test_round_three_has_two_queries_per_language_and_question_naming_no_code_and_no_library():
-    data = own_words.record(own_words.RECORD_3)
+@pytest.mark.parametrize("path", [own_words.RECORD_3, own_words.RECORD_4], ids=["round three", "round four"])
+def test_a_held_out_draw_has_two_queries_per_language_and_question_naming_no_code_and_no_library(path):
+    data = own_words.record(path)
     _two_queries_per_language_and_question_naming_no_code_and_no_library(data, data["held_out"])
     for lang in own_words.LANGUAGES:
         assert sum(q["lang"] == lang for q in data["queries"]) >= 100
 
 
-def test_round_three_finds_a_right_place_at_least_as_often_as_measured(capsys):
-    data = own_words.record(own_words.RECORD_3)
+def _measured_and_shown(data, about, capsys):
+    """(language -> (found, asked), every query with its rank, the ids a recipe answers), each language printed."""
     table, results = own_words.measure("held_out", data)
     answered = set(own_words.answered_ids())
     with capsys.disabled():
         for lang, (found, asked) in table.items():
             mine = [r for q, r in results if q.lang == lang and q.id in answered]
-            print(f"\n  course.ask, round three's own words (all held out), {lang}: {found} of {asked} in the first "
-                  f"three ({sum(r is not None for r in mine)} of the {len(mine)} whose question a recipe answers)",
-                  end="")
+            print(f"\n  course.ask, {about}, {lang}: {found} of {asked} in the first three "
+                  f"({sum(r is not None for r in mine)} of the {len(mine)} whose question a recipe answers)", end="")
+    return table, results, answered
+
+
+def test_round_three_finds_a_right_place_at_least_as_often_as_measured(capsys):
+    table, _, _ = _measured_and_shown(own_words.record(own_words.RECORD_3), "round three's own words (all held out)",
+                                      capsys)
     for lang, (found, asked) in table.items():
         assert asked == own_words.MEASURED_3_AFTER[lang][1] == own_words.MEASURED_3[lang][1], (lang, asked)
         assert own_words.MEASURED_3_AFTER[lang][0] >= own_words.MEASURED_3[lang][0]
@@ -214,26 +220,14 @@ def test_round_four_draw_was_drawn_by_its_seed_outside_every_earlier_draw():
     assert own_words.queries("tuning", data) == [], "every query of the round-four draw is held out"
 
 
-def test_round_four_draw_has_two_queries_per_language_and_question_naming_no_code_and_no_library():
-    data = own_words.record(own_words.RECORD_4)
-    _two_queries_per_language_and_question_naming_no_code_and_no_library(data, data["held_out"])
-    for lang in own_words.LANGUAGES:
-        assert sum(q["lang"] == lang for q in data["queries"]) >= 100
-
-
 def test_the_round_four_draw_is_drawn_once(capsys):
     assert own_words.main(["--draw", "--round", "4"]) == 1
     assert "drawn once" in capsys.readouterr().err
 
 
 def test_round_four_draw_finds_a_right_place_at_least_as_often_as_measured(capsys):
-    table, results = own_words.measure("held_out", own_words.record(own_words.RECORD_4))
-    answered = set(own_words.answered_ids())
-    with capsys.disabled():
-        for lang, (found, asked) in table.items():
-            mine = [r for q, r in results if q.lang == lang and q.id in answered]
-            print(f"\n  course.ask, round four's draw (held out), {lang}: {found} of {asked} in the first three "
-                  f"({sum(r is not None for r in mine)} of the {len(mine)} whose question a recipe answers)", end="")
+    table, results, answered = _measured_and_shown(own_words.record(own_words.RECORD_4),
+                                                   "round four's draw (held out)", capsys)
     for lang, (found, asked) in table.items():
         assert asked == own_words.MEASURED_4_ANSWERED[lang][1] == own_words.MEASURED_4_BEFORE[lang][1]
         assert own_words.MEASURED_4_BEFORE[lang][0] <= own_words.MEASURED_4_AFTER[lang][0]

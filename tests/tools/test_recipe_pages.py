@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from hooklab.course.notebook import lang_tags
+from hooklab.course.notebook import lang_tags, read_notebook
 from tools.recipes import pages
 
 pytestmark = pytest.mark.tools
@@ -91,6 +91,9 @@ def test_a_page_says_to_run_its_setup_cell_first_at_the_top_and_under_each_recip
     assert top < page.index(f"(recipe-{_recipe_ids(path)[0]})="), "the setup note comes before the first recipe"
     first = page.index("```python", top)
     assert "course.setup()" in page[first:page.index("```\n", first + 10)], "the note stands above the setup cell"
-    for rid in _recipe_ids(path):
+    _, recipes = pages.split(read_notebook(path))
+    for rid, cells in recipes:  # the note stands above the recipe's first code cell (its prose may quote code)
         anchor = page.index(f"(recipe-{rid})=")
-        assert page.index(pages.TEXT[lang]["after_setup"], anchor) < page.index("```python", anchor)
+        code = next(c for c in cells if c["cell_type"] == "code")
+        source = "".join(code["source"]) if isinstance(code["source"], list) else code["source"]
+        assert page.index(pages.TEXT[lang]["after_setup"], anchor) < page.index(f"```python\n{source.rstrip()}", anchor)

@@ -313,62 +313,63 @@ def measure(part: str = "held_out", data: dict[str, Any] | None = None,
     return table, results
 
 
-def _draw_once(path: Path, population: Callable[[], list[str]], seed: int, size: int, *, tuning: bool, about: str,
-               when: str) -> int:
-    """Draw ``size`` of the ``population()`` with ``seed`` into a new record at ``path`` (its queries are written
-    afterwards); a record that exists is never drawn again."""
-    if path.exists():
-        print(f"error: {path.relative_to(ROOT)} exists: {when}", file=sys.stderr)
+@dataclass(frozen=True)
+class Draw:
+    """One own-words draw: its record, its population, its seed and size, whether it is for tuning, and what it is."""
+
+    path: Path
+    population: Callable[[], list[str]]
+    seed: int
+    size: int
+    tuning: bool
+    when: str  # why a second draw is refused
+    about: str  # how it was drawn, written into the record
+
+
+def _draws() -> dict[str, Draw]:
+    """The draws ``--draw`` can make, by (round, part): each once."""
+    return {
+        "3": Draw(RECORD_3, round_three_pool, SEED_3, SIZE_3, False,
+                  "round three's questions are drawn once, before any round-three answer is written",
+                  "Round three's questions outside its held-out part (recipes/held_out_3.json: pool less ids), "
+                  "sampled with random.Random(seed).sample(sorted(pool), k=size), before any round-three answer was "
+                  "written. Every query is held out: none is read while tuning the lookup."),
+        "3-tuning": Draw(RECORD_3_TUNING, round_three_tuning_pool, SEED_3_TUNING, SIZE_3_TUNING, True,
+                         "round three's tuning questions are drawn once",
+                         "Round three's questions that a recipe answered, outside its held-out part "
+                         "(recipes/held_out_3.json) and outside round three's own-words draw (own_words_3.json), "
+                         "sampled with random.Random(seed).sample(sorted(pool), k=size), before the lookup was changed "
+                         "for round three. Every query here is for tuning."),
+        "3-fresh": Draw(RECORD_3_FRESH, round_three_fresh_pool, SEED_3_FRESH, SIZE_3_FRESH, False,
+                        "the fresh questions are drawn once",
+                        "Round three's questions that a recipe answers (its held-out part, recipes/held_out_3.json, "
+                        "included), outside round three's own-words draw (own_words_3.json) and its tuning draw "
+                        "(own_words_3_tuning.json), sampled with random.Random(seed).sample(sorted(pool), k=size) "
+                        "before the lookup was tuned on the tuning draw for Chinese. Every query is held out: none is "
+                        "read while tuning the lookup, and each is measured once before and once after that tuning."),
+        "4": Draw(RECORD_4, round_four_pool, SEED_4, SIZE_4, False, "the round-four questions are drawn once",
+                  "The new bank's questions outside every earlier own-words draw: round three's that a recipe answers "
+                  "(outside own_words_3.json, own_words_3_tuning.json and own_words_3_fresh.json) and all 42 of "
+                  "round four's (recipes/held_out_4.json's pool), sampled with "
+                  "random.Random(seed).sample(sorted(pool), k=size) before round four's recipes were written and "
+                  "before the lookup was changed again. Every query is held out: none is read while tuning the "
+                  "lookup; a question no recipe answers counts as not found."),
+    }
+
+
+def _draw_once(draw: Draw) -> int:
+    """Draw ``draw.size`` of its population with its seed into a new record (its queries are written afterwards); a
+    record that exists is never drawn again."""
+    if draw.path.exists():
+        print(f"error: {draw.path.relative_to(ROOT)} exists: {draw.when}", file=sys.stderr)
         return 1
-    pool = population()
-    drawn = draw_three(pool, seed, size)
-    parts = {"tuning": drawn, "held_out": []} if tuning else {"held_out": drawn}
-    path.write_text(json.dumps({"seed": seed, "size": size, "pool": pool, **parts, "queries": [], "draw": about},
-                               ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    print(f"drew {len(drawn)} of the {len(pool)} questions (seed {seed}): {path.relative_to(ROOT)}")
+    pool = draw.population()
+    drawn = draw_three(pool, draw.seed, draw.size)
+    parts = {"tuning": drawn, "held_out": []} if draw.tuning else {"held_out": drawn}
+    draw.path.write_text(json.dumps({"seed": draw.seed, "size": draw.size, "pool": pool, **parts, "queries": [],
+                                     "draw": draw.about}, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(f"drew {len(drawn)} of the {len(pool)} questions (seed {draw.seed}): {draw.path.relative_to(ROOT)}")
     return 0
-
-
-def _draw_round_three_tuning() -> int:
-    return _draw_once(
-        RECORD_3_TUNING, round_three_tuning_pool, SEED_3_TUNING,
-        SIZE_3_TUNING, tuning=True, when="round three's tuning questions are drawn once",
-        about="Round three's questions that a recipe answered, outside its held-out part (recipes/held_out_3.json) "
-              "and outside round three's own-words draw (own_words_3.json), sampled with "
-              "random.Random(seed).sample(sorted(pool), k=size), before the lookup was changed for round three. "
-              "Every query here is for tuning.")
-
-
-def _draw_round_three_fresh() -> int:
-    return _draw_once(
-        RECORD_3_FRESH, round_three_fresh_pool, SEED_3_FRESH, SIZE_3_FRESH,
-        tuning=False, when="the fresh questions are drawn once",
-        about="Round three's questions that a recipe answers (its held-out part, recipes/held_out_3.json, "
-              "included), outside round three's own-words draw (own_words_3.json) and its tuning draw "
-              "(own_words_3_tuning.json), sampled with random.Random(seed).sample(sorted(pool), k=size) before the "
-              "lookup was tuned on the tuning draw for Chinese. Every query is held out: none is read while tuning "
-              "the lookup, and each is measured once before and once after that tuning.")
-
-
-def _draw_round_four() -> int:
-    return _draw_once(
-        RECORD_4, round_four_pool, SEED_4, SIZE_4, tuning=False,
-        when="the round-four questions are drawn once",
-        about="The new bank's questions outside every earlier own-words draw: round three's that a recipe answers "
-              "(outside own_words_3.json, own_words_3_tuning.json and own_words_3_fresh.json) and all 42 of round "
-              "four's (recipes/held_out_4.json's pool), sampled with random.Random(seed).sample(sorted(pool), "
-              "k=size) before round four's recipes were written and before the lookup was changed again. Every "
-              "query is held out: none is read while tuning the lookup; a question no recipe answers counts as not "
-              "found.")
-
-
-def _draw_round_three() -> int:
-    return _draw_once(
-        RECORD_3, round_three_pool, SEED_3, SIZE_3, tuning=False,
-        when="round three's questions are drawn once, before any round-three answer is written",
-        about="Round three's questions outside its held-out part (recipes/held_out_3.json: pool less ids), "
-              "sampled with random.Random(seed).sample(sorted(pool), k=size), before any round-three answer was "
-              "written. Every query is held out: none is read while tuning the lookup.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -381,13 +382,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draw", action="store_true", help="draw round three's questions (once)")
     args = parser.parse_args(argv)
     if args.draw:
-        if args.round == 4:
-            return _draw_round_four()
-        if args.round != 3:
+        if args.round not in (3, 4):
             parser.error("--draw is for --round 3 or 4 (round two's draw is recorded)")
-        if args.fresh:
-            return _draw_round_three_fresh()
-        return _draw_round_three_tuning() if args.tuning else _draw_round_three()
+        key = "4" if args.round == 4 else "3-fresh" if args.fresh else "3-tuning" if args.tuning else "3"
+        return _draw_once(_draws()[key])
     if args.fresh and (args.round != 3 or args.tuning):
         parser.error("--fresh is round three's fresh held-out draw: use it with --round 3, without --tuning")
     if args.round == 4 and args.tuning:
