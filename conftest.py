@@ -12,7 +12,7 @@
    kernel and stay together on one worker (each other configuration's copy is a file of its own).
 3. Each notebook's run time is reported against the course budget at the end of the run.
 4. The recipes (``recipes/NN_area.ipynb``): every push validates a sample of them, ``RECIPE_SAMPLE`` notebooks (``tests/recipe_sample.py``) that
-   rotate with the ISO week (the same sample all week, every notebook in turn), in both configurations;
+   rotate with the week (the same sample all week, every notebook in turn), in both configurations;
    ``HOOKLAB_RECIPES=all`` validates every one (the weekly CI does, and ``./course rerun`` re-runs them all). A
    recipe notebook named on the command line always runs. The structure tests read every recipe on every run.
 5. Time limits are hang guards, never verdicts, and stretch with the machine's load (``tests/patience.py``):

@@ -1,6 +1,6 @@
 """Which recipe notebooks a run of the tests validates (the root conftest.py deselects the others).
 
-Every push validates ``RECIPE_SAMPLE`` recipe notebooks that rotate with the ISO week: the same sample all week, so a
+Every push validates ``RECIPE_SAMPLE`` recipe notebooks that rotate with the week (counted from a Monday, so the turn runs on across a year's end): the same sample all week, so a
 red run does not depend on the day, and every notebook within a few weeks. ``HOOKLAB_RECIPES=all`` validates every
 one (the weekly CI does; ``./course rerun`` re-runs them all), and so does naming a recipe notebook on the command line.
 
@@ -34,8 +34,8 @@ def recipe_sample(config, today: date | None = None) -> set[str] | None:
     names = sorted(p.relative_to(config.rootpath).as_posix() for p in (config.rootpath / "recipes").glob(RECIPE_GLOB))
     if not names:
         return set()
-    week = (today or date.today()).isocalendar()
-    start = (week.year * 53 + week.week) * RECIPE_SAMPLE % len(names)
+    week = ((today or date.today()).toordinal() - 1) // 7  # weeks counted from a Monday: consecutive across years
+    start = week * RECIPE_SAMPLE % len(names)
     return {names[(start + k) % len(names)] for k in range(min(RECIPE_SAMPLE, len(names)))}
 
 

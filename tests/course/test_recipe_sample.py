@@ -1,4 +1,4 @@
-"""Which recipe notebooks a run validates (tests/recipe_sample.py): a sample of RECIPE_SAMPLE that rotates with the ISO week
+"""Which recipe notebooks a run validates (tests/recipe_sample.py): a sample of RECIPE_SAMPLE that rotates with the week
 and reaches every recipe notebook, all of them with HOOKLAB_RECIPES=all, and one named on the command line."""
 from __future__ import annotations
 

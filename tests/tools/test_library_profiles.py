@@ -81,8 +81,8 @@ def sample(today: date | None = None) -> list[str]:
     if os.environ.get("HOOKLAB_PROFILES") == "all":
         return measured
     local = [s for s in measured if modules()[s].LIBRARY.requirement is None]
-    week = (today or date.today()).isocalendar()
-    start = (week.year * 53 + week.week) * SAMPLE % len(local)
+    week = ((today or date.today()).toordinal() - 1) // 7  # weeks counted from a Monday: consecutive across years
+    start = week * SAMPLE % len(local)
     return sorted({local[(start + k) % len(local)] for k in range(min(SAMPLE, len(local)))})
 
 
