@@ -19,7 +19,8 @@ BANK = {json.loads(line)["id"]: json.loads(line) for path in sorted((ROOT / "rec
         for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
 # each round's held-out part, and the grade of the course on it recorded before any of those questions was answered
 _ROUNDS = (("held_out.json", "held_out_grade.json"), ("held_out_2.json", "held_out_2_grade.json"),
-           ("held_out_3.json", "held_out_3_grade.json"), ("held_out_4.json", "held_out_4_grade.json"))
+           ("held_out_3.json", "held_out_3_grade.json"), ("held_out_4.json", "held_out_4_grade.json"),
+           ("held_out_5.json", "held_out_5_grade.json"))
 HELD_OUT = {rid for drawn, _ in _ROUNDS if (ROOT / "recipes" / drawn).exists()
             for rid in json.loads((ROOT / "recipes" / drawn).read_text(encoding="utf-8"))["ids"]}
 GRADED = {row["id"] for _, graded in _ROUNDS if (ROOT / "recipes" / graded).exists()

@@ -71,8 +71,9 @@ def test_the_quotas_are_reported_not_silently_passed():
 @pytest.mark.parametrize("drawn, graded", [("held_out.json", "held_out_grade.json"),
                                             ("held_out_2.json", "held_out_2_grade.json"),
                                             ("held_out_3.json", "held_out_3_grade.json"),
-                                            ("held_out_4.json", "held_out_4_grade.json")],
-                         ids=["round one", "round two", "round three", "round four"])
+                                            ("held_out_4.json", "held_out_4_grade.json"),
+                                            ("held_out_5.json", "held_out_5_grade.json")],
+                         ids=["round one", "round two", "round three", "round four", "round five"])
 def test_each_held_out_grade_covers_exactly_its_held_out_part_and_adds_up(drawn, graded):
     held_out = json.loads((bank.ROOT / "recipes" / drawn).read_text(encoding="utf-8"))["ids"]
     record = json.loads((bank.ROOT / "recipes" / graded).read_text(encoding="utf-8"))
@@ -177,13 +178,13 @@ def test_every_question_names_a_query_that_a_log_records(tmp_path):
         bank.logged_queries(tmp_path)
 
 
-@pytest.mark.parametrize("number", [2, 3, 4], ids=["round two", "round three", "round four"])
+@pytest.mark.parametrize("number", [2, 3, 4, 5], ids=["round two", "round three", "round four", "round five"])
 def test_a_later_rounds_held_out_part_is_the_seeded_draw_over_that_round_only(number):
-    path, seed, records = {2: (bank.HELD_OUT_2, bank.SEED_2, (bank.HELD_OUT,)),
-                           3: (bank.HELD_OUT_3, bank.SEED_3, (bank.HELD_OUT, bank.HELD_OUT_2)),
-                           4: (bank.HELD_OUT_4, bank.SEED_4, (bank.HELD_OUT, bank.HELD_OUT_2, bank.HELD_OUT_3))}[number]
+    records = (bank.HELD_OUT, bank.HELD_OUT_2, bank.HELD_OUT_3, bank.HELD_OUT_4)[:number - 1]
+    path, seed = {2: (bank.HELD_OUT_2, bank.SEED_2), 3: (bank.HELD_OUT_3, bank.SEED_3),
+                  4: (bank.HELD_OUT_4, bank.SEED_4), 5: (bank.HELD_OUT_5, bank.SEED_5)}[number]
     record = json.loads(path.read_text(encoding="utf-8"))
-    assert record["seed"] == seed and len({bank.SEED, bank.SEED_2, bank.SEED_3, bank.SEED_4}) == 4
+    assert record["seed"] == seed and len({bank.SEED, bank.SEED_2, bank.SEED_3, bank.SEED_4, bank.SEED_5}) == 5
     assert record["share"] == bank.HELD_OUT_SHARE
     earlier: set[str] = set()
     for before in records:
@@ -195,8 +196,9 @@ def test_a_later_rounds_held_out_part_is_the_seeded_draw_over_that_round_only(nu
     assert set(record["bank_ids"]) <= {q.id for q in bank.load()}
 
 
-@pytest.mark.parametrize(("number", "attribute"), [(2, "HELD_OUT_2"), (3, "HELD_OUT_3"), (4, "HELD_OUT_4")],
-                         ids=["round two", "round three", "round four"])
+@pytest.mark.parametrize(("number", "attribute"), [(2, "HELD_OUT_2"), (3, "HELD_OUT_3"), (4, "HELD_OUT_4"),
+                                                   (5, "HELD_OUT_5")],
+                         ids=["round two", "round three", "round four", "round five"])
 def test_a_later_round_is_drawn_once(tmp_path, monkeypatch, capsys, number, attribute):
     existing = tmp_path / f"held_out_{number}.json"
     existing.write_text("{}", encoding="utf-8")
@@ -211,12 +213,34 @@ def test_round_four_is_forum_and_qa_pages_only_and_its_floor_is_reported():
     than it kept, is reported; round three's floors still count round three's questions only."""
     questions = bank.load()
     first, second, third = bank.round_one_ids(), bank.round_two_ids(), bank.round_three_ids()
-    four = [q for q in questions if q.id not in first | second | third]
+    four_ids = bank.round_four_ids()
+    four = [q for q in questions if q.id in four_ids]
     assert len(four) >= bank.ROUND_FOUR_MIN_NOT_ISSUE and not any(bank.from_issue_thread(q) for q in four)
+    assert not four_ids & (first | second | third)
     assert bank.problems(questions) == []
-    others = [q for q in questions if q.id in first | second | third]
+    rest = [q for q in questions if q.id not in four_ids]
     assert any(p.startswith("round four:") and "under" in p
-               for p in bank.problems(others + four[1:], first_round=first, second_round=second))
-    issue = next(q for q in others if bank.from_issue_thread(q))
-    stray = dataclasses.replace(issue, id="tensor-hooks-99")
-    assert any("round four: a question from an issue" in p for p in bank.problems(questions + [stray]))
+               for p in bank.problems(rest + four[1:], first_round=first, second_round=second))
+    issue = next(q for q in rest if bank.from_issue_thread(q))
+    stray = dataclasses.replace(four[0], source=issue.source)
+    assert any("round four: a question from an issue" in p
+               for p in bank.problems([q for q in questions if q is not four[0] and q is not issue] + [stray]))
+
+
+def test_round_five_is_dated_recent_questions_and_lifts_the_new_questions_to_the_methods_share():
+    """Round five looked only for questions whose source shows a year in 2024-2026: an undated or older question in
+    it, or fewer questions than it kept, is reported; and the new questions of rounds two to five together meet the
+    method's 60 % from 2024-2026 (of those whose year is visible), which round five was drawn to reach."""
+    questions = bank.load()
+    earlier = bank.round_one_ids() | bank.round_two_ids() | bank.round_three_ids() | bank.round_four_ids()
+    five = [q for q in questions if q.id not in earlier]
+    assert len(five) >= bank.ROUND_FIVE_MIN > 0 and all(q.year in bank.RECENT_YEARS for q in five)
+    new = [q for q in questions if q.id not in bank.round_one_ids() and q.year is not None]
+    assert sum(q.year in bank.RECENT_YEARS for q in new) / len(new) >= bank.NEW_MIN_RECENT_SHARE == 0.6
+    undated = dataclasses.replace(five[0], year=None)
+    found = bank.problems([q for q in questions if q is not five[0]] + [undated])
+    assert any(p.startswith("round five:") and "without a visible year" in p for p in found)
+    fewer = bank.problems([q for q in questions if q is not five[-1]])
+    assert any(p.startswith("round five:") and "under the" in p for p in fewer)
+    without_five = [q for q in questions if q.id in earlier]
+    assert any(p.startswith("the new questions") for p in bank.problems(without_five))

@@ -6,6 +6,7 @@ held out before any answer is written.
     python -m tools.recipes.bank draw         # write recipes/held_out.json (refuses to overwrite: drawn once)
     python -m tools.recipes.bank draw --round 2   # write recipes/held_out_2.json from the round-two questions only
     python -m tools.recipes.bank draw --round 3   # write recipes/held_out_3.json from the round-three questions only
+    python -m tools.recipes.bank draw --round 5   # (and 4) the same for the later rounds
 
 The bank is ``recipes/bank/<category>.jsonl``, one question per line (the fields are :data:`FIELDS`). The held-out
 part is a seeded random sample of :data:`HELD_OUT_SHARE` of the ids, drawn from the sorted ids with
@@ -16,7 +17,8 @@ it by hand (questions added to the bank later are never in the held-out part).
 Round two (recipes/METHOD.md) added questions from every kind of place practitioners ask; its own held-out part is
 drawn the same way, from the round-two ids only (the bank's ids at that moment minus the ids recorded in
 ``recipes/held_out.json``), with its own seed, into ``recipes/held_out_2.json``. Round three's part is drawn the same
-way from the ids neither earlier record holds, into ``recipes/held_out_3.json``.
+way from the ids neither earlier record holds, into ``recipes/held_out_3.json``; round four's and round five's from
+the ids no earlier record holds, into ``recipes/held_out_4.json`` and ``recipes/held_out_5.json``.
 """
 from __future__ import annotations
 
@@ -37,11 +39,13 @@ HELD_OUT = ROOT / "recipes" / "held_out.json"
 HELD_OUT_2 = ROOT / "recipes" / "held_out_2.json"
 HELD_OUT_3 = ROOT / "recipes" / "held_out_3.json"
 HELD_OUT_4 = ROOT / "recipes" / "held_out_4.json"
+HELD_OUT_5 = ROOT / "recipes" / "held_out_5.json"
 HELD_OUT_SHARE = 0.2
 SEED = 20261125  # the day the part was drawn, fixed before the draw (recipes/METHOD.md)
 SEED_2 = 20261126  # the day round two's part was drawn, fixed in the code before that draw ran
 SEED_3 = 202611263  # the day round three's part is drawn (2026-11-26) and the round, fixed before that draw runs
 SEED_4 = 202611274  # the day round four's part is drawn (2026-11-27) and the round, fixed before that draw runs
+SEED_5 = 202611275  # the day round five's part is drawn (2026-11-27) and the round, fixed before that draw runs
 
 FIELDS = ("id", "question", "source", "year", "category", "library", "symptom", "message", "query", "corpus")
 CORPORA = ("issues", "pages", "code")
@@ -49,7 +53,7 @@ CORPORA = ("issues", "pages", "code")
 # Round two aimed at ROUND_TWO_TARGET questions; the floor is what the bank holds, so it cannot shrink, and the
 # shortfall against the target is stated in recipes/METHOD.md rather than hidden by a lower target.
 ROUND_TWO_TARGET = 700
-MIN_QUESTIONS = 844
+MIN_QUESTIONS = 904
 MIN_CATEGORIES = 30
 MIN_PER_CATEGORY = 6
 MIN_RECENT_SHARE = 0.6  # of the round-one questions (the ids recorded in recipes/held_out.json)
@@ -66,6 +70,11 @@ ROUND_THREE_LIBRARY_QUOTAS = {"captum": 5, "trl": 5, "opacus": 5, "wandb": 5, "t
 # such a page. The floor is what it kept: with it 133 of the 613 new questions (rounds two to four, 21.7 %) are not
 # from an issue thread, against the method's 25 %; the stored pages held no more (METHOD.md, round four).
 ROUND_FOUR_MIN_NOT_ISSUE = 42
+# Round five looked only for questions whose year, 2024-2026, the source shows (recipes/METHOD.md): every one of its
+# questions is dated and recent, and the floor is what it kept. With it, the method's 60 % of the new questions
+# (rounds two to five) whose year is visible are from 2024-2026, which the check holds.
+ROUND_FIVE_MIN = 60
+NEW_MIN_RECENT_SHARE = 0.6
 RECENT_YEARS = range(2024, 2027)
 _ISSUE_THREAD = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+$")
 _SOURCE = re.compile(r"^https?://[A-Za-z0-9.-]+\.[a-z]{2,}/\S+$")
@@ -158,6 +167,16 @@ def round_three_ids(first_round: set[str] | None = None, second_round: set[str] 
     return set(json.loads(HELD_OUT_3.read_text(encoding="utf-8"))["bank_ids"]) - first_round - second_round
 
 
+def round_four_ids(earlier: set[str] | None = None) -> set[str] | None:
+    """Round four's ids: those the bank held when round four's part was drawn, less the earlier rounds' (``earlier``;
+    default: the ids the records of rounds one to three hold). None: not drawn."""
+    if not HELD_OUT_4.exists():
+        return None
+    if earlier is None:
+        earlier = round_one_ids() | (round_two_ids() or set()) | (round_three_ids() or set())
+    return set(json.loads(HELD_OUT_4.read_text(encoding="utf-8"))["bank_ids"]) - earlier
+
+
 def round_two_ids(record: Path | None = None, first_round: set[str] | None = None) -> set[str] | None:
     """Round two's ids: those the bank held when round two's part was drawn, less round one's (None: not drawn)."""
     record = HELD_OUT_2 if record is None else record
@@ -199,8 +218,9 @@ def problems(questions: Iterable[Question], first_round: set[str] | None = None,
     round-two ids (default: those recorded in recipes/held_out_2.json, less round one's; every later id when that
     record is missing), ``third_round`` round three's (default: recipes/held_out_3.json's, less the earlier rounds';
     every id after round two when that record is missing). The recency quota of round one applies to the first, round
-    two's floors to the second, round three's to the third; round four (the rest) is held, with the rounds before it,
-    to the share of new questions not from an issue thread.
+    two's floors to the second, round three's to the third; round four (the ids recipes/held_out_4.json adds) is held
+    to forum, Q&A and discussion threads, round five (the rest) to questions dated 2024-2026, and the new questions of
+    rounds two to five together to the method's share from 2024-2026.
     """
     questions = list(questions)
     first_round = round_one_ids() if first_round is None else first_round
@@ -251,7 +271,10 @@ def problems(questions: Iterable[Question], first_round: set[str] | None = None,
                 found.append(f"{name}: {not_issue} questions not from an issue or pull-request thread, under "
                              f"{min_not_issue}")
         three_ids = {q.id for q in three}
-        four = [q for q in after_two if q.id not in three_ids]
+        after_three = [q for q in after_two if q.id not in three_ids]
+        four_ids = round_four_ids({q.id for q in one} | {q.id for q in two} | three_ids) if second_round else None
+        four = after_three if four_ids is None else [q for q in after_three if q.id in four_ids]
+        five = [] if four_ids is None else [q for q in after_three if q.id not in four_ids]
         if four:
             not_issue = sum(not from_issue_thread(q) for q in four)
             if not_issue < ROUND_FOUR_MIN_NOT_ISSUE:
@@ -260,6 +283,19 @@ def problems(questions: Iterable[Question], first_round: set[str] | None = None,
             if any(from_issue_thread(q) for q in four):
                 found.append("round four: a question from an issue or pull-request thread (round four looked only "
                              "for forum, Q&A and discussion threads)")
+        if five:
+            undated = sorted(q.id for q in five if q.year not in RECENT_YEARS)
+            if undated:
+                found.append(f"round five: {len(undated)} questions without a visible year in 2024-2026 (round five "
+                             f"looked only for dated recent questions): {undated[:5]}")
+            if len(five) < ROUND_FIVE_MIN:
+                found.append(f"round five: {len(five)} questions, under the {ROUND_FIVE_MIN} it kept")
+        if second_round is not None:
+            dated = [q for q in later if q.year is not None]
+            recent_new = sum(q.year in RECENT_YEARS for q in dated)
+            if dated and recent_new / len(dated) < NEW_MIN_RECENT_SHARE:
+                found.append(f"the new questions (rounds two on): {recent_new} of {len(dated)} dated ones from "
+                             f"2024-2026, under {NEW_MIN_RECENT_SHARE:.0%}")
     return found
 
 
@@ -289,9 +325,9 @@ def summary(questions: list[Question]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.recipes.bank", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("check", "summary", "draw"))
-    parser.add_argument("--round", type=int, choices=(1, 2, 3, 4), default=1,
-                        help="which held-out part to draw: 1 (recipes/held_out.json), 2 (recipes/held_out_2.json), "
-                             "3 (recipes/held_out_3.json) or 4 (recipes/held_out_4.json)")
+    parser.add_argument("--round", type=int, choices=(1, 2, 3, 4, 5), default=1,
+                        help="which held-out part to draw: 1 (recipes/held_out.json) or N > 1 "
+                             "(recipes/held_out_N.json, from round N's questions only)")
     args = parser.parse_args(argv)
     try:
         questions = load()
@@ -316,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(questions)} questions in {len({q.category for q in questions})} categories: the method's "
               "quotas are met")
         return 0
-    if args.round in (2, 3, 4):
+    if args.round > 1:
         return _draw_round(questions, args.round)
     held_out = draw(q.id for q in questions)
     HELD_OUT.write_text(json.dumps({
@@ -340,13 +376,14 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-ROUND_NAMES = {2: "two", 3: "three", 4: "four"}
+ROUND_NAMES = {2: "two", 3: "three", 4: "four", 5: "five"}
 
 
 # round -> (its record, its seed, the records of the rounds before it)
 def _rounds() -> dict[int, tuple[Path, int, tuple[Path, ...]]]:
     return {2: (HELD_OUT_2, SEED_2, (HELD_OUT,)), 3: (HELD_OUT_3, SEED_3, (HELD_OUT, HELD_OUT_2)),
-            4: (HELD_OUT_4, SEED_4, (HELD_OUT, HELD_OUT_2, HELD_OUT_3))}
+            4: (HELD_OUT_4, SEED_4, (HELD_OUT, HELD_OUT_2, HELD_OUT_3)),
+            5: (HELD_OUT_5, SEED_5, (HELD_OUT, HELD_OUT_2, HELD_OUT_3, HELD_OUT_4))}
 
 
 def _draw_round(questions: list[Question], number: int) -> int:
