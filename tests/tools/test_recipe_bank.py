@@ -128,9 +128,10 @@ def _recipe_ids(notebook: str, cache: dict[str, set[str]]) -> set[str]:
     return cache[notebook]
 
 
-@pytest.mark.parametrize("number", [3, 4], ids=["round three", "round four"])
+@pytest.mark.parametrize("number", [3, 4, 5], ids=["round three", "round four", "round five"])
 def test_the_grade_once_the_rest_was_answered_sets_the_held_out_recipes_aside(number):
-    held_out = json.loads({3: bank.HELD_OUT_3, 4: bank.HELD_OUT_4}[number].read_text(encoding="utf-8"))["ids"]
+    record = {3: bank.HELD_OUT_3, 4: bank.HELD_OUT_4, 5: bank.HELD_OUT_5}[number]
+    held_out = json.loads(record.read_text(encoding="utf-8"))["ids"]
     before = {g["id"]: g["grade"] for g in json.loads(
         (bank.ROOT / "recipes" / f"held_out_{number}_grade.json").read_text(encoding="utf-8"))["grades"]}
     rest = json.loads((bank.ROOT / "recipes" / f"held_out_{number}_grade_rest.json").read_text(encoding="utf-8"))
