@@ -228,9 +228,12 @@ def test_the_round_four_draw_is_drawn_once(capsys):
 def test_round_four_draw_finds_a_right_place_at_least_as_often_as_measured(capsys):
     table, results, answered = _measured_and_shown(own_words.record(own_words.RECORD_4),
                                                    "round four's draw (held out)", capsys)
+    # the figure held moved below the one measured when the draw's questions were answered only by the query stated
+    # beside MEASURED_4_HELD
+    assert sum(own_words.MEASURED_4_ANSWERED[lang][0] - own_words.MEASURED_4_HELD[lang][0] for lang in table) == 1
     for lang, (found, asked) in table.items():
         assert asked == own_words.MEASURED_4_ANSWERED[lang][1] == own_words.MEASURED_4_BEFORE[lang][1]
         assert own_words.MEASURED_4_BEFORE[lang][0] <= own_words.MEASURED_4_AFTER[lang][0]
-        assert found >= own_words.MEASURED_4_ANSWERED[lang][0] >= 0.9 * asked, (
-            f"{lang}: {found} of {asked}, fewer than {own_words.MEASURED_4_ANSWERED[lang]}")
+        assert found >= own_words.MEASURED_4_HELD[lang][0] >= 0.9 * asked, (
+            f"{lang}: {found} of {asked}, fewer than {own_words.MEASURED_4_HELD[lang]}")
     assert all(q.id in answered for q, _ in results), "every question of round four's draw has its recipe"
