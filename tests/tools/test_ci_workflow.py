@@ -212,6 +212,10 @@ def test_the_schedule_runs_the_look_ahead_rerun_and_the_launch_copies_in_a_workf
     recipes, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_RECIPES") == "all"]
     assert recipes["run"] == ("./course test recipes tests/course/test_recipes_alone.py "
                               "tests/tools/test_browser.py::test_the_sites_search_finds_each_recipe_by_its_askers_words")
+    # the lookup's and the site search's full measures (a push asks the rest), in the runner's Google Chrome
+    search, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_SEARCH") == "all"]
+    assert search["run"] == "./course test tests/tools/test_recipe_search.py tests/tools/test_browser.py"
+    assert any('HOOKLAB_CHROMIUM=$(command -v google-chrome)' in s.get("run", "") for s in jobs["pinned"]["steps"])
     # every program of docs/programs/ and its fix (a push runs a sample: tests/tools/test_programs.py), the library
     # profiles' programs of a library absent from the lock with it installed beside the environment included
     programs, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_PROGRAMS") == "all"]
