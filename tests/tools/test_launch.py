@@ -32,12 +32,10 @@ URL = "https://github.com/example-owner/hooklab"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
-def locked() -> dict[str, set[str]]:
-    lock = tomllib.loads((ROOT / "uv.lock").read_text(encoding="utf-8"))
-    found: dict[str, set[str]] = {}
-    for package in lock["package"]:
-        found.setdefault(re.sub(r"[-_.]+", "-", package["name"]).lower(), set()).add(package.get("version"))
-    return found
+def locked() -> dict[str, list[str]]:
+    """Normalised name -> the versions uv.lock pins (parsed once while the file is unchanged: each of the 86 copies
+    below asks, and parsing the lock takes a second)."""
+    return notebook_imports.locked_versions(ROOT / "uv.lock")
 
 
 def test_pins_are_torch_at_the_locked_version():
@@ -459,7 +457,7 @@ def test_the_cell_knows_the_torchvision_of_each_torch_release_the_course_has_run
     assert launch.tied_releases() == {"torchvision": {"2.13": "0.28.0", "2.15": next(iter(locked()["torchvision"]))}}
     title = (ROOT / "docs" / "rerun" / "torch-2.13.0.md").read_text(encoding="utf-8").splitlines()[0]
     assert "torch 2.13.0 + torchvision 0.28.0" in title
-    assert locked()["torch"] == {"2.15.0"}
+    assert locked()["torch"] == ["2.15.0"]
 
 
 def test_cell_keeps_the_runtimes_torch_at_the_newest_supported_version(monkeypatch, capsys):

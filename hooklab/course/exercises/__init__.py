@@ -390,10 +390,12 @@ def verdict(key: str, answer: Any, *, strict: bool = False) -> Verdict:
 
     try:
         with isolation, _time_limit(CHECK_TIME_LIMIT):
+            if ex.answer is not None and not ex.data:
+                # before the harness: a blank answer or one that is not a function runs no code, so it can leak
+                # nothing, and its verdict needs no note of every module (about a second once a library is loaded)
+                require_callable(answer, ex.answer)
             try:
                 with harness.watching():
-                    if ex.answer is not None and not ex.data:
-                        require_callable(answer, ex.answer)
                     harness.run(ex.checker)
             except Exception:
                 harness.judge_during()  # what the answer did while it ran is the verdict, whatever the checker found
