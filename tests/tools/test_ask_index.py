@@ -13,8 +13,13 @@ from tools.profiles import page
 pytestmark = pytest.mark.tools
 
 
-def test_the_shipped_index_is_current():
-    built = index.build()
+@pytest.fixture(scope="module")
+def built():
+    """The index built from today's notebooks and docs/, once for this file (a build takes about a minute)."""
+    return index.build()
+
+
+def test_the_shipped_index_is_current(built):
     assert index.INDEX.read_text(encoding="utf-8") == index.render(built), (
         "hooklab/course/assets/ask/index.json is stale: run `python -m tools.ask --write`")
     assert index.read_programs() == index.render_programs(built), (
@@ -72,7 +77,8 @@ def test_every_entry_links_to_a_notebook_and_a_cell_that_exist_or_to_a_profile_p
     assert {"section", "symptom", "message", "matrix", "recipe", "profile", "tool", "atlas"} <= kinds
 
 
-def test_the_check_fails_on_a_stale_index_and_names_the_fix(tmp_path, monkeypatch, capsys):
+def test_the_check_fails_on_a_stale_index_and_names_the_fix(built, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(index, "build", lambda: built)  # the build is the test above's; here, what main does with it
     stale = tmp_path / "index.json"
     stale.write_text('{"entries": []}\n', encoding="utf-8")
     monkeypatch.setattr(index, "INDEX", stale)

@@ -116,6 +116,7 @@ class Namespaces:
         self.sizes: dict[tuple[str, str], int] = {}
         self.modules = {id(m) for _, m in _modules()}
         self.learners: set[str] = set()
+        self.owners: dict[str, Any] = {}  # label -> the module or class (with ``sizes``: for :meth:`any_grown`)
         for label, owner, namespace, learner in _owners(is_learner_file):
             if learner:
                 self.learners.add(label)
@@ -129,6 +130,7 @@ class Namespaces:
                 self.functions.append((label, owner, kept))
             if sizes:
                 self.sizes[label, ""] = len(namespace)
+                self.owners[label] = owner
 
     def put_back(self) -> list[str]:
         """Restore every function, class and descriptor the answer replaced or deleted; their names."""
@@ -144,6 +146,20 @@ class Namespaces:
                     except (AttributeError, TypeError):  # a read-only owner: nothing could have replaced it
                         changed.pop()
         return changed
+
+    def any_grown(self) -> bool:
+        """Whether something :meth:`grown` compares against this note (``Namespaces(...).grown(note)``) holds more
+        now, read without a new note: the length of each attribute dict noted, and each container of the learner's
+        modules noted (about 40,000 reads instead of 250,000 once transformers is imported). A first look: where it
+        says yes, the harness takes a new note and asks :meth:`grown`."""
+        for (label, key), before in self.sizes.items():
+            if key and label not in self.learners:
+                continue
+            namespace = self.owners[label].__dict__
+            now = len(namespace) if not key else _size(namespace.get(key))
+            if now is not None and now > before:
+                return True
+        return False
 
     def grown(self, since: Namespaces, first: Namespaces | None = None) -> list[tuple[str, int, int]]:
         """``[(where, size before, size now)]`` for each container that ``since`` saw and that holds more now: an
