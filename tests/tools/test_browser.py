@@ -320,7 +320,7 @@ def searched(site, browser):
 
 
 @weekly_search
-@pytest.mark.timeout(1500)  # 160 searches, and may be the first to wait for the site's build
+@pytest.mark.timeout(1500)  # 153 searches, and may be the first to wait for the site's build
 def test_search_recall_of_whole_terms_stays_at_least_as_good(searched):
     """The review's measure of Sphinx's search on this course (50 Chinese and 30 English terms): recall 1.000 zh and
     0.986 en; best page first 23 / 12, in the top 3 40 / 23. Pagefind's pages, and every page whose text holds the
@@ -376,10 +376,10 @@ def test_a_pasted_message_finds_the_symptom_row_and_the_explaining_cell_first(se
     first in 4, so one of them is first in 44 of 44. Before the row named its cell, a message that the hook matrix
     page and another notebook also quote put the explaining cell 4th (06: torch.func under saved tensor hooks);
     Sphinx's search listed the cell's page in 20 of 44, first in 12, the symptom page in 7, and never pointed into
-    a page."""
+    a page. Each push asks each message on one site (the Chinese and the English in turn), the weekly run on both."""
     result, _, _ = searched
     rows = [(r["lang"], r["source"], r["row"], r["cell"]) for r in result["pasted"]]
-    assert len(rows) == 44
+    assert len(rows) == (44 if FULL_SEARCH else 22) and {lang for lang, *_ in rows} == {"zh", "en"}
     assert all(cell is not None and cell <= 3 for _, _, _, cell in rows), rows
     # the row among the first five; the checkpoint's "different metadata" error (07/16/14) puts it 7th in both
     # languages, behind the general row of the same message (checkpoint-recomputation-differs), its explaining cell
@@ -387,7 +387,7 @@ def test_a_pasted_message_finds_the_symptom_row_and_the_explaining_cell_first(se
     late = {"07/16/14: the learner's shapes, dtype and device": 7}
     far = [r for r in rows if r[2] is None or r[2] > late.get(r[1], 5)]
     assert not far, f"symptom rows past their place: {far}"
-    assert sum(min(row, cell) == 1 for _, _, row, cell in rows) >= 38, rows
+    assert sum(min(row, cell) == 1 for _, _, row, cell in rows) >= 38 * len(rows) / 44, rows
 
 
 @pytest.mark.timeout(1500)
