@@ -1,0 +1,54 @@
+"""The leak harness's first look after a check (``Namespaces.any_grown``) against its full answer: a new note of every
+module and class compared with the one taken before (``Namespaces(...).grown(before)``, what the harness asks when
+the first look says yes). Where the full answer finds growth the first look must say yes; where it finds none, no."""
+import sys
+import types
+
+import pytest
+
+from hooklab.course.exercises._namespaces import Namespaces
+
+LEARNER_FILE = "/learner/notebook_cell.py"
+
+
+def is_learner_file(filename: str) -> bool:
+    return filename == LEARNER_FILE
+
+
+@pytest.fixture
+def modules():
+    """A learner's module (its file is the learner's) and a library's, in sys.modules for the test only."""
+    learner, library = types.ModuleType("hooklab_test_learner"), types.ModuleType("hooklab_test_library")
+    learner.__file__, library.__file__ = LEARNER_FILE, "/site-packages/hooklab_test_library.py"
+    learner.history, library.cache = [], {}
+    sys.modules.update({learner.__name__: learner, library.__name__: library})
+    try:
+        yield learner, library
+    finally:
+        del sys.modules[learner.__name__], sys.modules[library.__name__]
+
+
+def agree(before: Namespaces) -> bool:
+    """The first look and the full answer, which must agree; the first look's answer."""
+    full = bool(Namespaces(is_learner_file).grown(before))
+    assert before.any_grown() == full
+    return full
+
+
+@pytest.mark.timeout(120)
+def test_the_first_look_says_what_a_full_note_says(modules):
+    learner, library = modules
+    before = Namespaces(is_learner_file)
+    assert not agree(before)                  # nothing changed
+    library.cache["seen"] = 1                 # a library's own container grows as it works: not looked at
+    assert not agree(before)
+    learner.history.append(1)                 # a container of the learner's grows
+    assert agree(before)
+    learner.history.clear()
+    before = Namespaces(is_learner_file)
+    library.kept_by_the_answer = []           # a module's attribute dict gains a name
+    assert agree(before)
+    del library.kept_by_the_answer
+    before = Namespaces(is_learner_file)
+    learner.history = None                    # a container of the learner's replaced by something that is not one
+    assert not agree(before)
