@@ -11,10 +11,10 @@
 2. ``./course test`` runs on two pytest-xdist workers with ``--dist loadfile``: a notebook's cells share one
    kernel and stay together on one worker (each other configuration's copy is a file of its own).
 3. Each notebook's run time is reported against the course budget at the end of the run.
-4. The recipes (``recipes/NN_area.ipynb``): every push validates a sample of them, ``RECIPE_SAMPLE`` notebooks (``tests/recipe_sample.py``) that
-   rotate with the week (the same sample all week, every notebook in turn), in both configurations;
-   ``HOOKLAB_RECIPES=all`` validates every one (the weekly CI does, and ``./course rerun`` re-runs them all). A
-   recipe notebook named on the command line always runs. The structure tests read every recipe on every run.
+4. Which checks run: the gate (``tools/gate/``, ``./course test``) chooses them and says why (the fast tests, every
+   course notebook, what the change touched, one part of a rotation over the rest; ``--all``: everything). A pytest
+   run without it runs what it collects, but of a population (each recipe run alone) only the members drawn with the
+   commit (``tools.gate.plan.sample_without_plan``).
 5. Time limits are hang guards, never verdicts, and stretch with the machine's load (``tests/patience.py``):
    pytest-timeout's limit of each test (``timeout`` in pyproject.toml, or a test's ``@pytest.mark.timeout``) and
    nbval's limits for a cell, its output and a kernel's start are what an idle machine needs, multiplied by the
@@ -138,12 +138,9 @@ def pytest_collection_modifyitems(config, items):
         keep = [i for i in items if not _is_notebook(i) or i.nodeid.split("::")[0].endswith(suffixes)]
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
-    from recipe_sample import is_recipe, notebook_path, recipe_sample
-    sample = recipe_sample(config)
-    if sample is not None:
-        keep = [i for i in items if not is_recipe(i.nodeid) or notebook_path(i.nodeid) in sample]
-        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
-        items[:] = keep
+    if not config.getoption("gate_plan", None):
+        from tools.gate.plan import sample_without_plan
+        sample_without_plan(config, items)
 
 
 def _is_notebook(item) -> bool:
@@ -151,20 +148,20 @@ def _is_notebook(item) -> bool:
 
 
 def pytest_runtest_logreport(report):
+    if report.when == "teardown":
+        for name, value in report.user_properties:
+            if name == "put back":
+                _PUT_BACK[report.nodeid] = value
     path = report.nodeid.split("::")[0]
     if ".ipynb" in path:
         _notebook_time[path] += report.duration
 
 
 def pytest_terminal_summary(terminalreporter):
+    _put_back_summary(terminalreporter)
     if not _notebook_time:
         return
     write = terminalreporter.write_line
-    from recipe_sample import recipe_sample
-    sample = recipe_sample(terminalreporter.config)
-    if sample is not None and any(p.startswith("recipes/") for p in _notebook_time):
-        terminalreporter.section("recipes validated in this run")
-        write(f"a sample that rotates weekly ({', '.join(sorted(sample))}); HOOKLAB_RECIPES=all validates every one")
     terminalreporter.section(
         f"notebook run times (budget: {NOTEBOOK_BUDGET_S:.0f} s each, {COURSE_BUDGET_S:.0f} s in all "
         "per CPU-kernel configuration, 2 CPU cores)")
@@ -186,34 +183,60 @@ def pytest_terminal_summary(terminalreporter):
 
 
 # What a distributed launcher sets (torchrun; accelerate's PartialState writes them into os.environ when it finds a
-# CPU process group). A kernel inherits the test process's environment: left there by one test, they made the next
-# notebook's transformers Trainer wrap its model in DDP (a CI run's recipes/07 cell 44: "Expected to mark a variable
-# ready only once"). A notebook runs as in a learner's Jupyter, without them.
+# CPU process group), and the course's language (a launch copy's install cell sets it). A kernel inherits the test
+# process's environment: left there by one test, they made the next notebook's transformers Trainer wrap its model in
+# DDP, or print the exercises' verdicts in English only. A notebook runs as in a learner's Jupyter, without them.
 LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
                       "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
-# and the course's language: the committed notebooks show both languages; a launch copy's install cell sets it, and a
-# test that ran one in-process left it, so every later kernel printed the exercises' verdicts in English only
 KERNEL_UNSET = (*LAUNCHER_VARIABLES, "HOOKLAB_LANG")
+_PUT_BACK: dict[str, str] = {}  # test -> what it left and was put back (tests/leftovers.py)
 
 
 @pytest.fixture(autouse=True)
-def _process_settings_restored():
-    """Whatever a test or a docstring example changes process-wide (``course.setup()`` does: threads,
-    print options; a library may set a launcher's variables, a launch copy's cell the course's language), the next test
-    starts from the same settings."""
-    import torch
-    threads, grad = torch.get_num_threads(), torch.is_grad_enabled()
-    options = {k: getattr(torch._tensor_str.PRINT_OPTS, k) for k in ("precision", "threshold", "edgeitems", "linewidth", "sci_mode")}
-    launcher = {name: os.environ.get(name) for name in KERNEL_UNSET}
+def _process_put_back(request):
+    """Whatever a test or a docstring example changes process-wide (tests/leftovers.py: global hooks, autograd and
+    torch settings, os.environ, the working directory) is put back after it, so the next test starts from the same
+    process whatever ran before it; what was put back is listed at the end of the run."""
+    from leftovers import Snapshot
+
+    before = Snapshot()
     yield
-    torch.set_num_threads(threads)
-    torch.set_grad_enabled(grad)
-    torch.set_printoptions(**options)
-    for name, value in launcher.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+    left = before.hooks_added() + before.changed("autograd") + before.changed("other") + before.environ_changed()
+    if left:
+        before.put_back()
+        request.node.user_properties.append(("put back", "; ".join(left)))  # reaches the controller with the report
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _file_put_back(request):
+    """What a test file leaves that outlives its tests by design (tests/leftovers.py: modules still carrying hooks,
+    child processes, threads that are not daemons): a file that leaves one fails at its end, naming what, and it is
+    removed."""
+    if _is_notebook_path(str(request.node.nodeid)):
+        yield
+        return
+    from leftovers import FileSnapshot
+
+    before = FileSnapshot()
+    yield
+    left = before.left()
+    if left:
+        pytest.fail(f"{request.node.nodeid} left behind, after its last test (each removed now):\n  "
+                    + "\n  ".join(left), pytrace=False)
+
+
+def _is_notebook_path(path: str) -> bool:
+    return ".ipynb" in path.split("::")[0]
+
+
+def _put_back_summary(terminalreporter) -> None:
+    if not _PUT_BACK:
+        return
+    terminalreporter.section("what tests changed in the process, put back after them (tests/leftovers.py)")
+    for nodeid, text in sorted(_PUT_BACK.items())[:60]:
+        terminalreporter.write_line(f"{nodeid}: {text[:300]}")
+    if len(_PUT_BACK) > 60:
+        terminalreporter.write_line(f"... and {len(_PUT_BACK) - 60} more")
 
 
 # ----------------------------------------------------------------------------------------- hang guards (5.)

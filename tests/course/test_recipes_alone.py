@@ -1,8 +1,12 @@
 """Every recipe runs on its own: a practitioner copies one recipe from its page of the site (tools/recipes/pages.py),
 which shows the notebook's setup cell at its top and then each recipe. Here each recipe's cells run after that setup
 cell alone, in a fresh kernel, and must give the outputs committed in the notebook, compared as nbval compares them
-(streams merged, tests/sanitize.cfg's rules applied to both sides). A push runs a sample drawn with the commit
-(tests/recipe_sample.py); ``HOOKLAB_RECIPES=all`` runs every recipe (the weekly CI)."""
+(streams merged, tests/sanitize.cfg's rules applied to both sides).
+
+Every recipe is a test of its own, and a member of a population for the gate (tools/gate/populations.py): a push
+runs the recipes whose cells (or what their notebook runs and reads) changed since they last passed, and two drawn
+with the commit; ``./course test --all`` runs every one. A pytest run without the gate runs the drawn two
+(tools/gate/plan.py: ``sample_without_plan``)."""
 from __future__ import annotations
 
 import configparser
@@ -15,7 +19,6 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from patience import hang_guard
-from recipe_sample import alone_sample, seed
 from tools.notebooks.kernelspec import KERNELSPEC
 from tools.recipes.pages import notebooks, split
 
@@ -36,8 +39,6 @@ def _recipes() -> list[tuple[Path, str]]:
 
 
 ALL = _recipes()
-RUN = alone_sample([rid for _, rid in ALL], seed(ROOT))
-CASES = [(path, rid) for path, rid in ALL if rid in RUN]
 
 
 def sanitize(text: str) -> str:
@@ -87,13 +88,12 @@ def run_alone(path: Path, rid: str) -> list[str]:
     return problems
 
 
-def test_every_recipe_is_found_and_a_push_runs_a_sample():
+def test_every_recipe_is_found_once():
     assert len(ALL) == len({rid for _, rid in ALL}) and len(ALL) >= 200, "a recipe id appears twice, or recipes went missing"
-    assert CASES
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("path,rid", CASES, ids=[rid for _, rid in CASES])
+@pytest.mark.parametrize("path,rid", ALL, ids=[rid for _, rid in ALL])
 def test_a_recipe_run_alone_after_its_notebooks_setup_gives_its_committed_outputs(path, rid):
     problems = run_alone(path, rid)
     assert not problems, f"{path.name} · {rid}, run alone after the setup cell:\n" + "\n".join(problems)

@@ -10,9 +10,9 @@ which fast-path op read them), and the same step in training mode. ``explain_hoo
 step with a profile function (module calls, forward code, parameter reads through ``Module.__getattr__``).
 
 Each run of ``./course test`` checks a fixed sample of architectures, chosen to cover every cause the atlas records;
-``HOOKLAB_ATLAS_ALL=1`` checks every architecture that the atlas built and ran (the weekly workflow
-.github/workflows/atlas.yml runs that, in four parts: ``HOOKLAB_ATLAS_SHARD=i/4`` takes every fourth model from the
-i-th), the lookups inside the blocks of every model measured inside as well. Each architecture is rebuilt exactly
+``HOOKLAB_ATLAS_ALL=1`` checks every architecture that the atlas built and ran (``./course test --all`` sets it; the
+weekly run splits its tests across the shards of ``--all --shard i/N``), the lookups inside the blocks of every model
+measured inside as well. Each architecture is rebuilt exactly
 as the atlas built it (``tools/atlas/zoos.py``) and its never-firing modules are measured again: they must still be
 the atlas's (else regenerate it: ``python -m tools.atlas run --zoo Z --fresh --only NAME; python -m tools.atlas write
 --zoo Z``).
@@ -33,7 +33,6 @@ from hooklab import explain_hook, find_blocks
 ROOT = Path(__file__).resolve().parents[2]
 ATLAS = ROOT / "hooklab" / "course" / "assets" / "atlas"
 ALL = os.environ.get("HOOKLAB_ATLAS_ALL") == "1"
-SHARD = os.environ.get("HOOKLAB_ATLAS_SHARD", "0/1")
 # every cause the atlas records but one, in models of a few million parameters (the fast path: torchvision's ViTs, 86
 # million parameters, checked weekly; tests/library/test_explain.py checks it on nn.TransformerEncoderLayer)
 SAMPLE = {
@@ -66,8 +65,7 @@ def cases() -> list[tuple[str, str]]:
                 models = json.loads(path.read_text(encoding="utf-8"))["models"]
                 names = [n for n, e in models.items() if e["status"] == "built"]
         found += [(zoo, name) for name in names]
-    part, parts = (int(x) for x in SHARD.split("/"))
-    return found[part::parts]
+    return found
 
 
 def test_the_sample_covers_every_cause_the_atlas_records():
@@ -202,7 +200,7 @@ def _hook(model, place: dict, seen: list) -> object:
 
 
 def inside_cases() -> list[tuple[str, str]]:
-    """The sample above; with ``HOOKLAB_ATLAS_ALL=1`` every model the atlas measured inside (in ``SHARD`` parts)."""
+    """The sample above; with ``HOOKLAB_ATLAS_ALL=1`` every model the atlas measured inside."""
     if not ALL:
         return [(z, n) for z, names in INSIDE.items() for n in names]
     found = []
@@ -211,8 +209,7 @@ def inside_cases() -> list[tuple[str, str]]:
         if path.is_file():
             found += [(zoo, n) for n, e in json.loads(path.read_text(encoding="utf-8"))["models"].items()
                       if e.get("inside")]
-    part, parts = (int(x) for x in SHARD.split("/"))
-    return found[part::parts]
+    return found
 
 
 @pytest.mark.parametrize("zoo, name", inside_cases())

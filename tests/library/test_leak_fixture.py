@@ -1,5 +1,5 @@
-"""The library tests' autouse leak check (tests/library/conftest.py) fails a test that leaves global state behind,
-says what it left, and puts it back so that the next test starts clean.
+"""The library tests' autouse leak check (tests/library/conftest.py, with tests/leftovers.py) fails a test that leaves
+global state behind, says what it left, and puts it back so that the next test starts clean.
 
 It runs a small test file, next to a copy of that conftest, in a pytest of its own (a subprocess: the leaks are real).
 """
@@ -106,6 +106,7 @@ def test_zzz_everything_was_put_back():
 def run_leaking_tests(tmp_path: Path) -> tuple[str, dict[str, str]]:
     """Run LEAKING_TESTS with the library conftest; its output and each test's outcome by name."""
     shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
+    shutil.copy(Path(__file__).parents[1] / "leftovers.py", tmp_path / "leftovers.py")  # what that conftest reads
     (tmp_path / "test_leaks.py").write_text(LEAKING_TESTS)
     # no plugin installed in the environment is loaded (nbval, doctestplus, xdist, ...): they are not needed here and
     # loading them took half of the subprocess's ~8 s of CPU

@@ -150,19 +150,13 @@ def test_config_shrinking_keeps_every_kind_of_layer_and_what_depends_on_the_laye
         (256, 2, 1, 128)
 
 
-def test_the_weekly_workflow_checks_every_model_in_four_parts():
-    import yaml
-    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "atlas.yml").read_text(encoding="utf-8"))
-    on = workflow.get("on", workflow.get(True))
-    assert set(on) == {"schedule", "workflow_dispatch"} and workflow["permissions"] == {"contents": "read"}
-    (job,) = workflow["jobs"].values()
-    assert 0 < job["timeout-minutes"] <= 180
-    shards = job["strategy"]["matrix"]["shard"]
-    (step,) = [s for s in job["steps"] if s.get("run", "").startswith("./course test")]
-    assert step["run"] == "./course test tests/library/test_atlas.py"
-    assert step["env"]["HOOKLAB_ATLAS_ALL"] == "1"
-    assert step["env"]["HOOKLAB_ATLAS_SHARD"] == "${{ matrix.shard }}/" + str(len(shards))
-    assert shards == list(range(len(shards)))
+def test_the_weekly_run_checks_every_model_split_across_its_shards():
+    """./course test --all (the weekly workflow, in shards) turns the atlas's sweep on, and the gate splits its tests
+    test by test across the shards."""
+    from tools.gate.command import SWEEPS
+    from tools.gate.plan import SPLIT_BY_TEST
+
+    assert SWEEPS["HOOKLAB_ATLAS_ALL"] == "1" and "tests/library/test_atlas.py" in SPLIT_BY_TEST
 
 
 # ------------------------------------------------------------------------------------------------ inside the blocks

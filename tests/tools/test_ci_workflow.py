@@ -2,12 +2,11 @@
 
 - ci.yml (every push and pull request): the README's test command, the site, and the package check;
 - rerun.yml (weekly, in a file of its own): `./course rerun` ahead of the lock (tools/rerun/ahead.py), the
-  launch copies run as Colab would (tools/launch/check.py), and every cell of the hook behaviour matrix on the pinned
-  PyTorch;
+  launch copies run as Colab would (tools/launch/check.py), and `./course test --all` on the pinned versions, in
+  shards (everything, the hook doctor on every model of the atlas included: nothing only a schedule checks);
 - pages.yml (the default branch): both sites and the launch copies, deployed to GitHub Pages, the repository URL
   taken from the Actions context;
 - release.yml (a version tag): the package check, then PyPI's trusted publishing;
-- atlas.yml (weekly): the hook doctor on every model of the hook atlas (checked in tests/tools/test_atlas_tools.py);
 - audit.yml (weekly, and on a pull request that changes uv.lock): pip-audit on every package uv.lock pins.
 Every job has a time limit; uv's cache is kept by astral-sh/setup-uv and pruned for CI. The scripts the workflows
 call are run here where they can be: the branch publisher against a local repository, the tag check.
@@ -35,9 +34,8 @@ WORKFLOW = WORKFLOWS / "ci.yml"
 RERUN = WORKFLOWS / "rerun.yml"
 PAGES = WORKFLOWS / "pages.yml"
 RELEASE = WORKFLOWS / "release.yml"
-ATLAS = WORKFLOWS / "atlas.yml"  # the hook doctor on every model of the atlas, weekly (tests/tools/test_atlas_tools.py)
 AUDIT = WORKFLOWS / "audit.yml"  # the lock's packages against known vulnerabilities, weekly
-ALL = (WORKFLOW, RERUN, PAGES, RELEASE, ATLAS, AUDIT)
+ALL = (WORKFLOW, RERUN, PAGES, RELEASE, AUDIT)
 CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
 UV_VERSION = "0.13.8"
 
@@ -117,6 +115,9 @@ def test_push_and_pull_requests_run_the_readme_test_command_then_build_the_site(
     assert [c for c in commands if c.startswith("./course test")] == [command]   # exactly, no other arguments
     assert commands.index("./course site") > commands.index(command)
     assert job["runs-on"] == "ubuntu-latest"
+    # the gate numbers the commit in its history to choose the rotation's part: the whole history is checked out
+    checkout, = [s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@")]
+    assert checkout["with"]["fetch-depth"] == 0
     setup, = [s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python@")]
     assert setup["with"]["python-version"] == "3.11"
     # ./course installs Debian packages only as root; a runner is not: the workflow installs them with sudo,
@@ -205,24 +206,23 @@ def test_the_schedule_runs_the_look_ahead_rerun_and_the_launch_copies_in_a_workf
     assert upload["with"]["name"] == "${{ matrix.report }}" and upload["if"] == "always()"
     # the newest torch's report keeps the name the summary shows; every report's name differs
     assert matrix[0]["report"] == "launch-check" and len({m["report"] for m in matrix}) == len(matrix)
-    # every cell of the hook behaviour matrix, on the pinned PyTorch
-    hooks, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_HOOK_MATRIX") == "all"]
-    assert hooks["run"] == "./course test tests/tools/test_hook_matrix.py"
-    # every recipe, on the pinned versions (a push validates a weekly sample: tests/recipe_sample.py)
-    recipes, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_RECIPES") == "all"]
-    assert recipes["run"] == ("./course test recipes tests/course/test_recipes_alone.py "
-                              "tests/tools/test_browser.py::test_the_sites_search_finds_each_recipe_by_its_askers_words")
-    # the lookup's and the site search's full measures (a push asks the rest), in the runner's Google Chrome
-    search, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_SEARCH") == "all"]
-    assert search["run"] == "./course test tests/tools/test_recipe_search.py tests/tools/test_browser.py"
-    assert any('HOOKLAB_CHROMIUM=$(command -v google-chrome)' in s.get("run", "") for s in jobs["pinned"]["steps"])
-    # every program of docs/programs/ and its fix (a push runs a sample: tests/tools/test_programs.py), the library
-    # profiles' programs of a library absent from the lock with it installed beside the environment included
-    programs, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_PROGRAMS") == "all"]
-    assert programs["run"] == "./course test tests/tools/test_programs.py tests/tools/test_profile_programs.py"
-    # every setup of the doctor's population, every held-out part (a push checks a sample of each)
-    doctor, = [s for s in jobs["pinned"]["steps"] if s.get("env", {}).get("HOOKLAB_DOCTOR") == "all"]
-    assert doctor["run"] == "./course test tests/tools/test_doctor_population.py"
+    # everything, on the pinned versions: exactly ./course test --all, in shards that together cover it
+    pinned = jobs["pinned"]
+    shards = pinned["strategy"]["matrix"]["shard"]
+    assert runs(pinned)[-1] == f"./course test --all --shard ${{{{ matrix.shard }}}}/{len(shards)}"
+    assert shards == list(range(len(shards))) and pinned["strategy"]["fail-fast"] is False
+    assert [c for c in runs(pinned) if c.startswith("./course")] == [runs(pinned)[-1]]
+    assert any('HOOKLAB_CHROMIUM=$(command -v google-chrome)' in s.get("run", "") for s in pinned["steps"])
+    checkout, = [s for s in pinned["steps"] if s.get("uses", "").startswith("actions/checkout@")]
+    assert checkout["with"]["fetch-depth"] == 0
+    # no workflow runs a sweep of its own: what --all turns on is every sweep the tests know
+    from tools.gate.command import SWEEPS
+    switches = set()
+    for test in (ROOT / "tests").rglob("test_*.py"):
+        switches |= set(re.findall(r'environ\.get\("(HOOKLAB_[A-Z_]+)"\) [!=]= "(?:all|1)"', test.read_text()))
+    assert switches <= set(SWEEPS), switches - set(SWEEPS)
+    for workflow in ALL:
+        assert not any(k in load(workflow).__repr__() for k in SWEEPS), f"{workflow.name} sets a sweep itself"
     assert jobs["summary"]["needs"] == ["plan", "rerun", "launch-copies", "pinned"]
     assert jobs["summary"]["if"] == "always()"
     assert any('python -m tools.rerun.ahead summary reports >> "$GITHUB_STEP_SUMMARY"' in c

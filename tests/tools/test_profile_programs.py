@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from recipe_sample import seed
+from commit_seed import seed
 from tools.ask import index
 from tools.profiles import page, programs
 from tools.profiles.fixes import NO_FIX

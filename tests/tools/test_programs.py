@@ -2,7 +2,7 @@
 interpreter (``python -c``, the program on its standard input, run by :func:`hooklab.course.programs.run`, one
 thread), its output compared with ``prints`` (exactly) or ``prints_start`` (the output starts with it).
 
-Every push runs ``SAMPLE`` programs drawn with the commit as the seed (``tests/recipe_sample.seed``: a red run can be
+Every push runs ``SAMPLE`` programs drawn with the commit as the seed (``tests/commit_seed.seed``: a red run can be
 repeated), about a minute in all; ``HOOKLAB_PROGRAMS=all`` runs every one (the weekly CI does). A program that needs
 a CUDA device or a library absent here (its ``needs``), or several processes off Linux, is skipped, saying which.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from recipe_sample import seed
+from commit_seed import seed
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "docs" / "programs"

@@ -33,7 +33,7 @@ MODULES = sorted(dotted(p) for p in FILES if p.name != "__main__.py")
 # the floors of ARCHITECTURE.md: a package imports packages on its own floor (without a circle) or below
 FLOORS = {"notebooks": 1, "messages": 2, "hook_matrix": 2, "atlas": 2, "doctor": 2, "ask": 2, "recipes": 2,
           "profiles": 2,
-          "classroom": 3, "launch": 3, "site": 4, "rerun": 4}
+          "classroom": 3, "launch": 3, "site": 4, "rerun": 4, "gate": 4}
 
 # the modules of the tests' own folders (data such as tests/library/zoo.py): no tool imports them
 TEST_MODULES = {p.stem for p in (ROOT / "tests").rglob("*.py")}
