@@ -102,6 +102,10 @@ class _Watch:
         self.in_step: dict[str, str] = {}          # label -> what the step registered it on (an output, a Node)
         self.registrars: set[Any] = set()          # codes of its forward hooks that register hooks on outputs
         self.main_thread = threading.get_ident()
+        # the profile function runs in every thread of the step at once: its counts are read and written under a
+        # lock (a count's first ``+= 1`` calls Counter.__missing__, where another thread could take over and the
+        # two increments become one)
+        self._lock = threading.Lock()
         self.thread_calls = 0                      # calls of the target outside the step's thread
         self.outputs: Counter = Counter()          # what its forward returned: tensor, tuple, dict, other
         self.pool_tasks = 0                        # tasks the step gave a thread pool whose threads existed
@@ -252,9 +256,14 @@ class _Watch:
             frame = frame.f_back
 
     def pre_hook(self, m: nn.Module, args: Any) -> None:  # the fallback when another profiler is active
-        self.on_call(m)
+        with self._lock:
+            self.on_call(m)
 
     def profile(self, frame: Any, event: str, arg: Any) -> None:
+        with self._lock:
+            self._profile(frame, event, arg)
+
+    def _profile(self, frame: Any, event: str, arg: Any) -> None:
         if event == "return":
             if frame.f_code is self.forward_code and self.forward_code is not None and \
                     frame.f_locals.get(frame.f_code.co_varnames[0]) is self.target:
