@@ -274,17 +274,30 @@ class Hit:
 
     def _chosen(self, which: int | str) -> dict[str, Any] | None:
         """This answer's program: its own, or of a profile's programs the ``which``-th (or the one of that id)."""
-        if self.program is not None or not self.programs:
+        if isinstance(which, bool) or not isinstance(which, (int, str)):
+            raise TypeError(f"{self.title('en')}: which is a program's number (a whole number from 0) or its fact's "
+                            f"name, got {type(which).__name__}" + self._listed())
+        if self.program is None and not self.programs:
+            return None  # no program to pick from: _program says so
+        if self.program is not None:
+            if which != 0:  # its one program is number 0; a number or a name that picks another is not this hit's
+                raise LookupError(f"{self.title('en')}: this {self.kind} has one program, which=0; got which={which!r}")
             return self.program
         if isinstance(which, str):
             found = [p for p in self.programs if p.get("id") in (which, f"{self.programs[0]['id'].split(':')[0]}:{which}")]
             if not found:
-                raise LookupError(f"{self.title('en')}: no program {which!r}; its programs: "
-                                  + ", ".join(str(p.get("id")) for p in self.programs))
+                raise LookupError(f"{self.title('en')}: no program {which!r}" + self._listed())
             return found[0]
         if not 0 <= which < len(self.programs):
-            raise LookupError(f"{self.title('en')}: it has {len(self.programs)} program(s), numbered from 0")
+            raise LookupError(f"{self.title('en')}: it has {len(self.programs)} program(s), numbered from 0"
+                              + self._listed())
         return self.programs[which]
+
+    def _listed(self) -> str:
+        """``; its programs: 0 <id>, 1 <id> ...`` for a hit with several programs ('' for the others)."""
+        if not self.programs or self.program is not None:
+            return ""
+        return "; its programs: " + ", ".join(f"{i} {p.get('id')}" for i, p in enumerate(self.programs))
 
     def _program(self, fix: bool, which: int | str = 0) -> dict[str, Any]:
         part = "fix" if fix else "show"
@@ -302,11 +315,13 @@ class Hit:
     def program_text(self, lang: str = "en", *, fix: bool = False, which: int | str = 0) -> str:
         """The program that shows this answer's message (``fix``: the same program corrected), with its comment in
         ``lang`` (``"zh"`` or ``"en"``), and what it prints as comments below it. A library profile has one program
-        per surprising fact: ``which`` picks one (its number, or its fact's name). LookupError when it has none."""
+        per surprising fact: ``which`` picks one (its number, or its fact's name). LookupError when it has none;
+        ValueError for another ``lang`` (``"both"`` too: a program's comments are in one language)."""
+        lang = _checked_program_lang(lang)
         program = self._program(fix, which)
-        code = program["code"].get("zh" if lang == "zh" else "en") or program["code"]["en"]
+        code = program["code"].get(lang) or program["code"]["en"]
         printed = program.get("prints") if program.get("prints") is not None else program.get("prints_start")
-        said = {"zh": "# 打印：", "en": "# prints:"}["zh" if lang == "zh" else "en"]
+        said = {"zh": "# 打印：", "en": "# prints:"}[lang]
         lines = [code.rstrip()]
         if printed:
             lines += ["", said, *(f"#   {line}".rstrip() for line in printed.splitlines())]
@@ -315,7 +330,9 @@ class Hit:
     def run(self, fix: bool = False, which: int | str = 0) -> str:
         """Run this answer's program here (``fix``: the corrected one), in a fresh namespace, and print what it
         shows: its exception as ``Type: message``, each warning as ``Category: message``, then what it printed
-        (:func:`hooklab.course.programs.run`). Returns the same text. LookupError when it has none."""
+        (:func:`hooklab.course.programs.run`). Returns the same text. A library profile has one program per
+        surprising fact: ``which`` picks one, by its number (a whole number from 0) or its fact's name. LookupError
+        when it has none, or none by that number or name; TypeError for a ``which`` of another type."""
         from .programs import run
 
         shown = run(self._program(fix, which)["code"]["en"])
@@ -594,6 +611,14 @@ def _checked_lang(lang: object) -> str:
         shown = repr(lang[:20]) if isinstance(lang, str) else type(lang).__name__
         raise ValueError(f"course.ask: lang is one of {', '.join(map(repr, LANGS))} (or None: the course's "
                          f"setting), got {shown}")
+    return lang
+
+
+def _checked_program_lang(lang: object) -> str:
+    if not isinstance(lang, str) or lang not in ("zh", "en"):
+        shown = repr(lang[:20]) if isinstance(lang, str) else type(lang).__name__
+        raise ValueError(f"program_text: lang is 'zh' or 'en', the language of the program's comments (for both, "
+                         f"call it once with each), got {shown}")
     return lang
 
 

@@ -124,3 +124,43 @@ def test_a_profile_answer_offers_one_program_per_surprising_fact_by_number_or_na
         hit.run(which="nothing")
     shown = repr(Answers([hit], "AveragedModel", "en"))
     assert "2 programs, one per surprising fact: ask(...)[0].run(which=k)" in shown
+
+
+@pytest.mark.parametrize("lang", ["xx", None, 5, "both", "ZH", "", ["en"]])
+def test_a_program_is_printed_only_in_a_language_it_has(lang):
+    """Anything but "zh" or "en" is refused as ``ask`` refuses a language it does not know, not answered in
+    English."""
+    with pytest.raises(ValueError, match=r"program_text: lang is 'zh' or 'en', .* got "
+                                         + ("'" if isinstance(lang, str) else type(lang).__name__)):
+        _hit().program_text(lang)
+    with pytest.raises(ValueError, match="program_text: lang is 'zh' or 'en'"):
+        _hit().program_text(lang, fix=True)
+
+
+def _profile_hit():
+    from hooklab.course import asking
+
+    entry = next(e for e in asking._index()[0] if e["id"] == "profile:swa_utils")
+    return Hit("profile", entry["zh"], entry["en"], None, None, entry.get("page"), 1.0, None, None,
+               tuple(entry["programs"]))
+
+
+@pytest.mark.parametrize("which", [True, False, 1.5, 1.0, None, b"facts.stateful_hook", ["facts.stateful_hook"]])
+def test_a_program_is_picked_by_a_whole_number_or_a_facts_name_and_nothing_else(which):
+    hit = _profile_hit()
+    with pytest.raises(TypeError, match=r"which is a program's number \(a whole number from 0\) or its fact's name, "
+                                        rf"got {type(which).__name__}; its programs: 0 swa_utils:facts.copied_hooks, "
+                                        r"1 swa_utils:facts.stateful_hook"):
+        hit.run(which=which)
+    with pytest.raises(TypeError, match="which is a program's number"):
+        hit.program_text("en", which=which)
+
+
+def test_a_hit_with_one_program_has_only_number_zero():
+    hit = _hit()
+    assert hit.program_text("en", which=0) == hit.program_text("en")
+    for which in (1, -1, "facts.anything"):
+        with pytest.raises(LookupError, match=rf"this message has one program, which=0; got which={which!r}"):
+            hit.program_text("en", which=which)
+    with pytest.raises(TypeError, match="got bool"):
+        hit.run(which=True)
