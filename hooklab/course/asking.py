@@ -47,6 +47,7 @@ from typing import Any, cast
 
 from . import website
 from .lang import LANGS, course_language
+from .programs import TIMEOUT as PROGRAM_TIMEOUT
 
 __all__ = ["LEARNER_KINDS", "MAX_QUERY", "Answers", "Hit", "ask", "entry_terms", "has_words", "message_key", "query_terms",
            "tokens"]
@@ -327,15 +328,16 @@ class Hit:
             lines += ["", said, *(f"#   {line}".rstrip() for line in printed.splitlines())]
         return "\n".join(lines) + "\n"
 
-    def run(self, fix: bool = False, which: int | str = 0) -> str:
+    def run(self, fix: bool = False, which: int | str = 0, *, timeout: float | None = PROGRAM_TIMEOUT) -> str:
         """Run this answer's program here (``fix``: the corrected one), in a fresh namespace, and print what it
         shows: its exception as ``Type: message``, each warning as ``Category: message``, then what it printed
         (:func:`hooklab.course.programs.run`). Returns the same text. A library profile has one program per
         surprising fact: ``which`` picks one, by its number (a whole number from 0) or its fact's name. LookupError
-        when it has none, or none by that number or name; TypeError for a ``which`` of another type."""
+        when it has none, or none by that number or name; TypeError for a ``which`` of another type. ``timeout``:
+        the program's time bound in seconds (None: none), as :func:`hooklab.course.programs.run` applies it."""
         from .programs import run
 
-        shown = run(self._program(fix, which)["code"]["en"])
+        shown = run(self._program(fix, which)["code"]["en"], timeout=timeout)
         print(shown)
         return shown
 

@@ -7,6 +7,10 @@ a file, a program ends in a traceback; :func:`run` shows it the way the course p
 log record of level WARNING or higher as ``LEVEL: message``, then what the program printed; addresses and
 temporary paths masked, so that the text is the same on every machine.
 
+A program runs here, in this process, under a time bound (:data:`TIMEOUT` seconds unless ``timeout=`` says
+otherwise): one that runs past it is stopped with a ``TimeoutError`` that names the bound (see :func:`run` for where
+the bound cannot apply).
+
 >>> print(run("import torch\\ntorch.ones(2).register_hook(lambda g: g)"))
 RuntimeError: cannot register a hook on a tensor that doesn't require gradient
 >>> print(run("print(sum([1, 2]))"))
@@ -19,14 +23,19 @@ import io
 import itertools
 import linecache
 import logging
+import math
 import re
+import signal
 import sys
+import threading
 import traceback
 import types
 import warnings
 from collections.abc import Callable, Iterator
 
-__all__ = ["LOGGERS", "call", "describe", "masked", "run", "shown"]
+__all__ = ["LOGGERS", "TIMEOUT", "call", "describe", "masked", "run", "shown"]
+
+TIMEOUT = 180.0  # seconds: the course's programs take up to about 30 s (a matrix cell that compiles, two processes)
 
 LOGGERS = ("", "torch", "torch.distributed", "torch._dynamo", "diffusers", "peft", "accelerate", "captum",
            "lightning", "lightning.pytorch", "pytorch_lightning", "lightning_fabric", "timm", "torchao")
@@ -104,15 +113,65 @@ def call(fn: Callable[[], object]) -> str:
     return masked(shown(fn)).rstrip("\n")
 
 
-def run(code: str, *, filename: str = "<program>") -> str:
+class _OutOfTime(BaseException):
+    """Raised in the program when its bound rings: a BaseException, so that neither the program's ``except
+    Exception`` nor :func:`shown` takes it for what the program shows."""
+
+
+def _checked_timeout(timeout: object) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"run(): timeout is a number of seconds (or None: no bound), got {type(timeout).__name__}")
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise ValueError(f"run(): timeout is a positive number of seconds (or None: no bound), got {timeout!r}")
+    return float(timeout)
+
+
+@contextlib.contextmanager
+def _bound(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`_OutOfTime` in the main thread after ``seconds`` (SIGALRM); nothing where it cannot be armed
+    (another thread, no SIGALRM) or where an alarm is already armed (the caller's bound applies)."""
+    if (seconds is None or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread()
+            or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
+        yield
+        return
+
+    def ring(signum: int, frame: object) -> None:
+        raise _OutOfTime
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        yield
+    finally:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        finally:  # also when the alarm rang just as the program ended
+            signal.signal(signal.SIGALRM, signal.SIG_DFL if previous is None else previous)
+
+
+def run(code: str, *, filename: str = "<program>", timeout: float | None = TIMEOUT) -> str:
     """Execute ``code`` in a fresh namespace (a module that stands in for ``__main__`` while it runs, as a script's
     does) and return what it showed, masked.
 
     The exception it raised is caught and described (``KeyboardInterrupt`` is not); a program that imports a
     library that is not installed shows ``ModuleNotFoundError: ...`` like any other error.
+
+    ``timeout``: the program's time bound in seconds (default :data:`TIMEOUT`; None: no bound). A program still
+    running then is stopped, at its next Python line (a single long call into torch ends first), and ``run`` raises
+    ``TimeoutError`` naming the bound. The bound is an alarm (``SIGALRM``), which exists only in the main thread on
+    a POSIX system: called from another thread, or on Windows, the program has no bound and runs until it ends. When
+    an alarm is already armed (a test runner's time limit, such as pytest-timeout's signal method), it is left as it
+    is and the caller's bound applies instead of ``timeout``.
+
+    >>> run("print(1)", timeout=0)
+    Traceback (most recent call last):
+    ValueError: run(): timeout is a positive number of seconds (or None: no bound), got 0
     """
     if not isinstance(code, str):
         raise TypeError(f"run() takes a program's source as a str, got {type(code).__name__}")
+    seconds = _checked_timeout(timeout)
     filename = f"{filename[:-1]}-{next(_RUNS)}>" if filename.startswith("<") else filename
     compiled = compile(code, filename, "exec")  # a SyntaxError is the caller's, not the program's
     # its source, where inspect looks for it (torch.compile's AOT capture and TorchScript read the functions' source)
@@ -130,4 +189,10 @@ def run(code: str, *, filename: str = "<program>") -> str:
             if main is not None:
                 sys.modules["__main__"] = main
 
-    return masked(shown(body)).rstrip("\n")
+    try:
+        with _bound(seconds):
+            text = shown(body)
+    except _OutOfTime:
+        raise TimeoutError(f"the program ran past its bound of {seconds:g} s and was stopped (run(code, "
+                           "timeout=...) sets the bound; None: no bound)") from None
+    return masked(text).rstrip("\n")

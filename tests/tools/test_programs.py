@@ -173,3 +173,68 @@ def test_a_message_row_on_the_symptom_page_folds_its_program_and_fix():
     mid, stored = next((k, v) for k, v in sorted(DATA["messages"]["programs"].items()) if v["fix"])
     text = page.site_page(symptoms.collect(ROOT)[0], "zh", programs={mid: stored})
     assert stored["show"]["code"]["zh"].rstrip() in text and stored["fix"]["code"]["zh"].rstrip() in text
+
+
+BOUNDS = r'''
+import json, signal, threading, time
+from hooklab.course.programs import run
+out = {}
+began = time.monotonic()
+try:  # the program's own "except Exception" does not keep it running
+    run("import time\ntry:\n    time.sleep(600)\nexcept Exception:\n    print('swallowed')\n", timeout=1)
+    out["stopped"] = None
+except TimeoutError as stopped:
+    out["stopped"] = str(stopped)
+out["stopped_after"] = time.monotonic() - began
+out["left"] = [signal.getsignal(signal.SIGALRM) == signal.SIG_DFL, signal.getitimer(signal.ITIMER_REAL)[0]]
+out["next"] = run("print(2)")
+rang = []
+def callers(signum, frame):
+    rang.append(signum)
+signal.signal(signal.SIGALRM, callers)
+signal.setitimer(signal.ITIMER_REAL, 30)  # the caller's alarm, armed before run
+out["under_callers"] = run("import time\ntime.sleep(1.5)\nprint('ran on')", timeout=0.5)
+out["callers_kept"] = [signal.getsignal(signal.SIGALRM) is callers, 0 < signal.getitimer(signal.ITIMER_REAL)[0] <= 30]
+signal.setitimer(signal.ITIMER_REAL, 0)
+box = []
+thread = threading.Thread(target=lambda: box.append(run("import time\ntime.sleep(1)\nprint('ran on')", timeout=0.2)))
+thread.start()
+thread.join()
+out["thread"] = box
+print(json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def bounds():
+    """What :func:`hooklab.course.programs.run`'s bound does in a fresh interpreter, where no alarm is armed (this
+    test's own limit, pytest-timeout's, is one)."""
+    proc = subprocess.run([sys.executable, "-c", BOUNDS], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_a_program_that_runs_past_its_bound_is_stopped_with_the_bound_named(bounds):
+    assert bounds["stopped"] == ("the program ran past its bound of 1 s and was stopped (run(code, timeout=...) sets "
+                                 "the bound; None: no bound)")
+    assert bounds["stopped_after"] < 30  # the program would sleep 600 s
+    assert bounds["left"] == [True, 0.0]  # no alarm left armed, the default handler back
+    assert bounds["next"] == "2"
+
+
+def test_an_alarm_the_caller_armed_is_left_alone_and_another_thread_has_no_bound(bounds):
+    """As run() documents: the caller's alarm (a test runner's limit) is kept, handler and time, and its bound
+    applies instead; a signal reaches only the main thread, so a program run from another thread runs to its end."""
+    assert bounds["under_callers"] == "ran on" and bounds["callers_kept"] == [True, True]
+    assert bounds["thread"] == ["ran on"]
+
+
+@pytest.mark.parametrize("timeout, error", [(0, ValueError), (-5, ValueError), (float("nan"), ValueError),
+                                            (float("inf"), ValueError), (True, TypeError), ("10", TypeError)])
+def test_a_bound_is_a_positive_number_of_seconds_or_none(timeout, error):
+    from hooklab.course.programs import TIMEOUT, run
+
+    with pytest.raises(error, match=r"run\(\): timeout is a (positive )?number of seconds \(or None: no bound\)"):
+        run("print(1)", timeout=timeout)
+    assert run("print(1)", timeout=None) == "1" and 60 <= TIMEOUT <= 600  # the course's programs take up to ~30 s
