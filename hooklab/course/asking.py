@@ -331,13 +331,18 @@ class Hit:
     def run(self, fix: bool = False, which: int | str = 0, *, timeout: float | None = PROGRAM_TIMEOUT) -> str:
         """Run this answer's program here (``fix``: the corrected one), in a fresh namespace, and print what it
         shows: its exception as ``Type: message``, each warning as ``Category: message``, then what it printed
-        (:func:`hooklab.course.programs.run`). Returns the same text. A library profile has one program per
+        (:func:`hooklab.course.programs.run`); a program whose library is not installed here says what to install,
+        at the releases it ran with. Returns the same text. A library profile has one program per
         surprising fact: ``which`` picks one, by its number (a whole number from 0) or its fact's name. LookupError
         when it has none, or none by that number or name; TypeError for a ``which`` of another type. ``timeout``:
         the program's time bound in seconds (None: none), as :func:`hooklab.course.programs.run` applies it."""
         from .programs import run
 
-        shown = run(self._program(fix, which)["code"]["en"], timeout=timeout)
+        program = self._program(fix, which)
+        # what it ran with beside torch, where the file stores it (docs/programs/profiles.json, frameworks.json): the
+        # install line of a program whose library is missing here
+        requires = program.get("requires") or (self._chosen(which) or {}).get("requires") or ()
+        shown = run(program["code"]["en"], timeout=timeout, requires=requires)
         print(shown)
         return shown
 

@@ -25,15 +25,16 @@ import linecache
 import logging
 import math
 import re
+import shlex
 import signal
 import sys
 import threading
 import traceback
 import types
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
-__all__ = ["LOGGERS", "TIMEOUT", "call", "describe", "masked", "run", "shown"]
+__all__ = ["LOGGERS", "TIMEOUT", "call", "describe", "install_line", "masked", "run", "shown"]
 
 TIMEOUT = 180.0  # seconds: the course's programs take up to about 30 s (a matrix cell that compiles, two processes)
 
@@ -151,12 +152,46 @@ def _bound(seconds: float | None) -> Iterator[None]:
             signal.signal(signal.SIGALRM, signal.SIG_DFL if previous is None else previous)
 
 
-def run(code: str, *, filename: str = "<program>", timeout: float | None = TIMEOUT) -> str:
+def _missing_modules(exc: BaseException) -> list[str]:
+    """The modules that an exception, or one it was raised from or during, says are not installed."""
+    found: list[str] = []
+    seen: set[int] = set()
+    at: BaseException | None = exc
+    while at is not None and id(at) not in seen:
+        seen.add(id(at))
+        if isinstance(at, ModuleNotFoundError) and at.name:
+            found.append(at.name)
+        at = at.__cause__ or at.__context__
+    return found
+
+
+def install_line(modules: Sequence[str], requires: Sequence[str] = ()) -> str:
+    """What to install to run a program that needs ``modules``, which are not installed: ``requires`` (the
+    requirements it ran with, e.g. ``flax==0.12.7``; a pin of torch is left out, the course's torch stays), else the
+    package of the first module's name.
+
+    >>> print(install_line(["flax"], ["jax[cpu]==0.10.2", "flax==0.12.7", "torch==2.15.0"]))
+    To run it, install what it needs (the releases it ran with): pip install 'jax[cpu]==0.10.2' flax==0.12.7
+    >>> print(install_line(["flax.linen"]))
+    To run it, install the package that provides the module 'flax' (pip install flax, where the package has ...)
+    """
+    pins = [r for r in requires if not re.match(r"torch\s*(?:[=<>!~;\[]|$)", r.strip(), re.IGNORECASE)]
+    if pins:
+        return f"To run it, install what it needs (the releases it ran with): pip install {shlex.join(pins)}"
+    top = modules[0].split(".")[0]
+    return (f"To run it, install the package that provides the module {top!r} (pip install {top}, where the package "
+            "has the module's name)")
+
+
+def run(code: str, *, filename: str = "<program>", timeout: float | None = TIMEOUT,
+        requires: Sequence[str] = ()) -> str:
     """Execute ``code`` in a fresh namespace (a module that stands in for ``__main__`` while it runs, as a script's
     does) and return what it showed, masked.
 
-    The exception it raised is caught and described (``KeyboardInterrupt`` is not); a program that imports a
-    library that is not installed shows ``ModuleNotFoundError: ...`` like any other error.
+    The exception it raised is caught and described (``KeyboardInterrupt`` is not). A program that imports a
+    library that is not installed shows ``ModuleNotFoundError: ...`` like any other error, and then a last line
+    that says what to install (:func:`install_line`): ``requires``, the requirements the program ran with (a
+    stored program's ``requires``), else the missing module's package.
 
     ``timeout``: the program's time bound in seconds (default :data:`TIMEOUT`; None: no bound). A program still
     running then is stopped, at its next Python line (a single long call into torch ends first), and ``run`` raises
@@ -172,6 +207,9 @@ def run(code: str, *, filename: str = "<program>", timeout: float | None = TIMEO
     if not isinstance(code, str):
         raise TypeError(f"run() takes a program's source as a str, got {type(code).__name__}")
     seconds = _checked_timeout(timeout)
+    if isinstance(requires, str) or not all(isinstance(r, str) for r in requires):
+        raise TypeError("run(): requires is a list of requirements, e.g. ['flax==0.12.7']")
+    missing: list[str] = []
     filename = f"{filename[:-1]}-{next(_RUNS)}>" if filename.startswith("<") else filename
     compiled = compile(code, filename, "exec")  # a SyntaxError is the caller's, not the program's
     # its source, where inspect looks for it (torch.compile's AOT capture and TorchScript read the functions' source)
@@ -184,6 +222,9 @@ def run(code: str, *, filename: str = "<program>", timeout: float | None = TIMEO
         sys.modules["__main__"] = script
         try:
             exec(compiled, script.__dict__)  # noqa: S102 (running the course's own program is the point)
+        except Exception as exc:
+            missing.extend(_missing_modules(exc))
+            raise
         finally:
             linecache.cache.pop(filename, None)
             if main is not None:
@@ -195,4 +236,5 @@ def run(code: str, *, filename: str = "<program>", timeout: float | None = TIMEO
     except _OutOfTime:
         raise TimeoutError(f"the program ran past its bound of {seconds:g} s and was stopped (run(code, "
                            "timeout=...) sets the bound; None: no bound)") from None
-    return masked(text).rstrip("\n")
+    text = masked(text).rstrip("\n")
+    return f"{text}\n{install_line(missing, requires)}" if missing else text

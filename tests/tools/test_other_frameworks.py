@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,6 +68,39 @@ def test_each_runnable_example_is_a_program_of_the_lookup(doc):
                if h.page and "other_frameworks" in h.page)
     assert "intercept_methods" in hit.program_text("en")
     assert hit.program_text("zh").startswith("# JAX / Flax 里与钩子相当的东西")
+
+
+def test_a_framework_program_whose_library_is_missing_says_what_to_install(monkeypatch, capsys):
+    """Run where flax is not installed (a finder first on ``sys.meta_path`` fails its import as a missing one does,
+    whether or not this machine has it), the JAX / Flax answer's program shows the error, then the pinned
+    requirements it ran with; an example that runs in the course's environment names its packages at the versions
+    recorded."""
+    from hooklab.course import asking
+
+    class Absent:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "flax":
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    for name in [n for n in sys.modules if n.split(".")[0] == "flax"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [Absent(), *sys.meta_path])
+    hit = next(h for h in asking.ask("JAX flax equivalent of a forward hook", k=5, kinds="profile")
+               if h.page and "other_frameworks" in h.page)
+    jax = next(f for f in FRAMEWORKS if f.name == "jax")
+    assert hit.run().splitlines() == ["ModuleNotFoundError: No module named 'flax'",
+                                      "To run it, install what it needs (the releases it ran with): pip install "
+                                      + shlex.join(jax.requirements)]
+    assert "pip install 'jax[cpu]==" in capsys.readouterr().out
+    written = json.loads(frameworks.PROGRAMS.read_text(encoding="utf-8"))["programs"]
+    onnx = next(f for f in doc_frameworks() if f["name"] == "onnxruntime")
+    assert written["frameworks-onnxruntime"]["requires"] == [f"{p}=={onnx['recorded']['versions'][p]}"
+                                                             for p in ("onnxruntime", "onnx")]
+    assert written["frameworks-libtorch"]["requires"] == []  # a C++ build: its needs say so
+
+
+def doc_frameworks():
+    return json.loads(frameworks.RECORD.read_text(encoding="utf-8"))["frameworks"]
 
 
 def test_each_example_speaks_the_pages_language_in_its_comments_and_nothing_else_differs():

@@ -238,3 +238,24 @@ def test_a_bound_is_a_positive_number_of_seconds_or_none(timeout, error):
     with pytest.raises(error, match=r"run\(\): timeout is a (positive )?number of seconds \(or None: no bound\)"):
         run("print(1)", timeout=timeout)
     assert run("print(1)", timeout=None) == "1" and 60 <= TIMEOUT <= 600  # the course's programs take up to ~30 s
+
+
+def test_a_program_whose_library_is_missing_says_what_to_install():
+    """After the error and what the program printed: the requirements it ran with where they are given (a pin of
+    torch left out: the course's torch stays), else the missing module's package; also when the missing module is
+    what a library's own error was raised from. Nothing more when nothing is missing."""
+    from hooklab.course.programs import run
+
+    assert run("print('before')\nimport no_such_library_here.sub\n") == (
+        "ModuleNotFoundError: No module named 'no_such_library_here'\n\nbefore\nTo run it, install the package that "
+        "provides the module 'no_such_library_here' (pip install no_such_library_here, where the package has the "
+        "module's name)")
+    shown = run("import no_such_library_here", requires=["torch==2.15.0", "no-such-library[cpu]==1.0"])
+    assert shown.splitlines()[-1] == ("To run it, install what it needs (the releases it ran with): pip install "
+                                      "'no-such-library[cpu]==1.0'")
+    friendly = run("try:\n    import no_such_library_here\nexcept ImportError as e:\n"
+                   "    raise RuntimeError('install the extra') from e\n")
+    assert friendly.startswith("RuntimeError: install the extra") and "pip install no_such_library_here" in friendly
+    assert run("import json\nprint(json.dumps(1))") == "1"
+    with pytest.raises(TypeError, match="requires is a list of requirements"):
+        run("print(1)", requires="flax==0.12.7")

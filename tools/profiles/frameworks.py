@@ -131,7 +131,8 @@ PROGRAMS = ROOT / "docs" / "programs" / "frameworks.json"
 PROGRAMS_ABOUT = ("Each runnable example of docs/other_frameworks.json as a program (the equivalent of a hook in that "
                   "framework), with what hooklab.course.programs.run showed when its environment ran it; written by "
                   "python -m tools.profiles.frameworks --write (tools/profiles/frameworks.py). Its needs: the modules "
-                  "it imports besides torch and numpy, or c++ (a compiler and ninja for load_inline).")
+                  "it imports besides torch and numpy, or c++ (a compiler and ninja for load_inline); its requires: "
+                  "the requirements it ran with beside torch, what hit.run() says to install where they are missing.")
 HEAD = {"en": "# {title}: the equivalent of a hook, run with {version} (docs/other_frameworks.json)",
         "zh": "# {title} 里与钩子相当的东西，运行时的版本：{version}（docs/other_frameworks.json）"}
 NO_FIX = {"en": "the equivalent of a hook in another framework, not a fault: there is nothing to fix",
@@ -149,9 +150,19 @@ def _needs(framework: Framework) -> list[str]:
     return sorted(top - set(sys.stdlib_module_names) - {"torch", "numpy", "hooklab", ""})
 
 
+def _requires(framework: Framework, recorded: dict[str, Any] | None) -> list[str]:
+    """The requirements ``framework``'s example ran with beside torch: its overlay's pins, else (in the course's
+    environment) its packages at the versions recorded; none for a C++ build."""
+    if framework.requirements:
+        return list(framework.requirements)
+    versions = (recorded or {}).get("versions") or {}
+    return [f"{package}=={versions[package]}" for package in framework.packages if versions.get(package)]
+
+
 def programs(doc: dict[str, Any]) -> dict[str, Any]:
     """docs/programs/frameworks.json from the record: each runnable framework's example under ``frameworks-<name>``,
-    its code headed in each language, what it showed (``prints``, None where not recorded yet), and its needs."""
+    its code headed in each language, what it showed (``prints``, None where not recorded yet), its needs and the
+    requirements it ran with (``requires``)."""
     recorded = {f["name"]: f.get("recorded") for f in doc["frameworks"]}
     found: dict[str, Any] = {}
     for framework in FRAMEWORKS:
@@ -161,7 +172,9 @@ def programs(doc: dict[str, Any]) -> dict[str, Any]:
         code = {lang: HEAD[lang].format(title=framework.title, version=framework.version) + "\n"
                 + example_in(framework.example, lang).lstrip("\n") for lang in ("en", "zh")}
         found[f"frameworks-{framework.name}"] = {"show": {"code": code, "prints": shown}, "fix": None,
-                                                 "needs": _needs(framework), "no_fix": NO_FIX}
+                                                 "needs": _needs(framework),
+                                                 "requires": _requires(framework, recorded.get(framework.name)),
+                                                 "no_fix": NO_FIX}
     return {"about": PROGRAMS_ABOUT, "programs": found}
 
 
