@@ -291,11 +291,27 @@ def test_compare_all_reads_files_and_reports_skipped_notebooks(tmp_path):
     (["--torch", "2.13.0", "--with", "numpy<<2"], "is not a requirement"),
     (["--torch", "2.13.0", "--with", ""], "is not a requirement"),
     (["--torch", "2.13.0", "--with", "numpy<2; python_version >"], "is not a requirement"),
+    # review round 7: a timeout that is not positive went on to build the side environment
+    (["--torch", "2.13.0", "--timeout", "-5"], "--timeout is the seconds one notebook cell may run, a whole number "
+                                                "of at least 1 (default 300), got -5"),
+    (["--torch", "2.13.0", "--timeout", "0"], "got 0"),
+    (["--torch", "2.13.0", "--timeout", "1.5"], "--timeout: invalid int value: '1.5'"),
 ])
 def test_usage_errors_exit_2_with_a_message(argv, message, capsys, monkeypatch):
+    monkeypatch.setattr(rerun, "requirements", lambda *a: pytest.fail("must not export the lock on a usage error"))
     monkeypatch.setattr(rerun, "build_env", lambda *a: pytest.fail("must not build on a usage error"))
     assert rerun.main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_without_uv_the_command_says_what_is_missing_before_it_runs_uv(capsys, monkeypatch, tmp_path):
+    """A checkout whose .venv is current but that has no .tools/bin/uv (the course script installs uv only when it
+    builds .venv): a clear error, not a FileNotFoundError from running it."""
+    monkeypatch.setattr(rerun, "UV", rerun.ROOT / ".tools" / "bin" / "no-such-uv")
+    monkeypatch.setattr(rerun, "BUILD", tmp_path)
+    assert rerun.main(["--torch", "2.13.0", "--vision", "none", "--unit-only"]) == 2
+    assert ".tools/bin/no-such-uv is missing: run ./course rerun (the course script installs uv first)" in \
+        capsys.readouterr().err
 
 
 @pytest.mark.parametrize("req, name", [("numpy<2", "numpy"), ("transformers[torch]>=4.40,<5", "transformers"),

@@ -110,6 +110,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not VERSION.match(args.torch):
         raise UsageError(f"--torch {args.torch!r} is not a version like 2.13.0")
+    if args.timeout < 1:
+        raise UsageError(f"--timeout is the seconds one notebook cell may run, a whole number of at least 1 (default "
+                         f"300), got {args.timeout}")
     if args.vision is None:
         say("no --vision given: running without torchvision (pass --vision Y to pair one, e.g. 0.28.0 "
             "with torch 2.13.0)")
@@ -153,8 +156,16 @@ def env_name(torch: str, vision: str, extra: list[str]) -> str:
     return name
 
 
+def needs_uv() -> None:
+    """Refuse, saying what to do, where .tools/bin/uv is missing (./course rerun installs it before it starts)."""
+    if not UV.exists():
+        raise UsageError(f"{UV.relative_to(ROOT)} is missing: run ./course rerun (the course script installs uv "
+                         "first), or ./course test once")
+
+
 def requirements(torch: str, vision: str, extra: list[str]) -> str:
     """The lock's course requirements with the torch set (and any --with package) replaced."""
+    needs_uv()
     exported = run_checked([str(UV), "export", "--frozen", "--no-hashes", "--no-emit-project", "--no-header"],
                            "uv could not export the lock")
     return replace_torch_set(exported, torch, vision, extra)
@@ -192,9 +203,7 @@ def build_env(folder: Path, reqs: str, extra: list[str]) -> Path:
     if python.exists() and stamp.exists() and stamp.read_text().strip() == digest:
         say(f"reusing {venv.relative_to(ROOT)}")
         return python
-    if not UV.exists():
-        raise UsageError(f"{UV.relative_to(ROOT)} is missing: run ./course test once, or ./course rerun via the "
-                         "course script, which installs it")
+    needs_uv()
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "requirements.txt").write_text(reqs, encoding="utf-8")
     (folder / "overrides.txt").write_text("\n".join(extra) + "\n", encoding="utf-8")
