@@ -214,22 +214,90 @@ def test_help_lists_every_command():
 OLD_NAMES = {"matrix": "rerun"}  # a command's name before this release -> its name now (kept for one release)
 
 
-@pytest.mark.parametrize("old, new", OLD_NAMES.items())
-def test_an_old_command_name_says_the_new_one_and_runs_it(tmp_path, old, new):
-    """In a copy of the project's environment files with a fake .venv (its python prints what it was asked to run)
-    and a current stamp, so nothing is installed: the old name prints a note naming the new one, then runs it."""
+UV_VERSION = re.search(r"^UV_VERSION=(\S+)$", (ROOT / "course").read_text(encoding="utf-8"), re.MULTILINE).group(1)
+
+
+def fake_uv(checkout: Path) -> Path:
+    """``checkout/.tools/bin/uv``, answering ``--version`` as the script's uv does."""
+    uv = checkout / ".tools" / "bin" / "uv"
+    uv.parent.mkdir(parents=True, exist_ok=True)
+    uv.write_text(f'#!{BASH}\necho "uv {UV_VERSION}"\n')
+    uv.chmod(0o755)
+    return uv
+
+
+def current_checkout(tmp_path: Path, extra: dict | None = None) -> tuple[Path, dict]:
+    """A copy of the project's environment files in ``tmp_path`` with a fake .venv (its python prints what it was
+    asked to run) and a current stamp, so nothing is built; and the environment to run its ./course in (PATH: the
+    portable tools, a `dot`, ``extra``)."""
     for name in ("course", "uv.lock", "pyproject.toml"):
         shutil.copy(ROOT / name, tmp_path / name)
     python = tmp_path / ".venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
     python.write_text(f'#!{BASH}\necho "python $*"\n')
     python.chmod(0o755)
-    bin_dir = make_bin(tmp_path, extra={"dot": "exit 0"})
-    os.symlink(BASH, bin_dir / "bash")  # the old name runs ./course again, through its #!/usr/bin/env bash
+    bin_dir = make_bin(tmp_path, extra={"dot": "exit 0", **(extra or {})})
+    os.symlink(BASH, bin_dir / "bash")  # ./course through its #!/usr/bin/env bash
     env = {"PATH": str(bin_dir), "HOME": os.environ.get("HOME", "/tmp")}
     stamp = subprocess.run([BASH, "-c", "COURSE_SOURCE_ONLY=1 source ./course; stamp_now"], cwd=tmp_path,
                            capture_output=True, text=True, timeout=60, env=env)
     (tmp_path / ".venv" / ".course-stamp").write_text(stamp.stdout)
+    return tmp_path, env
+
+
+def pip_standing_in(log: Path, *, fails: bool = False) -> str:
+    """A python3 that runs everything with the real interpreter but ``-m venv`` and ``-m pip``, which it logs: the
+    venv is a folder, the pip install of uv puts a fake uv there (or fails, with ``fails``)."""
+    real, mkdir, cp = Path(sys.executable).resolve(), shutil.which("mkdir"), shutil.which("cp")
+    uv = fake_uv(log.parent / "uv-to-install")
+    install = "exit 1" if fails else f'{cp} "{uv}" .tools/bin/uv'
+    return (f'case "$1 $2" in\n'
+            f'  "-m venv") echo "venv" >> "{log}"; {mkdir} -p .tools/bin ;;\n'
+            f'  "-m pip") echo "pip $*" >> "{log}"; {install} ;;\n'
+            f'  *) exec {real} "$@" ;;\n'
+            f'esac')
+
+
+@pytest.mark.parametrize("command, args", [("rerun", ["--torch", "2.15.0"]), ("profiles", ["--with", "peft==0.15.0"])])
+def test_a_command_that_runs_uv_installs_it_where_the_environment_is_current_but_uv_is_missing(tmp_path, command,
+                                                                                              args):
+    """ensure_env installs uv only when it builds .venv: with a current stamp and no .tools/bin/uv, ./course rerun
+    and ./course profiles install it (their side environments need it), once, and then run."""
+    log = tmp_path / "installed"
+    checkout, env = current_checkout(tmp_path, extra={"python3": pip_standing_in(log),
+                                                      "rm": f'exec {shutil.which("rm")} "$@"'})
+    ran = subprocess.run([str(checkout / "course"), command, *args], cwd=checkout, capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert ran.returncode == 0, ran.stderr
+    assert f"installing uv {UV_VERSION} into .tools/" in ran.stderr and "building" not in ran.stderr
+    assert log.read_text().splitlines() == ["venv", f"pip -m pip --python .tools/bin/python install -q uv=={UV_VERSION}"]
+    assert (checkout / ".tools" / "bin" / "uv").exists()
+    assert ran.stdout.strip() == f"python -m tools.{command} {' '.join(args)}"
+    again = subprocess.run([str(checkout / "course"), command, *args], cwd=checkout, capture_output=True, text=True,
+                           timeout=60, env=env)
+    assert again.returncode == 0 and again.stderr == "" and len(log.read_text().splitlines()) == 2
+
+
+def test_where_uv_cannot_be_installed_the_command_is_told_so_and_goes_on(tmp_path):
+    """Offline, say: the warning names what failed; the command goes on (a re-run's --report-only needs no uv) and
+    says what is missing where it needs uv (tools/rerun/command.py's needs_uv)."""
+    checkout, env = current_checkout(tmp_path, extra={"python3": pip_standing_in(tmp_path / "log", fails=True),
+                                                      "rm": f'exec {shutil.which("rm")} "$@"'})
+    ran = subprocess.run([str(checkout / "course"), "rerun", "--torch", "2.15.0", "--report-only"], cwd=checkout,
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert ran.returncode == 0, ran.stderr
+    assert "error: could not install uv" in ran.stderr
+    assert f"warning: uv {UV_VERSION} could not be installed into .tools/ (see above): ./course rerun stops where it " \
+           "needs uv" in ran.stderr
+    assert ran.stdout.strip() == "python -m tools.rerun --torch 2.15.0 --report-only"
+
+
+@pytest.mark.parametrize("old, new", OLD_NAMES.items())
+def test_an_old_command_name_says_the_new_one_and_runs_it(tmp_path, old, new):
+    """In a copy of the project's environment files with a fake .venv (its python prints what it was asked to run),
+    a current stamp and uv, so nothing is installed: the old name prints a note naming the new one, then runs it."""
+    checkout, env = current_checkout(tmp_path)
+    fake_uv(checkout)
     ran = subprocess.run([str(tmp_path / "course"), old, "--torch", "2.15.0"], cwd=tmp_path, capture_output=True,
                          text=True, timeout=60, env=env)
     assert ran.returncode == 0, ran.stderr
