@@ -38,6 +38,7 @@ import gzip
 import json
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -49,8 +50,8 @@ from . import website
 from .lang import LANGS, course_language
 from .programs import TIMEOUT as PROGRAM_TIMEOUT
 
-__all__ = ["LEARNER_KINDS", "MAX_QUERY", "Answers", "Hit", "ask", "entry_terms", "has_words", "message_key", "query_terms",
-           "tokens"]
+__all__ = ["LEARNER_KINDS", "MAX_QUERY", "Answers", "Hit", "ask", "entry_terms", "folded", "has_words", "message_key",
+           "query_terms", "tokens"]
 
 KINDS = ("message", "symptom", "section", "matrix", "recipe", "profile", "tool", "atlas")
 # The course's own places (a symptom, a section): the site's search puts the best of them first for a question in the
@@ -215,16 +216,32 @@ def entry_terms(text: str, title: str) -> str:
     return " ".join(tokens(text) + 3 * tokens(title))
 
 
+_FULL_WIDTH = re.compile(r"[\u3000\uff01-\uff5e]+")  # the ideographic space and the full-width forms of ASCII
+
+
+def folded(text: str) -> str:
+    """``text`` as the lookup compares it: what a Chinese input method types in full-width mode (``ｂａｃｋｗａｒｄ``,
+    ``（）``, the ideographic space) folded to ASCII by NFKC, then in lower case. Only those: NFKC would also fold
+    the course's mathematics into words (``Wᵀ`` into ``wt``, ``n²`` into ``n2``).
+
+    >>> folded("ｂａｃｋｗａｒｄ ＨＯＯＫ（钩子）　Wᵀ")
+    'backward hook(钩子) wᵀ'
+    """
+    return _FULL_WIDTH.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text).lower()
+
+
 def tokens(text: str) -> list[str]:
-    """The terms of a text: English words (lightly stemmed; a dotted or snake_case name also by its parts), pairs
-    of Chinese characters, and one ``~group`` term for each phrase of :data:`SYNONYMS` found.
+    """The terms of a text (:func:`folded` first): English words (lightly stemmed; a dotted or snake_case name also
+    by its parts), pairs of Chinese characters, and one ``~group`` term for each phrase of :data:`SYNONYMS` found.
 
     >>> tokens("Hook not called")
     ['hook', 'call', '~never-fires', '~hook']
     >>> tokens("钩子没有被调用")[:3]
     ['钩子', '子没', '没有']
+    >>> tokens("ｈｏｏｋ ｎｏｔ ｃａｌｌｅｄ") == tokens("hook not called")
+    True
     """
-    lower = text.lower()
+    lower = folded(text)
     out: list[str] = []
     for word in _WORD.findall(lower):
         if word in _STOP:
@@ -539,13 +556,13 @@ def message_pattern(message: str) -> tuple[tuple[str, ...], ...]:
     (('expected',), ('hooks', ',', 'got'), ('.',))
     """
     message = _CLASS_PREFIX.sub("", message)  # "RuntimeError: …" as the asker quoted it: the class is no word of it
-    parts = (_MATCH_TOKEN.findall(part) for part in _WILDCARD.split(message.lower()))
+    parts = (_MATCH_TOKEN.findall(part) for part in _WILDCARD.split(folded(message)))
     return tuple(tuple(part) for part in parts if part)
 
 
 def _pasted(query: str) -> tuple[str, frozenset[str]]:
     """A pasted text's tokens as one string (each between spaces, for exact runs) and the set of its tokens."""
-    found = _MATCH_TOKEN.findall(query.lower())
+    found = _MATCH_TOKEN.findall(folded(query))
     return f" {' '.join(found)} ", frozenset(found)
 
 

@@ -183,6 +183,29 @@ def test_punctuation_and_lone_letters_are_no_words_and_find_nothing(query):
     assert list(answers) == [] and "Nothing found" in repr(answers)
 
 
+def _full_width(text: str) -> str:
+    """``text`` as a Chinese input method types it in full-width mode: each ASCII character's full-width form, the
+    space the ideographic one."""
+    return "".join("\u3000" if c == " " else chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+@pytest.mark.parametrize("typed", ["backward hook", "forward hook not called 钩子", "register_full_backward_hook",
+                                   "RuntimeError: cannot register a hook on a tensor that doesn't require gradient"])
+def test_full_width_latin_finds_what_ascii_finds(typed):
+    """Full-width Latin is folded (NFKC) as the index's text is: the same answers, a pasted message matched too."""
+    wide = _full_width(typed)
+    assert wide != typed and wide.isascii() is False
+    answers = [(h.kind, h.title_en) for h in ask(typed, k=3, lang="en")]
+    assert answers and [(h.kind, h.title_en) for h in ask(wide, k=3, lang="en")] == answers
+    assert tokens(wide) == tokens(typed) and ask_module.entry_terms(wide, "") == ask_module.entry_terms(typed, "")
+
+
+def test_folding_keeps_the_courses_mathematics():
+    """Only the full-width forms and the ideographic space are folded: NFKC on the whole text would make ``Wᵀ`` the
+    word ``wt`` and ``n²`` the word ``n2`` in the index."""
+    assert ask_module.folded("ＧＰＵ　显存（ｆｐ１６）Wᵀx n²") == "gpu 显存(fp16)wᵀx n²"
+
+
 def test_nothing_found_says_what_to_try():
     answers = ask("zzzz qqqq", lang="en")
     assert list(answers) == [] and "paste the whole error message" in repr(answers)

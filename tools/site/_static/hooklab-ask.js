@@ -21,6 +21,10 @@
     return word.endsWith("e") && word.length >= 4 ? word.slice(0, -1) : word;
   };
 
+  /* asking.folded: what an input method types in full-width mode (ｂａｃｋｗａｒｄ, （）, the ideographic space) as
+     ASCII (NFKC), then in lower case. */
+  const folded = (text) => text.replace(/[\u3000\uff01-\uff5e]+/g, (run) => run.normalize("NFKC")).toLowerCase();
+
   /* asking.tokens, with the tables of ``index``. */
   const tokenizer = (index) => {
     const stop = new Set(index.stop);
@@ -30,7 +34,7 @@
     const phrase = new RegExp([...groupOf.keys()].sort((a, b) => b.length - a.length).map((p) => (
       /^[\x00-\x7f]/.test(p) ? `(?<![a-z0-9_])${escapeRe(p)}(?:s|es)?(?![a-z0-9_])` : escapeRe(p))).join("|"), "g");
     return (text) => {
-      const lower = text.toLowerCase();
+      const lower = folded(text);
       const out = [];
       for (const word of lower.match(WORD) || []) {
         if (stop.has(word)) continue;
