@@ -164,6 +164,19 @@ def _called(model: nn.Module, names: set[str], run: Callable[[], Any]) -> set[st
     return seen
 
 
+def _parameters(model: nn.Module, path: str, module: nn.Module) -> int:
+    """How many parameters the stack at ``path`` holds; a lazy module not run yet has none to count, so it is
+    refused, saying to run the model once first."""
+    lazy = [name for name, p in module.named_parameters() if nn.parameter.is_lazy(p)]
+    if lazy:
+        where = f"{path}.{lazy[0]}" if path else lazy[0]
+        raise ValueError(f"find_blocks: {type(model).__name__} has lazy modules that have not run yet ({where} is "
+                         f"uninitialized{f', and {len(lazy) - 1} more' if len(lazy) > 1 else ''}): their parameters "
+                         "get their sizes at the first forward. Run the model once first (model(x)), or pass "
+                         "run=lambda: model(x), which runs it before the blocks are counted")
+    return sum(p.numel() for p in module.parameters())
+
+
 def _layer_lists(model: nn.Module) -> list[str]:
     """The lists whose two or more children are ``ModuleList`` s holding the parts of one layer each (the
     hand-written layout that no module encloses)."""
@@ -182,9 +195,13 @@ def find_blocks(model: nn.Module, *, run: Callable[[], Any] | None = None) -> li
     that step never calls are left out, and the others have ``called=True``, so a hook on each name fires in that
     step. Without ``run``, ``called`` is None (not checked). Wrappers are looked through as ``named_modules()``
     lists them: the names of a ``torch.compile`` wrapper start with ``_orig_mod.``, those of a ``PeftModel`` with
-    ``base_model.model.``. A TorchScript model is refused (it has no Python modules to hook). Where no module
-    encloses one layer (``for attn, ff in self.layers`` over lists of parts, one of them a bare layer), the list
-    is empty and a warning says what to hook instead.
+    ``base_model.model.``. A stack that is itself a called block of another (an ``nn.Sequential`` of
+    ``nn.Sequential`` s) is listed too, with ``within`` the outer stack's path: one level is ``[s for s in stacks if
+    s.within is None]``. A TorchScript model is refused (it has no Python modules to hook), and so is a model whose
+    lazy modules (``nn.LazyLinear`` ...) have not run yet (their parameters have no size): run it once first, or
+    pass ``run``, which runs it before the blocks are counted. Where no module encloses one layer (``for attn, ff
+    in self.layers`` over lists of parts, one of them a bare layer), the list is empty and a warning says what to
+    hook instead.
     """
     check_module(model, "find_blocks")
     _no_torchscript(model)
@@ -217,7 +234,7 @@ def find_blocks(model: nn.Module, *, run: Callable[[], Any] | None = None) -> li
         if ran is not None and not ran.intersection(names):
             continue  # the step never calls these blocks: a hook on them would not fire
         classes = sorted({type(m).__name__ for _, m in blocks})
-        parameters = sum(p.numel() for p in module.parameters())
+        parameters = _parameters(model, path, module)
         found.append(BlockStack(path, names, classes, parameters, within[path], None if ran is None else True))
     found.sort(key=lambda s: (-s.parameters, s.path))
     if not found and not stacks:

@@ -293,3 +293,38 @@ def test_a_torchscript_model_is_refused(convert):
         scripted = convert(model)
     with pytest.raises(TypeError, match="a TorchScript model .* pass the model before scripting or tracing it"):
         find_blocks(scripted)
+
+
+class LazyBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin, self.act = nn.LazyLinear(4), nn.ReLU()
+
+    def forward(self, x):
+        return self.act(self.lin(x))
+
+
+class LazyStack(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([LazyBlock() for _ in range(3)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_lazy_modules_not_run_yet_are_refused_saying_to_run_the_model_once():
+    """Their parameters have no size before the first forward (torch's own ValueError came from counting them): the
+    error names one and says what to do, and doing it works, as does ``run``, which runs the model first."""
+    model = LazyStack()
+    with pytest.raises(ValueError, match=r"find_blocks: LazyStack has lazy modules that have not run yet \(layers\.0"
+                                         r"\.lin\.weight is uninitialized, and 5 more\): .* Run the model once first "
+                                         r"\(model\(x\)\), or pass run=lambda: model\(x\)"):
+        find_blocks(model)
+    model(torch.randn(2, 4))
+    assert [(s.path, s.names, s.parameters) for s in find_blocks(model)] == [
+        ("layers", ["layers.0", "layers.1", "layers.2"], 3 * (4 * 4 + 4))]
+    fresh = LazyStack()
+    assert [(s.path, s.called) for s in find_blocks(fresh, run=lambda: fresh(torch.randn(2, 4)))] == [("layers", True)]
