@@ -102,6 +102,22 @@ def test_every_link_of_the_manual_resolves_and_every_page_is_reachable():
     assert len(MANUAL) > 10  # the README's former sections, one page per topic
 
 
+def test_the_manual_says_that_a_markdown_edit_makes_the_shipped_index_stale():
+    """A one-notebook test run passes after a Markdown edit (nbval compares outputs), while the edit makes course.ask's
+    shipped index stale and the full run fails: "Before and after a change" says so in both languages, with the
+    command that the index's own check names as the fix."""
+    from tools.ask import index
+
+    contributing = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    section = contributing.split("## 改动之前与之后 / Before and after a change\n", 1)[1].split("\n## ", 1)[0]
+    fix = re.search(r"run `(python -m [\w.]+ --write)`", Path(index.__file__).read_text(encoding="utf-8")).group(1)
+    assert fix == "python -m tools.ask --write" and re.search(rf"^{re.escape(fix)} +# ", section, re.M), section
+    assert "`python -m tools.ask` 检查" in section and "`python -m tools.ask` checks" in section
+    assert "Markdown 的改动" in section and "索引就过时了" in section  # 中文
+    assert "cannot see a Markdown edit" in section and "makes the index stale" in section  # English
+    assert "hooklab/course/assets/ask/index.json" in section and "tests/tools/test_ask_index.py" in section
+
+
 def test_stamping_fills_every_placeholder_of_the_readme():
     stamped = readme.stamp(TEXT, "https://github.com/Some-Org/hooklab")
     assert "OWNER" not in stamped and "REPO/" not in stamped
