@@ -692,7 +692,13 @@ def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ..
         if len(chosen) == k:
             continue  # a later twin of a chosen row still joins it
         chosen.append((score, e, rows.setdefault((e["kind"], e["en"]), [])))
-    hits = [Hit(e["kind"], e["zh"], e["en"], e.get("notebook"), e.get("cell"), e.get("page"), round(score, 3),
-                (e["anchor"]["zh"], e["anchor"]["en"]) if e.get("anchor") else None, e.get("program"),
-                tuple(e.get("programs") or ()), tuple(also)) for score, e, also in chosen]
-    return Answers(hits, query, lang)
+    return Answers([hit(e, score, also) for score, e, also in chosen], query, lang)
+
+
+def hit(entry: dict[str, Any], score: float = 0.0,
+        also: Iterable[tuple[str | None, str | None, str | None]] = ()) -> Hit:
+    """The answer :func:`ask` gives for an entry of the index (its links: :meth:`Hit.site_link`, :meth:`Hit.url`)."""
+    e = entry
+    return Hit(e["kind"], e["zh"], e["en"], e.get("notebook"), e.get("cell"), e.get("page"), round(score, 3),
+               (e["anchor"]["zh"], e["anchor"]["en"]) if e.get("anchor") else None, e.get("program"),
+               tuple(e.get("programs") or ()), tuple(also))

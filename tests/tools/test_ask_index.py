@@ -50,6 +50,14 @@ def test_the_index_is_read_once_per_process():
     assert asking._index.cache_info().hits == hits + 1
 
 
+def test_a_matrix_cell_links_to_its_row_whose_id_is_the_key():
+    """The site's matrix page gives each cell's row the key as its id (``forward-hook@compile``, tools/site/conf.py):
+    a link with another anchor opens the top of the page (tests/tools/test_site.py follows every link in a built site)."""
+    cells = [e for e in json.loads(index.INDEX.read_text(encoding="utf-8"))["entries"] if e["kind"] == "matrix"]
+    assert len(cells) > 600
+    assert [e["page"] for e in cells] == [f"hook_matrix.html#{e['id'].removeprefix('matrix:')}" for e in cells]
+
+
 def test_every_entry_links_to_a_notebook_and_a_cell_that_exist_or_to_a_profile_page():
     entries = json.loads(index.INDEX.read_text(encoding="utf-8"))["entries"]
     cells = {path.name: {c.get("id") for c in read_notebook(path)["cells"]}

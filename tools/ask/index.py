@@ -40,6 +40,8 @@ another framework's entry its example (``frameworks.json``'s ``frameworks-<name>
   inside a block it answers, with the call that reads it (``course.atlas(zoo)[model].where(block, kind)``), linked to
   the zoo's atlas page.
 
+A matrix cell links to its row of the site's matrix page, whose id is the cell's key
+(``hook_matrix.html#forward-hook@compile``).
 A section also holds its heading's anchor on each language's site. tests/tools/test_ask_index.py checks that the
 shipped index is current. ``python -m tools.ask.pasted`` measures pasted error messages (:mod:`tools.ask.pasted`).
 """
@@ -318,7 +320,8 @@ def matrix_entries() -> list[dict[str, Any]]:
             "text": " ".join(filter(None, (family["id"].replace("-", " "), context["id"].replace("-", " "),
                                            context.get("how"), why.get("en"), why.get("zh"), cell.get("error")))),
             "message": cell.get("error"), "notebook": taught.get("notebook"), "cell": taught.get("cell"),
-            "page": f"hook_matrix.html#{key.replace('@', '-')}",
+            # the matrix page's row for the cell has the key itself as its id (tools/site/conf.py's _matrix_rows)
+            "page": f"hook_matrix.html#{key}",
         })
     return entries
 
