@@ -462,7 +462,9 @@ def _index() -> tuple[list[dict[str, Any]], list[Counter[str]], dict[str, float]
     n = len(entries)
     idf = {term: math.log(1 + (n - f + 0.5) / (f + 0.5)) for term, f in frequency.items()}
     average = sum(sum(c.values()) for c in counts) / max(n, 1)
-    return entries, counts, idf, average, [title_terms(e) for e in entries]
+    # the titles' terms as tools/ask/index.py wrote them (title_terms of every title, at the first answer, took seconds)
+    titles = [[frozenset(words.split()) for words in e["title_terms"]] for e in entries]
+    return entries, counts, idf, average, titles
 
 
 def title_share(query: Counter[str], titles: list[frozenset[str]], idf: dict[str, float]) -> float:
