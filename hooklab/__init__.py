@@ -19,6 +19,8 @@ what the recorders recorded are functions of plain data in :mod:`hooklab.plot`. 
 (``NotRecorded``, ``UnknownModuleError``, ``MissingTorchInternal``, ...) live in :mod:`hooklab.errors`, are
 importable from ``hooklab`` too, and share the base :class:`HooklabError`. ``import hooklab`` changes no
 process-wide setting; the course's own helpers live in :mod:`hooklab.course` and are not imported by it.
+``import hooklab`` itself is quick: each name is imported from its module when it is first used (``hooklab.capture``,
+``from hooklab import capture``; PEP 562), so a script pays only for the tools it uses.
 One of them answers at the top level too, as practitioners type it: ``hooklab.ask("pasted error or your own
 words")`` is ``hooklab.course.ask``, imported when first asked for (it is the course's lookup, not a tool of the
 library, so ``__all__`` leaves it out).
@@ -73,60 +75,66 @@ Rules every one of them keeps (``tests/library/test_contract.py`` checks each on
   string options are ``Literal`` types checked at run time. Nothing grows per step beyond what a recorder is
   asked to record.
 """
-from . import plot as plot  # hooklab.plot: the figures of the tools, one module
-from ._text import format_bytes
-from .activations import ActivationStats
-from .blocks import BlockStack, find_blocks
-from .capturing import Capture, FeatureExtractor, capture
-from .checkpoint import checkpoint_modules, selective_checkpoint_modules
-from .clip import clip_grad_norm_global_hooks, clip_grad_norm_hooks, clip_grad_value_hooks
-from .errors import (
-                      BudgetError,
-                      HooklabError,
-                      HooksLeftBehind,
-                      MissingTorchInternal,
-                      NonFiniteError,
-                      NotRecorded,
-                      UnknownModuleError,
-                      WorkerError,
-)
-from .explain import HookExplanation, explain_hook
-from .intervening import Call, ModuleInputs, capture_inputs, intervene
-from .inventory import HookEntry, hook_inventory, hook_name, no_hooks_left_behind, show_hooks
-from .ledger import ModuleRow, SavedRecord, SavedTensorLedger
-from .lookup import get_module
-from .meter import MemoryMeter, OpCounter, gradient_error
-from .monitor import GradientMonitor
-from .nonfinite import NonFiniteDetector, NonFiniteEvent, find_nonfinite
-from .offload import (
-                      CompressSaved,
-                      OffloadScope,
-                      OffloadStats,
-                      OffloadWrapper,
-                      OverlappedOffload,
-                      SaveOnCpu,
-                      SaveOnDisk,
-                      offload_module,
-)
-from .planner import (
-                      BlockProfile,
-                      CheckpointEach,
-                      CompiledBudget,
-                      CostModel,
-                      CountedCosts,
-                      MeasuredCosts,
-                      MemoryDecision,
-                      MemoryPlan,
-                      MemoryPlanner,
-                      OffloadStep,
-                      SequentialCheckpoint,
-)
-from .scope import HookScope, Recorder, named_scope
-from .segments import checkpoint_segments
-from .summary import ShapeRow, ShapeTable, layer_shapes
-from .systems import HookRecord, all_hooks, show_all_hooks
-from .tracer import Event, Tracer
-from .workers import run_workers
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names as type checkers and readers see them; at run time, imported when first used (below)
+    from . import plot as plot  # hooklab.plot: the figures of the tools, one module
+    from ._text import format_bytes
+    from .activations import ActivationStats
+    from .blocks import BlockStack, find_blocks
+    from .capturing import Capture, FeatureExtractor, capture
+    from .checkpoint import checkpoint_modules, selective_checkpoint_modules
+    from .clip import clip_grad_norm_global_hooks, clip_grad_norm_hooks, clip_grad_value_hooks
+    from .errors import (
+                          BudgetError,
+                          HooklabError,
+                          HooksLeftBehind,
+                          MissingTorchInternal,
+                          NonFiniteError,
+                          NotRecorded,
+                          UnknownModuleError,
+                          WorkerError,
+    )
+    from .explain import HookExplanation, explain_hook
+    from .intervening import Call, ModuleInputs, capture_inputs, intervene
+    from .inventory import HookEntry, hook_inventory, hook_name, no_hooks_left_behind, show_hooks
+    from .ledger import ModuleRow, SavedRecord, SavedTensorLedger
+    from .lookup import get_module
+    from .meter import MemoryMeter, OpCounter, gradient_error
+    from .monitor import GradientMonitor
+    from .nonfinite import NonFiniteDetector, NonFiniteEvent, find_nonfinite
+    from .offload import (
+                          CompressSaved,
+                          OffloadScope,
+                          OffloadStats,
+                          OffloadWrapper,
+                          OverlappedOffload,
+                          SaveOnCpu,
+                          SaveOnDisk,
+                          offload_module,
+    )
+    from .planner import (
+                          BlockProfile,
+                          CheckpointEach,
+                          CompiledBudget,
+                          CostModel,
+                          CountedCosts,
+                          MeasuredCosts,
+                          MemoryDecision,
+                          MemoryPlan,
+                          MemoryPlanner,
+                          OffloadStep,
+                          SequentialCheckpoint,
+    )
+    from .scope import HookScope, Recorder, named_scope
+    from .segments import checkpoint_segments
+    from .summary import ShapeRow, ShapeTable, layer_shapes
+    from .systems import HookRecord, all_hooks, show_all_hooks
+    from .tracer import Event, Tracer
+    from .workers import run_workers
 
 __version__ = "0.1.0"
 
@@ -207,14 +215,59 @@ __all__ = [
     "show_hooks",
 ]
 
+# Each public name's module, imported when the name is first used (``__getattr__``): ``import hooklab`` imports none of
+# them, so it costs a small fraction of ``import torch`` (benchmarks/bench_startup.py); tests/library/test_lazy_import.py
+# checks that this table and the imports above name the same things.
+_HOMES: dict[str, tuple[str, ...]] = {
+    "_text": ("format_bytes",),
+    "activations": ("ActivationStats",),
+    "blocks": ("BlockStack", "find_blocks"),
+    "capturing": ("Capture", "FeatureExtractor", "capture"),
+    "checkpoint": ("checkpoint_modules", "selective_checkpoint_modules"),
+    "clip": ("clip_grad_norm_global_hooks", "clip_grad_norm_hooks", "clip_grad_value_hooks"),
+    "errors": (
+        "BudgetError", "HooklabError", "HooksLeftBehind", "MissingTorchInternal", "NonFiniteError", "NotRecorded",
+        "UnknownModuleError", "WorkerError"),
+    "explain": ("HookExplanation", "explain_hook"),
+    "intervening": ("Call", "ModuleInputs", "capture_inputs", "intervene"),
+    "inventory": ("HookEntry", "hook_inventory", "hook_name", "no_hooks_left_behind", "show_hooks"),
+    "ledger": ("ModuleRow", "SavedRecord", "SavedTensorLedger"),
+    "lookup": ("get_module",),
+    "meter": ("MemoryMeter", "OpCounter", "gradient_error"),
+    "monitor": ("GradientMonitor",),
+    "nonfinite": ("NonFiniteDetector", "NonFiniteEvent", "find_nonfinite"),
+    "offload": (
+        "CompressSaved", "OffloadScope", "OffloadStats", "OffloadWrapper", "OverlappedOffload", "SaveOnCpu",
+        "SaveOnDisk", "offload_module"),
+    "planner": (
+        "BlockProfile", "CheckpointEach", "CompiledBudget", "CostModel", "CountedCosts", "MeasuredCosts",
+        "MemoryDecision", "MemoryPlan", "MemoryPlanner", "OffloadStep", "SequentialCheckpoint"),
+    "scope": ("HookScope", "Recorder", "named_scope"),
+    "segments": ("checkpoint_segments",),
+    "summary": ("ShapeRow", "ShapeTable", "layer_shapes"),
+    "systems": ("HookRecord", "all_hooks", "show_all_hooks"),
+    "tracer": ("Event", "Tracer"),
+    "workers": ("run_workers",),
+    "course.asking": ("ask",),  # the course's lookup, as practitioners type it; not in __all__ (not a tool)
+}
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
 
-def __getattr__(name: str) -> object:  # PEP 562: hooklab.ask, imported when first asked for
-    if name == "ask":
-        from .course.asking import ask
 
-        return ask
-    raise AttributeError(f"module 'hooklab' has no attribute {name!r}")
+def __getattr__(name: str) -> object:  # PEP 562: a public name, imported from its module when first asked for
+    module = _HOME.get(name)
+    if module is None:
+        if not name.startswith("__") and name != "course":  # the course is imported by name only (hooklab.course)
+            try:  # a submodule of the library (hooklab.plot, hooklab.offload, ...), as an import of each name made it
+                return importlib.import_module(f"{__name__}.{name}")
+            except ModuleNotFoundError as error:
+                if error.name != f"{__name__}.{name}":
+                    raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    if name != "ask":  # hooklab.ask stays a lookup of hooklab.course.ask, not a name of the library
+        globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), "ask"})
+    return sorted({*globals(), *_HOME, "plot"})

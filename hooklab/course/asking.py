@@ -503,7 +503,9 @@ def _index() -> tuple[list[dict[str, Any]], list[Counter[str]], dict[str, float]
     n = len(entries)
     idf = {term: math.log(1 + (n - f + 0.5) / (f + 0.5)) for term, f in frequency.items()}
     average = sum(sum(c.values()) for c in counts) / max(n, 1)
-    return entries, counts, idf, average, [title_terms(e) for e in entries]
+    # the titles' terms as tools/ask/index.py wrote them (title_terms of every title, at the first answer, took seconds)
+    titles = [[frozenset(words.split()) for words in e["title_terms"]] for e in entries]
+    return entries, counts, idf, average, titles
 
 
 def title_share(query: Counter[str], titles: list[frozenset[str]], idf: dict[str, float]) -> float:
@@ -741,7 +743,13 @@ def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ..
         if len(chosen) == k:
             continue  # a later twin of a chosen row still joins it
         chosen.append((score, e, rows.setdefault((e["kind"], e["en"]), [])))
-    hits = [Hit(e["kind"], e["zh"], e["en"], e.get("notebook"), e.get("cell"), e.get("page"), round(score, 3),
-                (e["anchor"]["zh"], e["anchor"]["en"]) if e.get("anchor") else None, e.get("program"),
-                tuple(e.get("programs") or ()), tuple(also)) for score, e, also in chosen]
-    return Answers(hits, query, lang)
+    return Answers([hit(e, score, also) for score, e, also in chosen], query, lang)
+
+
+def hit(entry: dict[str, Any], score: float = 0.0,
+        also: Iterable[tuple[str | None, str | None, str | None]] = ()) -> Hit:
+    """The answer :func:`ask` gives for an entry of the index (its links: :meth:`Hit.site_link`, :meth:`Hit.url`)."""
+    e = entry
+    return Hit(e["kind"], e["zh"], e["en"], e.get("notebook"), e.get("cell"), e.get("page"), round(score, 3),
+               (e["anchor"]["zh"], e["anchor"]["en"]) if e.get("anchor") else None, e.get("program"),
+               tuple(e.get("programs") or ()), tuple(also))

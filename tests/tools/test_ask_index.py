@@ -50,6 +50,26 @@ def test_the_index_is_read_once_per_process():
     assert asking._index.cache_info().hits == hits + 1
 
 
+def test_the_titles_terms_ship_as_the_lookup_would_compute_them():
+    """The lookup reads each entry's title terms from the index (tokenizing every title at its first answer took
+    seconds): they are what asking.title_terms gives, so the answers are the same."""
+    from hooklab.course import asking
+
+    shipped = json.loads(index.INDEX.read_text(encoding="utf-8"))["entries"]
+    assert all(len(e["title_terms"]) == 2 for e in shipped)
+    assert [[frozenset(words.split()) for words in e["title_terms"]] for e in shipped] == [
+        asking.title_terms(e) for e in shipped]
+    assert asking._index()[4] == [asking.title_terms(e) for e in shipped]
+
+
+def test_a_matrix_cell_links_to_its_row_whose_id_is_the_key():
+    """The site's matrix page gives each cell's row the key as its id (``forward-hook@compile``, tools/site/conf.py):
+    a link with another anchor opens the top of the page (tests/tools/test_site.py follows every link in a built site)."""
+    cells = [e for e in json.loads(index.INDEX.read_text(encoding="utf-8"))["entries"] if e["kind"] == "matrix"]
+    assert len(cells) > 600
+    assert [e["page"] for e in cells] == [f"hook_matrix.html#{e['id'].removeprefix('matrix:')}" for e in cells]
+
+
 def test_every_entry_links_to_a_notebook_and_a_cell_that_exist_or_to_a_profile_page():
     entries = json.loads(index.INDEX.read_text(encoding="utf-8"))["entries"]
     cells = {path.name: {c.get("id") for c in read_notebook(path)["cells"]}

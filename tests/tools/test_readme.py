@@ -24,8 +24,37 @@ def test_the_readme_is_a_front_door():
     assert len(TEXT.splitlines()) <= readme.MAX_LINES
     first = "\n".join(TEXT.splitlines()[:20])  # what a newcomer sees first: both languages, the site, the commands
     assert "**中文**" in first and "**English**" in first
-    assert readme.package_page.SITE_PLACEHOLDER in first or ".github.io/" in first
-    assert "colab.research.google.com/github/" in first
+    stamped = "\n".join(readme.stamp(TEXT, "https://github.com/Some-Org/hooklab").splitlines()[:20])
+    assert "https://some-org.github.io/hooklab/" in stamped  # the site and Colab, once the repository has its address
+    assert "colab.research.google.com/github/Some-Org/hooklab/" in stamped
+
+
+def _rendered(markdown: str) -> str:
+    """What a reader of the rendered page sees of ``markdown``'s text: everything but its HTML comments."""
+    return re.sub(r"<!--.*?-->", "", markdown, flags=re.DOTALL)
+
+
+def test_a_reader_sees_no_placeholder_and_is_told_where_the_links_will_be():
+    """The repository has no public address yet: a link to https://OWNER.github.io/REPO/ on the rendered page would
+    open a page that is not the project's, and `pip install "hooklab @ git+https://github.com/OWNER/REPO"` would fail.
+    The page says so where the links will be, in both languages, and shows what works from a clone."""
+    shown = _rendered(TEXT)
+    assert not re.search(r"OWNER|\bREPO\b", shown), [line for line in shown.splitlines() if "OWNER" in line]
+    top = "\n".join(shown.splitlines()[:24])
+    assert "课程网站和 Colab 的链接要等仓库有了公开地址" in top and "to Colab go here once the repository has a public" in top
+    assert "`./course site`" in top and "](notebooks/)" in top  # what a reader can open now
+    assert "仓库也还没有公开地址" in shown and "the repository has no public address yet" in shown
+    assert re.search(r"^pip install -e \.", "\n".join(re.findall(r"```bash\n(.*?)```", shown, re.DOTALL)), re.M)
+    # the check finds a placeholder a reader would see, and where
+    found = readme.placeholder_problems("# t\n\n[site](https://OWNER.github.io/REPO/)\n")
+    assert len(found) == 1 and found[0].startswith("line 3 shows the placeholder OWNER/REPO"), found
+    assert readme.placeholder_problems("<!-- [site](https://OWNER.github.io/REPO/) -->\n") == []
+    one_language = ("<!-- until the repository has its address: x -->\nthe site: later\n<!-- once it has one:\n"
+                    "[site](https://OWNER.github.io/REPO/)\n-->\n")
+    assert readme.placeholder_problems(one_language) == [
+        "line 1: what a reader sees until the repository has its address is not in both languages"]
+    unfinished = "<!-- until the repository has its address: x -->\n网站稍后 / the site: later\n"
+    assert "go on with '<!-- once it has one:'" in readme.placeholder_problems(unfinished)[0]
 
 
 def test_the_readme_shows_the_two_commands_and_where_each_reader_starts():
@@ -73,9 +102,27 @@ def test_every_link_of_the_manual_resolves_and_every_page_is_reachable():
     assert len(MANUAL) > 10  # the README's former sections, one page per topic
 
 
+def test_the_manual_says_that_a_markdown_edit_makes_the_shipped_index_stale():
+    """A one-notebook test run passes after a Markdown edit (nbval compares outputs), while the edit makes course.ask's
+    shipped index stale and the full run fails: "Before and after a change" says so in both languages, with the
+    command that the index's own check names as the fix."""
+    from tools.ask import index
+
+    contributing = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    section = contributing.split("## 改动之前与之后 / Before and after a change\n", 1)[1].split("\n## ", 1)[0]
+    fix = re.search(r"run `(python -m [\w.]+ --write)`", Path(index.__file__).read_text(encoding="utf-8")).group(1)
+    assert fix == "python -m tools.ask --write" and re.search(rf"^{re.escape(fix)} +# ", section, re.M), section
+    assert "`python -m tools.ask` 检查" in section and "`python -m tools.ask` checks" in section
+    assert "Markdown 的改动" in section and "索引就过时了" in section  # 中文
+    assert "cannot see a Markdown edit" in section and "makes the index stale" in section  # English
+    assert "hooklab/course/assets/ask/index.json" in section and "tests/tools/test_ask_index.py" in section
+
+
 def test_stamping_fills_every_placeholder_of_the_readme():
     stamped = readme.stamp(TEXT, "https://github.com/Some-Org/hooklab")
     assert "OWNER" not in stamped and "REPO/" not in stamped
+    assert "<!--" not in stamped and "公开地址" not in stamped and "public address" not in stamped  # the note is gone
+    assert readme.stamp(stamped, "https://github.com/Some-Org/hooklab") == stamped
     assert "https://some-org.github.io/hooklab/" in stamped
     assert "https://colab.research.google.com/github/Some-Org/hooklab/blob/launch/en/00_introduction.ipynb" in stamped
     assert 'git+https://github.com/Some-Org/hooklab"' in stamped

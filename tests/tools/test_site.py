@@ -608,6 +608,31 @@ def test_each_site_ships_course_asks_places_with_links_that_land(built):
         assert dead == [], (lang, dead)
 
 
+def test_every_link_course_ask_gives_opens_the_place_it_names(built):
+    """Every entry of course.ask's shipped index, of every kind (a matrix cell, a recipe, a profile as much as a
+    symptom or a section), answers with a link (``Hit.site_link``, what ``Hit.url`` puts after the site's address) to
+    a page of this language's built site and, where the link has an anchor, to an element of that page with that
+    id: a link whose anchor is missing opens the top of the page (the matrix page is megabytes long)."""
+    from hooklab.course import asking
+
+    out, _ = built
+    entries = [e for e in asking._index()[0] if e.get("page")]
+    assert {e["kind"] for e in entries} == set(asking.KINDS)
+    checked, dead = 0, []
+    for entry in entries:
+        for lang in ("zh", "en"):
+            link = asking.hit(entry).site_link(lang)
+            path, _, anchor = link.partition("#")
+            page = out / path
+            if not page.is_file():
+                dead.append((entry["id"], link, "no such page"))
+            elif anchor and urllib.parse.unquote(anchor) not in parsed(page).ids:
+                dead.append((entry["id"], link, "no element with that id"))
+            checked += 1
+    assert dead == [], (len(dead), dead[:10])
+    assert checked == 2 * len(entries) and sum(e["kind"] == "matrix" for e in entries) > 600
+
+
 def test_chinese_section_anchors_are_the_heading_text(built):
     """Chinese section anchors were positional (#id5: a heading added before moved them all): each is now its
     heading's text (heading_id), unique in the page; the English ones are docutils' (also from the text)."""

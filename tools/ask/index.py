@@ -40,6 +40,10 @@ another framework's entry its example (``frameworks.json``'s ``frameworks-<name>
   inside a block it answers, with the call that reads it (``course.atlas(zoo)[model].where(block, kind)``), linked to
   the zoo's atlas page.
 
+Each entry holds its terms (``terms``: :func:`hooklab.course.asking.entry_terms` of its text and titles) and the terms
+of its title in each language (``title_terms``, English then Chinese: :func:`hooklab.course.asking.title_terms`), so
+that the lookup's first answer reads them instead of tokenizing thousands of titles. A matrix cell links to its row
+of the site's matrix page, whose id is the cell's key (``hook_matrix.html#forward-hook@compile``).
 A section also holds its heading's anchor on each language's site. tests/tools/test_ask_index.py checks that the
 shipped index is current. ``python -m tools.ask.pasted`` measures pasted error messages (:mod:`tools.ask.pasted`).
 """
@@ -55,7 +59,7 @@ from typing import Any
 
 import tomllib
 
-from hooklab.course.asking import entry_terms
+from hooklab.course.asking import entry_terms, title_terms
 from hooklab.course.notebook import heading_lines, lang_tags, read_notebook, strip_toc_skip
 from hooklab.course.profiles import aliases
 
@@ -318,7 +322,8 @@ def matrix_entries() -> list[dict[str, Any]]:
             "text": " ".join(filter(None, (family["id"].replace("-", " "), context["id"].replace("-", " "),
                                            context.get("how"), why.get("en"), why.get("zh"), cell.get("error")))),
             "message": cell.get("error"), "notebook": taught.get("notebook"), "cell": taught.get("cell"),
-            "page": f"hook_matrix.html#{key.replace('@', '-')}",
+            # the matrix page's row for the cell has the key itself as its id (tools/site/conf.py's _matrix_rows)
+            "page": f"hook_matrix.html#{key}",
         })
     return entries
 
@@ -476,6 +481,7 @@ def build() -> dict[str, Any]:
     attach_programs(entries)
     for entry in entries:  # the lookup reads terms, not text: tokenizing every entry at each start took seconds
         entry["terms"] = entry_terms(entry.pop("text"), f"{entry['zh']} {entry['en']}")
+        entry["title_terms"] = [" ".join(sorted(words)) for words in title_terms(entry)]  # en, zh: the same
         entry.pop("asked_zh", None)  # a recipe's Chinese test query measures the lookup; it is not indexed
     ids = [e["id"] for e in entries]
     repeated = sorted({i for i in ids if ids.count(i) > 1})

@@ -11,11 +11,22 @@ anchor to a heading of that file (GitHub's ids: :func:`github_id`); every ``./co
 ``course`` script and every ``python -m M`` a module that exists. Everything else (the maintainers' manual) lives in
 CONTRIBUTING.md and docs/maintainers/.
 
-The website's address and the Colab links are only known where the repository lives. The committed README writes
-them with the placeholders the package page uses (``https://OWNER.github.io/REPO/``, ``https://github.com/OWNER/REPO``,
-tools/launch/package_page.py) and ``colab.research.google.com/github/OWNER/REPO/``; ``stamp`` fills them in once, when
-the repository has its address (docs/maintainers/site.md says when). Links that need no address (the notebooks,
-the manual) are relative, so they open on GitHub and in a clone alike.
+The website's address, the Colab links and the ``pip install`` from the repository are only known where the
+repository lives. Until it has its address, the README says so where a reader sees it, in both languages, and keeps
+the lines with the links commented out right below, written with the placeholders the package page uses
+(``https://OWNER.github.io/REPO/``, ``https://github.com/OWNER/REPO``, tools/launch/package_page.py) and
+``colab.research.google.com/github/OWNER/REPO/``::
+
+    <!-- until the repository has its address: ... -->
+    what a reader sees now (both languages)
+    <!-- once it has one:
+    the lines with the links, placeholders and all
+    -->
+
+``stamp`` puts each such block's second part in its place and fills in the placeholders, once, when the repository
+has its address (CONTRIBUTING.md says when); ``check`` fails on a placeholder a reader would see (a link to an
+address that is not the project's). Links that need no address (the notebooks, the manual) are relative, so they
+open on GitHub and in a clone alike.
 """
 from __future__ import annotations
 
@@ -38,6 +49,12 @@ _CJK = re.compile(r"[\u4e00-\u9fff]")
 _LATIN_WORD = re.compile(r"\b[A-Za-z]{3,}\b")
 _COURSE_COMMAND = re.compile(r"\./course ([a-z][\w-]*)")
 _MODULE_COMMAND = re.compile(r"python -m ([A-Za-z_][\w.]*)")
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_UNTIL = "<!-- until the repository has its address"
+# what a reader sees until the repository has its address, then the lines that replace it once it has one
+_UNPUBLISHED = re.compile(rf"^{re.escape(_UNTIL)}\b[^\n]*-->\n(?P<now>.*?)^<!-- once it has one:\n(?P<then>.*?)^-->\n",
+                          re.DOTALL | re.MULTILINE)
+_PLACEHOLDER = re.compile(r"\bOWNER\b|\bREPO\b")
 
 
 class ReadmeError(Exception):
@@ -134,32 +151,67 @@ def language_problems(text: str) -> list[str]:
     return found
 
 
+def visible(text: str) -> str:
+    r"""``text`` as a reader of the rendered page sees it: without its HTML comments (each line kept, emptied where a
+    comment took it all, so that line numbers stay).
+
+    >>> visible("a <!-- not shown --> b\n<!-- x\ny -->\nc")
+    'a  b\n\n\nc'
+    """
+    return _COMMENT.sub(lambda found: "\n" * found.group(0).count("\n"), text)
+
+
+def placeholder_problems(text: str) -> list[str]:
+    """Placeholders (``OWNER/REPO``) a reader of the rendered page would see, as a link to an address that is not the
+    project's or a command that fails; and blocks for the time before the repository has its address that do not say
+    so in both languages, or that lack the lines ``stamp`` puts in their place."""
+    found = [f"line {number} shows the placeholder OWNER/REPO where a reader sees it: until the repository has its "
+             "address, say so there and keep the line commented out below it (tools/site/readme.py)"
+             for number, line in enumerate(visible(text).splitlines(), start=1) if _PLACEHOLDER.search(line)]
+    blocks = list(_UNPUBLISHED.finditer(text))
+    if text.count(_UNTIL) != len(blocks):
+        found.append(f"{text.count(_UNTIL)} blocks start with {_UNTIL!r} but {len(blocks)} go on with "
+                     "'<!-- once it has one:' and end with a line '-->'")
+    for block in blocks:
+        line = text.count("\n", 0, block.start()) + 1
+        now = visible(block["now"])
+        if not (_CJK.search(now) and _LATIN_WORD.search(now)):
+            found.append(f"line {line}: what a reader sees until the repository has its address is not in both "
+                         "languages")
+        if not _PLACEHOLDER.search(block["then"]):
+            found.append(f"line {line}: the lines for once the repository has its address hold no OWNER/REPO to "
+                         "fill in")
+    return found
+
+
 def problems(text: str, root: Path = ROOT) -> list[str]:
     """What keeps ``text`` (the README) from being a front door; empty: nothing."""
     lines = text.count("\n") + (not text.endswith("\n"))
     found = [f"{lines} lines: a front door has at most {MAX_LINES} (the manual is CONTRIBUTING.md and "
              "docs/maintainers/)"] if lines > MAX_LINES else []
-    return found + language_problems(text) + link_problems(text, root) + command_problems(text, root)
+    return (found + language_problems(text) + placeholder_problems(text) + link_problems(text, root)
+            + command_problems(text, root))
 
 
 def stamp(text: str, repository: str) -> str:
-    """``text`` with the website's, the repository's and Colab's placeholders filled in for ``repository`` (and
-    without the comment that says they are placeholders).
+    r"""``text`` with each block for the time before the repository has its address replaced by its lines for once it
+    has one, and the website's, the repository's and Colab's placeholders filled in for ``repository``.
 
-    >>> print(stamp("[site](https://OWNER.github.io/REPO/) "
-    ...             "[00](https://colab.research.google.com/github/OWNER/REPO/blob/launch/en/00.ipynb)",
-    ...             "https://github.com/Some-Org/hooklab"))
+    >>> print(stamp("<!-- until the repository has its address: stamp -->\n网站稍后 / the site: later\n"
+    ...             "<!-- once it has one:\n[site](https://OWNER.github.io/REPO/) "
+    ...             "[00](https://colab.research.google.com/github/OWNER/REPO/blob/launch/en/00.ipynb)\n-->\n",
+    ...             "https://github.com/Some-Org/hooklab"), end="")
     [site](https://some-org.github.io/hooklab/) [00](https://colab.research.google.com/github/Some-Org/hooklab/blob/launch/en/00.ipynb)
     """
     found = package_page.URL.fullmatch(repository.rstrip("/"))
     if not found:
         raise ReadmeError(f"--repository-url should be https://HOST/OWNER/REPO, got {repository!r}")
+    text = _UNPUBLISHED.sub(lambda block: block["then"], text)
     if COLAB_PLACEHOLDER in text:
         if found.group(1) != "github.com":
             raise ReadmeError(f"Colab opens notebooks from GitHub only, and {repository} is on {found.group(1)}: take "
                               "the Colab links out of README.md (the website's launch buttons stay)")
         text = text.replace(COLAB_PLACEHOLDER, f"colab.research.google.com/github/{found.group(2)}/{found.group(3)}/")
-    text = re.sub(r"^<!-- OWNER/REPO .*-->\n", "", text, flags=re.MULTILINE)  # the note saying they are placeholders
     return package_page.stamp_page(text, repository)
 
 
