@@ -361,9 +361,16 @@ def explain_hook(model: nn.Module, name: str | nn.Module | None = None, *, run: 
                            "hook, would make torch.compile recompile with the hooks added since, and change what it "
                            "watches. Stop the other profiler and call it again")
 
+    # a thread started during the step keeps the profile function it was given after the step (Python 3.11 cannot
+    # take it from another thread): once the step is over, the function holds nothing and drops itself at its next call
+    live: list[Any] = [watch, step]
+
     def profile(frame: Any, event: str, arg: Any) -> None:
-        watch.profile(frame, event, arg)
-        step.profile(frame, event, arg)
+        if not live:
+            sys.setprofile(None)
+            return
+        live[0].profile(frame, event, arg)
+        live[1].profile(frame, event, arg)
 
     grads_before = {label: (p, p.grad, p.grad._version if p.grad is not None else None)
                     for label, p in watch.param_of.items()}
@@ -388,6 +395,7 @@ def explain_hook(model: nn.Module, name: str | nn.Module | None = None, *, run: 
             sys.setprofile(None)
             threading.setprofile(previous_threads)
             watch.release_pools()
+            live.clear()
         for handle in handles:
             handle.remove()
     report.calls, report.forward_runs = watch.calls[id(target)], watch.forward_runs

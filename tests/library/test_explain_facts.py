@@ -104,6 +104,42 @@ def test_calls_from_pool_threads_are_counted_exactly_whatever_the_thread_switche
         pool.shutdown()
 
 
+def test_a_thread_started_during_the_step_keeps_nothing_of_the_model_after_it():
+    """A thread the step starts and leaves running (a progress bar's monitor, a prefetcher) got explain_hook's profile
+    function, which Python 3.11 cannot take back from another thread: after the step it must hold nothing, or the
+    model and its hooks stay alive as long as the thread."""
+    import gc
+    import weakref
+
+    stop, started = threading.Event(), threading.Event()
+
+    def monitor():
+        started.set()
+        while not stop.wait(0.01):
+            len([])  # a Python call now and then, as a monitor thread makes
+
+    m, threads = two(), []
+    m[0].register_forward_hook(lambda mod, a, o: None)
+
+    def step():
+        t = threading.Thread(target=monitor, daemon=True)
+        t.start()
+        threads.append(t)
+        started.wait(10)
+        m(torch.randn(2, 4))
+
+    try:
+        explain_hook(m, "0", run=step)
+        alive = weakref.ref(m)
+        del m
+        gc.collect()
+        assert alive() is None, "the thread started in the step keeps the model alive"
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+
+
 def test_a_full_backward_hook_on_a_dict_output():
     class Block(nn.Module):
         def __init__(self):
