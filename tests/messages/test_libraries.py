@@ -2,12 +2,26 @@
 Lightning). Small models built from code or configs; nothing is downloaded."""
 from __future__ import annotations
 
+import sys
 import warnings
 
+import pytest
 import torch
 from torch import nn
 
 from message_triggers import fix, fix_all, fixes_of, outcome, registered_fixes, trigger, triggers_of
+
+
+@pytest.fixture(autouse=True)
+def _peft_warn_once_caches_cleared():
+    """PEFT's ShiRA and Super-Tuning layers warn about hooks once per layer through a functools.lru_cache on the
+    layer, which keeps every layer it warned about, and the model and hooks behind it, alive for the process: each
+    test empties it, so no hooked module outlives the test that made it."""
+    yield
+    for name in ("peft.tuners.shira.layer", "peft.tuners.supertuning.layer"):
+        warn_once = getattr(sys.modules.get(name), "_warn_once_about_module_hooks", None)
+        if warn_once is not None:
+            warn_once.cache_clear()
 
 
 def _mlp() -> nn.Module:
