@@ -194,19 +194,22 @@ def make(mode: str, *, root: Path = ROOT, part: int | None = None, shard: tuple[
             part = zlib.crc32(seed.encode()) % PARTS
             plan.notes.append("no git history: the rotation's part comes from the commit's id, not its number")
     plan.part = part
-    rotated: dict[str, float] = {}
+    rotating: dict[str, float] = {}
     touched: dict[str, float] = {}
     for c in found:
         if c.kind == "doctest" or (c.kind == "test" and plan.costs[c.id] <= FAST_S and c.id in costs):
             plan.tiers[c.id] = "fast"
         elif c.kind == "notebook" and not c.scalar:
             plan.tiers[c.id] = "notebooks"
-        elif passed.get(c.id) != plan.hashes[c.id]:
-            touched[c.id] = plan.costs[c.id]
         else:
-            rotated[c.id] = plan.costs[c.id]
-    for c, b in balanced(rotated, PARTS).items():
-        plan.tiers[c] = "rotation" if b == part else "skip"
+            rotating[c.id] = plan.costs[c.id]
+    # every check of the rotation has its part whether or not it is touched now, so that what a change touches does
+    # not move the others between parts
+    for c, b in balanced(rotating, PARTS).items():
+        if passed.get(c) != plan.hashes[c]:
+            touched[c] = plan.costs[c]
+        else:
+            plan.tiers[c] = "rotation" if b == part else "skip"
     touched.update(_members(plan, members, passed, seed))
     if mode == "touched":
         for c in touched:
