@@ -118,20 +118,24 @@ def test_a_thread_started_during_the_step_keeps_nothing_of_the_model_after_it():
         while not stop.wait(0.01):
             len([])  # a Python call now and then, as a monitor thread makes
 
-    m, threads = two(), []
-    m[0].register_forward_hook(lambda mod, a, o: None)
+    threads = []
 
-    def step():
-        t = threading.Thread(target=monitor, daemon=True)
-        t.start()
-        threads.append(t)
-        started.wait(10)
-        m(torch.randn(2, 4))
+    def explained() -> weakref.ref:
+        m = two()
+        m[0].register_forward_hook(lambda mod, a, o: None)
+
+        def step():
+            t = threading.Thread(target=monitor, daemon=True)
+            t.start()
+            threads.append(t)
+            started.wait(10)
+            m(torch.randn(2, 4))
+
+        explain_hook(m, "0", run=step)
+        return weakref.ref(m)
 
     try:
-        explain_hook(m, "0", run=step)
-        alive = weakref.ref(m)
-        del m
+        alive = explained()
         gc.collect()
         assert alive() is None, "the thread started in the step keeps the model alive"
     finally:
