@@ -387,6 +387,61 @@ def test_a_scalar_that_scales_a_branch_is_changed_and_the_place_says_its_scale_f
     assert block.residual_multiplier == 1.0  # put back
 
 
+class _Granite(_PreNorm):
+    """Granite's block: both branches times ``self.residual_multiplier``, copied from its config at init (1.0 by
+    default; Granite's checkpoints use others, 0.22)."""
+
+    def __init__(self, width: int = 8, multiplier: float = 1.0) -> None:
+        super().__init__(width)
+        self.config = SimpleNamespace(residual_multiplier=multiplier, hidden_size=width)
+        self.residual_multiplier = self.config.residual_multiplier
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.mix(self.ln1(x)) * self.residual_multiplier
+        return x + self.mlp(self.ln2(x)) * self.residual_multiplier
+
+
+def test_the_identity_names_the_scalar_a_branch_is_multiplied_by_and_holds_at_other_values():
+    """Proved at the default multiplier of 1.0 alone, the identity read ``block input + attention + mlp``, which is
+    false for any other value; the scalar changed on its own shows which one it is. The truth, with plain hooks on
+    a block built with 0.22: the sums are the stream plus 0.22 times each branch's output, not plus the output."""
+    found = _inside(_Granite)
+    assert found["identity"]["text"] == \
+        "block output = block input + residual_multiplier * attention + residual_multiplier * mlp"
+    for role in ("attention", "mlp"):
+        place = found["lookups"][role]
+        assert place["scale_by"] == [{"scalar": "residual_multiplier", "of": "", "config": "residual_multiplier",
+                                      "value": 1.0}], place
+        assert place["scale_by_factor"] == 1.0 and place["added"].startswith("times residual_multiplier (")
+    torch.manual_seed(0)
+    block, x, seen = _Granite(multiplier=0.22).eval(), torch.randn(2, 5, 8), {}
+    handles = [block.mix.register_forward_hook(lambda m, a, out: seen.update(attention=out)),
+               block.ln2.register_forward_pre_hook(lambda m, a: seen.update(after=a[0]))]
+    try:
+        with torch.no_grad():
+            block(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert torch.allclose(seen["after"], x + 0.22 * seen["attention"], atol=1e-6)
+    assert not torch.allclose(seen["after"], x + seen["attention"], atol=1e-3)
+
+
+def test_a_branch_scaled_in_proportion_to_a_scalar_reads_as_its_factor_times_the_scalar():
+    """MiniCPM's ``scale_depth / sqrt(num_hidden_layers)``: the factor measured in the model built, times the name."""
+    class Depth(_PreNorm):
+        def __init__(self, width: int = 8) -> None:
+            super().__init__(width)
+            self.scale_depth = 1.4
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = x + self.mix(self.ln1(x)) * (self.scale_depth / 2 ** 0.5)
+            return x + self.mlp(self.ln2(x))
+    found = _inside(Depth)
+    assert found["identity"]["text"] == "block output = block input + 0.7071 * scale_depth * attention + mlp"
+    assert found["lookups"]["attention"]["scale"] == 0.9899 and "scale_by" not in found["lookups"]["mlp"]
+
+
 class _InPlace(_PreNorm):
     """torchvision's ResNet order: ``out = mlp(...); out += x; relu(out)`` in place."""
 
