@@ -305,6 +305,9 @@ def test_a_parallel_block_has_no_tensor_for_the_sum_after_attention():
     assert _terms(found)["residual_after_attention"] == (None, None, None, None)
     assert found["lookups"]["residual_after_attention"]["compute"] == "block input + attention output"
     assert found["lookups"]["mlp"]["adds_to"] == "residual_after_attention"
+    assert found["lookups"]["residual_after_attention"]["note"] == (  # GPT-NeoX's: each branch its own norm
+        "a parallel block: the attention reads `ln1`'s output (the block's input through it), the mlp `ln2`'s "
+        "output (the block's input through it); no tensor holds this sum")
 
 
 def test_a_zero_initialised_gate_is_given_values_and_its_branch_found():
@@ -503,9 +506,23 @@ def test_a_block_that_changes_the_stream_proves_its_identity_with_its_shortcut()
     assert first["identity"]["text"].startswith("block output = shortcut(block input) + ")
     parallel = [p for p in found.values() if p.get("module") is None]
     assert parallel and parallel[0]["compute"].startswith("shortcut output + ")
+    # both branches read the primary convolution's output, not the block's input (the note said so before)
+    assert parallel[0]["note"] == "a parallel block: both branches read `primary`'s output; no tensor holds this sum"
     with torch.no_grad():  # the truth: output = shortcut(x) + the two branches, with plain calls
         h = model[0].primary(x)
         assert torch.allclose(model[0](x), model[0].shortcut(x) + model[0].cheap(h) + model[0].fusion(h))
+    seen: dict = {}
+    handles = [model[0].primary.register_forward_hook(lambda m, a, out: seen.update(primary=out)),
+               model[0].cheap.register_forward_pre_hook(lambda m, a: seen.update(cheap=a[0])),
+               model[0].fusion.register_forward_pre_hook(lambda m, a: seen.update(fusion=a[0]))]
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert seen["cheap"] is seen["primary"] and seen["fusion"] is seen["primary"]
+    assert seen["cheap"].shape != x.shape  # not the block's input: 6 channels where the input has 4
 
 
 class _Transformer2D(nn.Module):

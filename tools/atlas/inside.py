@@ -47,6 +47,8 @@ from .identity import (
     Identity,
     Place,
     Value,
+    _channel_dim,
+    _elementwise,
     attention_ops,
     block_shapes,
     close,
@@ -172,6 +174,7 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
     params = {path: sum(p.numel() for p in m.parameters()) for path, m in modules.items()}
     found: dict[str, Any] = {}
     roles: list[str] = []
+    producers: list[Place] = []
     begin = previous_end = block.start
     if ident.shortcut is not None:
         found["shortcut"] = _place(_best([p for p in ident.shortcut.places if p.path]), kinds)
@@ -179,6 +182,7 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
         producer = _best([p for p in b.summand.places if p.path])
         if producer is None:
             return {}, {"holds": False, "why": "a branch's output is no module's output"}
+        producers.append(producer)
         if roles:  # the branch begins where the stream it reads begins (a parallel one: after the previous branch)
             begin = previous_end if b.parallel else max(previous_end, min(p.time for p in b.base.places))
         window = [c for c in inner if begin < c.start and c.end <= producer.time]
@@ -245,7 +249,7 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
         if b.stream is None:  # the first of two parallel branches: its sum is never a tensor
             found[f"residual_after_{role}"] = {
                 "module": None, "compute": f"{'shortcut output' if b.base is ident.shortcut and ident.shortcut else 'block input'} + {role} output",
-                "note": "a parallel block: both branches read the block's input; no tensor holds this sum"}
+                "note": _parallel_note(roles[k:k + 2], producers[k:k + 2], inner, ident, modules)}
             continue
         where = _place(_best(b.stream.places, ("out", "in")), kinds)
         holder[b.stream] = holder[b.after] = f"residual_after_{role}"
@@ -268,6 +272,41 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
         "post-norm" if any(b.stream is not b.after and is_norm(modules.get(b.through or "")) for b in ident.branches) \
         else "sequential"
     return found, {"holds": True, "form": form, "text": f"block {ident.output} = {expression}"}
+
+
+def _reads(producer: Place, inner: list[Call], ident: Identity, modules: dict[str, nn.Module]) -> str | None:
+    """What the module that makes a branch's output reads, in words, told by where that tensor comes from: the
+    block's input, the shortcut's output, or the module (the shallowest, the first) whose output it is; None where
+    the hooks saw no such tensor (the module reads a tensor of another shape)."""
+    call = next((c for c in inner if c.path == producer.path and c.end == producer.time), None)
+    if call is None or not call.inputs:
+        return None
+    read = call.inputs[0][1]
+    if ident.start is not None and close(read, ident.start.tensor):
+        return "the block's input"
+    if ident.shortcut is not None and close(read, ident.shortcut.tensor):
+        return "the shortcut's output"
+    makers = [c for c in inner if c.end < call.start and any(close(t, read) for _, t in c.outputs)]
+    if not makers:
+        return None
+    maker = min(makers, key=lambda c: (c.path.count("."), c.start))
+    through = ident.start is not None and bool(maker.inputs) and close(maker.inputs[0][1], ident.start.tensor) and \
+        _elementwise(maker, modules, maker.inputs[0][1].shape[_channel_dim(maker.inputs[0][1])])
+    return f"`{maker.path}`'s output" + (" (the block's input through it)" if through else "")
+
+
+def _parallel_note(roles: list[str], producers: list[Place], inner: list[Call], ident: Identity,
+                   modules: dict[str, nn.Module]) -> str:
+    """The note on the sum of two parallel branches that no tensor holds: what each branch reads, as measured
+    (GPT-J's both read ``ln_1``'s output, GPT-NeoX's each its own norm's, RepGhost's both the output of the ghost
+    module's primary convolution, not the block's input)."""
+    reads = [_reads(p, inner, ident, modules) for p in producers]
+    if len(reads) == 2 and None not in reads:
+        if reads[0] == reads[1]:
+            return f"a parallel block: both branches read {reads[0]}; no tensor holds this sum"
+        return (f"a parallel block: the {roles[0]} reads {reads[0]}, the {roles[1]} {reads[1]}; no tensor holds "
+                f"this sum")
+    return "a parallel block: its two branches' outputs are added together; no tensor holds this sum"
 
 
 def _describe(p: Place | None) -> str:
