@@ -296,6 +296,8 @@ class _AtlasPlace(dict):
         if where is not None:
             found["stack"], found["block"] = where
         notes: list[str | None] = [cast("str | None", found.get("note"))]
+        if isinstance(place.get("sum"), dict) and place["sum"].get("clone"):  # ReLU(inplace=True) after the sum
+            notes.append("clone the sum in its hook: a later in-place op of the forward changes it")
         if place.get("blocks_inside"):
             found["inner_stack"] = f"{block}.{place['blocks_inside']}"
             found.pop("blocks_inside", None)

@@ -437,16 +437,24 @@ def test_a_place_overwritten_in_place_later_says_to_clone_it():
     entry = course.atlas("torchvision")["resnet50"]
     branch = entry.where(1, "branch")
     assert branch["module"] == "layer1.1.bn3" and branch["clone"] is True and "clone it" in str(branch)
-    assert "clone" not in entry.where(1, "residual")
+    residual = entry.where(1, "residual")
+    assert "clone" not in residual
+    # the sum before the in-place ReLU (its forward pre-hook): the printed line says to clone it too
+    assert residual["sum"]["module"] == "layer1.1.relu" and residual["sum"]["clone"] is True
+    assert "clone the sum in its hook" in str(residual)
     model = torchvision.models.resnet50(weights=None).eval()
-    kept = []
-    handle = model.layer1[1].bn3.register_forward_hook(lambda m, a, out: kept.append((out, out.clone())))
+    kept, sums = [], []
+    handles = [model.layer1[1].bn3.register_forward_hook(lambda m, a, out: kept.append((out, out.clone()))),
+               model.layer1[1].relu.register_forward_pre_hook(lambda m, a: sums.append((a[0], a[0].clone())))]
     try:
         with torch.no_grad():
             model(torch.randn(1, 3, 64, 64))
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
     assert not torch.equal(*kept[0])
+    assert not torch.equal(*sums[2])  # relu runs three times in the block: the sum is its third call's input
+    assert residual["sum"]["call"] == "3 of 3"
 
 
 def _mixes_positions(module, x: torch.Tensor, *args) -> bool:
