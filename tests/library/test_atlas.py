@@ -15,7 +15,9 @@ weekly run splits its tests across the shards of ``--all --shard i/N``), the loo
 measured inside as well. Each architecture is rebuilt exactly
 as the atlas built it (``tools/atlas/zoos.py``) and its never-firing modules are measured again: they must still be
 the atlas's (else regenerate it: ``python -m tools.atlas run --zoo Z --fresh --only NAME; python -m tools.atlas write
---zoo Z``).
+--zoo Z`` where ``build/atlas/<zoo>.jsonl`` holds the whole zoo, since ``write`` writes the atlas from it alone; the
+lookups inside a few models: ``python -m tools.atlas run --part inside --zoo Z --only NAME; python -m tools.atlas
+merge --zoo Z --only``).
 """
 from __future__ import annotations
 

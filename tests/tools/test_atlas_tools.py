@@ -650,3 +650,24 @@ def test_merging_the_inside_pass_fills_every_built_model_or_says_why(tmp_path):
     assert models[too_large]["inside"] is None and "structure only" in models[too_large]["inside_why"]
     assert merged["counts"] == atlas_pages.summarize(models) and "inside" in merged["counts"]
     assert all(m.get("inside") is None or m["status"] == "built" for m in models.values())
+
+
+def test_the_models_measured_before_a_check_existed_are_found():
+    """A place that says nothing of a check says nothing when its model was measured before the check existed: the
+    atlas records the checks with each model it measures (``inside_checks``), and ``stale`` lists the models that
+    lack one (those written before the record: the stacks' ``order`` tells the measurement that said clone)."""
+    from tools.atlas import inside
+
+    ordered = {"s": {"order": 0, "patterns": []}}
+    data = {"models": {
+        "old": {"status": "built", "inside": {"s": {"patterns": []}}},
+        "ordered": {"status": "built", "inside": ordered},
+        "now": {"status": "built", "inside": ordered, "inside_checks": list(inside.CHECKS)},
+        "not run": {"status": "structure only"}, "none inside": {"status": "built", "inside": None}}}
+    found = atlas_pages.stale(data)
+    assert set(found) == {"old", "ordered"}
+    assert "clone" in found["old"] and "clone" not in found["ordered"]
+    assert found["ordered"] == [c for c in inside.CHECKS if c not in ("identity", "what each branch computes", "clone",
+                                                                       "scalars", "run order")]
+    assert "run order" in inside.CHECKS and inside.CHECKS[0] == "identity"
+

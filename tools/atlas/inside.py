@@ -60,6 +60,10 @@ from .identity import (
 from .probe import kind_of, main_tensor
 
 MAX_BLOCKS = 8  # blocks measured per stack; the others get the pattern of a measured block built alike
+# what this measurement checks, recorded with each model it measures (``inside_checks``): a check added later is
+# appended, so that the models measured before it are found (``python -m tools.atlas stale``) and measured again
+CHECKS = ("identity", "what each branch computes", "clone", "scalars", "run order", "scalars named",
+          "what parallel branches read")
 _CROSS = re.compile(r"cross|encoder_attn|encdec|enc_dec|attn2(\b|_|$)", re.I)
 _ATTENTION = re.compile(r"attn|attention", re.I)
 _MLP = re.compile(r"mlp|ffn|feed_?forward|(^|\.|_)ff(\b|_|$)|intermediate|moe|expert|(^|\.)fc\d|dense_h_to_4h|"
