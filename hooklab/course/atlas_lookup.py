@@ -310,8 +310,7 @@ class _AtlasPlace(dict):
                                                      f"`{s['of']}.{s['scalar']}`" + (
                                                          f" (from config.{s['config']})" if s.get("config") else ""))
                              + f", {s['value']:g} in the model the atlas built" for s in found["scale_by"])
-            notes.append(f"what is added to the stream is this output {place['added'].split(' (')[0]}: {held}; "
-                         f"read your model's value")
+            notes.append(f"{held}: read your model's value")
         elif place.get("scale_follows_scalars"):
             notes.append("this scale follows a scalar of the block or its config (it changed when they were "
                          "changed): read your model's value")

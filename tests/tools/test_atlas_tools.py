@@ -671,3 +671,24 @@ def test_the_models_measured_before_a_check_existed_are_found():
                                                                        "scalars", "run order")]
     assert "run order" in inside.CHECKS and inside.CHECKS[0] == "identity"
 
+
+def test_models_measured_again_say_clone_where_a_later_in_place_op_changes_a_place():
+    """keypointrcnn_resnet50_fpn (resnet50's backbone), regnet_x_3_2gf and regnet_y_128gf were measured before the
+    atlas checked for in-place overwrites: their places said nothing where ``out += identity`` and
+    ``ReLU(inplace=True)`` change the tensor a hook got (bn3's output, the sum before the ReLU). Measured again,
+    they say clone there (tests/library/test_atlas.py checks the flags on the models rebuilt, with plain hooks),
+    and keypointrcnn's blocks count from ``layer1``, the stack the input meets first."""
+    from hooklab import course
+
+    def flagged(entry, block: int) -> list[str]:
+        places = entry.where(block)
+        return [role for role, p in places.items() if p.get("clone")] + \
+            [f"{role}.sum" for role, p in places.items() if isinstance(p.get("sum"), dict) and p["sum"].get("clone")]
+    models = course.atlas("torchvision")
+    expected = {"regnet_x_3_2gf": 6, "regnet_y_128gf": 7, "keypointrcnn_resnet50_fpn": 4}
+    found = {name: flagged(models[name], 0) + flagged(models[name], 1) for name in expected}
+    assert {name: len(places) for name, places in found.items()} == expected, found
+    assert found["keypointrcnn_resnet50_fpn"] == ["branch", "residual_after_branch.sum"] * 2
+    assert models["keypointrcnn_resnet50_fpn"].where(0, "input")["module"] == "backbone.body.layer1.0"
+    data = json.loads((ATLAS / "torchvision.json").read_text(encoding="utf-8"))
+    assert not set(expected) & set(atlas_pages.stale(data))
