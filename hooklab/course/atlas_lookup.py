@@ -156,8 +156,11 @@ class _AtlasModel(dict):
         (``forward`` or ``forward_pre``), ``take`` (where in the hook's output or arguments), ``receives`` (what
         the hook's output is, per attention implementation where they differ), ``clone`` (True where a later
         in-place op of the same forward changes the tensor: keep ``.clone()`` of it), ``computes`` (what the
-        measurement showed), and notes. A model or block the atlas cannot answer for raises a ``LookupError``
-        that says why, and names the stacks that answer where there are some.
+        measurement showed), ``added`` (a branch added times a number, a gate, or a scalar of the model:
+        ``scale_by`` says which and where your model holds it, as the identity does: Granite's ``block input +
+        residual_multiplier * attention + residual_multiplier * mlp``), and notes. A model or block the atlas
+        cannot answer for raises a ``LookupError`` that says why, and names the stacks that answer where there
+        are some.
         """
         block = _block_index(block)
         if what is not None and not isinstance(what, str):
@@ -293,12 +296,22 @@ class _AtlasPlace(dict):
         if where is not None:
             found["stack"], found["block"] = where
         notes: list[str | None] = [cast("str | None", found.get("note"))]
+        if isinstance(place.get("sum"), dict) and place["sum"].get("clone"):  # ReLU(inplace=True) after the sum
+            notes.append("clone the sum in its hook: a later in-place op of the forward changes it")
         if place.get("blocks_inside"):
             found["inner_stack"] = f"{block}.{place['blocks_inside']}"
             found.pop("blocks_inside", None)
             notes.append(f"a whole transformer block (attention, feed-forward ...): its parts are asked for with "
                          f"where(j, 'attention', stack={found['inner_stack']!r})")
-        if place.get("scale_follows_scalars"):
+        if place.get("scale_by"):  # the scalars the branch's coefficient is: where your model holds them
+            found["scale_by"] = [{**s, "of": full(s["of"]) if s["of"] != "config" else "config"}
+                                 for s in place["scale_by"]]
+            held = ", ".join(f"{s['scalar']} is " + (f"config.{s['scalar']}" if s["of"] == "config" else
+                                                     f"`{s['of']}.{s['scalar']}`" + (
+                                                         f" (from config.{s['config']})" if s.get("config") else ""))
+                             + f", {s['value']:g} in the model the atlas built" for s in found["scale_by"])
+            notes.append(f"{held}: read your model's value")
+        elif place.get("scale_follows_scalars"):
             notes.append("this scale follows a scalar of the block or its config (it changed when they were "
                          "changed): read your model's value")
         notes.append(note)

@@ -15,7 +15,9 @@ weekly run splits its tests across the shards of ``--all --shard i/N``), the loo
 measured inside as well. Each architecture is rebuilt exactly
 as the atlas built it (``tools/atlas/zoos.py``) and its never-firing modules are measured again: they must still be
 the atlas's (else regenerate it: ``python -m tools.atlas run --zoo Z --fresh --only NAME; python -m tools.atlas write
---zoo Z``).
+--zoo Z`` where ``build/atlas/<zoo>.jsonl`` holds the whole zoo, since ``write`` writes the atlas from it alone; the
+lookups inside a few models: ``python -m tools.atlas run --part inside --zoo Z --only NAME; python -m tools.atlas
+merge --zoo Z --only``).
 """
 from __future__ import annotations
 
@@ -437,16 +439,100 @@ def test_a_place_overwritten_in_place_later_says_to_clone_it():
     entry = course.atlas("torchvision")["resnet50"]
     branch = entry.where(1, "branch")
     assert branch["module"] == "layer1.1.bn3" and branch["clone"] is True and "clone it" in str(branch)
-    assert "clone" not in entry.where(1, "residual")
+    residual = entry.where(1, "residual")
+    assert "clone" not in residual
+    # the sum before the in-place ReLU (its forward pre-hook): the printed line says to clone it too
+    assert residual["sum"]["module"] == "layer1.1.relu" and residual["sum"]["clone"] is True
+    assert "clone the sum in its hook" in str(residual)
     model = torchvision.models.resnet50(weights=None).eval()
-    kept = []
-    handle = model.layer1[1].bn3.register_forward_hook(lambda m, a, out: kept.append((out, out.clone())))
+    kept, sums = [], []
+    handles = [model.layer1[1].bn3.register_forward_hook(lambda m, a, out: kept.append((out, out.clone()))),
+               model.layer1[1].relu.register_forward_pre_hook(lambda m, a: sums.append((a[0], a[0].clone())))]
     try:
         with torch.no_grad():
             model(torch.randn(1, 3, 64, 64))
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
     assert not torch.equal(*kept[0])
+    assert not torch.equal(*sums[2])  # relu runs three times in the block: the sum is its third call's input
+    assert residual["sum"]["call"] == "3 of 3"
+
+
+@pytest.mark.parametrize("name", ["regnet_x_3_2gf", "keypointrcnn_resnet50_fpn"])
+def test_the_clone_flags_say_which_tensors_a_later_in_place_op_changes(name):
+    """On the model rebuilt as the atlas built it, a plain hook on every place ``where(i)`` names (and each sum
+    before a norm or ReLU) keeps the tensor it got and a copy; after the step, the tensor differs from its copy
+    exactly where the atlas says ``clone`` (RegNet's ``ReLU(inplace=True)`` after each sum; the ResNet backbone's
+    ``out += identity`` on bn3's output, then the in-place ReLU)."""
+    from hooklab import course
+
+    entry = course.atlas("torchvision")[name]
+    built = _rebuild("torchvision", name)
+    for block in (0, 1):
+        places = entry.where(block)
+        hooked = {role: p for role, p in places.items() if p["module"] is not None}
+        hooked.update({f"{role}.sum": p["sum"] for role, p in places.items() if isinstance(p.get("sum"), dict)})
+        kept: dict[str, list] = {role: [] for role in hooked}
+        handles = []
+        for role, place in hooked.items():
+            wanted, count = int(place.get("call", "1 of 1").split()[0]), [0]
+
+            def keep(got, role=role, wanted=wanted, count=count, take=place["take"]):
+                count[0] += 1
+                if count[0] == wanted:
+                    t = _taken(got, take)
+                    kept[role].append((t, t.detach().clone()))
+            module = built.model.get_submodule(place["module"])
+            handles.append(module.register_forward_pre_hook(lambda m, a, keep=keep: keep(a))
+                           if place["hook"] == "forward_pre" else
+                           module.register_forward_hook(lambda m, a, out, keep=keep: keep(out)))
+        try:
+            built.run()
+        finally:
+            for handle in handles:
+                handle.remove()
+        changed = {role for role, got in kept.items() if not torch.equal(*got[0])}
+        assert all(len(got) == 1 for got in kept.values()), (name, block)
+        assert changed == {role for role, p in hooked.items() if p.get("clone")}, (name, block, changed)
+        assert changed, (name, block)
+
+
+def test_granite_adds_its_branches_times_its_residual_multiplier():
+    """transformers' GraniteDecoderLayer computes ``residual + hidden_states * self.residual_multiplier`` after the
+    attention and after the MLP (recipe mech-interp-31 checks it too). The atlas built Granite at the default of 1.0;
+    proved there alone, its identity read ``block input + attention + mlp``. The truth: a Granite built with 0.22,
+    plain hooks on the places ``where(0)`` names, and the multiplier read where ``scale_by`` says."""
+    import transformers
+
+    from hooklab import course
+
+    entry = course.atlas("transformers")["granite"]
+    places = entry.where(0)
+    assert places["attention"]["identity"] == \
+        "block output = block input + residual_multiplier * attention + residual_multiplier * mlp"
+    torch.manual_seed(0)
+    model = transformers.GraniteForCausalLM(transformers.GraniteConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, max_position_embeddings=32, residual_multiplier=0.22)).eval()
+    seen: dict[str, list] = {role: [] for role in places}
+    handles = [_hook(model, place, seen[role]) for role, place in places.items()]
+    try:
+        with torch.no_grad():
+            model(torch.tensor([[1, 5, 9, 13, 17, 21]]))
+    finally:
+        for handle in handles:
+            handle.remove()
+    got = {role: found[0][0] for role, found in seen.items()}
+    for role, base, after in (("attention", "input", "residual_after_attention"),
+                              ("mlp", "residual_after_attention", "residual_after_mlp")):
+        (scalar,) = places[role]["scale_by"]
+        assert (scalar["of"], scalar["scalar"], scalar["config"]) == \
+            ("model.layers.0", "residual_multiplier", "residual_multiplier")
+        m = getattr(model.get_submodule(scalar["of"]), scalar["scalar"]) * places[role]["scale_by_factor"]
+        assert m == 0.22 and f"`{scalar['of']}.residual_multiplier`" in str(places[role])
+        assert torch.allclose(got[after], got[base] + m * got[role], atol=1e-6), role
+        assert not torch.allclose(got[after], got[base] + got[role], atol=1e-3), role
 
 
 def _mixes_positions(module, x: torch.Tensor, *args) -> bool:

@@ -305,6 +305,9 @@ def test_a_parallel_block_has_no_tensor_for_the_sum_after_attention():
     assert _terms(found)["residual_after_attention"] == (None, None, None, None)
     assert found["lookups"]["residual_after_attention"]["compute"] == "block input + attention output"
     assert found["lookups"]["mlp"]["adds_to"] == "residual_after_attention"
+    assert found["lookups"]["residual_after_attention"]["note"] == (  # GPT-NeoX's: each branch its own norm
+        "a parallel block: the attention reads `ln1`'s output (the block's input through it), the mlp `ln2`'s "
+        "output (the block's input through it); no tensor holds this sum")
 
 
 def test_a_zero_initialised_gate_is_given_values_and_its_branch_found():
@@ -387,6 +390,61 @@ def test_a_scalar_that_scales_a_branch_is_changed_and_the_place_says_its_scale_f
     assert block.residual_multiplier == 1.0  # put back
 
 
+class _Granite(_PreNorm):
+    """Granite's block: both branches times ``self.residual_multiplier``, copied from its config at init (1.0 by
+    default; Granite's checkpoints use others, 0.22)."""
+
+    def __init__(self, width: int = 8, multiplier: float = 1.0) -> None:
+        super().__init__(width)
+        self.config = SimpleNamespace(residual_multiplier=multiplier, hidden_size=width)
+        self.residual_multiplier = self.config.residual_multiplier
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.mix(self.ln1(x)) * self.residual_multiplier
+        return x + self.mlp(self.ln2(x)) * self.residual_multiplier
+
+
+def test_the_identity_names_the_scalar_a_branch_is_multiplied_by_and_holds_at_other_values():
+    """Proved at the default multiplier of 1.0 alone, the identity read ``block input + attention + mlp``, which is
+    false for any other value; the scalar changed on its own shows which one it is. The truth, with plain hooks on
+    a block built with 0.22: the sums are the stream plus 0.22 times each branch's output, not plus the output."""
+    found = _inside(_Granite)
+    assert found["identity"]["text"] == \
+        "block output = block input + residual_multiplier * attention + residual_multiplier * mlp"
+    for role in ("attention", "mlp"):
+        place = found["lookups"][role]
+        assert place["scale_by"] == [{"scalar": "residual_multiplier", "of": "", "config": "residual_multiplier",
+                                      "value": 1.0}], place
+        assert place["scale_by_factor"] == 1.0 and place["added"].startswith("times residual_multiplier (")
+    torch.manual_seed(0)
+    block, x, seen = _Granite(multiplier=0.22).eval(), torch.randn(2, 5, 8), {}
+    handles = [block.mix.register_forward_hook(lambda m, a, out: seen.update(attention=out)),
+               block.ln2.register_forward_pre_hook(lambda m, a: seen.update(after=a[0]))]
+    try:
+        with torch.no_grad():
+            block(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert torch.allclose(seen["after"], x + 0.22 * seen["attention"], atol=1e-6)
+    assert not torch.allclose(seen["after"], x + seen["attention"], atol=1e-3)
+
+
+def test_a_branch_scaled_in_proportion_to_a_scalar_reads_as_its_factor_times_the_scalar():
+    """MiniCPM's ``scale_depth / sqrt(num_hidden_layers)``: the factor measured in the model built, times the name."""
+    class Depth(_PreNorm):
+        def __init__(self, width: int = 8) -> None:
+            super().__init__(width)
+            self.scale_depth = 1.4
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = x + self.mix(self.ln1(x)) * (self.scale_depth / 2 ** 0.5)
+            return x + self.mlp(self.ln2(x))
+    found = _inside(Depth)
+    assert found["identity"]["text"] == "block output = block input + 0.7071 * scale_depth * attention + mlp"
+    assert found["lookups"]["attention"]["scale"] == 0.9899 and "scale_by" not in found["lookups"]["mlp"]
+
+
 class _InPlace(_PreNorm):
     """torchvision's ResNet order: ``out = mlp(...); out += x; relu(out)`` in place."""
 
@@ -448,9 +506,23 @@ def test_a_block_that_changes_the_stream_proves_its_identity_with_its_shortcut()
     assert first["identity"]["text"].startswith("block output = shortcut(block input) + ")
     parallel = [p for p in found.values() if p.get("module") is None]
     assert parallel and parallel[0]["compute"].startswith("shortcut output + ")
+    # both branches read the primary convolution's output, not the block's input (the note said so before)
+    assert parallel[0]["note"] == "a parallel block: both branches read `primary`'s output; no tensor holds this sum"
     with torch.no_grad():  # the truth: output = shortcut(x) + the two branches, with plain calls
         h = model[0].primary(x)
         assert torch.allclose(model[0](x), model[0].shortcut(x) + model[0].cheap(h) + model[0].fusion(h))
+    seen: dict = {}
+    handles = [model[0].primary.register_forward_hook(lambda m, a, out: seen.update(primary=out)),
+               model[0].cheap.register_forward_pre_hook(lambda m, a: seen.update(cheap=a[0])),
+               model[0].fusion.register_forward_pre_hook(lambda m, a: seen.update(fusion=a[0]))]
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert seen["cheap"] is seen["primary"] and seen["fusion"] is seen["primary"]
+    assert seen["cheap"].shape != x.shape  # not the block's input: 6 channels where the input has 4
 
 
 class _Transformer2D(nn.Module):
@@ -578,3 +650,45 @@ def test_merging_the_inside_pass_fills_every_built_model_or_says_why(tmp_path):
     assert models[too_large]["inside"] is None and "structure only" in models[too_large]["inside_why"]
     assert merged["counts"] == atlas_pages.summarize(models) and "inside" in merged["counts"]
     assert all(m.get("inside") is None or m["status"] == "built" for m in models.values())
+
+
+def test_the_models_measured_before_a_check_existed_are_found():
+    """A place that says nothing of a check says nothing when its model was measured before the check existed: the
+    atlas records the checks with each model it measures (``inside_checks``), and ``stale`` lists the models that
+    lack one (those written before the record: the stacks' ``order`` tells the measurement that said clone)."""
+    from tools.atlas import inside
+
+    ordered = {"s": {"order": 0, "patterns": []}}
+    data = {"models": {
+        "old": {"status": "built", "inside": {"s": {"patterns": []}}},
+        "ordered": {"status": "built", "inside": ordered},
+        "now": {"status": "built", "inside": ordered, "inside_checks": list(inside.CHECKS)},
+        "not run": {"status": "structure only"}, "none inside": {"status": "built", "inside": None}}}
+    found = atlas_pages.stale(data)
+    assert set(found) == {"old", "ordered"}
+    assert "clone" in found["old"] and "clone" not in found["ordered"]
+    assert found["ordered"] == [c for c in inside.CHECKS if c not in ("identity", "what each branch computes", "clone",
+                                                                       "scalars", "run order")]
+    assert "run order" in inside.CHECKS and inside.CHECKS[0] == "identity"
+
+
+def test_models_measured_again_say_clone_where_a_later_in_place_op_changes_a_place():
+    """keypointrcnn_resnet50_fpn (resnet50's backbone), regnet_x_3_2gf and regnet_y_128gf were measured before the
+    atlas checked for in-place overwrites: their places said nothing where ``out += identity`` and
+    ``ReLU(inplace=True)`` change the tensor a hook got (bn3's output, the sum before the ReLU). Measured again,
+    they say clone there (tests/library/test_atlas.py checks the flags on the models rebuilt, with plain hooks),
+    and keypointrcnn's blocks count from ``layer1``, the stack the input meets first."""
+    from hooklab import course
+
+    def flagged(entry, block: int) -> list[str]:
+        places = entry.where(block)
+        return [role for role, p in places.items() if p.get("clone")] + \
+            [f"{role}.sum" for role, p in places.items() if isinstance(p.get("sum"), dict) and p["sum"].get("clone")]
+    models = course.atlas("torchvision")
+    expected = {"regnet_x_3_2gf": 6, "regnet_y_128gf": 7, "keypointrcnn_resnet50_fpn": 4}
+    found = {name: flagged(models[name], 0) + flagged(models[name], 1) for name in expected}
+    assert {name: len(places) for name, places in found.items()} == expected, found
+    assert found["keypointrcnn_resnet50_fpn"] == ["branch", "residual_after_branch.sum"] * 2
+    assert models["keypointrcnn_resnet50_fpn"].where(0, "input")["module"] == "backbone.body.layer1.0"
+    data = json.loads((ATLAS / "torchvision.json").read_text(encoding="utf-8"))
+    assert not set(expected) & set(atlas_pages.stale(data))

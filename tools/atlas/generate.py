@@ -8,6 +8,7 @@ running them.
     python -m tools.atlas merge --zoo Z               # ... put into hooklab/course/assets/atlas/<zoo>.json
     python -m tools.atlas run --part inside --zoo Z --only A,B; python -m tools.atlas merge --zoo Z --only
                                                       # a few models measured again, the others kept
+    python -m tools.atlas stale --zoo Z [--lacking clone]   # the models measured inside before a check existed
 
 ``run`` builds each model small on a CPU (``tools/atlas/zoos.py``, ``transformers_zoo.py``), measures it
 (``measure``, with the plain-PyTorch watchers of ``tools/atlas/probe.py``) in a worker process, one model at a time
@@ -145,7 +146,7 @@ def _block_calls(built: Any, stacks: list) -> dict[str, Any]:
 def _inside(built: Any, stacks: list) -> dict[str, Any]:
     from . import inside
     try:
-        return {"inside": inside.measure(built.model, built.run, stacks)}
+        return {"inside": inside.measure(built.model, built.run, stacks), "inside_checks": list(inside.CHECKS)}
     except Exception as exc:  # noqa: BLE001 - recorded
         return {"inside": None, "inside_why": f"the measurement failed: {type(exc).__name__}: {str(exc)[:200]}"}
 
@@ -366,6 +367,11 @@ def main(argv: list[str] | None = None) -> int:
     wr.add_argument("--zoo", choices=ZOOS, action="append")
     wr.add_argument("--src", type=Path, default=BUILD, help="folder of the measurements (default: build/atlas)")
     wr.add_argument("--dest", type=Path, default=DOCS, help="folder of the atlas (default: hooklab/course/assets/atlas)")
+    st = sub.add_parser("stale", help="the models whose lookups inside were measured before a check of the "
+                                      "measurement existed (tools/atlas/inside.py's CHECKS)")
+    st.add_argument("--zoo", choices=ZOOS, required=True)
+    st.add_argument("--lacking", help="only those measured before this check (clone, scalars named, ...)")
+    st.add_argument("--dest", type=Path, default=DOCS, help="folder of the atlas (default: hooklab/course/assets/atlas)")
     d = sub.add_parser("diff", help="what changed between two atlases of one zoo")
     d.add_argument("old")
     d.add_argument("new")
@@ -404,6 +410,15 @@ def main(argv: list[str] | None = None) -> int:
             if src.exists():
                 path = atlas_pages.write_json(name, src, args.dest)
                 print(f"[atlas] wrote {path}", file=sys.stderr)
+        return 0
+    if args.command == "stale":
+        from . import pages as atlas_pages
+        found = atlas_pages.stale(atlas_pages.load(args.zoo, args.dest) or {"models": {}})
+        if args.lacking:
+            found = {name: lacking for name, lacking in found.items() if args.lacking in lacking}
+        for check, n in Counter(c for lacking in found.values() for c in lacking).most_common():
+            print(f"[atlas] {n} models measured before the check: {check}", file=sys.stderr)
+        print(",".join(found))  # for run --part inside --only
         return 0
     if args.command == "diff":
         from . import pages as atlas_pages

@@ -485,7 +485,8 @@ def _next_sum(frontier: dict[Value, str | None], values: list[Value], after: int
 
 def _parallel(frontier: dict[Value, str | None], ends: list[Value], values: list[Value]) -> list[Branch]:
     """``output == u + a + m`` for two modules' outputs ``a`` and ``m`` and no tensor in between (a parallel
-    block: both branches read the same input)."""
+    block: GPT-J's two branches read one norm's output, GPT-NeoX's one norm each, RepGhost's, beside a shortcut,
+    its primary convolution's output)."""
     outs = [v for v in values if v.produced() and v not in ends]
     for end in ends:
         for u in frontier:

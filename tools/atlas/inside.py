@@ -17,7 +17,9 @@ changes (``out += identity``, ``ReLU(inplace=True)``) has ``clone``: the hooks' 
 forward, with the copies taken when they ran. The float scalars of a block and its config that may scale a branch
 (a residual multiplier, a layer scale) are set to other values and the identity found again (:func:`other_scalars`):
 a pattern's ``scalars`` says whether its places still hold, and a branch whose scale changed with them has
-``scale_follows_scalars``. Each stack records ``order``, its rank in the order the forward first runs it.
+``scale_follows_scalars`` and ``scale_by``: the scalars it is, found by changing them alone (Granite's
+``residual_multiplier``, 1.0 by default), written into the identity and ``added`` (``block input +
+residual_multiplier * attention``). Each stack records ``order``, its rank in the order the forward first runs it.
 
 Parameters that hold one constant are given random values first (a zero-initialised gate or a layer scale of 1e-5
 leaves no trace of its branch), unless the model's output is then not finite. Each stack is run again under every
@@ -45,6 +47,8 @@ from .identity import (
     Identity,
     Place,
     Value,
+    _channel_dim,
+    _elementwise,
     attention_ops,
     block_shapes,
     close,
@@ -56,6 +60,10 @@ from .identity import (
 from .probe import kind_of, main_tensor
 
 MAX_BLOCKS = 8  # blocks measured per stack; the others get the pattern of a measured block built alike
+# what this measurement checks, recorded with each model it measures (``inside_checks``): a check added later is
+# appended, so that the models measured before it are found (``python -m tools.atlas stale``) and measured again
+CHECKS = ("identity", "what each branch computes", "clone", "scalars", "run order", "scalars named",
+          "what parallel branches read")
 _CROSS = re.compile(r"cross|encoder_attn|encdec|enc_dec|attn2(\b|_|$)", re.I)
 _ATTENTION = re.compile(r"attn|attention", re.I)
 _MLP = re.compile(r"mlp|ffn|feed_?forward|(^|\.|_)ff(\b|_|$)|intermediate|moe|expert|(^|\.)fc\d|dense_h_to_4h|"
@@ -170,6 +178,7 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
     params = {path: sum(p.numel() for p in m.parameters()) for path, m in modules.items()}
     found: dict[str, Any] = {}
     roles: list[str] = []
+    producers: list[Place] = []
     begin = previous_end = block.start
     if ident.shortcut is not None:
         found["shortcut"] = _place(_best([p for p in ident.shortcut.places if p.path]), kinds)
@@ -177,6 +186,7 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
         producer = _best([p for p in b.summand.places if p.path])
         if producer is None:
             return {}, {"holds": False, "why": "a branch's output is no module's output"}
+        producers.append(producer)
         if roles:  # the branch begins where the stream it reads begins (a parallel one: after the previous branch)
             begin = previous_end if b.parallel else max(previous_end, min(p.time for p in b.base.places))
         window = [c for c in inner if begin < c.start and c.end <= producer.time]
@@ -243,7 +253,7 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
         if b.stream is None:  # the first of two parallel branches: its sum is never a tensor
             found[f"residual_after_{role}"] = {
                 "module": None, "compute": f"{'shortcut output' if b.base is ident.shortcut and ident.shortcut else 'block input'} + {role} output",
-                "note": "a parallel block: both branches read the block's input; no tensor holds this sum"}
+                "note": _parallel_note(roles[k:k + 2], producers[k:k + 2], inner, ident, modules)}
             continue
         where = _place(_best(b.stream.places, ("out", "in")), kinds)
         holder[b.stream] = holder[b.after] = f"residual_after_{role}"
@@ -266,6 +276,41 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
         "post-norm" if any(b.stream is not b.after and is_norm(modules.get(b.through or "")) for b in ident.branches) \
         else "sequential"
     return found, {"holds": True, "form": form, "text": f"block {ident.output} = {expression}"}
+
+
+def _reads(producer: Place, inner: list[Call], ident: Identity, modules: dict[str, nn.Module]) -> str | None:
+    """What the module that makes a branch's output reads, in words, told by where that tensor comes from: the
+    block's input, the shortcut's output, or the module (the shallowest, the first) whose output it is; None where
+    the hooks saw no such tensor (the module reads a tensor of another shape)."""
+    call = next((c for c in inner if c.path == producer.path and c.end == producer.time), None)
+    if call is None or not call.inputs:
+        return None
+    read = call.inputs[0][1]
+    if ident.start is not None and close(read, ident.start.tensor):
+        return "the block's input"
+    if ident.shortcut is not None and close(read, ident.shortcut.tensor):
+        return "the shortcut's output"
+    makers = [c for c in inner if c.end < call.start and any(close(t, read) for _, t in c.outputs)]
+    if not makers:
+        return None
+    maker = min(makers, key=lambda c: (c.path.count("."), c.start))
+    through = ident.start is not None and bool(maker.inputs) and close(maker.inputs[0][1], ident.start.tensor) and \
+        _elementwise(maker, modules, maker.inputs[0][1].shape[_channel_dim(maker.inputs[0][1])])
+    return f"`{maker.path}`'s output" + (" (the block's input through it)" if through else "")
+
+
+def _parallel_note(roles: list[str], producers: list[Place], inner: list[Call], ident: Identity,
+                   modules: dict[str, nn.Module]) -> str:
+    """The note on the sum of two parallel branches that no tensor holds: what each branch reads, as measured
+    (GPT-J's both read ``ln_1``'s output, GPT-NeoX's each its own norm's, RepGhost's both the output of the ghost
+    module's primary convolution, not the block's input)."""
+    reads = [_reads(p, inner, ident, modules) for p in producers]
+    if len(reads) == 2 and None not in reads:
+        if reads[0] == reads[1]:
+            return f"a parallel block: both branches read {reads[0]}; no tensor holds this sum"
+        return (f"a parallel block: the {roles[0]} reads {reads[0]}, the {roles[1]} {reads[1]}; no tensor holds "
+                f"this sum")
+    return "a parallel block: its two branches' outputs are added together; no tensor holds this sum"
 
 
 def _describe(p: Place | None) -> str:
@@ -736,46 +781,164 @@ def _places_of(streams: list[dict[str, Any]]) -> list[Any]:
             for e in st["lookups"].values()] + [st["identity"]["holds"] for st in streams]
 
 
+def _streams_with(blocks: dict[str, nn.Module], first_of: list[str], shapes: dict[str, set], run: Callable[[], Any],
+                  scalars: list[tuple[Any, str, float]]) -> dict[str, list[dict[str, Any]] | None]:
+    """The first block of each pattern measured again (its streams, without the roles' probe) with ``scalars`` set
+    to other values; raises where the model does not run so or its output is not finite."""
+    with other_scalars(scalars):
+        picked = {n: blocks[n] for n in first_of}
+        with recording(picked, {n: shapes[n] for n in first_of}) as (calls, ops):
+            value = main_tensor(run())
+        if value is not None and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            raise FloatingPointError("not finite")
+        again: dict[str, list[dict[str, Any]] | None] = {}
+        for bname in first_of:
+            found = first_call(calls[bname])
+            again[bname] = None if found is None else \
+                block_streams(*found, dict(blocks[bname].named_modules()), ops.seen)
+    return again
+
+
+def _scale(entry: dict[str, Any]) -> Any:
+    return entry.get("scale", 1.0)
+
+
+def _moved(patterns: list[dict[str, Any]], first_of: list[str], follow: dict[int, list[tuple[int, str]]],
+           again: dict[str, list[dict[str, Any]] | None]) -> dict[tuple[int, int, str], Any]:
+    """The followed branches whose coefficient differs in ``again`` from the pattern's: (pattern, stream, role) ->
+    the coefficient measured in ``again`` (a run whose places moved says nothing and counts as none moved)."""
+    moved = {}
+    for k, pairs in follow.items():
+        other = again.get(first_of[k])
+        if other is None or _places_of(other) != _places_of(patterns[k]["streams"]):
+            continue
+        for s, role in pairs:
+            entries = list(patterns[k]["streams"][s]["lookups"].items())
+            index = next(i for i, (r, _) in enumerate(entries) if r == role)
+            got = list(other[s]["lookups"].values())[index]
+            if _scale(got) != _scale(entries[index][1]):
+                moved[(k, s, role)] = _scale(got)
+    return moved
+
+
+def _culprits(scalars: list[tuple[Any, str, float]], measure: Callable[[list], dict]) -> list[tuple[tuple, dict]]:
+    """The scalars that move a followed branch's coefficient on their own, each with what moved when it alone was
+    changed: halves of the scalars changed in turn (a few runs for a config with many floats)."""
+    found: list[tuple[tuple, dict]] = []
+
+    def search(group: list) -> None:
+        halves = [group[:len(group) // 2], group[len(group) // 2:]] if len(group) > 1 else [group]
+        for half in halves:
+            if not half:
+                continue
+            try:
+                moved = measure(half)
+            except Exception:  # noqa: BLE001 - a part of the scalars the model does not run with: not named
+                continue
+            if moved and len(half) == 1:
+                found.append((half[0], moved))
+            elif moved:
+                search(half)
+    search(list(scalars))
+    return found
+
+
+def _where_scalar(owner: Any, name: str, block: nn.Module) -> dict[str, Any]:
+    """Where a scalar lives, for a reader: ``of`` the module of the block that holds it (its path in the block,
+    ``""`` the block itself) or ``"config"``; ``config``: the config field of the same name and value it copies."""
+    path = next((rel for rel, m in block.named_modules() if m is owner), None)
+    if path is None:
+        return {"of": "config"}
+    configs = [getattr(m, "config", None) for m in block.modules()]
+    same = any(c is not None and getattr(c, name, None) == getattr(owner, name) for c in configs)
+    return {"of": path, **({"config": name} if same else {})}
+
+
+def _term(factor: float | None, names: list[str]) -> str:
+    """How a branch's coefficient reads: ``residual_multiplier``, ``0.7071 * scale_depth``, or a note that it
+    depends on them (not in proportion)."""
+    if factor is None:
+        return f"f({', '.join(names)})"
+    return " * ".join(([f"{factor:g}"] if factor != 1.0 else []) + names)
+
+
+def _name_scalars(blocks: dict[str, nn.Module], patterns: list[dict[str, Any]], first_of: list[str],
+                  shapes: dict[str, set], run: Callable[[], Any], scalars: list[tuple[Any, str, float]],
+                  follow: dict[int, list[tuple[int, str]]]) -> None:
+    """Which scalar each followed branch's coefficient is, found by changing the scalars alone (in halves), and
+    whether it is in proportion to it: the branch's lookup gets ``scale_by`` and ``added``, and the identity its
+    term (``block input + residual_multiplier * attention``): at a default of 1.0 the coefficient measured is 1,
+    and the identity proved at the default alone would leave the multiplier out."""
+    def measure(group: list) -> dict:
+        return _moved(patterns, first_of, follow, _streams_with(blocks, first_of, shapes, run, group))
+    named: dict[tuple[int, int, str], list[tuple[tuple, Any]]] = {}
+    for scalar, moved in _culprits(scalars, measure):
+        for key, coefficient in moved.items():
+            named.setdefault(key, []).append((scalar, coefficient))
+    for (k, s, role), found in named.items():
+        stream = patterns[k]["streams"][s]
+        entry = stream["lookups"][role]
+        before = _scale(entry)
+        if not isinstance(before, (int, float)):
+            continue
+        factor: float | None = float(before)
+        for (_owner, _name, value), coefficient in found:  # c = factor * s1 * s2 ...: each moved in proportion
+            changed = value * 1.37 if value else 0.37
+            if not value or not isinstance(coefficient, (int, float)) or \
+                    abs(coefficient * value - before * changed) > 2e-3 * abs(before * changed):
+                factor = None
+                break
+            factor /= value
+        names = [name for (_owner, name, _value), _ in found]
+        term = _term(None if factor is None else float(f"{factor:.4g}"), names)
+        block = blocks[first_of[k]]
+        entry["scale_by"] = [{"scalar": name, **_where_scalar(owner, name, block), "value": value}
+                             for (owner, name, value), _ in found]
+        if factor is not None:
+            entry["scale_by_factor"] = float(f"{factor:.4g}")
+        entry["added"] = f"times {term} (the sum is input + {term} * this output)"
+        old = "" if before == 1.0 else f"{before:g} * "
+        stream["identity"]["text"] = re.sub(rf"(?<=\+ ){re.escape(old)}{re.escape(role)}(?![\w])",
+                                            f"{term} * {role}", stream["identity"]["text"], count=1)
+        patterns[k]["scalars"].setdefault("scale_by", {})[role] = term
+
+
 def _check_scalars(blocks: dict[str, nn.Module], patterns: list[dict[str, Any]], first_of: list[str],
                    shapes: dict[str, set], run: Callable[[], Any]) -> None:
     """The places proved again with the blocks' scalars (:func:`config_scalars`) set to other values: a place that
     held only at a default (a residual multiplier of 1.0) is caught. Each pattern gets ``scalars``: which were
-    changed, whether its places still hold, and which branches' scale follows them (it changed with them)."""
+    changed, whether its places still hold, and which branches' scale follows them (it changed with them); each
+    such branch is told which scalar it is (:func:`_name_scalars`)."""
     scalars = config_scalars({n: blocks[n] for n in first_of})
     if not scalars or not patterns:
         return
     try:
-        with other_scalars(scalars) as names:
-            picked = {n: blocks[n] for n in first_of}
-            with recording(picked, {n: shapes[n] for n in first_of}) as (calls, ops):
-                value = main_tensor(run())
-            if value is not None and value.is_floating_point() and not bool(torch.isfinite(value).all()):
-                raise FloatingPointError("not finite")
-            again = {}
-            for bname in first_of:
-                found = first_call(calls[bname])
-                again[bname] = None if found is None else \
-                    block_streams(*found, dict(blocks[bname].named_modules()), ops.seen)
+        again = _streams_with(blocks, first_of, shapes, run, scalars)
+        names = sorted({name for _, name, _ in scalars})
     except Exception as exc:  # noqa: BLE001 - recorded: proved at the defaults only
         for pattern in patterns:
             pattern["scalars"] = {"changed": [], "why": f"the model does not run with its scalars changed "
                                                         f"({type(exc).__name__})"}
         return
-    for pattern, bname in zip(patterns, first_of):
+    follows: dict[int, list[tuple[int, str]]] = {}
+    for k, (pattern, bname) in enumerate(zip(patterns, first_of)):
         other = again.get(bname)
         same = other is not None and _places_of(other) == _places_of(pattern["streams"])
         record: dict[str, Any] = {"changed": names[:16], "count": len(names), "places_hold": same}
         if same:
             follow = []
-            for st, st2 in zip(pattern["streams"], other):  # the same places in the same order: zip them
-                for (role, entry), again in zip(st["lookups"].items(), st2["lookups"].values()):
-                    if entry.get("scale", 1.0) != again.get("scale", 1.0) or \
-                            entry.get("base_scale") != again.get("base_scale"):
+            for s, (st, st2) in enumerate(zip(pattern["streams"], other)):  # the same places in the same order
+                for (role, entry), measured in zip(st["lookups"].items(), st2["lookups"].values()):
+                    if _scale(entry) != _scale(measured) or entry.get("base_scale") != measured.get("base_scale"):
                         entry["scale_follows_scalars"] = True
                         follow.append(role)
+                        if _scale(entry) != _scale(measured):
+                            follows.setdefault(k, []).append((s, role))
             if follow:
                 record["scale_follows"] = follow
         pattern["scalars"] = record
+    if follows:
+        _name_scalars(blocks, patterns, first_of, shapes, run, scalars, follows)
 
 
 def _by_variant(bname: str, modules: dict[str, nn.Module], fired: dict[str, dict]

@@ -161,7 +161,7 @@ def merge_inside(zoo: str, source: Path, folder: Path, only: bool = False) -> Pa
             entry["inside"], entry["inside_why"] = None, (
                 f"not rebuilt by the inside pass: {got.get('reason', '?')}: {str(got.get('detail', ''))[:150]}")
         else:
-            for field in ("block_calls", "generate"):
+            for field in ("block_calls", "generate", "inside_checks"):
                 if field in got:
                     entry[field] = got[field]
             entry["inside"] = got.get("inside")
@@ -171,6 +171,36 @@ def merge_inside(zoo: str, source: Path, folder: Path, only: bool = False) -> Pa
     data["place_kinds"] = {kind: {"en": en, "zh": zh} for kind, (en, zh) in PLACE_KINDS.items()}
     data["counts"] = summarize(data["models"])
     return _write(data, folder, zoo)
+
+
+# what the measurements before ``inside_checks`` was recorded checked: the one that ordered the stacks (its ``order``)
+# named branches by what they compute, said clone and changed the scalars; the one before proved the identity alone
+_ORDERED = ("identity", "what each branch computes", "clone", "scalars", "run order")
+
+
+def checks_of(entry: dict[str, Any]) -> list[str]:
+    """The checks the measurement that wrote a model's ``inside`` made (its ``inside_checks``, or, written before
+    that was recorded, what its stacks show: see ``_ORDERED``)."""
+    if "inside_checks" in entry:
+        return list(entry["inside_checks"])
+    stacks = (entry.get("inside") or {}).values()
+    return list(_ORDERED) if any("order" in st for st in stacks) else ["identity"]
+
+
+def stale(data: dict[str, Any]) -> dict[str, list[str]]:
+    """The built models measured inside before a check of today's measurement existed (``tools.atlas.inside``'s
+    ``CHECKS``): name -> the checks it lacks. A place of such a model that says nothing of a check says nothing,
+    it is not a no: a model measured before ``clone`` existed has no clone flag where its blocks overwrite a tensor
+    in place (keypointrcnn_resnet50_fpn's, whose backbone is resnet50's)."""
+    from .inside import CHECKS
+
+    found = {}
+    for name, entry in data.get("models", {}).items():
+        if entry.get("status") == "built" and entry.get("inside"):
+            lacking = [c for c in CHECKS if c not in checks_of(entry)]
+            if lacking:
+                found[name] = lacking
+    return found
 
 
 def _write(data: dict[str, Any], folder: Path, zoo: str) -> Path:
