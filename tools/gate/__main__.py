@@ -29,8 +29,11 @@ def main(argv: list[str]) -> int:
         mode = "all" if "--all" in rest else "touched" if "--touched" in rest else "push"
         plan = planning.make(mode)
         print(plan.header())
-        for check, tier in sorted(plan.tiers.items(), key=lambda kv: (kv[1], kv[0])):
-            print(f"{tier:<10} {plan.costs.get(check, planning.UNKNOWN_S):8.1f}  {check}")
+        try:
+            for check, tier in sorted(plan.tiers.items(), key=lambda kv: (kv[1], kv[0])):
+                print(f"{tier:<10} {plan.costs.get(check, planning.UNKNOWN_S):8.1f}  {check}")
+        except BrokenPipeError:  # | head
+            sys.stderr.close()
         return 0
     if command == "measure":
         done = subprocess.run([str(ROOT / "course"), "test", "--every", *rest], cwd=ROOT)
