@@ -158,6 +158,28 @@ def test_the_grade_once_the_rest_was_answered_sets_the_held_out_recipes_aside(nu
                 assert answers[cell] not in held_out, f"{g['id']}: {where} is a held-out question's own recipe"
 
 
+@pytest.mark.parametrize("number", [3, 4, 5], ids=["round three", "round four", "round five"])
+def test_each_rounds_recorded_order_is_the_order_git_shows(number):
+    """The grade made once the rest of a round was answered records the order of the round's draw, grades and
+    held-out recipes (``order``); git's history must show exactly that: the draw before the first grade, the first
+    grade before every recipe of the round, and as many held-out recipes already committed at the second grade as the
+    record says (round three: 62 of 71, recipes/METHOD.md; rounds four and five: none)."""
+    from tools.recipes import held_out_order
+    if not held_out_order.history_available():
+        pytest.skip("needs the repository's full git history (this checkout is shallow or not a work tree)")
+    recorded = json.loads((bank.ROOT / "recipes" / f"held_out_{number}_grade_rest.json").read_text(
+        encoding="utf-8"))["order"]
+    shown = held_out_order.round_order(number)
+    assert (shown.draw[:7], shown.grade[:7], shown.grade_rest[:7]) == (
+        recorded["draw"], recorded["grade"], recorded["grade_rest"])
+    assert held_out_order.strictly_before(shown.draw, shown.grade)
+    assert held_out_order.strictly_before(shown.grade, shown.grade_rest)
+    assert shown.pool_recipes_not_after_draw == (), "a recipe of the round was there before its draw"
+    assert shown.held_out_recipes_not_after_grade == (), "a held-out recipe was there before the first grade"
+    assert len(shown.held_out_recipes_before_grade_rest) == recorded["held_out_recipes_already_committed"]
+    assert shown.held_out_with_recipe == recorded["held_out_with_recipe"]
+
+
 def test_round_three_floors_and_library_quotas_are_reported_not_silently_passed():
     questions = bank.load()
     earlier = bank.round_one_ids() | (bank.round_two_ids() or set())
