@@ -51,6 +51,19 @@ def test_a_broken_row_is_refused_with_its_file_and_line(tmp_path, monkeypatch, l
         bank.load(tmp_path)
 
 
+def test_a_thread_held_twice_is_declared_cited_as_itself_and_counted_once():
+    """The rows found after round five to repeat a thread another row holds (bank.SAME_THREAD) cite the same thread as
+    that row, say so in their question, and count once: the quotas see one question per thread."""
+    questions = {q.id: q for q in bank.load()}
+    for twin, row in bank.SAME_THREAD.items():
+        assert questions[twin].source == questions[row].source
+        assert "the same " in questions[twin].question and row in questions[twin].question, twin
+    everything = list(questions.values())
+    assert bank.problems(everything) == bank.problems([q for q in everything if q.id not in bank.SAME_THREAD])
+    fewer = [q for q in everything if q.id not in set(bank.SAME_THREAD.values())]
+    assert any("questions, the method asks" in p for p in bank.problems(fewer)), "a repeat stands in for no question"
+
+
 def test_the_same_thread_twice_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(bank, "ROOT", tmp_path)
     row = dict.fromkeys(bank.FIELDS, "x") | {"year": 2025, "message": None, "corpus": "issues", "category": "x",
@@ -58,6 +71,24 @@ def test_the_same_thread_twice_is_refused(tmp_path, monkeypatch):
     lines = [json.dumps(row | {"id": "x-01"}), json.dumps(row | {"id": "x-02"})]
     (tmp_path / "x.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(bank.BankError, match="the same source appears twice"):
+        bank.load(tmp_path)
+
+
+def test_only_a_declared_repeat_of_a_thread_is_accepted_and_it_must_cite_the_same_thread(tmp_path, monkeypatch):
+    monkeypatch.setattr(bank, "ROOT", tmp_path)
+    monkeypatch.setattr(bank, "SAME_THREAD", {"x-02": "x-01"})
+    row = dict.fromkeys(bank.FIELDS, "x") | {"year": 2025, "message": None, "corpus": "issues", "category": "x",
+                                             "source": "https://github.com/a/b/issues/1"}
+    lines = [json.dumps(row | {"id": "x-01"}), json.dumps(row | {"id": "x-02"})]
+    (tmp_path / "x.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert [q.id for q in bank.load(tmp_path)] == ["x-01", "x-02"]
+    lines.append(json.dumps(row | {"id": "x-03"}))  # a third row on the thread is not declared
+    (tmp_path / "x.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(bank.BankError, match="the same source appears twice"):
+        bank.load(tmp_path)
+    lines = [lines[0], json.dumps(row | {"id": "x-02", "source": "https://github.com/a/b/issues/2"})]
+    (tmp_path / "x.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(bank.BankError, match="do not cite the same thread"):
         bank.load(tmp_path)
 
 
@@ -143,12 +174,18 @@ def test_the_grade_once_the_rest_was_answered_sets_the_held_out_recipes_aside(nu
     assert rest["summary"] == {mark: sum(g["grade"] == mark for g in grades.values()) for mark in marks}
     assert rest["summary_before"] == {mark: sum(grade == mark for grade in before.values()) for mark in marks}
     cache: dict[str, set[str]] = {}
+    # a recipe of a row that repeats the held-out question's own thread (bank.SAME_THREAD) answers it too: the record
+    # must name each such case it leaned on, and say what the grade is with those counted at the first grade
+    found_later = rest.get("same_thread_found_later", {"rows": {}})
+    leaned_on = {}
     for g in grades.values():
         for where in g["where"]:
             notebook, marker, rid = where.partition("#R")
             if notebook.startswith("recipes/") and marker:
                 assert rid not in held_out, f"{g['id']}: {where} answers a held-out question itself; it is set aside"
                 assert rid in _recipe_ids(notebook, cache), f"{g['id']}: no recipe {rid} in {notebook}"
+                if bank.SAME_THREAD.get(rid) == g["id"] or bank.SAME_THREAD.get(g["id"]) == rid:
+                    leaned_on[g["id"]] = rid
             elif "#cell-id=" in where:
                 notebook, _, cell = where.partition("#cell-id=")
                 cells = json.loads((bank.ROOT / notebook).read_text(encoding="utf-8"))["cells"]
@@ -156,6 +193,11 @@ def test_the_grade_once_the_rest_was_answered_sets_the_held_out_recipes_aside(nu
                 answers = {c["id"]: c.get("metadata", {}).get("hooklab", {}).get("recipe", {}).get("id")
                            for c in cells if c.get("id")}
                 assert answers[cell] not in held_out, f"{g['id']}: {where} is a held-out question's own recipe"
+    assert leaned_on == found_later["rows"], "a grade leans on a recipe of the same thread that the record does not name"
+    if leaned_on:
+        at_first = {rid: (before[rid] if rid in leaned_on else g["grade"]) for rid, g in grades.items()}
+        assert found_later["summary_at_first_grade"] == {mark: sum(v == mark for v in at_first.values())
+                                                         for mark in marks}
 
 
 @pytest.mark.parametrize("number", [3, 4, 5], ids=["round three", "round four", "round five"])
