@@ -51,6 +51,19 @@ def test_a_broken_row_is_refused_with_its_file_and_line(tmp_path, monkeypatch, l
         bank.load(tmp_path)
 
 
+def test_a_thread_held_twice_is_declared_cited_as_itself_and_counted_once():
+    """The rows found after round five to repeat a thread another row holds (bank.SAME_THREAD) cite the same thread as
+    that row, say so in their question, and count once: the quotas see one question per thread."""
+    questions = {q.id: q for q in bank.load()}
+    for twin, row in bank.SAME_THREAD.items():
+        assert questions[twin].source == questions[row].source
+        assert "the same " in questions[twin].question and row in questions[twin].question, twin
+    everything = list(questions.values())
+    assert bank.problems(everything) == bank.problems([q for q in everything if q.id not in bank.SAME_THREAD])
+    fewer = [q for q in everything if q.id not in set(bank.SAME_THREAD.values())]
+    assert any("questions, the method asks" in p for p in bank.problems(fewer)), "a repeat stands in for no question"
+
+
 def test_the_same_thread_twice_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(bank, "ROOT", tmp_path)
     row = dict.fromkeys(bank.FIELDS, "x") | {"year": 2025, "message": None, "corpus": "issues", "category": "x",
@@ -58,6 +71,24 @@ def test_the_same_thread_twice_is_refused(tmp_path, monkeypatch):
     lines = [json.dumps(row | {"id": "x-01"}), json.dumps(row | {"id": "x-02"})]
     (tmp_path / "x.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(bank.BankError, match="the same source appears twice"):
+        bank.load(tmp_path)
+
+
+def test_only_a_declared_repeat_of_a_thread_is_accepted_and_it_must_cite_the_same_thread(tmp_path, monkeypatch):
+    monkeypatch.setattr(bank, "ROOT", tmp_path)
+    monkeypatch.setattr(bank, "SAME_THREAD", {"x-02": "x-01"})
+    row = dict.fromkeys(bank.FIELDS, "x") | {"year": 2025, "message": None, "corpus": "issues", "category": "x",
+                                             "source": "https://github.com/a/b/issues/1"}
+    lines = [json.dumps(row | {"id": "x-01"}), json.dumps(row | {"id": "x-02"})]
+    (tmp_path / "x.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert [q.id for q in bank.load(tmp_path)] == ["x-01", "x-02"]
+    lines.append(json.dumps(row | {"id": "x-03"}))  # a third row on the thread is not declared
+    (tmp_path / "x.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(bank.BankError, match="the same source appears twice"):
+        bank.load(tmp_path)
+    lines = [lines[0], json.dumps(row | {"id": "x-02", "source": "https://github.com/a/b/issues/2"})]
+    (tmp_path / "x.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(bank.BankError, match="do not cite the same thread"):
         bank.load(tmp_path)
 
 
@@ -143,12 +174,18 @@ def test_the_grade_once_the_rest_was_answered_sets_the_held_out_recipes_aside(nu
     assert rest["summary"] == {mark: sum(g["grade"] == mark for g in grades.values()) for mark in marks}
     assert rest["summary_before"] == {mark: sum(grade == mark for grade in before.values()) for mark in marks}
     cache: dict[str, set[str]] = {}
+    # a recipe of a row that repeats the held-out question's own thread (bank.SAME_THREAD) answers it too: the record
+    # must name each such case it leaned on, and say what the grade is with those counted at the first grade
+    found_later = rest.get("same_thread_found_later", {"rows": {}})
+    leaned_on = {}
     for g in grades.values():
         for where in g["where"]:
             notebook, marker, rid = where.partition("#R")
             if notebook.startswith("recipes/") and marker:
                 assert rid not in held_out, f"{g['id']}: {where} answers a held-out question itself; it is set aside"
                 assert rid in _recipe_ids(notebook, cache), f"{g['id']}: no recipe {rid} in {notebook}"
+                if bank.SAME_THREAD.get(rid) == g["id"] or bank.SAME_THREAD.get(g["id"]) == rid:
+                    leaned_on[g["id"]] = rid
             elif "#cell-id=" in where:
                 notebook, _, cell = where.partition("#cell-id=")
                 cells = json.loads((bank.ROOT / notebook).read_text(encoding="utf-8"))["cells"]
@@ -156,6 +193,33 @@ def test_the_grade_once_the_rest_was_answered_sets_the_held_out_recipes_aside(nu
                 answers = {c["id"]: c.get("metadata", {}).get("hooklab", {}).get("recipe", {}).get("id")
                            for c in cells if c.get("id")}
                 assert answers[cell] not in held_out, f"{g['id']}: {where} is a held-out question's own recipe"
+    assert leaned_on == found_later["rows"], "a grade leans on a recipe of the same thread that the record does not name"
+    if leaned_on:
+        at_first = {rid: (before[rid] if rid in leaned_on else g["grade"]) for rid, g in grades.items()}
+        assert found_later["summary_at_first_grade"] == {mark: sum(v == mark for v in at_first.values())
+                                                         for mark in marks}
+
+
+@pytest.mark.parametrize("number", [3, 4, 5], ids=["round three", "round four", "round five"])
+def test_each_rounds_recorded_order_is_the_order_git_shows(number):
+    """The grade made once the rest of a round was answered records the order of the round's draw, grades and
+    held-out recipes (``order``); git's history must show exactly that: the draw before the first grade, the first
+    grade before every recipe of the round, and as many held-out recipes already committed at the second grade as the
+    record says (round three: 62 of 71, recipes/METHOD.md; rounds four and five: none)."""
+    from tools.recipes import held_out_order
+    if not held_out_order.history_available():
+        pytest.skip("needs the repository's full git history (this checkout is shallow or not a work tree)")
+    recorded = json.loads((bank.ROOT / "recipes" / f"held_out_{number}_grade_rest.json").read_text(
+        encoding="utf-8"))["order"]
+    shown = held_out_order.round_order(number)
+    assert (shown.draw[:7], shown.grade[:7], shown.grade_rest[:7]) == (
+        recorded["draw"], recorded["grade"], recorded["grade_rest"])
+    assert held_out_order.strictly_before(shown.draw, shown.grade)
+    assert held_out_order.strictly_before(shown.grade, shown.grade_rest)
+    assert shown.pool_recipes_not_after_draw == (), "a recipe of the round was there before its draw"
+    assert shown.held_out_recipes_not_after_grade == (), "a held-out recipe was there before the first grade"
+    assert len(shown.held_out_recipes_before_grade_rest) == recorded["held_out_recipes_already_committed"]
+    assert shown.held_out_with_recipe == recorded["held_out_with_recipe"]
 
 
 def test_round_three_floors_and_library_quotas_are_reported_not_silently_passed():
