@@ -155,12 +155,12 @@ def table(found: list[Check], costs: dict[str, float], measured: dict[str, Any])
     always = sum(by_tier[t][1] for t in ("fast", "notebooks"))
     parts = [by_tier[f"rotation {k + 1}/{PARTS}"][1] for k in range(PARTS)]
     lines = [BEGIN, "",
-             f"测量 / Measured: {measured.get('date')}, commit {str(measured.get('commit'))[:10]}, "
+             f"测量 / Measured: {measured.get('date')}, commit {measured.get('commit')}, "
              f"{measured.get('cores')} 核 / cores, 结束时的负载 / load average at the end "
              f"{measured.get('load average at the end')}; `python -m tools.gate measure` 重新测量 / measures again.",
              "",
              "| 层 / tier | 检查 / checks | 工作秒 / worker-seconds |", "|---|---:|---:|"]
-    for tier in sorted(by_tier, key=lambda t: ("fast", "notebooks").index(t) if t in ("fast", "notebooks") else 2):
+    for tier in sorted(by_tier, key=lambda t: (("fast", "notebooks").index(t), t) if t in ("fast", "notebooks") else (2, t)):
         n, s = by_tier[tier]
         lines.append(f"| {tier} | {n:.0f} | {s:,.0f} |")
     lines += ["", f"一次没有改动任何东西的推送 / A push that touched nothing: {always:,.0f} + 一个轮换部分 / one "
