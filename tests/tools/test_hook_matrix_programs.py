@@ -8,7 +8,8 @@
 - The rule counts what it claims: a cell made to fire once more than its family's eager cell becomes unusual.
 - The columns whose probe reads its own record (threads, grad-scaler) have programs that print the cell's notes;
   a process group's cell has a program that runs in two gloo processes and prints what its cell records.
-- The matrix page shows the programs in both languages.
+- The matrix page shows the programs in both languages, and marks the cells that differ from their family's eager
+  cell only in their warnings.
 """
 from __future__ import annotations
 
@@ -160,3 +161,44 @@ def test_the_page_shows_the_programs_in_both_languages(recorded):
         assert text.count("```") % 2 == 0
     bare = hook_matrix_page.page(doc, "en", programs=False)
     assert hook_matrix_page.PAGE["en"]["title"] not in bare
+
+
+def test_the_page_marks_the_cells_that_differ_from_eager_only_in_their_warnings(recorded, cells):
+    """An unusual cell whose observation is its family's eager cell's (what fired, how often, in which phases, what
+    the hook received, what its return value did, the error, the notes, the other ways of writing the probe) and
+    whose warnings differ is said so in its family's table and on its program, in both languages, with which
+    warnings they are; a cell that also differs in anything else is not."""
+    quiet = hook_matrix_page.warnings_only(cells)
+    assert quiet["param-hook@jit-script"]["which"] == "deprecation"
+    assert quiet["param-hook@jit-script"]["added"] == cells["param-hook@jit-script"]["warnings"]
+    for other in ("node-creation-hook@jit-script",  # its return value is used where eager rejects it
+                  "forward-hook-always-call@jit-trace",  # fires while tracing, not in the forward
+                  "state-dict-pre-hook@quantization",  # receives another prefix
+                  "state-dict-pre-hook@precompile"):  # the run notes that no backward runs
+        assert cells[other]["warnings"] != cells[other.split("@")[0] + "@eager"]["warnings"], other
+        assert other not in quiet, other
+    assert set(quiet) <= set(recorded["programs"])  # each one is unusual
+    assert all(not cells[k]["surprising"] for k in quiet)
+    changed = copy.deepcopy(cells)  # another warning than a deprecation notice: which says so
+    changed["param-hook@jit-script"]["warnings"] = ["UserWarning: something else"]
+    assert hook_matrix_page.warnings_only(changed)["param-hook@jit-script"]["which"] == "other"
+    changed["param-hook@jit-script"]["warnings"].append(cells["param-hook@jit-script"]["warnings"][0])
+    assert hook_matrix_page.warnings_only(changed)["param-hook@jit-script"]["which"] == "both"
+    changed["param-hook@jit-script"]["calls"] += 1
+    assert "param-hook@jit-script" not in hook_matrix_page.warnings_only(changed)
+    doc = generate.load()
+    for lang in ("en", "zh"):
+        text = hook_matrix_page.page(doc, lang)
+        words = hook_matrix_page.TEXT[lang]["warnings_only"].split("{")[0]
+        rows = {line.split(" | ")[2].strip("`"): line for line in text.splitlines()
+                if line.startswith("| ") and line.count(" | ") == 3 and line.split(" | ")[2].strip("`") in cells}
+        assert len(rows) == len(cells), lang  # each cell's row in its family's table
+        assert {key for key, row in rows.items() if words in row} == set(quiet), lang
+        for key, found in quiet.items():
+            assert hook_matrix_page.warnings_label(found, lang) in rows[key], (lang, key)
+        tag = hook_matrix_page.PAGE[lang]["tag"]
+        assert f"<summary><code>param-hook@jit-script</code> · calls: 1 (backward 1) · {tag}</summary>" in text
+        assert text.count(f" · {tag}</summary>") == len(quiet), lang
+        deprecation = sum(found["which"] == "deprecation" for found in quiet.values())
+        assert hook_matrix_page.PAGE[lang]["quiet"].format(quiet=len(quiet), unusual=len(recorded["programs"]),
+                                                           deprecation=deprecation, tag=tag) in text, lang

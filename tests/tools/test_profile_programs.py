@@ -74,6 +74,23 @@ def test_a_program_is_standalone_and_its_two_languages_differ_in_comments_only(s
 
 
 @pytest.mark.timeout(60)
+def test_a_wandb_program_makes_wandb_silent_itself(stored):
+    """wandb prints its banner (run folder, how to sync) unless ``WANDB_SILENT`` is set: a program that imports wandb
+    sets it itself before its ``wandb.init``, so that a reader's run prints what the file stores, and the generator's
+    environment does not set it for the programs (which would hide a program that forgets to)."""
+    assert "WANDB_SILENT" not in programs.ENV
+    silent = 'os.environ["WANDB_SILENT"] = "true"'
+    checked = 0
+    for pid, entry in stored.items():
+        for part in ("show", "fix"):
+            code = (entry.get(part) or {}).get("code", {}).get("en", "")
+            if "import wandb" in code:
+                assert silent in code and code.index(silent) < code.index("wandb.init("), f"{pid} ({part})"
+                checked += 1
+    assert checked >= 6
+
+
+@pytest.mark.timeout(60)
 def test_the_generator_takes_only_the_definitions_a_program_uses():
     body = programs.program_body("prune", ("apply",), "print(apply)\n")
     assert "def apply" in body and "def build" not in body and "def facts" not in body
@@ -111,7 +128,7 @@ def test_a_profile_entry_of_the_lookup_carries_the_list_of_its_programs(tmp_path
 
 
 @pytest.mark.timeout(3600)
-def test_every_program_of_a_library_beside_the_environment_prints_what_is_stored(stored):
+def test_every_program_of_a_library_beside_the_environment_prints_what_is_stored(stored, monkeypatch):
     """Weekly (HOOKLAB_PROGRAMS=all, as tests/tools/test_programs.py runs every program of this environment): each
     program of a library absent from the course's lock, run with the profile's pinned release installed beside the
     environment, prints what the file stores."""
@@ -119,6 +136,7 @@ def test_every_program_of_a_library_beside_the_environment_prints_what_is_stored
     if os.environ.get("HOOKLAB_PROGRAMS") != "all":
         pytest.skip("every program run beside the environment is weekly (HOOKLAB_PROGRAMS=all); each push runs a "
                     "sample of those of this environment (tests/tools/test_programs.py)")
+    monkeypatch.setenv("WANDB_SILENT", "false")  # a reader's setting: wandb's programs print the same whatever it is
     ran = 0
     for pid, entry in stored.items():
         for part in ("show", "fix"):

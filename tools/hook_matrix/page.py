@@ -7,7 +7,8 @@ The page (MyST Markdown, ``hook_matrix.md`` next to the notebooks' pages, built 
 - an overview per group of contexts: one row per family, one column per context, each cell a symbol (fires N
   times, does not fire, raises, n/a), a surprising cell marked with ⚠;
 - the surprising cells: what happens, why, and a link to the cell that teaches it;
-- one table per family: every context, what the hook did in a few words, the key (``forward-hook@compile``, which
+- one table per family: every context, what the hook did in a few words (a cell that differs from its family's
+  eager cell only in its warnings says so: :func:`warnings_only`), the key (``forward-hook@compile``, which
   the site's search and the browser's find both match), and the cell that teaches it.
 
 Links to a notebook cell are MyST references to targets that :func:`add_site_anchors` puts before each cited cell
@@ -55,6 +56,8 @@ TEXT = {
         "returned": {"used": "生效", "ignored": "被忽略", "rejected": "被拒绝"},
         "shape": "{label}：{what}", "same": "同上",
         "na": "不适用", "teaches_family": "讲这一族", "teaches_cell": "讲这一格",
+        "warnings_only": "和 eager 只差警告（{which}）",
+        "which": {"deprecation": "弃用提示", "other": "不是弃用提示", "both": "弃用提示和其他警告"},
         "phases": {"forward": "前向", "backward": "反向", "second backward": "第二次反向", "register": "注册",
                    "export": "导出", "trace": "追踪", "capture": "捕获", "load": "加载", "copy": "复制",
                    "save and load": "保存与加载", "transform": "变换", "first call": "第一次调用", "step": "训练步",
@@ -97,6 +100,9 @@ TEXT = {
         "returned": {"used": "used", "ignored": "ignored", "rejected": "rejected"},
         "shape": "{label}: {what}", "same": "the same",
         "na": "n/a", "teaches_family": "the family", "teaches_cell": "this cell",
+        "warnings_only": "only the warnings differ from eager ({which})",
+        "which": {"deprecation": "deprecation notices", "other": "not deprecation notices",
+                  "both": "deprecation notices and others"},
         "phases": {},
     },
 }
@@ -288,6 +294,7 @@ def page(doc: dict[str, Any], lang: str, *, built: set[str] | None = None,
     na = sum(r["status"] == "n/a" for r in records)
     surprising = [r for r in records if r.get("surprising")]
     title_of = {c["id"]: (c["zh"] if lang == "zh" else c["title"]) for c in contexts}
+    quiet = warnings_only(cells)
     lines = [f"# {t['title']}", "",
              t["intro"].format(torch=doc["torch"], backend=doc["compile_backend"],
                                precompile=doc["precompile_backend"]), "",
@@ -323,8 +330,9 @@ def page(doc: dict[str, Any], lang: str, *, built: set[str] | None = None,
             for c in contexts:
                 r = cells[f"{f['id']}@{c['id']}"]
                 mark = "⚠ " if r.get("surprising") else ""
-                lines.append(f"| {mark}{_esc(title_of[c['id']])} | {_esc(observed(r, lang))} | "
-                             f"`{f['id']}@{c['id']}` | {_link(r, lang, built)} |")
+                key = f"{f['id']}@{c['id']}"
+                seen = observed(r, lang) + (f" · {warnings_label(quiet[key], lang)}" if key in quiet else "")
+                lines.append(f"| {mark}{_esc(title_of[c['id']])} | {_esc(seen)} | `{key}` | {_link(r, lang, built)} |")
             lines.append("")
     if programs is not False:  # each unusual cell as a program (docs/programs/matrix.json, tools/hook_matrix/programs.py)
         lines += programs_section(doc, lang, None if programs is True else programs)
@@ -334,6 +342,47 @@ def page(doc: dict[str, Any], lang: str, *, built: set[str] | None = None,
             lines += [f"### {entry['title_zh'] if lang == 'zh' else entry['title']}", "", linked(entry[lang]), ""]
     lines += [f"## {t['maintainers']}", "", t["kept"], ""]  # how the page is kept: after what a learner reads
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+DEPRECATION = ("DeprecationWarning", "FutureWarning", "PendingDeprecationWarning")
+
+
+def is_deprecation(warning: str) -> bool:
+    """Whether a recorded warning (``Category: message``) is a deprecation notice: by its category, or by a message
+    that says something is or will be deprecated.
+
+    >>> is_deprecation("FutureWarning: `torch.jit.script` is deprecated."), is_deprecation("UserWarning: x")
+    (True, False)
+    """
+    return warning.split(":", 1)[0] in DEPRECATION or "deprecated" in warning
+
+
+def warnings_only(cells: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The cells that differ from their family's eager cell only in their warnings, by key: observed, not eager, not
+    marked surprising, with the eager cell's observation (whether and how often the hook fired, in which phases, what
+    it received, what its return value did, the error, the notes: :data:`_SAME`; and the other ways of writing the
+    probe) and other warnings. Each with the warnings it adds, those of eager it lacks, and ``which`` they are:
+    ``deprecation`` (deprecation notices only), ``other`` (none is one) or ``both``."""
+    out = {}
+    for key, record in cells.items():
+        family, context = key.split("@")
+        plain = cells.get(f"{family}@eager")
+        if context == "eager" or plain is None or record["status"] != "observed" or record.get("surprising") \
+                or record.get("warnings") == plain.get("warnings") \
+                or any(record.get(f) != plain.get(f) for f in ("fires", *_SAME, "shapes")):
+            continue
+        added = [w for w in record["warnings"] if w not in plain["warnings"]]
+        gone = [w for w in plain["warnings"] if w not in record["warnings"]]
+        told = [is_deprecation(w) for w in added + gone]
+        which = "deprecation" if told and all(told) else "both" if any(told) else "other"
+        out[key] = {"which": which, "added": added, "gone": gone}
+    return out
+
+
+def warnings_label(found: dict[str, Any], lang: str) -> str:
+    """The words after a warnings-only cell's observation: the hook as in eager, and which warnings differ."""
+    t = TEXT[lang]
+    return t["warnings_only"].format(which=t["which"][found["which"]])
 
 
 _BARE_URL = re.compile(r"(?<!\]\()(?<!<)https?://[A-Za-z0-9_./#~:%+-]*[A-Za-z0-9_/#-]")
@@ -383,6 +432,11 @@ PAGE = {
                      "(OMP_NUM_THREADS=1). Below, each program's hook, where it is registered and its run; "
                      "`python -m tools.hook_matrix programs --keys <key> --print` prints the whole program, with the "
                      "model and the helpers its run calls."),
+           "quiet": ("{quiet} of the {unusual} differ from their family's eager cell only in their warnings "
+                     "({deprecation} of them only in deprecation notices): the hook fires as often, in the same "
+                     "phases, receives the same, its return value does the same and the run notes the same, so "
+                     "their program shows a warning, not a hook that behaves otherwise; they are marked “{tag}”."),
+           "tag": "only the warnings differ",
            "common": "What every program starts and ends with (the probe's model; printing what fired)",
            "prints": "It prints:", "fix": "Workaround: {what}", "no_program": "No program: {why}",
            "fixed": "The program changed so:", "not_run": "not run yet",
@@ -396,6 +450,10 @@ PAGE = {
                      "程序打印的内容，就是它在 CPU 上单独运行（OMP_NUM_THREADS=1）时打印的。"
                      "下面每段只列出钩子、注册的位置和运行部分；`python -m tools.hook_matrix programs --keys <键> --print` "
                      "打印完整的程序，包括模型和运行时调用的辅助函数。"),
+           "quiet": ("这 {unusual} 格里有 {quiet} 格和这一族的 eager 格只差警告（其中 {deprecation} 格只差弃用提示）："
+                     "钩子触发的次数和阶段、收到的参数、返回值的效果、运行记下的情况都一样，所以它们的程序演示的是一条警告，"
+                     "而不是行为不同的钩子；这些格子标为“{tag}”。"),
+           "tag": "只差警告",
            "common": "每段程序开头和结尾都一样的部分（探针的模型；打印触发了什么）",
            "prints": "打印：", "fix": "变通办法：{what}", "no_program": "没有程序：{why}",
            "fixed": "程序这样改：", "not_run": "还没有运行",
@@ -428,6 +486,10 @@ def programs_section(doc: dict[str, Any], lang: str, programs: dict[str, Any] | 
     counts = {"unusual": len(programs), "shown": len(shown), "fixed": sum(bool(v.get("fix")) for _, v in shown),
               "processes": sum("processes:2" in v.get("needs", []) for v in programs.values())}
     lines = [f"## {t['title']}", "", t["intro"].format(**counts), ""]
+    quiet = {key: found for key, found in warnings_only(doc["cells"]).items() if key in programs}
+    if quiet:
+        lines += [t["quiet"].format(quiet=len(quiet), unusual=len(programs), tag=t["tag"],
+                                    deprecation=sum(f["which"] == "deprecation" for f in quiet.values())), ""]
     if unrun:
         lines += [t["unrun"].format(n=unrun), ""]
     if shown:
@@ -457,7 +519,8 @@ def programs_section(doc: dict[str, Any], lang: str, programs: dict[str, Any] | 
             body += "\n\n\n" + tail.rstrip()
         printed = value["show"]["prints"]
         first = next((line for line in (printed or "").splitlines() if line.startswith("calls: ")), t["not_run"])
-        lines += ["<details>", f"<summary>{summary} · {first}</summary>", "", "```python", code.split("\n", 1)[0],
+        tag = f" · {t['tag']}" if key in quiet else ""
+        lines += ["<details>", f"<summary>{summary} · {first}{tag}</summary>", "", "```python", code.split("\n", 1)[0],
                   body, "```", ""]
         if printed is not None:
             lines += [t["prints"], "", "```text", printed.rstrip(), "```", ""]

@@ -49,8 +49,10 @@ ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "programs" / "profiles.json"
 LIBRARIES = ROOT / "tools" / "profiles" / "libraries"
 PROFILES = ROOT / "hooklab" / "course" / "assets" / "profiles" / "library_profiles.json"
+# The environment the programs run in here holds nothing that hides what a reader's run shows: no WANDB_SILENT,
+# wandb's programs make wandb silent themselves (_run in tools/profiles/libraries/wandb.py).
 ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "CUDA_VISIBLE_DEVICES": "",
-       "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline", "WANDB_SILENT": "true",
+       "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline",
        "TOKENIZERS_PARALLELISM": "false"}
 RUNNER = "import sys\nfrom hooklab.course.programs import run\nsys.stdout.write(run(sys.stdin.read()))\n"
 SECONDS = 600  # one program (a facts() measures every fact of its profile)

@@ -74,7 +74,10 @@ TARGET = "0"
 
 
 def _run():
-    """The offline run the hooks log to, in a temporary directory removed at exit (after ``wandb.finish``)."""
+    """The offline run the hooks log to, in a temporary directory removed at exit (after ``wandb.finish``); silent
+    whatever the environment says (``WANDB_SILENT`` is read when wandb sets itself up, at the first ``wandb.init``),
+    so that a program prints only what it shows, as it is stored."""
+    os.environ["WANDB_SILENT"] = "true"
     import wandb
     if wandb.run is None:
         folder = tempfile.mkdtemp(prefix="wandb-profile-")
