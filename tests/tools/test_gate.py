@@ -165,6 +165,7 @@ def test_the_rotation_catches_a_broken_check_within_four_consecutive_commits(tmp
     passed[broken] = make(root).hashes[broken]  # recorded at its new hash: the gate sees no change
     record.save(root / "tests/gate/passed.json", {"checks": passed})
     cost = make(root).costs
+    ours = costs.LAST_RUN.stat().st_mtime_ns if costs.LAST_RUN.exists() else None
     runs = []
     for k in range(plan.PARTS):
         git(root, "commit", "-q", "--allow-empty", "-m", f"commit {k}")
@@ -182,6 +183,9 @@ def test_the_rotation_catches_a_broken_check_within_four_consecutive_commits(tmp
     assert len(failed) == 1, runs
     assert f"FAILED {broken}" in failed[0][1] and "broken outside the gate" in failed[0][1]
     assert sorted(part for part, _c, _o in runs) == list(range(plan.PARTS))
+    assert json.loads((root / "build/gate/last-run.json").read_text(encoding="utf-8"))["outcomes"]
+    assert (costs.LAST_RUN.stat().st_mtime_ns if costs.LAST_RUN.exists() else None) == ours, \
+        "the gate's run in the small tree wrote this checkout's build/gate/last-run.json"
 
 
 def test_the_command_refuses_options_that_do_not_go_together(capsys):

@@ -37,8 +37,9 @@ def write_last_run(plan: dict[str, Any], seconds: dict[str, float], tests: dict[
         load = "/".join(f"{a:.1f}" for a in os.getloadavg())
     except OSError:
         load = "unknown"
-    LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
-    LAST_RUN.write_text(json.dumps({
+    out = Path(plan.get("root") or ROOT) / LAST_RUN.relative_to(ROOT)  # the planned tree's, not always this one's
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
         "mode": plan.get("mode"), "commit": plan.get("commit"), "date": datetime.date.today().isoformat(),
         "wall": round(wall, 1), "load average at the end": load, "cores": os.cpu_count(),
         "seconds": {c: round(s, 2) for c, s in sorted(seconds.items())}, "tests": tests, "outcomes": outcomes,
