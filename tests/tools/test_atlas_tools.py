@@ -404,6 +404,16 @@ class _Granite(_PreNorm):
         return x + self.mlp(self.ln2(x)) * self.residual_multiplier
 
 
+def _run_then_remove(model, x, handles) -> None:
+    """One call of model(x) without gradients, with the plain hooks of ``handles``, removed even on a raise."""
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def test_the_identity_names_the_scalar_a_branch_is_multiplied_by_and_holds_at_other_values():
     """Proved at the default multiplier of 1.0 alone, the identity read ``block input + attention + mlp``, which is
     false for any other value; the scalar changed on its own shows which one it is. The truth, with plain hooks on
@@ -420,12 +430,7 @@ def test_the_identity_names_the_scalar_a_branch_is_multiplied_by_and_holds_at_ot
     block, x, seen = _Granite(multiplier=0.22).eval(), torch.randn(2, 5, 8), {}
     handles = [block.mix.register_forward_hook(lambda m, a, out: seen.update(attention=out)),
                block.ln2.register_forward_pre_hook(lambda m, a: seen.update(after=a[0]))]
-    try:
-        with torch.no_grad():
-            block(x)
-    finally:
-        for handle in handles:
-            handle.remove()
+    _run_then_remove(block, x, handles)
     assert torch.allclose(seen["after"], x + 0.22 * seen["attention"], atol=1e-6)
     assert not torch.allclose(seen["after"], x + seen["attention"], atol=1e-3)
 
@@ -515,12 +520,7 @@ def test_a_block_that_changes_the_stream_proves_its_identity_with_its_shortcut()
     handles = [model[0].primary.register_forward_hook(lambda m, a, out: seen.update(primary=out)),
                model[0].cheap.register_forward_pre_hook(lambda m, a: seen.update(cheap=a[0])),
                model[0].fusion.register_forward_pre_hook(lambda m, a: seen.update(fusion=a[0]))]
-    try:
-        with torch.no_grad():
-            model(x)
-    finally:
-        for handle in handles:
-            handle.remove()
+    _run_then_remove(model, x, handles)
     assert seen["cheap"] is seen["primary"] and seen["fusion"] is seen["primary"]
     assert seen["cheap"].shape != x.shape  # not the block's input: 6 channels where the input has 4
 
