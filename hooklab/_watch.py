@@ -14,6 +14,7 @@ import sys
 import threading
 import types
 from collections import Counter
+from concurrent.futures import wait as futures_wait
 from typing import Any
 
 import torch
@@ -48,6 +49,7 @@ _GLOBAL_KINDS = (("forward_pre", "_global_forward_pre_hooks"), ("forward", "_glo
                  ("backward_pre", "_global_backward_pre_hooks"), ("backward", "_global_backward_hooks"))
 _REGISTERS = ("register_hook", "register_prehook")  # what a forward hook calls to hook its output's backward
 _CHECKPOINT_FILE = os.path.join("torch", "utils", "checkpoint.py")
+POOL_WAIT_S = 10.0  # how long a pool's threads are waited for to take the profile function: a guard, not a verdict
 
 
 def _fast_paths() -> dict[Any, str]:
@@ -111,7 +113,7 @@ class _Watch:
         self.pool_tasks = 0                        # tasks the step gave a thread pool whose threads existed
         self.pool_tasks_new = 0                    # tasks given to a pool that started its threads in the step
         self.profile_fn: Any = None                # the profile function to set in a pool's threads
-        self.pools: list[tuple[Any, int]] = []     # pools whose threads got it, and how many threads
+        self.pools: list[Any] = []                 # pools whose threads got it
         self.pools_watched = True                  # whether every such thread got it before its tasks
         self.asked: list[tuple[str, set[int] | None]] = []  # the step's backward passes: kind, ids of its inputs=
         self.threads_before: set[int] = {t.ident for t in threading.enumerate() if t.ident is not None}
@@ -261,20 +263,24 @@ class _Watch:
 
     def profile(self, frame: Any, event: str, arg: Any) -> None:
         with self._lock:
-            self._profile(frame, event, arg)
+            pool = self._profile(frame, event, arg)
+        if pool is not None:  # outside the lock: the pool's threads, given the profile function, take it too
+            self._pool(pool)
 
-    def _profile(self, frame: Any, event: str, arg: Any) -> None:
+    def _profile(self, frame: Any, event: str, arg: Any) -> Any:
+        """Note one profile event; return the thread pool a task is being given to (``submit``), if it is one."""
         if event == "return":
             if frame.f_code is self.forward_code and self.forward_code is not None and \
                     frame.f_locals.get(frame.f_code.co_varnames[0]) is self.target:
                 self.outputs[_shape(arg)] += 1
-            return
+            return None
+        pool = None
         if event == "call":
             code = frame.f_code
             if code is _TENSOR_REGISTER:
                 self._registered_in_step(frame.f_back, frame.f_locals.get("hook"), "a tensor hook on its output")
             elif code is _SUBMIT:
-                self._pool(frame.f_locals.get("self"))
+                pool = frame.f_locals.get("self")
             elif code is _REMOVE:
                 self._removing(frame.f_locals.get("self"))
             if code is self.call_code:
@@ -299,6 +305,7 @@ class _Watch:
                 for value in list(frame.f_locals.values()):  # the function it registers: a local of the caller
                     if _user_callable(value) and _code(value) not in self.registrars:
                         self._registered_in_step(frame, value, "a Node hook on its output's grad_fn")
+        return pool
 
     def _registered_in_step(self, caller: Any, fn: Any, what: str) -> None:
         """A hook registered during the step by one of the target's forward hooks: watched from now on."""
@@ -311,42 +318,61 @@ class _Watch:
 
     def _pool(self, pool: Any) -> None:
         """A task given to a thread pool: a pool whose threads existed before the step gets the profile function
-        set in each of its threads (one task per thread, held at a barrier so that each thread takes one), before
-        the step's task; :meth:`release_pools` removes it."""
-        threads = [t for t in getattr(pool, "_threads", ()) if t.ident in self.threads_before]
-        if not threads:
-            self.pool_tasks_new += 1
-            return
-        self.pool_tasks += 1
-        if self.profile_fn is None or any(p is pool for p, _n in self.pools):
-            return
-        self.pools.append((pool, len(threads)))
-        self.pools_watched &= self._in_threads(pool, len(threads), self.profile_fn)
+        set in each of its threads before the step's task (:meth:`_in_threads`); :meth:`release_pools` removes it.
+        Called outside the lock: while the pool's threads take the function, their calls are noted already."""
+        with self._lock:
+            threads = [t for t in getattr(pool, "_threads", ()) if t.ident in self.threads_before]
+            if not threads:
+                self.pool_tasks_new += 1
+                return
+            self.pool_tasks += 1
+            if self.profile_fn is None or any(p is pool for p in self.pools):
+                return
+            self.pools.append(pool)
+        watched = self._in_threads(pool, self.profile_fn)
+        with self._lock:
+            self.pools_watched &= watched
 
     @staticmethod
-    def _in_threads(pool: Any, n: int, fn: Any) -> bool:
-        barrier = threading.Barrier(n)
+    def _in_threads(pool: Any, fn: Any) -> bool:
+        """Set ``fn`` as the profile function of every thread of ``pool``; whether every thread took it.
 
-        def install() -> bool:
-            sys.setprofile(fn)
-            try:
-                barrier.wait(timeout=2.0)
-            except threading.BrokenBarrierError:
-                return False
-            return True
+        One task per thread, each held until the pool's threads have all taken one: a held thread takes no other
+        task, so each thread takes exactly one. Tasks are given until there are as many as threads (giving one can
+        start a thread). Which thread takes which task is the pool's business, and how soon depends on the machine's
+        load: the answer is read from the threads that took a task, never from a time (the wait is only a guard
+        against a thread kept busy by a task of its own)."""
+        taken: set[int] = set()
+        cond, released = threading.Condition(), [False]
+
+        def install() -> None:
+            with cond:
+                taken.add(threading.get_ident())
+                cond.notify_all()
+                cond.wait_for(lambda: released[0], timeout=POOL_WAIT_S)
+            sys.setprofile(fn)  # last: the held thread runs none of the profile function while the step's waits
+
+        futures: list[Any] = []
         try:
-            futures = [pool.submit(install) for _ in range(n)]
+            while len(futures) < len(getattr(pool, "_threads", ())):
+                futures.append(pool.submit(install))
         except RuntimeError:  # shut down
-            return False
+            pass
+        with cond:
+            cond.wait_for(lambda: len(taken) >= len(futures), timeout=POOL_WAIT_S)
+            released[0] = True
+            cond.notify_all()
+            everyone = bool(futures) and {t.ident for t in getattr(pool, "_threads", ())} <= taken
         if fn is None:  # releasing: wait until every thread has dropped it
-            return all(f.result(timeout=5.0) for f in futures)
-        return True
+            done, _pending = futures_wait(futures, timeout=POOL_WAIT_S)
+            everyone = everyone and len(done) == len(futures)
+        return everyone
 
     def release_pools(self) -> None:
         """Remove the profile function from the threads of the pools it was set in."""
-        for pool, n in self.pools:
+        for pool in self.pools:
             try:
-                self._in_threads(pool, n, None)
+                self._in_threads(pool, None)
             except Exception:  # noqa: BLE001 - a pool shut down or busy: its threads end with it
                 pass
         self.pools.clear()

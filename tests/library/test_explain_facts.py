@@ -104,6 +104,34 @@ def test_calls_from_pool_threads_are_counted_exactly_whatever_the_thread_switche
         pool.shutdown()
 
 
+def test_a_pool_thread_busy_when_the_step_starts_takes_the_profile_function_before_the_steps_tasks():
+    """A pool thread still running an earlier task when the step gives the pool its tasks takes the profile function
+    once it is free, before any task of the step: its calls are counted. (The other thread once gave up waiting for it
+    after 2 s and took its turn, so that a loaded machine lost calls: order 23 of the gate found it.)"""
+    pool = ThreadPoolExecutor(2, thread_name_prefix="pool")
+    both = threading.Barrier(2)
+    free = threading.Event()
+    timer = threading.Timer(3.0, free.set)  # longer than the 2 s the other thread used to wait
+    try:
+        list(pool.map(lambda _i: both.wait(timeout=30), range(2)))  # the pool's two threads exist before the step
+        pool.submit(free.wait, 30)  # one of them busy when the step starts
+        timer.start()
+        m, log = two(), []
+        m[0].register_forward_hook(lambda mod, a, o: log.append(threading.current_thread().name))
+        pairs = threading.Barrier(2)  # each pair of the step's tasks runs in both threads at once
+
+        def task(chunk):
+            pairs.wait(timeout=30)
+            return m(chunk)
+        r = explain_hook(m, "0", run=lambda: list(pool.map(task, torch.randn(8, 4).chunk(4))))
+        assert len(set(log)) == 2 and len(log) == 4  # both threads called the model
+        assert r.calls == 4 and "threads" in r.codes
+    finally:
+        timer.cancel()
+        free.set()
+        pool.shutdown()
+
+
 def test_a_thread_started_during_the_step_keeps_nothing_of_the_model_after_it():
     """A thread the step starts and leaves running (a progress bar's monitor, a prefetcher) got explain_hook's profile
     function, which Python 3.11 cannot take back from another thread: after the step it must hold nothing, or the
