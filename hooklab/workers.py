@@ -28,12 +28,18 @@ On Linux each worker is also tied to the caller by the kernel (``PR_SET_PDEATHSI
 caller ends, whatever else happens. A process a worker starts in a session of its own
 (``start_new_session=True``) leaves the group and is its own business.
 
->>> def rank_sum(rank, world_size):
-...     t = torch.tensor([rank + 1.0])
-...     torch.distributed.all_reduce(t)
-...     return t.item()
->>> run_workers(rank_sum, world_size=2)
-[3.0, 3.0]
+>>> import operator
+>>> run_workers(operator.add, world_size=2)  # fn(rank, world_size) in each worker: 0 + 2 and 1 + 2
+[2, 3]
+
+A function of a notebook cell that all-reduces over the group (forked workers)::
+
+    def rank_sum(rank, world_size):
+        t = torch.tensor([rank + 1.0])
+        torch.distributed.all_reduce(t)
+        return t.item()
+
+    run_workers(rank_sum, world_size=2)  # [3.0, 3.0]
 """
 from __future__ import annotations
 
@@ -98,6 +104,19 @@ FORK_HINT = ("hooklab: the workers are forked from the process that called run_w
              "already run a backward pass on autograd's worker threads (a torch.compile'd model's backward does): "
              "a forked process cannot run autograd then. Call run_workers before compiling anything in this "
              "process, or from a fresh one (restart the kernel, or a separate script).\n")
+
+
+def _importable(fn: Callable[..., Any]) -> bool:
+    """Whether a spawned worker can import ``fn`` by its module and qualified name (what pickling a function does):
+    not one of ``__main__`` (a notebook cell's, a script's), nor a nested function, nor one whose module does not hold
+    it under its name (a doctest's, an ``exec``'d one)."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "__main__")
+    if module is None or module.__name__ == "__main__":
+        return False
+    found: Any = module
+    for part in getattr(fn, "__qualname__", "<locals>").split("."):
+        found = getattr(found, part, None)
+    return found is fn
 
 
 def _fork_can_run_autograd() -> bool:
@@ -257,7 +276,7 @@ def run_workers(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend
         raise RuntimeError("this PyTorch build has no torch.distributed")
     ctx = mp.get_context("fork") if sys.platform.startswith("linux") else mp.get_context("spawn")
     if ctx.get_start_method() == "fork" and not _fork_can_run_autograd():
-        if getattr(fn, "__module__", "__main__") == "__main__" or "<locals>" in getattr(fn, "__qualname__", "<locals>"):
+        if not _importable(fn):
             raise RuntimeError(FORK_HINT.replace("hooklab: the workers are", "run_workers: the workers would be")
                                + "(Or define fn in an importable module: run_workers then starts the workers with "
                                "'spawn' instead of forking.)")

@@ -271,6 +271,17 @@ try:
     hooklab.run_workers(lambda rank, world: rank, timeout=60)
 except RuntimeError as error:
     print("refused:", "before compiling" in str(error) and "importable module" in str(error))
+
+
+def claims_a_module(rank, world):  # as a doctest's function: its __module__ is a real module that does not hold it
+    return rank
+
+
+claims_a_module.__module__ = "ddp_step"
+try:
+    hooklab.run_workers(claims_a_module, timeout=60)
+except RuntimeError as error:
+    print("refused too:", "importable module" in str(error))
 print("spawned:", hooklab.run_workers(ddp_step, timeout=float(sys.argv[2])))
 """
 
@@ -278,8 +289,8 @@ print("spawned:", hooklab.run_workers(ddp_step, timeout=float(sys.argv[2])))
 def test_after_a_compiled_backward_the_workers_are_spawned_or_refused_clearly(tmp_path):
     """PyTorch refuses autograd in a process forked after a compiled model's backward ("Unable to handle autograd's
     threading in combination with fork-based multiprocessing"): run_workers sees it before forking, starts the
-    workers with 'spawn' when fn is importable (a DDP backward then works in them) and otherwise says what to do.
-    In a subprocess, so that this test process can still fork."""
+    workers with 'spawn' when fn is importable (a DDP backward then works in them) and otherwise says what to do, also
+    for a function whose module does not hold it (a doctest's: it failed to pickle). In a subprocess, so that this test process can still fork."""
     from patience import hang_guard
 
     (tmp_path / "ddp_step.py").write_text(
@@ -293,4 +304,5 @@ def test_after_a_compiled_backward_the_workers_are_spawned_or_refused_clearly(tm
     except subprocess.TimeoutExpired:
         pytest.fail(f"hang guard: the script (a compile, then two run_workers calls) did not end within {limit:.0f} s")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.splitlines()[-2:] == ["refused: True", "spawned: [0, 1]"], done.stdout + done.stderr
+    assert done.stdout.splitlines()[-3:] == ["refused: True", "refused too: True", "spawned: [0, 1]"], \
+        done.stdout + done.stderr
