@@ -149,7 +149,20 @@ def _write_example(message_id: str, value: str) -> None:
             fh.write(json.dumps({"id": message_id, "example": value}, ensure_ascii=False) + "\n")
 
 
+def _warned_once_forgotten() -> None:
+    """The process-wide "warn once" cache emptied: transformers' ``Logger.warning_once`` (an ``lru_cache`` that
+    transformers puts on :class:`logging.Logger`, which diffusers' warnings use too) shows a text once per process, so a
+    trigger run after another test that showed it would show nothing: what a trigger shows must not depend on what ran
+    before it in the process."""
+    import logging
+
+    clear = getattr(getattr(logging.Logger, "warning_once", None), "cache_clear", None)
+    if clear is not None:
+        clear()
+
+
 def check(case: Trigger, message_id: str) -> None:
+    _warned_once_forgotten()
     message = messages().get(message_id)
     assert message is not None, (f"{case.module}.{case.name}: {message_id!r} is no message of docs/hook_messages.json "
                                  "(its text changed? run python -m tools.messages.hook_messages)")

@@ -1089,3 +1089,14 @@ def diffusers_context_parallel_fixes_in_two_gloo_processes():
 
 test_trigger = triggers_of(__name__)
 test_fix = fixes_of(__name__)
+
+
+def test_a_message_warned_once_per_process_is_shown_to_a_trigger_run_after_it():
+    """diffusers warns of an input of other dimensions through ``Logger.warning_once``, once per process: the trigger
+    shows it also when the same text was shown before in the process (in one order of the gate it showed nothing)."""
+    from message_triggers import check, registered
+
+    mid = "expected-input-tensor-to-have-dimensions-but-got-dimensi-79aa21"
+    case = next(t for t in registered()[__name__] if mid in t.ids)
+    check(case, mid)
+    check(case, mid)  # the same text again: shown again
