@@ -8,7 +8,8 @@ test that leaves a hook or an autograd setting fails (hooklab's tools must never
 back is listed at the end of the run.
 
 Every test file is read around too, for what outlives a test by design: modules that carry hooks (after a garbage
-collection, which also frees what only a cycle held), threads that are not daemons, and child processes. A file that
+collection, which also frees what only a cycle held), threads that are not daemons, and child processes (but
+multiprocessing's resource tracker, which lives as long as the interpreter by design: :func:`lifelong`). A file that
 leaves one fails at its last test, naming what it left; the hooks are removed, the processes killed.
 """
 from __future__ import annotations
@@ -158,6 +159,16 @@ def children() -> set[int]:
     return found
 
 
+def lifelong() -> set[int]:
+    """Children that live as long as the interpreter by design, whichever test started them: multiprocessing's resource
+    tracker, which the first process started by 'spawn' or 'forkserver' starts (hooklab.run_workers spawns after a
+    compiled backward). Killing it only makes multiprocessing warn and start another for the next such test."""
+    from multiprocessing import resource_tracker
+
+    pid = getattr(getattr(resource_tracker, "_resource_tracker", None), "_pid", None)
+    return {pid} if pid else set()
+
+
 def threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()}
 
@@ -179,7 +190,7 @@ class FileSnapshot:
                          f"holds it: {_holders(m)}")
             for _attr, _kind, d in internals.module_hook_dicts(m):
                 d.clear()
-        for pid in sorted(children() - self.processes):
+        for pid in sorted(children() - self.processes - lifelong()):
             lines.append(f"child process {pid} ({_command(pid)}) still running (killed now)")
             try:
                 os.kill(pid, 9)
