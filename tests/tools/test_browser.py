@@ -631,6 +631,32 @@ def test_the_language_link_keeps_the_readers_place(site, browser):
 
 @pytest.mark.timeout(900)  # as above: may be the first to wait for the site's build
 @pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_recipe_index_filters_its_chapters_as_the_reader_types(site, browser, lang):
+    """tools/recipes/pages.py's index and hooklab-site.js: words typed in the box leave the items that hold them all,
+    and hide a chapter with none left; the DeepSpeed answer filed under reinforcement learning is found under DeepSpeed
+    by the libraries its line names."""
+    _, base = site
+    page = new_page(browser, base)
+    page.goto(f"{base}{lang}/recipes.html")
+    box = page.locator(".hooklab-recipe-filter input")
+    visible = "() => Array.from(document.querySelectorAll('article section li')).filter(li => li.offsetParent).length"
+    everything = page.evaluate(visible)
+    box.fill("deepspeed generate")
+    page.wait_for_function(f"() => ({visible})() < {everything}", timeout=30_000)
+    shown = page.eval_on_selector_all("article section li", "lis => lis.filter(li => li.offsetParent)"
+                                      ".map(li => li.textContent.toLowerCase())")
+    assert shown and all("deepspeed" in t and "generate" in t for t in shown), shown
+    deepspeed = page.locator("section#chapter-fsdp-deepspeed-megatron")
+    assert deepspeed.is_visible() and deepspeed.locator("a[href$='#recipe-reinforcement-learning-13']").first.is_visible()
+    assert not page.locator("section#chapter-rnn").is_visible()  # nothing of it left
+    box.fill("")
+    page.wait_for_function(f"() => ({visible})() === {everything}", timeout=30_000)
+    assert page.errors == []
+    page.context.close()
+
+
+@pytest.mark.timeout(900)  # as above: may be the first to wait for the site's build
+@pytest.mark.parametrize("lang", ["zh", "en"])
 def test_site_formulas_are_typeset(site, browser, lang):
     _, base = site
     page = new_page(browser, base)

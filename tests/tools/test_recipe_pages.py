@@ -1,5 +1,7 @@
 """The recipes' pages on the website (tools/recipes/pages.py): one per area in the site's language, every recipe with
-its anchor and its validated outputs, links into the course's notebooks as page links, and a list of them all."""
+its anchor and its validated outputs, links into the course's notebooks as page links, and a list of them all, grouped
+by the cookbook's chapters (tools/recipes/chapters.toml, tools/recipes/chapters.py): every recipe in one chapter, the
+look-ups a reader makes one click from the list."""
 from __future__ import annotations
 
 import json
@@ -8,7 +10,7 @@ import re
 import pytest
 
 from hooklab.course.notebook import lang_tags, read_notebook
-from tools.recipes import pages
+from tools.recipes import chapters, pages
 
 pytestmark = pytest.mark.tools
 
@@ -97,3 +99,100 @@ def test_a_page_says_to_run_its_setup_cell_first_at_the_top_and_under_each_recip
         code = next(c for c in cells if c["cell_type"] == "code")
         source = "".join(code["source"]) if isinstance(code["source"], list) else code["source"]
         assert page.index(pages.TEXT[lang]["after_setup"], anchor) < page.index(f"```python\n{source.rstrip()}", anchor)
+
+
+
+def _sections(listing: str) -> dict[str, str]:
+    """chapter id -> the text of its section of the index."""
+    parts = re.split(r"^\(chapter-([\w-]+)\)=$", listing.split("(recipes-by-library)=")[0], flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def _own(section: str) -> list[str]:
+    own = section.split("**")[0]  # the chapter's own recipes come before "in other chapters"
+    return re.findall(r"#recipe-([\w-]+)\)", own)
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_every_recipe_is_listed_once_under_its_own_chapter_and_chapters_stay_readable(lang):
+    listing = pages.index_page(PATHS, lang)
+    sections = _sections(listing)
+    assert list(sections) == [c.id for c in chapters.load()]
+    found = pages.entries(PATHS, lang)
+    seen = [rid for section in sections.values() for rid in _own(section)]
+    assert sorted(seen) == sorted(found), "each recipe once, under its own chapter"
+    for cid, section in sections.items():
+        assert all(chapters.of(rid).id == cid for rid in _own(section))
+        assert len(_own(section)) <= 45, f"{cid}: a chapter of about 40 recipes at most"
+    assert 'class="hooklab-recipe-filter"' in listing and "(symptoms.md)" in listing
+
+
+# What a reader has in hand -> the chapter they click in the index -> recipes that must be in that chapter's section
+# (its own or "in other chapters"). The first two are the review's look-ups (round 7): the DeepSpeed answer sits in a
+# recipe the bank filed under reinforcement learning; the Grad-CAM++ and EigenCAM ones in a notebook whose name says
+# nothing of CAM.
+LOOKUPS = [
+    ("my forward hook does not fire under DeepSpeed ZeRO-3", "fsdp-deepspeed-megatron",
+     ["reinforcement-learning-13", "fsdp-deepspeed-megatron-06", "fsdp-deepspeed-megatron-24"]),
+    ("Grad-CAM on a YOLO model", "grad-cam", ["grad-cam-01", "grad-cam-05", "grad-cam-07", "grad-cam-21"]),
+    ("Opacus per-sample gradients with a PEFT model", "privacy-per-sample", ["privacy-per-sample-17"]),
+    ("gradients are None in a Trainer callback under DeepSpeed", "fsdp-deepspeed-megatron", ["trainers-trackers-13"]),
+    ("FLOPs from DeepSpeed's profiler grow each step", "fsdp-deepspeed-megatron", ["profilers-flops-memory-11"]),
+]
+
+
+@pytest.mark.parametrize("question, chapter, expected", LOOKUPS, ids=[q for q, _c, _e in LOOKUPS])
+def test_a_lookup_is_one_click_from_the_index(question, chapter, expected):
+    for lang in ("en", "zh"):
+        listing = pages.index_page(PATHS, lang)
+        assert f"(#chapter-{chapter})" in listing.split("(chapter-")[0], "the chapter is in the list at the top"
+        section = _sections(listing)[chapter]
+        missing = [rid for rid in expected if f"#recipe-{rid})" not in section]
+        assert not missing, f"{question!r}: not under {chapter} ({lang}): {missing}"
+
+
+def test_the_libraries_list_names_the_chapters_of_each_library():
+    listing = pages.index_page(PATHS, "en")
+    libraries = listing.split("(recipes-by-library)=")[1]
+    line = next(x for x in libraries.splitlines() if x.startswith("- **deepspeed**"))
+    assert "(#chapter-fsdp-deepspeed-megatron)" in line and "(#chapter-reinforcement-learning)" in line
+    assert "- **torch**" not in libraries  # named by half the recipes: no guide
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_a_recipe_page_names_the_chapter_of_each_recipe(lang):
+    path = PATHS[0]
+    page = pages.area_page(path, lang)
+    for rid, _cells in pages.split(pages.read_notebook(path))[1]:
+        chapter = chapters.of(rid)
+        at = page.index(f"(recipe-{rid})=")
+        assert page.index(f"](recipes.md#chapter-{chapter.id})", at) < page.index("```python", at)
+
+
+def _write(tmp_path, body: str):
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    for name in ("a", "b"):
+        (bank / f"{name}.jsonl").write_text("", encoding="utf-8")
+    path = tmp_path / "chapters.toml"
+    path.write_text(body, encoding="utf-8")
+    return path, bank
+
+
+@pytest.mark.parametrize("body, message", [
+    ('[[chapter]]\nid = "x"\nen = "X"\nzh = "X"\ncategories = ["a"]\n', "no chapter holds the bank's categories b"),
+    ('[[chapter]]\nid = "x"\nen = "X"\nzh = "X"\ncategories = ["a", "b", "c"]\n', "the bank has no category c"),
+    ('[[chapter]]\nid = "x"\nen = "X"\nzh = "X"\ncategories = ["a", "b"]\n'
+     '[[chapter]]\nid = "y"\nen = "Y"\nzh = "Y"\ncategories = ["b"]\n', "category 'b' is in chapters 'x' and 'y'"),
+    ('[[chapter]]\nid = "x"\nen = "X"\ncategories = ["a", "b"]\n', "chapter 1 has no zh"),
+    ('[[chapter]\n', "cannot be read"),
+])
+def test_a_chapters_file_that_leaves_a_category_out_or_twice_is_refused(tmp_path, body, message):
+    path, bank = _write(tmp_path, body)
+    with pytest.raises(chapters.ChapterError, match=re.escape(message)):
+        chapters.load(path, bank)
+
+
+def test_a_recipe_id_without_a_number_is_refused():
+    with pytest.raises(chapters.ChapterError, match="is not a recipe id"):
+        chapters.of("grad-cam")

@@ -18,7 +18,7 @@ from typing import Any
 from hooklab.course.notebook import lang_tags, read_notebook, strip_toc_skip
 
 from ..profiles.page import slugs_for
-from . import bank
+from . import bank, chapters
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 TITLE = re.compile(r"^#\s+(?:Recipes|食谱)?\s*(\d\d)\s*·\s*(.*?)\s*/\s*(.*?)\s*$", re.MULTILINE)
@@ -31,6 +31,12 @@ TEXT = {
            "setup": "**先运行这个单元格。** 下面每个食谱在它之后都能单独运行，不依赖前面的食谱；在 Colab 或 Binder "
                     "里打开下载的笔记本时，最前面还有一个安装单元格，先运行它，再运行这一个。",
            "after_setup": "*单独运行：先运行本页顶部的[准备单元格](#recipe-setup)，再运行这个食谱的单元格。*",
+           "how": "按章查：每一章对应问题涉及的一个库或一种机制，先列本章的食谱，再列其他章里提到本章这些库的食谱；"
+                  "也可以按库查（每个库的食谱分在哪几章），或者按报错和症状查。下面的框输入几个字就能筛选列表。",
+           "filter": "筛选食谱：库、API 或报错里的词", "chapters": "各章", "by_library": "按库查",
+           "by_symptom": "按症状和报错查（症状索引）", "elsewhere": "其他章里也涉及本章的库：",
+           "library_note": "问题提到的每个库（PyTorch 本身除外），后面是它的食谱所在的章和各章的数目。",
+           "chapter": "所在章",
            "intro": "每个食谱回答一个从公开问题跟踪器里收集来的真实问题：问题和出处、几句话的回答、在 CPU 上实际运行、"
                     "演示问题发生的代码和它验证过的输出、修正方法，以及讲解其中机制的课程单元格、钩子行为矩阵的格子和"
                     "消息索引的行。问题库和它的抽取方法见仓库的 `recipes/METHOD.md`；在笔记本里可以用 "
@@ -43,6 +49,16 @@ TEXT = {
                     "that, then this.",
            "after_setup": "*Runs on its own: run the [setup cell](#recipe-setup) at the top of this page first, then "
                           "this recipe's cells.*",
+           "how": "Look a question up by chapter: each chapter is one library or mechanism a question is about, with its "
+                  "own recipes first, then the recipes of other chapters that name its libraries; or by library (the "
+                  "chapters that hold each library's recipes), or by message and symptom. Type a few words in the box "
+                  "below to filter the lists.",
+           "filter": "Filter the recipes: a library, an API, words of a message", "chapters": "Chapters",
+           "by_library": "By library", "by_symptom": "By symptom and message (the symptom index)",
+           "elsewhere": "In other chapters, naming this chapter's libraries:",
+           "library_note": "Every library a question names (PyTorch itself aside), with the chapters that hold its "
+                           "recipes and how many each.",
+           "chapter": "Chapter",
            "intro": "Each recipe answers one real question gathered from public issue trackers: the question and its "
                     "source, the answer in a few sentences, code that shows it happening on a CPU with its validated "
                     "output, the fix, and the course cell, behaviour-matrix cell and message row that explain the "
@@ -172,6 +188,9 @@ def area_page(path: Path, lang: str) -> str:
                 out += [f"(recipe-{heading[1]})=", ""]
             out += [text.rstrip(), ""]
             if heading:
+                chapter = chapters.of(heading[1])
+                out += [f"**{TEXT[lang]['chapter']}**{TEXT[lang]['colon']}[{chapter.title(lang)}]"
+                        f"(recipes.md#chapter-{chapter.id})", ""]
                 out += asked_as(meta, questions.get(heading[1]), lang)
                 if setup_code:  # a reader who lands on this recipe's anchor has not seen the setup cell
                     out += [TEXT[lang]["after_setup"], ""]
@@ -188,18 +207,76 @@ def area_page(path: Path, lang: str) -> str:
     return "\n".join(out)
 
 
-def index_page(paths: list[Path], lang: str) -> str:
-    """The page that lists every recipe, by area."""
-    out = [f"# {TEXT[lang]['title']}", "", TEXT[lang]["intro"], ""]
+def entries(paths: list[Path], lang: str) -> dict[str, dict[str, Any]]:
+    """Every recipe of the notebooks at ``paths``: id -> its heading's line in ``lang`` (``R<id> · …``), its page
+    (``recipes-NN_area``) and the libraries its metadata names."""
+    found: dict[str, dict[str, Any]] = {}
     for path in paths:
         nb = read_notebook(path)
-        number, name = title(nb, lang)
-        out += [f"## {number} · {name}", ""]
         for cell in nb["cells"]:
+            recipe = cell.get("metadata", {}).get("hooklab", {}).get("recipe")
+            if recipe:
+                found.setdefault(recipe["id"], {})["libraries"] = recipe.get("libraries", [])
             if f"lang-{lang}" in lang_tags(cell) and (heading := HEADING.match(_source(cell))):
                 line = strip_toc_skip(_source(cell).splitlines()[0]).removeprefix("## ").strip()
-                out.append(f"- [{line}](recipes-{path.stem}.md#recipe-{heading[1]})")
-        out.append("")
+                found.setdefault(heading[1], {}).update(line=line, page=f"recipes-{path.stem}")
+    return found
+
+
+def _order(rid: str) -> tuple[str, int]:
+    head, _sep, number = rid.rpartition("-")
+    return head, int(number)
+
+
+def _entry_line(rid: str, entry: dict[str, Any]) -> str:
+    """A recipe's line in the index: its heading, linked, and the libraries it is about (what the filter also finds)."""
+    named = [lib for lib in entry.get("libraries", []) if chapters.names(lib) not in chapters.UNIVERSAL]
+    return f"- [{entry['line']}]({entry['page']}.md#recipe-{rid})" + (f" · {', '.join(named)}" if named else "")
+
+
+def index_page(paths: list[Path], lang: str) -> str:
+    """The page that lists every recipe: by chapter (tools/recipes/chapters.toml), each chapter's own recipes then those of
+    other chapters that name its libraries; then the libraries, each with the chapters that hold its recipes; a box
+    above filters the lists as the reader types."""
+    text = TEXT[lang]
+    found = entries(paths, lang)
+    by_chapter: dict[str, list[str]] = {c.id: [] for c in chapters.load()}
+    for rid in sorted(found, key=_order):
+        by_chapter[chapters.of(rid).id].append(rid)
+    out = [f"# {text['title']}", "", text["intro"], "", text["how"], "",
+           f'<div class="hooklab-recipe-filter"><input type="search" placeholder="{text["filter"]}" '
+           f'aria-label="{text["filter"]}"></div>', "", f"## {text['chapters']}", ""]
+    out += [f"- [{c.title(lang)}](#chapter-{c.id}) ({len(by_chapter[c.id])})" for c in chapters.load()]
+    out += ["", f"[{text['by_library']}](#recipes-by-library) · [{text['by_symptom']}](symptoms.md)", ""]
+    for chapter in chapters.load():
+        own = by_chapter[chapter.id]
+        out += [f"(chapter-{chapter.id})=", "", f"## {chapter.title(lang)}", ""]
+        out += [_entry_line(rid, found[rid]) for rid in own] + [""]
+        elsewhere = [rid for rid in sorted(found, key=_order) if rid not in own
+                     and chapter.libraries & {chapters.names(lib) for lib in found[rid].get("libraries", [])}]
+        if elsewhere:
+            out += [f"**{text['elsewhere']}**", ""]
+            out += [_entry_line(rid, found[rid]) + f" · *{chapters.of(rid).title(lang)}*" for rid in elsewhere]
+            out.append("")
+    out += ["(recipes-by-library)=", "", f"## {text['by_library']}", "", text["library_note"], ""]
+    libraries: dict[str, dict[str, Any]] = {}
+    for rid, entry in found.items():
+        for lib in entry.get("libraries", []):
+            key = chapters.names(lib)
+            if key in chapters.UNIVERSAL:
+                continue
+            seen = libraries.setdefault(key, {"name": lib, "count": 0, "chapters": {}})
+            seen["count"] += 1
+            here = chapters.of(rid)
+            seen["chapters"][here.id] = seen["chapters"].get(here.id, 0) + 1
+    order = {c.id: n for n, c in enumerate(chapters.load())}
+    titles = {c.id: c.title(lang) for c in chapters.load()}
+    for key in sorted(libraries, key=lambda k: (-libraries[k]["count"], k)):
+        seen = libraries[key]
+        held = sorted(seen["chapters"], key=lambda c: (-seen["chapters"][c], order[c]))
+        out.append(f"- **{seen['name']}** ({seen['count']}){text['colon']}"
+                   + " · ".join(f"[{titles[c]}](#chapter-{c}) ({seen['chapters'][c]})" for c in held))
+    out.append("")
     return "\n".join(out)
 
 

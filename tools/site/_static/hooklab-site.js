@@ -63,3 +63,26 @@
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", label);
   else label();
 })();
+
+/* The recipe index (tools/recipes/pages.py: index_page): the box above the chapters filters every list of the page as
+   the reader types (each word must appear in an item, without case), and a chapter with nothing left is hidden. */
+(() => {
+  const start = () => {
+    const input = document.querySelector(".hooklab-recipe-filter input");
+    if (!input) return;
+    const article = input.closest("article") || document.body;
+    const items = Array.from(article.querySelectorAll("section li"));
+    const text = new Map(items.map((li) => [li, li.textContent.toLowerCase()]));
+    const sections = Array.from(article.querySelectorAll("section section"));
+    input.addEventListener("input", () => {
+      const words = input.value.toLowerCase().split(/\s+/).filter(Boolean);
+      for (const li of items) li.hidden = words.length > 0 && !words.every((w) => text.get(li).includes(w));
+      for (const section of sections) {
+        const lis = Array.from(section.querySelectorAll("li"));
+        section.hidden = words.length > 0 && lis.length > 0 && lis.every((li) => li.hidden);
+      }
+    });
+  };
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
