@@ -50,6 +50,12 @@ CODES = {
     "outside_backward_inputs": "every backward pass asked for other tensors' gradients only (backward(inputs=...), "
                                "torch.autograd.grad): none went through the module or its parameters",
     "vmap": "the module ran inside torch.func.vmap, where backward hooks and hooks on its output are not attached",
+    "processes": "the step ran the model in other processes (DataLoader workers, multiprocessing): its hooks fired "
+                 "there, on those processes' copies, where this process cannot count them",
+    "recompiled": "torch.compile recompiled in the step (a new input shape): hooks present then were traced in and "
+                  "ran inside the compiled code, hooks added after the first compile included",
+    "qat_swapped": "the module is a QAT module that prepare_qat swapped in: its forward hooks and pre-hooks are "
+                   "copies registered again by the swap, which the handles of the old module's hooks do not remove",
     "unexplained": "it saw nothing that explains the hooks that did not fire",
 }
 # the doctor's causes (HookExplanation.cause) that are codes too

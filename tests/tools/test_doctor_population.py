@@ -329,7 +329,7 @@ def test_the_third_round_agreement_holds_the_figures(agreement, agreement_2, agr
     assert right / n >= ALL_ROUNDS, (right, n)
 
 
-@pytest.mark.parametrize("round_", sorted(generate.ROUNDS))
+@pytest.mark.parametrize("round_", [r for r in sorted(generate.ROUNDS) if r < 4])  # the fourth: once measured after
 def test_a_sample_of_each_held_out_part_agrees(doc, round_):
     """A sample of each round's held-out part (all of it weekly) graded again agrees with the committed figure: the
     whole part at that figure (less one setup), a sample of 25 with room for chance (the first round, measured at
@@ -363,3 +363,70 @@ def test_setups_clean_up_after_themselves():
     assert len(module_globals._global_forward_hooks) == before
     assert not torch.__future__.get_swap_module_params_on_conversion()
     assert isinstance(setups.Block(), nn.Module)
+
+
+def test_the_fourth_round_adds_setups_and_keeps_the_others(doc):
+    """The first three rounds' keys come first, in their order; every fourth-round setup has a new level, and each
+    new level makes valid setups of its new class."""
+    keys = list(doc["setups"])
+    earlier = [k for k in keys if setups.round_of(k) < 4]
+    assert keys[:len(earlier)] == earlier and len(earlier) == 3312 + 1164 + 1464
+    fourth = generate.valid(doc, 4)
+    assert len(fourth) >= 450
+    for factor, levels in setups.ROUND_4.items():
+        position = ("on", "between", "ctx").index(factor)
+        for level in levels:
+            assert any(k.split("/")[position] == level for k in fourth), level
+    classes = {doc["setups"][k]["class"] for k in fourth}
+    assert {"processes", "recompiled", "qat_swapped", "not_reached"} <= classes
+
+
+def test_the_fourth_rounds_truth_is_what_pytorch_does(doc):
+    """Fourth-round records against the same setups written here: a forward hook fires in each DataLoader worker
+    (the worker sends its count back), prepare_qat registers a forward hook again on the QAT Linear it swaps in (and
+    not a full backward hook), a hook added after the first compiled call fires once a new input shape makes it
+    recompile, and repr(model) calls no module."""
+    x = torch.randn(4, 4)
+
+    class Counted(torch.utils.data.Dataset):
+        def __init__(self, m):
+            self.m = m
+
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, i):
+            fired = []
+            handle = self.m.layers[0].register_forward_hook(lambda mod, a, o: fired.append(1))
+            self.m(x.chunk(2)[i]).sum().backward()
+            handle.remove()
+            return len(fired)
+    torch.manual_seed(0)
+    m = setups.Net("tensor")
+    seen = []
+    m.layers[0].register_forward_hook(lambda mod, a, o: seen.append(1))
+    loader = torch.utils.data.DataLoader(Counted(m), batch_size=None, num_workers=2, timeout=60,
+                                         multiprocessing_context="fork")
+    in_workers = sum(loader)
+    record = doc["setups"]["forward/none/workers/none/tensor"]
+    assert seen == [] and in_workers == 2  # each worker's copy ran the hook (the hook added there, and ours)
+    assert record["truth"]["fired"] == record["truth"]["in_processes"] == 2 and record["class"] == "processes"
+    from torch.ao.quantization import get_default_qat_qconfig, prepare_qat
+    m = setups.Net("tensor").train()
+    old = m.layers[0].fc
+    forward, backward = [], []
+    old.register_forward_hook(lambda mod, a, o: forward.append(mod))
+    old.register_full_backward_hook(lambda mod, gi, go: backward.append(mod))
+    m.qconfig = get_default_qat_qconfig("fbgemm")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prepare_qat(m, inplace=True)
+    m(x).sum().backward()
+    assert m.layers[0].fc is not old and forward == [m.layers[0].fc] and backward == []
+    assert doc["setups"]["forward/prepare_qat/plain/none/tensor"]["class"] == "qat_swapped"
+    assert doc["setups"]["backward/prepare_qat/plain/none/tensor"]["class"] == "module_replaced"
+    record = doc["setups"]["forward/compile_eager_recompile/plain/none/tensor"]
+    assert record["truth"]["fired"] == 1 and record["class"] == "recompiled"
+    for ctx in ("repr_read", "other_entry"):
+        record = doc["setups"][f"forward/none/{ctx}/none/tensor"]
+        assert record["truth"]["fired"] == 0 and record["class"] == "not_reached"
