@@ -514,12 +514,12 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
     swap = _qat_swap(name, target, w)
     lost = swap is not None and swap[1] is not None  # a hook it watched is on the old module: not all fired here
     if swap is not None:
-        copied, left = swap
-        if copied:
-            add("qat_swapped", copied)
-        if left:
+        registered_again, left_behind = swap
+        if registered_again:
+            add("qat_swapped", registered_again)
+        if left_behind:
             codes[:] = [c for c in codes if c != "fired"]
-            add("module_replaced", left)
+            add("module_replaced", left_behind)
     # ---- tied parameters
     tied = _shared(target, w.model, frozenset(id(p) for p in w.param_of.values()))
     if tied and any(total.get(label) for label in param_labels):
