@@ -375,9 +375,14 @@ def replaced(name: str, target: nn.Module, w: _Watch) -> str | None:
     shapes = {tuple(p.shape) for p in target.parameters(recurse=False)}
     held = {id(p) for p in w.model.parameters()}
     old, stale = [], []
-    for o in gc.get_objects():
+    objects = gc.get_objects()
+    # a module another module outside the model holds belongs to another model (one the process keeps alive): a
+    # module the model replaced is held by no module any more
+    in_others = {id(c) for o in objects if issubclass(type(o), nn.Module) and id(o) not in w.tree
+                 for c in o.__dict__.get("_modules", {}).values() if c is not None}
+    for o in objects:
         if issubclass(type(o), nn.Module) and id(o) not in w.tree and not w.calls[id(o)] and (
-                type(o) is type(target) or identity) and _has_hooks(o):
+                type(o) is type(target) or identity) and _has_hooks(o) and id(o) not in in_others:
             old.append(o)
         elif issubclass(type(o), nn.Parameter) and id(o) not in held and tuple(o.shape) in shapes and any(
                 d for _k, d in internals.tensor_hook_dicts(o)):

@@ -415,6 +415,16 @@ class _Watch:
             labels = [self.hook_objects[id(positional[0])]]
         else:  # closures of one factory share the code: the one running has these free variables
             labels = [label for label in labels if _runs(self.fns.get(label), local)]
+        if not any(isinstance(a, nn.Module) for a in positional):
+            # PyTorch calls a module hook with the module first: a call without one is the same factory's hook on a
+            # tensor (closures that hold the same objects cannot be told apart otherwise)
+            labels = [label for label in labels if self.kinds.get(label) not in _HOOK_KINDS and
+                      label not in self.global_labels]
+            tensors = [a for a in positional if isinstance(a, torch.Tensor)]  # (past `self` of a hook object)
+            # and a hook on its parameter gets that Parameter (post-accumulate-grad) or a gradient of its shape
+            labels = [label for label in labels if label not in self.param_of or not tensors or (
+                any(t is self.param_of[label] for t in tensors) if self.kinds.get(label) == "post_accumulate_grad"
+                else any(t.shape == self.param_of[label].shape for t in tensors))]
         if not labels:
             return
         if threading.get_ident() != self.main_thread:

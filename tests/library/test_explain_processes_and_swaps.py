@@ -195,3 +195,42 @@ def test_the_old_modules_handle_removed_in_the_step_leaves_the_copy_firing():
     r = explain_hook(m, "body", run=step)
     assert seen == [m.body, m.body]  # the copy fired on both calls
     assert "qat_swapped" in r.codes and "removed_itself" not in r.codes, r.codes
+
+
+def factory(log):
+    def hook(*args):  # closures of one factory that hold the same objects: alike but for what calls them
+        log.append(len(args))
+    return hook
+
+
+def test_one_factorys_hooks_on_a_module_and_on_another_modules_parameter_are_not_stacked():
+    torch.manual_seed(0)
+    m, log = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2)), []
+    m[0].register_forward_hook(factory(log))
+    m[0].weight.register_hook(factory(log))
+    m[1].weight.register_hook(factory(log))
+    m[0].weight.register_post_accumulate_grad_hook(factory(log))
+    m[1].weight.register_post_accumulate_grad_hook(factory(log))
+    r = explain_hook(m, "0", run=lambda: m(torch.randn(3, 4)).sum().backward())
+    assert sorted(log) == [1, 1, 1, 1, 3]  # each hook once: one forward hook, four on the two weights
+    assert all(on == {"the module": 1} for on in r.fired.values()), r.fired
+    assert r.codes == ["fired"] and not any("more than once" in x for x in r.reasons), (r.codes, r.reasons)
+
+
+def test_another_hooked_model_in_the_process_is_not_offered_as_the_module_replaced():
+    torch.manual_seed(0)
+    other = nn.Sequential(nn.Linear(4, 4), nn.ReLU())  # another model the notebook keeps, hooked
+    handles = [other[0].register_forward_hook(lambda mod, a, o: None)]
+    m = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+    try:
+        r = explain_hook(m, "0", run=lambda: m(torch.randn(3, 4)).sum().backward())
+        assert "module_replaced" not in r.codes and not any("outside the model" in x for x in r.reasons), r.reasons
+        old = m[0]  # a module the model really replaced, held by nothing but this name
+        handles.append(old.register_forward_hook(lambda mod, a, o: None))
+        m[0] = nn.Linear(4, 4)
+        r = explain_hook(m, "0", run=lambda: m(torch.randn(3, 4)).sum().backward())
+        assert "module_replaced" in r.codes and any("1 module(s) outside the model" in x for x in r.reasons), \
+            r.reasons
+    finally:
+        for handle in handles:
+            handle.remove()
