@@ -451,3 +451,16 @@ def test_the_fourth_round_agreement_holds_the_figures(agreement_4):
     assert after["total"]["false_fired"] == 0
     assert before["total"]["right"] < after["total"]["right"]
     assert after["total"]["right"] / after["total"]["n"] >= AFTER_4
+
+
+def test_a_setup_this_process_cannot_observe_is_skipped_not_changed(doc, monkeypatch):
+    """DataLoader workers forked from a process whose autograd started its threads (torch.compile's aot_eager with a
+    raising hook does) cannot run backward; such a process skips the worker setups (their records stand) instead of
+    reporting a change or grading them."""
+    monkeypatch.setattr(setups, "autograd_refuses_fork", lambda: True)
+    key = "forward/none/workers/none/tensor"
+    with pytest.raises(setups.Unobservable):
+        setups.observe(key)
+    assert generate.check([key], doc) == []
+    result = generate.measure(doc, [key])
+    assert result["unobservable"] == [key] and result["total"]["n"] == 0

@@ -88,8 +88,16 @@ def _quiet() -> Iterator[None]:
 def generate(out: Path = POPULATION, *, missing: bool = False) -> dict[str, Any]:
     """Observe every setup (``missing``: only those not yet in ``out``, keeping the others' records)."""
     known = load(out)["setups"] if missing and out.exists() else {}
+    before = load(out)["setups"] if out.exists() else {}
+    records = {}
     with _quiet():
-        records = {key: known[key] if key in known else observe(key) for key in setups.keys()}
+        for key in setups.keys():
+            try:
+                records[key] = known[key] if key in known else observe(key)
+            except setups.Unobservable:  # not observable in this process: the record stands (run --missing anew)
+                if key not in before:
+                    raise
+                records[key] = before[key]
     doc = {"torch": torch.__version__.split("+")[0], "factors": {"on": setups.ON, "between": setups.BETWEEN,
                                                                   "ctx": setups.CTX, "does": setups.DOES,
                                                                   "out": setups.OUT},
@@ -130,8 +138,11 @@ def check(keys: list[str], doc: dict[str, Any]) -> list[str]:
     """What differs now from the record, one line per setup."""
     out = []
     for key in keys:
-        with _quiet():
-            now = observe(key)
+        try:
+            with _quiet():
+                now = observe(key)
+        except setups.Unobservable:  # this process cannot observe it (setups.Unobservable says why): not a change
+            continue
         was = doc["setups"].get(key)
         if was is None:
             out.append(f"{key}: not in the population")
@@ -191,10 +202,15 @@ def measure(doc: dict[str, Any], keys: list[str]) -> dict[str, Any]:
     fired; plus the setups answered wrong (key, class, codes)."""
     table: dict[str, Counter] = defaultdict(Counter)
     wrong = []
+    unobservable = []
     for key in keys:
         was = doc["setups"][key]
-        with _quiet():
-            truth, g = ask(key)
+        try:
+            with _quiet():
+                truth, g = ask(key)
+        except setups.Unobservable:  # this process cannot observe it: not graded here
+            unobservable.append(key)
+            continue
         c = table[was["class"]]
         c["n"] += 1
         if truth is None or any(truth[f] != was["truth"][f] for f in ("fired", "hook_raised")):
@@ -207,7 +223,10 @@ def measure(doc: dict[str, Any], keys: list[str]) -> dict[str, Any]:
                  for k, v in sorted(table.items())}
     total = {f: sum(v[f] for v in per_class.values()) for f in ("n", "right", "wrong", "crash", "false_fired",
                                                                  "changed")}
-    return {"total": total, "per_class": per_class, "wrong": sorted(wrong)}
+    out = {"total": total, "per_class": per_class, "wrong": sorted(wrong)}
+    if unobservable:
+        out["unobservable"] = sorted(unobservable)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

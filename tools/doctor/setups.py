@@ -291,6 +291,33 @@ class NotApplicable(Exception):
     """The factors do not make a setup (said by construction or found when building it)."""
 
 
+class Unobservable(Exception):
+    """The setup cannot be observed in this process (its record stands): autograd refuses a backward in a process
+    forked from this one, because this process started autograd's threads earlier (torch.compile's aot_eager with a
+    hook that raised does). DataLoader workers forked from it raise "Unable to handle autograd's threading in
+    combination with fork-based multiprocessing"; a fresh process observes them as recorded."""
+
+
+def _backward_or_exit() -> None:
+    try:
+        torch.ones(1, requires_grad=True).sum().backward()
+    except BaseException:  # noqa: BLE001 - the answer is the exit code
+        import os
+        os._exit(1)
+
+
+def autograd_refuses_fork() -> bool:
+    """Whether a process forked from this one cannot run a backward (see :class:`Unobservable`)."""
+    import multiprocessing
+    child = multiprocessing.get_context("fork").Process(target=_backward_or_exit)
+    child.start()
+    child.join(60)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+    return child.exitcode != 0
+
+
 def parse(key: str) -> dict[str, str]:
     on, between, ctx, does, out = key.split("/")
     return {"on": on, "between": between, "ctx": ctx, "does": does, "out": out}
@@ -347,6 +374,8 @@ def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor
     on, between, ctx, does, out = f["on"], f["between"], f["ctx"], f["does"], f["out"]
     if ctx == "generate":
         return _build_generate(on, does, cleanup)
+    if ctx == "workers" and autograd_refuses_fork():
+        raise Unobservable("autograd refuses a backward in processes forked from this one")
     torch.manual_seed(0)
     model = Net(out, shared=ctx == "shared", checkpoint=ctx.startswith("ckpt"), inplace=ctx == "inplace",
                 skip=ctx in ("never_called", "repr_read"), act=between.startswith("fuse"))
@@ -769,6 +798,8 @@ def observe(key: str, run_step: Callable[[Built], Any] | None = None) -> tuple[T
     returned, None), or (None, None, reason) when the factors make no setup."""
     try:
         built = build(key)
+    except Unobservable:
+        raise
     except NotApplicable as exc:
         return None, None, str(exc)
     except Exception as exc:  # noqa: BLE001 - building it raised: the factors make no setup on this PyTorch
