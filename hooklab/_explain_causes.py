@@ -38,6 +38,8 @@ from ._watch import (
 from .systems import _is_script_module, compiled
 
 PRECOMPILED = "a precompiled artifact (torch.compiler.precompile)"
+# processes the step started (HookExplanation.step_calls): a multiprocessing Process (DataLoader workers), a subprocess
+PROCESS_STARTED, SUBPROCESS_STARTED = "a process started (multiprocessing)", "a subprocess started"
 # what a call of the module was made under (HookExplanation.traced): tracing, or a torch.func transform
 FX_TRACE = "torch.fx's symbolic tracing (its inputs were Proxies)"
 FAKE_TRACE = "tracing with FakeTensors (torch.export, or torch.compile capturing it)"
@@ -201,6 +203,9 @@ def not_called(r: Any, target: nn.Module, w: _Watch) -> tuple[str, list[str]]:
             f"(e.g. self.model.decoder(...) instead of self.model(...)), passing {name}'s own forward and hooks: "
             "hook the submodules that run"]
     called = [(n, m) for n, m in w.ancestors if w.calls[id(m)] or w.compiled_calls[id(m)]]
+    started = r.step_calls.get(PROCESS_STARTED, 0) + r.step_calls.get(SUBPROCESS_STARTED, 0)
+    if started and not called:  # it ran in the processes the step started, or nowhere: not in this one
+        return "other processes", [processes(name, r, started)]
     if r.error is not None:  # the step stopped before reaching it: what it would have done is not known
         return "step raised", [raised_before(name, r)]
     if r.fast_paths and any(isinstance(m, _FAST_PATH_OWNERS) for _n, m in called):
@@ -222,6 +227,14 @@ def not_called(r: Any, target: nn.Module, w: _Watch) -> tuple[str, list[str]]:
             return "tied", [
                 f"{name} was not called, and its parameters are tied to {', '.join(map(repr, holders[:3]))}, which "
                 f"ran: that module computes with the shared weights, so hook it instead of {name}"]
+    elsewhere = [w.tree[id(m)] for m in w.model.modules() if w.calls[id(m)] and id(m) in w.tree]
+    if not called and elsewhere:  # the model's modules ran, not through its forward: another entry point
+        shown = ", ".join(repr(n) for n in elsewhere[:3]) + (", ..." if len(elsewhere) > 3 else "")
+        return "not reached", [
+            f"{name} was not reached: the model itself was not called, but its modules {shown} were, so the step "
+            "used another entry point of the model (a method other than forward, such as timm's forward_features "
+            f"/ forward_head or a generate loop's own calls), whose code does not call {name}: hook a module that "
+            "entry point runs, or call the model itself" + _described(name, w)]
     if not called:
         return "model not called", [
             f"{name} did not run in this step: the step did not call the model (or called another one), or the "
@@ -240,17 +253,36 @@ def not_called(r: Any, target: nn.Module, w: _Watch) -> tuple[str, list[str]]:
         return "not reached", [branch]
     text = (f"{name} was not reached: {where or 'the model'!r} ran {w.calls[id(ancestor)]} time(s) but never "
             f"called {gap_name!r}" + (f" (so nothing inside it ran, {name} included)" if gap_name != r.name else "")
-            + ", and no code read its parameters: this input's path does not go through it (a head used only "
+            + ", and no code computed with its parameters: this input's path does not go through it (a head used only "
             "with labels or by generate(), a branch for another input, such as a vision tower under a text-only "
             "input, a module the configuration leaves unused)")
     if not target.training:
         text += "; the model is in eval mode, and modules used only in training (model.train()) are skipped too"
-    reasons = [text]
+    reasons = [text + _described(name, w)]
     if type(w.parent).__name__ == "ModulesToSaveWrapper":
         reasons.insert(0, f"{name} is PEFT's original_module of the ModulesToSaveWrapper {r.parent!r}: the wrapper "
                        "runs its copy modules_to_save[<active adapter>] instead, and original_module only with the "
                        "adapters disabled; hooks registered after get_peft_model belong on the copy")
     return "not reached", reasons
+
+
+def _described(name: str, w: _Watch) -> str:
+    """What to add when its parameters were read only to describe the model (repr), or nothing."""
+    if not w.described:
+        return ""
+    return (f". Its parameters were read {w.described} time(s) while describing the model (repr() / print(model), "
+            "or a library's report built on it, such as PEFT's get_model_status): that reads attributes and "
+            f"computes nothing, so it is not a call of {name}")
+
+
+def processes(name: str, r: Any, started: int) -> str:
+    """The sentence for a module not called in the step's process while the step started other processes."""
+    return (f"{name} was not called in this process, and the step started {started} other process(es) (a "
+            "DataLoader with num_workers > 0, multiprocessing, a subprocess): the model ran there, in the copies "
+            "those processes hold (fork copies the model with its hooks), so its hooks fired there, and what they "
+            "recorded (a list they append to, a counter, a print) stays in those processes; explain_hook watches "
+            "this process only. Send what the hooks record back with the batch (or through a multiprocessing "
+            "Queue), or run with num_workers=0 to watch it here")
 
 
 def scripted_around(name: str, target: nn.Module, w: _Watch) -> tuple[str, str] | None:
@@ -343,9 +375,14 @@ def replaced(name: str, target: nn.Module, w: _Watch) -> str | None:
     shapes = {tuple(p.shape) for p in target.parameters(recurse=False)}
     held = {id(p) for p in w.model.parameters()}
     old, stale = [], []
-    for o in gc.get_objects():
+    objects = gc.get_objects()
+    # a module another module outside the model holds belongs to another model (one the process keeps alive): a
+    # module the model replaced is held by no module any more
+    in_others = {id(c) for o in objects if issubclass(type(o), nn.Module) and id(o) not in w.tree
+                 for c in o.__dict__.get("_modules", {}).values() if c is not None}
+    for o in objects:
         if issubclass(type(o), nn.Module) and id(o) not in w.tree and not w.calls[id(o)] and (
-                type(o) is type(target) or identity) and _has_hooks(o):
+                type(o) is type(target) or identity) and _has_hooks(o) and id(o) not in in_others:
             old.append(o)
         elif issubclass(type(o), nn.Parameter) and id(o) not in held and tuple(o.shape) in shapes and any(
                 d for _k, d in internals.tensor_hook_dicts(o)):

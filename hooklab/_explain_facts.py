@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 from typing import Any
 
 import torch
@@ -50,13 +51,57 @@ CODES = {
     "outside_backward_inputs": "every backward pass asked for other tensors' gradients only (backward(inputs=...), "
                                "torch.autograd.grad): none went through the module or its parameters",
     "vmap": "the module ran inside torch.func.vmap, where backward hooks and hooks on its output are not attached",
+    "processes": "the step ran the model in other processes (DataLoader workers, multiprocessing): its hooks fired "
+                 "there, on those processes' copies, where this process cannot count them",
+    "recompiled": "torch.compile recompiled in the step (a new input shape): hooks present then were traced in and "
+                  "ran inside the compiled code, hooks added after the first compile included",
+    "qat_swapped": "the module is a QAT module that prepare_qat swapped in: its forward hooks and pre-hooks are "
+                   "copies registered again by the swap, which the handles of the old module's hooks do not remove",
     "unexplained": "it saw nothing that explains the hooks that did not fire",
 }
 # the doctor's causes (HookExplanation.cause) that are codes too
 CAUSE_CODES = {"copy": "copy_ran", "another model": "copy_ran", "graph": "graph", "compiled": "compiled",
-               "not reached": "not_reached", "bypassed": "not_reached", "step raised": "step_raised"}
+               "not reached": "not_reached", "bypassed": "not_reached", "step raised": "step_raised",
+               "other processes": "processes"}
 _BACKWARD = ("backward", "backward_pre")
 _TORCH = os.path.dirname(torch.__file__)
+
+
+# sentences one answer must not hold together: (a phrase, a phrase that says the opposite of it)
+CONTRADICTIONS = (
+    ("its forward hooks fire on each call", "its forward hooks do not run then"),
+    ("fired as expected", "never fired"),
+    ("hooks registered later do not run at all", "a recompile traces the hooks present"),
+)
+# what the first phrase of each pair becomes when the answer also holds the second (said of what it saw)
+_SETTLED = {
+    "its forward hooks fire on each call": "its forward hooks fire on the calls that return (an early-stopped "
+                                           "recompute does not, see below)",
+    "hooks registered later do not run at all (torch.compile does not recompile for them)":
+        "hooks registered later run only in code compiled after them (a recompile in this step traced them in, "
+        "see below)",
+}
+
+
+def contradictions(reasons: list[str]) -> list[tuple[str, str]]:
+    """The pairs of :data:`CONTRADICTIONS` that both appear in ``reasons`` (one answer's sentences).
+
+    >>> contradictions(["its forward hooks fire on each call, ...", "... so its forward hooks do not run then"])
+    [('its forward hooks fire on each call', 'its forward hooks do not run then')]
+    """
+    return [(a, b) for a, b in CONTRADICTIONS if any(a in r for r in reasons) and any(b in r for r in reasons)]
+
+
+def settle(reasons: list[str]) -> list[str]:
+    """``reasons`` with the general sentence of each contradicting pair narrowed to what was seen (the specific
+    sentence, read from what ran, stands)."""
+    found = contradictions(reasons)
+    out = list(reasons)
+    for general, _specific in found:
+        for old, new in _SETTLED.items():
+            if general in old or old.startswith(general):
+                out = [r.replace(old, new) for r in out]
+    return out
 
 
 def hook_that_raised(error: BaseException, w: _Watch) -> str | None:
@@ -77,6 +122,25 @@ def hook_that_raised(error: BaseException, w: _Watch) -> str | None:
                 return label
         if id(frame.f_locals.get("self")) in w.hook_objects and frame.f_code.co_name == "__call__":
             return w.hook_objects[id(frame.f_locals["self"])]
+    # raised in another process (a DataLoader worker): its traceback comes back as text in the message
+    text = str(error)
+    if "Original Traceback" in text:
+        where = {(c.co_filename, c.co_name): (c, labels) for c, labels in w.hook_codes.items()}
+        listed = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', text)
+        for filename, line, fn in reversed(listed):
+            code, labels = where.get((filename, fn), (None, []))
+            if code is not None and labels and int(line) >= code.co_firstlineno:
+                return f"{labels[0]} (in another process)" if len(labels) == 1 else \
+                    f"{' or '.join(labels)} (in another process)"
+        # a function PyTorch called there as a hook (one registered in the step, on an output tensor)
+        inside = [i for i, (filename, _line, _fn) in enumerate(listed) if filename.startswith(_TORCH)]
+        if inside and inside[-1] + 1 < len(listed):
+            _f, _l, caller = listed[inside[-1]]
+            _f, _l, fn = listed[inside[-1] + 1]
+            if caller in ("_call_impl", "inner", "hook", "_fn", "_engine_run_backward") and \
+                    fn not in ("forward", "<lambda>", "<module>", "__getitem__"):
+                return f"{fn} (a hook PyTorch called, in another process)"
+        return None
     # a function of the user's that PyTorch itself called (autograd's engine, a module call's hook loop)
     for i in range(len(frames) - 1, -1, -1):
         frame = frames[i]
@@ -137,6 +201,45 @@ def _old_holders(target: nn.Module, w: _Watch, like: set[Any] | None = None,
                     _hook_code(fn) for _k, d in internals.tensor_hook_dicts(o) for fn in d.values()}):
             params.append(o)
     return modules, params
+
+
+def _qat_swap(name: str, target: nn.Module, w: _Watch) -> tuple[str | None, str | None] | None:
+    """For a QAT module (torch.ao.nn.qat, intrinsic.qat) that ``prepare_qat`` swapped in for a float module outside
+    the model that carries hooks: (the sentence for the forward hooks it registered again on it, the sentence for the
+    hooks it left on the old module), or None when the module is not such a swap."""
+    if ".qat" not in type(target).__module__ or not type(target).__module__.startswith("torch.ao."):
+        return None
+    float_kind = getattr(type(target), "_FLOAT_MODULE", None)
+    kinds = float_kind if isinstance(float_kind, tuple) else (float_kind,)
+    if not all(isinstance(k, type) for k in kinds):
+        return None
+    gc.collect()
+    elsewhere = {d for d, _label in w.removed_elsewhere}  # a handle of the old module removed its copy in the step
+    olds = [o for o in gc.get_objects() if type(o) in kinds and id(o) not in w.tree and not w.calls[id(o)] and any(
+        d or id(o.__dict__.get(attr)) in elsewhere for attr, kind, d in internals.module_hook_dicts(o)
+        if kind in _HOOK_KINDS)]
+    if not olds:
+        return None
+    mine = {id(fn) for _a, kind, d in internals.module_hook_dicts(target) if kind in ("forward", "forward_pre")
+            for fn in d.values()} | {id(fn) for label, fn in w.fns.items() if w.kinds.get(label) in ("forward",
+                                                                                                   "forward_pre")}
+    copied = sorted({w.hook_labels.get(id(fn), getattr(fn, "__name__", type(fn).__name__)) for o in olds
+                     for _a, kind, d in internals.module_hook_dicts(o) if kind in ("forward", "forward_pre")
+                     for fn in d.values() if id(fn) in mine} | {label for _d, label in w.removed_elsewhere})
+    left = sorted({kind for o in olds for _a, kind, d in internals.module_hook_dicts(o) if kind in _BACKWARD and d})
+    what = f"{name} is a QAT {type(target).__name__} ({type(target).__module__.split('.modules')[0]}) that " \
+           "prepare_qat swapped in for the " \
+           f"{'/'.join(k.__name__ for k in kinds)} you hooked"
+    said_copied = ((f"{what}: swap_module registered that module's forward hooks and pre-hooks on the new one again "
+                   f"({', '.join(copied)}), so they fire here with the new module as `module`. They are new "
+                   "registrations: the handles you kept remove the hooks of the old module only, and handle.remove() "
+                   "leaves these in place; remove them from this module (hooklab.all_hooks(model) lists them; delete "
+                   "their keys from its _forward_hooks / _forward_pre_hooks), or register after prepare_qat")
+                   if copied else None)
+    said_left = (f"{what}: swap_module copies forward hooks and pre-hooks only, so the {' and '.join(left)} hook(s) "
+                 "stayed on the old module, which the model no longer holds and which never runs: register them on "
+                 "the QAT module after prepare_qat") if left else None
+    return said_copied, said_left
 
 
 def _replaced_how(target: nn.Module) -> str:
@@ -245,6 +348,13 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
     if any(k.startswith((COMPILED, DYNAMO_GRAPH)) for k in r.ran_instead) or any(
             w.compiled_calls[id(m)] for _n, m in [(r.name, target), *w.ancestors]):
         add("compiled")
+    if r.recompiled and "compiled" in codes:
+        add("recompiled",
+            f"torch.compile compiled the model again in this step ({r.recompiled} new version(s) beside the code it "
+            "had: a new input shape, or another guard that failed): a recompile traces the hooks present at that "
+            f"moment, so hooks registered after the first compiled call ran in this step inside the new code "
+            f"(explain_hook cannot count them there; the calls of {name} counted here are the trace's). The code compiled "
+            "before still runs without them for the inputs it was compiled for")
     # ---- threads
     if w.pool_tasks and w.pools and w.pools_watched:
         add("threads", f"the step gave {w.pool_tasks} task(s) to a thread pool whose threads were started before "
@@ -400,6 +510,16 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
                 "moves or replaces the Parameter, so a hook registered on the Parameter before that stays on a "
                 "tensor the module no longer uses. Register hooks after parametrizing (on "
                 "parametrizations.<name>.original), or hook the module's output")
+    # ---- a QAT module that prepare_qat swapped in
+    swap = _qat_swap(name, target, w)
+    lost = swap is not None and swap[1] is not None  # a hook it watched is on the old module: not all fired here
+    if swap is not None:
+        registered_again, left_behind = swap
+        if registered_again:
+            add("qat_swapped", registered_again)
+        if left_behind:
+            codes[:] = [c for c in codes if c != "fired"]
+            add("module_replaced", left_behind)
     # ---- tied parameters
     tied = _shared(target, w.model, frozenset(id(p) for p in w.param_of.values()))
     if tied and any(total.get(label) for label in param_labels):
@@ -409,7 +529,7 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
             "post-accumulate-grad hook sees that sum in .grad: hook a module's output to see one use")
     # ---- fired, when every hook it watched fired on it
     watched = [label for label in r.fired if label not in w.global_labels or total[label]]
-    if watched and error is None and not registered_nothing and not silent_in_step and all(
+    if watched and error is None and not registered_nothing and not silent_in_step and not lost and all(
             on_self[label] for label in watched):
         add("fired")
     if not codes or codes == ["several_calls"] and any(not total[label] for label in r.fired):

@@ -44,6 +44,9 @@ _HOOK_KINDS = ("forward_pre", "forward", "backward_pre", "backward")
 _FOLDED = (nn.modules.batchnorm._BatchNorm, nn.ReLU)
 _FAST_PATH_OWNERS = (nn.TransformerEncoderLayer, nn.MultiheadAttention)
 _GETATTR = nn.Module.__getattr__.__code__
+# functions that read a module's attributes to describe it, not to compute: repr(model), print(model), a library's
+# status report built on them (PEFT's get_model_status); a parameter read under them is not a computation
+_DESCRIBING = frozenset({"__repr__", "extra_repr", "__str__", "_repr_html_", "__format__", "__dir__"})
 _TENSOR_REGISTER = _REGISTER = getattr(torch.Tensor.register_hook, "__code__", None)
 _GLOBAL_KINDS = (("forward_pre", "_global_forward_pre_hooks"), ("forward", "_global_forward_hooks"),
                  ("backward_pre", "_global_backward_pre_hooks"), ("backward", "_global_backward_hooks"))
@@ -85,6 +88,7 @@ class _Watch:
         self.fast: Counter = Counter()
         self.fast_ops = _fast_paths()
         self.reads: Counter = Counter()           # who read the target's parameters (code outside it)
+        self.described = 0                         # reads of them made by repr() / str() (describing, not computing)
         # a TorchScript module's class has no Python forward to watch (type(m).forward raises)
         self.forward_code: Any = None if _is_script_module(target) else _code(type(target).forward)
         self.checkpoint_first = self.checkpoint_recomputed = 0  # calls in checkpoint's first pass / its recompute
@@ -98,6 +102,7 @@ class _Watch:
         self.fns: dict[str, Any] = {}              # label -> the hook function (to tell closures of one code apart)
         self.kinds: dict[str, str] = {}            # label -> its kind (forward, backward, tensor, global forward...)
         self.registered: dict[str, tuple[dict, Any]] = {}  # label -> (its hook dict, its key): removed later?
+        self.removed_elsewhere: list[tuple[int, str]] = []  # (id of another hook dict, label) a handle removed it from
         self.global_labels: list[str] = []         # global module hooks (they fire on every module)
         self.removed_in_step: set[str] = set()     # labels of hooks whose handle's remove() ran in the step
         self.param_of: dict[str, Any] = {}         # label of a hook on its parameter -> that Parameter
@@ -385,7 +390,12 @@ class _Watch:
         if fn is None:
             return
         inner = _unwrap(fn)
-        self.removed_in_step.update(label for label, f in self.fns.items() if f is inner)
+        # the same function registered on another object (a copy prepare_qat registered again on the module that
+        # replaced this one): removing that registration leaves the one watched here in place
+        self.removed_in_step.update(label for label, f in self.fns.items() if f is inner and (
+            label not in self.registered or self.registered[label][0] is hooks))
+        self.removed_elsewhere.extend((id(hooks), label) for label, f in self.fns.items() if f is inner and
+                                      label in self.registered and self.registered[label][0] is not hooks)
 
     def removed(self) -> list[str]:
         """The hooks it watched that were removed during the step (or are no longer registered after it)."""
@@ -397,6 +407,14 @@ class _Watch:
         owner, attr = local.get("self"), local.get("name")
         if id(owner) not in self.subtree or attr not in getattr(owner, "_parameters", {}):
             return
+        up = frame.f_back
+        for _depth in range(40):  # a read made while describing the module (repr) computes nothing
+            if up is None:
+                break
+            if up.f_code.co_name in _DESCRIBING:
+                self.described += 1
+                return
+            up = up.f_back
         caller = frame.f_back
         while caller is not None and caller.f_code is _GETATTR:
             caller = caller.f_back
@@ -423,6 +441,16 @@ class _Watch:
             labels = [self.hook_objects[id(positional[0])]]
         else:  # closures of one factory share the code: the one running has these free variables
             labels = [label for label in labels if _runs(self.fns.get(label), local)]
+        if not any(isinstance(a, nn.Module) for a in positional):
+            # PyTorch calls a module hook with the module first: a call without one is the same factory's hook on a
+            # tensor (closures that hold the same objects cannot be told apart otherwise)
+            labels = [label for label in labels if self.kinds.get(label) not in _HOOK_KINDS and
+                      label not in self.global_labels]
+            tensors = [a for a in positional if isinstance(a, torch.Tensor)]  # (past `self` of a hook object)
+            # and a hook on its parameter gets that Parameter (post-accumulate-grad) or a gradient of its shape
+            labels = [label for label in labels if label not in self.param_of or not tensors or (
+                any(t is self.param_of[label] for t in tensors) if self.kinds.get(label) == "post_accumulate_grad"
+                else any(t.shape == self.param_of[label].shape for t in tensors))]
         if not labels:
             return
         if threading.get_ident() != self.main_thread:

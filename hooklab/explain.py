@@ -39,6 +39,8 @@ exception propagates unchanged.
 """
 from __future__ import annotations
 
+import multiprocessing.process
+import subprocess
 import sys
 import threading
 from collections import Counter
@@ -103,6 +105,8 @@ CAUSES = {
                         "that was not seen",
     "not seen": "the step ran the model in a thread pool whose threads were started before it, where explain_hook "
                 "cannot watch",
+    "other processes": "the step started other processes (DataLoader workers, multiprocessing, a subprocess) and did "
+                       "not call the module in this one: it ran there, where explain_hook cannot watch",
 }
 
 
@@ -136,6 +140,7 @@ class HookExplanation:
     backward_passes: dict[str, int] = field(default_factory=dict)  # the step's backward() / autograd.grad calls
     step_calls: dict[str, int] = field(default_factory=dict)  # GradScaler.scale, torch.export.export in the step
     paths: list[str] = field(default_factory=list)  # every name the model reaches it by
+    recompiled: int = 0  # code torch.compile compiled again in the step for the model (a new shape: a recompile)
     reasons: list[str] = field(default_factory=list)
     codes: list[str] = field(default_factory=list)  # one key of CODES per fact it saw (machine-readable)
 
@@ -225,7 +230,9 @@ class _Step:
         self.autograd = {_code(torch.autograd.backward): "backward()",
                          _code(torch.autograd.grad): "torch.autograd.grad"}
         self.noted = {_code(torch.amp.GradScaler.scale): "GradScaler.scale",  # what changes what hooks see
-                      _code(torch.export.export): "torch.export.export"}
+                      _code(torch.export.export): "torch.export.export",
+                      _code(multiprocessing.process.BaseProcess.start): causes.PROCESS_STARTED,  # DataLoader workers
+                      _code(subprocess.Popen.__init__): causes.SUBPROCESS_STARTED}
         self.calls: Counter = Counter()
         self.depth = 0
         self.passes: Counter = Counter()
@@ -271,6 +278,20 @@ class _Step:
         elif code in self.precompiled and not (frame.f_back and frame.f_back.f_globals.get("__name__", "")
                                                 .startswith("torch._precompile")):  # not precompile's own calls
             self.w.ran_instead[f"{PRECOMPILED}: {type(frame.f_locals.get('self')).__name__}"] += 1
+
+
+def _compiled_entries(model: nn.Module) -> int:
+    """How many compiled versions torch.compile's cache holds for the model's code (its modules' forward and the
+    module call): 0 when nothing was compiled (torch._dynamo not imported)."""
+    if "torch._dynamo" not in sys.modules:
+        return 0
+    try:
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+        codes = {_code(type(m).forward) for m in model.modules()} | {_code(nn.Module._call_impl),
+                                                                        _code(nn.Module._wrapped_call_impl)}
+        return sum(len(_debug_get_cache_entry_list(c)) for c in codes if c is not None)
+    except Exception:  # noqa: BLE001 - a torch without this cache view: no recompile is claimed
+        return 0
 
 
 def _raised_in(error: BaseException) -> str:
@@ -372,6 +393,7 @@ def explain_hook(model: nn.Module, name: str | nn.Module | None = None, *, run: 
         live[0].profile(frame, event, arg)
         live[1].profile(frame, event, arg)
 
+    entries_before = _compiled_entries(model)
     grads_before = {label: (p, p.grad, p.grad._version if p.grad is not None else None)
                     for label, p in watch.param_of.items()}
     handles = []
@@ -398,6 +420,8 @@ def explain_hook(model: nn.Module, name: str | nn.Module | None = None, *, run: 
             live.clear()
         for handle in handles:
             handle.remove()
+    if entries_before:  # compiled before the step, and compiled again in it
+        report.recompiled = max(0, _compiled_entries(model) - entries_before)
     report.calls, report.forward_runs = watch.calls[id(target)], watch.forward_runs
     report.parent_calls = watch.calls[id(watch.parent)] if watch.parent is not None else 0
     report.calls_without_grad = watch.without_grad
@@ -457,6 +481,7 @@ def _compose(r: HookExplanation, target: nn.Module, w: _Watch, error: Exception 
     if "fired" in r.codes and not any("fired as expected" in x for x in r.reasons):
         counts = ", ".join(f"{label} {on.get(SELF, 0)}" for label, on in r.fired.items())
         r.reasons.append(f"its hooks fired on {r.name!r} itself ({counts})")
+    r.reasons = facts.settle(r.reasons)  # no two sentences of one answer say opposite things
     if r.name == "":  # the module passed alone: say which it is
         r.reasons = [x.replace("''", f"the {type(target).__name__} passed") for x in r.reasons]
     if not r.reasons:

@@ -30,7 +30,10 @@ observation says only whether the hook fired, how often and where, and whether t
 
 The levels of :data:`ROUND_2` were added in a second round, after the doctor had been tuned on the first: a setup
 with one of them belongs to that round (:func:`round_of`), and the first round's keys and records are unchanged;
-likewise the levels of :data:`ROUND_3`, added after the doctor had been tuned on the first two.
+likewise the levels of :data:`ROUND_3`, added after the doctor had been tuned on the first two, and those of
+:data:`ROUND_4` (issue 78: a recompile for a new input shape after the hook was added, ``prepare_qat``'s swap, two
+DataLoader worker processes, which send the firings logged there back with their batches, a library reading only
+``repr(model)``, another entry point of the model), added after the doctor had been tuned on the first three.
 """
 from __future__ import annotations
 
@@ -59,15 +62,17 @@ BACKWARD_ON = ("backward", "backward_pre", "param", "post_accumulate", "activati
 BETWEEN = ("none", "module_replaced", "assign", "to_empty", "parametrize", "prune", "swap_dtype", "dtype", "deepcopy",
            "pickle", "fx", "export", "compile_eager_before", "compile_eager_after", "compile_aot_before",
            "compile_aot_after", "peft", "tied", "weight_norm", "spectral_norm", "functional_call", "data_parallel",
-           "fuse_copy", "fuse_inplace", "reparam", "offload", "quantize")
+           "fuse_copy", "fuse_inplace", "reparam", "offload", "quantize", "compile_eager_recompile",
+           "compile_aot_recompile", "prepare_qat")
 PARAM_REPLACING = ("assign", "to_empty", "parametrize", "prune", "swap_dtype", "weight_norm", "spectral_norm",
                    "reparam", "offload", "quantize")
 KEEPS_PARAMETER = ("spectral_norm",)  # its parametrization keeps the Parameter as `original` (its hooks fire)
 COPYING = ("deepcopy", "pickle", "export", "fuse_copy")
 COMPILING = ("compile_eager_before", "compile_eager_after", "compile_aot_before", "compile_aot_after")
+RECOMPILING = ("compile_eager_recompile", "compile_aot_recompile")  # hook after the first call, a new shape in the step
 CTX = ("plain", "no_grad", "inference", "chunked", "shared", "pool_before", "thread_during", "ckpt_early",
        "ckpt_full", "inplace", "never_called", "autocast", "vmap", "grad_accum", "retain_graph", "autograd_grad",
-       "backward_inputs", "generate", "trainer", "other_model")
+       "backward_inputs", "generate", "trainer", "other_model", "workers", "repr_read", "other_entry")
 NO_GRAD_CTX = ("no_grad", "inference", "generate")  # generate runs the model under no_grad
 DOES = ("none", "value", "raises", "removes", "registers", "state", "factory")
 OUT = ("tensor", "dict", "tuple", "nested", "model_output")
@@ -80,6 +85,14 @@ ROUND_2 = {"on": ("global_pre",), "between": ("weight_norm", "spectral_norm", "f
 # check, training, validation), and another hooked model in the process that does not run
 ROUND_3 = {"between": ("fuse_copy", "fuse_inplace", "reparam", "offload", "quantize"),
            "ctx": ("generate", "trainer", "other_model")}
+# the levels added in the fourth round (issue 78): torch.compile with the hook registered after the first call and
+# the step calling with a new input shape (a recompile, eager / aot_eager); torch.ao.quantization.prepare_qat swapping
+# the hooked Linear for its QAT module; the model run in two DataLoader worker processes (fork); a library that only
+# calls repr(model) (as PEFT's get_model_status does) before a step that does not reach the module; and the model
+# used through another entry point (a method other than forward: timm's forward_head / forward_features)
+ROUND_4 = {"between": ("compile_eager_recompile", "compile_aot_recompile", "prepare_qat"),
+           "ctx": ("workers", "repr_read", "other_entry")}
+NOT_REACHING = ("never_called", "repr_read", "other_entry")  # contexts whose step never calls the hooked module
 
 # the cause classes: what a doctor's answer is graded against (its codes must hold the class)
 CLASSES = {
@@ -112,10 +125,18 @@ CLASSES = {
                                "not go through the module or its parameter",
     "vmap": "the module ran inside torch.func.vmap: backward hooks and hooks on its output's gradient are not "
             "attached there",
+    "processes": "the model ran in other processes (DataLoader workers): the hook fired there, on the workers' "
+                 "copies, and nothing of it is seen in the step's process",
+    "recompiled": "a hook registered after the first compiled call fired: the step's new input shape made "
+                  "torch.compile recompile, and the recompile traced the hooks present then",
+    "qat_swapped": "prepare_qat swapped the hooked module for its QAT module and registered its forward hooks and "
+                   "pre-hooks on it again: they fire on the new module (the old handle removes the old one only)",
 }
 
 
-LOG: list[tuple[str, int | None, bool]] = []  # (tag, id of the object it fired on or None, in the main thread)
+# (tag, id of the object it fired on or None, in the main thread, in this process); a DataLoader worker's firings
+# come back with its batch and are added with False as the last
+LOG: list[tuple[str, int | None, bool, bool]] = []
 
 
 class HookRaised(ValueError):
@@ -173,6 +194,10 @@ class Net(nn.Module):
         self.extra: nn.Module | None = None
         self.checkpoint, self.inplace, self.skip = checkpoint, inplace, skip
 
+    def forward_head(self, h: torch.Tensor) -> torch.Tensor:
+        """Another entry point (as timm's ``forward_head``): the head only, on features computed elsewhere."""
+        return self.head(h)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x
         if not self.skip:
@@ -209,7 +234,8 @@ class HookObject:
 
 def _fire(tag: str, on: str, does: str, holder: dict, args: tuple) -> Any:
     obj = args[0] if on in MODULE_ON or on in GLOBAL_ON else None
-    LOG.append((tag, id(obj) if obj is not None else None, threading.current_thread() is threading.main_thread()))
+    LOG.append((tag, id(obj) if obj is not None else None, threading.current_thread() is threading.main_thread(),
+                True))
     if tag != "primary":
         return None
     if does == "raises":
@@ -265,6 +291,33 @@ class NotApplicable(Exception):
     """The factors do not make a setup (said by construction or found when building it)."""
 
 
+class Unobservable(Exception):
+    """The setup cannot be observed in this process (its record stands): autograd refuses a backward in a process
+    forked from this one, because this process started autograd's threads earlier (torch.compile's aot_eager with a
+    hook that raised does). DataLoader workers forked from it raise "Unable to handle autograd's threading in
+    combination with fork-based multiprocessing"; a fresh process observes them as recorded."""
+
+
+def _backward_or_exit() -> None:
+    try:
+        torch.ones(1, requires_grad=True).sum().backward()
+    except BaseException:  # noqa: BLE001 - the answer is the exit code
+        import os
+        os._exit(1)
+
+
+def autograd_refuses_fork() -> bool:
+    """Whether a process forked from this one cannot run a backward (see :class:`Unobservable`)."""
+    import multiprocessing
+    child = multiprocessing.get_context("fork").Process(target=_backward_or_exit)
+    child.start()
+    child.join(60)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+    return child.exitcode != 0
+
+
 def parse(key: str) -> dict[str, str]:
     on, between, ctx, does, out = key.split("/")
     return {"on": on, "between": between, "ctx": ctx, "does": does, "out": out}
@@ -294,6 +347,10 @@ def invalid(f: dict[str, str]) -> str | None:
         return "generate runs a transformers model (a small GPT-2), composed with nothing in between"
     if ctx == "trainer" and between == "functional_call":
         return "a Trainer trains a module; functional_call's step is a function"
+    if between == "prepare_qat" and on in GLOBAL_ON:
+        return "a global hook on the QAT-swapped Linear's kind fires on every Linear of the model (the head too)"
+    if ctx in ("workers", "repr_read", "other_entry") and between not in ("none", "prepare_qat"):
+        return "the fourth round's contexts are composed with nothing in between (and prepare_qat)"
     return None
 
 
@@ -317,9 +374,11 @@ def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor
     on, between, ctx, does, out = f["on"], f["between"], f["ctx"], f["does"], f["out"]
     if ctx == "generate":
         return _build_generate(on, does, cleanup)
+    if ctx == "workers" and autograd_refuses_fork():
+        raise Unobservable("autograd refuses a backward in processes forked from this one")
     torch.manual_seed(0)
     model = Net(out, shared=ctx == "shared", checkpoint=ctx.startswith("ckpt"), inplace=ctx == "inplace",
-                skip=ctx == "never_called", act=between.startswith("fuse"))
+                skip=ctx in ("never_called", "repr_read"), act=between.startswith("fuse"))
     keep: list[Any] = []
     x = torch.randn(4, 4) if x is None else x
     runner: Any = model
@@ -331,19 +390,27 @@ def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor
         runner = torch.compile(model, backend="eager" if "eager" in between else "aot_eager")
         cleanup.append(_dynamo_reset)
         runner(x)  # the first call compiles, before the hooks
+    if between in RECOMPILING:  # compiled for the first input's shape before the hooks; the step's is another
+        runner = torch.compile(model, backend="eager" if "eager" in between else "aot_eager", dynamic=False)
+        cleanup.append(_dynamo_reset)
+        runner(torch.randn(2, 4))
     block = model.layers[0]
     name = "layers.0.fc" if on in PARAM_ON else "layers.0"
+    if between == "prepare_qat":  # the hooked module is the Linear that prepare_qat swaps
+        block, name = model.layers[0].fc, "layers.0.fc"
     holder: dict[str, Any] = {"head": model.head}
     targets: set[int] = set()
     primary = make_hook("primary", on, does, holder)
     if does == "state" or between == "pickle":
         primary = HookObject("primary", on, does, holder)
-    handle = _register(on, block, block.fc.weight, primary, holder, cleanup)
+    handle = _register(on, block, block.weight if between == "prepare_qat" else block.fc.weight, primary, holder,
+                       cleanup)
     if handle is not None:
         holder["handle"] = handle
-    targets.add(id(block.fc.weight) if on in PARAM_ON else id(block))
+    weight = block.weight if between == "prepare_qat" else block.fc.weight
+    targets.add(id(weight) if on in PARAM_ON else id(block))
     keep.append(block)
-    keep.append(block.fc.weight)
+    keep.append(weight)
     if does == "factory":
         _hook_from_the_factory(on, model.head)
     cleanup.append(lambda: [h.remove() for h in holder.get("others", [])])
@@ -431,6 +498,13 @@ def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor
     elif between == "quantize":  # torchao swaps the weight for an int8 tensor subclass that needs no gradient
         from torchao.quantization import Int8WeightOnlyConfig, quantize_
         quantize_(model, Int8WeightOnlyConfig(), filter_fn=lambda _m, fqn: fqn == "layers.0.fc")
+    elif between == "prepare_qat":  # swaps each Linear for a QAT Linear, registering its forward (pre-)hooks again
+        from torch.ao.quantization import get_default_qat_qconfig, prepare_qat
+        model.train()
+        model.qconfig = get_default_qat_qconfig("fbgemm")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            prepare_qat(model, inplace=True)
     if ctx == "other_model" and on not in GLOBAL_ON:  # another model in the process, hooked the same way, not run
         torch.manual_seed(3)
         other_model = Net(out)
@@ -438,6 +512,17 @@ def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor
                   {}, cleanup)
         keep.append(other_model)
     x = x.to(dtype)
+    if between in RECOMPILING:
+        x = torch.randn(6, 4)  # a new shape: the compiled code's guards fail and it recompiles, hooks and all
+    if ctx == "repr_read":
+        step = _step("plain", runner, x, cleanup, model)
+
+        def with_status() -> Any:
+            get_model_status(model)
+            return step()
+        return Built(model, name, with_status, targets, cleanup, keep)
+    if ctx == "other_entry":
+        return Built(model, name, lambda: model.forward_head(x).sum().backward(), targets, cleanup, keep)
     step = _step(ctx, runner, x, cleanup, model)
     return Built(model, name, step, targets, cleanup, keep)
 
@@ -450,6 +535,43 @@ def _hook_from_the_factory(on: str, head: nn.Linear) -> None:
         head.register_forward_hook(other)
     else:
         head.weight.register_hook(other)
+
+
+def get_model_status(model: nn.Module) -> dict[str, Any]:
+    """What a library's status report does with the model (PEFT's ``get_model_status`` prints its ``repr``): reads
+    its attributes, computes nothing."""
+    return {"summary": repr(model), "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad)}
+
+
+class _Chunks(torch.utils.data.Dataset):
+    """A dataset whose items run the step on a chunk (forward and backward) in the DataLoader's worker process and
+    return what the hooks logged there."""
+
+    def __init__(self, runner: Any, x: torch.Tensor) -> None:
+        self.runner, self.chunks = runner, x.chunk(2)
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def __getitem__(self, i: int) -> list:
+        start = len(LOG)
+        self.runner(self.chunks[i]).sum().backward()
+        return [(tag, obj, main) for tag, obj, main, _here in LOG[start:]]
+
+
+def _in_workers(runner: Any, x: torch.Tensor) -> None:
+    """The step in two DataLoader worker processes (fork), each on one chunk; the firings they logged come back with
+    the batches. A worker that hangs is stopped by the loader's timeout, and the loader ends its workers on an
+    error."""
+    loader = torch.utils.data.DataLoader(_Chunks(runner, x), batch_size=None, num_workers=2, timeout=60,
+                                         multiprocessing_context="fork",
+                                         worker_init_fn=lambda _i: torch.set_num_threads(1))
+    batches = iter(loader)
+    try:
+        for entries in batches:
+            LOG.extend((tag, obj, main, False) for tag, obj, main in entries)
+    finally:  # its workers end here, also when one raised (not later, in a process forked from this one)
+        batches._shutdown_workers()  # type: ignore[attr-defined]
 
 
 def _dynamo_reset() -> None:
@@ -626,6 +748,8 @@ def _step(ctx: str, runner: Any, x: torch.Tensor, cleanup: list, model: nn.Modul
         return step
     if ctx == "trainer":
         return lambda: _trainer_fit(runner, x)
+    if ctx == "workers":
+        return lambda: _in_workers(runner, x)
     if ctx == "backward_inputs":  # the head's gradients only
         return lambda: runner(x).sum().backward(inputs=list(model.head.parameters()))
     if ctx in ("ckpt_early", "ckpt_full"):
@@ -643,13 +767,18 @@ class Truth:
     fired: int = 0          # firings of the primary hook (and of its copies)
     on_target: int = 0      # of them with the object it was registered on (module hooks; tensor hooks: unknown)
     in_threads: int = 0     # of them outside the main thread
+    in_processes: int = 0   # of them in other processes (DataLoader workers)
     other_fired: int = 0    # firings of the other hooks the setup made (factory, registers)
     error: str | None = None
     hook_raised: bool = False
     warned_dict: bool = False  # PyTorch warned that a full backward hook cannot be attached to this output
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """Its fields; ``in_processes`` only when not 0 (the first three rounds' records were written without it)."""
+        out = dict(self.__dict__)
+        if not out["in_processes"]:
+            del out["in_processes"]
+        return out
 
 
 @contextlib.contextmanager
@@ -669,6 +798,8 @@ def observe(key: str, run_step: Callable[[Built], Any] | None = None) -> tuple[T
     returned, None), or (None, None, reason) when the factors make no setup."""
     try:
         built = build(key)
+    except Unobservable:
+        raise
     except NotApplicable as exc:
         return None, None, str(exc)
     except Exception as exc:  # noqa: BLE001 - building it raised: the factors make no setup on this PyTorch
@@ -680,18 +811,19 @@ def observe(key: str, run_step: Callable[[Built], Any] | None = None) -> tuple[T
             warnings.simplefilter("always")
             try:
                 result = (run_step or (lambda b: b.run()))(built)
-            except HookRaised as exc:
-                truth.error, truth.hook_raised = f"{type(exc).__name__}: {exc}", True
+            except HookRaised as exc:  # (one raised in a worker process carries its traceback: the first line)
+                truth.error, truth.hook_raised = f"{type(exc).__name__}: {str(exc).splitlines()[0]}", True
                 result = exc
             except Exception as exc:  # noqa: BLE001 - the step's own error is part of the truth
                 truth.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
                 result = exc
         truth.warned_dict = any("should be a Tensor or a tuple of Tensors" in str(w.message) for w in caught)
-        for tag, obj, main in log:
+        for tag, obj, main, here in log:
             if tag == "primary":
                 truth.fired += 1
                 truth.on_target += obj is not None and obj in built.targets
                 truth.in_threads += not main
+                truth.in_processes += not here
             else:
                 truth.other_fired += 1
     finally:
@@ -707,7 +839,7 @@ def label(f: dict[str, str], t: Truth) -> str:
     if t.error is not None:
         return "hook_raised" if t.hook_raised else "step_raised"
     if t.fired == 0:
-        if ctx == "never_called":
+        if ctx in NOT_REACHING:
             return "not_reached"
         if between == "module_replaced":
             return "module_replaced"
@@ -715,8 +847,10 @@ def label(f: dict[str, str], t: Truth) -> str:
             return "copy_ran"
         if between == "fx":
             return "graph"
-        if between in COMPILING:
+        if between in COMPILING or between in RECOMPILING:
             return "compiled"
+        if between == "prepare_qat" and on in MODULE_ON:
+            return "module_replaced"
         if between in PARAM_REPLACING and between not in KEEPS_PARAMETER and on in PARAM_ON:
             return "parameter_replaced"
         if between == "peft" and on in PARAM_ON:
@@ -734,6 +868,12 @@ def label(f: dict[str, str], t: Truth) -> str:
         if ctx == "vmap" and on in BACKWARD_ON:
             return "vmap"
         return "unexplained"
+    if t.in_processes:
+        return "processes"
+    if between in RECOMPILING:
+        return "recompiled"
+    if between == "prepare_qat" and on in ("forward", "forward_pre") and not t.on_target:
+        return "qat_swapped"
     if on in GLOBAL_ON:
         return "global_hook"
     if between in COPYING:
@@ -761,8 +901,10 @@ def label(f: dict[str, str], t: Truth) -> str:
 
 def round_of(key: str) -> int:
     """1 for a setup of the first round, 2 for one with a level added in the second (:data:`ROUND_2`), 3 for one with
-    a level added in the third (:data:`ROUND_3`)."""
+    a level added in the third (:data:`ROUND_3`), 4 for one with a level added in the fourth (:data:`ROUND_4`)."""
     f = parse(key)
+    if any(f[factor] in levels for factor, levels in ROUND_4.items()):
+        return 4
     if any(f[factor] in levels for factor, levels in ROUND_3.items()):
         return 3
     return 2 if any(f[factor] in levels for factor, levels in ROUND_2.items()) else 1
@@ -822,6 +964,23 @@ def keys() -> list[str]:
             for on in ("forward", "backward", "activation", "global"):
                 for does in ("none", "raises"):
                     add(on, "none", ctx, does, o, round_=3)
+    for on in ON:                     # the fourth round: every new context, every action, nothing in between
+        for ctx in ROUND_4["ctx"]:
+            for does in DOES:
+                add(on, "none", ctx, does, round_=4)
+        for between in RECOMPILING:   # a recompile: the actions that compile quickly, run plainly
+            for does in ("none", "value", "raises", "state"):
+                add(on, between, "plain", does, round_=4)
+        for does in DOES:             # prepare_qat: every action, run plainly
+            add(on, "prepare_qat", "plain", does, round_=4)
+        for ctx in ("no_grad", "chunked", "workers", "other_model"):   # and under a few contexts, old and new
+            for does in ("none", "factory"):
+                add(on, "prepare_qat", ctx, does, round_=4)
+    for o in OUT[1:]:                 # the new contexts with other outputs
+        for ctx in ROUND_4["ctx"]:
+            for on in ("forward", "backward", "activation", "global"):
+                for does in ("none", "raises"):
+                    add(on, "none", ctx, does, o, round_=4)
     return out
 
 

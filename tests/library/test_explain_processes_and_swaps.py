@@ -1,0 +1,236 @@
+"""explain_hook on the kinds an independent review found it wrong on (issue 78), each against a plain counter inside
+the hook: a model run in DataLoader worker processes, a library that only calls repr(model), a recompile that traces
+a hook added after the first compiled call, prepare_qat's swap, another entry point of the model, and an answer whose
+sentences contradicted each other (a checkpoint's early-stopped recompute)."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from hooklab import explain_hook
+from hooklab._explain_facts import contradictions
+
+pytestmark = pytest.mark.timeout(180)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body, self.head = nn.Linear(4, 4), nn.Linear(4, 2)
+
+    def forward_head(self, h):  # another entry point, as timm's forward_head
+        return self.head(h)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.body(x)))
+
+
+def net():
+    torch.manual_seed(0)
+    return Net()
+
+
+class Chunks(torch.utils.data.Dataset):
+    """Each item runs the model on a chunk in the worker and returns how often the hook fired there."""
+
+    def __init__(self, model, x, log):
+        self.model, self.x, self.log = model, x, log
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        start = len(self.log)
+        self.model(self.x.chunk(2)[i]).sum().backward()
+        return len(self.log) - start
+
+
+def in_workers(model, x, log):
+    loader = torch.utils.data.DataLoader(Chunks(model, x, log), batch_size=None, num_workers=2, timeout=60,
+                                         multiprocessing_context="fork")
+    return sum(loader)
+
+
+def test_a_model_run_in_dataloader_workers_is_not_called_model_not_called():
+    m, log, counts = net(), [], []
+    m.body.register_forward_hook(lambda mod, a, o: log.append(1))
+    x = torch.randn(4, 4)
+    r = explain_hook(m, "body", run=lambda: counts.append(in_workers(m, x, log)))
+    assert counts == [2] and log == []  # it fired twice, in the workers; nothing here
+    assert r.cause == "other processes" and "processes" in r.codes and "unexplained" not in r.codes
+    assert any("started 2 other process(es)" in x and "num_workers=0" in x for x in r.reasons), r.reasons
+
+
+def test_a_hook_that_raised_in_a_worker_is_named():
+    m = net()
+
+    def bad(mod, a, o):
+        raise ValueError("bad hook")
+    m.body.register_forward_hook(bad)
+    x = torch.randn(4, 4)
+    with pytest.raises(ValueError) as caught:
+        explain_hook(m, "body", run=lambda: in_workers(m, x, []))
+    r = caught.value.hooklab_explanation
+    assert "hook_raised" in r.codes and "step_raised" not in r.codes, r.codes
+
+
+def test_a_library_that_only_prints_the_model_does_not_compute_with_it():
+    """repr(model) (PEFT's get_model_status builds its report on it) reads the Linear's bias: not a computation."""
+    m, log = net(), []
+    m.body.register_forward_hook(lambda mod, a, o: log.append(1))
+    h = torch.randn(3, 4)
+
+    def step():
+        repr(m)
+        m.forward_head(h).sum().backward()
+    r = explain_hook(m, "body", run=step)
+    assert log == []
+    assert r.cause == "not reached" and r.codes == ["not_reached"], (r.cause, r.codes)
+    assert not r.parameter_reads and any("describing the model" in x for x in r.reasons), r.reasons
+
+
+def test_another_entry_point_of_the_model_is_not_the_model_not_called():
+    m, log = net(), []
+    m.body.register_forward_hook(lambda mod, a, o: log.append(1))
+    r = explain_hook(m, "body", run=lambda: m.forward_head(torch.randn(3, 4)).sum().backward())
+    assert log == [] and r.cause == "not reached" and r.codes == ["not_reached"], (r.cause, r.codes)
+    assert any("another entry point" in x and "'head'" in x for x in r.reasons), r.reasons
+
+
+def test_a_hook_added_after_the_first_compiled_call_fires_after_a_recompile():
+    import torch._dynamo
+    m, log = net(), []
+    compiled = torch.compile(m, backend="eager", dynamic=False)
+    try:
+        compiled(torch.randn(2, 4))
+        m.body.register_forward_hook(lambda mod, a, o: log.append(1))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = explain_hook(m, "body", run=lambda: compiled(torch.randn(6, 4)).sum().backward())
+    finally:
+        torch._dynamo.reset()
+    assert log == [1]  # a new shape: the recompile traced the hook in
+    assert "recompiled" in r.codes and "compiled" in r.codes, r.codes
+    assert not any("do not run at all" in x for x in r.reasons) and not contradictions(r.reasons)
+
+
+def qat(model):
+    from torch.ao.quantization import get_default_qat_qconfig, prepare_qat
+    model.train()
+    model.qconfig = get_default_qat_qconfig("fbgemm")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prepare_qat(model, inplace=True)
+    return model
+
+
+def test_prepare_qat_registers_forward_hooks_again_on_the_swapped_module():
+    m, seen = net(), []
+    old = m.body
+    handle = old.register_forward_hook(lambda mod, a, o: seen.append(mod))
+    qat(m)
+    x = torch.randn(3, 4)
+    r = explain_hook(m, "body", run=lambda: m(x).sum().backward())
+    assert m.body is not old and seen == [m.body]
+    assert "qat_swapped" in r.codes, r.codes
+    assert any("handle.remove() leaves these in place" in x for x in r.reasons), r.reasons
+    handle.remove()  # what the answer says: the copy stays
+    m(x)
+    assert len(seen) == 2
+
+
+def test_prepare_qat_leaves_backward_hooks_on_the_old_module():
+    m, seen = net(), []
+    old = m.body  # kept, as code that hooked it through a name of its own does
+    old.register_full_backward_hook(lambda mod, gi, go: seen.append(mod))
+    qat(m)
+    r = explain_hook(m, "body", run=lambda: m(torch.randn(3, 4)).sum().backward())
+    assert seen == []
+    assert "module_replaced" in r.codes and "fired" not in r.codes, r.codes
+    assert not any("fired as expected" in x for x in r.reasons), r.reasons
+
+
+def test_an_answer_never_says_forward_hooks_fire_on_each_call_and_that_a_recompute_skipped_them():
+    class Ckpt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block, self.head = nn.Linear(4, 4), nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.head(torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=False) * 1.5)
+    torch.manual_seed(0)
+    m, log = Ckpt(), []
+    m.block.register_forward_hook(lambda mod, a, o: log.append(1))
+    x = torch.randn(3, 4)
+    r = explain_hook(m, "block", run=lambda: m(x).sum().backward())
+    assert log == [1] and r.calls == 2 and "checkpoint_early_stop" in r.codes, (log, r.calls, r.codes)
+    assert contradictions(r.reasons) == [], r.reasons
+    assert not any("its forward hooks fire on each call," in x for x in r.reasons), r.reasons
+
+
+def test_contradictions_are_found():
+    assert contradictions(["a fired as expected (x 1)", "b never fired"]) == [("fired as expected", "never fired")]
+    assert contradictions(["it ran", "its hooks fired"]) == []
+
+
+def test_the_old_modules_handle_removed_in_the_step_leaves_the_copy_firing():
+    """A hook that removes itself through the handle it was registered with, after prepare_qat: the handle removes
+    the old module's registration, and the copy on the QAT module keeps firing; not "removed itself"."""
+    m, seen, holder = net(), [], {}
+    old = m.body
+
+    def once(mod, a, o):
+        seen.append(mod)
+        holder["handle"].remove()
+    holder["handle"] = old.register_forward_hook(once)
+    qat(m)
+    x = torch.randn(3, 4)
+
+    def step():
+        m(x)
+        m(x)
+    r = explain_hook(m, "body", run=step)
+    assert seen == [m.body, m.body]  # the copy fired on both calls
+    assert "qat_swapped" in r.codes and "removed_itself" not in r.codes, r.codes
+
+
+def factory(log):
+    def hook(*args):  # closures of one factory that hold the same objects: alike but for what calls them
+        log.append(len(args))
+    return hook
+
+
+def test_one_factorys_hooks_on_a_module_and_on_another_modules_parameter_are_not_stacked():
+    torch.manual_seed(0)
+    m, log = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2)), []
+    m[0].register_forward_hook(factory(log))
+    m[0].weight.register_hook(factory(log))
+    m[1].weight.register_hook(factory(log))
+    m[0].weight.register_post_accumulate_grad_hook(factory(log))
+    m[1].weight.register_post_accumulate_grad_hook(factory(log))
+    r = explain_hook(m, "0", run=lambda: m(torch.randn(3, 4)).sum().backward())
+    assert sorted(log) == [1, 1, 1, 1, 3]  # each hook once: one forward hook, four on the two weights
+    assert all(on == {"the module": 1} for on in r.fired.values()), r.fired
+    assert r.codes == ["fired"] and not any("more than once" in x for x in r.reasons), (r.codes, r.reasons)
+
+
+def test_another_hooked_model_in_the_process_is_not_offered_as_the_module_replaced():
+    torch.manual_seed(0)
+    other = nn.Sequential(nn.Linear(4, 4), nn.ReLU())  # another model the notebook keeps, hooked
+    handles = [other[0].register_forward_hook(lambda mod, a, o: None)]
+    m = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+    try:
+        r = explain_hook(m, "0", run=lambda: m(torch.randn(3, 4)).sum().backward())
+        assert "module_replaced" not in r.codes and not any("outside the model" in x for x in r.reasons), r.reasons
+        old = m[0]  # a module the model really replaced, held by nothing but this name
+        handles.append(old.register_forward_hook(lambda mod, a, o: None))
+        m[0] = nn.Linear(4, 4)
+        r = explain_hook(m, "0", run=lambda: m(torch.randn(3, 4)).sum().backward())
+        assert "module_replaced" in r.codes and any("1 module(s) outside the model" in x for x in r.reasons), \
+            r.reasons
+    finally:
+        for handle in handles:
+            handle.remove()
