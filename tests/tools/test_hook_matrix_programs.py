@@ -10,6 +10,11 @@
   a process group's cell has a program that runs in two gloo processes and prints what its cell records.
 - The matrix page shows the programs in both languages, and marks the cells that differ from their family's eager
   cell only in their warnings.
+- Every unusual cell whose hook misbehaves and that has no fix was tried against the strategies of
+  tools/hook_matrix/fixes.toml that apply to it, each attempt recorded with what it printed, or fixes.toml says why
+  none applies; the workarounds known for forward-hook@jit-trace, forward-hook@quantization and
+  param-hook@backward-inputs are found; a cell that differs from eager only in its warnings is labelled so in the
+  file, on the page and in the lookup.
 """
 from __future__ import annotations
 
@@ -40,7 +45,8 @@ def test_the_file_lists_exactly_the_unusual_cells(recorded, cells):
     surprising = [k for k, r in cells.items() if r.get("surprising") and r["status"] == "observed"]
     assert set(surprising) <= set(keys)
     for key, entry in recorded["programs"].items():  # every one has a program, a process group's too
-        assert set(entry) >= {"show", "fix", "no_fix", "needs"} and entry["show"] is not None, key
+        assert set(entry) >= {"show", "fix", "no_fix", "needs", "kind", "attempts"} and entry["show"] is not None, key
+        assert entry["kind"] == programs.kind(key, cells), key
         assert ("processes:2" in entry["needs"]) == generate.matrix().needs_workers(key), key
         prints = entry["show"]["prints"]  # None: not run yet (python -m tools.hook_matrix programs runs it)
         assert prints is None or "calls: " in [line[:7] for line in prints.splitlines()], key
@@ -73,9 +79,12 @@ def test_every_program_is_what_the_generator_writes_now(recorded, cells):
             if entry["show"]["code"][lang] != code:
                 stale.append(f"{key} ({lang})")
             elif entry["fix"] is not None:
-                change = programs.fix_for(key, table)
+                change = next((c for c in programs.candidates(key, table) if c["what"] == entry["fix"]["what"]), None)
                 if change is None or entry["fix"]["code"][lang] != programs.fixed(code, change, lang, key):
                     stale.append(f"{key} fix ({lang})")
+        tried = [(a["strategy"], a["what"]) for a in entry["attempts"]]
+        if entry["kind"] == "misbehaves" and tried != [(c["strategy"], c["what"]) for c in programs.candidates(key, table)]:
+            stale.append(f"{key} attempts")
         assert programs._same_code(entry["show"]["code"]["en"], entry["show"]["code"]["zh"]), key
     assert not stale, ("docs/programs/matrix.json is not what the probe code gives now: "
                        f"{', '.join(stale[:10])}; python -m tools.hook_matrix programs writes it")
@@ -111,7 +120,7 @@ def test_a_sample_of_programs_prints_what_is_recorded(recorded, cells):
         fix = recorded["programs"][key]["fix"]
         prints = programs.run_program(fix["code"]["en"])
         assert prints == fix["prints"], key
-        assert programs._calls(prints) == (cells[f"{key.split('@')[0]}@eager"]["calls"], False), key
+        assert programs.fires_as_eager(prints, key, cells), key
 
 
 @pytest.mark.timeout(300)
@@ -202,3 +211,134 @@ def test_the_page_marks_the_cells_that_differ_from_eager_only_in_their_warnings(
         deprecation = sum(found["which"] == "deprecation" for found in quiet.values())
         assert hook_matrix_page.PAGE[lang]["quiet"].format(quiet=len(quiet), unusual=len(recorded["programs"]),
                                                            deprecation=deprecation, tag=tag) in text, lang
+
+
+def test_an_unusual_cell_without_a_fix_has_recorded_attempts_or_a_reason(recorded, cells):
+    """A cell whose hook misbehaves and that has no fix was tried against every change of fixes.toml that applies to
+    it (:func:`programs.candidates`), each attempt kept with what its program printed, which does not fire as the
+    family's eager cell, and its no_fix lists them ("tried: ..."); or fixes.toml says why no strategy applies to it.
+    A cell that behaves as in eager (warnings only, or firing as in eager) says so instead, with nothing tried."""
+    table = programs.fixes()
+    neither, wrong = [], []
+    for key, entry in recorded["programs"].items():
+        if entry["kind"] != "misbehaves":
+            assert entry["fix"] is None and not entry["attempts"], key
+            assert entry["no_fix"] == programs.verdict(key, cells), key
+            continue
+        if entry["fix"] is not None:
+            assert entry["attempts"] and entry["attempts"][0]["fires_as_eager"] is not None, key
+            first = next(a for a in entry["attempts"] if a["fires_as_eager"])
+            assert (first["strategy"], first["what"]) == (entry["fix"]["strategy"], entry["fix"]["what"]), key
+            continue
+        if entry["attempts"]:
+            for attempt in entry["attempts"]:
+                if attempt["fires_as_eager"] or programs.fires_as_eager(attempt["prints"], key, cells):
+                    wrong.append(f"{key}: {attempt['strategy']} fires as eager but is not its fix")
+            assert entry["no_fix"] == programs.tried(entry["attempts"]), key
+            assert entry["no_fix"]["en"].startswith("tried: ") and entry["no_fix"]["zh"].startswith("试过："), key
+            assert all(a["name"]["en"] in entry["no_fix"]["en"] for a in entry["attempts"]), key
+        elif programs.none_applies(key, table) is not None:
+            why = programs.none_applies(key, table)
+            assert entry["no_fix"] == {lang: programs.NONE_APPLIES[lang].format(why=why[lang]) for lang in ("en", "zh")}
+        else:
+            neither.append(key)
+    assert not neither, f"cells with neither an attempt nor a reason in fixes.toml: {neither[:10]}"
+    assert not wrong, wrong
+    assert not [k for k, e in recorded["programs"].items() if e["no_fix"] == programs.NO_FIX]
+
+
+def test_the_workarounds_known_for_three_cells_are_found(recorded, cells):
+    """forward-hook@jit-trace: the hook registered on the traced module after tracing; forward-hook@quantization:
+    dequantize, change, quantize again (registered after convert); param-hook@backward-inputs: the parameter passed in
+    inputs. Each is the cell's fix, and each fixed program, run fresh, fires as the family's eager cell."""
+    known = {"forward-hook@jit-trace": ("on-the-result", "    model = torch.jit.trace(rig.net, (rig.x,))\n"
+                                                         "    phase('register')\n    install(rig, model)\n"),
+             "forward-hook@quantization": ("requantize", "torch.quantize_per_tensor(doubled, 2 * output.q_scale()"),
+             "param-hook@backward-inputs": ("inputs", "backward(inputs=[rig.x, *rig.net.parameters()])")}
+    for key, (strategy, written) in known.items():
+        fix = recorded["programs"][key]["fix"]
+        assert fix is not None and fix["strategy"] == strategy, (key, fix and fix["strategy"])
+        assert written in fix["code"]["en"] and written in fix["code"]["zh"], key
+        assert programs.fires_as_eager(fix["prints"], key, cells), key
+
+
+def test_the_acceptance_rule_wants_the_phases_of_eager():
+    """A hook that fires as often as in eager, but only while tracing, does not fire as in eager; a column that
+    names its one compiled step otherwise is compared by the count."""
+    eager = {"calls": 1, "by_phase": {"forward": 1}}
+    assert programs.fires_as({"forward": 1}, False, eager, "jit-trace")
+    assert not programs.fires_as({"trace": 1}, False, eager, "jit-trace")
+    assert not programs.fires_as({"forward": 1}, True, eager, "jit-trace")
+    assert not programs.fires_as({"forward": 2}, False, eager, "jit-trace")
+    assert programs.fires_as({"step": 1}, False, {"calls": 1, "by_phase": {"backward": 1}}, "compiled-autograd")
+    assert programs._printed("calls: 3 (save and load 1, second backward 2)\nerror: None\n") == \
+        ({"save and load": 1, "second backward": 2}, None)
+    assert programs._printed(f"calls: 1 (forward 1)\nerror: {programs.ON_PURPOSE}\n")[1] is None
+
+
+def test_the_strategies_are_written_in_both_languages():
+    """Each strategy of fixes.toml has a name, what it is and how it changes a program in both languages; each
+    change names columns and families that exist and says what it does in both; each reason that no strategy
+    applies is written in both."""
+    table = programs.fixes()
+    matrix = generate.matrix()
+    assert len(table["strategy"]) >= 8
+    for sid, strategy in table["strategy"].items():
+        for field in ("name", "name_zh", "en", "zh", "how", "how_zh"):
+            assert strategy.get(field), (sid, field)
+        assert strategy["change"], sid
+        for change in strategy["change"]:
+            assert change["en"] and change["zh"] and change["replace"], sid
+            assert set(change["contexts"]) <= set(matrix.CONTEXT_BY_ID), (sid, change["contexts"])
+            programs._named(change.get("families", ["*"]) + change.get("except", []), table)
+    for entry in table["none"]:
+        assert entry["en"] and entry["zh"] and set(entry["contexts"]) <= set(matrix.CONTEXT_BY_ID), entry
+
+
+def test_a_cell_that_differs_only_in_warnings_is_labelled_so(recorded, cells):
+    """kind "warnings" is exactly the matrix page's warnings-only cells (hook_matrix_page.warnings_only): the file
+    keeps which warnings differ, nothing is tried on them, and the lookup's title says "warnings only"; a cell that
+    misbehaves is not one."""
+    from tools.ask import index
+
+    quiet = hook_matrix_page.warnings_only(cells)
+    warned = {k: e for k, e in recorded["programs"].items() if e["kind"] == "warnings"}
+    assert set(warned) == set(quiet) and warned, sorted(set(warned) ^ set(quiet))
+    titles = {e["id"]: e for e in index.matrix_entries()}
+    for key, entry in warned.items():
+        assert entry["warnings"] == quiet[key], key
+        assert entry["fix"] is None and not entry["attempts"], key
+        assert entry["no_fix"]["en"].startswith("warnings only") and entry["no_fix"]["zh"].startswith("只差警告"), key
+        deprecation = all(programs._is_deprecation(w) for w in entry["warnings"]["added"] + entry["warnings"]["gone"])
+        assert (entry["warnings"]["which"] == "deprecation") == deprecation, key
+        assert titles[f"matrix:{key}"]["en"].endswith(index.WARNINGS_ONLY[entry["warnings"]["which"]][0]), key
+        assert titles[f"matrix:{key}"]["zh"].endswith(index.WARNINGS_ONLY[entry["warnings"]["which"]][1]), key
+    mis = next(k for k, e in recorded["programs"].items() if e["kind"] == "misbehaves")
+    assert mis not in quiet and not titles.get(f"matrix:{mis}", {}).get("en", "").endswith(
+        index.WARNINGS_ONLY["deprecation"][0])
+
+
+def test_the_page_counts_are_the_files(recorded, cells):
+    """The programs section's sentence of counts (fixed / tried without a fix / no strategy applies / warnings only /
+    fires as in eager) states what docs/programs/matrix.json holds, counted here from the file itself, in both
+    languages; each cell's program says its fix, its attempts ("Tried:") or its kind."""
+    entries = recorded["programs"]
+    counted = {"unusual": len(entries), "fixed": sum(e["fix"] is not None for e in entries.values()),
+               "tried": sum(e["kind"] == "misbehaves" and e["fix"] is None and bool(e["attempts"])
+                            for e in entries.values()),
+               "none": sum(e["kind"] == "misbehaves" and e["fix"] is None and not e["attempts"]
+                           for e in entries.values()),
+               "warnings": sum(e["kind"] == "warnings" for e in entries.values()),
+               "deprecation": sum(e["kind"] == "warnings" and e["warnings"]["which"] == "deprecation"
+                                  for e in entries.values()),
+               "fires": sum(e["kind"] == "fires-as-eager" for e in entries.values())}
+    assert counted["fixed"] + counted["tried"] + counted["none"] + counted["warnings"] + counted["fires"] \
+        == counted["unusual"]
+    assert counted["tried"] > 0 and counted["fixed"] > 0 and counted["fires"] > 0
+    doc = generate.load()
+    for lang in ("en", "zh"):
+        text = hook_matrix_page.page(doc, lang)
+        assert hook_matrix_page.PAGE[lang]["kinds"].format(**counted) in text, lang
+        t = hook_matrix_page.PAGE[lang]
+        assert text.count(f"\n{t['tried']}\n") == sum(bool(e["attempts"]) for e in entries.values()), lang
+        assert text.count(f" · {t['fires_tag']}</summary>") == counted["fires"], lang

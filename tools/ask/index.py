@@ -291,19 +291,37 @@ def message_entries() -> list[dict[str, Any]]:
     return entries
 
 
+# how a cell that differs from its family's eager cell only in its warnings is titled, by which warnings they are
+# (docs/programs/matrix.json's "warnings": tools/hook_matrix/programs.warnings_only)
+WARNINGS_ONLY = {"deprecation": ("fires as in eager; only a deprecation warning differs", "和 eager 一样触发，只多了一条弃用警告"),
+                 "other": ("fires as in eager; only a warning differs (not a deprecation notice)",
+                           "和 eager 一样触发，只多了一条警告（不是弃用提示）"),
+                 "both": ("fires as in eager; only warnings differ (a deprecation notice and another)",
+                          "和 eager 一样触发，只多了警告（一条弃用提示和另一条警告）")}
+
+
+def _matrix_programs() -> dict[str, Any]:
+    path = PROGRAMS / "matrix.json"
+    return json.loads(path.read_text(encoding="utf-8"))["programs"] if path.is_file() else {}
+
+
 def matrix_entries() -> list[dict[str, Any]]:
     data = _load(MATRIX)
     families = {f["id"]: f for f in data["families"]}
     contexts = {c["id"]: c for c in data["contexts"]}
+    shown = _matrix_programs()
     entries = []
     for key, cell in sorted(data["cells"].items()):
         if cell.get("status") != "observed":
             continue
+        warned = (shown.get(key) or {}).get("warnings") if (shown.get(key) or {}).get("kind") == "warnings" else None
         unusual = cell.get("surprising") or not cell.get("fires") or (cell.get("calls") or 0) > 1 or cell.get("error")
-        if not unusual:
+        if not unusual and not warned:
             continue
         family, context = families[cell["family"]], contexts[cell["context"]]
-        if cell.get("title"):  # notes.toml's precise title, where the plain verdict would overreach
+        if warned:  # the hook behaves as in eager: only the warnings differ
+            what_en, what_zh = WARNINGS_ONLY[warned["which"]]
+        elif cell.get("title"):  # notes.toml's precise title, where the plain verdict would overreach
             what_en, what_zh = cell["title"]["en"], cell["title"]["zh"]
         elif cell.get("error"):
             what_en, what_zh = f"raises {cell['error'].split(':')[0]}", f"报错 {cell['error'].split(':')[0]}"
@@ -320,7 +338,8 @@ def matrix_entries() -> list[dict[str, Any]]:
             "zh": f"{family['zh']} · {context['zh']}：{what_zh}",
             "en": f"{family['api']} under {context['title']}: {what_en}",
             "text": " ".join(filter(None, (family["id"].replace("-", " "), context["id"].replace("-", " "),
-                                           context.get("how"), why.get("en"), why.get("zh"), cell.get("error")))),
+                                           context.get("how"), why.get("en"), why.get("zh"), cell.get("error"),
+                                           *(warned or {}).get("added", [])))),
             "message": cell.get("error"), "notebook": taught.get("notebook"), "cell": taught.get("cell"),
             # the matrix page's row for the cell has the key itself as its id (tools/site/conf.py's _matrix_rows)
             "page": f"hook_matrix.html#{key}",

@@ -328,9 +328,9 @@ def page(doc: dict[str, Any], lang: str, *, built: set[str] | None = None,
             lines += [f"#### `{f['id']}`: {_esc(name)}", "", t["family_line"].format(api=f["api"], returns=returns), "",
                       "| " + " | ".join(t["columns_family"]) + " |", "|---|---|---|---|"]
             for c in contexts:
-                r = cells[f"{f['id']}@{c['id']}"]
-                mark = "⚠ " if r.get("surprising") else ""
                 key = f"{f['id']}@{c['id']}"
+                r = cells[key]
+                mark = "⚠ " if r.get("surprising") else ""
                 seen = observed(r, lang) + (f" · {warnings_label(quiet[key], lang)}" if key in quiet else "")
                 lines.append(f"| {mark}{_esc(title_of[c['id']])} | {_esc(seen)} | `{key}` | {_link(r, lang, built)} |")
             lines.append("")
@@ -437,6 +437,25 @@ PAGE = {
                      "phases, receives the same, its return value does the same and the run notes the same, so "
                      "their program shows a warning, not a hook that behaves otherwise; they are marked “{tag}”."),
            "tag": "only the warnings differ",
+           "kinds": ("Of the {unusual}: {fixed} have a workaround that makes the hook fire as in eager; {tried} were "
+                     "tried against every strategy below that applies to them, and none did; for {none} no strategy "
+                     "applies (each says why); {warnings} differ from eager only in their warnings ({deprecation} "
+                     "only in a deprecation notice), so the hook behaves as in eager there; and in {fires} the hook "
+                     "fires as in eager but the cell differs in something a program's count of calls does not show "
+                     "(what the hook receives, what its return value does, what the run notes; each says which)."),
+           "strategies": "The workaround strategies",
+           "strategies_intro": ("The strategies of `tools/hook_matrix/fixes.toml`, in the order they are tried. Each "
+                                "change of a strategy that applies to a cell (by its column and family) is made to "
+                                "the cell's program, which is run: the first that then fires as the family's eager "
+                                "cell (the same number of calls in the same phases, no error) is the cell's "
+                                "workaround, and every one is listed under the program as tried."),
+           "strategy_line": "**{name}** ({changes} changes, tried in {cells} cells, the workaround of {fixed}). {en} "
+                            "*How it changes a program:* {how}.",
+           "warnings_tag": "warnings only", "fires_tag": "fires as in eager",
+           "warnings_only": "warnings only ({which})",
+           "which": {"deprecation": "a deprecation notice", "other": "not a deprecation notice",
+                     "both": "a deprecation notice and another"},
+           "no_fix": "No workaround: {why}", "tried": "Tried:", "worked": "fires as in eager", "failed": "not as in eager",
            "common": "What every program starts and ends with (the probe's model; printing what fired)",
            "prints": "It prints:", "fix": "Workaround: {what}", "no_program": "No program: {why}",
            "fixed": "The program changed so:", "not_run": "not run yet",
@@ -454,11 +473,55 @@ PAGE = {
                      "钩子触发的次数和阶段、收到的参数、返回值的效果、运行记下的情况都一样，所以它们的程序演示的是一条警告，"
                      "而不是行为不同的钩子；这些格子标为“{tag}”。"),
            "tag": "只差警告",
+           "kinds": ("这 {unusual} 格里：{fixed} 格有变通办法，能让钩子像 eager 那样触发；{tried} 格把下面所有适用的"
+                     "办法都试过了，没有一个管用；{none} 格没有适用的办法（每格写明原因）；{warnings} 格和 eager 只差警告"
+                     "（其中 {deprecation} 格只差一条弃用提示），钩子的行为和 eager 一样；还有 {fires} 格，钩子的触发和 "
+                     "eager 一样，不同之处是程序数的调用次数看不出的（收到的参数、返回值的效果或运行记下的情况，每格写明是哪一项）。"),
+           "strategies": "变通办法一览",
+           "strategies_intro": ("`tools/hook_matrix/fixes.toml` 里的办法，按尝试的顺序排列。一个办法里适用于某一格（按它的列和族）"
+                                "的每一处改动，都会改进这一格的程序并运行：改完之后第一个能像这一族的 eager 格那样触发的（同样的"
+                                "调用次数、同样的阶段、没有报错），就是这一格的变通办法；每一次尝试都列在程序下面。"),
+           "strategy_line": "**{name}**（{changes} 处改动，在 {cells} 格里试过，是其中 {fixed} 格的变通办法）。{en}"
+                            "*怎样改程序：*{how}。",
+           "warnings_tag": "只差警告", "fires_tag": "触发和 eager 一样",
+           "warnings_only": "只差警告（{which}）",
+           "which": {"deprecation": "弃用提示", "other": "不是弃用提示", "both": "弃用提示和另一条警告"},
+           "no_fix": "没有变通办法：{why}", "tried": "试过：", "worked": "像 eager 那样触发", "failed": "不像 eager",
            "common": "每段程序开头和结尾都一样的部分（探针的模型；打印触发了什么）",
            "prints": "打印：", "fix": "变通办法：{what}", "no_program": "没有程序：{why}",
            "fixed": "程序这样改：", "not_run": "还没有运行",
            "unrun": "其中 {n} 段程序还没有运行过，所以不显示输出（python -m tools.hook_matrix programs 会运行它们）。"},
 }
+
+
+def kinds(programs: dict[str, Any]) -> dict[str, int]:
+    """How many of the unusual cells have a workaround, were tried without one, have no strategy that applies, differ
+    in warnings only (``deprecation``: only in a deprecation notice), or fire as in eager otherwise."""
+    entries = list(programs.values())
+    misbehaving = [v for v in entries if v.get("kind") == "misbehaves"]
+    return {"unusual": len(entries), "fixed": sum(v.get("fix") is not None for v in entries),
+            "tried": sum(v.get("fix") is None and bool(v.get("attempts")) for v in misbehaving),
+            "none": sum(v.get("fix") is None and not v.get("attempts") for v in misbehaving),
+            "warnings": sum(v.get("kind") == "warnings" for v in entries),
+            "deprecation": sum((v.get("warnings") or {}).get("which") == "deprecation" for v in entries),
+            "fires": sum(v.get("kind") == "fires-as-eager" for v in entries)}
+
+
+def strategies_section(programs: dict[str, Any], lang: str) -> list[str]:
+    """The strategies of tools/hook_matrix/fixes.toml (Markdown lines): each with what it is, how it changes a
+    program, in how many cells it was tried and of how many it is the workaround."""
+    from .programs import fixes
+
+    t = PAGE[lang]
+    lines = [f"### {t['strategies']}", "", t["strategies_intro"], ""]
+    for sid, strategy in fixes()["strategy"].items():
+        cells = sum(any(a["strategy"] == sid for a in v.get("attempts", [])) for v in programs.values())
+        fixed = sum((v.get("fix") or {}).get("strategy") == sid for v in programs.values())
+        suffix = "_zh" if lang == "zh" else ""
+        lines += [f"- " + t["strategy_line"].format(
+            name=strategy["name" + suffix], changes=len(strategy.get("change", [])), cells=cells, fixed=fixed,
+            en=strategy["zh" if lang == "zh" else "en"], how=strategy["how" + suffix]), ""]
+    return lines
 
 
 def _sections(code: str, lang: str) -> tuple[str, str, str, str]:
@@ -490,6 +553,9 @@ def programs_section(doc: dict[str, Any], lang: str, programs: dict[str, Any] | 
     if quiet:
         lines += [t["quiet"].format(quiet=len(quiet), unusual=len(programs), tag=t["tag"],
                                     deprecation=sum(f["which"] == "deprecation" for f in quiet.values())), ""]
+    if any("kind" in v for v in programs.values()):
+        lines += [t["kinds"].format(**kinds(programs)), ""]
+        lines += strategies_section(programs, lang)
     if unrun:
         lines += [t["unrun"].format(n=unrun), ""]
     if shown:
@@ -519,7 +585,8 @@ def programs_section(doc: dict[str, Any], lang: str, programs: dict[str, Any] | 
             body += "\n\n\n" + tail.rstrip()
         printed = value["show"]["prints"]
         first = next((line for line in (printed or "").splitlines() if line.startswith("calls: ")), t["not_run"])
-        tag = f" · {t['tag']}" if key in quiet else ""
+        tag = f" · {t['tag']}" if key in quiet else {"fires-as-eager": " · " + t["fires_tag"]}.get(
+            value.get("kind"), "")
         lines += ["<details>", f"<summary>{summary} · {first}{tag}</summary>", "", "```python", code.split("\n", 1)[0],
                   body, "```", ""]
         if printed is not None:
@@ -532,5 +599,18 @@ def programs_section(doc: dict[str, Any], lang: str, programs: dict[str, Any] | 
             changed = [line for line in list(diff)[2:]]
             lines += [t["fix"].format(what=fix["what"][lang]), "", t["fixed"], "", "```diff", *changed, "```", "",
                       t["prints"], "", "```text", fix["prints"].rstrip(), "```", ""]
+        elif value.get("no_fix"):
+            lines += [t["no_fix"].format(why=value["no_fix"][lang]).replace("<", "&lt;"), ""]
+        if value.get("attempts"):
+            from .programs import outcome
+
+            lines += [t["tried"], ""]
+            for attempt in value["attempts"]:
+                verdict = t["worked"] if attempt["fires_as_eager"] else t["failed"]
+                said = (f"- {attempt['what'][lang]}：{outcome(attempt['prints'], lang)}（{verdict}）" if lang == "zh"
+                        else f"- {attempt['what'][lang]}: {outcome(attempt['prints'], lang)} ({verdict})")
+                lines.append(said
+                             .replace("<", "&lt;"))
+            lines.append("")
         lines += ["</details>", ""]
     return lines

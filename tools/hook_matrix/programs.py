@@ -18,8 +18,17 @@ registration (:func:`install_source`), the context's function and the helpers it
 the probe compares between its two runs) dropped (:class:`_Plain`). It prints how often the hook fired, by phase,
 the error and the warnings: counts and cleaned first lines, the same on every machine under ``OMP_NUM_THREADS=1``.
 
-A *fix* is the same program with a change from ``tools/hook_matrix/fixes.toml`` (text replaced in the program), kept
-for a cell only where the fixed program fires as the family's eager cell does (same number of calls, no error).
+A *fix* is the same program with a change from ``tools/hook_matrix/fixes.toml`` (text replaced in the program). The
+file lists workaround strategies (register later, register on what the step returns, register on the output outside,
+another hook family, ``inputs=``, dequantize and quantize again, ...), each with changes for some columns and
+families. For a cell whose hook misbehaves (:func:`kind`), every change that applies (:func:`candidates`) is made and
+the program run: the first that then fires as the family's eager cell (the same number of calls in the same phases, no
+error: :func:`fires_as_eager`) is the cell's fix, and every one is kept with what it printed (``attempts``), so that a
+cell without a fix lists what was tried; where no strategy applies, fixes.toml says why (``[[none]]``). A cell whose
+observation is its family's eager cell's but for the warnings (``kind`` ``warnings``), or that fires as in eager and
+differs in what the hook receives or returns (``fires-as-eager``), says so instead, with nothing tried.
+
+    python -m tools.hook_matrix programs --keys forward-hook@jit-trace --print --tried   # and each change tried
 
 Two kinds of column read the probe's own record, and their programs keep the same record themselves: the thread
 columns (``thread``, ``contextvar``, ``contextvar-pool``) ask each call of the hook what it sees (which thread, the
@@ -50,7 +59,8 @@ from typing import Any
 
 import tomllib
 
-from .page import HOW_ZH, PROGRAMS, WORDS, observed
+from .page import HOW_ZH, PROGRAMS, WORDS, is_deprecation, observed
+from .page import warnings_only as page_warnings_only
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = PROGRAMS
@@ -524,31 +534,213 @@ def _title(record: dict[str, Any], lang: str) -> str:
 # ---- fixes ------------------------------------------------------------------------------------------------------
 
 def fixes(path: Path = FIXES) -> dict[str, Any]:
-    """``tools/hook_matrix/fixes.toml``: per context (``[context.<id>]``) or cell (``[cell."<key>"]``) a change to
-    the program (``replace = [[old, new], ...]``) and what it does (``en`` / ``zh``)."""
+    """``tools/hook_matrix/fixes.toml``: the workaround strategies (``[strategy.<id>]``: a name and what it is, in
+    both languages, and how it changes a program), each with its changes (``[[strategy.<id>.change]]``: the columns
+    and families it applies to, what it does in both languages, ``replace = [[old, new], ...]``), the family groups
+    the changes name (``[groups]``), the snippets a change writes per family (``[snippet.<name>]``, ``<<name>>`` in
+    a replacement), and why no strategy applies to some cells (``[[none]]``)."""
     return tomllib.loads(path.read_text(encoding="utf-8"))
 
 
-def fix_for(key: str, table: dict[str, Any]) -> dict[str, Any] | None:
+def _named(names: list[str], table: dict[str, Any]) -> set[str]:
+    """Families named directly or by a group of ``[groups]`` (``*``: every family)."""
+    out: set[str] = set()
+    for name in names:
+        if name == "*":
+            out |= set(matrix().FAMILY_BY_ID)
+        elif name in table.get("groups", {}):
+            out |= _named(table["groups"][name], table)  # a group may name groups
+        elif name in matrix().FAMILY_BY_ID:
+            out.add(name)
+        else:
+            raise SystemExit(f"[hook-matrix programs] {FIXES.relative_to(ROOT)}: no family or group {name!r}")
+    return out
+
+
+def _applies(entry: dict[str, Any], family: str, context: str, table: dict[str, Any]) -> bool:
+    return context in entry["contexts"] and family in _named(entry.get("families", ["*"]), table) \
+        and family not in _named(entry.get("except", []), table)
+
+
+_SNIPPET = re.compile(r"<<([\w-]+)>>")
+
+
+def candidates(key: str, table: dict[str, Any]) -> list[dict[str, Any]]:
+    """The changes of fixes.toml that apply to cell ``key``, in the file's order (the order they are tried in), each
+    ``{"strategy", "name", "what": {"en", "zh"}, "replace"}`` with its snippets written for the cell's family; a
+    change whose snippet has nothing for the family does not apply."""
     family, context = key.split("@")
-    entry = table.get("cell", {}).get(key)
-    if entry is None:
-        entry = table.get("context", {}).get(context)
-        if entry is not None and family in entry.get("except", []):
-            return None
-    return entry
+    out = []
+    for sid, strategy in table.get("strategy", {}).items():
+        for change in strategy.get("change", []):
+            if not _applies(change, family, context, table):
+                continue
+            snippets = [n for old, new in change["replace"] for n in _SNIPPET.findall(old + new)]
+            if any(family not in table.get("snippet", {}).get(n, {}) for n in snippets):
+                continue
+            replace = [[_SNIPPET.sub(lambda m: table["snippet"][m[1]][family], part) for part in pair]
+                       for pair in change["replace"]]
+            out.append({"strategy": sid, "name": {"en": change.get("name", strategy["name"]),
+                                                  "zh": change.get("name_zh", strategy["name_zh"])},
+                        "what": {"en": change["en"], "zh": change["zh"]}, "replace": replace})
+    return out
 
 
-def fixed(source: str, entry: dict[str, Any], lang: str, key: str) -> str:
+def none_applies(key: str, table: dict[str, Any]) -> dict[str, str] | None:
+    """Why no strategy of fixes.toml applies to cell ``key`` (its ``[[none]]`` entry), in both languages."""
+    family, context = key.split("@")
+    for entry in table.get("none", []):
+        if _applies(entry, family, context, table):
+            return {"en": entry["en"], "zh": entry["zh"]}
+    return None
+
+
+def fixed(source: str, change: dict[str, Any], lang: str, key: str) -> str:
+    """``source`` changed as ``change`` (one of :func:`candidates`) says, with a line naming the change."""
     out = source
-    for old, new in entry["replace"]:
+    for old, new in change["replace"]:
         if old not in out:
-            raise SystemExit(f"[hook-matrix programs] {FIXES.relative_to(ROOT)}: the fix for {key} replaces "
-                             f"{old!r}, which its program does not contain; change the fix")
+            raise SystemExit(f"[hook-matrix programs] {FIXES.relative_to(ROOT)}: the change {change['strategy']!r} for "
+                             f"{key} replaces {old!r}, which its program does not contain; change the fix")
         out = out.replace(old, new)
-    marker = f"# {WORDS[lang]['fix'].format(fix=entry[lang])}\n"
+    marker = f"# {WORDS[lang]['fix'].format(fix=change['what'][lang])}\n"
     first, rest = out.split("\n", 1)
     return f"{first}\n{marker}{rest}"
+
+
+# ---- what a run shows, against the family's eager cell ----------------------------------------------------------
+
+# a column's phases that name what eager's name otherwise: compiled autograd runs forward and backward in one
+# compiled 'step', torch.func.grad in its 'transform' (None: any of eager's phases); the load of load_state_dict
+PHASES = {"compiled-autograd": {"step": None}, "func-grad": {"transform": None},
+          "load-assign": {"load": "load_state_dict"}, "load-mmap": {"load": "load_state_dict"},
+          "apply": {"apply": "register"}}
+# the error the probe's always_call forward raises on purpose: not an error of the run (the probe does not count it)
+ON_PURPOSE = "RuntimeError: probe: the forward raised on purpose"
+
+
+def fires_as(by_phase: dict[str, int], raised: bool, eager: dict[str, Any], context: str) -> bool:
+    """Whether a run fired as the family's eager cell: no error, the same number of calls, in the same phases (a
+    hook that fires only while tracing, capturing or calibrating does not, however often)."""
+    if raised or sum(by_phase.values()) != eager["calls"]:
+        return False
+    aliases, named, loose = PHASES.get(context, {}), {}, False
+    for phase_name, n in by_phase.items():
+        same = aliases.get(phase_name, phase_name)
+        if same is None:
+            loose = True
+            continue
+        named[same] = named.get(same, 0) + n
+    want = eager["by_phase"]
+    if not loose:
+        return named == want
+    return all(p in want and n <= want[p] for p, n in named.items())
+
+
+def _printed(prints: str) -> tuple[dict[str, int], str | None]:
+    """The calls by phase and the error (None: none) a program prints (rank 0's, for a process group's)."""
+    lines = prints.splitlines()
+    first = next(line for line in lines if line.startswith("calls: "))
+    inside = first.split("(", 1)[1].rsplit(")", 1)[0] if "(" in first else ""
+    by_phase = {}
+    for part in filter(None, inside.split(", ")):
+        name, n = part.rsplit(" ", 1)
+        by_phase[name] = by_phase.get(name, 0) + int(n)
+    error = next(line for line in lines if line.startswith("error: "))[len("error: "):]
+    return by_phase, None if error in ("None", ON_PURPOSE) else error
+
+
+def fires_as_eager(prints: str, key: str, cells: dict[str, dict[str, Any]]) -> bool:
+    """The acceptance rule of a fix: the changed program fires as the family's eager cell (:func:`fires_as`)."""
+    family, context = key.split("@")
+    by_phase, error = _printed(prints)
+    return fires_as(by_phase, error is not None, cells[f"{family}@eager"], context)
+
+
+def _is_deprecation(warning: str) -> bool:
+    return is_deprecation(warning)
+
+
+def kind(key: str, cells: dict[str, dict[str, Any]]) -> str:
+    """What makes unusual cell ``key`` unusual: ``warnings`` (it differs from its family's eager cell only in its
+    warnings: the matrix page's :func:`~tools.hook_matrix.page.warnings_only`), ``fires-as-eager`` (it fires as eager,
+    :func:`fires_as`, and differs in what the hook receives, what its return value does, or in what the cell's notes
+    say), or ``misbehaves``."""
+    family, context = key.split("@")
+    if key in _quiet(cells):
+        return "warnings"
+    if fires_as(cells[key]["by_phase"], cells[key]["error"] is not None, cells[f"{family}@eager"], context):
+        return "fires-as-eager"
+    return "misbehaves"
+
+
+_QUIET: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+
+def _quiet(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """:func:`~tools.hook_matrix.page.warnings_only` of ``cells``, computed once per cells object."""
+    if not _QUIET or _QUIET[0][0] is not cells:
+        _QUIET[:] = [(cells, page_warnings_only(cells))]
+    return _QUIET[0][1]
+
+
+def warnings_only(key: str, cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Of a ``warnings`` cell: the warnings it adds to (and takes from) its family's eager cell's, and whether they are
+    deprecation notices (``deprecation``), others (``other``) or both (``both``)."""
+    return _quiet(cells)[key]
+
+
+_FIELDS = {"receives": {"en": "what it receives", "zh": "它收到的参数"},
+           "return_value": {"en": "what its return value does", "zh": "返回值的效果"},
+           "notes": {"en": "what the run notes", "zh": "运行记下的情况（notes）"},
+           "shapes": {"en": "the probe's other shapes", "zh": "探针的其他写法（shapes）"},
+           "warnings": {"en": "its warnings", "zh": "警告"}}
+WARNED = {"deprecation": {"en": "a deprecation notice", "zh": "弃用提示"},
+          "other": {"en": "a warning other than a deprecation notice", "zh": "一条不是弃用提示的警告"},
+          "both": {"en": "a deprecation notice and another warning", "zh": "弃用提示和另一条警告"}}
+
+
+def _differs(key: str, cells: dict[str, dict[str, Any]]) -> list[str]:
+    record, plain = cells[key], cells[f"{key.split('@')[0]}@eager"]
+    return [f for f in _FIELDS if record.get(f) != plain.get(f)]
+
+
+def verdict(key: str, cells: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """What a ``warnings`` or ``fires-as-eager`` cell says instead of a fix, in both languages."""
+    if kind(key, cells) == "warnings":
+        told = warnings_only(key, cells)
+        text = "; ".join(told["added"] + [f"(no longer) {w}" for w in told["gone"]])
+        return {"en": f"warnings only: the hook fires as in eager, receives the same and its return value does the "
+                      f"same; only {WARNED[told['which']]['en']} differs ({text}): nothing to work around",
+                "zh": f"只差警告：钩子的触发、收到的参数和返回值的效果都和 eager 一样，只是多了{WARNED[told['which']]['zh']}"
+                      f"（{text}），没有需要绕开的问题"}
+    fields = [f for f in _differs(key, cells) if f != "warnings"]
+    en = ", ".join(_FIELDS[f]["en"] for f in fields) or "what the cell's note says"
+    zh = "、".join(_FIELDS[f]["zh"] for f in fields) or "这一格的说明里讲的内容"
+    return {"en": f"the hook fires as in eager (the same calls in the same phases, no error); the cell differs in {en}, "
+                  "which the program's count of calls does not show, so no change was tried against it",
+            "zh": f"钩子的触发和 eager 一样（同样的调用次数、同样的阶段、没有报错）；这一格不同的是{zh}，"
+                  "程序数的调用次数看不出这些，所以没有拿变通办法去试"}
+
+
+def outcome(prints: str, lang: str) -> str:
+    """What a changed program did, in a few words: how often the hook fired (by phase) and the error."""
+    by_phase, error = _printed(prints)
+    calls = sum(by_phase.values())
+    phases = ", ".join(f"{p} {n}" for p, n in by_phase.items())
+    if lang == "zh":
+        text = f"触发 {calls} 次" + (f"（{phases}）" if phases else "")
+        return text + (f"，报错 {error[:100]}" if error else "")
+    text = f"fires {calls}x" + (f" ({phases})" if phases else "")
+    return text + (f", raises {error[:100]}" if error else "")
+
+
+def tried(attempts: list[dict[str, Any]]) -> dict[str, str]:
+    """A cell's ``no_fix`` after its attempts: each one's name and what it did."""
+    en = "; ".join(f"{a['name']['en']} ({outcome(a['prints'], 'en')})" for a in attempts)
+    zh = "；".join(f"{a['name']['zh']}（{outcome(a['prints'], 'zh')}）" for a in attempts)
+    return {"en": f"tried: {en}: the hook still does not fire as in eager",
+            "zh": f"试过：{zh}：钩子仍然不像 eager 那样触发"}
 
 
 # ---- running ------------------------------------------------------------------------------------------------------
@@ -620,10 +812,12 @@ def _calls(prints: str) -> tuple[int, bool]:
     return int(first.split()[1]), error != "error: None"
 
 
-NO_FIX = {"en": "no workaround in tools/hook_matrix/fixes.toml for this cell",
-          "zh": "tools/hook_matrix/fixes.toml 里没有这一格的变通办法"}
-NOT_RUN = {"en": "the fix in tools/hook_matrix/fixes.toml has not been run yet (python -m tools.hook_matrix programs)",
+NO_FIX = {"en": "no workaround in tools/hook_matrix/fixes.toml for this cell, and no reason there why none applies",
+          "zh": "tools/hook_matrix/fixes.toml 里没有这一格的变通办法，也没有说明为什么没有"}
+NOT_RUN = {"en": "the changes in tools/hook_matrix/fixes.toml have not been run yet (python -m tools.hook_matrix programs)",
            "zh": "tools/hook_matrix/fixes.toml 里的变通办法还没有运行过（python -m tools.hook_matrix programs）"}
+NONE_APPLIES = {"en": "no strategy in tools/hook_matrix/fixes.toml applies: {why}",
+                "zh": "tools/hook_matrix/fixes.toml 里没有适用的变通办法：{why}"}
 
 
 def _chunks(items: list[Any], jobs: int) -> list[list[Any]]:
@@ -686,8 +880,10 @@ def _same_code(en: str, zh: str) -> bool:
 
 def build(keys: list[str], *, jobs: int = 1, progress: bool = False, fresh: bool = False,
           cached_only: bool = False) -> dict[str, Any]:
-    """The entries of docs/programs/matrix.json for ``keys``: each program generated and run, then each fix
-    (``cached_only``: runs nothing; a program not in the cache gets ``prints`` None, a fix not in it is left out)."""
+    """The entries of docs/programs/matrix.json for ``keys``: each program generated and run, then, for a cell whose
+    hook misbehaves (:func:`kind`), each change of fixes.toml that applies to it (:func:`candidates`); the first that
+    makes it fire as eager (:func:`fires_as_eager`) is its fix, and every one tried is kept under ``attempts``
+    (``cached_only``: runs nothing; a program not in the cache gets ``prints`` None, a change not in it is left out)."""
     from .generate import load
 
     cells = load()["cells"]
@@ -700,28 +896,41 @@ def build(keys: list[str], *, jobs: int = 1, progress: bool = False, fresh: bool
             raise RuntimeError(f"{key}: the programs in English and Chinese differ in more than comments")
     prints = dict(zip(shows, _run_all([c["en"] for c in shows.values()], jobs, "programs" if progress else "",
                                          fresh=fresh, cached_only=cached_only)))
-    candidates = {}
+    tries: list[tuple[str, dict[str, Any], dict[str, str]]] = []
     for key, code in shows.items():
-        out[key] = {"show": {"code": code, "prints": prints[key]}, "fix": None, "no_fix": NO_FIX,
-                    "needs": ["processes:2"] if matrix().needs_workers(key) else []}
-        change = fix_for(key, table)
-        if change is not None:
-            candidates[key] = (change, {lang: fixed(code[lang], change, lang, key) for lang in ("en", "zh")})
-    fix_prints = dict(zip(candidates, _run_all([c["en"] for _, c in candidates.values()], jobs,
-                                               "fixes" if progress else "", fresh=fresh, cached_only=cached_only)))
-    for key, (change, code) in candidates.items():
-        if fix_prints[key] is None:
+        which = kind(key, cells)
+        out[key] = {"show": {"code": code, "prints": prints[key]}, "kind": which, "fix": None, "no_fix": NO_FIX,
+                    "attempts": [], "needs": ["processes:2"] if matrix().needs_workers(key) else []}
+        if which == "warnings":
+            out[key]["warnings"] = warnings_only(key, cells)
+        if which != "misbehaves":
+            out[key]["no_fix"] = verdict(key, cells)
+            continue
+        changes = candidates(key, table)
+        why = none_applies(key, table)
+        if changes and why:
+            raise SystemExit(f"[hook-matrix programs] {FIXES.relative_to(ROOT)}: {key} has changes to try and a reason "
+                             "why none applies; keep one")
+        if why:
+            out[key]["no_fix"] = {lang: NONE_APPLIES[lang].format(why=why[lang]) for lang in ("en", "zh")}
+        for change in changes:
+            tries.append((key, change, {lang: fixed(code[lang], change, lang, key) for lang in ("en", "zh")}))
+    done = _run_all([c["en"] for _, _, c in tries], jobs, "changes" if progress else "", fresh=fresh,
+                    cached_only=cached_only)
+    for (key, change, code), printed in zip(tries, done):
+        if printed is None:
             out[key]["no_fix"] = NOT_RUN
             continue
-        eager = cells[f"{key.split('@')[0]}@eager"]
-        calls, raised = _calls(fix_prints[key])
-        if calls == eager["calls"] and not raised:
-            out[key]["fix"] = {"code": code, "prints": fix_prints[key],
-                               "what": {"en": change["en"], "zh": change["zh"]}}
-            out[key]["no_fix"] = None
-        else:
-            out[key]["no_fix"] = {"en": f"tried ({change['en']}): the hook then still does not fire as in eager",
-                                  "zh": f"试过（{change['zh']}）：钩子仍然不像 eager 那样触发"}
+        works = fires_as_eager(printed, key, cells)
+        out[key]["attempts"].append({"strategy": change["strategy"], "name": change["name"], "what": change["what"],
+                                     "prints": printed, "fires_as_eager": works})
+        if works and out[key]["fix"] is None:
+            out[key]["fix"] = {"code": code, "prints": printed, "what": change["what"], "strategy": change["strategy"]}
+    for key, entry in out.items():
+        if entry["fix"] is not None:
+            entry["no_fix"] = None
+        elif entry["attempts"] and entry["no_fix"] is not NOT_RUN:
+            entry["no_fix"] = tried(entry["attempts"])
     if progress:
         differ = [k for k in shows if prints[k] is not None
                   and _calls(prints[k]) != (cells[k]["calls"], cells[k]["error"] is not None)]
@@ -729,6 +938,11 @@ def build(keys: list[str], *, jobs: int = 1, progress: bool = False, fresh: bool
               file=sys.stderr)
         print(f"[hook-matrix programs] {len(differ)} of {len(shows)} programs fire otherwise than their cell "
               f"records: {', '.join(differ)}", file=sys.stderr)
+        kinds = {k: sum(e["kind"] == k for e in out.values()) for k in ("misbehaves", "fires-as-eager", "warnings")}
+        print(f"[hook-matrix programs] {kinds}; with a fix {sum(e['fix'] is not None for e in out.values())}, tried "
+              f"without one {sum(bool(e['attempts']) and e['fix'] is None for e in out.values())}, none applies "
+              f"{sum((e['no_fix'] or {}).get('en', '').startswith('no strategy') for e in out.values())}, neither "
+              f"{sum(e['no_fix'] is NO_FIX for e in out.values())}", file=sys.stderr)
     return {k: out[k] for k in keys}
 
 
@@ -736,8 +950,12 @@ ABOUT = ("Each unusual cell of the hook behaviour matrix (docs/hook_matrix.json)
          "generated from the probe code (python -m tools.hook_matrix programs): unusual = observed, not eager, and "
          "marked surprising or with fires / calls / error / warnings other than the family's eager cell. 'show' is "
          "the context's run with the family's hook, 'prints' what it prints under OMP_NUM_THREADS=1 on a CPU, run "
-         "by hooklab.course.programs.run (null: not run yet); 'fix', "
-         "where tools/hook_matrix/fixes.toml has a change that makes the hook fire as in eager without error; "
+         "by hooklab.course.programs.run (null: not run yet); 'kind': 'misbehaves', 'warnings' (the observation is the "
+         "family's eager cell's but for the warnings; 'warnings' says which) or 'fires-as-eager' (the same calls in the "
+         "same phases, another difference); 'attempts': each change of tools/hook_matrix/fixes.toml that applies to a "
+         "misbehaving cell, run, with what it printed and whether it then fires as the family's eager cell (the same "
+         "calls in the same phases, no error); 'fix': the first that does (its 'strategy'); 'no_fix': what was tried, "
+         "why no strategy applies, or what the cell's kind says; "
          "a cell of a process group ('needs': 'processes:2') runs in two gloo processes and prints rank 0's lines.")
 
 
@@ -761,6 +979,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--check", action="store_true", help="regenerate a seeded sample and compare")
     parser.add_argument("--keys", nargs="+", help="only these cells")
     parser.add_argument("--print", action="store_true", help="print the programs of --keys, run nothing")
+    parser.add_argument("--tried", action="store_true",
+                        help="with --print: each change of fixes.toml that applies to the cell, as the changed program")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--sample", type=int, default=6)
     parser.add_argument("--cached", action="store_true",
@@ -778,7 +998,10 @@ def main(argv: list[str]) -> int:
         keys = args.keys
     if args.print:
         for key in keys:
-            print(program(key, "en", cells))
+            code = program(key, "en", cells)
+            print(code)
+            for change in candidates(key, fixes()) if args.tried and kind(key, cells) == "misbehaves" else []:
+                print(fixed(code, change, "en", key))
         return 0
     if args.check:
         recorded = json.loads(OUT.read_text(encoding="utf-8"))["programs"] if OUT.is_file() else {}
