@@ -518,7 +518,7 @@ def strategies_section(programs: dict[str, Any], lang: str) -> list[str]:
         cells = sum(any(a["strategy"] == sid for a in v.get("attempts", [])) for v in programs.values())
         fixed = sum((v.get("fix") or {}).get("strategy") == sid for v in programs.values())
         suffix = "_zh" if lang == "zh" else ""
-        lines += [f"- " + t["strategy_line"].format(
+        lines += ["- " + t["strategy_line"].format(
             name=strategy["name" + suffix], changes=len(strategy.get("change", [])), cells=cells, fixed=fixed,
             en=strategy["zh" if lang == "zh" else "en"], how=strategy["how" + suffix]), ""]
     return lines

@@ -59,8 +59,7 @@ from typing import Any
 
 import tomllib
 
-from .page import HOW_ZH, PROGRAMS, WORDS, is_deprecation, observed
-from .page import warnings_only as page_warnings_only
+from .page import HOW_ZH, PROGRAMS, WORDS, is_deprecation, observed, warnings_only as page_warnings_only
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = PROGRAMS
@@ -926,7 +925,7 @@ def build(keys: list[str], *, jobs: int = 1, progress: bool = False, fresh: bool
                                      "prints": printed, "fires_as_eager": works})
         if works and out[key]["fix"] is None:
             out[key]["fix"] = {"code": code, "prints": printed, "what": change["what"], "strategy": change["strategy"]}
-    for key, entry in out.items():
+    for entry in out.values():
         if entry["fix"] is not None:
             entry["no_fix"] = None
         elif entry["attempts"] and entry["no_fix"] is not NOT_RUN:
