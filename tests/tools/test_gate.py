@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,20 @@ def test_every_rotated_check_runs_within_four_consecutive_commits(tmp_path):
         rotated = {c for c, t in make(root, passed=passed, count=start).tiers.items() if t in ("rotation", "skip")}
         assert set().union(*ran) == rotated and len(rotated) == len(SLOW) + 3
         assert all(ran), "a part that runs nothing"
+
+
+def test_a_new_test_file_moves_no_other_check_between_rotation_parts(tmp_path):
+    """A check not measured yet goes to a part by its id's hash: balancing it with the others moved a third of the
+    suite's checks between parts when one test file was added, and a check moved back by a part waits up to 7
+    commits."""
+    root = small_tree(tmp_path)
+    parts_before = {c: n for n in range(plan.PARTS) for c, t in make(root, passed=all_passed(root), count=n).tiers.items()
+                    if t == "rotation"}
+    (root / "tests/tools/test_slow_new.py").write_text("def test_n():\n    assert True\n", encoding="utf-8")
+    after = {c: n for n in range(plan.PARTS) for c, t in make(root, passed=all_passed(root), count=n).tiers.items()
+             if t == "rotation"}
+    assert {c: after[c] for c in parts_before} == parts_before
+    assert after["tests/tools/test_slow_new.py"] == zlib.crc32(b"tests/tools/test_slow_new.py") % plan.PARTS
 
 
 def test_a_change_touches_the_checks_that_read_it_and_no_other(tmp_path):

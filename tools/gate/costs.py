@@ -23,7 +23,7 @@ from typing import Any
 
 from tools.gate import record
 from tools.gate.checks import ROOT, Check, checks
-from tools.gate.plan import FAST_S, PARTS, UNKNOWN_S, balanced
+from tools.gate.plan import FAST_S, PARTS, UNKNOWN_S, rotation_parts
 
 LAST_RUN = ROOT / "build" / "gate" / "last-run.json"
 TABLE_FILE = ROOT / "docs" / "maintainers" / "tests.md"
@@ -143,7 +143,7 @@ def standing(found: list[Check], costs: dict[str, float]) -> dict[str, str]:
             out[c.id] = "notebooks"
         else:
             rotated[c.id] = cost
-    out.update({c: f"rotation {b + 1}/{PARTS}" for c, b in balanced(rotated, PARTS).items()})
+    out.update({c: f"rotation {b + 1}/{PARTS}" for c, b in rotation_parts(rotated, costs).items()})
     return out
 
 

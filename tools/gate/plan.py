@@ -5,8 +5,9 @@ The rules (the numbers are the constants below):
 - ``fast``: a test file that costs at most ``FAST_S`` worker-seconds, and every module's docstring examples;
 - ``notebooks``: every course notebook under the machine's CPU kernels;
 - ``touched``: any other check whose inputs' hash is not the one it last passed at (``tests/gate/passed.json``);
-- ``rotation``: the other checks, balanced by cost into ``PARTS`` parts; a commit runs part ``n % PARTS``, ``n``
-  the number of commits in its first-parent history, so any ``PARTS`` consecutive commits run every part;
+- ``rotation``: the other checks in ``PARTS`` parts (:func:`rotation_parts`: the measured ones balanced by cost, a
+  check not measured yet by its id's hash); a commit runs part ``n % PARTS``, ``n`` the number of commits in its
+  first-parent history, so any ``PARTS`` consecutive commits run every part;
 - ``sample``: ``SAMPLE`` members of each population drawn with the commit; touched members run too.
 
 A push stays within ``BUDGET_S`` worker-seconds: touched checks beyond what is left once the other tiers are planned
@@ -53,6 +54,22 @@ def balanced(costs: dict[str, float], parts: int) -> dict[str, int]:
         b = min(range(parts), key=lambda i: (load[i], i))
         out[key] = b
         load[b] += costs[key]
+    return out
+
+
+def rotation_parts(rotating: dict[str, float], measured: set[str] | dict[str, Any]) -> dict[str, int]:
+    """The rotation's part of each check: those of ``measured`` (tests/gate/costs.json) balanced by cost, a check not
+    measured yet by its id's hash. A new test file therefore moves no other check between parts (balancing it with
+    the others would, and a check moved back by a part could wait up to 7 commits); parts change only when the costs
+    are measured again.
+
+    >>> measured = {"a": 5.0, "b": 4.0, "c": 3.0}
+    >>> with_new = rotation_parts({**measured, "new": 30.0}, measured)
+    >>> with_new == {**rotation_parts(measured, measured), "new": zlib.crc32(b"new") % PARTS}
+    True
+    """
+    out = balanced({c: cost for c, cost in rotating.items() if c in measured}, PARTS)
+    out.update({c: zlib.crc32(c.encode()) % PARTS for c in rotating if c not in measured})
     return out
 
 
@@ -205,7 +222,7 @@ def make(mode: str, *, root: Path = ROOT, part: int | None = None, shard: tuple[
             rotating[c.id] = plan.costs[c.id]
     # every check of the rotation has its part whether or not it is touched now, so that what a change touches does
     # not move the others between parts
-    for c, b in balanced(rotating, PARTS).items():
+    for c, b in rotation_parts(rotating, costs).items():
         if passed.get(c) != plan.hashes[c]:
             touched[c] = plan.costs[c]
         else:
