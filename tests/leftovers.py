@@ -65,6 +65,11 @@ OTHER = {
     "threads (torch.get_num_threads())": (torch.get_num_threads, torch.set_num_threads),
     "print options (torch.set_printoptions)": (_print_options, lambda options: torch.set_printoptions(**options)),
     "working directory (os.getcwd())": (os.getcwd, os.chdir),
+    # set by the first global backward hook and never reset when it is removed: a test that registered a full one and
+    # removed it made a later test's old-style global backward hook raise "Cannot use both regular backward hooks and
+    # full backward hooks as a global Module hook"
+    "kind of the global backward hooks (torch.nn.modules.module._global_is_full_backward_hook)":
+        (internals.global_full_backward, lambda flag: setattr(_module_globals, "_global_is_full_backward_hook", flag)),
 }
 
 

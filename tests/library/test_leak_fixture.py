@@ -180,3 +180,21 @@ def test_the_resource_tracker_a_spawn_starts_is_no_leftover_and_a_real_child_sti
     done = subprocess.run([sys.executable, "-c", SPAWN_THEN_LEAVE, str(Path(__file__).parents[1])],
                           capture_output=True, text=True, timeout=hang_guard(120))
     assert done.stdout.splitlines()[-2:] == ["after a spawn: []", "after a sleeper: True"], done.stdout + done.stderr
+
+
+def test_the_kind_of_global_backward_hooks_is_put_back_after_a_test_that_removed_its_hook():
+    """torch sets its flag for global backward hooks (full or old-style) with the first one and never resets it when
+    the hook is removed: in one order of the gate a test that registered and removed a full one made a later test's
+    old-style global backward hook raise. The flag is a setting the fixture reads and puts back."""
+    import torch
+
+    from leftovers import Snapshot
+
+    before = Snapshot()
+    try:
+        torch.nn.modules.module.register_module_full_backward_hook(lambda *args: None).remove()
+        assert any("_global_is_full_backward_hook" in line for line in before.changed("other"))
+        before.put_back()
+        torch.nn.modules.module.register_module_backward_hook(lambda *args: None).remove()  # raised while the flag stayed
+    finally:
+        before.put_back()
