@@ -13,7 +13,8 @@ On a push (``./course test``) every check falls in one tier (:mod:`tools.gate.pl
 - ``touched``: every check whose inputs changed since it last passed in full (:mod:`tools.gate.record`: the hash of
   its own file and of every repository file it was seen to run or read, :mod:`tools.gate.trace`), run in full;
 - ``rotation``: the rest of the checks (the scalar-kernel pass, recipe notebooks, the slow probes, the site and the
-  browser, launch copies, regeneration samples), in 4 parts balanced by cost, one part per commit (the commit's
+  browser, launch copies, regeneration samples), in 4 parts (the measured ones balanced by cost, one not measured
+  yet by its id's hash: :func:`tools.gate.plan.rotation_parts`), one part per commit (the commit's
   number in the history, modulo 4), so that any 4 consecutive commits run every one;
 - ``sample``: of a population's members (the recipes run alone), a few drawn with the commit, besides those touched.
 
