@@ -52,7 +52,9 @@ _GLOBAL_KINDS = (("forward_pre", "_global_forward_pre_hooks"), ("forward", "_glo
                  ("backward_pre", "_global_backward_pre_hooks"), ("backward", "_global_backward_hooks"))
 _REGISTERS = ("register_hook", "register_prehook")  # what a forward hook calls to hook its output's backward
 _CHECKPOINT_FILE = os.path.join("torch", "utils", "checkpoint.py")
-POOL_WAIT_S = 10.0  # how long a pool's threads are waited for to take the profile function: a guard, not a verdict
+POOL_WAIT_S = 60.0  # how long a pool's threads are waited for to take the profile function: a guard against a thread
+# kept busy by a task of its own (the step waits that long at most), never reached by a thread that is only slow to be
+# scheduled on a loaded machine, so that load decides no count
 
 
 def _fast_paths() -> dict[Any, str]:

@@ -98,18 +98,25 @@ def test_the_second_round_adds_setups_and_keeps_the_first(doc):
     assert new_classes <= {doc["setups"][k]["class"] for k in second}
 
 
+def _adds_setups_and_keeps_the_others(doc, number: int, *, earlier: int, at_least: int) -> list[str]:
+    """The earlier rounds' keys come first, in their order (``earlier`` of them); round ``number`` has at least
+    ``at_least`` valid setups and each of its new levels makes some; returns them."""
+    keys = list(doc["setups"])
+    before = [k for k in keys if setups.round_of(k) < number]
+    assert keys[:len(before)] == before and len(before) == earlier
+    added = generate.valid(doc, number)
+    assert len(added) >= at_least
+    for factor, levels in getattr(setups, f"ROUND_{number}").items():
+        position = ("on", "between", "ctx").index(factor)
+        for level in levels:
+            assert any(k.split("/")[position] == level for k in added), level
+    return added
+
+
 def test_the_third_round_adds_setups_and_keeps_the_others(doc):
     """The first two rounds' keys come first, in their order; every third-round setup has a new level, and each
     new level makes valid setups."""
-    keys = list(doc["setups"])
-    earlier = [k for k in keys if setups.round_of(k) < 3]
-    assert keys[:len(earlier)] == earlier and len(earlier) == 3312 + 1164
-    third = generate.valid(doc, 3)
-    assert len(third) >= 900
-    for factor, levels in setups.ROUND_3.items():
-        position = ("on", "between", "ctx").index(factor)
-        for level in levels:
-            assert any(k.split("/")[position] == level for k in third), level
+    _adds_setups_and_keeps_the_others(doc, 3, earlier=3312 + 1164, at_least=900)
 
 
 def test_the_third_rounds_truth_is_what_the_libraries_do(doc):
@@ -374,15 +381,7 @@ def test_setups_clean_up_after_themselves():
 def test_the_fourth_round_adds_setups_and_keeps_the_others(doc):
     """The first three rounds' keys come first, in their order; every fourth-round setup has a new level, and each
     new level makes valid setups of its new class."""
-    keys = list(doc["setups"])
-    earlier = [k for k in keys if setups.round_of(k) < 4]
-    assert keys[:len(earlier)] == earlier and len(earlier) == 3312 + 1164 + 1464
-    fourth = generate.valid(doc, 4)
-    assert len(fourth) >= 450
-    for factor, levels in setups.ROUND_4.items():
-        position = ("on", "between", "ctx").index(factor)
-        for level in levels:
-            assert any(k.split("/")[position] == level for k in fourth), level
+    fourth = _adds_setups_and_keeps_the_others(doc, 4, earlier=3312 + 1164 + 1464, at_least=450)
     classes = {doc["setups"][k]["class"] for k in fourth}
     assert {"processes", "recompiled", "qat_swapped", "not_reached"} <= classes
 

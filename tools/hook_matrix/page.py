@@ -510,7 +510,7 @@ def kinds(programs: dict[str, Any]) -> dict[str, int]:
 def strategies_section(programs: dict[str, Any], lang: str) -> list[str]:
     """The strategies of tools/hook_matrix/fixes.toml (Markdown lines): each with what it is, how it changes a
     program, in how many cells it was tried and of how many it is the workaround."""
-    from .programs import fixes
+    from .outcomes import fixes
 
     t = PAGE[lang]
     lines = [f"### {t['strategies']}", "", t["strategies_intro"], ""]
@@ -602,7 +602,7 @@ def programs_section(doc: dict[str, Any], lang: str, programs: dict[str, Any] | 
         elif value.get("no_fix"):
             lines += [t["no_fix"].format(why=value["no_fix"][lang]).replace("<", "&lt;"), ""]
         if value.get("attempts"):
-            from .programs import outcome
+            from .outcomes import outcome
 
             lines += [t["tried"], ""]
             for attempt in value["attempts"]:

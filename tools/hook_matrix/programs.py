@@ -57,13 +57,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
+from .outcomes import FIXES, fixes, outcome, printed as _printed
 from .page import HOW_ZH, PROGRAMS, WORDS, is_deprecation, observed, warnings_only as page_warnings_only
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = PROGRAMS
-FIXES = ROOT / "tools" / "hook_matrix" / "fixes.toml"
 # what makes a cell unusual beside its surprising mark: these differ from the family's eager cell
 UNUSUAL_FIELDS = ("fires", "calls", "error", "warnings")
 # the columns whose probe reads the probe's own record (what each call saw, the gradients a hook received)
@@ -532,15 +530,6 @@ def _title(record: dict[str, Any], lang: str) -> str:
 
 # ---- fixes ------------------------------------------------------------------------------------------------------
 
-def fixes(path: Path = FIXES) -> dict[str, Any]:
-    """``tools/hook_matrix/fixes.toml``: the workaround strategies (``[strategy.<id>]``: a name and what it is, in
-    both languages, and how it changes a program), each with its changes (``[[strategy.<id>.change]]``: the columns
-    and families it applies to, what it does in both languages, ``replace = [[old, new], ...]``), the family groups
-    the changes name (``[groups]``), the snippets a change writes per family (``[snippet.<name>]``, ``<<name>>`` in
-    a replacement), and why no strategy applies to some cells (``[[none]]``)."""
-    return tomllib.loads(path.read_text(encoding="utf-8"))
-
-
 def _named(names: list[str], table: dict[str, Any]) -> set[str]:
     """Families named directly or by a group of ``[groups]`` (``*``: every family)."""
     out: set[str] = set()
@@ -614,10 +603,6 @@ def fixed(source: str, change: dict[str, Any], lang: str, key: str) -> str:
 PHASES = {"compiled-autograd": {"step": None}, "func-grad": {"transform": None},
           "load-assign": {"load": "load_state_dict"}, "load-mmap": {"load": "load_state_dict"},
           "apply": {"apply": "register"}}
-# the error the probe's always_call forward raises on purpose: not an error of the run (the probe does not count it)
-ON_PURPOSE = "RuntimeError: probe: the forward raised on purpose"
-
-
 def fires_as(by_phase: dict[str, int], raised: bool, eager: dict[str, Any], context: str) -> bool:
     """Whether a run fired as the family's eager cell: no error, the same number of calls, in the same phases (a
     hook that fires only while tracing, capturing or calibrating does not, however often)."""
@@ -634,19 +619,6 @@ def fires_as(by_phase: dict[str, int], raised: bool, eager: dict[str, Any], cont
     if not loose:
         return named == want
     return all(p in want and n <= want[p] for p, n in named.items())
-
-
-def _printed(prints: str) -> tuple[dict[str, int], str | None]:
-    """The calls by phase and the error (None: none) a program prints (rank 0's, for a process group's)."""
-    lines = prints.splitlines()
-    first = next(line for line in lines if line.startswith("calls: "))
-    inside = first.split("(", 1)[1].rsplit(")", 1)[0] if "(" in first else ""
-    by_phase = {}
-    for part in filter(None, inside.split(", ")):
-        name, n = part.rsplit(" ", 1)
-        by_phase[name] = by_phase.get(name, 0) + int(n)
-    error = next(line for line in lines if line.startswith("error: "))[len("error: "):]
-    return by_phase, None if error in ("None", ON_PURPOSE) else error
 
 
 def fires_as_eager(prints: str, key: str, cells: dict[str, dict[str, Any]]) -> bool:
@@ -720,18 +692,6 @@ def verdict(key: str, cells: dict[str, dict[str, Any]]) -> dict[str, str]:
                   "which the program's count of calls does not show, so no change was tried against it",
             "zh": f"钩子的触发和 eager 一样（同样的调用次数、同样的阶段、没有报错）；这一格不同的是{zh}，"
                   "程序数的调用次数看不出这些，所以没有拿变通办法去试"}
-
-
-def outcome(prints: str, lang: str) -> str:
-    """What a changed program did, in a few words: how often the hook fired (by phase) and the error."""
-    by_phase, error = _printed(prints)
-    calls = sum(by_phase.values())
-    phases = ", ".join(f"{p} {n}" for p, n in by_phase.items())
-    if lang == "zh":
-        text = f"触发 {calls} 次" + (f"（{phases}）" if phases else "")
-        return text + (f"，报错 {error[:100]}" if error else "")
-    text = f"fires {calls}x" + (f" ({phases})" if phases else "")
-    return text + (f", raises {error[:100]}" if error else "")
 
 
 def tried(attempts: list[dict[str, Any]]) -> dict[str, str]:
