@@ -247,14 +247,18 @@ def test_an_unusual_cell_without_a_fix_has_recorded_attempts_or_a_reason(recorde
     assert not [k for k, e in recorded["programs"].items() if e["no_fix"] == programs.NO_FIX]
 
 
-def test_the_workarounds_known_for_three_cells_are_found(recorded, cells):
+def test_the_workarounds_known_for_four_cells_are_found(recorded, cells):
     """forward-hook@jit-trace: the hook registered on the traced module after tracing; forward-hook@quantization:
     dequantize, change, quantize again (registered after convert); param-hook@backward-inputs: the parameter passed in
-    inputs. Each is the cell's fix, and each fixed program, run fresh, fires as the family's eager cell."""
+    inputs; tensor-hook@retain-graph: the handle its registration in the forward returns kept, and removed after the
+    first backward (a change that removed only the handles registered outside the forward left it, and it fired in
+    the second backward too). Each is the cell's fix, and each fixed program, run fresh, fires as the family's eager
+    cell."""
     known = {"forward-hook@jit-trace": ("on-the-result", "    model = torch.jit.trace(rig.net, (rig.x,))\n"
                                                          "    phase('register')\n    install(rig, model)\n"),
              "forward-hook@quantization": ("requantize", "torch.quantize_per_tensor(doubled, 2 * output.q_scale()"),
-             "param-hook@backward-inputs": ("inputs", "backward(inputs=[rig.x, *rig.net.parameters()])")}
+             "param-hook@backward-inputs": ("inputs", "backward(inputs=[rig.x, *rig.net.parameters()])"),
+             "tensor-hook@retain-graph": ("remove-after", "rig.handles.append(h.register_hook(hook))")}
     for key, (strategy, written) in known.items():
         fix = recorded["programs"][key]["fix"]
         assert fix is not None and fix["strategy"] == strategy, (key, fix and fix["strategy"])
