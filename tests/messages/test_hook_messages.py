@@ -179,6 +179,23 @@ def test_a_status_that_points_nowhere_is_reported(tmp_path):
     assert any("no-such-symptom" in p for p in problems)
 
 
+
+def test_a_curated_text_of_the_interpreter_stands_only_where_a_run_prints_it(built):
+    """where = "Python" names no file: its row stands when its trigger test stored what it printed, or its symptom
+    cell shows it; a text that no run prints is refused, as a C++ or file row whose text is gone."""
+    data, _ = built
+    curated = hm.load_triage()["curated"]
+    interpreter = [e for e in curated if e["where"] == hm.INTERPRETER]
+    assert len(interpreter) >= 10
+    assert hm.unshown_interpreter_texts(curated, data["messages"]) == []
+    invented = {"text": "maximum recursion depth exceeded by a hook", "where": hm.INTERPRETER}
+    problems = hm.unshown_interpreter_texts([*curated, invented], data["messages"])
+    assert len(problems) == 1 and "maximum recursion depth exceeded by a hook" in problems[0]
+    unshown = [{**r, "trigger_example": None} if r["text"] == "pop from empty list" else r for r in data["messages"]]
+    assert hm.unshown_interpreter_texts(curated, unshown) == [
+        "curated message 'pop from empty list': where = 'Python' (the interpreter's own words) needs a run that "
+        "prints it, and none does: trigger it (@trigger, then --examples) or show it in a symptom cell"]
+
 def test_a_changed_release_is_reported_as_texts_added_and_removed():
     old = hm.load()
     new = json.loads(json.dumps(old))

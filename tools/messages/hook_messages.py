@@ -31,7 +31,11 @@ Where the texts come from (all read from the files of the running Python's site-
 - **the libraries** (:data:`LIBRARIES`): their Python sources, read like torch's (text or function says "hook").
 - **curated** (``docs/hook_messages.toml``, ``[[curated]]``): errors users meet *because of* a hook although the text
   does not say so (a view modified in place, a size changed by a hook, a recomputation mismatch, ...); each is checked to
-  be where it says (in the C++ strings, or in the Python file it names).
+  be where it says (in the C++ strings, or in the Python file it names). ``where = "Python"`` (:data:`INTERPRETER`)
+  is the interpreter's own words (``RecursionError: maximum recursion depth exceeded``, ``'NoneType' object is not
+  subscriptable``): no file holds them, so a run must print them: the row's trigger test (its stored example, which
+  the test checks it still prints) or its symptom cell (whose output is checked to show it); a row that neither
+  shows is a problem (:func:`unshown_interpreter_texts`).
 
 Parsed files are cached by the digest of their text (``CACHE``), so a re-run reads only what changed.
 Texts whose "hook" is another idea (``OTHER_MEANINGS`` of :mod:`tools.hook_messages_families`: Inductor's
@@ -91,11 +95,11 @@ from .hook_messages_status import attempts, resolve_cell, shown_piece, statuses,
 from .hook_messages_text import PLACEHOLDER, clauses, literal_pieces, message_id, pattern, slug
 
 __all__ = ["CPP_LIBRARIES", "CURATED", "DATA", "EXAMPLES", "FAMILIES", "LIBRARIES", "PLACEHOLDER", "SOURCES",
-           "TORCH_CPP", "TORCH_PY", "Found", "HookMessageError", "Message", "attempts", "build", "coverage",
+           "TORCH_CPP", "TORCH_PY", "Found", "INTERPRETER", "HookMessageError", "Message", "attempts", "build", "coverage",
            "cpp_contains", "cpp_messages", "cpp_strings", "curated_messages", "difference", "dumps", "excuses",
            "extract", "family_of", "left_out_texts", "literal_pieces", "load", "load_examples", "load_triage", "main",
            "message_id", "other_meaning", "pattern", "python_messages", "report", "resolve_cell", "shown_piece",
-           "slug", "statuses", "trigger_tests"]
+           "slug", "statuses", "trigger_tests", "unshown_interpreter_texts"]
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIAGE = ROOT / "docs" / "hook_messages.toml"
@@ -143,6 +147,18 @@ def site_packages() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
 
 
+INTERPRETER = "Python"  # a curated row's `where` for a built-in exception's own words (checked by a run, not a file)
+
+
+def unshown_interpreter_texts(curated: list[dict[str, Any]], records: list[dict[str, Any]]) -> list[str]:
+    """The problems of the curated rows whose place is the interpreter: each text must be printed by a run, its trigger
+    test's stored example or its symptom cell (``records``: the data's rows, with their status)."""
+    shown = {" ".join(r["text"].split()) for r in records if r.get("trigger_example") or r.get("status") == "cell"}
+    return [f"curated message {e['text']!r}: where = {INTERPRETER!r} (the interpreter's own words) needs a run that "
+            "prints it, and none does: trigger it (@trigger, then --examples) or show it in a symptom cell"
+            for e in curated if e.get("where") == INTERPRETER and " ".join(str(e.get("text", "")).split()) not in shown]
+
+
 def curated_messages(site: Path, curated: list[dict[str, Any]]) -> tuple[list[Found], list[str]]:
     """The curated messages, each checked to be where it says; and the problems (a text no longer there)."""
     found, problems = [], []
@@ -161,7 +177,7 @@ def curated_messages(site: Path, curated: list[dict[str, Any]]) -> tuple[list[Fo
             if not all(found_in):
                 problems.append(f"curated message {text!r}: no longer in {', '.join(CPP_LIBRARIES)}")
             location = ", ".join(sorted(set().union(*map(set, found_in))))
-        elif where == "Python":
+        elif where == INTERPRETER:  # no file to read: unshown_interpreter_texts checks that a run prints it
             location = "the Python interpreter"
         else:
             path = site / where
@@ -241,6 +257,7 @@ def build(site: Path | None = None, *, root: Path = ROOT) -> tuple[dict[str, Any
             record["trigger_example"] = examples[m.id]
             record.setdefault("example", examples[m.id])
         records.append(record)
+    problems += unshown_interpreter_texts(triage["curated"], records)
     data = {"about": "Every error and warning text about hooks in the pinned PyTorch and libraries, with its status. "
                      "Written by `python -m tools.messages.hook_messages --write`; do not edit (docs/hook_messages.toml holds "
                      "what is written by hand).",
