@@ -50,8 +50,8 @@ from . import website
 from .lang import LANGS, course_language
 from .programs import TIMEOUT as PROGRAM_TIMEOUT
 
-__all__ = ["LEARNER_KINDS", "MAX_QUERY", "Answers", "Hit", "ask", "entry_terms", "folded", "has_words", "message_key",
-           "query_terms", "tokens"]
+__all__ = ["LEARNER_KINDS", "MAX_QUERY", "Answers", "Hit", "ask", "entry_terms", "folded", "has_words",
+           "learners_words", "message_key", "query_terms", "tokens"]
 
 KINDS = ("message", "symptom", "section", "matrix", "recipe", "profile", "tool", "atlas")
 # The course's own places (a symptom, a section): the site's search puts the best of them first for a question in the
@@ -678,6 +678,54 @@ def has_words(terms: Counter[str]) -> bool:
 LESSON_SHARE = 0.9
 
 
+# A question that names no library and pastes no error is a learner's: of the first answers, the course's own place
+# (the lesson) comes first when it scores at least this share of the first (issue 81; chosen on the tuning part of
+# tools/ask/learner_panel.json: it reorders the first three only, so what they hold is unchanged).
+LESSON_FIRST_SHARE = 0.5
+_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Warning)\b|Traceback \(most recent call last\)")
+# parts of a library's name that name nothing on their own ("pytorch-lightning": "lightning" does, "pytorch" not)
+_GENERIC_NAME_PARTS = frozenset({"pytorch", "torch", "transformer", "lens", "core"})
+
+
+@functools.cache
+def _library_names() -> re.Pattern[str]:
+    """The names of the libraries the course profiles (their distributions' names, as the index's profiles are
+    titled; PyTorch's own tools, titled by their module or class, are not libraries), as a user writes them:
+    ``pytorch-lightning``, ``pytorch_lightning``, ``pytorch lightning``, ``lightning``."""
+    names: set[str] = set()
+    for e in _index()[0]:
+        if e["kind"] != "profile":
+            continue
+        name = e["en"].split(":")[0]
+        if e["id"].startswith("profile:frameworks-"):  # "The equivalent of a hook in JAX / Flax"
+            name = e["id"].removeprefix("profile:frameworks-")
+        elif " " in name or "." in name or name != name.lower():
+            continue  # torch.nn.utils.prune, FSDP2 (fully_shard), DistributedDataParallel: PyTorch's own
+        names |= {name, name.replace("-", "_"), name.replace("-", " "), name.replace("-", "")}
+        names |= {part for part in name.split("-") if len(part) >= 5 and part not in _GENERIC_NAME_PARTS}
+    return re.compile(r"(?<![\w-])(?:" + "|".join(sorted(map(re.escape, names), key=len, reverse=True)) + r")(?![\w-])")
+
+
+def learners_words(query: str) -> bool:
+    """Whether ``query`` is in a learner's words: it names no library the course profiles and holds no exception's
+    name or traceback (a practitioner's paste).
+
+    >>> learners_words("my forward hook never fires"), learners_words("forward hook with pytorch_lightning")
+    (True, False)
+    """
+    return not _EXCEPTION.search(query) and not _library_names().search(query.lower())
+
+
+def _lesson_first(scored: list[tuple[float, dict[str, Any]]], k: int, query: str) -> None:
+    """For a question in a learner's words, move the best course place among the first ``k`` to the top, in place,
+    when it scores at least :data:`LESSON_FIRST_SHARE` of the first answer (never above a pasted message's match)."""
+    if not scored or scored[0][0] >= MESSAGE_TIER or scored[0][1]["kind"] in LEARNER_KINDS:
+        return
+    best = next((i for i, (_, e) in enumerate(scored[:k]) if e["kind"] in LEARNER_KINDS), None)
+    if best is not None and scored[best][0] >= LESSON_FIRST_SHARE * scored[0][0] and learners_words(query):
+        scored.insert(0, scored.pop(best))
+
+
 def _keep_the_lesson_in_view(scored: list[tuple[float, dict[str, Any]]], k: int) -> None:
     """Move the best course place (a symptom row or section) into third place, in place, when the first three hold
     none and it scores at least :data:`LESSON_SHARE` of the first answer (never above a pasted message's match)."""
@@ -729,6 +777,7 @@ def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ..
             scored.append((score, entry))
     scored.sort(key=lambda pair: (-pair[0], pair[1]["id"]))
     _keep_the_lesson_in_view(scored, k)
+    _lesson_first(scored, k, query)
     chosen: list[tuple[float, dict[str, Any], list[tuple[str | None, str | None, str | None]]]] = []
     seen: set[tuple[str | None, str | None, str | None]] = set()
     rows: dict[tuple[str, str], list[tuple[str | None, str | None, str | None]]] = {}

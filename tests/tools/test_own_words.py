@@ -237,3 +237,51 @@ def test_round_four_draw_finds_a_right_place_at_least_as_often_as_measured(capsy
         assert found >= own_words.MEASURED_4_HELD[lang][0] >= 0.9 * asked, (
             f"{lang}: {found} of {asked}, fewer than {own_words.MEASURED_4_HELD[lang]}")
     assert all(q.id in answered for q, _ in results), "every question of round four's draw has its recipe"
+
+
+# ---- a learner's question gets the lesson first (issue 81, tools/ask/lessons.py) --------------------------------
+
+def test_the_learner_panel_is_fifty_questions_per_language_with_lessons_that_exist_and_a_seeded_held_out_part():
+    """The panel has 50 questions in each language, each labelled with lessons of notebooks/; its held-out part is 20 %
+    of each language, drawn again here from the committed seed; the questions name no library the course profiles."""
+    from hooklab.course import asking
+    from tools.ask import lessons
+
+    rows = lessons.questions("all")
+    assert Counter(q.lang for q in rows) == {"en": 50, "zh": 50} and len({q.id for q in rows}) == 100
+    notebooks = {p.stem for p in (own_words.ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    assert all(q.lessons and set(q.lessons) <= notebooks for q in rows), [q.id for q in rows if not set(q.lessons) <= notebooks]
+    held = lessons.questions("held_out")
+    assert Counter(q.lang for q in held) == {"en": 10, "zh": 10}
+    assert {q.id for q in held} == lessons.held_out_ids(rows) and not {q.id for q in held} & {q.id for q in lessons.questions("tuning")}
+    assert all(asking.learners_words(q.text) for q in rows), [q.text for q in rows if not asking.learners_words(q.text)]
+
+
+def test_a_learners_question_gets_a_right_lesson_first_at_least_as_often_as_measured():
+    """On both parts of the panel, a right lesson first and among the first three at least as often as measured after
+    the change (lessons.AFTER), which is never below the figure before it (lessons.BEFORE)."""
+    from tools.ask import lessons
+
+    for part in ("held_out", "tuning"):
+        got = lessons.measure(part)
+        for lang in lessons.LANGUAGES:
+            first, found, asked = got[lang]
+            after, before = lessons.AFTER[part][lang], lessons.BEFORE[part][lang]
+            assert asked == after[2] and after[0] >= before[0] and after[1] >= before[1], (part, lang)
+            assert first >= after[0] and found >= after[1], f"{part} {lang}: {got[lang]}, below {after}"
+
+
+def test_a_question_naming_a_library_or_pasting_an_error_keeps_the_practitioners_order():
+    """A library's name (in any of the ways it is written) or an exception's name makes a question a practitioner's:
+    the lesson is not moved ahead of the recipes; the same words without it are a learner's, and the lesson comes
+    first."""
+    from hooklab.course import asking
+
+    for query in ("forward hook with pytorch_lightning", "Pytorch Lightning forward hook", "hook in deepspeed zero 3",
+                  "RuntimeError when my hook returns a tensor", "用 transformers 的时候 forward hook 不触发"):
+        assert not asking.learners_words(query), query
+    for query in ("my forward hook never fires", "a hook in a transformer block", "钩子的顺序", "hook order"):
+        assert asking.learners_words(query), query
+    words = "can I change the gradient inside a hook by returning something?"
+    assert asking.ask(words, k=3, lang="en")[0].kind in asking.LEARNER_KINDS
+    assert asking.ask(words + " with deepspeed", k=3, lang="en")[0].kind not in asking.LEARNER_KINDS
