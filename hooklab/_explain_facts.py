@@ -57,6 +57,11 @@ CODES = {
                   "ran inside the compiled code, hooks added after the first compile included",
     "qat_swapped": "the module is a QAT module that prepare_qat swapped in: its forward hooks and pre-hooks are "
                    "copies registered again by the swap, which the handles of the old module's hooks do not remove",
+    "assisted": "assisted generation (generate with assistant_model) called the model once per verification round: "
+                "the assistant drafts several tokens and the model checks them in one call, so its hooks fire fewer "
+                "times than there are new tokens",
+    "fused": "the module was fused with its siblings into one module that runs instead (diffusers' "
+             "fuse_qkv_projections: to_q, to_k, to_v into to_qkv): hooks on the separate module never fire",
     "unexplained": "it saw nothing that explains the hooks that did not fire",
 }
 # the doctor's causes (HookExplanation.cause) that are codes too

@@ -342,7 +342,7 @@ def test_the_third_round_agreement_holds_the_figures(agreement, agreement_2, agr
     assert right / n >= ALL_ROUNDS, (right, n)
 
 
-@pytest.mark.parametrize("round_", sorted(generate.ROUNDS))
+@pytest.mark.parametrize("round_", [r for r in sorted(generate.ROUNDS) if r < 5])  # the fifth: once measured after
 def test_a_sample_of_each_held_out_part_agrees(doc, round_):
     """A sample of each round's held-out part (all of it weekly) graded again agrees with the committed figure: the
     whole part at that figure (less one setup), a sample of 25 with room for chance (the first round, measured at
@@ -463,3 +463,50 @@ def test_a_setup_this_process_cannot_observe_is_skipped_not_changed(doc, monkeyp
     assert generate.check([key], doc) == []
     result = generate.measure(doc, [key])
     assert result["unobservable"] == [key] and result["total"]["n"] == 0
+
+
+def test_the_fifth_round_adds_setups_and_keeps_the_others(doc):
+    """The first four rounds' keys come first, in their order; every fifth-round setup has a new level, and each
+    new level makes valid setups of its new class."""
+    fifth = _adds_setups_and_keeps_the_others(doc, 5, earlier=3312 + 1164 + 1464 + 536, at_least=150)
+    classes = {doc["setups"][k]["class"] for k in fifth}
+    assert {"assisted", "fused", "no_grad"} <= classes
+
+
+def test_the_fifth_rounds_truth_is_what_the_libraries_do(doc):
+    """Fifth-round records against the same libraries used here: assisted generation calls the hooked model fewer
+    times than it makes new tokens (the assistant drafts, the model verifies several in one call), and after
+    diffusers' fuse_qkv_projections a hook on to_q never fires while the fused to_qkv runs."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    config = GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16, n_positions=16, bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(config)
+    torch.manual_seed(1)
+    assistant = GPT2LMHeadModel(config)
+    calls = []
+    model.transformer.h[0].register_forward_hook(lambda mod, a, o: calls.append(1))
+    ids = torch.tensor([[1, 2, 3]])
+    out = model.generate(ids, assistant_model=assistant, max_new_tokens=8, min_new_tokens=8, do_sample=False,
+                         pad_token_id=0)
+    assert out.shape[1] - ids.shape[1] == 8 and 1 < len(calls) < 8
+    record = doc["setups"]["forward/none/assisted/none/tensor"]
+    assert record["truth"]["fired"] == len(calls) and record["class"] == "assisted"
+    assert doc["setups"]["backward/none/assisted/none/tensor"]["class"] == "no_grad"
+    from diffusers import SD3Transformer2DModel
+    torch.manual_seed(0)
+    m = SD3Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, num_layers=1, attention_head_dim=4,
+                              num_attention_heads=2, joint_attention_dim=8, caption_projection_dim=8,
+                              pooled_projection_dim=8, out_channels=4, pos_embed_max_size=8)
+    attn = m.transformer_blocks[0].attn
+    on_q, on_qkv = [], []
+    attn.to_q.register_forward_hook(lambda mod, a, o: on_q.append(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fuse_qkv_projections()
+    attn.to_qkv.register_forward_hook(lambda mod, a, o: on_qkv.append(1))
+    m(hidden_states=torch.randn(1, 4, 8, 8), encoder_hidden_states=torch.randn(1, 3, 8),
+      pooled_projections=torch.randn(1, 8), timestep=torch.ones(1)).sample.sum().backward()
+    assert on_q == [] and on_qkv == [1]
+    for on in ("forward", "param", "backward"):
+        record = doc["setups"][f"{on}/fuse_qkv/plain/none/tensor"]
+        assert record["truth"]["fired"] == 0 and record["class"] == "fused"
