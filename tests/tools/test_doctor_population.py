@@ -26,6 +26,9 @@ ALL = os.environ.get("HOOKLAB_DOCTOR") == "all"
 pytestmark = pytest.mark.timeout(3600 if ALL else 300)
 AFTER_2 = 0.95  # the second round's held-out part, measured once after the changes (docs/doctor_agreement_2.json)
 AFTER_4 = 0.95  # the fourth round's held-out part, measured once after the changes (docs/doctor_agreement_4.json)
+# the fifth round's held-out part (docs/doctor_agreement_5.json): set after seeing the figure measured once after the
+# changes (31 of 31), at the 95 % the earlier rounds ask, not at that figure: 31 setups, one of them is 3 %
+AFTER_5 = 0.95
 ALL_ROUNDS = 0.95  # every round's held-out part together, each as measured (issue 63 asks 95 %)
 
 
@@ -47,6 +50,11 @@ def agreement_2():
 @pytest.fixture(scope="module")
 def agreement_4():
     return json.loads(generate.AGREEMENT_4.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def agreement_5():
+    return json.loads(generate.AGREEMENT_5.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -342,7 +350,7 @@ def test_the_third_round_agreement_holds_the_figures(agreement, agreement_2, agr
     assert right / n >= ALL_ROUNDS, (right, n)
 
 
-@pytest.mark.parametrize("round_", [r for r in sorted(generate.ROUNDS) if r < 5])  # the fifth: once measured after
+@pytest.mark.parametrize("round_", sorted(generate.ROUNDS))
 def test_a_sample_of_each_held_out_part_agrees(doc, round_):
     """A sample of each round's held-out part (all of it weekly) graded again agrees with the committed figure: the
     whole part at that figure (less one setup), a sample of 25 with room for chance (the first round, measured at
@@ -510,3 +518,20 @@ def test_the_fifth_rounds_truth_is_what_the_libraries_do(doc):
     for on in ("forward", "param", "backward"):
         record = doc["setups"][f"{on}/fuse_qkv/plain/none/tensor"]
         assert record["truth"]["fired"] == 0 and record["class"] == "fused"
+
+
+def test_the_fifth_round_agreement_holds_the_figures(agreement_5):
+    """Graded once before the doctor was changed, once after, on the fifth round's held-out part (31 setups drawn
+    with seed 6305 before the change), per class; the doctor was changed on the round's other setups only."""
+    held = json.loads(generate.HELDOUT_5.read_text(encoding="utf-8"))
+    before, after = agreement_5["before"]["heldout"], agreement_5["after"]["heldout"]
+    for part in (before, after):
+        assert part["total"]["n"] == len(held["ids"]) == sum(v["n"] for v in part["per_class"].values())
+        assert part["total"]["crash"] == 0 and part["total"]["changed"] == 0
+        assert "wrong" not in part  # which held-out setups it gets wrong is not kept
+    assert set(before["per_class"]) == set(after["per_class"]) >= {"assisted", "fused"}
+    assert after["total"]["false_fired"] == 0
+    assert before["total"]["right"] < after["total"]["right"]
+    assert after["total"]["right"] / after["total"]["n"] >= AFTER_5
+    rest = agreement_5["after"]["rest_of_round_5"]["total"]
+    assert rest["n"] + len(held["ids"]) == held["of"] and rest["crash"] == 0 and rest["false_fired"] == 0
