@@ -11,14 +11,17 @@ A setup is a key ``"<on>/<between>/<ctx>/<does>/<out>"``:
   LoRA adapter (PEFT), a tied weight, ``weight_norm`` / ``spectral_norm`` parametrizations, the step running
   ``torch.func.functional_call`` with fresh parameters, ``nn.DataParallel`` (on a CPU it calls the module itself),
   ``fuse_modules`` (a fused copy, or in place), the block's Linear replaced by a merged one (a reparameterization),
-  accelerate's ``cpu_offload``, torchao's ``quantize_``;
+  accelerate's ``cpu_offload``, torchao's ``quantize_``, diffusers' ``fuse_qkv_projections`` (on a small SD3
+  transformer whose first block's ``to_q`` is hooked);
 - ``ctx``, how the model runs (:data:`CTX`): plainly, without gradients, chunked, with the module at two places of a
   ``ModuleList``, in threads, under a non-reentrant checkpoint (early stop on / off), with an in-place op after the
   module, or never reaching the module, under ``torch.autocast``, under ``torch.func.vmap``, in two micro-batches
   with a backward each, with two backward passes over one forward (``retain_graph``), with ``torch.autograd.grad``
   instead of backward, with ``backward(inputs=...)`` asking for the head's gradients only, by transformers'
   ``generate`` with its KV cache (a small GPT-2 whose first block is hooked), by a PyTorch Lightning Trainer's loops,
-  or plainly while another model of the same class, hooked the same way, is kept in the process;
+  or plainly while another model of the same class, hooked the same way, is kept in the process, or by
+  transformers' assisted generation (``generate(..., assistant_model=...)``, the same small GPT-2 and a second one
+  drafting);
 - ``does``, what the hook does (:data:`DOES`): returns None or a value, raises, removes itself, registers another
   hook, keeps state (a callable object), or comes from a factory that also made a hook on another object;
 - ``out``, what the hooked module returns (:data:`OUT`): a tensor, a dict, a tuple, a nested dict, a ``ModelOutput``.
