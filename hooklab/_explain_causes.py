@@ -16,6 +16,7 @@ import inspect
 import textwrap
 from typing import Any
 
+import torch
 from torch import nn
 
 from . import _torch_internals as internals
@@ -40,6 +41,8 @@ from .systems import _is_script_module, compiled
 PRECOMPILED = "a precompiled artifact (torch.compiler.precompile)"
 # processes the step started (HookExplanation.step_calls): a multiprocessing Process (DataLoader workers), a subprocess
 PROCESS_STARTED, SUBPROCESS_STARTED = "a process started (multiprocessing)", "a subprocess started"
+# transformers' assisted generation (generate(..., assistant_model=...)) in the step (HookExplanation.step_calls)
+ASSISTED = "assisted generation (transformers)"
 # what a call of the module was made under (HookExplanation.traced): tracing, or a torch.func transform
 FX_TRACE = "torch.fx's symbolic tracing (its inputs were Proxies)"
 FAKE_TRACE = "tracing with FakeTensors (torch.export, or torch.compile capturing it)"
@@ -192,6 +195,9 @@ def not_called(r: Any, target: nn.Module, w: _Watch) -> tuple[str, list[str]]:
                 "framework's inference optimizer) folded this BatchNorm into that convolution's weights, and "
                 "nothing of it is left to hook: hook the convolution's output (it equals this BatchNorm's), or "
                 "observe before fusing"]
+    fused = fused_into(target, w)
+    if fused is not None:
+        return "fused", [fused]
     if isinstance(target, (nn.ModuleList, nn.ModuleDict, nn.ParameterList, nn.ParameterDict)) or \
             type(target).forward is nn.Module.forward:
         return "container", [f"{name} is a container ({typename}): it is never called itself; hook its children"]
@@ -264,6 +270,41 @@ def not_called(r: Any, target: nn.Module, w: _Watch) -> tuple[str, list[str]]:
                        "runs its copy modules_to_save[<active adapter>] instead, and original_module only with the "
                        "adapters disabled; hooks registered after get_peft_model belong on the copy")
     return "not reached", reasons
+
+
+def fused_into(target: nn.Module, w: _Watch) -> str | None:
+    """The sentence for a Linear that was not called because a sibling Linear that ran holds its weight among its
+    rows (diffusers' fuse_qkv_projections: to_q, to_k, to_v concatenated into to_qkv), or None."""
+    if not isinstance(target, nn.Linear) or w.parent is None:
+        return None
+    rows = target.out_features
+    mine = target.weight.detach()
+    for child_name, child in w.parent.named_children():
+        if child is target or not isinstance(child, nn.Linear) or not w.calls[id(child)] or \
+                child.in_features != target.in_features or child.out_features <= rows or mine.device.type == "meta":
+            continue
+        theirs = child.weight.detach()
+        if theirs.dtype != mine.dtype or theirs.device != mine.device:
+            continue
+        at = next((i for i in range(0, child.out_features - rows + 1, rows)
+                   if torch.equal(theirs[i:i + rows], mine)), None)
+        if at is None:
+            continue
+        fused = w.tree.get(id(child), child_name)
+        others = [n for n, m in w.parent.named_children() if m is not target and m is not child and
+                  isinstance(m, nn.Linear) and not w.calls[id(m)] and m.in_features == target.in_features and
+                  any(torch.equal(theirs[i:i + m.out_features], m.weight.detach())
+                      for i in range(0, child.out_features - m.out_features + 1, m.out_features))]
+        together = f" (with {', '.join(others)})" if others else ""
+        return (f"{w.tree.get(id(target), '')!r} was not called: it was fused{together} into {fused!r}, one Linear "
+                f"({child.in_features} -> {child.out_features}) whose rows {at}:{at + rows} are its weight, and "
+                f"{fused!r} ran instead ({w.calls[id(child)]} call(s)). diffusers' fuse_qkv_projections() (and "
+                "fuse_projections()) concatenates to_q, to_k and to_v into to_qkv and switches to a fused attention "
+                "processor that calls only it, so hooks on the separate projection and on its weight never fire. "
+                f"Hook {fused!r} (its output[..., {at}:{at + rows}] is this projection's output), call "
+                "unfuse_qkv_projections() to run the separate projections again, or register the hooks after "
+                "fusing, on the fused module")
+    return None
 
 
 def _described(name: str, w: _Watch) -> str:

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from . import _torch_internals as internals
-from ._explain_causes import VMAP
+from ._explain_causes import ASSISTED, VMAP
 from ._watch import _HOOK_KINDS, COMPILED, COPY, COPY_INSIDE, DYNAMO_GRAPH, LOOKALIKE, SELF, UNFLATTENED, _runs, _Watch
 
 CODES = {
@@ -57,12 +57,17 @@ CODES = {
                   "ran inside the compiled code, hooks added after the first compile included",
     "qat_swapped": "the module is a QAT module that prepare_qat swapped in: its forward hooks and pre-hooks are "
                    "copies registered again by the swap, which the handles of the old module's hooks do not remove",
+    "assisted": "assisted generation (generate with assistant_model) called the model once per verification round: "
+                "the assistant drafts several tokens and the model checks them in one call, so its hooks fire fewer "
+                "times than there are new tokens",
+    "fused": "the module was fused into another module that runs instead (diffusers' fuse_qkv_projections: to_q, "
+             "to_k, to_v into to_qkv; a Conv+BN fusion): hooks on the module fused away never fire",
     "unexplained": "it saw nothing that explains the hooks that did not fire",
 }
 # the doctor's causes (HookExplanation.cause) that are codes too
 CAUSE_CODES = {"copy": "copy_ran", "another model": "copy_ran", "graph": "graph", "compiled": "compiled",
                "not reached": "not_reached", "bypassed": "not_reached", "step raised": "step_raised",
-               "other processes": "processes"}
+               "other processes": "processes", "fused": "fused"}
 _BACKWARD = ("backward", "backward_pre")
 _TORCH = os.path.dirname(torch.__file__)
 
@@ -341,7 +346,13 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
                         "InterpreterModules): export traced the hooks present at export into it and kept no "
                         "hook object, so hooks of the original model never fire there. Hook the unflattened "
                         "module's own submodules")
-    if any(k.startswith((COPY, COPY_INSIDE, LOOKALIKE)) for k in r.ran_instead) or any(
+    assisted = r.step_calls.get(ASSISTED, 0)
+    lookalike_only = all(k.startswith(LOOKALIKE) for k in r.ran_instead if k.startswith((COPY, COPY_INSIDE,
+                                                                                         LOOKALIKE)))
+    if assisted and lookalike_only and any(k.startswith(LOOKALIKE) for k in r.ran_instead):
+        said.append("a module like it outside the model ran too: the assistant model's (assisted generation drafts "
+                    "with its own model; your hooks are not on it)")
+    elif any(k.startswith((COPY, COPY_INSIDE, LOOKALIKE)) for k in r.ran_instead) or any(
             on.get(COPY, 0) or on.get(COPY_INSIDE, 0) for on in r.fired.values()):
         add("copy_ran")
     # ---- compiled code that ran (a wrapper around it or around a module above it)
@@ -377,6 +388,9 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
                     w.kinds.get(label) in ("forward", "forward_pre")] or [0])
     if calls > 1 or per_call > 1:
         add("several_calls")
+    # ---- assisted generation: one call per verification round, not per token
+    if assisted and r.calls:
+        add("assisted")
     # ---- global hooks
     fired_globals = [label for label in w.global_labels if total.get(label)]
     if fired_globals:

@@ -16,7 +16,7 @@ from typing import Any
 from torch import nn
 
 from . import _torch_internals as internals
-from ._explain_causes import FUNC_GRAD, TRACING, VMAP, checkpoint_no_grad
+from ._explain_causes import ASSISTED, FUNC_GRAD, TRACING, VMAP, checkpoint_no_grad
 from ._watch import _HOOK_KINDS, _Watch
 from .inventory import hook_name
 from .systems import _unwrap
@@ -209,6 +209,12 @@ def what_calls(r: Any, tracing_calls: int = 0) -> str:
     n = r.calls - tracing_calls
     off, evaluating = r.calls_without_grad, r.calls_in_eval
     passes = sum(r.backward_passes.values())
+    if r.step_calls.get(ASSISTED):
+        return (f"{'all ' if off == n else ''}{off} without gradients: assisted generation (generate with "
+                "assistant_model) calls it once per verification round, not once per new token: the assistant "
+                "model drafts several tokens and this model checks them all in one call (the first call the prompt "
+                "too), so its hooks fire once per round and see several new positions each time; count new tokens "
+                "from generate's output, not from hook firings")
     if off == n:
         return (f"all {n} without gradients{', in eval mode' if evaluating == n else ''}: an inference loop, such as "
                 "generate's one call per new token (its KV cache feeds each call the new positions only), or the "

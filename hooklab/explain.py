@@ -233,6 +233,10 @@ class _Step:
                       _code(torch.export.export): "torch.export.export",
                       _code(multiprocessing.process.BaseProcess.start): causes.PROCESS_STARTED,  # DataLoader workers
                       _code(subprocess.Popen.__init__): causes.SUBPROCESS_STARTED}
+        generation = sys.modules.get("transformers.generation.utils")  # only when the step's code imported it
+        assisted = getattr(getattr(generation, "GenerationMixin", None), "_assisted_decoding", None)
+        if assisted is not None:
+            self.noted[_code(assisted)] = causes.ASSISTED
         self.calls: Counter = Counter()
         self.depth = 0
         self.passes: Counter = Counter()

@@ -1,7 +1,8 @@
 """explain_hook on the kinds an independent review found it wrong on (issue 78), each against a plain counter inside
 the hook: a model run in DataLoader worker processes, a library that only calls repr(model), a recompile that traces
-a hook added after the first compiled call, prepare_qat's swap, another entry point of the model, and an answer whose
-sentences contradicted each other (a checkpoint's early-stopped recompute)."""
+a hook added after the first compiled call, prepare_qat's swap, another entry point of the model, an answer whose
+sentences contradicted each other (a checkpoint's early-stopped recompute), assisted generation (one call of the model
+per verification round) and diffusers' fused q/k/v projections."""
 from __future__ import annotations
 
 import warnings
@@ -234,3 +235,54 @@ def test_another_hooked_model_in_the_process_is_not_offered_as_the_module_replac
     finally:
         for handle in handles:
             handle.remove()
+
+
+@pytest.mark.timeout(60)
+def test_assisted_generation_calls_the_model_once_per_verification_round_not_per_token():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    config = GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16, n_positions=16, bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(config)
+    torch.manual_seed(1)
+    assistant = GPT2LMHeadModel(config)  # drafts the tokens; a module like the hooked one, outside the model
+    calls, out = [], []
+    model.transformer.h[0].register_forward_hook(lambda mod, a, o: calls.append(1))
+    ids = torch.tensor([[1, 2, 3]])
+    r = explain_hook(model, "transformer.h.0", run=lambda: out.append(model.generate(
+        ids, assistant_model=assistant, max_new_tokens=8, min_new_tokens=8, do_sample=False, pad_token_id=0)))
+    new_tokens = out[0].shape[1] - ids.shape[1]
+    assert new_tokens == 8 and 1 < len(calls) < new_tokens  # several tokens checked per call
+    assert "assisted" in r.codes and "copy_ran" not in r.codes, r.codes
+    assert any(f"called {len(calls)} times" in x and "once per verification round, not once per new token" in x
+               for x in r.reasons), r.reasons
+    assert not any("generate's one call per new token" in x for x in r.reasons) and not contradictions(r.reasons)
+
+
+@pytest.mark.timeout(60)
+def test_fused_qkv_projections_name_the_fused_module_that_runs_instead_of_to_q():
+    from diffusers import SD3Transformer2DModel
+    torch.manual_seed(0)
+    m = SD3Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, num_layers=1, attention_head_dim=4,
+                              num_attention_heads=2, joint_attention_dim=8, caption_projection_dim=8,
+                              pooled_projection_dim=8, out_channels=4, pos_embed_max_size=8)
+    attn, log = m.transformer_blocks[0].attn, []
+    attn.to_q.register_forward_hook(lambda mod, a, o: log.append("forward"))
+    attn.to_q.weight.register_hook(lambda g: log.append("weight"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fuse_qkv_projections()
+
+    def step():
+        m(hidden_states=torch.randn(1, 4, 8, 8), encoder_hidden_states=torch.randn(1, 3, 8),
+          pooled_projections=torch.randn(1, 8), timestep=torch.ones(1)).sample.sum().backward()
+    r = explain_hook(m, "transformer_blocks.0.attn.to_q", run=step)
+    assert log == []
+    assert r.cause == "fused" and r.codes == ["fused"], (r.cause, r.codes)
+    said = " ".join(r.reasons)
+    assert "fused (with to_k, to_v) into 'transformer_blocks.0.attn.to_qkv'" in said, r.reasons
+    assert "unfuse_qkv_projections()" in said and "output[..., 0:8]" in said and not contradictions(r.reasons)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.unfuse_qkv_projections()  # what the answer offers: the separate projections run again, hooks and all
+    step()
+    assert log == ["forward", "weight"]

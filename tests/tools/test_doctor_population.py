@@ -26,6 +26,9 @@ ALL = os.environ.get("HOOKLAB_DOCTOR") == "all"
 pytestmark = pytest.mark.timeout(3600 if ALL else 300)
 AFTER_2 = 0.95  # the second round's held-out part, measured once after the changes (docs/doctor_agreement_2.json)
 AFTER_4 = 0.95  # the fourth round's held-out part, measured once after the changes (docs/doctor_agreement_4.json)
+# the fifth round's held-out part (docs/doctor_agreement_5.json): set after seeing the figure measured once after the
+# changes (31 of 31), at the 95 % the earlier rounds ask, not at that figure: 31 setups, one of them is 3 %
+AFTER_5 = 0.95
 ALL_ROUNDS = 0.95  # every round's held-out part together, each as measured (issue 63 asks 95 %)
 
 
@@ -47,6 +50,11 @@ def agreement_2():
 @pytest.fixture(scope="module")
 def agreement_4():
     return json.loads(generate.AGREEMENT_4.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def agreement_5():
+    return json.loads(generate.AGREEMENT_5.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -463,3 +471,67 @@ def test_a_setup_this_process_cannot_observe_is_skipped_not_changed(doc, monkeyp
     assert generate.check([key], doc) == []
     result = generate.measure(doc, [key])
     assert result["unobservable"] == [key] and result["total"]["n"] == 0
+
+
+def test_the_fifth_round_adds_setups_and_keeps_the_others(doc):
+    """The first four rounds' keys come first, in their order; every fifth-round setup has a new level, and each
+    new level makes valid setups of its new class."""
+    fifth = _adds_setups_and_keeps_the_others(doc, 5, earlier=3312 + 1164 + 1464 + 536, at_least=150)
+    classes = {doc["setups"][k]["class"] for k in fifth}
+    assert {"assisted", "fused", "no_grad"} <= classes
+
+
+def test_the_fifth_rounds_truth_is_what_the_libraries_do(doc):
+    """Fifth-round records against the same libraries used here: assisted generation calls the hooked model fewer
+    times than it makes new tokens (the assistant drafts, the model verifies several in one call), and after
+    diffusers' fuse_qkv_projections a hook on to_q never fires while the fused to_qkv runs."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    config = GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16, n_positions=16, bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(config)
+    torch.manual_seed(1)
+    assistant = GPT2LMHeadModel(config)
+    calls = []
+    model.transformer.h[0].register_forward_hook(lambda mod, a, o: calls.append(1))
+    ids = torch.tensor([[1, 2, 3]])
+    out = model.generate(ids, assistant_model=assistant, max_new_tokens=8, min_new_tokens=8, do_sample=False,
+                         pad_token_id=0)
+    assert out.shape[1] - ids.shape[1] == 8 and 1 < len(calls) < 8
+    record = doc["setups"]["forward/none/assisted/none/tensor"]
+    assert record["truth"]["fired"] == len(calls) and record["class"] == "assisted"
+    assert doc["setups"]["backward/none/assisted/none/tensor"]["class"] == "no_grad"
+    from diffusers import SD3Transformer2DModel
+    torch.manual_seed(0)
+    m = SD3Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, num_layers=1, attention_head_dim=4,
+                              num_attention_heads=2, joint_attention_dim=8, caption_projection_dim=8,
+                              pooled_projection_dim=8, out_channels=4, pos_embed_max_size=8)
+    attn = m.transformer_blocks[0].attn
+    on_q, on_qkv = [], []
+    attn.to_q.register_forward_hook(lambda mod, a, o: on_q.append(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fuse_qkv_projections()
+    attn.to_qkv.register_forward_hook(lambda mod, a, o: on_qkv.append(1))
+    m(hidden_states=torch.randn(1, 4, 8, 8), encoder_hidden_states=torch.randn(1, 3, 8),
+      pooled_projections=torch.randn(1, 8), timestep=torch.ones(1)).sample.sum().backward()
+    assert on_q == [] and on_qkv == [1]
+    for on in ("forward", "param", "backward"):
+        record = doc["setups"][f"{on}/fuse_qkv/plain/none/tensor"]
+        assert record["truth"]["fired"] == 0 and record["class"] == "fused"
+
+
+def test_the_fifth_round_agreement_holds_the_figures(agreement_5):
+    """Graded once before the doctor was changed, once after, on the fifth round's held-out part (31 setups drawn
+    with seed 6305 before the change), per class; the doctor was changed on the round's other setups only."""
+    held = json.loads(generate.HELDOUT_5.read_text(encoding="utf-8"))
+    before, after = agreement_5["before"]["heldout"], agreement_5["after"]["heldout"]
+    for part in (before, after):
+        assert part["total"]["n"] == len(held["ids"]) == sum(v["n"] for v in part["per_class"].values())
+        assert part["total"]["crash"] == 0 and part["total"]["changed"] == 0
+        assert "wrong" not in part  # which held-out setups it gets wrong is not kept
+    assert set(before["per_class"]) == set(after["per_class"]) >= {"assisted", "fused"}
+    assert after["total"]["false_fired"] == 0
+    assert before["total"]["right"] < after["total"]["right"]
+    assert after["total"]["right"] / after["total"]["n"] >= AFTER_5
+    rest = agreement_5["after"]["rest_of_round_5"]["total"]
+    assert rest["n"] + len(held["ids"]) == held["of"] and rest["crash"] == 0 and rest["false_fired"] == 0

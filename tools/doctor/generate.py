@@ -12,6 +12,8 @@
     python -m tools.doctor measure --round 3 --as after   # the third round: docs/doctor_agreement_3.json
     python -m tools.doctor draw --round 4          # the fourth round's (docs/doctor_heldout_4.json)
     python -m tools.doctor measure --round 4 --part heldout --as before   # the fourth: docs/doctor_agreement_4.json
+    python -m tools.doctor draw --round 5          # the fifth round's (docs/doctor_heldout_5.json)
+    python -m tools.doctor measure --round 5 --part heldout --as before   # the fifth: docs/doctor_agreement_5.json
 
 A setup (:mod:`tools.doctor.setups`) is built fresh, seeded, and its step run once; the hooks record what fired
 themselves. ``docs/doctor_population.json`` holds per setup key its cause class and that truth, or ``n/a`` and why
@@ -20,7 +22,8 @@ themselves. ``docs/doctor_population.json`` holds per setup key its cause class 
 the rest separately; it also checks that the hooks fired as often under the doctor as without it.
 
 The population grows in rounds (:func:`tools.doctor.setups.round_of`): a setup with a factor level added in the
-second round is the second round's, one added in the third the third's, one added in the fourth the fourth's. Each round has its own held-out part, drawn with its own seed from its own
+second round is the second round's, one added in the third the third's, one added in the fourth the fourth's, one added
+in the fifth the fifth's. Each round has its own held-out part, drawn with its own seed from its own
 setups before the doctor was changed against them; the first round's figures stay as they were measured. The second
 round's measurement (``--round 2``) grades the second round's held-out part, and as "rest" every setup of both rounds
 that is in neither held-out part; the third's likewise over all three rounds.
@@ -58,8 +61,11 @@ SEED_3 = 6303  # the third round's (fusion, offload, quantize_, generate, a Trai
 HELDOUT_4 = ROOT / "docs" / "doctor_heldout_4.json"
 AGREEMENT_4 = ROOT / "docs" / "doctor_agreement_4.json"
 SEED_4 = 6304  # the fourth round's (issue 78: DataLoader workers, repr, a recompile, prepare_qat, another entry point)
+HELDOUT_5 = ROOT / "docs" / "doctor_heldout_5.json"
+AGREEMENT_5 = ROOT / "docs" / "doctor_agreement_5.json"
+SEED_5 = 6305  # the fifth round's (issue 78, a review: assisted generation, diffusers' fused q/k/v projections)
 ROUNDS = {1: (SEED, HELDOUT, AGREEMENT), 2: (SEED_2, HELDOUT_2, AGREEMENT_2), 3: (SEED_3, HELDOUT_3, AGREEMENT_3),
-          4: (SEED_4, HELDOUT_4, AGREEMENT_4)}
+          4: (SEED_4, HELDOUT_4, AGREEMENT_4), 5: (SEED_5, HELDOUT_5, AGREEMENT_5)}
 # what a record's truth is compared on (in_processes came with the fourth round: earlier records lack it, as 0)
 OBSERVED = ("fired", "on_target", "in_threads", "in_processes", "other_fired", "error", "hook_raised", "warned_dict")
 

@@ -11,14 +11,17 @@ A setup is a key ``"<on>/<between>/<ctx>/<does>/<out>"``:
   LoRA adapter (PEFT), a tied weight, ``weight_norm`` / ``spectral_norm`` parametrizations, the step running
   ``torch.func.functional_call`` with fresh parameters, ``nn.DataParallel`` (on a CPU it calls the module itself),
   ``fuse_modules`` (a fused copy, or in place), the block's Linear replaced by a merged one (a reparameterization),
-  accelerate's ``cpu_offload``, torchao's ``quantize_``;
+  accelerate's ``cpu_offload``, torchao's ``quantize_``, diffusers' ``fuse_qkv_projections`` (on a small SD3
+  transformer whose first block's ``to_q`` is hooked);
 - ``ctx``, how the model runs (:data:`CTX`): plainly, without gradients, chunked, with the module at two places of a
   ``ModuleList``, in threads, under a non-reentrant checkpoint (early stop on / off), with an in-place op after the
   module, or never reaching the module, under ``torch.autocast``, under ``torch.func.vmap``, in two micro-batches
   with a backward each, with two backward passes over one forward (``retain_graph``), with ``torch.autograd.grad``
   instead of backward, with ``backward(inputs=...)`` asking for the head's gradients only, by transformers'
   ``generate`` with its KV cache (a small GPT-2 whose first block is hooked), by a PyTorch Lightning Trainer's loops,
-  or plainly while another model of the same class, hooked the same way, is kept in the process;
+  or plainly while another model of the same class, hooked the same way, is kept in the process, or by
+  transformers' assisted generation (``generate(..., assistant_model=...)``, the same small GPT-2 and a second one
+  drafting);
 - ``does``, what the hook does (:data:`DOES`): returns None or a value, raises, removes itself, registers another
   hook, keeps state (a callable object), or comes from a factory that also made a hook on another object;
 - ``out``, what the hooked module returns (:data:`OUT`): a tensor, a dict, a tuple, a nested dict, a ``ModelOutput``.
@@ -33,7 +36,9 @@ with one of them belongs to that round (:func:`round_of`), and the first round's
 likewise the levels of :data:`ROUND_3`, added after the doctor had been tuned on the first two, and those of
 :data:`ROUND_4` (issue 78: a recompile for a new input shape after the hook was added, ``prepare_qat``'s swap, two
 DataLoader worker processes, which send the firings logged there back with their batches, a library reading only
-``repr(model)``, another entry point of the model), added after the doctor had been tuned on the first three.
+``repr(model)``, another entry point of the model), added after the doctor had been tuned on the first three, and
+those of :data:`ROUND_5` (transformers' assisted generation, diffusers' ``fuse_qkv_projections``), added after it
+had been tuned on the first four.
 """
 from __future__ import annotations
 
@@ -63,7 +68,7 @@ BETWEEN = ("none", "module_replaced", "assign", "to_empty", "parametrize", "prun
            "pickle", "fx", "export", "compile_eager_before", "compile_eager_after", "compile_aot_before",
            "compile_aot_after", "peft", "tied", "weight_norm", "spectral_norm", "functional_call", "data_parallel",
            "fuse_copy", "fuse_inplace", "reparam", "offload", "quantize", "compile_eager_recompile",
-           "compile_aot_recompile", "prepare_qat")
+           "compile_aot_recompile", "prepare_qat", "fuse_qkv")
 PARAM_REPLACING = ("assign", "to_empty", "parametrize", "prune", "swap_dtype", "weight_norm", "spectral_norm",
                    "reparam", "offload", "quantize")
 KEEPS_PARAMETER = ("spectral_norm",)  # its parametrization keeps the Parameter as `original` (its hooks fire)
@@ -72,8 +77,8 @@ COMPILING = ("compile_eager_before", "compile_eager_after", "compile_aot_before"
 RECOMPILING = ("compile_eager_recompile", "compile_aot_recompile")  # hook after the first call, a new shape in the step
 CTX = ("plain", "no_grad", "inference", "chunked", "shared", "pool_before", "thread_during", "ckpt_early",
        "ckpt_full", "inplace", "never_called", "autocast", "vmap", "grad_accum", "retain_graph", "autograd_grad",
-       "backward_inputs", "generate", "trainer", "other_model", "workers", "repr_read", "other_entry")
-NO_GRAD_CTX = ("no_grad", "inference", "generate")  # generate runs the model under no_grad
+       "backward_inputs", "generate", "trainer", "other_model", "workers", "repr_read", "other_entry", "assisted")
+NO_GRAD_CTX = ("no_grad", "inference", "generate", "assisted")  # generate runs the model under no_grad
 DOES = ("none", "value", "raises", "removes", "registers", "state", "factory")
 OUT = ("tensor", "dict", "tuple", "nested", "model_output")
 # the levels added in the second round (issue 63): setups with one of them are the second round's, drawn apart
@@ -92,6 +97,12 @@ ROUND_3 = {"between": ("fuse_copy", "fuse_inplace", "reparam", "offload", "quant
 # used through another entry point (a method other than forward: timm's forward_head / forward_features)
 ROUND_4 = {"between": ("compile_eager_recompile", "compile_aot_recompile", "prepare_qat"),
            "ctx": ("workers", "repr_read", "other_entry")}
+# the levels added in the fifth round (issue 78, an independent review): transformers' assisted generation
+# (generate(..., assistant_model=...): a second small GPT-2 drafts tokens, the hooked one verifies several in one
+# call), and diffusers' fuse_qkv_projections on a small SD3 transformer (to_q, to_k, to_v fused into one to_qkv
+# Linear that runs instead; the hooked module is the first block's to_q)
+ROUND_5 = {"between": ("fuse_qkv",), "ctx": ("assisted",)}
+FUSED_CTX = ("plain", "no_grad", "chunked")  # the contexts a fused SD3 transformer is run under
 NOT_REACHING = ("never_called", "repr_read", "other_entry")  # contexts whose step never calls the hooked module
 
 # the cause classes: what a doctor's answer is graded against (its codes must hold the class)
@@ -131,6 +142,10 @@ CLASSES = {
                   "torch.compile recompile, and the recompile traced the hooks present then",
     "qat_swapped": "prepare_qat swapped the hooked module for its QAT module and registered its forward hooks and "
                    "pre-hooks on it again: they fire on the new module (the old handle removes the old one only)",
+    "assisted": "assisted generation called the model once per verification round (the assistant drafts several "
+                "tokens, the model checks them in one call), not once per new token",
+    "fused": "fuse_qkv_projections fused the hooked projection (to_q) with its siblings into one Linear (to_qkv) "
+             "that runs instead: hooks on the separate projection and its weight never fire",
 }
 
 
@@ -351,6 +366,12 @@ def invalid(f: dict[str, str]) -> str | None:
         return "a global hook on the QAT-swapped Linear's kind fires on every Linear of the model (the head too)"
     if ctx in ("workers", "repr_read", "other_entry") and between not in ("none", "prepare_qat"):
         return "the fourth round's contexts are composed with nothing in between (and prepare_qat)"
+    if ctx == "assisted" and (between != "none" or out != "tensor"):
+        return "assisted generation runs two transformers models (small GPT-2s), composed with nothing in between"
+    if between == "fuse_qkv" and on in GLOBAL_ON:
+        return "a global hook on the hooked projection's kind (Linear) fires on every Linear of the transformer"
+    if between == "fuse_qkv" and ctx not in FUSED_CTX:
+        return "the fused SD3 transformer is run plainly, without gradients, or in two chunks"
     return None
 
 
@@ -372,8 +393,10 @@ def build(key: str, x: torch.Tensor | None = None) -> Built:
 
 def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor | None) -> Built:
     on, between, ctx, does, out = f["on"], f["between"], f["ctx"], f["does"], f["out"]
-    if ctx == "generate":
-        return _build_generate(on, does, cleanup)
+    if ctx in ("generate", "assisted"):
+        return _build_generate(on, does, cleanup, assisted=ctx == "assisted")
+    if between == "fuse_qkv":
+        return _build_fused(on, ctx, does, cleanup)
     if ctx == "workers" and autograd_refuses_fork():
         raise Unobservable("autograd refuses a backward in processes forked from this one")
     torch.manual_seed(0)
@@ -579,9 +602,10 @@ def _dynamo_reset() -> None:
     torch._dynamo.reset()
 
 
-def _build_generate(on: str, does: str, cleanup: list[Callable[[], None]]) -> Built:
+def _build_generate(on: str, does: str, cleanup: list[Callable[[], None]], *, assisted: bool = False) -> Built:
     """transformers' generate with its KV cache on a small GPT-2 (one block, hooked as a Block is): three new
-    tokens, one forward of the model each, under no_grad."""
+    tokens, one forward of the model each, under no_grad. ``assisted``: eight new tokens by assisted generation,
+    another small GPT-2 (seeded apart) drafting them, the hooked model verifying several in each call."""
     from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging as hf_logging
     hf_logging.set_verbosity_error()
@@ -599,12 +623,67 @@ def _build_generate(on: str, does: str, cleanup: list[Callable[[], None]]) -> Bu
         _hook_from_the_factory(on, model.lm_head)
     cleanup.append(lambda: [h.remove() for h in holder.get("others", [])])
     ids = torch.tensor([[1, 2, 3]])
+    if assisted:
+        torch.manual_seed(1)
+        assistant = GPT2LMHeadModel(config)
+
+        def step() -> Any:
+            return model.generate(ids, assistant_model=assistant, max_new_tokens=8, min_new_tokens=8,
+                                  do_sample=False, pad_token_id=0)
+        name = "transformer.h.0.mlp.c_fc" if on in PARAM_ON else "transformer.h.0"
+        targets = {id(weight) if on in PARAM_ON else id(block)}
+        return Built(model, name, step, targets, cleanup, [block, weight, assistant])
 
     def step() -> Any:
         return model.generate(ids, max_new_tokens=3, min_new_tokens=3, do_sample=False, pad_token_id=0)
     name = "transformer.h.0.mlp.c_fc" if on in PARAM_ON else "transformer.h.0"
     targets = {id(weight) if on in PARAM_ON else id(block)}
     return Built(model, name, step, targets, cleanup, [block, weight])
+
+
+def _build_fused(on: str, ctx: str, does: str, cleanup: list[Callable[[], None]]) -> Built:
+    """diffusers' fuse_qkv_projections on a small SD3 transformer built from a config (one block), after the hook
+    was registered on its first block's ``to_q`` (or its weight): the fused ``to_qkv`` Linear runs instead."""
+    import os
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from diffusers import SD3Transformer2DModel
+    from diffusers.utils import logging as diffusers_logging
+    diffusers_logging.set_verbosity_error()
+    torch.manual_seed(0)
+    model = SD3Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, num_layers=1, attention_head_dim=4,
+                                  num_attention_heads=2, joint_attention_dim=8, caption_projection_dim=8,
+                                  pooled_projection_dim=8, out_channels=4, pos_embed_max_size=8)
+    block = model.transformer_blocks[0].attn.to_q
+    weight = block.weight
+    holder: dict[str, Any] = {"head": model.proj_out}
+    primary = make_hook("primary", on, does, holder)
+    handle = _register(on, block, weight, primary, holder, cleanup)
+    if handle is not None:
+        holder["handle"] = handle
+    if does == "factory":
+        _hook_from_the_factory(on, model.proj_out)
+    cleanup.append(lambda: [h.remove() for h in holder.get("others", [])])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fuse_qkv_projections()
+    x, text, pooled = torch.randn(2, 4, 8, 8), torch.randn(2, 3, 8), torch.randn(2, 8)
+
+    def call(i: slice) -> torch.Tensor:
+        return model(hidden_states=x[i], encoder_hidden_states=text[i], pooled_projections=pooled[i],
+                     timestep=torch.ones(len(x[i]))).sample
+
+    if ctx == "no_grad":
+        def step() -> Any:
+            with torch.no_grad():
+                return call(slice(None))
+    elif ctx == "chunked":
+        def step() -> Any:
+            (call(slice(0, 1)).sum() + call(slice(1, 2)).sum()).backward()
+    else:
+        def step() -> Any:
+            call(slice(None)).sum().backward()
+    name = "transformer_blocks.0.attn.to_q"
+    return Built(model, name, step, {id(weight) if on in PARAM_ON else id(block)}, cleanup, [block, weight])
 
 
 def _trainer_fit(runner: nn.Module, x: torch.Tensor) -> None:
@@ -839,6 +918,8 @@ def label(f: dict[str, str], t: Truth) -> str:
     if t.error is not None:
         return "hook_raised" if t.hook_raised else "step_raised"
     if t.fired == 0:
+        if between == "fuse_qkv":  # the fused to_qkv ran instead of to_q (whatever else kept the hook silent)
+            return "fused"
         if ctx in NOT_REACHING:
             return "not_reached"
         if between == "module_replaced":
@@ -880,7 +961,7 @@ def label(f: dict[str, str], t: Truth) -> str:
         return "copy_ran"
     if between in COMPILING:
         return "compiled"
-    if does == "removes" and (ctx in ("chunked", "shared", "pool_before", "ckpt_full", "grad_accum", "generate") or
+    if does == "removes" and (ctx in ("chunked", "shared", "pool_before", "ckpt_full", "grad_accum", "generate", "assisted") or
                               ctx == "trainer" and on not in BACKWARD_ON or
                               ctx == "retain_graph" and on in BACKWARD_ON):
         return "removed_itself"
@@ -890,6 +971,8 @@ def label(f: dict[str, str], t: Truth) -> str:
         # (quantize_: nothing in the checkpointed block needs a gradient but its bias, so it saves no tensor and
         # backward recomputes nothing: one call, one firing)
         return "checkpoint_early_stop"
+    if ctx == "assisted":
+        return "assisted"
     if ctx == "retain_graph" and on in BACKWARD_ON and t.fired > 1:
         return "several_passes"
     if t.fired > 1 or ctx in ("chunked", "shared", "grad_accum") and on not in PARAM_ON:
@@ -901,8 +984,11 @@ def label(f: dict[str, str], t: Truth) -> str:
 
 def round_of(key: str) -> int:
     """1 for a setup of the first round, 2 for one with a level added in the second (:data:`ROUND_2`), 3 for one with
-    a level added in the third (:data:`ROUND_3`), 4 for one with a level added in the fourth (:data:`ROUND_4`)."""
+    a level added in the third (:data:`ROUND_3`), 4 for one with a level added in the fourth (:data:`ROUND_4`), 5 for
+    one with a level added in the fifth (:data:`ROUND_5`)."""
     f = parse(key)
+    if any(f[factor] in levels for factor, levels in ROUND_5.items()):
+        return 5
     if any(f[factor] in levels for factor, levels in ROUND_4.items()):
         return 4
     if any(f[factor] in levels for factor, levels in ROUND_3.items()):
@@ -981,6 +1067,13 @@ def keys() -> list[str]:
             for on in ("forward", "backward", "activation", "global"):
                 for does in ("none", "raises"):
                     add(on, "none", ctx, does, o, round_=4)
+    for on in ON:                     # the fifth round: assisted generation and fused projections, every action
+        for does in DOES:
+            add(on, "none", "assisted", does, round_=5)
+            add(on, "fuse_qkv", "plain", does, round_=5)
+        for ctx in FUSED_CTX[1:]:     # the fused transformer without gradients and in chunks
+            for does in ("none", "factory"):
+                add(on, "fuse_qkv", ctx, does, round_=5)
     return out
 
 
