@@ -25,7 +25,9 @@ the same symptom ("not firing", "没有被调用", "never called" …) maps them
 question, so the course's wording and the learner's meet; an entry whose title says most of the question counts up
 to half as much again; a recipe's question, in its asker's words, counts three times in its text (a learner tells
 the case as the asker did, while the answer's prose names mechanisms its sibling recipes share); the doctor (``hooklab.explain_hook``) a little more for a question that says its hook does
-not fire or fires twice. The index holds the course's sections, symptoms, explained messages, unusual matrix cells,
+not fire or fires twice. A question in a learner's words (no library's name, no pasted error: :func:`learners_words`)
+gets the course's own place first when one of the first three answers is a lesson scoring at least half the first.
+The index holds the course's sections, symptoms, explained messages, unusual matrix cells,
 recipes, library profiles (under the names :func:`hooklab.course.profile` takes), the doctor and the hook atlas.
 The course website's search ranks a learner's own words with the same index and the same
 scoring (tools/site/ask_index.py, hooklab-ask.js): its first result is ``ask(query, kinds=LEARNER_KINDS)``'s first. The index ships with the package (``assets/ask/index.json``), written by ``python -m
