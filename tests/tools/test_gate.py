@@ -256,3 +256,26 @@ def test_every_check_of_the_suite_has_a_tier_and_its_own_file():
         "tests/course/test_recipes_alone.py::autograd-hooks-01"
     tiers = costs.standing(found, record.costs())
     assert set(tiers) == {c.id for c in found}
+
+
+def test_a_test_that_forks_autograd_passes_after_a_test_that_started_autograds_threads(tmp_path):
+    """Order: once a test has run a compiled backward (it starts autograd's worker threads), a forked process can no
+    longer run autograd, and a later test whose DataLoader workers run a backward failed (./course test --order 23).
+    tests/conftest.py runs such a test (FORKS_AUTOGRAD) in a fresh interpreter then: here a plugin spoils the process
+    before the test, which passes; with the fresh interpreter switched off, the same run fails."""
+    (tmp_path / "spoil_autograd_fork.py").write_text(
+        "import torch\n\n\ndef pytest_collection_finish(session):\n"
+        "    model = torch.compile(torch.nn.Linear(2, 2), backend='aot_eager')\n"
+        "    model(torch.ones(1, 2)).sum().backward()\n")
+    test = ("tests/library/test_explain_processes_and_swaps.py::"
+            "test_a_model_run_in_dataloader_workers_is_not_called_model_not_called")
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "spoil_autograd_fork", test]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    limit = hang_guard(120)  # a pytest run of one test (and one more of it in a fresh interpreter)
+    fresh = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit, check=False)
+    assert fresh.returncode == 0, (fresh.stdout + fresh.stderr)[-3000:]
+    env["HOOKLAB_TEST_IN_A_FRESH_INTERPRETER"] = "1"  # what the fresh interpreter itself is told: run it here
+    spoiled = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit, check=False)
+    assert spoiled.returncode != 0 and "fork-based multiprocessing" in spoiled.stdout + spoiled.stderr, \
+        (spoiled.stdout + spoiled.stderr)[-3000:]
