@@ -261,7 +261,7 @@ def test_every_check_of_the_suite_has_a_tier_and_its_own_file():
 def test_a_test_that_forks_autograd_passes_after_a_test_that_started_autograds_threads(tmp_path):
     """Order: once a test has run a compiled backward (it starts autograd's worker threads), a forked process can no
     longer run autograd, and a later test whose DataLoader workers run a backward failed (./course test --order 23).
-    tests/conftest.py runs such a test (FORKS_AUTOGRAD) in a fresh interpreter then: here a plugin spoils the process
+    The gate (tools/gate/fresh.py) runs such a test in a fresh interpreter then: here a plugin spoils the process
     before the test, which passes; with the fresh interpreter switched off, the same run fails."""
     (tmp_path / "spoil_autograd_fork.py").write_text(
         "import torch\n\n\ndef pytest_collection_finish(session):\n"
@@ -269,7 +269,8 @@ def test_a_test_that_forks_autograd_passes_after_a_test_that_started_autograds_t
         "    model(torch.ones(1, 2)).sum().backward()\n")
     test = ("tests/library/test_explain_processes_and_swaps.py::"
             "test_a_model_run_in_dataloader_workers_is_not_called_model_not_called")
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "spoil_autograd_fork", test]
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "spoil_autograd_fork", "-p", "tools.gate.fresh",
+            test]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
     limit = hang_guard(120)  # a pytest run of one test (and one more of it in a fresh interpreter)

@@ -23,6 +23,11 @@ the weekly workflow runs, in shards: ``--shard i/N``). ``./course test PATH ...`
 for each check it ran in full and that passed, the hash it passed at (``tests/gate/passed.json``): commit it with the
 change, and the next push knows what that change touched.
 
+The verdict must not depend on what ran before a test on its worker (``./course test --order SEED`` shuffles the
+files and the tests inside each). One thing a test leaves cannot be undone: once a compiled backward has started
+autograd's worker threads, a fork of that process cannot run autograd; the tests that need one then run in a fresh
+interpreter (:mod:`tools.gate.fresh`).
+
 It owns ``./course test``'s planning and ``tests/gate/``; it may import the floors below (``tools.recipes`` reads the
 recipes a population is made of, ``tools.notebooks`` what a notebook imports) and ``hooklab``, and nothing imports it
 but the root ``conftest.py`` (a population's sample when pytest runs without a plan).

@@ -83,7 +83,8 @@ def named_paths(rest: list[str]) -> list[str]:
 
 def pytest_argv(ours: argparse.Namespace, rest: list[str], plan_file: Path) -> list[str]:
     argv = [sys.executable, "-m", "pytest", "-n", os.environ.get("COURSE_WORKERS", "2"), "--dist", "loadfile",
-            "--no-loadscope-reorder", "--cpu-kernels=both", "-p", "tools.gate.plugin", f"--gate-plan={plan_file}"]
+            "--no-loadscope-reorder", "--cpu-kernels=both", "-p", "tools.gate.plugin", f"--gate-plan={plan_file}",
+            "-p", "tools.gate.fresh"]
     if ours.order is not None:
         argv.append(f"--gate-order={ours.order}")
     if ours.trace:
