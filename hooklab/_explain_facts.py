@@ -9,7 +9,7 @@ already say. Codes are composed: a hook that fired in a pool's threads, several 
 hook did not fire only when that is what it saw.
 
 >>> sorted(CODES)[:3]
-['checkpoint_early_stop', 'compiled', 'copy_ran']
+['assisted', 'checkpoint_early_stop', 'compiled']
 """
 from __future__ import annotations
 

@@ -100,6 +100,32 @@ def test_10_1_a_future_that_never_completes_is_stopped_at_the_deadline(monkeypat
     assert multiprocessing.active_children() == []
 
 
+def test_10_1_in_a_kernel_that_ran_a_compiled_backward_says_to_restart_it():
+    """After a compiled backward (autograd's worker threads started) no fork can run a backward, and the answer of a
+    notebook cell runs only in a fork: the verdict says the answer was not checked and to restart the kernel, not
+    that the checker may have a bug (a PicklingError from spawning workers for a function of __main__, before)."""
+    import subprocess
+    import sys
+
+    from patience import hang_guard
+
+    code = ("import torch\nfrom hooklab.course.exercises import verdict\n"
+            "def mean_hook(state, bucket):\n"
+            "    import torch.distributed as dist\n"
+            "    tensor = bucket.buffer().div_(dist.get_world_size())\n"
+            "    return dist.all_reduce(tensor, async_op=True).get_future().then(lambda f: f.value()[0])\n"
+            "model = torch.compile(torch.nn.Linear(2, 2), backend='aot_eager')\n"
+            "model(torch.ones(1, 2)).sum().backward()\n"
+            "result = verdict('10.1', mean_hook)\n"
+            "print(result.status, result.reason)\nprint(result.en)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=hang_guard(120),
+                         check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    status_reason, text = run.stdout.split("\n", 1)
+    assert tuple(status_reason.split()) == ("wrong", "cannot-fork"), run.stdout
+    assert "was not checked" in text and "Restart the kernel" in text, run.stdout
+
+
 def test_10_1_what_grad_is_names_each_mistake():
     """The classification behind the verdicts, also for the .grad states this torch's DDP never produces (it
     copies the Future's result into the float32 .grad, and fails on a None result): "no-grad", "not-float32"."""

@@ -614,14 +614,7 @@ def _build_generate(on: str, does: str, cleanup: list[Callable[[], None]], *, as
                         eos_token_id=0)
     model = GPT2LMHeadModel(config)
     block, weight = model.transformer.h[0], model.transformer.h[0].mlp.c_fc.weight
-    holder: dict[str, Any] = {"head": model.lm_head}
-    primary = make_hook("primary", on, does, holder)
-    handle = _register(on, block, weight, primary, holder, cleanup)
-    if handle is not None:
-        holder["handle"] = handle
-    if does == "factory":
-        _hook_from_the_factory(on, model.lm_head)
-    cleanup.append(lambda: [h.remove() for h in holder.get("others", [])])
+    _hook_a_library_model(on, does, block, weight, model.lm_head, cleanup)
     ids = torch.tensor([[1, 2, 3]])
     if assisted:
         torch.manual_seed(1)
@@ -641,6 +634,19 @@ def _build_generate(on: str, does: str, cleanup: list[Callable[[], None]], *, as
     return Built(model, name, step, targets, cleanup, [block, weight])
 
 
+def _hook_a_library_model(on: str, does: str, block: nn.Module, weight: torch.Tensor, head: nn.Module,
+                          cleanup: list[Callable[[], None]]) -> None:
+    """The primary hook on ``block`` (or ``weight``) of a library's model built apart (generate's GPT-2, the fused
+    SD3 transformer), and the factory's other hook on its ``head``; the hooks it registers removed by ``cleanup``."""
+    holder: dict[str, Any] = {"head": head}
+    handle = _register(on, block, weight, make_hook("primary", on, does, holder), holder, cleanup)
+    if handle is not None:
+        holder["handle"] = handle
+    if does == "factory":
+        _hook_from_the_factory(on, head)
+    cleanup.append(lambda: [h.remove() for h in holder.get("others", [])])
+
+
 def _build_fused(on: str, ctx: str, does: str, cleanup: list[Callable[[], None]]) -> Built:
     """diffusers' fuse_qkv_projections on a small SD3 transformer built from a config (one block), after the hook
     was registered on its first block's ``to_q`` (or its weight): the fused ``to_qkv`` Linear runs instead."""
@@ -655,14 +661,7 @@ def _build_fused(on: str, ctx: str, does: str, cleanup: list[Callable[[], None]]
                                   pooled_projection_dim=8, out_channels=4, pos_embed_max_size=8)
     block = model.transformer_blocks[0].attn.to_q
     weight = block.weight
-    holder: dict[str, Any] = {"head": model.proj_out}
-    primary = make_hook("primary", on, does, holder)
-    handle = _register(on, block, weight, primary, holder, cleanup)
-    if handle is not None:
-        holder["handle"] = handle
-    if does == "factory":
-        _hook_from_the_factory(on, model.proj_out)
-    cleanup.append(lambda: [h.remove() for h in holder.get("others", [])])
+    _hook_a_library_model(on, does, block, weight, model.proj_out, cleanup)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model.fuse_qkv_projections()

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ...workers import WorkerError, run_workers
+from ...workers import WorkerError, _fork_can_run_autograd, run_workers
 from ._support import NotSolved, expect, fail, started
 
 DEADLINE = 90  # seconds the two processes get before the hook is judged never to finish
@@ -73,6 +73,12 @@ def run_two(worker: Callable, answer: Any, *, reason: str, failed: tuple[str, st
     """``worker(rank, world_size, answer)`` in two processes with the deadline; their reports by rank. A worker that
     fails is the verdict ``reason`` (``failed``: what failed, zh and en, followed by the error's last line); the
     deadline is the verdict ``never-completes`` (``waiting``: what the learner's code may wait for, zh and en)."""
+    if not _fork_can_run_autograd():  # an answer of a notebook cell runs only in a fork, and no fork can run autograd
+        fail("cannot-fork", "你的答案这次没有检查：这个内核里已经运行过编译模型的反向（torch.compile），autograd 的工作线程"
+             "已经启动，之后从它 fork 出的进程都不能再运行反向。重启内核，不运行编译模型的单元格，再检查一次。",
+             "your answer was not checked: this kernel has run a compiled model's backward (torch.compile), which "
+             "started autograd's worker threads, and a process forked from it can no longer run a backward. "
+             "Restart the kernel, leave out the cells that compile a model, and check again.")
     try:
         return run_workers(worker, answer, world_size=2, timeout=DEADLINE)
     except WorkerError as err:
