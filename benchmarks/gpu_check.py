@@ -50,9 +50,9 @@ class Step:
 
 
 STEPS = (
-    Step("tests", 150, ("pytest",), "pytest -m gpu tests/library/test_gpu.py test_gpu_overlap.py test_gpu_planner.py"),
-    Step("resnet152", 200, ("torchvision",), "ResNet-152, batch 256, fp32: plain and every variant in one process"),
-    Step("observers", 75, ("torchvision",), "python -m benchmarks.bench_monitoring --device cuda --rounds 5"),
+    Step("tests", 60, ("pytest",), "pytest -m gpu tests/library/test_gpu.py test_gpu_overlap.py test_gpu_planner.py"),
+    Step("resnet152", 300, ("torchvision",), "ResNet-152, batch 256, fp32: plain and every variant in one process"),
+    Step("observers", 60, ("torchvision",), "python -m benchmarks.bench_monitoring --device cuda --rounds 5"),
     Step("hook-cost", 45, (), "python -m benchmarks.bench_hook_cost --device cuda --rounds 5 --backend aot_eager"),
 )
 VARIANTS = ("plain", "OverlappedOffload", "SaveOnCpu pinned", "checkpoint each block",
@@ -118,8 +118,7 @@ def run(print_fn: Callable[[str], Any] = print) -> int:
         seconds = time.perf_counter() - start
         print_fn(f"== {s.name}: {status} in {seconds:.0f} s\n{out.rstrip()}")
         if s.name == "resnet152":
-            resnet = next((json.loads(line[len("RESNET152 "):]) for line in out.splitlines()
-                           if line.startswith("RESNET152 ")), None)
+            resnet = rows_from(out) or None
         last = (out.strip().splitlines() or [""])[-1][:90]
         rows.append((s.name, status, seconds, last))
     print_fn(f"\ngpu-check on {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
@@ -131,22 +130,39 @@ def run(print_fn: Callable[[str], Any] = print) -> int:
     return 0 if all(r[1] in ("passed", "not run") for r in rows) else 1
 
 
+ROW = "RESNET152_ROW "  # the resnet152 step prints each row as it is measured, so a step stopped at its limit keeps them
+
+
+def rows_from(out: str) -> list[dict[str, Any]]:
+    """The ResNet-152 rows the step printed before it ended or was stopped.
+
+    >>> rows_from('loading\\nRESNET152_ROW {"variant": "plain", "ms": 250.0, "peak": 1, "s": 9.0}\\ncut off here')
+    [{'variant': 'plain', 'ms': 250.0, 'peak': 1, 's': 9.0}]
+    """
+    return [json.loads(line[len(ROW):]) for line in out.splitlines() if line.startswith(ROW)]
+
+
 def resnet_table(rows: list[dict[str, Any]]) -> str:
-    """The ResNet-152 rows as a table, each over the model as it is."""
-    plain = next(r for r in rows if r["variant"] == "plain")
-    out = ["| ResNet-152, batch 256 | step ms | x plain | peak activations GiB | less than plain |",
-           "|---|---:|---:|---:|---:|"]
+    """The ResNet-152 rows as a table, each over the model as it is (and how long its measure took)."""
+    plain = next((r for r in rows if r["variant"] == "plain" and "error" not in r), None)
+    if plain is None:
+        return "| ResNet-152, batch 256 | plain was not measured |\n|---|---|"
+    out = ["| ResNet-152, batch 256 | step ms | x plain | peak activations GiB | less than plain | measured in s |",
+           "|---|---:|---:|---:|---:|---:|"]
     for r in rows:
+        took = f"{r['s']:.0f}" if "s" in r else ""
         if "error" in r:
-            out.append(f"| {r['variant']} | {r['error']} | | | |")
+            out.append(f"| {r['variant']} | {r['error']} | | | | {took} |")
             continue
         out.append(f"| {r['variant']} | {r['ms']:.0f} | {r['ms'] / plain['ms']:.2f} | {r['peak'] / GIB:.2f} | "
-                   f"{plain['peak'] / max(r['peak'], 1):.1f}x |")
+                   f"{plain['peak'] / max(r['peak'], 1):.1f}x | {took} |")
     return "\n".join(out)
 
 
-def resnet152_rows(batch: int = 256, size: int = 224, steps: int = 3) -> list[dict[str, Any]]:
-    """Each variant's step time and peak activation memory on ResNet-152, in one process (see the module's text)."""
+def resnet152_rows(batch: int = 256, size: int = 224, steps: int = 3,
+                   report: Callable[[dict[str, Any]], Any] = lambda row: None) -> list[dict[str, Any]]:
+    """Each variant's step time and peak activation memory on ResNet-152, in one process (see the module's text);
+    ``report`` gets each row as soon as it is measured."""
     import torch
     import torchvision
 
@@ -185,22 +201,30 @@ def resnet152_rows(batch: int = 256, size: int = 224, steps: int = 3) -> list[di
         "checkpoint each block + offload inputs":
             CheckpointAndOffload(model, blocks, [x], device, 1 << 20, keep_last=2).apply,
     }
-    rows = []
+    rows: list[dict[str, Any]] = []
+
+    def add(row: dict[str, Any], start: float) -> None:
+        row["s"] = time.perf_counter() - start
+        rows.append(row)
+        report(row)
+
     for name, make in variants.items():
+        start = time.perf_counter()
         try:
-            rows.append({"variant": name, **measure(make)})
+            add({"variant": name, **measure(make)}, start)
         except Exception as error:  # reported in the table, the other rows still run
-            rows.append({"variant": name, "error": f"{type(error).__name__}: {str(error)[:120]}"})
+            add({"variant": name, "error": f"{type(error).__name__}: {str(error)[:120]}"}, start)
         torch.cuda.empty_cache()
+    start = time.perf_counter()
     try:
         planner = hooklab.MemoryPlanner(model, step, blocks, keep=[x], min_bytes=1 << 20,
                                         choices=("keep", "checkpoint", "segment", "offload"))
         decision = planner.decide(planner.baseline_bytes // 10, backends=(), rounds=2, sequential=False,
                                   max_seconds=60)
-        rows.append({"variant": f"MemoryPlanner.decide (1/10): {decision.chosen.name}"[:80],
-                     **measure(decision.apply)})
+        add({"variant": f"MemoryPlanner.decide (1/10): {decision.chosen.name}"[:80], **measure(decision.apply)},
+            start)
     except Exception as error:
-        rows.append({"variant": VARIANTS[-1], "error": f"{type(error).__name__}: {str(error)[:120]}"})
+        add({"variant": VARIANTS[-1], "error": f"{type(error).__name__}: {str(error)[:120]}"}, start)
     return rows
 
 
@@ -212,9 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         return dry_run()
     if args.resnet152_only:
-        rows = resnet152_rows()
+        rows = resnet152_rows(report=lambda row: print(ROW + json.dumps(row), flush=True))
         print(resnet_table(rows))
-        print("RESNET152 " + json.dumps(rows))
         return 0 if all("error" not in r for r in rows) else 1
     return run()
 

@@ -84,7 +84,12 @@ def test_an_offloading_plan_on_a_gpu_moves_its_tensors_to_cpu_memory():
 def test_a_compiled_candidate_on_a_gpu_is_measured_and_runs():
     model, x, step = model_and_step()
     planner = hooklab.MemoryPlanner(model, step, choices=("keep", "checkpoint"))
-    decision = planner.decide(planner.baseline_bytes // 2, backends=("inductor",), rounds=2, sequential=False)
+    # inductor compiles in this process: on a machine with many cores it would start a pool of compile workers
+    # that outlives the test
+    import torch._inductor.config
+
+    with torch._inductor.config.patch(compile_threads=1):
+        decision = planner.decide(planner.baseline_bytes // 2, backends=("inductor",), rounds=2, sequential=False)
     compiled = [c for c in decision.candidates if c.kind == "torch.compile"]
     assert compiled or any("failed" in n for n in decision.notes)
     for c in compiled:

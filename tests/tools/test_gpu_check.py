@@ -4,6 +4,7 @@ from its rows, and without a GPU the check refuses and says what to do. The chec
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -55,9 +56,20 @@ def test_without_a_gpu_the_check_refuses_and_says_what_to_do():
 
 def test_the_resnet_table_gives_each_variant_over_the_model_as_it_is():
     gib = gpu_check.GIB
-    rows = [{"variant": "plain", "ms": 250.0, "peak": 42 * gib},
-            {"variant": "checkpoint each block + offload inputs", "ms": 375.0, "peak": 4 * gib},
-            {"variant": "SaveOnCpu pinned", "error": "RuntimeError: out of pinned memory"}]
+    rows = [{"variant": "plain", "ms": 250.0, "peak": 42 * gib, "s": 9.4},
+            {"variant": "checkpoint each block + offload inputs", "ms": 375.0, "peak": 4 * gib, "s": 12.0},
+            {"variant": "SaveOnCpu pinned", "error": "RuntimeError: out of pinned memory", "s": 3.0}]
     table = gpu_check.resnet_table(rows)
-    assert "| checkpoint each block + offload inputs | 375 | 1.50 | 4.00 | 10.5x |" in table
-    assert "| SaveOnCpu pinned | RuntimeError: out of pinned memory |" in table
+    assert "| checkpoint each block + offload inputs | 375 | 1.50 | 4.00 | 10.5x | 12 |" in table
+    assert "| SaveOnCpu pinned | RuntimeError: out of pinned memory | | | | 3 |" in table
+
+
+def test_rows_measured_before_the_step_is_stopped_at_its_limit_reach_the_table():
+    # the step prints each row as soon as it is measured; a step stopped at its limit has printed some of them
+    printed = "\n".join(gpu_check.ROW + json.dumps(r) for r in (
+        {"variant": "plain", "ms": 300.0, "peak": 40 * gpu_check.GIB, "s": 8.0},
+        {"variant": "OverlappedOffload", "ms": 2000.0, "peak": 30 * gpu_check.GIB, "s": 70.0}))
+    rows = gpu_check.rows_from("torchvision loaded\n" + printed + "\n")
+    assert [r["variant"] for r in rows] == ["plain", "OverlappedOffload"]
+    assert "| OverlappedOffload | 2000 | 6.67 | 30.00 | 1.3x | 70 |" in gpu_check.resnet_table(rows)
+    assert "plain was not measured" in gpu_check.resnet_table(rows[1:])
