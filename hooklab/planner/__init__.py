@@ -259,10 +259,11 @@ class MemoryPlanner:
         return self._select(budget, peak, tolerance, None)
 
     def _select(self, budget: int, peak: int | None, tolerance: float | None,
-                allowed: frozenset[str] | None, rng: int = 0) -> MemoryPlan:
+                allowed: frozenset[str] | None, rng: int = 0, stop: Callable[[], bool] | None = None) -> MemoryPlan:
         """:meth:`plan`, among the plans whose choices are all in ``allowed`` (None: any); ``rng``: bytes of the
-        random-number state each checkpointed block call keeps, counted against the budget (:meth:`decide`)."""
-        plans = [(p, self.search.held_bytes(p.choices)) for p in self.search.frontier()
+        random-number state each checkpointed block call keeps, counted against the budget (:meth:`decide`);
+        ``stop``: asked as the search goes, which it ends with ``SearchStopped`` where it says True."""
+        plans = [(p, self.search.held_bytes(p.choices)) for p in self.search.frontier(stop)
                  if allowed is None or set(p.choices) <= allowed]
         fitting = [(p, held) for p, held in plans if held + rng * self.search.checkpointed_calls(p.choices) <= budget
                    and (peak is None or p.peak_bytes <= peak)]
@@ -284,10 +285,10 @@ class MemoryPlanner:
         best, held = min(equal, key=lambda ph: (ph[0].peak_bytes, ph[1], ph[0].ranks))
         return self._plan_of(best, held, budget, peak)
 
-    def _ranked(self, budget: int, rng: int = 0) -> Iterator[MemoryPlan]:
-        """The plans of the frontier that meet ``budget`` (``rng`` as for :meth:`_select`), fastest first by the
-        time model, each made when it is asked for (a frontier can hold a million plans)."""
-        fitting = [(p, held) for p in self.search.frontier() if (held := self.search.held_bytes(p.choices))
+    def _ranked(self, budget: int, rng: int = 0, stop: Callable[[], bool] | None = None) -> Iterator[MemoryPlan]:
+        """The plans of the frontier that meet ``budget`` (``rng`` and ``stop`` as for :meth:`_select`), fastest
+        first by the time model, each made when it is asked for (a frontier can hold a million plans)."""
+        fitting = [(p, held) for p in self.search.frontier(stop) if (held := self.search.held_bytes(p.choices))
                    + rng * self.search.checkpointed_calls(p.choices) <= budget]
         fitting.sort(key=lambda ph: (seconds_key(ph[0].seconds), ph[0].peak_bytes, ph[1], ph[0].ranks))
         return (self._plan_of(p, held, budget, None) for p, held in fitting)

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 from ._profile import BlockProfile, Stored, View
 from .costs import CostModel, takes_rereads
 
-__all__ = ["CHOICES", "Choice", "Option", "Plan", "Search", "Traffic"]
+__all__ = ["CHOICES", "Choice", "Option", "Plan", "Search", "SearchStopped", "Traffic"]
 
 Choice = Literal["keep", "checkpoint", "segment", "offload", "bf16", "int8"]
 CHOICES: tuple[Choice, ...] = get_args(Choice)
@@ -29,6 +29,11 @@ CHECKPOINTED = ("checkpoint", "segment")
 def seconds_key(seconds: float) -> float:
     """Times compared to 15 digits: sums of the same terms in another order are equal."""
     return round(seconds, 15)
+
+
+class SearchStopped(Exception):
+    """The search was stopped before it ended, because its ``stop`` said so (a bound on what deciding may cost): the
+    frontier is not kept, a later search starts again."""
 
 
 @dataclass(frozen=True)
@@ -189,8 +194,10 @@ class Search:
                                   traffic.rereads))
         return options
 
-    def frontier(self) -> list[Plan]:
-        """Every plan no other plan beats in bytes, seconds and peak (built once; it does not depend on a budget)."""
+    def frontier(self, stop: Callable[[], bool] | None = None) -> list[Plan]:
+        """Every plan no other plan beats in bytes, seconds and peak (built once; it does not depend on a budget).
+        ``stop`` is asked before each step of the search (a block given the previous block's choice); where it says
+        True, :class:`SearchStopped` is raised and nothing is kept."""
         if self._frontier is not None:
             return self._frontier
         order = {c: i for i, c in enumerate(self.choices)}
@@ -198,6 +205,9 @@ class Search:
         for k in range(len(self.profiles)):
             following: dict[str | None, list[Plan]] = defaultdict(list)
             for prev, plans in states.items():
+                if stop is not None and stop():
+                    raise SearchStopped(f"at block {k + 1} of {len(self.profiles)}, with "
+                                        f"{sum(map(len, states.values()))} plans on its frontier so far")
                 for o in self.options(k, prev):
                     for p in plans:
                         if o.choice == "checkpoint":  # a new segment: its peak is what is held before it, its

@@ -43,7 +43,11 @@ recomputing candidate by more than the tie margin, so it is never chosen where r
 which the wall clock does). It is bounded by ``max_seconds`` (default: the time of 100 steps of the model as it is, at least
 30 s), the plan search included: a measurement starts only where its expected time (a round: each candidate's last
 step) still fits, and what has started is finished, so the cost passes the bound by at most the error of that
-estimate, one compile or one search of the time model's plans. Half the bound (:data:`TIMING_SHARE`) is kept for
+estimate, one compile or one search of the time model's plans. That search is bounded too: the planner's own pick is
+looked for however little of the bound is left, but its search (a dynamic programme over the blocks, whose frontier
+grows with their number: on ResNet-152's 50 blocks with four choices it alone cost more than a minute) ends where it
+alone has cost the share of the bound before timing; the plain candidates are then measured and timed without it, and
+a note says where the search stopped. Half the bound (:data:`TIMING_SHARE`) is kept for
 timing: the plan search (after the planner's own pick), the bytes and the compiles stop where they would pass the
 other half, so that the finalists are timed. Bytes are measured past that half while no candidate measured meets
 the budget, but not past the whole bound (only the planner's own pick is measured however little time is left): a
@@ -76,6 +80,7 @@ from .._torch_internals import storage_key, tree_flatten
 from ..errors import BudgetError
 from ..meter import MemoryMeter
 from ..scope import HookScope
+from ._search import SearchStopped
 from .alternatives import (
     CheckpointAndOffload,
     CheckpointEach,
@@ -382,26 +387,41 @@ def _propose(m: _Measure, budget: int, count: int) -> list[MemoryPlan]:
     of the bound before timing is spent."""
     planner, plans = m.planner, list[MemoryPlan]()
     rng = _rng_state_bytes(planner.device)  # kept per checkpointed block call: measured below, so counted here too
-    searches = [functools.partial(planner._select, budget, None, None, allowed, rng)
+    started = m.spent()
+
+    def stop() -> bool:
+        """The planner's own pick is looked for however little of the bound is left, but its search (a frontier
+        over many blocks can cost more than the bound) ends where it alone has cost the share of the bound before
+        timing; the other searches end where that share of the whole decision is spent."""
+        if not plans:
+            return m.spent() - started > m.max_seconds * (1 - TIMING_SHARE)
+        return not m.allows_preparing(0.0)
+
+    searches = [functools.partial(planner._select, budget, None, None, allowed, rng, stop)
                 for allowed in (None, RECOMPUTE, frozenset(c for c in planner.choices if c != "offload"))]
-    for search in searches:
-        if len(plans) >= count:
-            return plans
-        if plans and not m.allows_preparing(0.0):  # the planner's own pick is always looked for
-            m.notes.append(f"plan search stopped after {len(plans)} plan(s): the share of the measuring bound "
-                           "before timing was spent")
-            return plans
-        try:
-            plan = search()
-        except BudgetError:
-            continue
-        if all(p.choices != plan.choices for p in plans):
-            plans.append(plan)
-    for plan in planner._ranked(budget, rng):
-        if len(plans) >= count:
-            break
-        if all(p.choices != plan.choices for p in plans):
-            plans.append(plan)
+    try:
+        for search in searches:
+            if len(plans) >= count:
+                return plans
+            if plans and stop():
+                m.notes.append(f"plan search stopped after {len(plans)} plan(s): the share of the measuring bound "
+                               "before timing was spent")
+                return plans
+            try:
+                plan = search()
+            except BudgetError:
+                continue
+            if all(p.choices != plan.choices for p in plans):
+                plans.append(plan)
+        for plan in planner._ranked(budget, rng, stop):
+            if len(plans) >= count:
+                break
+            if all(p.choices != plan.choices for p in plans):
+                plans.append(plan)
+    except SearchStopped as stopped:  # a model of many blocks: its frontier alone can cost more than the bound
+        m.notes.append(f"plan search stopped {stopped}, after {m.spent() - started:.1f} s (the bound is "
+                       f"{m.max_seconds:g} s): {len(plans)} plan(s) of the time model measured (max_seconds= allows "
+                       "more; MemoryPlanner.plan() searches without a bound)")
     return plans[:count]
 
 

@@ -331,6 +331,39 @@ def test_the_default_bound_leaves_time_to_time_the_finalists_when_the_plan_searc
     clock.remove()
 
 
+def test_the_planners_own_search_ends_within_the_bound_on_a_model_whose_frontier_costs_more(monkeypatch):
+    """As on ResNet-152 (50 blocks, four choices), where the search of the time model's plans alone cost more than
+    the bound: here each step of the search (a block given the previous block's choice) costs 100 units, against a
+    bound of 600. The search stops where it has cost the half of the bound kept before timing, says so, and the
+    plain candidates are measured and timed; before, the search ran to its end whatever the bound."""
+    model, x, step = model_and_step()
+    clock = FakeClock(model)
+    planner = MemoryPlanner(model, step, choices=("keep", "checkpoint", "segment"), costs=CountedCosts(), repeats=1)
+    options = planner.search.options
+    searched = []
+
+    def slow_options(k, prev):
+        clock.charge(100.0)
+        searched.append(k)
+        return options(k, prev)
+    monkeypatch.setattr(planner.search, "options", slow_options)
+    budget = planner.baseline_bytes // 2
+    before = clock.now
+    decision = decided(planner, budget, clock, max_seconds=600)
+    note = next(n for n in decision.notes if n.startswith("plan search stopped at block "))
+    assert f"of {BLOCKS}, with" in note and "max_seconds= allows more" in note
+    assert max(searched) < BLOCKS - 1  # it did not reach the last block
+    assert not any(c.kind.startswith("plan") for c in decision.candidates)
+    assert decision.held_bytes <= budget and decision.chosen.times
+    # the search passed its share (300) by at most one of its steps; the rest is measuring the plain candidates
+    assert decision.seconds == clock.now - before <= 600 + 10  # at most a step over the bound
+    assert 300 < 100.0 * len(searched) <= 400
+    # nothing of the stopped search is kept: the planner without a bound searches to the end
+    monkeypatch.setattr(planner.search, "options", options)
+    plan = planner.plan(budget)
+    assert len(plan.choices) == BLOCKS
+    clock.remove()
+
 def test_the_model_as_it_is_when_it_meets_the_budget():
     model, x, step = model_and_step()
     planner = MemoryPlanner(model, step, choices=("keep", "checkpoint"), costs=CountedCosts(), repeats=1)
