@@ -26,7 +26,8 @@ FORKS_AUTOGRAD = (
     "tests/messages/test_libraries.py", "tests/messages/test_distributed.py",
 )
 FRESH_INTERPRETER = "HOOKLAB_TEST_IN_A_FRESH_INTERPRETER"  # set in the fresh interpreter: it runs the test itself
-FRESH_LIMIT_S = 280.0  # under the test's own limit (pyproject.toml: 300 s, stretched with the load)
+CHILD_LIMIT_S = 270  # the test's own limit in the fresh interpreter, under the one it has here (pyproject.toml: 300 s);
+# both stretch with the load (conftest.py), so a busy machine is not taken for a hang
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -43,15 +44,14 @@ def pytest_pyfunc_call(pyfuncitem):
 def _run_in_a_fresh_interpreter(item) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
     env[FRESH_INTERPRETER] = "1"
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", f"timeout={int(FRESH_LIMIT_S) - 10}",
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", f"timeout={CHILD_LIMIT_S}",
             item.nodeid]
     why = ("this worker can no longer fork a process that runs autograd (an earlier test started autograd's worker "
            "threads), so the test ran in a fresh interpreter")
-    try:
-        run = subprocess.run(argv, cwd=item.config.rootpath, env=env, capture_output=True, text=True,
-                             timeout=FRESH_LIMIT_S, check=False)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{why}, and it had not finished after {FRESH_LIMIT_S:.0f} s", pytrace=False)
+    # No limit of its own here: the child ends itself at its test's limit, stretched with the load, and reports
+    # where it waited; this test's own limit (stretched the same way) is the guard beyond it, and subprocess.run
+    # kills the child when that guard ends the wait.
+    run = subprocess.run(argv, cwd=item.config.rootpath, env=env, capture_output=True, text=True, check=False)
     if run.returncode != 0:
         pytest.fail(f"{why}, where it failed (exit {run.returncode}):\n{(run.stdout + run.stderr)[-6000:]}",
                     pytrace=False)
