@@ -304,7 +304,30 @@ def fused_into(target: nn.Module, w: _Watch) -> str | None:
                 f"Hook {fused!r} (its output[..., {at}:{at + rows}] is this projection's output), call "
                 "unfuse_qkv_projections() to run the separate projections again, or register the hooks after "
                 "fusing, on the fused module")
-    return None
+    return _marked_fused(target, w)
+
+
+def _marked_fused(target: nn.Linear, w: _Watch) -> str | None:
+    """The sentence for a Linear of an attention the library marks as fused (diffusers sets ``fused_projections``)
+    whose weight is no longer among a fused sibling's rows (the fused module changed since fusing, e.g. trained), or
+    None. Asked only where no rows equal the weight: the library's mark, then the shapes, say what ran instead."""
+    if getattr(w.parent, "fused_projections", None) is not True:
+        return None
+    rows = target.out_features
+    fused = next(((n, c) for n, c in w.parent.named_children()
+                  if c is not target and isinstance(c, nn.Linear) and w.calls[id(c)]
+                  and c.in_features == target.in_features and c.out_features > rows and c.out_features % rows == 0),
+                 None)
+    if fused is None:
+        return None
+    name, child = w.tree.get(id(fused[1]), fused[0]), fused[1]
+    return (f"{w.tree.get(id(target), '')!r} was not called: its attention is marked fused (fused_projections=True, "
+            f"diffusers' fuse_qkv_projections() / fuse_projections()) and {name!r} ran instead, one Linear "
+            f"({child.in_features} -> {child.out_features}) that holds it and its siblings ({w.calls[id(child)]} "
+            "call(s)). Its weight is no longer among the fused rows: the fused module was changed after fusing (for "
+            "example trained), so the separate projection is stale too. Hook the fused module (its output's columns "
+            "are the projections' outputs, in the order they were fused), or unfuse_qkv_projections() before "
+            "changing the weights and register the hooks then")
 
 
 def _described(name: str, w: _Watch) -> str:

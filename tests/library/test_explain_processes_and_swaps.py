@@ -286,3 +286,31 @@ def test_fused_qkv_projections_name_the_fused_module_that_runs_instead_of_to_q()
         m.unfuse_qkv_projections()  # what the answer offers: the separate projections run again, hooks and all
     step()
     assert log == ["forward", "weight"]
+
+
+@pytest.mark.timeout(60)
+def test_a_fused_projection_trained_since_fusing_is_still_named_fused():
+    """The fused module's rows no longer equal the separate projection's weight once it has been trained: the
+    doctor reads the library's own mark (fused_projections) and the shapes instead. Before, it found no cause."""
+    from diffusers import SD3Transformer2DModel
+    torch.manual_seed(0)
+    m = SD3Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, num_layers=1, attention_head_dim=4,
+                              num_attention_heads=2, joint_attention_dim=8, caption_projection_dim=8,
+                              pooled_projection_dim=8, out_channels=4, pos_embed_max_size=8)
+    attn, log = m.transformer_blocks[0].attn, []
+    attn.to_q.register_forward_hook(lambda mod, a, o: log.append("forward"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fuse_qkv_projections()
+    with torch.no_grad():  # a training step on the fused model
+        attn.to_qkv.weight.add_(0.01 * torch.randn_like(attn.to_qkv.weight))
+
+    def step():
+        m(hidden_states=torch.randn(1, 4, 8, 8), encoder_hidden_states=torch.randn(1, 3, 8),
+          pooled_projections=torch.randn(1, 8), timestep=torch.ones(1)).sample.sum().backward()
+    r = explain_hook(m, "transformer_blocks.0.attn.to_q", run=step)
+    assert log == [] and not torch.equal(attn.to_qkv.weight[:8], attn.to_q.weight)
+    assert r.cause == "fused" and r.codes == ["fused"], (r.cause, r.codes, r.reasons)
+    said = " ".join(r.reasons)
+    assert "fused_projections=True" in said and "'transformer_blocks.0.attn.to_qkv' ran instead" in said, r.reasons
+    assert "changed after fusing" in said and not contradictions(r.reasons)
