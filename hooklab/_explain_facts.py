@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.utils.parametrize import ParametrizationList
 
 from . import _torch_internals as internals
 from ._explain_causes import ASSISTED, VMAP
@@ -62,6 +63,9 @@ CODES = {
                 "times than there are new tokens",
     "fused": "the module was fused into another module that runs instead (diffusers' fuse_qkv_projections: to_q, "
              "to_k, to_v into to_qkv; a Conv+BN fusion): hooks on the module fused away never fire",
+    "parametrize_cached": "the module is a parametrization that ran under torch.nn.utils.parametrize.cached(): the "
+                          "parametrized tensor is computed on its first access and reused until the context ends, so "
+                          "its hooks fire once per context, not once per call of the model",
     "unexplained": "it saw nothing that explains the hooks that did not fire",
 }
 # the doctor's causes (HookExplanation.cause) that are codes too
@@ -391,6 +395,17 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
     # ---- assisted generation: one call per verification round, not per token
     if assisted and r.calls:
         add("assisted")
+    # ---- a parametrization under parametrize.cached(): computed once per context, reused
+    model_calls = w.calls[id(w.model)]
+    if w.model_calls_cached and isinstance(w.parent, ParametrizationList) and model_calls > r.calls:
+        owner, _, tensor = w.tree.get(id(w.parent), "").rpartition(".parametrizations.")
+        param = f"{owner}.{tensor}" if owner else tensor
+        add("parametrize_cached",
+            f"{name} is a parametrization of {param!r}: it ran {r.calls} time(s) for {model_calls} call(s) of the "
+            f"model, {w.model_calls_cached} of them under torch.nn.utils.parametrize.cached(). There the "
+            f"parametrized tensor is computed on its first access and reused until the context ends, so its hooks "
+            "fire once per context, not once per call. Outside cached() it runs at every access of the tensor; to "
+            "see every use, hook the module that uses it (its forward pre-hook sees the same weight each time)")
     # ---- global hooks
     fired_globals = [label for label in w.global_labels if total.get(label)]
     if fired_globals:

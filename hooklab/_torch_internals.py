@@ -38,6 +38,7 @@ __all__ = [
     "active_ddp",
     "current_graph_task_id",
     "handle_alive",
+    "parametrize_cache_enabled",
     "loss_scale",
     "module_call_codes",
     "need",
@@ -142,6 +143,9 @@ INTERNALS: dict[str, Internal] = {
         "module hook would make torch.compile recompile)", "fallback",
         "explain_hook counts module calls with a global forward pre-hook, and refuses a step that may run "
         "compiled code"),
+    "torch.nn.utils.parametrize._cache_enabled": Internal(
+        "explain_hook: saying that a parametrization ran once for several calls of the model because "
+        "parametrize.cached() was active", "fallback", "the calls are counted without that reason"),
     "Module._is_torch_compile (set by torch.compile on the eager model)": Internal(
         "warning that hooks on a compiled model's eager copy recorded nothing", "fallback",
         "no such warning; the tools' no-call messages still list compiling as a cause"),
@@ -308,6 +312,13 @@ def checkpoint_recomputed(frame: Any) -> bool:
     """Whether backward has recomputed the region of a frame :func:`checkpoint_region` gave (False if unknown)."""
     done = getattr(frame, "is_recomputed", None)
     return done is not None and any(done.values())
+
+
+def parametrize_cache_enabled() -> bool:
+    """Whether ``torch.nn.utils.parametrize.cached()`` is active now (a parametrized tensor is computed once, on its
+    first access, and reused until the context ends); False where the counter is gone."""
+    import torch.nn.utils.parametrize as parametrize
+    return bool(getattr(parametrize, "_cache_enabled", 0))
 
 
 def handle_alive(handle: Any) -> bool:

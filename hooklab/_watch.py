@@ -116,6 +116,7 @@ class _Watch:
         # two increments become one)
         self._lock = threading.Lock()
         self.thread_calls = 0                      # calls of the target outside the step's thread
+        self.model_calls_cached = 0                # calls of the model under torch.nn.utils.parametrize.cached()
         self.outputs: Counter = Counter()          # what its forward returned: tensor, tuple, dict, other
         self.pool_tasks = 0                        # tasks the step gave a thread pool whose threads existed
         self.pool_tasks_new = 0                    # tasks given to a pool that started its threads in the step
@@ -232,6 +233,8 @@ class _Watch:
     # ---- the probes
     def on_call(self, m: Any) -> None:
         self.calls[id(m)] += 1
+        if m is self.model and internals.parametrize_cache_enabled():
+            self.model_calls_cached += 1
         if m is self.target:
             if not torch.is_grad_enabled():
                 self.without_grad += 1

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from hooklab import explain_hook
+from hooklab._explain_facts import contradictions
 from hooklab.explain import CODES
 
 pytestmark = pytest.mark.timeout(120)
@@ -246,6 +247,39 @@ def test_a_tied_parameter():
     r = explain_hook(m, "0", run=lambda: (m[1](m[0](x)) + m[1](m.extra(x))).sum().backward())
     assert log == ["w"] and "tied" in r.codes and "'extra.weight'" not in r.reasons[-1] and "extra.weight" in \
         " ".join(r.reasons)
+
+
+def test_a_parametrization_under_parametrize_cached_is_said_to_run_once_per_context():
+    """torch.nn.utils.parametrize.cached(): the parametrized weight is computed on its first access and reused, so a
+    hook on the parametrization fires once for three calls of the model. Before, the doctor said only that its hooks
+    fired as expected."""
+    from torch.nn.utils import parametrize
+
+    class Symmetric(nn.Module):
+        def forward(self, w):
+            return w.triu() + w.triu(1).transpose(-1, -2)
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2))
+    parametrize.register_parametrization(m[0], "weight", Symmetric())
+    log = []
+    m[0].parametrizations.weight[0].register_forward_hook(lambda mod, a, o: log.append(1))
+    x = torch.randn(3, 4)
+
+    def three_steps():
+        for _ in range(3):
+            m(x).sum().backward()
+
+    def cached():
+        with parametrize.cached():
+            three_steps()
+    r = explain_hook(m, "0.parametrizations.weight.0", run=cached)
+    assert len(log) == 1 and "parametrize_cached" in r.codes, (r.codes, r.reasons)
+    said = " ".join(r.reasons)
+    assert "a parametrization of '0.weight': it ran 1 time(s) for 3 call(s) of the model, 3 of them under" in said
+    assert not contradictions(r.reasons)
+    log.clear()
+    r = explain_hook(m, "0.parametrizations.weight.0", run=three_steps)  # no cache: once per access
+    assert len(log) == 3 and "parametrize_cached" not in r.codes, r.codes
 
 
 def test_every_code_is_documented():

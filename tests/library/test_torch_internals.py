@@ -276,3 +276,14 @@ def test_module_call_codes_run_for_every_module_call():
     finally:
         sys.setprofile(None)
     assert seen == [layer]
+
+
+def test_parametrize_cache_counter_exists_and_follows_cached():
+    import torch.nn.utils.parametrize as parametrize
+    assert isinstance(parametrize._cache_enabled, int)
+    assert not internals.parametrize_cache_enabled()
+    with parametrize.cached():
+        assert internals.parametrize_cache_enabled()
+        with parametrize.cached():
+            assert internals.parametrize_cache_enabled()
+    assert not internals.parametrize_cache_enabled()
