@@ -258,23 +258,29 @@ def test_assisted_generation_calls_the_model_once_per_verification_round_not_per
     assert not any("generate's one call per new token" in x for x in r.reasons) and not contradictions(r.reasons)
 
 
-@pytest.mark.timeout(60)
-def test_fused_qkv_projections_name_the_fused_module_that_runs_instead_of_to_q():
+def small_sd3():
+    """A one-block SD3 transformer built from a config, and a training step on it."""
     from diffusers import SD3Transformer2DModel
     torch.manual_seed(0)
     m = SD3Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, num_layers=1, attention_head_dim=4,
                               num_attention_heads=2, joint_attention_dim=8, caption_projection_dim=8,
                               pooled_projection_dim=8, out_channels=4, pos_embed_max_size=8)
+
+    def step():
+        m(hidden_states=torch.randn(1, 4, 8, 8), encoder_hidden_states=torch.randn(1, 3, 8),
+          pooled_projections=torch.randn(1, 8), timestep=torch.ones(1)).sample.sum().backward()
+    return m, step
+
+
+@pytest.mark.timeout(60)
+def test_fused_qkv_projections_name_the_fused_module_that_runs_instead_of_to_q():
+    m, step = small_sd3()
     attn, log = m.transformer_blocks[0].attn, []
     attn.to_q.register_forward_hook(lambda mod, a, o: log.append("forward"))
     attn.to_q.weight.register_hook(lambda g: log.append("weight"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m.fuse_qkv_projections()
-
-    def step():
-        m(hidden_states=torch.randn(1, 4, 8, 8), encoder_hidden_states=torch.randn(1, 3, 8),
-          pooled_projections=torch.randn(1, 8), timestep=torch.ones(1)).sample.sum().backward()
     r = explain_hook(m, "transformer_blocks.0.attn.to_q", run=step)
     assert log == []
     assert r.cause == "fused" and r.codes == ["fused"], (r.cause, r.codes)
@@ -292,11 +298,7 @@ def test_fused_qkv_projections_name_the_fused_module_that_runs_instead_of_to_q()
 def test_a_fused_projection_trained_since_fusing_is_still_named_fused():
     """The fused module's rows no longer equal the separate projection's weight once it has been trained: the
     doctor reads the library's own mark (fused_projections) and the shapes instead. Before, it found no cause."""
-    from diffusers import SD3Transformer2DModel
-    torch.manual_seed(0)
-    m = SD3Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, num_layers=1, attention_head_dim=4,
-                              num_attention_heads=2, joint_attention_dim=8, caption_projection_dim=8,
-                              pooled_projection_dim=8, out_channels=4, pos_embed_max_size=8)
+    m, step = small_sd3()
     attn, log = m.transformer_blocks[0].attn, []
     attn.to_q.register_forward_hook(lambda mod, a, o: log.append("forward"))
     with warnings.catch_warnings():
@@ -304,10 +306,6 @@ def test_a_fused_projection_trained_since_fusing_is_still_named_fused():
         m.fuse_qkv_projections()
     with torch.no_grad():  # a training step on the fused model
         attn.to_qkv.weight.add_(0.01 * torch.randn_like(attn.to_qkv.weight))
-
-    def step():
-        m(hidden_states=torch.randn(1, 4, 8, 8), encoder_hidden_states=torch.randn(1, 3, 8),
-          pooled_projections=torch.randn(1, 8), timestep=torch.ones(1)).sample.sum().backward()
     r = explain_hook(m, "transformer_blocks.0.attn.to_q", run=step)
     assert log == [] and not torch.equal(attn.to_qkv.weight[:8], attn.to_q.weight)
     assert r.cause == "fused" and r.codes == ["fused"], (r.cause, r.codes, r.reasons)
