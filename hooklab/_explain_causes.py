@@ -439,6 +439,7 @@ def replaced(name: str, target: nn.Module, w: _Watch) -> str | None:
     shapes = {tuple(p.shape) for p in target.parameters(recurse=False)}
     held = {id(p) for p in w.model.parameters()}
     old, stale = [], []
+    gc.collect()  # a hooked module that only a reference cycle keeps is garbage, not one the model lost
     objects = gc.get_objects()
     # a module another module outside the model holds belongs to another model (one the process keeps alive): a
     # module the model replaced is held by no module any more
