@@ -311,7 +311,7 @@ def _marked_fused(target: nn.Linear, w: _Watch) -> str | None:
     """The sentence for a Linear of an attention the library marks as fused (diffusers sets ``fused_projections``)
     whose weight is no longer among a fused sibling's rows (the fused module changed since fusing, e.g. trained), or
     None. Asked only where no rows equal the weight: the library's mark, then the shapes, say what ran instead."""
-    if getattr(w.parent, "fused_projections", None) is not True:
+    if w.parent is None or getattr(w.parent, "fused_projections", None) is not True:
         return None
     rows = target.out_features
     fused = next(((n, c) for n, c in w.parent.named_children()
