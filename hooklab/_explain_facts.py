@@ -398,8 +398,8 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
     # ---- a parametrization under parametrize.cached(): computed once per context, reused
     model_calls = w.calls[id(w.model)]
     if w.model_calls_cached and isinstance(w.parent, ParametrizationList) and model_calls > r.calls:
-        owner, _, tensor = w.tree.get(id(w.parent), "").rpartition(".parametrizations.")
-        param = f"{owner}.{tensor}" if owner else tensor
+        owner, _, tensor = ("." + w.tree.get(id(w.parent), "")).rpartition(".parametrizations.")
+        param = f"{owner[1:]}.{tensor}" if owner else tensor  # the model's own parameter: no owner
         add("parametrize_cached",
             f"{name} is a parametrization of {param!r}: it ran {r.calls} time(s) for {model_calls} call(s) of the "
             f"model, {w.model_calls_cached} of them under torch.nn.utils.parametrize.cached(). There the "
