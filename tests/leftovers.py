@@ -2,10 +2,10 @@
 
 Every test, in every folder, is read around: the global module and optimizer hooks and the saved-tensor hook contexts
 still entered; grad mode, inference mode, whether saved-tensor hooks are disabled, anomaly mode, the default dtype,
-deterministic algorithms, the thread count and torch's print options; ``os.environ``; the working directory. What a
-test changed is put back, so the next test starts from the same process whatever ran before it. In tests/library/ a
-test that leaves a hook or an autograd setting fails (hooklab's tools must never leave one); elsewhere what was put
-back is listed at the end of the run.
+deterministic algorithms, the thread count and torch's print options; the loggers' levels; ``os.environ``; the
+working directory. What a test changed is put back, so the next test starts from the same process whatever ran
+before it. In tests/library/ a test that leaves a hook or an autograd setting fails (hooklab's tools must never leave
+one); elsewhere what was put back is listed at the end of the run.
 
 Every test file is read around too, for what outlives a test by design: modules that carry hooks (after a garbage
 collection, which also frees what only a cycle held), threads that are not daemons, and child processes (but
@@ -15,6 +15,7 @@ leaves one fails at its last test, naming what it left; the hooks are removed, t
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
@@ -47,6 +48,39 @@ def _print_options() -> dict[str, Any]:
                                                                    "sci_mode")}
 
 
+class LoggerLevels:
+    """The level of every logger that exists, and ``logging.disable``'s. A level that differs from the one before is a
+    change, except a library setting the level of a logger still at NOTSET to WARNING or below: that is the library
+    configuring its loggers when it is first imported (transformers and diffusers set WARNING, Lightning INFO), which
+    happens once per process whichever test imports it; set to ERROR or above, it is a test quieting them."""
+
+    def __init__(self) -> None:
+        loggers = [(name, lg) for name, lg in list(logging.root.manager.loggerDict.items())
+                   if isinstance(lg, logging.Logger)]
+        self.levels = {"": logging.root.level, **{name: lg.level for name, lg in loggers}}
+        self.disabled = logging.root.manager.disable
+
+    def differing(self, before: LoggerLevels) -> list[str]:
+        """The loggers (``""``: the root) whose level changed since ``before``, and ``logging.disable`` if it did."""
+        names = [n for n in self.levels.keys() & before.levels.keys() if self.levels[n] != before.levels[n]
+                 and (before.levels[n] != logging.NOTSET or self.levels[n] > logging.WARNING)]
+        return sorted(names) + (["logging.disable"] if self.disabled != before.disabled else [])
+
+    def __eq__(self, before: object) -> bool:
+        return isinstance(before, LoggerLevels) and not self.differing(before)
+
+    def __repr__(self) -> str:
+        return f"<levels of {len(self.levels)} loggers>"
+
+    def put_back(self) -> None:
+        """Each changed level as it was in this reading."""
+        for name in LoggerLevels().differing(self):
+            if name == "logging.disable":
+                logging.disable(self.disabled)
+            else:
+                logging.getLogger(name or None).setLevel(self.levels[name])
+
+
 # name: (read it, set it back); inference mode before grad mode, since leaving inference mode sets grad mode
 AUTOGRAD = {
     "inference mode (torch.is_inference_mode_enabled())": (torch.is_inference_mode_enabled, _set_inference_mode),
@@ -65,6 +99,9 @@ OTHER = {
     "threads (torch.get_num_threads())": (torch.get_num_threads, torch.set_num_threads),
     "print options (torch.set_printoptions)": (_print_options, lambda options: torch.set_printoptions(**options)),
     "working directory (os.getcwd())": (os.getcwd, os.chdir),
+    # a level set to ERROR (transformers' or diffusers' set_verbosity_error, a Trainer quieted) and kept: a later
+    # trigger of a message those loggers warn showed nothing in one order of the gate
+    "logger levels (logging.getLogger(name).setLevel, logging.disable)": (LoggerLevels, LoggerLevels.put_back),
     # set by the first global backward hook and never reset when it is removed: a test that registered a full one and
     # removed it made a later test's old-style global backward hook raise "Cannot use both regular backward hooks and
     # full backward hooks as a global Module hook"
@@ -113,8 +150,9 @@ class Snapshot:
     def changed(self, table: str) -> list[str]:
         before = getattr(self, table)
         now = settings(AUTOGRAD if table == "autograd" else OTHER)
-        return [f"{name}: {before[name]!r:.80} before the test, {now[name]!r:.80} after it" for name in before
-                if now[name] != before[name]]
+        return [f"{name}: {before[name]!r:.80} before the test, {now[name]!r:.80} after it"
+                if not isinstance(now[name], LoggerLevels) else f"{name}: {', '.join(n or 'root' for n in now[name].differing(before[name]))}"
+                for name in before if now[name] != before[name]]
 
     def environ_changed(self) -> list[str]:
         now = os.environ

@@ -198,3 +198,29 @@ def test_the_kind_of_global_backward_hooks_is_put_back_after_a_test_that_removed
         torch.nn.modules.module.register_module_backward_hook(lambda *args: None).remove()  # raised while the flag stayed
     finally:
         before.put_back()
+
+
+def test_a_logger_level_a_test_set_is_put_back_and_a_message_it_hid_is_shown_again():
+    """transformers' and diffusers' ``set_verbosity_error`` set their library's logger to ERROR for the process: left
+    so by one test, a later message trigger of a diffusers warning showed nothing in one order of the gate. The
+    loggers' levels are a setting the fixture reads and puts back, ``logging.disable`` with them."""
+    import logging
+
+    from hooklab.course.programs import shown
+    from leftovers import Snapshot
+
+    logger = logging.getLogger("hooklab.test_leak_fixture")
+    logger.setLevel(logging.WARNING)  # configured, as a library configures its loggers when it is imported
+    before = Snapshot()
+    try:
+        logger.setLevel(logging.ERROR)
+        logging.disable(logging.CRITICAL)
+        changed = before.changed("other")
+        assert any("hooklab.test_leak_fixture" in line and "logging.disable" in line for line in changed), changed
+        assert shown(lambda: logger.warning("a library's warning")) == ""
+        before.put_back()
+        assert before.changed("other") == []
+        assert shown(lambda: logger.warning("a library's warning")) == "WARNING: a library's warning"
+    finally:
+        before.put_back()
+        logger.setLevel(logging.NOTSET)

@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
+import logging
 import pickle
 import threading
 import warnings
@@ -607,8 +609,7 @@ def _build_generate(on: str, does: str, cleanup: list[Callable[[], None]], *, as
     tokens, one forward of the model each, under no_grad. ``assisted``: eight new tokens by assisted generation,
     another small GPT-2 (seeded apart) drafting them, the hooked model verifying several in each call."""
     from transformers import GPT2Config, GPT2LMHeadModel
-    from transformers.utils import logging as hf_logging
-    hf_logging.set_verbosity_error()
+    _quieted(cleanup, "transformers")
     torch.manual_seed(0)
     config = GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16, n_positions=16, bos_token_id=0,
                         eos_token_id=0)
@@ -653,8 +654,7 @@ def _build_fused(on: str, ctx: str, does: str, cleanup: list[Callable[[], None]]
     import os
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from diffusers import SD3Transformer2DModel
-    from diffusers.utils import logging as diffusers_logging
-    diffusers_logging.set_verbosity_error()
+    _quieted(cleanup, "diffusers")
     torch.manual_seed(0)
     model = SD3Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, num_layers=1, attention_head_dim=4,
                                   num_attention_heads=2, joint_attention_dim=8, caption_projection_dim=8,
@@ -687,11 +687,7 @@ def _build_fused(on: str, ctx: str, does: str, cleanup: list[Callable[[], None]]
 
 def _trainer_fit(runner: nn.Module, x: torch.Tensor) -> None:
     """A PyTorch Lightning Trainer's fit: a sanity-check batch, one training batch, one validation batch."""
-    import logging
-
     import pytorch_lightning as pl
-    for logger in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric"):
-        logging.getLogger(logger).setLevel(logging.ERROR)
 
     class Task(pl.LightningModule):
         def __init__(self) -> None:
@@ -707,10 +703,25 @@ def _trainer_fit(runner: nn.Module, x: torch.Tensor) -> None:
         def configure_optimizers(self) -> Any:
             return torch.optim.SGD(self.parameters(), lr=0.0)
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x), batch_size=len(x))
-    trainer = pl.Trainer(max_epochs=1, max_steps=1, limit_train_batches=1, limit_val_batches=1,
-                         num_sanity_val_steps=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, accelerator="cpu", devices=1)
-    trainer.fit(Task(), data, data)
+    put_back: list[Callable[[], None]] = []
+    _quieted(put_back, "pytorch_lightning", "lightning.pytorch", "lightning_fabric")
+    try:
+        trainer = pl.Trainer(max_epochs=1, max_steps=1, limit_train_batches=1, limit_val_batches=1,
+                             num_sanity_val_steps=1, logger=False, enable_checkpointing=False,
+                             enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1)
+        trainer.fit(Task(), data, data)
+    finally:
+        for fn in put_back:
+            fn()
+
+
+def _quieted(cleanup: list[Callable[[], None]], *names: str) -> None:
+    """The library loggers ``names`` at level ERROR (no notes of theirs in what the doctor is asked about), their
+    levels put back by ``cleanup``: a level left at ERROR hid a library's warnings from whatever ran next."""
+    for name in names:
+        logger = logging.getLogger(name)
+        cleanup.append(functools.partial(logger.setLevel, logger.level))
+        logger.setLevel(logging.ERROR)
 
 
 def _register(on: str, block: nn.Module, weight: torch.Tensor, hook: Callable, holder: dict, cleanup: list) -> Any:
