@@ -397,15 +397,28 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
         add("assisted")
     # ---- a parametrization under parametrize.cached(): computed once per context, reused
     model_calls = w.calls[id(w.model)]
-    if w.model_calls_cached and isinstance(w.parent, ParametrizationList) and model_calls > r.calls:
-        owner, _, tensor = ("." + w.tree.get(id(w.parent), "")).rpartition(".parametrizations.")
-        param = f"{owner[1:]}.{tensor}" if owner else tensor  # the model's own parameter: no owner
-        add("parametrize_cached",
-            f"{name} is a parametrization of {param!r}: it ran {r.calls} time(s) for {model_calls} call(s) of the "
-            f"model, {w.model_calls_cached} of them under torch.nn.utils.parametrize.cached(). There the "
-            f"parametrized tensor is computed on its first access and reused until the context ends, so its hooks "
-            "fire once per context, not once per call. Outside cached() it runs at every access of the tensor; to "
-            "see every use, hook the module that uses it (its forward pre-hook sees the same weight each time)")
+    if w.model_calls_cached and isinstance(w.parent, ParametrizationList):
+        # the name asked about says which path of a module used at several places is meant; the tree, one of them
+        path = r.name if ".parametrizations." in "." + r.name else w.tree.get(id(w.parent), "")
+        owner, _, rest = ("." + path).rpartition(".parametrizations.")
+        owner, tensor = owner[1:], rest.split(".")[0]
+        param = f"{owner}.{tensor}" if owner else tensor  # the model's own parameter: no owner
+        try:
+            user = w.model.get_submodule(owner)
+        except AttributeError:
+            user = None
+        user_calls = w.calls[id(user)] if user is not None else 0
+        if max(model_calls, user_calls) > r.calls:
+            uses = (f"{user_calls} call(s) of {owner!r}, which uses the tensor, in {model_calls} call(s) of the model"
+                    if owner and user_calls != model_calls else f"{model_calls} call(s) of the model")
+            add("parametrize_cached",
+                f"{name} is a parametrization of {param!r}: it ran {r.calls} time(s) for {uses}; "
+                f"{w.model_calls_cached} of the model's {model_calls} call(s) ran under "
+                "torch.nn.utils.parametrize.cached(). There the "
+                "parametrized tensor is computed on its first access and reused until the context ends, so its "
+                "hooks fire once per context, not once per call. Outside cached() it runs at every access of the "
+                "tensor; to see every use, hook the module that uses it (its forward pre-hook sees the same weight "
+                "each time)")
     # ---- global hooks
     fired_globals = [label for label in w.global_labels if total.get(label)]
     if fired_globals:

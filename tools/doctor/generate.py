@@ -14,6 +14,8 @@
     python -m tools.doctor measure --round 4 --part heldout --as before   # the fourth: docs/doctor_agreement_4.json
     python -m tools.doctor draw --round 5          # the fifth round's (docs/doctor_heldout_5.json)
     python -m tools.doctor measure --round 5 --part heldout --as before   # the fifth: docs/doctor_agreement_5.json
+    python -m tools.doctor draw --round 6          # the sixth round's (docs/doctor_heldout_6.json)
+    python -m tools.doctor measure --round 6 --part heldout --as before   # the sixth: docs/doctor_agreement_6.json
 
 A setup (:mod:`tools.doctor.setups`) is built fresh, seeded, and its step run once; the hooks record what fired
 themselves. ``docs/doctor_population.json`` holds per setup key its cause class and that truth, or ``n/a`` and why
@@ -23,7 +25,7 @@ the rest separately; it also checks that the hooks fired as often under the doct
 
 The population grows in rounds (:func:`tools.doctor.setups.round_of`): a setup with a factor level added in the
 second round is the second round's, one added in the third the third's, one added in the fourth the fourth's, one added
-in the fifth the fifth's. Each round has its own held-out part, drawn with its own seed from its own
+in the fifth the fifth's, one added in the sixth the sixth's. Each round has its own held-out part, drawn with its own seed from its own
 setups before the doctor was changed against them; the first round's figures stay as they were measured. The second
 round's measurement (``--round 2``) grades the second round's held-out part, and as "rest" every setup of both rounds
 that is in neither held-out part; the third's likewise over all three rounds.
@@ -64,8 +66,11 @@ SEED_4 = 6304  # the fourth round's (issue 78: DataLoader workers, repr, a recom
 HELDOUT_5 = ROOT / "docs" / "doctor_heldout_5.json"
 AGREEMENT_5 = ROOT / "docs" / "doctor_agreement_5.json"
 SEED_5 = 6305  # the fifth round's (issue 78, a review: assisted generation, diffusers' fused q/k/v projections)
+HELDOUT_6 = ROOT / "docs" / "doctor_heldout_6.json"
+AGREEMENT_6 = ROOT / "docs" / "doctor_agreement_6.json"
+SEED_6 = 6306  # the sixth round's (issue 78: a parametrization, under parametrize.cached(); a fused weight trained)
 ROUNDS = {1: (SEED, HELDOUT, AGREEMENT), 2: (SEED_2, HELDOUT_2, AGREEMENT_2), 3: (SEED_3, HELDOUT_3, AGREEMENT_3),
-          4: (SEED_4, HELDOUT_4, AGREEMENT_4), 5: (SEED_5, HELDOUT_5, AGREEMENT_5)}
+          4: (SEED_4, HELDOUT_4, AGREEMENT_4), 5: (SEED_5, HELDOUT_5, AGREEMENT_5), 6: (SEED_6, HELDOUT_6, AGREEMENT_6)}
 # what a record's truth is compared on (in_processes came with the fourth round: earlier records lack it, as 0)
 OBSERVED = ("fired", "on_target", "in_threads", "in_processes", "other_fired", "error", "hook_raised", "warned_dict")
 
@@ -186,11 +191,13 @@ def split(doc: dict[str, Any], round_: int = 1) -> dict[str, list[str]]:
     if round_ == 1:
         held = heldout_ids()
         keys = valid(doc, 1)
-        return {"rest": [k for k in keys if k not in held], "heldout": [k for k in keys if k in held]}
+        rest = [k for k in keys if k not in held]
+        return {"rest": rest, "heldout": [k for k in keys if k in held], "rest_of_round_1": rest}
     this = heldout_ids(ROUNDS[round_][1])
     out = set().union(*(heldout_ids(ROUNDS[r][1]) for r in ROUNDS if r <= round_))
     keys = [k for k in valid(doc) if setups.round_of(k) <= round_]
-    return {"rest": [k for k in keys if k not in out], "heldout": [k for k in keys if k in this]}
+    return {"rest": [k for k in keys if k not in out], "heldout": [k for k in keys if k in this],
+            f"rest_of_round_{round_}": [k for k in valid(doc, round_) if k not in this]}
 
 
 def ask(key: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:
@@ -246,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--round", dest="round_", type=int, choices=sorted(ROUNDS), default=1)
     m = sub.add_parser("measure", help="grade explain_hook on the population")
     m.add_argument("--as", dest="phase", required=True, help="the name of this measurement (before, after, ...)")
-    m.add_argument("--part", choices=("rest", "heldout", "both"), default="both")
+    m.add_argument("--part", choices=("rest", "heldout", "both", "round-rest"), default="both",
+                   help="round-rest: the round's own setups that are not held out")
     m.add_argument("--print-wrong", action="store_true")
     m.add_argument("--round", dest="round_", type=int, choices=sorted(ROUNDS), default=1)
     parser.add_argument("--missing", action="store_true", help="observe only the setups not yet in the file")
@@ -271,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     parts = split(doc, args.round_)
     path = ROUNDS[args.round_][2]
     agreement = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    for part in (("rest", "heldout") if args.part == "both" else (args.part,)):
+    chosen = f"rest_of_round_{args.round_}" if args.part == "round-rest" else args.part
+    for part in (("rest", "heldout") if args.part == "both" else (chosen,)):
         result = measure(doc, parts[part])
         if part == "heldout":  # which held-out setups it gets wrong is not kept: nothing to tune against
             result.pop("wrong")

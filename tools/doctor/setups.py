@@ -12,7 +12,8 @@ A setup is a key ``"<on>/<between>/<ctx>/<does>/<out>"``:
   ``torch.func.functional_call`` with fresh parameters, ``nn.DataParallel`` (on a CPU it calls the module itself),
   ``fuse_modules`` (a fused copy, or in place), the block's Linear replaced by a merged one (a reparameterization),
   accelerate's ``cpu_offload``, torchao's ``quantize_``, diffusers' ``fuse_qkv_projections`` (on a small SD3
-  transformer whose first block's ``to_q`` is hooked);
+  transformer whose first block's ``to_q`` is hooked; and with the fused weight changed since), the block's weight
+  parametrized before registering, the hook on its parametrization (and the step under ``parametrize.cached()``);
 - ``ctx``, how the model runs (:data:`CTX`): plainly, without gradients, chunked, with the module at two places of a
   ``ModuleList``, in threads, under a non-reentrant checkpoint (early stop on / off), with an in-place op after the
   module, or never reaching the module, under ``torch.autocast``, under ``torch.func.vmap``, in two micro-batches
@@ -38,7 +39,9 @@ likewise the levels of :data:`ROUND_3`, added after the doctor had been tuned on
 DataLoader worker processes, which send the firings logged there back with their batches, a library reading only
 ``repr(model)``, another entry point of the model), added after the doctor had been tuned on the first three, and
 those of :data:`ROUND_5` (transformers' assisted generation, diffusers' ``fuse_qkv_projections``), added after it
-had been tuned on the first four.
+had been tuned on the first four, and those of :data:`ROUND_6` (the hook on a weight's parametrization, run plainly
+or under ``parametrize.cached()``; a fused projection whose fused weight changed since fusing), added after it had
+been tuned on the first five.
 """
 from __future__ import annotations
 
@@ -70,7 +73,8 @@ BETWEEN = ("none", "module_replaced", "assign", "to_empty", "parametrize", "prun
            "pickle", "fx", "export", "compile_eager_before", "compile_eager_after", "compile_aot_before",
            "compile_aot_after", "peft", "tied", "weight_norm", "spectral_norm", "functional_call", "data_parallel",
            "fuse_copy", "fuse_inplace", "reparam", "offload", "quantize", "compile_eager_recompile",
-           "compile_aot_recompile", "prepare_qat", "fuse_qkv")
+           "compile_aot_recompile", "prepare_qat", "fuse_qkv", "parametrized", "parametrized_cached",
+           "fuse_qkv_trained")
 PARAM_REPLACING = ("assign", "to_empty", "parametrize", "prune", "swap_dtype", "weight_norm", "spectral_norm",
                    "reparam", "offload", "quantize")
 KEEPS_PARAMETER = ("spectral_norm",)  # its parametrization keeps the Parameter as `original` (its hooks fire)
@@ -104,6 +108,14 @@ ROUND_4 = {"between": ("compile_eager_recompile", "compile_aot_recompile", "prep
 # call), and diffusers' fuse_qkv_projections on a small SD3 transformer (to_q, to_k, to_v fused into one to_qkv
 # Linear that runs instead; the hooked module is the first block's to_q)
 ROUND_5 = {"between": ("fuse_qkv",), "ctx": ("assisted",)}
+# the levels added in the sixth round (issue 78): the hook on a weight's parametrization (the module that computes
+# the weight from its `original`), the step run plainly or under torch.nn.utils.parametrize.cached() (the weight
+# computed once per context); and diffusers' fused projections whose fused weight changed since fusing (as a
+# training step changes it: its rows no longer equal the separate projections' weights)
+ROUND_6 = {"between": ("parametrized", "parametrized_cached", "fuse_qkv_trained")}
+PARAMETRIZED = ("parametrized", "parametrized_cached")
+PARAMETRIZED_CTX = ("chunked", "shared", "no_grad", "grad_accum", "retain_graph")  # besides plain
+FUSED = ("fuse_qkv", "fuse_qkv_trained")
 FUSED_CTX = ("plain", "no_grad", "chunked")  # the contexts a fused SD3 transformer is run under
 NOT_REACHING = ("never_called", "repr_read", "other_entry")  # contexts whose step never calls the hooked module
 
@@ -148,6 +160,8 @@ CLASSES = {
                 "tokens, the model checks them in one call), not once per new token",
     "fused": "fuse_qkv_projections fused the hooked projection (to_q) with its siblings into one Linear (to_qkv) "
              "that runs instead: hooks on the separate projection and its weight never fire",
+    "parametrize_cached": "the hooked module is a weight's parametrization run under parametrize.cached(): the weight "
+                          "is computed once per context and reused, so its hooks fire once for several calls",
 }
 
 
@@ -370,9 +384,9 @@ def invalid(f: dict[str, str]) -> str | None:
         return "the fourth round's contexts are composed with nothing in between (and prepare_qat)"
     if ctx == "assisted" and (between != "none" or out != "tensor"):
         return "assisted generation runs two transformers models (small GPT-2s), composed with nothing in between"
-    if between == "fuse_qkv" and on in GLOBAL_ON:
+    if between in FUSED and on in GLOBAL_ON:
         return "a global hook on the hooked projection's kind (Linear) fires on every Linear of the transformer"
-    if between == "fuse_qkv" and ctx not in FUSED_CTX:
+    if between in FUSED and ctx not in FUSED_CTX:
         return "the fused SD3 transformer is run plainly, without gradients, or in two chunks"
     return None
 
@@ -397,8 +411,8 @@ def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor
     on, between, ctx, does, out = f["on"], f["between"], f["ctx"], f["does"], f["out"]
     if ctx in ("generate", "assisted"):
         return _build_generate(on, does, cleanup, assisted=ctx == "assisted")
-    if between == "fuse_qkv":
-        return _build_fused(on, ctx, does, cleanup)
+    if between in FUSED:
+        return _build_fused(on, ctx, does, cleanup, trained=between == "fuse_qkv_trained")
     if ctx == "workers" and autograd_refuses_fork():
         raise Unobservable("autograd refuses a backward in processes forked from this one")
     torch.manual_seed(0)
@@ -423,16 +437,20 @@ def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor
     name = "layers.0.fc" if on in PARAM_ON else "layers.0"
     if between == "prepare_qat":  # the hooked module is the Linear that prepare_qat swaps
         block, name = model.layers[0].fc, "layers.0.fc"
+    weight = block.weight if between == "prepare_qat" else block.fc.weight
+    if between in PARAMETRIZED:  # the hooked module is the weight's parametrization; a parameter hook on `original`
+        torch.nn.utils.parametrize.register_parametrization(block.fc, "weight", Scale())
+        weight = block.fc.parametrizations.weight.original
+        block = block.fc.parametrizations.weight[0]
+        name = "layers.0.fc.parametrizations.weight" + ("" if on in PARAM_ON else ".0")
     holder: dict[str, Any] = {"head": model.head}
     targets: set[int] = set()
     primary = make_hook("primary", on, does, holder)
     if does == "state" or between == "pickle":
         primary = HookObject("primary", on, does, holder)
-    handle = _register(on, block, block.weight if between == "prepare_qat" else block.fc.weight, primary, holder,
-                       cleanup)
+    handle = _register(on, block, weight, primary, holder, cleanup)
     if handle is not None:
         holder["handle"] = handle
-    weight = block.weight if between == "prepare_qat" else block.fc.weight
     targets.add(id(weight) if on in PARAM_ON else id(block))
     keep.append(block)
     keep.append(weight)
@@ -549,7 +567,17 @@ def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor
     if ctx == "other_entry":
         return Built(model, name, lambda: model.forward_head(x).sum().backward(), targets, cleanup, keep)
     step = _step(ctx, runner, x, cleanup, model)
+    if between == "parametrized_cached":
+        return Built(model, name, _under_cached(step), targets, cleanup, keep)
     return Built(model, name, step, targets, cleanup, keep)
+
+
+def _under_cached(step: Callable[[], Any]) -> Callable[[], Any]:
+    """The step run inside ``torch.nn.utils.parametrize.cached()``: each parametrized weight computed once."""
+    def cached_step() -> Any:
+        with torch.nn.utils.parametrize.cached():
+            return step()
+    return cached_step
 
 
 def _hook_from_the_factory(on: str, head: nn.Linear) -> None:
@@ -648,9 +676,11 @@ def _hook_a_library_model(on: str, does: str, block: nn.Module, weight: torch.Te
     cleanup.append(lambda: [h.remove() for h in holder.get("others", [])])
 
 
-def _build_fused(on: str, ctx: str, does: str, cleanup: list[Callable[[], None]]) -> Built:
+def _build_fused(on: str, ctx: str, does: str, cleanup: list[Callable[[], None]], *, trained: bool = False) -> Built:
     """diffusers' fuse_qkv_projections on a small SD3 transformer built from a config (one block), after the hook
-    was registered on its first block's ``to_q`` (or its weight): the fused ``to_qkv`` Linear runs instead."""
+    was registered on its first block's ``to_q`` (or its weight): the fused ``to_qkv`` Linear runs instead.
+    ``trained``: the fused weight changed since fusing (a small seeded change, as a training step makes), so that
+    its rows no longer equal the separate projections' weights."""
     import os
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from diffusers import SD3Transformer2DModel
@@ -665,6 +695,10 @@ def _build_fused(on: str, ctx: str, does: str, cleanup: list[Callable[[], None]]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model.fuse_qkv_projections()
+    if trained:
+        fused = model.transformer_blocks[0].attn.to_qkv.weight
+        with torch.no_grad():
+            fused.add_(0.01 * torch.randn(fused.shape, generator=torch.Generator().manual_seed(5)))
     x, text, pooled = torch.randn(2, 4, 8, 8), torch.randn(2, 3, 8), torch.randn(2, 8)
 
     def call(i: slice) -> torch.Tensor:
@@ -928,7 +962,7 @@ def label(f: dict[str, str], t: Truth) -> str:
     if t.error is not None:
         return "hook_raised" if t.hook_raised else "step_raised"
     if t.fired == 0:
-        if between == "fuse_qkv":  # the fused to_qkv ran instead of to_q (whatever else kept the hook silent)
+        if between in FUSED:  # the fused to_qkv ran instead of to_q (whatever else kept the hook silent)
             return "fused"
         if ctx in NOT_REACHING:
             return "not_reached"
@@ -983,6 +1017,8 @@ def label(f: dict[str, str], t: Truth) -> str:
         return "checkpoint_early_stop"
     if ctx == "assisted":
         return "assisted"
+    if between == "parametrized_cached" and ctx in ("chunked", "shared") and on not in PARAM_ON:
+        return "parametrize_cached"  # two calls of the model, the weight computed once
     if ctx == "retain_graph" and on in BACKWARD_ON and t.fired > 1:
         return "several_passes"
     if t.fired > 1 or ctx in ("chunked", "shared", "grad_accum") and on not in PARAM_ON:
@@ -995,8 +1031,11 @@ def label(f: dict[str, str], t: Truth) -> str:
 def round_of(key: str) -> int:
     """1 for a setup of the first round, 2 for one with a level added in the second (:data:`ROUND_2`), 3 for one with
     a level added in the third (:data:`ROUND_3`), 4 for one with a level added in the fourth (:data:`ROUND_4`), 5 for
-    one with a level added in the fifth (:data:`ROUND_5`)."""
+    one with a level added in the fifth (:data:`ROUND_5`), 6 for one with a level added in the sixth
+    (:data:`ROUND_6`)."""
     f = parse(key)
+    if any(f[factor] in levels for factor, levels in ROUND_6.items()):
+        return 6
     if any(f[factor] in levels for factor, levels in ROUND_5.items()):
         return 5
     if any(f[factor] in levels for factor, levels in ROUND_4.items()):
@@ -1084,6 +1123,17 @@ def keys() -> list[str]:
         for ctx in FUSED_CTX[1:]:     # the fused transformer without gradients and in chunks
             for does in ("none", "factory"):
                 add(on, "fuse_qkv", ctx, does, round_=5)
+    for on in ON:                     # the sixth round: every new change in between, every action, run plainly
+        for between in ROUND_6["between"]:
+            for does in DOES:
+                add(on, between, "plain", does, round_=6)
+        for between in PARAMETRIZED:  # a parametrization under contexts that call the model or run backward twice
+            for ctx in PARAMETRIZED_CTX:
+                for does in ("none", "factory"):
+                    add(on, between, ctx, does, round_=6)
+        for ctx in FUSED_CTX[1:]:     # the fused transformer trained since fusing, without gradients and in chunks
+            for does in ("none", "factory"):
+                add(on, "fuse_qkv_trained", ctx, does, round_=6)
     return out
 
 
