@@ -65,6 +65,17 @@ def expect_count(value: Any, what: tuple[str, str] = ("整数个数", "the count
            f"应返回{what[0]}，收到的是 {type(value).__name__}。", f"return {what[1]}, not a {type(value).__name__}.")
 
 
+def is_handle(obj: Any) -> bool:
+    """A hook's handle: an object whose ``remove()`` takes it away (a ``RemovableHandle``, a ``HookScope``). A list of
+    handles is none: ``list.remove`` takes an item, and calling it as a handle's raised ``TypeError``.
+
+    >>> import torch
+    >>> is_handle(torch.zeros(1, requires_grad=True).register_hook(lambda g: None)), is_handle([])
+    (True, False)
+    """
+    return callable(getattr(obj, "remove", None)) and not isinstance(obj, (list, tuple, set, dict))
+
+
 def short_error(exc: BaseException) -> str:
     """An exception's first sentence, without the value reprs some torch messages append, at most 160 characters."""
     text = first_sentence(exc).split(", but got")[0]

@@ -15,13 +15,13 @@ from torch import nn
 
 from ...inventory import hook_inventory
 from . import exercise
-from ._support import TENSOR_HANDLE, expect, fail, guarded, run
+from ._support import TENSOR_HANDLE, expect, fail, guarded, is_handle, run
 
 # ---- handles (section 5), shared with the handle-returning exercises of notebooks 02 and 03 ----------
 
 def expect_handle(result: Any, name: str) -> None:
     """The learner's function must return the handle that registering its hook gave it."""
-    expect(callable(getattr(result, "remove", None)), "not-a-handle",
+    expect(is_handle(result), "not-a-handle",
            f"`{name}` 应返回注册钩子时得到的句柄（handle），收到的是 {type(result).__name__}。",
            f"`{name}` must return the handle that registering the hook gave you, not a {type(result).__name__}.")
 

@@ -16,7 +16,16 @@ from torch import nn
 from ...inventory import hook_inventory
 from ..attempt import first_sentence
 from . import exercise
-from ._support import NotSolved, call_answer, drop_global_hooks_added_since, expect, fail, global_hook_ids, guarded
+from ._support import (
+    NotSolved,
+    call_answer,
+    drop_global_hooks_added_since,
+    expect,
+    fail,
+    global_hook_ids,
+    guarded,
+    is_handle,
+)
 
 # ---- 09.1 upgrade a version-1 checkpoint with a load pre-hook ----------------------------
 
@@ -154,7 +163,7 @@ def _registered_hook(answer: Any, opt: torch.optim.Optimizer) -> Any:
         leaked_global = drop_global_hooks_added_since(globals_before)
     expect(not leaked_global, "global-hook", "你注册了全局优化器钩子；这里只需要在 `optimizer` 上注册一个前置钩子。",
            "you registered a global optimizer hook; register one pre-hook on `optimizer` only.")
-    expect(callable(getattr(handle, "remove", None)), "not-a-handle",
+    expect(is_handle(handle), "not-a-handle",
            f"应返回 `register_step_pre_hook` 给出的句柄，收到的是 {type(handle).__name__}。",
            f"return the handle `register_step_pre_hook` gives you, not a {type(handle).__name__}.")
     return handle

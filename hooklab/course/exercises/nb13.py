@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from . import exercise
-from ._support import call_answer, collector_sees_only_new_objects, expect, guarded, run
+from ._support import call_answer, collector_sees_only_new_objects, expect, guarded, is_handle, run
 
 # ---- 13.1 find the producer ---------------------------------------------------------------------
 
@@ -405,7 +405,7 @@ def dict_output_grads(answer: Any) -> None:
     plain.load_state_dict(block.state_dict())
     store: dict = {}
     handle = run(answer, block, store, returns=("前向钩子的句柄", "the handle of your forward hook"))
-    expect(hasattr(handle, "remove"), "not-a-handle", f"应返回注册前向钩子得到的句柄，收到的是 {type(handle).__name__}。",
+    expect(is_handle(handle), "not-a-handle", f"应返回注册前向钩子得到的句柄，收到的是 {type(handle).__name__}。",
            f"return the handle that registering your forward hook gave you, not a {type(handle).__name__}.")
     for seed in (1, 2):
         store.clear()
