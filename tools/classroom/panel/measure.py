@@ -62,7 +62,7 @@ def run(only: list[str] | None = None) -> list[dict[str, Any]]:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "rows.json"
             try:
-                done = subprocess.run([sys.executable, "-m", __name__, "--child", module, "--out", str(out)],
+                done = subprocess.run([sys.executable, "-m", "tools.classroom.panel.measure", "--child", module, "--out", str(out)],
                                       cwd=ROOT, capture_output=True, text=True, timeout=CHILD_LIMIT_S,
                                       env={**os.environ, "HOOKLAB_LANG": "en"})
             except subprocess.TimeoutExpired:
