@@ -412,6 +412,13 @@ def no_return(module, store):
     run_solution("13.4")["watch_output_grads"](module, store)
 
 
+def accumulates(module, store):  # as .grad does: after the second backward store holds the sum of both
+    def hook(module, args, output):
+        for key, tensor in output.items():
+            tensor.register_hook(lambda grad, key=key: store.__setitem__(key, store.get(key, 0) + grad))
+    return module.register_forward_hook(hook)
+
+
 def returns_the_tensor_hooks_handles(module, store):  # a list, filled as backward runs: list.remove takes an item
     handles = []
 
@@ -432,7 +439,7 @@ def test_13_4():
     (full_backward_hook, "full-backward-hook"), (late_binding, "keys"), (doubles_in_place, "changed-gradient"),
     (by_position, "keys"), (stores_output, "wrong-grad"), (extra_hook_kept, "handle-missing"),
     (no_return, "returned-none"), (lambda module, store: "handle", "not-a-handle"),
-    (returns_the_tensor_hooks_handles, "not-a-handle"),
+    (returns_the_tensor_hooks_handles, "not-a-handle"), (accumulates, "accumulated"),
     (raises_in_backward, "raised-in-backward")])
 def test_13_4_rejects_wrong_answers(answer, reason):
     assert judged("13.4", answer) == ("wrong", reason)

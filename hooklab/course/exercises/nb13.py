@@ -407,8 +407,8 @@ def dict_output_grads(answer: Any) -> None:
     handle = run(answer, block, store, returns=("前向钩子的句柄", "the handle of your forward hook"))
     expect(is_handle(handle), "not-a-handle", f"应返回注册前向钩子得到的句柄，收到的是 {type(handle).__name__}。",
            f"return the handle that registering your forward hook gave you, not a {type(handle).__name__}.")
-    for seed in (1, 2):
-        store.clear()
+    previous: dict = {}
+    for seed in (1, 2):  # store is not emptied between the two: after each backward it holds that backward's own
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a full backward hook's "module output should be a Tensor or a tuple"
             with guarded("raised-in-backward", "前向或反向时你的钩子", "during forward or backward your hooks"):
@@ -421,6 +421,11 @@ def dict_output_grads(answer: Any) -> None:
                "a forward hook.")
         expect(set(store) == set(truth), "keys", f"`store` 的键应是输出字典的键 {sorted(truth)}，现在是 {sorted(store, key=str)}。",
                f"`store` should be keyed by the output dict's keys {sorted(truth)}; it holds {sorted(store, key=str)}.")
+        expect(not previous or not all(isinstance(store[k], torch.Tensor) and store[k].shape == truth[k].shape
+                                       and torch.allclose(store[k], previous[k] + truth[k]) for k in truth),
+               "accumulated", "第二次反向之后，`store` 里是两次反向梯度的和：每次反向要存这一次的梯度（替换旧的），不要加到上一次的上面。",
+               "after the second backward `store` holds the sum of both backward passes' gradients: store each "
+               "backward's own gradient (replacing the old one), do not add it to the one before.")
         expect(all(isinstance(store[k], torch.Tensor) and store[k].shape == truth[k].shape
                    and torch.allclose(store[k], truth[k]) for k in truth), "wrong-grad",
                "`store` 里的张量不是对应输出的梯度：张量钩子收到的参数就是它。",
@@ -430,6 +435,7 @@ def dict_output_grads(answer: Any) -> None:
                "你的钩子改变了流向输入的梯度：只观察的张量钩子要返回 None（不要返回修改过的梯度，也不要就地修改它）。",
                "your hooks changed the gradient that flows on to the input: a tensor hook that only observes returns "
                "None (return no changed gradient, and do not change it in place).")
+        previous = truth
     handle.remove()
     store.clear()
     _dict_step(block, 3)
