@@ -52,3 +52,19 @@ def test_the_first_look_says_what_a_full_note_says(modules):
     before = Namespaces(is_learner_file)
     learner.history = None                    # a container of the learner's replaced by something that is not one
     assert not agree(before)
+
+
+def test_a_global_that_torch_compile_installed_and_removes_is_no_patch_of_the_answer():
+    """torch.compile puts ``__compiled_fn_*`` (and ``__resume_at_*``, ``__import_*``) into the module of each frame it
+    compiles, and deletes them when that compiled code is freed: in one order of the gate an earlier test's compiled
+    planner code was collected during a check, and the answer was told it had replaced a function of the course."""
+    import hooklab.planner.alternatives as alternatives
+
+    name = "__compiled_fn_1_0123"
+    alternatives.__dict__[name] = lambda *args: None  # as Dynamo's install_global puts it there
+    try:
+        before = Namespaces(is_learner_file)
+        del alternatives.__dict__[name]  # as its cleanup removes it
+        assert before.put_back() == [] and name not in alternatives.__dict__
+    finally:
+        alternatives.__dict__.pop(name, None)

@@ -3,8 +3,6 @@ TorchScript about hooks. Compiled with the ``eager`` backend (no code generation
 first."""
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
 from torch import nn
@@ -388,16 +386,7 @@ def scripting_a_forward_hook_with_the_right_signature():
 
 @trigger("can-t-define-hook-on-class-because-a-method-313c51")
 def scripting_a_hook_named_forward():
-    class _Double(nn.Module):  # a class of its own at each call, compiled twice, so that the message is the same
-        def forward(self, x):  # whatever TorchScript compiled before in the process: the first compile (its
-            return x * 2  # hook's signature is wrong) takes the name, the second is named ___torch_mangle_N._Double
-    with contextlib.suppress(RuntimeError):
-        m = _Double()
-        m.register_forward_hook(_hook_with_a_wrong_signature)
-        torch.jit.script(m)
-    m = _Double()
-    m.register_forward_hook(forward)
-    torch.jit.script(m)
+    _script_with(lambda m: m.register_forward_hook(forward))
 
 
 def after_forward(module, inp: tuple[torch.Tensor], out: torch.Tensor) -> None:

@@ -41,6 +41,12 @@ _REPLACEABLE_TYPES = frozenset(_REPLACEABLE)
 _CONTAINER_TYPES = frozenset(_CONTAINERS)  # unrelated to one another: a type that is one of them is no other's subclass
 
 
+# the globals torch.compile (Dynamo) puts into the module of each frame it compiles, and removes again when that
+# compiled code is freed (its cache entry's cleanup): a check during which an earlier test's or cell's compiled code is
+# collected sees them go, which no answer did
+DYNAMO_GLOBALS = ("__compiled_fn", "__resume_at_", "__import_")
+
+
 def _is_replaceable(value: Any) -> bool:
     kind = type(value)  # not isinstance: it would read __class__, which some module attributes warn on
     return kind in _REPLACEABLE_TYPES or issubclass(kind, (type, types.FunctionType))
@@ -122,7 +128,7 @@ class Namespaces:
                 self.learners.add(label)
             kept: dict[str, Any] = {}
             for key, value in list(namespace.items()):
-                if not learner and _is_replaceable(value):
+                if not learner and _is_replaceable(value) and not key.startswith(DYNAMO_GLOBALS):
                     kept[key] = value
                 elif sizes and (size := _size(value)) is not None:
                     self.sizes[label, key] = size
