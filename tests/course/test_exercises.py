@@ -64,9 +64,43 @@ def test_00_1_accepts_right_answers(answer):
     assert verdict("00.1", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer, reason", [(zeros_leaving_hook, "hook-left"), (zeros_hook_returning_value, "raised"),
-                                            (zeros_of_final_output, "count"), (zero_fraction, "not-an-int"),
-                                            (zeros_of_input, "count"), ("count_relu_zeros", "not-a-function")])
+def zeros_on_the_first_linear(model, x):
+    found = {}
+    with hooklab.HookScope() as scope:
+        scope.add(model[0].register_forward_hook(lambda m, a, out: found.update(n=int((out == 0).sum()))))
+        model(x)
+    return found["n"]
+
+
+def zeros_seen_by_a_pre_hook(model, x):
+    found = {}
+    with hooklab.HookScope() as scope:
+        scope.add(model[1].register_forward_pre_hook(lambda m, args: found.update(n=int((args[0] == 0).sum()))))
+        model(x)
+    return found["n"]
+
+
+def zeros_hook_returning_an_int(model, x):
+    found = []
+    with hooklab.HookScope() as scope:
+        scope.add(model[1].register_forward_hook(lambda m, a, out: found.append(int((out == 0).sum())) or found[-1]))
+        model(x)
+    return found[0]
+
+
+def zeros_off_by_one(model, x):
+    return zeros_without_hooks(model, x) + 1
+
+
+@pytest.mark.parametrize("answer, reason", [(zeros_leaving_hook, "hook-left"),
+                                            (zeros_hook_returning_value, "hook-return-replaced-output"),
+                                            (zeros_hook_returning_an_int, "hook-return-replaced-output"),
+                                            (zeros_of_final_output, "not-relu-output"),
+                                            (zero_fraction, "fraction-not-count"),
+                                            (zeros_of_input, "not-relu-output"),
+                                            (zeros_on_the_first_linear, "not-relu-output"),
+                                            (zeros_seen_by_a_pre_hook, "not-relu-output"),
+                                            (zeros_off_by_one, "count"), ("count_relu_zeros", "not-a-function")])
 def test_00_1_rejects_wrong_answers(answer, reason):
     assert judged("00.1", answer) == ("wrong", reason)
 
@@ -159,9 +193,44 @@ def test_00_3_accepts_right_answers(answer):
     assert verdict("00.3", answer) == "correct"
 
 
-@pytest.mark.parametrize("answer", [saved_counting_unpacks, saved_counting_parameters, saved_always_with_grad])
-def test_00_3_rejects_wrong_answers(answer):
-    assert judged("00.3", answer) == ("wrong", "count")
+SAVED_SO_FAR = []
+
+
+def saved_into_a_list_never_cleared(model, x):
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: SAVED_SO_FAR.append(1) or t, lambda t: t):
+        model(x)
+    return len(SAVED_SO_FAR)
+
+
+def saved_distinct_tensors(model, x):
+    seen = set()
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: seen.add(id(t)) or t, lambda t: t):
+        model(x)
+    return len(seen)
+
+
+def saved_outside_the_context(model, x):
+    n = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: n.append(1) or t, lambda t: t):
+        pass
+    model(x)
+    return len(n)
+
+
+@pytest.mark.parametrize("answer, reason", [(saved_counting_unpacks, "nothing-packed"),
+                                            (saved_outside_the_context, "nothing-packed"),
+                                            (saved_counting_parameters, "count"), (saved_always_with_grad, "count"),
+                                            (saved_distinct_tensors, "distinct-tensors")])
+def test_00_3_rejects_wrong_answers(answer, reason):
+    assert judged("00.3", answer) == ("wrong", reason)
+
+
+def test_00_3_a_count_kept_across_calls_is_named():
+    SAVED_SO_FAR.clear()
+    try:
+        assert judged("00.3", saved_into_a_list_never_cleared) == ("wrong", "kept-across-calls")
+    finally:
+        SAVED_SO_FAR.clear()
 
 
 def test_00_3_asks_for_an_int():

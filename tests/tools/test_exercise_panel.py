@@ -61,3 +61,19 @@ def test_the_figures_of_a_measurement_are_counted_per_part(monkeypatch, tmp_path
                                "wrong_diagnosed": 1}
     assert got["tuning"] == {"right": 1, "right_accepted": 1, "wrong": 1, "wrong_rejected": 0, "checker_raised": 1,
                              "wrong_diagnosed": 1}
+
+
+def test_a_tuning_run_checks_no_held_out_answer():
+    held = set(json.loads(measure.HELD_OUT.read_text(encoding="utf-8"))["ids"])
+    ours = [a for a in panel.load().values() if a.id.startswith("answers_00:")]
+    kept = next(a.id for a in ours if a.right and a.id not in held)
+    assert any(a.id in held for a in ours)
+    # the child's skip is what --tuning passes: the held-out ids (here also every other answer, to run one checker)
+    loaded = dict(panel.PANEL)
+    panel.PANEL.clear()  # the child's process starts with none: the module registers its answers again
+    try:
+        rows = measure._check_module("answers_00", frozenset(held | {a.id for a in ours if a.id != kept}))
+    finally:
+        panel.PANEL.clear()
+        panel.PANEL.update(loaded)
+    assert [r["id"] for r in rows] == [kept] and rows[0]["status"] == "correct"

@@ -25,7 +25,7 @@ from ...inventory import hook_inventory
 from ..attempt import first_sentence
 
 __all__ = ["GLOBAL_HOOK_LEFT", "NotSolved", "Wrong", "call_answer", "collector_sees_only_new_objects",
-           "drop_global_hooks_added_since", "expect", "expect_count", "fail", "global_full_backward_flag",
+           "drop_global_hooks_added_since", "expect", "expect_count", "expect_fresh", "expect_no_slip", "fail", "global_full_backward_flag",
            "global_hook_ids", "guarded", "no_hooks_left", "require_callable", "run", "set_global_full_backward_flag",
            "short_error", "started"]
 
@@ -61,8 +61,69 @@ def expect_count(value: Any, what: tuple[str, str] = ("整数个数", "the count
     if isinstance(value, torch.Tensor):
         fail("tensor-not-int", "应返回 Python 整数，而不是张量：用 `int(...)` 或 `.item()` 取出个数。",
              "return a Python int, not a tensor: take the count out with `int(...)` or `.item()`.")
+    if isinstance(value, float) and 0 < value < 1:
+        fail("fraction-not-count", f"应返回{what[0]}，你返回的 {value:.4g} 在 0 和 1 之间，像是比例（均值）：数出个数，不要除以总数。",
+             f"return {what[1]}; {value:.4g}, between 0 and 1, looks like a fraction (a mean): count, do not divide "
+             "by the total.")
     expect(isinstance(value, int) and not isinstance(value, bool), "not-an-int",
            f"应返回{what[0]}，收到的是 {type(value).__name__}。", f"return {what[1]}, not a {type(value).__name__}.")
+
+
+def expect_fresh(results: list[Any], truths: list[Any]) -> None:
+    """Across the cases a checker ran so far: the last result is the sum of every case's truth (a number, or a
+    ``Counter``/dict of counts), the sign of state kept outside the function (a list or counter never reset).
+
+    >>> expect_fresh([4], [4]); expect_fresh([4, 9], [4, 5])
+    Traceback (most recent call last):
+    ...
+    hooklab.course.exercises._support.Wrong: your result for this case, 9, is the total of this case's (5) and every earlier case's: a list or counter that lives outside the function is never reset. Make it inside the function, fresh for each call.
+    """
+    if len(results) < 2 or len(results) != len(truths):
+        return
+    if all(isinstance(t, dict) for t in truths):
+        total: Any = {}
+        for t in truths:
+            for k, v in t.items():
+                total[k] = total.get(k, 0) + v
+        same = isinstance(results[-1], dict) and {k: v for k, v in results[-1].items() if v} == total
+    else:
+        total = sum(truths)
+        same = not isinstance(results[-1], (bool, dict)) and results[-1] == total
+    if same and results[-1] != truths[-1]:
+        fail("kept-across-calls",
+             f"这一次的结果 {results[-1]} 是这一次（{truths[-1]}）与之前每一次的总和：函数外面的列表或计数器从未清空。"
+             "请在函数里面新建它，每次调用都从头开始。",
+             f"your result for this case, {results[-1]}, is the total of this case's ({truths[-1]}) and every earlier "
+             "case's: a list or counter that lives outside the function is never reset. Make it inside the function, "
+             "fresh for each call.")
+
+
+def expect_no_slip(yours: float, truth: float, what: tuple[str, str], *, rel: float = 1e-3) -> None:
+    """``yours`` is not ``truth`` but a usual slip of it: its square (a sum of squares kept without the square root),
+    its square root, or its negation. Each is its own verdict; anything else returns for the checker's own rule.
+
+    >>> expect_no_slip(2.0, 2.0, ("范数", "the norm")); expect_no_slip(0.04, 0.2, ("范数", "the norm"))
+    Traceback (most recent call last):
+    ...
+    hooklab.course.exercises._support.Wrong: the norm should be 0.2; yours, 0.04, is its square: a sum of squares kept without its square root (`.sqrt()`, or `torch.linalg.vector_norm`).
+    """
+    def near(a: float, b: float) -> bool:
+        return abs(a - b) <= rel * max(abs(b), 1e-12)
+
+    yours, truth = float(yours), float(truth)
+    if near(yours, truth) or abs(truth) < 1e-6 or abs(abs(truth) - 1) < 1e-3:
+        return
+    zh, en = what
+    if near(yours, truth * truth):
+        fail("squared", f"{zh}应是 {truth:.4g}；你的 {yours:.4g} 是它的平方：求了平方和却没开方（`.sqrt()`，或 `torch.linalg.vector_norm`）。",
+             f"{en} should be {truth:.4g}; yours, {yours:.4g}, is its square: a sum of squares kept without its "
+             "square root (`.sqrt()`, or `torch.linalg.vector_norm`).")
+    if truth > 0 and near(yours, truth ** 0.5):
+        fail("square-root", f"{zh}应是 {truth:.4g}；你的 {yours:.4g} 是它的平方根：多开了一次方。",
+             f"{en} should be {truth:.4g}; yours, {yours:.4g}, is its square root: one square root too many.")
+    if near(yours, -truth):
+        fail("sign", f"{zh}应是 {truth:.4g}；你的 {yours:.4g} 符号相反。",
+             f"{en} should be {truth:.4g}; yours, {yours:.4g}, has the opposite sign.")
 
 
 def is_handle(obj: Any) -> bool:

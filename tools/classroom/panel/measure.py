@@ -1,5 +1,5 @@
-"""``python -m tools.classroom.panel.measure [--as NAME] [--only answers_03 ...]``: every answer of the panel through
-its exercise's checker, as a learner's notebook calls it.
+"""``python -m tools.classroom.panel.measure [--as NAME] [--only answers_03 ...] [--tuning]``: every answer of the panel
+through its exercise's checker, as a learner's notebook calls it.
 
 Each ``answers_NN`` module runs in a process of its own (a fresh interpreter, as a fresh kernel), its source compiled
 under a kernel's cell file name (``/tmp/ipykernel_panel/answers_NN.py``), each answer checked with
@@ -8,6 +8,9 @@ under a kernel's cell file name (``/tmp/ipykernel_panel/answers_NN.py``), each a
 against); the figures per part are printed and written to ``docs/maintainers/exercise_panel.json`` under NAME.
 A wrong answer's diagnosis is judged apart (``build/panel/NAME_judged.json``: id -> true when the verdict names the
 answer's actual mistake), and counted when that file is there.
+
+``--tuning`` runs only the answers outside the held-out part, and its rows say nothing of that part: what a checker's
+author works from between two measures of the held-out part.
 """
 from __future__ import annotations
 
@@ -35,15 +38,15 @@ def modules() -> list[str]:
     return sorted(p.stem for p in HERE.glob("answers_*.py"))
 
 
-def _check_module(module: str) -> list[dict[str, Any]]:
-    """In this process: ``module``'s answers, each through its checker."""
+def _check_module(module: str, skip: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """In this process: ``module``'s answers but those in ``skip``, each through its checker."""
     from hooklab.course import exercises
 
     source = (HERE / f"{module}.py").read_text(encoding="utf-8")
     namespace: dict[str, Any] = {"__name__": f"{__package__}.{module}"}
     exec(compile(source, f"/tmp/ipykernel_panel/{module}.py", "exec"), namespace)  # noqa: S102 - the panel's own code
     rows = []
-    for entry in [a for a in PANEL.values() if a.id.startswith(module + ":")]:
+    for entry in [a for a in PANEL.values() if a.id.startswith(module + ":") and a.id not in skip]:
         start = time.process_time()
         try:
             v = exercises.verdict(entry.key, entry.answer())
@@ -55,14 +58,16 @@ def _check_module(module: str) -> list[dict[str, Any]]:
     return rows
 
 
-def run(only: list[str] | None = None) -> list[dict[str, Any]]:
-    """Every module's answers, each module in a fresh interpreter, bounded by :data:`CHILD_LIMIT_S`."""
+def run(only: list[str] | None = None, *, tuning: bool = False) -> list[dict[str, Any]]:
+    """Every module's answers (``tuning``: those outside the held-out part), each module in a fresh interpreter,
+    bounded by :data:`CHILD_LIMIT_S`."""
     rows: list[dict[str, Any]] = []
     for module in only or modules():
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "rows.json"
             try:
-                done = subprocess.run([sys.executable, "-m", "tools.classroom.panel.measure", "--child", module, "--out", str(out)],
+                done = subprocess.run([sys.executable, "-m", "tools.classroom.panel.measure", "--child", module, "--out", str(out),
+                                       *(["--tuning"] if tuning else [])],
                                       cwd=ROOT, capture_output=True, text=True, timeout=CHILD_LIMIT_S,
                                       env={**os.environ, "HOOKLAB_LANG": "en"})
             except subprocess.TimeoutExpired:
@@ -99,9 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child")
     parser.add_argument("--out")
     parser.add_argument("--draw", action="store_true", help="draw the held-out part (once; before any measure)")
+    parser.add_argument("--tuning", action="store_true", help="only the answers outside the held-out part")
     args = parser.parse_args(argv)
     if args.child:
-        Path(args.out).write_text(json.dumps(_check_module(args.child)), encoding="utf-8")
+        skip = frozenset(json.loads(HELD_OUT.read_text(encoding="utf-8"))["ids"]) if args.tuning else frozenset()
+        Path(args.out).write_text(json.dumps(_check_module(args.child, skip)), encoding="utf-8")
         return 0
     from . import load
 
@@ -115,16 +122,19 @@ def main(argv: list[str] | None = None) -> int:
                             encoding="utf-8")
         print(f"held out {len(ids)} of {len(panel)} answers (seed {HELD_OUT_SEED})")
         return 0
-    rows = run(args.only)
+    rows = run(args.only, tuning=args.tuning)
     BUILD.mkdir(parents=True, exist_ok=True)
     (BUILD / f"{args.phase}.json").write_text(json.dumps(rows, indent=1, ensure_ascii=False) + "\n",
                                               encoding="utf-8")
     judged_path = BUILD / f"{args.phase}_judged.json"
     judged = json.loads(judged_path.read_text(encoding="utf-8")) if judged_path.exists() else None
     result = figures(rows, judged)
-    kept = json.loads(FIGURES.read_text(encoding="utf-8")) if FIGURES.exists() else {}
-    kept[args.phase] = result
-    FIGURES.write_text(json.dumps(kept, indent=1) + "\n", encoding="utf-8")
+    if args.tuning:  # a tuning run's figures are not a measure of the panel: printed, not kept
+        result.pop("held_out")
+    else:
+        kept = json.loads(FIGURES.read_text(encoding="utf-8")) if FIGURES.exists() else {}
+        kept[args.phase] = result
+        FIGURES.write_text(json.dumps(kept, indent=1) + "\n", encoding="utf-8")
     for part, fig in result.items():
         print(f"{args.phase} / {part}: " + ", ".join(f"{k} {v}" for k, v in fig.items()))
     return 0
