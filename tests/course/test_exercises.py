@@ -88,6 +88,10 @@ def zeros_hook_returning_an_int(model, x):
     return found[0]
 
 
+def zeros_raising(model, x):
+    raise ValueError("not yet")
+
+
 def zeros_off_by_one(model, x):
     return zeros_without_hooks(model, x) + 1
 
@@ -100,7 +104,7 @@ def zeros_off_by_one(model, x):
                                             (zeros_of_input, "not-relu-output"),
                                             (zeros_on_the_first_linear, "not-relu-output"),
                                             (zeros_seen_by_a_pre_hook, "not-relu-output"),
-                                            (zeros_off_by_one, "count"), ("count_relu_zeros", "not-a-function")])
+                                            (zeros_off_by_one, "count"), (zeros_raising, "raised"), ("count_relu_zeros", "not-a-function")])
 def test_00_1_rejects_wrong_answers(answer, reason):
     assert judged("00.1", answer) == ("wrong", reason)
 
@@ -235,6 +239,17 @@ def test_00_3_a_count_kept_across_calls_is_named():
 
 def test_00_3_asks_for_an_int():
     assert judged("00.3", lambda model, x: float(saved_with_counter_object(model, x))) == ("wrong", "not-an-int")
+
+
+@pytest.mark.parametrize("yours, truth, reason", [(0.04, 0.2, "squared"), (3.0, 9.0, "square-root"),
+                                                  (-2.5, 2.5, "sign"), (2.5, 2.5, None), (0.5, 0.2, None)])
+def test_a_usual_slip_of_a_value_is_named(yours, truth, reason):
+    if reason is None:
+        _support.expect_no_slip(yours, truth, ("值", "the value"))
+        return
+    with pytest.raises(_support.Wrong) as wrong:
+        _support.expect_no_slip(yours, truth, ("值", "the value"))
+    assert wrong.value.reason == reason
 
 
 # ---- the framework ------------------------------------------------------------------------

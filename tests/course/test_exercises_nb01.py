@@ -46,6 +46,13 @@ def noise_one_number_for_all(t, std):
     return t.register_hook(lambda g: g + torch.randn(()) * std)
 
 
+def noise_one_python_float_for_all(t, std):
+    def hook(grad):
+        shift = float(torch.normal(0.0, std, size=(1,)))     # one number, the same for every element
+        return grad + shift
+    return t.register_hook(hook)
+
+
 def noise_returns_tensor_not_handle(t, std):
     t.register_hook(lambda g: g + torch.randn_like(g) * std)
     return t
@@ -88,7 +95,8 @@ def noise_with_global_hook(t, std):
 
 @pytest.mark.parametrize("answer, reason", [
     (noise_in_place, "in-place"), (noise_not_returned, "not-returned"), (noise_with_variance, "noise-std"),
-    (noise_uniform, "noise-mean"), (noise_one_number_for_all, "noise-mean"),
+    (noise_uniform, "noise-mean"), (noise_one_number_for_all, "one-draw-for-all"),
+    (noise_one_python_float_for_all, "one-draw-for-all"),
     (noise_returns_tensor_not_handle, "not-a-handle"), (noise_registered_twice, "hook-left-after-remove"),
     ("add_grad_noise", "not-a-function"), (noise_forgets_return, "returned-none"), (noise_hook_raises, "backward-raised"),
     (noise_at_the_node_returns_another_handle, "wrong-handle"), (noise_and_drop_w_grad, "no-grad"),
@@ -190,6 +198,14 @@ def test_01_2_accepts_right_answers(answer):
     assert verdict("01.2", answer) == "correct"
 
 
+def nan_count_as_a_float(t, replaced):
+    def hook(grad):
+        mask = torch.isnan(grad)
+        replaced.append(float(mask.sum()))              # 3.0 where the exercise asks for the int 3
+        return grad.masked_fill(mask, 0.0)
+    return t.register_hook(hook)
+
+
 def nan_counts_every_element(t, replaced):
     def hook(grad):
         replaced.append(grad.numel())
@@ -197,10 +213,22 @@ def nan_counts_every_element(t, replaced):
     return t.register_hook(hook)
 
 
+def nan_count_accumulated_over_passes(t, replaced):
+    seen = {"nans": 0}
+
+    def hook(grad):
+        mask = grad.isnan()
+        seen["nans"] += mask.sum().item()               # grows with every backward pass
+        replaced.append(seen["nans"])
+        return grad.masked_fill(mask, 0.0)
+    return t.register_hook(hook)
+
+
 @pytest.mark.parametrize("answer, reason", [
-    (nan_in_place, "in-place"), (nan_compared_with_equals, "nan-equals"), (nan_fraction_instead_of_count, "not-an-int"),
+    (nan_count_accumulated_over_passes, "running-total"), (nan_in_place, "in-place"), (nan_compared_with_equals, "nan-equals"), (nan_fraction_instead_of_count, "fraction-not-count"),
     (nan_counted_but_not_replaced, "nan-left"), (nan_replaced_by_one, "not-only-nans"),
     (nan_counted_only_when_present, "one-count-per-backward"), (nan_count_left_as_a_tensor, "tensor-not-int"),
+    (nan_count_as_a_float, "not-an-int"),
     (nan_counts_every_element, "nan-count")])
 def test_01_2_rejects_wrong_answers(answer, reason):
     assert judged("01.2", answer) == ("wrong", reason)

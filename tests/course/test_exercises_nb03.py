@@ -75,6 +75,17 @@ def clamp_with_global_hook(module, low, high):
     return module_globals.register_module_forward_pre_hook(lambda m, args: args[0].clamp(low, high))
 
 
+def clamp_with_a_global_hook_on_every_linear(module, low, high):
+    def clamp(m, args):
+        if isinstance(m, torch.nn.Linear):                 # still every Linear of the process, not only this one
+            return (torch.clamp(args[0], min=low, max=high),)
+    return module_globals.register_module_forward_pre_hook(clamp)
+
+
+def clamp_min_and_max_swapped(module, low, high):
+    return module.register_forward_pre_hook(lambda m, args: (torch.clamp(args[0], min=high, max=low),))
+
+
 @pytest.mark.parametrize("answer", [run_solution("03.1")["clamp_inputs"], clamp_with_torch_clamp,
                                     clamp_in_a_scope_kept_open])
 def test_03_1_accepts_right_answers(answer):
@@ -99,7 +110,8 @@ def clamp_by_replacing_forward(module, low, high):
     (clamp_in_place, "in-place"), (clamp_the_output, "not-a-pre-hook"), (clamp_hard_coded, "hard-coded-limits"),
     (clamp_returning_the_hook, "not-a-handle"), (clamp_inside_with_block, "removed-on-return"),
     (clamp_registered_twice, "hook-left-after-remove"), (clamp_hook_returns_nothing, "not-returned"),
-    (clamp_forgot_return, "returned-none"), (clamp_with_global_hook, "global-hook-left"),
+    (clamp_forgot_return, "returned-none"), (clamp_with_global_hook, "global-not-on-module"),
+    (clamp_with_a_global_hook_on_every_linear, "global-not-on-module"), (clamp_min_and_max_swapped, "bounds-swapped"),
     ("clamp_inputs", "not-a-function"), (clamp_breaks_the_shape, "forward-raised"), (clamp_and_halve, "output"),
     (clamp_by_replacing_forward, "module-changed")])
 def test_03_1_rejects_wrong_answers(answer, reason):
@@ -313,8 +325,20 @@ def count_leaving_a_local_hook(model, x):
     return counts
 
 
+TALLY = {}
+
+
+def count_into_a_module_level_dict(model, x):
+    def tally(m, a, o):
+        TALLY[type(m).__name__] = TALLY.get(type(m).__name__, 0) + 1   # never cleared between calls
+    with hooklab.HookScope() as scope:
+        scope.add(module_globals.register_module_forward_hook(tally))
+        model(x)
+    return dict(TALLY)
+
+
 @pytest.mark.parametrize("answer, reason", [
-    (count_modules_not_calls, "counts"), (count_pre_and_post, "counts"), (count_leaving_global_hook, "global-hook-left"),
+    (count_into_a_module_level_dict, "kept-across-calls"), (count_modules_not_calls, "counts"), (count_pre_and_post, "counts"), (count_leaving_global_hook, "global-hook-left"),
     (count_children_only, "counts"), (count_by_module_name, "counts"), (count_keyed_by_class, "keys-not-names"),
     (count_as_a_list, "not-a-dict"), (count_leaving_a_local_hook, "hook-left")])
 def test_03_3_rejects_wrong_answers(answer, reason):

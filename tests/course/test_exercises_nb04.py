@@ -65,6 +65,18 @@ def test_04_1_accepts_right_answers(answer):
     assert verdict("04.1", answer) == "correct"
 
 
+def clip_the_first_entry_only(module, grad_input, grad_output):
+    return torch.clamp(grad_input[0], min=-0.1, max=0.1)     # a tensor, where a tuple of grad_input's length is due
+
+
+def clip_what_comes_from_above(module, grad_input, grad_output):
+    return [torch.clamp(g, -0.1, 0.1) for g in grad_output]  # grad_output's shapes, returned as grad_input
+
+
+def clip_and_add_an_entry(module, grad_input, grad_output):
+    return (*(None if g is None else g.clamp(-0.1, 0.1) for g in grad_input), None)   # one entry too many
+
+
 def clip_to_nothing(module, grad_input, grad_output):
     return tuple(None for g in grad_input)                   # x gets no gradient at all
 
@@ -79,8 +91,9 @@ def clip_only_looks(module, grad_input, grad_output):
 
 
 @pytest.mark.parametrize("answer, reason", [
-    (clip_in_place, "in-place"), (clip_returning_a_tensor, "backward-raised"), (clip_ignoring_none, "none-entry"),
-    (clip_grad_output, "backward-raised"), (scale_instead_of_clip, "scaled-not-clamped"), (clip_wrong_range, "clip-values"),
+    (clip_in_place, "in-place"), (clip_returning_a_tensor, "not-a-tuple"), (clip_ignoring_none, "none-entry"),
+    (clip_grad_output, "from-grad-output"), (clip_the_first_entry_only, "not-a-tuple"),
+    (clip_what_comes_from_above, "from-grad-output"), (clip_and_add_an_entry, "backward-raised"), (scale_instead_of_clip, "scaled-not-clamped"), (clip_wrong_range, "clip-values"),
     (clip_by_norm, "clip-values"), (0.1, "not-a-function"), (clip_to_nothing, "x-grad-shape"),
     (clip_and_zero_the_weight_gradient, "param-grads-changed"), (clip_only_looks, "hook-returned-none")])
 def test_04_1_rejects_wrong_answers(answer, reason):
@@ -268,12 +281,33 @@ def norms_squared(model, x):
     return [(name, norm ** 2) for name, norm in run_solution("04.3")["block_grad_norms"](model, x)]
 
 
+def norms_as_largest_entries(model, x):
+    rows = []
+    with hooklab.HookScope() as scope:
+        for name, module in _blocks(model):
+            scope.add(module.register_full_backward_hook(
+                lambda m, gi, go, name=name: rows.append((name, go[0].abs().max().item()))))
+        model(x).sum().backward()
+    return rows
+
+
+def norms_as_sums_of_squares(model, x):
+    rows = []
+    with hooklab.HookScope() as scope:
+        for name, module in model.named_modules():
+            if type(module).__name__ == "BasicBlock":
+                scope.add(module.register_full_backward_hook(
+                    lambda m, gi, go, name=name: rows.append((name, float((go[0] * go[0]).sum())))))
+        model(x).sum().backward()
+    return rows
+
+
 @pytest.mark.parametrize("answer, reason", [
     (norms_late_binding, "late-binding"), (norms_of_grad_input, "grad-input-norm"), (norms_in_forward_order, "firing-order"),
     (norms_leaving_hooks, "hook-left"), (norms_on_bn2, "raised"), (norms_hard_coded_resnet18_names, "raised"),
     (norms_without_backward, "no-hook-fired"), (norms_as_plain_numbers, "not-pairs"),
     (norms_with_the_stages_too, "block-names"), (norms_as_gradients, "norm-not-a-number"),
-    (norms_squared, "norm-values")])
+    (norms_squared, "squared"), (norms_as_sums_of_squares, "squared"), (norms_as_largest_entries, "norm-values")])
 def test_04_3_rejects_wrong_answers(answer, reason):
     needs_torchvision()
     assert judged("04.3", answer) == ("wrong", reason)

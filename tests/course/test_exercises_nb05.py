@@ -105,6 +105,16 @@ def shapes_only(model, x):
     return [shape for _, shape in run_solution("05.1")["input_shapes"](model, x)]
 
 
+def shapes_as_lists_of_ints(model, x):
+    rows = []
+    with hooklab.HookScope() as scope:
+        for name, child in model.named_children():
+            scope.add(child.register_forward_pre_hook(
+                lambda m, args, name=name: rows.append((name, [int(d) for d in args[0].shape]))))
+        model(x)
+    return rows
+
+
 def shapes_without_the_batch_dimension(model, x):
     return [(name, shape[1:]) for name, shape in run_solution("05.1")["input_shapes"](model, x)]
 
@@ -113,7 +123,8 @@ def shapes_without_the_batch_dimension(model, x):
     (shapes_of_outputs, "output-shapes"), (shapes_late_binding, "late-binding"), (shapes_leaving_hooks, "hook-left"),
     (shapes_by_running_children_in_turn, "call-count"), (shapes_of_named_modules, "not-top-level"),
     (shapes_as_dict, "dict-not-rows"), ("input_shapes", "not-a-function"), (shapes_only, "not-rows"),
-    (shapes_without_the_batch_dimension, "row"), (lambda model, x: [], "call-count")])
+    (shapes_without_the_batch_dimension, "row"), (lambda model, x: [], "call-count"),
+    (shapes_as_lists_of_ints, "shape-not-tuple")])
 def test_05_1_rejects_wrong_answers(answer, reason):
     assert judged("05.1", answer) == ("wrong", reason)
 
@@ -234,6 +245,32 @@ def test_05_2_accepts_right_answers(answer):
     assert verdict("05.2", answer) == "correct"
 
 
+def norms_at_the_layer_outputs(model, x, y):
+    found = []
+
+    def on_output(module, args, out):                         # the gradient w.r.t. the layer's output, not its weights
+        scope.add(out.register_hook(lambda g: found.append(g.norm().item())))
+
+    with hooklab.HookScope() as scope:
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                scope.add(layer.register_forward_hook(on_output))
+        F.cross_entropy(model(x), y).backward()
+    return found[::-1]                                        # fired from output to input
+
+
+def norms_of_the_values_in_grad_hooks(model, x, y):
+    squares = {}
+    layers = [layer for layer in model if isinstance(layer, nn.Linear)]
+    with hooklab.HookScope() as scope:
+        for i, layer in enumerate(layers):
+            for p in layer.parameters():
+                scope.add(p.register_post_accumulate_grad_hook(   # `param` is the weight, not its gradient
+                    lambda param, i=i: squares.__setitem__(i, squares.get(i, 0.0) + param.norm().item() ** 2)))
+        F.cross_entropy(model(x), y).backward()
+    return [squares[i] ** 0.5 for i in range(len(layers))]
+
+
 def norms_with_names(model, x, y):
     with hooklab.GradientMonitor(model) as monitor:
         F.cross_entropy(model(x), y).backward()
@@ -247,7 +284,8 @@ def norms_all_nan(model, x, y):
 @pytest.mark.parametrize("answer, reason", [
     (norms_all_nan, "norm-values"), (norms_in_firing_order, "reversed"), (norms_leaving_hooks, "hook-left"), (norms_of_weights_only, "norm-values"),
     (norms_summed_not_combined, "norm-values"), (norms_per_parameter, "layer-count"),
-    (norms_of_parameters_not_gradients, "norm-values"), (norms_of_summed_output, "norm-values"),
+    (norms_of_parameters_not_gradients, "weight-norm"), (norms_of_the_values_in_grad_hooks, "weight-norm"),
+    (norms_at_the_layer_outputs, "grad-output-norm"), (norms_of_summed_output, "norm-values"),
     (norms_as_dict, "dict-not-list"), (norms_with_names, "not-floats")])
 def test_05_2_rejects_wrong_answers(answer, reason):
     assert judged("05.2", answer) == ("wrong", reason)
@@ -370,6 +408,15 @@ def cam_as_a_list(model, layer, x, target):
     return run_solution("05.3")["grad_cam"](model, layer, x, target).tolist()
 
 
+def cam_hooked_once_backward_is_done(model, layer, x, target):
+    with hooklab.capture(model, layer, detach=False) as store:
+        model(x).gather(1, target[:, None]).sum().backward()
+    activation, grads = store[layer], []
+    activation.register_hook(grads.append)        # too late: the backward pass has gone through it already
+    weights = grads[0].mean(dim=(2, 3), keepdim=True)
+    return F.relu((weights * activation.detach()).sum(dim=1))
+
+
 def cam_per_channel(model, layer, x, target):
     with hooklab.capture(model, layer, grads=True) as store:
         model(x).gather(1, target[:, None]).sum().backward()
@@ -380,7 +427,8 @@ def cam_per_channel(model, layer, x, target):
 @pytest.mark.parametrize("answer, reason", [
     (cam_of_predicted_class, "predicted-class"), (cam_with_column_indexing, "cam-values"), (cam_without_relu, "no-relu"),
     (cam_without_spatial_mean, "cam-values"), (cam_leaving_hooks, "hook-left"), (cam_upsampled, "upsampled"),
-    (cam_of_probabilities, "cam-values"), (cam_as_a_list, "not-a-tensor"), (cam_per_channel, "cam-shape")])
+    (cam_of_probabilities, "cam-values"), (cam_as_a_list, "not-a-tensor"), (cam_per_channel, "cam-shape"),
+    (cam_hooked_once_backward_is_done, "hook-after-backward")])
 def test_05_3_rejects_wrong_answers(answer, reason):
     assert judged("05.3", answer) == ("wrong", reason)
 

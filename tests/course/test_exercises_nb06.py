@@ -152,6 +152,53 @@ def bytes_as_a_float_tensor(model, x):
     return torch.tensor(float(bytes_with_dict_of_storages(model, x)))
 
 
+def bytes_params_by_identity(model, x):
+    # `is` against the parameter objects: a Linear saves the view weight.t(), a new object, which slips through
+    known = [x, *model.parameters(), *model.buffers()]
+    sizes = {}
+
+    def pack(t):
+        if not any(t is k for k in known):
+            sizes[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t.detach()
+
+    with saved_tensors_hooks(pack, lambda t: t):
+        model(x)
+    return sum(sizes.values())
+
+
+def bytes_forward_after_the_block(model, x):
+    skip = {t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers(), x)}
+    sizes = {}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in skip:
+            sizes[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t.detach()
+
+    hooks = saved_tensors_hooks(pack, lambda t: t)
+    with hooks:
+        out = None
+    out = model(x)  # the block has already ended
+    del out
+    return sum(sizes.values())
+
+
+def bytes_unpack_returns_the_record(model, x):
+    skip = {t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers(), x)}
+    sizes = {}
+
+    def pack(t):
+        key = t.untyped_storage().data_ptr()
+        if key not in skip:
+            sizes[key] = t.untyped_storage().nbytes()
+        return {"tensor": t.detach(), "key": key}
+
+    with saved_tensors_hooks(pack, lambda record: record):  # the record, not record["tensor"]
+        model(x)
+    return sum(sizes.values())
+
+
 def bytes_hooks_left_open(model, x):
     hooks = saved_tensors_hooks(lambda t: t.detach(), lambda t: t)
     hooks.__enter__()  # never exited
@@ -168,7 +215,8 @@ def test_06_1_accepts_right_answers(answer):
     (bytes_without_dedup, "byte-count"), (bytes_counting_the_input, "byte-count"),
     (bytes_counting_buffers, "byte-count"), (elements_not_bytes, "byte-count"),
     (bytes_pack_returns_the_tensor, "reference-cycle"), (bytes_as_a_float_tensor, "tensor-not-int"),
-    (1234, "not-a-function"),
+    (1234, "not-a-function"), (bytes_params_by_identity, "parameters-counted"),
+    (bytes_forward_after_the_block, "forward-outside-hooks"), (bytes_unpack_returns_the_record, "unpack-not-tensor"),
 ])
 def test_06_1_rejects_wrong_answers(answer, reason):
     assert judged("06.1", answer) == ("wrong", reason)
@@ -384,6 +432,21 @@ def disk_hooks_fallback_forgets_cleanup(directory, min_bytes):
     return pack_or_recreate, lambda p: torch.load(p, weights_only=True) if isinstance(p, str) else unpack(p)
 
 
+def disk_hooks_in_temp_files_of_their_own(directory, min_bytes):
+    # mkstemp puts each file in the system's temp dir, not in `directory`
+    class Spilled:
+        def __init__(self, t):
+            fd, self.name = tempfile.mkstemp(suffix=".pt")
+            os.close(fd)
+            torch.save(t, self.name)
+            weakref.finalize(self, os.remove, self.name)
+
+    def pack(t):
+        return t.detach() if t.numel() * t.element_size() < min_bytes else Spilled(t.detach())
+
+    return pack, lambda p: p if isinstance(p, torch.Tensor) else torch.load(p.name, weights_only=True)
+
+
 def disk_hooks_forgot_return(directory, min_bytes):
     os.makedirs(directory, exist_ok=True)
 
@@ -403,7 +466,7 @@ def test_06_2_accepts_right_answers(answer):
     (disk_hooks_unpack_gives_zeros, "gradients-differ"), (disk_hooks_delete_on_second_unpack, "files-left-after-drop"),
     (disk_hooks_del_raises_after_removing, "del-raised"),
     (disk_hooks_fallback_forgets_cleanup, "files-left-after-failed-write"),
-    (disk_hooks_forgot_return, "returned-none"),
+    (disk_hooks_forgot_return, "returned-none"), (disk_hooks_in_temp_files_of_their_own, "wrong-directory"),
 ])
 def test_06_2_rejects_wrong_answers(answer, reason):
     assert judged("06.2", answer) == ("wrong", reason)

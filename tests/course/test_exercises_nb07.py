@@ -146,6 +146,19 @@ def calls_without_backward(model, x):
     return counts
 
 
+def calls_hooked_once_the_loss_exists(model, x):
+    loss = checkpoint(model, x, use_reentrant=False).square().sum()
+    counts = {name: 0 for name, _ in linear_layers(model)}
+    handles = [m.register_forward_hook(lambda m, a, o, name=name: counts.__setitem__(name, counts[name] + 1))
+               for name, m in linear_layers(model)]
+    try:
+        loss.backward()  # the hooks see the recomputation only
+    finally:
+        for handle in handles:
+            handle.remove()
+    return counts
+
+
 def calls_as_a_list(model, x):
     return list(run_solution("07.1")["count_forward_calls"](model, x).values())
 
@@ -170,7 +183,7 @@ def test_07_1_accepts_right_answers(answer):
     (calls_late_binding_lambda, "call-count"), (calls_leaving_hooks, "hook-left"),
     (calls_top_level_children_only, "layer-names"), (calls_hook_returns_the_count, "raised"),
     (calls_without_checkpoint, "no-recomputation"), (calls_without_backward, "no-backward"),
-    (calls_as_a_list, "not-a-dict"),
+    (calls_as_a_list, "not-a-dict"), (calls_hooked_once_the_loss_exists, "registered-after-forward"),
 ])
 def test_07_1_rejects_wrong_answers(answer, reason):
     assert judged("07.1", answer) == ("wrong", reason)
@@ -328,10 +341,20 @@ def blocks_by_exhaustive_search(model, x, k):
     return list(min(itertools.combinations(names, k), key=lambda choice: kept(model, x, list(choice))))
 
 
-def blocks_by_saving_as_ints(model, x, k):
+def blocks_by_saving_as_a_tuple(model, x, k):
     base = kept(model, x, [])
-    saving = {i: base - kept(model, x, [str(i)]) for i in range(len(model))}
-    return tuple(sorted(saving, key=saving.get, reverse=True)[:k])  # ints, in a tuple: accepted
+    saving = {name: base - kept(model, x, [name]) for name, _ in model.named_children()}
+    return tuple(sorted(saving, key=saving.get, reverse=True)[:k])  # a tuple: accepted
+
+
+def blocks_as_positions(model, x, k):
+    names = [name for name, _ in model.named_children()]
+    best = min(itertools.combinations(names, k), key=lambda choice: kept(model, x, list(choice)))
+    return [names.index(name) for name in best]  # positions, not names
+
+
+def blocks_in_definition_order(model, x, k):
+    return [name for name, _ in itertools.islice(model.named_children(), k)]
 
 
 def first_k_blocks(model, x, k):
@@ -377,13 +400,14 @@ def blocks_swapped_for_wrappers(model, x, k):
 
 
 @pytest.mark.parametrize("answer", [run_solution("07.3")["choose_blocks"], blocks_by_exhaustive_search,
-                                    blocks_by_saving_as_ints])
+                                    blocks_by_saving_as_a_tuple])
 def test_07_3_accepts_right_answers(answer):
     assert verdict("07.3", answer) == "correct"
 
 
 @pytest.mark.parametrize("answer, reason", [
-    (first_k_blocks, "not-the-best"), (last_k_blocks, "not-the-best"), (blocks_with_most_parameters, "not-the-best"),
+    (first_k_blocks, "first-k-blocks"), (blocks_in_definition_order, "first-k-blocks"),
+    (blocks_as_positions, "indices-not-names"), (last_k_blocks, "not-the-best"), (blocks_with_most_parameters, "not-the-best"),
     (blocks_that_save_least, "not-the-best"), (one_block_too_many, "not-k-blocks"),
     (blocks_patching_forward_by_hand, "model-changed"), (blocks_swapped_for_wrappers, "model-changed"),
     (the_best_block_alone, "not-a-list"),

@@ -87,6 +87,17 @@ def shapes_of_inputs(model, x):
     return shapes
 
 
+def shapes_of_the_top_level_layers(model, x):
+    shapes = {}
+    with hooklab.HookScope() as scope:
+        for name in dict(model.named_children()):  # the top level only: `encoder`'s Linears are never reached
+            module = getattr(model, name)
+            if isinstance(module, nn.Linear):
+                scope.add(module.register_forward_hook(lambda m, a, o, name=name: shapes.update({name: tuple(o.shape)})))
+        model(x)
+    return shapes
+
+
 @pytest.mark.parametrize("answer", [run_solution("08.1")["linear_output_shapes"], shapes_with_hook_factory,
                                     shapes_with_functools_partial])
 def test_08_1_accepts_right_answers(answer):
@@ -100,6 +111,7 @@ def shapes_as_a_list(model, x):
 @pytest.mark.parametrize("answer, reason", [
     (shapes_late_binding, "late-binding"), (shapes_hooks_left, "hook-left"), (shapes_by_class_name, "layer-names"),
     (shapes_of_every_module, "layer-names"), (shapes_of_inputs, "shape"), (shapes_as_a_list, "not-a-dict"),
+    (shapes_of_the_top_level_layers, "nested-not-hooked"),
 ])
 def test_08_1_rejects_wrong_answers(answer, reason):
     assert judged("08.1", answer) == ("wrong", reason)
@@ -244,6 +256,40 @@ def keep_linear_outputs(model, x):
     return kept
 
 
+def keep_one_per_module(model, x):
+    kept = {}
+    with hooklab.HookScope() as scope:
+        for module in model.modules():
+            if isinstance(module, nn.ReLU):
+                scope.add(module.register_forward_hook(lambda m, a, out: kept.update({m: out.detach().clone()})))
+        model(x)
+    return list(kept.values())
+
+
+def keep_what_goes_in(model, x):
+    kept = []
+    with hooklab.HookScope() as scope:
+        for module in model.modules():
+            if isinstance(module, nn.ReLU):
+                scope.add(module.register_forward_hook(lambda m, inputs, out: kept.append(inputs[0].detach().clone())))
+        model(x)
+    return kept
+
+
+def keep_outputs_doubled(model, x):
+    return [2 * t for t in run_solution("08.3")["keep_relu_outputs"](model, x)]
+
+
+def keep_and_hand_back_the_copy(model, x):
+    kept = []
+    with hooklab.HookScope() as scope:
+        for module in model.modules():
+            if isinstance(module, nn.ReLU):  # append returns None, so the hook returns the copy
+                scope.add(module.register_forward_hook(lambda m, a, out: kept.append(out.detach().clone()) or kept[-1]))
+        model(x)
+    return kept
+
+
 @pytest.mark.parametrize("answer", [run_solution("08.3")["keep_relu_outputs"], keep_with_data_clone, keep_inside_no_grad])
 def test_08_3_accepts_right_answers(answer):
     assert verdict("08.3", answer) == "correct"
@@ -255,7 +301,9 @@ def keep_as_lists(model, x):
 
 @pytest.mark.parametrize("answer, reason", [
     (keep_attached, "attached"), (keep_detached_only, "overwritten-in-place"), (keep_first_relu_only, "relu-count"),
-    (keep_linear_outputs, "values"), (keep_as_lists, "not-a-list-of-tensors"),
+    (keep_linear_outputs, "relu-input"), (keep_as_lists, "not-a-list-of-tensors"),
+    (keep_one_per_module, "one-per-module"), (keep_what_goes_in, "relu-input"),
+    (keep_and_hand_back_the_copy, "output-replaced"), (keep_outputs_doubled, "values"),
 ])
 def test_08_3_rejects_wrong_answers(answer, reason):
     assert judged("08.3", answer) == ("wrong", reason)
@@ -289,6 +337,10 @@ def double(grad):
     return grad * 2
 
 
+def halve_adding_instead(grad):
+    return grad + grad
+
+
 def halve_detached_zeros(grad):
     return torch.zeros_like(grad)
 
@@ -307,7 +359,7 @@ def halve_after_printing(grad):
 
 
 @pytest.mark.parametrize("answer, reason", [
-    (halve_in_place, "in-place"), (halve_in_place_and_return, "in-place"), (double, "not-halved"),
+    (halve_in_place, "in-place"), (halve_in_place_and_return, "in-place"), (double, "doubled"), (halve_adding_instead, "doubled"),
     (halve_detached_zeros, "not-halved"), (halve_in_half_precision, "hook-raised"),
     (halve_after_printing, "returned-none"),
 ])

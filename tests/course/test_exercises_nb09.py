@@ -108,6 +108,16 @@ def upgrade_only_renaming_later(module, state_dict, prefix, local_metadata, stri
         del state_dict["unrelated"]
 
 
+def upgrade_into_a_copy(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+    if local_metadata.get("version", 1) >= 2:
+        return None
+    upgraded = dict(state_dict)  # the copy is upgraded; the dict load_state_dict reads is not
+    upgraded[prefix + "head.weight"] = upgraded.pop(prefix + "fc.weight").squeeze(-1)
+    upgraded[prefix + "head.bias"] = upgraded.pop(prefix + "fc.bias")
+    upgraded[prefix + "temperature"] = torch.tensor(1.0)
+    return upgraded
+
+
 @pytest.mark.parametrize("answer", [run_solution("09.1")["upgrade"], upgrade_by_rebuilding, upgrade_by_key_test])
 def test_09_1_accepts_right_answers(answer):
     assert verdict("09.1", answer) == "correct"
@@ -119,6 +129,7 @@ def test_09_1_accepts_right_answers(answer):
     (upgrade_swapping_weight_dims, "predictions-differ"), (upgrade_that_raises, "load-failed"), ("upgrade", "not-a-function"),
     (upgrade_without_version_check, "hook-raised"), (upgrade_squeezing_in_place, "checkpoint-changed"),
     (upgrade_with_temperature_two, "temperature"), (upgrade_only_renaming_later, "load-failed"),
+    (upgrade_into_a_copy, "returned-new-dict"),
 ])
 def test_09_1_rejects_wrong_answers(answer, reason):
     assert judged("09.1", answer) == ("wrong", reason)
@@ -256,6 +267,14 @@ def skip_registered_twice(optimizer):
     return hook(optimizer)
 
 
+def skip_after_the_step(optimizer):
+    def hook(opt, args, kwargs):  # a post-hook: the update has already happened
+        if any(not bool(torch.isfinite(p.grad).all()) for g in opt.param_groups for p in g["params"]
+               if p.grad is not None):
+            opt.zero_grad(set_to_none=True)
+    return optimizer.register_step_post_hook(hook)
+
+
 def skip_forgets_the_return(optimizer):
     run_solution("09.2")["skip_nonfinite"](optimizer)
 
@@ -267,7 +286,7 @@ def skip_forgets_the_return(optimizer):
     (skip_returning_the_hook, "not-a-handle"), (skip_with_global_hook, "global-hook"),
     ("skip_nonfinite", "not-a-function"), (skip_and_reset_state, "state-changed"),
     (skip_and_clip, "finite-step-differs"), (skip_registered_twice, "hook-left-after-remove"),
-    (skip_forgets_the_return, "returned-none"),
+    (skip_forgets_the_return, "returned-none"), (skip_after_the_step, "post-hook-not-pre-hook"),
 ])
 def test_09_2_rejects_wrong_answers(answer, reason):
     assert judged("09.2", answer) == ("wrong", reason)

@@ -67,6 +67,13 @@ def never_done_hook(state, bucket):
     return torch.futures.Future()
 
 
+def reduce_then_reduce_again(state, bucket):  # the mean, then summed over the processes once more
+    buf = bucket.buffer()
+    dist.all_reduce(buf)
+    fut = dist.all_reduce(buf.div_(dist.get_world_size()), async_op=True).get_future()
+    return fut.then(lambda f: f.value()[0])
+
+
 def test_10_1_accepts_right_answers():
     assert verdict("10.1", run_solution("10.1")["mean_hook"]) == "correct"
     assert verdict("10.1", mean_hook_after) == "correct"
@@ -77,7 +84,8 @@ def test_10_1_accepts_right_answers():
 @pytest.mark.parametrize("answer, reason", [
     (sum_hook, "sum"), (bf16_hook, "rounded"), (local_hook, "local"), (divided_twice_hook, "divided-twice"),
     (zeroing_hook, "other"), (raising_hook, "raised"), (forgets_return, "returned-none"),
-    (returns_tensor, "not-a-future"), (wrong_shape_hook, "ddp-failed"), (3, "not-a-function")])
+    (returns_tensor, "not-a-future"), (wrong_shape_hook, "ddp-failed"), (3, "not-a-function"),
+    (reduce_then_reduce_again, "reduced-twice")])
 def test_10_1_rejects_wrong_answers(answer, reason):
     assert judged("10.1", answer) == ("wrong", reason)
     assert multiprocessing.active_children() == []
@@ -164,6 +172,14 @@ def squared_norms(scaler, norms):
     return lambda g: norms.append((g / scaler.get_scale()).square().sum().item())
 
 
+def squared_by_vector_norm(scaler, norms):
+    return lambda g: norms.append(torch.linalg.vector_norm(g / scaler.get_scale()).pow(2).item())
+
+
+def max_norms(scaler, norms):
+    return lambda g: norms.append((g / scaler.get_scale()).abs().max().item())
+
+
 def no_hook(scaler, norms):
     return "hook"
 
@@ -184,7 +200,8 @@ def test_10_2_accepts_right_answers():
 
 @pytest.mark.parametrize("answer, reason", [
     (scaled, "still-scaled"), (modifies, "changes-gradient"), (tensors, "not-a-float"),
-    (twice_each, "one-per-parameter"), (squared_norms, "norm"), (no_hook, "not-a-hook"),
+    (twice_each, "one-per-parameter"), (squared_norms, "squared"),
+    (squared_by_vector_norm, "squared"), (no_hook, "not-a-hook"), (max_norms, "norm"),
     (raises_in_backward, "raised-in-backward")])
 def test_10_2_rejects_wrong_answers(answer, reason):
     assert judged("10.2", answer) == ("wrong", reason)
@@ -199,6 +216,8 @@ def test_10_3():
     assert judged("10.3", [1, 3, 0]) == ("wrong", "two-ints")
     assert judged("10.3", [True, 3]) == ("wrong", "two-ints")
     assert judged("10.3", [3, 3]) == ("wrong", "runs")
+    truth = run_solution("10.3")["my_runs"]
+    assert judged("10.3", list(reversed(truth))) == ("wrong", "swapped")
 
 
 def test_10_3_names_which_prediction_is_wrong():

@@ -69,6 +69,23 @@ def norms_by_backward_loop(model, x, y):  # right numbers, but writes .grad
     return torch.stack(out)
 
 
+def norms_added_per_parameter(model, x, y):
+    out = []
+    for xi, yi in zip(x, y):
+        grads = torch.autograd.grad(F.mse_loss(model(xi), yi), list(model.parameters()))
+        out.append(torch.stack([torch.linalg.vector_norm(g) for g in grads]).sum())
+    return torch.stack(out)
+
+
+def norms_against_every_target(model, x, y):
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss(p, xi, targets):
+        return F.mse_loss(functional_call(model, p, (xi,)).expand_as(targets), targets)
+    grads = vmap(grad(loss), in_dims=(None, 0, None))(params, x, y)
+    return torch.cat([g.flatten(1) for g in grads.values()], 1).norm(dim=1)
+
+
 def norms_as_dict(model, x, y):
     params = {k: v.detach() for k, v in model.named_parameters()}
 
@@ -95,7 +112,8 @@ def test_11_1_accepts_right_answers(answer):
 @pytest.mark.parametrize("answer, reason", [
     (norms_of_batch_gradient, "batch-gradient"), (norms_weights_only, "norms"), (norms_with_sum_loss, "scaled-loss"),
     (norms_by_backward_loop, "wrote-grad"), (norms_as_dict, "dict-per-parameter"), (norms_as_column, "shape"),
-    (norms_leaving_a_hook, "hook-left"), ("norms", "not-a-function")])
+    (norms_leaving_a_hook, "hook-left"), ("norms", "not-a-function"), (norms_added_per_parameter, "summed-norms"),
+    (norms_against_every_target, "unbatched-targets")])
 def test_11_1_rejects_wrong_answers(answer, reason):
     assert judged("11.1", answer) == ("wrong", reason)
 
@@ -281,6 +299,15 @@ def monitor_returning_output(store):
     return hook
 
 
+def monitor_returning_detached(store):
+    def hook(module, args, output):
+        kept = output.detach()
+        store["last"] = kept
+        store["calls"].add_(1)
+        return kept
+    return hook
+
+
 def monitor_not_counting(store):
     def hook(module, args, output):
         store["last"] = output.detach()
@@ -309,6 +336,7 @@ def monitor_missing_key(store):
 @pytest.mark.parametrize("answer, reason", [
     (monitor_appending, "recompiles"), (monitor_printing, "graph-break"), (monitor_item, "graph-break"),
     (monitor_python_int, "recompiles"), (monitor_not_detached, "attached"), (monitor_returning_output, "changes-output"),
+    (monitor_returning_detached, "cuts-graph"),
     (monitor_not_counting, "calls-count"), (monitor_input, "last-output"), (monitor_missing_key, "raised-compiled"),
     (lambda store: 3, "not-a-hook")])
 def test_11_3_rejects_wrong_answers(answer, reason):

@@ -242,6 +242,22 @@ not_causal = _knockout(lambda kwargs, key: _block(_causal(kwargs, causal=False),
 next_key = _knockout(lambda kwargs, key: _block(_given_or_causal(kwargs), key + 2, key + 1))
 other_layer = _knockout(lambda kwargs, key: _block(_given_or_causal(kwargs), key + 1, key),
                         layers=lambda model, layer: [1 - layer])
+
+
+def _lowest_whole_column(kwargs, key):  # finfo.min rather than -inf: a query with every key blocked looks everywhere
+    mask = _causal(kwargs).clamp(min=torch.finfo(torch.float32).min)
+    mask[..., key:, key] = torch.finfo(torch.float32).min
+    return mask
+
+
+def _row_after(kwargs, key):  # the keys after query `key`: hidden by the causal part already
+    mask = _causal(kwargs)
+    mask[..., key, key + 1:] = float("-inf")
+    return mask
+
+
+lowest_whole_column = _knockout(_lowest_whole_column)
+row_not_column = _knockout(_row_after)
 boolean_mask = _knockout(lambda kwargs, key: _block(_causal(kwargs), key + 1, key) == 0)  # True: may look
 
 
@@ -283,6 +299,7 @@ def test_12_2():
 @pytest.mark.parametrize("answer, reason", [
     (no_edit, "no-effect"), (every_layer, "every-layer"), (in_place_when_given, "in-place"), (whole_column, "diagonal"),
     (eager_whole_column, "nan"),
+    (lowest_whole_column, "diagonal"), (row_not_column, "already-hidden"),
     (not_causal, "not-causal"), (next_key, "wrong-key"), (other_layer, "wrong-layer"), (boolean_mask, "logits"),
     (last_position_only, "shape")])
 def test_12_2_rejects_wrong_answers(answer, reason):

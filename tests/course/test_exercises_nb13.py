@@ -70,6 +70,27 @@ def leaves_hooks(model, x):
     return found[0], 1
 
 
+def by_inputs_per_module(model, x):  # each call's input checked: names the module after the producer
+    calls, found, handles = {}, [], []
+
+    def check(name):
+        def pre(module, args):
+            calls[name] = calls.get(name, 0) + 1
+            if not found and any(isinstance(a, torch.Tensor) and not torch.isfinite(a).all() for a in args):
+                found.append((name, calls[name]))
+        return pre
+
+    for name, module in model.named_modules():
+        if name:
+            handles.append(module.register_forward_pre_hook(check(name)))
+    try:
+        model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return found[0] if found else None
+
+
 def blank(*args):  # the starting point of every exercise here
     pass
 
@@ -123,7 +144,7 @@ def test_13_1_a_tuple_checked_at_output_0_only_is_told_so():
 
 @pytest.mark.parametrize("answer, reason", [
     (in_named_modules_order, "module"), (last_call_only, "call-number"), (leaves_hooks, "hook-left"),
-    (nan_only, "inf-missed"), (first_of_a_tuple, "tuple-element"),
+    (nan_only, "inf-missed"), (first_of_a_tuple, "tuple-element"), (by_inputs_per_module, "checked-inputs"),
     (name_only, "not-a-pair"), (3, "not-a-function")])
 def test_13_1_rejects_wrong_answers(answer, reason):
     assert judged("13.1", answer) == ("wrong", reason)
@@ -373,6 +394,15 @@ def late_binding(module, store):  # every hook stores under the last key
     return module.register_forward_hook(hook)
 
 
+def closure_in_a_loop(module, store):  # a def in the loop reads `name` when it runs: the last key by then
+    def hook(module, args, output):
+        for name in output:
+            def keep(grad):
+                store[name] = grad  # noqa: B023
+            output[name].register_hook(keep)
+    return module.register_forward_hook(hook)
+
+
 def doubles_in_place(module, store):  # an in-place edit that returns None still changes the gradient
     def hook(module, args, output):
         for key, tensor in output.items():
@@ -436,7 +466,8 @@ def test_13_4():
 
 
 @pytest.mark.parametrize("answer, reason", [
-    (full_backward_hook, "full-backward-hook"), (late_binding, "keys"), (doubles_in_place, "changed-gradient"),
+    (full_backward_hook, "full-backward-hook"), (late_binding, "late-bound-key"),
+    (closure_in_a_loop, "late-bound-key"), (doubles_in_place, "changed-gradient"),
     (by_position, "keys"), (stores_output, "wrong-grad"), (extra_hook_kept, "handle-missing"),
     (no_return, "returned-none"), (lambda module, store: "handle", "not-a-handle"),
     (returns_the_tensor_hooks_handles, "not-a-handle"), (accumulates, "accumulated"),

@@ -170,6 +170,27 @@ full_names = answer_with(key=str)
 always_forward = answer_with(phase=lambda: "forward")
 
 
+class InputFinder(TorchDispatchMode):
+    """Looks at what each op is given instead of what it makes."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        given = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+        if self.first is None and any(torch.isinf(a).any() or torch.isnan(a).any() for a in given):
+            self.first = ("backward" if torch._C._current_graph_task_id() != -1 else "forward",
+                          func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def by_inputs(fn):
+    with InputFinder() as mode:
+        fn()
+    return mode.first
+
+
 def blank_find(fn):
     pass
 
@@ -183,7 +204,7 @@ def test_14_2_accepts_right_answers():
 @pytest.mark.parametrize("answer, reason", [
     (full_names, "full-op-names"), (function_mode, "no-backward"), (forward_only, "no-backward"),
     (nan_only, "inf-missed"), (inf_only, "not-found"),
-    (last_found, "not-first"), (always_forward, "phase"), (lambda fn: ["forward", "exp"], "not-a-pair"),
+    (last_found, "not-first"), (by_inputs, "checked-inputs"), (always_forward, "phase"), (lambda fn: ["forward", "exp"], "not-a-pair"),
     (lambda fn: run_solution("14.2")["first_nonfinite_op"](fn) or ("forward", "tanh"), "expected-none")])
 def test_14_2_rejects_wrong_answers(answer, reason):
     assert judged("14.2", answer) == ("wrong", reason)
@@ -221,6 +242,14 @@ def sums(state, bucket):
     return dist.all_reduce(bucket.buffer(), async_op=True).get_future().then(lambda f: f.value()[0])
 
 
+def halves_before_and_after(state, bucket):  # divided by the world size twice: the mean halved
+    state["calls"] += 1
+    state["values"] += bucket.buffer().numel()
+    world = dist.get_world_size()
+    fut = dist.all_reduce(bucket.buffer() / world, async_op=True).get_future()
+    return fut.then(lambda f: f.value()[0].div(world))
+
+
 def future_of_a_list(state, bucket):  # all_reduce's own Future completes with [tensor], not the tensor
     state["calls"] += 1
     state["values"] += bucket.buffer().numel()
@@ -247,6 +276,7 @@ def test_14_3_accepts_right_answers():
 
 @pytest.mark.parametrize("answer, reason", [
     (counts_parameters, "values-not-counted"), (no_state, "calls-not-counted"), (sums, "not-mean"),
+    (halves_before_and_after, "divided-twice"),
     (returns_tensor, "not-a-future"), (future_of_a_list, "future-of-list"), ("hook", "not-a-function")])
 def test_14_3_rejects_wrong_answers(answer, reason):
     assert judged("14.3", answer) == ("wrong", reason)

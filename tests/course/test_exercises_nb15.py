@@ -88,6 +88,16 @@ def named_modules_order(model, run):  # never looks at what ran
     return [name for name, _ in model.named_modules()]
 
 
+def in_inference_mode(model, run):  # changes what run() does: no graph
+    names = {id(m): n for n, m in model.named_modules()}
+    calls = []
+    with hooklab.HookScope() as scope, torch.inference_mode():
+        scope.add(torch.nn.modules.module.register_module_forward_pre_hook(
+            lambda m, args: calls.append(names[id(m)]) if id(m) in names else None))
+        run()
+    return calls
+
+
 def blank_15_1(model, run):
     pass
 
@@ -102,7 +112,7 @@ def test_15_1_accepts_right_answers():
     (local_pre_hooks, "changed-the-step"), (global_hook_by_closure_name, "counted-copies"),
     (global_post_hook, "call-order"), (deduplicated, "once-each"), (runs_twice, "ran-twice"),
     (leaves_the_global_hook, "global-hook-left"), (module_types, "not-names"), (named_modules_order, "calls"),
-    (lambda model, run: "0", "not-a-list"),
+    (lambda model, run: "0", "not-a-list"), (in_inference_mode, "no-grad"),
 ], ids=lambda v: getattr(v, "__name__", v))
 def test_15_1_rejects_typical_mistakes(answer, reason):
     assert judged("15.1", answer) == ("wrong", reason)
@@ -260,6 +270,26 @@ def adapter_from_scaling_keys(model, name, x):  # right, another way: the adapte
     return layer.scaling[adapter] * layer.lora_B[adapter](seen["a"]).detach()
 
 
+def recomputed_from_the_base_input(model, name, x):  # the layer's input kept, the adapter run again: no dropout
+    layer, seen = model.get_submodule(name), {}
+    (adapter,) = layer.scaling
+    with hooklab.HookScope() as scope:
+        scope.add(layer.base_layer.register_forward_pre_hook(lambda m, a: seen.__setitem__("h", a[0].detach())))
+        model(x)
+    down, up = layer.lora_A[adapter].weight, layer.lora_B[adapter].weight
+    return layer.scaling[adapter] * (seen["h"] @ down.T @ up.T).detach()
+
+
+def adapter_run_again_afterwards(model, name, x):  # the adapter's modules called again on the kept input
+    layer, kept = model.get_submodule(name), []
+    (adapter,) = layer.active_adapters
+    with hooklab.HookScope() as scope:
+        scope.add(layer.base_layer.register_forward_hook(lambda m, a, o: kept.append(a[0].detach())))
+        model(x)
+    with torch.no_grad():
+        return layer.lora_B[adapter](layer.lora_A[adapter](kept[0])) * layer.scaling[adapter]
+
+
 def test_15_3_accepts_right_answers():
     assert verdict("15.3", run_solution("15.3")["adapter_output"]) == "correct"
     assert verdict("15.3", lora_minus_base) == "correct"
@@ -272,6 +302,7 @@ def test_15_3_accepts_right_answers():
     (from_the_model_input, "wrong-input"), (keeps_the_hook, "hook-left"),
     (lambda model, name, x: [0.0], "not-a-tensor"), (lambda model, name, x: torch.zeros(2), "shape"),
     (lambda model, name, x: torch.zeros(3, 4), "values"), (hard_codes_default, "adapter-name"),
+    (recomputed_from_the_base_input, "no-dropout"), (adapter_run_again_afterwards, "no-dropout"),
 ], ids=lambda v: getattr(v, "__name__", v))
 def test_15_3_rejects_typical_mistakes(answer, reason):
     assert judged("15.3", answer) == ("wrong", reason)

@@ -92,6 +92,52 @@ def raises_in_hook(model, lr, micro_batches):
     return on_every_parameter(model, lambda p: p.grad.nonexistent)
 
 
+def compares_before_counting(model, lr, micro_batches):  # the step waits for the next logical batch's first backward
+    optimizers = {p: torch.optim.SGD([p], lr=lr) for p in model.parameters()}
+    since_step = {p: 0 for p in model.parameters()}
+
+    def hook(p):
+        if since_step[p] >= micro_batches:
+            optimizers[p].step()
+            p.grad = None
+            since_step[p] = 0
+        since_step[p] += 1
+
+    return on_every_parameter(model, hook)
+
+
+def one_count_for_all(model, lr, micro_batches):  # every parameter's hook moves the same counter
+    optimizers = {p: torch.optim.SGD([p], lr=lr) for p in model.parameters()}
+    arrivals = []
+
+    def hook(p):
+        arrivals.append(p)
+        if len(arrivals) % micro_batches == 0:
+            optimizers[p].step()
+            p.grad = None
+
+    return on_every_parameter(model, hook)
+
+
+def before_accumulation(model, lr, micro_batches):  # a tensor hook: .grad lacks this backward's gradient yet
+    def stepper(p):
+        optimizer, count = torch.optim.SGD([p], lr=lr), [0]
+
+        def hook(grad):
+            count[0] += 1
+            if count[0] == micro_batches:
+                count[0] = 0
+                if p.grad is not None:
+                    optimizer.step()
+                p.grad = None
+        return hook
+
+    scope = hooklab.HookScope()
+    for p in model.parameters():
+        scope.add(p.register_hook(stepper(p)))
+    return scope
+
+
 def blank_16_1(model, lr, micro_batches):
     pass
 
@@ -110,7 +156,8 @@ def test_16_1_accepts_right_answers():
     (every_micro_batch, "steps-every-micro-batch"), (never_frees, "grad-kept"),
     (zeroes_in_place, "grad-not-freed"), (hard_coded_three, "parameters"), (wrong_lr, "parameters"),
     (returns_handles_list, "not-a-scope"), (forgets_a_handle, "hook-left"), (raises_in_hook, "raised-in-backward"),
-    (forgets_return, "returned-none"), ("attach", "not-a-function")])
+    (forgets_return, "returned-none"), ("attach", "not-a-function"), (compares_before_counting, "one-late"),
+    (one_count_for_all, "uneven-steps"), (before_accumulation, "tensor-hook")])
 def test_16_1_rejects_wrong_answers(answer, reason):
     assert judged("16.1", answer) == ("wrong", reason)
 
@@ -231,6 +278,7 @@ def test_16_3():
     assert judged("16.3", [6, 3]) == ("wrong", "piled-up")   # one hook per epoch: forgot that they pile up
     assert judged("16.3", [9, 0]) == ("wrong", "copied")     # deepcopy copies hooks
     assert judged("16.3", [9, 2]) == ("wrong", "copied")     # the second copy carries two hooks
+    assert judged("16.3", [12, 0]) == ("wrong", "copies-as-model")  # the copies' calls counted as the model's
 
 
 def test_16_3_names_which_prediction_is_wrong():

@@ -189,6 +189,15 @@ def wrong_attribute(h):
     rig.model(rig.x)
 
 
+def removes_the_newest_handle(h):  # one handle per family here: right for the four, not for a family of two
+    rig = h.rig()
+    h.install(rig)
+    out = rig.net(rig.x)
+    rig.handles[-1].remove()
+    out.sum().backward()
+    h.fact(out, rig.x.grad, *h.grads(rig))
+
+
 def blank_17_2(h):
     pass
 
@@ -203,7 +212,7 @@ def test_17_2_accepts_right_answers():
 @pytest.mark.parametrize("answer, reason", [
     (never_removes, "not-removed"), (removes_before_forward, "nothing-ran"), (never_installs, "nothing-ran"),
     (no_backward, "no-backward"), (two_forwards, "counts"), (wrong_attribute, "raised"), (None, "blank"),
-    (no_facts, "no-facts"), (only_the_output, "no-facts")])
+    (no_facts, "no-facts"), (only_the_output, "no-facts"), (removes_the_newest_handle, "handle-left")])
 def test_17_2_rejects_wrong_answers(answer, reason):
     status = "not solved" if answer is None else "wrong"
     assert judged("17.2", answer) == (status, reason)

@@ -18,9 +18,9 @@ def count_relu_zeros(answer) -> None:
     for seed, width in [(1, 8), (7, 16), (11, 5)]:
         model, x = _relu_model(seed, width)
         with torch.no_grad():
-            # bitwise: same computation, the answer's hook sees this Linear and ReLU on this x; ReLU writes exact zeros
             before = model[0](x)
-            truth = int((model[1](before) == 0).sum())
+            # the answer's hook sees this Linear and ReLU on this x; ReLU writes exact zeros
+            truth = int((model[1](before) == 0).sum())  # bitwise: same computation, the same modules on the same x
         received: list[object] = []  # what the second Linear is given: the ReLU's output, unless a hook replaced it
         probe = model[2].register_forward_pre_hook(lambda module, args: received.append(args[0]))
         try:
@@ -45,7 +45,7 @@ def count_relu_zeros(answer) -> None:
         expect_count(result)
         # only the ReLU writes exact zeros: its input (the first Linear's output), the model's input and output have
         # (almost) none, so a count taken anywhere else comes out as theirs
-        elsewhere = {int((t == 0).sum()) for t in (before, x)}
+        elsewhere = {int((t == 0).sum()) for t in (before, x)}  # bitwise: same computation, zeros counted as above
         expect(result == truth or result not in elsewhere, "not-relu-output",
                f"对一个新的模型（宽度 {width}），ReLU 输出中有 {truth} 个 0，你的函数返回 {result}：这是 ReLU 之外的地方的个数。"
                "只有 ReLU 会写出精确的 0，它的输入（第一个 Linear 的输出）、模型的输入和输出几乎没有。"
@@ -110,7 +110,7 @@ def _count_packs(model: nn.Module, x: torch.Tensor) -> tuple[int, int]:
     packed: list[tuple[int, int, tuple[int, ...], tuple[int, ...]]] = []
 
     def pack(t: torch.Tensor) -> torch.Tensor:
-        packed.append((t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride())))
+        packed.append((t.untyped_storage().data_ptr(), int(t.storage_offset()), tuple(t.shape), tuple(t.stride())))
         return t.detach()  # not t itself: the graph is let go of without backward (notebook 06: reference cycles)
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):

@@ -15,7 +15,7 @@ from torch import nn
 
 from ...inventory import hook_inventory
 from . import exercise
-from ._support import TENSOR_HANDLE, expect, fail, guarded, is_handle, run
+from ._support import TENSOR_HANDLE, expect, expect_count, fail, guarded, is_handle, run
 
 # ---- handles (section 5), shared with the handle-returning exercises of notebooks 02 and 03 ----------
 
@@ -101,6 +101,10 @@ def add_grad_noise(answer: Any) -> None:
                "the gradient did not change: the hook must **return** the new, noisy tensor; returning None only observes.")
         noise = w_grad / 2 - v
         mean, spread = noise.mean().item(), noise.std().item()
+        expect(spread > 1e-3 * std, "one-draw-for-all",
+               f"每个元素都加上了同一个数（{mean:.4g}）：你只抽了一个随机数。每个元素要有自己的噪声，用 `torch.randn_like(grad) * std`。",
+               f"every element was shifted by the same amount ({mean:.4g}): you drew one random number for the whole "
+               "gradient. Draw one per element, with `torch.randn_like(grad) * std`.")
         expect(abs(mean) <= 6 * std / n ** 0.5, "noise-mean", f"噪声的均值应为 0（标准差 {std}，{n} 个元素），测得的是 {mean:.4g}。",
                f"the noise should have mean 0 (std {std}, {n} elements); measured {mean:.4g}.")
         expect(abs(spread / std - 1) <= 0.1, "noise-std",
@@ -125,6 +129,8 @@ def _expect_nan_count(replaced: list, nans: int, n: int) -> None:
            f"`replaced` 里应是 Python 整数，收到的是一个张量 {count!r}；题目要的是整数，用 `int(mask.sum())` 转换。",
            f"`replaced` should get a Python int, not the tensor {count!r}; the exercise asks for an int: convert it "
            "with `int(mask.sum())`.")
+    if isinstance(count, float):                # a fraction (a mean) has its own verdict
+        expect_count(count, ("被替换元素的个数（整数）", "the number of replaced elements as an int"))
     expect(isinstance(count, int) and not isinstance(count, bool), "not-an-int",
            f"`replaced` 里应是被替换元素的个数（整数），收到的是 {count!r}。",
            f"`replaced` should get the number of replaced elements (an int), not {count!r}.")
@@ -153,8 +159,15 @@ def zero_nan_grads(answer: Any) -> None:
         expect(_close(w_grad, 2 * torch.nan_to_num(grad_e, nan=0.0)), "not-only-nans",
                "`w.grad` 不对：只应把 nan 换成 0，其余元素保持原样。",
                "`w.grad` is wrong: replace only the nans by 0 and leave every other element as it is.")
+        w.grad = u.grad = None                  # a second backward pass: the hook counts this pass's nans only
+        hooked_backward(loss, retain_graph=True)
+        expect(not (nans and replaced[1:] == [2 * nans]), "running-total",
+               f"第二次反向传播后你记下的是 {2 * nans}，即两次的累计；每次只应记下这一次替换的个数（{nans}），不要在钩子外累加。",
+               f"after a second backward pass you appended {2 * nans}, the total of both passes; append the number "
+               f"replaced this time only ({nans}), not a running total kept outside the hook.")
+        _expect_nan_count(replaced[1:], nans, n)
         expect_removed(handle, d, ("`t` ", "`t`"), _plain_again(
-            loss, u, w, lambda g: len(replaced) == 1 and (not nans or bool(torch.isnan(g).any()))))
+            loss, u, w, lambda g: len(replaced) == 2 and (not nans or bool(torch.isnan(g).any()))))
 
 
 # ---- 01.3 clip one parameter's gradient by its norm, from outside the model -----------------------------

@@ -12,10 +12,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.modules import module as module_globals
 
 from ...inventory import hook_inventory
 from . import exercise
-from ._support import NotSolved, expect, fail, guarded, run
+from ._support import NotSolved, call_answer, expect, expect_fresh, fail, guarded, no_hooks_left, run
 from .nb01 import expect_handle, expect_removed
 
 
@@ -44,6 +45,11 @@ def _expect_clamped(module: nn.Linear, x: torch.Tensor, low: float, high: float,
     truth = linear(x.clamp(low, high))
     if _same(out, truth):
         return
+    expect(not _same(out, linear(torch.full_like(x, low))), "bounds-swapped",
+           f"每个输入元素都变成了 low={low}：`clamp(min, max)` 的参数顺序是先下界后上界，你把 `high` 当成了 min。"
+           "写成 `clamp(low, high)`（或 `clamp(min=low, max=high)`）。",
+           f"every input element became low={low}: `clamp` takes the lower bound first, and with `high` as min and "
+           "`low` as max everything is set to `low`. Write `clamp(low, high)` (or `clamp(min=low, max=high)`).")
     expect(not _same(out, linear(x)), "not-returned", "有钩子时输出没变：前向前置钩子要**返回**裁剪后的输入，返回值才会替换 `args`。",
            "the output did not change with your hook: the pre-hook must *return* the clamped input, which then "
            "replaces `args`.")
@@ -64,7 +70,16 @@ def clamp_inputs(answer: Any) -> None:
         torch.manual_seed(seed)
         module = nn.Linear(n_in, n_out)
         inputs = [torch.randn(4, n_in) * scale, torch.randn(2, n_in) * scale]
-        handle = run(answer, module, low, high, returns=_PRE_HOOK_HANDLE)
+        pre_hooks_before = set(module_globals._global_forward_pre_hooks)
+        with no_hooks_left():
+            handle = call_answer(answer, module, low, high, returns=_PRE_HOOK_HANDLE)
+            expect(set(module_globals._global_forward_pre_hooks) <= pre_hooks_before
+                   or hook_inventory(module, include_global=False), "global-not-on-module",
+                   "你注册的是全局前向预钩子（`register_module_forward_pre_hook`），它会裁剪进程里**每个**模块的输入，"
+                   "而不只是这个模块的（检查已把它删除）。要挂在这个模块上：`module.register_forward_pre_hook(...)`。",
+                   "you registered a global forward pre-hook (`register_module_forward_pre_hook`): it clamps the input "
+                   "of *every* module in the process, not only this one's (the check has removed it). Register it on "
+                   "the module: `module.register_forward_pre_hook(...)`.")
         expect_handle(handle, "clamp_inputs")
         kinds = sorted({entry.kind for entry in hook_inventory(module, include_global=False)})
         expect(kinds, "removed-on-return", "函数返回时模块上已经没有钩子了：`with HookScope()` 在离开时会移除钩子。这里要让钩子留下，"
@@ -197,6 +212,8 @@ def _show(counts: Mapping) -> str:
 
 @exercise("03.3", answer="count_calls")
 def count_calls(answer: Any) -> None:
+    results: list[Any] = []
+    truths: list[dict[str, int]] = []
     for (what_zh, what_en), model, x, truth in _call_count_cases():
         result = run(answer, model, x, leak_free=(model,))
         expect(isinstance(result, Mapping), "not-a-dict", f"应返回一个字典 {{类名: 调用次数}}，收到的是 {type(result).__name__}。",
@@ -204,6 +221,9 @@ def count_calls(answer: Any) -> None:
         expect(all(isinstance(key, str) for key in result), "keys-not-names",
                "字典的键应是类名字符串，例如 `type(module).__name__`。",
                "the dict's keys should be class names as strings, e.g. `type(module).__name__`.")
+        results.append(dict(result))
+        truths.append(truth)
+        expect_fresh(results, truths)
         expect(dict(result) == truth, "counts", f"对{what_zh}，一次前向中各类模块的调用次数是 {_show(truth)}，你的函数返回 {_show(result)}。",
                f"for {what_en}, one forward pass calls the module classes {_show(truth)} times; your function "
                f"returned {_show(result)}.")

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from . import exercise
-from ._support import NotSolved, expect, fail, run, short_error
+from ._support import NotSolved, Wrong, expect, expect_no_slip, fail, run, short_error
 
 LIMIT = 0.1
 
@@ -97,21 +97,47 @@ def _expect_clamped(what_zh: str, what: str, x_plain: torch.Tensor, x_grad: torc
            "`grad_input`.")
 
 
+def _made_from(returned: Any, grads: tuple) -> bool:
+    """``returned`` is a sequence as long as ``grads`` whose tensors are ``grads``' entries, clamped or not."""
+    if not isinstance(returned, (tuple, list)) or len(returned) != len(grads) or all(r is None for r in returned):
+        return False
+    return all((r is None) == (g is None) and (r is None or isinstance(r, torch.Tensor) and r.shape == g.shape and (
+        torch.allclose(r, g.clamp(-LIMIT, LIMIT)) or torch.allclose(r, g))) for r, g in zip(returned, grads))
+
+
 @exercise("04.1", answer="clip_grad_input")
 def clip_grad_input(answer: Any) -> None:
     returned: list = []
     modified: list[bool] = []
+    from_output: list[bool] = []
 
     def probe(module: nn.Module, grad_input: tuple, grad_output: tuple) -> Any:
         before = [None if g is None else g.clone() for g in (*grad_input, *grad_output)]
         returned.append(answer(module, grad_input, grad_output))
         # bitwise: copy, clones taken before the answer ran
         modified.append(any(b is not None and not torch.equal(a, b) for a, b in zip((*grad_input, *grad_output), before)))
+        from_output.append(_made_from(returned[-1], grad_output) and not _made_from(returned[-1], grad_input))
         return returned[-1]
 
     outcomes = []
     for case in _GRAD_INPUT_CASES:
-        outcomes.append(_hooked_grads(probe, case))
+        calls = len(returned)
+        try:
+            outcomes.append(_hooked_grads(probe, case))
+        except Wrong:                           # autograd refused what the hook returned: say what that was
+            last = returned[-1] if len(returned) > calls else None
+            if isinstance(last, torch.Tensor):
+                fail("not-a-tuple", f"你的钩子返回了一个张量（形状 {tuple(last.shape)}），autograd 把它当作序列按第一维拆开。"
+                     "要返回与 `grad_input` 等长的元组，例如 `tuple(None if g is None else g.clamp(-0.1, 0.1) for g in grad_input)`。",
+                     f"your hook returned a bare tensor (shape {tuple(last.shape)}), which autograd takes apart along its "
+                     "first dimension as a sequence. Return a tuple as long as `grad_input`, e.g. `tuple(None if g is "
+                     "None else g.clamp(-0.1, 0.1) for g in grad_input)`.")
+            expect(not (len(returned) > calls and from_output[-1]), "from-grad-output",
+                   "你的钩子返回的是由 `grad_output`（模块输出处的梯度）做出的张量，而返回值会替换 `grad_input`，形状对不上。"
+                   "要裁剪的是 `grad_input` 的各项。",
+                   "your hook returned tensors made from `grad_output` (the gradient at the module's output), but what "
+                   "a backward hook returns replaces `grad_input`, whose shapes differ. Clamp the entries of `grad_input`.")
+            raise
         expect(not any(modified), "in-place",
                "你的钩子原地修改了 `grad_input` / `grad_output`；文档规定钩子不能修改它的参数，应返回新的张量元组。",
                "your hook modified `grad_input` / `grad_output` in place; the documentation says a hook must not "
@@ -274,6 +300,7 @@ def _expect_norm(name: str, value: Any, norm: float, in_norm: float) -> None:
            f"{name}：你记录的是 `grad_input[0]`（对块输入的梯度）的范数 {got:.4g}；题目要的是 `grad_output[0]`，即 {norm:.4g}。",
            f"{name}: you recorded the norm of `grad_input[0]` (the gradient w.r.t. the block's input), {got:.4g}; the "
            f"task asks for `grad_output[0]`, which is {norm:.4g}.")
+    expect_no_slip(got, norm, (f"{name}：`grad_output[0]` 的范数", f"{name}: the norm of `grad_output[0]`"))
     fail("norm-values", f"{name}：`grad_output[0]` 的范数应为 {norm:.4g}，你的是 {got:.4g}。",
          f"{name}: the norm of `grad_output[0]` should be {norm:.4g}; yours is {got:.4g}.")
 

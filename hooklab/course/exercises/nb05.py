@@ -5,7 +5,9 @@ function on them; each check takes a few milliseconds on a CPU.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -14,7 +16,7 @@ from torch import nn
 
 from ...clip import clip_grad_norm_hooks
 from . import exercise
-from ._support import expect, fail, run
+from ._support import Wrong, expect, fail, run
 
 Rows = list[tuple[str, tuple[int, ...]]]
 
@@ -78,6 +80,11 @@ def _as_rows(result: Any) -> Rows:
     rows = [_row(item) for item in result] if isinstance(result, Iterable) else [None]
     expect(None not in rows, "not-rows", "应返回一个列表，每一行是 `(名字, 形状)`，例如 `(\"0\", (5, 6))`。",
            "return a list whose rows are `(name, shape)` pairs, e.g. `(\"0\", (5, 6))`.")
+    shape = next((shape for _, shape in result if not isinstance(shape, tuple)), None)  # torch.Size is a tuple
+    expect(shape is None, "shape-not-tuple",
+           f"每个形状应是整数元组，例如 `(5, 6)`；你给出的是 {type(shape).__name__} {shape!r}。用 `tuple(args[0].shape)`。",
+           f"each shape should be a tuple of ints, e.g. `(5, 6)`; yours is a {type(shape).__name__}, {shape!r}. Use "
+           "`tuple(args[0].shape)`.")
     return rows  # type: ignore[return-value]  # no None: just checked
 
 
@@ -146,6 +153,18 @@ def _true_norms(model: nn.Sequential, x: torch.Tensor, y: torch.Tensor, max_norm
             for layer in model if isinstance(layer, nn.Linear)]
 
 
+def _wrong_targets(model: nn.Sequential, x: torch.Tensor, y: torch.Tensor) -> tuple[list[float], list[float]]:
+    """What two usual mistakes give, hook-free on a fresh copy: the norm of each Linear's output gradient (the
+    ``grad_output`` of a module backward hook) and the norm of its parameters themselves (not of their ``.grad``)."""
+    linears, outputs, h = [layer for layer in model if isinstance(layer, nn.Linear)], [], x
+    for layer in model:
+        h = layer(h)
+        outputs += [h] if isinstance(layer, nn.Linear) else []
+    at_outputs = torch.autograd.grad(F.cross_entropy(h, y), outputs)
+    return ([float(g.norm()) for g in at_outputs],
+            [float(torch.cat([p.detach().flatten() for p in (layer.weight, layer.bias)]).norm()) for layer in linears])
+
+
 def _floats(result: Any) -> list[float] | None:
     values = result.detach().flatten().tolist() if isinstance(result, torch.Tensor) else result
     try:
@@ -154,7 +173,9 @@ def _floats(result: Any) -> list[float] | None:
         return None
 
 
-def _expect_norms(result: Any, truth: list[float], what: tuple[str, str]) -> None:
+def _expect_norms(result: Any, truth: list[float], what: tuple[str, str],
+                  wrong_targets: tuple[list[float], list[float]]) -> None:
+    """``wrong_targets``: what the norms of the output gradients and of the parameters themselves would be."""
     expect(not isinstance(result, dict), "dict-not-list",
            "请返回浮点数列表（每层一个），不是字典；用 `GradientMonitor` 时可以写 `[v[0] for v in monitor.norms().values()]`。",
            "return a list of floats (one per layer), not a dict; with `GradientMonitor` write "
@@ -173,6 +194,18 @@ def _expect_norms(result: Any, truth: list[float], what: tuple[str, str]) -> Non
            "数值对了，顺序反了：钩子按反向传播的顺序（从输出到输入）触发，答案要按模型里从输入到输出的顺序。",
            "right numbers, reversed: hooks fire in backward order (output to input), but the answer goes in model "
            "order, from input to output.")
+    at_outputs, of_weights = wrong_targets
+    expect(not torch.allclose(torch.tensor(norms), torch.tensor(at_outputs), rtol=1e-4, atol=1e-7), "grad-output-norm",
+           f"在{what[0]}上，你记录的是每层**输出**处梯度（完整反向钩子的 `grad_output`）的范数，不是参数梯度的范数。"
+           "要的是权重和偏置的 `.grad`：用 `register_post_accumulate_grad_hook` 或 `hooklab.GradientMonitor`。",
+           f"on {what[1]}, you recorded the norm of the gradient at each layer's *output* (`grad_output` of a full "
+           "backward hook), not of its parameters' gradients. The task asks for the weight's and the bias's `.grad`: "
+           "use `register_post_accumulate_grad_hook` or `hooklab.GradientMonitor`.")
+    expect(not torch.allclose(torch.tensor(norms), torch.tensor(of_weights), rtol=1e-4, atol=1e-7), "weight-norm",
+           f"在{what[0]}上，你算的是参数本身（权重和偏置的数值）的范数，不是它们梯度的范数：post-accumulate 钩子收到的是参数，"
+           "梯度在它的 `.grad` 里。",
+           f"on {what[1]}, you took the norm of the parameters themselves (the values of weight and bias), not of "
+           "their gradients: a post-accumulate-grad hook receives the parameter, whose gradient is its `.grad`.")
     k = next(i for i, (a, b) in enumerate(zip(norms, truth)) if not abs(a - b) <= 1e-4 * abs(b) + 1e-7)  # nan too
     fail("norm-values", f"在{what[0]}上，第 {k + 1} 个 `nn.Linear` 的梯度范数（权重和偏置合起来，即 sqrt(|dW|² + |db|²)）"
          f"应为 {truth[k]:.4g}，你的函数给出 {norms[k]:.4g}。", f"on {what[1]}, the gradient norm of `nn.Linear` number "
@@ -196,7 +229,7 @@ def grad_norms(answer: Any) -> None:
         finally:
             if clip is not None:
                 clip.remove()
-        _expect_norms(result, truth, what)
+        _expect_norms(result, truth, what, _wrong_targets(_deep_relu(seed, depth, width, d_in, scale), x, y))
 
 
 # ---- 05.3 Grad-CAM for any class ---------------------------------------------------------------------------
@@ -260,6 +293,37 @@ def _expect_cam(result: Any, x: torch.Tensor, truth: torch.Tensor, no_relu: torc
          "and the weighted sum over channels goes through a ReLU.")
 
 
+class _Registrations(OrderedDict):
+    """A tensor's hook dict that notes in ``late`` each hook registered once the backward pass went through the
+    tensor (``passed`` is not empty then): such a hook never fires."""
+
+    def __init__(self, passed: list[bool], late: list[Any]) -> None:
+        super().__init__()
+        self.passed, self.late = passed, late
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if self.passed:
+            self.late.append(key)
+        super().__setitem__(key, value)
+
+
+@contextmanager
+def _late_tensor_hooks(module: nn.Module, late: list[Any]) -> Iterator[None]:
+    """While open, each output of ``module`` holds its hooks in a :class:`_Registrations` (set up as
+    ``Tensor.register_hook`` sets up a plain dict), with a hook of the checker's own that notes the backward pass."""
+    def watch(m: nn.Module, args: Any, output: Any) -> None:
+        if isinstance(output, torch.Tensor) and output.grad_fn is not None and output._backward_hooks is None:
+            passed: list[bool] = []
+            output._backward_hooks = _Registrations(passed, late)
+            output.grad_fn._register_hook_dict(output)
+            output.register_hook(lambda grad: passed.append(True))
+    handle = module.register_forward_hook(watch)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
 @exercise("05.3", answer="grad_cam")
 def grad_cam(answer: Any) -> None:
     for seed, (c1, c2), classes, batch, size, index, which in _CAM_CASES:
@@ -273,6 +337,17 @@ def grad_cam(answer: Any) -> None:
         truths = (_true_cam(model, index, x, target), _true_cam(model, index, x, target, relu=False),
                   None if which == "predicted" else _true_cam(model, index, x, predicted))
         layer = str(index)
-        result = run(answer, model, layer, x.clone(), target.clone(), leak_free=(model,))
         where = (f"层 `\"{layer}\"`、{_TARGETS[which][0]}", f"layer `\"{layer}\"`, {_TARGETS[which][1]}")
-        _expect_cam(result, x, *truths, where)
+        late: list[Any] = []
+        try:
+            with _late_tensor_hooks(model.get_submodule(layer), late):
+                result = run(answer, model, layer, x.clone(), target.clone(), leak_free=(model,))
+            _expect_cam(result, x, *truths, where)
+        except Wrong:
+            expect(not late, "hook-after-backward",
+                   "你在反向传播**之后**才给保存的激活注册张量钩子：反向传播已经经过了它，这个钩子永远不会触发，也就记录不到梯度。"
+                   "请在前向钩子里（或前向之后、`backward()` 之前）注册它。",
+                   "you registered the tensor hook on the kept activation *after* the backward pass had gone through "
+                   "it: such a hook never fires, so no gradient is recorded. Register it in the forward hook (or after "
+                   "the forward pass, before `backward()`).")
+            raise

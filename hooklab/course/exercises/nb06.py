@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from torch.autograd.graph import save_on_cpu, saved_tensors_hooks
 
+from ..._torch_internals import top_saved_tensors_hooks
 from ...ledger import SavedTensorLedger
 from ...offload import SaveOnDisk
 from . import exercise
@@ -85,9 +86,17 @@ def saved_activation_bytes(answer: Any) -> None:
         with SavedTensorLedger(model) as ledger:  # the truth: the ledger's activations (input and parameters apart)
             model(x)
         model, x = _bytes_case(*case)  # a fresh copy for the learner
-        with _last_outputs(model) as outputs:
-            result = run(answer, model, x, leak_free=(model,))
+        hooks_seen: list = []  # the (pack, unpack) pair active at each call of the first layer (None: none)
+        seeing = model[0].register_forward_pre_hook(lambda m, args: hooks_seen.append(top_saved_tensors_hooks()))
+        try:
+            with _last_outputs(model) as outputs:
+                result = run(answer, model, x, leak_free=(model,))
+        finally:
+            seeing.remove()
         no_saved_tensor_hooks_left()
+        _check_round_trip(next((pair for pair in hooks_seen if pair is not None), None))
+        outside = bool(hooks_seen) and all(pair is None for pair in hooks_seen)
+        hooks_seen.clear()  # the learner's hooks, and what they hold, must be free to go
         expect(not _alive(outputs), "reference-cycle",
                "函数返回后，模型最后一层的输出仍然活着：pack 钩子返回了张量本身。保存自己输出的运算（如 "
                "`Tanh`、`Sigmoid`）会因此形成 `y → grad_fn → y` 的引用环（勘误 3）；返回 `t.detach()`。",
@@ -98,12 +107,45 @@ def saved_activation_bytes(answer: Any) -> None:
             result = int(result)
         expect_count(result, ("整数字节数", "the number of bytes as an int"))
         _, kind, batch, input_grad = case
+        expect(result == ledger.activation_bytes or not outside, "forward-outside-hooks",
+               f"你的函数返回 {result}：运行 `model(x)` 时，没有任何 `saved_tensors_hooks` 处于生效状态，pack 钩子一次也没"
+               "被调用。前向要写在 `with saved_tensors_hooks(pack, unpack):` 块的里面，而不是块结束之后。",
+               f"your function returned {result}: no `saved_tensors_hooks` was active while `model(x)` ran, so the "
+               "pack hook never saw a tensor. Run the forward pass inside the `with saved_tensors_hooks(pack, "
+               "unpack):` block, not after it.")
+        expect(result != ledger.activation_bytes + ledger.parameter_bytes or not ledger.parameter_bytes,
+               "parameters-counted",
+               f"你的函数返回 {result}，正好是激活值的 {ledger.activation_bytes} 字节加上参数的 "
+               f"{ledger.parameter_bytes} 字节：参数没有被排除。pack 钩子收到的往往不是参数对象本身，而是它的视图"
+               "（`nn.Linear` 保存的是 `weight.t()`），所以 `t is p` 认不出来；按存储比较："
+               "`t.untyped_storage().data_ptr()`。",
+               f"your function returned {result}, exactly the {ledger.activation_bytes} bytes of activations plus "
+               f"{ledger.parameter_bytes} bytes of parameters: the parameters were not left out. The pack hook often "
+               "gets a view of a parameter rather than the parameter object (`nn.Linear` saves `weight.t()`), which "
+               "`t is p` does not recognise; compare storages: `t.untyped_storage().data_ptr()`.")
         expect(result == ledger.activation_bytes, "byte-count",
                f"对一个新模型（{kind}，batch {batch}，输入{'需要梯度' if input_grad else '不需要梯度'}），一次前向保存的"
                f"激活值共 {ledger.activation_bytes} 字节（每块存储只算一次，不算参数、缓冲区和输入 `x`），你的函数返回 {result}。",
                f"on a fresh model ({kind}, batch {batch}, input {'requiring' if input_grad else 'not requiring'} grad) "
                f"one forward pass saves {ledger.activation_bytes} bytes of activations (each storage once; parameters, "
                f"buffers and the input `x` not counted); your function returned {result}.")
+
+
+def _check_round_trip(pair: tuple[Callable, Callable] | None) -> None:
+    """The learner's (pack, unpack) pair gives back a tensor for a tensor it packed (what backward reads)."""
+    if pair is None:
+        return
+    probe = torch.randn(3, 4)
+    try:
+        back = pair[1](pair[0](probe))
+    except Exception:  # the pair may not work outside its forward pass: only what it returns is judged here
+        return
+    expect(isinstance(back, torch.Tensor), "unpack-not-tensor",
+           f"你的 unpack 钩子还回来的是 {type(back).__name__}，不是张量：反向传播（以及读 `grad_fn._saved_*`）用的就是 "
+           "unpack 的返回值，它必须是原来那个张量。pack 若存了一个元组，unpack 要从中取出张量再返回。",
+           f"your unpack hook gives back a {type(back).__name__}, not a tensor: what unpack returns is what backward "
+           "(and a read of `grad_fn._saved_*`) uses, so it must be the tensor that was packed. If pack keeps a "
+           "tuple, unpack takes the tensor out of it and returns that.")
 
 
 # ---- 06.2 disk hooks with a byte threshold that clean up after themselves --------------------------
@@ -144,8 +186,27 @@ def _ignored_in_del() -> Iterator[list[str]]:
 _PACK = ("前向传播（pack 钩子）", "the forward pass (your pack hook)")
 
 
-def _check_files_written(written: int, sizes: list[tuple[int, int]], min_bytes: int) -> None:
-    """One file per saved tensor of at least ``min_bytes`` bytes (``sizes``: their elements and bytes)."""
+@contextmanager
+def _saves_outside(directory: str) -> Iterator[list[str]]:
+    """The paths outside ``directory`` that ``torch.save`` writes to while the block runs."""
+    outside: list[str] = []
+    inside = os.path.abspath(directory) + os.sep
+    save = torch.save
+
+    def recording(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(f, (str, os.PathLike)) and not os.path.abspath(os.fspath(f)).startswith(inside):
+            outside.append(os.fspath(f))
+        return save(obj, f, *args, **kwargs)
+    torch.save = recording
+    try:
+        yield outside
+    finally:
+        torch.save = save
+
+
+def _check_files_written(written: int, sizes: list[tuple[int, int]], min_bytes: int, outside: list[str]) -> None:
+    """One file per saved tensor of at least ``min_bytes`` bytes (``sizes``: their elements and bytes); ``outside``:
+    the files ``torch.save`` wrote elsewhere."""
     expected = sum(nbytes >= min_bytes for _, nbytes in sizes)
     if written == expected:
         return
@@ -153,6 +214,12 @@ def _check_files_written(written: int, sizes: list[tuple[int, int]], min_bytes: 
           f"目录里实际有 {written} 个。")
     en = (f"with min_bytes={min_bytes}, {expected} of the tensors this forward pass saves are at least that large "
           f"and should each be written to a file in `directory`; the directory holds {written}.")
+    where = os.path.dirname(outside[0]) if outside else ""
+    expect(not outside, "wrong-directory",
+           zh + f"你的 pack 钩子把 {len(outside)} 个文件写到了别处（`{where}`）：文件路径要用传进来的 `directory` 拼出来，"
+           "例如 `os.path.join(directory, ...)`。",
+           en + f" Your pack hook wrote {len(outside)} files somewhere else (`{where}`): build each path from the "
+           "`directory` you were given, e.g. `os.path.join(directory, ...)`.")
     expect(written != sum(numel >= min_bytes for numel, _ in sizes), "threshold-in-elements",
            zh + "看起来阈值比较的是元素个数，而不是字节数。", en + " It looks like the threshold compares elements, not bytes.")
     expect(written != sum(nbytes > min_bytes for _, nbytes in sizes), "threshold-strict",
@@ -174,9 +241,9 @@ def _check_disk_case(answer: Callable, root: str, seed: int, batch: int, hidden:
     directory = tempfile.mkdtemp(dir=root)
     pack, unpack = _hook_pair(answer, directory, min_bytes)
     with _ignored_in_del() as ignored:
-        with guarded("pack-raised", *_PACK), saved_tensors_hooks(pack, unpack):
+        with guarded("pack-raised", *_PACK), _saves_outside(directory) as outside, saved_tensors_hooks(pack, unpack):
             loss = step()
-        _check_files_written(len(os.listdir(directory)), sizes, min_bytes)
+        _check_files_written(len(os.listdir(directory)), sizes, min_bytes, outside)
         with guarded("unpack-raised", "第一次解包（`torch.autograd.grad(..., retain_graph=True)`）",
                      "unpacking (in `torch.autograd.grad(..., retain_graph=True)`)"):
             torch.autograd.grad(loss, list(model.parameters()), retain_graph=True)

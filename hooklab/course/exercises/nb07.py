@@ -14,6 +14,7 @@ import torch.utils.checkpoint  # `import torch` alone does not import it before 
 from torch import nn
 
 from ...checkpoint import checkpoint_modules
+from ...inventory import hook_inventory
 from ...meter import MemoryMeter, OpCounter
 from ...scope import HookScope
 from . import exercise
@@ -60,6 +61,11 @@ _CALLS_MODELS: _Models = {
 _CALLS_CASES = [(1, "flat"), (2, "shared3"), (3, "nested"), (4, "shared2")]
 
 
+def _forward_hooks(model: nn.Module) -> int:
+    """How many forward hooks could see the model's layers now (on its modules, and global ones)."""
+    return sum(entry.kind == "forward" for entry in hook_inventory(model))
+
+
 def _times(n: int) -> str:
     return {1: "once", 2: "twice"}.get(n, f"{n} times")
 
@@ -72,7 +78,14 @@ def count_forward_calls(answer: Any) -> None:
             model(x)  # a plain forward pass, no checkpoint
         model, x = _case(_CALLS_MODELS, *case)
         with _forward_calls(model) as total:  # with the recomputation
-            result = run(answer, model, x, leak_free=(model,))
+            ours = _forward_hooks(model)
+            at_first_call: list[int] = []  # the forward hooks in place when the model first ran
+            first = model.register_forward_pre_hook(
+                lambda m, args: None if at_first_call else at_first_call.append(_forward_hooks(m)))
+            try:
+                result = run(answer, model, x, leak_free=(model,))
+            finally:
+                first.remove()
         no_saved_tensor_hooks_left()
         expect(all(p.grad is not None for p in model.parameters()), "no-backward",
                "函数返回后参数还没有梯度：要跑完整的一步训练，包括 `loss.backward()`。",
@@ -97,6 +110,13 @@ def count_forward_calls(answer: Any) -> None:
                   f"recomputation); your function gave {count!r}.")
             expect(count != total[name], "counted-recomputation", zh + "你把反向时的重算也算进去了。",
                    en + " You also counted the recomputation during backward.")
+            expect(at_first_call != [ours] or any(result[n] != total[n] - truth[n] for n in truth),
+                   "registered-after-forward",
+                   zh + "你的次数恰好只是反向时重算的次数：模型第一次运行（前向）时，你的钩子还没有注册，它们只看到了 "
+                   "`loss.backward()` 里的重算。先注册钩子，再调用 `checkpoint(...)`。",
+                   en + " Your counts are exactly the recomputation's: your hooks were not yet registered when the "
+                   "model first ran (the forward pass), so they saw only the recomputation inside `loss.backward()`. "
+                   "Register them before calling `checkpoint(...)`.")
             fail("call-count", zh, en)
 
 
@@ -219,12 +239,24 @@ def choose_blocks(answer: Any) -> None:
                "patched): checkpoint only inside `with hooklab.checkpoint_modules(model, names):`.")
         expect(hasattr(result, "__iter__") and not isinstance(result, str), "not-a-list",
                f"应返回 {k} 个块名组成的列表，例如 {names[:k]}。", f"return a list of {k} block names, e.g. {names[:k]}.")
+        result = list(result)
+        expect(not any(isinstance(n, int) for n in result), "indices-not-names",
+               f"你返回的是块的序号 {result}，应返回块名（字符串，`named_children()` 给出的名字），例如 {names[:k]}："
+               "`checkpoint_modules` 和 `model.get_submodule` 认的都是名字。",
+               f"you returned the blocks' indices, {result}; return their names (strings, as `named_children()` "
+               f"gives them), such as {names[:k]}: `checkpoint_modules` and `model.get_submodule` take names.")
         chosen = [str(n) for n in result]
         expect(len(set(chosen)) == k and set(chosen) <= set(names), "not-k-blocks",
                f"这个模型有块 {names}，要恰好选 {k} 个不同的块；你的函数返回 {chosen}。",
                f"this model has the blocks {names} and exactly {k} different ones must be chosen; your function "
                f"returned {chosen}.")
         mine = kept[tuple(sorted(chosen, key=int))]
+        expect(mine == kept[best] or sorted(chosen, key=int) != names[:k], "first-k-blocks",
+               f"你选了最前面的 {k} 块 {chosen}，对这个新模型做检查点后前向保留 {mine} 字节；最好的选择 {list(best)} "
+               f"只保留 {kept[best]} 字节。靠前的块不一定保存最多的激活值：对拿到的模型逐个量一量。",
+               f"you chose the first {k} blocks, {chosen}; on this fresh model checkpointing them keeps {mine} bytes "
+               f"after forward, while the best choice, {list(best)}, keeps only {kept[best]}. The first blocks need "
+               "not save the most activations: measure the model you are given.")
         expect(mine == kept[best], "not-the-best",
                f"对一个新模型（{len(names)} 块，k={k}），对 {chosen} 做检查点后前向保留 {mine} 字节；"
                f"最好的选择 {list(best)} 只保留 {kept[best]} 字节。",

@@ -18,6 +18,7 @@ from ..attempt import first_sentence
 from . import exercise
 from ._support import (
     NotSolved,
+    Wrong,
     call_answer,
     drop_global_hooks_added_since,
     expect,
@@ -77,8 +78,14 @@ def upgrade(answer: Any) -> None:
     torch.manual_seed(0)
     probe = OldNet().state_dict()
     before = dict(probe)
-    call_answer(answer, NewNet(), probe, "", {"version": 1}, True, [], [], [], allow_none=True)
+    returned = call_answer(answer, NewNet(), probe, "", {"version": 1}, True, [], [], [], allow_none=True)
     if probe.keys() == before.keys() and all(probe[k] is before[k] for k in probe):
+        expect(not isinstance(returned, dict), "returned-new-dict",
+               "你的钩子返回了一个新字典，而传进来的 `state_dict` 原封未动：`load_state_dict` 会丢掉加载前置钩子的返回值，"
+               "只读它传给钩子的那个字典。请原地修改：`state_dict[new_key] = state_dict.pop(old_key)`。",
+               "your hook returns a new dict and leaves the `state_dict` it was given as it was: `load_state_dict` "
+               "ignores what a load pre-hook returns and reads only the dict it passed in. Edit that one in place: "
+               "`state_dict[new_key] = state_dict.pop(old_key)`.")
         raise NotSolved("你的钩子还没有修改 `state_dict`。", "your hook does not change `state_dict` yet.",
                         reason="state-dict-unchanged")
     for seed, nested in [(1, False), (2, True), (3, True)]:
@@ -223,8 +230,19 @@ def skip_nonfinite(answer: Any) -> None:
         (model, opt), (twin, twin_opt) = _trained(kind), _trained(kind)
         what = _OPTIMIZERS[kind][1]
         handle = _registered_hook(answer, opt)
+        kinds = {entry.kind for entry in hook_inventory(opt)}
         try:
-            _check_bad_step(model, opt, what, bad)
+            try:
+                _check_bad_step(model, opt, what, bad)
+            except Wrong:
+                expect("step_pre" in kinds or "optimizer_step_pre" in kinds or "step_post" not in kinds,
+                       "post-hook-not-pre-hook",
+                       f"{what}：你注册的是 `step` 的后置钩子（`register_step_post_hook`），它在参数和优化器状态已经更新之后"
+                       "才运行，来不及拦下这一步。用 `register_step_pre_hook`：在更新之前把每个参数的 `p.grad` 设为 None。",
+                       f"{what}: you registered a step post-hook (`register_step_post_hook`), which runs after the "
+                       "parameters and the optimizer state were updated, too late to stop the step. Use "
+                       "`register_step_pre_hook`, and set every `p.grad` to None before the update.")
+                raise
             params_before = [p.detach().clone() for p in model.parameters()]
             for m, o in ((model, opt), (twin, twin_opt)):  # a step with finite gradients, with and without the hook
                 o.zero_grad()

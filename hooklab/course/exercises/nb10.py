@@ -14,7 +14,7 @@ from torch import nn
 
 from . import exercise
 from ._comm import ddp_and_plain, guard, run_checked
-from ._support import NotSolved, call_answer, expect, guarded
+from ._support import NotSolved, call_answer, expect, expect_no_slip, guarded
 
 # ---- 10.1 an fp32 communication hook --------------------------------------------------------
 
@@ -25,8 +25,22 @@ def _grads(model: nn.Module) -> list[torch.Tensor]:
 def _train_with_hook(rank: int, world_size: int, hook: Any) -> dict:
     """Two DDP steps with ``hook``; what it returned, and what .grad is against the exact mean (:func:`_grad_is`)."""
     model, plain, ddp = ddp_and_plain(10)
-    report: dict = {"kinds": set()}
-    ddp.register_comm_hook(None, guard(hook, report))
+    report: dict = {"kinds": set(), "reduces": 0, "most_reduces": 0}
+    all_reduce = dist.all_reduce
+
+    def counted(*args: Any, **kwargs: Any) -> Any:  # the all-reduces the hook starts (this process only)
+        report["reduces"] += 1
+        return all_reduce(*args, **kwargs)
+
+    def counting(state, bucket):  # no annotations, as in _comm.guard
+        report["reduces"], dist.all_reduce = 0, counted
+        try:
+            return hook(state, bucket)
+        finally:
+            dist.all_reduce = all_reduce
+            report["most_reduces"] = max(report["most_reduces"], report["reduces"])
+
+    ddp.register_comm_hook(None, guard(counting, report))
     for step in range(2):
         ddp.zero_grad()
         plain.zero_grad()
@@ -67,6 +81,12 @@ def comm_hook(answer: Any) -> None:
            "`bucket.buffer()` 调用 `dist.all_reduce(..., async_op=True)`，返回它的 Future。",
            "`.grad` after backward is still this process's own gradient: your hook never communicated. Call "
            "`dist.all_reduce(..., async_op=True)` on `bucket.buffer()` and return its Future.")
+    expect(kinds == {"mean"} or max(r["most_reduces"] for r in reports) < 2, "reduced-twice",
+           "你的钩子对同一个桶调用了不止一次 `dist.all_reduce`：每一次都把各进程的值加起来，梯度被求和了两次。"
+           "只发起一次 `all_reduce(..., async_op=True)`（之前或之后除以进程数），返回它的 Future。",
+           "your hook calls `dist.all_reduce` more than once for one bucket: each call sums over the processes, so "
+           "the gradient is summed twice. Start a single `all_reduce(..., async_op=True)` (dividing by the world "
+           "size before or after it) and return its Future.")
     expect("sum" not in kinds, "sum", "反向之后的 `.grad` 是两个进程梯度的**和**，不是平均值：除以 `dist.get_world_size()`。",
            "`.grad` after backward is the **sum** of the two processes' gradients, not their mean: divide by "
            "`dist.get_world_size()`.")
@@ -125,6 +145,9 @@ def unscaled_norm(answer: Any) -> None:
     expect(all(isinstance(n, float) for n in norms), "not-a-float",
            "`norms` 里应是 Python float（用 `.item()`）。", "`norms` should hold Python floats (use `.item()`).")
     mine, truth = torch.tensor(sorted(norms)), torch.tensor(sorted(true_norms))
+    if torch.allclose(mine, truth.square(), rtol=1e-4):  # each one squared: said with the norm farthest from 1
+        i = int((truth - 1).abs().argmax())
+        expect_no_slip(mine[i].item(), truth[i].item(), ("参数梯度的范数", "a parameter's gradient norm"))
     expect(not torch.allclose(mine, truth * _SCALE, rtol=1e-4), "still-scaled",
            "记录的范数与 `unscale_` 之后的不一致：它们正好大了缩放因子倍，忘了除以 `scaler.get_scale()`。",
            "the recorded norms differ from those after `unscale_`: they are exactly the scale too large; divide by "
@@ -165,6 +188,10 @@ def predict_runs(answer: Any) -> None:
            "`my_runs` 应是两个整数组成的列表：先非可重入，后可重入。",
            "`my_runs` must be a list of two ints: non-reentrant first, then reentrant.")
     truth = [_tensor_hook_runs(3, reentrant=False), _tensor_hook_runs(3, reentrant=True)]
+    expect(list(answer) != truth[::-1] or truth[0] == truth[1], "swapped",
+           "两个数都对，只是顺序反了：`my_runs` 里先放非可重入的次数，再放可重入的次数。",
+           "both numbers are right but in the wrong order: `my_runs` holds the non-reentrant count first, then the "
+           "reentrant one.")
     off = [(said, why) for said, real, why in zip(answer, truth, _RUNS_WHY) if said != real]
     expect(not off, "runs", "；".join(zh.format(said) for said, (zh, _) in off) + "。可以用第 7 节的 `hook_runs` 改成三段验证。",
            "; ".join(en.format(said) for said, (_, en) in off) + ". Check it with section 7's `hook_runs` extended "

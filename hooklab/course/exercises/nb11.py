@@ -34,11 +34,16 @@ def _grad_norm_cases() -> list[tuple[str, nn.Module, torch.Tensor, torch.Tensor]
             ("nn.Linear(4, 1), batch 3", single, torch.randn(3, 4), torch.randn(3, 1))]
 
 
-def _true_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, batch_loss: bool = False) -> torch.Tensor:
-    """One ``autograd.grad`` per sample (or of the batch loss, repeated): no hooks, no ``.grad``."""
+def _true_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, batch_loss: bool = False,
+                summed: bool = False, all_targets: bool = False) -> torch.Tensor:
+    """One ``autograd.grad`` per sample (or of the batch loss, repeated): no hooks, no ``.grad``. Two usual mistakes
+    on purpose: ``summed``, the per-parameter norms added up; ``all_targets``, each sample's prediction compared
+    with every target of the batch (``y`` not mapped over)."""
     def norm(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
-        grads = torch.autograd.grad(F.mse_loss(model(xs), ys), list(model.parameters()))
-        return torch.cat([g.flatten() for g in grads]).norm()
+        pred = model(xs)
+        grads = torch.autograd.grad(F.mse_loss(pred.expand_as(y) if all_targets else pred, y if all_targets else ys),
+                                    list(model.parameters()))
+        return sum(g.norm() for g in grads) if summed else torch.cat([g.flatten() for g in grads]).norm()
     return norm(x, y).repeat(len(x)) if batch_loss else torch.stack([norm(xi, yi) for xi, yi in zip(x, y)])
 
 
@@ -65,6 +70,16 @@ def per_sample_grad_norms(answer: Any) -> None:
                "每个元素都一样：这是整批损失的梯度范数。逐样本梯度要用 `vmap` 对每个样本分别求 `grad`。",
                "every element is the same: that is the gradient norm of the batch loss. Per-sample gradients need "
                "`grad` taken per sample, under `vmap`.")
+        expect(not _close(result, _true_norms(model, x, y, summed=True)), "summed-norms",
+               f"{where}：你把每个参数各自的梯度范数加了起来；要的是所有参数的梯度拼在一起之后的一个范数，"
+               "即各参数平方和相加后再开方：`sqrt(sum(g.pow(2).sum() for g in grads))`。",
+               f"{where}: you added up each parameter's gradient norm; the norm of all parameters' gradients taken "
+               "together is the square root of the summed squares: `sqrt(sum(g.pow(2).sum() for g in grads))`.")
+        expect(not _close(result, _true_norms(model, x, y, all_targets=True)), "unbatched-targets",
+               f"{where}：每个样本的预测都和整批的目标比较了：`vmap` 只映射了 `x`，没有映射 `y`。"
+               "给 `y` 也设 `in_dims=0`，让第 i 个样本只和 `y[i]` 比较。",
+               f"{where}: each sample's prediction was compared with the whole batch of targets: `vmap` maps over "
+               "`x` but not over `y`. Give `y` an `in_dims` of 0 too, so that sample i meets `y[i]` only.")
         ratio = (result / truth).mean().item()
         expect(not torch.allclose(result, truth * ratio, rtol=1e-3) or abs(ratio - 1) <= 1e-3, "scaled-loss",
                f"{where}：结果是正确范数的 {ratio:.3g} 倍；损失用默认的 `F.mse_loss(pred, target)`（对元素取平均）。",
@@ -193,7 +208,11 @@ def _monitor_run(answer: Any, seed: int, widths: tuple[int, int, int]) -> dict[s
         handle.remove()
         breaks = sorted({reason.splitlines()[0] for reason in counters["graph_break"]})
         dynamo.reset()
-    return {"store": store, "plain": plain, "first": first, "outputs": outputs,
+    out = outputs[-1]
+    first_weight = model[0].weight
+    assert isinstance(first_weight, torch.Tensor)
+    reaches = out.requires_grad and torch.autograd.grad(out.sum(), first_weight, allow_unused=True)[0] is not None
+    return {"store": store, "plain": plain, "first": first, "outputs": outputs, "first_layer_grad": reaches,
             "compilations": len(compilations), "breaks": breaks}
 
 
@@ -206,6 +225,12 @@ def make_monitor(answer: Any) -> None:
                f"your hook causes a graph break ({breaks}): no `print`, and no `.item()` / `float()` in the hook.")
         expect(all(torch.allclose(out, run["plain"]) for out in run["outputs"]), "changes-output",
                "模型的输出被改变了：监视用的钩子应返回 None。", "the model's output changed: a monitoring hook should return None.")
+        expect(run["first_layer_grad"], "cuts-graph",
+               "输出的数值没变，但第一层的参数再也收不到梯度：前向钩子的返回值（非 None）会取代这一层的输出，"
+               "你返回的张量已 `detach`，把这一层和它之前的部分从计算图上切断了。只存下 `output.detach()`，钩子返回 None。",
+               "the output's values are unchanged, but the first layer's parameters no longer get a gradient: a "
+               "forward hook's return value (when not None) replaces the layer's output, and yours is detached, which "
+               "cuts this layer and everything before it off the graph. Store `output.detach()` and return None.")
         first = run["first"]
         expect(isinstance(last, torch.Tensor) and last.shape == first.shape and torch.allclose(last, first), "last-output",
                "`store[\"last\"]` 应是第一层最近一次的输出。", "`store[\"last\"]` should hold the first layer's latest output.")

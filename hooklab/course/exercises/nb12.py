@@ -142,12 +142,13 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 @torch.no_grad()
 def _by_hand(model: Any, ids: torch.Tensor, knockout: dict[int, tuple[int, bool]], *,
-             not_causal: int | None = None) -> torch.Tensor:
+             not_causal: int | None = None, uniform: bool = False) -> torch.Tensor:
     """The model's logits written out from its modules, no hooks and no attention function of transformers.
 
     ``knockout`` maps a layer to ``(key, diagonal)``: in that layer no query after ``key`` (from ``key`` itself
     too when ``diagonal``) may attend to ``key``. Layer ``not_causal`` has no causal mask (a wrong answer's). A
-    query left with no key to attend to gets zeros, as SDPA gives it (eager attention gives NaN there).
+    query left with no key to attend to gets zeros, as SDPA gives it (eager attention gives NaN there), or, when
+    ``uniform``, the same weight on every key, as a mask of ``torch.finfo(dtype).min`` instead of ``-inf`` gives.
     """
     trunk = model.model
     hidden = trunk.embed_tokens(ids)
@@ -169,10 +170,52 @@ def _by_hand(model: Any, ids: torch.Tensor, knockout: dict[int, tuple[int, bool]
             key, diagonal = knockout[i]
             allowed[key + (0 if diagonal else 1):, key] = False
         scores = (q @ k.transpose(-1, -2) * d ** -0.5).masked_fill(~allowed, float("-inf"))
-        weights = scores.softmax(-1).nan_to_num(0.0)  # a row with every key masked: zeros
+        weights = scores.softmax(-1).nan_to_num(1 / length if uniform else 0.0)  # a row with every key masked
         hidden = hidden + attention.o_proj((weights @ v).transpose(1, 2).reshape(batch, length, -1))
         hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
     return model.lm_head(trunk.norm(hidden))
+
+
+def _masks_given(model: Any, layer: int, call: Any) -> list[Any]:
+    """``call()``, and the ``attention_mask`` that layer ``layer``'s attention received in each call meanwhile
+    (after every pre-hook: seen from its ``forward``)."""
+    attention, seen = model.model.layers[layer].self_attn, []
+    forward = attention.forward
+    def noting(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs.get("attention_mask"))
+        return forward(*args, **kwargs)
+
+    attention.forward = noting
+    try:
+        call()
+    finally:
+        del attention.forward
+    return seen
+
+
+def _blocks_nothing_new(answer: Any, model: Any, ids: torch.Tensor, layer: int, key: int,
+                        where: tuple[str, str]) -> None:
+    """The answer changed nothing: when its own mask did reach the attention, it blocks only (query, key) pairs the
+    causal mask hides already (keys after their query), the row of query ``key`` say, not the column of key ``key``."""
+    with torch.no_grad():
+        default = _masks_given(model, layer, lambda: model(ids))
+    mine = _masks_given(model, layer, lambda: run(answer, model, ids, layer, key, leak_free=(model,)))
+    mask = mine[0] if mine else None
+    if not isinstance(mask, torch.Tensor) or not mask.is_floating_point() or mask.dim() < 2:
+        return
+    # bitwise: copy, the mask the model builds passed on unchanged (the model's own mask: said by "no-effect")
+    if isinstance(default[0], torch.Tensor) and default[0].shape == mask.shape and torch.equal(default[0], mask):
+        return
+    blocked = (mask < torch.finfo(mask.dtype).min / 2).reshape(-1, *mask.shape[-2:]).any(0)  # [query, key]
+    hidden = torch.ones_like(blocked).triu(1)
+    expect(not blocked.any() or (blocked & ~hidden).any(), "already-hidden",
+           f"你的掩码送到了注意力里，但它挡住的（查询, 键）对，因果掩码本来就挡住了（键在查询之后）{where[0]}，所以什么也没变："
+           "是不是挡住了查询 `key_position` 那一**行**里它之后的键？要挡的是键 `key_position` 那一**列**里它之后的查询："
+           "掩码的最后一维是键，倒数第二维是查询，`mask[..., key_position + 1:, key_position]`。",
+           f"your mask reached the attention, but every (query, key) pair it blocks is one the causal mask hides "
+           f"already (a key after its query){where[1]}, so nothing changed: did you block the **row** of query "
+           "`key_position`, the keys after it? Block the **column** of key `key_position` for the queries after it: "
+           "the mask's last dim is the key, the one before it the query, `mask[..., key_position + 1:, key_position]`.")
 
 
 @exercise("12.2", answer="block_attention")
@@ -195,6 +238,8 @@ def block_attention(answer: Any) -> None:
                "自己那一行仍能看到自己）。", f"the logits contain NaN{where[1]}: when every key of a query is masked, "
                "eager attention's softmax gives NaN (SDPA gives 0 there, so it goes unnoticed under SDPA). Block the key "
                "for the queries **after** it only (the query at `key_position` still sees itself).")
+        if like(ids, {}):
+            _blocks_nothing_new(answer, model, ids, layer, key, where)
         expect(not like(ids, {}), "no-effect", f"结果和没有阻断时一样{where[0]}：钩子返回 `(args, kwargs)` 了吗？新的掩码放进 "
                "`attention_mask` 这个关键字了吗？", f"the result equals the run without any block{where[1]}: does your "
                "pre-hook return `(args, kwargs)`? Did the new mask go into the `attention_mask` keyword?")
@@ -208,7 +253,7 @@ def block_attention(answer: Any) -> None:
             fail("every-layer", f"结果等于在**每一层**都挡住了这个键{where[0]}：只在第 {layer} 层（`model.model.layers[layer].self_attn`）"
                  "挂钩子。", f"the result equals blocking the key in **every** layer{where[1]}: hook layer {layer} only "
                  "(`model.model.layers[layer].self_attn`).")
-        expect(not like(ids, {layer: (key, True)}), "diagonal", f"你把 `key_position` 这一列整个挡住了，连它自己那个查询也看不到自己"
+        expect(not any(like(ids, {layer: (key, True)}, uniform=uniform) for uniform in (False, True)), "diagonal", f"你把 `key_position` 这一列整个挡住了，连它自己那个查询也看不到自己"
                f"{where[0]}：只挡住它**之后**的查询。", f"you blocked the whole column `key_position`, so even the query at that "
                f"position cannot see itself{where[1]}: block the queries **after** it only.")
         expect(not like(ids, {layer: (key, False)}, not_causal=layer), "not-causal", f"你传入的掩码只挡住了这个键，却没有因果的部分"

@@ -130,6 +130,36 @@ def _sees_every_element(answer: Any) -> bool:
     return got == ("split", 1)
 
 
+def _first_bad_input(model: nn.Module, x: torch.Tensor) -> tuple[str, int] | None:
+    """The first module call that *received* a non-finite input (a usual mistake: the one after the producer)."""
+    from torch.nn.modules.module import register_module_forward_pre_hook
+    names = {id(m): n for n, m in model.named_modules() if n}
+    calls: collections.Counter = collections.Counter()
+    found: list[tuple[str, int]] = []
+
+    def look(module: nn.Module, args: Any) -> None:
+        if id(module) in names:
+            calls[names[id(module)]] += 1
+            if not found and not all(bool(torch.isfinite(t).all()) for t in args if isinstance(t, torch.Tensor)):
+                found.append((names[id(module)], calls[names[id(module)]]))
+
+    with torch.no_grad():
+        handle = register_module_forward_pre_hook(look)
+        try:
+            model(x)
+        finally:
+            handle.remove()
+    return found[0] if found else None
+
+
+def _checks_inputs(answer: Any) -> bool:
+    """Does the answer name the module after a producer that comes first in both call and definition order (the
+    one whose input is non-finite)? Told apart from searching in ``named_modules()`` order, which finds the
+    producer here."""
+    model = nn.Sequential(_Fn(lambda x: x / x), nn.Linear(3, 1))  # 0 / 0 = NaN in the first module's output
+    return run(answer, model, torch.tensor([[0.0, 1.0, 2.0]]), leak_free=tuple(model.modules())) == ("1", 1)
+
+
 def _truth(model: nn.Module, x: torch.Tensor) -> tuple[str, int] | None:
     """The first module call with a non-finite output, by global hooks (the reference solution uses per-module ones)."""
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
@@ -165,6 +195,14 @@ def first_producer(answer: Any) -> None:
         expect(got[0] != expected[0] or got == expected, "call-number",
                f"{zh}：模块 {got[0]!r} 对了，但出问题的是它的第 {expected[1]} 次调用，不是第 {got[1]} 次。",
                f"{en}: module {got[0]!r} is right, but it is its call {expected[1]}, not {got[1]}.")
+        if got != expected and got == _first_bad_input(model, x):
+            expect(not _checks_inputs(answer), "checked-inputs",
+                   f"{zh}：第一个输出非有限值的是 {expected[0]!r} 的第 {expected[1]} 次调用，你的函数给出的 {got[0]!r} "
+                   "是它后面那个**收到**非有限输入的模块：你检查的是每次调用的输入。要看每次调用的输出"
+                   "（前向钩子，不是前向前置钩子）。",
+                   f"{en}: the first non-finite output is that of {expected[0]!r}, call {expected[1]}; your function "
+                   f"says {got[0]!r}, the module after it, which *received* the non-finite value: you checked each "
+                   "call's inputs. Check each call's output instead (a forward hook, not a forward pre-hook).")
         if got != expected and _tuple_output(model, x, expected):
             expect(_sees_every_element(answer), "tuple-element",
                    f"{zh}：第一个输出非有限值的是 {expected[0]!r} 的第 {expected[1]} 次调用，它返回一个元组，非有限值在第二个元素里，"
@@ -397,13 +435,36 @@ def _dict_step(block: nn.Module, seed: int) -> tuple[torch.Tensor, dict[str, tor
     return x.grad, {"hidden": weights, "gate": 2 * out["gate"].detach()}
 
 
+class _Seen(dict):
+    """The learner's ``store``: a dict that also keeps every ``store[key] = value`` made into it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sets: list[tuple[Any, Any]] = []
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.sets.append((key, value))
+        super().__setitem__(key, value)
+
+
+def _stored_under_another_key(sets: list[tuple[Any, Any]], truth: dict[str, torch.Tensor]) -> tuple[str, Any] | None:
+    """``(output key, key it was stored under)`` for a gradient stored under another output's key."""
+    for key, value in sets:
+        for name, grad in truth.items():
+            if name == key or key not in truth or not isinstance(value, torch.Tensor) or value.shape != grad.shape:
+                continue
+            if torch.allclose(value, grad) and not torch.allclose(grad, truth[key]):
+                return name, key
+    return None
+
+
 @exercise("13.4", answer="watch_output_grads")
 def dict_output_grads(answer: Any) -> None:
     torch.manual_seed(17)
     block = _DictBlock()
     plain = _DictBlock()
     plain.load_state_dict(block.state_dict())
-    store: dict = {}
+    store = _Seen()
     handle = run(answer, block, store, returns=("前向钩子的句柄", "the handle of your forward hook"))
     expect(is_handle(handle), "not-a-handle", f"应返回注册前向钩子得到的句柄，收到的是 {type(handle).__name__}。",
            f"return the handle that registering your forward hook gave you, not a {type(handle).__name__}.")
@@ -411,6 +472,7 @@ def dict_output_grads(answer: Any) -> None:
     for seed in (1, 2):  # store is not emptied between the two: after each backward it holds that backward's own
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a full backward hook's "module output should be a Tensor or a tuple"
+            store.sets.clear()
             with guarded("raised-in-backward", "前向或反向时你的钩子", "during forward or backward your hooks"):
                 x_grad, truth = _dict_step(block, seed)
         expect(store or not (block._backward_hooks or block._backward_pre_hooks), "full-backward-hook",
@@ -419,6 +481,15 @@ def dict_output_grads(answer: Any) -> None:
                "`store` is empty after backward: for a module that returns a dict, full backward hooks and backward "
                "pre-hooks never fire (notebook 13, section 5). Register a tensor hook on each tensor of the output from "
                "a forward hook.")
+        misplaced = None if set(store) == set(truth) else _stored_under_another_key(store.sets, truth)
+        expect(misplaced is None, "late-bound-key",
+               f"输出 {misplaced and misplaced[0]!r} 的梯度被存到了键 {misplaced and misplaced[1]!r} 下：循环里定义的 lambda "
+               "在反向时才读循环变量 `key`，那时循环早已结束，它的值是最后一个键。定义时就把它绑定下来："
+               "`lambda grad, key=key: ...`（或者用一个接收 key 的函数来生成钩子）。",
+               f"the gradient of output {misplaced and misplaced[0]!r} was stored under the key "
+               f"{misplaced and misplaced[1]!r}: a lambda made in the loop reads the loop variable `key` when it runs, "
+               "in backward, long after the loop ended, when it holds the last key. Bind it when the lambda is made: "
+               "`lambda grad, key=key: ...` (or make each hook with a function that takes the key).")
         expect(set(store) == set(truth), "keys", f"`store` 的键应是输出字典的键 {sorted(truth)}，现在是 {sorted(store, key=str)}。",
                f"`store` should be keyed by the output dict's keys {sorted(truth)}; it holds {sorted(store, key=str)}.")
         expect(not previous or not all(isinstance(store[k], torch.Tensor) and store[k].shape == truth[k].shape

@@ -127,17 +127,22 @@ def end_of_backward(answer: Any) -> None:
 # ---- 14.2 the first op whose output is not finite, forward or backward -------------------------
 
 class _FirstNonFinite(TorchDispatchMode):
-    """The truth: (phase, op) of the first aten op whose output holds NaN or inf, and of the first that holds NaN."""
+    """The truth: (phase, op) of the first aten op whose output holds NaN or inf, and of the first that holds NaN;
+    and of the first op whose *input* does (a usual mistake: the op after the producer)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.found: tuple[str, str] | None = None
         self.first_nan: tuple[str, str] | None = None
+        self.first_bad_input: tuple[str, str] | None = None
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        where = ("backward" if torch._C._current_graph_task_id() != -1 else "forward", func.overloadpacket.__name__)
+        inputs = [t for t in tree_flatten((args, kwargs or {})) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+        if self.first_bad_input is None and not all(bool(torch.isfinite(t).all()) for t in inputs):
+            self.first_bad_input = where
         out = func(*args, **(kwargs or {}))
         tensors = [t for t in tree_flatten(out) if isinstance(t, torch.Tensor) and t.is_floating_point()]
-        where = ("backward" if torch._C._current_graph_task_id() != -1 else "forward", func.overloadpacket.__name__)
         if self.found is None and not all(bool(torch.isfinite(t).all()) for t in tensors):
             self.found = where
         if self.first_nan is None and any(bool(torch.isnan(t).any()) for t in tensors):
@@ -224,6 +229,12 @@ def first_nonfinite_op(answer: Any) -> None:
                f"{got!r}。`torch.isnan` 看不到 inf，用 `torch.isfinite`。",
                f"{en}: the first op whose output is non-finite is {op!r} in {phase}, and it holds inf, not NaN; your "
                f"function gives the first one with a NaN, {got!r}. `torch.isnan` misses inf, `torch.isfinite` does not.")
+        expect(got == truth.found or tuple(got) != truth.first_bad_input, "checked-inputs",
+               f"{zh}：第一个输出非有限值的算子是{where_zh}，你的函数给出的 {got!r} 是它之后第一个**收到**非有限输入的算子："
+               "你检查的是算子的输入。先运行 `func(*args, **kwargs)`，再检查它的输出。",
+               f"{en}: the first op whose output is non-finite is {op!r} in {phase}; your function says {got!r}, the "
+               "first op after it that *received* a non-finite input: you checked the ops' inputs. Run "
+               "`func(*args, **kwargs)` first, then check its output.")
         expect(got[1] == op, "not-first", f"{zh}：第一个输出非有限值的算子是{where_zh}，你的函数给出 {got!r}："
                "要按算子运行的顺序找第一个（非有限值会一路传下去，后面的算子多半也不有限）。",
                f"{en}: the first op whose output is non-finite is {op!r} in {phase}, your function says {got!r}: look "
@@ -248,12 +259,16 @@ def _accumulate_with_hook(rank: int, world_size: int, hook: Any) -> dict:
         with ddp.no_sync() if micro < 2 else nullcontext():  # accumulate twice, then communicate
             ddp(x).square().mean().backward()
         plain(x).square().mean().backward()
-    match = True
+    match = divided_twice = True
     for p, q in zip(model.parameters(), plain.parameters()):
         mean = torch.as_tensor(q.grad).clone()
         dist.all_reduce(mean)
-        match = match and p.grad is not None and torch.allclose(p.grad, mean / world_size, rtol=1e-5, atol=1e-7)
-    report.update(state=dict(state), match=match, numel=sum(p.numel() for p in model.parameters()))
+        mean /= world_size
+        match = match and p.grad is not None and torch.allclose(p.grad, mean, rtol=1e-5, atol=1e-7)
+        divided_twice = divided_twice and p.grad is not None and torch.allclose(p.grad, mean / world_size,
+                                                                                 rtol=1e-5, atol=1e-7)
+    report.update(state=dict(state), match=match, divided_twice=divided_twice,
+                  numel=sum(p.numel() for p in model.parameters()))
     return report
 
 
@@ -271,6 +286,11 @@ def stateful_comm_hook(answer: Any) -> None:
            f"{report['numel']} 个数：加上每个桶的 `bucket.buffer().numel()`。",
            f"`state['values']` is {values}, but the step communicated {report['numel']} gradient values: add each "
            "bucket's `bucket.buffer().numel()`.")
+    expect(all(r["match"] for r in reports) or not all(r["divided_twice"] for r in reports), "divided-twice",
+           "反向之后的 `.grad` 是三个微批次累加梯度在两个进程上的平均值，又多除了一次进程数：通信之前或之后只除一次。",
+           "`.grad` after the last backward is the mean over both processes of the gradient accumulated over three "
+           "micro-batches, divided by the number of processes once more: divide once, before or after the "
+           "communication.")
     expect(all(r["match"] for r in reports), "not-mean", "反向之后的 `.grad` 不是三个微批次累加梯度在两个进程上的平均值：是不是忘了除以进程数？",
            "`.grad` after the last backward is not the mean over both processes of the gradient accumulated over "
            "three micro-batches: did you forget to divide by the number of processes?")

@@ -85,8 +85,19 @@ def modules_that_ran(answer: Any) -> None:
     for what_zh, what_en, model, step in _ran_cases():
         truth = _called(model, step)
         actual: list[str] = []  # what really ran while the answer ran the step (seen by the checker's own probe)
+        grad_mode: list[bool] = []  # whether gradients were on when the answer called the step
+
+        def observed_step(step: Callable[[], Any] = step) -> Any:
+            grad_mode.append(torch.is_grad_enabled())
+            return step()
         result = _called_during(model, actual, lambda: run(
-            answer, model, step, leak_free=(model,), returns=("模块名的列表", "the list of module names")))
+            answer, model, observed_step, leak_free=(model,), returns=("模块名的列表", "the list of module names")))
+        expect(all(grad_mode), "no-grad",
+               "你在 `torch.no_grad()`（或 `inference_mode`）里调用了 `run()`：这改变了它做的事，不建计算图，"
+               "`run()` 里的反向会失败。直接调用 `run()`；只观察的模块钩子不需要关掉梯度。",
+               "you called `run()` under `torch.no_grad()` (or `inference_mode`): that changes what it does: no graph "
+               "is built, and a backward inside it fails. Call `run()` as it is; module hooks that only observe need "
+               "no gradient switched off.")
         expect(isinstance(result, (list, tuple)), "not-a-list", f"应返回模块名的列表，收到的是 {type(result).__name__}。",
                f"return a list of module names, not a {type(result).__name__}.")
         result = list(result)
@@ -277,7 +288,7 @@ class _Two(nn.Module):
         return self.fc2(torch.tanh(self.fc1(x)))
 
 
-def _lora_model(seed: int, adapter: str = "default") -> nn.Module:
+def _lora_model(seed: int, adapter: str = "default", dropout: float = 0.0) -> nn.Module:
     try:
         from peft import LoraConfig, get_peft_model
     except ImportError as exc:
@@ -285,7 +296,8 @@ def _lora_model(seed: int, adapter: str = "default") -> nn.Module:
         raise needs_course_extra(exc, "exercise 15.3 (PEFT's LoRA layers)") from exc
     torch.manual_seed(seed)
     base = _Two()
-    config = LoraConfig(r=2, lora_alpha=4 + seed, target_modules=["fc1", "fc2"], init_lora_weights=False)
+    config = LoraConfig(r=2, lora_alpha=4 + seed, target_modules=["fc1", "fc2"], init_lora_weights=False,
+                        lora_dropout=dropout)
     return get_peft_model(base, config, adapter_name=adapter)
 
 
@@ -307,14 +319,19 @@ def _parts(model: Any, x: torch.Tensor, adapter: str) -> dict[str, dict[str, tor
 
 @exercise("15.3", answer="adapter_output")
 def adapter_output(answer: Any) -> None:
-    for seed, short, adapter in ((1, "fc1", "default"), (2, "fc2", "default"), (3, "fc2", "default"),
-                                 (4, "fc1", "style")):  # the last: an adapter named otherwise
-        model: Any = _lora_model(seed, adapter)
+    for seed, short, adapter, dropout in ((1, "fc1", "default", 0.0), (2, "fc2", "default", 0.0),
+                                          (3, "fc2", "default", 0.0), (4, "fc1", "style", 0.0),  # named otherwise
+                                          (5, "fc1", "default", 0.5)):  # in training mode: the dropout drops
+        model: Any = _lora_model(seed, adapter, dropout)
         torch.manual_seed(10 + seed)
         x = torch.randn(3, 4)
         with torch.no_grad():
             parts = _parts(model, x, adapter)[short]
         name = f"base_model.model.{short}"
+        layer = model.get_submodule(name)
+        added: list[torch.Tensor] = []  # what the adapter added in the forward the answer ran (the checker's probe)
+        probe = layer.register_forward_hook(lambda module, args, output: added.append(
+            output.detach() - F.linear(args[0], layer.base_layer.weight, layer.base_layer.bias).detach()))
         try:
             result = run(answer, model, name, x, leak_free=(model,),
                          returns=("适配器那一部分的张量", "the tensor of the adapter's part"))
@@ -327,6 +344,8 @@ def adapter_output(answer: Any) -> None:
                    f"{why.__cause__}. Read the adapter's name from the LoRA layer: `layer.active_adapters` (or the "
                    "keys of `layer.scaling`).")
             raise
+        finally:
+            probe.remove()
         expect(isinstance(result, torch.Tensor), "not-a-tensor", f"应返回一个张量，收到的是 {type(result).__name__}。",
                f"return a tensor, not a {type(result).__name__}.")
         expect(tuple(result.shape) == tuple(parts["delta"].shape), "shape",
@@ -337,6 +356,16 @@ def adapter_output(answer: Any) -> None:
 
         def same(t: torch.Tensor) -> bool:
             return torch.allclose(result, t, atol=1e-5)
+        if dropout:  # the truth is what the forward added: its dropout mask is drawn then
+            without_dropout, parts["delta"] = parts["delta"], (added[-1] if added else
+                                                 torch.full_like(parts["delta"], float("nan")))  # never ran
+            expect(same(parts["delta"]) or not same(without_dropout), "no-dropout",
+                   f"`{name}` 在训练模式下，适配器先对输入做 dropout 再进 `lora_A`；你返回的是没有 dropout 时的值，像是事后用"
+                   "这一层的输入重新算了一遍。要的是这次前向里真正加上去的那部分：直接取 `lora_B` 在前向中的输出，乘上 `scaling`。",
+                   f"`{name}` is in training mode, where the adapter applies dropout to the input before `lora_A`; "
+                   "you returned the value without dropout, as a recomputation from the layer's input afterwards gives. "
+                   "What is wanted is the part this forward really added: take `lora_B`'s output in the forward "
+                   "itself and multiply it by `scaling`.")
         if same(parts["delta"]):
             continue
         expect(not same(parts["full"]), "full-output",

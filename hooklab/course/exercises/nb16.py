@@ -33,10 +33,19 @@ def _micro_batches(seed: int, steps: int, micro: int) -> list[list[tuple[torch.T
             for _ in range(steps)]
 
 
-def _backwards(model: nn.Module, batches: list) -> None:
+def _backwards(model: nn.Module, batches: list) -> list[list[int]]:
+    """The backwards of ``batches``; for each parameter, the backwards (numbered from 1) during which it changed."""
+    stepped: list[list[int]] = [[] for _ in model.parameters()]
+    count = 0
     for micro in batches:
         for x, y in micro:
+            before = [p.detach().clone() for p in model.parameters()]
             ((model(x) - y).square().mean() / len(micro)).backward()
+            count += 1
+            for when, p, q in zip(stepped, model.parameters(), before):
+                if not torch.equal(p, q):  # bitwise: changed, a step writes new values; no step leaves the copy as it was
+                    when.append(count)
+    return stepped
 
 
 def _usual(seed: int, batches: list, lr: float, *, step_every_micro_batch: bool = False,
@@ -64,6 +73,18 @@ def _same(a: nn.Module, b: nn.Module) -> bool:
 _SCOPE = ("一个装着句柄的 `hooklab.HookScope`", "a `hooklab.HookScope` holding the handles")
 
 
+def _steps_late_again(answer: Any, seed: int, micro: int, lr: float) -> bool:
+    """Over three logical batches, does every parameter step one micro-batch late each time (after backwards
+    micro + 1 and 2 * micro + 1)? Told apart from a fixed count that happens to be micro + 1."""
+    model = _model(seed)
+    scope = call_answer(answer, model, lr, micro, returns=_SCOPE)
+    try:
+        stepped = _backwards(model, _micro_batches(seed + 200, steps=3, micro=micro))
+    finally:
+        scope.remove()
+    return all(when == [micro + 1, 2 * micro + 1] for when in stepped)
+
+
 @exercise("16.1", answer="attach_optimizer_in_backward")
 def optimizer_in_backward(answer: Any) -> None:
     for seed, micro, lr in [(20, 3, 0.1), (21, 2, 0.05)]:
@@ -74,9 +95,10 @@ def optimizer_in_backward(answer: Any) -> None:
         expect(removable, "not-a-scope",
                f"`attach_optimizer_in_backward` 应返回 {_SCOPE[0]}，收到的是 {type(scope).__name__}。",
                f"`attach_optimizer_in_backward` must return {_SCOPE[1]}, not a {type(scope).__name__}.")
+        tensor_hooks = any(p._backward_hooks for p in model.parameters())  # register_hook's, not post-accumulate
         try:
             with guarded("raised-in-backward", "反向时你的钩子", "during backward your hook"):
-                _backwards(model, batches)
+                stepped = _backwards(model, batches)
         finally:
             with guarded("raised", "调用 `remove()` 时", "`remove()`"):
                 scope.remove()
@@ -101,6 +123,30 @@ def optimizer_in_backward(answer: Any) -> None:
             fail("grad-kept", "更新之后没有释放 `.grad`：下一个逻辑批次的梯度加在了上一个的上面。更新后写 `p.grad = None`。",
                  "`.grad` was not freed after the step: the next logical batch's gradients were added onto the "
                  "previous one's. Write `p.grad = None` after the step.")
+        right = [micro * (i + 1) for i in range(len(batches))]  # after the last micro-batch of each logical batch
+        other = next((when for when in stepped if when != stepped[0]), None)
+        if other is not None:
+            fail("uneven-steps", f"各参数在不同的反向里更新（按反向的序号，第一个参数在 {stepped[0]}，另一个在 {other}）："
+                 f"每个参数都应在 {right} 更新。所有参数共用一个计数器时，每次反向里每个参数的钩子都会让它加一；"
+                 "给每个参数各记一个数。",
+                 f"the parameters stepped at different backwards (numbered from 1: the first parameter at "
+                 f"{stepped[0]}, another at {other}), where each should step at {right}. A counter shared by all "
+                 "parameters goes up once per parameter in every backward: keep one count per parameter.")
+        late = [n + 1 for n in right if n + 1 <= micro * len(batches)]
+        expect(stepped[0] != late or not _steps_late_again(answer, seed, micro, lr), "one-late",
+               f"每个参数都晚了一个微批次才更新（在第 {late} 次反向，而不是第 {right} 次），更新时梯度里还加进了下一个逻辑批次"
+               "的第一个梯度：先把这一次反向计入，再和 `micro_batches` 比较。",
+               f"every parameter stepped one micro-batch late (at backwards {late}, not {right}), with the next "
+               "logical batch's first gradient already added in: count this backward first, then compare with "
+               "`micro_batches`.")
+        expect(not (tensor_hooks and stepped[0] == right), "tensor-hook",
+               "更新的时机对了，用的梯度却不对：张量钩子（`register_hook`）在这一次的梯度加进 `.grad` **之前**运行，"
+               "更新时 `.grad` 里少了最后一个微批次的梯度，它随后又被加到下一个逻辑批次里。"
+               "用 `register_post_accumulate_grad_hook`，它在梯度累加进 `.grad` 之后运行。",
+               "the steps come at the right backwards but use the wrong gradient: a tensor hook (`register_hook`) runs "
+               "**before** this backward's gradient is added into `.grad`, so each step misses the last micro-batch's "
+               "gradient, which then lands in the next logical batch. Use `register_post_accumulate_grad_hook`, which "
+               "runs once the gradient has been accumulated into `.grad`.")
         fail("parameters", "训练之后的参数与常规的梯度累积循环（SGD，每个逻辑批次一步）不一致。",
              "after training, the parameters differ from those of the usual accumulation loop (SGD, one step per "
              "logical batch).")
@@ -224,6 +270,12 @@ def predict_calls(answer: Any) -> None:
            "`my_calls` 应是两个整数组成的列表：先模型，后 EMA 副本。",
            "`my_calls` must be a list of two ints: the model first, then the EMA copies.")
     model_calls, ema_calls = _calls_of_the_scenario()
+    expect(list(answer) != [model_calls + ema_calls, 0], "copies-as-model",
+           f"你把所有 {answer[0]} 次都算给了模型，EMA 副本算 0 次：`AveragedModel` 深拷贝模型时连钩子一起复制，"
+           "调用 `ema(x)` 时触发的是副本上的钩子，它收到的 `module` 是副本的层，不是 `model[0]`。把这两部分分开数。",
+           f"you counted all {answer[0]} calls for the model and 0 for the EMA copies: `AveragedModel` deep-copies "
+           "the model, hooks included, and `ema(x)` fires the copy's hooks, whose `module` is the copy's layer, not "
+           "`model[0]`. Count the two apart.")
     expect(answer[0] == model_calls, "piled-up",
            f"模型的 {answer[0]} 次不对：每个 epoch 都注册一次、从不移除，第二个 epoch 里这一层上有几个钩子？",
            f"the model's {answer[0]} is off: registered every epoch and never removed, how many hooks does the layer "

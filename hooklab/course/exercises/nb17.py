@@ -182,6 +182,32 @@ def _truth_17_2() -> dict[str, tuple[int, str]]:
     return truth
 
 
+def _hooks_left_in_backward(answer: Any) -> int:
+    """The answer's context run on a family of two hooks on the weight (two handles in ``rig.handles``): how often
+    they ran in the backward, where a context that removes every handle after the forward leaves none to run."""
+    import dataclasses
+
+    from ..hook_matrix import record
+    from ..hook_matrix.families import BY_ID
+    from ..hook_matrix.observe import Harness
+
+    ran = [0]
+
+    def install(rig: Any, module: Any) -> None:
+        for _ in range(2):
+            rig.handles.append(module.lin.weight.register_hook(lambda grad: ran.__setitem__(0, ran[0] + 1)))
+
+    h = Harness(dataclasses.replace(BY_ID["param-hook"], install=install))
+    try:
+        with guarded("raised", "有两个钩子时你的上下文", "with two hooks your context"):
+            answer(h)
+    finally:
+        for rig in h.rigs:
+            rig.close()
+        record.set_phase("run")
+    return ran[0]
+
+
 def _run_context(answer: Any) -> dict[str, Any]:
     from .. import hook_matrix
 
@@ -215,6 +241,12 @@ def remove_before_backward(answer: Any) -> None:
                  f"run says {want[f]!r}: the matrix compares the facts of two runs (hooks that return None, hooks "
                  "that change their value); record what the run produced after the backward with "
                  "`h.fact(out, rig.x.grad, *h.grads(rig))`.")
+        expect(not _hooks_left_in_backward(answer), "handle-left",
+               "四族的结果都对，但它们每族只注册一个钩子。一族注册两个钩子时，有一个留到了反向里还在运行："
+               "你只移除了 `rig.handles` 里的一部分句柄。把其中每一个都移除（`for handle in rig.handles: handle.remove()`）。",
+               "the four families come out right, but each registers one hook only: with a family that registers two, "
+               "one of them was still there and ran in the backward, because you removed only some of the handles in "
+               "`rig.handles`. Remove every one of them (`for handle in rig.handles: handle.remove()`).")
         return
     expect(any(calls.values()), "nothing-ran",
            "四族钩子一次也没有运行：先 `h.install(rig)`，再前向，前向之后才移除句柄。",
