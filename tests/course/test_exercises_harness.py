@@ -349,6 +349,47 @@ def test_a_bounded_cache_is_not_growth():
     assert exercises.verdict("16.2", caches_its_limit).status == "correct"
 
 
+def test_a_bounded_buffer_is_not_growth_and_is_still_looked_into():
+    """The growth verdict tells the learner to use a fixed-size buffer; a ``deque`` with a ``maxlen`` is one, and it
+    was called growth while it filled up (12 items after one check, 24 after two). It counts as full now, in a closure
+    as in a module; an unbounded deque still grows, and a check's tensor kept in a bounded one is still found."""
+    import collections
+    import sys
+
+    module = sys.modules[__name__]
+    buffer = collections.deque(maxlen=1000)
+    module.RECENT_STEPS = collections.deque(maxlen=1000)
+    solution = reference_answer("16.2")
+
+    def in_a_closure(history, spikes, step, model, limit):
+        buffer.append(step)
+        solution(history, spikes, step, model, limit)
+
+    def in_a_module(history, spikes, step, model, limit):
+        module.RECENT_STEPS.append(step)
+        solution(history, spikes, step, model, limit)
+
+    recent, history_of_steps = collections.deque(maxlen=1000), collections.deque()
+
+    def unbounded(history, spikes, step, model, limit):
+        history_of_steps.append(step)
+        solution(history, spikes, step, model, limit)
+
+    def keeps_a_weight(history, spikes, step, model, limit, recent=recent):
+        recent.append(next(model.parameters()))
+        solution(history, spikes, step, model, limit)
+
+    try:
+        assert exercises.verdict("16.2", in_a_closure).status == "correct"
+        assert exercises.verdict("16.2", in_a_module).status == "correct"
+        result = exercises.verdict("16.2", unbounded)
+        assert (result.status, result.reason) == ("wrong", "growth"), result
+        result = exercises.verdict("16.2", keeps_a_weight)
+        assert (result.status, result.reason) == ("wrong", "kept-reference"), result
+    finally:
+        del module.RECENT_STEPS
+
+
 def test_17_1_patching_the_checker_is_refused_and_undone():
     from hooklab.course.exercises import nb17
     silent = nb17._silent

@@ -68,3 +68,26 @@ def test_a_global_that_torch_compile_installed_and_removes_is_no_patch_of_the_an
         assert before.put_back() == [] and name not in alternatives.__dict__
     finally:
         alternatives.__dict__.pop(name, None)
+
+
+@pytest.mark.timeout(120)
+def test_a_library_first_imported_during_the_check_is_no_growth_of_the_answer(modules):
+    """Run alone in a fresh interpreter, exercise 11.3's reference solution was called wrong: its check first imported
+    ``torch._dynamo``, whose ``_compilation_metrics`` (a deque of at most 64) then grew from one check to the next and
+    was taken for a name the answer had added. A library module that was not there before the first check is the
+    library's; a name added to a module that was there, or a learner's container, still counts."""
+    learner, library = modules
+    first = Namespaces(is_learner_file)               # before the first check
+    imported = types.ModuleType("hooklab_test_imported_by_the_check")
+    imported.__file__, imported.metrics = "/site-packages/hooklab_test_imported_by_the_check.py", [1]
+    sys.modules[imported.__name__] = imported          # the first check imports a library
+    library.history_added_by_the_answer = [1]          # and the answer adds a name to a module that was there
+    try:
+        after_one = Namespaces(is_learner_file)
+        imported.metrics.append(2)                     # the second check: both grow, and a learner's container
+        library.history_added_by_the_answer.append(2)
+        learner.history.append(1)
+        grown = {where for where, _, _ in Namespaces(is_learner_file).grown(after_one, first)}
+        assert grown == {"hooklab_test_library.history_added_by_the_answer", "hooklab_test_learner.history"}, grown
+    finally:
+        del sys.modules[imported.__name__], library.history_added_by_the_answer

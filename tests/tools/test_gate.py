@@ -280,3 +280,20 @@ def test_a_test_that_forks_autograd_passes_after_a_test_that_started_autograds_t
     spoiled = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit, check=False)
     assert spoiled.returncode != 0 and "fork-based multiprocessing" in spoiled.stdout + spoiled.stderr, \
         (spoiled.stdout + spoiled.stderr)[-3000:]
+
+
+def test_a_failure_in_the_fresh_interpreter_is_reported_from_its_assertion_on():
+    """./course test --order 23 once failed a test in the fresh interpreter and reported only the last 6,000
+    characters of its output: torch.compile's DEBUG trace records, with neither the assertion nor its values. The
+    report starts at the FAILURES section and, where that is long, keeps its beginning and its end."""
+    from tools.gate.fresh import failure_report
+
+    assertion = "E       AssertionError: assert 'wrong' == 'correct'"
+    output = ("F   [100%]\n" + "=" * 20 + " FAILURES " + "=" * 20 + "\n____ test_x ____\n" + assertion + "\n"
+              + "---- Captured log call ----\n" + "DEBUG    torch.__trace:utils.py:2473 \n" * 2000
+              + "=== short test summary info ===\nFAILED tests/x.py::test_x\n1 failed in 6.31s\n")
+    report = failure_report(output)
+    assert report.startswith("=" * 20 + " FAILURES") and assertion in report
+    assert report.rstrip().endswith("1 failed in 6.31s") and "characters left out" in report
+    assert len(report) < 6200
+    assert failure_report("exit before any test ran") == "exit before any test ran"

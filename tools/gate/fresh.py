@@ -44,8 +44,10 @@ def pytest_pyfunc_call(pyfuncitem):
 def _run_in_a_fresh_interpreter(item) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
     env[FRESH_INTERPRETER] = "1"
+    # log records below WARNING are not reported with a failure: torch.compile's DEBUG trace records once filled the
+    # whole report and hid the assertion that failed
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", f"timeout={CHILD_LIMIT_S}",
-            item.nodeid]
+            "-o", "log_level=WARNING", item.nodeid]
     why = ("this worker can no longer fork a process that runs autograd (an earlier test started autograd's worker "
            "threads), so the test ran in a fresh interpreter")
     # No limit of its own here: the child ends itself at its test's limit, stretched with the load, and reports
@@ -53,5 +55,16 @@ def _run_in_a_fresh_interpreter(item) -> None:
     # kills the child when that guard ends the wait.
     run = subprocess.run(argv, cwd=item.config.rootpath, env=env, capture_output=True, text=True, check=False)
     if run.returncode != 0:
-        pytest.fail(f"{why}, where it failed (exit {run.returncode}):\n{(run.stdout + run.stderr)[-6000:]}",
+        pytest.fail(f"{why}, where it failed (exit {run.returncode}):\n{failure_report(run.stdout + run.stderr)}",
                     pytrace=False)
+
+
+def failure_report(output: str, limit: int = 6000) -> str:
+    """What a failed pytest run says about its failure: from its FAILURES section on, and where that is longer than
+    ``limit``, its beginning (where the assertion is) and its end (the summary), the middle left out and counted."""
+    start = output.find("= FAILURES =")
+    text = output[output.rfind("\n", 0, start) + 1:] if start >= 0 else output
+    if len(text) <= limit:
+        return text
+    head, tail = text[:limit * 2 // 3], text[-(limit // 3):]
+    return f"{head}\n[... {len(text) - len(head) - len(tail)} characters left out ...]\n{tail}"

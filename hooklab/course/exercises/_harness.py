@@ -33,6 +33,7 @@ the learner's process froze objects itself, kept references and growth are not l
 from __future__ import annotations
 
 import builtins
+import collections
 import functools
 import gc
 import os
@@ -301,29 +302,35 @@ def _is_solution(obj: Any) -> bool:
 def _reach(answer: Any, watch: set[int]) -> tuple[int, int, list[tuple[tuple[str, str], Any]]]:
     """Walk from the answer (for a function of the learner's: from what it keeps, see :func:`_function_children`):
     ``(objects and references reached, tensor bytes reached, [(how, object)] for each object in ``watch`` and each
-    reference solution's function reached)``. Module dicts, frames and functions written in C are not walked into."""
+    reference solution's function reached)``. Module dicts, frames and functions written in C are not walked into.
+    A bounded buffer (a ``deque`` with a ``maxlen``) counts as full: what it holds is walked for ``watch`` only, so
+    a buffer that fills up over the checks is not taken for a history that grows."""
     module_dicts = {id(vars(m)) for m in list(sys.modules.values()) if isinstance(m, types.ModuleType)}
     visited: set[int] = set()
     found: list[tuple[tuple[str, str], Any]] = []
     count = nbytes = 0
-    stack: list[tuple[tuple[str, str], Any]] = [(_ANSWER, answer)]
+    stack: list[tuple[tuple[str, str], Any, bool]] = [(_ANSWER, answer, True)]  # (how, object, counted)
     while stack and count < _LIMIT:
-        how, obj = stack.pop()
+        how, obj, counted = stack.pop()
         if id(obj) in visited or id(obj) in module_dicts or _skip(obj):
             continue
         visited.add(id(obj))
-        count += 1
+        count += counted
         if id(obj) in watch or _is_solution(obj):
             found.append((how, obj))
             continue
         children: list[Any]
         if isinstance(obj, types.FunctionType):
             held = _function_children(obj, names=_is_learner_function(obj))
-            count += len(held)
-            stack.extend(held)
+            count += len(held) * counted
+            stack.extend((h, child, counted) for h, child in held)
+            continue
+        if isinstance(obj, collections.deque) and obj.maxlen is not None:
+            count += obj.maxlen * counted
+            stack.extend((how, child, False) for child in list(obj))
             continue
         if isinstance(obj, torch.Tensor):
-            if obj.device.type != "meta":
+            if obj.device.type != "meta" and counted:
                 nbytes += obj.nelement() * obj.element_size()
             children = list(vars(obj).values()) + ([obj.grad] if obj.grad is not None else [])
         elif isinstance(obj, types.MethodType):
@@ -333,8 +340,8 @@ def _reach(answer: Any, watch: set[int]) -> tuple[int, int, list[tuple[tuple[str
             children = [] if owner is None or isinstance(owner, types.ModuleType) else [owner]
         else:
             children = gc.get_referents(obj)
-        count += len(children)  # the references it holds: a list of the same small ints still grows
-        stack.extend((how, child) for child in children)
+        count += len(children) * counted  # the references it holds: a list of the same small ints still grows
+        stack.extend((how, child, counted) for child in children)
     return count, nbytes, found
 
 

@@ -53,8 +53,11 @@ def _is_replaceable(value: Any) -> bool:
 
 
 def _size(value: Any) -> int | None:
-    """The number of items of a container (by its base class's ``__len__``: no code of a subclass runs), else None."""
+    """The number of items of a container (by its base class's ``__len__``: no code of a subclass runs), else None;
+    a bounded buffer (a ``deque`` with a ``maxlen``) counts as full, so filling it up is not growth."""
     kind = type(value)
+    if issubclass(kind, collections.deque) and (maxlen := collections.deque.maxlen.__get__(value)) is not None:
+        return maxlen
     if kind in _CONTAINER_TYPES:
         return kind.__len__(value)
     if not issubclass(kind, _CONTAINERS):
@@ -172,12 +175,16 @@ class Namespaces:
         attribute dict, a container of the learner's modules, or (``first``: the namespaces before the first of the
         checks compared) a container under a name that was not there then (``torch._my_history``, added by the
         answer). A library's own containers are not looked at: they grow as the library works (``linecache.cache``
-        gets the source of each function ``torch.compile`` makes)."""
+        gets the source of each function ``torch.compile`` makes); nor is a library module or class that was not
+        there before the first check (its containers are its own, under names that were not there either: where
+        the check first imports ``torch._dynamo``, ``torch._dynamo.utils._compilation_metrics`` grows from one check
+        to the next)."""
         first = first or since
         return [(f"{label}.{key}" if key else f"{label}.__dict__", since.sizes[label, key], size)
                 for (label, key), size in self.sizes.items()
                 if (label, key) in since.sizes and size > since.sizes[label, key]
-                and (not key or label in self.learners or (label, key) not in first.sizes)]
+                and (label in self.learners or (
+                    (label, "") in first.sizes and (not key or (label, key) not in first.sizes)))]
 
 
 _PLAIN = (list, dict, set, frozenset, tuple, collections.deque, collections.OrderedDict, collections.defaultdict)
