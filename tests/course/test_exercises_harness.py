@@ -384,6 +384,7 @@ def test_a_bounded_buffer_is_not_growth_and_is_still_looked_into():
         assert exercises.verdict("16.2", in_a_module).status == "correct"
         result = exercises.verdict("16.2", unbounded)
         assert (result.status, result.reason) == ("wrong", "growth"), result
+        assert "collections.deque(maxlen=n)" in result.en and "collections.deque(maxlen=n)" in result.zh  # the advice
         result = exercises.verdict("16.2", keeps_a_weight)
         assert (result.status, result.reason) == ("wrong", "kept-reference"), result
     finally:

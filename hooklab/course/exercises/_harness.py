@@ -592,18 +592,21 @@ class Harness:
             where, first, second = grown_again[0]
             raise Leak(f"你的代码留下的东西每检查一次都在增加：`{where}` 在第一次检查后有 {first} 项，第二次后 {second} 项"
                        "（一个模块或类的属性，检查结束后仍然活着）：历史不断增长，长时间训练会耗尽内存。用固定大小的缓冲区"
-                       "（如按 `step % n` 写入），或只保留汇总值；不要把东西存进模块、类或 `builtins` 里。",
+                       "（按 `step % n` 写入，或用 `collections.deque(maxlen=n)`），或只保留汇总值；不要把东西存进模块、"
+                       "类或 `builtins` 里。",
                        f"what your code keeps grows with every check: `{where}` held {first} items after one check and "
                        f"{second} after two (an attribute of a module or a class, alive after the check): an unbounded "
-                       "history runs out of memory in a long run. Use a fixed-size buffer (written at `step % n`) or "
-                       "keep only a summary; do not store things in a module, a class or `builtins`.", reason="growth")
+                       "history runs out of memory in a long run. Use a fixed-size buffer (written at `step % n`, or a "
+                       "`collections.deque(maxlen=n)`) or keep only a summary; do not store things in a module, a class "
+                       "or `builtins`.", reason="growth")
         if count_2 > count or nbytes_2 > nbytes:
             raise Leak(f"你的代码留下的东西每检查一次都在增加（检查前 {self.size_before[0]} 个对象和引用，一次后 {count}，"
-                       f"两次后 {count_2}）：历史不断增长，长时间训练会耗尽内存。用固定大小的缓冲区（如按 `step % n` 写入），"
-                       "或只保留汇总值。",
+                       f"两次后 {count_2}）：历史不断增长，长时间训练会耗尽内存。用固定大小的缓冲区（按 `step % n` 写入，"
+                       "或用 `collections.deque(maxlen=n)`），或只保留汇总值。",
                        f"what your code keeps grows with every check ({self.size_before[0]} objects and references "
                        f"before the check, {count} after one, {count_2} after two): an unbounded history runs out of memory in a long "
-                       "run. Use a fixed-size buffer (written at `step % n`) or keep only a summary.", reason="growth")
+                       "run. Use a fixed-size buffer (written at `step % n`, or a `collections.deque(maxlen=n)`) or keep "
+                       "only a summary.", reason="growth")
 
 
 _BOUNDARY.append(Harness.run.__code__)
