@@ -1,0 +1,104 @@
+"""The library matrix's operations (tools/profiles/operations.py, docs/library_operations.json): the rule on made-up
+surfaces chooses what its text says and leaves out the rest by reason; the committed table is what the rule gives on
+the installed libraries; every profiled library of the environment is read; every kind of operation the library
+matrix is made of has operations."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+
+import pytest
+from torch import nn
+
+from patience import hang_guard
+from tools.profiles import operations
+from tools.profiles.libraries import modules
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def made_up_library() -> tuple[types.ModuleType, type, type]:
+    """A library ``madeup``: three functions, a model class and a holder class, their methods written in it."""
+    space = types.ModuleType("madeup")
+
+    def get_lora_model(model, rank):  # wrapping, takes a model
+        return model
+
+    def from_pretrained(path):  # loading: returns a model, takes none
+        return path
+
+    def quantize_everything(config):  # a kind, but no model
+        return config
+
+    def is_quantized(model):  # a question
+        return False
+
+    def helper(model):  # no kind
+        return model
+
+    for function in (get_lora_model, from_pretrained, quantize_everything, is_quantized, helper):
+        function.__module__ = "madeup"
+        setattr(space, function.__name__, function)
+    space.__all__ = ["get_lora_model", "from_pretrained", "quantize_everything", "is_quantized", "helper"]
+
+    def merge_and_unload(self):
+        return self
+
+    def get_input_embeddings(self):
+        return None
+
+    def train_(self, mode=True):
+        return self
+
+    def fit(self, model):
+        return model
+
+    merge_and_unload.__module__ = get_input_embeddings.__module__ = train_.__module__ = fit.__module__ = "madeup"
+    model = type("MadeUpModel", (nn.Module,), {"merge_and_unload": merge_and_unload,
+                                              "get_input_embeddings": get_input_embeddings, "train": train_,
+                                              "__module__": "madeup"})
+    holder = type("MadeUpTrainer", (), {"fit": fit, "train": fit, "__module__": "madeup"})
+    return space, model, holder
+
+
+def test_the_rule_chooses_what_it_says_on_each_kind_of_surface():
+    space, model, holder = made_up_library()
+    chosen, left_out = operations.choose(operations.Surface("madeup", "namespace"), space)
+    assert [(o["name"], o["kind"]) for o in chosen] == [("from_pretrained", "loading"),
+                                                        ("get_lora_model", "wrapping and preparing")]
+    assert dict(left_out) == {"no kind": 2, "takes no model": 1}  # helper and is_quantized; quantize_everything
+    chosen, left_out = operations.choose(operations.Surface("madeup.MadeUpModel", "model"), model)
+    # nn.Module's own methods (forward, to, state_dict...) are torch's, not the library's: not read
+    assert {o["name"]: o["kind"] for o in chosen} == {"MadeUpModel.merge_and_unload": "converting",
+                                                      "MadeUpModel.train": "switching"}
+    assert dict(left_out) == {"no kind": 1}  # get_input_embeddings
+    chosen, _ = operations.choose(operations.Surface("madeup.MadeUpTrainer", "holder"), holder)
+    assert {o["name"]: o["kind"] for o in chosen} == {"MadeUpTrainer.fit": "running", "MadeUpTrainer.train": "running"}
+    with pytest.raises(TypeError, match="a namespace surface is a module"):
+        operations.choose(operations.Surface("madeup.MadeUpModel", "namespace"), model)
+    with pytest.raises(ValueError, match="the role is one of"):
+        operations.Surface("madeup", "library")
+
+
+def test_every_profiled_library_of_the_environment_is_read():
+    measured_here = {slug for slug, module in modules().items()
+                     if module.LIBRARY.status == "measured" and module.LIBRARY.requirement is None}
+    left = measured_here - set(operations.SURFACES)
+    # what a profile measures that is no library operation a user calls on a model: a process group's wrapper
+    # (ddp, fsdp1, pipelining: the matrix's distributed columns) or a tool that watches a run (trackers, profilers)
+    assert left == {"ddp", "fsdp1", "pipelining", "flop_counter", "mem_tracker", "module_tracker", "tensorboard",
+                    "torch_profiler"}, left
+    assert set(operations.SURFACES) <= set(modules())
+
+
+def test_the_committed_table_is_what_the_rule_gives_on_the_installed_libraries():
+    """In a fresh interpreter: the rule imports twenty libraries, which this worker should not keep."""
+    run = subprocess.run([sys.executable, "-m", "tools.profiles.operations", "--check"], capture_output=True,
+                         text=True, timeout=hang_guard(240), check=False)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    doc = json.loads(operations.TABLE.read_text(encoding="utf-8"))
+    kinds = {o["kind"] for entry in doc["libraries"].values() for o in entry["operations"]}
+    assert kinds == {kind for kind, _ in operations.KINDS}, "a kind of operation no library has"
+    assert all(entry["operations"] for entry in doc["libraries"].values())
