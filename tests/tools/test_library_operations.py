@@ -10,6 +10,7 @@ import sys
 import types
 
 import pytest
+import torch
 from torch import nn
 
 from patience import hang_guard
@@ -102,3 +103,58 @@ def test_the_committed_table_is_what_the_rule_gives_on_the_installed_libraries()
     kinds = {o["kind"] for entry in doc["libraries"].values() for o in entry["operations"]}
     assert kinds == {kind for kind, _ in operations.KINDS}, "a kind of operation no library has"
     assert all(entry["operations"] for entry in doc["libraries"].values())
+
+
+# ---- the cells (tools/profiles/cells.py, docs/library_matrix.json) ----------------------------------------------
+
+def committed_cells() -> dict:
+    from tools.profiles import cells
+    return json.loads(cells.MATRIX.read_text(encoding="utf-8"))
+
+
+def test_the_held_out_part_is_a_fifth_of_every_cell_the_table_makes_drawn_by_its_seed():
+    from tools.profiles import cells
+    keys = cells.every_key()
+    doc = committed_cells()
+    assert doc["cells in the table"] == len(keys) == len(set(keys))
+    assert doc["held out"] == {"seed": cells.HELD_OUT_SEED, "share": cells.HELD_OUT_SHARE}
+    drawn = cells.held_out(keys)
+    assert len(drawn) == round(0.2 * len(keys)) and drawn <= set(keys) and drawn == cells.held_out(list(reversed(keys)))
+    assert set(doc["cells"]) <= set(keys), "a cell of an operation the table does not have"
+    observed = {key.split("|")[0] for key in doc["cells"]}
+    assert observed == {case.operation for case in cells.CASES}, "python -m tools.profiles.cells --write"
+
+
+def test_a_sample_of_the_cells_is_observed_again_as_committed():
+    """One case each run (rotating with the ISO week) and prune's removal, in a fresh interpreter (the cases import
+    transformers, peft and accelerate); ``HOOKLAB_PROFILES=all``: every case (the weekly run)."""
+    import datetime
+    import os
+
+    from tools.profiles import cells
+    names = [case.operation for case in cells.CASES]
+    if os.environ.get("HOOKLAB_PROFILES") == "all":
+        chosen = names
+    else:
+        chosen = sorted({"prune:remove", names[datetime.date.today().isocalendar()[1] % len(names)]})
+    argv = [sys.executable, "-m", "tools.profiles.cells", "--check"] + [f"--only={name}" for name in chosen]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=hang_guard(240), check=False)
+    assert run.returncode == 0, f"{chosen}: " + run.stderr[-3000:]
+
+
+def test_a_weight_hook_registered_before_pruning_still_fires_as_a_plain_run_shows():
+    """The cell ``prune:l1_unstructured|param-hook|before`` against plain PyTorch, written without the generator:
+    pruning moves the Parameter to ``weight_orig`` (the same object), so a hook on it still fires in backward."""
+    from torch.nn.utils import prune
+
+    layer = nn.Linear(4, 8)
+    weight, seen = layer.weight, []
+    handle = weight.register_hook(lambda grad: seen.append(grad.shape))
+    try:
+        prune.l1_unstructured(layer, "weight", amount=0.5)
+        layer(torch.ones(2, 4)).sum().backward()
+    finally:
+        handle.remove()
+    assert layer.weight_orig is weight and seen == [torch.Size([8, 4])]
+    cell = committed_cells()["cells"]["prune:l1_unstructured|param-hook|before"]
+    assert cell["fires"] == {"backward": 1} and cell["given"] == ["what it was registered on, before the operation"]

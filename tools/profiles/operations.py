@@ -62,7 +62,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("tracing, exporting, compiling", r".*trace.*|export.*|.*compile.*|script.*"),
     ("switching", r"(enable|disable)_.*|.*_(enable|disable)|requires_grad_"),
     ("converting", r"quantize.*|dequantize|fuse.*|merge.*|unload|unmerge.*|.*parametriz.*|swap.*|convert.*"
-                   r"|replace.*|resize_.*|tie_weights|.*prune.*|remove|(add|delete|set)_adapter.*|update_.*"),
+                   r"|replace.*|resize_.*|tie_weights|.*prune.*|.*structured|remove|(add|delete|set)_adapter.*|update_.*"),
     ("running", r"generate|forward|__call__|.*_step|evaluate|evaluation_loop|predict|validate|test|attribute"
                 r"|summary|profile|fit|train|run|backward"),
 )

@@ -1,0 +1,339 @@
+"""The cells of the library matrix: a library's operation (:mod:`.operations`) × a hook family × when the hook was
+registered (before the operation or after it), each observed by running it; the truth is what the hooks themselves
+recorded.
+
+    python -m tools.profiles.cells                    # observe every case of CASES and print the cells
+    python -m tools.profiles.cells --write            # ... and write docs/library_matrix.json
+    python -m tools.profiles.cells --check [--only K]   # whether the committed cells are what runs now
+
+A **case** (:data:`CASES`) says how one operation runs on its library profile's small model (``build``, ``inputs``,
+``loss`` and ``TARGET`` of ``tools/profiles/libraries/<slug>.py``): what comes before it (``setup``: ``merge_and_unload``
+needs a model ``get_peft_model`` made) and the call itself (``operate``, which returns the model a user goes on with).
+For each family of :data:`FAMILIES`, the hook is registered on the profile's target module (or its first parameter,
+or around the run), once on the model before the operation and once on what the operation returned (the target
+looked up again by its path, or a path ending with it). Then the model runs: a forward, a backward of the profile's
+loss, ``state_dict()`` and ``load_state_dict()`` of it; then the hook's handle is removed and the same runs again.
+A hook registered before may also fire during the operation itself (``save_pretrained`` reads the state dict).
+
+Each cell records, in words that do not depend on the machine: how often the hook fired in each phase, what it was
+given (the target after the operation, the module it was registered on before it, or another object), whether it
+still fired after ``handle.remove()``, and the first error a phase raised. The optimizer families are not cells here:
+a hook on an optimizer fires when that optimizer steps, whatever a library did to the model.
+
+**Held out**: :func:`held_out` draws 20 % of every cell the operations table makes (not only the cells that have a
+case yet) with :data:`HELD_OUT_SEED`, fixed before any cell was observed or described; those cells are to be checked
+by a test written without this module.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import random
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from . import operations
+
+ROOT = Path(__file__).resolve().parents[2]
+MATRIX = ROOT / "docs" / "library_matrix.json"
+HELD_OUT_SEED = 7901  # fixed before any cell was observed
+HELD_OUT_SHARE = 0.2
+WHEN = ("before", "after")
+PHASES = ("operation", "forward", "backward", "state_dict", "load_state_dict")  # "operation": during the call itself
+
+
+# ---- the families: how each registers a recording hook -----------------------------------------------------------
+
+@dataclass
+class Place:
+    """Where a family's hook goes: the model a user holds, its target module and the target's first parameter."""
+
+    model: nn.Module
+    target: nn.Module
+    parameter: torch.Tensor | None
+
+
+Log = list  # of (phase, what the hook was given)
+_phase = ["setup"]
+
+
+def _note(log: Log, given: Any) -> None:
+    log.append((_phase[0], given))
+
+
+def _scope(enter: Callable[[], Any]) -> Any:
+    """A handle for a hook that is a context entered now: ``remove()`` exits it."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(enter())
+
+    class Handle:
+        def remove(self) -> None:
+            stack.close()
+    return Handle()
+
+
+FAMILIES: dict[str, Callable[[Place, Log], Any]] = {
+    "forward-pre-hook": lambda p, log: p.target.register_forward_pre_hook(lambda m, a: _note(log, m)),
+    "forward-pre-hook-with-kwargs": lambda p, log: p.target.register_forward_pre_hook(
+        lambda m, a, k: _note(log, m), with_kwargs=True),
+    "forward-hook": lambda p, log: p.target.register_forward_hook(lambda m, a, o: _note(log, m)),
+    "forward-hook-always-call": lambda p, log: p.target.register_forward_hook(
+        lambda m, a, o: _note(log, m), always_call=True),
+    "backward-pre-hook": lambda p, log: p.target.register_full_backward_pre_hook(lambda m, go: _note(log, m)),
+    "full-backward-hook": lambda p, log: p.target.register_full_backward_hook(lambda m, gi, go: _note(log, m)),
+    "param-hook": lambda p, log: p.parameter.register_hook(lambda g, t=p.parameter: _note(log, t)),
+    "post-accumulate-grad-hook": lambda p, log: p.parameter.register_post_accumulate_grad_hook(
+        lambda t: _note(log, t)),
+    "state-dict-pre-hook": lambda p, log: p.target.register_state_dict_pre_hook(lambda m, *a: _note(log, m)),
+    "state-dict-post-hook": lambda p, log: p.target.register_state_dict_post_hook(lambda m, *a: _note(log, m)),
+    "load-state-dict-pre-hook": lambda p, log: p.target.register_load_state_dict_pre_hook(
+        lambda m, *a: _note(log, m)),
+    "load-state-dict-post-hook": lambda p, log: p.target.register_load_state_dict_post_hook(
+        lambda m, incompatible: _note(log, m)),
+    "global-forward-hook": lambda p, log: nn.modules.module.register_module_forward_hook(
+        lambda m, a, o: _note(log, m)),
+    "global-full-backward-hook": lambda p, log: nn.modules.module.register_module_full_backward_hook(
+        lambda m, gi, go: _note(log, m)),
+    "saved-tensors-pack": lambda p, log: _scope(lambda: torch.autograd.graph.saved_tensors_hooks(
+        lambda t: (_note(log, t), t)[1], lambda t: t)),
+}
+GLOBAL = ("global-forward-hook", "global-full-backward-hook", "saved-tensors-pack")  # they see every module / tensor
+
+
+# ---- the cases: how each operation runs ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    """How ``operation`` (a name of :mod:`.operations`' table, ``<slug>:<name>``) runs on its profile's model."""
+
+    operation: str
+    operate: Callable[[nn.Module], nn.Module]
+    setup: Callable[[nn.Module], nn.Module] = lambda model: model
+    profile: str | None = None  # the profile whose model it runs on, when not the operation's own library's
+
+    @property
+    def slug(self) -> str:
+        return self.operation.split(":")[0]
+
+
+def _peft(model: nn.Module) -> nn.Module:
+    from tools.profiles.libraries import peft
+    return peft.apply(model)
+
+
+def _saved_and_loaded(model: nn.Module) -> nn.Module:
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder)
+        return type(model).from_pretrained(folder)
+
+
+def _prune(model: nn.Module) -> nn.Module:
+    from torch.nn.utils import prune
+    prune.l1_unstructured(model[0], "weight", amount=0.5)
+    return model
+
+
+def _prune_removed(model: nn.Module) -> nn.Module:
+    from torch.nn.utils import prune
+    prune.remove(model[0], "weight")
+    return model
+
+
+def _cpu_offload(model: nn.Module) -> nn.Module:
+    from accelerate import cpu_offload
+    return cpu_offload(model, execution_device=torch.device("cpu"))
+
+
+CASES: tuple[Case, ...] = (
+    Case("peft:get_peft_model", _peft),
+    Case("peft:LoraModel.merge_and_unload", lambda m: m.merge_and_unload(), setup=_peft),
+    Case("peft:LoraModel.unload", lambda m: m.unload(), setup=_peft),
+    Case("transformers:PreTrainedModel.gradient_checkpointing_enable",
+         lambda m: (m.gradient_checkpointing_enable(), m)[1]),
+    Case("transformers:PreTrainedModel.resize_token_embeddings",
+         lambda m: (m.resize_token_embeddings(40), m)[1]),
+    Case("transformers:PreTrainedModel.from_pretrained", _saved_and_loaded),
+    Case("prune:l1_unstructured", _prune),
+    Case("prune:remove", _prune_removed, setup=_prune),
+    Case("accelerate:cpu_offload", _cpu_offload),
+)
+
+
+# ---- observing -------------------------------------------------------------------------------------------------------
+
+def _find(model: nn.Module, path: str) -> nn.Module | None:
+    """The module at ``path``, or at the one path that ends with it (a wrapper's prefix), else None."""
+    modules = dict(model.named_modules())
+    if path in modules:
+        return modules[path]
+    ending = [m for name, m in modules.items() if name.endswith("." + path)]
+    return ending[0] if len(ending) == 1 else None
+
+
+def _place(model: nn.Module, path: str) -> Place | None:
+    target = _find(model, path)
+    if target is None:
+        return None
+    return Place(model, target, next(target.parameters(), None))
+
+
+def _given(obj: Any, before: Place | None, after: Place | None) -> str:
+    if after is not None and (obj is after.target or obj is after.parameter):
+        return "the target after the operation"
+    if before is not None and (obj is before.target or obj is before.parameter):
+        return "what it was registered on, before the operation"
+    return f"another {type(obj).__name__}"
+
+
+def _run(model: nn.Module, setup: Any, log: Log) -> str | None:
+    """The phases, in order, on ``model``; the first error as ``"<phase>: <Exception>: <its first line>"``."""
+    try:
+        _phase[0] = "forward"
+        output = model(*setup.inputs())
+        _phase[0] = "backward"
+        loss = setup.loss(output) if hasattr(setup, "loss") else output.float().pow(2).mean()
+        if loss.requires_grad:
+            loss.backward()
+        _phase[0] = "state_dict"
+        state = model.state_dict()
+        _phase[0] = "load_state_dict"
+        model.load_state_dict(state)
+    except Exception as error:  # noqa: BLE001 - what a phase raised is what the cell records
+        return f"{_phase[0]}: {type(error).__name__}: {str(error).splitlines()[0][:160] if str(error) else ''}"
+    finally:
+        _phase[0] = "setup"
+    return None
+
+
+def _register(family: str, place: Place | None, log: Log) -> Any:
+    """The family's handle, or why it could not be registered (a sentence)."""
+    if place is None:
+        return "no module at the target's path"
+    if family in ("param-hook", "post-accumulate-grad-hook") and place.parameter is None:
+        return "the target has no parameter"
+    try:
+        return FAMILIES[family](place, log)
+    except Exception as error:  # noqa: BLE001 - a refusal is what the cell records
+        return f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
+
+
+def observe(case: Case, family: str, when: str) -> dict[str, Any]:
+    """One cell: ``family``'s hook registered ``when`` (before or after) ``case``'s operation, observed."""
+    from tools.profiles.libraries import modules
+    setup = modules()[case.profile or case.slug]
+    torch.manual_seed(0)
+    model = case.setup(setup.build())
+    log: Log = []
+    before = _place(model, setup.TARGET)
+    handle = None
+    try:
+        if when == "before":
+            handle = _register(family, before, log)
+            if isinstance(handle, str):
+                return {"registered": False, "why": handle}
+        _phase[0] = "operation"
+        try:
+            model = case.operate(model)
+        finally:
+            _phase[0] = "setup"
+        after = _place(model, setup.TARGET)
+        if when == "after":
+            handle = _register(family, after, log)
+            if isinstance(handle, str):
+                return {"registered": False, "why": handle}
+        error = _run(model, setup, log)
+        fired = Counter(phase for phase, _ in log)
+        given = sorted({_given(obj, before, after) for _, obj in log}) if family not in GLOBAL else []
+        log.clear()
+        handle.remove()
+        handle = None
+        error_after = _run(model, setup, log)
+        return {"registered": True, "fires": {p: fired[p] for p in PHASES if fired[p]}, "given": given,
+                "after remove": len(log), "error": error or error_after}
+    finally:
+        if handle is not None and not isinstance(handle, str):
+            handle.remove()
+
+
+def cells(only: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Every cell of every case (or of the operations ``only`` names), by key ``<slug>:<operation>|<family>|<when>``."""
+    out = {}
+    for case in CASES:
+        if only and case.operation not in only:
+            continue
+        for family in FAMILIES:
+            for when in WHEN:
+                out[f"{case.operation}|{family}|{when}"] = observe(case, family, when)
+    return out
+
+
+def every_key(table: dict[str, Any] | None = None) -> list[str]:
+    """The key of every cell the operations table makes (each operation × each family × before and after)."""
+    table = table or json.loads(operations.TABLE.read_text(encoding="utf-8"))
+    return sorted(f"{slug}:{o['name']}|{family}|{when}" for slug, entry in table["libraries"].items()
+                  for o in entry["operations"] for family in FAMILIES for when in WHEN)
+
+
+def held_out(keys: list[str]) -> set[str]:
+    """20 % of ``keys``, drawn with :data:`HELD_OUT_SEED` from their sorted order."""
+    ordered = sorted(keys)
+    return set(random.Random(HELD_OUT_SEED).sample(ordered, round(HELD_OUT_SHARE * len(ordered))))
+
+
+def document(observed: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    keys = every_key()
+    unknown = set(observed) - set(keys)
+    if unknown:
+        raise ValueError(f"cells of operations the table does not have: {sorted(unknown)[:3]}")
+    return {"about": "The library matrix: an operation of a library x a hook family x registered before or after "
+                     "it, observed by running (python -m tools.profiles.cells --write). 'fires' counts the hook's "
+                     "calls per phase; 'given' is what a module or tensor hook was given; 'after remove' counts its "
+                     "calls after handle.remove().",
+            "torch": torch.__version__.split("+")[0], "families": list(FAMILIES), "phases": list(PHASES),
+            "cells in the table": len(keys), "held out": {"seed": HELD_OUT_SEED, "share": HELD_OUT_SHARE},
+            "cells": {key: observed[key] for key in sorted(observed)}}
+
+
+def _lines(observed: dict[str, dict[str, Any]]) -> Iterator[str]:
+    for key, cell in observed.items():
+        if not cell["registered"]:
+            yield f"{key}: not registered ({cell['why']})"
+            continue
+        fires = ", ".join(f"{p} {n}" for p, n in cell["fires"].items()) or "never"
+        yield (f"{key}: fires {fires}; given {'; '.join(cell['given']) or '-'}; after remove "
+               f"{cell['after remove']}" + (f"; error {cell['error']}" if cell["error"] else ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.profiles.cells", description=__doc__.split("\n")[0])
+    parser.add_argument("--write", action="store_true", help=f"write {MATRIX.relative_to(ROOT)}")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a committed cell is not what runs now")
+    parser.add_argument("--only", action="append", help="an operation (<slug>:<name>) to observe; repeatable")
+    args = parser.parse_args(argv)
+    torch.use_deterministic_algorithms(False)
+    torch.set_num_threads(1)
+    observed = cells(args.only)
+    for line in _lines(observed):
+        print(line)
+    if args.write:
+        MATRIX.write_text(json.dumps(document(observed), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    if args.check:
+        committed = json.loads(MATRIX.read_text(encoding="utf-8"))["cells"]
+        differ = [key for key in observed if committed.get(key) != observed[key]]
+        for key in differ:
+            print(f"differs: {key}\n  committed: {committed.get(key)}\n  now:       {observed[key]}", file=sys.stderr)
+        return 1 if differ else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
