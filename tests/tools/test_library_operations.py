@@ -112,14 +112,16 @@ def committed_cells() -> dict:
     return json.loads(cells.MATRIX.read_text(encoding="utf-8"))
 
 
-def test_the_held_out_part_is_a_fifth_of_every_cell_the_table_makes_drawn_by_its_seed():
+def test_the_held_out_part_is_a_fifth_of_every_cell_the_table_makes_each_drawn_by_its_seed_and_key():
     from tools.profiles import cells
     keys = cells.every_key()
     doc = committed_cells()
     assert doc["cells in the table"] == len(keys) == len(set(keys))
     assert doc["held out"] == {"seed": cells.HELD_OUT_SEED, "share": cells.HELD_OUT_SHARE}
     drawn = cells.held_out(keys)
-    assert len(drawn) == round(0.2 * len(keys)) and drawn <= set(keys) and drawn == cells.held_out(list(reversed(keys)))
+    assert 0.17 < len(drawn) / len(keys) < 0.23, len(drawn) / len(keys)
+    # each cell's draw is its own: the part of a smaller table is the same cells (the table grows, nothing moves)
+    assert cells.held_out(keys[::3]) == drawn & set(keys[::3])
     assert set(doc["cells"]) <= set(keys), "a cell of an operation the table does not have"
     observed = {key.split("|")[0] for key in doc["cells"]}
     assert observed == {case.operation for case in cells.CASES}, "python -m tools.profiles.cells --write"

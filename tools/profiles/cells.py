@@ -20,16 +20,17 @@ given (the target after the operation, the module it was registered on before it
 still fired after ``handle.remove()``, and the first error a phase raised. The optimizer families are not cells here:
 a hook on an optimizer fires when that optimizer steps, whatever a library did to the model.
 
-**Held out**: :func:`held_out` draws 20 % of every cell the operations table makes (not only the cells that have a
-case yet) with :data:`HELD_OUT_SEED`, fixed before any cell was observed or described; those cells are to be checked
-by a test written without this module.
+**Held out**: :func:`is_held_out` draws each cell the operations table makes (not only the cells that have a case
+yet) into the held-out part with a chance of 20 %, seeded by :data:`HELD_OUT_SEED` (fixed before any cell was
+observed or described) and the cell's key, so a cell stays where it was drawn as the table grows; those cells are to
+be checked by a test written without this module.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
-import random
 import sys
 import tempfile
 from collections import Counter
@@ -40,6 +41,8 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.ao import quantization
+from torch.nn.utils import parametrize
 
 from . import operations
 
@@ -153,18 +156,95 @@ def _cpu_offload(model: nn.Module) -> nn.Module:
     return cpu_offload(model, execution_device=torch.device("cpu"))
 
 
+def _dispatched(model: nn.Module) -> nn.Module:
+    from accelerate import dispatch_model
+    return dispatch_model(model, device_map={"": "cpu"})
+
+
+def _same(call: Callable[[nn.Module], Any]) -> Callable[[nn.Module], nn.Module]:
+    """An operation that changes the model in place and returns something else (or nothing): the model goes on."""
+    return lambda model: (call(model), model)[1]
+
+
+def _profile_apply(slug: str) -> Callable[[nn.Module], nn.Module]:
+    """The library profile's own entry point (``tools/profiles/libraries/<slug>.py``'s ``apply``)."""
+    def apply(model: nn.Module) -> nn.Module:
+        from tools.profiles.libraries import modules
+        return modules()[slug].apply(model)
+    return apply
+
+
+def _quantization_prepared(model: nn.Module) -> nn.Module:
+    from tools.profiles.libraries import torch_ao_quantization
+    model = torch_ao_quantization.apply(model.eval())
+    model(*torch_ao_quantization.inputs())  # calibration
+    return model
+
+
+class _Doubled(nn.Module):
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        return weight * 2
+
+
+def _parametrized(model: nn.Module) -> nn.Module:
+    parametrize.register_parametrization(model[0], "weight", _Doubled())
+    return model
+
+
+def _grad_cam(model: nn.Module) -> nn.Module:
+    from captum.attr import LayerGradCam
+
+    from tools.profiles.libraries import captum
+    LayerGradCam(model, model[0]).attribute(*captum.inputs(), target=0)
+    return model
+
+
+def _entered(model: nn.Module) -> nn.Module:
+    """Inside ``with peft_model.disable_adapter():`` (entered and left open: the run happens inside it)."""
+    context = model.disable_adapter()
+    context.__enter__()
+    model._hooklab_open_context = context  # kept alive while the model is
+    return model
+
+
 CASES: tuple[Case, ...] = (
     Case("peft:get_peft_model", _peft),
     Case("peft:LoraModel.merge_and_unload", lambda m: m.merge_and_unload(), setup=_peft),
     Case("peft:LoraModel.unload", lambda m: m.unload(), setup=_peft),
+    Case("peft:LoraModel.merge_adapter", _same(lambda m: m.merge_adapter()), setup=_peft),
+    Case("peft:LoraModel.unmerge_adapter", _same(lambda m: m.unmerge_adapter()),
+         setup=lambda m: _same(lambda p: p.merge_adapter())(_peft(m))),
+    Case("peft:LoraModel.disable_adapter_layers", _same(lambda m: m.disable_adapter_layers()), setup=_peft),
+    Case("peft:PeftModel.disable_adapter", _entered, setup=_peft),
     Case("transformers:PreTrainedModel.gradient_checkpointing_enable",
-         lambda m: (m.gradient_checkpointing_enable(), m)[1]),
-    Case("transformers:PreTrainedModel.resize_token_embeddings",
-         lambda m: (m.resize_token_embeddings(40), m)[1]),
+         _same(lambda m: m.gradient_checkpointing_enable())),
+    Case("transformers:PreTrainedModel.gradient_checkpointing_disable",
+         _same(lambda m: m.gradient_checkpointing_disable()),
+         setup=_same(lambda m: m.gradient_checkpointing_enable())),
+    Case("transformers:PreTrainedModel.enable_input_require_grads", _same(lambda m: m.enable_input_require_grads())),
+    Case("transformers:PreTrainedModel.eval", lambda m: m.eval()),
+    Case("transformers:PreTrainedModel.tie_weights", _same(lambda m: m.tie_weights())),
+    Case("transformers:PreTrainedModel.resize_token_embeddings", _same(lambda m: m.resize_token_embeddings(40))),
     Case("transformers:PreTrainedModel.from_pretrained", _saved_and_loaded),
     Case("prune:l1_unstructured", _prune),
     Case("prune:remove", _prune_removed, setup=_prune),
+    Case("parametrize:register_parametrization", _parametrized),
+    Case("parametrize:remove_parametrizations", _same(lambda m: parametrize.remove_parametrizations(m[0], "weight")),
+         setup=_parametrized),
+    Case("torch_ao_quantization:prepare", _profile_apply("torch_ao_quantization"), setup=lambda m: m.eval()),
+    Case("torch_ao_quantization:convert", lambda m: quantization.convert(m), setup=_quantization_prepared),
+    Case("torchao:quantize_", _profile_apply("torchao")),
+    Case("checkpoint_wrapper:apply_activation_checkpointing", _profile_apply("checkpoint_wrapper")),
+    Case("swa_utils:AveragedModel.update_parameters", _same(lambda m: m.update_parameters(m.module)),
+         setup=_profile_apply("swa_utils")),
+    Case("captum:LayerGradCam.attribute", _grad_cam),
+    Case("thop:profile", _profile_apply("thop")),
+    Case("torchinfo:summary", _profile_apply("torchinfo")),
+    Case("torchvision:create_feature_extractor", _profile_apply("torchvision")),
+    Case("diffusers:ModelMixin.enable_group_offload", _same(lambda m: m.enable_group_offload(
+        onload_device=torch.device("cpu"), offload_device=torch.device("cpu"), offload_type="leaf_level"))),
     Case("accelerate:cpu_offload", _cpu_offload),
+    Case("accelerate:dispatch_model", _dispatched),
 )
 
 
@@ -194,13 +274,24 @@ def _given(obj: Any, before: Place | None, after: Place | None) -> str:
     return f"another {type(obj).__name__}"
 
 
+def _first_tensor(output: Any) -> torch.Tensor:
+    """The tensor a loss is made of where the profile gives no loss: the output, or the first tensor in it (a
+    tuple's, a dict's or a library's output class's first value: ``UNet2DOutput.sample``)."""
+    if isinstance(output, torch.Tensor):
+        return output
+    values = output.values() if hasattr(output, "values") else (
+        output if isinstance(output, (tuple, list)) else vars(output).values())
+    return next(_first_tensor(v) for v in values if isinstance(v, torch.Tensor) or hasattr(v, "values")
+                or isinstance(v, (tuple, list)))
+
+
 def _run(model: nn.Module, setup: Any, log: Log) -> str | None:
     """The phases, in order, on ``model``; the first error as ``"<phase>: <Exception>: <its first line>"``."""
     try:
         _phase[0] = "forward"
         output = model(*setup.inputs())
         _phase[0] = "backward"
-        loss = setup.loss(output) if hasattr(setup, "loss") else output.float().pow(2).mean()
+        loss = setup.loss(output) if hasattr(setup, "loss") else _first_tensor(output).float().pow(2).mean()
         if loss.requires_grad:
             loss.backward()
         _phase[0] = "state_dict"
@@ -243,6 +334,9 @@ def observe(case: Case, family: str, when: str) -> dict[str, Any]:
         _phase[0] = "operation"
         try:
             model = case.operate(model)
+        except Exception as error:  # noqa: BLE001 - an operation that refuses this model is what the cell records
+            return {"registered": when == "before", "operation raised":
+                    f"{type(error).__name__}: {str(error).splitlines()[0][:160] if str(error) else ''}"}
         finally:
             _phase[0] = "setup"
         after = _place(model, setup.TARGET)
@@ -283,10 +377,16 @@ def every_key(table: dict[str, Any] | None = None) -> list[str]:
                   for o in entry["operations"] for family in FAMILIES for when in WHEN)
 
 
+def is_held_out(key: str) -> bool:
+    """Whether the cell ``key`` is in the held-out part: a draw of its own, seeded by :data:`HELD_OUT_SEED` and the
+    key, so that a cell stays where it was drawn when the operations table grows (about 20 % of any set of keys)."""
+    digest = hashlib.sha256(f"{HELD_OUT_SEED}:{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") < HELD_OUT_SHARE * 2**64
+
+
 def held_out(keys: list[str]) -> set[str]:
-    """20 % of ``keys``, drawn with :data:`HELD_OUT_SEED` from their sorted order."""
-    ordered = sorted(keys)
-    return set(random.Random(HELD_OUT_SEED).sample(ordered, round(HELD_OUT_SHARE * len(ordered))))
+    """The held-out part of ``keys`` (:func:`is_held_out`)."""
+    return {key for key in keys if is_held_out(key)}
 
 
 def document(observed: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -305,6 +405,9 @@ def document(observed: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def _lines(observed: dict[str, dict[str, Any]]) -> Iterator[str]:
     for key, cell in observed.items():
+        if "operation raised" in cell:
+            yield f"{key}: the operation raised {cell['operation raised']}"
+            continue
         if not cell["registered"]:
             yield f"{key}: not registered ({cell['why']})"
             continue

@@ -55,7 +55,7 @@ TABLE = ROOT / "docs" / "library_operations.json"
 KINDS: tuple[tuple[str, str], ...] = (
     ("saving and loading state", r"save.*|load_state.*|.*state_dict|load_checkpoint"),
     ("loading", r"from_.*|load_.*|create_model|get_model|build_model"),
-    ("wrapping and preparing", r"prepare.*|get_.+_model|initialize|make_.*|wrap.*|fully_shard|apply_.*"),
+    ("wrapping and preparing", r"prepare.*|get_.+_model|create_.*|initialize|make_.*|wrap.*|fully_shard|apply_.*"),
     ("placing", r".*offload.*|dispatch.*|.*device_map.*|shard.*|init_empty_weights|init_on_device|to_empty"
                 r"|distribute.*|parallelize.*"),
     ("caching and skipping", r".*cache.*|.*skip.*"),
