@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import re
 import sys
 import tempfile
 from collections import Counter
@@ -87,7 +88,7 @@ def _scope(enter: Callable[[], Any]) -> Any:
 FAMILIES: dict[str, Callable[[Place, Log], Any]] = {
     "forward-pre-hook": lambda p, log: p.target.register_forward_pre_hook(lambda m, a: _note(log, m)),
     "forward-pre-hook-with-kwargs": lambda p, log: p.target.register_forward_pre_hook(
-        lambda m, a, k: _note(log, m), with_kwargs=True),
+        lambda module, args, kwargs: _note(log, module), with_kwargs=True),
     "forward-hook": lambda p, log: p.target.register_forward_hook(lambda m, a, o: _note(log, m)),
     "forward-hook-always-call": lambda p, log: p.target.register_forward_hook(
         lambda m, a, o: _note(log, m), always_call=True),
@@ -274,6 +275,16 @@ def _given(obj: Any, before: Place | None, after: Place | None) -> str:
     return f"another {type(obj).__name__}"
 
 
+_LOCAL_FUNCTION = re.compile(r"[\w.]*<(?:lambda|locals)>[\w.<>]*\(\)")
+
+
+def _said(error: BaseException) -> str:
+    """``"<Type>: <the first line of its message>"`` (at most 160 characters), where a hook of this module that was
+    called wrongly is named ``the hook()`` rather than by the name Python gives a lambda."""
+    first = str(error).splitlines()[0][:160] if str(error) else ""
+    return f"{type(error).__name__}: {_LOCAL_FUNCTION.sub('the hook()', first)}"
+
+
 def _first_tensor(output: Any) -> torch.Tensor:
     """The tensor a loss is made of where the profile gives no loss: the output, or the first tensor in it (a
     tuple's, a dict's or a library's output class's first value: ``UNet2DOutput.sample``)."""
@@ -299,7 +310,7 @@ def _run(model: nn.Module, setup: Any, log: Log) -> str | None:
         _phase[0] = "load_state_dict"
         model.load_state_dict(state)
     except Exception as error:  # noqa: BLE001 - what a phase raised is what the cell records
-        return f"{_phase[0]}: {type(error).__name__}: {str(error).splitlines()[0][:160] if str(error) else ''}"
+        return f"{_phase[0]}: {_said(error)}"
     finally:
         _phase[0] = "setup"
     return None
@@ -314,7 +325,7 @@ def _register(family: str, place: Place | None, log: Log) -> Any:
     try:
         return FAMILIES[family](place, log)
     except Exception as error:  # noqa: BLE001 - a refusal is what the cell records
-        return f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
+        return _said(error)
 
 
 def observe(case: Case, family: str, when: str) -> dict[str, Any]:
@@ -335,8 +346,7 @@ def observe(case: Case, family: str, when: str) -> dict[str, Any]:
         try:
             model = case.operate(model)
         except Exception as error:  # noqa: BLE001 - an operation that refuses this model is what the cell records
-            return {"registered": when == "before", "operation raised":
-                    f"{type(error).__name__}: {str(error).splitlines()[0][:160] if str(error) else ''}"}
+            return {"registered": when == "before", "operation raised": _said(error)}
         finally:
             _phase[0] = "setup"
         after = _place(model, setup.TARGET)

@@ -1,0 +1,457 @@
+"""The library matrix's cells observed again, independently of the generator (tools/profiles/cells.py is not used):
+for each cell ``<slug>:<operation>|<family>|<when>``, a hook of ``family`` is registered on the profile's small model
+before or after the library operation, the model runs (forward, backward, state_dict, load_state_dict), and what the
+hook did is written down as docs/library_matrix.json writes it. Written from the matrix's specification only, for
+tests/tools/test_library_matrix_held_out.py.
+
+Libraries leave global state behind, so the observations are made in a fresh interpreter:
+
+    .venv/bin/python tests/tools/library_matrix_truth.py OUT.json KEY [KEY ...]
+
+writes ``{key: observation}`` to OUT.json (a library may print on stdout, so the result goes to a file). Importing
+this module imports torch and the profile modules only, never a profiled library.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED, SHARE = 7901, 0.2  # the held-out cells: the generator never reads them back to choose what it writes
+PHASES = ("operation", "forward", "backward", "state_dict", "load_state_dict")
+GLOBAL = ("global-forward-hook", "global-full-backward-hook", "saved-tensors-pack")  # no target, nothing "given"
+ON_PARAMETER = ("param-hook", "post-accumulate-grad-hook")
+FAMILIES = ("forward-pre-hook", "forward-pre-hook-with-kwargs", "forward-hook", "forward-hook-always-call",
+            "backward-pre-hook", "full-backward-hook", *ON_PARAMETER, "state-dict-pre-hook", "state-dict-post-hook",
+            "load-state-dict-pre-hook", "load-state-dict-post-hook", *GLOBAL)
+AFTER = "the target after the operation"
+BEFORE = "what it was registered on, before the operation"
+
+
+def held_out(key: str) -> bool:
+    """Whether a cell is held out: a fifth of the keys, by a seeded hash of the key alone."""
+    digest = hashlib.sha256(f"{SEED}:{key}".encode()).digest()[:8]
+    return int.from_bytes(digest, "big") < SHARE * 2 ** 64
+
+
+def parse(key: str) -> tuple[str, str, str, str]:
+    """(slug, operation, family, when) of ``<slug>:<operation>|<family>|<when>``."""
+    left, family, when = key.split("|")
+    slug, operation = left.split(":", 1)
+    if family not in FAMILIES or when not in ("before", "after"):
+        raise ValueError(f"not a cell of the library matrix: {key!r}")
+    return slug, operation, family, when
+
+
+def error_text(error: BaseException) -> str:
+    """``Type: first line of the message`` (at most 160 characters of it)."""
+    lines = str(error).splitlines()
+    return f"{type(error).__name__}: {(lines[0] if lines else '')[:160]}"
+
+
+# ------------------------------------------------------------------------------------------------ the operations
+def _profile(slug: str) -> Any:
+    from tools.profiles.libraries import modules
+
+    return modules()[slug]
+
+
+def _peft(model: Any, keep: list) -> Any:
+    return _profile("peft").apply(model)
+
+
+def _peft_merged(model: Any, keep: list) -> Any:
+    model = _profile("peft").apply(model)
+    model.merge_adapter()
+    return model
+
+
+def _same(model: Any, keep: list) -> Any:
+    return model
+
+
+def _then(call: Callable[[Any], Any]) -> Callable[[Any, list], Any]:
+    """An operation that calls ``call(model)`` for what it does and goes on with the same model."""
+    def operation(model: Any, keep: list) -> Any:
+        call(model)
+        return model
+    return operation
+
+
+def _returns(call: Callable[[Any], Any]) -> Callable[[Any, list], Any]:
+    """An operation whose result is the model used afterwards."""
+    return lambda model, keep: call(model)
+
+
+def _disable_adapter(model: Any, keep: list) -> Any:
+    context = model.disable_adapter()
+    context.__enter__()  # left entered on purpose, and kept alive for the whole cell
+    keep.append(context)
+    return model
+
+
+def _from_pretrained(model: Any, keep: list) -> Any:
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder)
+        return type(model).from_pretrained(folder)
+
+
+def _prune_l1(model: Any, keep: list) -> Any:
+    from torch.nn.utils import prune
+
+    prune.l1_unstructured(model[0], "weight", amount=0.5)
+    return model
+
+
+def _prune_remove(model: Any, keep: list) -> Any:
+    from torch.nn.utils import prune
+
+    prune.remove(model[0], "weight")
+    return model
+
+
+def _parametrize(model: Any, keep: list) -> Any:
+    import torch
+    from torch.nn.utils import parametrize
+
+    class Double(torch.nn.Module):
+        def forward(self, weight):
+            return weight * 2
+
+    parametrize.register_parametrization(model[0], "weight", Double())
+    return model
+
+
+def _unparametrize(model: Any, keep: list) -> Any:
+    from torch.nn.utils import parametrize
+
+    parametrize.remove_parametrizations(model[0], "weight")
+    return model
+
+
+def _eval(model: Any, keep: list) -> Any:
+    return model.eval()
+
+
+def _ao_prepared_and_calibrated(model: Any, keep: list) -> Any:
+    profile = _profile("torch_ao_quantization")
+    model = profile.apply(model.eval())
+    model(*profile.inputs())
+    return model
+
+
+def _ao_convert(model: Any, keep: list) -> Any:
+    import torch
+
+    return torch.ao.quantization.convert(model)
+
+
+def _applied(slug: str) -> Callable[[Any, list], Any]:
+    return lambda model, keep: _profile(slug).apply(model)
+
+
+def _swa_update(model: Any, keep: list) -> Any:
+    model.update_parameters(model.module)
+    return model
+
+
+def _grad_cam(model: Any, keep: list) -> Any:
+    import captum.attr
+
+    captum.attr.LayerGradCam(model, model[0]).attribute(*_profile("captum").inputs(), target=0)
+    return model
+
+
+def _group_offload(model: Any, keep: list) -> Any:
+    import torch
+
+    model.enable_group_offload(onload_device=torch.device("cpu"), offload_device=torch.device("cpu"),
+                               offload_type="leaf_level")
+    return model
+
+
+def _cpu_offload(model: Any, keep: list) -> Any:
+    import accelerate
+    import torch
+
+    return accelerate.cpu_offload(model, execution_device=torch.device("cpu"))
+
+
+def _dispatch(model: Any, keep: list) -> Any:
+    import accelerate
+
+    return accelerate.dispatch_model(model, device_map={"": "cpu"})
+
+
+# (slug, operation) -> (the preparation before it, the operation): each takes (model, keep) and returns the model
+OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[Any, list], Any]]] = {
+    ("peft", "get_peft_model"): (_same, _peft),
+    ("peft", "LoraModel.merge_and_unload"): (_peft, _returns(lambda m: m.merge_and_unload())),
+    ("peft", "LoraModel.unload"): (_peft, _returns(lambda m: m.unload())),
+    ("peft", "LoraModel.merge_adapter"): (_peft, _then(lambda m: m.merge_adapter())),
+    ("peft", "LoraModel.unmerge_adapter"): (_peft_merged, _then(lambda m: m.unmerge_adapter())),
+    ("peft", "LoraModel.disable_adapter_layers"): (_peft, _then(lambda m: m.disable_adapter_layers())),
+    ("peft", "PeftModel.disable_adapter"): (_peft, _disable_adapter),
+    ("transformers", "PreTrainedModel.gradient_checkpointing_enable"):
+        (_same, _then(lambda m: m.gradient_checkpointing_enable())),
+    ("transformers", "PreTrainedModel.gradient_checkpointing_disable"):
+        (_then(lambda m: m.gradient_checkpointing_enable()), _then(lambda m: m.gradient_checkpointing_disable())),
+    ("transformers", "PreTrainedModel.enable_input_require_grads"):
+        (_same, _then(lambda m: m.enable_input_require_grads())),
+    ("transformers", "PreTrainedModel.eval"): (_same, _eval),
+    ("transformers", "PreTrainedModel.tie_weights"): (_same, _then(lambda m: m.tie_weights())),
+    ("transformers", "PreTrainedModel.resize_token_embeddings"):
+        (_same, _then(lambda m: m.resize_token_embeddings(40))),
+    ("transformers", "PreTrainedModel.from_pretrained"): (_same, _from_pretrained),
+    ("prune", "l1_unstructured"): (_same, _prune_l1),
+    ("prune", "remove"): (_prune_l1, _prune_remove),
+    ("parametrize", "register_parametrization"): (_same, _parametrize),
+    ("parametrize", "remove_parametrizations"): (_parametrize, _unparametrize),
+    ("torch_ao_quantization", "prepare"): (_eval, _applied("torch_ao_quantization")),
+    ("torch_ao_quantization", "convert"): (_ao_prepared_and_calibrated, _ao_convert),
+    ("torchao", "quantize_"): (_same, _applied("torchao")),
+    ("checkpoint_wrapper", "apply_activation_checkpointing"): (_same, _applied("checkpoint_wrapper")),
+    ("thop", "profile"): (_same, _applied("thop")),
+    ("torchinfo", "summary"): (_same, _applied("torchinfo")),
+    ("torchvision", "create_feature_extractor"): (_same, _applied("torchvision")),
+    ("swa_utils", "AveragedModel.update_parameters"): (_applied("swa_utils"), _swa_update),
+    ("captum", "LayerGradCam.attribute"): (_same, _grad_cam),
+    ("diffusers", "ModelMixin.enable_group_offload"): (_same, _group_offload),
+    ("accelerate", "cpu_offload"): (_same, _cpu_offload),
+    ("accelerate", "dispatch_model"): (_same, _dispatch),
+}
+
+
+# ------------------------------------------------------------------------------------------------ one cell
+class Record:
+    """Every call of the hook: (the phase it came in, the object it was given)."""
+
+    def __init__(self) -> None:
+        self.phase = "operation"
+        self.calls: list[tuple[str, Any]] = []
+
+    def note(self, given: Any) -> None:
+        self.calls.append((self.phase, given))
+
+
+class Refused(Exception):
+    """The hook could not be registered: its text is the cell's ``why``."""
+
+
+def find_target(model: Any, path: str) -> Any:
+    """The module at ``path``, else the only one whose path ends with ``.path``; None when there is none or several."""
+    named = dict(model.named_modules())
+    if path in named:
+        return named[path]
+    ending = [module for name, module in named.items() if name.endswith("." + path)]
+    return ending[0] if len(ending) == 1 else None
+
+
+def register(family: str, target: Any, record: Record) -> Callable[[], None]:
+    """Registers the hook of ``family`` (on ``target``, or its first parameter, unless global); returns what removes
+    it. Raises :class:`Refused` when it cannot be registered."""
+    import torch
+
+    if family == "global-forward-hook":
+        return torch.nn.modules.module.register_module_forward_hook(
+            lambda module, args, output: record.note(module)).remove
+    if family == "global-full-backward-hook":
+        return torch.nn.modules.module.register_module_full_backward_hook(
+            lambda module, grad_input, grad_output: record.note(module)).remove
+    if family == "saved-tensors-pack":
+        def pack(tensor):
+            record.note(tensor)
+            return tensor
+
+        context = torch.autograd.graph.saved_tensors_hooks(pack, lambda packed: packed)
+        context.__enter__()
+        return lambda: context.__exit__(None, None, None)
+    if target is None:
+        raise Refused("no module at the target's path")
+    parameter = next(target.parameters(), None)
+    if family in ON_PARAMETER and parameter is None:
+        raise Refused("the target has no parameter")
+
+    def forward_pre(module, args):
+        record.note(module)
+
+    def forward_pre_with_kwargs(module, args, kwargs):
+        record.note(module)
+
+    def forward(module, args, output):
+        record.note(module)
+
+    def backward_pre(module, grad_output):
+        record.note(module)
+
+    def backward(module, grad_input, grad_output):
+        record.note(module)
+
+    def on_grad(grad):
+        record.note(parameter)  # the parameter itself is what this hook is said to be given
+
+    def after_accumulation(tensor):
+        record.note(tensor)
+
+    def module_and_rest(module, *rest):
+        record.note(module)
+
+    def load_post(module, incompatible_keys):
+        record.note(module)
+
+    register_it: dict[str, Callable[[], Any]] = {
+        "forward-pre-hook": lambda: target.register_forward_pre_hook(forward_pre),
+        "forward-pre-hook-with-kwargs": lambda: target.register_forward_pre_hook(forward_pre_with_kwargs,
+                                                                                 with_kwargs=True),
+        "forward-hook": lambda: target.register_forward_hook(forward),
+        "forward-hook-always-call": lambda: target.register_forward_hook(forward, always_call=True),
+        "backward-pre-hook": lambda: target.register_full_backward_pre_hook(backward_pre),
+        "full-backward-hook": lambda: target.register_full_backward_hook(backward),
+        "param-hook": lambda: parameter.register_hook(on_grad),
+        "post-accumulate-grad-hook": lambda: parameter.register_post_accumulate_grad_hook(after_accumulation),
+        "state-dict-pre-hook": lambda: target.register_state_dict_pre_hook(module_and_rest),
+        "state-dict-post-hook": lambda: target.register_state_dict_post_hook(module_and_rest),
+        "load-state-dict-pre-hook": lambda: target.register_load_state_dict_pre_hook(module_and_rest),
+        "load-state-dict-post-hook": lambda: target.register_load_state_dict_post_hook(load_post),
+    }
+    try:
+        handle = register_it[family]()
+    except Exception as error:
+        raise Refused(error_text(error)) from error
+    return handle.remove
+
+
+def first_tensor(value: Any) -> Any:
+    """The output itself if a tensor; else the first tensor found, depth first, in its values (a tuple or list, a
+    dict-like object's ``values()``, else the object's ``vars()``); None when there is none."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (tuple, list)):
+        values = list(value)
+    elif callable(getattr(value, "values", None)):
+        values = list(value.values())
+    else:
+        try:
+            values = list(vars(value).values())
+        except TypeError:
+            return None
+    for item in values:
+        found = first_tensor(item)
+        if found is not None:
+            return found
+    return None
+
+
+def run_phases(model: Any, profile: Any, record: Record) -> str | None:
+    """Forward, backward, state_dict, load_state_dict, each of the hook's calls counted under its phase; the first
+    error (``phase: Type: message``) stops them and is returned."""
+    try:
+        record.phase = "forward"
+        output = model(*profile.inputs())
+        record.phase = "backward"
+        loss = profile.loss(output) if hasattr(profile, "loss") else first_tensor(output).float().pow(2).mean()
+        if loss.requires_grad:
+            loss.backward()
+        record.phase = "state_dict"
+        state = model.state_dict()
+        record.phase = "load_state_dict"
+        model.load_state_dict(state)
+    except Exception as error:
+        return f"{record.phase}: {error_text(error)}"
+    return None
+
+
+def parameter_of(module: Any) -> Any:
+    """A target's parameter: its first, recursively, whether or not it requires grad; None without a target."""
+    return None if module is None else next(module.parameters(), None)
+
+
+def observe(key: str) -> dict:
+    """The cell ``key`` observed again, as docs/library_matrix.json writes it."""
+    import torch
+
+    slug, operation, family, when = parse(key)
+    profile = _profile(slug)
+    prepare, act = OPERATIONS[(slug, operation)]
+    keep: list = []  # what must stay alive for the whole cell (a context left entered)
+    record = Record()
+    remove: Callable[[], None] | None = None
+    try:
+        torch.manual_seed(0)
+        model = prepare(profile.build(), keep)
+        registered_on = find_target(model, profile.TARGET)
+        then = [o for o in (registered_on, parameter_of(registered_on)) if o is not None]  # step 2's, kept now
+        if when == "before":
+            try:
+                remove = register(family, registered_on, record)
+            except Refused as refused:
+                return {"registered": False, "why": str(refused)}
+        record.phase = "operation"
+        try:
+            model = act(model, keep)
+        except Exception as error:
+            return {"registered": when == "before", "operation raised": error_text(error)}
+        target = find_target(model, profile.TARGET)
+        now = [o for o in (target, parameter_of(target)) if o is not None]
+        if when == "after":
+            try:
+                remove = register(family, target, record)
+            except Refused as refused:
+                return {"registered": False, "why": str(refused)}
+        error = run_phases(model, profile, record)
+        fires = {phase: n for phase in PHASES if (n := sum(p == phase for p, _ in record.calls))}
+        given: list[str] = []
+        if family not in GLOBAL:
+            seen = set()
+            for _, obj in record.calls:
+                if any(obj is o for o in now):
+                    seen.add(AFTER)
+                elif any(obj is o for o in then):
+                    seen.add(BEFORE)
+                else:
+                    seen.add(f"another {type(obj).__name__}")
+            given = sorted(seen)
+        removing, remove = remove, None
+        if removing is not None:
+            removing()
+        record.calls.clear()
+        again = run_phases(model, profile, record)
+        return {"registered": True, "fires": fires, "given": given, "after remove": len(record.calls),
+                "error": error if error is not None else again}
+    finally:
+        if remove is not None:
+            with contextlib.suppress(Exception):
+                remove()
+        keep.clear()
+
+
+def main(argv: list[str]) -> int:
+    import torch
+
+    if len(argv) < 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    torch.set_num_threads(1)
+    out, keys = Path(argv[0]), argv[1:]
+    found = {}
+    for key in keys:
+        try:
+            found[key] = observe(key)
+        except Exception as error:  # not a result of the cell: the procedure itself failed (build, preparation)
+            found[key] = {"this observer failed": error_text(error)}
+    out.write_text(json.dumps(found, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    sys.exit(main(sys.argv[1:]))
