@@ -129,32 +129,10 @@ class Case:
         return self.operation.split(":")[0]
 
 
-def _peft(model: nn.Module) -> nn.Module:
-    from tools.profiles.libraries import peft
-    return peft.apply(model)
-
-
 def _saved_and_loaded(model: nn.Module) -> nn.Module:
     with tempfile.TemporaryDirectory() as folder:
         model.save_pretrained(folder)
         return type(model).from_pretrained(folder)
-
-
-def _prune(model: nn.Module) -> nn.Module:
-    from torch.nn.utils import prune
-    prune.l1_unstructured(model[0], "weight", amount=0.5)
-    return model
-
-
-def _prune_removed(model: nn.Module) -> nn.Module:
-    from torch.nn.utils import prune
-    prune.remove(model[0], "weight")
-    return model
-
-
-def _cpu_offload(model: nn.Module) -> nn.Module:
-    from accelerate import cpu_offload
-    return cpu_offload(model, execution_device=torch.device("cpu"))
 
 
 def _dispatched(model: nn.Module) -> nn.Module:
@@ -167,12 +145,16 @@ def _same(call: Callable[[nn.Module], Any]) -> Callable[[nn.Module], nn.Module]:
     return lambda model: (call(model), model)[1]
 
 
-def _profile_apply(slug: str) -> Callable[[nn.Module], nn.Module]:
-    """The library profile's own entry point (``tools/profiles/libraries/<slug>.py``'s ``apply``)."""
-    def apply(model: nn.Module) -> nn.Module:
+def _profile_apply(slug: str, step: str = "apply") -> Callable[[nn.Module], nn.Module]:
+    """The library profile's own entry point (``tools/profiles/libraries/<slug>.py``'s ``apply``), or its way to
+    take it off (``step="remove"``)."""
+    def run(model: nn.Module) -> nn.Module:
         from tools.profiles.libraries import modules
-        return modules()[slug].apply(model)
-    return apply
+        return getattr(modules()[slug], step)(model)
+    return run
+
+
+_peft = _profile_apply("peft")
 
 
 def _quantization_prepared(model: nn.Module) -> nn.Module:
@@ -227,8 +209,8 @@ CASES: tuple[Case, ...] = (
     Case("transformers:PreTrainedModel.tie_weights", _same(lambda m: m.tie_weights())),
     Case("transformers:PreTrainedModel.resize_token_embeddings", _same(lambda m: m.resize_token_embeddings(40))),
     Case("transformers:PreTrainedModel.from_pretrained", _saved_and_loaded),
-    Case("prune:l1_unstructured", _prune),
-    Case("prune:remove", _prune_removed, setup=_prune),
+    Case("prune:l1_unstructured", _profile_apply("prune")),
+    Case("prune:remove", _profile_apply("prune", "remove"), setup=_profile_apply("prune")),
     Case("parametrize:register_parametrization", _parametrized),
     Case("parametrize:remove_parametrizations", _same(lambda m: parametrize.remove_parametrizations(m[0], "weight")),
          setup=_parametrized),
@@ -244,7 +226,7 @@ CASES: tuple[Case, ...] = (
     Case("torchvision:create_feature_extractor", _profile_apply("torchvision")),
     Case("diffusers:ModelMixin.enable_group_offload", _same(lambda m: m.enable_group_offload(
         onload_device=torch.device("cpu"), offload_device=torch.device("cpu"), offload_type="leaf_level"))),
-    Case("accelerate:cpu_offload", _cpu_offload),
+    Case("accelerate:cpu_offload", _profile_apply("accelerate")),
     Case("accelerate:dispatch_model", _dispatched),
 )
 
