@@ -125,6 +125,12 @@ def test_the_held_out_part_is_a_fifth_of_every_cell_the_table_makes_each_drawn_b
     assert set(doc["cells"]) <= set(keys), "a cell of an operation the table does not have"
     observed = {key.split("|")[0] for key in doc["cells"]}
     assert observed == {case.operation for case in cells.CASES}, "python -m tools.profiles.cells --write"
+    table = {key.split("|")[0] for key in keys}
+    assert set(cells.CANNOT_RUN_HERE) <= table - observed, "an operation said not to run here is not in the table, or runs"
+    standing = doc["operations"]
+    assert sum(s["observed"] for s in standing.values()) == len(observed)
+    assert sum(s["operations"] for s in standing.values()) == len(table)
+    assert all(s["observed"] + len(s["cannot run here"]) + s["not yet"] == s["operations"] for s in standing.values())
 
 
 def test_a_sample_of_the_cells_is_observed_again_as_committed():

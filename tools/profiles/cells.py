@@ -231,6 +231,23 @@ CASES: tuple[Case, ...] = (
 )
 
 
+_NO_XFORMERS = "xformers' kernels need a CUDA GPU (and xformers is not installed beside the pinned torch)"
+_NPU = "needs an Ascend NPU (torch_npu)"
+_XLA = "needs a TPU or another XLA device (torch_xla)"
+# operations of the table that cannot run on this machine (one CPU process, no GPU), with why
+CANNOT_RUN_HERE: dict[str, str] = {
+    "diffusers:ModelMixin.enable_xformers_memory_efficient_attention": _NO_XFORMERS,
+    "diffusers:ModelMixin.disable_xformers_memory_efficient_attention": _NO_XFORMERS,
+    "diffusers:DiffusionPipeline.enable_xformers_memory_efficient_attention": _NO_XFORMERS,
+    "diffusers:DiffusionPipeline.disable_xformers_memory_efficient_attention": _NO_XFORMERS,
+    "diffusers:ModelMixin.enable_npu_flash_attention": _NPU,
+    "diffusers:ModelMixin.disable_npu_flash_attention": _NPU,
+    "diffusers:ModelMixin.enable_xla_flash_attention": _XLA,
+    "diffusers:ModelMixin.disable_xla_flash_attention": _XLA,
+    "accelerate:prepare_pippy": "splits a model into pipeline stages on several GPUs",
+}
+
+
 # ---- observing -------------------------------------------------------------------------------------------------------
 
 def _find(model: nn.Module, path: str) -> nn.Module | None:
@@ -381,6 +398,20 @@ def held_out(keys: list[str]) -> set[str]:
     return {key for key in keys if is_held_out(key)}
 
 
+def _standing(observed: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per library: its operations in the table, those observed, those that cannot run here (and why), the rest."""
+    table = json.loads(operations.TABLE.read_text(encoding="utf-8"))
+    seen = {key.split("|")[0] for key in observed}
+    out = {}
+    for slug, entry in table["libraries"].items():
+        names = [f"{slug}:{o['name']}" for o in entry["operations"]]
+        cannot = {name: CANNOT_RUN_HERE[name] for name in names if name in CANNOT_RUN_HERE}
+        out[slug] = {"operations": len(names), "observed": sum(name in seen for name in names),
+                     "cannot run here": cannot,
+                     "not yet": sum(name not in seen and name not in cannot for name in names)}
+    return out
+
+
 def document(observed: dict[str, dict[str, Any]]) -> dict[str, Any]:
     keys = every_key()
     unknown = set(observed) - set(keys)
@@ -392,6 +423,7 @@ def document(observed: dict[str, dict[str, Any]]) -> dict[str, Any]:
                      "calls after handle.remove().",
             "torch": torch.__version__.split("+")[0], "families": list(FAMILIES), "phases": list(PHASES),
             "cells in the table": len(keys), "held out": {"seed": HELD_OUT_SEED, "share": HELD_OUT_SHARE},
+            "operations": _standing(observed),
             "cells": {key: observed[key] for key in sorted(observed)}}
 
 
