@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import sys
 import tempfile
 from collections.abc import Callable
@@ -49,10 +50,15 @@ def parse(key: str) -> tuple[str, str, str, str]:
     return slug, operation, family, when
 
 
+HOOK_NAME = re.compile(r"[\w.]*<(?:lambda|locals)>[\w.<>]*\(\)")  # a hook function this file defines, called
+
+
 def error_text(error: BaseException) -> str:
-    """``Type: first line of the message`` (at most 160 characters of it)."""
+    """``Type: first line of the message`` (at most 160 characters of it), a hook of this file named ``the hook()``
+    (every hook here is a lambda or a function defined in another, so its qualified name holds ``<locals>``)."""
     lines = str(error).splitlines()
-    return f"{type(error).__name__}: {(lines[0] if lines else '')[:160]}"
+    first = HOOK_NAME.sub("the hook()", lines[0] if lines else "")
+    return f"{type(error).__name__}: {first[:160]}"
 
 
 # ------------------------------------------------------------------------------------------------ the operations
@@ -100,6 +106,73 @@ def _from_pretrained(model: Any, keep: list) -> Any:
     with tempfile.TemporaryDirectory() as folder:
         model.save_pretrained(folder)
         return type(model).from_pretrained(folder)
+
+
+def _save_pretrained(model: Any, keep: list) -> Any:
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder)
+    return model
+
+
+def _second_adapter(model: Any, keep: list) -> Any:
+    import peft
+
+    model.add_adapter("second", peft.LoraConfig(r=2, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    return model
+
+
+def _peft_and_second_adapter(model: Any, keep: list) -> Any:
+    return _second_adapter(_peft(model, keep), keep)
+
+
+def _peft_state_dict(model: Any, keep: list) -> Any:
+    import peft
+
+    peft.get_peft_model_state_dict(model)
+    return model
+
+
+def _generate(model: Any, keep: list) -> Any:
+    model.generate(*_profile("transformers").inputs(), max_new_tokens=2, do_sample=False)
+    return model
+
+
+def _quantize_dynamic(model: Any, keep: list) -> Any:
+    import torch
+
+    return torch.ao.quantization.quantize_dynamic(model.eval(), {torch.nn.Linear}, dtype=torch.qint8)
+
+
+def _prepare_model(model: Any, keep: list) -> Any:
+    import accelerate
+
+    return accelerate.Accelerator(cpu=True).prepare_model(model)
+
+
+def _make_private(model: Any, keep: list) -> Any:
+    import opacus
+    import torch
+
+    (x,) = _profile("opacus").inputs()
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, torch.zeros(len(x), dtype=torch.long)),
+                                         batch_size=len(x))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    private, _, _ = opacus.PrivacyEngine().make_private(module=model, optimizer=optimizer, data_loader=loader,
+                                                        noise_multiplier=1.0, max_grad_norm=1.0)
+    return private
+
+
+def _integrated_gradients(model: Any, keep: list) -> Any:
+    import captum.attr
+
+    captum.attr.IntegratedGradients(model).attribute(*_profile("captum").inputs(), target=0, n_steps=4)
+    return model
+
+
+def _create_model(model: Any, keep: list) -> Any:
+    import timm
+
+    return timm.create_model("test_resnet", pretrained=False)  # a new model: the one given is dropped
 
 
 def _prune_l1(model: Any, keep: list) -> Any:
@@ -225,6 +298,22 @@ OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[An
     ("diffusers", "ModelMixin.enable_group_offload"): (_same, _group_offload),
     ("accelerate", "cpu_offload"): (_same, _cpu_offload),
     ("accelerate", "dispatch_model"): (_same, _dispatch),
+    ("transformers", "PreTrainedModel.save_pretrained"): (_same, _save_pretrained),
+    ("transformers", "PreTrainedModel.disable_input_require_grads"):
+        (_then(lambda m: m.enable_input_require_grads()), _then(lambda m: m.disable_input_require_grads())),
+    ("transformers", "GenerationMixin.generate"): (_same, _generate),
+    ("peft", "PeftModel.save_pretrained"): (_peft, _save_pretrained),
+    ("peft", "get_peft_model_state_dict"): (_peft, _peft_state_dict),
+    ("peft", "PeftModel.add_adapter"): (_peft, _second_adapter),
+    ("peft", "PeftModel.set_adapter"): (_peft_and_second_adapter, _then(lambda m: m.set_adapter("second"))),
+    ("diffusers", "ModelMixin.enable_gradient_checkpointing"):
+        (_same, _then(lambda m: m.enable_gradient_checkpointing())),
+    ("diffusers", "ModelMixin.from_pretrained"): (_same, _from_pretrained),
+    ("torch_ao_quantization", "quantize_dynamic"): (_same, _quantize_dynamic),
+    ("accelerate", "Accelerator.prepare_model"): (_same, _prepare_model),
+    ("opacus", "PrivacyEngine.make_private"): (_same, _make_private),
+    ("captum", "IntegratedGradients.attribute"): (_same, _integrated_gradients),
+    ("timm", "create_model"): (_same, _create_model),
 }
 
 
@@ -423,6 +512,7 @@ def observe(key: str) -> dict:
         if removing is not None:
             removing()
         record.calls.clear()
+        model.zero_grad(set_to_none=True)  # as a training loop does between steps
         again = run_phases(model, profile, record)
         return {"registered": True, "fires": fires, "given": given, "after remove": len(record.calls),
                 "error": error if error is not None else again}

@@ -12,7 +12,8 @@ needs a model ``get_peft_model`` made) and the call itself (``operate``, which r
 For each family of :data:`FAMILIES`, the hook is registered on the profile's target module (or its first parameter,
 or around the run), once on the model before the operation and once on what the operation returned (the target
 looked up again by its path, or a path ending with it). Then the model runs: a forward, a backward of the profile's
-loss, ``state_dict()`` and ``load_state_dict()`` of it; then the hook's handle is removed and the same runs again.
+loss, ``state_dict()`` and ``load_state_dict()`` of it; then the hook's handle is removed, the gradients are set to
+None (``model.zero_grad(set_to_none=True)``) and the same runs again.
 A hook registered before may also fire during the operation itself (``save_pretrained`` reads the state dict).
 
 Each cell records, in words that do not depend on the machine: how often the hook fired in each phase, what it was
@@ -190,6 +191,66 @@ def _entered(model: nn.Module) -> nn.Module:
     return model
 
 
+def _saved(model: nn.Module) -> nn.Module:
+    """``save_pretrained`` into a folder that is removed afterwards; the model goes on."""
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder)
+    return model
+
+
+def _generated(model: nn.Module) -> nn.Module:
+    from tools.profiles.libraries import transformers as profile
+    model.generate(*profile.inputs(), max_new_tokens=2, do_sample=False)
+    return model
+
+
+def _peft_state_dict(model: nn.Module) -> nn.Module:
+    from peft import get_peft_model_state_dict
+    get_peft_model_state_dict(model)
+    return model
+
+
+def _second_adapter(model: nn.Module) -> nn.Module:
+    from peft import LoraConfig
+    model.add_adapter("second", LoraConfig(r=2, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    return model
+
+
+def _dynamic_quantized(model: nn.Module) -> nn.Module:
+    return quantization.quantize_dynamic(model.eval(), {nn.Linear}, dtype=torch.qint8)
+
+
+def _prepared_by_accelerate(model: nn.Module) -> nn.Module:
+    from accelerate import Accelerator
+    return Accelerator(cpu=True).prepare_model(model)
+
+
+def _made_private(model: nn.Module) -> nn.Module:
+    from opacus import PrivacyEngine
+
+    from tools.profiles.libraries import opacus as profile
+    (x,) = profile.inputs()
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, torch.zeros(len(x), dtype=torch.long)),
+                                         batch_size=len(x))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    private, _, _ = PrivacyEngine().make_private(module=model, optimizer=optimizer, data_loader=loader,
+                                                 noise_multiplier=1.0, max_grad_norm=1.0)
+    return private
+
+
+def _integrated_gradients(model: nn.Module) -> nn.Module:
+    from captum.attr import IntegratedGradients
+
+    from tools.profiles.libraries import captum
+    IntegratedGradients(model).attribute(*captum.inputs(), target=0, n_steps=4)
+    return model
+
+
+def _timm_model(model: nn.Module) -> nn.Module:
+    import timm
+    return timm.create_model("test_resnet", pretrained=False)
+
+
 CASES: tuple[Case, ...] = (
     Case("peft:get_peft_model", _peft),
     Case("peft:LoraModel.merge_and_unload", lambda m: m.merge_and_unload(), setup=_peft),
@@ -209,6 +270,22 @@ CASES: tuple[Case, ...] = (
     Case("transformers:PreTrainedModel.tie_weights", _same(lambda m: m.tie_weights())),
     Case("transformers:PreTrainedModel.resize_token_embeddings", _same(lambda m: m.resize_token_embeddings(40))),
     Case("transformers:PreTrainedModel.from_pretrained", _saved_and_loaded),
+    Case("transformers:PreTrainedModel.save_pretrained", _saved),
+    Case("transformers:PreTrainedModel.disable_input_require_grads",
+         _same(lambda m: m.disable_input_require_grads()), setup=_same(lambda m: m.enable_input_require_grads())),
+    Case("transformers:GenerationMixin.generate", _generated),
+    Case("peft:PeftModel.save_pretrained", _saved, setup=_peft),
+    Case("peft:get_peft_model_state_dict", _peft_state_dict, setup=_peft),
+    Case("peft:PeftModel.add_adapter", _second_adapter, setup=_peft),
+    Case("peft:PeftModel.set_adapter", _same(lambda m: m.set_adapter("second")),
+         setup=lambda m: _second_adapter(_peft(m))),
+    Case("diffusers:ModelMixin.enable_gradient_checkpointing", _same(lambda m: m.enable_gradient_checkpointing())),
+    Case("diffusers:ModelMixin.from_pretrained", _saved_and_loaded),
+    Case("torch_ao_quantization:quantize_dynamic", _dynamic_quantized),
+    Case("accelerate:Accelerator.prepare_model", _prepared_by_accelerate),
+    Case("opacus:PrivacyEngine.make_private", _made_private),
+    Case("captum:IntegratedGradients.attribute", _integrated_gradients),
+    Case("timm:create_model", _timm_model),
     Case("prune:l1_unstructured", _profile_apply("prune")),
     Case("prune:remove", _profile_apply("prune", "remove"), setup=_profile_apply("prune")),
     Case("parametrize:register_parametrization", _parametrized),
@@ -359,6 +436,7 @@ def observe(case: Case, family: str, when: str) -> dict[str, Any]:
         log.clear()
         handle.remove()
         handle = None
+        model.zero_grad(set_to_none=True)  # as a training loop does between steps (opacus refuses a second otherwise)
         error_after = _run(model, setup, log)
         return {"registered": True, "fires": {p: fired[p] for p in PHASES if fired[p]}, "given": given,
                 "after remove": len(log), "error": error or error_after}
