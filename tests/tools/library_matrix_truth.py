@@ -149,17 +149,24 @@ def _prepare_model(model: Any, keep: list) -> Any:
     return accelerate.Accelerator(cpu=True).prepare_model(model)
 
 
-def _make_private(model: Any, keep: list) -> Any:
-    import opacus
-    import torch
+def _privately(method: str, **options: Any) -> Callable[[Any, list], Any]:
+    """``opacus.PrivacyEngine().<method>(...)`` over a loader of the profile's input with zero long labels and SGD
+    (lr 0.1); the user goes on with the module it returns."""
+    def operation(model: Any, keep: list) -> Any:
+        import opacus
+        import torch
 
-    (x,) = _profile("opacus").inputs()
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, torch.zeros(len(x), dtype=torch.long)),
-                                         batch_size=len(x))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    private, _, _ = opacus.PrivacyEngine().make_private(module=model, optimizer=optimizer, data_loader=loader,
-                                                        noise_multiplier=1.0, max_grad_norm=1.0)
-    return private
+        (x,) = _profile("opacus").inputs()
+        loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(x, torch.zeros(len(x), dtype=torch.long)), batch_size=len(x))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        made = getattr(opacus.PrivacyEngine(), method)(module=model, optimizer=optimizer, data_loader=loader,
+                                                       **options)
+        return made[0]
+    return operation
+
+
+_make_private = _privately("make_private", noise_multiplier=1.0, max_grad_norm=1.0)
 
 
 def _integrated_gradients(model: Any, keep: list) -> Any:
@@ -262,6 +269,321 @@ def _dispatch(model: Any, keep: list) -> Any:
     return accelerate.dispatch_model(model, device_map={"": "cpu"})
 
 
+def _add_adapter(model: Any, keep: list) -> Any:
+    import peft
+
+    model.add_adapter(peft.LoraConfig(r=2, target_modules=["q_proj", "v_proj"], init_lora_weights=False),
+                      adapter_name="first")
+    return model
+
+
+def _adapter_disabled(model: Any, keep: list) -> Any:
+    model = _add_adapter(model, keep)
+    model.disable_adapters()
+    return model
+
+
+def _layerwise_casting(model: Any, keep: list) -> Any:
+    import torch
+
+    model.enable_layerwise_casting(storage_dtype=torch.bfloat16, compute_dtype=torch.float32)
+    return model
+
+
+def _cpu_offload_with_hook(model: Any, keep: list) -> Any:
+    import accelerate
+    import torch
+
+    model, hook = accelerate.cpu_offload_with_hook(model, execution_device=torch.device("cpu"))
+    keep.append(hook)  # the returned hook stays alive for the whole cell
+    return model
+
+
+def _load_checkpoint(model: Any, keep: list) -> Any:
+    import accelerate.utils
+    import torch
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.pt"
+        torch.save(model.state_dict(), path)
+        accelerate.utils.load_checkpoint_in_model(model, str(path))
+    return model
+
+
+def _prepare_qat(model: Any, keep: list) -> Any:
+    import torch
+
+    model.train()
+    model.qconfig = torch.ao.quantization.get_default_qat_qconfig("fbgemm")
+    return torch.ao.quantization.prepare_qat(model)
+
+
+def _fuse_modules(model: Any, keep: list) -> Any:
+    import torch
+
+    model.eval()
+    return torch.ao.quantization.fuse_modules(model, [["1", "2"]])
+
+
+def _get_model(model: Any, keep: list) -> Any:
+    import torchvision
+
+    return torchvision.models.get_model("resnet18", weights=None, num_classes=10)  # a new model: the given is dropped
+
+
+def _pyg_summary(model: Any, keep: list) -> Any:
+    import torch_geometric.nn
+
+    torch_geometric.nn.summary(model, *_profile("torch_geometric").inputs())
+    return model
+
+
+def _offload_wrapper(model: Any, keep: list) -> Any:
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import offload_wrapper
+
+    model[0] = offload_wrapper(model[0])
+    return model
+
+
+def _peft_generate(model: Any, keep: list) -> Any:
+    model.generate(input_ids=_profile("peft").inputs()[0], max_new_tokens=2, do_sample=False)
+    return model
+
+
+def _peft_layers_disabled(model: Any, keep: list) -> Any:
+    model = _peft(model, keep)
+    model.disable_adapter_layers()
+    return model
+
+
+def _pruned(method: str, **options: Any) -> Callable[[Any, list], Any]:
+    """``torch.nn.utils.prune.<method>(model[0], "weight", **options)`` after ``torch.manual_seed(0)``."""
+    def operation(model: Any, keep: list) -> Any:
+        import torch
+        from torch.nn.utils import prune
+
+        torch.manual_seed(0)
+        getattr(prune, method)(model[0], "weight", **options)
+        return model
+    return operation
+
+
+def _lightning_fit(model: Any, keep: list) -> Any:
+    import pytorch_lightning as pl
+    import torch
+
+    (x,) = _profile("lightning").inputs()
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x), batch_size=len(x))
+    trainer = pl.Trainer(max_steps=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(model, loader)
+    return model
+
+
+def _lightning_save_checkpoint(model: Any, keep: list) -> Any:
+    with tempfile.TemporaryDirectory() as folder:
+        model.trainer.save_checkpoint(str(Path(folder) / "model.ckpt"))
+    return model
+
+
+def _lightning_load_from_checkpoint(model: Any, keep: list) -> Any:
+    with tempfile.TemporaryDirectory() as folder:
+        path = str(Path(folder) / "model.ckpt")
+        model.trainer.save_checkpoint(path)
+        return type(model).load_from_checkpoint(path)  # a new model
+
+
+def _lightning_training_step(model: Any, keep: list) -> Any:
+    model.training_step(_profile("lightning").inputs(), 0)
+    return model
+
+
+def _lightning_forward(model: Any, keep: list) -> Any:
+    model.forward(*_profile("lightning").inputs())  # the method itself, not model(...)
+    return model
+
+
+def _swa_forward(model: Any, keep: list) -> Any:
+    model(*_profile("swa_utils").inputs())
+    return model
+
+
+def _swap_conv2d_1x1(model: Any, keep: list) -> Any:
+    import torchao.quantization
+
+    torchao.quantization.swap_conv2d_1x1_to_linear(model)
+    return model
+
+
+def _infer_device_map(model: Any, keep: list) -> Any:
+    import accelerate
+
+    accelerate.infer_auto_device_map(model)
+    return model
+
+
+def _disk_offload(model: Any, keep: list) -> Any:
+    import accelerate
+    import torch
+
+    folder = tempfile.TemporaryDirectory()
+    keep.append(folder)  # the offloaded weights live there for the whole cell; removed when keep is cleared
+    return accelerate.disk_offload(model, offload_dir=folder.name, execution_device=torch.device("cpu"))
+
+
+def _load_checkpoint_and_dispatch(model: Any, keep: list) -> Any:
+    import accelerate
+    import torch
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.pt"
+        torch.save(model.state_dict(), path)
+        return accelerate.load_checkpoint_and_dispatch(model, str(path), device_map={"": "cpu"})
+
+
+def _accelerator(method: str, *, folder: bool = False, goes_on: bool = False) -> Callable[[Any, list], Any]:
+    """``accelerate.Accelerator(cpu=True).<method>(model[, a temporary directory])``: the user goes on with its
+    result if ``goes_on``, else with the same model."""
+    def operation(model: Any, keep: list) -> Any:
+        import accelerate
+
+        call = getattr(accelerate.Accelerator(cpu=True), method)
+        if folder:
+            with tempfile.TemporaryDirectory() as directory:
+                result = call(model, directory)
+        else:
+            result = call(model)
+        return result if goes_on else model
+    return operation
+
+
+def _timm_load_checkpoint(model: Any, keep: list) -> Any:
+    import timm.models
+    import torch
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.pt"
+        torch.save(model.state_dict(), path)
+        timm.models.load_checkpoint(model, str(path))
+    return model
+
+
+def _timm_save_for_hf(model: Any, keep: list) -> Any:
+    import timm.models
+
+    with tempfile.TemporaryDirectory() as folder:
+        timm.models.save_for_hf(model, folder)
+    return model
+
+
+def _timm_feature_extractor(model: Any, keep: list) -> Any:
+    import timm.models
+
+    return timm.models.create_feature_extractor(model, return_nodes={"layer1": "feat1", "layer2": "feat2"})
+
+
+def _two_adapters(model: Any, keep: list) -> Any:
+    import peft
+
+    model = _add_adapter(model, keep)
+    model.add_adapter(peft.LoraConfig(r=2, target_modules=["q_proj", "v_proj"], init_lora_weights=False),
+                      adapter_name="second")
+    return model
+
+
+def _hf_load_adapter(model: Any, keep: list) -> Any:
+    import torch
+
+    torch.manual_seed(1)
+    other = _add_adapter(_profile("transformers").build(), keep)
+    with tempfile.TemporaryDirectory() as folder:
+        other.save_pretrained(folder)
+        model.load_adapter(folder, adapter_name="loaded")
+    return model
+
+
+def _other_peft_saved(folder: str) -> None:
+    """Another PEFT model (the peft profile's ``apply(build())`` after ``torch.manual_seed(1)``) saved in ``folder``."""
+    import torch
+
+    profile = _profile("peft")
+    torch.manual_seed(1)
+    profile.apply(profile.build()).save_pretrained(folder)
+
+
+def _peft_from_pretrained(model: Any, keep: list) -> Any:
+    import peft
+
+    with tempfile.TemporaryDirectory() as folder:
+        _other_peft_saved(folder)
+        return peft.PeftModel.from_pretrained(model, folder)
+
+
+def _peft_load_adapter(model: Any, keep: list) -> Any:
+    with tempfile.TemporaryDirectory() as folder:
+        _other_peft_saved(folder)
+        model.load_adapter(folder, adapter_name="loaded")
+    return model
+
+
+def _peft_set_state_dict(model: Any, keep: list) -> Any:
+    import peft
+
+    peft.set_peft_model_state_dict(model, peft.get_peft_model_state_dict(model))
+    return model
+
+
+def _ao_run(m: Any, batch: Any) -> None:
+    m(batch)
+
+
+def _ao_quantize(model: Any, keep: list) -> Any:
+    import torch
+
+    q = torch.ao.quantization
+    model.eval()
+    model.qconfig = q.get_default_qconfig("fbgemm")
+    return q.quantize(model, _ao_run, list(_profile("torch_ao_quantization").inputs()))
+
+
+def _ao_quantize_qat(model: Any, keep: list) -> Any:
+    import torch
+
+    q = torch.ao.quantization
+    model.train()
+    model.qconfig = q.get_default_qat_qconfig("fbgemm")
+    return q.quantize_qat(model, _ao_run, list(_profile("torch_ao_quantization").inputs()))
+
+
+def _fuse_modules_qat(model: Any, keep: list) -> Any:
+    import torch
+
+    model.train()
+    return torch.ao.quantization.fuse_modules_qat(model, [["1", "2"]])
+
+
+def _ao_applied(name: str) -> Callable[[Any, list], Any]:
+    """``model.apply(torch.ao.quantization.<name>)``; the same model."""
+    def operation(model: Any, keep: list) -> Any:
+        import torch
+
+        model.apply(getattr(torch.ao.quantization, name))
+        return model
+    return operation
+
+
+def _qat_then(name: str) -> Callable[[Any, list], Any]:
+    """Prepared for QAT, then ``model.apply(torch.ao.quantization.<name>)``."""
+    return lambda model, keep: _ao_applied(name)(_prepare_qat(model, keep), keep)
+
+
+def _ao_observer_state_dict(model: Any, keep: list) -> Any:
+    import torch
+
+    torch.ao.quantization.get_observer_state_dict(model)
+    return model
+
+
 # (slug, operation) -> (the preparation before it, the operation): each takes (model, keep) and returns the model
 OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[Any, list], Any]]] = {
     ("peft", "get_peft_model"): (_same, _peft),
@@ -314,7 +636,79 @@ OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[An
     ("opacus", "PrivacyEngine.make_private"): (_same, _make_private),
     ("captum", "IntegratedGradients.attribute"): (_same, _integrated_gradients),
     ("timm", "create_model"): (_same, _create_model),
+    ("transformers", "PreTrainedModel.add_adapter"): (_same, _add_adapter),
+    ("transformers", "PreTrainedModel.disable_adapters"): (_add_adapter, _then(lambda m: m.disable_adapters())),
+    ("transformers", "PreTrainedModel.enable_adapters"): (_adapter_disabled, _then(lambda m: m.enable_adapters())),
+    ("transformers", "PreTrainedModel.delete_adapter"): (_add_adapter, _then(lambda m: m.delete_adapter("first"))),
+    ("transformers", "PreTrainedModel.train"): (_eval, _returns(lambda m: m.train())),
+    ("diffusers", "ModelMixin.save_pretrained"): (_same, _save_pretrained),
+    ("diffusers", "ModelMixin.enable_layerwise_casting"): (_same, _layerwise_casting),
+    ("diffusers", "ModelMixin.disable_gradient_checkpointing"):
+        (_then(lambda m: m.enable_gradient_checkpointing()), _then(lambda m: m.disable_gradient_checkpointing())),
+    ("accelerate", "cpu_offload_with_hook"): (_same, _cpu_offload_with_hook),
+    ("accelerate", "load_checkpoint_in_model"): (_same, _load_checkpoint),
+    ("torch_ao_quantization", "prepare_qat"): (_same, _prepare_qat),
+    ("torch_ao_quantization", "fuse_modules"): (_same, _fuse_modules),
+    ("torchvision", "get_model"): (_same, _get_model),
+    ("torch_geometric", "summary"): (_same, _pyg_summary),
+    ("checkpoint_wrapper", "offload_wrapper"): (_same, _offload_wrapper),
+    ("peft", "PeftModel.generate"): (_peft, _peft_generate),
+    ("peft", "LoraModel.enable_adapter_layers"): (_peft_layers_disabled, _then(lambda m: m.enable_adapter_layers())),
+    ("prune", "ln_structured"): (_same, _pruned("ln_structured", amount=0.5, n=2, dim=0)),
+    ("prune", "random_structured"): (_same, _pruned("random_structured", amount=0.5, dim=0)),
+    ("prune", "random_unstructured"): (_same, _pruned("random_unstructured", amount=0.5)),
+    ("lightning", "Trainer.fit"): (_same, _lightning_fit),
+    ("lightning", "Trainer.save_checkpoint"): (_lightning_fit, _lightning_save_checkpoint),
+    ("lightning", "LightningModule.load_from_checkpoint"): (_lightning_fit, _lightning_load_from_checkpoint),
+    ("lightning", "LightningModule.training_step"): (_same, _lightning_training_step),
+    ("lightning", "LightningModule.forward"): (_same, _lightning_forward),
+    ("swa_utils", "AveragedModel.forward"): (_applied("swa_utils"), _swa_forward),
+    ("torchao", "swap_conv2d_1x1_to_linear"): (_same, _swap_conv2d_1x1),
+    ("opacus", "PrivacyEngine.make_private_with_epsilon"):
+        (_same, _privately("make_private_with_epsilon", target_epsilon=5.0, target_delta=1e-5, epochs=1,
+                           max_grad_norm=1.0)),
+    ("accelerate", "infer_auto_device_map"): (_same, _infer_device_map),
+    ("accelerate", "disk_offload"): (_same, _disk_offload),
+    ("accelerate", "load_checkpoint_and_dispatch"): (_same, _load_checkpoint_and_dispatch),
+    ("accelerate", "Accelerator.prepare"): (_same, _accelerator("prepare", goes_on=True)),
+    ("accelerate", "Accelerator.get_state_dict"): (_same, _accelerator("get_state_dict")),
+    ("accelerate", "Accelerator.save_model"): (_same, _accelerator("save_model", folder=True)),
+    ("accelerate", "Accelerator.verify_device_map"): (_same, _accelerator("verify_device_map")),
+    ("timm", "load_checkpoint"): (_same, _timm_load_checkpoint),
+    ("timm", "save_for_hf"): (_same, _timm_save_for_hf),
+    ("timm", "create_feature_extractor"): (_same, _timm_feature_extractor),
+    ("transformers", "PreTrainedModel.set_adapter"): (_two_adapters, _then(lambda m: m.set_adapter("second"))),
+    ("transformers", "PreTrainedModel.get_adapter_state_dict"):
+        (_add_adapter, _then(lambda m: m.get_adapter_state_dict())),
+    ("transformers", "PreTrainedModel.load_adapter"): (_same, _hf_load_adapter),
+    ("transformers", "PreTrainedModel.get_compiled_call"): (_same, _then(lambda m: m.get_compiled_call(None))),
+    ("peft", "PeftModel.delete_adapter"): (_peft_and_second_adapter, _then(lambda m: m.delete_adapter("second"))),
+    ("peft", "LoraModel.set_adapter"):
+        (_peft_and_second_adapter, _then(lambda m: m.base_model.set_adapter("second"))),
+    ("peft", "LoraModel.delete_adapter"):
+        (_peft_and_second_adapter, _then(lambda m: m.base_model.delete_adapter("second"))),
+    ("peft", "PeftModel.get_base_model"): (_peft, _returns(lambda m: m.get_base_model())),
+    ("peft", "PeftModel.from_pretrained"): (_same, _peft_from_pretrained),
+    ("peft", "PeftModel.load_adapter"): (_peft, _peft_load_adapter),
+    ("peft", "set_peft_model_state_dict"): (_peft, _peft_set_state_dict),
+    ("torch_ao_quantization", "quantize"): (_same, _ao_quantize),
+    ("torch_ao_quantization", "quantize_qat"): (_same, _ao_quantize_qat),
+    ("torch_ao_quantization", "fuse_modules_qat"): (_same, _fuse_modules_qat),
+    ("torch_ao_quantization", "disable_observer"): (_prepare_qat, _ao_applied("disable_observer")),
+    ("torch_ao_quantization", "enable_observer"): (_qat_then("disable_observer"), _ao_applied("enable_observer")),
+    ("torch_ao_quantization", "disable_fake_quant"): (_prepare_qat, _ao_applied("disable_fake_quant")),
+    ("torch_ao_quantization", "enable_fake_quant"):
+        (_qat_then("disable_fake_quant"), _ao_applied("enable_fake_quant")),
+    ("torch_ao_quantization", "get_observer_state_dict"): (_ao_prepared_and_calibrated, _ao_observer_state_dict),
 }
+
+
+def _logits_loss(output: Any) -> Any:
+    return output.float().pow(2).mean()
+
+
+# (slug, operation) -> the backward phase's loss of the output, in place of the profile's (run_phases' loss_of)
+LOSSES: dict[tuple[str, str], Callable[[Any], Any]] = {("torchvision", "get_model"): _logits_loss}
 
 
 # ------------------------------------------------------------------------------------------------ one cell
@@ -439,14 +833,20 @@ def first_tensor(value: Any) -> Any:
     return None
 
 
-def run_phases(model: Any, profile: Any, record: Record) -> str | None:
+def run_phases(model: Any, profile: Any, record: Record,
+               loss_of: Callable[[Any], Any] | None = None) -> str | None:
     """Forward, backward, state_dict, load_state_dict, each of the hook's calls counted under its phase; the first
-    error (``phase: Type: message``) stops them and is returned."""
+    error (``phase: Type: message``) stops them and is returned. ``loss_of`` replaces the profile's loss if given."""
     try:
         record.phase = "forward"
         output = model(*profile.inputs())
         record.phase = "backward"
-        loss = profile.loss(output) if hasattr(profile, "loss") else first_tensor(output).float().pow(2).mean()
+        if loss_of is not None:
+            loss = loss_of(output)
+        elif hasattr(profile, "loss"):
+            loss = profile.loss(output)
+        else:
+            loss = first_tensor(output).float().pow(2).mean()
         if loss.requires_grad:
             loss.backward()
         record.phase = "state_dict"
@@ -495,7 +895,7 @@ def observe(key: str) -> dict:
                 remove = register(family, target, record)
             except Refused as refused:
                 return {"registered": False, "why": str(refused)}
-        error = run_phases(model, profile, record)
+        error = run_phases(model, profile, record, LOSSES.get((slug, operation)))
         fires = {phase: n for phase in PHASES if (n := sum(p == phase for p, _ in record.calls))}
         given: list[str] = []
         if family not in GLOBAL:
@@ -513,7 +913,7 @@ def observe(key: str) -> dict:
             removing()
         record.calls.clear()
         model.zero_grad(set_to_none=True)  # as a training loop does between steps
-        again = run_phases(model, profile, record)
+        again = run_phases(model, profile, record, LOSSES.get((slug, operation)))
         return {"registered": True, "fires": fires, "given": given, "after remove": len(record.calls),
                 "error": error if error is not None else again}
     finally:

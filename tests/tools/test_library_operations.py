@@ -131,6 +131,46 @@ def test_the_held_out_part_is_a_fifth_of_every_cell_the_table_makes_each_drawn_b
     assert sum(s["observed"] for s in standing.values()) == len(observed)
     assert sum(s["operations"] for s in standing.values()) == len(table)
     assert all(s["observed"] + len(s["cannot run here"]) + s["not yet"] == s["operations"] for s in standing.values())
+    odd = doc["unusual"]["cells"]
+    assert set(odd) <= set(doc["cells"]) and doc["unusual"]["count"] == len(odd)
+    assert sum(s["cells"] for s in standing.values()) == len(doc["cells"])
+    assert sum(s["unusual"] for s in standing.values()) == len(odd)
+    fixed = doc["unusual"]["fixes"]
+    assert sum(s["with a fix"] for s in standing.values()) == len(fixed) == doc["unusual"]["with a fix"]
+    for key, fix in fixed.items():  # each fix is shown by the same hook registered after the operation, as usual
+        assert key in odd and fix["shown by"] == key.replace("|before", "|after") and fix["shown by"] not in odd
+        assert fix["shown by"] in doc["cells"]
+
+
+def test_a_fix_is_proposed_only_where_the_hook_registered_after_behaves_as_without_the_operation():
+    from tools.profiles.cells import fixes
+    observed = dict.fromkeys(["a:op|forward-hook|before", "a:op|forward-hook|after", "a:op|param-hook|before",
+                              "a:op|param-hook|after", "a:op|global-forward-hook|after"], {})
+    odd = {"a:op|forward-hook|before": ["never fires"], "a:op|param-hook|before": ["never fires"],
+           "a:op|param-hook|after": ["never fires"], "a:op|global-forward-hook|after": ["fires otherwise"]}
+    assert fixes(odd, observed) == {"a:op|forward-hook|before": {
+        "fix": "register the hook after the operation", "shown by": "a:op|forward-hook|after"}}
+    assert fixes(odd, {k: v for k, v in observed.items() if k != "a:op|forward-hook|after"}) == {}
+
+
+def test_a_cell_is_unusual_by_what_differs_from_the_same_hook_without_the_operation():
+    from tools.profiles.cells import unusual
+    base = {"registered": True, "fires": {"forward": 1}, "given": ["the target after the operation"],
+            "after remove": 0, "error": None}
+    assert unusual(dict(base), base) == []
+    assert unusual({**base, "fires": {"operation": 2, "forward": 1}}, base) == ["fires during the operation"]
+    assert unusual({**base, "fires": {}, "given": []}, base) == ["never fires"]
+    assert unusual({**base, "given": ["another Linear"]}, base) == ["given another object"]
+    assert unusual({**base, "given": ["what it was registered on, before the operation"]}, base) == [
+        "given the object it was registered on, no longer at its place"]
+    assert unusual({**base, "fires": {"forward": 2}, "after remove": 1}, base) == [
+        "fires otherwise", "fires after handle.remove()"]
+    assert unusual({**base, "error": "backward: RuntimeError: x"}, base) == ["a run raises"]
+    assert unusual({"registered": True, "operation raised": "TypeError: no"}, base) == ["the operation raised"]
+    refused = {"registered": False, "why": "the target has no parameter"}
+    assert unusual(refused, refused) == []  # refused with and without the operation alike
+    assert unusual(refused, base) == ["could not be registered"]
+    assert unusual(base, refused) == ["registered where it could not be without the operation"]
 
 
 def test_a_sample_of_the_cells_is_observed_again_as_committed():
@@ -166,3 +206,40 @@ def test_a_weight_hook_registered_before_pruning_still_fires_as_a_plain_run_show
     assert layer.weight_orig is weight and seen == [torch.Size([8, 4])]
     cell = committed_cells()["cells"]["prune:l1_unstructured|param-hook|before"]
     assert cell["fires"] == {"backward": 1} and cell["given"] == ["what it was registered on, before the operation"]
+
+
+def test_a_forward_hook_registered_before_fuse_modules_fires_from_the_copy_as_a_plain_run_shows():
+    """The cell ``torch_ao_quantization:fuse_modules|forward-hook|before`` against plain PyTorch, written without the
+    generator: ``fuse_modules`` (``inplace=False``) deep-copies the model, the hooked Linear with it, so the hook
+    fires on the copy's Linear inside the fused module, and ``handle.remove()`` on the original does not reach it."""
+    from torch.ao.quantization import fuse_modules
+
+    model = nn.Sequential(nn.Identity(), nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)).eval()
+    seen: list[nn.Module] = []
+    handle = model[1].register_forward_hook(lambda module, args, out: seen.append(module))
+    fused = fuse_modules(model, [["1", "2"]])
+    fused(torch.ones(2, 4))
+    handle.remove()
+    fused(torch.ones(2, 4))
+    assert len(seen) == 2 and seen[0] is seen[1] is fused[1][0] and seen[0] is not model[1]
+    cell = committed_cells()["cells"]["torch_ao_quantization:fuse_modules|forward-hook|before"]
+    assert cell["fires"] == {"forward": 1} and cell["given"] == ["another Linear"] and cell["after remove"] == 1
+    assert committed_cells()["unusual"]["cells"]["torch_ao_quantization:fuse_modules|forward-hook|before"] == [
+        "given another object", "fires after handle.remove()"]
+
+
+def test_the_lookup_lands_on_an_operation_s_entry_when_asked_by_library_method_and_hook():
+    """Every observed operation has an entry of its own in course.ask's index; asked as ``<library> <method>
+    forward hook`` (the template is the measure's, written before it ran), the operation's entry is among the first
+    three for at least 90 % of them (96 of 101 when written: the misses are methods two classes of a library share,
+    ``attribute``, ``delete_adapter``, ``set_adapter``, and ``unload``)."""
+    from hooklab import course
+    doc = committed_cells()
+    operations = sorted({key.split("|")[0] for key in doc["cells"]})
+    found = 0
+    for operation in operations:
+        slug, name = operation.split(":", 1)
+        hits = course.ask(f"{slug.replace('_', ' ')} {name.rsplit('.', 1)[-1]} forward hook", k=3)
+        found += any(hit.kind == "profile" and hit.title_en.split(": ", 1)[-1].startswith(name.replace(".", " ") + ",")
+                     for hit in hits)
+    assert found >= 0.9 * len(operations), f"{found} of {len(operations)} operations found by their own names"

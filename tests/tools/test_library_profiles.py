@@ -255,6 +255,26 @@ def test_every_profile_has_a_page_in_both_languages_with_its_api_names(lang):
         assert (chinese > 20) == (lang == "zh"), (slug, lang, chinese)
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_profile_page_has_a_table_of_each_observed_operation_with_its_unusual_cells_and_their_fixes(lang):
+    """The library matrix's rows on the library's page: every operation observed has a heading; every unusual
+    cell of it is a row (its family, when, how and the proven fix), and no usual cell is."""
+    matrix = json.loads(page.LIBRARY_MATRIX.read_text(encoding="utf-8"))
+    text = page.pages()["profiles-torch_ao_quantization"](None, lang, [])
+    section = text.split(f"## {page.TEXT[lang]['operations']}")[1].split("\n## ")[0]
+    operations = {key.split("|")[0].split(":", 1)[1] for key in matrix["cells"]
+                  if key.startswith("torch_ao_quantization:")}
+    assert operations and all(f"### `{name}`" in section for name in operations)
+    rows = section.split("### `fuse_modules`")[1].split("### ")[0]
+    for key in (k for k in matrix["cells"] if k.startswith("torch_ao_quantization:fuse_modules|")):
+        _, family, when = key.split("|")
+        row = f"| `{family}` | {page.TEXT[lang][when]} |"
+        assert (row in rows) == (key in matrix["unusual"]["cells"]), key
+    fixed = "在操作之后注册钩子" if lang == "zh" else "register the hook after the operation"
+    assert f"| {page.TEXT[lang]['before']} | " in rows and fixed in rows
+    assert page.operations_section("no_such_library", lang, matrix) == []
+
+
 def test_the_lookup_finds_a_library_by_its_name_and_reads_its_profile():
     found = course.ask("what does accelerate do to my hooks", lang="en")
     assert any(hit.kind == "profile" and hit.page == "profiles-accelerate.html" for hit in found[:5])

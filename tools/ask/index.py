@@ -79,6 +79,7 @@ SILENT_KINDS = ROOT / "docs" / "silent_symptoms.toml"
 INDEX = ROOT / "hooklab" / "course" / "assets" / "ask" / "index.json"
 PROGRAMS_ASSET = INDEX.parent / "programs.json.gz"  # the entries' programs (split_programs)
 PROFILES = ROOT / "hooklab" / "course" / "assets" / "profiles" / "library_profiles.json"
+LIBRARY_MATRIX = ROOT / "docs" / "library_matrix.json"
 SECTION = re.compile(r"^##\s+(\d+)\.\s+(.*?)\s*$")
 _CODE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[a-z]+_[a-z0-9_]+")
 _MARKUP = re.compile(r"<[^>]+>|\]\([^)]*\)|[*#>|`\[]")
@@ -364,6 +365,41 @@ def profile_entries() -> list[dict[str, Any]]:
     return entries
 
 
+def library_operation_entries() -> list[dict[str, Any]]:
+    """One ``profile`` entry per operation of the library matrix (docs/library_matrix.json): the library, the
+    operation and the hooks it changes, with how (or that every hook behaves as without it), in both languages;
+    linked to the library's page, whose table for the operation lists them."""
+    if not (PROFILES.exists() and LIBRARY_MATRIX.exists()):
+        return []
+    from tools.profiles.page import FIX_ZH, HOW_ZH
+
+    titles = {slug: r["title"] for slug, r in json.loads(PROFILES.read_text(encoding="utf-8"))["libraries"].items()}
+    matrix = json.loads(LIBRARY_MATRIX.read_text(encoding="utf-8"))
+    odd = matrix["unusual"]
+    rows: dict[str, set[str]] = {key.split("|")[0]: set() for key in matrix["cells"]}  # every operation observed
+    for key, how in odd["cells"].items():
+        operation, family, _ = key.split("|")
+        fix = odd["fixes"].get(key, {}).get("fix", "")
+        rows.setdefault(operation, set()).update(
+            [family.replace("-", " "), *how, fix, *(HOW_ZH.get(h, h) for h in how), FIX_ZH.get(fix, "")])
+    entries = []
+    for operation, words in sorted(rows.items()):
+        slug, name = operation.split(":", 1)
+        if slug not in titles:
+            continue
+        shown = name.replace(".", " ")  # LoraModel merge_and_unload: the method is a word of its own
+        words = words or {"every hook behaves as without it", "每个钩子都和没有这个操作时一样"}
+        entries.append({
+            "id": f"profile:{operation}", "kind": "profile", "message": None, "notebook": None, "cell": None,
+            "en": f"{titles[slug]}: {shown}, what it does to your hooks",
+            "zh": f"{titles[slug]}：{shown} 对你的钩子做了什么",
+            "text": f"{titles[slug]} {slug} {' '.join(aliases(slug))} {name} {shown} {name.replace('_', ' ')} "
+                    f"{' '.join(sorted(filter(None, words)))}",
+            "page": f"profiles-{slug}.html",
+        })
+    return entries
+
+
 def framework_entries() -> list[dict[str, Any]]:
     """The other frameworks' equivalents of a hook (tools/profiles/frameworks_data.py), one entry per framework,
     of the ``profile`` kind, linked to its section of the site's page."""
@@ -495,7 +531,8 @@ def attach_programs(entries: list[dict[str, Any]], folder: Path = PROGRAMS) -> i
 def build() -> dict[str, Any]:
     """The whole index, in a stable order (by kind, then id)."""
     entries = (section_entries() + symptom_kind_entries() + symptom_entries() + message_entries()
-               + matrix_entries() + recipe_entries() + profile_entries() + framework_entries() + doctor_entries()
+               + matrix_entries() + recipe_entries() + profile_entries() + library_operation_entries()
+               + framework_entries() + doctor_entries()
                + atlas_entries())
     attach_programs(entries)
     for entry in entries:  # the lookup reads terms, not text: tokenizing every entry at each start took seconds

@@ -191,11 +191,16 @@ def _entered(model: nn.Module) -> nn.Module:
     return model
 
 
-def _saved(model: nn.Module) -> nn.Module:
-    """``save_pretrained`` into a folder that is removed afterwards; the model goes on."""
-    with tempfile.TemporaryDirectory() as folder:
-        model.save_pretrained(folder)
-    return model
+def _in_folder(call: Callable[[nn.Module, str], Any]) -> Callable[[nn.Module], nn.Module]:
+    """``call(model, folder)`` with a temporary folder that is removed afterwards; the model goes on."""
+    def run(model: nn.Module) -> nn.Module:
+        with tempfile.TemporaryDirectory() as folder:
+            call(model, folder)
+        return model
+    return run
+
+
+_saved = _in_folder(lambda model, folder: model.save_pretrained(folder))
 
 
 def _generated(model: nn.Module) -> nn.Module:
@@ -249,6 +254,260 @@ def _integrated_gradients(model: nn.Module) -> nn.Module:
 def _timm_model(model: nn.Module) -> nn.Module:
     import timm
     return timm.create_model("test_resnet", pretrained=False)
+
+
+def _lora_config() -> Any:
+    from peft import LoraConfig
+    return LoraConfig(r=2, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+
+
+def _transformers_adapter(model: nn.Module) -> nn.Module:
+    """transformers' own PEFT integration: ``model.add_adapter(config)`` (the model stays a transformers model)."""
+    model.add_adapter(_lora_config(), adapter_name="first")
+    return model
+
+
+def _offloaded_with_hook(model: nn.Module) -> nn.Module:
+    from accelerate import cpu_offload_with_hook
+    model, hook = cpu_offload_with_hook(model, execution_device=torch.device("cpu"))
+    model._hooklab_offload_hook = hook  # kept alive while the model is, as a pipeline keeps it
+    return model
+
+
+def _checkpoint_loaded(model: nn.Module, folder: str) -> None:
+    """``load_checkpoint_in_model`` from a file of the model's own state dict."""
+    from accelerate.utils import load_checkpoint_in_model
+    load_checkpoint_in_model(model, _state_file(model, folder))
+
+
+def _prepared_for_qat(model: nn.Module) -> nn.Module:
+    model.train()
+    model.qconfig = quantization.get_default_qat_qconfig("fbgemm")
+    return quantization.prepare_qat(model)
+
+
+def _fused(model: nn.Module) -> nn.Module:
+    """``fuse_modules`` of the profile's Linear and the ReLU after it (``inplace=False``, its default: a copy)."""
+    return quantization.fuse_modules(model.eval(), [["1", "2"]])
+
+
+def _torchvision_model(model: nn.Module) -> nn.Module:
+    from torchvision.models import get_model
+    return get_model("resnet18", weights=None, num_classes=10)
+
+
+def _geometric_summary(model: nn.Module) -> nn.Module:
+    from torch_geometric.nn import summary
+
+    from tools.profiles.libraries import torch_geometric
+    summary(model, *torch_geometric.inputs())
+    return model
+
+
+def _offload_wrapped(model: nn.Module) -> nn.Module:
+    """torch's ``offload_wrapper`` around the profile's first Linear (saved activations go to the CPU)."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import offload_wrapper
+    model[0] = offload_wrapper(model[0])
+    return model
+
+
+def _peft_generated(model: nn.Module) -> nn.Module:
+    from tools.profiles.libraries import peft as profile
+    model.generate(input_ids=profile.inputs()[0], max_new_tokens=2, do_sample=False)
+    return model
+
+
+def _pruned(method: str, **options: Any) -> Callable[[nn.Module], nn.Module]:
+    def run(model: nn.Module) -> nn.Module:
+        from torch.nn.utils import prune
+        torch.manual_seed(0)  # the random methods draw from torch's generator
+        getattr(prune, method)(model[0], "weight", amount=0.5, **options)
+        return model
+    return run
+
+
+def _trainer() -> Any:
+    import pytorch_lightning as pl
+    return pl.Trainer(max_steps=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False)
+
+
+def _lightning_batches() -> Any:
+    from tools.profiles.libraries import lightning
+    (x,) = lightning.inputs()
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x), batch_size=len(x))
+
+
+def _fitted(model: nn.Module) -> nn.Module:
+    """One training step of a Lightning ``Trainer`` (``max_steps=1``, no logger, checkpoint or summary)."""
+    _trainer().fit(model, _lightning_batches())
+    return model
+
+
+def _lightning_checkpoint(model: nn.Module, folder: str) -> str:
+    path = str(Path(folder) / "model.ckpt")
+    model.trainer.save_checkpoint(path)
+    return path
+
+
+def _loaded_from_checkpoint(model: nn.Module) -> nn.Module:
+    with tempfile.TemporaryDirectory() as folder:
+        return type(model).load_from_checkpoint(_lightning_checkpoint(model, folder))
+
+
+def _training_step(model: nn.Module) -> nn.Module:
+    from tools.profiles.libraries import lightning
+    model.training_step(lightning.inputs(), 0)
+    return model
+
+
+def _made_private_with_epsilon(model: nn.Module) -> nn.Module:
+    from opacus import PrivacyEngine
+
+    from tools.profiles.libraries import opacus as profile
+    (x,) = profile.inputs()
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, torch.zeros(len(x), dtype=torch.long)),
+                                         batch_size=len(x))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    private, _, _ = PrivacyEngine().make_private_with_epsilon(
+        module=model, optimizer=optimizer, data_loader=loader, target_epsilon=5.0, target_delta=1e-5, epochs=1,
+        max_grad_norm=1.0)
+    return private
+
+
+def _state_file(model: nn.Module, folder: str) -> str:
+    path = str(Path(folder) / "model.pt")
+    torch.save(model.state_dict(), path)
+    return path
+
+
+def _disk_offloaded(model: nn.Module) -> nn.Module:
+    """``disk_offload`` into a temporary folder that lives as long as the model."""
+    from accelerate import disk_offload
+    folder = tempfile.TemporaryDirectory()
+    model = disk_offload(model, offload_dir=folder.name, execution_device=torch.device("cpu"))
+    model._hooklab_offload_folder = folder  # removed when the model is
+    return model
+
+
+def _loaded_and_dispatched(model: nn.Module) -> nn.Module:
+    from accelerate import load_checkpoint_and_dispatch
+    with tempfile.TemporaryDirectory() as folder:
+        return load_checkpoint_and_dispatch(model, _state_file(model, folder), device_map={"": "cpu"})
+
+
+def _accelerator(call: Callable[[Any, nn.Module], Any]) -> Callable[[nn.Module], nn.Module]:
+    """``call(Accelerator(cpu=True), model)``; the model goes on (``prepare`` returns it: see its own case)."""
+    def run(model: nn.Module) -> nn.Module:
+        from accelerate import Accelerator
+        call(Accelerator(cpu=True), model)
+        return model
+    return run
+
+
+def _prepared_whole(model: nn.Module) -> nn.Module:
+    from accelerate import Accelerator
+    return Accelerator(cpu=True).prepare(model)
+
+
+def _timm_checkpoint_loaded(model: nn.Module, folder: str) -> None:
+    from timm.models import load_checkpoint
+    load_checkpoint(model, _state_file(model, folder))
+
+
+def _timm_saved_for_hf(model: nn.Module, folder: str) -> None:
+    from timm.models import save_for_hf
+    save_for_hf(model, folder)
+
+
+def _saved_by_accelerator(model: nn.Module, folder: str) -> None:
+    from accelerate import Accelerator
+    Accelerator(cpu=True).save_model(model, folder)
+
+
+def _timm_feature_extractor(model: nn.Module) -> nn.Module:
+    from timm.models import create_feature_extractor
+    return create_feature_extractor(model, return_nodes={"layer1": "feat1", "layer2": "feat2"})
+
+
+def _two_transformers_adapters(model: nn.Module) -> nn.Module:
+    _transformers_adapter(model)
+    model.add_adapter(_lora_config(), adapter_name="second")
+    return model
+
+
+def _adapter_loaded(model: nn.Module) -> nn.Module:
+    """``load_adapter`` of an adapter saved from another model of the same config (built with seed 1)."""
+    from tools.profiles.libraries import transformers as profile
+    torch.manual_seed(1)
+    other = _transformers_adapter(profile.build())
+    with tempfile.TemporaryDirectory() as folder:
+        other.save_pretrained(folder)
+        model.load_adapter(folder, adapter_name="loaded")
+    return model
+
+
+def _peft_loaded(model: nn.Module) -> nn.Module:
+    """``PeftModel.from_pretrained(model, folder)``: an adapter saved from another PEFT model of the same base config
+    (built with seed 1) put on the user's model."""
+    from peft import PeftModel
+
+    from tools.profiles.libraries import peft as profile
+    torch.manual_seed(1)
+    other = profile.apply(profile.build())
+    with tempfile.TemporaryDirectory() as folder:
+        other.save_pretrained(folder)
+        return PeftModel.from_pretrained(model, folder)
+
+
+def _peft_adapter_loaded(model: nn.Module) -> nn.Module:
+    from tools.profiles.libraries import peft as profile
+    torch.manual_seed(1)
+    other = profile.apply(profile.build())
+    with tempfile.TemporaryDirectory() as folder:
+        other.save_pretrained(folder)
+        model.load_adapter(folder, adapter_name="loaded")
+    return model
+
+
+def _peft_state_set(model: nn.Module) -> nn.Module:
+    from peft import get_peft_model_state_dict, set_peft_model_state_dict
+    set_peft_model_state_dict(model, get_peft_model_state_dict(model))
+    return model
+
+
+def _ao_quantized(model: nn.Module) -> nn.Module:
+    """Eager post-training ``quantize`` (a copy, calibrated by a run of the profile's inputs)."""
+    from tools.profiles.libraries import torch_ao_quantization as profile
+    model.eval().qconfig = quantization.get_default_qconfig("fbgemm")
+    return quantization.quantize(model, lambda m, batch: m(batch), [profile.inputs()[0]])
+
+
+def _ao_quantized_qat(model: nn.Module) -> nn.Module:
+    from tools.profiles.libraries import torch_ao_quantization as profile
+    model.train().qconfig = quantization.get_default_qat_qconfig("fbgemm")
+    return quantization.quantize_qat(model, lambda m, batch: m(batch), [profile.inputs()[0]])
+
+
+def _run_on_inputs(slug: str, call_forward: bool = False) -> Callable[[nn.Module], nn.Module]:
+    """A run of the model (or of its ``forward`` method, called directly) on the profile's inputs."""
+    def run(model: nn.Module) -> nn.Module:
+        from tools.profiles.libraries import modules
+        (model.forward if call_forward else model)(*modules()[slug].inputs())
+        return model
+    return run
+
+
+def _swapped_1x1(model: nn.Module) -> nn.Module:
+    from torchao.quantization import swap_conv2d_1x1_to_linear
+    swap_conv2d_1x1_to_linear(model)
+    return model
+
+
+def _device_map_inferred(model: nn.Module) -> nn.Module:
+    from accelerate import infer_auto_device_map
+    infer_auto_device_map(model)
+    return model
 
 
 CASES: tuple[Case, ...] = (
@@ -305,6 +564,79 @@ CASES: tuple[Case, ...] = (
         onload_device=torch.device("cpu"), offload_device=torch.device("cpu"), offload_type="leaf_level"))),
     Case("accelerate:cpu_offload", _profile_apply("accelerate")),
     Case("accelerate:dispatch_model", _dispatched),
+    Case("transformers:PreTrainedModel.add_adapter", _transformers_adapter),
+    Case("transformers:PreTrainedModel.disable_adapters", _same(lambda m: m.disable_adapters()),
+         setup=_transformers_adapter),
+    Case("transformers:PreTrainedModel.enable_adapters", _same(lambda m: m.enable_adapters()),
+         setup=lambda m: _same(lambda t: t.disable_adapters())(_transformers_adapter(m))),
+    Case("transformers:PreTrainedModel.delete_adapter", _same(lambda m: m.delete_adapter("first")),
+         setup=_transformers_adapter),
+    Case("transformers:PreTrainedModel.train", lambda m: m.train(), setup=lambda m: m.eval()),
+    Case("diffusers:ModelMixin.save_pretrained", _saved),
+    Case("diffusers:ModelMixin.enable_layerwise_casting", _same(lambda m: m.enable_layerwise_casting(
+        storage_dtype=torch.bfloat16, compute_dtype=torch.float32))),
+    Case("diffusers:ModelMixin.disable_gradient_checkpointing", _same(lambda m: m.disable_gradient_checkpointing()),
+         setup=_same(lambda m: m.enable_gradient_checkpointing())),
+    Case("accelerate:cpu_offload_with_hook", _offloaded_with_hook),
+    Case("accelerate:load_checkpoint_in_model", _in_folder(_checkpoint_loaded)),
+    Case("torch_ao_quantization:prepare_qat", _prepared_for_qat),
+    Case("torch_ao_quantization:fuse_modules", _fused),
+    Case("torchvision:get_model", _torchvision_model),
+    Case("torch_geometric:summary", _geometric_summary),
+    Case("checkpoint_wrapper:offload_wrapper", _offload_wrapped),
+    Case("peft:PeftModel.generate", _peft_generated, setup=_peft),
+    Case("peft:LoraModel.enable_adapter_layers", _same(lambda m: m.enable_adapter_layers()),
+         setup=lambda m: _same(lambda p: p.disable_adapter_layers())(_peft(m))),
+    Case("prune:ln_structured", _pruned("ln_structured", n=2, dim=0)),
+    Case("prune:random_structured", _pruned("random_structured", dim=0)),
+    Case("prune:random_unstructured", _pruned("random_unstructured")),
+    Case("lightning:Trainer.fit", _fitted),
+    Case("lightning:Trainer.save_checkpoint", _in_folder(_lightning_checkpoint), setup=_fitted),
+    Case("lightning:LightningModule.load_from_checkpoint", _loaded_from_checkpoint, setup=_fitted),
+    Case("lightning:LightningModule.training_step", _training_step),
+    Case("lightning:LightningModule.forward", _run_on_inputs("lightning", call_forward=True)),
+    Case("swa_utils:AveragedModel.forward", _run_on_inputs("swa_utils"), setup=_profile_apply("swa_utils")),
+    Case("torchao:swap_conv2d_1x1_to_linear", _swapped_1x1),
+    Case("opacus:PrivacyEngine.make_private_with_epsilon", _made_private_with_epsilon),
+    Case("accelerate:infer_auto_device_map", _device_map_inferred),
+    Case("accelerate:disk_offload", _disk_offloaded),
+    Case("accelerate:load_checkpoint_and_dispatch", _loaded_and_dispatched),
+    Case("accelerate:Accelerator.prepare", _prepared_whole),
+    Case("accelerate:Accelerator.get_state_dict", _accelerator(lambda a, m: a.get_state_dict(m))),
+    Case("accelerate:Accelerator.save_model", _in_folder(_saved_by_accelerator)),
+    Case("accelerate:Accelerator.verify_device_map", _accelerator(lambda a, m: a.verify_device_map(m))),
+    Case("timm:load_checkpoint", _in_folder(_timm_checkpoint_loaded)),
+    Case("timm:save_for_hf", _in_folder(_timm_saved_for_hf)),
+    Case("timm:create_feature_extractor", _timm_feature_extractor),
+    Case("transformers:PreTrainedModel.set_adapter", _same(lambda m: m.set_adapter("second")),
+         setup=_two_transformers_adapters),
+    Case("transformers:PreTrainedModel.get_adapter_state_dict", _same(lambda m: m.get_adapter_state_dict()),
+         setup=_transformers_adapter),
+    Case("transformers:PreTrainedModel.load_adapter", _adapter_loaded),
+    Case("transformers:PreTrainedModel.get_compiled_call", _same(lambda m: m.get_compiled_call(None))),
+    Case("peft:PeftModel.delete_adapter", _same(lambda m: m.delete_adapter("second")),
+         setup=lambda m: _second_adapter(_peft(m))),
+    Case("peft:LoraModel.set_adapter", _same(lambda m: m.base_model.set_adapter("second")),
+         setup=lambda m: _second_adapter(_peft(m))),
+    Case("peft:LoraModel.delete_adapter", _same(lambda m: m.base_model.delete_adapter("second")),
+         setup=lambda m: _second_adapter(_peft(m))),
+    Case("peft:PeftModel.get_base_model", lambda m: m.get_base_model(), setup=_peft),
+    Case("peft:PeftModel.from_pretrained", _peft_loaded),
+    Case("peft:PeftModel.load_adapter", _peft_adapter_loaded, setup=_peft),
+    Case("peft:set_peft_model_state_dict", _peft_state_set, setup=_peft),
+    Case("torch_ao_quantization:quantize", _ao_quantized),
+    Case("torch_ao_quantization:quantize_qat", _ao_quantized_qat),
+    Case("torch_ao_quantization:fuse_modules_qat", lambda m: quantization.fuse_modules_qat(m.train(), [["1", "2"]])),
+    Case("torch_ao_quantization:disable_observer", _same(lambda m: m.apply(quantization.disable_observer)),
+         setup=_prepared_for_qat),
+    Case("torch_ao_quantization:enable_observer", _same(lambda m: m.apply(quantization.enable_observer)),
+         setup=lambda m: _same(lambda q: q.apply(quantization.disable_observer))(_prepared_for_qat(m))),
+    Case("torch_ao_quantization:disable_fake_quant", _same(lambda m: m.apply(quantization.disable_fake_quant)),
+         setup=_prepared_for_qat),
+    Case("torch_ao_quantization:enable_fake_quant", _same(lambda m: m.apply(quantization.enable_fake_quant)),
+         setup=lambda m: _same(lambda q: q.apply(quantization.disable_fake_quant))(_prepared_for_qat(m))),
+    Case("torch_ao_quantization:get_observer_state_dict",
+         _same(lambda m: quantization.get_observer_state_dict(m)), setup=_quantization_prepared),
 )
 
 
@@ -343,11 +675,14 @@ def _place(model: nn.Module, path: str) -> Place | None:
     return Place(model, target, next(target.parameters(), None))
 
 
+_AFTER, _BEFORE = "the target after the operation", "what it was registered on, before the operation"
+
+
 def _given(obj: Any, before: Place | None, after: Place | None) -> str:
     if after is not None and (obj is after.target or obj is after.parameter):
-        return "the target after the operation"
+        return _AFTER
     if before is not None and (obj is before.target or obj is before.parameter):
-        return "what it was registered on, before the operation"
+        return _BEFORE
     return f"another {type(obj).__name__}"
 
 
@@ -447,14 +782,61 @@ def observe(case: Case, family: str, when: str) -> dict[str, Any]:
 
 def cells(only: list[str] | None = None) -> dict[str, dict[str, Any]]:
     """Every cell of every case (or of the operations ``only`` names), by key ``<slug>:<operation>|<family>|<when>``."""
-    out = {}
+    return observed_and_unusual(only)[0]
+
+
+def _unchanged(model: nn.Module) -> nn.Module:
+    return model
+
+
+def baseline(case: Case, family: str) -> dict[str, Any]:
+    """The cell of ``family`` on the model as it stands before ``case``'s operation (its setup done, the operation
+    not): what a user would see without the operation."""
+    return observe(Case(case.operation, _unchanged, case.setup, case.profile), family, "after")
+
+
+def unusual(cell: dict[str, Any], base: dict[str, Any]) -> list[str]:
+    """How a cell differs from its baseline (:func:`baseline`), in words; empty when the operation changed nothing
+    a user of this hook can see."""
+    if "operation raised" in cell:
+        return ["the operation raised"]
+    if not cell["registered"]:
+        return [] if not base.get("registered") else ["could not be registered"]
+    if not base.get("registered"):
+        return ["registered where it could not be without the operation"]
+    out = []
+    fires = {p: n for p, n in cell["fires"].items() if p != "operation"}
+    if cell["fires"].get("operation"):
+        out.append("fires during the operation")
+    if fires != base["fires"]:
+        out.append("fires otherwise" if fires else "never fires")
+    if cell["given"] != base["given"]:
+        if any(given.startswith("another ") for given in cell["given"]):
+            out.append("given another object")
+        if _BEFORE in cell["given"]:
+            out.append("given the object it was registered on, no longer at its place")
+    if cell["after remove"]:
+        out.append("fires after handle.remove()")
+    if cell["error"] != base["error"]:
+        out.append("a run raises" if cell["error"] else "a run that raised no longer raises")
+    return out
+
+
+def observed_and_unusual(only: list[str] | None = None) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
+    """The cells of every case (or of the operations ``only`` names), and, for each that differs from its baseline,
+    how (:func:`unusual`)."""
+    out, odd = {}, {}
     for case in CASES:
         if only and case.operation not in only:
             continue
         for family in FAMILIES:
+            base = baseline(case, family)
             for when in WHEN:
-                out[f"{case.operation}|{family}|{when}"] = observe(case, family, when)
-    return out
+                key = f"{case.operation}|{family}|{when}"
+                out[key] = observe(case, family, when)
+                if how := unusual(out[key], base):
+                    odd[key] = how
+    return out, odd
 
 
 def every_key(table: dict[str, Any] | None = None) -> list[str]:
@@ -476,21 +858,39 @@ def held_out(keys: list[str]) -> set[str]:
     return {key for key in keys if is_held_out(key)}
 
 
-def _standing(observed: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per library: its operations in the table, those observed, those that cannot run here (and why), the rest."""
+def fixes(odd: dict[str, list[str]], observed: dict[str, dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """A fix for each unusual cell that the matrix itself proves: a hook registered before the operation behaves
+    otherwise than without it, and the same hook registered after the operation behaves as without it (its cell is
+    observed and not unusual), so registering after the operation is the fix, and that cell shows it."""
+    out = {}
+    for key in odd:
+        stem, when = key.rsplit("|", 1)
+        after = f"{stem}|after"
+        if when == "before" and after in observed and after not in odd:
+            out[key] = {"fix": "register the hook after the operation", "shown by": after}
+    return out
+
+
+def _standing(observed: dict[str, dict[str, Any]], odd: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
+    """Per library: its operations in the table, those observed, those that cannot run here (and why), the rest; its
+    cells observed and how many of them are unusual."""
     table = json.loads(operations.TABLE.read_text(encoding="utf-8"))
     seen = {key.split("|")[0] for key in observed}
+    fixed = fixes(odd, observed)
     out = {}
     for slug, entry in table["libraries"].items():
         names = [f"{slug}:{o['name']}" for o in entry["operations"]]
         cannot = {name: CANNOT_RUN_HERE[name] for name in names if name in CANNOT_RUN_HERE}
+        ours = [key for key in observed if key.split(":")[0] == slug]
         out[slug] = {"operations": len(names), "observed": sum(name in seen for name in names),
                      "cannot run here": cannot,
-                     "not yet": sum(name not in seen and name not in cannot for name in names)}
+                     "not yet": sum(name not in seen and name not in cannot for name in names),
+                     "cells": len(ours), "unusual": sum(key in odd for key in ours),
+                     "with a fix": sum(key in fixed for key in ours)}
     return out
 
 
-def document(observed: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def document(observed: dict[str, dict[str, Any]], odd: dict[str, list[str]]) -> dict[str, Any]:
     keys = every_key()
     unknown = set(observed) - set(keys)
     if unknown:
@@ -501,12 +901,20 @@ def document(observed: dict[str, dict[str, Any]]) -> dict[str, Any]:
                      "calls after handle.remove().",
             "torch": torch.__version__.split("+")[0], "families": list(FAMILIES), "phases": list(PHASES),
             "cells in the table": len(keys), "held out": {"seed": HELD_OUT_SEED, "share": HELD_OUT_SHARE},
-            "operations": _standing(observed),
+            "operations": _standing(observed, odd),
+            "unusual": {"about": "the cells that differ from their baseline (the same hook on the model as it "
+                                 "stands before the operation), each with how; a fix where the matrix proves "
+                                 "one (registered after the operation, the hook behaves as without it)",
+                        "count": len(odd), "with a fix": len(fixed := fixes(odd, observed)),
+                        "cells": {key: odd[key] for key in sorted(odd)},
+                        "fixes": {key: fixed[key] for key in sorted(fixed)}},
             "cells": {key: observed[key] for key in sorted(observed)}}
 
 
-def _lines(observed: dict[str, dict[str, Any]]) -> Iterator[str]:
+def _lines(observed: dict[str, dict[str, Any]], odd: dict[str, list[str]]) -> Iterator[str]:
     for key, cell in observed.items():
+        if key in odd:
+            yield f"{key}: unusual ({', '.join(odd[key])})"
         if "operation raised" in cell:
             yield f"{key}: the operation raised {cell['operation raised']}"
             continue
@@ -526,16 +934,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.use_deterministic_algorithms(False)
     torch.set_num_threads(1)
-    observed = cells(args.only)
-    for line in _lines(observed):
+    observed, odd = observed_and_unusual(args.only)
+    for line in _lines(observed, odd):
         print(line)
     if args.write:
-        MATRIX.write_text(json.dumps(document(observed), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        MATRIX.write_text(json.dumps(document(observed, odd), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     if args.check:
-        committed = json.loads(MATRIX.read_text(encoding="utf-8"))["cells"]
-        differ = [key for key in observed if committed.get(key) != observed[key]]
+        doc = json.loads(MATRIX.read_text(encoding="utf-8"))
+        committed, committed_odd = doc["cells"], doc["unusual"]["cells"]
+        differ = [key for key in observed if committed.get(key) != observed[key]
+                  or committed_odd.get(key, []) != odd.get(key, [])]
         for key in differ:
-            print(f"differs: {key}\n  committed: {committed.get(key)}\n  now:       {observed[key]}", file=sys.stderr)
+            print(f"differs: {key}\n  committed: {committed.get(key)} {committed_odd.get(key, [])}\n"
+                  f"  now:       {observed[key]} {odd.get(key, [])}", file=sys.stderr)
         return 1 if differ else 0
     return 0
 

@@ -17,6 +17,7 @@ from ..hook_matrix.page import observed
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = ROOT / "docs" / "hook_matrix.json"
+LIBRARY_MATRIX = ROOT / "docs" / "library_matrix.json"
 TEXT = {
     "en": {"title": "Library profiles: what each library does to your hooks",
            "intro": "Which hooks a library puts on your model, when they run against yours, what survives a copy, a "
@@ -43,7 +44,20 @@ TEXT = {
                         "compile": "`torch.compile` (eager backend)", "checkpoint": "non-reentrant checkpointing",
                         "accumulate": "two backward passes", "removed": "its own removal"},
            "swapped": "Modules it replaced", "yours": "Your hooks registered before the entry point, after it",
-           "back": "All library profiles"},
+           "back": "All library profiles",
+           "operations": "What its operations do to your hooks (the library matrix)",
+           "operations_note": "Each operation was run on a small model with one hook of each family registered on "
+                              "`{target}` (or its first parameter, or around the run) before it and after it, then a "
+                              "forward, a backward, `state_dict()` and `load_state_dict()`, and again after "
+                              "`handle.remove()`. A cell is listed when it differs from the same hook on the model "
+                              "before the operation; the fix is given where the matrix proves it (registered after the "
+                              "operation, the hook behaves as without it). Cells observed here: {cells}, unusual: "
+                              "{unusual}. `python -m tools.profiles.cells` observes them again.",
+           "as_without": "every hook behaves as without the operation ({cells} cells)",
+           "family": "hook", "when": "registered", "how": "how it differs", "fix": "fix",
+           "before": "before", "after": "after", "operation_raised": "the operation itself raised: `{error}`",
+           "not_yet": "Operations of the table not observed yet: {names}.",
+           "cannot": "Cannot run on this machine: {names}."},
     "zh": {"title": "库的钩子画像：每个库对你的钩子做了什么",
            "intro": "一个库往你的模型上装了哪些钩子、它们和你的钩子谁先谁后、深拷贝、状态字典、编译和检查点之后还剩什么、"
                     "怎样把它们拿掉：每个库都在 CPU 上用一个小模型实际运行测得（在它的入口前后各注册你的四个模块钩子，"
@@ -66,7 +80,18 @@ TEXT = {
                         "loads_fresh_state_dict": "加载一个新模型的状态字典", "compile": "`torch.compile`（eager 后端）",
                         "checkpoint": "非重入式检查点", "accumulate": "两次反向传播", "removed": "用它自己的方法移除"},
            "swapped": "它换掉的模块", "yours": "你在入口之前注册的钩子，入口之后在哪里",
-           "back": "全部库的钩子画像"},
+           "back": "全部库的钩子画像",
+           "operations": "它的各个操作对你的钩子做了什么（库矩阵）",
+           "operations_note": "每个操作都在一个小模型上实际运行：每个钩子族各一个钩子，注册在 `{target}`（或它的第一个参数，"
+                              "或包住整次运行）上，一次在操作之前、一次在操作之后；然后前向、反向、`state_dict()`、"
+                              "`load_state_dict()`，`handle.remove()` 之后再跑一遍。和不做这个操作时同一个钩子的表现不同的格子"
+                              "才列出来；矩阵能证明修法的地方写出修法（在操作之后注册，钩子就和没有这个操作时一样）。"
+                              "这里观察的格子：{cells}，不寻常的：{unusual}。`python -m tools.profiles.cells` 会重新观察。",
+           "as_without": "每个钩子都和没有这个操作时一样（{cells} 格）",
+           "family": "钩子", "when": "注册时机", "how": "哪里不同", "fix": "修法",
+           "before": "操作之前", "after": "操作之后", "operation_raised": "操作本身就报错：`{error}`",
+           "not_yet": "操作表里还没有观察的操作：{names}。",
+           "cannot": "这台机器上跑不了：{names}。"},
 }
 
 
@@ -81,6 +106,16 @@ ZH_VALUES = [(r"^same$", "不变"), (r"^(\d+) of (\d+) kept$", r"\2 个中保留
              (r"^does not accumulate as two backward passes do$", "不像两次反向那样累加"),
              (r"(\d+)x -> (\d+)x", r"\1 次 → \2 次"), (r"^(\d+) left: ", r"留下 \1 个："), (r"^nothing$", "没有"),
              (r"^kept$", "还在原处"), (r"^taken off$", "被拿掉了"), (r"^moved to (.+)$", r"移到了 \1 上")]
+
+
+HOW_ZH = {"the operation raised": "操作本身报错", "could not be registered": "注册不上",
+          "registered where it could not be without the operation": "不做这个操作时注册不上，做了以后能注册",
+          "fires during the operation": "操作期间就触发", "never fires": "再也不触发", "fires otherwise": "触发次数不同",
+          "given another object": "拿到的是别的对象",
+          "given the object it was registered on, no longer at its place": "拿到的是注册时的那个对象，它已不在原位",
+          "fires after handle.remove()": "handle.remove() 之后还触发", "a run raises": "运行时报错",
+          "a run that raised no longer raises": "原来报错的运行不再报错"}
+FIX_ZH = {"register the hook after the operation": "在操作之后注册钩子"}
 
 
 def value(text: str, lang: str) -> str:
@@ -144,10 +179,61 @@ def _rows(rows: list[dict[str, str]], t: dict[str, str]) -> list[str]:
     return [*out, ""]
 
 
+def operations_section(slug: str, lang: str, library_matrix: dict[str, Any] | None) -> list[str]:
+    """The library matrix's rows of library ``slug`` (docs/library_matrix.json): one table per operation observed,
+    of its unusual cells with how each differs and its fix; nothing when the library has no operation observed."""
+    standing = (library_matrix or {}).get("operations", {}).get(slug)
+    if not standing or not standing["observed"]:
+        return []
+    t, cells, odd = TEXT[lang], library_matrix["cells"], library_matrix["unusual"]
+    from .libraries import modules
+    target = getattr(modules().get(slug), "TARGET", "") or "the model"
+    lines = [f"## {t['operations']}", "", t["operations_note"].format(target=target, cells=standing["cells"],
+                                                                     unusual=standing["unusual"]), ""]
+    operations: dict[str, list[str]] = {}
+    for key in cells:
+        if key.startswith(f"{slug}:"):
+            operations.setdefault(key.split("|")[0], []).append(key)
+    for name, keys in operations.items():
+        lines += [f"### `{name.split(':', 1)[1]}`", ""]
+        raised = next((cells[k]["operation raised"] for k in keys if "operation raised" in cells[k]), None)
+        if raised and all("operation raised" in cells[k] for k in keys):
+            lines += [t["operation_raised"].format(error=_esc(raised)), ""]
+            continue
+        order = {family: i for i, family in enumerate(library_matrix["families"])}
+        listed = sorted((k for k in keys if k in odd["cells"]),
+                        key=lambda k: (order[k.split("|")[1]], k.split("|")[2] != "before"))
+        if not listed:
+            lines += [t["as_without"].format(cells=len(keys)), ""]
+            continue
+        lines += [f"| {t['family']} | {t['when']} | {t['how']} | {t['fix']} |", "|---|---|---|---|"]
+        for key in listed:
+            _, family, when = key.split("|")
+            how = odd["cells"][key]
+            fix = odd["fixes"].get(key, {}).get("fix", "")
+            if lang == "zh":
+                how, fix = [HOW_ZH.get(h, h) for h in how], FIX_ZH.get(fix, fix)
+            lines.append(f"| `{family}` | {t[when]} | {_esc(('；' if lang == 'zh' else '; ').join(how))} | {_esc(fix)} |")
+        lines.append("")
+    for label, names in (("not_yet", [o for o in _table_operations(slug) if o not in operations
+                                      and o not in standing["cannot run here"]]),
+                         ("cannot", list(standing["cannot run here"]))):
+        if names:
+            lines += [t[label].format(names=", ".join(f"`{n.split(':', 1)[1]}`" for n in names)), ""]
+    return lines
+
+
+def _table_operations(slug: str) -> list[str]:
+    from . import operations
+    table = json.loads(operations.TABLE.read_text(encoding="utf-8"))
+    return [f"{slug}:{o['name']}" for o in table["libraries"].get(slug, {}).get("operations", [])]
+
+
 def library_page(slug: str, record: dict[str, Any], lang: str, matrix: dict[str, Any],
-                 programs: dict[str, Any] | None = None) -> str:
+                 programs: dict[str, Any] | None = None, library_matrix: dict[str, Any] | None = None) -> str:
     """One library's page; ``programs``: docs/programs/profiles.json's, each surprise followed by its program (and
-    what to do instead), collapsed."""
+    what to do instead), collapsed; ``library_matrix``: docs/library_matrix.json, its rows of this library's
+    operations as tables (:func:`operations_section`)."""
     t, words = TEXT[lang], record["words"][lang]
     lines = [f"(profiles-{slug})=", f"# {record['title']}", "", f"[{t['back']}](profiles.md) · {_esc(_status(record, t))}",
              "", words["summary"], "", f"**{t['entry']}**: `{record['entry']}`", ""]
@@ -194,6 +280,7 @@ def library_page(slug: str, record: dict[str, Any], lang: str, matrix: dict[str,
         lines += [f"## {t['facts']}", "", "| | |", "|---|---|"]
         lines += [f"| `{key}` | {_esc(json.dumps(value, ensure_ascii=False))} |" for key, value in facts.items()]
         lines.append("")
+    lines += operations_section(slug, lang, library_matrix)
     if record.get("names"):
         lines += [f"## {t['names']}", "", ", ".join(f"`{n}`" for n in record["names"]), ""]
     if record.get("sources"):
@@ -241,7 +328,8 @@ def pages(path: Path | None = None) -> dict[str, Callable[[Path, str, list[str]]
     matrix = _matrix()
     from .programs import load_programs
     programs = load_programs()
+    library_matrix = json.loads(LIBRARY_MATRIX.read_text(encoding="utf-8")) if LIBRARY_MATRIX.exists() else None
     for slug, record in doc["libraries"].items():
         found[f"profiles-{slug}"] = (lambda root, lang, names, slug=slug, record=record:
-                                     library_page(slug, record, lang, matrix, programs))
+                                     library_page(slug, record, lang, matrix, programs, library_matrix))
     return found

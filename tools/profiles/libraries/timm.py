@@ -79,7 +79,9 @@ def inputs() -> tuple[torch.Tensor, ...]:
 
 
 def loss(output) -> torch.Tensor:
-    return sum(feature.float().pow(2).mean() for feature in output)
+    """The features (a list, or a dict from a feature extractor), or the plain model's logits."""
+    features = [output] if isinstance(output, torch.Tensor) else output.values() if isinstance(output, dict) else output
+    return sum(feature.float().pow(2).mean() for feature in features)
 
 
 def apply(model: nn.Module) -> nn.Module:

@@ -73,6 +73,9 @@ def inputs() -> tuple[torch.Tensor, ...]:
 
 
 def loss(output) -> torch.Tensor:
+    """The extractor's features (a dict), or the plain model's logits."""
+    if isinstance(output, torch.Tensor):
+        return output.float().pow(2).mean()
     return sum(feature.float().pow(2).mean() for feature in output.values())
 
 
