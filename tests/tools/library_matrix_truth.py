@@ -584,6 +584,59 @@ def _ao_observer_state_dict(model: Any, keep: list) -> Any:
     return model
 
 
+def _trainer(call: Callable[[Any, Any], Any]) -> Callable[[Any, list], Any]:
+    """``transformers.Trainer`` made for the model (max_steps 1, batch size 1, on the CPU, nothing saved, logged or
+    reported; output in a temporary directory removed when the operation returns), train and eval dataset one row
+    ``{"input_ids": ids, "labels": ids}`` of the profile's first input's first row; then ``call(trainer, batch)``
+    with one batch ``{"input_ids": x, "labels": x}`` of the profile's first input. The same model goes on."""
+    def operation(model: Any, keep: list) -> Any:
+        import transformers
+
+        profile = _profile("transformers")
+        ids = profile.inputs()[0][0]
+        data = [{"input_ids": ids, "labels": ids}]
+        with tempfile.TemporaryDirectory() as folder:
+            args = transformers.TrainingArguments(output_dir=folder, max_steps=1, per_device_train_batch_size=1,
+                                                  report_to=[], use_cpu=True, save_strategy="no",
+                                                  logging_strategy="no", disable_tqdm=True)
+            trainer = transformers.Trainer(model=model, args=args, train_dataset=data, eval_dataset=data)
+            x = profile.inputs()[0]
+            call(trainer, {"input_ids": x, "labels": x})
+        return model
+    return operation
+
+
+def _pipeline(step: Callable[[Any, str], Any]) -> Callable[[Any, list], Any]:
+    """``diffusers.DDPMPipeline(unet=model, scheduler=DDPMScheduler(num_train_timesteps=10))``, then
+    ``step(pipeline, folder)`` with a temporary directory removed after it; the user goes on with the ``unet`` of the
+    pipeline the step returns if it returns one, else of the pipeline made."""
+    def operation(model: Any, keep: list) -> Any:
+        import diffusers
+
+        pipeline = diffusers.DDPMPipeline(unet=model, scheduler=diffusers.DDPMScheduler(num_train_timesteps=10))
+        with tempfile.TemporaryDirectory() as folder:
+            made = step(pipeline, folder)
+        return (made if isinstance(made, diffusers.DiffusionPipeline) else pipeline).unet
+    return operation
+
+
+def _pipeline_offload(pipeline: Any, folder: str) -> None:
+    import torch
+
+    pipeline.enable_group_offload(onload_device=torch.device("cpu"), offload_device=torch.device("cpu"),
+                                  offload_type="leaf_level")
+
+
+def _pipeline_reloaded(pipeline: Any, folder: str) -> Any:
+    pipeline.save_pretrained(folder)
+    return type(pipeline).from_pretrained(folder)
+
+
+def _pipeline_config_loaded(pipeline: Any, folder: str) -> None:
+    pipeline.save_config(folder)
+    type(pipeline).load_config(folder)  # its result unused
+
+
 # (slug, operation) -> (the preparation before it, the operation): each takes (model, keep) and returns the model
 OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[Any, list], Any]]] = {
     ("peft", "get_peft_model"): (_same, _peft),
@@ -700,6 +753,31 @@ OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[An
     ("torch_ao_quantization", "enable_fake_quant"):
         (_qat_then("disable_fake_quant"), _ao_applied("enable_fake_quant")),
     ("torch_ao_quantization", "get_observer_state_dict"): (_ao_prepared_and_calibrated, _ao_observer_state_dict),
+    ("transformers", "Trainer.train"): (_same, _trainer(lambda t, batch: t.train())),
+    ("transformers", "Trainer.evaluate"): (_same, _trainer(lambda t, batch: t.evaluate())),
+    ("transformers", "Trainer.predict"): (_same, _trainer(lambda t, batch: t.predict(t.eval_dataset))),
+    ("transformers", "Trainer.prediction_step"):
+        (_same, _trainer(lambda t, batch: t.prediction_step(t.model, batch, prediction_loss_only=False))),
+    ("transformers", "Trainer.save_model"): (_same, _trainer(lambda t, batch: t.save_model())),
+    ("transformers", "Trainer.save_state"): (_same, _trainer(lambda t, batch: t.save_state())),
+    ("transformers", "Trainer.create_optimizer"): (_same, _trainer(lambda t, batch: t.create_optimizer())),
+    ("transformers", "Trainer.create_optimizer_and_scheduler"):
+        (_same, _trainer(lambda t, batch: t.create_optimizer_and_scheduler(num_training_steps=1))),
+    ("diffusers", "DiffusionPipeline.enable_attention_slicing"):
+        (_same, _pipeline(lambda p, folder: p.enable_attention_slicing())),
+    ("diffusers", "DiffusionPipeline.disable_attention_slicing"):
+        (_same, _pipeline(lambda p, folder: p.disable_attention_slicing())),
+    ("diffusers", "DiffusionPipeline.enable_model_cpu_offload"):
+        (_same, _pipeline(lambda p, folder: p.enable_model_cpu_offload(device="cpu"))),
+    ("diffusers", "DiffusionPipeline.enable_sequential_cpu_offload"):
+        (_same, _pipeline(lambda p, folder: p.enable_sequential_cpu_offload(device="cpu"))),
+    ("diffusers", "DiffusionPipeline.enable_group_offload"): (_same, _pipeline(_pipeline_offload)),
+    ("diffusers", "DiffusionPipeline.reset_device_map"): (_same, _pipeline(lambda p, folder: p.reset_device_map())),
+    ("diffusers", "DiffusionPipeline.from_pipe"): (_same, _pipeline(lambda p, folder: type(p).from_pipe(p))),
+    ("diffusers", "DiffusionPipeline.from_pretrained"): (_same, _pipeline(_pipeline_reloaded)),
+    ("diffusers", "DiffusionPipeline.save_pretrained"): (_same, _pipeline(lambda p, folder: p.save_pretrained(folder))),
+    ("diffusers", "DiffusionPipeline.save_config"): (_same, _pipeline(lambda p, folder: p.save_config(folder))),
+    ("diffusers", "DiffusionPipeline.load_config"): (_same, _pipeline(_pipeline_config_loaded)),
 }
 
 

@@ -510,6 +510,61 @@ def _device_map_inferred(model: nn.Module) -> nn.Module:
     return model
 
 
+def _with_trainer(call: Callable[[Any], Any]) -> Callable[[nn.Module], nn.Module]:
+    """``call(trainer)`` on a transformers ``Trainer`` made for the model (one step at most, on the CPU, nothing
+    saved or reported, an output folder removed afterwards; the profile's input as the one example, its labels the
+    same tokens); the model goes on (the trainer's ``model`` is the same object)."""
+    def run(model: nn.Module) -> nn.Module:
+        from transformers import Trainer, TrainingArguments
+
+        from tools.profiles.libraries import transformers as profile
+        ids = profile.inputs()[0][0]
+        data = [{"input_ids": ids, "labels": ids}]
+        with tempfile.TemporaryDirectory() as folder:
+            args = TrainingArguments(output_dir=folder, max_steps=1, per_device_train_batch_size=1, report_to=[],
+                                     use_cpu=True, save_strategy="no", logging_strategy="no", disable_tqdm=True)
+            call(Trainer(model=model, args=args, train_dataset=data, eval_dataset=data))
+        return model
+    return run
+
+
+def _one_batch() -> dict[str, torch.Tensor]:
+    from tools.profiles.libraries import transformers as profile
+    ids = profile.inputs()[0]
+    return {"input_ids": ids, "labels": ids}
+
+
+def _with_pipeline(call: Callable[[Any], Any]) -> Callable[[nn.Module], nn.Module]:
+    """``call(pipeline)`` on a diffusers ``DDPMPipeline`` made of the model (its ``unet``) and a 10-step scheduler; the
+    user goes on with the UNet of the pipeline ``call`` returns (or of the same one, when it returns None)."""
+    def run(model: nn.Module) -> nn.Module:
+        from diffusers import DDPMPipeline, DDPMScheduler
+        pipeline = DDPMPipeline(unet=model, scheduler=DDPMScheduler(num_train_timesteps=10))
+        result = call(pipeline)
+        return (result if result is not None else pipeline).unet
+    return run
+
+
+def _pipeline_reloaded(pipeline: Any) -> Any:
+    with tempfile.TemporaryDirectory() as folder:
+        pipeline.save_pretrained(folder)
+        return type(pipeline).from_pretrained(folder)
+
+
+def _pipeline_saved(method: str) -> Callable[[Any], None]:
+    """The pipeline's ``save_pretrained`` or ``save_config`` into a temporary folder, removed afterwards."""
+    def run(pipeline: Any) -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            getattr(pipeline, method)(folder)
+    return run
+
+
+def _pipeline_config_read(pipeline: Any) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        pipeline.save_config(folder)
+        type(pipeline).load_config(folder)
+
+
 CASES: tuple[Case, ...] = (
     Case("peft:get_peft_model", _peft),
     Case("peft:LoraModel.merge_and_unload", lambda m: m.merge_and_unload(), setup=_peft),
@@ -637,6 +692,33 @@ CASES: tuple[Case, ...] = (
          setup=lambda m: _same(lambda q: q.apply(quantization.disable_fake_quant))(_prepared_for_qat(m))),
     Case("torch_ao_quantization:get_observer_state_dict",
          _same(lambda m: quantization.get_observer_state_dict(m)), setup=_quantization_prepared),
+    Case("transformers:Trainer.train", _with_trainer(lambda trainer: trainer.train())),
+    Case("transformers:Trainer.evaluate", _with_trainer(lambda trainer: trainer.evaluate())),
+    Case("transformers:Trainer.predict", _with_trainer(lambda trainer: trainer.predict(trainer.eval_dataset))),
+    Case("transformers:Trainer.prediction_step", _with_trainer(
+        lambda trainer: trainer.prediction_step(trainer.model, _one_batch(), prediction_loss_only=False))),
+    Case("transformers:Trainer.save_model", _with_trainer(lambda trainer: trainer.save_model())),
+    Case("transformers:Trainer.save_state", _with_trainer(lambda trainer: trainer.save_state())),
+    Case("transformers:Trainer.create_optimizer", _with_trainer(lambda trainer: trainer.create_optimizer())),
+    Case("transformers:Trainer.create_optimizer_and_scheduler", _with_trainer(
+        lambda trainer: trainer.create_optimizer_and_scheduler(num_training_steps=1))),
+    Case("diffusers:DiffusionPipeline.enable_attention_slicing", _with_pipeline(
+        lambda pipeline: pipeline.enable_attention_slicing())),
+    Case("diffusers:DiffusionPipeline.disable_attention_slicing", _with_pipeline(
+        lambda pipeline: pipeline.disable_attention_slicing())),
+    Case("diffusers:DiffusionPipeline.enable_model_cpu_offload", _with_pipeline(
+        lambda pipeline: pipeline.enable_model_cpu_offload(device="cpu"))),
+    Case("diffusers:DiffusionPipeline.enable_sequential_cpu_offload", _with_pipeline(
+        lambda pipeline: pipeline.enable_sequential_cpu_offload(device="cpu"))),
+    Case("diffusers:DiffusionPipeline.enable_group_offload", _with_pipeline(
+        lambda pipeline: pipeline.enable_group_offload(onload_device=torch.device("cpu"),
+                                                       offload_device=torch.device("cpu"), offload_type="leaf_level"))),
+    Case("diffusers:DiffusionPipeline.reset_device_map", _with_pipeline(lambda pipeline: pipeline.reset_device_map())),
+    Case("diffusers:DiffusionPipeline.from_pipe", _with_pipeline(lambda pipeline: type(pipeline).from_pipe(pipeline))),
+    Case("diffusers:DiffusionPipeline.from_pretrained", _with_pipeline(_pipeline_reloaded)),
+    Case("diffusers:DiffusionPipeline.save_pretrained", _with_pipeline(_pipeline_saved("save_pretrained"))),
+    Case("diffusers:DiffusionPipeline.save_config", _with_pipeline(_pipeline_saved("save_config"))),
+    Case("diffusers:DiffusionPipeline.load_config", _with_pipeline(_pipeline_config_read)),
 )
 
 
