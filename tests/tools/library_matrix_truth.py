@@ -637,6 +637,132 @@ def _pipeline_config_loaded(pipeline: Any, folder: str) -> None:
     type(pipeline).load_config(folder)  # its result unused
 
 
+def _with_accelerator(call: Callable[[Any, Any], Any]) -> Callable[[Any, list], Any]:
+    """``call(accelerate.Accelerator(cpu=True), model)``; the same model goes on."""
+    def operation(model: Any, keep: list) -> Any:
+        import accelerate
+
+        call(accelerate.Accelerator(cpu=True), model)
+        return model
+    return operation
+
+
+def _accelerate_loader() -> Any:
+    """A DataLoader over ``TensorDataset(x)``, ``x`` the accelerate profile's one input, in one batch."""
+    import torch
+
+    (x,) = _profile("accelerate").inputs()
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x), batch_size=len(x))
+
+
+def _accelerate_backward(acc: Any, model: Any) -> None:
+    acc.backward(_logits_loss(model(*_profile("accelerate").inputs())))
+
+
+def _accelerate_profile(acc: Any, model: Any) -> None:
+    with acc.profile():
+        model(*_profile("accelerate").inputs())
+
+
+def _accelerate_state(load: bool) -> Callable[[Any, Any], None]:
+    """``acc.prepare(model)`` (result unused), ``acc.save_state(folder)``, then ``acc.load_state(folder)`` if
+    ``load``, in a temporary directory."""
+    def call(acc: Any, model: Any) -> None:
+        acc.prepare(model)
+        with tempfile.TemporaryDirectory() as folder:
+            acc.save_state(folder)
+            if load:
+                acc.load_state(folder)
+    return call
+
+
+def _accelerate_save(acc: Any, model: Any) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        acc.save(model.state_dict(), str(Path(folder) / "model.pt"))
+
+
+def _sgd(model: Any) -> Any:
+    import torch
+
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _accelerate_scheduler(acc: Any, model: Any) -> None:
+    import torch
+
+    optimizer = acc.prepare_optimizer(_sgd(model))
+    acc.prepare_scheduler(torch.optim.lr_scheduler.StepLR(optimizer, step_size=1))
+
+
+def _opacus_validate(model: Any, keep: list) -> Any:
+    import opacus
+
+    opacus.PrivacyEngine().validate(module=model, optimizer=None, data_loader=None)
+    return model
+
+
+def _opacus_checkpoint(load: bool) -> Callable[[Any, list], Any]:
+    """``engine.save_checkpoint(path=<private.pt in a temporary directory>, module=model)``, then, if ``load``,
+    ``engine.load_checkpoint`` of it with the same engine; the same model goes on."""
+    def operation(model: Any, keep: list) -> Any:
+        import opacus
+
+        engine = opacus.PrivacyEngine()
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "private.pt"
+            engine.save_checkpoint(path=path, module=model)
+            if load:
+                engine.load_checkpoint(path=path, module=model)
+        return model
+    return operation
+
+
+def _kbit_training(model: Any, keep: list) -> Any:
+    import peft
+
+    return peft.prepare_model_for_kbit_training(model)
+
+
+def _peft_ids() -> Any:
+    return _profile("peft").inputs()[0]
+
+
+def _base_model_state_dict(model: Any, keep: list) -> Any:
+    import peft
+
+    peft.get_base_model_state_dict(model)
+    return model
+
+
+def _set_base_model_state_dict(model: Any, keep: list) -> Any:
+    import peft
+
+    peft.set_base_model_state_dict(model, peft.get_base_model_state_dict(model))
+    return model
+
+
+def _peft_model_card(model: Any, keep: list) -> Any:
+    with tempfile.TemporaryDirectory() as folder:
+        model.create_or_update_model_card(folder)
+    return model
+
+
+def _load_peft_weights(model: Any, keep: list) -> Any:
+    import peft
+
+    with tempfile.TemporaryDirectory() as folder:
+        _other_peft_saved(folder)
+        peft.load_peft_weights(folder)  # its result unused
+    return model
+
+
+def _timm_remap_state_dict(model: Any, keep: list) -> Any:
+    import timm.models
+
+    timm.models.remap_state_dict(model.state_dict(), model)  # its result unused
+    return model
+
+
 # (slug, operation) -> (the preparation before it, the operation): each takes (model, keep) and returns the model
 OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[Any, list], Any]]] = {
     ("peft", "get_peft_model"): (_same, _peft),
@@ -778,6 +904,49 @@ OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[An
     ("diffusers", "DiffusionPipeline.save_pretrained"): (_same, _pipeline(lambda p, folder: p.save_pretrained(folder))),
     ("diffusers", "DiffusionPipeline.save_config"): (_same, _pipeline(lambda p, folder: p.save_config(folder))),
     ("diffusers", "DiffusionPipeline.load_config"): (_same, _pipeline(_pipeline_config_loaded)),
+    ("accelerate", "Accelerator.backward"): (_same, _with_accelerator(_accelerate_backward)),
+    ("accelerate", "Accelerator.profile"): (_same, _with_accelerator(_accelerate_profile)),
+    ("accelerate", "Accelerator.save_state"): (_same, _with_accelerator(_accelerate_state(load=False))),
+    ("accelerate", "Accelerator.load_state"): (_same, _with_accelerator(_accelerate_state(load=True))),
+    ("accelerate", "Accelerator.save"): (_same, _with_accelerator(_accelerate_save)),
+    ("accelerate", "Accelerator.prepare_optimizer"):
+        (_same, _with_accelerator(lambda acc, m: acc.prepare_optimizer(_sgd(m)))),
+    ("accelerate", "Accelerator.prepare_scheduler"): (_same, _with_accelerator(_accelerate_scheduler)),
+    ("accelerate", "Accelerator.prepare_data_loader"):
+        (_same, _with_accelerator(lambda acc, m: acc.prepare_data_loader(_accelerate_loader()))),
+    ("accelerate", "Accelerator.skip_first_batches"):
+        (_same, _with_accelerator(lambda acc, m: acc.skip_first_batches(_accelerate_loader(), num_batches=0))),
+    ("opacus", "PrivacyEngine.validate"): (_same, _opacus_validate),
+    ("opacus", "PrivacyEngine.save_checkpoint"): (_same, _opacus_checkpoint(load=False)),
+    ("opacus", "PrivacyEngine.load_checkpoint"): (_same, _opacus_checkpoint(load=True)),
+    ("peft", "prepare_model_for_kbit_training"): (_same, _kbit_training),
+    ("peft", "PeftModel.forward"): (_peft, _then(lambda m: m.forward(input_ids=_peft_ids()))),
+    ("peft", "LoraModel.forward"): (_peft, _then(lambda m: m.base_model.forward(input_ids=_peft_ids()))),
+    ("peft", "PeftModel.prepare_model_for_gradient_checkpointing"):
+        (_peft, _then(lambda m: m.prepare_model_for_gradient_checkpointing(m.get_base_model()))),
+    ("peft", "get_base_model_state_dict"): (_peft, _base_model_state_dict),
+    ("peft", "set_base_model_state_dict"): (_peft, _set_base_model_state_dict),
+    ("peft", "PeftModel.create_or_update_model_card"): (_peft, _peft_model_card),
+    ("peft", "load_peft_weights"): (_peft, _load_peft_weights),
+    ("transformers", "PreTrainedModel.activation_checkpointing_enable"):
+        (_same, _then(lambda m: m.activation_checkpointing_enable())),
+    ("transformers", "PreTrainedModel.activation_checkpointing_disable"):
+        (_then(lambda m: m.activation_checkpointing_enable()), _then(lambda m: m.activation_checkpointing_disable())),
+    ("transformers", "GenerationMixin.prepare_inputs_for_generation"):
+        (_same, _then(lambda m: m.prepare_inputs_for_generation(_profile("transformers").inputs()[0]))),
+    ("transformers", "Trainer.create_scheduler"):
+        (_same, _trainer(lambda t, batch: t.create_scheduler(num_training_steps=1, optimizer=t.create_optimizer()))),
+    ("transformers", "Trainer.save_metrics"):
+        (_same, _trainer(lambda t, batch: t.save_metrics("train", {"loss": 1.0}))),
+    ("transformers", "Trainer.create_model_card"): (_same, _trainer(lambda t, batch: t.create_model_card())),
+    ("transformers", "Trainer.evaluation_loop"):
+        (_same, _trainer(lambda t, batch: t.evaluation_loop(t.get_eval_dataloader(), "evaluation"))),
+    ("transformers", "Trainer.create_accelerator_and_postprocess"):
+        (_same, _trainer(lambda t, batch: t.create_accelerator_and_postprocess())),
+    ("lightning", "LightningModule.predict_step"):
+        (_same, _then(lambda m: m.predict_step(*_profile("lightning").inputs()))),
+    ("lightning", "LightningModule.prepare_data"): (_same, _then(lambda m: m.prepare_data())),
+    ("timm", "remap_state_dict"): (_same, _timm_remap_state_dict),
 }
 
 

@@ -565,6 +565,132 @@ def _pipeline_config_read(pipeline: Any) -> None:
         type(pipeline).load_config(folder)
 
 
+def _small_loader(slug: str) -> Any:
+    from tools.profiles.libraries import modules
+    (x,) = modules()[slug].inputs()
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x), batch_size=len(x))
+
+
+def _with_accelerator(call: Callable[[Any, nn.Module], Any]) -> Callable[[nn.Module], nn.Module]:
+    """``call(accelerator, model)`` with ``Accelerator(cpu=True)``; the model goes on."""
+    def run(model: nn.Module) -> nn.Module:
+        from accelerate import Accelerator
+        call(Accelerator(cpu=True), model)
+        return model
+    return run
+
+
+def _accelerator_backward(accelerator: Any, model: nn.Module) -> None:
+    from tools.profiles.libraries import accelerate as profile
+    accelerator.backward(model(*profile.inputs()).float().pow(2).mean())
+
+
+def _accelerator_profiled(accelerator: Any, model: nn.Module) -> None:
+    from tools.profiles.libraries import accelerate as profile
+    with accelerator.profile():
+        model(*profile.inputs())
+
+
+def _accelerator_state(load: bool) -> Callable[[Any, nn.Module], None]:
+    """``save_state`` of a prepared model into a temporary folder (and ``load_state`` from it when ``load``)."""
+    def run(accelerator: Any, model: nn.Module) -> None:
+        accelerator.prepare(model)
+        with tempfile.TemporaryDirectory() as folder:
+            accelerator.save_state(folder)
+            if load:
+                accelerator.load_state(folder)
+    return run
+
+
+def _accelerator_saved(accelerator: Any, model: nn.Module) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        accelerator.save(model.state_dict(), str(Path(folder) / "model.pt"))
+
+
+def _accelerator_scheduler(accelerator: Any, model: nn.Module) -> None:
+    optimizer = accelerator.prepare_optimizer(torch.optim.SGD(model.parameters(), lr=0.1))
+    accelerator.prepare_scheduler(torch.optim.lr_scheduler.StepLR(optimizer, step_size=1))
+
+
+def _private_checkpoint(load: bool) -> Callable[[nn.Module], nn.Module]:
+    """Opacus' ``PrivacyEngine().save_checkpoint`` of the model into a temporary file (and ``load_checkpoint`` of it
+    back into the model when ``load``)."""
+    def run(model: nn.Module) -> nn.Module:
+        from opacus import PrivacyEngine
+        engine = PrivacyEngine()
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "private.pt"
+            engine.save_checkpoint(path=path, module=model)
+            if load:
+                engine.load_checkpoint(path=path, module=model)
+        return model
+    return run
+
+
+def _peft_forward(base: bool) -> Callable[[nn.Module], nn.Module]:
+    """A call of ``forward`` of the PEFT model (or of its ``LoraModel`` when ``base``) on the profile's input."""
+    def run(model: nn.Module) -> nn.Module:
+        from tools.profiles.libraries import peft as profile
+        (model.base_model if base else model).forward(input_ids=profile.inputs()[0])
+        return model
+    return run
+
+
+def _peft_weights_loaded(model: nn.Module) -> nn.Module:
+    """``load_peft_weights`` of an adapter saved from another PEFT model (built with seed 1): the weights are read,
+    the model is not changed."""
+    from peft import load_peft_weights
+
+    from tools.profiles.libraries import peft as profile
+    torch.manual_seed(1)
+    other = profile.apply(profile.build())
+    with tempfile.TemporaryDirectory() as folder:
+        other.save_pretrained(folder)
+        load_peft_weights(folder)
+    return model
+
+
+def _base_state_set(model: nn.Module) -> nn.Module:
+    from peft import get_base_model_state_dict, set_base_model_state_dict
+    set_base_model_state_dict(model, get_base_model_state_dict(model))
+    return model
+
+
+def _private_validated(model: nn.Module) -> nn.Module:
+    from opacus import PrivacyEngine
+    PrivacyEngine().validate(module=model, optimizer=None, data_loader=None)
+    return model
+
+
+def _kbit_prepared(model: nn.Module) -> nn.Module:
+    from peft import prepare_model_for_kbit_training
+    return prepare_model_for_kbit_training(model)
+
+
+def _base_state_read(model: nn.Module) -> nn.Module:
+    from peft import get_base_model_state_dict
+    get_base_model_state_dict(model)
+    return model
+
+
+def _generation_inputs(model: nn.Module) -> nn.Module:
+    from tools.profiles.libraries import transformers as profile
+    model.prepare_inputs_for_generation(profile.inputs()[0])
+    return model
+
+
+def _timm_state_remapped(model: nn.Module) -> nn.Module:
+    from timm.models import remap_state_dict
+    remap_state_dict(model.state_dict(), model)
+    return model
+
+
+def _lightning_predict_step(model: nn.Module) -> nn.Module:
+    from tools.profiles.libraries import lightning
+    model.predict_step(*lightning.inputs())
+    return model
+
+
 CASES: tuple[Case, ...] = (
     Case("peft:get_peft_model", _peft),
     Case("peft:LoraModel.merge_and_unload", lambda m: m.merge_and_unload(), setup=_peft),
@@ -719,6 +845,48 @@ CASES: tuple[Case, ...] = (
     Case("diffusers:DiffusionPipeline.save_pretrained", _with_pipeline(_pipeline_saved("save_pretrained"))),
     Case("diffusers:DiffusionPipeline.save_config", _with_pipeline(_pipeline_saved("save_config"))),
     Case("diffusers:DiffusionPipeline.load_config", _with_pipeline(_pipeline_config_read)),
+    Case("accelerate:Accelerator.backward", _with_accelerator(_accelerator_backward)),
+    Case("accelerate:Accelerator.profile", _with_accelerator(_accelerator_profiled)),
+    Case("accelerate:Accelerator.save_state", _with_accelerator(_accelerator_state(load=False))),
+    Case("accelerate:Accelerator.load_state", _with_accelerator(_accelerator_state(load=True))),
+    Case("accelerate:Accelerator.save", _with_accelerator(_accelerator_saved)),
+    Case("accelerate:Accelerator.prepare_optimizer", _with_accelerator(
+        lambda accelerator, model: accelerator.prepare_optimizer(torch.optim.SGD(model.parameters(), lr=0.1)))),
+    Case("accelerate:Accelerator.prepare_scheduler", _with_accelerator(_accelerator_scheduler)),
+    Case("accelerate:Accelerator.prepare_data_loader", _with_accelerator(
+        lambda accelerator, model: accelerator.prepare_data_loader(_small_loader("accelerate")))),
+    Case("accelerate:Accelerator.skip_first_batches", _with_accelerator(
+        lambda accelerator, model: accelerator.skip_first_batches(_small_loader("accelerate"), num_batches=0))),
+    Case("opacus:PrivacyEngine.validate", _private_validated),
+    Case("opacus:PrivacyEngine.save_checkpoint", _private_checkpoint(load=False)),
+    Case("opacus:PrivacyEngine.load_checkpoint", _private_checkpoint(load=True)),
+    Case("peft:prepare_model_for_kbit_training", _kbit_prepared),
+    Case("peft:PeftModel.forward", _peft_forward(base=False), setup=_peft),
+    Case("peft:LoraModel.forward", _peft_forward(base=True), setup=_peft),
+    Case("peft:PeftModel.prepare_model_for_gradient_checkpointing",
+         _same(lambda m: m.prepare_model_for_gradient_checkpointing(m.get_base_model())), setup=_peft),
+    Case("peft:get_base_model_state_dict", _base_state_read, setup=_peft),
+    Case("peft:set_base_model_state_dict", _base_state_set, setup=_peft),
+    Case("peft:PeftModel.create_or_update_model_card", _in_folder(
+        lambda model, folder: model.create_or_update_model_card(folder)), setup=_peft),
+    Case("peft:load_peft_weights", _peft_weights_loaded, setup=_peft),
+    Case("transformers:PreTrainedModel.activation_checkpointing_enable",
+         _same(lambda m: m.activation_checkpointing_enable())),
+    Case("transformers:PreTrainedModel.activation_checkpointing_disable",
+         _same(lambda m: m.activation_checkpointing_disable()),
+         setup=_same(lambda m: m.activation_checkpointing_enable())),
+    Case("transformers:GenerationMixin.prepare_inputs_for_generation", _generation_inputs),
+    Case("transformers:Trainer.create_scheduler", _with_trainer(
+        lambda trainer: trainer.create_scheduler(num_training_steps=1, optimizer=trainer.create_optimizer()))),
+    Case("transformers:Trainer.save_metrics", _with_trainer(lambda trainer: trainer.save_metrics("train", {"loss": 1.0}))),
+    Case("transformers:Trainer.create_model_card", _with_trainer(lambda trainer: trainer.create_model_card())),
+    Case("transformers:Trainer.evaluation_loop", _with_trainer(
+        lambda trainer: trainer.evaluation_loop(trainer.get_eval_dataloader(), "evaluation"))),
+    Case("transformers:Trainer.create_accelerator_and_postprocess", _with_trainer(
+        lambda trainer: trainer.create_accelerator_and_postprocess())),
+    Case("lightning:LightningModule.predict_step", _lightning_predict_step),
+    Case("lightning:LightningModule.prepare_data", _same(lambda m: m.prepare_data())),
+    Case("timm:remap_state_dict", _timm_state_remapped),
 )
 
 
