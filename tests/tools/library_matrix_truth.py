@@ -368,16 +368,60 @@ def _pruned(method: str, **options: Any) -> Callable[[Any, list], Any]:
     return operation
 
 
-def _lightning_fit(model: Any, keep: list) -> Any:
-    import pytorch_lightning as pl
+def _lightning_loader() -> Any:
+    """A DataLoader over ``TensorDataset(x)``, ``x`` the lightning profile's one input, in one batch."""
     import torch
 
     (x,) = _profile("lightning").inputs()
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x), batch_size=len(x))
-    trainer = pl.Trainer(max_steps=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False)
-    trainer.fit(model, loader)
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x), batch_size=len(x))
+
+
+def _lightning_trainer() -> Any:
+    """A one-step CPU trainer that logs, checkpoints, shows and summarises nothing."""
+    import pytorch_lightning as pl
+
+    return pl.Trainer(max_steps=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False)
+
+
+def _lightning_fit(model: Any, keep: list) -> Any:
+    _lightning_trainer().fit(model, _lightning_loader())
     return model
+
+
+def _lightning_run(method: str) -> Callable[[Any, list], Any]:
+    """``getattr(a_trainer, method)(model, the_loader)``; the same model goes on."""
+    return _then(lambda model: getattr(_lightning_trainer(), method)(model, _lightning_loader()))
+
+
+_WITH_STEPS: dict[type, type] = {}  # the model's class -> its subclass with the steps, made once
+
+
+def _step_loss(self: Any, batch: Any, batch_idx: int) -> Any:
+    return self(batch[0]).pow(2).mean()
+
+
+def _with_steps(model: Any, keep: list) -> Any:
+    """The model's class replaced by a subclass adding ``validation_step`` and ``test_step`` (the loss
+    ``self(batch[0]).pow(2).mean()``) and ``predict_step`` (``self(batch[0])``)."""
+    base = type(model)
+    if base not in _WITH_STEPS:
+        _WITH_STEPS[base] = type(f"{base.__name__}WithSteps", (base,), {
+            "validation_step": _step_loss, "test_step": _step_loss,
+            "predict_step": lambda self, batch, batch_idx: self(batch[0])})
+    model.__class__ = _WITH_STEPS[base]
+    return model
+
+
+def _lightning_step(method: str) -> Callable[[Any, list], Any]:
+    """``getattr(model, method)((x,), 0)``, ``x`` the lightning profile's one input; the same model goes on."""
+    return _then(lambda model: getattr(model, method)(_profile("lightning").inputs(), 0))
+
+
+def _lightning_scheduler_step(model: Any) -> None:
+    import torch
+
+    model.lr_scheduler_step(torch.optim.lr_scheduler.StepLR(_sgd(model), step_size=1), None)
 
 
 def _lightning_save_checkpoint(model: Any, keep: list) -> Any:
@@ -391,11 +435,6 @@ def _lightning_load_from_checkpoint(model: Any, keep: list) -> Any:
         path = str(Path(folder) / "model.ckpt")
         model.trainer.save_checkpoint(path)
         return type(model).load_from_checkpoint(path)  # a new model
-
-
-def _lightning_training_step(model: Any, keep: list) -> Any:
-    model.training_step(_profile("lightning").inputs(), 0)
-    return model
 
 
 def _lightning_forward(model: Any, keep: list) -> Any:
@@ -839,7 +878,7 @@ OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[An
     ("lightning", "Trainer.fit"): (_same, _lightning_fit),
     ("lightning", "Trainer.save_checkpoint"): (_lightning_fit, _lightning_save_checkpoint),
     ("lightning", "LightningModule.load_from_checkpoint"): (_lightning_fit, _lightning_load_from_checkpoint),
-    ("lightning", "LightningModule.training_step"): (_same, _lightning_training_step),
+    ("lightning", "LightningModule.training_step"): (_same, _lightning_step("training_step")),
     ("lightning", "LightningModule.forward"): (_same, _lightning_forward),
     ("swa_utils", "AveragedModel.forward"): (_applied("swa_utils"), _swa_forward),
     ("torchao", "swap_conv2d_1x1_to_linear"): (_same, _swap_conv2d_1x1),
@@ -946,6 +985,16 @@ OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[An
     ("lightning", "LightningModule.predict_step"):
         (_same, _then(lambda m: m.predict_step(*_profile("lightning").inputs()))),
     ("lightning", "LightningModule.prepare_data"): (_same, _then(lambda m: m.prepare_data())),
+    ("lightning", "Trainer.validate"): (_with_steps, _lightning_run("validate")),
+    ("lightning", "Trainer.test"): (_with_steps, _lightning_run("test")),
+    ("lightning", "Trainer.predict"): (_with_steps, _lightning_run("predict")),
+    ("lightning", "LightningModule.validation_step"): (_with_steps, _lightning_step("validation_step")),
+    ("lightning", "LightningModule.test_step"): (_with_steps, _lightning_step("test_step")),
+    ("lightning", "LightningModule.backward"):
+        (_same, _then(lambda m: m.backward(m(*_profile("lightning").inputs()).pow(2).mean()))),
+    ("lightning", "LightningModule.optimizer_step"): (_same, _then(lambda m: m.optimizer_step(0, 0, _sgd(m)))),
+    ("lightning", "LightningModule.lr_scheduler_step"): (_same, _then(_lightning_scheduler_step)),
+    ("lightning", "LightningModule.save_hyperparameters"): (_same, _then(lambda m: m.save_hyperparameters())),
     ("timm", "remap_state_dict"): (_same, _timm_remap_state_dict),
 }
 

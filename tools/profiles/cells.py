@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import json
 import re
@@ -691,6 +692,41 @@ def _lightning_predict_step(model: nn.Module) -> nn.Module:
     return model
 
 
+@functools.cache
+def _lightning_class_with_steps(base: type) -> type:
+    """The profile's LightningModule with the validation, test and predict steps a user writes (each on the batch's
+    one tensor)."""
+    def step(self: Any, batch: Any, batch_idx: int) -> torch.Tensor:
+        return self(batch[0]).pow(2).mean()
+
+    def predict_step(self: Any, batch: Any, batch_idx: int) -> torch.Tensor:
+        return self(batch[0])
+    return type(f"{base.__name__}WithSteps", (base,), {"validation_step": step, "test_step": step,
+                                                       "predict_step": predict_step, "__module__": base.__module__})
+
+
+def _with_steps(model: nn.Module) -> nn.Module:
+    model.__class__ = _lightning_class_with_steps(type(model))
+    return model
+
+
+def _trainer_runs(method: str) -> Callable[[nn.Module], nn.Module]:
+    """``Trainer(...).<method>(model, loader)``: ``validate``, ``test`` or ``predict`` over the profile's batch."""
+    def run(model: nn.Module) -> nn.Module:
+        getattr(_trainer(), method)(model, _lightning_batches())
+        return model
+    return run
+
+
+def _lightning_module_call(call: Callable[[Any, torch.Tensor], Any]) -> Callable[[nn.Module], nn.Module]:
+    """``call(model, x)`` with ``x`` the lightning profile's input; the model goes on."""
+    def run(model: nn.Module) -> nn.Module:
+        from tools.profiles.libraries import lightning
+        call(model, lightning.inputs()[0])
+        return model
+    return run
+
+
 CASES: tuple[Case, ...] = (
     Case("peft:get_peft_model", _peft),
     Case("peft:LoraModel.merge_and_unload", lambda m: m.merge_and_unload(), setup=_peft),
@@ -887,12 +923,28 @@ CASES: tuple[Case, ...] = (
     Case("lightning:LightningModule.predict_step", _lightning_predict_step),
     Case("lightning:LightningModule.prepare_data", _same(lambda m: m.prepare_data())),
     Case("timm:remap_state_dict", _timm_state_remapped),
+    Case("lightning:Trainer.validate", _trainer_runs("validate"), setup=_with_steps),
+    Case("lightning:Trainer.test", _trainer_runs("test"), setup=_with_steps),
+    Case("lightning:Trainer.predict", _trainer_runs("predict"), setup=_with_steps),
+    Case("lightning:LightningModule.validation_step", _lightning_module_call(
+        lambda model, x: model.validation_step((x,), 0)), setup=_with_steps),
+    Case("lightning:LightningModule.test_step", _lightning_module_call(lambda model, x: model.test_step((x,), 0)),
+         setup=_with_steps),
+    Case("lightning:LightningModule.backward", _lightning_module_call(
+        lambda model, x: model.backward(model(x).pow(2).mean()))),
+    Case("lightning:LightningModule.optimizer_step", _lightning_module_call(
+        lambda model, x: model.optimizer_step(0, 0, torch.optim.SGD(model.parameters(), lr=0.1)))),
+    Case("lightning:LightningModule.lr_scheduler_step", _lightning_module_call(
+        lambda model, x: model.lr_scheduler_step(torch.optim.lr_scheduler.StepLR(
+            torch.optim.SGD(model.parameters(), lr=0.1), step_size=1), None))),
+    Case("lightning:LightningModule.save_hyperparameters", _same(lambda m: m.save_hyperparameters())),
 )
 
 
 _NO_XFORMERS = "xformers' kernels need a CUDA GPU (and xformers is not installed beside the pinned torch)"
 _NPU = "needs an Ascend NPU (torch_npu)"
 _XLA = "needs a TPU or another XLA device (torch_xla)"
+_HUB = "reads weights, a configuration or code from the Hugging Face Hub or a URL: nothing can be downloaded here"
 # operations of the table that cannot run on this machine (one CPU process, no GPU), with why
 CANNOT_RUN_HERE: dict[str, str] = {
     "diffusers:ModelMixin.enable_xformers_memory_efficient_attention": _NO_XFORMERS,
@@ -904,6 +956,10 @@ CANNOT_RUN_HERE: dict[str, str] = {
     "diffusers:ModelMixin.enable_xla_flash_attention": _XLA,
     "diffusers:ModelMixin.disable_xla_flash_attention": _XLA,
     "accelerate:prepare_pippy": "splits a model into pipeline stages on several GPUs",
+    "timm:load_pretrained": _HUB,
+    "timm:load_custom_pretrained": _HUB,
+    "timm:load_model_config_from_hf": _HUB,
+    "transformers:GenerationMixin.load_custom_generate": _HUB,
 }
 
 
