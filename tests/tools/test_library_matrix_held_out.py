@@ -3,7 +3,8 @@ a seeded hash of the key alone (``held out``), are observed again by an independ
 matrix's procedure (tests/tools/library_matrix_truth.py, written from the specification, not from
 tools/profiles/cells.py) in a fresh interpreter, and each must equal the committed cell.
 
-- Every run: 12 held-out cells present in the file, taken in turn by the ISO week (the same all week).
+- Every run: a week's share of the held-out cells present in the file (at least 12, and enough that every one comes
+  round within :data:`WEEKS` weeks), taken in turn by the ISO week (the same all week).
 - Every held-out cell present in the file: set ``HOOKLAB_PROFILES=all`` (the weekly run does).
 """
 from __future__ import annotations
@@ -23,7 +24,8 @@ pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = ROOT / "docs" / "library_matrix.json"
 TRUTH = Path(__file__).with_name("library_matrix_truth.py")
-SAMPLE = 12  # held-out cells observed again per run, rotating with the ISO week
+SAMPLE = 12  # held-out cells observed again per run at least, rotating with the ISO week
+WEEKS = 26  # ... and as many more as it takes for every held-out cell to come round within half a year
 FIXED_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "CUDA_VISIBLE_DEVICES": ""}
 
 
@@ -36,15 +38,22 @@ def held_out_present() -> list[str]:
     return sorted(key for key in committed() if held_out(key))
 
 
+def size(keys: list[str]) -> int:
+    """How many held-out cells a run observes again: :data:`SAMPLE`, or more where the table has grown, so that the
+    weeks of :data:`WEEKS` cover them all."""
+    return min(len(keys), max(SAMPLE, -(-len(keys) // WEEKS)))
+
+
 def sample(today: date | None = None) -> list[str]:
-    """The cells observed again in this run: every held-out one with HOOKLAB_PROFILES=all, else SAMPLE consecutive
-    ones of the sorted list, starting where the ISO week says (the same all week; every cell within a few months)."""
+    """The cells observed again in this run: every held-out one with HOOKLAB_PROFILES=all, else :func:`size`
+    consecutive ones of the sorted list, starting where the ISO week says (the same all week; every cell within
+    :data:`WEEKS` weeks)."""
     keys = held_out_present()
     if os.environ.get("HOOKLAB_PROFILES") == "all":
         return keys
     year, week, _ = (today or date.today()).isocalendar()
-    start = (year * 53 + week) * SAMPLE % len(keys)
-    return sorted({keys[(start + k) % len(keys)] for k in range(min(SAMPLE, len(keys)))})
+    start = (year * 53 + week) * size(keys) % len(keys)
+    return sorted({keys[(start + k) % len(keys)] for k in range(size(keys))})
 
 
 def test_about_a_fifth_of_the_present_cells_is_held_out_by_the_seed_the_file_names():
@@ -65,10 +74,10 @@ def test_the_sample_is_the_same_all_week_and_rotates_over_every_held_out_cell():
     if os.environ.get("HOOKLAB_PROFILES") == "all":
         assert week == held_out_present()
         return
-    assert len(week) == min(SAMPLE, len(held_out_present()))
+    assert len(week) == size(held_out_present()) >= min(SAMPLE, len(held_out_present()))
     assert sample(date.fromisocalendar(2026, 11, 1)) != week, "the sample did not move on to the next week"
     seen: set[str] = set()
-    for n in range(1, 53):
+    for n in range(1, WEEKS + 1):
         seen |= set(sample(date.fromisocalendar(2026, n, 1)))
     assert seen == set(held_out_present()), f"{len(set(held_out_present()) - seen)} held-out cells never sampled"
 
