@@ -366,35 +366,25 @@ def profile_entries() -> list[dict[str, Any]]:
 
 
 def library_operation_entries() -> list[dict[str, Any]]:
-    """One ``profile`` entry per operation of the library matrix (docs/library_matrix.json): the library, the
-    operation and the hooks it changes, with how (or that every hook behaves as without it), in both languages;
-    linked to the library's page, whose table for the operation lists them."""
+    """One ``profile`` entry per operation of the library matrix (docs/library_matrix.json), found by the library's
+    names and the operation's: its words are those names only (the hook families and what they do are words of every
+    lesson, and repeated over the operations they drew a learner's question away from the lesson that answers it);
+    linked to the library's page, whose table for the operation lists the hooks it changes."""
     if not (PROFILES.exists() and LIBRARY_MATRIX.exists()):
         return []
-    from tools.profiles.page import FIX_ZH, HOW_ZH
-
     titles = {slug: r["title"] for slug, r in json.loads(PROFILES.read_text(encoding="utf-8"))["libraries"].items()}
     matrix = json.loads(LIBRARY_MATRIX.read_text(encoding="utf-8"))
-    odd = matrix["unusual"]
-    rows: dict[str, set[str]] = {key.split("|")[0]: set() for key in matrix["cells"]}  # every operation observed
-    for key, how in odd["cells"].items():
-        operation, family, _ = key.split("|")
-        fix = odd["fixes"].get(key, {}).get("fix", "")
-        rows.setdefault(operation, set()).update(
-            [family.replace("-", " "), *how, fix, *(HOW_ZH.get(h, h) for h in how), FIX_ZH.get(fix, "")])
     entries = []
-    for operation, words in sorted(rows.items()):
+    for operation in sorted({key.split("|")[0] for key in matrix["cells"]}):  # every operation observed
         slug, name = operation.split(":", 1)
         if slug not in titles:
             continue
         shown = name.replace(".", " ")  # LoraModel merge_and_unload: the method is a word of its own
-        words = words or {"every hook behaves as without it", "每个钩子都和没有这个操作时一样"}
         entries.append({
             "id": f"profile:{operation}", "kind": "profile", "message": None, "notebook": None, "cell": None,
             "en": f"{titles[slug]}: {shown}, what it does to your hooks",
             "zh": f"{titles[slug]}：{shown} 对你的钩子做了什么",
-            "text": f"{titles[slug]} {slug} {' '.join(aliases(slug))} {name} {shown} {name.replace('_', ' ')} "
-                    f"{' '.join(sorted(filter(None, words)))}",
+            "text": f"{titles[slug]} {slug} {' '.join(aliases(slug))} {name} {shown} {name.replace('_', ' ')}",
             "page": f"profiles-{slug}.html",
         })
     return entries
