@@ -333,15 +333,9 @@ def _trainer() -> Any:
                       enable_progress_bar=False, enable_model_summary=False)
 
 
-def _lightning_batches() -> Any:
-    from tools.profiles.libraries import lightning
-    (x,) = lightning.inputs()
-    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x), batch_size=len(x))
-
-
 def _fitted(model: nn.Module) -> nn.Module:
     """One training step of a Lightning ``Trainer`` (``max_steps=1``, no logger, checkpoint or summary)."""
-    _trainer().fit(model, _lightning_batches())
+    _trainer().fit(model, _small_loader("lightning"))
     return model
 
 
@@ -572,15 +566,6 @@ def _small_loader(slug: str) -> Any:
     return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x), batch_size=len(x))
 
 
-def _with_accelerator(call: Callable[[Any, nn.Module], Any]) -> Callable[[nn.Module], nn.Module]:
-    """``call(accelerator, model)`` with ``Accelerator(cpu=True)``; the model goes on."""
-    def run(model: nn.Module) -> nn.Module:
-        from accelerate import Accelerator
-        call(Accelerator(cpu=True), model)
-        return model
-    return run
-
-
 def _accelerator_backward(accelerator: Any, model: nn.Module) -> None:
     from tools.profiles.libraries import accelerate as profile
     accelerator.backward(model(*profile.inputs()).float().pow(2).mean())
@@ -713,7 +698,7 @@ def _with_steps(model: nn.Module) -> nn.Module:
 def _trainer_runs(method: str) -> Callable[[nn.Module], nn.Module]:
     """``Trainer(...).<method>(model, loader)``: ``validate``, ``test`` or ``predict`` over the profile's batch."""
     def run(model: nn.Module) -> nn.Module:
-        getattr(_trainer(), method)(model, _lightning_batches())
+        getattr(_trainer(), method)(model, _small_loader("lightning"))
         return model
     return run
 
@@ -881,17 +866,17 @@ CASES: tuple[Case, ...] = (
     Case("diffusers:DiffusionPipeline.save_pretrained", _with_pipeline(_pipeline_saved("save_pretrained"))),
     Case("diffusers:DiffusionPipeline.save_config", _with_pipeline(_pipeline_saved("save_config"))),
     Case("diffusers:DiffusionPipeline.load_config", _with_pipeline(_pipeline_config_read)),
-    Case("accelerate:Accelerator.backward", _with_accelerator(_accelerator_backward)),
-    Case("accelerate:Accelerator.profile", _with_accelerator(_accelerator_profiled)),
-    Case("accelerate:Accelerator.save_state", _with_accelerator(_accelerator_state(load=False))),
-    Case("accelerate:Accelerator.load_state", _with_accelerator(_accelerator_state(load=True))),
-    Case("accelerate:Accelerator.save", _with_accelerator(_accelerator_saved)),
-    Case("accelerate:Accelerator.prepare_optimizer", _with_accelerator(
+    Case("accelerate:Accelerator.backward", _accelerator(_accelerator_backward)),
+    Case("accelerate:Accelerator.profile", _accelerator(_accelerator_profiled)),
+    Case("accelerate:Accelerator.save_state", _accelerator(_accelerator_state(load=False))),
+    Case("accelerate:Accelerator.load_state", _accelerator(_accelerator_state(load=True))),
+    Case("accelerate:Accelerator.save", _accelerator(_accelerator_saved)),
+    Case("accelerate:Accelerator.prepare_optimizer", _accelerator(
         lambda accelerator, model: accelerator.prepare_optimizer(torch.optim.SGD(model.parameters(), lr=0.1)))),
-    Case("accelerate:Accelerator.prepare_scheduler", _with_accelerator(_accelerator_scheduler)),
-    Case("accelerate:Accelerator.prepare_data_loader", _with_accelerator(
+    Case("accelerate:Accelerator.prepare_scheduler", _accelerator(_accelerator_scheduler)),
+    Case("accelerate:Accelerator.prepare_data_loader", _accelerator(
         lambda accelerator, model: accelerator.prepare_data_loader(_small_loader("accelerate")))),
-    Case("accelerate:Accelerator.skip_first_batches", _with_accelerator(
+    Case("accelerate:Accelerator.skip_first_batches", _accelerator(
         lambda accelerator, model: accelerator.skip_first_batches(_small_loader("accelerate"), num_batches=0))),
     Case("opacus:PrivacyEngine.validate", _private_validated),
     Case("opacus:PrivacyEngine.save_checkpoint", _private_checkpoint(load=False)),
