@@ -62,6 +62,11 @@ LEARNER_KINDS = ("symptom", "section")
 # A recipe answers one asker's case in its library's words, and its text holds many terms: at equal words the
 # course's own place (the section, the symptom that explains the mechanism) comes first, the recipe right after.
 KIND_WEIGHT = {"recipe": 0.95}
+# An entry may carry its own ``weight`` on words (the index sets it): a library's own message explained on its page is
+# found by a paste of that message (the message tier below does not use it); to a question in a learner's words its
+# explanation answers after the course's places, whose words it shares. Such entries stay out of the statistics words
+# are weighed by (how rare a word is, an entry's usual length): 234 explanations that say "forward", "hook" and a
+# library's name on each line made those words common and moved the course's own places.
 # The doctor (hooklab.explain_hook, kind "tool") answers a hook that does not fire or fires twice whatever the cause,
 # on the asker's own model: for a question that says so (one of these phrases), it counts this much more than its words
 DOCTOR_WEIGHT, DOCTOR_GROUPS = 1.3, frozenset({"~never-fires", "~fires-twice"})
@@ -500,11 +505,14 @@ def _index() -> tuple[list[dict[str, Any]], list[Counter[str]], dict[str, float]
                 e["programs"] = stored.get("programs", [])
     counts = [Counter(e["terms"].split()) for e in entries]
     frequency: Counter[str] = Counter()
-    for count in counts:
+    counted = [c for c, e in zip(counts, entries) if "weight" not in e]  # the statistics words are weighed by
+    for count in counted:
         frequency.update(count.keys())
-    n = len(entries)
+    n = len(counted)
+    for count in counts:  # a word only such entries hold is as rare as a word can be
+        frequency.update({term: 0 for term in count.keys() - frequency.keys()})
     idf = {term: math.log(1 + (n - f + 0.5) / (f + 0.5)) for term, f in frequency.items()}
-    average = sum(sum(c.values()) for c in counts) / max(n, 1)
+    average = sum(sum(c.values()) for c in counted) / max(n, 1)
     # the titles' terms as tools/ask/index.py wrote them (title_terms of every title, at the first answer, took seconds)
     titles = [[frozenset(words.split()) for words in e["title_terms"]] for e in entries]
     return entries, counts, idf, average, titles
@@ -763,7 +771,7 @@ def ask(query: str, *, k: int = 5, lang: str | None = None, kinds: tuple[str, ..
     for entry, count, title in zip(entries, counts, titles, strict=True):
         if kinds is not None and entry["kind"] not in kinds:
             continue
-        score = _bm25(terms, count, idf, average) * KIND_WEIGHT.get(entry["kind"], 1.0)
+        score = _bm25(terms, count, idf, average) * KIND_WEIGHT.get(entry["kind"], 1.0) * entry.get("weight", 1.0)
         if entry["kind"] == "tool" and not DOCTOR_GROUPS.isdisjoint(terms):
             score *= DOCTOR_WEIGHT
         share, length = message_match(pasted, entry["message"]) if entry.get("message") else (0.0, 0)

@@ -85,6 +85,11 @@ def test_every_entry_links_to_a_notebook_and_a_cell_that_exist_or_to_a_profile_p
             zoo = entry["id"].split(":")[1]
             assert entry["page"] == f"atlas-{zoo}.html" and f"course.atlas('{zoo}')[model]" in entry["en"], entry["id"]
             continue
+        if entry["kind"] == "message" and entry["notebook"] is None:  # a library's own message: on its page
+            slug, _, anchor = entry["page"].removeprefix("profiles-").partition(".html#")
+            assert f"profiles-{slug}" in profiles and anchor == f"libmsg-{entry['id'].rsplit('-', 1)[1]}", entry["id"]
+            assert entry["zh"] and entry["en"] and entry["terms"], entry["id"]
+            continue
         if entry["kind"] == "profile":  # a library profile lives on its site page (and in course.profile)
             assert entry["notebook"] is None, entry["id"]
             assert entry["page"].split("#")[0].removesuffix(".html") in profiles | {"other_frameworks"}, entry["id"]

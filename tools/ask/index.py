@@ -13,7 +13,8 @@ An entry is one of:
   (``docs/silent_symptoms.toml``: "the hook never fires", "… fires twice" …), linked to its list on the site's
   symptom page, with the words of every symptom in it;
 - ``message``: an explained row of the message index (``docs/hook_messages.json``), with PyTorch's or the library's
-  text, linked to the cell that explains it;
+  text, linked to the cell that explains it; and a profiled library's own message explained in
+  ``docs/library_messages.toml`` (:mod:`tools.profiles.messages`), linked to its heading on the library's page;
 - ``matrix``: a cell of the hook behaviour matrix (``docs/hook_matrix.json``) where a hook does not fire, fires more
   than once, raises, or is marked surprising, linked to the cell that teaches it.
 
@@ -292,6 +293,13 @@ def message_entries() -> list[dict[str, Any]]:
     return entries
 
 
+def library_message_entries() -> list[dict[str, Any]]:
+    """The profiled libraries' own messages (docs/library_messages.toml), each linked to its heading on its
+    library's page (:mod:`tools.profiles.messages`)."""
+    from tools.profiles.messages import EXPLAINED, index_entries
+    return index_entries() if EXPLAINED.exists() else []
+
+
 # how a cell that differs from its family's eager cell only in its warnings is titled, by which warnings they are
 # (docs/programs/matrix.json's "warnings": tools/hook_matrix/programs.warnings_only)
 WARNINGS_ONLY = {"deprecation": ("fires as in eager; only a deprecation warning differs", "和 eager 一样触发，只多了一条弃用警告"),
@@ -521,6 +529,7 @@ def attach_programs(entries: list[dict[str, Any]], folder: Path = PROGRAMS) -> i
 def build() -> dict[str, Any]:
     """The whole index, in a stable order (by kind, then id)."""
     entries = (section_entries() + symptom_kind_entries() + symptom_entries() + message_entries()
+               + library_message_entries()
                + matrix_entries() + recipe_entries() + profile_entries() + library_operation_entries()
                + framework_entries() + doctor_entries()
                + atlas_entries())

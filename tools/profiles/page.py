@@ -281,6 +281,8 @@ def library_page(slug: str, record: dict[str, Any], lang: str, matrix: dict[str,
         lines += [f"| `{key}` | {_esc(json.dumps(value, ensure_ascii=False))} |" for key, value in facts.items()]
         lines.append("")
     lines += operations_section(slug, lang, library_matrix)
+    from .messages import section
+    lines += section(slug, lang)
     if record.get("names"):
         lines += [f"## {t['names']}", "", ", ".join(f"`{n}`" for n in record["names"]), ""]
     if record.get("sources"):
