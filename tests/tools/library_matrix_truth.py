@@ -802,6 +802,75 @@ def _timm_remap_state_dict(model: Any, keep: list) -> Any:
     return model
 
 
+def _torch_ao() -> Any:
+    import torch
+
+    return torch.ao.quantization
+
+
+def _ao_qconfig(dynamic: bool) -> dict:
+    """``{"": default_dynamic_qconfig}`` if ``dynamic``, else ``{"": get_default_qconfig("fbgemm")}``."""
+    q = _torch_ao()
+    return {"": q.default_dynamic_qconfig if dynamic else q.get_default_qconfig("fbgemm")}
+
+
+def _scripted(call: Callable[[Any], Any]) -> Callable[[Any, list], Any]:
+    """``call(torch.jit.script(model.eval()))``: the user goes on with the ScriptModule it returns."""
+    def operation(model: Any, keep: list) -> Any:
+        import torch
+
+        return call(torch.jit.script(model.eval()))
+    return operation
+
+
+def _jit_prepared(scripted: Any, dynamic: bool) -> Any:
+    """``prepare_jit`` (or ``prepare_dynamic_jit`` if ``dynamic``) of the ScriptModule, called once on the inputs."""
+    q = _torch_ao()
+    prepared = (q.prepare_dynamic_jit if dynamic else q.prepare_jit)(scripted, _ao_qconfig(dynamic))
+    prepared(*_profile("torch_ao_quantization").inputs())
+    return prepared
+
+
+def _ao_swap_module(model: Any, keep: list) -> Any:
+    import torch
+
+    q = torch.ao.quantization
+    model.eval()
+    model[1].qconfig = q.default_dynamic_qconfig
+    model[1] = q.swap_module(model[1], q.get_default_dynamic_quant_module_mappings(), {})
+    return model
+
+
+def _ao_load_observer_state_dict(model: Any, keep: list) -> Any:
+    import torch
+
+    q = torch.ao.quantization
+    q.load_observer_state_dict(model, q.get_observer_state_dict(model))
+    return model
+
+
+def _trainer_training_step(trainer: Any, batch: Any) -> None:
+    """One ``training_step`` on the batch (the profile's whole first input as input_ids and labels)."""
+    trainer.current_gradient_accumulation_steps = 1
+    trainer.training_step(trainer.model, batch)
+
+
+def _pipeline_from_config(model: Any, keep: list) -> Any:
+    """``type(pipeline).from_config(pipeline.config)`` of the pipeline :func:`_pipeline` makes; the user goes on with
+    the ``unet`` of its result (of the pipeline made when the result is None)."""
+    import diffusers
+
+    pipeline = diffusers.DDPMPipeline(unet=model, scheduler=diffusers.DDPMScheduler(num_train_timesteps=10))
+    result = type(pipeline).from_config(pipeline.config)
+    return (pipeline if result is None else result).unet
+
+
+def _pyg_compile(model: Any, keep: list) -> Any:
+    import torch_geometric
+
+    return torch_geometric.compile(model, backend="eager")
+
+
 # (slug, operation) -> (the preparation before it, the operation): each takes (model, keep) and returns the model
 OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[Any, list], Any]]] = {
     ("peft", "get_peft_model"): (_same, _peft),
@@ -996,6 +1065,31 @@ OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[An
     ("lightning", "LightningModule.lr_scheduler_step"): (_same, _then(_lightning_scheduler_step)),
     ("lightning", "LightningModule.save_hyperparameters"): (_same, _then(lambda m: m.save_hyperparameters())),
     ("timm", "remap_state_dict"): (_same, _timm_remap_state_dict),
+    ("torch_ao_quantization", "prepare_jit"):
+        (_same, _scripted(lambda s: _torch_ao().prepare_jit(s, _ao_qconfig(dynamic=False)))),
+    ("torch_ao_quantization", "prepare_dynamic_jit"):
+        (_same, _scripted(lambda s: _torch_ao().prepare_dynamic_jit(s, _ao_qconfig(dynamic=True)))),
+    ("torch_ao_quantization", "convert_jit"):
+        (_same, _scripted(lambda s: _torch_ao().convert_jit(_jit_prepared(s, dynamic=False)))),
+    ("torch_ao_quantization", "convert_dynamic_jit"):
+        (_same, _scripted(lambda s: _torch_ao().convert_dynamic_jit(_jit_prepared(s, dynamic=True)))),
+    ("torch_ao_quantization", "quantize_jit"):
+        (_same, _scripted(lambda s: _torch_ao().quantize_jit(
+            s, _ao_qconfig(dynamic=False), _ao_run, [_profile("torch_ao_quantization").inputs()[0]]))),
+    ("torch_ao_quantization", "quantize_dynamic_jit"):
+        (_same, _scripted(lambda s: _torch_ao().quantize_dynamic_jit(s, _ao_qconfig(dynamic=True)))),
+    ("torch_ao_quantization", "fuse_conv_bn_jit"): (_same, _scripted(lambda s: _torch_ao().fuse_conv_bn_jit(s))),
+    ("torch_ao_quantization", "swap_module"): (_same, _ao_swap_module),
+    ("torch_ao_quantization", "load_observer_state_dict"):
+        (_ao_prepared_and_calibrated, _ao_load_observer_state_dict),
+    ("transformers", "PreTrainedModel.resize_position_embeddings"):
+        (_same, _then(lambda m: m.resize_position_embeddings(2 * m.config.max_position_embeddings))),
+    ("transformers", "GenerationMixin.destroy_cached_continuous_batching_manager"):
+        (_same, _then(lambda m: m.destroy_cached_continuous_batching_manager())),
+    ("transformers", "Trainer.training_step"): (_same, _trainer(_trainer_training_step)),
+    ("diffusers", "ModelMixin.compile_repeated_blocks"): (_same, _then(lambda m: m.compile_repeated_blocks())),
+    ("diffusers", "DiffusionPipeline.from_config"): (_same, _pipeline_from_config),
+    ("torch_geometric", "compile"): (_same, _pyg_compile),
 }
 
 
@@ -1057,14 +1151,22 @@ def register(family: str, target: Any, record: Record) -> Callable[[], None]:
     if family in ON_PARAMETER and parameter is None:
         raise Refused("the target has no parameter")
 
-    def forward_pre(module, args):
-        record.note(module)
+    # the specification: a module's forward (pre-)hooks are functions defined with def and named ``hook``, without
+    # annotations, as users write them (TorchScript compiles them from their source and names them in its errors)
+    def forward_pre():
+        def hook(module, args):
+            record.note(module)
+        return hook
 
-    def forward_pre_with_kwargs(module, args, kwargs):
-        record.note(module)
+    def forward_pre_with_kwargs():
+        def hook(module, args, kwargs):
+            record.note(module)
+        return hook
 
-    def forward(module, args, output):
-        record.note(module)
+    def forward():
+        def hook(module, args, output):
+            record.note(module)
+        return hook
 
     def backward_pre(module, grad_output):
         record.note(module)
@@ -1085,11 +1187,11 @@ def register(family: str, target: Any, record: Record) -> Callable[[], None]:
         record.note(module)
 
     register_it: dict[str, Callable[[], Any]] = {
-        "forward-pre-hook": lambda: target.register_forward_pre_hook(forward_pre),
-        "forward-pre-hook-with-kwargs": lambda: target.register_forward_pre_hook(forward_pre_with_kwargs,
+        "forward-pre-hook": lambda: target.register_forward_pre_hook(forward_pre()),
+        "forward-pre-hook-with-kwargs": lambda: target.register_forward_pre_hook(forward_pre_with_kwargs(),
                                                                                  with_kwargs=True),
-        "forward-hook": lambda: target.register_forward_hook(forward),
-        "forward-hook-always-call": lambda: target.register_forward_hook(forward, always_call=True),
+        "forward-hook": lambda: target.register_forward_hook(forward()),
+        "forward-hook-always-call": lambda: target.register_forward_hook(forward(), always_call=True),
         "backward-pre-hook": lambda: target.register_full_backward_pre_hook(backward_pre),
         "full-backward-hook": lambda: target.register_full_backward_hook(backward),
         "param-hook": lambda: parameter.register_hook(on_grad),

@@ -87,13 +87,33 @@ def _scope(enter: Callable[[], Any]) -> Any:
     return Handle()
 
 
+# A module's forward (pre-)hooks are functions defined with ``def`` and named ``hook``, as a user writes them:
+# TorchScript compiles them from their source when it scripts the module, and names them in its errors (a lambda
+# fails to parse there, with a SyntaxError no user's hook meets).
+def _forward_pre_hook(log: Log) -> Callable[[nn.Module, Any], None]:
+    def hook(module, args):  # no annotations, as a user writes it (TorchScript reads them)
+        _note(log, module)
+    return hook
+
+
+def _forward_pre_hook_with_kwargs(log: Log) -> Callable[[nn.Module, Any, Any], None]:
+    def hook(module, args, kwargs):
+        _note(log, module)
+    return hook
+
+
+def _forward_hook(log: Log) -> Callable[[nn.Module, Any, Any], None]:
+    def hook(module, args, output):
+        _note(log, module)
+    return hook
+
+
 FAMILIES: dict[str, Callable[[Place, Log], Any]] = {
-    "forward-pre-hook": lambda p, log: p.target.register_forward_pre_hook(lambda m, a: _note(log, m)),
+    "forward-pre-hook": lambda p, log: p.target.register_forward_pre_hook(_forward_pre_hook(log)),
     "forward-pre-hook-with-kwargs": lambda p, log: p.target.register_forward_pre_hook(
-        lambda module, args, kwargs: _note(log, module), with_kwargs=True),
-    "forward-hook": lambda p, log: p.target.register_forward_hook(lambda m, a, o: _note(log, m)),
-    "forward-hook-always-call": lambda p, log: p.target.register_forward_hook(
-        lambda m, a, o: _note(log, m), always_call=True),
+        _forward_pre_hook_with_kwargs(log), with_kwargs=True),
+    "forward-hook": lambda p, log: p.target.register_forward_hook(_forward_hook(log)),
+    "forward-hook-always-call": lambda p, log: p.target.register_forward_hook(_forward_hook(log), always_call=True),
     "backward-pre-hook": lambda p, log: p.target.register_full_backward_pre_hook(lambda m, go: _note(log, m)),
     "full-backward-hook": lambda p, log: p.target.register_full_backward_hook(lambda m, gi, go: _note(log, m)),
     "param-hook": lambda p, log: p.parameter.register_hook(lambda g, t=p.parameter: _note(log, t)),
@@ -350,7 +370,7 @@ def _loaded_from_checkpoint(model: nn.Module) -> nn.Module:
         return type(model).load_from_checkpoint(_lightning_checkpoint(model, folder))
 
 
-def _training_step(model: nn.Module) -> nn.Module:
+def _lightning_training_step(model: nn.Module) -> nn.Module:
     from tools.profiles.libraries import lightning
     model.training_step(lightning.inputs(), 0)
     return model
@@ -712,6 +732,59 @@ def _lightning_module_call(call: Callable[[Any, torch.Tensor], Any]) -> Callable
     return run
 
 
+# TorchScript's quantization: each takes the model scripted (torch.jit.script) and returns a ScriptModule
+_JIT_QUANTIZATION = ("prepare_jit", "prepare_dynamic_jit", "convert_jit", "convert_dynamic_jit", "quantize_jit",
+                     "quantize_dynamic_jit", "fuse_conv_bn_jit")
+
+
+def _scripted_and(name: str) -> Callable[[nn.Module], nn.Module]:
+    """``torch.ao.quantization.<name>`` of the model scripted (in eval mode): static ones with fbgemm's default qconfig
+    and the profile's inputs to calibrate, dynamic ones with the default dynamic qconfig; convert_* after prepare_*
+    and one calibration run."""
+    def run(model: nn.Module) -> nn.Module:
+        from tools.profiles.libraries import torch_ao_quantization as profile
+        scripted = torch.jit.script(model.eval())
+        static, dynamic = {"": quantization.get_default_qconfig("fbgemm")}, {"": quantization.default_dynamic_qconfig}
+        if name in ("prepare_jit", "prepare_dynamic_jit"):
+            return getattr(quantization, name)(scripted, dynamic if "dynamic" in name else static)
+        if name in ("convert_jit", "convert_dynamic_jit"):
+            dynamic_one = "dynamic" in name
+            prepared = (quantization.prepare_dynamic_jit(scripted, dynamic) if dynamic_one
+                        else quantization.prepare_jit(scripted, static))
+            prepared(*profile.inputs())
+            return getattr(quantization, name)(prepared)
+        if name == "quantize_jit":
+            return quantization.quantize_jit(scripted, static, lambda m, batch: m(batch), [profile.inputs()[0]])
+        if name == "quantize_dynamic_jit":
+            return quantization.quantize_dynamic_jit(scripted, dynamic)
+        return quantization.fuse_conv_bn_jit(scripted)
+    return run
+
+
+def _swapped_for_dynamic(model: nn.Module) -> nn.Module:
+    """``swap_module`` of the target Linear (``model[1]``, its qconfig the default dynamic one) with the default
+    dynamic mapping: the model goes on with the swapped module in its place."""
+    target = model.eval()[1]
+    target.qconfig = quantization.default_dynamic_qconfig
+    model[1] = quantization.swap_module(target, quantization.get_default_dynamic_quant_module_mappings(), {})
+    return model
+
+
+def _trainer_training_step(trainer: Any) -> None:
+    """One ``Trainer.training_step`` (forward, loss, backward) on the profile's batch, as ``train``'s loop calls it:
+    the loop first sets how many micro-batches the step accumulates, which a direct call without it lacks
+    (AttributeError: 'Trainer' object has no attribute 'current_gradient_accumulation_steps')."""
+    trainer.current_gradient_accumulation_steps = 1
+    trainer.training_step(trainer.model, _one_batch())
+
+
+def _geometric_compiled(model: nn.Module) -> nn.Module:
+    """``torch_geometric.compile`` (PyG's settings, then ``torch.compile``) with the ``eager`` backend: what happens to
+    hooks is Dynamo's doing, and inductor's code generation would take minutes a cell on a CPU."""
+    import torch_geometric
+    return torch_geometric.compile(model, backend="eager")
+
+
 CASES: tuple[Case, ...] = (
     Case("peft:get_peft_model", _peft),
     Case("peft:LoraModel.merge_and_unload", lambda m: m.merge_and_unload(), setup=_peft),
@@ -795,7 +868,7 @@ CASES: tuple[Case, ...] = (
     Case("lightning:Trainer.fit", _fitted),
     Case("lightning:Trainer.save_checkpoint", _in_folder(_lightning_checkpoint), setup=_fitted),
     Case("lightning:LightningModule.load_from_checkpoint", _loaded_from_checkpoint, setup=_fitted),
-    Case("lightning:LightningModule.training_step", _training_step),
+    Case("lightning:LightningModule.training_step", _lightning_training_step),
     Case("lightning:LightningModule.forward", _run_on_inputs("lightning", call_forward=True)),
     Case("swa_utils:AveragedModel.forward", _run_on_inputs("swa_utils"), setup=_profile_apply("swa_utils")),
     Case("torchao:swap_conv2d_1x1_to_linear", _swapped_1x1),
@@ -923,6 +996,20 @@ CASES: tuple[Case, ...] = (
         lambda model, x: model.lr_scheduler_step(torch.optim.lr_scheduler.StepLR(
             torch.optim.SGD(model.parameters(), lr=0.1), step_size=1), None))),
     Case("lightning:LightningModule.save_hyperparameters", _same(lambda m: m.save_hyperparameters())),
+    *(Case(f"torch_ao_quantization:{name}", _scripted_and(name)) for name in _JIT_QUANTIZATION),
+    Case("torch_ao_quantization:swap_module", _swapped_for_dynamic),
+    Case("torch_ao_quantization:load_observer_state_dict",
+         _same(lambda m: quantization.load_observer_state_dict(m, quantization.get_observer_state_dict(m))),
+         setup=_quantization_prepared),
+    Case("transformers:PreTrainedModel.resize_position_embeddings",
+         _same(lambda m: m.resize_position_embeddings(2 * m.config.max_position_embeddings))),
+    Case("transformers:GenerationMixin.destroy_cached_continuous_batching_manager",
+         _same(lambda m: m.destroy_cached_continuous_batching_manager())),
+    Case("transformers:Trainer.training_step", _with_trainer(_trainer_training_step)),
+    Case("diffusers:ModelMixin.compile_repeated_blocks", _same(lambda m: m.compile_repeated_blocks())),
+    Case("diffusers:DiffusionPipeline.from_config", _with_pipeline(lambda pipeline: type(pipeline).from_config(
+        pipeline.config))),
+    Case("torch_geometric:compile", _geometric_compiled),
 )
 
 
@@ -1020,7 +1107,7 @@ def _run(model: nn.Module, setup: Any, log: Log) -> str | None:
 
 def _register(family: str, place: Place | None, log: Log) -> Any:
     """The family's handle, or why it could not be registered (a sentence)."""
-    if place is None:
+    if place is None and family not in GLOBAL:  # a global hook sees every module: it needs no target
         return "no module at the target's path"
     if family in ("param-hook", "post-accumulate-grad-hook") and place.parameter is None:
         return "the target has no parameter"
@@ -1202,6 +1289,23 @@ def document(observed: dict[str, dict[str, Any]], odd: dict[str, list[str]]) -> 
             "cells": {key: observed[key] for key in sorted(observed)}}
 
 
+def merged(doc: dict[str, Any], observed: dict[str, dict[str, Any]], odd: dict[str, list[str]], only: list[str],
+           ) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
+    """The committed document's cells with those of the operations ``only`` names observed again: ``--write --only``
+    writes the whole matrix, the other operations' cells as committed (it once wrote those operations alone).
+
+    >>> doc = {"cells": {"a:x|f|before": {"n": 1}, "b:y|f|before": {"n": 2}},
+    ...        "unusual": {"cells": {"a:x|f|before": ["u"]}}}
+    >>> cells, odd = merged(doc, {"a:x|f|before": {"n": 3}}, {}, ["a:x"])
+    >>> sorted(cells.items()), odd
+    ([('a:x|f|before', {'n': 3}), ('b:y|f|before', {'n': 2})], {})
+    """
+    def kept(key: str) -> bool:
+        return key.split("|")[0] not in only
+    return ({**{k: v for k, v in doc["cells"].items() if kept(k)}, **observed},
+            {**{k: v for k, v in doc["unusual"]["cells"].items() if kept(k)}, **odd})
+
+
 def _lines(observed: dict[str, dict[str, Any]], odd: dict[str, list[str]]) -> Iterator[str]:
     for key, cell in observed.items():
         if key in odd:
@@ -1221,7 +1325,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.profiles.cells", description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true", help=f"write {MATRIX.relative_to(ROOT)}")
     parser.add_argument("--check", action="store_true", help="exit 1 when a committed cell is not what runs now")
-    parser.add_argument("--only", action="append", help="an operation (<slug>:<name>) to observe; repeatable")
+    parser.add_argument("--only", action="append", help="an operation (<slug>:<name>) to observe; repeatable (with "
+                        "--write, the other operations' cells are kept as committed)")
     args = parser.parse_args(argv)
     torch.use_deterministic_algorithms(False)
     torch.set_num_threads(1)
@@ -1229,6 +1334,8 @@ def main(argv: list[str] | None = None) -> int:
     for line in _lines(observed, odd):
         print(line)
     if args.write:
+        if args.only:
+            observed, odd = merged(json.loads(MATRIX.read_text(encoding="utf-8")), observed, odd, args.only)
         MATRIX.write_text(json.dumps(document(observed, odd), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     if args.check:
         doc = json.loads(MATRIX.read_text(encoding="utf-8"))
