@@ -76,7 +76,7 @@ def _heading(row: dict[str, Any], lang: str) -> str:
     if len(text) > HEADING_CHARS:
         text = text[:HEADING_CHARS].rsplit(" ", 1)[0] + " …"
     kind = KIND_ZH.get(row["kind"], row["kind"]) if lang == "zh" else row["kind"]
-    return f"{kind}: {text}".replace("`", "'")
+    return f"{kind}{'：' if lang == 'zh' else ': '}{text}".replace("`", "'")
 
 
 def section(slug: str, lang: str) -> list[str]:
