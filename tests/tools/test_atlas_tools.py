@@ -692,3 +692,40 @@ def test_models_measured_again_say_clone_where_a_later_in_place_op_changes_a_pla
     assert models["keypointrcnn_resnet50_fpn"].where(0, "input")["module"] == "backbone.body.layer1.0"
     data = json.loads((ATLAS / "torchvision.json").read_text(encoding="utf-8"))
     assert not set(expected) & set(atlas_pages.stale(data))
+
+
+class _Residual(nn.Module):
+    """MobileOne's block: out = branch(y) + identity(y), the identity a BatchNorm of the block's input."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.branch, self.identity = nn.Conv2d(width, width, 3, padding=1), nn.BatchNorm2d(width)
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        return self.branch(y) + self.identity(y)
+
+
+def test_a_stage_whose_first_block_changes_the_shape_adds_its_branches_to_a_shortcut_not_to_its_input():
+    """timm's mobileone_s0: a stage (a block of the stack) is a strided convolution, then residual blocks; the first
+    sum adds to a tensor made from the stage's input, of the output's shape, never to the input itself (the atlas
+    said ``block input + branch``: a 112-wide input plus a 56-wide branch, which --all's identity check refused)."""
+    from hooklab import find_blocks
+    from tools.atlas import inside
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Sequential(nn.Conv2d(4, 6, 3, stride=2, padding=1), _Residual(6)),
+                          nn.Sequential(nn.Conv2d(6, 6, 3, stride=2, padding=1), _Residual(6))).eval()
+    for stage in model:  # a BatchNorm that is not the identity, so the sum's base is not the strided output itself
+        stage[1].identity.weight.data.uniform_(0.5, 1.5)
+        stage[1].identity.running_mean.uniform_(-0.5, 0.5)
+    x = torch.randn(2, 4, 8, 8)
+    stack = inside.measure(model, lambda: model(x), find_blocks(model))[""]
+    first = stack["patterns"][stack["block_pattern"][0]]["streams"][0]
+    assert first["identity"]["holds"], first["identity"]
+    found = first["lookups"]
+    assert first["identity"]["text"].startswith("block output = shortcut(block input) + "), first["identity"]["text"]
+    assert found["branch"]["adds_to"] == "shortcut" and found["shortcut"]["module"] == "1.identity", found
+    with torch.no_grad():  # the truth: the stage's output is its identity's output plus the branch, in plain calls
+        y = model[0][0](x)
+        assert model[0](x).shape != x.shape
+        assert torch.allclose(model[0](x), model[0][1].identity(y) + model[0][1].branch(y))

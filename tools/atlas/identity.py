@@ -407,7 +407,8 @@ def decompose(block: Call, inner: list[Call], x_access: str, modules: dict[str, 
     ends = [v for v in values if any(p.kind == "out" and p.path == "" for p in v.places)]
     channels = x.shape[_channel_dim(x)] if x.dim() >= 3 else x.shape[-1]
     first = [start]
-    if tuple(x.shape) not in out_shapes:  # a shortcut: a module's output of the output's shape, made from x
+    reshaped = tuple(x.shape) not in out_shapes
+    if reshaped:  # a shortcut: a module's output of the output's shape, made from x
         first += [v for v in values if tuple(v.tensor.shape) in out_shapes and any(
             p.kind == "out" and p.path and any(close(t, x) for _, t in _inputs_of(inner, p)) for p in v.places)]
         if len(first) == 1:
@@ -434,7 +435,7 @@ def decompose(block: Call, inner: list[Call], x_access: str, modules: dict[str, 
             if parallel:
                 if found.branches:
                     found.branches[-1].stream = parallel[0].base
-                elif parallel[0].base is not start and parallel[0].base in first:  # both branches add to a shortcut
+                elif parallel[0].base is not start and (parallel[0].base in first or reshaped):  # to a shortcut
                     found.shortcut = parallel[0].base
                 found.branches += parallel
                 found.output = next(p.access for p in parallel[-1].after.places if p.kind == "out" and p.path == "")
@@ -445,8 +446,8 @@ def decompose(block: Call, inner: list[Call], x_access: str, modules: dict[str, 
             return found
         if found.branches and not found.branches[-1].aside:
             found.branches[-1].stream, found.branches[-1].through = step.base, frontier[step.base]
-        elif not found.branches and step.base is not start and step.base in first:
-            found.shortcut = step.base
+        elif not found.branches and step.base is not start and (step.base in first or reshaped):
+            found.shortcut = step.base  # where the block changes the shape, what the first sum adds to is never x
         found.branches.append(step)
         earlier.update(frontier)
         frontier = _closure([step.after], inner, values, modules, channels)
