@@ -90,3 +90,9 @@ def test_the_explained_messages_leave_how_words_weigh_as_it_was():
     for term in tokens("forward hook transformers opacus merge adapter"):
         f = sum(term in c for c in plain)
         assert idf[term] == pytest.approx(math.log(1 + (n - f + 0.5) / (f + 0.5))), term
+
+
+def test_the_population_it_reads_is_the_one_the_measure_writes():
+    from tools.ask import library_pasted
+
+    assert messages.POPULATION == library_pasted.POPULATION

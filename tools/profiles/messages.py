@@ -21,6 +21,8 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPLAINED = ROOT / "docs" / "library_messages.toml"
+POPULATION = ROOT / "tools" / "ask" / "library_messages.json"  # tools.ask.library_pasted writes it (imported by path:
+# that module imports tools.ask.index, which imports this one)
 ANCHOR = "libmsg-{id}"  # the message's heading on its library's page (profiles-<slug>.html#libmsg-<id>)
 TEXT = {"en": {"title": "Its own messages that concern hooks",
                "intro": "What {library} {version} says about hooks, a replaced `forward`, swapped modules or "
@@ -39,7 +41,6 @@ WEIGHT = 0.5  # on words (hooklab.course.asking's ``weight``): a paste of the me
 
 
 def population() -> dict[str, Any]:
-    from tools.ask.library_pasted import POPULATION
     return json.loads(POPULATION.read_text(encoding="utf-8"))
 
 
