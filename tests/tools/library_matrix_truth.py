@@ -795,6 +795,42 @@ def _load_peft_weights(model: Any, keep: list) -> Any:
     return model
 
 
+def _eva_state_dict(model: Any, keep: list) -> Any:
+    """``peft.get_eva_state_dict`` of the plain model (EVA LoRA config, r 2 on q_proj and v_proj, rho 1.0) over a
+    loader of four batches ``{"input_ids": ids, "attention_mask": ones}``; its result unused, the same model goes on."""
+    import peft
+    import torch
+
+    config = peft.LoraConfig(r=2, target_modules=["q_proj", "v_proj"], init_lora_weights="eva",
+                             eva_config=peft.EvaConfig(rho=1.0))
+    ids = _peft_ids()
+    loader = [{"input_ids": ids, "attention_mask": torch.ones_like(ids)} for _ in range(4)]
+    peft.get_eva_state_dict(model, loader, config, show_progress_bar=False)
+    return model
+
+
+def _peft_loha(model: Any, keep: list) -> Any:
+    """A LoHa PEFT model (r 2 on q_proj and v_proj, ``init_weights=False``), not the profile's LoRA."""
+    import peft
+
+    return peft.get_peft_model(model, peft.LoHaConfig(r=2, target_modules=["q_proj", "v_proj"], init_weights=False))
+
+
+def _convert_to_lora(model: Any, keep: list) -> Any:
+    import peft
+
+    peft.convert_to_lora(model, 2)  # its config and state dict unused
+    return model
+
+
+def _save_as_lora(model: Any, keep: list) -> Any:
+    import peft
+
+    with tempfile.TemporaryDirectory() as folder:
+        peft.save_as_lora(folder, model, 2)
+    return model
+
+
 def _timm_remap_state_dict(model: Any, keep: list) -> Any:
     import timm.models
 
@@ -863,6 +899,30 @@ def _pipeline_from_config(model: Any, keep: list) -> Any:
     pipeline = diffusers.DDPMPipeline(unet=model, scheduler=diffusers.DDPMScheduler(num_train_timesteps=10))
     result = type(pipeline).from_config(pipeline.config)
     return (pipeline if result is None else result).unet
+
+
+def _text_generation(call: Callable[[Any, str], Any]) -> Callable[[Any, list], Any]:
+    """A text-generation pipeline of the model on the CPU (greedy, two new tokens, set on the model's generation
+    config) with a word-level tokenizer made in memory (``w0`` .. ``w31``; unknown and padding ``w0``, end ``w31``),
+    then ``call(pipe, "w1 w2 w3 w4 w5")``; the same model goes on (``pipe.model`` is it)."""
+    def operation(model: Any, keep: list) -> Any:
+        from tokenizers import Tokenizer, models, pre_tokenizers
+        from transformers import PreTrainedTokenizerFast, pipeline
+
+        words = Tokenizer(models.WordLevel({f"w{i}": i for i in range(32)}, unk_token="w0"))
+        words.pre_tokenizer = pre_tokenizers.Whitespace()
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=words, unk_token="w0", pad_token="w0", eos_token="w31")
+        model.generation_config.max_new_tokens = 2
+        model.generation_config.do_sample = False
+        pipe = pipeline("text-generation", model=model, tokenizer=tokenizer, device="cpu")
+        call(pipe, "w1 w2 w3 w4 w5")
+        return model
+    return operation
+
+
+def _text_pipeline_saved(pipe: Any, text: str) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        pipe.save_pretrained(folder)
 
 
 def _pyg_compile(model: Any, keep: list) -> Any:
@@ -1036,6 +1096,9 @@ OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[An
     ("peft", "set_base_model_state_dict"): (_peft, _set_base_model_state_dict),
     ("peft", "PeftModel.create_or_update_model_card"): (_peft, _peft_model_card),
     ("peft", "load_peft_weights"): (_peft, _load_peft_weights),
+    ("peft", "get_eva_state_dict"): (_same, _eva_state_dict),
+    ("peft", "convert_to_lora"): (_peft_loha, _convert_to_lora),
+    ("peft", "save_as_lora"): (_peft_loha, _save_as_lora),
     ("transformers", "PreTrainedModel.activation_checkpointing_enable"):
         (_same, _then(lambda m: m.activation_checkpointing_enable())),
     ("transformers", "PreTrainedModel.activation_checkpointing_disable"):
@@ -1090,6 +1153,11 @@ OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[An
     ("diffusers", "ModelMixin.compile_repeated_blocks"): (_same, _then(lambda m: m.compile_repeated_blocks())),
     ("diffusers", "DiffusionPipeline.from_config"): (_same, _pipeline_from_config),
     ("torch_geometric", "compile"): (_same, _pyg_compile),
+    ("transformers", "Pipeline.__call__"): (_same, _text_generation(lambda pipe, text: pipe(text))),
+    ("transformers", "Pipeline.forward"):
+        (_same, _text_generation(lambda pipe, text: pipe.forward(pipe.preprocess(text)))),
+    ("transformers", "Pipeline.predict"): (_same, _text_generation(lambda pipe, text: pipe.predict(text))),
+    ("transformers", "Pipeline.save_pretrained"): (_same, _text_generation(_text_pipeline_saved)),
 }
 
 

@@ -242,6 +242,35 @@ def _second_adapter(model: nn.Module) -> nn.Module:
     return model
 
 
+def _loha(model: nn.Module) -> nn.Module:
+    """A PEFT model of another method than LoRA (LoHa), which ``convert_to_lora`` and ``save_as_lora`` take."""
+    from peft import LoHaConfig, get_peft_model
+    return get_peft_model(model, LoHaConfig(r=2, target_modules=["q_proj", "v_proj"], init_weights=False))
+
+
+def _converted_to_lora(model: nn.Module) -> Any:
+    from peft import convert_to_lora
+    return convert_to_lora(model, 2)
+
+
+def _saved_as_lora(model: nn.Module, folder: str) -> None:
+    from peft import save_as_lora
+    save_as_lora(folder, model, 2)
+
+
+def _eva_state_read(model: nn.Module) -> nn.Module:
+    """``get_eva_state_dict`` on four batches of the profile's input: EVA's SVD of each target layer's inputs, which
+    it collects with forward hooks of its own; the model goes on unchanged."""
+    from peft import EvaConfig, LoraConfig, get_eva_state_dict
+
+    from tools.profiles.libraries import peft as profile
+    ids = profile.inputs()[0]
+    config = LoraConfig(r=2, target_modules=["q_proj", "v_proj"], init_lora_weights="eva", eva_config=EvaConfig(rho=1.0))
+    get_eva_state_dict(model, [{"input_ids": ids, "attention_mask": torch.ones_like(ids)}] * 4, config,
+                       show_progress_bar=False)
+    return model
+
+
 def _dynamic_quantized(model: nn.Module) -> nn.Module:
     return quantization.quantize_dynamic(model.eval(), {nn.Linear}, dtype=torch.qint8)
 
@@ -539,6 +568,26 @@ def _with_trainer(call: Callable[[Any], Any]) -> Callable[[nn.Module], nn.Module
             args = TrainingArguments(output_dir=folder, max_steps=1, per_device_train_batch_size=1, report_to=[],
                                      use_cpu=True, save_strategy="no", logging_strategy="no", disable_tqdm=True)
             call(Trainer(model=model, args=args, train_dataset=data, eval_dataset=data))
+        return model
+    return run
+
+
+TEXT = "w1 w2 w3 w4 w5"  # the profile's input ids, 1-5, as words of the tokenizer below
+
+
+def _with_text_pipeline(call: Callable[[Any], Any]) -> Callable[[nn.Module], nn.Module]:
+    """``call(pipeline)`` on a transformers ``text-generation`` pipeline of the model, with a tokenizer made here
+    (nothing downloaded: a word-level vocabulary ``w0`` ... ``w31``, the profile's 32 ids) and greedy generation of
+    two new tokens (``generation_config``); the model goes on (the pipeline's ``model`` is the same object)."""
+    def run(model: nn.Module) -> nn.Module:
+        from tokenizers import Tokenizer, models, pre_tokenizers
+        from transformers import PreTrainedTokenizerFast, pipeline
+
+        words = Tokenizer(models.WordLevel({f"w{i}": i for i in range(32)}, unk_token="w0"))
+        words.pre_tokenizer = pre_tokenizers.Whitespace()
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=words, unk_token="w0", pad_token="w0", eos_token="w31")
+        model.generation_config.max_new_tokens, model.generation_config.do_sample = 2, False
+        call(pipeline("text-generation", model=model, tokenizer=tokenizer, device="cpu"))
         return model
     return run
 
@@ -912,6 +961,10 @@ CASES: tuple[Case, ...] = (
          setup=lambda m: _same(lambda q: q.apply(quantization.disable_fake_quant))(_prepared_for_qat(m))),
     Case("torch_ao_quantization:get_observer_state_dict",
          _same(lambda m: quantization.get_observer_state_dict(m)), setup=_quantization_prepared),
+    Case("transformers:Pipeline.__call__", _with_text_pipeline(lambda pipe: pipe(TEXT))),
+    Case("transformers:Pipeline.forward", _with_text_pipeline(lambda pipe: pipe.forward(pipe.preprocess(TEXT)))),
+    Case("transformers:Pipeline.predict", _with_text_pipeline(lambda pipe: pipe.predict(TEXT))),
+    Case("transformers:Pipeline.save_pretrained", _with_text_pipeline(_pipeline_saved("save_pretrained"))),
     Case("transformers:Trainer.train", _with_trainer(lambda trainer: trainer.train())),
     Case("transformers:Trainer.evaluate", _with_trainer(lambda trainer: trainer.evaluate())),
     Case("transformers:Trainer.predict", _with_trainer(lambda trainer: trainer.predict(trainer.eval_dataset))),
@@ -964,6 +1017,9 @@ CASES: tuple[Case, ...] = (
     Case("peft:PeftModel.create_or_update_model_card", _in_folder(
         lambda model, folder: model.create_or_update_model_card(folder)), setup=_peft),
     Case("peft:load_peft_weights", _peft_weights_loaded, setup=_peft),
+    Case("peft:get_eva_state_dict", _eva_state_read),
+    Case("peft:convert_to_lora", _same(_converted_to_lora), setup=_loha),
+    Case("peft:save_as_lora", _in_folder(_saved_as_lora), setup=_loha),
     Case("transformers:PreTrainedModel.activation_checkpointing_enable",
          _same(lambda m: m.activation_checkpointing_enable())),
     Case("transformers:PreTrainedModel.activation_checkpointing_disable",
