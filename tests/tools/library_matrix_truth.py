@@ -1158,6 +1158,8 @@ OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[An
         (_same, _text_generation(lambda pipe, text: pipe.forward(pipe.preprocess(text)))),
     ("transformers", "Pipeline.predict"): (_same, _text_generation(lambda pipe, text: pipe.predict(text))),
     ("transformers", "Pipeline.save_pretrained"): (_same, _text_generation(_text_pipeline_saved)),
+    ("transformers", "PreTrainedModel.enable_peft_hotswap"):
+        (_same, _then(lambda m: m.enable_peft_hotswap(target_rank=4))),
 }
 
 

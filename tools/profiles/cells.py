@@ -1020,6 +1020,7 @@ CASES: tuple[Case, ...] = (
     Case("peft:get_eva_state_dict", _eva_state_read),
     Case("peft:convert_to_lora", _same(_converted_to_lora), setup=_loha),
     Case("peft:save_as_lora", _in_folder(_saved_as_lora), setup=_loha),
+    Case("transformers:PreTrainedModel.enable_peft_hotswap", _same(lambda m: m.enable_peft_hotswap(target_rank=4))),
     Case("transformers:PreTrainedModel.activation_checkpointing_enable",
          _same(lambda m: m.activation_checkpointing_enable())),
     Case("transformers:PreTrainedModel.activation_checkpointing_disable",
