@@ -140,7 +140,7 @@ class _AtlasModel(dict):
         ``"router"``, ``"mixer"`` (a state-space mixer), ``"branch"`` (a ResNet block's convolutions),
         ``"transformer"`` (a whole transformer block inside a UNet's block: its attention and feed-forward are
         asked for with ``stack=`` its ``inner_stack``), ``"shortcut"`` (where the block changes the shape: the
-        module whose output its first branch adds to, a downsample), ``"residual_after_attention"``,
+        module whose output a branch adds to, a downsample; or, after sums of the block's own, a patch merging), ``"residual_after_attention"``,
         ``"residual_after_mlp"``, ... (the residual stream after each part), ``"residual"`` (the stream after
         the block: its last ``residual_after_*``, on a convolution net too), ``"input"``; ``what=None`` gives
         them all.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections import OrderedDict
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -677,7 +678,9 @@ def test_models_measured_again_say_clone_where_a_later_in_place_op_changes_a_pla
     atlas checked for in-place overwrites: their places said nothing where ``out += identity`` and
     ``ReLU(inplace=True)`` change the tensor a hook got (bn3's output, the sum before the ReLU). Measured again,
     they say clone there (tests/library/test_atlas.py checks the flags on the models rebuilt, with plain hooks),
-    and keypointrcnn's blocks count from ``layer1``, the stack the input meets first."""
+    and keypointrcnn's blocks count from ``layer1``, the stack the input meets first. A regnet stage's first block
+    (a residual block that changes the shape) was once taken whole for the stage's shortcut; its own sum is now in
+    the stage's identity, with its two places to clone."""
     from hooklab import course
 
     def flagged(entry, block: int) -> list[str]:
@@ -685,7 +688,7 @@ def test_models_measured_again_say_clone_where_a_later_in_place_op_changes_a_pla
         return [role for role, p in places.items() if p.get("clone")] + \
             [f"{role}.sum" for role, p in places.items() if isinstance(p.get("sum"), dict) and p["sum"].get("clone")]
     models = course.atlas("torchvision")
-    expected = {"regnet_x_3_2gf": 6, "regnet_y_128gf": 7, "keypointrcnn_resnet50_fpn": 4}
+    expected = {"regnet_x_3_2gf": 8, "regnet_y_128gf": 9, "keypointrcnn_resnet50_fpn": 4}
     found = {name: flagged(models[name], 0) + flagged(models[name], 1) for name in expected}
     assert {name: len(places) for name, places in found.items()} == expected, found
     assert found["keypointrcnn_resnet50_fpn"] == ["branch", "residual_after_branch.sum"] * 2
@@ -729,3 +732,150 @@ def test_a_stage_whose_first_block_changes_the_shape_adds_its_branches_to_a_shor
         y = model[0][0](x)
         assert model[0](x).shape != x.shape
         assert torch.allclose(model[0](x), model[0][1].identity(y) + model[0][1].branch(y))
+
+
+class _Add(nn.Module):
+    """EfficientViT's ``ResidualDrop``: x + m(x)."""
+
+    def __init__(self, m: nn.Module) -> None:
+        super().__init__()
+        self.m = m
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.m(x)
+
+
+class _DownStage(nn.Module):
+    """timm's EfficientViT (and SHViT) stage: residual sums at the input's shape, a patch merging that makes the
+    stream into the output's shape, residual sums at that shape, then the stage's blocks."""
+
+    def __init__(self, a: int = 4, b: int = 6) -> None:
+        super().__init__()
+        self.downsample = nn.Sequential(OrderedDict(
+            res1=_Add(nn.Conv2d(a, a, 3, padding=1, groups=a)),
+            merge=nn.Sequential(nn.Conv2d(a, b, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(b, b, 1)),
+            res2=_Add(nn.Conv2d(b, b, 3, padding=1, groups=b))))
+        self.blocks = nn.Sequential(_Add(nn.Conv2d(b, b, 1)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.blocks(self.downsample(x))
+
+
+def test_a_stage_that_changes_the_shape_between_its_own_sums_names_the_module_that_does_as_its_shortcut():
+    """timm's efficientvit_m0-m4 and shvit_s1: the stage's ``downsample`` makes the input into the output's shape,
+    but it holds residual sums itself, so it is no shortcut (the atlas took it for one, and said the stage's
+    later branches add to the 14-wide input, which --all's identity check refused with a 7-wide branch). The
+    shortcut is the patch merging, which reads the stream after the first sums."""
+    from hooklab import find_blocks
+    from tools.atlas import inside
+
+    torch.manual_seed(0)
+    model = nn.Sequential(_DownStage(), _DownStage(6, 8)).eval()
+    x = torch.randn(2, 4, 8, 8)
+    stack = inside.measure(model, lambda: model(x), find_blocks(model))[""]
+    first = stack["patterns"][stack["block_pattern"][0]]["streams"][0]
+    assert first["identity"]["holds"], first["identity"]
+    found, text = first["lookups"], first["identity"]["text"]
+    assert found["shortcut"]["module"] == "downsample.merge", found
+    assert text == "block output = shortcut(block input + branch) + branch_2 + mlp", text
+    assert found["branch"]["adds_to"] == "input" and found["branch_2"]["adds_to"] == "shortcut", found
+    assert "residual_after_branch" in found["shortcut"]["note"]
+    stage = model[0]
+    with torch.no_grad():  # the truth, in plain calls: each sum where the lookups say
+        s1 = x + stage.downsample.res1.m(x)
+        short = stage.downsample.merge(s1)
+        s2 = short + stage.downsample.res2.m(short)
+        assert torch.allclose(stage(x), s2 + stage.blocks[0].m(s2))
+    seen: dict = {}
+    handles = [model.get_submodule(f"0.{found[role]['module']}").register_forward_hook(
+        lambda m, a, out, role=role: seen.update({role: out})) for role in ("shortcut", "branch", "branch_2")]
+    _run_then_remove(model, x, handles)
+    assert torch.allclose(seen["shortcut"], short) and torch.allclose(seen["branch_2"], s2 - short)
+
+
+class _TwoPaths(nn.Module):
+    """transformers' ResNet layer that changes the shape: ``act(layer(x) + shortcut(x))``, the main path called
+    first and the shortcut (a 1x1 convolution and a norm) second."""
+
+    def __init__(self, a: int, b: int) -> None:
+        super().__init__()
+        self.layer = nn.Sequential(nn.Conv2d(a, b, 3, padding=1), nn.BatchNorm2d(b), nn.ReLU(), nn.Conv2d(b, b, 3, padding=1))
+        self.shortcut = nn.Sequential(nn.Conv2d(a, b, 1), nn.BatchNorm2d(b)) if a != b else nn.Identity()
+        self.act = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        main = self.layer(x)
+        return self.act(main + self.shortcut(x))
+
+
+def test_where_two_paths_from_the_input_meet_the_lighter_one_is_the_shortcut_and_a_residual_layer_is_none():
+    """transformers' resnet, regnet and rt_detr_resnet: a stage whose first layer adds its 1x1 shortcut to its
+    main path. The atlas took that whole first layer (a residual block itself) for the stage's shortcut and left its
+    sum out; where two paths from the input meet in the first sum, the one with fewer weights is the shortcut."""
+    from hooklab import find_blocks
+    from tools.atlas import inside
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Sequential(_TwoPaths(4, 6), _TwoPaths(6, 6)),
+                          nn.Sequential(_TwoPaths(6, 8), _TwoPaths(8, 8))).eval()
+    x = torch.randn(2, 4, 8, 8)
+    stack = inside.measure(model, lambda: model(x), find_blocks(model))[""]
+    first = stack["patterns"][stack["block_pattern"][0]]["streams"][0]
+    assert first["identity"]["holds"], first["identity"]
+    found, text = first["lookups"], first["identity"]["text"]
+    assert text == "block output = 1.act(0.act(shortcut(block input) + branch) + branch_2)", text
+    assert found["shortcut"]["module"] == "0.shortcut" and found["branch"]["module"] == "0.layer", found
+    assert found["branch_2"]["adds_to"] == "residual_after_branch", found
+    stage = model[0]
+    with torch.no_grad():  # the truth, in plain calls
+        s = stage[0].layer(x) + stage[0].shortcut(x)
+        assert torch.allclose(stage(x), stage[1].act(stage[0].act(s) + stage[1].layer(stage[0].act(s))))
+
+
+class _PooledLayer(nn.Module):
+    """Hiera's first layer of a stage: its shortcut is a projection pooled by a view and a max, outside any
+    module, so no hook sees the sum's base."""
+
+    def __init__(self, a: int, b: int) -> None:
+        super().__init__()
+        self.norm, self.proj = nn.LayerNorm(a), nn.Linear(a, b)
+        self.attn = nn.Sequential(nn.Linear(a, b), nn.Unflatten(1, (2, -1)))
+        self.mlp = nn.Linear(b, b)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(x)
+        pooled = self.proj(h).view(x.shape[0], 2, -1, self.proj.out_features).max(dim=1).values
+        s = pooled + self.attn(h).max(dim=1).values
+        return s + self.mlp(s)
+
+
+class _TokenLayer(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.attn, self.mlp = nn.Linear(width, width), nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = x + self.attn(x)
+        return s + self.mlp(s)
+
+
+def test_a_stage_whose_first_layer_pools_its_shortcut_outside_any_module_starts_its_identity_from_that_layer():
+    """transformers' hiera: no hook sees the sum of the stage's first layer (its base is pooled by a view and a
+    max), so the stage's identity starts from that layer's output, and the shortcut's note says the layer is a
+    residual block of its own."""
+    from hooklab import find_blocks
+    from tools.atlas import inside
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Sequential(_PooledLayer(4, 6), _TokenLayer(6)),
+                          nn.Sequential(_PooledLayer(6, 8), _TokenLayer(8))).eval()
+    x = torch.randn(2, 8, 4)
+    stack = inside.measure(model, lambda: model(x), find_blocks(model))[""]
+    first = stack["patterns"][stack["block_pattern"][0]]["streams"][0]
+    assert first["identity"]["holds"], first["identity"]
+    found = first["lookups"]
+    assert found["shortcut"]["module"] == "0" and "residual block of its own" in found["shortcut"]["note"], found
+    with torch.no_grad():
+        s0 = model[0][0](x)
+        s1 = s0 + model[0][1].attn(s0)
+        assert torch.allclose(model[0](x), s1 + model[0][1].mlp(s1))

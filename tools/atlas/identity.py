@@ -8,7 +8,9 @@ tensors for the block's residual identity: starting from the block's input ``x``
 block changes the shape), the first tensor ``w`` that equals ``u + c * v`` (``u`` the stream so far, ``v`` a
 module's output, ``c`` one, another number, or one gate per channel; or ``w = c * u + v``, the stream scaled first, as
 Doge does) is the stream after the first branch and ``v`` that branch's output; a norm, an activation, dropout or a layer scale applied to ``w`` may carry the stream on
-(post-norm; a ResNet's last ReLU); the search goes on until the block's output is reached. A block whose output is
+(post-norm; a ResNet's last ReLU); the search goes on until the block's output is reached. A shortcut holds no
+residual sum inside it; where the stream changes shape after sums of its own, the module that makes it into the
+output's shape is the shortcut the next sum adds to. A block whose output is
 ``x + a + m`` with no tensor in between (GPT-J, GPT-NeoX: a parallel block) is found too. A sum holds where it holds
 up to float32 rounding, element by element (16 machine epsilons of the terms' size): a term left out, a bias added on
 the side, shows. A tensor flattened to (tokens, channels) (OPT's and Llama 4's MLPs) is viewed in the block's shape.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -362,6 +364,8 @@ class Identity:
     branches: list[Branch] = field(default_factory=list)
     output: str | None = None
     shortcut: Value | None = None
+    shortcut_reads: Value | None = None  # the stream the shortcut reads, where it is not the block's input
+    shortcut_is_block: bool = False  # the shortcut is a residual block itself, whose own sums no hook sees whole
     why: str | None = None
     start: Value | None = None  # the block's input
 
@@ -394,13 +398,33 @@ def _closure(start: list[Value], inner: list[Call], values: list[Value], modules
 
 def decompose(block: Call, inner: list[Call], x_access: str, modules: dict[str, nn.Module]) -> Identity:
     """The block's residual identity from its input at ``x_access`` to one of its outputs (see the module
-    docstring)."""
+    docstring). Where the block changes the shape and no identity holds with a shortcut free of residual sums, a
+    whole residual block that changes the shape (Hiera's first layer of a stage, whose own shortcut is pooled
+    where no hook sees it) may be the shortcut: ``shortcut_is_block`` says so."""
     x = dict(block.inputs).get(x_access)
     if x is None:
         return Identity(why="the block's input is not a floating tensor")
     if not bool(x.any()):  # DETR's decoder starts from zeros: the first sum is the first branch's output itself
         return Identity(why="the block's input is all zeros in this run (a decoder that starts from zeros), so its "
                             "first sum equals its first branch's output: the identity cannot be told")
+    found = _decompose(block, inner, x_access, modules, whole_blocks=False)
+    if found.why is not None and tuple(x.shape) not in {tuple(t.shape) for _, t in block.outputs}:
+        again = _decompose(block, inner, x_access, modules, whole_blocks=True)
+        if again.why is None and again.shortcut is not None:
+            again.shortcut_is_block = True
+            return again
+    return found
+
+
+def _weight(v: Value, modules: dict[str, nn.Module]) -> int:
+    """The parameters of the largest module whose output ``v`` is (a path's whole module, not its last norm)."""
+    return max((sum(q.numel() for q in modules[p.path].parameters()) for p in v.places
+                if p.kind == "out" and p.path in modules and p.path), default=0)
+
+
+def _decompose(block: Call, inner: list[Call], x_access: str, modules: dict[str, nn.Module],
+               whole_blocks: bool) -> Identity:
+    x = dict(block.inputs)[x_access]
     out_shapes = {tuple(t.shape) for _, t in block.outputs}
     values = values_of(block, inner, {tuple(x.shape)} | out_shapes)
     start = next(v for v in values if any(p.kind == "in" and p.path == "" and p.access == x_access for p in v.places))
@@ -408,32 +432,56 @@ def decompose(block: Call, inner: list[Call], x_access: str, modules: dict[str, 
     channels = x.shape[_channel_dim(x)] if x.dim() >= 3 else x.shape[-1]
     first = [start]
     reshaped = tuple(x.shape) not in out_shapes
-    if reshaped:  # a shortcut: a module's output of the output's shape, made from x
+    if reshaped:  # a shortcut: a module's output of the output's shape, made from x, with no residual sum inside
         first += [v for v in values if tuple(v.tensor.shape) in out_shapes and any(
-            p.kind == "out" and p.path and any(close(t, x) for _, t in _inputs_of(inner, p)) for p in v.places)]
-        if len(first) == 1:
-            return Identity(why="the block changes the stream's shape and no module makes the input into the "
-                                "output's shape alone (no shortcut)")
+            p.kind == "out" and p.path and any(close(t, x) for _, t in _inputs_of(inner, p))
+            and (whole_blocks or not _holds_a_sum(p, inner, values)) for p in v.places)]
     frontier = _closure(first, inner, values, modules, channels)
     earlier: dict[Value, str | None] = {}  # the streams before the last sum (a sum may be added to one of them)
     found = Identity(start=start)
+    moved: dict[Value, Value] = {}  # the stream just made into the output's shape: each candidate -> what it read
+    before: dict[Value, str | None] = {}  # the frontier it read
+
+    def settle(base: Value) -> None:
+        """The stream made into the output's shape: the candidate the next sum adds to is the shortcut."""
+        read = moved.get(base, next(iter(moved.values())))
+        found.shortcut, found.shortcut_reads = base, (read if read is not start else None)
+        if found.branches:
+            found.branches[-1].stream, found.branches[-1].through = read, before.get(read)
+        moved.clear()
     for _ in range(MAX_BRANCHES):
         done = [e for e in ends if e in frontier]
+        if done and moved:
+            found.why = "after its last residual sum the block makes the stream into another shape, and that is its " \
+                "output: no sum leads to the output"
+            return found
         if done and found.branches:
             last = found.branches[-1]
             last.stream, last.through = done[0], frontier[done[0]]
             found.output = next(p.access for p in done[0].places if p.kind == "out" and p.path == "")
             return found
-        step = _next_sum(frontier, values)
-        if step is None and found.branches:  # added to an earlier stream: the last sum only feeds this branch
-            step = _next_sum({v: t for v, t in earlier.items() if v not in frontier}, values,
+        step = _next_sum(frontier, values, shortcuts=moved or ([] if found.branches else first[1:]))
+        if step is None and found.branches and not moved:  # added to an earlier stream: the last sum only feeds
+            step = _next_sum({v: t for v, t in earlier.items() if v not in frontier}, values,  # this branch
                              after=found.branches[-1].after.time)
             if step is not None:
                 found.branches[-1].stream, found.branches[-1].aside = found.branches[-1].after, True
+        if step is None and reshaped and len(first) == 1 and found.shortcut is None and not moved and not any(
+                tuple(v.tensor.shape) in out_shapes for v in frontier):
+            moved = _reshaping(frontier, inner, values, out_shapes)
+            if not moved:
+                found.why = f"the block changes the stream's shape and no module makes the " \
+                    f"{'stream' if found.branches else 'input'} into the output's shape alone (no shortcut)"
+                return found
+            earlier.update(frontier)
+            before, frontier = frontier, _closure(list(moved), inner, values, modules, channels)
+            continue
         if step is None:
             parallel = _parallel(frontier, ends, values)
             if parallel:
-                if found.branches:
+                if moved:
+                    settle(parallel[0].base)
+                elif found.branches:
                     found.branches[-1].stream = parallel[0].base
                 elif parallel[0].base is not start and (parallel[0].base in first or reshaped):  # to a shortcut
                     found.shortcut = parallel[0].base
@@ -444,9 +492,14 @@ def decompose(block: Call, inner: list[Call], x_access: str, modules: dict[str, 
                 "without a skip connection, or one whose sum no hook sees)" if not found.branches else \
                 "after the last branch found, no sum leads to the block's output"
             return found
-        if found.branches and not found.branches[-1].aside:
+        if moved:
+            settle(step.base)
+        elif found.branches and not found.branches[-1].aside:
             found.branches[-1].stream, found.branches[-1].through = step.base, frontier[step.base]
         elif not found.branches and step.base is not start and (step.base in first or reshaped):
+            if step.summand in first[1:] and step.coefficient == ("scalar", 1.0) and step.base_scale is None and \
+                    _weight(step.summand, modules) < _weight(step.base, modules):  # two paths from x, one sum: the
+                step.base, step.summand = step.summand, step.base  # lighter one is the shortcut (HF ResNet's)
             found.shortcut = step.base  # where the block changes the shape, what the first sum adds to is never x
         found.branches.append(step)
         earlier.update(frontier)
@@ -459,10 +512,53 @@ def _inputs_of(inner: list[Call], place: Place) -> list[tuple[str, torch.Tensor]
     return next((c.inputs for c in inner if c.path == place.path and c.end == place.time), [])
 
 
-def _next_sum(frontier: dict[Value, str | None], values: list[Value], after: int = -1) -> Branch | None:
+def _holds_a_sum(place: Place, inner: list[Call], values: list[Value]) -> bool:
+    """Does a residual sum happen inside the module call whose output ``place`` is? A shortcut has none: a module
+    that holds one (EfficientViT's ``downsample``, residual blocks around a patch merging) is part of the stream."""
+    call = next((c for c in inner if c.path == place.path and c.end == place.time), None)
+    if call is None:
+        return False
+    inside = [v for v in values if any(call.start <= p.time <= call.end for p in v.places)]
+    for w in sorted(inside, key=lambda v: v.time):
+        if not w.produced():
+            continue
+        for u in inside:
+            if u is w or u.time >= w.time:
+                continue
+            if any(v is not u and v is not w and v.produced() and v.time <= w.time and _sum_of(w, u, v) is not None
+                   for v in inside):
+                return True
+    return False
+
+
+def _reshaping(frontier: dict[Value, str | None], inner: list[Call], values: list[Value], out_shapes: set
+               ) -> dict[Value, Value]:
+    """Where the stream changes shape inside the block, after residual sums of its own (EfficientViT's and SHViT's
+    downsampling stages: residual blocks, a patch merging, more residual blocks): each module output of the
+    output's shape made from the stream alone, with no residual sum inside that module -> the stream it read (the
+    next sum tells which of them is the stream: a patch merging's output, not its first convolution's)."""
+    found: dict[Value, Value] = {}
+    for v in values:
+        if tuple(v.tensor.shape) not in out_shapes or v in frontier:
+            continue
+        for p in v.places:
+            if p.kind != "out" or not p.path:
+                continue
+            read = next((u for u in frontier for _, t in _inputs_of(inner, p) if close(t, u.tensor)), None)
+            if read is not None and not _holds_a_sum(p, inner, values):
+                found[v] = read
+                break
+    return found
+
+
+def _next_sum(frontier: dict[Value, str | None], values: list[Value], after: int = -1,
+              shortcuts: Iterable[Value] = ()) -> Branch | None:
     """The earliest ``w == u + c * v`` (seen after ``after``) with ``u`` on the frontier and ``v`` a module's output
-    made before ``w``; of several such ``v``, one added as it is (``c`` = 1) before one scaled, before one gated,
-    and the last made (a norm's output before the linear layer that feeds it)."""
+    made before ``w``, not on the frontier unless it is one of the ``shortcuts`` (RepVGG's strided block adds two
+    convolutions of its input, each of which could be the shortcut); of several such ``v``, one added as it is
+    (``c`` = 1) before one scaled, before one gated, and the last made (a norm's output before the linear layer
+    that feeds it)."""
+    shortcuts = set(shortcuts)
     for w in sorted(values, key=lambda v: v.time):
         if w in frontier or w.time <= after:
             continue
@@ -471,7 +567,7 @@ def _next_sum(frontier: dict[Value, str | None], values: list[Value], after: int
             if w.time <= u.time:
                 continue
             for v in values:
-                if v is u or v is w or v in frontier or not v.produced() or v.time > w.time:
+                if v is u or v is w or (v in frontier and v not in shortcuts) or not v.produced() or v.time > w.time:
                     continue
                 fit = _sum_of(w, u, v)
                 if fit is not None:

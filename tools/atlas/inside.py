@@ -12,7 +12,9 @@ and the branch holds residual blocks of its own (measured as a stack: ``inner_of
 or ``branch`` (a convolution: a ResNet block, XCiT's LPI) for a branch that mixes positions with no attention op,
 ``mlp`` for the position-wise one (with its experts and router, where it has them); each such place records
 ``computes``. Where the block changes the shape, the first branch adds to a ``shortcut`` (a ResNet's downsample,
-RepGhost's shortcut beside two parallel branches). A place whose tensor a later in-place op of the same forward
+RepGhost's shortcut beside two parallel branches): a module without a residual sum inside it; where the stream
+changes shape after sums of its own (EfficientViT's and SHViT's downsampling stages), the shortcut is the module
+that makes the stream into the output's shape, and its ``note`` names the stream it reads. A place whose tensor a later in-place op of the same forward
 changes (``out += identity``, ``ReLU(inplace=True)``) has ``clone``: the hooks' tensors are compared, after the
 forward, with the copies taken when they ran. The float scalars of a block and its config that may scale a branch
 (a residual multiplier, a layer scale) are set to other values and the identity found again (:func:`other_scalars`):
@@ -182,6 +184,11 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
     begin = previous_end = block.start
     if ident.shortcut is not None:
         found["shortcut"] = _place(_best([p for p in ident.shortcut.places if p.path]), kinds)
+    shortcut_text = "shortcut(block input)"
+    if ident.shortcut_is_block:
+        found["shortcut"]["note"] = ("this module is a residual block of its own that changes the stream's shape, "
+                                     "with a sum no hook sees whole (a shortcut computed outside any module, as "
+                                     "Hiera's pooled projection); the identity starts from its output")
     for b in ident.branches:
         producer = _best([p for p in b.summand.places if p.path])
         if producer is None:
@@ -243,7 +250,13 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
             holder.get(b.base, "shortcut" if ident.shortcut is not None and b.base is ident.shortcut else "input")
         gate = "gate * " if b.coefficient[0] == "per channel" else "" if b.coefficient[1] == 1.0 else \
             f"{b.coefficient[1]:g} * "
-        base = expressions.get(b.base, "shortcut(block input)" if b.base is ident.shortcut and ident.shortcut
+        if ident.shortcut_reads is not None and b.base is ident.shortcut and "note" not in found["shortcut"]:
+            read = holder.get(ident.shortcut_reads, "input")  # the stream changes shape inside the block
+            shortcut_text = f"shortcut({expressions.get(ident.shortcut_reads, 'block input')})"
+            found["shortcut"]["note"] = (f"the block changes the stream's shape here, after residual sums of its own: "
+                                         f"this module makes `{read}` into the output's shape, and the next branch "
+                                         f"adds to its output")
+        base = expressions.get(b.base, shortcut_text if b.base is ident.shortcut and ident.shortcut
                                else "block input")
         if b.parallel and b.stream is not None:  # the second of two parallel branches: added to the first's sum
             base = expressions.get(b.after, base)
