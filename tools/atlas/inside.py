@@ -14,14 +14,15 @@ or ``branch`` (a convolution: a ResNet block, XCiT's LPI) for a branch that mixe
 ``computes``. Where the block changes the shape, the first branch adds to a ``shortcut`` (a ResNet's downsample,
 RepGhost's shortcut beside two parallel branches): a module without a residual sum inside it; where the stream
 changes shape after sums of its own (EfficientViT's and SHViT's downsampling stages), the shortcut is the module
-that makes the stream into the output's shape, and its ``note`` names the stream it reads. A place whose tensor a later in-place op of the same forward
-changes (``out += identity``, ``ReLU(inplace=True)``) has ``clone``: the hooks' tensors are compared, after the
-forward, with the copies taken when they ran. The float scalars of a block and its config that may scale a branch
-(a residual multiplier, a layer scale) are set to other values and the identity found again (:func:`other_scalars`):
-a pattern's ``scalars`` says whether its places still hold, and a branch whose scale changed with them has
-``scale_follows_scalars`` and ``scale_by``: the scalars it is, found by changing them alone (Granite's
-``residual_multiplier``, 1.0 by default), written into the identity and ``added`` (``block input +
-residual_multiplier * attention``). Each stack records ``order``, its rank in the order the forward first runs it.
+that makes the stream into the output's shape, and its ``note`` names the stream it reads. A place whose tensor a
+later in-place op of the same forward changes (``out += identity``, ``ReLU(inplace=True)``) has ``clone``: the
+hooks' tensors are compared, after the forward, with the copies taken when they ran. The float scalars of a block
+and its config that may scale a branch (a residual multiplier, a layer scale) are set to other values and the
+identity found again (:func:`other_scalars`): a pattern's ``scalars`` says whether its places still hold, and a
+branch whose scale changed with them has ``scale_follows_scalars`` and ``scale_by``: the scalars it is, found by
+changing them alone (Granite's ``residual_multiplier``, 1.0 by default), written into the identity and ``added``
+(``block input + residual_multiplier * attention``). Each stack records ``order``, its rank in the order the forward
+first runs it.
 
 Parameters that hold one constant are given random values first (a zero-initialised gate or a layer scale of 1e-5
 leaves no trace of its branch), unless the model's output is then not finite. Each stack is run again under every
@@ -250,8 +251,8 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
             holder.get(b.base, "shortcut" if ident.shortcut is not None and b.base is ident.shortcut else "input")
         gate = "gate * " if b.coefficient[0] == "per channel" else "" if b.coefficient[1] == 1.0 else \
             f"{b.coefficient[1]:g} * "
-        if ident.shortcut_reads is not None and b.base is ident.shortcut and "note" not in found["shortcut"]:
-            read = holder.get(ident.shortcut_reads, "input")  # the stream changes shape inside the block
+        if ident.shortcut_reads is not None and b.base is ident.shortcut and shortcut_text.endswith("(block input)"):
+            read = holder.get(ident.shortcut_reads, "input")  # the stream changes shape inside the block (once)
             shortcut_text = f"shortcut({expressions.get(ident.shortcut_reads, 'block input')})"
             found["shortcut"]["note"] = (f"the block changes the stream's shape here, after residual sums of its own: "
                                          f"this module makes `{read}` into the output's shape, and the next branch "
