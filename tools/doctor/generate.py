@@ -16,6 +16,8 @@
     python -m tools.doctor measure --round 5 --part heldout --as before   # the fifth: docs/doctor_agreement_5.json
     python -m tools.doctor draw --round 6          # the sixth round's (docs/doctor_heldout_6.json)
     python -m tools.doctor measure --round 6 --part heldout --as before   # the sixth: docs/doctor_agreement_6.json
+    python -m tools.doctor draw --round 7          # the seventh round's (docs/doctor_heldout_7.json)
+    python -m tools.doctor measure --round 7 --part heldout --as before   # the seventh: docs/doctor_agreement_7.json
 
 A setup (:mod:`tools.doctor.setups`) is built fresh, seeded, and its step run once; the hooks record what fired
 themselves. ``docs/doctor_population.json`` holds per setup key its cause class and that truth, or ``n/a`` and why
@@ -24,9 +26,8 @@ themselves. ``docs/doctor_population.json`` holds per setup key its cause class 
 the rest separately; it also checks that the hooks fired as often under the doctor as without it.
 
 The population grows in rounds (:func:`tools.doctor.setups.round_of`): a setup with a factor level added in the
-second round is the second round's, one added in the third the third's, one added in the fourth the fourth's, one added
-in the fifth the fifth's, one added in the sixth the sixth's. Each round has its own held-out part, drawn with its own seed from its own
-setups before the doctor was changed against them; the first round's figures stay as they were measured. The second
+second round is the second round's, one added in the third the third's, and so on to the seventh. Each round has its
+own held-out part, drawn with its own seed from its own setups before the doctor was changed against them; the first round's figures stay as they were measured. The second
 round's measurement (``--round 2``) grades the second round's held-out part, and as "rest" every setup of both rounds
 that is in neither held-out part; the third's likewise over all three rounds.
 """
@@ -69,8 +70,12 @@ SEED_5 = 6305  # the fifth round's (issue 78, a review: assisted generation, dif
 HELDOUT_6 = ROOT / "docs" / "doctor_heldout_6.json"
 AGREEMENT_6 = ROOT / "docs" / "doctor_agreement_6.json"
 SEED_6 = 6306  # the sixth round's (issue 78: a parametrization, under parametrize.cached(); a fused weight trained)
+HELDOUT_7 = ROOT / "docs" / "doctor_heldout_7.json"
+AGREEMENT_7 = ROOT / "docs" / "doctor_agreement_7.json"
+SEED_7 = 6307  # the seventh round's (issue 78, a review: the deprecated weight_norm; a parameter hook and its module's)
 ROUNDS = {1: (SEED, HELDOUT, AGREEMENT), 2: (SEED_2, HELDOUT_2, AGREEMENT_2), 3: (SEED_3, HELDOUT_3, AGREEMENT_3),
-          4: (SEED_4, HELDOUT_4, AGREEMENT_4), 5: (SEED_5, HELDOUT_5, AGREEMENT_5), 6: (SEED_6, HELDOUT_6, AGREEMENT_6)}
+          4: (SEED_4, HELDOUT_4, AGREEMENT_4), 5: (SEED_5, HELDOUT_5, AGREEMENT_5), 6: (SEED_6, HELDOUT_6, AGREEMENT_6),
+          7: (SEED_7, HELDOUT_7, AGREEMENT_7)}
 # what a record's truth is compared on (in_processes came with the fourth round: earlier records lack it, as 0)
 OBSERVED = ("fired", "on_target", "in_threads", "in_processes", "other_fired", "error", "hook_raised", "warned_dict")
 

@@ -41,7 +41,8 @@ DataLoader worker processes, which send the firings logged there back with their
 those of :data:`ROUND_5` (transformers' assisted generation, diffusers' ``fuse_qkv_projections``), added after it
 had been tuned on the first four, and those of :data:`ROUND_6` (the hook on a weight's parametrization, run plainly
 or under ``parametrize.cached()``; a fused projection whose fused weight changed since fusing), added after it had
-been tuned on the first five.
+been tuned on the first five, and those of :data:`ROUND_7` (the deprecated ``torch.nn.utils.weight_norm``; a
+parameter hook whose module has a forward hook of its own), added after it had been tuned on the first six.
 """
 from __future__ import annotations
 
@@ -74,9 +75,9 @@ BETWEEN = ("none", "module_replaced", "assign", "to_empty", "parametrize", "prun
            "compile_aot_after", "peft", "tied", "weight_norm", "spectral_norm", "functional_call", "data_parallel",
            "fuse_copy", "fuse_inplace", "reparam", "offload", "quantize", "compile_eager_recompile",
            "compile_aot_recompile", "prepare_qat", "fuse_qkv", "parametrized", "parametrized_cached",
-           "fuse_qkv_trained")
+           "fuse_qkv_trained", "weight_norm_legacy")
 PARAM_REPLACING = ("assign", "to_empty", "parametrize", "prune", "swap_dtype", "weight_norm", "spectral_norm",
-                   "reparam", "offload", "quantize")
+                   "reparam", "offload", "quantize", "weight_norm_legacy")
 KEEPS_PARAMETER = ("spectral_norm",)  # its parametrization keeps the Parameter as `original` (its hooks fire)
 COPYING = ("deepcopy", "pickle", "export", "fuse_copy")
 COMPILING = ("compile_eager_before", "compile_eager_after", "compile_aot_before", "compile_aot_after")
@@ -85,7 +86,7 @@ CTX = ("plain", "no_grad", "inference", "chunked", "shared", "pool_before", "thr
        "ckpt_full", "inplace", "never_called", "autocast", "vmap", "grad_accum", "retain_graph", "autograd_grad",
        "backward_inputs", "generate", "trainer", "other_model", "workers", "repr_read", "other_entry", "assisted")
 NO_GRAD_CTX = ("no_grad", "inference", "generate", "assisted")  # generate runs the model under no_grad
-DOES = ("none", "value", "raises", "removes", "registers", "state", "factory")
+DOES = ("none", "value", "raises", "removes", "registers", "state", "factory", "module_hook_too")
 OUT = ("tensor", "dict", "tuple", "nested", "model_output")
 # the levels added in the second round (issue 63): setups with one of them are the second round's, drawn apart
 ROUND_2 = {"on": ("global_pre",), "between": ("weight_norm", "spectral_norm", "functional_call", "data_parallel"),
@@ -113,6 +114,12 @@ ROUND_5 = {"between": ("fuse_qkv",), "ctx": ("assisted",)}
 # computed once per context); and diffusers' fused projections whose fused weight changed since fusing (as a
 # training step changes it: its rows no longer equal the separate projections' weights)
 ROUND_6 = {"between": ("parametrized", "parametrized_cached", "fuse_qkv_trained")}
+# the levels added in the seventh round (issue 78, a review): the deprecated torch.nn.utils.weight_norm (it deletes
+# the Parameter `weight`, keeps weight_g and weight_v, and computes `weight` in a forward pre-hook of its own), and a
+# parameter hook whose module has a forward hook of the user's too (the doctor is asked about that module)
+ROUND_7 = {"between": ("weight_norm_legacy",), "does": ("module_hook_too",)}
+WEIGHT_NORM_CTX = ("no_grad", "chunked", "shared", "grad_accum", "retain_graph", "other_model")  # besides plain
+MODULE_HOOK_CTX = ("no_grad", "chunked", "shared", "pool_before", "grad_accum", "retain_graph", "other_model")
 PARAMETRIZED = ("parametrized", "parametrized_cached")
 PARAMETRIZED_CTX = ("chunked", "shared", "no_grad", "grad_accum", "retain_graph")  # besides plain
 FUSED = ("fuse_qkv", "fuse_qkv_trained")
@@ -388,6 +395,10 @@ def invalid(f: dict[str, str]) -> str | None:
         return "a global hook on the hooked projection's kind (Linear) fires on every Linear of the transformer"
     if between in FUSED and ctx not in FUSED_CTX:
         return "the fused SD3 transformer is run plainly, without gradients, or in two chunks"
+    if does == "module_hook_too" and on not in PARAM_ON:
+        return "a forward hook on the hooked parameter's own module too: composed with a hook on a parameter"
+    if does == "module_hook_too" and (between in FUSED or ctx in ("generate", "assisted")):
+        return "the parameter's own module hooked too: composed with the small Net's setups"
     return None
 
 
@@ -456,6 +467,9 @@ def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor
     keep.append(weight)
     if does == "factory":
         _hook_from_the_factory(on, model.head)
+    if does == "module_hook_too":  # the user's forward hook on the module the doctor is asked about, the weight's own
+        own = model.get_submodule(name).register_forward_hook(make_hook("other", "forward", "none", {}))
+        cleanup.append(own.remove)
     cleanup.append(lambda: [h.remove() for h in holder.get("others", [])])
     dtype = torch.float32
     if between == "module_replaced":
@@ -514,6 +528,10 @@ def _build(f: dict[str, str], cleanup: list[Callable[[], None]], x: torch.Tensor
             runner = peft.get_peft_model(model, config)
     elif between == "weight_norm":
         torch.nn.utils.parametrizations.weight_norm(block.fc, "weight")
+    elif between == "weight_norm_legacy":  # deprecated: `weight` deleted, recomputed by a forward pre-hook
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.nn.utils.weight_norm(block.fc, "weight")
     elif between == "spectral_norm":
         torch.nn.utils.parametrizations.spectral_norm(block.fc, "weight")
     elif between == "functional_call":  # the step runs the model with fresh copies of its parameters
@@ -1032,8 +1050,10 @@ def round_of(key: str) -> int:
     """1 for a setup of the first round, 2 for one with a level added in the second (:data:`ROUND_2`), 3 for one with
     a level added in the third (:data:`ROUND_3`), 4 for one with a level added in the fourth (:data:`ROUND_4`), 5 for
     one with a level added in the fifth (:data:`ROUND_5`), 6 for one with a level added in the sixth
-    (:data:`ROUND_6`)."""
+    (:data:`ROUND_6`), 7 for one with a level added in the seventh (:data:`ROUND_7`)."""
     f = parse(key)
+    if any(f[factor] in levels for factor, levels in ROUND_7.items()):
+        return 7
     if any(f[factor] in levels for factor, levels in ROUND_6.items()):
         return 6
     if any(f[factor] in levels for factor, levels in ROUND_5.items()):
@@ -1134,6 +1154,18 @@ def keys() -> list[str]:
         for ctx in FUSED_CTX[1:]:     # the fused transformer trained since fusing, without gradients and in chunks
             for does in ("none", "factory"):
                 add(on, "fuse_qkv_trained", ctx, does, round_=6)
+    for on in (*PARAM_ON, "forward"):  # the seventh round: the deprecated weight_norm, every action, run plainly
+        for does in DOES:
+            add(on, "weight_norm_legacy", "plain", does, round_=7)
+        for ctx in WEIGHT_NORM_CTX:   # and under contexts that call the model several times or run no backward
+            for does in ("none", "factory", "module_hook_too"):
+                add(on, "weight_norm_legacy", ctx, does, round_=7)
+    for on in PARAM_ON:               # a parameter hook with its module's own forward hook: every change, plainly
+        for between in BETWEEN:
+            add(on, between, "plain", "module_hook_too", round_=7)
+        for between in ("none", *PARAM_REPLACING, "module_replaced", "tied", "peft"):   # and under a few contexts
+            for ctx in MODULE_HOOK_CTX:
+                add(on, between, ctx, "module_hook_too", round_=7)
     return out
 
 
