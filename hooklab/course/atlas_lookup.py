@@ -140,10 +140,11 @@ class _AtlasModel(dict):
         ``"router"``, ``"mixer"`` (a state-space mixer), ``"branch"`` (a ResNet block's convolutions),
         ``"transformer"`` (a whole transformer block inside a UNet's block: its attention and feed-forward are
         asked for with ``stack=`` its ``inner_stack``), ``"shortcut"`` (where the block changes the shape: the
-        module whose output a branch adds to, a downsample; or, after sums of the block's own, a patch merging), ``"residual_after_attention"``,
-        ``"residual_after_mlp"``, ... (the residual stream after each part), ``"residual"`` (the stream after
-        the block: its last ``residual_after_*``, on a convolution net too), ``"input"``; ``what=None`` gives
-        them all.
+        module whose output a branch adds to, a downsample; or, after sums of the block's own, a patch merging),
+        ``"residual_before_attention"`` (where the first part adds to a stream made inside the block, not to its
+        input: MiniMax's normalized input), ``"residual_after_attention"``, ``"residual_after_mlp"``, ... (the
+        residual stream after each part), ``"residual"`` (the stream after the block: its last
+        ``residual_after_*``, on a convolution net too), ``"input"``; ``what=None`` gives them all.
 
         ``block`` counts the blocks in the order the forward runs them: without ``stack``, across the model's
         top-level stacks in the order the input meets them (resnet50: blocks 0-2 are ``layer1``, 3-6 ``layer2``

@@ -300,6 +300,42 @@ def test_a_post_norm_block_its_stream_is_the_normalized_sum():
     assert (after["sum"]["module"], after["sum"]["hook"]) == ("ln1", "forward_pre")
 
 
+class _NormedStream(_PreNorm):
+    """MiniMax's layer: the attention adds to the normalized input, not to the input."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.ln1(x)
+        h = self.ln2(h + self.mix(h))
+        return h + self.mlp(h)
+
+
+def test_a_branch_that_adds_to_a_stream_made_inside_the_block_names_that_stream():
+    """transformers' MiniMax: ``residual = input_layernorm(x)``, then ``residual + attention``. The atlas said the
+    attention adds to the block's input; the truth is plain hooks on the model: ln2's input is ln1's output plus
+    the attention's, and not the block's input plus it."""
+    found = _inside(_NormedStream)
+    assert found["identity"]["text"] == "block output = norm(norm(block input) + attention) + mlp"
+    assert found["lookups"]["attention"]["adds_to"] == "residual_before_attention"
+    before = found["lookups"]["residual_before_attention"]
+    assert (before["module"], before["hook"], before["take"]) == ("ln1", "forward", "output")
+    torch.manual_seed(0)
+    model = _Stack(_NormedStream).eval()
+    seen: dict[str, torch.Tensor] = {}
+    block = model.layers[0]
+    handles = [block.register_forward_pre_hook(lambda m, a: seen.setdefault("input", a[0])),
+               block.ln1.register_forward_hook(lambda m, a, o: seen.setdefault("before", o)),
+               block.mix.register_forward_hook(lambda m, a, o: seen.setdefault("attention", o)),
+               block.ln2.register_forward_pre_hook(lambda m, a: seen.setdefault("sum", a[0]))]
+    try:
+        with torch.no_grad():
+            model(torch.randn(2, 5, 8))
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert torch.allclose(seen["sum"], seen["before"] + seen["attention"], atol=1e-6)
+    assert not torch.allclose(seen["sum"], seen["input"] + seen["attention"], atol=1e-2)
+
+
 def test_a_parallel_block_has_no_tensor_for_the_sum_after_attention():
     found = _inside(_Parallel)
     assert found["identity"]["form"] == "parallel"
@@ -437,7 +473,9 @@ def test_the_identity_names_the_scalar_a_branch_is_multiplied_by_and_holds_at_ot
 
 
 def test_a_branch_scaled_in_proportion_to_a_scalar_reads_as_its_factor_times_the_scalar():
-    """MiniCPM's ``scale_depth / sqrt(num_hidden_layers)``: the factor measured in the model built, times the name."""
+    """MiniCPM's ``scale_depth / sqrt(num_hidden_layers)``: the factor measured in the model built, times the name.
+    The sentence shows 4 digits; the data keep the scale as measured, since a sum rebuilt with 0.9899 for
+    1.4 / sqrt(2) = 0.98995 misses by 5e-5 of the branch, far above float32 rounding."""
     class Depth(_PreNorm):
         def __init__(self, width: int = 8) -> None:
             super().__init__(width)
@@ -448,7 +486,10 @@ def test_a_branch_scaled_in_proportion_to_a_scalar_reads_as_its_factor_times_the
             return x + self.mlp(self.ln2(x))
     found = _inside(Depth)
     assert found["identity"]["text"] == "block output = block input + 0.7071 * scale_depth * attention + mlp"
-    assert found["lookups"]["attention"]["scale"] == 0.9899 and "scale_by" not in found["lookups"]["mlp"]
+    assert found["lookups"]["attention"]["added"].startswith("times 0.7071 * scale_depth ")
+    assert found["lookups"]["attention"]["scale"] == pytest.approx(1.4 / 2 ** 0.5, rel=1e-6)
+    assert found["lookups"]["attention"]["scale_by_factor"] == 0.7071  # a name's factor, as the sentence says
+    assert "scale_by" not in found["lookups"]["mlp"]
 
 
 class _InPlace(_PreNorm):

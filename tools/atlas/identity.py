@@ -282,8 +282,9 @@ _ROUNDING = 16 * torch.finfo(torch.float32).eps  # a float32 sum of a few terms 
 
 def _fit(d: torch.Tensor, v: torch.Tensor, size: torch.Tensor) -> tuple[str, float | None] | None:
     """``d == c * v`` up to float32 rounding (elementwise, on the scale ``size`` of the terms summed), for ``c`` = 1
-    (``("scalar", 1.0)``), another number (``("scalar", c)``, 4 significant digits) or one ``c`` per item and
-    channel (``("per channel", None)``); None if none holds."""
+    (``("scalar", 1.0)``), another number (``("scalar", c)``: the shortest decimal, up to 8 significant digits,
+    with which the sum holds to half the rounding allowed, so that a sum rebuilt with it holds; sentences show 4)
+    or one ``c`` per item and channel (``("per channel", None)``); None if none holds."""
     d64, v64 = d.double(), v.double()
     if bool(((d64 - v64).abs() <= _ROUNDING * (size + v64.abs())).all()):
         return ("scalar", 1.0)
@@ -291,8 +292,12 @@ def _fit(d: torch.Tensor, v: torch.Tensor, size: torch.Tensor) -> tuple[str, flo
     if vv <= 1e-30:
         return None
     c = float((d64 * v64).sum()) / vv
-    if abs(c) > 1e-6 and bool(((d64 - c * v64).abs() <= _ROUNDING * (size + abs(c) * v64.abs())).all()):
-        return ("scalar", float(f"{c:.4g}"))
+
+    def fits(c: float, within: float = _ROUNDING) -> bool:
+        return bool(((d64 - c * v64).abs() <= within * (size + abs(c) * v64.abs())).all())
+    if abs(c) > 1e-6 and fits(c):  # kept as the shortest decimal that fits with half the margin (0.5, not 0.50000002)
+        return ("scalar", next((float(f"{c:.{n}g}") for n in range(1, 9) if fits(float(f"{c:.{n}g}"), _ROUNDING / 2)),
+                               float(f"{c:.8g}")))
     if d.dim() < 3:
         return None
     ch = _channel_dim(d)

@@ -225,12 +225,13 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
             entry["added"] = "times a gate per channel (the sum is input + gate * this output)"
             entry["scale"] = "per channel"
         elif b.coefficient[1] != 1.0:
-            entry["added"] = f"times {b.coefficient[1]:g} (the sum is input + {b.coefficient[1]:g} * this output)"
+            c = _shown(b.coefficient[1])
+            entry["added"] = f"times {c} (the sum is input + {c} * this output)"
             entry["scale"] = b.coefficient[1]
         if b.base_scale is not None:  # Doge: the stream is scaled (per channel) before the branch is added
             entry["base_scale"] = b.base_scale[1] if b.base_scale[0] == "scalar" else "per channel"
             entry["added"] = f"to the stream it adds to, first multiplied by " \
-                f"{'a gate per channel' if b.base_scale[0] != 'scalar' else f'{b.base_scale[1]:g}'}"
+                f"{'a gate per channel' if b.base_scale[0] != 'scalar' else _shown(b.base_scale[1])}"
         if core != producer.path:
             entry["inside"] = {"module": core, "class": type(modules[core]).__name__, "hook": "forward",
                                "take": "output", "receives": kinds.get(("out", core), "")}
@@ -247,10 +248,12 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
     expressions: dict[Any, str] = {}  # value -> how it is made of the block input and the branches
     holder: dict[Any, str] = {}       # value -> the lookup that holds it (what the next branch adds to)
     for k, (role, b) in enumerate(zip(roles, ident.branches)):
+        if not (b.parallel and b.stream is not None) and b.base not in holder and b.base is not ident.shortcut:
+            _stream_made_inside(role, b.base, ident, inner, modules, kinds, found, holder, expressions)
         found[role]["adds_to"] = f"residual_after_{roles[k - 1]}" if b.parallel and b.stream is not None else \
             holder.get(b.base, "shortcut" if ident.shortcut is not None and b.base is ident.shortcut else "input")
         gate = "gate * " if b.coefficient[0] == "per channel" else "" if b.coefficient[1] == 1.0 else \
-            f"{b.coefficient[1]:g} * "
+            f"{_shown(b.coefficient[1])} * "
         if ident.shortcut_reads is not None and b.base is ident.shortcut and shortcut_text.endswith("(block input)"):
             read = holder.get(ident.shortcut_reads, "input")  # the stream changes shape inside the block (once)
             shortcut_text = f"shortcut({expressions.get(ident.shortcut_reads, 'block input')})"
@@ -262,7 +265,7 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
         if b.parallel and b.stream is not None:  # the second of two parallel branches: added to the first's sum
             base = expressions.get(b.after, base)
         if b.base_scale is not None:
-            base = f"{'gate' if b.base_scale[0] != 'scalar' else f'{b.base_scale[1]:g}'} * ({base})"
+            base = f"{'gate' if b.base_scale[0] != 'scalar' else _shown(b.base_scale[1])} * ({base})"
         expression = expressions[b.after] = f"{base} + {gate}{role}"
         if b.stream is None:  # the first of two parallel branches: its sum is never a tensor
             found[f"residual_after_{role}"] = {
@@ -290,6 +293,27 @@ def block_lookups(block: Call, inner: list[Call], ident: Identity, modules: dict
         "post-norm" if any(b.stream is not b.after and is_norm(modules.get(b.through or "")) for b in ident.branches) \
         else "sequential"
     return found, {"holds": True, "form": form, "text": f"block {ident.output} = {expression}"}
+
+
+def _stream_made_inside(role: str, base: Value, ident: Identity, inner: list[Call], modules: dict[str, nn.Module],
+                        kinds: dict[tuple[str, str], str], found: dict[str, Any], holder: dict[Any, str],
+                        expressions: dict[Any, str]) -> None:
+    """A first branch that adds to a stream made inside the block, not to the block's input: MiniMax adds its
+    attention to ``input_layernorm``'s output (``residual = input_layernorm(x)``). Its lookup is
+    ``residual_before_<role>``, the module whose output it is, and the identity reads ``norm(block input) + ...``."""
+    if ident.start is None or close(base.tensor, ident.start.tensor):
+        return  # the block's input, seen at another place (dropout in eval, an Identity)
+    place = _best([p for p in base.places if p.path], ("out", "in"))
+    if place is None:
+        return
+    name = f"residual_before_{role}"
+    found[name] = {**_place(place, kinds), "note": f"the {role} adds its output to this module's output, a stream "
+                                                    f"made inside the block, not to the block's input"}
+    holder[base] = name
+    call = next((c for c in inner if c.path == place.path and any(close(t, base.tensor) for _, t in c.outputs)), None)
+    reads_input = call is not None and bool(call.inputs) and close(call.inputs[0][1], ident.start.tensor)
+    maker = "norm" if is_norm(modules.get(place.path)) else place.path
+    expressions[base] = f"{maker}(block input)" if reads_input and place.kind == "out" else f"`{place.path}`'s output"
 
 
 def _reads(producer: Place, inner: list[Call], ident: Identity, modules: dict[str, nn.Module]) -> str | None:
@@ -761,7 +785,7 @@ def _stack(model: nn.Module, s: Any, run: Callable[[], Any], implementations: li
             pattern["never_fire"] = never
         if sum(1 for c in calls[bname] if c.path == "") > 1:
             pattern["calls_per_forward"] = sum(1 for c in calls[bname] if c.path == "")
-        key = json.dumps(pattern, sort_keys=True, default=str)
+        key = json.dumps(_as_shown(pattern), sort_keys=True, default=str)
         if key not in keys:
             keys.append(key)
             patterns.append({**pattern, "blocks": []})
@@ -781,6 +805,19 @@ def _stack(model: nn.Module, s: Any, run: Callable[[], Any], implementations: li
     if not patterns:
         out["why"] = "its blocks are not called in this forward"
     return out
+
+
+def _as_shown(found: Any) -> Any:
+    """A block's measurement with its coefficients as a sentence shows them: blocks built alike are one pattern
+    though their scales, kept to 8 digits, differ in the last (the pattern keeps its first block's)."""
+    if isinstance(found, dict):
+        return {k: _shown(v) if k in _COEFFICIENTS and isinstance(v, float) else _as_shown(v) for k, v in found.items()}
+    if isinstance(found, list):
+        return [_as_shown(v) for v in found]
+    return found
+
+
+_COEFFICIENTS = ("scale", "base_scale", "scale_by_factor")
 
 
 def _nested(entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -817,6 +854,14 @@ def _scale(entry: dict[str, Any]) -> Any:
     return entry.get("scale", 1.0)
 
 
+def _differ(a: Any, b: Any) -> bool:
+    """Two coefficients differ: beyond a relative 1e-5 if both are numbers (kept to 8 digits, the same
+    coefficient measured in two runs differs in the last), else unequal ("per channel", None)."""
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(a - b) > 1e-5 * max(abs(a), abs(b))
+    return a != b
+
+
 def _moved(patterns: list[dict[str, Any]], first_of: list[str], follow: dict[int, list[tuple[int, str]]],
            again: dict[str, list[dict[str, Any]] | None]) -> dict[tuple[int, int, str], Any]:
     """The followed branches whose coefficient differs in ``again`` from the pattern's: (pattern, stream, role) ->
@@ -830,7 +875,7 @@ def _moved(patterns: list[dict[str, Any]], first_of: list[str], follow: dict[int
             entries = list(patterns[k]["streams"][s]["lookups"].items())
             index = next(i for i, (r, _) in enumerate(entries) if r == role)
             got = list(other[s]["lookups"].values())[index]
-            if _scale(got) != _scale(entries[index][1]):
+            if _differ(_scale(got), _scale(entries[index][1])):
                 moved[(k, s, role)] = _scale(got)
     return moved
 
@@ -868,12 +913,17 @@ def _where_scalar(owner: Any, name: str, block: nn.Module) -> dict[str, Any]:
     return {"of": path, **({"config": name} if same else {})}
 
 
+def _shown(c: float) -> str:
+    """A coefficient as a sentence gives it, to 4 significant digits (the data keep it as measured)."""
+    return f"{c:.4g}"
+
+
 def _term(factor: float | None, names: list[str]) -> str:
     """How a branch's coefficient reads: ``residual_multiplier``, ``0.7071 * scale_depth``, or a note that it
     depends on them (not in proportion)."""
     if factor is None:
         return f"f({', '.join(names)})"
-    return " * ".join(([f"{factor:g}"] if factor != 1.0 else []) + names)
+    return " * ".join(([_shown(factor)] if factor != 1.0 else []) + names)
 
 
 def _name_scalars(blocks: dict[str, nn.Module], patterns: list[dict[str, Any]], first_of: list[str],
@@ -904,14 +954,14 @@ def _name_scalars(blocks: dict[str, nn.Module], patterns: list[dict[str, Any]], 
                 break
             factor /= value
         names = [name for (_owner, name, _value), _ in found]
-        term = _term(None if factor is None else float(f"{factor:.4g}"), names)
+        term = _term(None if factor is None else float(_shown(factor)), names)
         block = blocks[first_of[k]]
         entry["scale_by"] = [{"scalar": name, **_where_scalar(owner, name, block), "value": value}
                              for (owner, name, value), _ in found]
         if factor is not None:
-            entry["scale_by_factor"] = float(f"{factor:.4g}")
+            entry["scale_by_factor"] = float(_shown(factor))
         entry["added"] = f"times {term} (the sum is input + {term} * this output)"
-        old = "" if before == 1.0 else f"{before:g} * "
+        old = "" if before == 1.0 else f"{_shown(before)} * "
         stream["identity"]["text"] = re.sub(rf"(?<=\+ ){re.escape(old)}{re.escape(role)}(?![\w])",
                                             f"{term} * {role}", stream["identity"]["text"], count=1)
         patterns[k]["scalars"].setdefault("scale_by", {})[role] = term
@@ -943,10 +993,11 @@ def _check_scalars(blocks: dict[str, nn.Module], patterns: list[dict[str, Any]],
             follow = []
             for s, (st, st2) in enumerate(zip(pattern["streams"], other)):  # the same places in the same order
                 for (role, entry), measured in zip(st["lookups"].items(), st2["lookups"].values()):
-                    if _scale(entry) != _scale(measured) or entry.get("base_scale") != measured.get("base_scale"):
+                    if _differ(_scale(entry), _scale(measured)) or \
+                            _differ(entry.get("base_scale"), measured.get("base_scale")):
                         entry["scale_follows_scalars"] = True
                         follow.append(role)
-                        if _scale(entry) != _scale(measured):
+                        if _differ(_scale(entry), _scale(measured)):
                             follows.setdefault(k, []).append((s, role))
             if follow:
                 record["scale_follows"] = follow
