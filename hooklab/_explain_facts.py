@@ -261,6 +261,13 @@ def _replaced_how(target: nn.Module) -> str:
                 "dispatch_model with offloaded weights, a diffusers pipeline's enable_sequential_cpu_offload) puts a "
                 "new tensor in for each forward, so no hook on a Parameter can stay; hook the module's output, or "
                 "train without offloading")
+    legacy = sorted(str(getattr(hook, "name", "weight")) for hook in target._forward_pre_hooks.values()
+                    if type(hook).__name__ == "WeightNorm")
+    if legacy:
+        return (f". Here {', '.join(legacy)} is no Parameter: the deprecated torch.nn.utils.weight_norm deleted it "
+                f"and computes it before each call in a forward pre-hook of its own (WeightNorm) from "
+                f"{', '.join(f'{n}_g and {n}_v' for n in legacy)}; hook those, or use "
+                "torch.nn.utils.parametrizations.weight_norm and hook parametrizations.<name>.original0 / original1")
     kinds = {n: type(p) for n, p in params.items() if type(p) not in (nn.Parameter, torch.Tensor)}
     sharded = sorted(n for n, kind in kinds.items() if kind.__name__ == "DTensor")
     if sharded:
@@ -292,6 +299,17 @@ def _hook_code(fn: Any) -> Any:
     inner = getattr(fn, "__func__", fn)
     call = next((k.__dict__["__call__"] for k in type(inner).__mro__ if "__call__" in k.__dict__), None)
     return getattr(inner, "__code__", None) or getattr(call, "__code__", None)
+
+
+def _left_behind(target: nn.Module, w: _Watch) -> list[Any]:
+    """Hooked Parameters of the module's shapes that the model does not hold and that no module holds (the old
+    ones of a module whose parameters were replaced); another model's, or another instance's, are not counted."""
+    old = _old_holders(target, w, with_modules=False)[1]
+    if not old:
+        return []
+    held = {id(p) for o in gc.get_objects() if isinstance(o, nn.Module) for p in o._parameters.values()
+            if p is not None}
+    return [p for p in old if id(p) not in held]
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -552,6 +570,16 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
                 "moves or replaces the Parameter, so a hook registered on the Parameter before that stays on a "
                 "tensor the module no longer uses. Register hooks after parametrizing (on "
                 "parametrizations.<name>.original), or hook the module's output")
+    # ---- a hooked Parameter it held before, left behind while hooks on the module itself fired
+    left = _left_behind(target, w) if r.fired and not param_labels and not any(
+        c in codes for c in ("parameter_replaced", "module_replaced", "copy_ran", "compiled", "graph")) else []
+    if left:
+        add("parameter_replaced",
+            f"the hooks on {name} itself ran, but {len(left)} hooked Parameter(s) of {name}'s shapes are held by no "
+            "module any more: a Parameter of it replaced after the hooks were registered on it "
+            "(load_state_dict(assign=True), to_empty(), module.weight = nn.Parameter(...), weight_norm), so the "
+            f"hooks stay on a tensor the step does not use and never fire; register them on {name}'s parameters now"
+            + _replaced_how(target))
     # ---- a QAT module that prepare_qat swapped in
     swap = _qat_swap(name, target, w)
     lost = swap is not None and swap[1] is not None  # a hook it watched is on the old module: not all fired here
@@ -571,7 +599,7 @@ def facts(r: Any, target: nn.Module, w: _Watch, error: BaseException | None,
             "post-accumulate-grad hook sees that sum in .grad: hook a module's output to see one use")
     # ---- fired, when every hook it watched fired on it
     watched = [label for label in r.fired if label not in w.global_labels or total[label]]
-    if watched and error is None and not registered_nothing and not silent_in_step and not lost and all(
+    if watched and error is None and not registered_nothing and not silent_in_step and not lost and not left and all(
             on_self[label] for label in watched):
         add("fired")
     if not codes or codes == ["several_calls"] and any(not total[label] for label in r.fired):

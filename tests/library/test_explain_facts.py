@@ -411,6 +411,47 @@ def test_parameters_that_functional_call_or_weight_norm_replaced():
     assert log == [] and "parameter_replaced" in r.codes
 
 
+def test_a_parameter_hook_left_behind_is_named_while_the_modules_own_hooks_fire():
+    """A tensor hook on a Parameter that load_state_dict(assign=True), or the deprecated torch.nn.utils.weight_norm,
+    replaced: the module's own hooks (the user's forward hook, weight_norm's pre-hook) fire, the Parameter's never
+    does. The doctor named the old Parameter only when the module had no hook of its own; with one it said "fired as
+    expected" (and counted WeightNorm's pre-hook as the module's hook)."""
+    x = torch.randn(3, 4)
+    for own_hook in (False, True):
+        for replace in ("assign", "weight_norm"):
+            m, log = two(), []
+            if own_hook:
+                m[0].register_forward_hook(counter(log, "fwd"))
+            old = m[0].weight
+            old.register_hook(counter(log, "w"))
+            if replace == "assign":
+                m.load_state_dict({k: v.clone() for k, v in m.state_dict().items()}, assign=True)
+            else:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    torch.nn.utils.weight_norm(m[0], "weight")
+            r = explain_hook(m, "0", run=lambda m=m: m(x).sum().backward())
+            assert "w" not in log and log.count("fwd") == int(own_hook), (own_hook, replace)
+            assert "parameter_replaced" in r.codes and "fired" not in r.codes, (own_hook, replace, r.codes)
+            assert not any("fired as expected" in reason for reason in r.reasons), (own_hook, replace)
+            if replace == "weight_norm":
+                assert any("weight_g and weight_v" in reason for reason in r.reasons), r.reasons
+            del old
+
+
+def test_a_hooked_parameter_another_module_holds_is_not_taken_for_one_left_behind():
+    """The false lead to avoid: a hooked Parameter of the same shape that another live module holds (a second model
+    of another class) is not the module's old one; its own hook fired, and that is the answer."""
+    m, log = two(), []
+    m[0].register_forward_hook(counter(log, "fwd"))
+    other = nn.Linear(4, 4)
+    other.weight.register_hook(counter(log, "w"))
+    x = torch.randn(3, 4)
+    r = explain_hook(m, "0", run=lambda: m(x).sum().backward())
+    assert log == ["fwd"] and r.codes == ["fired"], r.codes
+    del other
+
+
 def _replaced_how_in_a_group(rank, world_size):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Shard, distribute_tensor

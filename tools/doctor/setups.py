@@ -78,7 +78,10 @@ BETWEEN = ("none", "module_replaced", "assign", "to_empty", "parametrize", "prun
            "fuse_qkv_trained", "weight_norm_legacy")
 PARAM_REPLACING = ("assign", "to_empty", "parametrize", "prune", "swap_dtype", "weight_norm", "spectral_norm",
                    "reparam", "offload", "quantize", "weight_norm_legacy")
-KEEPS_PARAMETER = ("spectral_norm",)  # its parametrization keeps the Parameter as `original` (its hooks fire)
+# what keeps the hooked Parameter object in use, so that its hooks fire when the step runs backward (observed: each
+# fires run plainly): spectral_norm's and register_parametrization's parametrizations keep it as `original`, pruning
+# as `weight_orig`, and to_empty from the CPU sets its `.data`; a silent hook there has another cause (no gradients)
+KEEPS_PARAMETER = ("spectral_norm", "parametrize", "prune", "to_empty")
 COPYING = ("deepcopy", "pickle", "export", "fuse_copy")
 COMPILING = ("compile_eager_before", "compile_eager_after", "compile_aot_before", "compile_aot_after")
 RECOMPILING = ("compile_eager_recompile", "compile_aot_recompile")  # hook after the first call, a new shape in the step
