@@ -120,6 +120,10 @@ PLACE_KINDS = {  # what each kind of place inside a block is (``where(block, kin
     "shortcut": ("where the block changes the stream's shape: the module (a downsample, a 1x1 convolution) whose "
                  "output the first branch adds to",
                  "块改变了流的形状时：第一个分支所加到的那个模块（下采样、1x1 卷积）的输出"),
+    "residual_before_<part>": ("where the first part adds to a stream made inside the block, not to the block's input "
+                               "(MiniMax's normalized input, FastViT's and PoolFormer's): the module whose output it is",
+                               "第一个部分所加到的、在块内生成的流（而不是块的输入；如 MiniMax 归一化后的输入，FastViT、"
+                               "PoolFormer 的也是）：产生它的那个模块的输出"),
     "residual_after_<part>": ("the residual stream right after a part was added (residual_after_attention, "
                               "residual_after_mlp, residual_after_branch ...)",
                               "某个部分加上之后的残差流（residual_after_attention、residual_after_mlp、"
