@@ -931,6 +931,38 @@ def _pyg_compile(model: Any, keep: list) -> Any:
     return torch_geometric.compile(model, backend="eager")
 
 
+def _process_group(keep: list) -> None:
+    """A gloo process group of this one process (rank 0, world size 1) over a ``FileStore`` in a fresh temporary
+    directory, unless one is initialized; the directory is kept for the cell, and :func:`release` ends both."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    folder = tempfile.TemporaryDirectory()
+    keep.append(folder)
+    dist.init_process_group("gloo", store=dist.FileStore(str(Path(folder.name) / "store"), 1), rank=0, world_size=1)
+
+
+def _fully_shard(model: Any, keep: list) -> Any:
+    """``fully_shard(model[0])``, then ``fully_shard(model)`` in a process group: the user goes on with what the second
+    call returns."""
+    from torch.distributed.fsdp import fully_shard
+
+    _process_group(keep)
+    fully_shard(model[0])
+    return fully_shard(model)
+
+
+def _parallelize_module(model: Any, keep: list) -> Any:
+    """``parallelize_module`` of the model over a one-process CPU device mesh, ``"0"`` column-wise and ``"2"``
+    row-wise, in a process group: the user goes on with what it returns."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    _process_group(keep)
+    return parallelize_module(model, init_device_mesh("cpu", (1,)), {"0": ColwiseParallel(), "2": RowwiseParallel()})
+
+
 # (slug, operation) -> (the preparation before it, the operation): each takes (model, keep) and returns the model
 OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[Any, list], Any]]] = {
     ("peft", "get_peft_model"): (_same, _peft),
@@ -1160,6 +1192,8 @@ OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[An
     ("transformers", "Pipeline.save_pretrained"): (_same, _text_generation(_text_pipeline_saved)),
     ("transformers", "PreTrainedModel.enable_peft_hotswap"):
         (_same, _then(lambda m: m.enable_peft_hotswap(target_rank=4))),
+    ("fsdp2", "fully_shard"): (_same, _fully_shard),
+    ("tensor_parallel", "parallelize_module"): (_same, _parallelize_module),
 }
 
 
@@ -1331,6 +1365,21 @@ def parameter_of(module: Any) -> Any:
     return None if module is None else next(module.parameters(), None)
 
 
+def release(keep: list) -> None:
+    """The end of a cell, whatever happened: the torch.distributed process group destroyed if one is initialized (the
+    next cell runs without one), then what ``keep`` holds let go, a temporary directory in it removed."""
+    import torch.distributed as dist
+
+    try:
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    finally:
+        folders = [item for item in keep if isinstance(item, tempfile.TemporaryDirectory)]
+        keep.clear()
+        for folder in folders:
+            folder.cleanup()
+
+
 def observe(key: str) -> dict:
     """The cell ``key`` observed again, as docs/library_matrix.json writes it."""
     import torch
@@ -1388,7 +1437,7 @@ def observe(key: str) -> dict:
         if remove is not None:
             with contextlib.suppress(Exception):
                 remove()
-        keep.clear()
+        release(keep)
 
 
 def main(argv: list[str]) -> int:

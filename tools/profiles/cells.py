@@ -145,10 +145,51 @@ class Case:
     operate: Callable[[nn.Module], nn.Module]
     setup: Callable[[nn.Module], nn.Module] = lambda model: model
     profile: str | None = None  # the profile whose model it runs on, when not the operation's own library's
+    teardown: Callable[[], None] | None = None  # what the operation left in the process, taken away after each cell
 
     @property
     def slug(self) -> str:
         return self.operation.split(":")[0]
+
+
+_GROUP: list[str] = []  # the folder of the process group's FileStore, while one is up
+
+
+def _one_process_group() -> None:
+    """A gloo process group of this one process (world size 1), as FSDP2 and tensor parallelism need one; taken
+    down after each cell (:func:`_no_process_group`), so that no other case runs in a distributed process."""
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        folder = tempfile.mkdtemp(prefix="hooklab-cells-")
+        _GROUP.append(folder)
+        dist.init_process_group("gloo", store=dist.FileStore(folder + "/store", 1), rank=0, world_size=1)
+
+
+def _no_process_group() -> None:
+    import shutil
+
+    import torch.distributed as dist
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    while _GROUP:
+        shutil.rmtree(_GROUP.pop(), ignore_errors=True)
+
+
+def _fully_sharded(model: nn.Module) -> nn.Module:
+    """FSDP2 as its profile applies it: the first Linear, then the whole model, in a one-process gloo group."""
+    from torch.distributed.fsdp import fully_shard
+    _one_process_group()
+    fully_shard(model[0])
+    return fully_shard(model)
+
+
+def _parallelized(model: nn.Module) -> nn.Module:
+    """Tensor parallelism as its profile applies it: the first Linear column-wise, the last row-wise, on a one-rank
+    CPU mesh."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    _one_process_group()
+    return parallelize_module(model, init_device_mesh("cpu", (1,)), {"0": ColwiseParallel(), "2": RowwiseParallel()})
 
 
 def _saved_and_loaded(model: nn.Module) -> nn.Module:
@@ -1067,6 +1108,8 @@ CASES: tuple[Case, ...] = (
     Case("diffusers:DiffusionPipeline.from_config", _with_pipeline(lambda pipeline: type(pipeline).from_config(
         pipeline.config))),
     Case("torch_geometric:compile", _geometric_compiled),
+    Case("fsdp2:fully_shard", _fully_sharded, teardown=_no_process_group),
+    Case("tensor_parallel:parallelize_module", _parallelized, teardown=_no_process_group),
 )
 
 
@@ -1213,6 +1256,8 @@ def observe(case: Case, family: str, when: str) -> dict[str, Any]:
     finally:
         if handle is not None and not isinstance(handle, str):
             handle.remove()
+        if case.teardown is not None:
+            case.teardown()
 
 
 def cells(only: list[str] | None = None) -> dict[str, dict[str, Any]]:
