@@ -303,7 +303,21 @@ def _hook_code(fn: Any) -> Any:
 
 def _left_behind(target: nn.Module, w: _Watch) -> list[Any]:
     """Hooked Parameters of the module's shapes that the model does not hold and that no module holds (the old
-    ones of a module whose parameters were replaced); another model's, or another instance's, are not counted."""
+    ones of a module whose parameters were replaced); another model's, or another instance's, are not counted. Asked
+    of every module whose own hooks fired, so one quick pass without a collection comes first: only where it finds a
+    hooked Parameter of those shapes outside the model are garbage collected and every holder looked for."""
+    shapes = {tuple(p.shape) for p in target.parameters()}
+    held = {id(p) for p in w.model.parameters()}
+    objects = gc.get_objects()
+    kinds, more = set(), [nn.Parameter]  # Parameter and its subclasses (its isinstance is slow over every object)
+    while more:
+        kind = more.pop()
+        kinds.add(kind)
+        more += [k for k in kind.__subclasses__() if k not in kinds]
+    if not any(type(o) in kinds and id(o) not in held and tuple(o.shape) in shapes and
+               any(d for _k, d in internals.tensor_hook_dicts(o)) for o in objects):
+        return []
+    del objects
     old = _old_holders(target, w, with_modules=False)[1]
     if not old:
         return []

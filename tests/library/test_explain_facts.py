@@ -452,6 +452,21 @@ def test_a_hooked_parameter_another_module_holds_is_not_taken_for_one_left_behin
     del other
 
 
+def test_a_module_whose_hooks_fired_is_answered_without_a_garbage_collection(monkeypatch):
+    """The look for Parameters left behind runs for every module whose own hooks fire: without a hooked Parameter of
+    its shapes outside the model it is one pass over the objects, and garbage is not collected (a full collection
+    made every such answer 100 times slower, 0.19 s against 0.001 s of CPU with transformers imported)."""
+    import gc
+
+    m, log = two(), []
+    m[0].register_forward_hook(counter(log, "fwd"))
+    collections = []
+    monkeypatch.setattr(gc, "collect", lambda *a: collections.append(a) or 0)
+    x = torch.randn(3, 4)
+    r = explain_hook(m, "0", run=lambda: m(x).sum().backward())
+    assert r.codes == ["fired"] and log == ["fwd"] and collections == []
+
+
 def _replaced_how_in_a_group(rank, world_size):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Shard, distribute_tensor
