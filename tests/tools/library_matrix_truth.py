@@ -963,6 +963,19 @@ def _parallelize_module(model: Any, keep: list) -> Any:
     return parallelize_module(model, init_device_mesh("cpu", (1,)), {"0": ColwiseParallel(), "2": RowwiseParallel()})
 
 
+def _torchao_reloaded(model: Any, keep: list) -> Any:
+    """The model saved in a temporary directory (removed right after loading) and loaded again quantized by torchao
+    (``TorchAoConfig(Int8WeightOnlyConfig())``, float32): the user goes on with the loaded model."""
+    import diffusers
+    import torch
+    import torchao.quantization
+
+    config = diffusers.TorchAoConfig(torchao.quantization.Int8WeightOnlyConfig())
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder)
+        return type(model).from_pretrained(folder, quantization_config=config, torch_dtype=torch.float32)
+
+
 # (slug, operation) -> (the preparation before it, the operation): each takes (model, keep) and returns the model
 OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[Any, list], Any]]] = {
     ("peft", "get_peft_model"): (_same, _peft),
@@ -1194,6 +1207,7 @@ OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[An
         (_same, _then(lambda m: m.enable_peft_hotswap(target_rank=4))),
     ("fsdp2", "fully_shard"): (_same, _fully_shard),
     ("tensor_parallel", "parallelize_module"): (_same, _parallelize_module),
+    ("diffusers", "ModelMixin.dequantize"): (_torchao_reloaded, _then(lambda m: m.dequantize())),
 }
 
 

@@ -192,6 +192,17 @@ def _parallelized(model: nn.Module) -> nn.Module:
     return parallelize_module(model, init_device_mesh("cpu", (1,)), {"0": ColwiseParallel(), "2": RowwiseParallel()})
 
 
+def _torchao_loaded(model: nn.Module) -> nn.Module:
+    """The model saved and loaded again quantized by torchao (int8 weights of its Linear layers), the one quantizer of
+    diffusers that runs on a CPU and can be undone (``dequantize``)."""
+    from diffusers import TorchAoConfig
+    from torchao.quantization import Int8WeightOnlyConfig
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder)
+        return type(model).from_pretrained(folder, quantization_config=TorchAoConfig(Int8WeightOnlyConfig()),
+                                           torch_dtype=torch.float32)
+
+
 def _saved_and_loaded(model: nn.Module) -> nn.Module:
     with tempfile.TemporaryDirectory() as folder:
         model.save_pretrained(folder)
@@ -1108,6 +1119,7 @@ CASES: tuple[Case, ...] = (
     Case("diffusers:DiffusionPipeline.from_config", _with_pipeline(lambda pipeline: type(pipeline).from_config(
         pipeline.config))),
     Case("torch_geometric:compile", _geometric_compiled),
+    Case("diffusers:ModelMixin.dequantize", _same(lambda m: m.dequantize()), setup=_torchao_loaded),
     Case("fsdp2:fully_shard", _fully_sharded, teardown=_no_process_group),
     Case("tensor_parallel:parallelize_module", _parallelized, teardown=_no_process_group),
 )
