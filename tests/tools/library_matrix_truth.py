@@ -838,6 +838,25 @@ def _timm_remap_state_dict(model: Any, keep: list) -> Any:
     return model
 
 
+class Undo:
+    """A change to the whole process an operation made, kept in ``keep``: :func:`release` calls ``undo()``."""
+
+    def __init__(self, undo: Callable[[], None]) -> None:
+        self.undo = undo
+
+
+def _register_notrace_module(model: Any, keep: list) -> Any:
+    """``timm.layers._fx.register_notrace_module(type(model.layer1[0]))``; the same model goes on. The class is taken
+    out of the process-wide set ``_leaf_modules`` again at the cell's end if it was not in it before."""
+    from timm.layers import _fx
+
+    block = type(model.layer1[0])
+    if block not in _fx._leaf_modules:
+        keep.append(Undo(lambda: _fx._leaf_modules.discard(block)))  # kept first: undone even if the call raises
+    _fx.register_notrace_module(block)
+    return model
+
+
 def _torch_ao() -> Any:
     import torch
 
@@ -1173,6 +1192,7 @@ OPERATIONS: dict[tuple[str, str], tuple[Callable[[Any, list], Any], Callable[[An
     ("lightning", "LightningModule.lr_scheduler_step"): (_same, _then(_lightning_scheduler_step)),
     ("lightning", "LightningModule.save_hyperparameters"): (_same, _then(lambda m: m.save_hyperparameters())),
     ("timm", "remap_state_dict"): (_same, _timm_remap_state_dict),
+    ("timm", "register_notrace_module"): (_same, _register_notrace_module),
     ("torch_ao_quantization", "prepare_jit"):
         (_same, _scripted(lambda s: _torch_ao().prepare_jit(s, _ao_qconfig(dynamic=False)))),
     ("torch_ao_quantization", "prepare_dynamic_jit"):
@@ -1381,17 +1401,23 @@ def parameter_of(module: Any) -> Any:
 
 def release(keep: list) -> None:
     """The end of a cell, whatever happened: the torch.distributed process group destroyed if one is initialized (the
-    next cell runs without one), then what ``keep`` holds let go, a temporary directory in it removed."""
+    next cell runs without one), then what ``keep`` holds let go, an :class:`Undo` in it undone (newest first) and a
+    temporary directory in it removed."""
     import torch.distributed as dist
 
     try:
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
     finally:
+        undos = [item for item in reversed(keep) if isinstance(item, Undo)]
         folders = [item for item in keep if isinstance(item, tempfile.TemporaryDirectory)]
         keep.clear()
-        for folder in folders:
-            folder.cleanup()
+        try:
+            for item in undos:
+                item.undo()
+        finally:
+            for folder in folders:
+                folder.cleanup()
 
 
 def observe(key: str) -> dict:
@@ -1401,7 +1427,7 @@ def observe(key: str) -> dict:
     slug, operation, family, when = parse(key)
     profile = _profile(slug)
     prepare, act = OPERATIONS[(slug, operation)]
-    keep: list = []  # what must stay alive for the whole cell (a context left entered)
+    keep: list = []  # what must stay alive for the whole cell (a context left entered), what release undoes
     record = Record()
     remove: Callable[[], None] | None = None
     try:

@@ -192,6 +192,26 @@ def _parallelized(model: nn.Module) -> nn.Module:
     return parallelize_module(model, init_device_mesh("cpu", (1,)), {"0": ColwiseParallel(), "2": RowwiseParallel()})
 
 
+_NOTRACE: list[type] = []  # the classes the operation added to timm's registry of modules FX does not trace into
+
+
+def _not_traced(model: nn.Module) -> nn.Module:
+    """timm's ``register_notrace_module`` on the class of the model's first block (FX feature extraction then keeps
+    it a leaf); a registry of the process, which :func:`_notrace_undone` puts back after each cell."""
+    from timm.layers import _fx
+    block = type(model.layer1[0])
+    if block not in _fx.get_notrace_modules():
+        _NOTRACE.append(block)
+    _fx.register_notrace_module(block)
+    return model
+
+
+def _notrace_undone() -> None:
+    from timm.layers import _fx
+    while _NOTRACE:
+        _fx._leaf_modules.discard(_NOTRACE.pop())
+
+
 def _torchao_loaded(model: nn.Module) -> nn.Module:
     """The model saved and loaded again quantized by torchao (int8 weights of its Linear layers), the one quantizer of
     diffusers that runs on a CPU and can be undone (``dequantize``)."""
@@ -1120,6 +1140,7 @@ CASES: tuple[Case, ...] = (
         pipeline.config))),
     Case("torch_geometric:compile", _geometric_compiled),
     Case("diffusers:ModelMixin.dequantize", _same(lambda m: m.dequantize()), setup=_torchao_loaded),
+    Case("timm:register_notrace_module", _not_traced, teardown=_notrace_undone),
     Case("fsdp2:fully_shard", _fully_sharded, teardown=_no_process_group),
     Case("tensor_parallel:parallelize_module", _parallelized, teardown=_no_process_group),
 )
