@@ -175,21 +175,16 @@ def _no_process_group() -> None:
         shutil.rmtree(_GROUP.pop(), ignore_errors=True)
 
 
-def _fully_sharded(model: nn.Module) -> nn.Module:
-    """FSDP2 as its profile applies it: the first Linear, then the whole model, in a one-process gloo group."""
-    from torch.distributed.fsdp import fully_shard
-    _one_process_group()
-    fully_shard(model[0])
-    return fully_shard(model)
+def _in_one_process_group(slug: str) -> Callable[[nn.Module], nn.Module]:
+    """The profile's own entry point (FSDP2's ``fully_shard`` of the first Linear then the model, tensor
+    parallelism's ``parallelize_module`` on a one-rank CPU mesh) in a group this module makes first, so that the
+    profile's (kept until its measuring process exits) is not made and the group goes after each cell."""
+    apply = _profile_apply(slug)
 
-
-def _parallelized(model: nn.Module) -> nn.Module:
-    """Tensor parallelism as its profile applies it: the first Linear column-wise, the last row-wise, on a one-rank
-    CPU mesh."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-    _one_process_group()
-    return parallelize_module(model, init_device_mesh("cpu", (1,)), {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    def run(model: nn.Module) -> nn.Module:
+        _one_process_group()
+        return apply(model)
+    return run
 
 
 _NOTRACE: list[type] = []  # the classes the operation added to timm's registry of modules FX does not trace into
@@ -1141,8 +1136,9 @@ CASES: tuple[Case, ...] = (
     Case("torch_geometric:compile", _geometric_compiled),
     Case("diffusers:ModelMixin.dequantize", _same(lambda m: m.dequantize()), setup=_torchao_loaded),
     Case("timm:register_notrace_module", _not_traced, teardown=_notrace_undone),
-    Case("fsdp2:fully_shard", _fully_sharded, teardown=_no_process_group),
-    Case("tensor_parallel:parallelize_module", _parallelized, teardown=_no_process_group),
+    Case("fsdp2:fully_shard", _in_one_process_group("fsdp2"), teardown=_no_process_group),
+    Case("tensor_parallel:parallelize_module", _in_one_process_group("tensor_parallel"),
+         teardown=_no_process_group),
 )
 
 
