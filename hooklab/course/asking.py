@@ -1,6 +1,7 @@
 """Ask the course: a pasted error or a question in your own words, in Chinese or English, answered offline with the
 course's cells, symptoms, message rows and behaviour-matrix cells that explain it.
-A message the course triggers (and an unusual matrix cell) comes with a program that shows it and its fix:
+A message the course triggers (and an unusual matrix cell, a library operation's cells) comes with a program that
+shows it (and its fix, where there is one):
 ``hit.program_text(lang)`` prints it, ``hit.run()`` / ``hit.run(fix=True)`` runs it here (:mod:`hooklab.course.programs`).
 
 >>> from hooklab import course

@@ -45,11 +45,18 @@ _MASKS = ((re.compile(r"0x[0-9a-fA-F]{6,}"), "0x..."), (re.compile(r"/tmp/[\w./-
           (re.compile(r"___torch_mangle_\d+"), "___torch_mangle_N"),  # TorchScript's counter of classes made so far
           # torch's log prefix: level, date, time, process id, file:line (W1126 06:29:50.668000 445 .../x.py:1704]),
           # after the rank in a process group's worker ([rank0]:W1126 ...)
-          (re.compile(r"(?m)^(\[rank\d+\]:)?([IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\s\]]*\]"), r"\1\2.... torch]"))
+          (re.compile(r"(?m)^(\[rank\d+\]:)?([IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\s\]]*\]"), r"\1\2.... torch]"),
+          # a progress bar's time and rate (tqdm: [00:00<00:00, 843.08it/s])
+          (re.compile(r"\[\d+:\d\d<[^\]\n]*\]"), "[...]"))
 
 
 def masked(text: str) -> str:
-    """``text`` without what changes from run to run (addresses, temporary paths, TorchScript's class counter)."""
+    """``text`` without what changes from run to run (addresses, temporary paths, TorchScript's class counter, torch's
+    log prefix, a progress bar's time and rate).
+
+    >>> masked("at 0x7f3a2c1d5e10, shards: 100%|##| 1/1 [00:00<00:00, 843.08it/s]")
+    'at 0x..., shards: 100%|##| 1/1 [...]'
+    """
     for rx, replacement in _MASKS:
         text = rx.sub(replacement, text)
     return text

@@ -70,8 +70,8 @@ RECIPES = ROOT / "recipes"
 MESSAGES = ROOT / "docs" / "hook_messages.json"
 PROGRAMS = ROOT / "docs" / "programs"
 # a programs file's stem -> the id prefix of its entries (else the stem); frameworks.json's "frameworks-<name>" is
-# the entry profile:frameworks-<name>
-PROGRAM_PREFIX = {"messages": "message", "frameworks": "profile"}
+# the entry profile:frameworks-<name>, library_matrix.json's "<slug>:<operation>" the operation's profile:<slug>:<operation>
+PROGRAM_PREFIX = {"messages": "message", "frameworks": "profile", "library_matrix": "profile"}
 # a programs file whose ids are "<name>:<fact>", several facts of one entry -> the id prefix of those entries: the
 # entry "<prefix>:<name>" carries the list of its programs as "programs"
 PROGRAM_GROUPS = {"profiles": "profile"}

@@ -57,7 +57,9 @@ TEXT = {
            "family": "hook", "when": "registered", "how": "how it differs", "fix": "fix",
            "before": "before", "after": "after", "operation_raised": "the operation itself raised: `{error}`",
            "not_yet": "Operations of the table not observed yet: {names}.",
-           "cannot": "Cannot run on this machine: {names}."},
+           "cannot": "Cannot run on this machine: {names}.",
+           "program": "The program that observes these cells again", "prints": "It prints (its warnings first, each once; then "
+           "each cell as the matrix stores it, `without the operation` being its baseline):"},
     "zh": {"title": "库的钩子画像：每个库对你的钩子做了什么",
            "intro": "一个库往你的模型上装了哪些钩子、它们和你的钩子谁先谁后、深拷贝、状态字典、编译和检查点之后还剩什么、"
                     "怎样把它们拿掉：每个库都在 CPU 上用一个小模型实际运行测得（在它的入口前后各注册你的四个模块钩子，"
@@ -91,7 +93,9 @@ TEXT = {
            "family": "钩子", "when": "注册时机", "how": "哪里不同", "fix": "修法",
            "before": "操作之前", "after": "操作之后", "operation_raised": "操作本身就报错：`{error}`",
            "not_yet": "操作表里还没有观察的操作：{names}。",
-           "cannot": "这台机器上跑不了：{names}。"},
+           "cannot": "这台机器上跑不了：{names}。",
+           "program": "把这些格子重新观察一遍的程序", "prints": "它打印（先是警告，每条一次；然后是"
+           "每个格子，按矩阵保存的样子，`without the operation` 是它的基线）："},
 }
 
 
@@ -179,9 +183,12 @@ def _rows(rows: list[dict[str, str]], t: dict[str, str]) -> list[str]:
     return [*out, ""]
 
 
-def operations_section(slug: str, lang: str, library_matrix: dict[str, Any] | None) -> list[str]:
+def operations_section(slug: str, lang: str, library_matrix: dict[str, Any] | None,
+                       cell_programs: dict[str, Any] | None = None) -> list[str]:
     """The library matrix's rows of library ``slug`` (docs/library_matrix.json): one table per operation observed,
-    of its unusual cells with how each differs and its fix; nothing when the library has no operation observed."""
+    of its unusual cells with how each differs and its fix, then the program that observes them again
+    (``cell_programs``: docs/programs/library_matrix.json's), collapsed; nothing when the library has no operation
+    observed."""
     standing = (library_matrix or {}).get("operations", {}).get(slug)
     if not standing or not standing["observed"]:
         return []
@@ -198,7 +205,8 @@ def operations_section(slug: str, lang: str, library_matrix: dict[str, Any] | No
         lines += [f"### `{name.split(':', 1)[1]}`", ""]
         raised = next((cells[k]["operation raised"] for k in keys if "operation raised" in cells[k]), None)
         if raised and all("operation raised" in cells[k] for k in keys):
-            lines += [t["operation_raised"].format(error=_esc(raised)), ""]
+            lines += [t["operation_raised"].format(error=_esc(raised)), "",
+                      *_program_lines((cell_programs or {}).get(name), lang)]
             continue
         order = {family: i for i, family in enumerate(library_matrix["families"])}
         listed = sorted((k for k in keys if k in odd["cells"]),
@@ -214,13 +222,23 @@ def operations_section(slug: str, lang: str, library_matrix: dict[str, Any] | No
             if lang == "zh":
                 how, fix = [HOW_ZH.get(h, h) for h in how], FIX_ZH.get(fix, fix)
             lines.append(f"| `{family}` | {t[when]} | {_esc(('；' if lang == 'zh' else '; ').join(how))} | {_esc(fix)} |")
-        lines.append("")
+        lines += ["", *_program_lines((cell_programs or {}).get(name), lang)]
     for label, names in (("not_yet", [o for o in _table_operations(slug) if o not in operations
                                       and o not in standing["cannot run here"]]),
                          ("cannot", list(standing["cannot run here"]))):
         if names:
             lines += [t[label].format(names=", ".join(f"`{n.split(':', 1)[1]}`" for n in names)), ""]
     return lines
+
+
+def _program_lines(entry: dict[str, Any] | None, lang: str) -> list[str]:
+    """An operation's program (tools/profiles/cell_programs.py) and what it prints, collapsed; [] without one."""
+    if not entry or not entry.get("show"):
+        return []
+    from .programs import _fence
+    t, show = TEXT[lang], entry["show"]
+    return ["<details>", f"<summary>{t['program']}</summary>", "", *_fence(show["code"][lang], "python"), "",
+            t["prints"], "", *_fence(show["prints"], "text"), "", "</details>", ""]
 
 
 def _table_operations(slug: str) -> list[str]:
@@ -230,10 +248,11 @@ def _table_operations(slug: str) -> list[str]:
 
 
 def library_page(slug: str, record: dict[str, Any], lang: str, matrix: dict[str, Any],
-                 programs: dict[str, Any] | None = None, library_matrix: dict[str, Any] | None = None) -> str:
+                 programs: dict[str, Any] | None = None, library_matrix: dict[str, Any] | None = None,
+                 cell_programs: dict[str, Any] | None = None) -> str:
     """One library's page; ``programs``: docs/programs/profiles.json's, each surprise followed by its program (and
     what to do instead), collapsed; ``library_matrix``: docs/library_matrix.json, its rows of this library's
-    operations as tables (:func:`operations_section`)."""
+    operations as tables (:func:`operations_section`), each with its program from ``cell_programs``."""
     t, words = TEXT[lang], record["words"][lang]
     lines = [f"(profiles-{slug})=", f"# {record['title']}", "", f"[{t['back']}](profiles.md) · {_esc(_status(record, t))}",
              "", words["summary"], "", f"**{t['entry']}**: `{record['entry']}`", ""]
@@ -280,7 +299,7 @@ def library_page(slug: str, record: dict[str, Any], lang: str, matrix: dict[str,
         lines += [f"## {t['facts']}", "", "| | |", "|---|---|"]
         lines += [f"| `{key}` | {_esc(json.dumps(value, ensure_ascii=False))} |" for key, value in facts.items()]
         lines.append("")
-    lines += operations_section(slug, lang, library_matrix)
+    lines += operations_section(slug, lang, library_matrix, cell_programs)
     from .messages import section
     lines += section(slug, lang)
     if record.get("names"):
@@ -331,7 +350,10 @@ def pages(path: Path | None = None) -> dict[str, Callable[[Path, str, list[str]]
     from .programs import load_programs
     programs = load_programs()
     library_matrix = json.loads(LIBRARY_MATRIX.read_text(encoding="utf-8")) if LIBRARY_MATRIX.exists() else None
+    from .cell_programs import load as load_cell_programs
+    cell_programs = load_cell_programs()
     for slug, record in doc["libraries"].items():
         found[f"profiles-{slug}"] = (lambda root, lang, names, slug=slug, record=record:
-                                     library_page(slug, record, lang, matrix, programs, library_matrix))
+                                     library_page(slug, record, lang, matrix, programs, library_matrix,
+                                                  cell_programs))
     return found
