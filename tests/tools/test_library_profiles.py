@@ -8,6 +8,7 @@ import copy
 import json
 import os
 import re
+from collections import Counter
 from datetime import date
 
 import pytest
@@ -273,6 +274,34 @@ def test_a_profile_page_has_a_table_of_each_observed_operation_with_its_unusual_
     fixed = "在操作之后注册钩子" if lang == "zh" else "register the hook after the operation"
     assert f"| {page.TEXT[lang]['before']} | " in rows and fixed in rows
     assert page.operations_section("no_such_library", lang, matrix) == []
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_profile_page_opens_with_the_summary_of_its_operations_rows(lang):
+    """What a reader sees first (issue 79, item 5): before the page's other sections, each operation that changes a
+    hook, the worst first, with the counts its rows give (counted here from the matrix again), then the operations
+    that change nothing."""
+    matrix = json.loads(page.LIBRARY_MATRIX.read_text(encoding="utf-8"))
+    text = page.pages()["profiles-peft"](None, lang, [])
+    heading = f"## {page.TEXT[lang]['in_short']}"
+    assert text.split("\n## ")[1].startswith(page.TEXT[lang]["in_short"])  # the page's first section
+    section = text.split(heading)[1].split("\n## ")[0]
+    odd = matrix["unusual"]
+    unusual = Counter(key.split("|")[0] for key in odd["cells"] if key.startswith("peft:"))
+    observed = {key.split("|")[0] for key in matrix["cells"] if key.startswith("peft:")}
+    rows = [line for line in section.splitlines() if line.startswith("- `")]
+    assert [re.match(r"- `([^`]+)`", row).group(1) for row in rows][:1] == \
+        [unusual.most_common(1)[0][0].split(":", 1)[1]]  # the worst first
+    assert len(rows) == len(unusual)
+    for row in rows:
+        operation = "peft:" + re.match(r"- `([^`]+)`", row).group(1)
+        before = sum(1 for k in odd["cells"] if k.startswith(operation + "|") and k.endswith("|before"))
+        fixed = sum(1 for k in odd["fixes"] if k.startswith(operation + "|"))
+        numbers = [int(n) for n in re.findall(r"\d+", row.split("`")[2])]
+        assert numbers[:2] in ([before, 15], [15, before]) and fixed in numbers, (row, before, fixed)
+    for operation in observed - set(unusual):
+        assert f"`{operation.split(':', 1)[1]}`" in section.split("\n\n")[-1]
+    assert page.in_short("no_such_library", lang, matrix) == []
 
 
 def test_the_lookup_finds_a_library_by_its_name_and_reads_its_profile():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,13 @@ TEXT = {
            "before": "before", "after": "after", "operation_raised": "the operation itself raised: `{error}`",
            "not_yet": "Operations of the table not observed yet: {names}.",
            "cannot": "Cannot run on this machine: {names}.",
+           "in_short": "In short: what its operations do to your hooks",
+           "in_short_note": "From the library matrix's rows below: of {observed} operations observed, {changing} "
+                            "change what one of your hooks does (the worst first); the table of each operation further "
+                            "down says how, hook by hook.",
+           "in_short_row": "{before} of {families} hooks registered before it behave otherwise, {after} registered "
+                           "after it; registering after it is the fix for {fixed}. Seen most, in cells: {most}.",
+           "in_short_same": "Every hook behaves as without them: {names}.",
            "program": "The program that observes these cells again", "prints": "It prints (its warnings first, each once; then "
            "each cell as the matrix stores it, `without the operation` being its baseline):"},
     "zh": {"title": "库的钩子画像：每个库对你的钩子做了什么",
@@ -94,6 +102,12 @@ TEXT = {
            "before": "操作之前", "after": "操作之后", "operation_raised": "操作本身就报错：`{error}`",
            "not_yet": "操作表里还没有观察的操作：{names}。",
            "cannot": "这台机器上跑不了：{names}。",
+           "in_short": "简而言之：它的各个操作对你的钩子做了什么",
+           "in_short_note": "取自下面库矩阵的各行：观察过的 {observed} 个操作中，{changing} 个会改变你的某个钩子的行为"
+                            "（最严重的在前）；再往下每个操作的表格逐个钩子说明怎样不同。",
+           "in_short_row": "在它之前注册的 {families} 种钩子中 {before} 种的行为与不做这个操作时不同，之后注册的有 {after} 种；"
+                           "改在它之后注册能修好 {fixed} 种。最常见的不同（按格子数）：{most}。",
+           "in_short_same": "每种钩子都和不做这些操作时一样：{names}。",
            "program": "把这些格子重新观察一遍的程序", "prints": "它打印（先是警告，每条一次；然后是"
            "每个格子，按矩阵保存的样子，`without the operation` 是它的基线）："},
 }
@@ -231,6 +245,37 @@ def operations_section(slug: str, lang: str, library_matrix: dict[str, Any] | No
     return lines
 
 
+def in_short(slug: str, lang: str, library_matrix: dict[str, Any] | None) -> list[str]:
+    """What a reader of library ``slug``'s page reads first: its operations that change what a hook does, the worst
+    first, each with how many hooks behave otherwise registered before it and after it, how many registering after it
+    fixes and the most frequent differences; then those that change nothing. Made from the library matrix's rows
+    (docs/library_matrix.json); nothing when the library has no operation observed."""
+    standing = (library_matrix or {}).get("operations", {}).get(slug)
+    if not standing or not standing["observed"]:
+        return []
+    t, odd = TEXT[lang], library_matrix["unusual"]
+    families = len(library_matrix["families"])
+    observed = sorted({key.split("|")[0] for key in library_matrix["cells"] if key.startswith(f"{slug}:")})
+    rows = []
+    for operation in observed:
+        keys = [key for key in odd["cells"] if key.split("|")[0] == operation]
+        if not keys:
+            continue
+        hows = Counter(how for key in keys for how in odd["cells"][key])
+        most = (("、" if lang == "zh" else ", ").join(
+            f"{HOW_ZH.get(how, how)}（{n} 格）" if lang == "zh" else f"{how} ({n})" for how, n in hows.most_common(3)))
+        row = t["in_short_row"].format(
+            before=sum(key.endswith("|before") for key in keys), after=sum(key.endswith("|after") for key in keys),
+            families=families, fixed=sum(key in odd["fixes"] for key in keys), most=_esc(most))
+        rows.append((-len(keys), operation, f"- `{operation.split(':', 1)[1]}`{'：' if lang == 'zh' else ': '}{row}"))
+    lines = [f"## {t['in_short']}", "", t["in_short_note"].format(observed=len(observed), changing=len(rows)), ""]
+    lines += [row for _, _, row in sorted(rows)]
+    same = [operation for operation in observed if operation not in {op for _, op, _ in rows}]
+    if same:
+        lines += ["", t["in_short_same"].format(names=", ".join(f"`{op.split(':', 1)[1]}`" for op in same))]
+    return [*lines, ""]
+
+
 def _program_lines(entry: dict[str, Any] | None, lang: str) -> list[str]:
     """An operation's program (tools/profiles/cell_programs.py) and what it prints, collapsed; [] without one."""
     if not entry or not entry.get("show"):
@@ -255,7 +300,8 @@ def library_page(slug: str, record: dict[str, Any], lang: str, matrix: dict[str,
     operations as tables (:func:`operations_section`), each with its program from ``cell_programs``."""
     t, words = TEXT[lang], record["words"][lang]
     lines = [f"(profiles-{slug})=", f"# {record['title']}", "", f"[{t['back']}](profiles.md) · {_esc(_status(record, t))}",
-             "", words["summary"], "", f"**{t['entry']}**: `{record['entry']}`", ""]
+             "", words["summary"], "", f"**{t['entry']}**: `{record['entry']}`", "",
+             *in_short(slug, lang, library_matrix)]
     probe = (record.get("measured") or {}).get("probe")
     if probe:
         lines += [f"## {t['installs']}", "", *_rows(probe["installs"], t)]
