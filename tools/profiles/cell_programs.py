@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from . import cells
-from .programs import ROOT, _needs as needs, program_body, run_fresh, sample
+from .programs import ROOT, _loaded, _needs as needs, program_body, run_fresh, sample
 
 OUT = ROOT / "docs" / "programs" / "library_matrix.json"
 CELLS = Path(cells.__file__)
@@ -79,11 +79,8 @@ _IMPORTED_PROFILE = re.compile(r"^([ \t]*)from tools\.profiles\.libraries import
 _PROFILE_NAMES = ("build", "inputs", "loss", "TARGET", "apply", "remove")
 
 
-def _loaded(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
 def _bound(node: ast.stmt) -> list[str]:
+    """The names a top-level statement binds, a tuple's too (``_AFTER, _BEFORE = ...``)."""
     if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
         return [node.name]
     targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
@@ -111,8 +108,7 @@ def _observer() -> tuple[list[tuple[list[str], str, set[str]]], list[tuple[set[s
 def case_sources() -> dict[str, str]:
     """Each operation's case as :data:`tools.profiles.cells.CASES` writes it (a case made in a loop over a tuple of
     names, once per name)."""
-    defs, _, text = _observer()
-    tree = ast.parse(text)
+    tree = ast.parse(_observer()[2])
     constants = {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
                  and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Tuple)
                  and all(isinstance(e, ast.Constant) for e in n.value.elts)}
@@ -199,8 +195,8 @@ def program(operation: str, families: list[str]) -> str:
     observer_imports = "\n".join(src for names, src in imports if names & used)
     body = program_body(slug, tuple(profile_names), written + "\n\n\n" + tail)
     first, rest = body.split("\n\n\n", 1)  # "from __future__ import annotations", the profile's imports
-    lines = ["import contextlib", "import gc", "import io", "import json", "import warnings", "from types import SimpleNamespace", *observer_imports.splitlines(),
-             *first.splitlines()[2:]]
+    lines = ["import contextlib", "import gc", "import io", "import json", "import warnings",
+             "from types import SimpleNamespace", *observer_imports.splitlines(), *first.splitlines()[2:]]
     imports = "\n".join(dict.fromkeys(line for line in lines if line))
     return f"from __future__ import annotations\n\n{imports}\n\n\n{rest.lstrip()}"
 

@@ -66,8 +66,9 @@ TEXT = {
            "in_short_row": "{before} of {families} hooks registered before it behave otherwise, {after} registered "
                            "after it; registering after it is the fix for {fixed}. Seen most, in cells: {most}.",
            "in_short_same": "Every hook behaves as without them: {names}.",
-           "program": "The program that observes these cells again", "prints": "It prints (its warnings first, each once; then "
-           "each cell as the matrix stores it, `without the operation` being its baseline):"},
+           "program": "The program that observes these cells again",
+           "prints": "It prints (its warnings first, each once; then each cell as the matrix stores it, `without the "
+                     "operation` being its baseline):"},
     "zh": {"title": "库的钩子画像：每个库对你的钩子做了什么",
            "intro": "一个库往你的模型上装了哪些钩子、它们和你的钩子谁先谁后、深拷贝、状态字典、编译和检查点之后还剩什么、"
                     "怎样把它们拿掉：每个库都在 CPU 上用一个小模型实际运行测得（在它的入口前后各注册你的四个模块钩子，"
@@ -270,7 +271,8 @@ def in_short(slug: str, lang: str, library_matrix: dict[str, Any] | None) -> lis
         rows.append((-len(keys), operation, f"- `{operation.split(':', 1)[1]}`{'：' if lang == 'zh' else ': '}{row}"))
     lines = [f"## {t['in_short']}", "", t["in_short_note"].format(observed=len(observed), changing=len(rows)), ""]
     lines += [row for _, _, row in sorted(rows)]
-    same = [operation for operation in observed if operation not in {op for _, op, _ in rows}]
+    changing = {operation for _, operation, _ in rows}
+    same = [operation for operation in observed if operation not in changing]
     if same:
         lines += ["", t["in_short_same"].format(names=", ".join(f"`{op.split(':', 1)[1]}`" for op in same))]
     return [*lines, ""]
