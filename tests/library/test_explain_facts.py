@@ -459,12 +459,17 @@ def test_a_module_whose_hooks_fired_is_answered_without_a_garbage_collection(mon
     import gc
 
     torch.manual_seed(0)
-    m, log = nn.Sequential(nn.Linear(7, 3), nn.Linear(3, 2)), []  # shapes no other test's leftovers have
+    # a weight of a shape no other test makes, and no bias: a bias of shape (3,) that an earlier test's object still
+    # holds with a hook on it made this test depend on which tests ran before it in its worker
+    m, log = nn.Sequential(nn.Linear(101, 103, bias=False), nn.Linear(103, 2)), []
     m[0].register_forward_hook(counter(log, "fwd"))
     gc.collect()  # what earlier tests left as garbage is gone before the answer is watched
+    outside = [o for o in gc.get_objects() if isinstance(o, nn.Parameter) and o.shape == (103, 101)
+               and o is not m[0].weight and o._backward_hooks]
+    assert not outside, "a hooked Parameter of the test's own shape outside its model: the test is not alone"
     collections = []
     monkeypatch.setattr(gc, "collect", lambda *a: collections.append(a) or 0)
-    x = torch.randn(3, 7)
+    x = torch.randn(3, 101)
     r = explain_hook(m, "0", run=lambda: m(x).sum().backward())
     assert r.codes == ["fired"] and log == ["fwd"] and collections == []
 
