@@ -1,5 +1,7 @@
 """The library profiles as the course ships them: what a library does to a model's hooks, measured by running it
-(``hooklab/course/assets/profiles/library_profiles.json``, written by ``python -m tools.profiles``).
+(``hooklab/course/assets/profiles/library_profiles.json``, written by ``python -m tools.profiles``), opening with
+the summary of its library's rows in the library matrix (``library_rows.json`` beside it, made from
+``docs/library_matrix.json``): which of its operations change what a hook of yours does, the worst first.
 
 :func:`profile` returns one library's record; printing it gives a short reading in the course's language (which
 hooks the library puts on the model, when they run against yours, what survives a copy, a state dict, compiling and
@@ -9,6 +11,9 @@ checkpointing, how to take them off). Notebook 15, section 10, reads one.
 >>> record = course.profile("accelerate")
 >>> record["status"], record["measured"]["probe"]["survives"]["deepcopy"].endswith("kept")
 ('measured', True)
+>>> worst = record["library_matrix"]["operations"][0]
+>>> worst["name"], len(worst["before"]), worst["fixed"] == worst["before"]
+('Accelerator.backward', 11, True)
 """
 from __future__ import annotations
 
@@ -27,18 +32,37 @@ LABELS = {
     "en": {"installs": "puts on the model", "during": "while it runs", "order": "one step, in firing order",
            "survives": "survives", "removed": "its own removal", "source": "read from its source, not run: ",
            "nothing": "nothing", "remove": "to take it off", "api": "its own API", "surprises": "unexpected",
-           "swapped": "modules it replaced", "yours": "your hooks registered before it"},
+           "swapped": "modules it replaced", "yours": "your hooks registered before it",
+           "rows": "its operations that change what a hook of yours does ({changing} of {observed} observed, the worst "
+                   "first; of {families} kinds of hook: how many behave otherwise registered before it, after it, "
+                   "fixed by registering after it; the differences seen most)",
+           "row": "  {name}: {before} before, {after} after, {fixed} fixed by registering after; {most}",
+           "more": "  … and {n} more: course.profile({slug!r})[\"library_matrix\"][\"operations\"]",
+           "same": "operations that change no hook: {names}"},
     "zh": {"installs": "装到模型上的", "during": "运行期间", "order": "一步之内，按触发顺序", "survives": "能否保留",
            "removed": "用它自己的方法移除后", "source": "读源码得来，未运行：", "nothing": "没有",
            "remove": "如何移除", "api": "它自己的接口", "surprises": "出人意料之处",
-           "swapped": "它换掉的模块", "yours": "你在它之前注册的钩子"},
+           "swapped": "它换掉的模块", "yours": "你在它之前注册的钩子",
+           "rows": "会改变你的钩子行为的操作（观察过的 {observed} 个中有 {changing} 个，最严重的在前；{families} 种钩子中："
+                   "在它之前注册后行为不同的、在它之后注册仍不同的、改在它之后注册就修好的各有几种；最常见的不同）",
+           "row": "  {name}：之前 {before} 种，之后 {after} 种，改在之后注册修好 {fixed} 种；{most}",
+           "more": "  …… 还有 {n} 个：course.profile({slug!r})[\"library_matrix\"][\"operations\"]",
+           "same": "不改变任何钩子的操作：{names}"},
 }
+
+
+# How many operations a printed profile lists; the record holds them all
+SHOWN = 5
 
 
 @cache
 def _all() -> dict[str, Any]:
-    path = resources.files("hooklab.course") / "assets" / "profiles" / "library_profiles.json"
-    return json.loads(path.read_text(encoding="utf-8"))["libraries"]
+    folder = resources.files("hooklab.course") / "assets" / "profiles"
+    found = json.loads((folder / "library_profiles.json").read_text(encoding="utf-8"))["libraries"]
+    rows = json.loads((folder / "library_rows.json").read_text(encoding="utf-8"))
+    for slug, row in rows["libraries"].items():
+        found[slug]["library_matrix"] = {**row, "families": rows["families"]}
+    return found
 
 
 def profiles() -> list[str]:
@@ -169,7 +193,7 @@ class Profile(dict):
 
     def reading(self, lang: str) -> str:
         label, words = LABELS[lang], self["words"][lang]
-        lines = [f"{self['title']} — {self['entry']}", words["summary"]]
+        lines = [f"{self['title']} — {self['entry']}", words["summary"], *self._rows(lang)]
         measured = (self.get("measured") or {}).get("probe")
         if self["status"] == "source" or not measured:
             lines.append(label["source"] + (self.get("why_source") or {}).get(lang, ""))
@@ -192,3 +216,22 @@ class Profile(dict):
         lines.append(f"{label['api']}: {words['api']}")
         lines += [f"{label['surprises']}: {s[lang]}" for s in self.get("surprises", [])]
         return "\n".join(lines)
+
+    def _rows(self, lang: str) -> list[str]:
+        """The summary of the library's rows in the library matrix: what a reader reads first."""
+        rows = self.get("library_matrix")
+        if not rows:
+            return []
+        label, changing = LABELS[lang], rows["operations"]
+        lines = [label["rows"].format(changing=len(changing), observed=rows["observed"], families=rows["families"])]
+        for operation in changing[:SHOWN]:
+            most = ("、" if lang == "zh" else ", ").join(
+                f"{how[lang]}（{how['cells']}）" if lang == "zh" else f"{how[lang]} ({how['cells']})"
+                for how in operation["most"])
+            lines.append(label["row"].format(name=operation["name"], before=len(operation["before"]),
+                                             after=len(operation["after"]), fixed=len(operation["fixed"]), most=most))
+        if len(changing) > SHOWN:
+            lines.append(label["more"].format(n=len(changing) - SHOWN, slug=self["slug"]))
+        if rows["same"]:
+            lines.append(label["same"].format(names=", ".join(rows["same"])))
+        return lines

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from hooklab import course
-from tools.profiles import generate, page, probe
+from tools.profiles import generate, page, probe, rows
 from tools.profiles.libraries import modules
 
 pytestmark = pytest.mark.timeout(120)
@@ -302,6 +302,47 @@ def test_a_profile_page_opens_with_the_summary_of_its_operations_rows(lang):
     for operation in observed - set(unusual):
         assert f"`{operation.split(':', 1)[1]}`" in section.split("\n\n")[-1]
     assert page.in_short("no_such_library", lang, matrix) == []
+
+
+def test_the_shipped_rows_are_made_from_the_library_matrix():
+    """hooklab/course/assets/profiles/library_rows.json, which course.profile prints first, is what the committed
+    matrix gives now (python -m tools.profiles.rows --write after a change of docs/library_matrix.json)."""
+    matrix = json.loads(page.LIBRARY_MATRIX.read_text(encoding="utf-8"))
+    assert rows.ROWS.read_text(encoding="utf-8") == rows.text(matrix), "python -m tools.profiles.rows --write"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_printed_profile_opens_with_the_summary_of_its_rows(lang):
+    """course.profile(...) printed (issue 79, item 5): after the library's title and summary, its operations that
+    change a hook, the worst first, with the families counted here from the matrix's cells again; the rest are named
+    by how to reach them, and the operations that change nothing are listed."""
+    matrix = json.loads(page.LIBRARY_MATRIX.read_text(encoding="utf-8"))
+    odd = matrix["unusual"]
+    for slug in ("peft", "accelerate", "captum"):
+        record = course.profile(slug, lang=lang)
+        lines = str(record).splitlines()
+        assert lines[1] == record["words"][lang]["summary"]
+        unusual = Counter(key.split("|")[0] for key in odd["cells"] if key.startswith(f"{slug}:"))
+        observed = {key.split("|")[0] for key in matrix["cells"] if key.startswith(f"{slug}:")}
+        counts = [int(n) for n in re.findall(r"\d+", lines[2])][:2]
+        assert counts == ([len(observed), len(unusual)] if lang == "zh" else [len(unusual), len(observed)]), lines[2]
+        shown = [line for line in lines[3:3 + len(unusual)] if line.startswith("  ") and not line.startswith("  …")]
+        assert len(shown) == min(len(unusual), 5)
+        worst = max(unusual.values())
+        assert unusual[f"{slug}:" + re.split("[:：]", shown[0].strip(), maxsplit=1)[0]] == worst
+        for line in shown:
+            operation = f"{slug}:" + re.split("[:：]", line.strip(), maxsplit=1)[0]
+            before = sum(1 for k in odd["cells"] if k.startswith(operation + "|") and k.endswith("|before"))
+            after = sum(1 for k in odd["cells"] if k.startswith(operation + "|") and k.endswith("|after"))
+            fixed = sum(1 for k in odd["fixes"] if k.startswith(operation + "|"))
+            assert [int(n) for n in re.findall(r"\d+", line.split("：" if lang == "zh" else ": ", 1)[1])][:3] == \
+                [before, after, fixed], (line, before, after, fixed)
+        assert (f'course.profile({slug!r})["library_matrix"]' in str(record)) == (len(unusual) > 5)
+        same = sorted(op.split(":", 1)[1] for op in observed - set(unusual))
+        assert not same or any(line.endswith(", ".join(same)) for line in lines), same
+    unobserved = next(s for s in course.profiles() if not any(k.startswith(f"{s}:") for k in matrix["cells"]))
+    assert "library_matrix" not in course.profile(unobserved)  # no row: the profile as it was
+    assert not re.search(r"\d+ of \d+ observed|观察过的 \d+ 个", str(course.profile(unobserved, lang=lang)))
 
 
 def test_the_lookup_finds_a_library_by_its_name_and_reads_its_profile():

@@ -3,7 +3,8 @@ registered (before the operation or after it), each observed by running it; the 
 recorded.
 
     python -m tools.profiles.cells                    # observe every case of CASES and print the cells
-    python -m tools.profiles.cells --write            # ... and write docs/library_matrix.json
+    python -m tools.profiles.cells --write            # ... and write docs/library_matrix.json (and
+                                                      #     hooklab/course/assets/profiles/library_rows.json)
     python -m tools.profiles.cells --check [--only K]   # whether the committed cells are what runs now
 
 A **case** (:data:`CASES`) says how one operation runs on its library profile's small model (``build``, ``inputs``,
@@ -47,7 +48,7 @@ from torch import nn
 from torch.ao import quantization
 from torch.nn.utils import parametrize
 
-from . import operations
+from . import operations, rows
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = ROOT / "docs" / "library_matrix.json"
@@ -1467,7 +1468,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         if args.only:
             observed, odd = merged(json.loads(MATRIX.read_text(encoding="utf-8")), observed, odd, args.only)
-        MATRIX.write_text(json.dumps(document(observed, odd), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        doc = document(observed, odd)
+        MATRIX.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        rows.ROWS.write_text(rows.text(doc), encoding="utf-8")  # what course.profile prints first
     if args.check:
         doc = json.loads(MATRIX.read_text(encoding="utf-8"))
         committed, committed_odd = doc["cells"], doc["unusual"]["cells"]

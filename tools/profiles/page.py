@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..hook_matrix.page import observed
+from . import rows
+from .rows import HOW_ZH
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = ROOT / "docs" / "hook_matrix.json"
@@ -127,13 +128,6 @@ ZH_VALUES = [(r"^same$", "不变"), (r"^(\d+) of (\d+) kept$", r"\2 个中保留
              (r"^kept$", "还在原处"), (r"^taken off$", "被拿掉了"), (r"^moved to (.+)$", r"移到了 \1 上")]
 
 
-HOW_ZH = {"the operation raised": "操作本身报错", "could not be registered": "注册不上",
-          "registered where it could not be without the operation": "不做这个操作时注册不上，做了以后能注册",
-          "fires during the operation": "操作期间就触发", "never fires": "再也不触发", "fires otherwise": "触发次数不同",
-          "given another object": "拿到的是别的对象",
-          "given the object it was registered on, no longer at its place": "拿到的是注册时的那个对象，它已不在原位",
-          "fires after handle.remove()": "handle.remove() 之后还触发", "a run raises": "运行时报错",
-          "a run that raised no longer raises": "原来报错的运行不再报错"}
 FIX_ZH = {"register the hook after the operation": "在操作之后注册钩子"}
 
 
@@ -250,31 +244,23 @@ def in_short(slug: str, lang: str, library_matrix: dict[str, Any] | None) -> lis
     """What a reader of library ``slug``'s page reads first: its operations that change what a hook does, the worst
     first, each with how many hooks behave otherwise registered before it and after it, how many registering after it
     fixes and the most frequent differences; then those that change nothing. Made from the library matrix's rows
-    (docs/library_matrix.json); nothing when the library has no operation observed."""
-    standing = (library_matrix or {}).get("operations", {}).get(slug)
-    if not standing or not standing["observed"]:
+    (docs/library_matrix.json, by :func:`tools.profiles.rows.library`, as ``course.profile`` prints them); nothing
+    when the library has no operation observed."""
+    row = rows.library(slug, library_matrix or {})
+    if row is None:
         return []
-    t, odd = TEXT[lang], library_matrix["unusual"]
-    families = len(library_matrix["families"])
-    observed = sorted({key.split("|")[0] for key in library_matrix["cells"] if key.startswith(f"{slug}:")})
-    rows = []
-    for operation in observed:
-        keys = [key for key in odd["cells"] if key.split("|")[0] == operation]
-        if not keys:
-            continue
-        hows = Counter(how for key in keys for how in odd["cells"][key])
-        most = (("、" if lang == "zh" else ", ").join(
-            f"{HOW_ZH.get(how, how)}（{n} 格）" if lang == "zh" else f"{how} ({n})" for how, n in hows.most_common(3)))
-        row = t["in_short_row"].format(
-            before=sum(key.endswith("|before") for key in keys), after=sum(key.endswith("|after") for key in keys),
-            families=families, fixed=sum(key in odd["fixes"] for key in keys), most=_esc(most))
-        rows.append((-len(keys), operation, f"- `{operation.split(':', 1)[1]}`{'：' if lang == 'zh' else ': '}{row}"))
-    lines = [f"## {t['in_short']}", "", t["in_short_note"].format(observed=len(observed), changing=len(rows)), ""]
-    lines += [row for _, _, row in sorted(rows)]
-    changing = {operation for _, operation, _ in rows}
-    same = [operation for operation in observed if operation not in changing]
-    if same:
-        lines += ["", t["in_short_same"].format(names=", ".join(f"`{op.split(':', 1)[1]}`" for op in same))]
+    t, families = TEXT[lang], len(library_matrix["families"])  # type: ignore[index]
+    lines = [f"## {t['in_short']}", "", t["in_short_note"].format(observed=row["observed"],
+                                                                   changing=len(row["operations"])), ""]
+    for operation in row["operations"]:
+        most = ("、" if lang == "zh" else ", ").join(
+            f"{how['zh']}（{how['cells']} 格）" if lang == "zh" else f"{how['en']} ({how['cells']})"
+            for how in operation["most"])
+        said = t["in_short_row"].format(before=len(operation["before"]), after=len(operation["after"]),
+                                        families=families, fixed=len(operation["fixed"]), most=_esc(most))
+        lines.append(f"- `{operation['name']}`{'：' if lang == 'zh' else ': '}{said}")
+    if row["same"]:
+        lines += ["", t["in_short_same"].format(names=", ".join(f"`{name}`" for name in row["same"]))]
     return [*lines, ""]
 
 
