@@ -4,12 +4,18 @@ questions, each labelled with the lessons (notebooks 00-17) that answer it.
     python -m tools.ask.lessons              # the held-out part: a right lesson first, in the first three, per language
     python -m tools.ask.lessons --tuning     # the tuning part instead (the one the lookup may be tuned on)
     python -m tools.ask.lessons --misses     # also every question whose first answer is not a right lesson
+    python -m tools.ask.lessons --panel 2    # the second panel (tools/ask/learner_panel_2.json) instead of the first
 
 The panel (``tools/ask/learner_panel.json``, :data:`PANEL`) was written before the lookup was tuned on it: 50
 questions in English and 50 in Chinese, written separately, in a learner's words (concepts and vague symptoms, no
 library names, no pasted messages), each with the lessons that answer it, by a writer who had not read the lookup's
 code. :data:`HELD_OUT_SEED` then drew 20 % of each language as the held-out part before anything was measured; the
 lookup is tuned on the rest only.
+
+The second panel (``tools/ask/learner_panel_2.json``, :data:`PANEL_2`) is a fresh one of the same kind, 60 questions
+per language, written on 2026-11-29 by a writer who had read neither the lookup's code nor the first panel, after the
+first panel's tuning: it says whether that tuning carries to questions nobody tuned on. Its held-out fifth is drawn
+by its own seed (:data:`SEEDS`), committed with the panel before it was measured.
 
 A question is *first* when the first answer is a course place (a section or a symptom row, ``asking.LEARNER_KINDS``)
 in one of its lessons, and *found* when one is among the first three. A recipe, a matrix cell or a message row
@@ -27,7 +33,9 @@ from pathlib import Path
 from hooklab.course import asking
 
 PANEL = Path(__file__).with_name("learner_panel.json")
+PANEL_2 = Path(__file__).with_name("learner_panel_2.json")
 HELD_OUT_SEED = 8101  # fixed before the panel was measured
+SEEDS = {PANEL.name: HELD_OUT_SEED, PANEL_2.name: 8129}  # each fixed before its panel was measured
 HELD_OUT_SHARE = 0.2
 LANGUAGES = ("en", "zh")
 K = 3
@@ -55,7 +63,7 @@ def questions(part: str = "held_out", path: Path = PANEL) -> list[Question]:
     """The panel's questions of ``part`` (``"held_out"``, ``"tuning"`` or ``"all"``), in the file's order."""
     data = json.loads(path.read_text(encoding="utf-8"))
     rows = [Question(q["id"], q["lang"], q["text"], tuple(q["lessons"])) for q in data["questions"]]
-    held = held_out_ids(rows)
+    held = held_out_ids(rows, SEEDS[path.name])
     if part == "all":
         return rows
     if part not in ("held_out", "tuning"):
@@ -63,12 +71,12 @@ def questions(part: str = "held_out", path: Path = PANEL) -> list[Question]:
     return [q for q in rows if (q.id in held) == (part == "held_out")]
 
 
-def held_out_ids(rows: list[Question]) -> set[str]:
-    """20 % of each language, drawn by :data:`HELD_OUT_SEED` from the ids in sorted order."""
+def held_out_ids(rows: list[Question], seed: int = HELD_OUT_SEED) -> set[str]:
+    """20 % of each language, drawn by ``seed`` (the panel's, :data:`SEEDS`) from the ids in sorted order."""
     out: set[str] = set()
     for lang in LANGUAGES:
         ids = sorted(q.id for q in rows if q.lang == lang)
-        out |= set(random.Random(f"{HELD_OUT_SEED}-{lang}").sample(ids, round(HELD_OUT_SHARE * len(ids))))
+        out |= set(random.Random(f"{seed}-{lang}").sample(ids, round(HELD_OUT_SHARE * len(ids))))
     return out
 
 
@@ -96,10 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.ask.lessons", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tuning", action="store_true", help="the tuning part instead of the held-out part")
     parser.add_argument("--misses", action="store_true", help="also each question whose first answer is not a lesson")
+    parser.add_argument("--panel", type=int, choices=(1, 2), default=1, help="which panel (default: the first)")
     args = parser.parse_args(argv)
     part = "tuning" if args.tuning else "held_out"
+    path = PANEL_2 if args.panel == 2 else PANEL
     for lang in LANGUAGES:
-        graded = [(q, *grade(q)) for q in questions(part) if q.lang == lang]
+        graded = [(q, *grade(q)) for q in questions(part, path) if q.lang == lang]
         first, found = sum(g[1] for g in graded), sum(g[2] for g in graded)
         print(f"{part} {lang}: a right lesson first {first} of {len(graded)}, in the first three {found}")
         if args.misses:
