@@ -271,6 +271,43 @@ def test_a_learners_question_gets_a_right_lesson_first_at_least_as_often_as_meas
             assert first >= after[0] and found >= after[1], f"{part} {lang}: {got[lang]}, below {after}"
 
 
+def test_the_second_learner_panel_is_sixty_questions_per_language_with_real_sections_and_its_own_held_out_part():
+    """The second panel (written after the first one's tuning, without the lookup's code): 60 questions in each
+    language, each labelled with lessons of notebooks/ and a section heading of its first lesson; its held-out fifth
+    drawn again here from its own committed seed, apart from the tuning part; every question in a learner's words."""
+    from hooklab.course import asking
+    from tools.ask import lessons
+
+    rows = lessons.questions("all", lessons.PANEL_2)
+    assert Counter(q.lang for q in rows) == {"en": 60, "zh": 60} and len({q.id for q in rows}) == 120
+    data = json.loads(lessons.PANEL_2.read_text(encoding="utf-8"))["questions"]
+    for q in data:
+        cells = json.loads((own_words.ROOT / "notebooks" / f"{q['lessons'][0]}.ipynb").read_text(encoding="utf-8"))
+        headings = {re.sub(r"<span[^>]*></span>", "", line.lstrip("#").strip()).strip()
+                    for cell in cells["cells"] if cell["cell_type"] == "markdown"
+                    for line in "".join(cell["source"]).splitlines() if line.startswith("#")}
+        assert q["section"] in headings, (q["id"], q["section"])
+    held = lessons.questions("held_out", lessons.PANEL_2)
+    assert Counter(q.lang for q in held) == {"en": 12, "zh": 12}
+    assert {q.id for q in held} == lessons.held_out_ids(rows, 8129) != lessons.held_out_ids(rows)
+    assert not {q.id for q in held} & {q.id for q in lessons.questions("tuning", lessons.PANEL_2)}
+    assert all(asking.learners_words(q.text) for q in rows), [q.text for q in rows if not asking.learners_words(q.text)]
+
+
+def test_a_fresh_learners_question_gets_a_right_lesson_first_at_least_as_often_as_measured():
+    """The second panel, both parts: a right lesson first and among the first three at least as often as measured
+    when it was written (lessons.MEASURED_2): what the first panel's tuning gives questions nobody tuned on."""
+    from tools.ask import lessons
+
+    for part in ("held_out", "tuning"):
+        got = lessons.measure(part, lessons.PANEL_2)
+        for lang in lessons.LANGUAGES:
+            first, found, asked = got[lang]
+            measured = lessons.MEASURED_2[part][lang]
+            assert asked == measured[2] and first >= measured[0] and found >= measured[1], (
+                f"{part} {lang}: {got[lang]}, below {measured}")
+
+
 def test_a_question_naming_a_library_or_pasting_an_error_keeps_the_practitioners_order():
     """A library's name (in any of the ways it is written) or an exception's name makes a question a practitioner's:
     the lesson is not moved ahead of the recipes; the same words without it are a learner's, and the lesson comes
