@@ -1,4 +1,4 @@
-"""The recipes (recipes/NN_area.ipynb): the course's notebook format, and every recipe answers a question of the bank
+"""The recipes (recipes/NN_chapter.ipynb): the course's notebook format, and every recipe answers a question of the bank
 (a held-out one only after the course was graded on it), with links that lead somewhere (a course cell, a matrix cell, a message row)."""
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _recipes(path):
 
 
 def test_there_are_recipe_notebooks_each_with_recipes():
-    assert RECIPES, "no recipes/NN_area.ipynb"
+    assert RECIPES, "no recipes/NN_chapter.ipynb"
     assert all(_recipes(path) for path in RECIPES)
 
 
@@ -80,3 +80,36 @@ def test_every_link_of_a_recipe_leads_to_a_cell_a_matrix_cell_or_a_message_that_
             assert key in matrix, f"{recipe['id']}: no matrix cell {key}"
         for row in recipe.get("messages", []):
             assert row in messages, f"{recipe['id']}: no message row {row}"
+
+
+def test_every_recipe_sits_in_its_chapters_notebook_named_by_its_topic():
+    """The cookbook is shelved by chapter (tools/recipes/chapters.toml, issue 81): each recipe in the notebook of
+    the chapter its bank category belongs to, NN its chapter's place, the name its chapter's id; no notebook name
+    carries the bank's making (its rounds, draws and held-out parts). A new recipe goes to its chapter's notebook."""
+    from tools.recipes import chapters, regroup
+
+    order = {chapter.id: number for number, chapter in enumerate(chapters.load(), start=1)}
+    for path in RECIPES:
+        assert not re.search(r"round|held_out|draw", path.stem), f"{path.name}: named by the bank's making"
+        for zh, _ in _recipes(path):
+            chapter = chapters.of(zh["metadata"]["hooklab"]["recipe"]["id"])
+            assert path == regroup.path_of(chapter, order[chapter.id]), (
+                f"{zh['metadata']['hooklab']['recipe']['id']} is in {path.name}, its chapter is "
+                f"{regroup.path_of(chapter, order[chapter.id]).name}")
+
+
+def test_every_old_notebook_and_moved_recipe_leads_to_where_it_is_now():
+    """recipes/moved.json: each notebook of the first shelving names the chapters its recipes went to, each moved
+    recipe the notebook it is in now; the site's page at each old address lists them (tools/recipes/pages.py)."""
+    from tools.recipes import pages
+
+    moved = json.loads((ROOT / "recipes" / "moved.json").read_text(encoding="utf-8"))
+    where = {zh["metadata"]["hooklab"]["recipe"]["id"]: path.stem for path in RECIPES for zh, _ in _recipes(path)}
+    assert all(where[rid] == row["now"] for rid, row in moved["recipes"].items())
+    for old, now in moved["notebooks"].items():
+        assert not (ROOT / "recipes" / f"{old}.ipynb").exists() and all(where_now in where.values() for where_now in now)
+        assert {row["now"] for row in moved["recipes"].values() if row["was"] == old} == set(now), old
+    html = pages.moved_pages(lang="zh")
+    assert set(html) == {f"recipes-{old}.html" for old in moved["notebooks"]}
+    for rid, row in moved["recipes"].items():
+        assert f'href="recipes-{row["now"]}.html#recipe-{rid}"' in html[f"recipes-{row['was']}.html"], rid

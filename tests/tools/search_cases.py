@@ -448,7 +448,7 @@ class RecipeQuery:
     with the library (``f"{library} {symptom}"``, the symptom alone when it names the library) or the message they
     paste; on the Chinese site the recipe's ``asked_zh`` (written with the recipe)."""
     recipe: str  # the bank id
-    page: str    # recipes-NN_area (the built page)
+    page: str    # recipes-NN_chapter (the built page)
     lang: str
     kind: str    # "words", "message" or "asked_zh"
     text: str

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(
 
 PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2, "is_mobile": True}
 # one page of each kind the site has
-PAGES = ("index", "07_activation_checkpointing", "hook_matrix", "recipes-02_module_hooks", "profiles-accelerate",
+PAGES = ("index", "07_activation_checkpointing", "hook_matrix", "recipes-02_module_forward_hooks", "profiles-accelerate",
          "symptoms")
 
 # How wide the document is, and what overflows its own box in the article without scrolling inside it (the innermost

@@ -239,7 +239,7 @@ def test_every_optional_import_of_hooklab_is_in_a_part_the_copies_know():
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_a_recipes_download_is_a_standalone_notebook_with_its_install_cell(tmp_path, lang):
-    recipe = ROOT / "recipes" / "07_hugging_face.ipynb"
+    recipe = ROOT / "recipes" / "16_accelerate.ipynb"
     written = launch.write_recipe_download(recipe, lang, tmp_path, repository=URL, commit=COMMIT)
     assert written == tmp_path / recipe.name
     nb = json.loads(written.read_text(encoding="utf-8"))
@@ -364,13 +364,13 @@ def test_launch_branch_tree_holds_the_copies_and_what_binder_builds(tmp_path):
     shutil.copytree(ROOT / "hooklab", root / "hooklab", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(ROOT / "notebooks" / "01_tensor_hooks.ipynb", root / "notebooks")
     (root / "recipes").mkdir()
-    shutil.copy2(ROOT / "recipes" / "03_saved_tensors_and_checkpointing.ipynb", root / "recipes")
+    shutil.copy2(ROOT / "recipes" / "04_saved_tensors.ipynb", root / "recipes")
     out = tmp_path / "launch"
     written = launch.write_tree(out, repository=URL, commit=COMMIT, root=root)
     assert sorted(p.relative_to(out).as_posix() for p in written) == [
-        "en/01_tensor_hooks.ipynb", "en/recipes/03_saved_tensors_and_checkpointing.ipynb",
-        "zh/01_tensor_hooks.ipynb", "zh/recipes/03_saved_tensors_and_checkpointing.ipynb"]
-    recipe = json.loads((out / "zh" / "recipes" / "03_saved_tensors_and_checkpointing.ipynb").read_text("utf-8"))
+        "en/01_tensor_hooks.ipynb", "en/recipes/04_saved_tensors.ipynb",
+        "zh/01_tensor_hooks.ipynb", "zh/recipes/04_saved_tensors.ipynb"]
+    recipe = json.loads((out / "zh" / "recipes" / "04_saved_tensors.ipynb").read_text("utf-8"))
     assert recipe["metadata"]["hooklab_language"] == "zh"
     assert cell_lists(recipe) == (f"hooklab @ git+{URL}@{COMMIT}", [*launch.pins(), "numpy==2.4.6"])
     for lang in ("zh", "en"):
@@ -640,8 +640,8 @@ def test_a_site_build_reads_the_lock_and_the_installed_packages_once_per_process
 
 def test_a_copy_using_transformers_trainer_installs_accelerate():
     # transformers' Trainer raises ImportError without accelerate, which importing transformers does not need: the
-    # launch check ran recipes 19's copy, whose cell 5 builds a Trainer, without it
-    nb = json.loads((ROOT / "recipes" / "19_round_two_trainers_runners_and_copies.ipynb").read_text(encoding="utf-8"))
+    # launch check ran a copy of a recipe notebook whose cell builds a Trainer without it (the trainers chapter now)
+    nb = json.loads((ROOT / "recipes" / "20_trainers_and_trackers.ipynb").read_text(encoding="utf-8"))
     assert "accelerate==1.15.0" in launch.notebook_pins(nb)
     lightning = {"cells": [{"cell_type": "code", "source": "import lightning.pytorch as pl\ntrainer = pl.Trainer()"}]}
     assert launch.needed_by_names(lightning) == set()

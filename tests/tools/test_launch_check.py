@@ -40,8 +40,8 @@ def test_notebooks_are_chosen_by_number_or_name_and_a_wrong_one_is_refused():
     notebooks, recipes = (sorted((ROOT / folder).glob("[0-9][0-9]_*.ipynb")) for folder in ("notebooks", "recipes"))
     assert launch_check.chosen([]) == notebooks + recipes and len(recipes) >= 12  # every copy the launch branch has
     assert launch_check.chosen(["recipes"]) == recipes
-    assert [launch_check.copy_name(p) for p in launch_check.chosen(["r02", "recipes/07_hugging_face"])] == [
-        "recipes/02_module_hooks.ipynb", "recipes/07_hugging_face.ipynb"]
+    assert [launch_check.copy_name(p) for p in launch_check.chosen(["r02", "recipes/17_transformers"])] == [
+        "recipes/02_module_forward_hooks.ipynb", "recipes/17_transformers.ipynb"]
     with pytest.raises(launch_check.CheckError, match="'r99' names no notebook"):
         launch_check.chosen(["r99"])
     with pytest.raises(launch_check.CheckError, match="'99' names no notebook"):

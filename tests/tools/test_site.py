@@ -741,6 +741,19 @@ def _local(url: str) -> bool:
     return bool(url) and not re.match(r"^(?:[a-z][a-z0-9+.-]*:|//)", url, re.I)
 
 
+def test_an_old_recipe_pages_address_leads_to_where_its_recipes_are_now(built):
+    """The recipes were shelved by chapter (recipes/moved.json): the page at each old notebook's address, in both
+    languages, links each recipe it held to its anchor on its chapter's page (the crawl below checks the anchors)."""
+    out, _ = built
+    moved = json.loads((ROOT / "recipes" / "moved.json").read_text(encoding="utf-8"))
+    for lang in ("zh", "en"):
+        for old in moved["notebooks"]:
+            assert (out / lang / f"recipes-{old}.html").is_file(), (lang, old)
+        for rid, row in moved["recipes"].items():
+            text = (out / lang / f"recipes-{row['was']}.html").read_text(encoding="utf-8")
+            assert f'href="recipes-{row["now"]}.html#recipe-{rid}"' in text, (lang, rid)
+
+
 def test_a_crawl_finds_no_dead_link_anchor_or_resource(built):
     """Every page of both sites, the slides and the handouts included (not the themes' files in _static/): each local link, script, stylesheet, image
     and frame names a file the site has, and each #anchor into a page is an id of that page (reveal.js's #/N slide

@@ -25,7 +25,7 @@ the list of its facts' programs as ``programs`` (``profiles.json``'s ``<slug>:<f
 another framework's entry its example (``frameworks.json``'s ``frameworks-<name>`` -> ``profile:frameworks-<name>``);
 ``Hit.run()`` runs it.
 
-- ``recipe``: a recipe (``recipes/NN_area.ipynb``: a real question answered by running code; its heading cell carries
+- ``recipe``: a recipe (``recipes/NN_chapter.ipynb``: a real question answered by running code; its heading cell carries
   ``hooklab.recipe`` metadata: the bank id, the libraries and the calls the asker would type), linked to its heading,
   with the question, its message from the bank (``recipes/bank/``) and the calls; its question paragraph counts
   :data:`QUESTION_WEIGHT` more times (:func:`asked`).

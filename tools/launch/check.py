@@ -481,7 +481,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def chosen(names: list[str]) -> list[Path]:
-    """The notebooks named (``01``, ``01_tensor_hooks``), recipe notebooks (``r01``, ``recipes/01_autograd_hooks``;
+    """The notebooks named (``01``, ``01_tensor_hooks``), recipe notebooks (``r01``, ``recipes/01_tensor_and_node_hooks``;
     ``recipes``: every one); no names: every notebook and every recipe notebook."""
     every = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     recipes = sorted((ROOT / "recipes").glob("[0-9][0-9]_*.ipynb"))
@@ -497,13 +497,13 @@ def chosen(names: list[str]) -> list[Path]:
         found = [p for p in pool if p.name.startswith(key) or p.stem == Path(key).stem]
         if len(found) != 1:
             raise CheckError(f"{name!r} names {'no' if not found else 'more than one'} notebook "
-                             f"(e.g. 01 or 01_tensor_hooks; r01 or recipes/01_autograd_hooks for a recipe)")
+                             f"(e.g. 01 or 01_tensor_hooks; r01 or recipes/01_tensor_and_node_hooks for a recipe)")
         picked += found
     return picked
 
 
 def copy_name(path: Path) -> str:
-    """How a copy is named in the report: ``01_tensor_hooks.ipynb``, ``recipes/01_autograd_hooks.ipynb``."""
+    """How a copy is named in the report: ``01_tensor_hooks.ipynb``, ``recipes/01_tensor_and_node_hooks.ipynb``."""
     return f"recipes/{path.name}" if path.parent.name == "recipes" else path.name
 
 

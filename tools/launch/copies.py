@@ -536,10 +536,10 @@ def write_recipe_download(recipe: Path, lang: str, target: Path, *, repository: 
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
-    ...     written = write_recipe_download(ROOT / "recipes" / "02_module_hooks.ipynb", "en", Path(folder))
+    ...     written = write_recipe_download(ROOT / "recipes" / "02_module_forward_hooks.ipynb", "en", Path(folder))
     ...     nb = json.loads(written.read_text(encoding="utf-8"))
     >>> written.name, nb["metadata"]["hooklab_language"], nb["cells"][1]["id"]
-    ('02_module_hooks.ipynb', 'en', 'hooklab-install')
+    ('02_module_forward_hooks.ipynb', 'en', 'hooklab-install')
     """
     if recipe.parent.name != "recipes" or recipe.suffix != ".ipynb" or not recipe.is_file():
         raise LaunchError(f"{recipe}: not a recipe notebook (recipes/NN_x.ipynb)")

@@ -1,4 +1,4 @@
-"""The recipes on the course's website: a page per area (``recipes-NN_area``, one recipe notebook each, in the site's
+"""The recipes on the course's website: a page per chapter (``recipes-NN_chapter``, one recipe notebook each, in the site's
 language, with the outputs as they were validated) and a page that lists them all (``recipes``).
 
 tools/site/build.py's ``extra_pages`` takes :func:`pages`. Each recipe gets the anchor ``recipe-<bank id>``
@@ -10,6 +10,7 @@ link to that notebook's page; links elsewhere stay as they are.
 """
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -72,7 +73,7 @@ RECIPE_LINK = re.compile(r"\]\(\.\./recipes/(\d\d_\w+)\.ipynb(#recipe-[\w-]+)?\)
 
 
 def links_to_recipe_pages(cell: dict[str, Any]) -> dict[str, Any]:
-    """A course notebook's markdown cell whose links to a recipe (``../recipes/NN_area.ipynb#recipe-<id>``, as
+    """A course notebook's markdown cell whose links to a recipe (``../recipes/NN_chapter.ipynb#recipe-<id>``, as
     tools/recipes/used_by.py writes them) point to the recipe on its area page on the site instead.
 
     >>> cell = {"cell_type": "markdown", "source": "[Rx-01](../recipes/07_hf.ipynb#recipe-x-01)"}
@@ -209,7 +210,7 @@ def area_page(path: Path, lang: str) -> str:
 
 def entries(paths: list[Path], lang: str) -> dict[str, dict[str, Any]]:
     """Every recipe of the notebooks at ``paths``: id -> its heading's line in ``lang`` (``R<id> · …``), its page
-    (``recipes-NN_area``) and the libraries its metadata names."""
+    (``recipes-NN_chapter``) and the libraries its metadata names."""
     found: dict[str, dict[str, Any]] = {}
     for path in paths:
         nb = read_notebook(path)
@@ -281,18 +282,52 @@ def index_page(paths: list[Path], lang: str) -> str:
 
 
 def downloads(folder: Path = RECIPES) -> dict[str, Path]:
-    """The recipe notebook behind each recipe page's download button: page name (``recipes-NN_area``) -> notebook.
+    """The recipe notebook behind each recipe page's download button: page name (``recipes-NN_chapter``) -> notebook.
     The site gives it as a standalone notebook in the page's language whose first code cell installs what it uses
     (tools/launch/copies.py: ``write_recipe_download``), not the page's MyST source.
 
-    >>> downloads()["recipes-02_module_hooks"].name
-    '02_module_hooks.ipynb'
+    >>> downloads()["recipes-02_module_forward_hooks"].name
+    '02_module_forward_hooks.ipynb'
     """
     return {f"recipes-{path.stem}": path for path in notebooks(folder)}
 
 
+MOVED_TEXT = {"zh": ("这一页搬走了", "食谱现在按章排列（每章一个库或一种机制）。这一页原来的食谱在："),
+              "en": ("This page has moved", "The recipes are now shelved by chapter (a library or a mechanism each). "
+                                            "The recipes this page held are now at:")}
+
+
+def moved_pages(folder: Path = RECIPES, lang: str = "en") -> dict[str, str]:
+    """A small HTML page at each old recipe page's address (``recipes-NN_old.html``, recipes/moved.json), which the
+    site copies as it is: it lists where each recipe it held is now, and takes the reader there at once when they
+    all went to one chapter. Old links, anchors included, still lead to the recipe.
+
+    >>> page = moved_pages(lang="en")["recipes-01_autograd_hooks.html"]
+    >>> "recipes-01_tensor_and_node_hooks.html#recipe-tensor-hooks-01" in page
+    True
+    """
+    path = folder / "moved.json"
+    if not path.is_file():
+        return {}
+    moved = json.loads(path.read_text(encoding="utf-8"))
+    held: dict[str, list[tuple[str, str]]] = {}
+    for rid, where in moved["recipes"].items():
+        held.setdefault(where["was"], []).append((rid, where["now"]))
+    title, lead = MOVED_TEXT[lang]
+    out = {}
+    for old, chapters_now in moved["notebooks"].items():
+        rows = "".join(f'<li><a href="recipes-{now}.html#recipe-{rid}">R{rid}</a> ({now})</li>'
+                       for rid, now in sorted(held.get(old, []), key=lambda pair: _order(pair[0])))
+        refresh = (f'<meta http-equiv="refresh" content="0; url=recipes-{chapters_now[0]}.html">'
+                   if len(chapters_now) == 1 else "")
+        out[f"recipes-{old}.html"] = (f'<!DOCTYPE html>\n<html lang="{lang}"><head><meta charset="utf-8">{refresh}'
+                                      f"<title>{title}</title></head><body><h1>{title}</h1><p>{lead}</p>"
+                                      f"<ul>{rows}</ul></body></html>\n")
+    return out
+
+
 def pages(folder: Path = RECIPES) -> dict[str, Callable[[Path, str, list[str]], str]]:
-    """The site's recipe pages: ``recipes`` (the list), then ``recipes-NN_area`` for each recipe notebook; name -> a
+    """The site's recipe pages: ``recipes`` (the list), then ``recipes-NN_chapter`` for each recipe notebook; name -> a
     function of (root, language, notebook names), as tools/site/build.py's ``extra_pages`` takes them."""
     paths = notebooks(folder)
     if not paths:

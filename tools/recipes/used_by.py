@@ -8,7 +8,7 @@ mechanism, with a link to each recipe.
 The note is part of the section's heading cells (the ``lang-zh`` one and its ``lang-en`` twin), right under the
 heading, between the markers ``<!-- recipes -->`` and ``<!-- /recipes -->``, so no cell is added and no cell index
 moves. A recipe's link
-``../recipes/NN_area.ipynb#recipe-<id>`` opens the recipe notebook in JupyterLab; the site turns it into a link to the
+``../recipes/NN_chapter.ipynb#recipe-<id>`` opens the recipe notebook in JupyterLab; the site turns it into a link to the
 recipe on its area page (:func:`tools.recipes.pages.links_to_recipe_pages`). tests/tools/test_recipe_used_by.py
 checks that the notes in notebooks/ are what this writes.
 """
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BEGIN, END = "<!-- recipes -->", "<!-- /recipes -->"
 BLOCK = re.compile(r"\n\n" + re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
 HEADING = re.compile(r"^#{2,3} ")
-RECIPE_LINK = re.compile(r"\[([^\]]*)\]\(\.\./recipes/[^)]*\)")  # [text](../recipes/NN_area.ipynb#recipe-id)
+RECIPE_LINK = re.compile(r"\[([^\]]*)\]\(\.\./recipes/[^)]*\)")  # [text](../recipes/NN_chapter.ipynb#recipe-id)
 PER_LIBRARY = 3  # recipes named per library in one note; the rest are counted
 LEAD = {"zh": "**食谱里用到本节机制的库**：", "en": "**Libraries whose recipes rely on this section**: "}
 MORE = {"zh": "另有 {n} 个", "en": "{n} more"}
@@ -41,7 +41,7 @@ def _source(cell: dict[str, Any]) -> str:
 
 
 def recipes(root: Path = ROOT) -> list[dict[str, Any]]:
-    """Every recipe's metadata with the notebook it is in (``path``: ``NN_area.ipynb``), in the order of the files."""
+    """Every recipe's metadata with the notebook it is in (``path``: ``NN_chapter.ipynb``), in the order of the files."""
     found = []
     for path in sorted((root / "recipes").glob("[0-9][0-9]_*.ipynb")):
         for cell in read_notebook(path)["cells"]:

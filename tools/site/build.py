@@ -68,6 +68,7 @@ from ..launch import copies as launch
 from ..recipes.pages import (
     downloads as recipe_downloads,  # the notebook behind a recipe page's download
     links_to_recipe_pages,  # a section's links to the recipes that rely on it
+    moved_pages as recipe_moved_pages,  # the old recipe pages' addresses, leading to where their recipes are now
 )
 from . import ask_index
 from .pages import (
@@ -241,6 +242,8 @@ def assemble(src: Path, lang: str, *, root: Path = ROOT, repository: str | None 
     for name in ("LICENSE", "LICENSE-prose.md"):
         if (root / name).is_file():
             shutil.copy2(root / name, extra / (Path(name).stem + ".txt"))
+    for name, html in recipe_moved_pages(root / "recipes", lang).items():  # the old recipe pages' addresses
+        (extra / name).write_text(html, encoding="utf-8")
     return names
 
 
@@ -399,7 +402,7 @@ SEARCH_SKIP = "a.headerlink, .hooklab-language-link, .copybtn"  # in the article
 
 
 def extra_pages(root: Path = ROOT, *, full: bool = True) -> dict[str, Callable[[Path, str, list[str]], str]]:
-    """:data:`EXTRA_PAGES`, the recipes (``recipes`` and ``recipes-NN_area``, from recipes/ by tools/recipes/pages.py),
+    """:data:`EXTRA_PAGES`, the recipes (``recipes`` and ``recipes-NN_chapter``, from recipes/ by tools/recipes/pages.py),
     the library profiles (``profiles`` and ``profiles-<slug>``, by tools/profiles/page.py), the other frameworks'
     equivalents of a hook (``other_frameworks``, by tools/profiles/frameworks.py), then, in a ``full`` build, one
     page per zoo of the hook atlas (``atlas-<zoo>``, from hooklab/course/assets/atlas/

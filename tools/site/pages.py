@@ -243,7 +243,7 @@ def landing_page(template: str, cards: list[dict[str, str]], *, repository: str 
 
 def nested_pages(pages: Iterable[str]) -> dict[str, list[str]]:
     """The pages the sidebar shows under another one: a page named ``<parent>-<part>`` (``profiles-captum``,
-    ``recipes-07_hugging_face``) whose parent page is among ``pages``, by parent, in their order. The parent's page
+    ``recipes-17_transformers``) whose parent page is among ``pages``, by parent, in their order. The parent's page
     lists them in a hidden table of contents (:func:`child_contents`); the landing page lists only the others."""
     names = list(pages)
     found: dict[str, list[str]] = {}
