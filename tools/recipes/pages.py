@@ -292,9 +292,9 @@ def downloads(folder: Path = RECIPES) -> dict[str, Path]:
     return {f"recipes-{path.stem}": path for path in notebooks(folder)}
 
 
-MOVED_TEXT = {"zh": ("这一页搬走了", "食谱现在按章排列（每章一个库或一种机制）。这一页原来的食谱在："),
+MOVED_TEXT = {"zh": ("这一页搬走了", "食谱现在按章排列（每章一个库或一种机制）。这一页原来的食谱在：", "English"),
               "en": ("This page has moved", "The recipes are now shelved by chapter (a library or a mechanism each). "
-                                            "The recipes this page held are now at:")}
+                                            "The recipes this page held are now at:", "中文")}
 
 
 def moved_pages(folder: Path = RECIPES, lang: str = "en") -> dict[str, str]:
@@ -313,7 +313,8 @@ def moved_pages(folder: Path = RECIPES, lang: str = "en") -> dict[str, str]:
     held: dict[str, list[tuple[str, str]]] = {}
     for rid, where in moved["recipes"].items():
         held.setdefault(where["was"], []).append((rid, where["now"]))
-    title, lead = MOVED_TEXT[lang]
+    title, lead, other_name = MOVED_TEXT[lang]
+    other = "en" if lang == "zh" else "zh"
     out = {}
     for old, chapters_now in moved["notebooks"].items():
         rows = "".join(f'<li><a href="recipes-{now}.html#recipe-{rid}">R{rid}</a> ({now})</li>'
@@ -322,7 +323,8 @@ def moved_pages(folder: Path = RECIPES, lang: str = "en") -> dict[str, str]:
                    if len(chapters_now) == 1 else "")
         out[f"recipes-{old}.html"] = (f'<!DOCTYPE html>\n<html lang="{lang}"><head><meta charset="utf-8">{refresh}'
                                       f"<title>{title}</title></head><body><h1>{title}</h1><p>{lead}</p>"
-                                      f"<ul>{rows}</ul></body></html>\n")
+                                      f"<ul>{rows}</ul><p><a class=\"hooklab-language-link\" hreflang=\"{other}\" "
+                                      f"href=\"../{other}/recipes-{old}.html\">{other_name}</a></p></body></html>\n")
     return out
 
 
